@@ -1,0 +1,5 @@
+import sys
+
+from mpl.cli.main import main
+
+sys.exit(main())

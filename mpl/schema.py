@@ -1,0 +1,418 @@
+"""The one table: every block, parameter, type, default, range, unit, enum value and doc.
+
+Everything else (checker, lowering, formatter order, hover, completion, docs, codegen)
+reads this module. Adding a parameter is one entry in ``BLOCKS``.
+
+Conventions
+-----------
+* ``Param.key`` is ``"block.name"``; it is also the key used in the IR.
+* ``default`` is a plain value, or one of the sentinels ``REQUIRED`` (must be given),
+  ``OFF`` (the feature is disabled unless given; lowers to ``None``) or ``DERIVED``
+  (computed at lowering / runtime time; ``default_doc`` says how; lowers to ``None``).
+* Ranges: ``min``/``max`` with ``min_open``/``max_open`` for exclusive bounds.
+  ``max_ref``/``min_ref`` name another parameter (``"cache.memory_threshold"``) whose
+  effective value bounds this one (a cross-field rule, checked by the checker).
+* ``units``: units accepted after a number; ``unit`` is the implied unit of a bare number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __reduce__(self):  # keep identity through pickling (parallel tuner)
+        return (_sentinel, (self.name,))
+
+
+def _sentinel(name: str) -> "_Sentinel":
+    return {"REQUIRED": REQUIRED, "OFF": OFF, "DERIVED": DERIVED}[name]
+
+
+REQUIRED = _Sentinel("REQUIRED")
+OFF = _Sentinel("OFF")
+DERIVED = _Sentinel("DERIVED")
+
+
+# ---------------------------------------------------------------- value types
+# The type names the checker understands.
+INT = "int"            # integer
+NUMBER = "number"      # int or float
+BOOL = "bool"
+ENUM = "enum"          # a NAME among Param.enum
+INT_LIST = "int_list"  # [1, 2, 3]
+METRIC_LIST = "metric_list"  # [hit_rate, miss_rate]
+SLOTS_OR_SIZE = "slots_or_size"  # int slots, or a number with a size unit
+COUNT = "count"        # int with an optional count unit (accesses, steps, ...)
+
+TYPE_DOCS: Mapping[str, str] = MappingProxyType({
+    INT: "integer",
+    NUMBER: "number",
+    BOOL: "true or false",
+    ENUM: "one of the listed names",
+    INT_LIST: "list of integers",
+    METRIC_LIST: "list of metric names",
+    SLOTS_OR_SIZE: "integer (slots) or size (GB, GiB, MB, MiB)",
+    COUNT: "integer count",
+})
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    kind: str       # "size" | "time" | "count"
+    factor: float   # to the kind's base: bytes, milliseconds, or 1 for counts
+    doc: str
+
+
+UNITS: Mapping[str, Unit] = MappingProxyType({u.name: u for u in (
+    Unit("accesses", "count", 1, "expert accesses: one per distinct (layer, expert) a dispatch needs"),
+    Unit("steps", "count", 1, "forward passes of the model (one decoded token at batch 1)"),
+    Unit("tokens", "count", 1, "tokens processed"),
+    Unit("GB", "size", 1e9, "gigabytes (10^9 bytes)"),
+    Unit("GiB", "size", 2.0 ** 30, "gibibytes (2^30 bytes)"),
+    Unit("MB", "size", 1e6, "megabytes (10^6 bytes)"),
+    Unit("MiB", "size", 2.0 ** 20, "mebibytes (2^20 bytes)"),
+    Unit("ms", "time", 1.0, "milliseconds"),
+    Unit("us", "time", 1e-3, "microseconds"),
+)})
+
+SIZE_UNITS = tuple(n for n, u in UNITS.items() if u.kind == "size")
+TIME_UNITS = tuple(n for n, u in UNITS.items() if u.kind == "time")
+
+
+@dataclass(frozen=True)
+class EnumValue:
+    name: str
+    doc: str
+    replay_only: bool = False   # e.g. belady: allowed in replay, refused at attach
+
+
+@dataclass(frozen=True)
+class Param:
+    block: str
+    name: str
+    type: str
+    default: Any
+    doc: str
+    default_doc: str = ""             # how a DERIVED / OFF default is obtained
+    min: float | None = None
+    max: float | None = None
+    min_open: bool = False
+    max_open: bool = False
+    min_ref: str | None = None        # another param bounding this one from below
+    max_ref: str | None = None        # ... from above
+    units: tuple[str, ...] = ()       # units accepted after a number
+    unit: str | None = None           # implied unit of a bare number (doc only)
+    enum: tuple[EnumValue, ...] = ()
+    fallback: bool = False            # accepts "a | b" (segmented eviction)
+    conditional: bool = False         # accepts "a : b when cond" and adapt actions
+    aliases: tuple[str, ...] = ()     # alternative adapt-action names of the original
+    # The parameter only has an effect when another parameter has one of these values
+    # (("cache.eviction", ("lfu", ...))); SET means "when that parameter is given / not off".
+    # Drives the "no effect under this configuration" warning.
+    only_with: tuple[str, tuple[str, ...]] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.block}.{self.name}"
+
+    @property
+    def adaptable(self) -> bool:
+        return self.conditional
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def enum_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.enum)
+
+    def enum_value(self, name: str) -> EnumValue | None:
+        for e in self.enum:
+            if e.name == name:
+                return e
+        return None
+
+    def range_text(self) -> str:
+        """Human text of the allowed range, e.g. ``(0, 1]`` or ``>= 1``."""
+        lo, hi = self.min, self.max
+        if self.enum:
+            return ", ".join(self.enum_names())
+        if lo is None and hi is None:
+            return "" if not self.max_ref else f"<= {self.max_ref}"
+        fmt = _fmt_num
+        if lo is not None and hi is not None:
+            left = "(" if self.min_open else "["
+            right = ")" if self.max_open else "]"
+            return f"{left}{fmt(lo)}, {fmt(hi)}{right}"
+        if lo is not None:
+            return f"{'>' if self.min_open else '>='} {fmt(lo)}"
+        return f"{'<' if self.max_open else '<='} {fmt(hi)}"
+
+    def default_text(self) -> str:
+        if self.default is REQUIRED:
+            return "required"
+        if self.default is OFF:
+            return "off" + (f" ({self.default_doc})" if self.default_doc else "")
+        if self.default is DERIVED:
+            return self.default_doc or "derived"
+        return format_value(self.default)
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    doc: str
+    params: tuple[Param, ...] = ()
+    rules: bool = False               # holds `when ... { ... }` rules (adapt)
+    required: bool = False
+    dependency: str | None = None     # a block this one only makes sense with
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    doc: str
+    min: float = 0.0
+    max: float | None = 1.0          # None: unbounded above
+    unit: str = ""
+
+
+def _fmt_num(x: float) -> str:
+    if float(x).is_integer():
+        return str(int(x))
+    return repr(float(x))
+
+
+def format_value(v: Any) -> str:
+    """Render a Python value the way it is written in a .moe file."""
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None or v is OFF:
+        return "off"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(format_value(x) for x in v) + "]"
+    if isinstance(v, float):
+        return _fmt_num(v)
+    return str(v)
+
+
+SET = "<set>"  # marker inside Param.only_with: "when that parameter is given"
+
+
+# ---------------------------------------------------------------- the table
+_EVICTION = (
+    EnumValue("lru", "least recently used: evict the key accessed longest ago (a prefetch arrival counts as an access)"),
+    EnumValue("lfu", "least frequently used: +1 per access, frequencies decayed by frequency_decay every decay_interval accesses; ties go to the least recent"),
+    EnumValue("score", "lowest exponential moving average of the router weight (score_ema_alpha)"),
+    EnumValue("frequency_threshold", "admit a missed key only if its share of its layer's last freq_window accesses is >= freq_threshold; evict the lowest share"),
+    EnumValue("fallback", "segmented cache, the same as `lfu | lru`: lfu manages 2/3 of the slots and demotes its victims into an lru segment"),
+    EnumValue("arc", "Adaptive Replacement Cache (Megiddo & Modha, 2003): balances recency and frequency with ghost lists"),
+    EnumValue("s3fifo", "S3-FIFO (Yang et al., 2023): small probationary FIFO, main FIFO with reinsertion, ghost queue"),
+    EnumValue("lfru", "Least Frequently Recently Used: a privileged LRU partition over an unprivileged LFU partition"),
+    EnumValue("belady", "the offline optimum (evict the key used farthest in the future); trace replay only", replay_only=True),
+)
+
+_CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, params=(
+    Param("cache", "capacity", SLOTS_OR_SIZE, REQUIRED,
+          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is the default per-layer capacity. A size (e.g. 12GiB) means as many experts as fit once the expert size is known.",
+          min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True),
+    Param("cache", "eviction", ENUM, "lru",
+          "Which resident expert to evict when a slot is needed. `a | b` builds a segmented cache.",
+          enum=_EVICTION, fallback=True, conditional=True),
+    Param("cache", "pin", INT_LIST, (),
+          "Expert ids pinned in every MoE layer: they occupy slots and are never evicted.",
+          min=0),
+    Param("cache", "frequency_decay", NUMBER, 0.95,
+          "LFU: multiply every frequency by this factor every decay_interval accesses.",
+          min=0, max=1, min_open=True, conditional=True, aliases=("lfu_decay",),
+          only_with=("cache.eviction", ("lfu", "fallback", "lfru"))),
+    Param("cache", "decay_interval", COUNT, 100,
+          "LFU: accesses between two decays.", min=1, units=("accesses",), unit="accesses", conditional=True,
+          only_with=("cache.eviction", ("lfu", "fallback", "lfru"))),
+    Param("cache", "freq_threshold", NUMBER, 0.05,
+          "frequency_threshold: minimum share of the layer's recent accesses for admission.",
+          min=0, max=1, conditional=True,
+          only_with=("cache.eviction", ("frequency_threshold",))),
+    Param("cache", "freq_window", COUNT, 100,
+          "frequency_threshold: number of recent accesses of a layer the share is measured over.",
+          min=1, units=("accesses",), unit="accesses",
+          only_with=("cache.eviction", ("frequency_threshold",))),
+    Param("cache", "score_ema_alpha", NUMBER, 0.3,
+          "score: weight of the newest router weight in the moving average s = a*w + (1-a)*s.",
+          min=0, max=1, min_open=True, conditional=True,
+          only_with=("cache.eviction", ("score",))),
+    Param("cache", "memory_threshold", NUMBER, OFF,
+          "Memory-pressure trigger: when resident bytes / memory_budget_gb reaches this fraction, evict down to memory_headroom.",
+          default_doc="no memory-pressure trigger", min=0, max=1, min_open=True, conditional=True),
+    Param("cache", "memory_headroom", NUMBER, 0.7,
+          "Memory-pressure trigger: the fraction of the budget to evict down to.",
+          min=0, min_open=True, max_ref="cache.memory_threshold", conditional=True,
+          only_with=("cache.memory_threshold", (SET,))),
+    Param("cache", "memory_budget_gb", NUMBER, 16,
+          "Device memory (GB) the memory-pressure trigger measures resident expert bytes against.",
+          min=0, min_open=True, units=SIZE_UNITS, unit="GB",
+          only_with=("cache.memory_threshold", (SET,))),
+    Param("cache", "expert_size_gb", NUMBER, DERIVED,
+          "Bytes of one expert's weights, in GB. Taken from the model when attached or from the trace header.",
+          default_doc="from the model, else 1.2", min=0, min_open=True, units=SIZE_UNITS, unit="GB"),
+    Param("cache", "ttl", COUNT, OFF,
+          "TTL trigger: evict a resident key not accessed in the last ttl accesses (or steps, with the `steps` unit).",
+          default_doc="no TTL trigger", min=1, units=("accesses", "steps"), unit="accesses", conditional=True),
+))
+
+_PREFETCH = Block("prefetch", "Which experts to load before the router asks for them.", params=(
+    Param("prefetch", "strategy", ENUM, "none",
+          "How to predict the experts of the next layers.",
+          enum=(
+              EnumValue("none", "no prefetching"),
+              EnumValue("history", "the experts most often selected at the target layer in the last history_window steps"),
+              EnumValue("affinity", "a transition table P(e' at L+1 | e at L) learned online; keeps predictions >= affinity_threshold"),
+              EnumValue("lookahead", "apply the next layers' routers to the current hidden state (live) or use the trace's speculative predictions (replay); history as fallback"),
+          ), conditional=True, aliases=("prefetch_strategy",)),
+    Param("prefetch", "budget", INT, 4,
+          "Most keys proposed after each dispatch.",
+          min=1, max_ref="cache.capacity", conditional=True, aliases=("prefetch_budget",),
+          only_with=("prefetch.strategy", ("history", "affinity", "lookahead"))),
+    Param("prefetch", "lookahead", INT, 1,
+          "How many layers ahead to prefetch (L+1 .. L+lookahead, wrapping into the next step).",
+          min=1, unit="layers", conditional=True,
+          only_with=("prefetch.strategy", ("affinity", "lookahead"))),
+    Param("prefetch", "affinity_threshold", NUMBER, 0.3,
+          "affinity: minimum transition probability for a proposal.",
+          min=0, max=1, conditional=True,
+          only_with=("prefetch.strategy", ("affinity",))),
+    Param("prefetch", "history_window", COUNT, 50,
+          "history: number of recent steps counted.",
+          min=1, units=("steps",), unit="steps", conditional=True,
+          only_with=("prefetch.strategy", ("history", "lookahead"))),
+))
+
+_SCHEDULE = Block("schedule", "What to do on a miss: wait for the transfer, or compute on the CPU.", params=(
+    Param("schedule", "mode", ENUM, "gpu_only",
+          "Where a missed expert is computed.",
+          enum=(
+              EnumValue("gpu_only", "load the missed expert and compute it on the GPU (waits for the transfer)"),
+              EnumValue("cpu_fallback", "compute the missed expert on the CPU from the host copy; load it in the background so later accesses hit"),
+              EnumValue("hybrid", "per miss, the cheaper of transfer and CPU compute by the cost model; transfers above offload_threshold_ms go to the CPU"),
+          ), conditional=True, aliases=("schedule_mode",)),
+    Param("schedule", "offload_threshold_ms", NUMBER, 50,
+          "hybrid: a transfer estimated above this many milliseconds always goes to the CPU.",
+          min=0, min_open=True, units=TIME_UNITS, unit="ms", conditional=True,
+          only_with=("schedule.mode", ("hybrid",))),
+    Param("schedule", "overlap", BOOL, True,
+          "Overlap transfers with compute on a separate copy stream. hybrid requires it."),
+    Param("schedule", "priority_routing", BOOL, False,
+          "Serve the highest-weighted experts of a dispatch first (loads ordered by router weight)."),
+))
+
+_METRICS = (
+    Metric("hit_rate", "hits / accesses over the window"),
+    Metric("miss_rate", "misses / accesses over the window"),
+    Metric("eviction_rate", "evictions / accesses over the window"),
+    Metric("prefetch_accuracy", "prefetched keys accessed before eviction / prefetched keys loaded, over the window"),
+    Metric("transfer_rate", "loads (demand, background and prefetch) per access over the window", max=None),
+    Metric("stall_ms", "time spent waiting for transfers over the window, in ms (live, or simulated in replay)", max=None, unit="ms"),
+)
+METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in _METRICS})
+
+_MONITOR = Block("monitor", "Which metrics to track and over what window (used by conditions and adapt rules).", params=(
+    Param("monitor", "metrics", METRIC_LIST, ("hit_rate",),
+          "Metrics to compute and log."),
+    Param("monitor", "window", COUNT, 100,
+          "Sliding window, in accesses, of every metric.", min=1, units=("accesses",), unit="accesses"),
+    Param("monitor", "log_interval", COUNT, 50,
+          "Accesses between two metric log records.", min=1, units=("accesses",), unit="accesses"),
+))
+
+_PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budget by an allocation rule.", dependency="cache", params=(
+    Param("per_layer", "allocation", ENUM, "uniform",
+          "How total_budget is split across layers.",
+          enum=(
+              EnumValue("uniform", "equal capacity for every layer"),
+              EnumValue("entropy", "proportional to each layer's routing entropy over entropy_window dispatches"),
+              EnumValue("frequency", "proportional to the number of distinct experts each layer used in the window"),
+          ), conditional=True),
+    Param("per_layer", "total_budget", INT, DERIVED,
+          "Total slots over all layers.", default_doc="layers x cache.capacity", min=1, unit="slots"),
+    Param("per_layer", "min_capacity", INT, 2,
+          "Smallest capacity a layer may get.", min=1, max_ref="per_layer.max_capacity", unit="slots"),
+    Param("per_layer", "max_capacity", INT, 64,
+          "Largest capacity a layer may get.", min=1, min_ref="per_layer.min_capacity", unit="slots"),
+    Param("per_layer", "rebalance_interval", INT, 500,
+          "Dispatches between two rebalancings; 0 = never.", min=0, unit="dispatches"),
+    Param("per_layer", "entropy_window", INT, 200,
+          "Dispatches per layer the allocation signal is measured over.", min=1, unit="dispatches",
+          only_with=("per_layer.allocation", ("entropy", "frequency"))),
+))
+
+_ADAPT = Block("adapt", "Rules that change the policy at runtime: `when METRIC OP NUMBER [for N accesses] { actions }`.", rules=True)
+
+BLOCKS: Mapping[str, Block] = MappingProxyType({b.name: b for b in (
+    _CACHE, _PREFETCH, _SCHEDULE, _MONITOR, _PER_LAYER, _ADAPT)})
+
+#: canonical order of blocks (formatter, docs)
+BLOCK_ORDER: tuple[str, ...] = tuple(BLOCKS)
+
+PARAMS: Mapping[str, Param] = MappingProxyType(
+    {p.key: p for b in BLOCKS.values() for p in b.params})
+
+#: adapt-action name -> parameter key (unqualified names, the original's aliases)
+ADAPT_TARGETS: Mapping[str, str] = MappingProxyType({
+    **{p.name: p.key for p in PARAMS.values() if p.conditional},
+    **{a: p.key for p in PARAMS.values() for a in p.aliases},
+    **{p.key: p.key for p in PARAMS.values() if p.conditional},
+})
+
+#: `trigger NAME` actions
+TRIGGERS: Mapping[str, str] = MappingProxyType({
+    "memory_pressure": "run the memory-pressure eviction now (evict down to memory_headroom)",
+    "ttl": "run the TTL sweep now",
+    "flush": "evict every resident key that is neither pinned nor in use",
+})
+
+#: `rebalance NAME` actions: NAME is an allocation rule (needs a per_layer block)
+REBALANCE = "per_layer.allocation"
+
+COMPARISON_OPS: tuple[str, ...] = ("<", ">", "<=", ">=", "!=", "==")
+
+#: units allowed after `for N` in an adapt rule
+RULE_DURATION_UNITS: tuple[str, ...] = ("accesses", "steps", "tokens")
+
+SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
+
+FILE_EXTENSIONS: tuple[str, ...] = (".moe", ".policy")
+
+KEYWORDS: tuple[str, ...] = ("version", "import", "policy", "extends", "when", "for",
+                             "trigger", "rebalance", "true", "false")
+
+
+def param(key: str) -> Param:
+    """The parameter ``"block.name"``; KeyError if unknown."""
+    return PARAMS[key]
+
+
+def block(name: str) -> Block | None:
+    return BLOCKS.get(name)

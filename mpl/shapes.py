@@ -1,0 +1,157 @@
+"""Model shapes: what the model-aware checks, the synthetic traces, the cost model and
+auto_attach need to know about a model, without torch.
+
+``preset(name)`` gives the published shapes of common MoE models; ``from_config(path)`` reads
+a HuggingFace ``config.json`` (no download, no transformers import).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    num_layers: int                 # decoder layers
+    moe_layers: tuple[int, ...]     # ids of the decoder layers that are MoE
+    num_experts: int                # routed experts per MoE layer
+    top_k: int
+    hidden_size: int
+    intermediate_size: int          # per expert (moe_intermediate_size where the model has one)
+    bytes_per_param: int = 2        # fp16/bf16
+    has_gate: bool = True           # gated (SwiGLU) experts: 3 matrices; else 2
+    shared_experts: int = 0
+    device_memory_bytes: int | None = None   # when a device is known
+
+    @property
+    def num_moe_layers(self) -> int:
+        return len(self.moe_layers)
+
+    @property
+    def expert_params(self) -> int:
+        mats = 3 if self.has_gate else 2
+        return mats * self.hidden_size * self.intermediate_size
+
+    @property
+    def expert_bytes(self) -> int:
+        return self.expert_params * self.bytes_per_param
+
+    @property
+    def expert_flops_per_token(self) -> int:
+        return 2 * self.expert_params
+
+    @property
+    def total_experts(self) -> int:
+        return self.num_moe_layers * self.num_experts
+
+    def with_device_memory(self, nbytes: int | None) -> "ModelShape":
+        return replace(self, device_memory_bytes=nbytes)
+
+
+def _shape(name, layers, first_moe, experts, top_k, hidden, inter, **kw) -> ModelShape:
+    return ModelShape(name, layers, tuple(range(first_moe, layers)), experts, top_k, hidden, inter, **kw)
+
+
+#: Published configurations (from each model's config.json on the HuggingFace hub).
+PRESETS: Mapping[str, ModelShape] = MappingProxyType({s.name: s for s in (
+    _shape("mixtral-8x7b", 32, 0, 8, 2, 4096, 14336),
+    _shape("deepseek-v2-lite", 27, 1, 64, 6, 2048, 1408, shared_experts=2),
+    _shape("qwen1.5-moe-a2.7b", 24, 0, 60, 4, 2048, 1408, shared_experts=1),
+    _shape("olmoe-1b-7b", 16, 0, 64, 8, 2048, 1024),
+    _shape("qwen3-30b-a3b", 48, 0, 128, 8, 2048, 768),
+)})
+
+PRESET_ALIASES: Mapping[str, str] = MappingProxyType({
+    "mixtral": "mixtral-8x7b",
+    "deepseek": "deepseek-v2-lite",
+    "qwen1.5-moe": "qwen1.5-moe-a2.7b",
+    "qwen2-moe": "qwen1.5-moe-a2.7b",
+    "olmoe": "olmoe-1b-7b",
+    "qwen3-moe": "qwen3-30b-a3b",
+})
+
+
+def preset_names() -> tuple[str, ...]:
+    return tuple(PRESETS)
+
+
+def preset(name: str) -> ModelShape | None:
+    key = name.strip().lower()
+    key = PRESET_ALIASES.get(key, key)
+    return PRESETS.get(key)
+
+
+class ShapeError(ValueError):
+    """A model shape could not be determined (message says why)."""
+
+
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "float8_e4m3fn": 1}
+
+
+def from_config_dict(cfg: dict, name: str = "custom") -> ModelShape:
+    """Shape from a HuggingFace config dict (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V2/V3,
+    GPT-OSS, and families that use the same keys)."""
+    text_cfg = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+
+    def first(*keys, default=None):
+        for k in keys:
+            v = text_cfg.get(k)
+            if v is not None:
+                return v
+        return default
+
+    layers = first("num_hidden_layers", "n_layers", "num_layers")
+    experts = first("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+    top_k = first("num_experts_per_tok", "moe_k", "top_k", "num_selected_experts")
+    hidden = first("hidden_size", "d_model")
+    inter = first("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
+    missing = [n for n, v in (("num_hidden_layers", layers), ("number of experts", experts),
+                              ("hidden_size", hidden), ("intermediate_size", inter)) if v is None]
+    if missing:
+        raise ShapeError(f"config has no {', '.join(missing)}: is it a Mixture-of-Experts model?")
+    layers, experts, hidden, inter = int(layers), int(experts), int(hidden), int(inter)
+    top_k = int(top_k) if top_k is not None else min(2, experts)
+    first_dense = int(first("first_k_dense_replace", default=0) or 0)
+    mlp_only = set(first("mlp_only_layers", default=[]) or [])
+    step = int(first("decoder_sparse_step", default=1) or 1)
+    moe = tuple(i for i in range(layers)
+                if i >= first_dense and i not in mlp_only and (i + 1) % step == 0)
+    dtype = str(first("torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
+    shared = int(first("n_shared_experts", default=0) or 0)
+    if not shared and first("shared_expert_intermediate_size"):
+        shared = 1
+    model_type = text_cfg.get("model_type") or cfg.get("model_type") or name
+    return ModelShape(str(model_type) if name == "custom" else name, layers, moe, experts, top_k,
+                      hidden, inter, _DTYPE_BYTES.get(dtype, 2), shared_experts=shared)
+
+
+def from_config(path: str) -> ModelShape:
+    """Shape from a ``config.json`` path (or a folder holding one)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except FileNotFoundError:
+        raise ShapeError(f"no such file: {path}") from None
+    except (OSError, ValueError) as e:
+        raise ShapeError(f"cannot read {path}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ShapeError(f"{path} is not a JSON object")
+    return from_config_dict(cfg, name=os.path.basename(os.path.dirname(os.path.abspath(path))) or "custom")
+
+
+def resolve(spec: str) -> ModelShape:
+    """A preset name or a config.json path; ShapeError with the known presets otherwise."""
+    s = preset(spec)
+    if s is not None:
+        return s
+    if os.path.exists(spec):
+        return from_config(spec)
+    raise ShapeError(f"unknown model '{spec}': give a preset ({', '.join(PRESETS)}) "
+                     f"or the path of a HuggingFace config.json")

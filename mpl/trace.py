@@ -1,0 +1,79 @@
+"""Routing traces: the data both the live recorder (offload/) and the replayer (sim/) use.
+
+A trace is a header plus a sequence of dispatches in execution order. Layers in a dispatch
+are MoE-layer ordinals (``0 .. len(header.moe_layers)-1``); ``header.moe_layers`` maps them
+back to the model's decoder-layer ids. File formats (native binary, the original's JSONL)
+are read and written by ``mpl.sim.traceio``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TraceHeader:
+    model: str
+    num_layers: int                   # decoder layers of the model
+    moe_layers: tuple[int, ...]       # decoder-layer id of each MoE-layer ordinal
+    num_experts: int
+    top_k: int
+    expert_bytes: int = 0             # bytes of one expert's weights (0: unknown)
+    source: str = ""                  # "synthetic preset=... seed=...", "recorded ...", "jsonl ..."
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return len(self.moe_layers)
+
+
+@dataclass(slots=True)
+class Dispatch:
+    step: int
+    layer: int                                  # MoE-layer ordinal
+    experts: list[list[int]]                    # per token: the router's top-k ids, in order
+    weights: list[list[float]] | None = None    # per token: the router weights, same shape
+    predictions: dict[int, list[int]] | None = None
+    # ^ speculative predictions made at this dispatch for later layers (lookahead):
+    #   MoE-layer ordinal -> predicted expert ids, best first
+
+    @property
+    def tokens(self) -> int:
+        return len(self.experts)
+
+    def distinct(self) -> list[int]:
+        """The distinct experts in router order (token by token, rank by rank)."""
+        seen: dict[int, None] = {}
+        for row in self.experts:
+            for e in row:
+                seen.setdefault(e, None)
+        return list(seen)
+
+    def mean_weights(self) -> list[float] | None:
+        """Per distinct expert, its mean router weight over the tokens that selected it."""
+        if self.weights is None:
+            return None
+        acc: dict[int, list[float]] = {}
+        for row, wrow in zip(self.experts, self.weights):
+            for e, w in zip(row, wrow):
+                a = acc.setdefault(e, [0.0, 0])
+                a[0] += w
+                a[1] += 1
+        return [acc[e][0] / acc[e][1] for e in self.distinct()]
+
+
+@dataclass
+class Trace:
+    header: TraceHeader
+    dispatches: list[Dispatch] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.dispatches)
+
+    def __iter__(self):
+        return iter(self.dispatches)
+
+    @property
+    def num_steps(self) -> int:
+        return len({d.step for d in self.dispatches})
