@@ -1,0 +1,202 @@
+"""The offline optimum: Belady's MIN for demand caching of expert keys.
+
+Model (the same as the runtime's, SPEC §5): a dispatch needs its distinct keys all at once.
+A key resident when the dispatch starts is a hit and cannot be evicted during the dispatch
+(in use). A missed key is transferred either way; the optimum then chooses whether to admit
+it (evicting a resident key not used by this dispatch) or to stream it through a transient
+buffer. Pinned keys are always resident and take slots.
+
+The algorithm keeps, after each dispatch, the resident keys with the *nearest* next use
+(Belady with bypass): next-use indices are precomputed backwards in one pass, residents sit in
+a max-heap on next use with lazy invalidation, so a trace of N accesses costs O(N log C).
+``tests/test_belady*.py`` checks it against an exhaustive search on tiny traces and against
+every eviction rule of the runtime on random ones.
+
+Cache structures: ``shared`` (one cache over every layer's keys) or per-layer (one cache per
+MoE layer with its own capacity; the layers are independent, so the optimum is the per-layer
+optimum on each layer's sub-sequence).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from mpl.trace import Dispatch
+
+
+@dataclass
+class BeladyResult:
+    accesses: int = 0
+    hits: int = 0
+    misses: int = 0
+    loads: int = 0          # missed keys admitted into a slot
+    streamed: int = 0       # missed keys computed from a transient buffer, not admitted
+    evictions: int = 0
+    per_layer: dict[int, list[int]] = field(default_factory=dict)   # layer -> [accesses, hits]
+    structure: str = "shared"
+    capacities: list[int] | int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.accesses if self.accesses else 0.0
+
+    def merge(self, other: "BeladyResult") -> None:
+        self.accesses += other.accesses
+        self.hits += other.hits
+        self.misses += other.misses
+        self.loads += other.loads
+        self.streamed += other.streamed
+        self.evictions += other.evictions
+        for l, (a, h) in other.per_layer.items():
+            cur = self.per_layer.setdefault(l, [0, 0])
+            cur[0] += a
+            cur[1] += h
+
+    def to_dict(self) -> dict:
+        return {"structure": self.structure, "capacities": self.capacities,
+                "accesses": self.accesses, "hits": self.hits, "misses": self.misses,
+                "hit_rate": self.hit_rate, "loads": self.loads, "streamed": self.streamed,
+                "evictions": self.evictions,
+                "per_layer": [{"layer": l, "accesses": a, "hits": h,
+                               "hit_rate": h / a if a else 0.0}
+                              for l, (a, h) in sorted(self.per_layer.items())]}
+
+
+def requests_of(dispatches: Iterable[Dispatch], num_experts: int) -> tuple[list[list[int]], list[int]]:
+    """Per dispatch, its distinct keys encoded as ``layer * num_experts + expert`` (router
+    order), and the dispatch's layer."""
+    reqs, layers = [], []
+    for d in dispatches:
+        base = d.layer * num_experts
+        seen: dict[int, None] = {}
+        for row in d.experts:
+            for e in row:
+                seen[base + e] = None
+        reqs.append(list(seen))
+        layers.append(d.layer)
+    return reqs, layers
+
+
+def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset[int] = frozenset(),
+             num_experts: int = 0) -> BeladyResult:
+    """Belady with bypass and in-use protection over one cache. ``requests``: per dispatch,
+    its distinct keys. ``pinned`` keys are always hits and take slots. ``num_experts`` (when
+    > 0) lets the result count per-layer hits (key // num_experts)."""
+    n = len(requests)
+    INF = n + 1
+    nxt: list[list[int]] = [None] * n      # type: ignore[list-item]
+    last: dict[int, int] = {}
+    for d in range(n - 1, -1, -1):
+        ks = requests[d]
+        nxt[d] = [last.get(k, INF) for k in ks]
+        for k in ks:
+            last[k] = d
+    pinned_here = {k for k in pinned if k in last}
+    cap = capacity - (_pins_in_cache(pinned, last, num_experts) if num_experts else len(pinned))
+    cap = max(cap, 0)
+    resident: dict[int, int] = {}           # key -> its next use
+    heap: list[tuple[int, int]] = []        # (-next_use, key), lazily invalidated
+    push, pop = heapq.heappush, heapq.heappop
+    hits = loads = streamed = evictions = accesses = 0
+    missed_keys: list[int] = []              # for per-layer counts
+    miss = missed_keys.append
+    limit = 4 * (cap + 16)
+    for d in range(n):
+        ks = requests[d]
+        nus = nxt[d]
+        accesses += len(ks)
+        new_entries = None
+        for k, nu in zip(ks, nus):
+            if k in resident:
+                hits += 1
+                resident[k] = nu            # old heap entry becomes stale: protected now
+                if new_entries is None:
+                    new_entries = [(-nu, k)]
+                else:
+                    new_entries.append((-nu, k))
+                continue
+            if k in pinned_here:
+                hits += 1
+                continue
+            miss(k)
+            if nu >= INF or cap == 0:
+                streamed += 1                # never used again: admitting cannot help
+                continue
+            if len(resident) < cap:
+                resident[k] = nu
+                push(heap, (-nu, k))
+                loads += 1
+                continue
+            # the farthest-next-use resident that is not in use by this dispatch
+            while heap:
+                negv, vk = heap[0]
+                if resident.get(vk) != -negv:
+                    pop(heap)                # stale (evicted, or re-used: protected)
+                    continue
+                break
+            if heap and -heap[0][0] > nu:
+                vk = pop(heap)[1]
+                del resident[vk]
+                evictions += 1
+                resident[k] = nu
+                push(heap, (-nu, k))
+                loads += 1
+            else:
+                streamed += 1
+        if new_entries is not None:
+            for e in new_entries:
+                push(heap, e)
+            if len(heap) > limit:            # keep the lazy heap small
+                heap = [(-v, k) for k, v in resident.items()]
+                heapq.heapify(heap)
+    per_layer: dict[int, list[int]] = {}
+    if num_experts:
+        for ks in requests:
+            for k in ks:
+                pl = per_layer.get(k // num_experts)
+                if pl is None:
+                    per_layer[k // num_experts] = [1, 1]
+                else:
+                    pl[0] += 1
+                    pl[1] += 1
+        for k in missed_keys:
+            per_layer[k // num_experts][1] -= 1
+    misses = accesses - hits
+    return BeladyResult(accesses, hits, misses, loads, streamed, evictions, per_layer,
+                        "shared", capacity)
+
+
+def _pins_in_cache(pinned: frozenset[int], seen: dict[int, int], num_experts: int) -> int:
+    """Slots taken by pins in a cache: every pinned key of the layers this cache serves."""
+    layers = {k // num_experts for k in seen}
+    return sum(1 for k in pinned if k // num_experts in layers)
+
+
+def belady(dispatches: Sequence[Dispatch], num_experts: int, *, capacity: int | None = None,
+           capacities: Sequence[int] | None = None, pin: Iterable[int] = (),
+           num_layers: int | None = None) -> BeladyResult:
+    """The optimum for a shared cache of ``capacity`` slots, or for per-layer caches with
+    ``capacities[layer]`` slots each. ``pin``: expert ids pinned in every layer."""
+    reqs, layers = requests_of(dispatches, num_experts)
+    pin = tuple(pin)
+    if capacities is None:
+        if capacity is None:
+            raise ValueError("give capacity (shared cache) or capacities (per-layer caches)")
+        nl = num_layers if num_layers is not None else (max(layers) + 1 if layers else 0)
+        pinned = frozenset(l * num_experts + e for l in range(nl) for e in pin if e < num_experts)
+        r = simulate(reqs, capacity, pinned, num_experts)
+        r.structure, r.capacities = "shared", capacity
+        return r
+    by_layer: dict[int, list[list[int]]] = {}
+    for ks, l in zip(reqs, layers):
+        by_layer.setdefault(l, []).append(ks)
+    total = BeladyResult(structure="per_layer", capacities=list(capacities))
+    for l, lr in sorted(by_layer.items()):
+        if l >= len(capacities):
+            raise ValueError(f"trace has layer {l} but only {len(capacities)} capacities")
+        pinned = frozenset(l * num_experts + e for e in pin if e < num_experts)
+        r = simulate(lr, capacities[l], pinned, num_experts)
+        total.merge(r)
+    return total

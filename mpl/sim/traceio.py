@@ -1,0 +1,518 @@
+"""Trace files: the native binary format (``.mpltrace``) and the original's JSONL.
+
+The native format is specified in ``docs/traces.md``. In short (all integers little-endian)::
+
+    file     := header record*
+    header   := "MPLTRACE" u16 version u16 flags u32 header_len header_json[header_len]
+    record   := u8 rflags u32 step u16 layer u16 tokens u8 k
+                ids[tokens*k]                     # u8 when num_experts <= 256, else u16
+                [weights[tokens*k]]               # rflags bit 0-1: 0 none, 1 f16, 2 f32, 3 f64
+                [u8 n_pred (u16 layer u8 n ids[n])*n_pred]   # rflags bit 2
+
+Records are self-delimiting, so a reader streams dispatch by dispatch (``iter_dispatches``)
+without holding the file in memory; ``load`` reads everything into a :class:`mpl.trace.Trace`.
+
+JSONL (the original moe-policylang's trace format, as we read it): the first line is a JSON
+object describing the model, then one JSON object per dispatch::
+
+    {"t": STEP, "l": LAYER, "e": [ids...] | [[ids...], ...], "s": [weights...] | [[...], ...]}
+
+``l`` is the model's decoder-layer id (mapped to a MoE-layer ordinal through the header's
+``moe_layers``), ``e`` a flat list for one token or a list of per-token lists, ``s`` the router
+weights in the same shape (optional). The header line is kept verbatim in
+``header.extra["jsonl_header"]`` so that import then export reproduces it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import struct
+from typing import IO, Iterable, Iterator
+
+from mpl.trace import Dispatch, Trace, TraceHeader
+
+MAGIC = b"MPLTRACE"
+VERSION = 1
+NATIVE_EXT = ".mpltrace"
+JSONL_EXT = ".jsonl"
+
+W_NONE, W_F16, W_F32, W_F64 = 0, 1, 2, 3
+_WCODE = {"f16": W_F16, "float16": W_F16, "f32": W_F32, "float32": W_F32,
+          "f64": W_F64, "float64": W_F64}
+_WFMT = {W_F16: "e", W_F32: "f", W_F64: "d"}
+_WSIZE = {W_F16: 2, W_F32: 4, W_F64: 8}
+F_PRED = 0x04
+
+_REC = struct.Struct("<BIHHB")          # rflags, step, layer, tokens, k
+_PRE = struct.Struct("<HB")             # prediction target layer, count
+_FIXED = struct.Struct("<8sHHI")        # magic, version, flags, header_len
+
+
+class TraceFormatError(ValueError):
+    """A trace file is malformed; the message names the file and the position."""
+
+
+# ------------------------------------------------------------------ header
+def _header_to_json(h: TraceHeader) -> dict:
+    return {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
+            "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
+            "source": h.source, "extra": h.extra}
+
+
+def _header_from_json(d: dict, where: str) -> TraceHeader:
+    try:
+        h = TraceHeader(model=str(d["model"]), num_layers=int(d["num_layers"]),
+                        moe_layers=tuple(int(x) for x in d["moe_layers"]),
+                        num_experts=int(d["num_experts"]), top_k=int(d["top_k"]),
+                        expert_bytes=int(d.get("expert_bytes", 0)),
+                        source=str(d.get("source", "")), extra=dict(d.get("extra") or {}))
+    except (KeyError, TypeError, ValueError) as e:
+        raise TraceFormatError(f"{where}: bad trace header ({type(e).__name__}: {e})") from None
+    validate_header(h, where)
+    return h
+
+
+def validate_header(h: TraceHeader, where: str = "trace") -> None:
+    if h.num_experts < 1 or h.num_experts > 65536:
+        raise TraceFormatError(f"{where}: num_experts must be in 1..65536, got {h.num_experts}")
+    if not h.moe_layers:
+        raise TraceFormatError(f"{where}: the header lists no MoE layers")
+    if h.top_k < 1 or h.top_k > h.num_experts:
+        raise TraceFormatError(f"{where}: top_k must be in 1..num_experts, got {h.top_k}")
+
+
+def id_width(num_experts: int) -> int:
+    """Bytes per expert id: 1 when ids fit in a byte, else 2."""
+    return 1 if num_experts <= 256 else 2
+
+
+# ------------------------------------------------------------------ native writer
+class NativeWriter:
+    """Append dispatches to a ``.mpltrace`` file one at a time (the recorder streams)."""
+
+    def __init__(self, f: IO[bytes], header: TraceHeader, *, weights: str = "f32"):
+        validate_header(header)
+        if weights not in _WCODE:
+            raise ValueError(f"weights must be one of f16, f32, f64, got {weights!r}")
+        self.f = f
+        self.header = header
+        self.wcode = _WCODE[weights]
+        self.idc = "B" if id_width(header.num_experts) == 1 else "H"
+        self.nl = header.num_moe_layers
+        blob = json.dumps(_header_to_json(header), sort_keys=True,
+                          separators=(",", ":")).encode("utf-8")
+        f.write(_FIXED.pack(MAGIC, VERSION, 0, len(blob)))
+        f.write(blob)
+
+    def write(self, d: Dispatch) -> None:
+        h = self.header
+        tokens = len(d.experts)
+        k = len(d.experts[0]) if tokens else 0
+        if not 0 <= d.layer < self.nl:
+            raise ValueError(f"dispatch at step {d.step}: layer {d.layer} outside 0..{self.nl - 1}")
+        if not 0 <= d.step < 2 ** 32:
+            raise ValueError(f"dispatch step {d.step} outside 0..2^32-1")
+        if tokens >= 2 ** 16 or k > 255:
+            raise ValueError(f"dispatch at step {d.step}: too many tokens ({tokens}) or experts per token ({k})")
+        flat: list[int] = []
+        for row in d.experts:
+            if len(row) != k:
+                raise ValueError(f"dispatch at step {d.step} layer {d.layer}: tokens select "
+                                 f"different numbers of experts ({k} and {len(row)})")
+            flat.extend(row)
+        for e in flat:
+            if not 0 <= e < h.num_experts:
+                raise ValueError(f"dispatch at step {d.step} layer {d.layer}: expert id {e} "
+                                 f"outside 0..{h.num_experts - 1}")
+        rflags = 0
+        wflat: list[float] = []
+        if d.weights is not None:
+            rflags |= self.wcode
+            for row, wrow in zip(d.experts, d.weights):
+                if len(wrow) != len(row):
+                    raise ValueError(f"dispatch at step {d.step} layer {d.layer}: weights and "
+                                     f"experts differ in shape")
+                wflat.extend(wrow)
+            if len(d.weights) != tokens:
+                raise ValueError(f"dispatch at step {d.step} layer {d.layer}: weights and "
+                                 f"experts differ in shape")
+        if d.predictions:
+            rflags |= F_PRED
+        n = len(flat)
+        parts = [_REC.pack(rflags, d.step, d.layer, tokens, k),
+                 struct.pack(f"<{n}{self.idc}", *flat)]
+        if wflat:
+            parts.append(struct.pack(f"<{n}{_WFMT[self.wcode]}", *wflat))
+        if d.predictions:
+            if len(d.predictions) > 255:
+                raise ValueError("at most 255 predicted layers per dispatch")
+            parts.append(bytes((len(d.predictions),)))
+            for layer, ids in d.predictions.items():
+                ids = list(ids)[:255]
+                parts.append(_PRE.pack(int(layer), len(ids)))
+                parts.append(struct.pack(f"<{len(ids)}{self.idc}", *ids))
+        self.f.write(b"".join(parts))
+
+
+def weights_exact_in(trace_or_dispatches: Iterable[Dispatch], code: str) -> bool:
+    """True when every weight survives a round trip through the float type ``code``."""
+    fmt = "<" + _WFMT[_WCODE[code]]
+    pack, unpack = struct.pack, struct.unpack
+    for d in trace_or_dispatches:
+        if d.weights is None:
+            continue
+        for row in d.weights:
+            for w in row:
+                try:
+                    if unpack(fmt, pack(fmt, w))[0] != w:
+                        return False
+                except OverflowError:
+                    return False
+    return True
+
+
+def _auto_weights(trace: Trace, weights: str) -> str:
+    """The smallest float type that stores every weight of ``trace`` exactly."""
+    if weights != "auto":
+        return weights
+    for code in ("f16", "f32"):
+        if weights_exact_in(trace.dispatches, code):
+            return code
+    return "f64"
+
+
+def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
+    """Write ``trace`` as ``.mpltrace``. ``weights='auto'`` picks the smallest of float16,
+    float32, float64 that holds every weight exactly, so import -> save -> load is exact."""
+    weights = _auto_weights(trace, weights)
+    with open(path, "wb") as f:
+        w = NativeWriter(f, trace.header, weights=weights)
+        for d in trace.dispatches:
+            w.write(d)
+
+
+# ------------------------------------------------------------------ native reader
+def _read_exact(f: IO[bytes], n: int, path: str, what: str) -> bytes:
+    b = f.read(n)
+    if len(b) != n:
+        raise TraceFormatError(f"{path}: truncated {what} (wanted {n} bytes, got {len(b)})")
+    return b
+
+
+def read_native_header(f: IO[bytes], path: str = "trace") -> TraceHeader:
+    head = f.read(_FIXED.size)
+    if len(head) < _FIXED.size or not head.startswith(MAGIC):
+        raise TraceFormatError(f"{path}: not an .mpltrace file (bad magic); "
+                               f"JSONL traces need the .jsonl extension")
+    _, version, _flags, hlen = _FIXED.unpack(head)
+    if version != VERSION:
+        raise TraceFormatError(f"{path}: unsupported .mpltrace version {version} (this reader "
+                               f"knows version {VERSION})")
+    blob = _read_exact(f, hlen, path, "header")
+    try:
+        d = json.loads(blob.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise TraceFormatError(f"{path}: header is not valid JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise TraceFormatError(f"{path}: header is not a JSON object")
+    return _header_from_json(d, path)
+
+
+def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
+                chunk: int = 1 << 20) -> Iterator[Dispatch]:
+    """Yield the dispatches of an open ``.mpltrace`` (positioned after the header), reading
+    ``chunk`` bytes at a time."""
+    w = id_width(header.num_experts)
+    idc = "B" if w == 1 else "H"
+    nl, ne = header.num_moe_layers, header.num_experts
+    buf = b""
+    pos = 0
+    offset = f.tell()        # file offset of buf[0]
+    rec_unpack = _REC.unpack_from
+    rsize = _REC.size
+    eof = False
+    index = 0
+
+    def need(n: int) -> bool:
+        nonlocal buf, pos, offset, eof
+        while len(buf) - pos < n and not eof:
+            more = f.read(max(chunk, n))
+            if not more:
+                eof = True
+                break
+            offset += pos
+            buf = buf[pos:] + more
+            pos = 0
+        return len(buf) - pos >= n
+
+    while True:
+        if not need(1):
+            return
+        if not need(rsize):
+            raise TraceFormatError(f"{path}: truncated record {index} at byte {offset + pos}")
+        start = offset + pos
+        rflags, step, layer, tokens, k = rec_unpack(buf, pos)
+        n = tokens * k
+        wcode = rflags & 3
+        body = n * w + (n * _WSIZE[wcode] if wcode else 0)
+        if rflags & ~0x07:
+            raise TraceFormatError(f"{path}: record {index} at byte {start}: unknown flags {rflags:#x}")
+        if not need(rsize + body + (1 if rflags & F_PRED else 0)):
+            raise TraceFormatError(f"{path}: truncated record {index} at byte {start}")
+        p = pos + rsize
+        ids = struct.unpack_from(f"<{n}{idc}", buf, p)
+        p += n * w
+        if layer >= nl:
+            raise TraceFormatError(f"{path}: record {index} at byte {start}: layer {layer} "
+                                   f"outside 0..{nl - 1}")
+        if ids and max(ids) >= ne:
+            raise TraceFormatError(f"{path}: record {index} at byte {start}: expert id "
+                                   f"{max(ids)} outside 0..{ne - 1}")
+        experts = [list(ids[i:i + k]) for i in range(0, n, k)] if k else [[] for _ in range(tokens)]
+        weights = None
+        if wcode:
+            ws = struct.unpack_from(f"<{n}{_WFMT[wcode]}", buf, p)
+            p += n * _WSIZE[wcode]
+            weights = [list(ws[i:i + k]) for i in range(0, n, k)] if k else [[] for _ in range(tokens)]
+        preds = None
+        if rflags & F_PRED:
+            npred = buf[p]
+            p += 1
+            preds = {}
+            for _ in range(npred):
+                pos_rel = p - pos
+                if not need(pos_rel + _PRE.size):
+                    raise TraceFormatError(f"{path}: truncated predictions in record {index}")
+                p = pos + pos_rel
+                tl, cnt = _PRE.unpack_from(buf, p)
+                p += _PRE.size
+                pos_rel = p - pos
+                if not need(pos_rel + cnt * w):
+                    raise TraceFormatError(f"{path}: truncated predictions in record {index}")
+                p = pos + pos_rel
+                preds[tl] = list(struct.unpack_from(f"<{cnt}{idc}", buf, p))
+                p += cnt * w
+        pos = p
+        index += 1
+        yield Dispatch(step, layer, experts, weights, preds)
+
+
+# ------------------------------------------------------------------ JSONL
+def _jsonl_header(d: dict, path: str) -> TraceHeader:
+    """Read the original's header line. Accepted keys (first found wins): model/model_name,
+    num_layers/num_hidden_layers, moe_layers/moe_layer_ids, num_experts/n_experts,
+    top_k/k/num_experts_per_tok, expert_bytes/expert_size_bytes."""
+    def first(*keys, default=None):
+        for k in keys:
+            if k in d and d[k] is not None:
+                return d[k]
+        return default
+
+    model = str(first("model", "model_name", "name", default="unknown"))
+    experts = first("num_experts", "n_experts", "experts")
+    top_k = first("top_k", "k", "num_experts_per_tok")
+    moe = first("moe_layers", "moe_layer_ids", "layers_moe")
+    layers = first("num_layers", "num_hidden_layers", "n_layers")
+    expert_bytes = first("expert_bytes", "expert_size_bytes", default=0)
+    if experts is None:
+        raise TraceFormatError(f"{path}:1: header line has no num_experts")
+    try:
+        h = TraceHeader(model=model,
+                        num_layers=int(layers) if layers is not None else 0,
+                        moe_layers=tuple(int(x) for x in moe) if moe is not None else (),
+                        num_experts=int(experts), top_k=int(top_k) if top_k is not None else 0,
+                        expert_bytes=int(expert_bytes), source=f"jsonl {os.path.basename(path)}",
+                        extra={"jsonl_header": d})
+    except (TypeError, ValueError) as e:
+        raise TraceFormatError(f"{path}:1: bad header value ({e})") from None
+    return h
+
+
+def _rows(value, path: str, lineno: int, what: str) -> tuple[list[list], bool]:
+    """A flat list (one token) or a list of lists -> (rows, was_flat)."""
+    if not isinstance(value, list):
+        raise TraceFormatError(f"{path}:{lineno}: '{what}' must be a list")
+    if value and all(isinstance(x, list) for x in value):
+        return [list(r) for r in value], False
+    if any(isinstance(x, list) for x in value):
+        raise TraceFormatError(f"{path}:{lineno}: '{what}' mixes numbers and lists")
+    return [list(value)], True
+
+
+def load_jsonl(path: str) -> Trace:
+    """Import the original's JSONL. Missing header fields are inferred from the rows: the MoE
+    layer ids are the distinct ``l`` values, ``top_k`` the widest row."""
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    raw: list[tuple[int, int, list, list | None, bool, dict | None]] = []
+    with f:
+        header = None
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise TraceFormatError(f"{path}:{lineno}: not JSON ({e})") from None
+            if not isinstance(obj, dict):
+                raise TraceFormatError(f"{path}:{lineno}: expected a JSON object")
+            if header is None:
+                if "e" in obj and "l" in obj:
+                    raise TraceFormatError(f"{path}:1: the first line must be the header "
+                                           f"(model, num_experts, top_k, ...), not a dispatch")
+                header = _jsonl_header(obj, path)
+                continue
+            try:
+                t, l, e = obj["t"], obj["l"], obj["e"]
+            except KeyError as k:
+                raise TraceFormatError(f"{path}:{lineno}: dispatch row has no {k} field") from None
+            if not isinstance(t, int) or not isinstance(l, int) or t < 0 or l < 0:
+                raise TraceFormatError(f"{path}:{lineno}: 't' and 'l' must be non-negative integers")
+            rows, flat = _rows(e, path, lineno, "e")
+            for r in rows:
+                if not all(isinstance(x, int) and not isinstance(x, bool) for x in r):
+                    raise TraceFormatError(f"{path}:{lineno}: expert ids must be integers")
+            ws = None
+            if obj.get("s") is not None:
+                ws, _ = _rows(obj["s"], path, lineno, "s")
+                if [len(r) for r in ws] != [len(r) for r in rows]:
+                    raise TraceFormatError(f"{path}:{lineno}: 's' and 'e' differ in shape")
+                for r in ws:
+                    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r):
+                        raise TraceFormatError(f"{path}:{lineno}: weights must be numbers")
+                ws = [[float(x) for x in r] for r in ws]
+            preds = None
+            if obj.get("p") is not None:
+                if not isinstance(obj["p"], dict):
+                    raise TraceFormatError(f"{path}:{lineno}: 'p' must be an object")
+                try:
+                    preds = {int(k): [int(x) for x in v] for k, v in obj["p"].items()}
+                except (TypeError, ValueError):
+                    raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p'") from None
+            raw.append((t, l, rows, ws, flat, preds, lineno))
+    if header is None:
+        raise TraceFormatError(f"{path}: empty file (expected a header line)")
+    if not header.moe_layers:
+        header.moe_layers = tuple(sorted({r[1] for r in raw}))
+    if not header.num_layers:
+        header.num_layers = (max(header.moe_layers) + 1) if header.moe_layers else 0
+    if not header.top_k:
+        header.top_k = max((len(r) for x in raw for r in x[2]), default=1)
+    validate_header(header, path)
+    ordinal = {lid: i for i, lid in enumerate(header.moe_layers)}
+    trace = Trace(header)
+    flat_flags = []
+    for t, l, rows, ws, flat, preds, lineno in raw:
+        if l not in ordinal:
+            raise TraceFormatError(f"{path}:{lineno}: layer {l} is not among the header's "
+                                   f"moe_layers {list(header.moe_layers)}")
+        for r in rows:
+            for x in r:
+                if not 0 <= x < header.num_experts:
+                    raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
+                                           f"0..{header.num_experts - 1}")
+        if preds:
+            preds = {ordinal[k]: v for k, v in preds.items() if k in ordinal}
+        trace.dispatches.append(Dispatch(t, ordinal[l], rows, ws, preds or None))
+        flat_flags.append(flat)
+    # Remember rows written as a 2-D list for a single token, so export reproduces them.
+    nested_single = [i for i, (d, flat) in enumerate(zip(trace.dispatches, flat_flags))
+                     if not flat and d.tokens == 1]
+    if nested_single:
+        header.extra["jsonl_nested_single"] = nested_single
+    return trace
+
+
+def dump_jsonl(trace: Trace, f: IO[str]) -> None:
+    """Write the original's JSONL: a header line, then one ``{"t","l","e","s"}`` row per
+    dispatch (``p`` holds speculative predictions, an extension of ours)."""
+    h = trace.header
+    head = h.extra.get("jsonl_header")
+    if not isinstance(head, dict):
+        head = {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
+                "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
+                "source": h.source}
+    f.write(json.dumps(head) + "\n")
+    nested = set(h.extra.get("jsonl_nested_single") or ())
+    moe = h.moe_layers
+    dumps = json.dumps
+    for i, d in enumerate(trace.dispatches):
+        one = d.tokens == 1 and i not in nested
+        row = {"t": d.step, "l": moe[d.layer], "e": d.experts[0] if one else d.experts}
+        if d.weights is not None:
+            row["s"] = d.weights[0] if one else d.weights
+        if d.predictions:
+            row["p"] = {str(moe[k]): v for k, v in d.predictions.items() if 0 <= k < len(moe)}
+        f.write(dumps(row) + "\n")
+
+
+# ------------------------------------------------------------------ by extension
+def kind_of(path: str) -> str:
+    low = path.lower()
+    if low.endswith(NATIVE_EXT):
+        return "native"
+    if low.endswith(JSONL_EXT) or low.endswith(".json"):
+        return "jsonl"
+    raise TraceFormatError(f"{path}: unknown trace format; use the {NATIVE_EXT} (native) "
+                           f"or {JSONL_EXT} extension")
+
+
+def load(path: str) -> Trace:
+    """Read a trace file (by extension). Raises TraceFormatError with a located message."""
+    if kind_of(path) == "jsonl":
+        return load_jsonl(path)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    with f:
+        header = read_native_header(f, path)
+        return Trace(header, list(iter_native(f, header, path)))
+
+
+def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
+    """Header plus a lazy iterator over the dispatches (native files are streamed; a JSONL
+    file is parsed whole, since its header may need the rows)."""
+    if kind_of(path) == "jsonl":
+        t = load_jsonl(path)
+        return t.header, iter(t.dispatches)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    header = read_native_header(f, path)
+
+    def gen():
+        with f:
+            yield from iter_native(f, header, path)
+    return header, gen()
+
+
+def save(trace: Trace, path: str, **kw) -> None:
+    """Write a trace file (by extension)."""
+    if kind_of(path) == "jsonl":
+        with open(path, "w", encoding="utf-8") as f:
+            dump_jsonl(trace, f)
+    else:
+        save_native(trace, path, **kw)
+
+
+def to_bytes(trace: Trace, *, weights: str = "auto") -> bytes:
+    """The native encoding of ``trace`` in memory (tests, size reports)."""
+    weights = _auto_weights(trace, weights)
+    b = io.BytesIO()
+    w = NativeWriter(b, trace.header, weights=weights)
+    for d in trace.dispatches:
+        w.write(d)
+    return b.getvalue()
+
+
+def from_bytes(data: bytes, path: str = "<bytes>") -> Trace:
+    f = io.BytesIO(data)
+    header = read_native_header(f, path)
+    return Trace(header, list(iter_native(f, header, path)))
