@@ -1,0 +1,89 @@
+"""``parse(text, path=None) -> ParseResult``: the front door of the syntax layer.
+
+1. :func:`mpl.syntax.lexer.tokenize` splits the text (one tokenizer for both parsers).
+2. A file without lexical errors goes to the LALR parser of ``grammar.lark`` (the normative
+   grammar); on success that is the result.
+3. Otherwise :class:`mpl.syntax.recover.RecoveringParser` parses the same tokens again,
+   reporting every error and keeping everything it understood.
+
+``parse`` never raises: an internal failure (a bug) becomes an ``MPL002`` diagnostic at the
+start of the file and an empty document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
+from mpl.syntax import ast
+
+
+@dataclass
+class ParseResult:
+    document: ast.Document
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the text has no syntax error."""
+        return not has_errors(self.diagnostics)
+
+
+def parse(text: str, path: str | None = None) -> ParseResult:
+    """Parse ``text`` (the contents of ``path``, used only in diagnostics). Never raises."""
+    try:
+        return _parse(text, path)
+    except Exception as e:  # last resort: a bug must not take the caller down
+        if not isinstance(text, str):
+            text = ""
+        span = Span(1, 1, 1, 1, 0, 0)
+        doc = ast.Document(Span.from_offsets(text, 0, len(text)), [], [], text, path)
+        diag = make("MPL002", f"internal parser error ({type(e).__name__}: {e}); "
+                    "please report this file", span, file=path)
+        return ParseResult(doc, [diag])
+
+
+def _parse(text: str, path: str | None) -> ParseResult:
+    from mpl.syntax.lexer import tokenize
+
+    if not isinstance(text, str):
+        raise TypeError(f"parse() needs a str, not {type(text).__name__}")
+    lexed = tokenize(text, path)
+    doc_span = lexed.index.span(0, len(text))
+    items = None
+    if not lexed.diagnostics:
+        items = _parse_lalr(lexed.tokens)
+    if items is not None:
+        diags: list[Diagnostic] = []
+    else:
+        items, diags = parse_recovering(text, path, lexed)
+        diags = sorted(lexed.diagnostics + diags, key=sort_key)
+    doc = ast.Document(doc_span, items, lexed.comments, text, path)
+    return ParseResult(doc, diags)
+
+
+def _parse_lalr(tokens):
+    """Top-level items, or None when the tokens are not a valid file."""
+    from lark.exceptions import LarkError
+
+    from mpl.syntax.lalr import parse_tokens
+
+    try:
+        return parse_tokens(tokens)
+    except LarkError:
+        return None
+
+
+def parse_recovering(text: str, path: str | None = None, lexed=None):
+    """Run the recovering parser only (tests compare it with the LALR parser).
+
+    Returns ``(items, parser_diagnostics)``; the lexer's diagnostics are not included.
+    """
+    from mpl.syntax.lexer import tokenize
+    from mpl.syntax.recover import RecoveringParser
+
+    if lexed is None:
+        lexed = tokenize(text, path)
+    p = RecoveringParser(text, lexed.tokens, lexed.index, path, lexed.diagnostics)
+    items = p.parse_document()
+    return items, p.diags

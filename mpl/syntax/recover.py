@@ -1,0 +1,647 @@
+"""The recovering parser: recursive descent over the lexer's tokens, for files with errors.
+
+It accepts exactly the language of ``grammar.lark`` (on a valid file it builds the same AST
+as the LALR parser; a test checks that on the corpus) and, on an error, reports it, keeps
+what it understood and resynchronises, in the style of rust-analyzer's and ruff's parsers:
+
+* **Recovery points** (where skipping stops): ``}``, a top-level keyword (``policy``,
+  ``import``, ``version``), the end of the file, a token at the start of a line, and a name
+  followed by ``=``, ``.`` or ``{`` (the next parameter or block, also on the same line in the
+  seed's ``capacity = 8  eviction = lru`` style). A ``{ ... }`` group met while skipping is
+  skipped as a whole.
+* Skipped text becomes an :class:`~mpl.syntax.ast.ErrorNode` in the enclosing container;
+  a missing piece becomes ``None`` (``capacity =`` -> ``Param(value=None)``); a construct
+  whose ``}`` never comes gets ``closed=False``.
+* Unclosed constructs are reported once (``MPL003``) where the file ends or where a
+  top-level keyword interrupts them, with a related location per open construct.
+* ``ERROR`` tokens were already reported by the lexer: they are skipped silently.
+
+Nothing here recurses deeper than the list nesting limit of the lexer, so huge or deeply
+nested inputs cannot exhaust the stack.
+"""
+
+from __future__ import annotations
+
+from lark import Token
+
+from mpl import schema
+from mpl.diagnostics import Diagnostic, Related, Span, make
+from mpl.syntax import ast
+from mpl.syntax.lexer import ERROR, MAX_LIST_DEPTH, LineIndex, tok_span
+from mpl.syntax.lalr import make_name, make_number, make_string
+
+EOF = "$END"
+_TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
+_VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK"))
+
+_PUNCT_TEXT = {
+    "LBRACE": "'{'", "RBRACE": "'}'", "LBRACK": "'['", "RBRACK": "']'", "EQ": "'='",
+    "COMMA": "','", "PIPE": "'|'", "COLON": "':'", "_SEMI": "';'", "DOT": "'.'",
+}
+
+
+def describe(t: Token) -> str:
+    """A token in human terms, for 'found ...' in messages."""
+    ty = t.type
+    if ty == EOF:
+        return "the end of the file"
+    if ty == "NAME":
+        return f"name '{t.value}'"
+    if ty == "NUMBER":
+        return f"number {t.value}"
+    if ty == "UNIT":
+        return f"unit '{t.value}'"
+    if ty == "STRING":
+        return f"string {t.value}"
+    if ty == "OP":
+        return f"'{t.value}'"
+    if ty in _PUNCT_TEXT:
+        return _PUNCT_TEXT[ty]
+    if ty == ERROR:
+        return repr(t.value)
+    return f"keyword '{t.value}'"
+
+
+def _cover(a: Span, b: Span) -> Span:
+    return Span(a.line, a.column, b.end_line, b.end_column, a.offset, b.end_offset)
+
+
+class _Open:
+    """A construct whose closing '}' (or ']') is still expected."""
+
+    __slots__ = ("what", "brace")
+
+    def __init__(self, what: str, brace: Token) -> None:
+        self.what = what      # "policy 'x'", "block 'cache'", "rule 'when ...'"
+        self.brace = brace
+
+
+class RecoveringParser:
+    def __init__(self, text: str, tokens: list[Token], index: LineIndex, path: str | None,
+                 reported: list[Diagnostic]) -> None:
+        self.text = text
+        self.index = index
+        self.path = path
+        n = len(text)
+        end_line = index.span(n, n)
+        self.eof = Token(EOF, "", n, end_line.line, end_line.column, end_line.line,
+                         end_line.column, n)
+        self.toks = tokens + [self.eof]
+        self.i = 0
+        self.diags: list[Diagnostic] = []
+        self.open: list[_Open] = []
+        self.unclosed_reported_at = -1
+        # offsets already carrying a diagnostic (lexer or parser): no cascades there
+        self.error_offsets = {d.span.offset for d in reported}
+
+    # ------------------------------------------------------------ token helpers
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else self.eof
+
+    def at(self, *types: str) -> bool:
+        return self.toks[self.i].type in types
+
+    def advance(self) -> Token:
+        t = self.toks[self.i]
+        if t.type != EOF:
+            self.i += 1
+        return t
+
+    def line_start(self, j: int | None = None) -> bool:
+        j = self.i if j is None else j
+        return j == 0 or self.toks[j].line > self.toks[j - 1].end_line
+
+    def prev(self) -> Token:
+        return self.toks[self.i - 1] if self.i > 0 else self.toks[0]
+
+    # ------------------------------------------------------------ diagnostics
+    def error(self, code: str, message: str, span: Span, related=()) -> None:
+        if span.offset in self.error_offsets:
+            return
+        self.error_offsets.add(span.offset)
+        self.diags.append(make(code, message, span, file=self.path, related=tuple(related)))
+
+    def unexpected(self, message: str) -> None:
+        """MPL002 at the current token (silent on lexer ERROR tokens, already reported)."""
+        t = self.tok
+        if t.type == ERROR:
+            return
+        if t.type == EOF:
+            self.report_unclosed(message)
+            return
+        self.error("MPL002", f"{message}, found {describe(t)}", tok_span(t))
+
+    def report_unclosed(self, message: str | None = None) -> None:
+        """MPL003 at the current token (EOF or a top-level keyword) for every open construct."""
+        if self.unclosed_reported_at == self.i:
+            return
+        self.unclosed_reported_at = self.i
+        t = self.tok
+        related = [Related(f"{o.what} opened here", tok_span(o.brace), self.path)
+                   for o in reversed(self.open)]
+        if self.open:
+            inner = self.open[-1].what
+            if t.type == EOF:
+                msg = f"unexpected end of file: {inner} is not closed; add '}}'"
+            else:
+                msg = f"{inner} is not closed before {describe(t)}; add '}}'"
+            if len(self.open) > 1:
+                msg += f" ({len(self.open)} constructs are open)"
+        else:
+            msg = f"unexpected end of file: {message}" if message else "unexpected end of file"
+        self.error("MPL003", msg, tok_span(t), related)
+
+    # ------------------------------------------------------------ recovery
+    def at_hard_stop(self) -> bool:
+        ty = self.tok.type
+        return ty == EOF or ty == "RBRACE" or ty in _TOP_KEYWORDS
+
+    def at_item_start(self) -> bool:
+        """A plausible start of the next item (parameter, block, rule, action)."""
+        t = self.tok
+        if self.line_start() and t.type in ("NAME", "WHEN", "TRIGGER", "REBALANCE"):
+            return True
+        if t.type == "NAME" and self.peek().type in ("EQ", "DOT", "LBRACE"):
+            return True
+        return False
+
+    def skip(self, container: list, *, at_least_one: bool = True) -> None:
+        """Skip to the next recovery point; the skipped text becomes an ErrorNode."""
+        start = self.i
+        first = True
+        while True:
+            if self.at_hard_stop():
+                break
+            if not first or not at_least_one:
+                if self.at_item_start() or self.at("_SEMI"):
+                    break
+            first = False
+            if self.at("LBRACE"):
+                self.skip_group()
+            else:
+                self.advance()
+        if self.i > start:
+            a, b = self.toks[start], self.toks[self.i - 1]
+            container.append(ast.ErrorNode(tok_span(a, b), self.text[a.start_pos:b.end_pos]))
+
+    def skip_group(self) -> None:
+        """Skip a balanced '{ ... }' group (stops early at EOF or a top-level keyword)."""
+        depth = 0
+        while True:
+            ty = self.tok.type
+            if ty == EOF or ty in _TOP_KEYWORDS:
+                return
+            self.advance()
+            if ty == "LBRACE":
+                depth += 1
+            elif ty == "RBRACE":
+                depth -= 1
+                if depth <= 0:
+                    return
+
+    # ------------------------------------------------------------ grammar
+    def parse_document(self) -> list:
+        items: list = []
+        while True:
+            ty = self.tok.type
+            if ty == EOF:
+                break
+            if ty == "_SEMI":
+                self.advance()
+            elif ty == "VERSION":
+                items.append(self.parse_version())
+            elif ty == "IMPORT":
+                items.append(self.parse_import())
+            elif ty == "POLICY":
+                items.append(self.parse_policy())
+            else:
+                self.top_level_error(items)
+        return items
+
+    def top_level_error(self, items: list) -> None:
+        t = self.tok
+        if t.type == "NAME" and self.peek().type == "LBRACE":
+            self.error("MPL002", f"block '{t.value}' outside a policy: put it inside "
+                       f"'policy NAME {{ ... }}'", tok_span(t))
+        elif t.type == "RBRACE":
+            self.error("MPL002", "unmatched '}': no policy is open here", tok_span(t))
+        else:
+            self.unexpected("expected 'policy', 'import' or 'version' at the top level")
+        start = self.i
+        while not self.at(EOF, *_TOP_KEYWORDS):
+            if self.at("LBRACE"):
+                self.skip_group()
+            else:
+                self.advance()
+        if self.i > start:
+            a, b = self.toks[start], self.toks[self.i - 1]
+            items.append(ast.ErrorNode(tok_span(a, b), self.text[a.start_pos:b.end_pos]))
+
+    def parse_version(self) -> ast.Version:
+        kw = self.advance()
+        if self.at("NUMBER"):
+            num = self.advance()
+            return ast.Version(tok_span(kw, num), make_number(num, None))
+        self.unexpected("expected a version number after 'version', e.g. 'version 1'")
+        return ast.Version(tok_span(kw), None)
+
+    def parse_import(self) -> ast.Import:
+        kw = self.advance()
+        if self.at("STRING"):
+            s = self.advance()
+            return ast.Import(tok_span(kw, s), make_string(s))
+        self.unexpected("expected a quoted path after 'import', e.g. import \"std/lru_basic\"")
+        return ast.Import(tok_span(kw), None)
+
+    def parse_policy(self) -> ast.Policy:
+        kw = self.advance()
+        name = parent = None
+        if self.at("NAME"):
+            name = make_name(self.advance())
+        else:
+            self.unexpected("expected a policy name after 'policy'")
+        if self.at("EXTENDS"):
+            ext = self.advance()
+            if self.at("NAME"):
+                parent = make_name(self.advance())
+            else:
+                self.unexpected(f"expected the name of the parent policy after '{ext.value}'")
+        policy = ast.Policy(tok_span(kw, self.prev()), name, parent, [], False)
+        if not self.at("LBRACE"):
+            label = f"policy '{name.text}'" if name else "'policy'"
+            self.unexpected(f"expected '{{' after {label}")
+            # `policy x\n  cache { ... }`: go on as if the brace were there
+            if not (self.at("NAME") and self.peek().type == "LBRACE"):
+                if not self.at_hard_stop():
+                    self.skip(policy.blocks)
+                return policy
+            brace = None
+        else:
+            brace = self.advance()
+        what = f"policy '{name.text}'" if name else "policy"
+        if brace is not None:
+            self.open.append(_Open(what, brace))
+        closed = self.parse_policy_body(policy.blocks)
+        if brace is not None:
+            self.open.pop()
+        policy.closed = closed and brace is not None
+        policy.span = _cover(policy.span, tok_span(self.prev()))
+        return policy
+
+    def parse_policy_body(self, blocks: list) -> bool:
+        while True:
+            t = self.tok
+            ty = t.type
+            if ty == "RBRACE":
+                self.advance()
+                return True
+            if ty == EOF or ty in _TOP_KEYWORDS:
+                self.report_unclosed()
+                return False
+            if ty == "_SEMI":
+                self.advance()
+            elif ty == "NAME" and self.peek().type == "LBRACE":
+                blocks.append(self.parse_block())
+            elif ty == "NAME" and self.peek().type in ("EQ", "DOT"):
+                self.error("MPL002", f"parameter '{t.value}' outside a block: put it inside "
+                           f"a block such as 'cache {{ ... }}'", tok_span(t))
+                self.skip(blocks)
+            elif ty == "WHEN":
+                self.error("MPL002", "rule outside a block: put 'when ...' rules inside "
+                           "'adapt { ... }'", tok_span(t))
+                start = len(blocks)
+                self.advance()
+                self.skip(blocks, at_least_one=False)
+                if self.at("LBRACE"):
+                    self.skip_group()
+                self._merge_errors(blocks, start, t)
+            elif ty == "NAME":
+                self.unexpected(f"expected '{{' after block name '{t.value}'")
+                self.skip(blocks)
+            else:
+                self.unexpected("expected a block name (e.g. 'cache') or '}'")
+                self.skip(blocks)
+
+    def _merge_errors(self, container: list, start: int, first: Token) -> None:
+        """Replace the ErrorNodes appended since ``start`` by one covering ``first``..here."""
+        del container[start:]
+        last = self.prev()
+        container.append(ast.ErrorNode(tok_span(first, last), self.text[first.start_pos:last.end_pos]))
+
+    def parse_block(self) -> ast.Block:
+        name_tok = self.advance()
+        brace = self.advance()
+        block = ast.Block(tok_span(name_tok, brace), make_name(name_tok), [], False)
+        self.open.append(_Open(f"block '{name_tok.value}'", brace))
+        items = block.items
+        while True:
+            t = self.tok
+            ty = t.type
+            if ty == "RBRACE":
+                self.advance()
+                block.closed = True
+                break
+            if ty == EOF or ty in _TOP_KEYWORDS:
+                self.report_unclosed()
+                break
+            if ty == "_SEMI":
+                self.advance()
+            elif ty == "NAME":
+                if self.peek().type == "LBRACE":
+                    self.error("MPL002", f"blocks cannot be nested: close block "
+                               f"'{name_tok.value}' before block '{t.value}'", tok_span(t))
+                    start = len(items)
+                    self.advance()
+                    self.skip_group()
+                    self._merge_errors(items, start, t)
+                else:
+                    self.parse_param(items)
+            elif ty == "WHEN":
+                items.append(self.parse_rule())
+            else:
+                self.unexpected(f"expected a parameter ('name = value'), a rule ('when ...') "
+                                f"or '}}' in block '{name_tok.value}'")
+                self.skip(items)
+        self.open.pop()
+        block.span = _cover(block.span, tok_span(self.prev()))
+        return block
+
+    def parse_param(self, items: list) -> None:
+        """``NAME = expr``; appends the Param (and any skipped text after it) to ``items``."""
+        name_tok = self.advance()
+        name = make_name(name_tok)
+        if self.at("DOT") and self.peek().type == "NAME":
+            # `cache.capacity = 4` inside a block: qualified names are for adapt actions
+            self.error("MPL002", f"unexpected '.' after parameter name '{name_tok.value}': "
+                       f"inside a block write the parameter name alone", tok_span(self.tok))
+            self.advance()
+            last = self.advance()
+            name = ast.Name(tok_span(name_tok, last), f"{name_tok.value}.{last.value}")
+        if self.at("EQ"):
+            self.advance()
+        elif self.tok.type in _VALUE_START and not self.line_start() and not self.at_item_start():
+            # `capacity 16`: report and read the value anyway
+            self.error("MPL002", f"expected '=' after parameter name '{name.text}'",
+                       tok_span(self.tok))
+        else:
+            self.unexpected(f"expected '=' after parameter name '{name.text}'")
+            items.append(ast.Param(name.span, name, None))
+            if not self.at_hard_stop() and not self.at_item_start():
+                self.skip(items)
+            return
+        expr = self.parse_expr(name.text)
+        if expr is None:
+            items.append(ast.Param(_cover(name.span, tok_span(self.prev())), name, None))
+            if not (self.at_hard_stop() or self.at_item_start() or self.at("_SEMI")):
+                self.skip(items)
+            return
+        items.append(ast.Param(_cover(name.span, expr.span), name, expr))
+        self.after_item(items)
+
+    def after_item(self, items: list) -> None:
+        """After a complete item: anything but a recovery point is unexpected."""
+        if self.at_hard_stop() or self.at_item_start() or self.at("_SEMI"):
+            return
+        if self.at("UNIT"):
+            self.error("MPL002", f"unexpected unit '{self.tok.value}' here", tok_span(self.tok))
+        elif self.at("OP") and self.tok.value == "==":
+            self.unexpected("unexpected comparison")
+        else:
+            self.unexpected("expected a new line, ';' or '}' after the value")
+        self.skip(items)
+
+    def starts_value(self) -> bool:
+        t = self.tok
+        if t.type not in _VALUE_START:
+            return False
+        if t.type == "NAME" and self.peek().type in ("EQ", "DOT", "LBRACE"):
+            return False  # the next item, not a value
+        return True
+
+    def parse_expr(self, param_name: str) -> ast.Expr | None:
+        if not self.starts_value():
+            self.unexpected(f"expected a value after '{param_name} ='")
+            return None
+        value = self.parse_value()
+        expr = ast.Expr(value.span, value)
+        if self.at("PIPE"):
+            bar = self.advance()
+            if self.starts_value():
+                expr.fallback = self.parse_value()
+            else:
+                self.unexpected(f"expected a fallback value after '{param_name} = ... |'")
+                expr.span = _cover(expr.span, tok_span(bar))
+                return expr
+        if self.at("COLON"):
+            colon = self.advance()
+            expr.span = _cover(expr.span, tok_span(colon))
+            if self.starts_value():
+                expr.alternative = self.parse_value()
+            else:
+                self.unexpected("expected the alternative value after ':' "
+                                "(a : b when METRIC OP NUMBER)")
+                return expr
+            if self.at("WHEN"):
+                when = self.advance()
+                expr.condition = self.parse_condition(when)
+            else:
+                self.unexpected("expected 'when' and a condition after the alternative value "
+                                "(a : b when METRIC OP NUMBER)")
+        last = expr.condition or expr.alternative or expr.fallback or expr.value
+        expr.span = _cover(expr.span, last.span)
+        return expr
+
+    def parse_value(self, depth: int = 0) -> ast.Node:
+        t = self.advance()
+        ty = t.type
+        if ty == "NUMBER":
+            if self.at("UNIT"):
+                return make_number(t, self.advance())
+            return make_number(t, None)
+        if ty == "NAME":
+            return ast.Ident(tok_span(t), t.value)
+        if ty in ("TRUE", "FALSE"):
+            return ast.Bool(tok_span(t), ty == "TRUE")
+        if ty == "STRING":
+            return make_string(t)
+        return self.parse_list(t, depth)
+
+    def parse_list(self, lbrack: Token, depth: int) -> ast.ListValue:
+        lst = ast.ListValue(tok_span(lbrack), [])
+        if depth >= MAX_LIST_DEPTH:
+            # already reported by the lexer: skip the rest of this list
+            level = 1
+            while level and not self.at_hard_stop():
+                t = self.advance()
+                level += {"LBRACK": 1, "RBRACK": -1}.get(t.type, 0)
+            lst.span = _cover(lst.span, tok_span(self.prev()))
+            return lst
+        expect_value = True
+        while True:
+            if self.at("RBRACK"):
+                if expect_value and lst.items:
+                    self.unexpected("expected a value after ','")
+                lst.span = _cover(lst.span, tok_span(self.advance()))
+                return lst
+            if expect_value and self.starts_value():
+                lst.items.append(self.parse_value(depth + 1))
+                expect_value = False
+                continue
+            if not expect_value and self.at("COMMA"):
+                self.advance()
+                expect_value = True
+                continue
+            # anything else ends the list: report the missing ']'
+            if self.at(EOF):
+                self.report_unclosed("expected ']' to close the list")
+            elif expect_value and not (self.at_hard_stop() or self.at_item_start()):
+                self.unexpected("expected a value or ']' in the list")
+            else:
+                self.error("MPL002", "expected ',' or ']' in the list: this list is not closed",
+                           tok_span(self.tok),
+                           [Related("list opened here", tok_span(lbrack), self.path)])
+            if self.i > 0:
+                lst.span = _cover(lst.span, tok_span(self.prev()))
+            return lst
+
+    def parse_condition(self, when: Token) -> ast.Condition | None:
+        cond = ast.Condition(tok_span(when), None, None, None, None)
+        if self.at("NAME"):
+            t = self.advance()
+            cond.metric = make_name(t)
+            cond.span = tok_span(t)
+        else:
+            self.unexpected("expected a metric name after 'when', e.g. 'when hit_rate < 0.4'")
+            return None if cond.metric is None else cond
+        if self.at("OP"):
+            op = self.advance()
+            cond.op, cond.op_span = op.value, tok_span(op)
+            cond.span = _cover(cond.span, tok_span(op))
+        elif self.at("EQ"):
+            self.error("MPL002", "use '==' to compare, not '='", tok_span(self.tok))
+            op = self.advance()
+            cond.op, cond.op_span = "==", tok_span(op)
+            cond.span = _cover(cond.span, tok_span(op))
+        else:
+            ops = " ".join(schema.COMPARISON_OPS)
+            self.unexpected(f"expected a comparison ({ops}) after metric '{cond.metric.text}'")
+            return cond
+        if self.at("NUMBER"):
+            num = self.advance()
+            cond.threshold = make_number(num, None)
+            cond.span = _cover(cond.span, tok_span(num))
+            if self.at("UNIT"):
+                u = self.tok
+                self.error("MPL002", f"a condition's threshold takes no unit: write "
+                           f"'{cond.metric.text} {cond.op} {num.value}'", tok_span(u))
+                self.advance()
+        else:
+            self.unexpected(f"expected a number after '{cond.metric.text} {cond.op}'")
+        return cond
+
+    def parse_rule(self) -> ast.Rule:
+        when = self.advance()
+        rule = ast.Rule(tok_span(when), None, None, [], False)
+        rule.condition = self.parse_condition(when)
+        if self.at("FOR"):
+            kw = self.advance()
+            if self.at("NUMBER"):
+                num = self.advance()
+                unit = None
+                if self.at("UNIT"):
+                    unit = self.advance()
+                else:
+                    units = ", ".join(schema.RULE_DURATION_UNITS)
+                    self.unexpected(f"expected a unit after 'for {num.value}' ({units})")
+                rule.duration = make_number(num, unit)
+            else:
+                self.unexpected(f"expected a number after '{kw.value}', e.g. 'for 100 accesses'")
+        rule.span = _cover(rule.span, tok_span(self.prev()))
+        if not self.at("LBRACE"):
+            self.unexpected("expected '{' and the rule's actions after the condition")
+            if not (self.at_hard_stop() or self.at_item_start()):
+                # garbage inside the condition: skip to a '{' on this line, or stop
+                while not (self.at_hard_stop() or self.at_item_start() or self.at("LBRACE")):
+                    self.advance()
+            if not self.at("LBRACE"):
+                return rule
+        brace = self.advance()
+        self.open.append(_Open("rule 'when'", brace))
+        actions = rule.actions
+        while True:
+            t = self.tok
+            ty = t.type
+            if ty == "RBRACE":
+                self.advance()
+                rule.closed = True
+                break
+            if ty == EOF or ty in _TOP_KEYWORDS:
+                self.report_unclosed()
+                break
+            if ty == "_SEMI":
+                self.advance()
+            elif ty == "NAME":
+                self.parse_set_action(actions)
+            elif ty in ("TRIGGER", "REBALANCE"):
+                kw = self.advance()
+                cls = ast.TriggerAction if ty == "TRIGGER" else ast.RebalanceAction
+                if self.at("NAME"):
+                    n = self.advance()
+                    actions.append(cls(tok_span(kw, n), make_name(n)))
+                    self.after_item(actions)
+                else:
+                    what = "a trigger name (e.g. memory_pressure)" if ty == "TRIGGER" \
+                        else "an allocation name (e.g. entropy)"
+                    self.unexpected(f"expected {what} after '{kw.value}'")
+                    actions.append(cls(tok_span(kw), None))
+            elif ty == "WHEN":
+                self.error("MPL002", "rules cannot be nested: close this rule with '}' first",
+                           tok_span(t))
+                start = len(actions)
+                self.advance()
+                self.skip(actions, at_least_one=False)
+                if self.at("LBRACE"):
+                    self.skip_group()
+                self._merge_errors(actions, start, t)
+            else:
+                self.unexpected("expected an action ('name = value', 'trigger NAME', "
+                                "'rebalance NAME') or '}'")
+                self.skip(actions)
+        self.open.pop()
+        rule.span = _cover(rule.span, tok_span(self.prev()))
+        return rule
+
+    def parse_set_action(self, actions: list) -> None:
+        """``NAME (. NAME)? = value``; appends the action (and skipped text) to ``actions``."""
+        first = self.advance()
+        if self.at("DOT"):
+            self.advance()
+            if self.at("NAME"):
+                last = self.advance()
+                target = ast.Name(tok_span(first, last), f"{first.value}.{last.value}")
+            else:
+                self.unexpected(f"expected a parameter name after '{first.value}.'")
+                target = ast.Name(tok_span(first, self.prev()), f"{first.value}.")
+        else:
+            target = make_name(first)
+        if not self.at("EQ"):
+            self.unexpected(f"expected '=' after '{target.text}' in the action")
+            actions.append(ast.SetAction(target.span, target, None))
+            if not (self.at_hard_stop() or self.at_item_start()):
+                self.skip(actions)
+            return
+        self.advance()
+        if not self.starts_value():
+            self.unexpected(f"expected a value after '{target.text} ='")
+            actions.append(ast.SetAction(_cover(target.span, tok_span(self.prev())), target, None))
+            if not (self.at_hard_stop() or self.at_item_start() or self.at("_SEMI")):
+                self.skip(actions)
+            return
+        value = self.parse_value()
+        actions.append(ast.SetAction(_cover(target.span, value.span), target, value))
+        self.after_item(actions)

@@ -1,0 +1,163 @@
+"""Parser: every corpus file, the AST and its spans, the LALR and recovering parsers agree."""
+
+import dataclasses
+import glob
+import os
+
+import pytest
+
+from mpl.syntax import ParseResult, ast, parse
+from mpl.syntax.parser import parse_recovering
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+CORPUS_FILES = sorted(glob.glob(os.path.join(CORPUS, "*.moe")) + glob.glob(os.path.join(CORPUS, "*.policy")))
+
+
+def dump(n, spans=True):
+    """A node as nested plain data (for equality), optionally without spans."""
+    if isinstance(n, list):
+        return [dump(x, spans) for x in n]
+    if isinstance(n, ast.Node):
+        return (type(n).__name__, {f.name: dump(getattr(n, f.name), spans)
+                                   for f in dataclasses.fields(n)
+                                   if f.name not in ("text", "path") or not isinstance(n, ast.Document)
+                                   if spans or f.name != "span"})
+    return n
+
+
+def src(text, node):
+    return text[node.span.offset:node.span.end_offset]
+
+
+def test_corpus_exists_with_every_seed_policy():
+    names = {os.path.splitext(os.path.basename(f))[0] for f in CORPUS_FILES}
+    # the policy texts of the seed document, one file each
+    assert {"balanced", "aggressive", "demo"} <= names
+    assert len(CORPUS_FILES) >= 6
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=os.path.basename)
+def test_corpus_parses_clean(path):
+    text = open(path, encoding="utf-8").read()
+    r = parse(text, path)
+    assert isinstance(r, ParseResult)
+    assert r.diagnostics == [] and r.ok
+    assert r.document.policies
+    assert r.document.path == path and r.document.text == text
+    # every node's span covers text that starts where the node starts
+    for n in ast.walk(r.document):
+        assert 0 <= n.span.offset <= n.span.end_offset <= len(text)
+        line_start = text.rfind("\n", 0, n.span.offset) + 1
+        assert n.span.column == n.span.offset - line_start + 1
+        assert n.span.line == text.count("\n", 0, n.span.offset) + 1
+        assert n.span.end_line == text.count("\n", 0, n.span.end_offset) + 1
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=os.path.basename)
+def test_recovering_parser_builds_the_same_ast_as_lalr(path):
+    text = open(path, encoding="utf-8").read()
+    items, diags = parse_recovering(text, path)
+    assert diags == []
+    assert dump(items) == dump(parse(text, path).document.items)
+
+
+def test_balanced_seed_policy_ast():
+    text = open(os.path.join(CORPUS, "balanced.moe")).read()
+    doc = parse(text).document
+    (pol,) = doc.policies
+    assert pol.name.text == "balanced" and pol.parent is None and pol.closed
+    assert [b.name.text for b in pol.blocks] == ["cache", "prefetch", "schedule", "adapt"]
+    cache = pol.block("cache")
+    assert [(p.name.text, src(text, p.value)) for p in cache.params] == [
+        ("capacity", "16"), ("eviction", "lfu"), ("frequency_decay", "0.9")]
+    cap = cache.params[0].value.value
+    assert isinstance(cap, ast.Number) and cap.value == 16 and isinstance(cap.value, int)
+    decay = cache.params[2].value.value
+    assert decay.value == 0.9 and decay.text == "0.9"
+    (rule,) = pol.block("adapt").rules
+    assert rule.condition.metric.text == "hit_rate" and rule.condition.op == "<"
+    assert rule.condition.threshold.value == 0.4
+    assert rule.duration.value == 100 and rule.duration.unit.text == "accesses"
+    (act,) = rule.actions
+    assert isinstance(act, ast.SetAction) and act.target.text == "eviction" and act.value.name == "lru"
+    assert src(text, rule).startswith("when hit_rate < 0.4 for 100 accesses")
+    assert src(text, rule).endswith("{ eviction = lru }")
+    assert src(text, pol).startswith("policy balanced {") and src(text, pol).endswith("}")
+
+
+def test_every_syntax_form():
+    text = open(os.path.join(CORPUS, "full_syntax.moe")).read()
+    doc = parse(text).document
+    assert doc.version.number.value == 1
+    assert [i.path.value for i in doc.imports] == ["std/lru_basic"]
+    base, tuned = doc.policies
+    assert tuned.parent.text == "base" and src(text, tuned.parent) == "base"
+    cache = base.block("cache")
+    p = {x.name.text: x.value for x in cache.params}
+    assert p["capacity"].value.value == 12 and p["capacity"].value.unit.text == "GiB"
+    assert src(text, p["capacity"].value) == "12GiB"
+    assert p["eviction"].value.name == "lfu" and p["eviction"].fallback.name == "lru"
+    assert [i.value for i in p["pin"].value.items] == [0, 1]
+    assert p["decay_interval"].value.unit.text == "accesses"   # spaced unit
+    assert p["memory_headroom"].value.text == "0.70"            # literal kept as written
+    assert p["ttl"].value.unit.text == "steps"
+    sched = {x.name.text: x.value.value for x in base.block("schedule").params}
+    assert sched["offload_threshold_ms"].value == 25.0 and sched["offload_threshold_ms"].unit.text == "ms"
+    assert sched["overlap"].value is True and sched["priority_routing"].value is False
+    metrics = base.block("monitor").params[0].value.value
+    assert [m.name for m in metrics.items] == ["hit_rate", "miss_rate", "prefetch_accuracy", "stall_ms"]
+    r1, r2, r3 = base.block("adapt").rules
+    assert isinstance(r1.actions[0], ast.SetAction) and r1.actions[0].target.text == "prefetch.budget"
+    assert src(text, r1.actions[0].target) == "prefetch.budget"
+    assert isinstance(r1.actions[1], ast.TriggerAction) and r1.actions[1].name.text == "memory_pressure"
+    assert isinstance(r2.actions[0], ast.RebalanceAction) and r2.actions[0].name.text == "uniform"
+    assert r2.duration.unit.text == "steps" and r2.condition.op == ">="
+    assert r3.duration is None and r3.condition.op == "!="
+    cond = tuned.block("cache").params[0].value
+    assert cond.value.value == 24 and cond.alternative.value == 32
+    assert cond.condition.metric.text == "hit_rate" and cond.condition.threshold.value == 0.5
+    assert src(text, cond) == "24 : 32 when hit_rate < 0.5"
+    # every comment, with its span
+    assert len(doc.comments) == 8
+    for c in doc.comments:
+        assert c.text.startswith("#") and src(text, c) == c.text
+
+
+def test_numbers_and_units():
+    doc = parse("policy p { cache { a = -3  b = 2.5e-3 c = .5 d = 12 GiB e = 12GiG f = 1E3\n"
+                "g = 8 h = lru } }").document
+    v = {p.name.text: p.value.value for p in doc.policies[0].block("cache").params}
+    assert v["a"].value == -3 and isinstance(v["a"].value, int)
+    assert v["b"].value == 2.5e-3 and v["c"].value == 0.5
+    assert v["d"].unit.text == "GiB"                  # spaced known unit
+    assert v["e"].unit.text == "GiG"                  # glued unknown unit: the checker reports it
+    assert v["f"].value == 1000.0 and isinstance(v["f"].value, float)
+    assert v["g"].unit is None and v["h"].name == "lru"   # an unknown word after a number is the next token
+
+
+def test_seed_one_line_style_and_semicolons():
+    doc = parse("policy p { ; cache { capacity = 8  eviction = lru ; ; } ; } ;").document
+    assert [p.name.text for p in doc.policies[0].block("cache").params] == ["capacity", "eviction"]
+
+
+def test_policy_extension_is_accepted():
+    r = parse("policy p { cache { capacity = 8 } }", "x.policy")
+    assert r.ok and r.document.path == "x.policy"
+
+
+def test_empty_and_comment_only_files():
+    for text in ("", "   \n\n", "# only a comment\n# two"):
+        r = parse(text)
+        assert r.ok and r.document.items == []
+    assert len(parse("# only a comment\n# two").document.comments) == 2
+
+
+def test_string_escapes():
+    doc = parse('import "a\\"b\\\\c"').document
+    assert doc.imports[0].path.value == 'a"b\\c'
+    assert doc.imports[0].path.text == '"a\\"b\\\\c"'
+
+
+def test_keywords_are_reserved():
+    r = parse("policy when { }")
+    assert not r.ok and r.diagnostics[0].code == "MPL002"
