@@ -1,0 +1,280 @@
+"""Completion, context-aware and working on half-typed files: what the cursor expects comes
+from the forgiving token stream (:mod:`lsp.context`), the candidates and their documentation
+from :mod:`mpl.schema`, policy names from this file and its imports, import paths from the
+standard library and the workspace."""
+
+from __future__ import annotations
+
+import os
+
+from lsprotocol import types
+
+from mpl import schema
+from mpl.stdlib_path import stdlib_names
+
+from . import context, render
+from .guard import guarded
+from .tokens import NAME, STRING
+
+K = types.CompletionItemKind
+TRIGGER_CHARACTERS = ["=", " ", "\"", "/", "|", ":", "["]
+
+#: a placeholder value for required parameters in snippets (the user overwrites it)
+_PLACEHOLDER = {schema.INT: "8", schema.SLOTS_OR_SIZE: "8", schema.NUMBER: "1", schema.COUNT: "100",
+                schema.BOOL: "true"}
+
+
+def _md(text: str) -> types.MarkupContent:
+    return types.MarkupContent(kind=types.MarkupKind.Markdown, value=text)
+
+
+def _snippets_ok(ls) -> bool:
+    try:
+        c = ls.client_capabilities.text_document.completion.completion_item
+        return bool(c and c.snippet_support)
+    except AttributeError:
+        return False
+
+
+def _choice(values) -> str:
+    return "|" + ",".join(values) + "|"
+
+
+def param_line(p: schema.Param, n: int, snippets: bool) -> str:
+    if p.enum:
+        default = p.default if isinstance(p.default, str) else p.enum[0].name
+        names = [default] + [v for v in p.enum_names() if v != default]
+        value = "${%d%s}" % (n, _choice(names)) if snippets else default
+    elif p.default in (schema.REQUIRED, schema.OFF, schema.DERIVED):
+        ph = _PLACEHOLDER.get(p.type, "")
+        value = "${%d:%s}" % (n, ph) if snippets else ph
+    else:
+        value = schema.format_value(p.default)
+        value = "${%d:%s}" % (n, value) if snippets else value
+    return f"{p.name} = {value}"
+
+
+def block_snippet(b: schema.Block, snippets: bool, indent: str = "    ") -> str:
+    if b.rules:
+        metrics = list(schema.METRICS)
+        if snippets:
+            body = (f"{indent}when ${{1{_choice(metrics)}}} ${{2{_choice(schema.COMPARISON_OPS)}}} ${{3:0.5}} {{\n"
+                    f"{indent}{indent}$0\n{indent}}}")
+        else:
+            body = f"{indent}when {metrics[0]} < 0.5 {{\n{indent}}}"
+        return f"{b.name} {{\n{body}\n}}"
+    lines = []
+    n = 1
+    for p in b.params:
+        if p.required:
+            lines.append(indent + param_line(p, n, snippets))
+            n += 1
+    if not lines:
+        lines.append(indent + ("$0" if snippets else ""))
+    return f"{b.name} {{\n" + "\n".join(lines) + "\n}"
+
+
+def policy_snippet(snippets: bool) -> str:
+    indent = "    "
+    name = "${1:name}" if snippets else "name"
+    inner = []
+    for b in schema.BLOCKS.values():
+        if b.required:
+            body = block_snippet(b, False, indent)
+            if snippets:
+                # renumber the block's placeholders after the policy name
+                body = "\n".join(indent + l for l in _renumbered_block(b, indent).split("\n"))
+            else:
+                body = "\n".join(indent + l for l in body.split("\n"))
+            inner.append(body)
+    tail = f"\n{indent}$0" if snippets else ""
+    return f"policy {name} {{\n" + "\n".join(inner) + tail + "\n}"
+
+
+def _renumbered_block(b: schema.Block, indent: str) -> str:
+    lines, n = [], 2
+    for p in b.params:
+        if p.required:
+            lines.append(indent + param_line(p, n, True))
+            n += 1
+    return f"{b.name} {{\n" + "\n".join(lines) + "\n}"
+
+
+class _Items:
+    def __init__(self, idx, start: int, end: int, snippets: bool) -> None:
+        self.items: list[types.CompletionItem] = []
+        self.range = idx.range(start, end)
+        self.snippets = snippets
+
+    def add(self, label: str, kind, doc: str | None = None, *, insert: str | None = None,
+            snippet: bool = False, detail: str | None = None, sort: str | None = None,
+            deprecated: bool = False) -> None:
+        if snippet and not self.snippets:
+            return
+        text = label if insert is None else insert
+        self.items.append(types.CompletionItem(
+            label=label, kind=kind, detail=detail,
+            documentation=_md(doc) if doc else None,
+            text_edit=types.TextEdit(self.range, text),
+            insert_text_format=types.InsertTextFormat.Snippet if snippet else types.InsertTextFormat.PlainText,
+            sort_text=sort, tags=[types.CompletionItemTag.Deprecated] if deprecated else None,
+            filter_text=label))
+
+
+def _policy_names(doc, tokens) -> dict[str, str]:
+    """Policy names visible here: defined in this file (from the tokens, robust to errors)
+    and in the files it imports (from the last analysis)."""
+    out: dict[str, str] = {}
+    infos = context.classify(tokens)
+    for t, info in zip(tokens, infos):
+        if info.role == context.POLICY_DEF:
+            out[t.text] = "this file"
+    a = doc.last_analysis
+    for path, d in (getattr(a, "imports", None) or {}).items():
+        for p in getattr(d, "policies", []):
+            if p.name is not None:
+                out.setdefault(p.name.text, os.path.basename(str(path)))
+    return out
+
+
+def _import_candidates(ls, doc) -> list[tuple[str, str]]:
+    out = [(f"std/{n}", "standard library") for n in stdlib_names()]
+    here = os.path.dirname(doc.path) if doc.path else None
+    for f in ls.store.workspace_files():
+        if doc.path and os.path.normcase(os.path.abspath(f)) == doc.path:
+            continue
+        rel = os.path.relpath(f, here).replace(os.sep, "/") if here else f
+        out.append((rel, "workspace file"))
+    return out
+
+
+def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
+    tokens = doc.tokens
+    text = doc.text
+    ctx = context.cursor_context(text, tokens, offset)
+    items = _Items(doc.index(ls.encoding), ctx.start, ctx.end, _snippets_ok(ls))
+    kind = ctx.kind
+    if kind == "top":
+        for kw in ("version", "import", "policy"):
+            items.add(kw, K.Keyword, sort="1" + kw)
+        items.add("policy", K.Snippet, "A whole policy with its required blocks.",
+                  insert=policy_snippet(True), snippet=True, detail="policy NAME { ... }", sort="0policy")
+        items.add("import", K.Snippet, "Import a policy file (relative path or std/NAME).",
+                  insert='import "$1"', snippet=True, detail='import "..."', sort="0import")
+    elif kind == "import_path":
+        for name, where in _import_candidates(ls, doc):
+            items.add(name, K.File, f"{where}: `{name}`", insert=name if ctx.in_string else f'"{name}"',
+                      detail=where)
+    elif kind == "extends":
+        for name, where in _policy_names(doc, tokens).items():
+            if name != _defining_policy(tokens, ctx.start):
+                items.add(name, K.Class, f"policy `{name}` ({where})", detail=where)
+    elif kind == "block_name":
+        present = context.blocks_in(tokens, ctx.policy_open) if ctx.policy_open >= 0 else set()
+        for b in schema.BLOCKS.values():
+            if b.name in present and b.name != ctx.prefix:
+                continue
+            doc_md = render.block_markdown(b)
+            items.add(b.name, K.Module, doc_md, sort="1" + b.name)
+            items.add(b.name, K.Snippet, doc_md, insert=block_snippet(b, True), snippet=True,
+                      detail=f"{b.name} {{ ... }}", sort="0" + b.name)
+    elif kind == "param_name":
+        b = schema.block(ctx.block or "")
+        if b is not None:
+            already = context.params_set_in(tokens, ctx.frame_open) - {ctx.prefix}
+            for p in b.params:
+                if p.name in already:
+                    continue
+                items.add(p.name, K.Property, render.param_markdown(p), insert=f"{p.name} = ",
+                          detail=f"{p.type} = {p.default_text()}")
+            if b.rules:
+                _rule_items(items)
+    elif kind == "rule_action":
+        for name, key in schema.ADAPT_TARGETS.items():
+            p = schema.PARAMS[key]
+            alias = name in p.aliases
+            items.add(name, K.Property, (f"Alias of `{key}` (the original's name).\n\n" if alias else "")
+                      + render.param_markdown(p), insert=f"{name} = ", detail=key,
+                      deprecated=alias, sort=("2" if alias else "1" if "." in name else "0") + name)
+        items.add("trigger", K.Keyword, "Run a trigger now: " + ", ".join(schema.TRIGGERS), insert="trigger ")
+        items.add("rebalance", K.Keyword, "Rebalance per-layer capacities with an allocation rule.",
+                  insert="rebalance ")
+    elif kind == "trigger":
+        for name in schema.TRIGGERS:
+            items.add(name, K.Event, render.trigger_markdown(name))
+    elif kind == "value":
+        _value_items(items, ctx)
+    elif kind == "metric":
+        for m in schema.METRICS.values():
+            items.add(m.name, K.Variable, render.metric_markdown(m))
+    elif kind == "op":
+        for op in schema.COMPARISON_OPS:
+            items.add(op, K.Operator)
+    elif kind == "unit":
+        p = schema.PARAMS.get(ctx.param or "")
+        names = p.units if p is not None and p.units else tuple(schema.UNITS)
+        for u in names:
+            items.add(u, K.Unit, render.unit_markdown(schema.UNITS[u]))
+    elif kind == "duration_unit":
+        for u in schema.RULE_DURATION_UNITS:
+            items.add(u, K.Unit, render.unit_markdown(schema.UNITS[u]))
+    elif kind == "after_value":
+        p = schema.PARAMS.get(ctx.param or "")
+        if p is not None and p.conditional:
+            items.add("when", K.Keyword, "Conditional value: `a : b when METRIC OP NUMBER`.")
+    return items.items
+
+
+def _rule_items(items: _Items) -> None:
+    metrics = list(schema.METRICS)
+    items.add("when", K.Keyword, "An adapt rule: `when METRIC OP NUMBER [for N accesses] { actions }`.",
+              insert="when ")
+    items.add("when", K.Snippet, "An adapt rule.", snippet=True, detail="when ... { ... }",
+              insert=f"when ${{1{_choice(metrics)}}} ${{2{_choice(schema.COMPARISON_OPS)}}} ${{3:0.5}} {{\n    $0\n}}")
+
+
+def _value_items(items: _Items, ctx: context.Context) -> None:
+    p = schema.PARAMS.get(ctx.param or "")
+    if p is None:
+        return
+    if p.enum:
+        for e in p.enum:
+            items.add(e.name, K.EnumMember, render.enum_markdown(p, e),
+                      detail="replay only" if e.replay_only else p.key)
+    elif p.type == schema.BOOL:
+        for v in ("true", "false"):
+            items.add(v, K.Value, f"`{p.key}`: {p.doc}")
+    elif p.type == schema.METRIC_LIST:
+        if ctx.in_list:
+            for m in schema.METRICS.values():
+                items.add(m.name, K.Variable, render.metric_markdown(m))
+        else:
+            items.add("[...]", K.Value, "A list of metric names.", insert="[" + ", ".join(
+                schema.format_value(x) for x in p.default) + "]")
+    elif p.default not in (schema.REQUIRED, schema.OFF, schema.DERIVED) and not ctx.in_list:
+        d = schema.format_value(p.default)
+        items.add(d, K.Value, f"The default of `{p.key}`.", detail="default")
+
+
+def _defining_policy(tokens, offset: int) -> str | None:
+    """The name after the last `policy` before ``offset`` (a policy cannot extend itself)."""
+    name, prev = None, None
+    for t in tokens:
+        if t.start >= offset:
+            break
+        if prev is not None and prev.text == "policy" and t.kind == NAME:
+            name = t.text
+        prev = t
+    return name
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION,
+                    types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False))
+    @guarded(default=lambda: types.CompletionList(is_incomplete=False, items=[]))
+    def completion(ls, params: types.CompletionParams):
+        doc = ls.store.get(params.text_document.uri)
+        if doc is None:
+            return types.CompletionList(is_incomplete=False, items=[])
+        offset = doc.index(ls.encoding).offset(params.position)
+        return types.CompletionList(is_incomplete=False, items=complete(ls, doc, offset))

@@ -1,0 +1,470 @@
+"""What each token is, and what is expected at the cursor: a small state machine over the
+forgiving token stream (:mod:`lsp.tokens`).
+
+It never fails on broken input, so completion, hover and semantic tokens work on half-typed
+files that the parser can only partly understand. The roles it gives are the ones the
+grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = value ... } }``,
+``when METRIC OP NUMBER (for N UNIT)? { action* }`` in rule blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mpl import schema
+
+from .tokens import COMMENT, ERROR, NAME, NUMBER, OP, PUNCT, STRING, Token, tokenize
+
+# token roles
+KEYWORD, POLICY_DEF, POLICY_REF, BLOCK, PARAM, VALUE, METRIC, UNIT = (
+    "keyword", "policy_def", "policy_ref", "block", "param", "value", "metric", "unit")
+NUMBER_R, STRING_R, COMMENT_R, OPERATOR, TARGET, TRIGGER, IMPORT_PATH, UNKNOWN = (
+    "number", "string", "comment", "operator", "target", "trigger", "import_path", "unknown")
+BOOL_R = "bool"
+
+
+@dataclass
+class Info:
+    """The role of one token and where it sits."""
+    role: str
+    policy: str | None = None
+    block: str | None = None
+    param: str | None = None      # schema key ("cache.capacity") or raw name when unknown
+
+
+@dataclass
+class Frame:
+    kind: str                      # top | policy | block | rule | other
+    name: str | None = None        # policy name / block name
+    open_index: int = -1           # index of the '{' token
+    policy: str | None = None
+
+
+@dataclass
+class Context:
+    """What the cursor expects (for completion)."""
+    kind: str
+    policy: str | None = None
+    block: str | None = None
+    param: str | None = None       # schema key of the parameter whose value is being written
+    prefix: str = ""
+    start: int = 0                 # code-point range the completion replaces
+    end: int = 0
+    frame_open: int = -1           # index of the '{' of the innermost frame
+    policy_open: int = -1
+    in_list: bool = False
+    after_number: bool = False
+    in_string: bool = False
+
+
+def _param_key(block: str | None, name: str) -> str | None:
+    b = schema.block(block) if block else None
+    if b is not None and b.param(name) is not None:
+        return f"{block}.{name}"
+    return None
+
+
+def _target_key(name: str) -> str | None:
+    return schema.ADAPT_TARGETS.get(name)
+
+
+class Scanner:
+    """Feeds tokens one by one, tracking frames and the current statement."""
+
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.frames: list[Frame] = [Frame("top")]
+        self.infos: list[Info] = []
+        self._reset_stmt()
+
+    # statement state
+    def _reset_stmt(self) -> None:
+        self.stmt: list[int] = []
+        self.phase = "start"
+        self.param: str | None = None      # schema key (or None)
+        self.param_name: str | None = None
+        self.depth = 0                      # [ ] nesting inside the statement
+        self.stmt_head: str | None = None   # first word of the statement
+
+    @property
+    def frame(self) -> Frame:
+        return self.frames[-1]
+
+    def _policy(self) -> str | None:
+        for f in reversed(self.frames):
+            if f.kind == "policy":
+                return f.name
+            if f.policy:
+                return f.policy
+        return None
+
+    def _block(self) -> str | None:
+        for f in reversed(self.frames):
+            if f.kind == "block":
+                return f.name
+        return None
+
+    def _value_role(self, tok: Token) -> str:
+        if tok.text in ("true", "false"):
+            return BOOL_R
+        p = schema.PARAMS.get(self.param) if self.param else None
+        if p is not None and p.type == schema.METRIC_LIST:
+            return METRIC
+        return VALUE
+
+    def feed(self, i: int) -> None:
+        tok = self.tokens[i]
+        tokens = self.tokens
+        frame = self.frame
+        kind, text = tok.kind, tok.text
+        # newline ends a statement unless a list is open
+        if tok.nl_before and self.depth == 0 and self.stmt:
+            self._reset_stmt()
+        info = Info(UNKNOWN, self._policy(), self._block(), None)
+        if kind == COMMENT:
+            info.role = COMMENT_R
+            self.infos.append(info)
+            return
+        if kind == PUNCT and text == "{":
+            self._open(i)
+            info.role = OPERATOR
+            self.infos.append(info)
+            return
+        if kind == PUNCT and text == "}":
+            if len(self.frames) > 1:
+                self.frames.pop()
+            self._reset_stmt()
+            info.role = OPERATOR
+            info.policy, info.block = self._policy(), self._block()
+            self.infos.append(info)
+            return
+        if kind == PUNCT and text == ";":
+            self._reset_stmt()
+            info.role = OPERATOR
+            self.infos.append(info)
+            return
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if frame.kind == "top":
+            self._feed_top(tok, info)
+        elif frame.kind == "policy":
+            self._feed_policy(tok, info, nxt)
+        elif frame.kind in ("block", "rule"):
+            self._feed_body(i, tok, info, nxt)
+        else:
+            info.role = NUMBER_R if kind == NUMBER else STRING_R if kind == STRING else UNKNOWN
+        self.stmt.append(i)
+        self.infos.append(info)
+
+    def _open(self, i: int) -> None:
+        frame = self.frame
+        policy = self._policy()
+        if frame.kind == "top":
+            name = None
+            if self.stmt_head == "policy":
+                for j in self.stmt:
+                    if self.infos[j].role == POLICY_DEF:
+                        name = self.tokens[j].text
+                        break
+            new = Frame("policy", name, i, name)
+        elif frame.kind == "policy":
+            name = None
+            for j in reversed(self.stmt):
+                if self.tokens[j].kind == NAME:
+                    name = self.tokens[j].text
+                    break
+            new = Frame("block", name, i, policy)
+        elif frame.kind == "block" and self.stmt_head == "when":
+            new = Frame("rule", frame.name, i, policy)
+        else:
+            new = Frame("other", None, i, policy)
+        self.frames.append(new)
+        self._reset_stmt()
+
+    def _feed_top(self, tok: Token, info: Info) -> None:
+        text = tok.text
+        if not self.stmt:
+            self.stmt_head = text if tok.kind == NAME else None
+        prev = self.tokens[self.stmt[-1]].text if self.stmt else None
+        if tok.kind == NAME and text in ("version", "import", "policy", "extends") and (
+                not self.stmt or text == "extends"):
+            info.role = KEYWORD
+        elif tok.kind == NAME and prev == "policy":
+            info.role = POLICY_DEF
+            info.policy = text
+        elif tok.kind == NAME and prev == "extends":
+            info.role = POLICY_REF
+        elif tok.kind == STRING and self.stmt_head == "import":
+            info.role = IMPORT_PATH
+        elif tok.kind == NUMBER:
+            info.role = NUMBER_R
+        elif tok.kind == STRING:
+            info.role = STRING_R
+
+    def _feed_policy(self, tok: Token, info: Info, nxt: Token | None) -> None:
+        if tok.kind == NAME:
+            info.role = BLOCK
+            info.block = tok.text
+            if not self.stmt:
+                self.stmt_head = tok.text
+        elif tok.kind == NUMBER:
+            info.role = NUMBER_R
+        elif tok.kind == STRING:
+            info.role = STRING_R
+
+    def _feed_body(self, i: int, tok: Token, info: Info, nxt: Token | None) -> None:
+        frame = self.frame
+        kind, text = tok.kind, tok.text
+        block = frame.name
+        rule_block = (schema.block(block).rules if schema.block(block) else False) or frame.kind == "rule"
+        # a NAME followed by '=' after a complete value starts a new statement
+        if (kind == NAME and self.stmt and self.depth == 0 and nxt is not None
+                and nxt.text == "=" and self.phase in ("after_value", "after_cond")):
+            self._reset_stmt()
+        if not self.stmt:
+            self.stmt_head = text if kind == NAME else None
+            if kind == NAME:
+                if frame.kind == "block" and text == "when" and rule_block:
+                    info.role = KEYWORD
+                    self.phase = "cond_metric"
+                    return
+                if frame.kind == "rule" and text in ("trigger", "rebalance"):
+                    info.role = KEYWORD
+                    self.phase = text
+                    return
+                if frame.kind == "rule":
+                    info.role = TARGET
+                    self.param = _target_key(text)
+                    self.param_name = text
+                    info.param = self.param or text
+                    self.phase = "name"
+                    return
+                info.role = PARAM
+                self.param = _param_key(block, text)
+                self.param_name = text
+                info.param = self.param or text
+                self.phase = "name"
+                return
+        phase = self.phase
+        info.param = self.param
+        if kind == PUNCT and text == ".":
+            info.role = OPERATOR
+            self.phase = "dot"
+            return
+        if phase == "dot" and kind == NAME:
+            full = f"{self.param_name}.{text}"
+            self.param_name = full
+            self.param = _target_key(full) or (full if full in schema.PARAMS else None)
+            info.role = TARGET if frame.kind == "rule" else PARAM
+            info.param = self.param or full
+            self.phase = "name"
+            return
+        if phase == "trigger":
+            info.role = TRIGGER if kind == NAME else UNKNOWN
+            self.phase = "after_value"
+            return
+        if phase == "rebalance":
+            info.role = VALUE if kind == NAME else UNKNOWN
+            info.param = schema.REBALANCE
+            self.param = schema.REBALANCE
+            self.phase = "after_value"
+            return
+        if kind == PUNCT and text in ("=", "|", ":", ","):
+            info.role = OPERATOR
+            self.phase = "value"
+            return
+        if kind == PUNCT and text == "[":
+            info.role = OPERATOR
+            self.depth += 1
+            self.phase = "value"
+            return
+        if kind == PUNCT and text == "]":
+            info.role = OPERATOR
+            self.depth = max(0, self.depth - 1)
+            self.phase = "after_value"
+            return
+        if kind == NAME and text == "when" and phase in ("after_value", "after_number"):
+            info.role = KEYWORD
+            self.phase = "cond_metric"
+            return
+        if kind == NAME and text == "for" and phase in ("after_cond", "after_number") and self.stmt_head == "when":
+            info.role = KEYWORD
+            self.phase = "duration"
+            return
+        if kind == OP:
+            info.role = OPERATOR
+            self.phase = "cond_num"
+            return
+        if phase == "cond_metric" and kind == NAME:
+            info.role = METRIC
+            info.param = None
+            self.phase = "cond_op"
+            return
+        if kind == NUMBER:
+            info.role = NUMBER_R
+            if phase == "cond_num":
+                self.phase = "after_cond"
+            elif phase == "duration":
+                self.phase = "duration_unit"
+            else:
+                self.phase = "after_number"
+            return
+        if kind == NAME and phase in ("after_number", "duration_unit"):
+            prev = self.tokens[i - 1]
+            info.role = UNIT
+            if phase == "duration_unit":
+                info.param = None
+                self.phase = "after_cond"
+            else:
+                self.phase = "after_value"
+            return
+        if kind == NAME and phase == "value":
+            info.role = self._value_role(tok)
+            self.phase = "after_value" if self.depth == 0 else "value"
+            return
+        if kind == STRING:
+            info.role = STRING_R
+            self.phase = "after_value"
+            return
+        info.role = UNKNOWN
+
+    def run(self, upto: int | None = None) -> "Scanner":
+        n = len(self.tokens) if upto is None else upto
+        for i in range(len(self.infos), n):
+            self.feed(i)
+        return self
+
+
+def classify(tokens: list[Token]) -> list[Info]:
+    """The role of every token."""
+    return Scanner(tokens).run().infos
+
+
+# ---------------------------------------------------------------- frames and extents
+def frame_end(tokens: list[Token], open_index: int) -> int:
+    """Index of the '}' matching the '{' at ``open_index`` (or len(tokens) when unclosed)."""
+    depth = 0
+    for j in range(open_index, len(tokens)):
+        t = tokens[j]
+        if t.kind == PUNCT:
+            if t.text == "{":
+                depth += 1
+            elif t.text == "}":
+                depth -= 1
+                if depth == 0:
+                    return j
+    return len(tokens)
+
+
+def params_set_in(tokens: list[Token], open_index: int) -> set[str]:
+    """Names written as ``NAME =`` directly inside the frame opened at ``open_index``."""
+    out: set[str] = set()
+    end = frame_end(tokens, open_index)
+    depth = 0
+    for j in range(open_index + 1, end):
+        t = tokens[j]
+        if t.kind == PUNCT and t.text in "{[":
+            depth += 1
+        elif t.kind == PUNCT and t.text in "}]":
+            depth -= 1
+        elif depth == 0 and t.kind == NAME and j + 1 < end and tokens[j + 1].text == "=":
+            out.add(t.text)
+    return out
+
+
+def blocks_in(tokens: list[Token], open_index: int) -> set[str]:
+    """Names of the blocks (``NAME {``) directly inside the policy opened at ``open_index``."""
+    out: set[str] = set()
+    end = frame_end(tokens, open_index)
+    depth = 0
+    for j in range(open_index + 1, end):
+        t = tokens[j]
+        if t.kind == PUNCT and t.text == "{":
+            if depth == 0 and j > 0 and tokens[j - 1].kind == NAME:
+                out.add(tokens[j - 1].text)
+            depth += 1
+        elif t.kind == PUNCT and t.text == "}":
+            depth -= 1
+    return out
+
+
+# ---------------------------------------------------------------- the cursor
+def cursor_context(text: str, tokens: list[Token], offset: int) -> Context:
+    """What is expected at ``offset``; the word being typed (if any) is the prefix."""
+    # the word under/just before the cursor is the prefix being typed
+    n = 0
+    while n < len(tokens) and tokens[n].end < offset:
+        n += 1
+    prefix, start, end = "", offset, offset
+    in_string = False
+    cut = n
+    if n < len(tokens):
+        t = tokens[n]
+        if t.start < offset <= t.end and t.kind in (NAME, NUMBER):
+            prefix, start, end, cut = t.text[: offset - t.start], t.start, t.end, n
+        elif t.start < offset <= t.end and t.kind == STRING and not (t.end == offset and len(t.text) > 1 and t.text.endswith('"')):
+            in_string = True
+            prefix, start, end, cut = t.text[1: offset - t.start], t.start + 1, t.end - (1 if t.text.endswith('"') and len(t.text) > 1 else 0), n
+        elif t.end == offset:
+            cut = n + 1
+        # a token starting after the cursor is not consumed
+    sc = Scanner(tokens).run(cut)
+    frame = sc.frame
+    ctx = Context("none", sc._policy(), sc._block(), sc.param, prefix, start, end,
+                  frame.open_index, -1, sc.depth > 0, False, in_string)
+    for f in reversed(sc.frames):
+        if f.kind == "policy":
+            ctx.policy_open = f.open_index
+            break
+    # a newline between the last consumed token and the cursor starts a new statement
+    last = tokens[cut - 1] if cut > 0 else None
+    if last is not None and sc.depth == 0 and sc.stmt and "\n" in text[last.end:start]:
+        sc._reset_stmt()
+        ctx.param = None
+    if in_string:
+        ctx.kind = "import_path" if frame.kind == "top" and sc.stmt_head == "import" else "none"
+        return ctx
+    if frame.kind == "top":
+        if not sc.stmt:
+            ctx.kind = "top"
+        elif sc.stmt_head == "import" and len(sc.stmt) == 1:
+            ctx.kind = "import_path"
+        elif last is not None and last.text == "extends":
+            ctx.kind = "extends"
+        elif sc.stmt_head == "policy" and len(sc.stmt) == 2:
+            ctx.kind = "after_policy_name"
+        return ctx
+    if frame.kind == "policy":
+        ctx.kind = "block_name" if not sc.stmt else "none"
+        return ctx
+    if frame.kind not in ("block", "rule"):
+        return ctx
+    phase = sc.phase
+    if not sc.stmt:
+        ctx.kind = "rule_action" if frame.kind == "rule" else "param_name"
+        return ctx
+    if phase == "cond_metric":
+        ctx.kind = "metric"
+    elif phase == "cond_op":
+        ctx.kind = "op"
+    elif phase in ("trigger",):
+        ctx.kind = "trigger"
+    elif phase == "rebalance":
+        ctx.kind = "value"
+        ctx.param = schema.REBALANCE
+    elif phase == "value":
+        ctx.kind = "value"
+    elif phase == "after_number" and last is not None and last.kind == NUMBER:
+        ctx.kind = "unit"
+        ctx.after_number = True
+    elif phase == "duration_unit":
+        ctx.kind = "duration_unit"
+    elif phase == "name" and last is not None and last.kind == NAME and frame.kind == "rule" and last.end == offset:
+        ctx.kind = "rule_action"
+    elif phase == "after_value" and last is not None and last.end < offset and sc.stmt_head != "when":
+        ctx.kind = "after_value"
+    return ctx
+
+
+def context_at(text: str, offset: int, tokens: list[Token] | None = None) -> Context:
+    """Convenience: tokenize (unless given) and find the context at ``offset``."""
+    return cursor_context(text, tokenize(text) if tokens is None else tokens, offset)

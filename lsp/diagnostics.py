@@ -1,0 +1,127 @@
+"""Diagnostics: the checker's :class:`mpl.diagnostics.Diagnostic` objects, published as LSP
+diagnostics without rewording (code, source "mpl", severity, range, codeDescription link,
+related information, tags). Publishing is debounced on change and immediate on open/save;
+a change re-diagnoses the open documents that import the changed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from lsprotocol import types
+
+from mpl.diagnostics import Severity, Span, docs_url
+
+from . import analysis
+from .guard import log_exception
+from .positions import LineIndex
+from .workspace import Doc, Store, norm_path, path_to_uri
+
+SOURCE = "mpl"
+
+_SEVERITY = {
+    Severity.ERROR: types.DiagnosticSeverity.Error,
+    Severity.WARNING: types.DiagnosticSeverity.Warning,
+    Severity.HINT: types.DiagnosticSeverity.Hint,
+    Severity.INFO: types.DiagnosticSeverity.Information,
+}
+
+#: codes whose range is code that does nothing / a deprecated spelling (editors grey/strike it)
+_TAGS = {
+    "MPL401": [types.DiagnosticTag.Unnecessary],
+    "MPL404": [types.DiagnosticTag.Deprecated],
+}
+
+
+def range_in(store: Store, doc: Doc, file: str | None, span: Span, encoding) -> tuple[str, types.Range]:
+    """(uri, range) of ``span`` in ``file`` (None: this document)."""
+    if file is None or (doc.path is not None and norm_path(file) == doc.path):
+        return doc.uri, doc.index(encoding).span_range(span)
+    other = store.open_by_path(file)
+    if other is not None:
+        return other.uri, other.index(encoding).span_range(span)
+    text = store.read_file(file)
+    uri = path_to_uri(os.path.abspath(file))
+    if text is not None:
+        return uri, LineIndex(text, encoding).span_range(span)
+    return uri, types.Range(types.Position(max(0, span.line - 1), max(0, span.column - 1)),
+                            types.Position(max(0, span.end_line - 1), max(0, span.end_column - 1)))
+
+
+def belongs_to(doc: Doc, d) -> bool:
+    return d.file is None or doc.path is None or norm_path(d.file) == doc.path
+
+
+def to_lsp(store: Store, doc: Doc, d, encoding) -> types.Diagnostic:
+    related = []
+    for r in d.related:
+        uri, rng = range_in(store, doc, r.file or d.file, r.span, encoding)
+        related.append(types.DiagnosticRelatedInformation(types.Location(uri, rng), r.message))
+    return types.Diagnostic(
+        range=doc.index(encoding).span_range(d.span),
+        message=d.message,
+        severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
+        code=d.code,
+        code_description=types.CodeDescription(href=docs_url(d.code)),
+        source=SOURCE,
+        related_information=related or None,
+        tags=_TAGS.get(d.code),
+        data={"fixes": len(d.fixes)} if d.fixes else None,
+    )
+
+
+def lsp_diagnostics(store: Store, doc: Doc, encoding) -> list[types.Diagnostic]:
+    a = analysis.analyze(store, doc)
+    return [to_lsp(store, doc, d, encoding) for d in a.diagnostics if belongs_to(doc, d)]
+
+
+class Publisher:
+    """Debounced publishing, one pending timer per document."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+
+    def cancel(self, uri: str) -> None:
+        h = self.pending.pop(uri, None)
+        if h is not None:
+            h.cancel()
+
+    def schedule(self, uri: str, delay_ms: int | None = None, *, cascade: bool = True) -> None:
+        delay = self.server.settings.debounce_ms if delay_ms is None else delay_ms
+        self.cancel(uri)
+        if delay <= 0:
+            self.publish(uri, cascade=cascade)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.publish(uri, cascade=cascade)
+            return
+        self.pending[uri] = loop.call_later(delay / 1000.0, self.publish, uri, cascade)
+
+    def publish(self, uri: str, cascade: bool = True) -> None:
+        self.pending.pop(uri, None)
+        server = self.server
+        doc = server.store.get(uri)
+        if doc is None:
+            return
+        try:
+            diags = lsp_diagnostics(server.store, doc, server.encoding)
+        except Exception:
+            log_exception(server, f"diagnostics of {uri}")
+            return
+        server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=doc.version))
+        if cascade:
+            for dep in server.store.dependents(uri):
+                dep_doc = server.store.get(dep)
+                if dep_doc is not None:
+                    dep_doc.invalidate(text=False)
+                    self.publish(dep, cascade=False)
+
+    def clear(self, uri: str) -> None:
+        self.cancel(uri)
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

@@ -1,0 +1,100 @@
+"""Positions: code-point offsets (what :class:`mpl.diagnostics.Span` uses) <-> LSP positions.
+
+LSP positions are ``(line, character)`` with ``character`` counted in the negotiated position
+encoding: UTF-16 code units (the default), UTF-8 bytes or UTF-32 code points. A
+:class:`LineIndex` is built once per document version and converts both ways.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from lsprotocol import types
+
+UTF8 = "utf-8"
+UTF16 = "utf-16"
+UTF32 = "utf-32"
+
+
+def _units(ch: str, encoding: str) -> int:
+    """Length of one code point in ``encoding`` units."""
+    o = ord(ch)
+    if encoding == UTF16:
+        return 2 if o > 0xFFFF else 1
+    if encoding == UTF8:
+        return 1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4
+    return 1
+
+
+def normalize_encoding(encoding) -> str:
+    value = getattr(encoding, "value", encoding) or UTF16
+    value = str(value).lower()
+    return value if value in (UTF8, UTF16, UTF32) else UTF16
+
+
+class LineIndex:
+    """Line starts of one text, for conversions in a given position encoding."""
+
+    def __init__(self, text: str, encoding=UTF16) -> None:
+        self.text = text
+        self.encoding = normalize_encoding(encoding)
+        starts = [0]
+        find = text.find
+        i = find("\n")
+        while i >= 0:
+            starts.append(i + 1)
+            i = find("\n", i + 1)
+        self.line_starts = starts
+
+    # ------------------------------------------------------------ offset -> position
+    def line_of(self, offset: int) -> int:
+        """0-based line holding the code-point ``offset``."""
+        return bisect.bisect_right(self.line_starts, offset) - 1
+
+    def position(self, offset: int) -> types.Position:
+        offset = max(0, min(offset, len(self.text)))
+        line = self.line_of(offset)
+        start = self.line_starts[line]
+        if self.encoding == UTF32:
+            return types.Position(line=line, character=offset - start)
+        seg = self.text[start:offset]
+        if seg.isascii():
+            return types.Position(line=line, character=len(seg))
+        enc = self.encoding
+        return types.Position(line=line, character=sum(_units(c, enc) for c in seg))
+
+    def range(self, start: int, end: int) -> types.Range:
+        return types.Range(start=self.position(start), end=self.position(max(start, end)))
+
+    def span_range(self, span) -> types.Range:
+        """LSP range of an :class:`mpl.diagnostics.Span` (by its code-point offsets)."""
+        return self.range(span.offset, span.end_offset)
+
+    # ------------------------------------------------------------ position -> offset
+    def offset(self, position: types.Position) -> int:
+        """Code-point offset of an LSP position, clamped into the text (a character past
+        the end of a line means the end of that line, as the LSP specification says)."""
+        line = position.line
+        if line < 0:
+            return 0
+        if line >= len(self.line_starts):
+            return len(self.text)
+        start = self.line_starts[line]
+        end = self.line_starts[line + 1] - 1 if line + 1 < len(self.line_starts) else len(self.text)
+        want = max(0, position.character)
+        if self.encoding == UTF32:
+            return min(start + want, end)
+        seg = self.text[start:end]
+        if seg.isascii():
+            return start + min(want, len(seg))
+        units = 0
+        enc = self.encoding
+        for i, ch in enumerate(seg):
+            if units >= want:
+                return start + i
+            units += _units(ch, enc)
+        return end
+
+    @property
+    def end_position(self) -> types.Position:
+        return self.position(len(self.text))

@@ -1,0 +1,183 @@
+"""The MoE-PolicyLang language server (pygls 2.x).
+
+Start it with ``mpl-lsp`` or ``mplc lsp`` (stdio by default; ``--stdio`` is accepted because
+clients append it; ``--tcp PORT`` for debugging). Only the front end of ``mpl`` is used: the
+server never imports torch, the runtime or the simulator.
+
+Each LSP feature lives in its own module with a ``register(server)`` function; this module
+holds the server object, document synchronisation, settings and the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from mpl import __version__
+
+from . import settings as settings_mod
+from .diagnostics import Publisher
+from .guard import guarded, log
+from .positions import normalize_encoding
+from .workspace import Store, uri_to_path
+
+NAME = "mpl-lsp"
+
+
+class MplLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.store = Store()
+        self.settings = settings_mod.Settings()
+        self.publisher = Publisher(self)
+
+    @property
+    def encoding(self) -> str:
+        try:
+            return normalize_encoding(self.workspace.position_encoding)
+        except RuntimeError:   # not initialized yet
+            return "utf-16"
+
+    def report_server_error(self, error, source):
+        # out-of-band errors (bad JSON, a failing notification): log them, never crash
+        log(self, f"mpl-lsp: {type(error).__name__}: {error}", types.MessageType.Error)
+
+    def apply_settings(self, options) -> None:
+        loaded = settings_mod.update(self.settings, options)
+        model_changed = (loaded.settings.model != self.settings.model
+                         or (loaded.shape is None) != (self.store.model is None))
+        self.settings = loaded.settings
+        self.store.model = loaded.shape
+        for m in loaded.messages:
+            log(self, f"mpl-lsp settings: {m}", types.MessageType.Warning)
+        if loaded.shape is not None:
+            log(self, f"mpl-lsp: model shape {loaded.shape.name}: {loaded.shape.num_moe_layers} MoE layers, "
+                      f"{loaded.shape.num_experts} experts, top-{loaded.shape.top_k}", types.MessageType.Info)
+        if model_changed:
+            self.store.invalidate_all()
+            for uri in list(self.store.docs):
+                self.publisher.schedule(uri, 0, cascade=False)
+
+
+def _register_sync(server: MplLanguageServer) -> None:
+    @server.feature(types.INITIALIZE)
+    @guarded()
+    def initialize(ls: MplLanguageServer, params: types.InitializeParams):
+        roots = []
+        for f in params.workspace_folders or []:
+            p = uri_to_path(f.uri)
+            if p:
+                roots.append(p)
+        if not roots and params.root_uri:
+            p = uri_to_path(params.root_uri)
+            if p:
+                roots.append(p)
+        elif not roots and params.root_path:
+            roots.append(params.root_path)
+        ls.store.roots = roots
+        ls.apply_settings(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    @guarded()
+    def initialized(ls: MplLanguageServer, params):
+        log(ls, f"{NAME} {__version__} ready (position encoding {ls.encoding})", types.MessageType.Info)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    @guarded()
+    def did_change_configuration(ls: MplLanguageServer, params: types.DidChangeConfigurationParams):
+        ls.apply_settings(params.settings)
+        try:
+            ls.workspace_inlay_hint_refresh(None)
+        except Exception:
+            pass
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @guarded()
+    def did_open(ls: MplLanguageServer, params: types.DidOpenTextDocumentParams):
+        td = params.text_document
+        ls.store.open(td.uri, td.text, td.version)
+        ls.publisher.schedule(td.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @guarded()
+    def did_change(ls: MplLanguageServer, params: types.DidChangeTextDocumentParams):
+        td = params.text_document
+        if ls.store.get(td.uri) is None:
+            ls.store.open(td.uri, ls.workspace.get_text_document(td.uri).source, td.version)
+        else:
+            ls.store.change(td.uri, params.content_changes, td.version, ls.encoding)
+        ls.publisher.schedule(td.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=True))
+    @guarded()
+    def did_save(ls: MplLanguageServer, params: types.DidSaveTextDocumentParams):
+        uri = params.text_document.uri
+        if params.text is not None:
+            ls.store.set_text(uri, params.text)
+        ls.store.forget_workspace_files()
+        ls.publisher.schedule(uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    @guarded()
+    def did_close(ls: MplLanguageServer, params: types.DidCloseTextDocumentParams):
+        uri = params.text_document.uri
+        dependents = ls.store.dependents(uri)
+        ls.store.close(uri)
+        ls.publisher.clear(uri)
+        for dep in dependents:       # they now read the file from disk again
+            doc = ls.store.get(dep)
+            if doc is not None:
+                doc.invalidate(text=False)
+                ls.publisher.schedule(dep, 0, cascade=False)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    @guarded()
+    def did_change_watched(ls: MplLanguageServer, params: types.DidChangeWatchedFilesParams):
+        ls.store.forget_workspace_files()
+        ls.store.invalidate_all()
+        for uri in list(ls.store.docs):
+            ls.publisher.schedule(uri, 0, cascade=False)
+
+
+def create_server() -> MplLanguageServer:
+    from . import (code_actions, completion, folding, formatting, hover, inlay_hints,
+                   navigation, semantic_tokens, symbols)
+    server = MplLanguageServer()
+    _register_sync(server)
+    for mod in (hover, completion, symbols, folding, semantic_tokens, formatting,
+                code_actions, navigation, inlay_hints):
+        mod.register(server)
+    return server
+
+
+def build_arg_parser(prog: str = NAME) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="MoE-PolicyLang language server (LSP over stdio by default).")
+    p.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
+    p.add_argument("--tcp", type=int, metavar="PORT", help="listen on a TCP port instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="host for --tcp (default 127.0.0.1)")
+    p.add_argument("--version", action="version", version=f"{NAME} {__version__}")
+    return p
+
+
+def serve(args) -> int:
+    server = create_server()
+    if getattr(args, "tcp", None) is not None:
+        if not (0 < args.tcp < 65536):
+            print(f"{NAME}: --tcp needs a port in 1..65535, got {args.tcp}", file=sys.stderr)
+            return 2
+        server.start_tcp(args.host, args.tcp)
+    else:
+        server.start_io()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    return serve(args)
+
+
+if __name__ == "__main__":  # python -m lsp.server
+    sys.exit(main())

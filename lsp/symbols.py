@@ -1,0 +1,72 @@
+"""Document symbols (the outline): policies > blocks > parameters and adapt rules, from the
+parser's AST (which exists for broken files too)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from mpl.syntax import ast
+
+from . import analysis
+from .guard import guarded
+
+S = types.SymbolKind
+
+
+def _sym(idx, name: str, kind, node_span, sel_span, detail: str | None = None, children=None):
+    # the selection range must lie inside the range: cover both
+    start = min(node_span.offset, sel_span.offset)
+    end = max(node_span.end_offset, sel_span.end_offset)
+    return types.DocumentSymbol(name=name or "?", kind=kind, range=idx.range(start, end),
+                                selection_range=idx.range(sel_span.offset, sel_span.end_offset),
+                                detail=detail, children=children or None)
+
+
+def _text(doc, node) -> str:
+    return " ".join(doc.text[node.span.offset:node.span.end_offset].split())
+
+
+def _rule_name(doc, rule: ast.Rule) -> str:
+    if rule.condition is not None:
+        return "when " + _text(doc, rule.condition)
+    return "when ..."
+
+
+def document_symbols(doc, encoding) -> list[types.DocumentSymbol]:
+    idx = doc.index(encoding)
+    tree = analysis.parse(doc).document
+    out = []
+    for pol in tree.policies:
+        blocks = []
+        for b in pol.blocks:
+            if not isinstance(b, ast.Block):
+                continue
+            items = []
+            for it in b.items:
+                if isinstance(it, ast.Param):
+                    detail = _text(doc, it.value) if it.value is not None else None
+                    items.append(_sym(idx, it.name.text, S.Property, it.span, it.name.span, detail))
+                elif isinstance(it, ast.Rule):
+                    acts = []
+                    for a in it.actions:
+                        if isinstance(a, ast.SetAction):
+                            acts.append(_sym(idx, a.target.text, S.Field, a.span, a.target.span,
+                                             _text(doc, a.value) if a.value is not None else None))
+                        elif isinstance(a, (ast.TriggerAction, ast.RebalanceAction)):
+                            acts.append(_sym(idx, _text(doc, a), S.Function, a.span, a.span))
+                    head = it.condition.span if it.condition is not None else it.span
+                    items.append(_sym(idx, _rule_name(doc, it), S.Event, it.span, head, None, acts))
+            blocks.append(_sym(idx, b.name.text, S.Module, b.span, b.name.span, None, items))
+        name_span = pol.name.span if pol.name is not None else pol.span
+        detail = f"extends {pol.parent.text}" if pol.parent is not None else None
+        out.append(_sym(idx, pol.name.text if pol.name else "policy", S.Class, pol.span, name_span,
+                        detail, blocks))
+    return out
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @guarded(default=list)
+    def symbols(ls, params: types.DocumentSymbolParams):
+        doc = ls.store.get(params.text_document.uri)
+        return [] if doc is None else document_symbols(doc, ls.encoding)
