@@ -1,0 +1,114 @@
+"""The checker: every semantic diagnostic of a .moe file, and its lowering to IR.
+
+Entry points:
+
+* :func:`analyze` ``(text, path=None, *, model=None, read_file=None, purpose="live")``
+  -> :class:`Analysis`: parse, resolve imports and ``extends``, run every check, lower each
+  policy without errors to IR.
+* :func:`check` ``(path, *, model=None, purpose="live")`` -> ``list[Diagnostic]``; never
+  raises (an unreadable file is ``MPL100``).
+* :func:`check_text` ``(text, path=None, *, model=None, purpose="live")`` -> diagnostics.
+
+``purpose`` is ``"live"`` (attach / compile; the default) or ``"replay"``: replay-only values
+(``eviction = belady``) are errors (MPL307) only for live use.
+
+Passes (one module each): :mod:`.resolve` (files, imports, scope, extends),
+:mod:`.structure` (blocks, parameters, values, adapt actions of one policy's own text),
+:mod:`.values` (type/enum/range/unit of one value, conditions), :mod:`.policy` (checks of a
+resolved policy: required parts, cross-field placement, adapt semantics, warnings) and
+:mod:`.crossfield` (the cross-field and model-aware rules as pure functions).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
+
+__all__ = ["Analysis", "analyze", "check", "check_text", "LIVE", "REPLAY"]
+
+LIVE = "live"
+REPLAY = "replay"
+
+
+@dataclass
+class Analysis:
+    """The result of :func:`analyze`."""
+    text: str
+    path: str | None
+    document: object                               # mpl.syntax.ast.Document
+    diagnostics: list[Diagnostic]                   # sorted; each carries its file
+    policies: dict = field(default_factory=dict)    # name -> ResolvedPolicy (this file's own)
+    ir: dict = field(default_factory=dict)          # name -> PolicyIR (policies without errors)
+    imports: dict = field(default_factory=dict)     # path -> Document (every imported file)
+    source_hash: str = ""
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.diagnostics)
+
+
+def analyze(text: str, path: str | None = None, *, model=None, read_file: Callable | None = None,
+            purpose: str = LIVE) -> Analysis:
+    """Parse and check ``text`` (the contents of ``path``); see the module doc."""
+    from mpl.checker.resolve import Resolver
+    from mpl.lower import lower, source_hash
+
+    if purpose not in (LIVE, REPLAY):
+        raise ValueError(f"purpose must be 'live' or 'replay', not {purpose!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"analyze() needs a str, not {type(text).__name__}")
+    text = text.replace("\r\n", "\n")
+    res = Resolver(model=model, read_file=read_file, purpose=purpose)
+    main = res.build(text, path)
+    diags: list[Diagnostic] = []
+    seen = set()
+    for u in res.load_order:
+        for d in u.sink.diags:
+            k = (d.file, d.code, d.span.offset, d.span.end_offset, d.message)
+            if k not in seen:
+                seen.add(k)
+                diags.append(d)
+    diags.sort(key=lambda d: (d.file != path, *sort_key(d)))
+    h = source_hash(u.text for u in res.load_order)
+    out = Analysis(text, path, main.document, diags, imports={u.path: u.document for u in res.load_order[1:]},
+                   source_hash=h)
+    for name, rp in main.resolved.items():
+        rp.source_hash = h
+        out.policies[name] = rp
+        if not rp.has_errors:
+            out.ir[name] = lower(rp, source_hash=h, source_path=path)
+    return out
+
+
+def check_text(text: str, path: str | None = None, *, model=None, purpose: str = LIVE,
+               read_file: Callable | None = None) -> list[Diagnostic]:
+    return analyze(text, path, model=model, purpose=purpose, read_file=read_file).diagnostics
+
+
+def read_source(path: str) -> tuple[str | None, Diagnostic | None]:
+    """(text, None) or (None, an MPL100 diagnostic saying why the file cannot be read)."""
+    from mpl.checker.resolve import ReadError, read_text_file
+
+    try:
+        return read_text_file(path), None
+    except FileNotFoundError:
+        msg = f"no such file: '{path}'"
+    except ReadError as e:
+        msg = str(e)
+    return None, make("MPL100", msg, Span(1, 1, 1, 1, 0, 0), file=path)
+
+
+def check(path: str, *, model=None, purpose: str = LIVE) -> list[Diagnostic]:
+    """The diagnostics of the file at ``path``. Never raises on bad input."""
+    path = os.fspath(path)
+    text, err = read_source(path)
+    if err is not None:
+        return [err]
+    return check_text(text, path, model=model, purpose=purpose)

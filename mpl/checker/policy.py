@@ -1,0 +1,222 @@
+"""Checks of a resolved policy (``extends`` applied): required parts (MPL105), cross-field
+and model-aware rules placed on the source, adapt semantics (MPL306, MPL308) and the
+warnings that no original rule gives (MPL401, MPL403, MPL406)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpl import schema
+from mpl.checker import values as V
+from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
+from mpl.checker.crossfield import LIVE, Violation, cross_field, default_value
+from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo
+from mpl.diagnostics import Related, Severity, CODES
+from mpl.shapes import ModelShape
+
+
+def effective_values(rp: ResolvedPolicy) -> dict[str, Any]:
+    """Every schema key -> its IR value in this policy (INVALID where it had an error)."""
+    out = {}
+    for key, p in schema.PARAMS.items():
+        s = rp.settings.get(key)
+        out[key] = s.base if s is not None else default_value(p)
+    return out
+
+
+def _show(v) -> str:
+    if isinstance(v, str):
+        return v.replace("|", " | ")
+    return schema.format_value(v) if not isinstance(v, float) else fmt_num(v)
+
+
+def _name_span(rp: ResolvedPolicy):
+    return rp.node.name.span if rp.node.name is not None else rp.node.span
+
+
+def check_resolved(rp: ResolvedPolicy, sink: Sink, *, purpose: str = LIVE,
+                   model: ModelShape | None = None) -> None:
+    """Emit the policy-level diagnostics of ``rp`` (defined in ``sink``'s file)."""
+    _required(rp, sink)
+    values = effective_values(rp)
+    given = set(rp.settings)
+    blocks = set(rp.blocks)
+    found = cross_field(values, blocks, given, purpose=purpose, model=model)
+    rp.violations = frozenset(found)
+    inherited = rp.parent_policy.violations if rp.parent_policy is not None else frozenset()
+    for v in found:
+        if v not in inherited:
+            _place(rp, sink, v)
+    rules = rp.all_rules()
+    _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, found)
+    _no_effect(rp, sink, values, rules)
+    _redundant_and_fighting(rp, sink, values, rules)
+
+
+def _required(rp: ResolvedPolicy, sink: Sink) -> None:
+    if rp.parent is not None and rp.parent_policy is None:
+        return      # unknown or cyclic parent: reported there; its blocks are unknown
+    if "cache" not in rp.blocks:
+        sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
+                  + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))
+    elif "cache.capacity" not in rp.settings:
+        cache = rp.blocks["cache"]
+        if "cache" in rp.own_blocks:
+            span = cache.name.span
+        else:
+            span = _name_span(rp)
+        sink.emit("MPL105", f"the cache of policy '{rp.name}' has no capacity; add 'capacity = N' "
+                  f"(slots) or a size such as 'capacity = 12GiB'", span)
+
+
+def _own(rp: ResolvedPolicy, key: str) -> bool:
+    return key in rp.own_keys
+
+
+def _related(rp: ResolvedPolicy, sink: Sink, keys, skip: str | None) -> tuple[Related, ...]:
+    out = []
+    for k in keys:
+        s = rp.settings.get(k)
+        if s is None or k == skip:
+            continue
+        where = "" if s.policy == rp.name else f" (inherited from '{s.policy}')"
+        out.append(Related(f"{schema.PARAMS[k].name} is set here{where}", s.value_span,
+                           file=s.file if s.file != sink.file else None))
+    return tuple(out)
+
+
+def _place(rp: ResolvedPolicy, sink: Sink, v: Violation) -> None:
+    primary = next((k for k in v.keys if _own(rp, k)), None)
+    if primary is not None:
+        span = rp.settings[primary].value_span
+    else:
+        blk = next((schema.PARAMS[k].block for k in v.keys if schema.PARAMS[k].block in rp.own_blocks), None)
+        span = rp.blocks[blk].name.span if blk is not None else _name_span(rp)
+    sink.emit(v.code, v.message, span, related=_related(rp, sink, v.keys, primary))
+
+
+def _is_error(v: Violation) -> bool:
+    return CODES[v.code].severity is Severity.ERROR
+
+
+def _own_rule(rp: ResolvedPolicy, r: RuleInfo) -> bool:
+    return r.policy == rp.name and r.file == rp.file
+
+
+def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, base_found) -> None:
+    base = set(base_found)
+    for r in rules:
+        if not _own_rule(rp, r) or r.inverse:
+            continue
+        sets = [a for a in r.actions if a.kind == "set" and a.key is not None and a.value is not INVALID]
+        for a in r.actions:
+            if a.kind == "rebalance" and a.value is not INVALID and "per_layer" not in blocks:
+                sink.emit("MPL308", f"'rebalance {a.name}' needs per-layer caches; add a 'per_layer {{ ... }}' "
+                          f"block or remove this action", a.node.span)
+        if not sets:
+            continue
+        after = dict(values)
+        for a in sets:
+            after[a.key] = a.value
+        given2 = given | {a.key for a in sets}
+        for v in cross_field(after, blocks, given2, purpose=purpose, model=model):
+            if v in base or not _is_error(v):
+                continue
+            hit = next((a for a in sets if a.key in v.keys), None)
+            if hit is None:
+                continue
+            name = schema.PARAMS[hit.key].name
+            sink.emit("MPL306", f"when this rule fires, '{name} = {_show(hit.value)}' makes the policy invalid: "
+                      f"{v.message}", hit.value_span or hit.node.span,
+                      related=_related(rp, sink, [k for k in v.keys if k != hit.key], None))
+
+
+def _enables(value, allowed: tuple[str, ...]) -> bool | None:
+    """Whether ``value`` of the controlling parameter gives the dependent one an effect
+    (None: unknown because the value had an error)."""
+    if value is INVALID:
+        return None
+    if schema.SET in allowed:
+        return value is not None
+    if isinstance(value, str):
+        parts = value.split("|")
+        if value == V.FALLBACK_PAIR and "fallback" in allowed:
+            return True
+        return value in allowed or any(p in allowed for p in parts)
+    return value in allowed
+
+
+def _no_effect(rp: ResolvedPolicy, sink: Sink, values, rules) -> None:
+    for key in schema.PARAMS:
+        if not _own(rp, key):
+            continue
+        p = schema.PARAMS[key]
+        if p.only_with is None:
+            continue
+        other, allowed = p.only_with
+        possible = [values[other]] + [a.value for r in rules for a in r.actions
+                                      if a.kind == "set" and a.key == other]
+        verdicts = [_enables(x, allowed) for x in possible]
+        if any(v is None or v for v in verdicts):
+            continue
+        s = rp.settings[key]
+        oname = schema.PARAMS[other].name
+        cur = values[other]
+        if schema.SET in allowed:
+            msg = f"'{p.name}' has no effect without {oname}; remove it or set {oname}"
+        else:
+            msg = (f"'{p.name}' has no effect with {oname} = {_show(cur)}; remove it or set "
+                   f"{oname} to {quote_list(allowed)}")
+        sink.emit("MPL401", msg, s.node.name.span,
+                  fixes=(remove_fix(f"Remove '{p.name}'", sink.text, s.node.span),))
+
+
+def _redundant_and_fighting(rp: ResolvedPolicy, sink: Sink, values, rules: list[RuleInfo]) -> None:
+    sets: list[tuple[int, RuleInfo, ActionInfo]] = []
+    for i, r in enumerate(rules):
+        for a in r.actions:
+            if a.kind == "set" and a.key is not None and a.value is not INVALID:
+                sets.append((i, r, a))
+    # MPL406: an explicit rule sets the value already in force and nothing else changes it
+    for i, r, a in sets:
+        if r.origin != "rule" or not _own_rule(rp, r):
+            continue
+        cur = values.get(a.key)
+        if cur is INVALID or a.value != cur:
+            continue
+        if any(b.key == a.key and b.value != a.value for _, _, b in sets):
+            continue
+        name = schema.PARAMS[a.key].name
+        sink.emit("MPL406", f"'{name} = {_show(a.value)}' is already the value in force and no other rule "
+                  f"changes it, so this action does nothing; remove it or set another value",
+                  a.value_span or a.node.span,
+                  fixes=(remove_fix(f"Remove '{name} = {_show(a.value)}'", sink.text, a.node.span),)
+                  if len(r.actions) > 1 else ())
+    # MPL403: two rules set one parameter to different values and can hold at once
+    reported: set[int] = set()
+    for x in range(len(sets)):
+        i, r1, a1 = sets[x]
+        for y in range(x + 1, len(sets)):
+            j, r2, a2 = sets[y]
+            if i == j or a1.key != a2.key or a1.value == a2.value or r1.node is r2.node:
+                continue
+            if not (_own_rule(rp, r1) or _own_rule(rp, r2)):
+                continue
+            if r1.condition is INVALID or r2.condition is INVALID:
+                continue
+            if not V.can_hold_together(r1.condition, r2.condition):
+                continue
+            later, earlier = (a2, a1) if _own_rule(rp, r2) else (a1, a2)
+            lr, er = (r2, r1) if later is a2 else (r1, r2)
+            if id(later) in reported:
+                continue
+            reported.add(id(later))
+            name = schema.PARAMS[a1.key].name
+            c1, c2 = er.condition, lr.condition
+            sink.emit("MPL403", f"two adapt rules set '{name}' to different values ({_show(earlier.value)} and "
+                      f"{_show(later.value)}) and their conditions '{c1.metric} {c1.op} {fmt_num(c1.threshold)}' "
+                      f"and '{c2.metric} {c2.op} {fmt_num(c2.threshold)}' can hold at once; make the conditions "
+                      f"exclusive or drop one action", later.value_span or later.node.span,
+                      related=(Related(f"the other rule sets {name} = {_show(earlier.value)} here",
+                                       earlier.value_span or earlier.node.span,
+                                       file=er.file if er.file != sink.file else None),))

@@ -1,0 +1,313 @@
+"""Files, imports and ``extends``: loads every imported file once (relative to the importing
+file, or ``std/NAME`` from the standard library), detects import cycles (MPL109), builds each
+file's scope of visible policies (duplicates: MPL106), resolves ``extends`` (unknown parent
+MPL107, cycles MPL110) and runs every pass on every policy.
+
+``read_file(path) -> str | None`` lets a caller (the language server) supply the text of a
+file, e.g. an unsaved editor buffer; ``None`` means "read it from disk".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from mpl import schema
+from mpl.checker import policy as P
+from mpl.checker import structure
+from mpl.checker.common import Sink, did_you_mean, replace_fix
+from mpl.checker.crossfield import LIVE
+from mpl.checker.resolved import ResolvedPolicy
+from mpl.diagnostics import Related, Span
+from mpl.shapes import ModelShape
+from mpl.syntax import ast
+
+
+class ReadError(Exception):
+    """A file that exists but cannot be used (the message says why)."""
+
+
+def read_text_file(path: str) -> str:
+    """The text of a policy file. FileNotFoundError when absent; ReadError with a clear
+    reason for a directory, a binary or non-UTF-8 file, or an OS error."""
+    if os.path.isdir(path):
+        raise ReadError(f"'{path}' is a directory, not a policy file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise ReadError(f"'{path}' is a directory, not a policy file") from None
+    except OSError as e:
+        raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
+    if b"\x00" in data:
+        raise ReadError(f"'{path}' is a binary file, not a policy file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReadError(f"'{path}' is not UTF-8 text (byte {e.start})") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n")
+
+
+@dataclass
+class FileUnit:
+    path: str | None
+    key: str
+    text: str
+    document: ast.Document
+    sink: Sink
+    scope: dict = field(default_factory=dict)        # name -> (ast.Policy, FileUnit)
+    resolved: dict = field(default_factory=dict)     # own policy name -> ResolvedPolicy (first)
+    own: dict = field(default_factory=dict)          # id(ast.Policy) -> OwnPart
+    order: list = field(default_factory=list)        # own ResolvedPolicy in definition order
+
+
+class Resolver:
+    def __init__(self, *, model: ModelShape | None = None, read_file: Callable | None = None,
+                 purpose: str = LIVE) -> None:
+        self.model = model
+        self.read_file = read_file
+        self.purpose = purpose
+        self.units: dict[str, FileUnit] = {}
+        self.stack: list[str] = []
+        self.load_order: list[FileUnit] = []
+        self._by_node: dict[int, ResolvedPolicy] = {}
+
+    # ------------------------------------------------------------ files
+    @staticmethod
+    def _key(path: str | None) -> str:
+        return os.path.realpath(path) if path else "<text>"
+
+    def build(self, text: str, path: str | None) -> FileUnit:
+        """Parse and check ``text`` (the contents of ``path``) with everything it imports."""
+        from mpl.syntax import parse
+
+        key = self._key(path)
+        result = parse(text, path)
+        sink = Sink(path, text)
+        for d in result.diagnostics:
+            sink.diags.append(d if d.file == path else dataclasses.replace(d, file=path))
+        unit = FileUnit(path, key, text, result.document, sink)
+        self.units[key] = unit
+        self.load_order.append(unit)
+        self.stack.append(key)
+        try:
+            self._check_version(unit)
+            imported = self._imports(unit)
+            self._scope(unit, imported)
+            self._policies(unit)
+        finally:
+            self.stack.pop()
+        return unit
+
+    def _check_version(self, unit: FileUnit) -> None:
+        v = unit.document.version
+        if v is None or v.number is None:
+            return
+        n = v.number
+        if not isinstance(n.value, int) or n.value not in schema.SUPPORTED_VERSIONS or n.unit is not None:
+            sup = ", ".join(str(x) for x in schema.SUPPORTED_VERSIONS)
+            unit.sink.emit("MPL111", f"version {n.text} is not supported; write one of: {sup}", n.span)
+
+    def _locate(self, unit: FileUnit, spec: str) -> str | None:
+        from mpl.stdlib_path import stdlib_file
+
+        if spec.startswith("std/"):
+            return stdlib_file(spec)
+        base = os.path.dirname(unit.path) if unit.path else os.getcwd()
+        path = os.path.normpath(os.path.join(base, spec))
+        if not os.path.splitext(path)[1] in schema.FILE_EXTENSIONS and not os.path.exists(path):
+            path += ".moe"
+        return path
+
+    def _read(self, path: str) -> str:
+        if self.read_file is not None:
+            t = self.read_file(path)
+            if t is not None:
+                return t
+        return read_text_file(path)
+
+    def _imports(self, unit: FileUnit) -> list:
+        out = []
+        for imp in unit.document.imports:
+            if imp.path is None or not isinstance(imp.path, ast.String):
+                continue
+            spec = imp.path.value
+            span = imp.path.span
+            path = self._locate(unit, spec)
+            if path is None:
+                self._not_found(unit, spec, span, path)
+                continue
+            key = self._key(path)
+            if key in self.stack:
+                i = self.stack.index(key)
+                chain = [self.units[k].path or "<text>" for k in self.stack[i:]] + [path]
+                names = " -> ".join(os.path.basename(c) for c in chain)
+                unit.sink.emit("MPL109", f"import cycle: {names}; remove one of these imports", span)
+                continue
+            done = self.units.get(key)
+            if done is None:
+                try:
+                    text = self._read(path)
+                except FileNotFoundError:
+                    self._not_found(unit, spec, span, path)
+                    continue
+                except ReadError as e:
+                    unit.sink.emit("MPL100", f"cannot import '{spec}': {e}", span)
+                    continue
+                done = self.build(text, path)
+            out.append((imp, done))
+        return out
+
+    def _not_found(self, unit: FileUnit, spec: str, span: Span, path: str | None) -> None:
+        from mpl.stdlib_path import stdlib_names
+
+        if spec.startswith("std/"):
+            names = stdlib_names()
+            tail, s = did_you_mean(spec[4:].removesuffix(".moe"), names)
+            fixes = (replace_fix(f"Import std/{s}", span, f'"std/{s}"'),) if s else ()
+            if not tail:
+                tail = "; available: " + ", ".join("std/" + n for n in names)
+            unit.sink.emit("MPL108", f"no standard-library policy '{spec}'{tail}", span, fixes=fixes)
+            return
+        where = f" (looked for {path})" if path else ""
+        unit.sink.emit("MPL108", f"cannot find imported file '{spec}'{where}; the path is relative to "
+                       f"the importing file", span)
+
+    # ------------------------------------------------------------ scope
+    def _scope(self, unit: FileUnit, imported: list) -> None:
+        scope: dict = {}
+        for imp, other in imported:
+            for name, (pol, owner) in other.scope.items():
+                prev = scope.get(name)
+                if prev is not None and prev[0] is not pol:
+                    unit.sink.emit("MPL106", f"policy '{name}' from '{imp.path.value}' is already defined in "
+                                   f"'{prev[1].path or '<text>'}'; rename one of them", imp.path.span,
+                                   related=(Related("the other definition", _name_span(prev[0]),
+                                                    file=prev[1].path),))
+                    continue
+                scope[name] = (pol, owner)
+        for pol in unit.document.policies:
+            if pol.name is None:
+                continue
+            name = pol.name.text
+            prev = scope.get(name)
+            if prev is not None:
+                same = prev[1] is unit
+                where = "earlier in this file" if same else f"in '{prev[1].path}'"
+                unit.sink.emit("MPL106", f"policy '{name}' is already defined {where}; rename this one",
+                               pol.name.span,
+                               related=(Related("first defined here", _name_span(prev[0]),
+                                                file=None if same else prev[1].path),))
+                continue
+            scope[name] = (pol, unit)
+        unit.scope = scope
+
+    # ------------------------------------------------------------ policies
+    def _policies(self, unit: FileUnit) -> None:
+        doc = unit.document
+        for pol in doc.policies:
+            if pol.name is None:
+                continue
+            unit.own[id(pol)] = structure.check_policy_body(pol, pol.name.text, unit.sink)
+        cyclic = self._extends_cycles(unit)
+        for pol in doc.policies:
+            if pol.name is None:
+                continue
+            rp = self._resolve(unit, pol, cyclic)
+            unit.resolved.setdefault(pol.name.text, rp)
+        if not doc.policies and not any(d.is_error for d in unit.sink.diags):
+            first = unit.text.find("\n")
+            end = len(unit.text) if first < 0 else first
+            unit.sink.emit("MPL112", "this file defines no policy; add 'policy NAME { cache { capacity = N } }'",
+                           Span.from_offsets(unit.text, 0, end))
+        self._mark_errors(unit)
+
+    def _extends_cycles(self, unit: FileUnit) -> set[int]:
+        """ids of the policies of this file on an extends cycle (MPL110 reported on each)."""
+        cyclic: set[int] = set()
+        for pol in unit.document.policies:
+            if pol.name is None or pol.parent is None:
+                continue
+            chain = [pol]
+            cur = pol
+            while cur.parent is not None:
+                entry = unit.scope.get(cur.parent.text)
+                if entry is None or entry[1] is not unit:
+                    break
+                nxt = entry[0]
+                if nxt is pol:
+                    names = " -> ".join(p.name.text for p in chain) + " -> " + pol.name.text
+                    unit.sink.emit("MPL110", f"extends cycle: {names}; remove one 'extends'", pol.parent.span)
+                    cyclic.add(id(pol))
+                    break
+                if nxt in chain:
+                    break
+                chain.append(nxt)
+                cur = nxt
+        return cyclic
+
+    def _resolve(self, unit: FileUnit, pol: ast.Policy, cyclic: set[int]) -> ResolvedPolicy:
+        done = self._by_node.get(id(pol))
+        if done is not None:
+            return done
+        name = pol.name.text
+        own = unit.own.get(id(pol)) or structure.OwnPart()
+        rp = ResolvedPolicy(name, pol, unit.path, unit.text)
+        self._by_node[id(pol)] = rp
+        if pol.parent is not None:
+            rp.parent = pol.parent.text
+            entry = unit.scope.get(pol.parent.text)
+            if id(pol) in cyclic:
+                rp.has_errors = True
+            elif entry is None:
+                names = [n for n in unit.scope if n != name]
+                tail, s = did_you_mean(pol.parent.text, names)
+                fixes = (replace_fix(f"Replace '{pol.parent.text}' with '{s}'", pol.parent.span, s),) if s else ()
+                if not tail:
+                    tail = ("; define it in this file or import the file that defines it"
+                            if not names else "; known policies: " + ", ".join(names))
+                unit.sink.emit("MPL107", f"policy '{name}' extends unknown policy '{pol.parent.text}'{tail}",
+                               pol.parent.span, fixes=fixes)
+                rp.has_errors = True
+            elif entry[0] is pol:
+                rp.has_errors = True     # self-extends: reported as a cycle
+            else:
+                parent_unit = entry[1]
+                prp = self._resolve(parent_unit, entry[0], cyclic if parent_unit is unit else set())
+                rp.parent_policy = prp
+                rp.blocks = dict(prp.blocks)
+                rp.block_files = dict(prp.block_files)
+                rp.settings = dict(prp.settings)
+                rp.rules = list(prp.rules)
+        for bname, b in own.blocks.items():
+            rp.blocks[bname] = b
+            rp.block_files[bname] = unit.path
+        rp.settings.update(own.settings)
+        rp.rules.extend(own.rules)
+        rp.own_keys = set(own.settings)
+        rp.own_blocks = set(own.blocks)
+        if self._by_node.get(id(pol)) is rp:
+            P.check_resolved(rp, unit.sink, purpose=self.purpose, model=self.model)
+        unit.order.append(rp)
+        return rp
+
+    def _mark_errors(self, unit: FileUnit) -> None:
+        errors = [d for d in unit.sink.diags if d.is_error]
+        spans = [(p.span.offset, p.span.end_offset) for p in unit.document.policies]
+        outside = any(not any(a <= d.span.offset < b or (a <= d.span.offset <= b and d.span.offset == d.span.end_offset)
+                              for a, b in spans) for d in errors)
+        for rp in unit.order:
+            a, b = rp.node.span.offset, rp.node.span.end_offset
+            mine = any(a <= d.span.offset <= b for d in errors)
+            parent_bad = rp.parent_policy is not None and rp.parent_policy.has_errors
+            rp.has_errors = rp.has_errors or mine or parent_bad or outside
+
+
+def _name_span(pol: ast.Policy) -> Span:
+    return pol.name.span if pol.name is not None else pol.span

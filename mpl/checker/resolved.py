@@ -1,0 +1,118 @@
+"""The checker's view of a policy after ``extends`` is applied: which AST node (in which
+file) sets each parameter, the adapt rules in order, and the checked IR values.
+
+:func:`mpl.lower.lower` turns a :class:`ResolvedPolicy` into a :class:`mpl.ir.PolicyIR`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpl.diagnostics import Span
+from mpl.syntax import ast
+
+
+@dataclass
+class Setting:
+    """``name = value`` for one schema key, where it was written."""
+    key: str
+    node: ast.Param
+    block: ast.Block
+    file: str | None
+    policy: str                   # the policy that wrote it (a parent, for inherited ones)
+    base: Any = None              # checked IR value (INVALID on errors)
+    alternative: Any = None       # the `b` of `a : b when c` (None without one)
+    condition: Any = None         # ir.Condition of the conditional part (None without one)
+
+    @property
+    def conditional(self) -> bool:
+        return self.node.value is not None and self.node.value.condition is not None
+
+    @property
+    def value_span(self) -> Span:
+        expr = self.node.value
+        if expr is not None and expr.value is not None:
+            return expr.value.span
+        return self.node.name.span
+
+
+@dataclass
+class ActionInfo:
+    """One checked adapt action. ``kind``: "set" | "trigger" | "rebalance"."""
+    node: Any
+    kind: str
+    key: str | None = None        # schema key of a set action
+    value: Any = None             # IR value (INVALID on errors)
+    name: str | None = None       # trigger name / allocation of a rebalance
+    value_span: Span | None = None
+
+
+@dataclass
+class RuleInfo:
+    """A checked adapt rule, or one half of a conditional value's rule pair."""
+    node: Any                     # ast.Rule, or the ast.Param of a conditional value
+    file: str | None
+    policy: str
+    condition: Any                # ir.Condition or INVALID
+    duration: Any                 # ir.Count or INVALID
+    actions: list[ActionInfo] = field(default_factory=list)
+    origin: str = "rule"          # "rule" | "conditional"
+    inverse: bool = False         # the restoring half of a conditional pair
+
+    @property
+    def valid(self) -> bool:
+        from mpl.checker.common import INVALID
+        return (self.condition is not INVALID and self.duration is not INVALID
+                and all(a.value is not INVALID for a in self.actions))
+
+
+@dataclass
+class ResolvedPolicy:
+    name: str
+    node: ast.Policy
+    file: str | None
+    text: str
+    parent: str | None = None
+    parent_policy: "ResolvedPolicy | None" = None
+    blocks: dict[str, ast.Block] = field(default_factory=dict)        # known blocks, first wins
+    block_files: dict[str, str | None] = field(default_factory=dict)
+    settings: dict[str, Setting] = field(default_factory=dict)        # schema key -> Setting
+    rules: list[RuleInfo] = field(default_factory=list)               # explicit adapt rules
+    own_keys: set[str] = field(default_factory=set)                   # keys set by this policy itself
+    own_blocks: set[str] = field(default_factory=set)
+    has_errors: bool = False
+    violations: frozenset = frozenset()                               # cross-field/model results
+    source_hash: str = ""
+
+    def given(self, key: str) -> bool:
+        return key in self.settings
+
+    def conditional_rules(self) -> list[RuleInfo]:
+        """The rule pair of each conditional value, in schema key order."""
+        from mpl import schema
+        out = []
+        for key in schema.PARAMS:
+            s = self.settings.get(key)
+            if s is None or not s.conditional:
+                continue
+            alt_node = s.node.value.alternative
+            out.append(RuleInfo(s.node, s.file, s.policy, s.condition, _zero(),
+                                [ActionInfo(s.node, "set", key, s.alternative,
+                                            value_span=alt_node.span if alt_node is not None else s.node.span)],
+                                origin="conditional"))
+            from mpl.checker.values import negate
+            from mpl.checker.common import INVALID
+            inv = negate(s.condition) if s.condition not in (None, INVALID) else INVALID
+            out.append(RuleInfo(s.node, s.file, s.policy, inv, _zero(),
+                                [ActionInfo(s.node, "set", key, s.base, value_span=s.value_span)],
+                                origin="conditional", inverse=True))
+        return out
+
+    def all_rules(self) -> list[RuleInfo]:
+        return self.conditional_rules() + list(self.rules)
+
+
+def _zero():
+    from mpl import ir
+    return ir.Count(0, "accesses")

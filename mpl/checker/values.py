@@ -1,0 +1,545 @@
+"""Type, enum, range and unit checks of one value against its schema parameter.
+
+Each check also *converts* the value to its IR representation (see :mod:`mpl.ir`), so the
+checker and the lowering share one definition of what a value means. With ``sink=None`` the
+functions only convert (used by :mod:`mpl.lower` on checked input).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mpl import ir, schema
+from mpl.checker.common import (INVALID, Sink, did_you_mean, fmt_num, quote_list,
+                                replace_fix)
+from mpl.diagnostics import Span
+from mpl.syntax import ast
+
+#: eviction written as `fallback` is the segmented pair lfu | lru
+FALLBACK_PAIR = "lfu|lru"
+
+
+def _emit(sink: Sink | None, *args, **kw) -> None:
+    if sink is not None:
+        sink.emit(*args, **kw)
+
+
+def describe(node) -> str:
+    """A short rendering of a value node for messages."""
+    if isinstance(node, ast.Number):
+        return node.text + (node.unit.text if node.unit is not None else "")
+    if isinstance(node, ast.Ident):
+        return node.name
+    if isinstance(node, ast.Bool):
+        return "true" if node.value else "false"
+    if isinstance(node, ast.String):
+        return node.text
+    if isinstance(node, ast.ListValue):
+        return "[" + ", ".join(describe(i) for i in node.items) + "]"
+    return "?"
+
+
+def kind_of(node) -> str:
+    if isinstance(node, ast.Number):
+        return "an integer" if isinstance(node.value, int) else "a number"
+    if isinstance(node, ast.Ident):
+        return "a name"
+    if isinstance(node, ast.Bool):
+        return "a boolean"
+    if isinstance(node, ast.String):
+        return "a string"
+    if isinstance(node, ast.ListValue):
+        return "a list"
+    return "nothing"
+
+
+def number_span(sink: Sink, node: ast.Number) -> Span:
+    """The span of the digits of a number (without its unit)."""
+    start = node.span.offset
+    return sink.span(start, start + len(node.text))
+
+
+def _expected(p: schema.Param) -> str:
+    t = p.type
+    if t == schema.ENUM:
+        return "one of " + quote_list(p.enum_names())
+    if t == schema.SLOTS_OR_SIZE:
+        return "an integer number of slots or a size such as 12GiB"
+    if t == schema.COUNT:
+        return "an integer count"
+    return {schema.INT: "an integer", schema.NUMBER: "a number", schema.BOOL: "true or false",
+            schema.INT_LIST: "a list of integers such as [0, 1]",
+            schema.METRIC_LIST: "a list of metric names such as [hit_rate]"}.get(t, t)
+
+
+def _type_error(sink, p: schema.Param, node, what: str | None = None) -> _Invalid_t:
+    if sink is None:
+        return INVALID
+    fixes = ()
+    if isinstance(node, ast.String) and p.type == schema.ENUM and node.value in p.enum_names():
+        fixes = (replace_fix(f"Remove the quotes: {node.value}", node.span, node.value),)
+        msg = f"'{p.name}' takes a bare name, not a string; write {node.value} without quotes"
+    elif isinstance(node, ast.String) and p.type == schema.BOOL and node.value in ("true", "false"):
+        fixes = (replace_fix(f"Remove the quotes: {node.value}", node.span, node.value),)
+        msg = f"'{p.name}' takes true or false, not a string; write {node.value} without quotes"
+    elif (isinstance(node, ast.Number) and p.type in (schema.INT, schema.COUNT, schema.SLOTS_OR_SIZE)
+          and isinstance(node.value, float) and float(node.value).is_integer()):
+        whole = str(int(node.value))
+        fixes = (replace_fix(f"Write {whole}", number_span(sink, node), whole),)
+        msg = f"'{p.name}' expects an integer, got {describe(node)}; write {whole}"
+    elif isinstance(node, ast.Number) and p.type == schema.INT_LIST:
+        fixes = (replace_fix(f"Write [{node.text}]", node.span, f"[{node.text}]"),)
+        msg = f"'{p.name}' expects a list of integers, got {describe(node)}; write [{node.text}]"
+    else:
+        msg = what or (f"'{p.name}' expects {_expected(p)}, got {kind_of(node)} "
+                       f"'{describe(node)}'")
+    sink.emit("MPL201", msg, node.span, fixes=fixes)
+    return INVALID
+
+
+_Invalid_t = Any
+
+
+# ------------------------------------------------------------------ numbers and units
+def _range_check(sink, p: schema.Param, node: ast.Number, x: float, *, label: str | None = None) -> bool:
+    lo, hi = p.min, p.max
+    bad_lo = lo is not None and (x <= lo if p.min_open else x < lo)
+    bad_hi = hi is not None and (x >= hi if p.max_open else x > hi)
+    if not (bad_lo or bad_hi):
+        return True
+    if sink is None:
+        return False
+    rt = p.range_text()
+    must = f"in {rt}" if (lo is not None and hi is not None) else rt
+    clamp = None
+    if bad_lo and not p.min_open:
+        clamp = lo
+    elif bad_hi and not p.max_open:
+        clamp = hi
+    name = label or p.name
+    fixes = ()
+    tail = ""
+    if clamp is not None:
+        c = int(clamp) if (p.type in (schema.INT, schema.COUNT, schema.SLOTS_OR_SIZE, schema.INT_LIST)
+                           or float(clamp).is_integer()) else clamp
+        tail = f"; use {fmt_num(c)}"
+        if node.unit is None:
+            fixes = (replace_fix(f"Clamp to {fmt_num(c)}", number_span(sink, node), fmt_num(c)),)
+    else:
+        tail = "; choose a value " + must
+    sink.emit("MPL203", f"'{name}' must be {must}, got {describe(node)}{tail}", node.span, fixes=fixes)
+    return False
+
+
+def _unit_check(sink, allowed: tuple[str, ...], node: ast.Number, owner: str) -> schema.Unit | None | _Invalid_t:
+    """The unit of ``node`` if it is allowed (None when there is none), else INVALID."""
+    u = node.unit
+    if u is None:
+        return None
+    unit = schema.UNITS.get(u.text)
+    if unit is None:
+        tail, s = did_you_mean(u.text, allowed or schema.UNITS)
+        fixes = (replace_fix(f"Replace '{u.text}' with '{s}'", u.span, s),) if s else ()
+        if not tail and allowed:
+            tail = "; use " + quote_list(allowed)
+        _emit(sink, "MPL204", f"unknown unit '{u.text}'{tail}", u.span, fixes=fixes)
+        return INVALID
+    if u.text not in allowed:
+        if allowed:
+            hint = "; use " + quote_list(allowed) + " or no unit"
+        else:
+            hint = "; remove the unit"
+        fixes = ()
+        if sink is not None and not allowed:
+            fixes = (replace_fix(f"Remove '{u.text}'", sink.span(node.span.offset + len(node.text),
+                                                                   u.span.end_offset), ""),)
+        _emit(sink, "MPL204", f"unit '{u.text}' is not allowed for '{owner}'{hint}", u.span, fixes=fixes)
+        return INVALID
+    return unit
+
+
+def _to_base(p: schema.Param, value: float, unit: schema.Unit | None):
+    """Normalise a number with a unit to the parameter's base unit."""
+    if unit is None:
+        return value
+    if unit.kind == "size":          # *_gb parameters are in GB
+        base = schema.UNITS["GB"].factor
+        out = value * unit.factor / base
+    elif unit.kind == "time":        # time parameters are in ms
+        out = value * unit.factor
+    else:
+        return value
+    if isinstance(value, int) and float(out).is_integer():
+        return int(out)
+    return out
+
+
+def _check_number(sink, p: schema.Param, node) -> Any:
+    if not isinstance(node, ast.Number):
+        return _type_error(sink, p, node)
+    integral = p.type in (schema.INT, schema.COUNT)
+    if integral and not isinstance(node.value, int):
+        return _type_error(sink, p, node)
+    if isinstance(node.value, float) and not math.isfinite(node.value):
+        _emit(sink, "MPL201", f"'{p.name}' expects a finite number, got {node.text}", node.span)
+        return INVALID
+    unit = _unit_check(sink, p.units, node, p.name)
+    if unit is INVALID:
+        return INVALID
+    x = _to_base(p, node.value, unit)
+    if not _range_check(sink, p, node, x):
+        return INVALID
+    if p.type == schema.COUNT and len(p.units) > 1:
+        return ir.Count(int(node.value), unit.name if unit is not None else (p.unit or p.units[0]))
+    return x
+
+
+def _check_capacity(sink, p: schema.Param, node) -> Any:
+    if not isinstance(node, ast.Number):
+        return _type_error(sink, p, node)
+    unit = _unit_check(sink, p.units, node, p.name)
+    if unit is INVALID:
+        return INVALID
+    if unit is None:
+        if not isinstance(node.value, int):
+            return _type_error(sink, p, node)
+        if not _range_check(sink, p, node, node.value):
+            return INVALID
+        return node.value
+    nbytes = int(round(node.value * unit.factor))
+    if nbytes <= 0:
+        _emit(sink, "MPL203", f"'{p.name}' must be a positive size, got {describe(node)}; "
+                              f"write a size such as 12GiB", node.span)
+        return INVALID
+    return ir.Size(nbytes)
+
+
+def _check_bool(sink, p, node) -> Any:
+    if isinstance(node, ast.Bool):
+        return node.value
+    return _type_error(sink, p, node)
+
+
+def check_enum_name(sink, p: schema.Param, node) -> Any:
+    if not isinstance(node, ast.Ident):
+        return _type_error(sink, p, node)
+    if p.enum_value(node.name) is None:
+        if sink is not None:
+            tail, s = did_you_mean(node.name, p.enum_names())
+            if not tail:
+                tail = "; expected " + quote_list(p.enum_names())
+            fixes = (replace_fix(f"Replace '{node.name}' with '{s}'", node.span, s),) if s else ()
+            sink.emit("MPL202", f"unknown {p.name} '{node.name}'{tail}", node.span, fixes=fixes)
+        return INVALID
+    return node.name
+
+
+def _check_enum(sink, p, node) -> Any:
+    v = check_enum_name(sink, p, node)
+    if v == "fallback":
+        return FALLBACK_PAIR
+    return v
+
+
+def _check_int_list(sink, p, node) -> Any:
+    if not isinstance(node, ast.ListValue):
+        return _type_error(sink, p, node)
+    out, ok, seen = [], True, {}
+    for item in node.items:
+        if not isinstance(item, ast.Number) or not isinstance(item.value, int):
+            _type_error(sink, p, item, f"'{p.name}' holds integers, got {kind_of(item)} '{describe(item)}'")
+            ok = False
+            continue
+        if item.unit is not None:
+            _unit_check(sink, (), item, p.name)
+            ok = False
+            continue
+        if not _range_check(sink, p, item, item.value, label=f"{p.name} element"):
+            ok = False
+            continue
+        if item.value in seen:
+            _duplicate_element(sink, node, item, seen[item.value], describe(item))
+            ok = False
+            continue
+        seen[item.value] = item
+        out.append(item.value)
+    return tuple(out) if ok else INVALID
+
+
+def _duplicate_element(sink, lst: ast.ListValue, item, first, text: str) -> None:
+    if sink is None:
+        return
+    from mpl.diagnostics import Related
+    # delete ", item" (or "item, " for the first element)
+    idx = lst.items.index(item)
+    if idx > 0:
+        prev = lst.items[idx - 1]
+        span = sink.span(prev.span.end_offset, item.span.end_offset)
+    else:
+        span = item.span
+    sink.emit("MPL209", f"{text} appears twice in the list; remove the duplicate", item.span,
+              related=(Related("first occurrence", first.span),),
+              fixes=(replace_fix(f"Remove the duplicate {text}", span, ""),))
+
+
+def _check_metric_list(sink, p, node) -> Any:
+    if not isinstance(node, ast.ListValue):
+        if isinstance(node, ast.Ident) and node.name in schema.METRICS:
+            if sink is not None:
+                sink.emit("MPL201", f"'{p.name}' expects a list; write [{node.name}]", node.span,
+                          fixes=(replace_fix(f"Write [{node.name}]", node.span, f"[{node.name}]"),))
+            return INVALID
+        return _type_error(sink, p, node)
+    out, ok, seen = [], True, {}
+    for item in node.items:
+        if not isinstance(item, ast.Ident):
+            _type_error(sink, p, item, f"'{p.name}' holds metric names, got {kind_of(item)} '{describe(item)}'")
+            ok = False
+            continue
+        if not check_metric_name(sink, item.name, item.span):
+            ok = False
+            continue
+        if item.name in seen:
+            _duplicate_element(sink, node, item, seen[item.name], item.name)
+            ok = False
+            continue
+        seen[item.name] = item
+        out.append(item.name)
+    return tuple(out) if ok else INVALID
+
+
+def check_metric_name(sink, name: str, span: Span) -> bool:
+    if name in schema.METRICS:
+        return True
+    if sink is not None:
+        tail, s = did_you_mean(name, schema.METRICS)
+        if not tail:
+            tail = "; known metrics: " + ", ".join(schema.METRICS)
+        fixes = (replace_fix(f"Replace '{name}' with '{s}'", span, s),) if s else ()
+        sink.emit("MPL205", f"unknown metric '{name}'{tail}", span, fixes=fixes)
+    return False
+
+
+_CHECKERS = {
+    schema.INT: _check_number,
+    schema.NUMBER: _check_number,
+    schema.COUNT: _check_number,
+    schema.BOOL: _check_bool,
+    schema.ENUM: _check_enum,
+    schema.INT_LIST: _check_int_list,
+    schema.METRIC_LIST: _check_metric_list,
+    schema.SLOTS_OR_SIZE: _check_capacity,
+}
+
+
+def check_value(p: schema.Param, node, sink: Sink | None = None) -> Any:
+    """The IR value of ``node`` for parameter ``p``, or INVALID (errors reported to sink)."""
+    if node is None or isinstance(node, ast.ErrorNode):
+        return INVALID
+    return _CHECKERS[p.type](sink, p, node)
+
+
+# ------------------------------------------------------------------ expressions
+def check_fallback(sink, p: schema.Param, expr: ast.Expr) -> Any:
+    """``a | b`` for a parameter that accepts it: ``"a|b"``."""
+    parts = []
+    for side in (expr.value, expr.fallback):
+        v = check_enum_name(sink, p, side)
+        if v is INVALID:
+            return INVALID
+        if v == "fallback":
+            if sink is not None:
+                sink.emit("MPL208", "'fallback' is already the segmented pair lfu | lru and cannot be "
+                          "one side of 'a | b'; name two single rules such as lfu | lru", side.span,
+                          fixes=(replace_fix("Replace with lfu | lru", sink.span(expr.value.span.offset,
+                                                                                  expr.fallback.span.end_offset),
+                                             "lfu | lru"),))
+            return INVALID
+        parts.append(v)
+    return "|".join(parts)
+
+
+def expr_end(expr: ast.Expr) -> int:
+    return expr.span.end_offset
+
+
+def check_expr(sink: Sink | None, p: schema.Param, expr: ast.Expr | None):
+    """Check ``value (| value)? (: value when cond)?`` for ``p``.
+
+    Returns ``(base, alternative, condition)``: IR values (``alternative``/``condition`` are
+    None without a conditional part); any part may be INVALID.
+    """
+    if expr is None or expr.value is None or isinstance(expr.value, ast.ErrorNode):
+        return INVALID, None, None
+    if expr.fallback is not None and not isinstance(expr.fallback, ast.ErrorNode):
+        if p.fallback:
+            base = check_fallback(sink, p, expr)
+        else:
+            check_value(p, expr.value, sink)
+            if sink is not None:
+                span = sink.span(expr.value.span.end_offset, expr.fallback.span.end_offset)
+                sink.emit("MPL208", f"'{p.name}' takes a single value, not a fallback 'a | b'; "
+                          f"only eviction has a fallback; keep {describe(expr.value)}",
+                          sink.span(expr.fallback.span.offset, expr.fallback.span.end_offset),
+                          fixes=(replace_fix(f"Remove '| {describe(expr.fallback)}'", span, ""),))
+            base = INVALID
+    else:
+        base = check_value(p, expr.value, sink)
+    if expr.alternative is None and expr.condition is None:
+        return base, None, None
+    if not p.conditional:
+        if sink is not None:
+            start = expr.value.span.end_offset
+            if expr.fallback is not None:
+                start = expr.fallback.span.end_offset
+            span = sink.span(start, expr.span.end_offset)
+            text = sink.text[span.offset:span.end_offset]
+            colon = text.find(":")
+            if colon >= 0:
+                span = sink.span(start + colon, expr.span.end_offset)
+            sink.emit("MPL206", f"'{p.name}' cannot have a conditional value 'a : b when ...'; it is fixed "
+                      f"for the run; keep {describe(expr.value)}", span,
+                      fixes=(replace_fix(f"Keep {describe(expr.value)}", span, ""),))
+        return INVALID, INVALID, INVALID
+    alt = check_value(p, expr.alternative, sink) if expr.alternative is not None else INVALID
+    if alt == "fallback":
+        alt = FALLBACK_PAIR
+    cond = check_condition(sink, expr.condition)
+    return base, alt, cond
+
+
+# ------------------------------------------------------------------ conditions
+_NEGATE = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
+
+
+def negate(c: ir.Condition) -> ir.Condition:
+    return ir.Condition(c.metric, _NEGATE[c.op], c.threshold)
+
+
+def check_condition(sink: Sink | None, cond: ast.Condition | None):
+    """``METRIC OP NUMBER`` -> ir.Condition, or INVALID. Reports MPL205/204/201 and the
+    never/always-holds warnings MPL402/MPL405."""
+    if cond is None or cond.metric is None or cond.op is None or cond.threshold is None:
+        return INVALID
+    if isinstance(cond.threshold, ast.ErrorNode):
+        return INVALID
+    if not check_metric_name(sink, cond.metric.text, cond.metric.span):
+        return INVALID
+    metric = schema.METRICS[cond.metric.text]
+    th = cond.threshold
+    if not isinstance(th, ast.Number):
+        if sink is not None:
+            sink.emit("MPL201", f"a condition compares '{metric.name}' with a number, got "
+                      f"{kind_of(th)} '{describe(th)}'", th.span)
+        return INVALID
+    allowed = schema.TIME_UNITS if metric.unit == "ms" else ()
+    unit = _unit_check(sink, allowed, th, metric.name)
+    if unit is INVALID:
+        return INVALID
+    x = float(th.value) * (unit.factor if unit is not None else 1.0)
+    c = ir.Condition(metric.name, cond.op, x)
+    if sink is not None:
+        verdict = condition_verdict(c)
+        if verdict is not None:
+            span = sink.span(cond.span.offset, cond.span.end_offset)
+            hi = "unbounded" if metric.max is None else fmt_num(metric.max)
+            rng = f"[{fmt_num(metric.min)}, {hi}]" if metric.max is not None else f">= {fmt_num(metric.min)}"
+            if verdict == "never":
+                sink.emit("MPL402", f"condition '{metric.name} {cond.op} {describe(th)}' can never hold: "
+                          f"{metric.name} is always {rng}; change the threshold", span)
+            else:
+                sink.emit("MPL405", f"condition '{metric.name} {cond.op} {describe(th)}' always holds: "
+                          f"{metric.name} is always {rng}; set the value directly instead", span)
+    return c
+
+
+def condition_verdict(c: ir.Condition) -> str | None:
+    """"never", "always" or None, from the metric's range in the schema."""
+    m = schema.METRICS[c.metric]
+    lo = m.min
+    hi = math.inf if m.max is None else m.max
+    t, op = c.threshold, c.op
+    never = always = False
+    if op == "<":
+        never, always = t <= lo, t > hi
+    elif op == "<=":
+        never, always = t < lo, t >= hi
+    elif op == ">":
+        never, always = t >= hi, t < lo
+    elif op == ">=":
+        never, always = t > hi, t <= lo
+    elif op == "==":
+        never = t < lo or t > hi
+    elif op == "!=":
+        always = t < lo or t > hi
+    return "never" if never else "always" if always else None
+
+
+def _interval(c: ir.Condition):
+    """The set of metric values where ``c`` holds, as (lo, lo_closed, hi, hi_closed), or
+    ("ne", t) for !=. ``miss_rate`` is expressed on the ``hit_rate`` axis."""
+    metric, op, t = c.metric, c.op, c.threshold
+    if metric == "miss_rate":
+        metric, t = "hit_rate", 1.0 - t
+        op = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}[op]
+    m = schema.METRICS[metric]
+    lo, hi = m.min, (math.inf if m.max is None else m.max)
+    if op == "<":
+        return metric, (lo, True, t, False)
+    if op == "<=":
+        return metric, (lo, True, t, True)
+    if op == ">":
+        return metric, (t, False, hi, True)
+    if op == ">=":
+        return metric, (t, True, hi, True)
+    if op == "==":
+        return metric, (t, True, t, True)
+    return metric, ("ne", t)
+
+
+def can_hold_together(a: ir.Condition, b: ir.Condition) -> bool:
+    """Whether two conditions can hold at the same time (metrics other than the
+    hit/miss pair are treated as independent)."""
+    ma, ia = _interval(a)
+    mb, ib = _interval(b)
+    if ma != mb:
+        return True
+    if ia[0] == "ne" or ib[0] == "ne":
+        if ia[0] == "ne" and ib[0] == "ne":
+            return True
+        ne, other = (ia, ib) if ia[0] == "ne" else (ib, ia)
+        lo, _, hi, _ = other
+        return not (lo == hi == ne[1])
+    lo = max(ia[0], ib[0])
+    hi = min(ia[2], ib[2])
+    if lo < hi:
+        return True
+    if lo > hi:
+        return False
+    # a single point: closed on both sides?
+    lo_closed = (ia[1] if ia[0] == lo else True) and (ib[1] if ib[0] == lo else True)
+    hi_closed = (ia[3] if ia[2] == hi else True) and (ib[3] if ib[2] == hi else True)
+    return lo_closed and hi_closed
+
+
+def check_duration(sink: Sink | None, node) -> Any:
+    """``for N UNIT`` -> ir.Count (no duration: Count(0))."""
+    if node is None:
+        return ir.Count(0, "accesses")
+    if isinstance(node, ast.ErrorNode):
+        return INVALID
+    if not isinstance(node, ast.Number) or not isinstance(node.value, int):
+        if sink is not None:
+            sink.emit("MPL201", f"a rule's duration is a whole number of accesses, steps or tokens, "
+                      f"got {describe(node)}", node.span)
+        return INVALID
+    unit = _unit_check(sink, schema.RULE_DURATION_UNITS, node, "for")
+    if unit is INVALID:
+        return INVALID
+    if node.value < 0:
+        if sink is not None:
+            sink.emit("MPL203", f"a rule's duration must be >= 0, got {describe(node)}; use 0 to "
+                      f"fire at once", node.span)
+        return INVALID
+    return ir.Count(node.value, unit.name if unit is not None else "accesses")

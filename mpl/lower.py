@@ -1,0 +1,95 @@
+"""Lowering: a checked, resolved policy -> :class:`mpl.ir.PolicyIR`.
+
+* every schema key gets a value: the written one, else the schema default (``OFF`` and
+  ``DERIVED`` lower to ``None``);
+* values are converted by the same functions the checker uses (:mod:`mpl.checker.values`):
+  units normalised, ``fallback`` and ``lfu | lru`` -> ``"lfu|lru"``, lists -> tuples;
+* adapt-action aliases (``lfu_decay``) resolve to schema keys;
+* a conditional value ``p = a : b when c`` lowers to ``a`` plus the rule pair
+  ``when c { p = b }`` (origin ``"conditional"``) and ``when not c { p = a }`` (its inverse,
+  ``inverse_of`` = the first rule's index). Conditional pairs come first, in schema key order,
+  then the explicit adapt rules in source order (parent's first) — so the IR does not depend on
+  the order parameters are written in (the formatter reorders them);
+* rule durations -> :class:`mpl.ir.Count` (no ``for``: ``Count(0)``, fires at once).
+
+The input must be free of errors (``Analysis.ir`` only lowers those); ``LoweringError`` is
+raised otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable
+
+from mpl import ir, schema
+from mpl.checker.common import INVALID
+from mpl.checker.crossfield import default_value
+from mpl.checker.resolved import ResolvedPolicy, RuleInfo
+
+
+class LoweringError(ValueError):
+    """The policy still has errors (lower only checked policies)."""
+
+
+def source_hash(texts: Iterable[str]) -> str:
+    """sha256 of the source text and the texts it imports (in load order)."""
+    h = hashlib.sha256()
+    for i, t in enumerate(texts):
+        if i:
+            h.update(b"\x00")
+        h.update(t.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _need(v, what: str):
+    if v is INVALID or v is None:
+        raise LoweringError(f"cannot lower {what}: it has errors")
+    return v
+
+
+def _lower_rule(index: int, r: RuleInfo, inverse_of: int | None) -> ir.AdaptRule:
+    actions = []
+    for a in r.actions:
+        if a.kind == "set":
+            actions.append(ir.SetAction(_need(a.key, "an adapt target"), _need(a.value, "an adapt value")))
+        elif a.kind == "trigger":
+            actions.append(ir.TriggerAction(_need(a.name, "a trigger")))
+        else:
+            actions.append(ir.RebalanceAction(_need(a.name, "a rebalance")))
+    node = r.node
+    line = node.span.line if node is not None else 0
+    return ir.AdaptRule(index, _need(r.condition, "a condition"), _need(r.duration, "a duration"),
+                        tuple(actions), origin=r.origin, inverse_of=inverse_of, source_line=line)
+
+
+def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
+          source_path: str | None = None) -> ir.PolicyIR:
+    """The IR of a resolved policy without errors."""
+    if rp.has_errors:
+        raise LoweringError(f"policy '{rp.name}' has errors")
+    values = {}
+    for key, p in schema.PARAMS.items():
+        s = rp.settings.get(key)
+        if s is None:
+            if p.default is schema.REQUIRED:
+                raise LoweringError(f"policy '{rp.name}' does not set required '{key}'")
+            values[key] = default_value(p)
+        else:
+            values[key] = _need(s.base, key)
+    rules: list[ir.AdaptRule] = []
+    for r in rp.conditional_rules():
+        if r.inverse:
+            rules.append(_lower_rule(len(rules), r, inverse_of=len(rules) - 1))
+        else:
+            rules.append(_lower_rule(len(rules), r, inverse_of=None))
+    for r in rp.rules:
+        rules.append(_lower_rule(len(rules), r, inverse_of=None))
+    return ir.PolicyIR(
+        name=rp.name,
+        values=values,
+        blocks=frozenset(rp.blocks),
+        adapt=tuple(rules),
+        parent=rp.parent,
+        source_path=source_path if source_path is not None else rp.file,
+        source_hash=source_hash if source_hash is not None else rp.source_hash,
+    )
