@@ -91,7 +91,9 @@ class AdaptRule:
     actions: tuple                  # of SetAction | TriggerAction | RebalanceAction
     origin: str = "rule"            # "rule" | "conditional" (from `p = a : b when c`)
     inverse_of: int | None = None   # for the restoring half of a conditional pair
-    source_line: int = 0            # 1-based line in the source, for the adapt log
+    # 1-based line in the source, for the adapt log; not part of equality (a formatted file's
+    # IR equals the original's)
+    source_line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
