@@ -66,9 +66,23 @@ class LineIndex:
     def range(self, start: int, end: int) -> types.Range:
         return types.Range(start=self.position(start), end=self.position(max(start, end)))
 
+    def offset_lc(self, line: int, column: int) -> int:
+        """Code-point offset of a 1-based (line, column), clamped into that line."""
+        if line < 1:
+            return 0
+        if line > len(self.line_starts):
+            return len(self.text)
+        start = self.line_starts[line - 1]
+        end = self.line_starts[line] - 1 if line < len(self.line_starts) else len(self.text)
+        return min(start + max(0, column - 1), end)
+
     def span_range(self, span) -> types.Range:
-        """LSP range of an :class:`mpl.diagnostics.Span` (by its code-point offsets)."""
-        return self.range(span.offset, span.end_offset)
+        """LSP range of an :class:`mpl.diagnostics.Span`. Uses its line/column (not its
+        offsets): the checker normalizes CRLF line ends, which shifts offsets but not
+        columns."""
+        start = self.offset_lc(span.line, span.column)
+        end = self.offset_lc(span.end_line, span.end_column)
+        return self.range(start, max(start, end))
 
     # ------------------------------------------------------------ position -> offset
     def offset(self, position: types.Position) -> int:

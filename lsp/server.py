@@ -142,11 +142,36 @@ def _register_sync(server: MplLanguageServer) -> None:
             ls.publisher.schedule(uri, 0, cascade=False)
 
 
+STATUS_COMMAND = "mpl.status"
+_HEAVY = ("torch", "transformers", "accelerate", "matplotlib", "mpl.runtime", "mpl.sim", "mpl.offload")
+
+
+def _register_commands(server: MplLanguageServer) -> None:
+    @server.command(STATUS_COMMAND)
+    def status(ls: MplLanguageServer):
+        """What the server knows: version, encoding, settings, model shape, open documents,
+        and which heavy modules are loaded (none should be: the server is front end only)."""
+        st = ls.settings
+        shape = ls.store.model
+        return {
+            "version": __version__,
+            "positionEncoding": ls.encoding,
+            "settings": {"model": st.model, "debounceMs": st.debounce_ms,
+                         "inlayHints": {"defaults": st.hint_defaults, "perLayer": st.hint_per_layer}},
+            "model": None if shape is None else {"name": shape.name, "moeLayers": shape.num_moe_layers,
+                                                 "experts": shape.num_experts, "topK": shape.top_k},
+            "documents": sorted(ls.store.docs),
+            "roots": ls.store.roots,
+            "heavyModules": sorted(m for m in sys.modules if m.split(".")[0] in _HEAVY or m.startswith(_HEAVY)),
+        }
+
+
 def create_server() -> MplLanguageServer:
     from . import (code_actions, completion, folding, formatting, hover, inlay_hints,
                    navigation, semantic_tokens, symbols)
     server = MplLanguageServer()
     _register_sync(server)
+    _register_commands(server)
     for mod in (hover, completion, symbols, folding, semantic_tokens, formatting,
                 code_actions, navigation, inlay_hints):
         mod.register(server)

@@ -1,0 +1,122 @@
+"""pytest-lsp harness: the server runs as a subprocess speaking LSP over stdio; each test
+module gets one server per client (VS Code's and Neovim's captured capabilities)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("pytest_lsp")
+pytest.importorskip("pygls")
+
+import pytest_lsp  # noqa: E402
+from lsprotocol import types  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER_CMD = [sys.executable, "-m", "lsp.server", "--stdio"]
+CLIENTS = ["visual-studio-code", "neovim"]
+
+
+def server_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def make_fixture(init_options=None, scope="module"):
+    """A client fixture (one server per client kind) rooted at a fresh workspace folder;
+    the test gets ``client`` with ``client.root`` (a pathlib.Path) and ``client.encoding``."""
+
+    @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD, server_env=server_env()),
+                        params=CLIENTS, scope=scope)
+    async def client(request, lsp_client: LanguageClient, tmp_path_factory):
+        root = tmp_path_factory.mktemp("ws")
+        lsp_client.root = root
+        lsp_client.client_name = request.param
+        opts = {"debounceMs": 0} if init_options is None else init_options
+        result = await lsp_client.initialize_session(types.InitializeParams(
+            capabilities=client_capabilities(request.param),
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
+            initialization_options=opts))
+        lsp_client.init_result = result
+        enc = result.capabilities.position_encoding
+        lsp_client.encoding = str(getattr(enc, "value", enc) or "utf-16")
+        yield
+        await lsp_client.shutdown_session()
+
+    return client
+
+
+client = make_fixture()
+
+
+# ------------------------------------------------------------------ helpers used by the tests
+def units(s: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(s.encode("utf-8"))
+    if encoding == "utf-16":
+        return len(s.encode("utf-16-le")) // 2
+    return len(s)
+
+
+def pos(text: str, offset: int, encoding: str) -> types.Position:
+    """LSP position of code-point ``offset`` (an independent implementation for the tests)."""
+    before = text[:offset]
+    line = before.count("\n")
+    col_text = before[before.rfind("\n") + 1:]
+    return types.Position(line=line, character=units(col_text, encoding))
+
+
+def pos_of(text: str, needle: str, encoding: str, delta: int = 0, nth: int = 0) -> types.Position:
+    i = -1
+    for _ in range(nth + 1):
+        i = text.index(needle, i + 1)
+    return pos(text, i + delta, encoding)
+
+
+def write(client, name: str, text: str):
+    p = client.root / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def open_doc(client, name: str, text: str, *, on_disk: bool = True) -> str:
+    p = write(client, name, text) if on_disk else client.root / name
+    uri = p.as_uri()
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="moe", version=1, text=text)))
+    return uri
+
+
+async def diagnostics(client, uri: str, timeout: float = 15.0, predicate=None):
+    """Wait until diagnostics for ``uri`` arrive (and satisfy ``predicate``)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        d = client.diagnostics.get(uri)
+        if d is not None and (predicate is None or predicate(d)):
+            return list(d)
+        if loop.time() > end:
+            raise AssertionError(f"no (matching) diagnostics for {uri}: last {d!r}")
+        await asyncio.sleep(0.01)
+
+
+def change(client, uri: str, version: int, text: str, rng: types.Range | None = None) -> None:
+    client.diagnostics.pop(uri, None)
+    ch = (types.TextDocumentContentChangePartial(range=rng, text=text) if rng is not None
+          else types.TextDocumentContentChangeWholeDocument(text=text))
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[ch]))
+
+
+def no_internal_errors(client) -> None:
+    bad = [m.message for m in client.log_messages if "internal error" in m.message]
+    assert not bad, "server logged exceptions:\n" + "\n".join(bad)

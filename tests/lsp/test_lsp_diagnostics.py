@@ -1,0 +1,138 @@
+"""Diagnostics end to end: the checker's diagnostics, not reworded, with UTF-16/UTF-8
+correct ranges, links, related information; incremental edits; parents re-diagnose children."""
+
+from __future__ import annotations
+
+import pytest
+from lsprotocol import types
+
+from mpl.checker import analyze
+from mpl.diagnostics import docs_url
+
+from .conftest import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TYPO = """version 2
+# café ☕ and a 🚀 before the typo on the same line
+policy p { cache { capacity = 8 }   prefetch { strategy = histry } }  # 🚀 x
+"""
+
+
+async def test_capabilities(client):
+    caps = client.init_result.capabilities
+    sync = caps.text_document_sync
+    assert getattr(sync, "change", sync) == types.TextDocumentSyncKind.Incremental
+    assert caps.hover_provider and caps.document_symbol_provider and caps.folding_range_provider
+    assert caps.completion_provider and caps.code_action_provider and caps.definition_provider
+    assert caps.references_provider and caps.rename_provider and caps.document_formatting_provider
+    assert caps.inlay_hint_provider and caps.semantic_tokens_provider.legend.token_types
+    assert client.init_result.server_info.name == "mpl-lsp"
+
+
+async def test_diagnostics_match_checker_with_unicode(client):
+    uri = open_doc(client, "typo.moe", TYPO)
+    got = await diagnostics(client, uri)
+    want = analyze(TYPO, str(client.root / "typo.moe")).diagnostics
+    assert [d.message for d in got] == [d.message for d in want]      # never reworded
+    assert [d.code for d in got] == [d.code for d in want]
+    d = next(d for d in got if d.code == "MPL202")
+    assert d.source == "mpl" and d.severity == types.DiagnosticSeverity.Error
+    assert d.code_description.href == docs_url("MPL202")
+    line = TYPO.splitlines()[2]
+    start = TYPO.index("histry")
+    assert d.range.start == pos(TYPO, start, client.encoding)
+    assert d.range.end == pos(TYPO, start + len("histry"), client.encoding)
+    # the 🚀 earlier on another line must not shift anything: same line, ascii prefix
+    assert d.range.start.character == line.index("histry")
+    no_internal_errors(client)
+
+
+async def test_unicode_prefix_on_same_line(client):
+    # the error after the emoji on the same line: its column differs in UTF-8/16/32
+    text = 'import "é😀.moe" policy p { cache { capcity = 4 } }\n'
+    uri = open_doc(client, "uni.moe", text)
+    got = await diagnostics(client, uri)
+    codes = {d.code: d for d in got}
+    assert {"MPL108", "MPL102"} <= set(codes)
+    d = codes["MPL102"]
+    i = text.index("capcity")
+    assert d.range.start == pos(text, i, client.encoding)
+    assert d.range.end == pos(text, i + len("capcity"), client.encoding)
+    expected_char = {"utf-8": i + 1 + 3, "utf-16": i + 1, "utf-32": i}[client.encoding]
+    assert d.range.start.character == expected_char   # é: 2 bytes; 😀: 4 bytes / 2 units
+
+
+async def test_related_information(client):
+    text = "policy p {\n  cache {\n    capacity = 8\n    capacity = 9\n  }\n}\n"
+    uri = open_doc(client, "dup.moe", text)
+    got = await diagnostics(client, uri)
+    d = next(d for d in got if d.code == "MPL104")
+    assert d.related_information, "duplicate parameter should point at the first definition"
+    r = d.related_information[0]
+    assert r.location.uri == uri
+    assert r.location.range.start == pos_of(text, "capacity", client.encoding)
+
+
+async def test_incremental_edits(client):
+    text = "policy p {\n  cache {\n    capacity = 8\n  }\n}\n"
+    uri = open_doc(client, "inc.moe", text)
+    assert await diagnostics(client, uri) == []
+    # replace "capacity" with "capcity" through a ranged edit
+    start = pos_of(text, "capacity", client.encoding)
+    end = types.Position(start.line, start.character + len("capacity"))
+    change(client, uri, 2, "capcity", types.Range(start, end))
+    got = await diagnostics(client, uri)
+    assert [d.code for d in got] == ["MPL102"] or "MPL102" in [d.code for d in got]
+    assert "did you mean 'capacity'" in next(d for d in got if d.code == "MPL102").message
+    # insert a unicode comment before the typo on the same line, then fix the typo
+    change(client, uri, 3, "# ü😀 ", types.Range(types.Position(2, 4), types.Position(2, 4)))
+    got = await diagnostics(client, uri)
+    new_text = "policy p {\n  cache {\n    # ü😀 capcity = 8\n  }\n}\n"
+    assert got  # now a commented-out parameter: the cache misses its capacity
+    change(client, uri, 4, "", types.Range(types.Position(2, 4), pos(new_text, new_text.index("capcity"), client.encoding)))
+    got = await diagnostics(client, uri)
+    assert "MPL102" in [d.code for d in got]
+    s = pos_of(new_text.replace("# ü😀 ", ""), "capcity", client.encoding)
+    change(client, uri, 5, "capacity", types.Range(s, types.Position(s.line, s.character + len("capcity"))))
+    assert await diagnostics(client, uri) == []
+    no_internal_errors(client)
+
+
+async def test_full_sync_change_and_save(client):
+    uri = open_doc(client, "save.moe", "policy p { cache { capacity = 8 } }\n")
+    assert await diagnostics(client, uri) == []
+    change(client, uri, 2, "policy p { cache { capacity = 0 } }\n")
+    got = await diagnostics(client, uri)
+    assert [d.code for d in got] == ["MPL203"]
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), text="policy p { cache { capacity = 2 } }\n"))
+    assert await diagnostics(client, uri) == []
+
+
+async def test_parent_edit_rediagnoses_child(client):
+    parent = "policy base {\n  cache { capacity = 8 }\n}\n"
+    child = 'import "parent.moe"\npolicy kid extends base {\n  cache { eviction = lfu }\n}\n'
+    write(client, "parent.moe", parent)
+    curi = open_doc(client, "child.moe", child)
+    assert await diagnostics(client, curi) == []
+    puri = open_doc(client, "parent.moe", parent)
+    await diagnostics(client, puri)
+    # rename the parent policy in the unsaved buffer: the child must now miss its parent
+    client.diagnostics.pop(curi, None)
+    change(client, puri, 2, parent.replace("base", "basis"))
+    got = await diagnostics(client, curi, predicate=lambda d: len(d) > 0)
+    assert "MPL107" in [d.code for d in got]
+    # and back
+    client.diagnostics.pop(curi, None)
+    change(client, puri, 3, parent)
+    assert await diagnostics(client, curi, predicate=lambda d: len(d) == 0) == []
+    no_internal_errors(client)
+
+
+async def test_server_is_front_end_only(client):
+    status = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="mpl.status", arguments=[]))
+    assert status["heavyModules"] == [], status["heavyModules"]
+    assert status["positionEncoding"] == client.encoding
