@@ -372,8 +372,10 @@ def _number(x: int | float, site: CallSite | None) -> str:
         if not math.isfinite(x):
             raise _error(f"{x!r} is not a finite number and cannot be written in a policy", site)
         r = repr(x)
-        if "e" in r or "E" in r:
+        if "e" in r or "E" in r:      # the literal stays a float: 1e20 -> 100000000000000000000.0
             r = format(Decimal(r), "f")
+            if "." not in r:
+                r += ".0"
         return r
     raise _error(f"expected a number, got {x!r}", site)
 
