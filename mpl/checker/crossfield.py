@@ -40,6 +40,7 @@ class Violation:
     code: str
     message: str
     keys: tuple[str, ...]        # involved schema keys; the first is the primary location
+    item: int | None = None      # index of the offending element when the primary is a list
 
 
 def default_value(p: schema.Param) -> Any:
@@ -92,8 +93,7 @@ def cross_field(values: Mapping[str, Any], blocks: set[str], given: set[str], *,
     per_layer = "per_layer" in blocks
 
     if cap is not None and ok(pins) and len(pins) > cap:
-        out.append(Violation("MPL301", f"{len(pins)} pinned experts do not fit in a cache of {cap_text} "
-                             f"slots; raise capacity to at least {len(pins)} or pin fewer experts",
+        out.append(Violation("MPL301", f"{len(pins)} pinned experts do not fit in a cache of {_slots(cap)}; raise capacity to at least {len(pins)} or pin fewer experts",
                              ("cache.pin", "cache.capacity")))
     mn, mx = values.get("per_layer.min_capacity"), values.get("per_layer.max_capacity")
     if per_layer and ok(pins, mn) and len(pins) > mn:
@@ -152,6 +152,10 @@ def cross_field(values: Mapping[str, Any], blocks: set[str], given: set[str], *,
     return out
 
 
+def _slots(n: int) -> str:
+    return f"{n} slot" + ("" if n == 1 else "s")
+
+
 def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.1f} GB"
 
@@ -169,7 +173,7 @@ def model_rules(values: Mapping[str, Any], blocks: set[str], given: set[str],
         if bad:
             out.append(Violation("MPL501", f"expert {bad[0]} does not exist: {model.name} has "
                                  f"{model.num_experts} experts per layer (ids 0..{model.num_experts - 1}); "
-                                 f"remove it from pin", ("cache.pin",)))
+                                 f"remove it from pin", ("cache.pin",), item=list(pins).index(bad[0])))
     if cap is not None and cap < model.top_k:
         out.append(Violation("MPL502", f"capacity {cap} is below {model.name}'s top-k of {model.top_k}: every "
                              f"dispatch streams at least {model.top_k - cap} experts; raise capacity to "

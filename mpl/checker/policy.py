@@ -13,6 +13,7 @@ from mpl.checker.crossfield import LIVE, Violation, cross_field, default_value
 from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo
 from mpl.diagnostics import Related, Severity, CODES
 from mpl.shapes import ModelShape
+from mpl.syntax import ast
 
 
 def effective_values(rp: ResolvedPolicy) -> dict[str, Any]:
@@ -89,6 +90,9 @@ def _place(rp: ResolvedPolicy, sink: Sink, v: Violation) -> None:
     primary = next((k for k in v.keys if _own(rp, k)), None)
     if primary is not None:
         span = rp.settings[primary].value_span
+        node = rp.settings[primary].node.value.value if rp.settings[primary].node.value else None
+        if v.item is not None and isinstance(node, ast.ListValue) and v.item < len(node.items):
+            span = node.items[v.item].span
     else:
         blk = next((schema.PARAMS[k].block for k in v.keys if schema.PARAMS[k].block in rp.own_blocks), None)
         span = rp.blocks[blk].name.span if blk is not None else _name_span(rp)
