@@ -1,0 +1,388 @@
+"""HuggingFace adapter: find the MoE layers of a transformers model, move its experts to the
+host store and a device slot pool, route every experts call through the engine, and put
+everything back on ``detach()``.
+
+Discovery reads the model itself. transformers 5.x decorates the experts class of every
+common MoE family with ``use_experts_implementation``, which sets flags on the instance
+(``has_gate``, ``has_bias``, ``is_transposed``, ``is_concatenated``, ...); every such module
+holds fused ``[E, ...]`` parameters and is called as ``experts(hidden, top_k_index,
+top_k_weights)``. Its parent is the sparse MoE block; the block's router is the sibling
+module with a ``top_k`` (``gate`` in most families, ``router`` in GPT-OSS). No per-family
+table is needed.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import OrderedDict
+
+import torch
+
+from mpl.shapes import ModelShape
+
+from .cpu import CpuExperts
+from .engine import Engine, LayerBinding
+from .errors import AttachError
+from .lookahead import Lookahead
+from .pool import SlotPool
+from .store import HostStore
+
+_FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
+_LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
+
+
+# ---------------------------------------------------------------------------- discovery
+def _is_experts(module: torch.nn.Module) -> bool:
+    d = vars(module)
+    return all(f in d for f in _FLAGS) and hasattr(type(module).forward, "__wrapped__")
+
+
+def _router_of(block: torch.nn.Module, experts: torch.nn.Module):
+    for name, child in block.named_children():
+        if child is experts:
+            continue
+        if isinstance(getattr(child, "top_k", None), int) and "shared" not in name:
+            return child
+    for name in ("gate", "router"):
+        child = getattr(block, name, None)
+        if isinstance(child, torch.nn.Module) and not isinstance(child, torch.nn.Linear):
+            return child
+    return None
+
+
+def _text_config(model):
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        return None
+    get = getattr(cfg, "get_text_config", None)
+    return get() if callable(get) else cfg
+
+
+def discover(model: torch.nn.Module) -> list[LayerBinding]:
+    """The MoE layers of ``model``, in decoder-layer order. AttachError if none."""
+    found = []
+    for name, mod in model.named_modules():
+        if _is_experts(mod):
+            found.append((name, mod))
+    if not found:
+        kinds = sorted({type(m).__name__ for n, m in model.named_modules() if "expert" in n.lower()})
+        hint = f" (found {', '.join(kinds[:4])}, which transformers does not route through its " \
+               f"experts-implementation registry)" if kinds else ""
+        raise AttachError(
+            f"no Mixture-of-Experts layers found in {type(model).__name__}{hint}: attach supports "
+            "models whose experts class uses transformers' use_experts_implementation "
+            "(Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V2/V3, GPT-OSS and most other MoE families); "
+            "DBRX, JetMoE, Llama4, Switch/NLLB-MoE are not supported")
+    cfg = _text_config(model)
+    layers: list[LayerBinding] = []
+    ref = None
+    for i, (name, mod) in enumerate(found):
+        params = OrderedDict(mod.named_parameters(recurse=False))
+        if not params:
+            raise AttachError(f"experts module {name} holds no parameters (already offloaded?)")
+        E = next(iter(params.values())).shape[0]
+        sig = tuple((n, tuple(p.shape), p.dtype) for n, p in params.items())
+        if any(p.shape[0] != E for p in params.values()):
+            raise AttachError(f"experts module {name}: parameters do not all have the experts on dim 0")
+        if ref is None:
+            ref = sig
+        elif sig != ref:
+            raise AttachError(f"experts module {name} differs in shape from {found[0][0]}: "
+                              "attach needs every MoE layer to have the same expert shape")
+        parent = name.rsplit(".", 1)[0] if "." in name else ""
+        block = model.get_submodule(parent) if parent else model
+        router = _router_of(block, mod)
+        top_k = getattr(router, "top_k", None) or getattr(block, "top_k", None) \
+            or getattr(cfg, "num_experts_per_tok", None)
+        if not isinstance(top_k, int) or top_k < 1:
+            raise AttachError(f"cannot tell the top-k of {name}: set config.num_experts_per_tok")
+        ids = _LAYER_ID.findall("." + name + ".")
+        layer_id = int(ids[-1]) if ids else i
+        orig = type(mod).forward.__wrapped__
+        layers.append(LayerBinding(i, layer_id, name, mod, block, router, int(E), int(top_k), orig))
+    layers.sort(key=lambda b: b.layer_id)
+    for i, b in enumerate(layers):
+        b.ordinal = i
+    return layers
+
+
+def model_shape(model, layers: list[LayerBinding]) -> ModelShape:
+    """The ModelShape of an HF model (for model-aware checks, auto_attach and traces)."""
+    cfg = _text_config(model)
+    b = layers[0]
+    params = dict(b.module.named_parameters(recurse=False)) or b.host
+    expert_params = sum(t[0].numel() for t in params.values())
+    t0 = next(iter(params.values()))
+    hidden = int(getattr(cfg, "hidden_size", 0) or 0)
+    mats = 3 if b.module.has_gate else 2
+    inter = expert_params // (mats * hidden) if hidden else 0
+    n_layers = int(getattr(cfg, "num_hidden_layers", 0) or (layers[-1].layer_id + 1))
+    shared = sum(1 for b in layers[:1] for n, _ in b.block.named_children() if "shared" in n and "gate" not in n)
+    return ModelShape(getattr(cfg, "model_type", type(model).__name__), n_layers,
+                      tuple(x.layer_id for x in layers), b.num_experts, b.top_k, hidden, inter,
+                      t0.element_size(), bool(b.module.has_gate), shared)
+
+
+# ---------------------------------------------------------------------------- refusals
+def _check_model(model, remove_hooks: bool) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise AttachError(f"attach needs a torch.nn.Module (a HuggingFace model), got {type(model).__name__}")
+    if getattr(model, "_mpl_handle", None) is not None:
+        raise AttachError("a policy is already attached to this model: call handle.detach() first")
+    hooked = [n or type(model).__name__ for n, m in model.named_modules() if hasattr(m, "_hf_hook")]
+    if hooked:
+        if not remove_hooks:
+            raise AttachError(
+                f"the model carries accelerate hooks ({len(hooked)} modules, e.g. '{hooked[0]}'), as "
+                "loading with device_map=... installs; they move weights on every call and would "
+                "fight the policy. Load the model without device_map (or on the CPU), or pass "
+                "remove_hooks=True to attach to remove them first")
+        from accelerate.hooks import remove_hook_from_module
+        remove_hook_from_module(model, recurse=True)
+    if getattr(model, "use_kernels", False):
+        raise AttachError(
+            "the model uses hub kernels (use_kernels=True), which replace the MoE block and read "
+            "the expert weights directly: load it with use_kernels=False to attach a policy")
+    for n, p in model.named_parameters():
+        if p.device.type == "meta":
+            raise AttachError(f"parameter {n} is on the meta device (not loaded): load the weights first")
+
+
+def _uses(policy, key: str, value) -> bool:
+    """Whether the policy sets ``key`` to ``value`` directly or by an adapt rule."""
+    ir = policy.ir
+    if ir.get(key) == value:
+        return True
+    for rule in ir.adapt:
+        for a in rule.actions:
+            if getattr(a, "key", None) == key and getattr(a, "value", None) == value:
+                return True
+    return False
+
+
+def _uses_score(policy) -> bool:
+    ir = policy.ir
+    vals = [ir.get("cache.eviction")] + [getattr(a, "value", None) for r in ir.adapt for a in r.actions
+                                          if getattr(a, "key", None) == "cache.eviction"]
+    return any(isinstance(v, str) and "score" in v.split("|") for v in vals)
+
+
+def _max_lookahead(policy) -> int:
+    from mpl.schema import PARAMS
+    key = PARAMS["prefetch.lookahead"].key
+    vals = [policy.ir.get(key) or 1] + [a.value for r in policy.ir.adapt for a in r.actions
+                                        if getattr(a, "key", None) == key]
+    return max(int(v) for v in vals if isinstance(v, (int, float)))
+
+
+def _replay_only_eviction(policy) -> str | None:
+    from mpl.schema import PARAMS
+    p = PARAMS["cache.eviction"]
+    names = str(policy.ir.get(p.key) or "").split("|")
+    for n in names:
+        ev = p.enum_value(n)
+        if ev is not None and ev.replay_only:
+            return n
+    return None
+
+
+# ---------------------------------------------------------------------------- the handle
+class Handle:
+    """What ``attach`` returns: the live runtime, the stats, and ``detach()``."""
+
+    def __init__(self, policy, model, runtime, engine, layers, pool, store, saved, placement,
+                 shape, diagnostics=()) -> None:
+        self.policy = policy
+        self.model = model
+        self.runtime = runtime
+        self.engine = engine
+        self.layers = layers
+        self.pool = pool
+        self.store = store
+        self.shape = shape
+        self.diagnostics = list(diagnostics)
+        self._saved = saved            # experts module -> (OrderedDict of its params, devices)
+        self._placement = placement    # (module, kind, name) -> original device
+        self.attached = True
+        self.policy_text: str | None = None
+        self.reason: str | None = None
+
+    # ------------------------------------------------------------------ info
+    @property
+    def moe_layers(self) -> tuple[int, ...]:
+        return tuple(b.layer_id for b in self.layers)
+
+    def get_stats(self) -> dict:
+        """The runtime's stats (SPEC §5) plus ``mechanism``: what the engine actually did."""
+        if self.attached:
+            self.engine.flush_stalls()
+        stats = dict(self.runtime.stats())
+        stats["mechanism"] = self.engine.stats()
+        return stats
+
+    stats = get_stats
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+        return False
+
+    def __repr__(self) -> str:
+        state = "attached" if self.attached else "detached"
+        return (f"<mpl Handle {state}: policy {getattr(self.policy, 'name', '?')}, "
+                f"{len(self.layers)} MoE layers x {self.layers[0].num_experts} experts, "
+                f"{self.pool.num_slots} slots on {self.pool.device}>")
+
+    # ------------------------------------------------------------------ detach
+    def detach(self) -> None:
+        """Put the model back exactly as it was: parameters (the same Parameter objects, on
+        their original devices), the experts' forward, and the skeleton's placement."""
+        if not self.attached:
+            return
+        self.engine.flush_stalls()
+        if self.pool.cuda:
+            self.pool.synchronize()
+        for b in self.layers:
+            b.module.__dict__.pop("forward", None)
+            params, devices = self._saved[b.module]
+            for n, p in params.items():
+                if p.device != devices[n]:
+                    p.data = p.data.to(devices[n])
+            # same names, same objects, same order as before attach
+            b.module._parameters = OrderedDict(params)
+        for (mod, kind, name), dev in self._placement.items():
+            table = mod._parameters if kind == "p" else mod._buffers
+            t = table.get(name)
+            if t is not None and t.device != dev:
+                if kind == "p":
+                    t.data = t.data.to(dev)
+                else:
+                    table[name] = t.to(dev)
+        try:
+            del self.model._mpl_handle
+        except AttributeError:
+            pass
+        self.pool.tensors.clear()
+        self.attached = False
+
+
+# ---------------------------------------------------------------------------- attach
+def _resolve_device(device, model) -> torch.device:
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        first = next(model.parameters(), None)
+        return first.device if first is not None else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise AttachError(f"bad device {device!r}: {e}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise AttachError(f"device {device!r} asked for, but CUDA is not available on this machine")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+    elif dev.type not in ("cpu",):
+        raise AttachError(f"device {device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
+    return dev
+
+
+def _model_aware_check(policy, shape: ModelShape):
+    """Model-aware diagnostics of the policy's source for this model (SPEC §4). Errors raise."""
+    source = getattr(policy, "source", None)
+    if not source:
+        return []
+    try:
+        from mpl.checker import analyze
+    except ImportError:
+        return []
+    path = getattr(policy.ir, "source_path", None)
+    try:
+        result = analyze(source, path, model=shape)
+    except TypeError:
+        return []
+    diags = [d for d in result.diagnostics
+             if getattr(d, "file", None) in (None, path)]
+    errors = [d for d in diags if d.is_error]
+    if errors:
+        lines = "; ".join(f"{d.code} line {d.span.line}: {d.message}" for d in errors[:5])
+        raise AttachError(f"policy '{policy.name}' does not fit this model: {lines}")
+    return diags
+
+
+def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
+           stream_slots: int | None = None, cost=None, check: bool = True) -> Handle:
+    """Attach ``policy`` (an ``mpl.Policy``) to a HuggingFace MoE ``model``.
+
+    ``device``: where the skeleton and the slot pool live (default: CUDA if available, else
+    where the model is). ``offload_device``: where the expert weights live (the CPU).
+    ``remove_hooks``: remove accelerate hooks instead of refusing the model. ``cost``: a
+    ``mpl.runtime.cost.CostModel`` for hybrid schedules (default: calibrated here).
+    """
+    if str(offload_device) != "cpu":
+        raise AttachError(f"offload_device={offload_device!r}: only 'cpu' (host memory) is supported")
+    if not hasattr(policy, "runtime") or not hasattr(policy, "ir"):
+        raise AttachError(f"attach needs an mpl Policy (mpl.load / mpl.loads), got {type(policy).__name__}")
+    bad = _replay_only_eviction(policy)
+    if bad:
+        raise AttachError(f"policy '{policy.name}' uses eviction = {bad}, which needs the future "
+                          "and exists for trace replay only: pick another eviction to attach")
+    _check_model(model, remove_hooks)
+    dev = _resolve_device(device, model)
+    layers = discover(model)
+    shape = model_shape(model, layers)
+    diags = _model_aware_check(policy, shape) if check else []
+
+    E, K = layers[0].num_experts, layers[0].top_k
+    expert_bytes = shape.expert_bytes
+    if cost is None and _uses(policy, "schedule.mode", "hybrid"):
+        from .calibrate import calibrate
+        cost = calibrate(layers[0], dev)
+    kw = {"expert_bytes": expert_bytes}
+    if cost is not None:
+        kw["cost"] = cost
+    try:
+        runtime = policy.runtime(len(layers), E, K, **kw)
+    except (ValueError, TypeError) as e:
+        raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
+
+    # ---- from here on the model changes; everything is recorded for detach()
+    store = HostStore()
+    saved = {}
+    for b in layers:
+        params = OrderedDict(b.module._parameters)
+        devices = {n: p.device for n, p in params.items()}
+        host = store.add_layer({n: p.data for n, p in params.items()})
+        for n, p in params.items():
+            p.data = host[n]                 # the Parameter object now holds the host copy
+        b.host = host
+        b.module._parameters = OrderedDict()     # no expert parameter left on the model
+        saved[b.module] = (params, devices)
+    placement = {}
+    for mod in model.modules():
+        for n, p in mod._parameters.items():
+            if p is not None:
+                placement[(mod, "p", n)] = p.device
+        for n, t in mod._buffers.items():
+            if t is not None:
+                placement[(mod, "b", n)] = t.device
+    if any(d != dev for d in placement.values()):
+        model.to(dev)
+    for b in layers:
+        b.cpu = CpuExperts(b.module, b.host)
+
+    pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev)
+    look = None
+    if _uses(policy, "prefetch.strategy", "lookahead"):
+        look = Lookahead([b.router for b in layers], _max_lookahead(policy))
+    engine = Engine(runtime, layers, pool, lookahead=look, need_weights=_uses_score(policy))
+    for b in layers:
+        def fwd(hidden_states, top_k_index, top_k_weights, _b=b, _engine=engine):
+            return _engine.forward(_b, hidden_states, top_k_index, top_k_weights)
+        b.module.forward = fwd
+    handle = Handle(policy, model, runtime, engine, layers, pool, store, saved, placement, shape, diags)
+    model._mpl_handle = handle
+    return handle
