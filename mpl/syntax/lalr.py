@@ -1,48 +1,32 @@
-"""The normative LALR parser: grammar.lark, built once per process, tables cached on disk.
+"""The normative LALR(1) parser: Lark's parse table of ``grammar.lark``, driven here.
 
-Valid files are parsed here (fast path). The callbacks build the typed AST directly while
-parsing (Lark's inline transformer: no parse tree is built). Invalid files make Lark raise;
-:mod:`mpl.syntax.recover` then parses them again with recovery.
+The table is Lark's analysis of the grammar, shipped as plain data in ``_tables.py`` (see
+:mod:`mpl.syntax.tablegen`), so parsing imports neither Lark nor spends 70-100 ms building
+tables. When the shipped table does not match ``grammar.lark`` (an edited checkout), it is
+rebuilt with Lark once per process, in memory.
 
-Cache: Lark's grammar analysis costs 70-100 ms. The analysed parser is pickled by Lark into
-``$XDG_CACHE_HOME/mpl/`` (default ``~/.cache/mpl``; ``MPL_CACHE_DIR`` overrides), in a file
-named after the hash of the grammar, the Lark version and the Python version, so a changed
-grammar never loads stale tables. The file is written under a temporary name and renamed
-(concurrent processes never read half a file). When no cache directory is writable the
-parser is built in memory.
+The driver is Lark's own LALR loop (shift, reduce by a rule, goto) with the reductions
+calling :class:`AstBuilder`, which builds the typed AST directly (no parse tree). Children
+of Lark's helper rules (``x*``) are spliced into their parent and ``_``-terminals (``;``)
+dropped, as Lark's tree builder does. A syntax error raises :class:`SyntaxFailure`;
+:mod:`mpl.syntax.recover` then parses the file again with recovery.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
-import tempfile
-from typing import Iterator
-
-import lark
-from lark import Lark, Token, Transformer
-from lark.lexer import Lexer
-
 from mpl.diagnostics import Span
 from mpl.syntax import ast
-from mpl.syntax.lexer import tok_span, unescape, number_value
+from mpl.syntax.lexer import Token, cover as _cover, number_value, tok_span, unescape
 
-GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar.lark")
-
-
-class TokenListLexer(Lexer):
-    """Feeds the tokens of :func:`mpl.syntax.lexer.tokenize` to the LALR parser."""
-
-    def __init__(self, lexer_conf) -> None:  # noqa: D401 - Lark's signature
-        pass
-
-    def lex(self, tokens) -> Iterator[Token]:  # Lark's custom-lexer interface 0
-        return iter(tokens)
+END_TYPE = "$END"
 
 
-def _cover(a: Span, b: Span) -> Span:
-    return Span(a.line, a.column, b.end_line, b.end_column, a.offset, b.end_offset)
+class SyntaxFailure(Exception):
+    """The tokens are not a valid file (the recovering parser reports why)."""
+
+    def __init__(self, token: Token | None) -> None:
+        super().__init__(token)
+        self.token = token
 
 
 def _span_of(x) -> Span:
@@ -68,8 +52,8 @@ def make_name(t: Token) -> ast.Name:
     return ast.Name(tok_span(t), t.value)
 
 
-class AstBuilder(Transformer):
-    """Rule callbacks: children are lark Tokens and already-built AST nodes."""
+class AstBuilder:
+    """Rule callbacks (by rule name or alias): children are Tokens and AST nodes."""
 
     def start(self, c):
         return c
@@ -153,63 +137,104 @@ class AstBuilder(Transformer):
         return ast.RebalanceAction(tok_span(c[0], c[1]), make_name(c[1]))
 
 
-_PARSER: Lark | None = None
+class _Table:
+    __slots__ = ("start", "end", "states", "reducers")
+
+    def __init__(self, data: dict, builder: AstBuilder) -> None:
+        self.start = data["start"]
+        self.end = data["end"]
+        self.states = data["states"]
+        self.reducers = [self._reducer(origin, size, handler, mask, builder)
+                         for origin, size, handler, mask in data["rules"]]
+
+    @staticmethod
+    def _reducer(origin, size, handler, mask, builder):
+        callback = getattr(builder, handler) if handler else None
+        if mask is None:
+            def children(c):
+                return c
+        else:
+            def children(c):
+                out = []
+                for m, x in zip(mask, c):
+                    if m == 0:
+                        out.append(x)
+                    elif m == 1:
+                        out.extend(x)
+                return out
+        if callback is None:      # a helper rule: a list spliced into the parent
+            return origin, size, children
+        if mask is None:
+            return origin, size, callback
+        return origin, size, lambda c: callback(children(c))
 
 
-def _cache_dir() -> str | None:
-    base = os.environ.get("MPL_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "mpl")
+_TABLE: _Table | None = None
+
+
+def _load_data() -> dict:
+    from mpl.syntax import tablegen
+
+    text = tablegen.grammar_text()
     try:
-        os.makedirs(base, exist_ok=True)
-    except OSError:
-        return None
-    return base if os.access(base, os.W_OK) else None
+        from mpl.syntax import _tables
+    except ImportError:
+        _tables = None
+    if _tables is not None and _tables.GRAMMAR_SHA256 == tablegen.grammar_hash(text):
+        return {"start": _tables.START, "end": _tables.END, "rules": _tables.RULES,
+                "states": _tables.STATES}
+    return tablegen.build_tables(text)  # edited grammar: Lark, once per process
 
 
-def _build(grammar: str, cache: str | bool = False) -> Lark:
-    return Lark(grammar, parser="lalr", lexer=TokenListLexer, transformer=AstBuilder(),
-                maybe_placeholders=False, cache=cache)
-
-
-def get_parser() -> Lark:
-    """The LALR parser, built (or loaded from the on-disk cache) once per process."""
-    global _PARSER
-    if _PARSER is not None:
-        return _PARSER
-    with open(GRAMMAR_PATH, encoding="utf-8") as f:
-        grammar = f.read()
-    directory = _cache_dir()
-    if directory is None:
-        _PARSER = _build(grammar)
-        return _PARSER
-    key = hashlib.sha256("\0".join((grammar, lark.__version__, sys.version)).encode()).hexdigest()[:20]
-    final = os.path.join(directory, f"grammar-{key}.lark-cache")
-    if os.path.exists(final):
-        try:
-            _PARSER = _build(grammar, final)
-            return _PARSER
-        except Exception:  # a corrupt cache file: rebuild below
-            pass
-    fd, tmp = tempfile.mkstemp(prefix="grammar-", suffix=".tmp", dir=directory)
-    os.close(fd)
-    os.unlink(tmp)  # Lark writes the file itself
-    try:
-        _PARSER = _build(grammar, tmp)
-        if os.path.exists(tmp):
-            os.replace(tmp, final)
-    except Exception:
-        _PARSER = _build(grammar)
-    finally:
-        if os.path.exists(tmp):
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    return _PARSER
+def get_table() -> _Table:
+    """The parse table, loaded once per process."""
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = _Table(_load_data(), AstBuilder())
+    return _TABLE
 
 
 def parse_tokens(tokens: list[Token]) -> list:
-    """Top-level items of a valid token list; raises a lark exception on a syntax error."""
-    return get_parser().parse(tokens)
+    """Top-level items of a valid token list; raises :class:`SyntaxFailure` otherwise."""
+    table = get_table()
+    states = table.states
+    reducers = table.reducers
+    end_state = table.end
+    stack = [table.start]
+    values: list = []
+    push_state = stack.append
+    push_value = values.append
+    for tok in tokens:
+        ttype = tok.type
+        while True:
+            act = states[stack[-1]].get(ttype)
+            if act is None:
+                raise SyntaxFailure(tok)
+            if act >= 0:
+                push_state(act)
+                push_value(tok)
+                break
+            origin, size, reduce = reducers[~act]
+            if size:
+                c = values[-size:]
+                del stack[-size:]
+                del values[-size:]
+            else:
+                c = []
+            push_value(reduce(c))
+            push_state(states[stack[-1]][origin])
+    while True:  # end of input: reduce to the start symbol
+        if stack[-1] == end_state:
+            return values[-1]
+        act = states[stack[-1]].get(END_TYPE)
+        if act is None or act >= 0:
+            raise SyntaxFailure(None)
+        origin, size, reduce = reducers[~act]
+        if size:
+            c = values[-size:]
+            del stack[-size:]
+            del values[-size:]
+        else:
+            c = []
+        push_value(reduce(c))
+        push_state(states[stack[-1]][origin])

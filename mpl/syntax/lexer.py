@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
-from lark import Token
-
 from mpl import schema
 from mpl.diagnostics import Diagnostic, Span, make
 from mpl.syntax import ast
@@ -41,15 +39,17 @@ ERROR = "ERROR"
 MAX_LIST_DEPTH = 32
 
 _TOKEN_RE = re.compile(r"""
-    (?P<ws>[ \t\r\f\v]+)
-  | (?P<nl>\n)
-  | (?P<comment>\#[^\n]*)
-  | (?P<num>-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<str>"(?:[^"\\\n]|\\[^\n])*")
-  | (?P<op><=|>=|!=|==|<|>)
-  | (?P<punct>[{}\[\]=,|:;.])
+    [ \t\r\f\v\n]*                # whitespace before the token (newlines counted)
+    (?:
+      (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<num>-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+    | (?P<punct>[{}\[\]=,|:;.])
+    | (?P<comment>\#[^\n]*)
+    | (?P<str>"(?:[^"\\\n]|\\[^\n])*")
+    | (?P<op><=|>=|!=|==|<|>)
+    )
 """, re.X)
+_WS_RE = re.compile(r"[ \t\r\f\v\n]*")
 
 _SUFFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MALFORMED_NUM_RE = re.compile(r"[0-9A-Za-z_.]+")
@@ -89,6 +89,28 @@ def number_value(text: str) -> int | float | None:
         return None
 
 
+class Token:
+    """One token. Attribute names follow Lark's Token (``type``, ``value``, ``start_pos``,
+    ``end_pos``, ``line``, ``column``, ``end_line``, ``end_column``); lines and columns are
+    1-based, positions 0-based code-point offsets, ends exclusive."""
+
+    __slots__ = ("type", "value", "start_pos", "line", "column", "end_line", "end_column", "end_pos")
+
+    def __init__(self, type: str, value: str, start_pos: int, line: int, column: int,
+                 end_line: int, end_column: int, end_pos: int) -> None:
+        self.type = type
+        self.value = value
+        self.start_pos = start_pos
+        self.line = line
+        self.column = column
+        self.end_line = end_line
+        self.end_column = end_column
+        self.end_pos = end_pos
+
+    def __repr__(self) -> str:
+        return f"Token({self.type!r}, {self.value!r}, {self.line}:{self.column})"
+
+
 class LineIndex:
     """Offsets -> Spans without rescanning the text."""
 
@@ -113,10 +135,33 @@ class LineIndex:
         return Span(li + 1, start - self.starts[li] + 1, le + 1, end - self.starts[le] + 1, start, end)
 
 
+_SPAN_SETTERS = tuple(Span.__dict__[f].__set__ for f in
+                      ("line", "column", "end_line", "end_column", "offset", "end_offset"))
+
+
+def new_span(line: int, column: int, end_line: int, end_column: int, offset: int,
+             end_offset: int, _new=object.__new__, _set=_SPAN_SETTERS) -> Span:
+    """``Span(...)`` without the frozen dataclass's slow ``__init__`` (same object)."""
+    s = _new(Span)
+    _set[0](s, line)
+    _set[1](s, column)
+    _set[2](s, end_line)
+    _set[3](s, end_column)
+    _set[4](s, offset)
+    _set[5](s, end_offset)
+    return s
+
+
 def tok_span(a: Token, b: Token | None = None) -> Span:
     """The span from the start of token ``a`` to the end of token ``b`` (default: ``a``)."""
-    b = a if b is None else b
-    return Span(a.line, a.column, b.end_line, b.end_column, a.start_pos, b.end_pos)
+    if b is None:
+        b = a
+    return new_span(a.line, a.column, b.end_line, b.end_column, a.start_pos, b.end_pos)
+
+
+def cover(a: Span, b: Span) -> Span:
+    """The span from the start of ``a`` to the end of ``b``."""
+    return new_span(a.line, a.column, b.end_line, b.end_column, a.offset, b.end_offset)
 
 
 class Lexed:
@@ -137,6 +182,11 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     index = LineIndex(text)
     append = tokens.append
     match = _TOKEN_RE.match
+    count = text.count
+    rfind = text.rfind
+    keywords = KEYWORD_TYPES
+    punct_types = PUNCT_TYPES
+    units = schema.UNITS
     n = len(text)
     pos = 0
     line = 1
@@ -144,22 +194,30 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     depth = 0
     depth_reported = False
 
-    def tok(type_: str, start: int, end: int) -> Token:
-        col = start - line_start + 1
-        return Token(type_, text[start:end], start, line, col, line, end - line_start + 1, end)
-
     def err(code: str, msg: str, start: int, end: int) -> None:
         diags.append(make(code, msg, index.span(start, end), file=path))
 
     while pos < n:
         m = match(text, pos)
         if m is None:
+            start = _WS_RE.match(text, pos).end()
+            if start >= n:
+                break
+        else:
+            kind = m.lastgroup
+            start = m.start(kind)
+        if start > pos:
+            nl = count("\n", pos, start)
+            if nl:
+                line += nl
+                line_start = rfind("\n", pos, start) + 1
+        if m is None:
+            pos = start
             c = text[pos]
             if c == '"':  # unterminated string: up to the end of the line
-                m2 = _STR_OPEN_RE.match(text, pos)
-                end = m2.end()
-                t = tok("STRING", pos, end)
-                append(t)
+                end = _STR_OPEN_RE.match(text, pos).end()
+                append(Token("STRING", text[pos:end], pos, line, pos - line_start + 1, line,
+                             end - line_start + 1, end))
                 err("MPL004", "unterminated string: add the closing '\"' on the same line", pos, end)
                 pos = end
                 continue
@@ -176,73 +234,58 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
             else:
                 msg = f"unexpected characters {shown!r}"
             err("MPL001", msg, pos, end)
-            append(tok(ERROR, pos, end))
+            append(Token(ERROR, bad, pos, line, pos - line_start + 1, line, end - line_start + 1, end))
             pos = end
             continue
-        kind = m.lastgroup
         end = m.end()
-        if kind == "ws":
-            pos = end
-            continue
-        if kind == "nl":
-            line += 1
-            line_start = end
-            pos = end
-            continue
-        if kind == "comment":
-            comments.append(ast.Comment(index.span(pos, end), text[pos:end]))
-            pos = end
-            continue
-        if kind == "num":
+        col = start - line_start + 1
+        if kind == "name":
+            word = m.group(kind)
+            ktype = keywords.get(word)
+            if ktype is not None:
+                append(Token(ktype, word, start, line, col, line, end - line_start + 1, end))
+            elif word in units and tokens and tokens[-1].type == "NUMBER" \
+                    and _SPACES_RE.fullmatch(text, tokens[-1].end_pos, start):
+                append(Token("UNIT", word, start, line, col, line, end - line_start + 1, end))
+            else:
+                append(Token("NAME", word, start, line, col, line, end - line_start + 1, end))
+        elif kind == "punct":
+            c = text[start]
+            if c == "[":
+                depth += 1
+                if depth > MAX_LIST_DEPTH and not depth_reported:
+                    depth_reported = True
+                    err("MPL002", f"lists nested deeper than {MAX_LIST_DEPTH} levels", start, end)
+            elif c == "]":
+                depth = max(0, depth - 1)
+            append(Token(punct_types[c], c, start, line, col, line, col + 1, end))
+        elif kind == "num":
             nxt = text[end] if end < n else ""
-            if nxt == "." or (nxt.isdigit()):
-                m2 = _MALFORMED_NUM_RE.match(text, end)
-                bad_end = m2.end() if m2 else end
-                err("MPL004", f"malformed number {text[pos:bad_end]!r}", pos, bad_end)
-                append(tok(ERROR, pos, bad_end))
+            if nxt == "." or nxt.isdigit():
+                bad_end = _MALFORMED_NUM_RE.match(text, end).end()
+                err("MPL004", f"malformed number {text[start:bad_end]!r}", start, bad_end)
+                append(Token(ERROR, text[start:bad_end], start, line, col, line,
+                             bad_end - line_start + 1, bad_end))
                 pos = bad_end
                 continue
-            if number_value(text[pos:end]) is None:
-                err("MPL004", f"number {text[pos:end][:30]!r} is too large to represent", pos, end)
-                append(tok(ERROR, pos, end))
+            literal = m.group(kind)
+            if number_value(literal) is None:
+                err("MPL004", f"number {literal[:30]!r} is too large to represent", start, end)
+                append(Token(ERROR, literal, start, line, col, line, end - line_start + 1, end))
                 pos = end
                 continue
-            append(tok("NUMBER", pos, end))
-            pos = end
-            m2 = _SUFFIX_RE.match(text, pos)
+            append(Token("NUMBER", literal, start, line, col, line, end - line_start + 1, end))
+            m2 = _SUFFIX_RE.match(text, end)
             if m2:  # glued unit, known or not
-                append(tok("UNIT", pos, m2.end()))
-                pos = m2.end()
-            continue
-        if kind == "name":
-            word = text[pos:end]
-            ktype = KEYWORD_TYPES.get(word)
-            if ktype is not None:
-                append(tok(ktype, pos, end))
-            elif (word in schema.UNITS and tokens and tokens[-1].type == "NUMBER"
-                  and _SPACES_RE.fullmatch(text, tokens[-1].end_pos, pos)):
-                append(tok("UNIT", pos, end))
-            else:
-                append(tok("NAME", pos, end))
-            pos = end
-            continue
-        if kind == "str":
-            append(tok("STRING", pos, end))
-            pos = end
-            continue
-        if kind == "op":
-            append(tok("OP", pos, end))
-            pos = end
-            continue
-        # punctuation
-        c = text[pos]
-        if c == "[":
-            depth += 1
-            if depth > MAX_LIST_DEPTH and not depth_reported:
-                depth_reported = True
-                err("MPL002", f"lists nested deeper than {MAX_LIST_DEPTH} levels", pos, end)
-        elif c == "]":
-            depth = max(0, depth - 1)
-        append(tok(PUNCT_TYPES[c], pos, end))
+                uend = m2.end()
+                append(Token("UNIT", m2.group(), end, line, end - line_start + 1, line,
+                             uend - line_start + 1, uend))
+                end = uend
+        elif kind == "comment":
+            comments.append(ast.Comment(new_span(line, col, line, end - line_start + 1, start, end),
+                                        m.group(kind)))
+        else:  # str, op
+            append(Token("STRING" if kind == "str" else "OP", m.group(kind), start, line, col,
+                         line, end - line_start + 1, end))
         pos = end
     return Lexed(tokens, comments, diags, index)

@@ -64,13 +64,11 @@ def _parse(text: str, path: str | None) -> ParseResult:
 
 def _parse_lalr(tokens):
     """Top-level items, or None when the tokens are not a valid file."""
-    from lark.exceptions import LarkError
-
-    from mpl.syntax.lalr import parse_tokens
+    from mpl.syntax.lalr import SyntaxFailure, parse_tokens
 
     try:
         return parse_tokens(tokens)
-    except LarkError:
+    except SyntaxFailure:
         return None
 
 

@@ -22,12 +22,11 @@ nested inputs cannot exhaust the stack.
 
 from __future__ import annotations
 
-from lark import Token
 
 from mpl import schema
 from mpl.diagnostics import Diagnostic, Related, Span, make
 from mpl.syntax import ast
-from mpl.syntax.lexer import ERROR, MAX_LIST_DEPTH, LineIndex, tok_span
+from mpl.syntax.lexer import ERROR, MAX_LIST_DEPTH, LineIndex, Token, cover as _cover, tok_span
 from mpl.syntax.lalr import make_name, make_number, make_string
 
 EOF = "$END"
@@ -60,10 +59,6 @@ def describe(t: Token) -> str:
     if ty == ERROR:
         return repr(t.value)
     return f"keyword '{t.value}'"
-
-
-def _cover(a: Span, b: Span) -> Span:
-    return Span(a.line, a.column, b.end_line, b.end_column, a.offset, b.end_offset)
 
 
 class _Open:
