@@ -24,7 +24,11 @@ def minimal_edit(old: str, new: str) -> tuple[int, int, str] | None:
 
 
 def format_edits(ls, doc) -> list[types.TextEdit]:
-    from mpl.fmt import FormatError, format_text
+    try:
+        from mpl.fmt import FormatError, format_text
+    except ImportError as e:
+        log(ls, f"mpl-lsp: formatting unavailable: {e}", types.MessageType.Warning)
+        return []
     try:
         new = format_text(doc.text)
     except FormatError:

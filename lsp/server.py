@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from mpl import __version__
@@ -42,8 +43,19 @@ class MplLanguageServer(LanguageServer):
             return "utf-16"
 
     def report_server_error(self, error, source):
-        # out-of-band errors (bad JSON, a failing notification): log them, never crash
-        log(self, f"mpl-lsp: {type(error).__name__}: {error}", types.MessageType.Error)
+        # out-of-band errors (bad JSON, a failing notification) and deliberate error
+        # responses (a refused rename): log them, never crash
+        kind = types.MessageType.Info if isinstance(error, JsonRpcException) else types.MessageType.Error
+        log(self, f"mpl-lsp: {type(error).__name__}: {error}", kind)
+
+    def refresh_inlay_hints(self) -> None:
+        """Ask the client to re-request inlay hints, when it supports that request."""
+        try:
+            ok = self.client_capabilities.workspace.inlay_hint.refresh_support
+        except AttributeError:
+            ok = False
+        if ok:
+            self.workspace_inlay_hint_refresh(None)
 
     def apply_settings(self, options) -> None:
         loaded = settings_mod.update(self.settings, options)
@@ -89,10 +101,7 @@ def _register_sync(server: MplLanguageServer) -> None:
     @guarded()
     def did_change_configuration(ls: MplLanguageServer, params: types.DidChangeConfigurationParams):
         ls.apply_settings(params.settings)
-        try:
-            ls.workspace_inlay_hint_refresh(None)
-        except Exception:
-            pass
+        ls.refresh_inlay_hints()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     @guarded()

@@ -158,9 +158,10 @@ class Store:
         return self.read_file(uri_or_path)
 
     def workspace_files(self) -> list[str]:
-        """``.moe``/``.policy`` files under the workspace roots (cached for a few seconds)."""
+        """``.moe``/``.policy`` files under the workspace roots (cached for two seconds, and
+        forgotten on save and on workspace/didChangeWatchedFiles)."""
         now = time.monotonic()
-        if self._ws_files is not None and now - self._ws_files[0] < 5.0:
+        if self._ws_files is not None and now - self._ws_files[0] < 2.0:
             return self._ws_files[1]
         out: list[str] = []
         for root in self.roots:

@@ -35,6 +35,12 @@ def make_fixture(init_options=None, scope="module"):
                         params=CLIENTS, scope=scope)
     async def client(request, lsp_client: LanguageClient, tmp_path_factory):
         root = tmp_path_factory.mktemp("ws")
+        lsp_client.inlay_refreshes = 0
+
+        @lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
+        def _refresh(ls, params):   # a real client re-requests hints here; count it
+            lsp_client.inlay_refreshes += 1
+            return None
         lsp_client.root = root
         lsp_client.client_name = request.param
         opts = {"debounceMs": 0} if init_options is None else init_options
