@@ -85,14 +85,28 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
     its distinct keys. ``pinned`` keys are always hits and take slots. ``num_experts`` (when
     > 0) lets the result count per-layer hits (key // num_experts)."""
     n = len(requests)
-    INF = n + 1
+    # Priority of a key after its use at dispatch d: its next use, ties broken by the rest of
+    # its future (lexicographically). Two keys with the same next use m are both needed by
+    # dispatch m, where only the resident one hits and then stays; so the one whose *later*
+    # future is nearer must win. rank[m][k] orders the futures of dispatch m's keys; the
+    # priority is next_use * W + rank, one int comparison on the hot path.
+    W = max((len(ks) for ks in requests), default=0) + 1
+    INF = (n + 1) * W
     nxt: list[list[int]] = [None] * n      # type: ignore[list-item]
-    last: dict[int, int] = {}
+    last: dict[int, int] = {}               # key -> priority seen from before its next use
+    get = last.get
     for d in range(n - 1, -1, -1):
         ks = requests[d]
-        nxt[d] = [last.get(k, INF) for k in ks]
-        for k in ks:
-            last[k] = d
+        pr = [get(k, INF) for k in ks]
+        nxt[d] = pr
+        base = d * W
+        if len(pr) == 1:
+            last[ks[0]] = base
+        else:
+            srt = sorted(pr)
+            idx = srt.index
+            for k, v in zip(ks, pr):
+                last[k] = base + idx(v)
     pinned_here = {k for k in pinned if k in last}
     cap = capacity - (_pins_in_cache(pinned, last, num_experts) if num_experts else len(pinned))
     cap = max(cap, 0)

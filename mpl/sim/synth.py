@@ -63,13 +63,13 @@ KNOB_NAMES = tuple(f.name for f in fields(Knobs))
 #: Knobs per preset, set to imitate published routing statistics (docs/traces.md says which).
 PRESET_KNOBS: dict[str, Knobs] = {
     "mixtral-8x7b": Knobs(skew=0.35, skew_spread=0.3, reuse=0.25, affinity=0.15),
-    "deepseek-v2-lite": Knobs(skew=0.9, skew_spread=0.35, reuse=0.2, affinity=0.25,
+    "deepseek-v2-lite": Knobs(skew=0.5, skew_spread=0.35, reuse=0.1, affinity=0.25,
                               phase_len=512, phase_shift=0.2),
-    "qwen1.5-moe-a2.7b": Knobs(skew=0.8, skew_spread=0.3, reuse=0.2, affinity=0.2,
+    "qwen1.5-moe-a2.7b": Knobs(skew=0.5, skew_spread=0.3, reuse=0.15, affinity=0.2,
                                phase_len=512, phase_shift=0.2),
-    "olmoe-1b-7b": Knobs(skew=0.7, skew_spread=0.3, reuse=0.25, affinity=0.2,
+    "olmoe-1b-7b": Knobs(skew=0.45, skew_spread=0.3, reuse=0.15, affinity=0.2,
                          phase_len=512, phase_shift=0.2),
-    "qwen3-30b-a3b": Knobs(skew=0.8, skew_spread=0.3, reuse=0.2, affinity=0.2,
+    "qwen3-30b-a3b": Knobs(skew=0.55, skew_spread=0.3, reuse=0.15, affinity=0.2,
                            phase_len=512, phase_shift=0.2),
 }
 

@@ -319,16 +319,30 @@ def _jsonl_header(d: dict, path: str) -> TraceHeader:
     expert_bytes = first("expert_bytes", "expert_size_bytes", default=0)
     if experts is None:
         raise TraceFormatError(f"{path}:1: header line has no num_experts")
+    extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
     try:
         h = TraceHeader(model=model,
                         num_layers=int(layers) if layers is not None else 0,
                         moe_layers=tuple(int(x) for x in moe) if moe is not None else (),
                         num_experts=int(experts), top_k=int(top_k) if top_k is not None else 0,
-                        expert_bytes=int(expert_bytes), source=f"jsonl {os.path.basename(path)}",
-                        extra={"jsonl_header": d})
+                        expert_bytes=int(expert_bytes),
+                        source=str(d.get("source") or f"jsonl {os.path.basename(path)}"),
+                        extra=dict(extra))
     except (TypeError, ValueError) as e:
         raise TraceFormatError(f"{path}:1: bad header value ({e})") from None
+    if _jsonl_header_of(h) != d:      # not one of ours: keep it verbatim for export
+        h.extra["jsonl_header"] = d
     return h
+
+
+def _jsonl_header_of(h: TraceHeader) -> dict:
+    """The header line we write for a trace that did not come from JSONL."""
+    head = {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
+            "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
+            "source": h.source}
+    if h.extra:
+        head["extra"] = h.extra
+    return head
 
 
 def _rows(value, path: str, lineno: int, what: str) -> tuple[list[list], bool]:
@@ -434,9 +448,9 @@ def dump_jsonl(trace: Trace, f: IO[str]) -> None:
     h = trace.header
     head = h.extra.get("jsonl_header")
     if not isinstance(head, dict):
-        head = {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
-                "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
-                "source": h.source}
+        extra = {k: v for k, v in h.extra.items() if k != "jsonl_nested_single"}
+        head = _jsonl_header_of(TraceHeader(h.model, h.num_layers, h.moe_layers, h.num_experts,
+                                            h.top_k, h.expert_bytes, h.source, extra))
     f.write(json.dumps(head) + "\n")
     nested = set(h.extra.get("jsonl_nested_single") or ())
     moe = h.moe_layers

@@ -1,0 +1,138 @@
+"""``mplc trace``: synthesize, record or convert routing traces.
+
+* ``mplc trace synth --preset NAME [--steps N] [--seed S] [-o OUT] [knobs]``
+* ``mplc trace convert IN OUT`` (formats by extension: .mpltrace native, .jsonl the original's)
+* ``mplc trace record --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N] -o OUT``
+  (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
+* ``mplc trace info T`` (header and summary)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from mpl import shapes
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+
+    p = sub.add_parser("synth", help="generate a synthetic trace for a model preset",
+                       description="Generate a synthetic routing trace with the shape of a "
+                                   "published MoE model. Deterministic for a seed.")
+    p.add_argument("--preset", required=True, metavar="NAME",
+                   help=f"model preset: {', '.join(shapes.PRESETS)}")
+    p.add_argument("--steps", type=int, default=512, help="decode steps (default 512)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file (.mpltrace or .jsonl; default PRESET.mpltrace)")
+    knobs = p.add_argument_group("knobs (default: the preset's, see docs/traces.md)")
+    knobs.add_argument("--skew", type=float, help="Zipf exponent of expert popularity")
+    knobs.add_argument("--skew-spread", type=float, help="per-layer variation of the exponent, [0, 1)")
+    knobs.add_argument("--reuse", type=float, help="P(reuse an expert of the previous step), [0, 1]")
+    knobs.add_argument("--affinity", type=float, help="P(follow the previous layer's affinity), [0, 1]")
+    knobs.add_argument("--phase-len", type=int, help="steps between popularity shifts (0: none)")
+    knobs.add_argument("--phase-shift", type=float, help="fraction of the ranking shifted per phase")
+    knobs.add_argument("--pred-accuracy", type=float,
+                       help="record lookahead predictions of this accuracy (0: none)")
+    knobs.add_argument("--prompt-tokens", type=int, help="step 0 is a prefill of this many tokens")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    p = sub.add_parser("convert", help="convert between trace formats (by extension)",
+                       description="Convert a trace: .mpltrace (native) <-> .jsonl (original).")
+    p.add_argument("input", metavar="IN")
+    p.add_argument("output", metavar="OUT")
+    p.add_argument("--weights", choices=("auto", "f16", "f32", "f64"), default="auto",
+                   help="float type of router weights in a native output (default: the "
+                        "smallest exact one)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    p = sub.add_parser("info", help="print a trace's header and summary")
+    p.add_argument("input", metavar="TRACE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("record", help="record the routing of a live model (needs torch)",
+                       description="Run a model and record its routing decisions.")
+    p.add_argument("--model", required=True, metavar="PRESET_OR_PATH",
+                   help="a preset name (a tiny random-initialised model of that family) or a "
+                        "model folder / config.json")
+    p.add_argument("--prompt", default="The quick brown fox", help="prompt text")
+    p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output trace file")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    parser.set_defaults(_trace_parser=parser)
+
+
+def summary(trace, path: str | None = None) -> dict:
+    h = trace.header
+    return {"file": path, "model": h.model, "num_layers": h.num_layers,
+            "moe_layers": len(h.moe_layers), "num_experts": h.num_experts, "top_k": h.top_k,
+            "expert_bytes": h.expert_bytes, "source": h.source, "dispatches": len(trace),
+            "steps": trace.num_steps,
+            "weights": any(d.weights is not None for d in trace.dispatches),
+            "predictions": any(d.predictions for d in trace.dispatches)}
+
+
+def _print(info: dict, as_json: bool, verb: str) -> None:
+    if as_json:
+        print(json.dumps(info, indent=2))
+    else:
+        where = f" -> {info['file']}" if info.get("file") else ""
+        print(f"{verb} {info['dispatches']} dispatches, {info['steps']} steps of {info['model']} "
+              f"({info['moe_layers']} MoE layers x {info['num_experts']} experts, "
+              f"top-{info['top_k']}){where}")
+
+
+def run(args) -> int:
+    from mpl.sim import traceio
+
+    cmd = getattr(args, "trace_command", None)
+    if cmd is None:
+        args._trace_parser.print_help()
+        return 2
+    try:
+        if cmd == "synth":
+            return _synth(args, traceio)
+        if cmd == "convert":
+            trace = traceio.load(args.input)
+            kw = {"weights": args.weights} if traceio.kind_of(args.output) == "native" else {}
+            traceio.save(trace, args.output, **kw)
+            _print(summary(trace, args.output), args.json, "converted")
+            return 0
+        if cmd == "info":
+            trace = traceio.load(args.input)
+            _print(summary(trace, args.input), args.json, "read")
+            return 0
+        if cmd == "record":
+            try:
+                from mpl.offload.recorder import cli_record
+            except ImportError as e:
+                print(f"mplc trace record: the live recorder is not available ({e})", file=sys.stderr)
+                return 1
+            return int(cli_record(args) or 0)
+    except (traceio.TraceFormatError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    return 2
+
+
+def _synth(args, traceio) -> int:
+    from mpl.sim import synth
+
+    shape = shapes.preset(args.preset)
+    if shape is None:
+        print(f"error: unknown preset '{args.preset}': choose one of {', '.join(shapes.PRESETS)}",
+              file=sys.stderr)
+        return 1
+    overrides = {n: getattr(args, n) for n in synth.KNOB_NAMES}
+    knobs = synth.knobs_for(shape.name, **overrides)
+    out = args.output or f"{shape.name}.mpltrace"
+    traceio.kind_of(out)
+    trace = synth.synthesize(shape, steps=args.steps, seed=args.seed, knobs=knobs)
+    traceio.save(trace, out)
+    _print(summary(trace, out), args.json, "wrote")
+    return 0

@@ -1,0 +1,116 @@
+"""Simulated time: plays the Plans of a replay on a model of one GPU, its copy engine and the
+host CPU (formulas in ``docs/simulation.md``).
+
+Three resources, each with its own clock:
+
+* the **compute stream** runs, per dispatch, the layer's non-expert part then its GPU experts,
+  each as soon as its weights are on the device;
+* the **copy stream** (the host link) runs transfers one after another in issue order:
+  demand loads and streamed experts when the dispatch starts, background loads
+  (cpu_fallback/hybrid) likewise, prefetch loads when the dispatch ends;
+* the **CPU** computes the experts the schedule sent there, in parallel with the GPU.
+
+A dispatch ends when both its GPU and CPU work are done. The time the compute stream waits for
+a transfer (a demand load, a stream, or a prefetch still in flight) is the dispatch's stall;
+the replayer reports it to the runtime (``add_stall``) so ``stall_ms`` metrics see it. With
+``schedule.overlap = false`` transfers do not overlap compute: the compute stream waits for
+every transfer of the dispatch before it starts.
+"""
+
+from __future__ import annotations
+
+from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM, Plan
+from mpl.sim.hardware import Costs
+
+
+class Timeline:
+    def __init__(self, costs: Costs, *, overlap: bool = True):
+        self.c = costs
+        self.overlap = overlap
+        self.now = 0.0               # compute stream clock, ms
+        self.link_free = 0.0         # copy stream clock
+        self.arrival: dict = {}      # key -> time its (prefetch/background) transfer lands
+        self.stall_ms = 0.0
+        self.transfer_ms = 0.0       # busy time of the link
+        self.gpu_ms = 0.0            # busy time of the compute stream (experts + dense)
+        self.cpu_ms = 0.0            # busy time of the CPU
+        self.cpu_wait_ms = 0.0       # time the GPU idled waiting for CPU experts
+        self.transfers = 0
+        self.bytes = 0
+        self._t_xfer = costs.transfer_ms()
+        self._gpu1 = costs.gpu_expert_ms(1)
+        self._cpu1 = costs.cpu_expert_ms(1)
+
+    def _xfer(self, start: float) -> float:
+        s = start if start > self.link_free else self.link_free
+        self.link_free = s + self._t_xfer
+        self.transfer_ms += self._t_xfer
+        self.transfers += 1
+        self.bytes += self.c.expert_bytes
+        return self.link_free
+
+    def dispatch(self, plan: Plan, tokens_of: dict | None = None, tokens: int = 1) -> float:
+        """Advance the clocks by one dispatch; returns its stall in ms.
+        ``tokens_of``: expert -> tokens routed to it (default 1 each)."""
+        c = self.c
+        t0 = self.now + (c.dense_ms(tokens) if c.dense_bytes_per_layer else 0.0)
+        self.gpu_ms += t0 - self.now
+        layer = plan.layer
+        demand = {ld.key: ld for ld in plan.loads if ld.kind == DEMAND}
+        arrival = self.arrival
+        ready_times: list[tuple[float, float]] = []   # (ready, compute ms) per GPU expert
+        cpu_busy = 0.0
+        for e, where, hit in zip(plan.experts, plan.where, plan.hit):
+            n = tokens_of.get(e, 1) if tokens_of else 1
+            key = (layer, e)
+            if where == CPU:
+                cpu_busy += self._cpu1 if n == 1 else c.cpu_expert_ms(n)
+                continue
+            comp = self._gpu1 if n == 1 else c.gpu_expert_ms(n)
+            if hit:
+                ready = arrival.get(key, 0.0)
+            elif where == STREAM or key in demand:
+                ready = self._xfer(t0)
+            else:   # a miss already in flight (issued by an earlier prefetch/background load)
+                ready = arrival.get(key, t0)
+            ready_times.append((ready, comp))
+        # background loads start with the dispatch (cpu computes meanwhile)
+        for ld in plan.loads:
+            if ld.kind == BACKGROUND:
+                arrival[ld.key] = self._xfer(t0)
+        if self.overlap:
+            ready_times.sort()
+            t = t0
+            busy = 0.0
+            for ready, comp in ready_times:
+                if ready > t:
+                    t = ready
+                t += comp
+                busy += comp
+        else:
+            last = max((r for r, _ in ready_times), default=t0)
+            busy = sum(comp for _, comp in ready_times)
+            t = max(t0, last) + busy
+        stall = t - t0 - busy
+        cpu_end = t0 + cpu_busy
+        end = t if t >= cpu_end else cpu_end
+        self.cpu_wait_ms += end - t
+        self.cpu_ms += cpu_busy
+        self.gpu_ms += busy
+        self.stall_ms += stall
+        # prefetches are issued when the dispatch ends
+        for ld in plan.loads:
+            if ld.kind == PREFETCH:
+                arrival[ld.key] = self._xfer(end)
+        for key, _slot in plan.evicted:
+            arrival.pop(key, None)
+        if len(arrival) > 4096:       # forget transfers that have long landed
+            self.arrival = {k: v for k, v in arrival.items() if v > end}
+        self.now = end
+        return stall
+
+    def to_dict(self) -> dict:
+        return {"total_ms": self.now, "stall_ms": self.stall_ms, "gpu_busy_ms": self.gpu_ms,
+                "cpu_busy_ms": self.cpu_ms, "cpu_wait_ms": self.cpu_wait_ms,
+                "link_busy_ms": self.transfer_ms, "transfers": self.transfers,
+                "bytes_transferred": self.bytes}
