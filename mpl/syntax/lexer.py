@@ -43,10 +43,10 @@ _TOKEN_RE = re.compile(r"""
     (?:
       (?P<name>[A-Za-z_][A-Za-z0-9_]*)
     | (?P<num>-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+    | (?P<op><=|>=|!=|==|<|>)
     | (?P<punct>[{}\[\]=,|:;.])
     | (?P<comment>\#[^\n]*)
     | (?P<str>"(?:[^"\\\n]|\\[^\n])*")
-    | (?P<op><=|>=|!=|==|<|>)
     )
 """, re.X)
 _WS_RE = re.compile(r"[ \t\r\f\v\n]*")
@@ -188,7 +188,7 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     punct_types = PUNCT_TYPES
     units = schema.UNITS
     n = len(text)
-    pos = 0
+    pos = 1 if text.startswith("\ufeff") else 0   # a byte-order mark is not content
     line = 1
     line_start = 0
     depth = 0

@@ -316,8 +316,15 @@ class RecoveringParser:
                     self.skip_group()
                 self._merge_errors(blocks, start, t)
             elif ty == "NAME":
-                self.unexpected(f"expected '{{' after block name '{t.value}'")
-                self.skip(blocks)
+                start = len(blocks)
+                self.advance()
+                if t.value in schema.BLOCKS:
+                    self.unexpected(f"expected '{{' after block name '{t.value}'")
+                else:
+                    self.error("MPL002", f"expected a block (e.g. 'cache {{ ... }}') or '}}', "
+                               f"found name '{t.value}'", tok_span(t))
+                self.skip(blocks, at_least_one=False)
+                self._merge_errors(blocks, start, t)
             else:
                 self.unexpected("expected a block name (e.g. 'cache') or '}'")
                 self.skip(blocks)
@@ -378,6 +385,9 @@ class RecoveringParser:
             last = self.advance()
             name = ast.Name(tok_span(name_tok, last), f"{name_tok.value}.{last.value}")
         if self.at("EQ"):
+            self.advance()
+        elif self.at("OP") and self.tok.value == "==":
+            self.error("MPL002", "use '=' to set a parameter, not '=='", tok_span(self.tok))
             self.advance()
         elif self.tok.type in _VALUE_START and not self.line_start() and not self.at_item_start():
             # `capacity 16`: report and read the value anyway

@@ -1,0 +1,99 @@
+"""Property tests: random and mutated inputs never make the parser raise, spans stay inside."""
+
+import glob
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mpl.syntax import ast, parse
+from mpl.syntax.parser import parse_recovering
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+TEXTS = [open(f, encoding="utf-8").read() for f in sorted(glob.glob(os.path.join(CORPUS, "*.moe")))]
+FULL = open(os.path.join(CORPUS, "full_syntax.moe"), encoding="utf-8").read()
+
+# pieces of the language, to build plausible broken files
+PIECES = ["policy", "p", "{", "}", "[", "]", "cache", "capacity", "=", "4", "12GiB", "lru", "|",
+          ":", "when", "hit_rate", "<", "0.5", "for", "100", "accesses", "trigger", "rebalance",
+          ";", ",", ".", "\n", " ", "#c\n", '"s"', '"', "-", "version", "import", "extends",
+          "adapt", "true", "1e", "@", "é"]
+
+
+def check(text):
+    r = parse(text)
+    n = len(text)
+    for d in r.diagnostics:
+        assert 0 <= d.span.offset <= d.span.end_offset <= n, d
+        assert d.code.startswith("MPL") and d.message
+        for rel in d.related:
+            assert 0 <= rel.span.offset <= rel.span.end_offset <= n
+    for node in ast.walk(r.document):
+        assert 0 <= node.span.offset <= node.span.end_offset <= n
+    for c in r.document.comments:
+        assert text[c.span.offset:c.span.end_offset] == c.text
+    # no silent failure: an AST without errors means no error diagnostics, and the reverse
+    if r.ok:
+        assert not any(isinstance(x, ast.ErrorNode) for x in ast.walk(r.document))
+    return r
+
+
+_settings = settings(max_examples=150, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@_settings
+@given(st.text(max_size=300))
+def test_random_text(text):
+    check(text)
+
+
+@_settings
+@given(st.lists(st.sampled_from(PIECES), max_size=80))
+def test_random_token_soup(pieces):
+    check(" ".join(pieces))
+    check("".join(pieces))
+
+
+@_settings
+@given(st.sampled_from(TEXTS), st.data())
+def test_mutated_corpus(text, data):
+    ops = data.draw(st.lists(st.tuples(st.sampled_from(["del", "ins", "dup"]),
+                                       st.integers(0, len(text)), st.integers(0, 20),
+                                       st.sampled_from(PIECES)), min_size=1, max_size=5))
+    for op, i, k, piece in ops:
+        i = min(i, len(text))
+        if op == "del":
+            text = text[:i] + text[i + k:]
+        elif op == "ins":
+            text = text[:i] + piece + text[i:]
+        else:
+            text = text[:i] + text[i:i + k] + text[i:]
+    r = check(text)
+    # both parsers agree on every file the LALR grammar accepts
+    if r.ok:
+        items, diags = parse_recovering(text)
+        assert diags == []
+        assert len(items) == len(r.document.items)
+
+
+@_settings
+@given(st.binary(max_size=200))
+def test_binary_garbage(data):
+    check(data.decode("latin-1"))
+
+
+def test_cut_at_every_position():
+    """A half-typed file: every prefix of the richest corpus file."""
+    for i in range(len(FULL) + 1):
+        r = check(FULL[:i])
+        # what precedes the cut is kept: the policies whose text is complete are there
+        if i == len(FULL):
+            assert r.ok
+    # a cut inside the second policy keeps the first one whole
+    cut = FULL.index("policy tuned") + len("policy tuned extends base {\n    cache {")
+    r = parse(FULL[:cut])
+    base = r.document.policies[0]
+    assert base.closed and base.name.text == "base" and len(base.blocks) == 6
+    assert r.document.policies[1].closed is False
+    assert r.diagnostics[-1].code == "MPL003"

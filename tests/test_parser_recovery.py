@@ -1,0 +1,210 @@
+"""Error recovery: every error is reported with its code and span, the AST keeps the rest."""
+
+import os
+
+import pytest
+
+from mpl.syntax import ast, parse
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def codes(r):
+    return [d.code for d in r.diagnostics]
+
+
+def at(text, d):
+    return text[d.span.offset:d.span.end_offset]
+
+
+def test_several_errors_all_reported_and_later_policies_kept():
+    text = ("policy a {\n"
+            "  cache {\n"
+            "    capacity =\n"            # missing value
+            "    eviction = lru lfu\n"    # junk after the value
+            "    ttl 5\n"                 # missing '='
+            "  }\n"
+            "}\n"
+            "policy b { cache { capacity = 4 } }\n")
+    r = parse(text)
+    assert codes(r) == ["MPL002", "MPL002", "MPL002"]
+    d1, d2, d3 = r.diagnostics
+    assert d1.message == "expected a value after 'capacity =', found name 'eviction'"
+    assert (d1.span.line, d1.span.column) == (4, 5)
+    assert at(text, d2) == "lfu" and "after the value" in d2.message
+    assert d3.message == "expected '=' after parameter name 'ttl'" and at(text, d3) == "5"
+    a, b = r.document.policies
+    cache = a.block("cache")
+    params = {p.name.text: p for p in cache.params}
+    assert params["capacity"].value is None                   # missing -> None
+    assert params["eviction"].value.value.name == "lru"
+    assert params["ttl"].value.value.value == 5               # value read despite the missing '='
+    assert [type(i).__name__ for i in cache.items] == ["Param", "Param", "ErrorNode", "Param"]
+    assert cache.items[2].text == "lfu"
+    assert b.name.text == "b" and b.block("cache").params[0].value.value.value == 4
+    assert all(d.file is None for d in r.diagnostics)
+
+
+def test_unexpected_character_mpl001():
+    text = "policy a { cache { capacity = 4 @ } }\npolicy b { cache { capacity = 2 } }"
+    r = parse(text, "x.moe")
+    assert codes(r) == ["MPL001"]
+    d = r.diagnostics[0]
+    assert at(text, d) == "@" and d.message == "unexpected character '@'" and d.file == "x.moe"
+    assert any(isinstance(i, ast.ErrorNode) and i.text == "@" for i in r.document.policies[0].blocks[0].items)
+    assert len(r.document.policies) == 2
+
+
+def test_runs_of_bad_characters_are_one_diagnostic():
+    r = parse("policy a { cache { capacity = 4 } } ¤¤¤€€ ")
+    assert codes(r) == ["MPL001"] and "characters" in r.diagnostics[0].message
+
+
+def test_expected_token_named_in_human_terms_mpl002():
+    text = "policy a { cache { capacity 16 } }"
+    r = parse(text)
+    assert r.diagnostics[0].message == "expected '=' after parameter name 'capacity'"
+    text = "policy a { cache { capacity } }"
+    r = parse(text)
+    assert r.diagnostics[0].message == "expected '=' after parameter name 'capacity', found '}'"
+    assert at(text, r.diagnostics[0]) == "}"
+
+
+def test_unclosed_block_at_eof_mpl003_with_related():
+    text = "policy a {\n  cache {\n    capacity = 4\n"
+    r = parse(text)
+    assert codes(r) == ["MPL003"]
+    d = r.diagnostics[0]
+    assert d.span.offset == len(text) and "block 'cache' is not closed" in d.message
+    assert [rel.message for rel in d.related] == ["block 'cache' opened here", "policy 'a' opened here"]
+    assert [at(text, rel) for rel in d.related] == ["{", "{"]
+    assert [rel.span.line for rel in d.related] == [2, 1]
+    pol = r.document.policies[0]
+    assert pol.closed is False and pol.blocks[0].closed is False
+    assert pol.blocks[0].params[0].value.value.value == 4
+
+
+def test_unclosed_policy_before_next_policy():
+    text = "policy a {\n  cache { capacity = 4 }\npolicy b { cache { capacity = 2 } }\n"
+    r = parse(text)
+    assert codes(r) == ["MPL003"]
+    d = r.diagnostics[0]
+    assert at(text, d) == "policy" and d.span.line == 3
+    assert "policy 'a' is not closed" in d.message and d.related[0].span.line == 1
+    a, b = r.document.policies
+    assert not a.closed and b.closed and b.block("cache") is not None
+
+
+def test_unclosed_rule():
+    text = "policy a { cache { capacity = 4 }\n adapt { when hit_rate < 0.5 { eviction = lru\n"
+    r = parse(text)
+    d = r.diagnostics[-1]
+    assert d.code == "MPL003" and "rule" in d.message and len(d.related) == 3
+    rule = r.document.policies[0].block("adapt").rules[0]
+    assert rule.closed is False and rule.actions[0].value.name == "lru"
+
+
+def test_invalid_literals_mpl004():
+    text = 'import "abc\npolicy a { cache { capacity = 1.2.3  eviction = lru } }'
+    r = parse(text)
+    assert codes(r) == ["MPL004", "MPL004"]
+    assert "unterminated string" in r.diagnostics[0].message and at(text, r.diagnostics[0]) == '"abc'
+    assert r.diagnostics[1].message == "malformed number '1.2.3'"
+    assert r.document.imports[0].path.value == "abc"
+    params = r.document.policies[0].block("cache").params
+    assert params[0].value is None and params[1].value.value.name == "lru"
+
+
+def test_huge_number_is_invalid_literal():
+    r = parse("policy a { cache { capacity = " + "9" * 5000 + " } }")
+    assert codes(r) == ["MPL004"]
+    r = parse("policy a { cache { capacity = 1e999 } }")
+    assert codes(r) == ["MPL004"]
+
+
+def test_misplaced_things_are_reported():
+    r = parse("cache { capacity = 4 }\npolicy a { capacity = 4 cache { capacity = 4 } }")
+    msgs = [d.message for d in r.diagnostics]
+    assert msgs[0] == "block 'cache' outside a policy: put it inside 'policy NAME { ... }'"
+    assert msgs[1].startswith("parameter 'capacity' outside a block")
+    assert r.document.policies[0].block("cache") is not None
+    r = parse("policy a { cache { prefetch { strategy = history } capacity = 4 } }")
+    assert r.diagnostics[0].message.startswith("blocks cannot be nested")
+    assert r.document.policies[0].block("cache").params[0].name.text == "capacity"
+
+
+def test_rule_errors():
+    r = parse("policy a { adapt { when hit_rate < 0.5 for 10 { eviction = lru } } }")
+    assert r.diagnostics[0].message.startswith("expected a unit after 'for 10' (accesses, steps, tokens)")
+    r = parse("policy a { adapt { when hit_rate = 0.5 { eviction = lru } } }")
+    assert r.diagnostics[0].message == "use '==' to compare, not '='"
+    assert r.document.policies[0].block("adapt").rules[0].condition.op == "=="
+    r = parse("policy a { adapt { when stall_ms > 5 ms { trigger ttl } } }")
+    assert r.diagnostics[0].message.startswith("a condition's threshold takes no unit")
+    r = parse("policy a { adapt { when hit_rate < 0.5 { trigger } } }")
+    assert "expected a trigger name" in r.diagnostics[0].message
+    act = r.document.policies[0].block("adapt").rules[0].actions[0]
+    assert isinstance(act, ast.TriggerAction) and act.name is None
+
+
+def test_conditional_value_errors():
+    r = parse("policy a { cache { capacity = 4 : 8 } }")
+    assert "expected 'when'" in r.diagnostics[0].message
+    e = r.document.policies[0].block("cache").params[0].value
+    assert e.value.value == 4 and e.alternative.value == 8 and e.condition is None
+    r = parse("policy a { cache { capacity = 4 : 8 when hit_rate } }")
+    e = r.document.policies[0].block("cache").params[0].value
+    assert e.condition.metric.text == "hit_rate" and e.condition.op is None
+
+
+def test_unclosed_list():
+    text = "policy a { monitor { metrics = [hit_rate, miss_rate\n window = 10 } }"
+    r = parse(text)
+    assert codes(r) == ["MPL002"] and "list" in r.diagnostics[0].message
+    assert r.diagnostics[0].related[0].message == "list opened here"
+    mon = r.document.policies[0].block("monitor")
+    assert [i.name for i in mon.params[0].value.value.items] == ["hit_rate", "miss_rate"]
+    assert mon.params[1].value.value.value == 10
+
+
+@pytest.mark.parametrize("text", [
+    "", "\x00\x01\x02", "}}}}", "{{{{", "[" * 5000, "policy " * 3000, "\ufeffpolicy a {}",
+    "policy a { cache { capacity = " + "[" * 3000 + "1" + "]" * 3000 + " } }",
+    "policy a {" * 2000, "when " * 1000, '"' * 101, "\r\n\r\n#\r\n", "𝔭olicy a {}",
+    "policy a { cache { capacity = -  } }", "policy a { x { y = 1 ! 2 } }",
+])
+def test_never_raises_and_spans_inside(text):
+    r = parse(text)
+    for d in r.diagnostics:
+        assert 0 <= d.span.offset <= d.span.end_offset <= len(text)
+        for rel in d.related:
+            assert 0 <= rel.span.offset <= rel.span.end_offset <= len(text)
+    for n in ast.walk(r.document):
+        assert 0 <= n.span.offset <= n.span.end_offset <= len(text)
+
+
+def test_deep_list_nesting_is_limited():
+    text = "policy a { cache { capacity = " + "[" * 100 + "1" + "]" * 100 + " } }"
+    r = parse(text)
+    assert codes(r) == ["MPL002"] and "nested deeper" in r.diagnostics[0].message
+    assert r.document.policies[0].block("cache") is not None
+
+
+def test_internal_failure_becomes_a_diagnostic(monkeypatch):
+    from mpl.syntax import parser
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(parser, "_parse", boom)
+    r = parse("policy a {}", "f.moe")
+    assert codes(r) == ["MPL002"] and "internal parser error" in r.diagnostics[0].message
+    assert r.document.items == [] and r.document.path == "f.moe"
+
+
+def test_every_error_in_the_file_is_reported_in_order():
+    text = "\n".join(f"policy p{i} {{ cache {{ capacity = }} }}" for i in range(20))
+    r = parse(text)
+    assert codes(r) == ["MPL002"] * 20
+    assert [d.span.line for d in r.diagnostics] == list(range(1, 21))
+    assert len(r.document.policies) == 20
