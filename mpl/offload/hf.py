@@ -304,9 +304,9 @@ def _model_aware_check(policy, shape: ModelShape):
         result = analyze(source, path, model=shape)
     except TypeError:
         return []
-    diags = [d for d in result.diagnostics
-             if getattr(d, "file", None) in (None, path)]
-    errors = [d for d in diags if d.is_error]
+    diags = list(result.diagnostics)
+    from mpl.diagnostics import CODES
+    errors = [d for d in diags if d.is_error and getattr(CODES.get(d.code), "group", "") == "model"]
     if errors:
         lines = "; ".join(f"{d.code} line {d.span.line}: {d.message}" for d in errors[:5])
         raise AttachError(f"policy '{policy.name}' does not fit this model: {lines}")

@@ -1,0 +1,142 @@
+"""``mplc run POLICY.moe --model PATH_OR_PRESET``: attach a policy to a model, generate
+greedily, print the text and what the mechanism did.
+
+``--model`` takes a tiny preset (``tiny-mixtral``, ``tiny-qwen2-moe``, ``tiny-qwen3-moe``,
+``tiny-olmoe``, ``tiny-deepseek-v2``, ``tiny-deepseek-v3``, ``tiny-gpt-oss``: random weights,
+fixed seed, built offline; the prompt becomes token ids by its UTF-8 bytes), a local
+HuggingFace model folder, or a ``config.json`` (random-initialised from it). Nothing is
+downloaded. POLICY is a .moe file or ``std/NAME``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def add_arguments(p) -> None:
+    p.add_argument("policy", metavar="POLICY", help="a .moe file, or std/NAME for a standard-library policy")
+    p.add_argument("--policy-name", metavar="NAME", help="which policy of the file (when it has several)")
+    p.add_argument("--model", required=True, metavar="PATH_OR_PRESET",
+                   help="tiny preset (tiny-mixtral, tiny-qwen2-moe, tiny-qwen3-moe, tiny-olmoe, "
+                        "tiny-deepseek-v2, tiny-deepseek-v3, tiny-gpt-oss), a model folder or a config.json")
+    p.add_argument("--prompt", default="The quick brown fox jumps over the lazy dog", help="prompt text")
+    p.add_argument("--max-new-tokens", type=int, default=16, metavar="N", help="tokens to generate (default 16)")
+    p.add_argument("--device", default=None, help="device of the skeleton and slot pool (default: cuda if available, else cpu)")
+    p.add_argument("--experts-implementation", choices=("eager", "batched_mm", "grouped_mm"),
+                   help="force transformers' experts implementation (default: the model's)")
+    p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+
+
+def policy_path(spec: str) -> str | None:
+    if os.path.isfile(spec):
+        return spec
+    if spec.startswith("std/"):
+        from mpl.stdlib_path import stdlib_file
+        return stdlib_file(spec)
+    return None
+
+
+def load_policy(spec: str, name: str | None, prog: str):
+    """(policy, None) or (None, exit code) after printing the problem."""
+    path = policy_path(spec)
+    if path is None:
+        print(f"{prog}: no such policy file: {spec}", file=sys.stderr)
+        return None, 1
+    import mpl
+    try:
+        return mpl.load(path, policy=name), None
+    except mpl.PolicyError as e:
+        diags = getattr(e, "diagnostics", None) or []
+        if diags:
+            from mpl.cli.render import render_all
+
+            def source(f):
+                try:
+                    with open(f or path, encoding="utf-8") as fh:
+                        return fh.read()
+                except OSError:
+                    return None
+            print(render_all(diags, source), file=sys.stderr)
+        else:
+            print(f"{prog}: {e}", file=sys.stderr)
+        return None, 1
+
+
+def generate(model, ids, max_new_tokens: int):
+    """Greedy generation; (sequences [1, n], logits [steps, 1, vocab], seconds)."""
+    import torch
+    dev = next(model.parameters()).device
+    inp = torch.tensor([ids], device=dev)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(inp, max_new_tokens=max_new_tokens, do_sample=False,
+                             output_logits=True, return_dict_in_generate=True,
+                             pad_token_id=getattr(model.generation_config, "pad_token_id", None) or 0)
+    dt = time.perf_counter() - t0
+    return out.sequences, torch.stack(out.logits), dt
+
+
+def brief_stats(stats: dict) -> dict:
+    m = stats.get("mechanism", {})
+    keys = ("accesses", "hits", "hit_rate", "loads", "evictions", "bytes_loaded", "prefetch_issued",
+            "prefetch_accuracy", "cpu_computes", "streamed", "stall_ms")
+    out = {k: stats[k] for k in keys if k in stats}
+    out["mechanism"] = {k: m[k] for k in ("copies", "demand_copies", "prefetch_copies", "background_copies",
+                                          "stream_copies", "bytes_copied", "cpu_computes", "stall_ms",
+                                          "pool_slots", "pool_bytes", "device", "modes") if k in m}
+    return out
+
+
+def run(args) -> int:
+    prog = "mplc run"
+    if args.max_new_tokens < 1:
+        print(f"{prog}: --max-new-tokens must be >= 1", file=sys.stderr)
+        return 2
+    policy, rc = load_policy(args.policy, args.policy_name, prog)
+    if policy is None:
+        return rc
+    import torch
+    from mpl.offload.errors import AttachError
+    from mpl.offload.hf import attach
+    from mpl.offload.loading import ModelLoadError, load_model
+
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    try:
+        model, tok = load_model(args.model, experts_implementation=args.experts_implementation)
+    except ModelLoadError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    try:
+        handle = attach(policy, model, device=args.device)
+    except AttachError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    ids = tok.encode(args.prompt)
+    seq, _logits, dt = generate(model, ids, args.max_new_tokens)
+    new = seq[0, len(ids):].tolist()
+    stats = handle.get_stats()
+    handle.detach()
+    report = {"policy": policy.name, "model": args.model, "prompt": args.prompt,
+              "tokens": new, "text": tok.decode(new), "seconds": dt,
+              "tokens_per_s": len(new) / dt if dt > 0 else None, "stats": brief_stats(stats),
+              "per_layer": stats.get("per_layer", [])}
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+    s = report["stats"]
+    m = s["mechanism"]
+    print(f"policy {policy.name} on {args.model} ({len(handle.layers)} MoE layers, "
+          f"{m.get('pool_slots')} device slots on {m.get('device')})")
+    print(f"prompt: {args.prompt!r}")
+    print(f"output: {report['text']!r}")
+    print(f"tokens: {new}")
+    print(f"{len(new)} tokens in {dt:.3f} s ({report['tokens_per_s']:.1f} tok/s)")
+    print(f"accesses {s.get('accesses')}  hits {s.get('hits')}  hit rate {s.get('hit_rate', 0):.3f}  "
+          f"loads {s.get('loads')}  evictions {s.get('evictions')}  streamed {s.get('streamed')}")
+    print(f"mechanism: {m.get('copies')} copies into slots ({m.get('bytes_copied', 0) / 2**20:.2f} MiB), "
+          f"{m.get('stream_copies')} streamed, {m.get('cpu_computes')} CPU expert computes, "
+          f"stall {m.get('stall_ms', 0):.2f} ms, modes {m.get('modes')}")
+    return 0

@@ -1,0 +1,68 @@
+"""Calibrate the hybrid schedule's cost model on this machine: measure one expert's
+host-to-device copy, and one expert's compute on the CPU and on the device, at attach time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .cpu import CpuExperts
+
+
+def _best_ms(fn, repeat: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
+
+
+def calibrate(binding, device: torch.device, tokens: int = 4):
+    """A ``mpl.runtime.cost.CostModel`` from measurements on ``binding``'s experts (their
+    parameters still on the model, before offloading)."""
+    from mpl.runtime.cost import CostModel
+
+    params = {n: p.detach() for n, p in binding.module.named_parameters(recurse=False)}
+    host = {n: p.to("cpu") for n, p in params.items()}
+    if device.type == "cuda" and torch.cuda.is_available():
+        host = {n: t.pin_memory() for n, t in host.items()}
+    nbytes = sum(t[0].numel() * t.element_size() for t in host.values())
+    dst = {n: torch.empty_like(t[0], device=device) for n, t in host.items()}
+
+    def copy():
+        for n, t in dst.items():
+            t.copy_(host[n][0], non_blocking=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    copy()
+    copy_ms = max(_best_ms(copy), 1e-4)
+    cpu = CpuExperts(binding.module, host)
+    hidden = next(iter(host.values())).shape
+    h = binding.module.config.hidden_size if hasattr(binding.module.config, "hidden_size") else hidden[-1]
+    x = torch.randn(tokens, h, dtype=next(iter(host.values())).dtype)
+    with torch.no_grad():
+        cpu.expert(0, x)
+        cpu_ms = max(_best_ms(lambda: cpu.expert(0, x)), 1e-4)
+    flops = 2.0 * sum(t[0].numel() for n, t in host.items() if not n.endswith("bias"))
+    link_gbps = nbytes / (copy_ms * 1e-3) / 1e9
+    cpu_gflops = tokens * flops / (cpu_ms * 1e-3) / 1e9
+    if device.type == "cuda":
+        xd = x.to(device)
+        w = {n: params[n][0] for n in params}
+        up = "gate_up_proj" if "gate_up_proj" in w else "up_proj"
+
+        def gpu():
+            y = xd @ w[up] if binding.module.is_transposed else torch.nn.functional.linear(xd, w[up])
+            torch.cuda.synchronize(device)
+            return y
+        gpu()
+        gpu_ms = max(_best_ms(gpu), 1e-4) * 2       # up + down projections
+        gpu_gflops = tokens * flops / (gpu_ms * 1e-3) / 1e9
+    else:
+        gpu_gflops = cpu_gflops
+    return CostModel(link_gbps=link_gbps, cpu_gflops=cpu_gflops, gpu_gflops=gpu_gflops,
+                     expert_flops=flops)

@@ -1,0 +1,79 @@
+"""Load a model for the CLI: a tiny preset (built offline), a local HuggingFace model folder
+(weights + tokenizer), or a ``config.json`` (random-initialised from it, no weights needed).
+Never downloads anything."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import models
+
+
+class ModelLoadError(ValueError):
+    """The model spec cannot be loaded (message says why)."""
+
+
+class ByteTokenizer:
+    """The presets' tokenizer-free path: UTF-8 bytes in, bytes out (ids mod 256)."""
+    name = "bytes"
+
+    def encode(self, text: str) -> list[int]:
+        return models.encode(text)
+
+    def decode(self, ids) -> str:
+        return models.decode(ids)
+
+
+class HFTokenizer:
+    def __init__(self, tok) -> None:
+        self.tok = tok
+        self.name = type(tok).__name__
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok(text)["input_ids"]) or [0]
+
+    def decode(self, ids) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=True)
+
+
+def load_model(spec: str, *, device=None, experts_implementation: str | None = None, seed: int = 0):
+    """(model, tokenizer) for ``spec``; ModelLoadError with the known presets otherwise."""
+    if spec in models.PRESETS:
+        model = models.build_model(spec, seed=seed, experts_implementation=experts_implementation)
+        return model, ByteTokenizer()
+    if not os.path.exists(spec):
+        raise ModelLoadError(f"unknown model '{spec}': give a preset ({', '.join(models.PRESETS)}), "
+                             f"a local HuggingFace model folder, or a config.json")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    kw = {"experts_implementation": experts_implementation} if experts_implementation else {}
+    folder = spec if os.path.isdir(spec) else os.path.dirname(os.path.abspath(spec))
+    has_weights = os.path.isdir(spec) and any(
+        f.endswith((".safetensors", ".bin")) for f in os.listdir(spec))
+    try:
+        if has_weights:
+            model = AutoModelForCausalLM.from_pretrained(spec, local_files_only=True, **kw)
+        else:
+            cfg_path = spec if os.path.isfile(spec) else os.path.join(spec, "config.json")
+            with open(cfg_path, encoding="utf-8") as f:
+                cfg_dict = json.load(f)
+            cfg = AutoConfig.for_model(**cfg_dict) if "model_type" in cfg_dict else None
+            if cfg is None:
+                raise ModelLoadError(f"{cfg_path} has no model_type: is it a HuggingFace config.json?")
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(cfg, **kw)
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ModelLoadError(f"cannot load a model from {spec}: {e}") from None
+    model.eval()
+    tok = ByteTokenizer()
+    if os.path.isdir(folder):
+        try:
+            from transformers import AutoTokenizer
+            tok = HFTokenizer(AutoTokenizer.from_pretrained(folder, local_files_only=True))
+        except Exception:            # no tokenizer files: fall back to bytes (documented)
+            tok = ByteTokenizer()
+    return model, tok

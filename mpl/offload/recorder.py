@@ -1,0 +1,129 @@
+"""Live trace recording: the routing of a real model (per step, MoE layer and token: the
+experts and router weights, plus the lookahead pre-gating predictions for the next layers),
+as an :class:`mpl.trace.Trace`.
+
+Recording hooks the experts modules (a forward pre-hook sees exactly the ids and weights the
+router handed them), so it works with or without a policy attached, in every experts
+implementation. Steps are counted the way the live engine and the runtime count them: a new
+step starts when a MoE layer's ordinal is not greater than the previous one.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from mpl.trace import Dispatch, Trace, TraceHeader
+
+from .hf import discover, model_shape
+from .lookahead import Lookahead
+
+
+class Recorder:
+    """Context manager collecting the dispatches of every forward pass of ``model``."""
+
+    def __init__(self, model, *, lookahead: int = 1, name: str | None = None) -> None:
+        handle = getattr(model, "_mpl_handle", None)
+        self.layers = handle.layers if handle is not None else discover(model)
+        self.model = model
+        self.shape = handle.shape if handle is not None else model_shape(model, self.layers)
+        self.lookahead = Lookahead([b.router for b in self.layers], lookahead) if lookahead else None
+        self.dispatches: list[Dispatch] = []
+        self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or self.shape.name
+        self._hooks = []
+        self._step = -1
+        self._prev = 1 << 30
+
+    def _hook(self, ordinal):
+        def pre_hook(module, args, kwargs):
+            hidden = args[0] if args else kwargs.get("hidden_states")
+            index = args[1] if len(args) > 1 else next(v for k, v in kwargs.items() if "ind" in k)
+            weights = args[2] if len(args) > 2 else next(v for k, v in kwargs.items() if "weight" in k)
+            if ordinal <= self._prev:
+                self._step += 1
+            self._prev = ordinal
+            tokens = hidden.shape[0]
+            rows = index.reshape(tokens, -1).tolist()
+            wrows = weights.reshape(tokens, -1).float().tolist()
+            preds = self.lookahead.predict(ordinal, hidden) if self.lookahead is not None else None
+            self.dispatches.append(Dispatch(self._step, ordinal, rows, wrows, preds))
+            return None
+        return pre_hook
+
+    def __enter__(self):
+        for b in self.layers:
+            self._hooks.append(b.module.register_forward_pre_hook(self._hook(b.ordinal), with_kwargs=True))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+        return False
+
+    def trace(self, source: str = "recorded") -> Trace:
+        s = self.shape
+        header = TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
+                             num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
+                             source=source)
+        return Trace(header, list(self.dispatches))
+
+
+def _as_inputs(model, inputs):
+    if isinstance(inputs, str):
+        from .models import encode
+        inputs = torch.tensor([encode(inputs)])
+    if isinstance(inputs, (list, tuple)):
+        inputs = torch.tensor([list(inputs)] if inputs and isinstance(inputs[0], int) else list(inputs))
+    dev = next(model.parameters()).device
+    if isinstance(inputs, torch.Tensor):
+        return {"input_ids": inputs.to(dev)}
+    if isinstance(inputs, dict) or hasattr(inputs, "keys"):
+        return {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in dict(inputs).items()}
+    raise TypeError(f"inputs must be token ids (tensor or list), a dict of model inputs or a "
+                    f"string, got {type(inputs).__name__}")
+
+
+def record(model, inputs, *, lookahead: int = 1, **generate_kwargs) -> Trace:
+    """Run ``model.generate(inputs, **generate_kwargs)`` (greedy, 16 new tokens unless told)
+    and return its routing as a Trace. ``lookahead``: how many later layers to record
+    pre-gating predictions for (0: none)."""
+    kw = {"max_new_tokens": 16, "do_sample": False}
+    kw.update(generate_kwargs)
+    with Recorder(model, lookahead=lookahead) as rec, torch.no_grad():
+        model.generate(**_as_inputs(model, inputs), **kw)
+    return rec.trace(source=f"recorded by mpl.record, max_new_tokens={kw['max_new_tokens']}")
+
+
+def cli_record(args) -> int:
+    """``mplc trace record --model M --prompt P --max-new-tokens N -o FILE``."""
+    from .errors import AttachError
+    from .loading import ModelLoadError, load_model
+
+    try:
+        model, tok = load_model(args.model, device=getattr(args, "device", None))
+    except ModelLoadError as e:
+        print(f"mplc trace record: {e}", file=sys.stderr)
+        return 1
+    prompt = getattr(args, "prompt", None) or "The quick brown fox jumps over the lazy dog"
+    ids = tok.encode(prompt)
+    try:
+        trace = record(model, ids, max_new_tokens=int(getattr(args, "max_new_tokens", 16) or 16))
+    except AttachError as e:
+        print(f"mplc trace record: {e}", file=sys.stderr)
+        return 1
+    out = getattr(args, "output", None) or getattr(args, "o", None)
+    if not out:
+        print("mplc trace record: give the output file with -o FILE", file=sys.stderr)
+        return 2
+    from mpl.sim import traceio
+    try:
+        traceio.save(trace, out)
+    except OSError as e:
+        print(f"mplc trace record: cannot write {out}: {e}", file=sys.stderr)
+        return 1
+    print(f"recorded {len(trace)} dispatches over {trace.num_steps} steps "
+          f"({trace.header.num_experts} experts x {trace.header.num_moe_layers} MoE layers, "
+          f"top-{trace.header.top_k}) -> {out}")
+    return 0
