@@ -1,0 +1,262 @@
+"""The VS Code extension's generated files (TextMate grammar, snippets) and its package.json
+stay in sync with mpl.schema and the language server's settings.
+
+The grammar itself is exercised token by token by vscode-tmgrammar-test in
+vscode-extension/ci.sh; here: the committed files equal what the generator makes from the
+schema, the grammar's name lists cover the schema, every snippet expands to a valid policy,
+and the settings the extension sends are the ones the server reads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpl import schema
+from mpl.checker import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
+EXT = ROOT / "vscode-extension"
+GEN = EXT / "scripts" / "gen_grammar.py"
+
+
+def _load_gen():
+    spec = importlib.util.spec_from_file_location("mpl_vscode_gen_grammar", GEN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+gen = _load_gen()
+
+
+def _grammar() -> dict:
+    return json.loads((EXT / "syntaxes" / "moe.tmLanguage.json").read_text(encoding="utf-8"))
+
+
+def _snippets() -> dict:
+    return json.loads((EXT / "snippets" / "moe.code-snippets").read_text(encoding="utf-8"))
+
+
+def _package() -> dict:
+    return json.loads((EXT / "package.json").read_text(encoding="utf-8"))
+
+
+def _onig_to_py(rx: str) -> re.Pattern:
+    """The grammar's regexes use only the Oniguruma subset Python's re shares."""
+    return re.compile(rx)
+
+
+# ------------------------------------------------------------------ generated == committed
+def test_committed_files_equal_generated():
+    for path, text in gen.outputs().items():
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.relative_to(ROOT)} is stale: run python vscode-extension/scripts/gen_grammar.py")
+
+
+def test_check_mode_cli_passes_and_detects_drift(tmp_path):
+    ok = subprocess.run([sys.executable, str(GEN), "--check"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    # a copy of the extension with a hand-edited grammar is reported stale
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "syntaxes").mkdir()
+    (tmp_path / "snippets").mkdir()
+    (tmp_path / "scripts" / "gen_grammar.py").write_text(GEN.read_text(encoding="utf-8"), encoding="utf-8")
+    grammar = _grammar()
+    grammar["repository"]["param"]["match"] = grammar["repository"]["param"]["match"].replace("capacity|", "")
+    (tmp_path / "syntaxes" / "moe.tmLanguage.json").write_text(json.dumps(grammar), encoding="utf-8")
+    (tmp_path / "snippets" / "moe.code-snippets").write_text(
+        (EXT / "snippets" / "moe.code-snippets").read_text(encoding="utf-8"), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bad = subprocess.run([sys.executable, str(tmp_path / "scripts" / "gen_grammar.py"), "--check"],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode == 1
+    assert "moe.tmLanguage.json is stale" in bad.stderr
+
+
+# ------------------------------------------------------------------ the grammar covers the schema
+def _match(rule: str) -> re.Pattern:
+    return _onig_to_py(_grammar()["repository"][rule]["match"])
+
+
+def test_every_parameter_and_alias_is_a_parameter_scope():
+    rx = _match("param")
+    names = [p.name for p in schema.PARAMS.values()] + [a for p in schema.PARAMS.values() for a in p.aliases]
+    for name in names:
+        m = rx.match(f"{name} = 1")
+        assert m and m.group(1) == name, name
+        assert not rx.match(f"{name} == 1"), name           # a comparison is not an assignment
+    assert not rx.match("capcity = 1")
+
+
+def test_every_block_is_a_block_scope_and_qualified_params_work():
+    rx = _match("block")
+    for name in schema.BLOCKS:
+        assert rx.match(f"{name} {{"), name
+        assert not rx.match(f"{name} = 1"), name
+    q = _match("qualified-param")
+    for p in schema.PARAMS.values():
+        m = q.match(p.key)
+        assert m and m.group(1) == p.block and m.group(3) == p.name, p.key
+
+
+def test_enum_values_metrics_triggers_units():
+    enum = _match("enum")
+    for p in schema.PARAMS.values():
+        for e in p.enum_names():
+            assert enum.fullmatch(e), e
+    metric = _match("metric")
+    for m in schema.METRICS:
+        assert metric.fullmatch(m), m
+    trig = _match("trigger")
+    for t in schema.TRIGGERS:
+        m = trig.match(f"trigger {t}")
+        assert m and m.group(2) == t, t
+    num = _match("number")
+    for unit in set(schema.UNITS) | set(schema.RULE_DURATION_UNITS):
+        for text in (f"12{unit}", f"12 {unit}", f"-0.5 {unit}"):
+            m = num.match(text)
+            assert m and m.group(2) == unit, text
+    m = num.match("12 GBx")
+    assert m and m.group(2) is None
+    ops = [p["match"] for p in _grammar()["repository"]["operator"]["patterns"]
+           if p["name"] == "keyword.operator.comparison.moe"][0]
+    for op in schema.COMPARISON_OPS:
+        assert re.match(ops, op).group(0) == op, op
+
+
+def test_keywords_have_scopes():
+    g = json.dumps(_grammar())
+    for kw in schema.KEYWORDS:
+        assert re.search(rf"\b{kw}\b", g), kw
+
+
+def test_file_types_match_schema():
+    assert _grammar()["fileTypes"] == [e.lstrip(".") for e in schema.FILE_EXTENSIONS]
+    langs = _package()["contributes"]["languages"]
+    assert langs[0]["extensions"] == list(schema.FILE_EXTENSIONS)
+
+
+# ------------------------------------------------------------------ snippets expand to valid code
+_PLACEHOLDER = re.compile(r"\$\{(\d+)(?::((?:[^}\\]|\\.)*)|\|((?:[^|\\]|\\.)*)\|)\}|\$(\d+)")
+
+
+def expand(body: list[str], pick: int = 0) -> str:
+    """Expand a snippet as accepting it would: default text, or the ``pick``-th choice."""
+    def repl(m: re.Match) -> str:
+        if m.group(4) is not None:
+            return ""
+        if m.group(3) is not None:
+            choices = re.split(r"(?<!\\),", m.group(3))
+            return choices[min(pick, len(choices) - 1)].replace("\\,", ",")
+        return (m.group(2) or "").replace("\\$", "$").replace("\\}", "}")
+    return "\n".join(_PLACEHOLDER.sub(repl, line) for line in body)
+
+
+def _valid_value(name: str) -> str:
+    """Some in-range value for the parameter ``name`` (fills a snippet's `value` placeholder)."""
+    p = next(p for p in schema.PARAMS.values() if p.name == name)
+    if p.enum:
+        return next(e.name for e in p.enum if not e.replay_only)
+    if p.default not in (schema.REQUIRED, schema.OFF, schema.DERIVED):
+        return schema.format_value(p.default)
+    lo = p.min or 0
+    if p.type in (schema.INT, schema.COUNT, schema.SLOTS_OR_SIZE) or p.max is None:
+        return schema.format_value(int(lo) + 1)
+    return schema.format_value((lo + p.max) / 2)
+
+
+def _fill_values(text: str) -> str:
+    return re.sub(r"(\w+) = value\b", lambda m: f"{m.group(1)} = {_valid_value(m.group(1))}", text)
+
+
+def _wrap(name: str, text: str) -> str:
+    if name == "policy":
+        return text
+    if name == "adapt rule" or name == "conditional value":
+        return None
+    if name.endswith(" block"):
+        block = name[:-len(" block")]
+        prefix = "" if block == "cache" else "cache {\n capacity = 16\n}\n"
+        return f"policy p {{\n{prefix}{text}\n}}"
+    return None
+
+
+@pytest.mark.parametrize("pick", [0, 1, 2])
+def test_policy_and_block_snippets_expand_to_valid_policies(pick):
+    snippets = _snippets()
+    assert set(f"{b} block" for b in schema.BLOCKS) <= set(snippets)
+    checked = 0
+    for name, sn in snippets.items():
+        text = _wrap(name, _fill_values(expand(sn["body"], pick)))
+        if text is None:
+            continue
+        a = analyze(text)
+        assert a.ok, (name, text, [str(d) for d in a.errors])
+        checked += 1
+    assert checked == len(schema.BLOCKS) + 1
+
+
+@pytest.mark.parametrize("pick", [0, 1, 2, 3])
+def test_adapt_rule_snippet_expands_to_a_valid_rule(pick):
+    # the action's value placeholder says `value`: put a valid value of the chosen target there
+    rule = _fill_values(expand(_snippets()["adapt rule"]["body"], pick))
+    assert re.match(r"when \w+ \S+ [\d.]+ for \d+ \w+ \{", rule)
+    text = f"policy p {{\n cache {{ capacity = 16 }}\n adapt {{\n{rule}\n }}\n}}"
+    a = analyze(text)
+    assert a.ok, (text, [str(d) for d in a.errors])
+
+
+def test_conditional_value_snippet_names_only_conditional_params():
+    body = _snippets()["conditional value"]["body"][0]
+    choices = _PLACEHOLDER.search(body).group(3).split(",")
+    assert set(choices) == {p.name for p in schema.PARAMS.values() if p.conditional}
+
+
+def test_snippet_choices_leave_out_replay_only_values():
+    text = json.dumps(_snippets())
+    for p in schema.PARAMS.values():
+        for e in p.enum:
+            if e.replay_only:
+                assert re.search(rf"[|,]{e.name}[|,]", text) is None, e.name
+
+
+# ------------------------------------------------------------------ the extension's package.json
+def test_initialization_options_are_the_servers_settings():
+    """The settings the client sends (package.json mpl.* minus the client's own) are exactly
+    those lsp.settings accepts, without a complaint."""
+    settings = pytest.importorskip("lsp.settings")
+    props = _package()["contributes"]["configuration"]["properties"]
+    sent = {"model": None, "debounceMs": props["mpl.debounceMs"]["default"], "inlayHints": {}}
+    for key, spec in props.items():
+        if key.startswith("mpl.inlayHints."):
+            sent["inlayHints"][key.rsplit(".", 1)[1]] = spec["default"]
+    client_only = {k for k in props if k.startswith(("mpl.server.", "mpl.trace."))}
+    assert set(props) - client_only == {"mpl.model", "mpl.debounceMs"} | {
+        f"mpl.inlayHints.{k}" for k in sent["inlayHints"]}
+    loaded = settings.update(settings.Settings(), sent)
+    assert loaded.messages == []
+    flipped = {**sent, "inlayHints": {k: False for k in sent["inlayHints"]}}
+    off = settings.update(settings.Settings(), flipped).settings
+    assert not any(v for k, v in vars(off).items() if k.startswith("hint_"))
+
+
+def test_package_json_commands_and_ci_script():
+    pkg = _package()
+    cmds = {c["command"] for c in pkg["contributes"]["commands"]}
+    assert "mpl.restartServer" in cmds
+    assert pkg["main"] == "./dist/extension.js"
+    assert pkg["repository"]["url"].startswith("https://")
+    assert (EXT / "package-lock.json").is_file()
+    assert os.access(EXT / "ci.sh", os.X_OK)
+    # the client never passes a `transport` option (the server gets exactly -m lsp.server)
+    src = (EXT / "src" / "server.ts").read_text(encoding="utf-8")
+    assert "transport" not in re.sub(r"//.*", "", src)
+    assert 'args: ["-m", "lsp.server"]' in src

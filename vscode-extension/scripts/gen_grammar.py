@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""Generate the extension's TextMate grammar and snippets from ``mpl.schema``.
+
+The block names, parameter names, enum values, metric names, units, trigger names,
+comparison operators and keywords of the grammar all come from the one table in
+``mpl/schema.py``, so the highlighting never drifts from the language.
+
+Usage::
+
+    python vscode-extension/scripts/gen_grammar.py           # rewrite the committed files
+    python vscode-extension/scripts/gen_grammar.py --check   # exit 1 if they are stale
+
+``tests/test_vscode_grammar.py`` runs the ``--check`` comparison in the Python test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXT = HERE.parent
+ROOT = EXT.parent
+if str(ROOT) not in sys.path:          # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+from mpl import schema  # noqa: E402
+
+GRAMMAR_PATH = EXT / "syntaxes" / "moe.tmLanguage.json"
+SNIPPETS_PATH = EXT / "snippets" / "moe.code-snippets"
+
+SCOPE = "source.moe"
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+# A number as the language writes it: optional sign, digits, optional fraction/exponent.
+NUMBER = r"(?<![\w.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+
+
+def _alt(names) -> str:
+    """A regex alternation of literal names, longest first (so `<=` wins over `<`)."""
+    uniq = sorted(set(names), key=lambda n: (-len(n), n))
+    return "|".join(re.escape(n) for n in uniq)
+
+
+def _words(names) -> str:
+    return r"\b(?:" + _alt(names) + r")\b"
+
+
+# ------------------------------------------------------------------ name lists
+def block_names() -> list[str]:
+    return list(schema.BLOCK_ORDER)
+
+
+def param_names() -> list[str]:
+    """Every parameter name, plus the original's adapt-action aliases."""
+    names = [p.name for p in schema.PARAMS.values()]
+    names += [a for p in schema.PARAMS.values() for a in p.aliases]
+    return sorted(set(names))
+
+
+def enum_values() -> list[str]:
+    return sorted({e.name for p in schema.PARAMS.values() for e in p.enum})
+
+
+def metric_names() -> list[str]:
+    return sorted(schema.METRICS)
+
+
+def unit_names() -> list[str]:
+    return sorted(set(schema.UNITS) | set(schema.RULE_DURATION_UNITS))
+
+
+def trigger_names() -> list[str]:
+    return sorted(schema.TRIGGERS)
+
+
+def rebalance_names() -> list[str]:
+    return list(schema.param(schema.REBALANCE).enum_names())
+
+
+# ------------------------------------------------------------------ the grammar
+def build_grammar() -> dict:
+    kw = set(schema.KEYWORDS)
+    assert {"version", "import", "policy", "extends", "when", "for", "trigger",
+            "rebalance", "true", "false"} <= kw, "grammar generator needs updating"
+    blocks = _words(block_names())
+    params = _words(param_names())
+    ops = _alt(schema.COMPARISON_OPS)
+
+    repo: dict[str, dict] = {}
+    repo["comment"] = {
+        "match": r"(#).*$",
+        "name": "comment.line.number-sign.moe",
+        "captures": {"1": {"name": "punctuation.definition.comment.moe"}},
+    }
+    repo["string"] = {
+        "name": "string.quoted.double.moe",
+        "begin": '"',
+        "beginCaptures": {"0": {"name": "punctuation.definition.string.begin.moe"}},
+        "end": r'"|$',
+        "endCaptures": {"0": {"name": "punctuation.definition.string.end.moe"}},
+        "patterns": [{"match": r"\\.", "name": "constant.character.escape.moe"}],
+    }
+    repo["version"] = {
+        "match": rf"\b(version)\b(?:\s+({NUMBER}))?",
+        "captures": {"1": {"name": "keyword.other.version.moe"},
+                     "2": {"name": "constant.numeric.version.moe"}},
+    }
+    repo["import"] = {
+        "match": r"\b(import)\b",
+        "captures": {"1": {"name": "keyword.control.import.moe"}},
+    }
+    repo["policy"] = {
+        "match": rf"\b(policy)\b(?:\s+({IDENT}))?(?:\s+(extends)\b(?:\s+({IDENT}))?)?",
+        "captures": {"1": {"name": "storage.type.policy.moe"},
+                     "2": {"name": "entity.name.type.policy.moe"},
+                     "3": {"name": "storage.modifier.extends.moe"},
+                     "4": {"name": "entity.other.inherited-class.moe"}},
+    }
+    repo["block"] = {
+        "comment": "a known block name opening a block",
+        "match": rf"({blocks})(?=\s*\{{)",
+        "captures": {"1": {"name": "entity.name.section.block.moe"}},
+    }
+    repo["qualified-param"] = {
+        "comment": "block.param in an adapt action",
+        "match": rf"({blocks})(\.)({params})",
+        "captures": {"1": {"name": "entity.name.section.block.moe"},
+                     "2": {"name": "punctuation.accessor.dot.moe"},
+                     "3": {"name": "variable.parameter.moe"}},
+    }
+    repo["param"] = {
+        "comment": "a known parameter name being assigned",
+        "match": rf"({params})(?=\s*=(?!=))",
+        "captures": {"1": {"name": "variable.parameter.moe"}},
+    }
+    repo["control"] = {
+        "match": r"\b(when|for)\b",
+        "name": "keyword.control.conditional.moe",
+    }
+    repo["trigger"] = {
+        "match": rf"\b(trigger)\b(?:\s+({_words(trigger_names())}))?",
+        "captures": {"1": {"name": "keyword.control.trigger.moe"},
+                     "2": {"name": "support.function.trigger.moe"}},
+    }
+    repo["rebalance"] = {
+        "match": rf"\b(rebalance)\b(?:\s+({_words(rebalance_names())}))?",
+        "captures": {"1": {"name": "keyword.control.rebalance.moe"},
+                     "2": {"name": "support.constant.enum.moe"}},
+    }
+    repo["boolean"] = {
+        "match": r"\b(?:true|false)\b",
+        "name": "constant.language.boolean.moe",
+    }
+    repo["metric"] = {
+        "match": _words(metric_names()),
+        "name": "support.variable.metric.moe",
+    }
+    repo["enum"] = {
+        "match": _words(enum_values()),
+        "name": "support.constant.enum.moe",
+    }
+    repo["number"] = {
+        "comment": "a number, optionally followed by a unit (12GiB, 100 accesses, 5 ms)",
+        "match": rf"({NUMBER})(?:\s*((?:{_alt(unit_names())})\b))?",
+        "captures": {"1": {"name": "constant.numeric.moe"},
+                     "2": {"name": "keyword.other.unit.moe"}},
+    }
+    repo["operator"] = {
+        "patterns": [
+            {"match": ops, "name": "keyword.operator.comparison.moe"},
+            {"match": "=", "name": "keyword.operator.assignment.moe"},
+            {"match": r"\|", "name": "keyword.operator.fallback.moe"},
+            {"match": ":", "name": "keyword.operator.conditional.moe"},
+        ],
+    }
+    repo["punctuation"] = {
+        "patterns": [
+            {"match": r"\{", "name": "punctuation.section.block.begin.moe"},
+            {"match": r"\}", "name": "punctuation.section.block.end.moe"},
+            {"match": r"\[", "name": "punctuation.section.brackets.begin.moe"},
+            {"match": r"\]", "name": "punctuation.section.brackets.end.moe"},
+            {"match": ",", "name": "punctuation.separator.comma.moe"},
+            {"match": ";", "name": "punctuation.terminator.statement.moe"},
+            {"match": r"\.", "name": "punctuation.accessor.dot.moe"},
+        ],
+    }
+    repo["identifier"] = {
+        "comment": "any other name (an unknown block or parameter: the checker reports it)",
+        "match": rf"\b{IDENT}\b",
+        "name": "variable.other.moe",
+    }
+    order = ["comment", "string", "version", "import", "policy", "block", "qualified-param",
+             "param", "control", "trigger", "rebalance", "boolean", "metric", "enum",
+             "number", "operator", "punctuation", "identifier"]
+    assert set(order) == set(repo)
+    return {
+        "$schema": "https://raw.githubusercontent.com/martinring/tmlanguage/master/tmlanguage.json",
+        "comment": "GENERATED by vscode-extension/scripts/gen_grammar.py from mpl/schema.py; do not edit.",
+        "name": "MoE-PolicyLang",
+        "scopeName": SCOPE,
+        "fileTypes": [e.lstrip(".") for e in schema.FILE_EXTENSIONS],
+        "patterns": [{"include": f"#{k}"} for k in order],
+        "repository": repo,
+    }
+
+
+def grammar_scopes(grammar: dict | None = None) -> set[str]:
+    """Every scope name the grammar can assign (for the coverage check)."""
+    grammar = grammar or build_grammar()
+    found: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "name" and isinstance(v, str) and v.endswith(".moe"):
+                    found.add(v)
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(grammar["repository"])
+    return found
+
+
+# ------------------------------------------------------------------ snippets
+#: placeholder for a required parameter that has no default (a snippet needs some text)
+_REQUIRED_EXAMPLE = {schema.SLOTS_OR_SIZE: "16", schema.INT: "1", schema.NUMBER: "1",
+                     schema.COUNT: "100"}
+
+
+def _esc(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
+def _choice(names) -> str:
+    return ",".join(n.replace(",", "\\,").replace("|", "\\|") for n in names)
+
+
+def _snippet_params(block: schema.Block) -> list[schema.Param]:
+    """The parameters a block snippet spells out: required ones, enums, metric lists."""
+    chosen = [p for p in block.params
+              if p.required or p.type in (schema.ENUM, schema.METRIC_LIST)]
+    return chosen or list(block.params[:1])
+
+
+def _param_line(p: schema.Param, tab: int) -> str:
+    if p.type == schema.ENUM:
+        names = [e.name for e in p.enum if not e.replay_only]
+        if p.default in names:          # the default first: accepting the snippet keeps it
+            names.remove(p.default)
+            names.insert(0, p.default)
+        value = f"${{{tab}|{_choice(names)}|}}"
+    elif p.type == schema.METRIC_LIST:
+        value = f"[${{{tab}|{_choice(_default_metric_first())}|}}]"
+    elif p.required:
+        value = f"${{{tab}:{_REQUIRED_EXAMPLE.get(p.type, '1')}}}"
+    else:
+        value = f"${{{tab}:{_esc(schema.format_value(p.default))}}}"
+    return f"{p.name} = {value}"
+
+
+def _default_metric_first() -> list[str]:
+    names = metric_names()
+    default = schema.param("monitor.metrics").default
+    first = default[0] if default else names[0]
+    return [first] + [n for n in names if n != first]
+
+
+def _rule_lines(first_tab: int) -> list[str]:
+    t = first_tab
+    ops = _choice(schema.COMPARISON_OPS)
+    # schema order (cache.capacity first), the default monitored metric first
+    targets = _choice(p.name for p in schema.PARAMS.values() if p.conditional)
+    metrics = _choice(_default_metric_first())
+    units = _choice(schema.RULE_DURATION_UNITS)
+    return [f"when ${{{t}|{metrics}|}} ${{{t + 1}|{ops}|}} ${{{t + 2}:0.5}} "
+            f"for ${{{t + 3}:100}} ${{{t + 4}|{units}|}} {{",
+            f"\t${{{t + 5}|{targets}|}} = ${{{t + 6}:value}}",
+            "}"]
+
+
+def _block_body(block: schema.Block, first_tab: int) -> tuple[list[str], int]:
+    if block.rules:
+        lines = _rule_lines(first_tab)
+        return lines, first_tab + 7
+    lines, tab = [], first_tab
+    for p in _snippet_params(block):
+        lines.append(_param_line(p, tab))
+        tab += 1
+    return lines, tab
+
+
+def build_snippets() -> dict:
+    snippets: dict[str, dict] = {}
+    cache = schema.BLOCKS["cache"]
+    body, tab = _block_body(cache, 2)
+    snippets["policy"] = {
+        "prefix": "policy",
+        "description": "A policy with its required cache block.",
+        "body": ["policy ${1:name} {", "\tcache {", *[f"\t\t{ln}" for ln in body], "\t}",
+                 "\t$0", "}"],
+    }
+    snippets["policy extends"] = {
+        "prefix": "extends",
+        "description": "A policy that copies another one and overrides some of it.",
+        "body": ["policy ${1:name} extends ${2:parent} {", "\t$0", "}"],
+    }
+    snippets["version"] = {
+        "prefix": "version",
+        "description": "The language version line (first line of a file).",
+        "body": [f"version ${{1|{_choice(str(v) for v in reversed(schema.SUPPORTED_VERSIONS))}|}}"],
+    }
+    snippets["import"] = {
+        "prefix": "import",
+        "description": "Import policies from another .moe file or the standard library (std/NAME).",
+        "body": ['import "${1:std/}$0"'],
+    }
+    for name, block in schema.BLOCKS.items():
+        body, _ = _block_body(block, 1)
+        snippets[f"{name} block"] = {
+            "prefix": name,
+            "description": block.doc,
+            "body": [f"{name} {{", *[f"\t{ln}" for ln in body], "\t$0", "}"],
+        }
+    snippets["adapt rule"] = {
+        "prefix": "when",
+        "description": "An adapt rule: when METRIC OP NUMBER for N accesses { action }.",
+        "body": [*_rule_lines(1), "$0"],
+    }
+    cond = [p for p in schema.PARAMS.values() if p.conditional]
+    snippets["conditional value"] = {
+        "prefix": "cond",
+        "description": "A conditional value: `p = a : b when METRIC OP NUMBER`.",
+        "body": [f"${{1|{_choice(sorted({p.name for p in cond}))}|}} = ${{2:a}} : ${{3:b}} "
+                 f"when ${{4|{_choice(metric_names())}|}} ${{5|{_choice(schema.COMPARISON_OPS)}|}} "
+                 "${6:0.5}$0"],
+    }
+    return snippets
+
+
+# ------------------------------------------------------------------ files
+def render(obj: dict) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def outputs() -> dict[Path, str]:
+    return {GRAMMAR_PATH: render(build_grammar()), SNIPPETS_PATH: render(build_snippets())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true",
+                    help="do not write; exit 1 if a committed file differs from the generated one")
+    ap.add_argument("--scopes", action="store_true", help="print every scope the grammar assigns")
+    args = ap.parse_args(argv)
+    if args.scopes:
+        print("\n".join(sorted(grammar_scopes())))
+        return 0
+    stale = []
+    for path, text in outputs().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            continue
+        if args.check:
+            stale.append(path)
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is stale: run python vscode-extension/scripts/gen_grammar.py",
+                  file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+/**
+ * The extension's settings, read once per server start, and the initialization options the
+ * language server receives: `{model, debounceMs, inlayHints: {defaults, perLayer}}`, the
+ * names lsp/settings.py reads.
+ */
+import * as os from "os";
+import * as path from "path";
+
+export type ImportStrategy = "fromEnvironment" | "useBundled";
+
+/** The subset of vscode.WorkspaceConfiguration this module needs (keeps it testable). */
+export interface ConfigReader {
+  get<T>(section: string): T | undefined;
+}
+
+export interface ExtensionSettings {
+  importStrategy: ImportStrategy;
+  pythonPath: string;
+  model: string;
+  debounceMs: number;
+  inlayHints: { defaults: boolean; perLayer: boolean };
+}
+
+/** What the server gets as `initializationOptions`. */
+export interface InitializationOptions {
+  model: string | null;
+  debounceMs: number;
+  inlayHints: { defaults: boolean; perLayer: boolean };
+}
+
+/** Settings whose change restarts the server. */
+export const RESTART_SECTIONS = [
+  "mpl.server",
+  "mpl.model",
+  "mpl.debounceMs",
+  "mpl.inlayHints",
+];
+
+export function readSettings(config: ConfigReader): ExtensionSettings {
+  const strategy = config.get<string>("server.importStrategy");
+  const debounce = config.get<number>("debounceMs");
+  return {
+    importStrategy: strategy === "useBundled" ? "useBundled" : "fromEnvironment",
+    pythonPath: (config.get<string>("server.pythonPath") ?? "").trim(),
+    model: (config.get<string>("model") ?? "").trim(),
+    debounceMs: typeof debounce === "number" && Number.isFinite(debounce) && debounce >= 0 ? debounce : 200,
+    inlayHints: {
+      defaults: config.get<boolean>("inlayHints.defaults") ?? true,
+      perLayer: config.get<boolean>("inlayHints.perLayer") ?? true,
+    },
+  };
+}
+
+/**
+ * Expand `~`, `${workspaceFolder}`, `${userHome}` and `${env:NAME}` in a path setting;
+ * a relative model path is resolved against the workspace folder.
+ */
+export function expandPath(value: string, workspaceFolder: string | undefined): string {
+  let out = value.replace(/\$\{env:([^}]+)\}/g, (_m, name: string) => process.env[name] ?? "");
+  out = out.replace(/\$\{userHome\}/g, os.homedir());
+  if (workspaceFolder !== undefined) {
+    out = out.replace(/\$\{workspaceFolder\}/g, workspaceFolder);
+  }
+  if (out === "~" || out.startsWith("~/")) {
+    out = path.join(os.homedir(), out.slice(1));
+  }
+  return out;
+}
+
+/** A model setting is a preset name or a path; only paths are expanded and resolved. */
+export function resolveModel(model: string, workspaceFolder: string | undefined): string | null {
+  if (model === "") {
+    return null;
+  }
+  const looksLikePath = /[\\/]/.test(model) || model.endsWith(".json") || model.startsWith("~");
+  if (!looksLikePath) {
+    return model;
+  }
+  const expanded = expandPath(model, workspaceFolder);
+  if (!path.isAbsolute(expanded) && workspaceFolder !== undefined) {
+    return path.join(workspaceFolder, expanded);
+  }
+  return expanded;
+}
+
+export function initializationOptions(
+  settings: ExtensionSettings,
+  workspaceFolder: string | undefined,
+): InitializationOptions {
+  return {
+    model: resolveModel(settings.model, workspaceFolder),
+    debounceMs: settings.debounceMs,
+    inlayHints: { ...settings.inlayHints },
+  };
+}
