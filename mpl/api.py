@@ -1,0 +1,210 @@
+"""The public API (SPEC §9): ``load``, ``loads``, ``compile``, :class:`Policy`, :class:`PolicyError`.
+
+``loads(text)`` = check (``mpl.checker.analyze``) -> the policy's IR -> ``mpl.codegen.generate``
+-> ``mpl.codegen.loader`` (compiled once, cached by source hash) -> :class:`Policy`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mpl import schema
+from mpl.diagnostics import Diagnostic
+
+__all__ = ["Policy", "PolicyError", "load", "loads", "compile", "from_ir"]
+
+_SHOWN = 5   # errors rendered into the exception message
+
+
+def render(d: Diagnostic) -> str:
+    where = f"{d.file or '<text>'}:{d.span.line}:{d.span.column}"
+    return f"{where}: {d.severity.value} {d.code}: {d.message}"
+
+
+class PolicyError(Exception):
+    """The policy has errors; ``.diagnostics`` holds them (each with code, span, message)."""
+
+    def __init__(self, message: str, diagnostics=()):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+
+
+def _errors_message(errors: list[Diagnostic]) -> str:
+    lines = [render(d) for d in errors[:_SHOWN]]
+    more = len(errors) - _SHOWN
+    if more > 0:
+        lines.append(f"... and {more} more error{'s' if more > 1 else ''}")
+    head = f"the policy has {len(errors)} error{'s' if len(errors) > 1 else ''}:"
+    return head + "\n  " + "\n  ".join(lines)
+
+
+class Policy:
+    """A checked, compiled policy. ``module`` is the generated Python module."""
+
+    def __init__(self, ir, source: str, module, diagnostics=(), path=None):
+        self.ir = ir
+        self.name = ir.name
+        self.source = source
+        self.module = module
+        self.diagnostics = list(diagnostics)
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"<mpl.Policy {self.name!r}{' from ' + self.path if self.path else ''}>"
+
+    def runtime(self, num_layers: int, num_experts: int, top_k: int, **kw):
+        """A fresh runtime (no torch): ``dispatch(layer, experts, weights=None, tokens=1)``."""
+        return self.module.make_runtime(num_layers, num_experts, top_k, **kw)
+
+    def attach(self, model, **kw):
+        from mpl.offload import attach
+        return attach(self, model, **kw)
+
+    def replay(self, trace, **kw):
+        from mpl.sim import replay
+        return replay(self, trace, **kw)
+
+    def compile(self) -> str:
+        """The generated module source."""
+        return self.source
+
+    def text(self) -> str:
+        """Canonical ``.moe`` text of this policy (re-checks to the same IR)."""
+        text = render_ir(self.ir)
+        try:
+            from mpl.fmt import format_text
+        except ImportError:
+            return text
+        try:
+            return format_text(text)
+        except Exception:     # the formatter is an optional nicety here
+            return text
+
+
+def from_ir(pir, *, diagnostics=(), path=None) -> Policy:
+    """Compile an IR (checked already) into a :class:`Policy`."""
+    from mpl.codegen import generate
+    from mpl.codegen.loader import load_source
+    source = generate(pir)
+    return Policy(pir, source, load_source(source), diagnostics, path)
+
+
+def _select(analysis, policy: str | None, path: str | None) -> Policy:
+    errors = [d for d in analysis.diagnostics if d.is_error]
+    if errors:
+        raise PolicyError(_errors_message(errors), errors)
+    names = list(analysis.ir)
+    where = path or "the text"
+    if policy is None:
+        if not names:
+            raise PolicyError(f"{where} defines no policy", analysis.diagnostics)
+        if len(names) > 1:
+            raise PolicyError(f"{where} defines {len(names)} policies ({', '.join(names)}): "
+                              f"choose one with policy='NAME'", analysis.diagnostics)
+        policy = names[0]
+    if policy not in analysis.ir:
+        listing = ", ".join(names) if names else "none"
+        raise PolicyError(f"no policy named {policy!r} in {where} (it defines: {listing})",
+                          analysis.diagnostics)
+    return from_ir(analysis.ir[policy], diagnostics=analysis.diagnostics, path=path)
+
+
+def loads(text: str, policy: str | None = None, *, path: str | None = None) -> Policy:
+    """Check and compile policy text. Raises :class:`PolicyError` on errors."""
+    from mpl.checker import analyze
+    if not isinstance(text, str):
+        raise TypeError(f"loads() expects the policy text as str, not {type(text).__name__}")
+    return _select(analyze(text, path), policy, path)
+
+
+def load(path, policy: str | None = None) -> Policy:
+    """Check and compile a ``.moe`` file. Raises :class:`PolicyError` on errors."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PolicyError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    return loads(text, policy, path=path)
+
+
+def compile(text_or_path, policy: str | None = None) -> str:   # noqa: A001 (public name)
+    """The generated module source for a policy given as text or as a file path."""
+    s = os.fspath(text_or_path)
+    looks_like_path = ("\n" not in s and "{" not in s
+                       and (s.endswith(schema.FILE_EXTENSIONS) or os.path.isfile(s)))
+    pol = load(s, policy) if looks_like_path else loads(s, policy)
+    return pol.source
+
+
+# ---------------------------------------------------------------- IR -> .moe text
+def _value_text(key: str, v) -> str:
+    if hasattr(v, "bytes") and not isinstance(v, (bytes, bytearray)):
+        b = int(v.bytes)
+        for unit in ("GiB", "MiB"):
+            f = schema.UNITS[unit].factor
+            if b % int(f) == 0:
+                return f"{b // int(f)}{unit}"
+        return f"{b / 1e6:g}MB"
+    if hasattr(v, "n") and hasattr(v, "unit"):
+        return f"{v.n} {v.unit}"
+    if key == "cache.eviction" and isinstance(v, str) and "|" in v:
+        return " | ".join(v.split("|"))
+    return schema.format_value(v)
+
+
+def _cond_text(c) -> str:
+    return f"{c.metric} {c.op} {schema.format_value(float(c.threshold))}"
+
+
+def render_ir(pir) -> str:
+    """Render an IR as ``.moe`` text: every block present, every non-default parameter,
+    conditional values as ``a : b when c``, and the adapt rules."""
+    from mpl import ir as _ir
+    conditional = {}      # key -> (alternative, condition)
+    rules = []
+    for r in pir.adapt:
+        if r.origin == "conditional":
+            if r.inverse_of is None and len(r.actions) == 1 and isinstance(r.actions[0], _ir.SetAction):
+                a = r.actions[0]
+                conditional[a.key] = (a.value, r.condition)
+            continue
+        rules.append(r)
+    out = [f"policy {pir.name} {{"]
+    for bname in schema.BLOCK_ORDER:
+        if bname == "adapt":
+            continue
+        blk = schema.BLOCKS[bname]
+        lines = []
+        for p in blk.params:
+            v = pir.values[p.key]
+            default = p.default
+            if default in (schema.OFF, schema.DERIVED):
+                default = None
+            same = (v == default or (isinstance(default, tuple) and tuple(v or ()) == default))
+            if p.key in conditional or not same or p.required:
+                text = _value_text(p.key, v)
+                if p.key in conditional:
+                    alt, cond = conditional[p.key]
+                    text += f" : {_value_text(p.key, alt)} when {_cond_text(cond)}"
+                lines.append(f"        {p.name} = {text}")
+        if lines or bname in pir.blocks:
+            out.append(f"    {bname} {{")
+            out.extend(lines)
+            out.append("    }")
+    if rules:
+        out.append("    adapt {")
+        for r in rules:
+            dur = f" for {r.duration.n} {r.duration.unit}" if r.duration.n else ""
+            acts = []
+            for a in r.actions:
+                if isinstance(a, _ir.SetAction):
+                    acts.append(f"{a.key} = {_value_text(a.key, a.value)}")
+                elif isinstance(a, _ir.TriggerAction):
+                    acts.append(f"trigger {a.trigger}")
+                else:
+                    acts.append(f"rebalance {a.allocation}")
+            out.append(f"        when {_cond_text(r.condition)}{dur} {{ {'  '.join(acts)} }}")
+        out.append("    }")
+    out.append("}")
+    return "\n".join(out) + "\n"

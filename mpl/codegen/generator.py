@@ -1,0 +1,346 @@
+"""IR -> a readable, deterministic Python module specialised to one policy.
+
+The module imports only ``mpl.runtime``. It records the policy name, the source hash, the
+``mpl`` version and the IR (JSON), and defines a ``Runtime`` subclass whose ``dispatch`` is
+straight-line code assembled for this policy: only the features the policy can reach (given
+its initial values *and* every value an adapt rule can set) appear, constants are inlined,
+and the adapt rules are compiled into one method with one block per rule. Nothing from the
+source text is evaluated: the policy name becomes an identifier only after sanitising, and
+otherwise appears only inside ``repr()`` string literals.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+from mpl import ir as _ir
+from mpl import schema
+
+GENERATOR_VERSION = 1
+
+
+# ---------------------------------------------------------------- values
+def literal(v) -> str:
+    """Python source for an IR value (only runtime types: mpl.runtime.values)."""
+    if isinstance(v, _ir.Size):
+        return f"_Size({int(v.bytes)!r})"
+    if isinstance(v, _ir.Count):
+        return f"_Count({int(v.n)!r}, {str(v.unit)!r})"
+    if v is None or isinstance(v, (bool, int, str)):
+        return repr(v)
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError(f"non-finite value {v!r} in the IR")
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(literal(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    raise TypeError(f"cannot compile IR value of type {type(v).__name__}")
+
+
+def identifier(name: str) -> str:
+    """A safe Python identifier derived from a policy name."""
+    s = re.sub(r"\W", "_", name, flags=re.ASCII)
+    if not s or s[0].isdigit():
+        s = "_" + s
+    if keyword.iskeyword(s) or not s.isidentifier():
+        s = "_" + s
+    return s
+
+
+# ---------------------------------------------------------------- reachability
+def reachable(pir: _ir.PolicyIR, key: str) -> list:
+    """The values ``key`` can take: the initial one, then those adapt rules set (in order)."""
+    vals = [pir.values[key]]
+    for rule in pir.adapt:
+        for a in rule.actions:
+            if isinstance(a, _ir.SetAction) and a.key == key and a.value not in vals:
+                vals.append(a.value)
+            if (key == "per_layer.allocation" and isinstance(a, _ir.RebalanceAction)
+                    and a.allocation not in vals):
+                vals.append(a.allocation)
+    return vals
+
+
+def _triggers(pir) -> set:
+    return {a.trigger for r in pir.adapt for a in r.actions if isinstance(a, _ir.TriggerAction)}
+
+
+def features(pir: _ir.PolicyIR) -> dict:
+    """What the generated dispatch must contain (and the runtime must track)."""
+    ev = reachable(pir, "cache.eviction")
+    rules = [p for v in ev for p in str(v).split("|")]
+    strategies = [s for s in reachable(pir, "prefetch.strategy") if s != "none"]
+    per_layer = pir.per_layer
+    allocs = reachable(pir, "per_layer.allocation") if per_layer else []
+    trig = _triggers(pir)
+    return {
+        "per_layer": per_layer,
+        "modes": tuple(reachable(pir, "schedule.mode")),
+        "lru_only": all(r == "lru" for r in rules) and not any("|" in str(v) for v in ev),
+        "weighted": any(r == "score" for r in rules),
+        "pins": bool(pir.values["cache.pin"]),
+        "prefetch": bool(strategies),
+        "history": any(s in ("history", "lookahead") for s in strategies),
+        "affinity": "affinity" in strategies,
+        "affinity_depth": max(int(x) for x in reachable(pir, "prefetch.lookahead")),
+        "ttl": any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
+        "memory": any(v is not None for v in reachable(pir, "cache.memory_threshold")),
+        "monitor": "monitor" in pir.blocks or bool(pir.adapt),
+        "rules": bool(pir.adapt),
+        "signal": per_layer and any(a in ("entropy", "frequency") for a in allocs),
+        "rebalance": per_layer and int(pir.values["per_layer.rebalance_interval"]) > 0,
+        "priority": any(bool(v) for v in reachable(pir, "schedule.priority_routing")),
+        "capacities": tuple(v for v in reachable(pir, "cache.capacity")[1:]),
+    }
+
+
+# ---------------------------------------------------------------- emitters
+class _W:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def __call__(self, indent: int, text: str = "") -> None:
+        self.lines.append(("    " * indent + text) if text else "")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
+    modes = f["modes"]
+    w(1, "def dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
+    w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan)."""')
+    w(2, "if step is None:")
+    w(3, "if layer <= self._last_layer:")
+    w(4, "self.step += 1")
+    w(2, "else:")
+    w(3, "self.step = step")
+    w(2, "self._last_layer = layer")
+    w(2, "if type(experts) is not list:")
+    w(3, "experts = list(experts)")
+    w(2, "n = len(experts)")
+    w(2, "if n > 1 and len(set(experts)) != n:")
+    w(3, "experts, weights = _distinct(experts, weights)")
+    w(3, "n = len(experts)")
+    w(2, "cache = self.caches[layer]")
+    w(2, "res = cache.resident")
+    if f["lru_only"]:
+        w(2, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
+    else:
+        w(2, "touch = cache.store.hit")
+    if len(modes) == 1:
+        fn = {"gpu_only": "gpu", "cpu_fallback": "cpu", "hybrid": "hybrid"}[modes[0]]
+        w(2, f"miss = self._miss_{fn}   # schedule.mode = {modes[0]}")
+    else:
+        w(2, "miss = self._miss   # schedule.mode can change (adapt)")
+    w(2, "where = [0] * n")
+    w(2, "hit = [False] * n")
+    w(2, "loads = []")
+    w(2, "evicted = []")
+    w(2, "inuse = None")
+    w(2, "nh = 0")
+    w(2, "wdef = self.w_default")
+    if f["prefetch"]:
+        w(2, "pf = self._pf")
+    if f["ttl"]:
+        w(2, "ttl = self._ttl")
+    if f["priority"]:
+        w(2, "if self.priority and weights is not None:   # priority_routing: heaviest first")
+        w(3, "order = sorted(range(n), key=weights.__getitem__, reverse=True)")
+        w(2, "else:")
+        w(3, "order = range(n)")
+        w(2, "for i in order:")
+    else:
+        w(2, "for i in range(n):")
+    w(3, "e = experts[i]")
+    w(3, "key = (layer, e)")
+    if f["weighted"]:
+        w(3, "w = weights[i] if weights is not None else wdef")
+    else:
+        w(3, "w = wdef")
+    if f["ttl"]:
+        w(3, "self.accesses += 1")
+    w(3, "slot = res.get(key)")
+    w(3, "if slot is not None:")
+    w(4, "where[i] = slot")
+    w(4, "hit[i] = True")
+    w(4, "nh += 1")
+    call = "touch(key)" if f["lru_only"] else "touch(key, w)"
+    if f["pins"]:
+        w(4, f"if e not in _PINS:")
+        w(5, call)
+        if f["ttl"]:
+            w(5, "ttl[key] = self._stamp()")
+            w(5, "ttl.move_to_end(key)")
+    else:
+        w(4, call)
+        if f["ttl"]:
+            w(4, "ttl[key] = self._stamp()")
+            w(4, "ttl.move_to_end(key)")
+    if f["prefetch"]:
+        w(4, "if pf and key in pf:   # a prefetched key used before its eviction")
+        w(5, "del pf[key]")
+        w(5, "self.prefetch_useful += 1")
+    w(3, "else:")
+    w(4, "if inuse is None:")
+    w(5, "inuse = {(layer, x) for x in experts}")
+    w(4, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
+    if not f["ttl"]:
+        w(2, "self.accesses += n")
+    w(2, "self.hits += nh")
+    w(2, "self.l_acc[layer] += n")
+    w(2, "self.l_hit[layer] += nh")
+    w(2, "self.dispatches += 1")
+    if f["history"]:
+        w(2, "self.history.observe(layer, experts)")
+    if f["affinity"]:
+        w(2, "self.affinity.observe(layer, self.step, experts)")
+    if f["signal"]:
+        w(2, "self.signal.observe(layer, experts)")
+    tail = f["prefetch"] or f["ttl"] or f["memory"] or f["rebalance"] or f["monitor"]
+    if tail:
+        w(2, "if inuse is None:")
+        w(3, "inuse = {(layer, x) for x in experts}")
+    if f["prefetch"]:
+        w(2, "if self.strategy != 'none':")
+        w(3, "self._prefetch(layer, experts, predictions, inuse, loads, evicted)")
+    if f["ttl"]:
+        w(2, "if self.ttl_n is not None:")
+        w(3, "self._ttl_sweep(inuse, evicted)")
+    if f["memory"]:
+        w(2, "thr = self.mem_threshold")
+        w(2, "if thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget:")
+        w(3, "self._pressure(inuse, evicted)")
+    if f["rebalance"]:
+        w(2, "if self.dispatches % self.rebalance_interval == 0:")
+        w(3, "self._rebalance(self.allocation, inuse, evicted)")
+    if f["monitor"]:
+        w(2, "if n:")
+        w(3, "self._observe(hit, tokens, inuse, evicted)")
+    w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
+
+
+def _action_literal(a) -> str:
+    if isinstance(a, _ir.SetAction):
+        if a.key not in schema.PARAMS:
+            raise ValueError(f"adapt action sets unknown parameter {a.key!r}")
+        return f"('set', {a.key!r}, {literal(a.value)})"
+    if isinstance(a, _ir.TriggerAction):
+        if a.trigger not in schema.TRIGGERS:
+            raise ValueError(f"unknown trigger {a.trigger!r}")
+        return f"('trigger', {a.trigger!r}, None)"
+    if isinstance(a, _ir.RebalanceAction):
+        return f"('rebalance', None, {a.allocation!r})"
+    raise TypeError(f"unknown adapt action {a!r}")
+
+
+_METRIC_EXPR = {
+    "hit_rate": "m.hit_rate()",
+    "miss_rate": "m.miss_rate()",
+    "eviction_rate": "m.eviction_rate()",
+    "prefetch_accuracy": "m.prefetch_accuracy()",
+    "transfer_rate": "m.transfer_rate()",
+    "stall_ms": "m.stall_ms()",
+}
+
+
+def _emit_rules(w: _W, pir: _ir.PolicyIR) -> None:
+    w(1, "def _eval_rules(self, tokens, inuse, evicted):")
+    w(2, '"""The adapt rules, evaluated after every access on the windowed metrics."""')
+    w(2, "m = self.monitor")
+    w(2, "rules = self.rules")
+    for r in pir.adapt:
+        c = r.condition
+        if c.metric not in _METRIC_EXPR or c.op not in schema.COMPARISON_OPS:
+            raise ValueError(f"bad adapt condition {c!r}")
+        thr = float(c.threshold)
+        unit = r.duration.unit
+        if unit not in schema.RULE_DURATION_UNITS:
+            raise ValueError(f"bad rule duration unit {unit!r}")
+        n = int(r.duration.n)
+        desc = f"when {c.metric} {c.op} {thr!r}" + (f" for {n} {unit}" if n else "")
+        kind = "" if r.origin == "rule" else f" [{r.origin}{'' if r.inverse_of is None else f', restores rule{r.inverse_of}'}]"
+        w(2, f"# rule{r.index} (line {int(r.source_line)}): {desc}{kind}")
+        w(2, f"r = rules[{r.index}]")
+        w(2, f"x = {_METRIC_EXPR[c.metric]}")
+        w(2, f"if x is not None and x {c.op} {thr!r}:")
+        w(3, f"if r.armed and self._advance(r, {unit!r}, {n}, tokens):")
+        w(4, "r.armed = False")
+        w(4, "r.held = 0")
+        w(4, "r.mark = None")
+        w(4, f"self._fire({r.index}, {int(r.source_line)}, _ACTIONS[{r.index}], inuse, evicted)")
+        w(2, "else:")
+        w(3, "r.held = 0")
+        w(3, "r.mark = None")
+        if r.inverse_of is None:
+            w(3, "r.armed = True   # edge-triggered: re-armed once the condition is false")
+
+
+def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
+    """The module source for ``pir`` (deterministic: the same IR gives the same text)."""
+    if mpl_version is None:
+        from mpl import __version__ as mpl_version
+    for key in schema.PARAMS:
+        if key not in pir.values:
+            raise ValueError(f"IR of policy {pir.name!r} lacks a value for {key!r}")
+    f = features(pir)
+    ir_json = pir.to_json()
+    source_hash = pir.source_hash or pir.fingerprint()
+    cls = "Policy_" + identifier(pir.name)
+    w = _W()
+    w(0, '"""A compiled MoE-PolicyLang policy (generated by mpl.codegen; do not edit).')
+    w(0)
+    w(0, "Import it and call make_runtime(num_layers, num_experts, top_k) for a runtime whose")
+    w(0, "dispatch(layer, experts, weights=None, tokens=1) returns an mpl.runtime.Plan.")
+    w(0, "It needs only mpl.runtime (no compiler, no lark, no torch).")
+    w(0, '"""')
+    w(0)
+    w(0, "from mpl.runtime.core import Runtime as _Runtime, distinct as _distinct")
+    w(0, "from mpl.runtime.plan import Plan as _Plan")
+    w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
+    w(0)
+    w(0, f"POLICY_NAME = {pir.name!r}")
+    w(0, f"SOURCE_HASH = {source_hash!r}")
+    w(0, f"MPL_VERSION = {mpl_version!r}")
+    w(0, f"GENERATOR_VERSION = {GENERATOR_VERSION}")
+    w(0, f"IR_JSON = {ir_json!r}")
+    w(0)
+    w(0, "# Every schema parameter, as lowered (sizes in bytes, times in ms, sizes in GB).")
+    w(0, "PARAMS = {")
+    for key in schema.PARAMS:
+        w(1, f"{key!r}: {literal(pir.values[key])},")
+    w(0, "}")
+    w(0)
+    w(0, "# What this policy can reach (its values and every value an adapt rule can set).")
+    w(0, "FEATURES = {")
+    for k in sorted(f):
+        w(1, f"{k!r}: {literal(f[k])},")
+    w(0, "}")
+    w(0)
+    w(0, f"_PINS = frozenset({literal(tuple(pir.values['cache.pin']))})")
+    w(0)
+    w(0, "# Adapt rules: the inverse_of of each (the restoring half of a conditional pair).")
+    w(0, f"_RULES = {literal(tuple(r.inverse_of for r in pir.adapt))}")
+    w(0, "_ACTIONS = (")
+    for r in pir.adapt:
+        acts = ", ".join(_action_literal(a) for a in r.actions)
+        w(1, f"({acts}{',' if len(r.actions) == 1 else ''}),   # rule{r.index}")
+    w(0, ")")
+    w(0)
+    w(0)
+    w(0, f"class {cls}(_Runtime):")
+    w(1, f'"""Runtime of policy {identifier(pir.name)} (straight-line dispatch)."""')
+    w(0)
+    _emit_dispatch(w, f, pir)
+    if pir.adapt:
+        w(0)
+        _emit_rules(w, pir)
+    w(0)
+    w(0)
+    w(0, "def make_runtime(num_layers, num_experts, top_k, *, expert_bytes=None, cost=None, **kw):")
+    w(1, '"""A fresh runtime for a model with this shape (MoE layers, experts per layer, top-k)."""')
+    w(1, f"return {cls}(PARAMS, FEATURES, num_layers, num_experts, top_k, expert_bytes=expert_bytes,")
+    w(1, "                  cost=cost, rules=_RULES, **kw)")
+    return w.text()

@@ -1,0 +1,557 @@
+"""The policy runtime: state and the slow paths a compiled policy module calls.
+
+A compiled module (``mpl.codegen``) subclasses :class:`Runtime` and defines ``dispatch``:
+straight-line code specialised to its policy (which eviction store, which schedule, whether
+there is a prefetcher, triggers, a monitor, adapt rules, per-layer caches) that handles the
+hot path itself — hits — and calls the methods below for misses, prefetching, triggers, the
+monitor and adapt firings. Everything here is pure Python: no torch, no compiler.
+
+Semantics are those of SPEC §5; where the spec is silent the decision is documented in
+docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+
+from mpl.runtime.budgets import Signal, allocate
+from mpl.runtime.cache import Cache, SlotPool
+from mpl.runtime.cost import CostModel
+from mpl.runtime.eviction import make_store
+from mpl.runtime.monitor import Monitor
+from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM, Load
+from mpl.runtime.prefetch import Affinity, History
+
+log = logging.getLogger("mpl.runtime")
+
+DEFAULT_EXPERT_GB = 1.2   # SPEC §3: cache.expert_size_gb "from the model, else 1.2"
+
+
+class RuntimeConfigError(ValueError):
+    """The runtime cannot be built for this model shape (e.g. a budget too small)."""
+
+
+def distinct(experts, weights):
+    """Distinct experts in first-occurrence order; a repeated expert's weight is the mean."""
+    seen: dict = {}
+    for i, e in enumerate(experts):
+        w = weights[i] if weights is not None else 0.0
+        a = seen.get(e)
+        if a is None:
+            seen[e] = [w, 1]
+        else:
+            a[0] += w
+            a[1] += 1
+    ex = list(seen)
+    ws = [a[0] / a[1] for a in seen.values()] if weights is not None else None
+    return ex, ws
+
+
+class _Rule:
+    """Mutable state of one adapt rule (the rule itself is compiled into the module)."""
+    __slots__ = ("armed", "held", "mark")
+
+    def __init__(self, armed: bool):
+        self.armed = armed
+        self.held = 0
+        self.mark = None      # last step / token count the held counter advanced at
+
+
+class Runtime:
+    """State of one policy instance for a model shape. See the module docstring."""
+
+    def __init__(self, params: dict, features: dict, num_layers: int, num_experts: int,
+                 top_k: int, *, expert_bytes=None, cost=None, rules=(), **kw):
+        if kw:
+            raise TypeError(f"make_runtime() got unexpected keyword argument(s): {', '.join(sorted(kw))}")
+        if num_layers < 1 or num_experts < 1 or top_k < 1:
+            raise RuntimeConfigError("num_layers, num_experts and top_k must be >= 1")
+        self.p = dict(params)
+        self.features = dict(features)
+        self.num_layers = L = int(num_layers)
+        self.num_experts = int(num_experts)
+        self.top_k = int(top_k)
+        if expert_bytes is None:
+            gb = params.get("cache.expert_size_gb")
+            expert_bytes = (gb if gb is not None else DEFAULT_EXPERT_GB) * 1e9
+        self.expert_bytes = float(expert_bytes)
+        self.cost = cost if cost is not None else CostModel()
+        self.pins = frozenset(params["cache.pin"])
+        self.w_default = 1.0 / self.top_k
+
+        # ---- counters (stats)
+        self.step = -1                # the first dispatch starts step 0
+        self._last_layer = 1 << 60
+        self.accesses = self.hits = 0
+        self.evictions = 0
+        self.demand_loads = self.background_loads = self.prefetch_loads = 0
+        self.prefetch_useful = 0
+        self.cpu_computes = self.streamed = 0
+        self.stall = 0.0
+        self.dispatches = 0
+        self.l_acc = [0] * L
+        self.l_hit = [0] * L
+        self.adapt_log: list = []
+
+        # ---- caches
+        self.per_layer = bool(features.get("per_layer"))
+        cap = self._slots(params["cache.capacity"])
+        self.capacity = cap
+        if self.per_layer:
+            self.min_cap = int(params["per_layer.min_capacity"])
+            self.max_cap = int(params["per_layer.max_capacity"])
+            tb = params.get("per_layer.total_budget")
+            self.budget_derived = tb is None
+            self.total_budget = L * cap if tb is None else int(tb)
+            totals = [self.total_budget]
+            if self.budget_derived:       # an adapt rule setting capacity moves the budget
+                totals += [L * self._slots(c) for c in features.get("capacities", ())]
+            # allocations never exceed the budget nor layers x max_capacity
+            self.pool = SlotPool(max(L * self.min_cap, min(max(totals), L * self.max_cap)))
+            self.allocation = params["per_layer.allocation"]
+            self.rebalance_interval = int(params["per_layer.rebalance_interval"])
+            self.signal = Signal(L, int(params["per_layer.entropy_window"])) if features.get("signal") else None
+            try:
+                caps = allocate([1.0] * L, self.total_budget, self.min_cap, self.max_cap)
+            except ValueError as e:
+                raise RuntimeConfigError(str(e)) from None
+            self.caches = [Cache(c, make_store(params["cache.eviction"], c, self.p), self.pool,
+                                 self.pins, layer=i) for i, c in enumerate(caps)]
+        else:
+            sizes = [cap] + [self._slots(c) for c in features.get("capacities", ())]
+            self.pool = SlotPool(max(sizes))
+            shared = Cache(cap, make_store(params["cache.eviction"], cap, self.p), self.pool, self.pins)
+            self.caches = [shared] * L
+            self.signal = None
+
+        # ---- schedule
+        self.mode = params["schedule.mode"]
+        self.offload_ms = float(params["schedule.offload_threshold_ms"])
+        self.priority = bool(params["schedule.priority_routing"])
+        self._cpu_limit = self.cost.cpu_token_limit(self.expert_bytes, self.offload_ms)
+        self._miss = self._miss_for(self.mode)
+
+        # ---- prefetch
+        self.strategy = params["prefetch.strategy"]
+        self.budget = int(params["prefetch.budget"])
+        self.lookahead = int(params["prefetch.lookahead"])
+        self.history = (History(L, int(params["prefetch.history_window"]))
+                        if features.get("history") else None)
+        self.affinity = (Affinity(L, int(features.get("affinity_depth", self.lookahead)),
+                                  float(params["prefetch.affinity_threshold"]))
+                         if features.get("affinity") else None)
+        self._pf: dict = {}          # prefetched keys not yet accessed
+
+        # ---- triggers
+        self.mem_threshold = params["cache.memory_threshold"]
+        self.mem_headroom = float(params["cache.memory_headroom"])
+        self.mem_budget = float(params["cache.memory_budget_gb"]) * 1e9
+        self._set_ttl(params["cache.ttl"])
+        self._ttl = OrderedDict() if features.get("ttl") else None
+
+        # ---- monitor + adapt
+        self.monitor = (Monitor(int(params["monitor.window"]), int(params["monitor.log_interval"]),
+                                params["monitor.metrics"]) if features.get("monitor") else None)
+        self.rules = [_Rule(armed=inv is None) for inv in rules]
+        self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)
+        self._partner = {inv: i for i, inv in enumerate(rules) if inv is not None}
+
+    # ------------------------------------------------------------------ helpers
+    def _slots(self, capacity) -> int:
+        b = getattr(capacity, "bytes", None)
+        if b is not None:                      # a Size: as many experts as fit
+            return max(1, int(b // self.expert_bytes))
+        return int(capacity)
+
+    def _set_ttl(self, ttl) -> None:
+        if ttl is None:
+            self.ttl_n, self.ttl_steps = None, False
+        else:
+            self.ttl_n = int(getattr(ttl, "n", ttl))
+            self.ttl_steps = getattr(ttl, "unit", "accesses") == "steps"
+
+    def _miss_for(self, mode):
+        return {"gpu_only": self._miss_gpu, "cpu_fallback": self._miss_cpu,
+                "hybrid": self._miss_hybrid}[mode]
+
+    def _stamp(self):
+        return self.step if self.ttl_steps else self.accesses
+
+    def _gone(self, key, slot, evicted) -> None:
+        """Bookkeeping for a key that left the device (any reason)."""
+        evicted.append((key, slot))
+        self.evictions += 1
+        if self._pf:
+            self._pf.pop(key, None)
+        if self._ttl is not None:
+            self._ttl.pop(key, None)
+
+    def _arrived(self, key) -> None:
+        if self._ttl is not None and key[1] not in self.pins:
+            self._ttl[key] = self._stamp()
+
+    # ------------------------------------------------------------------ misses
+    def _load(self, cache, key, w, inuse, loads, evicted, kind) -> int | None:
+        store = cache.store
+        if store.filters and not store.admits(key):
+            return None
+        r = cache.admit(key, w, inuse)
+        if r is None:
+            return None
+        slot, victim = r
+        if victim is not None:
+            self._gone(victim, slot, evicted)
+        loads.append(Load(key, slot, victim, kind))
+        self._arrived(key)
+        return slot
+
+    def _miss_gpu(self, cache, key, w, tokens, inuse, loads, evicted) -> int:
+        store = cache.store
+        if store.needs_miss and key[1] not in self.pins:
+            store.miss(key, w)
+        slot = self._load(cache, key, w, inuse, loads, evicted, DEMAND)
+        if slot is None:
+            self.streamed += 1
+            return STREAM
+        self.demand_loads += 1
+        return slot
+
+    def _miss_cpu(self, cache, key, w, tokens, inuse, loads, evicted) -> int:
+        store = cache.store
+        if store.needs_miss and key[1] not in self.pins:
+            store.miss(key, w)
+        self.cpu_computes += 1
+        if self._load(cache, key, w, inuse, loads, evicted, BACKGROUND) is not None:
+            self.background_loads += 1
+        return CPU
+
+    def _miss_hybrid(self, cache, key, w, tokens, inuse, loads, evicted) -> int:
+        if tokens < self._cpu_limit:
+            return self._miss_cpu(cache, key, w, tokens, inuse, loads, evicted)
+        return self._miss_gpu(cache, key, w, tokens, inuse, loads, evicted)
+
+    # ------------------------------------------------------------------ prefetch
+    def _proposals(self, layer, experts, predictions) -> list:
+        L = self.num_layers
+        strategy = self.strategy
+        per_target = []
+        for d in range(1, min(self.lookahead, L) + 1):
+            t = (layer + d) % L
+            if strategy == "affinity":
+                cand = self.affinity.predict(layer, experts, d)
+            elif strategy == "lookahead" and predictions and t in predictions:
+                cand = list(predictions[t])
+            else:                      # history, and lookahead's fallback
+                cand = self.history.top(t, self.budget) if self.history is not None else []
+            per_target.append((t, cand))
+        out = []
+        seen = set()
+        b = self.budget
+        rank = 0
+        while len(out) < b:
+            progressed = False
+            for t, cand in per_target:
+                if rank < len(cand):
+                    progressed = True
+                    key = (t, cand[rank])
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(key)
+                        if len(out) >= b:
+                            break
+            if not progressed:
+                break
+            rank += 1
+        return out
+
+    def _prefetch(self, layer, experts, predictions, inuse, loads, evicted) -> None:
+        props = self._proposals(layer, experts, predictions)
+        if not props:
+            return
+        protect = set(inuse)
+        protect.update(props)
+        w = self.w_default
+        caches = self.caches
+        for key in props:
+            cache = caches[key[0]]
+            if key in cache.resident:
+                continue
+            if self._load(cache, key, w, protect, loads, evicted, PREFETCH) is not None:
+                self.prefetch_loads += 1
+                self._pf[key] = True
+
+    # ------------------------------------------------------------------ triggers
+    def _used_bytes(self) -> float:
+        return self.pool.used * self.expert_bytes
+
+    def _distinct_caches(self):
+        return self.caches if self.per_layer else self.caches[:1]
+
+    def _evict_some(self, inuse, evicted) -> bool:
+        """Evict one victim (for memory pressure): from the cache with the most evictable
+        residents (per-layer: ties to the lower layer)."""
+        best = None
+        for c in self._distinct_caches():
+            n = len(c.store)
+            if n and (best is None or n > len(best.store)):
+                best = c
+        if best is None:
+            return False
+        r = best.evict_one(inuse)
+        if r is None:
+            # the largest store only holds keys in use: try the others
+            for c in self._distinct_caches():
+                if c is not best and len(c.store):
+                    r = c.evict_one(inuse)
+                    if r is not None:
+                        break
+        if r is None:
+            return False
+        self._gone(r[0], r[1], evicted)
+        return True
+
+    def _pressure(self, inuse, evicted, force=False) -> None:
+        thr = self.mem_threshold
+        if not force and (thr is None or self._used_bytes() < thr * self.mem_budget):
+            return
+        target = self.mem_headroom * self.mem_budget
+        while self._used_bytes() > target:
+            if not self._evict_some(inuse, evicted):
+                break
+
+    def _ttl_sweep(self, inuse, evicted) -> None:
+        if self.ttl_n is None or self._ttl is None:
+            return
+        limit = self._stamp() - self.ttl_n
+        od = self._ttl
+        expired = []
+        for key, t in od.items():
+            if t > limit:
+                break
+            if key not in inuse:
+                expired.append(key)
+        for key in expired:
+            slot = self.caches[key[0]].remove(key)
+            self._gone(key, slot, evicted)
+
+    def _flush(self, inuse, evicted) -> None:
+        for c in self._distinct_caches():
+            for key in c.store.keys():
+                if key not in inuse:
+                    slot = c.remove(key)
+                    self._gone(key, slot, evicted)
+
+    # ------------------------------------------------------------------ per-layer budgets
+    def _rebalance(self, allocation, inuse, evicted) -> None:
+        weights = (self.signal.weights(allocation) if self.signal is not None
+                   else [1.0] * self.num_layers)
+        caps = allocate(weights, self.total_budget, self.min_cap, self.max_cap)
+        # shrink first (frees slots), then grow: the pool is never over-committed
+        for c, n in zip(self.caches, caps):
+            if n < c.capacity:
+                for key, slot in c.set_capacity(n, inuse):
+                    self._gone(key, slot, evicted)
+        for c, n in zip(self.caches, caps):
+            if n >= c.capacity:
+                c.set_capacity(n, inuse)
+
+    # ------------------------------------------------------------------ adapt
+    def set_value(self, key, value, inuse, evicted) -> None:
+        """Apply one adapt action ``key = value`` in place."""
+        self.p[key] = value
+        if key == "cache.capacity":
+            cap = self._slots(value)
+            self.capacity = cap
+            if self.per_layer:
+                if self.budget_derived:
+                    self.total_budget = max(self.num_layers * self.min_cap,
+                                            min(self.pool.size, self.num_layers * cap))
+                    self._rebalance(self.allocation, inuse, evicted)
+            else:
+                for k, slot in self.caches[0].set_capacity(min(cap, self.pool.size), inuse):
+                    self._gone(k, slot, evicted)
+        elif key == "cache.eviction":
+            for c in self._distinct_caches():
+                c.replace_store(make_store(value, c.capacity, self.p))
+        elif key in ("cache.frequency_decay", "cache.decay_interval", "cache.freq_threshold",
+                     "cache.score_ema_alpha"):
+            for c in self._distinct_caches():
+                c.store.set_param(key, value)
+        elif key == "cache.memory_threshold":
+            self.mem_threshold = value
+        elif key == "cache.memory_headroom":
+            self.mem_headroom = float(value)
+        elif key == "cache.ttl":
+            self._set_ttl(value)
+        elif key == "prefetch.strategy":
+            self.strategy = value
+        elif key == "prefetch.budget":
+            self.budget = int(value)
+        elif key == "prefetch.lookahead":
+            self.lookahead = int(value)
+        elif key == "prefetch.affinity_threshold":
+            if self.affinity is not None:
+                self.affinity.threshold = float(value)
+        elif key == "prefetch.history_window":
+            if self.history is not None:
+                self.history.window = int(value)
+        elif key == "schedule.mode":
+            self.mode = value
+            self._miss = self._miss_for(value)
+        elif key == "schedule.offload_threshold_ms":
+            self.offload_ms = float(value)
+            self._cpu_limit = self.cost.cpu_token_limit(self.expert_bytes, self.offload_ms)
+        elif key == "per_layer.allocation":
+            self.allocation = value
+            if self.per_layer:
+                self._rebalance(value, inuse, evicted)
+
+    def _current(self, key):
+        if key == "cache.capacity":
+            return self.capacity
+        return self.p.get(key)
+
+    def _fire(self, index, line, actions, inuse, evicted) -> None:
+        """A rule fired: apply its actions in place, log each, arm its inverse."""
+        base = {"step": self.step, "access": self.monitor.acc if self.monitor else self.accesses,
+                "rule": f"rule{index}", "line": line}
+        for kind, key, value in actions:
+            if kind == "set":
+                old = self._current(key)
+                self.set_value(key, value, inuse, evicted)
+                self.adapt_log.append({**base, "key": key, "old": _plain(old), "new": _plain(value)})
+            elif kind == "trigger":
+                if key == "memory_pressure":
+                    self._pressure(inuse, evicted, force=True)
+                elif key == "ttl":
+                    self._ttl_sweep(inuse, evicted)
+                else:
+                    self._flush(inuse, evicted)
+                self.adapt_log.append({**base, "key": "trigger", "old": None, "new": key})
+            else:                               # rebalance
+                old = self.allocation if self.per_layer else None
+                self.set_value("per_layer.allocation", value, inuse, evicted)
+                self.adapt_log.append({**base, "key": "per_layer.allocation", "old": old,
+                                       "new": value})
+        partner = self._partner.get(index)
+        if partner is not None:                 # a conditional pair: arm the restoring half
+            self.rules[partner].armed = True
+        inv = self._rule_inverse[index]
+        if inv is not None:                     # the restoring half fired: re-arm the first
+            self.rules[inv].armed = True
+
+    def _advance(self, r: _Rule, unit: str, n: int, tokens: int) -> bool:
+        """The condition holds at this access: advance the rule's counter; True to fire."""
+        if unit == "accesses":
+            r.held += 1
+        elif unit == "steps":
+            if r.mark != self.step:
+                if r.mark is not None:
+                    r.held += 1
+                r.mark = self.step
+        else:                                   # tokens: tokens of each new step
+            if r.mark != self.step:
+                if r.mark is not None:
+                    r.held += tokens
+                r.mark = self.step
+        return r.held >= n
+
+    # ------------------------------------------------------------------ monitor
+    def _observe(self, hit, tokens, inuse, evicted) -> None:
+        """Push this dispatch into the monitor window; evaluate the adapt rules per access."""
+        m = self.monitor
+        seen = m.seen
+        ev = self.evictions - seen[0]
+        ld = self.demand_loads + self.background_loads + self.prefetch_loads - seen[1]
+        pfl = self.prefetch_loads - seen[2]
+        pfu = self.prefetch_useful - seen[3]
+        st = self.stall - seen[4]
+        last = len(hit) - 1
+        rules = self.rules
+        li = m.log_interval
+        for j, h in enumerate(hit):
+            m.push(h)
+            if j == last:
+                m.push_events(ev, ld, pfl, pfu, st)
+                m.seen = [self.evictions, self.demand_loads + self.background_loads + self.prefetch_loads,
+                          self.prefetch_loads, self.prefetch_useful, self.stall]
+            if rules:
+                self._eval_rules(tokens, inuse, evicted)
+            if m.acc % li == 0:
+                rec = {"access": m.acc, "step": self.step}
+                for name in m.metrics:
+                    rec[name] = m.value(name)
+                m.log.append(rec)
+                log.debug("monitor %s", rec)
+
+    def _eval_rules(self, tokens, inuse, evicted) -> None:  # pragma: no cover - generated
+        pass
+
+    # ------------------------------------------------------------------ public
+    @property
+    def num_slots(self) -> int:
+        return self.pool.size
+
+    def add_stall(self, ms: float) -> None:
+        """The mechanism reports a measured (or the replayer a simulated) stall."""
+        self.stall += float(ms)
+
+    def capacities(self) -> list:
+        if self.per_layer:
+            return [c.capacity for c in self.caches]
+        return [self.caches[0].capacity]
+
+    def resident(self) -> dict:
+        out = {}
+        for c in self._distinct_caches():
+            out.update(c.resident)
+        return out
+
+    def metrics(self) -> dict:
+        """The windowed metrics now (needs a monitor block or adapt rules)."""
+        return self.monitor.snapshot() if self.monitor is not None else {}
+
+    def stats(self) -> dict:
+        loads = self.demand_loads + self.background_loads + self.prefetch_loads
+        acc = self.accesses
+        if self.per_layer:
+            caps = [c.capacity for c in self.caches]
+        else:
+            caps = [0] * self.num_layers
+            for (layer, _e) in self.caches[0].resident:
+                caps[layer] += 1
+        return {
+            "accesses": acc,
+            "hits": self.hits,
+            "misses": acc - self.hits,
+            "hit_rate": self.hits / acc if acc else 0.0,
+            "evictions": self.evictions,
+            "loads": loads,
+            "demand_loads": self.demand_loads,
+            "background_loads": self.background_loads,
+            "prefetch_loads": self.prefetch_loads,
+            "bytes_loaded": int((loads + self.streamed) * self.expert_bytes),
+            "prefetch_issued": self.prefetch_loads,
+            "prefetch_useful": self.prefetch_useful,
+            "prefetch_accuracy": (self.prefetch_useful / self.prefetch_loads
+                                  if self.prefetch_loads else 0.0),
+            "cpu_computes": self.cpu_computes,
+            "streamed": self.streamed,
+            "stall_ms": self.stall,
+            "per_layer": [{"layer": i, "accesses": self.l_acc[i], "hits": self.l_hit[i],
+                           "hit_rate": self.l_hit[i] / self.l_acc[i] if self.l_acc[i] else 0.0,
+                           "capacity": caps[i]} for i in range(self.num_layers)],
+            "adapt_log": [dict(e) for e in self.adapt_log],
+        }
+
+    get_stats = stats
+
+
+def _plain(v):
+    """A log-friendly value (sizes and counts as their numbers)."""
+    if hasattr(v, "bytes"):
+        return f"{v.bytes}B"
+    if hasattr(v, "n") and hasattr(v, "unit"):
+        return v.n
+    return v

@@ -1,0 +1,94 @@
+"""The segmented ``a | b`` cache (``fallback`` = ``lfu | lru``).
+
+Segment ``a`` manages ``capacity - capacity // 3`` slots (2/3, rounded up), segment ``b`` the
+rest. A new key enters ``a``; when ``a`` is over its share its victim is *demoted* into ``b``
+(no transfer: the weights stay in their slot). A hit in ``b`` promotes the key back into ``a``.
+Only ``b``'s victims leave the device; when ``b`` has no evictable key (empty, or every key
+in use) the victim is taken from ``a`` directly.
+"""
+
+from __future__ import annotations
+
+from mpl.runtime.eviction import BASIC, Store
+
+
+def split(capacity: int) -> tuple[int, int]:
+    """(a slots, b slots) for a segmented cache of ``capacity`` slots."""
+    b = capacity // 3
+    return capacity - b, b
+
+
+class Segmented(Store):
+    needs_miss = True
+
+    def __init__(self, a: str, b: str, capacity: int, params):
+        self.name = f"{a}|{b}"
+        self.a = BASIC[a](capacity, params)
+        self.b = BASIC[b](capacity, params)
+        self.filters = self.a.filters
+        self.capacity = capacity
+        self.a_cap, self.b_cap = split(capacity)
+
+    def __len__(self):
+        return len(self.a) + len(self.b)
+
+    def __contains__(self, key):
+        return key in self.a or key in self.b
+
+    def resize(self, capacity):
+        self.capacity = capacity
+        self.a_cap, self.b_cap = split(capacity)
+        self._demote()
+
+    def set_param(self, key, value):
+        self.a.set_param(key, value)
+        self.b.set_param(key, value)
+
+    def _demote(self, protect=None):
+        a, b = self.a, self.b
+        while len(a) > self.a_cap:
+            v = a.evict({protect} if protect is not None else None)
+            if v is None:
+                break
+            b.insert(v, 0.0)
+
+    def hit(self, key, w):
+        if key in self.a:
+            self.a.hit(key, w)
+            return
+        self.b.discard(key)          # promotion: b -> a
+        self.a.insert(key, w)
+        self._demote(protect=key)
+
+    def miss(self, key, w):
+        if self.a.needs_miss:
+            self.a.miss(key, w)
+
+    def admits(self, key):
+        return self.a.admits(key)
+
+    def insert(self, key, w):
+        self.a.insert(key, w)
+        self._demote(protect=key)
+
+    def discard(self, key):
+        if key in self.a:
+            self.a.discard(key)
+        else:
+            self.b.discard(key)
+
+    def evict(self, exclude, incoming=None):
+        v = self.b.evict(exclude)
+        if v is None:
+            v = self.a.evict(exclude)
+        return v
+
+    def keys(self):
+        return self.b.keys() + self.a.keys()
+
+    def segment_of(self, key) -> str | None:
+        if key in self.a:
+            return "a"
+        if key in self.b:
+            return "b"
+        return None
