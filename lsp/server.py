@@ -16,6 +16,8 @@ import sys
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from mpl import __version__
 
@@ -28,9 +30,22 @@ from .workspace import Store, uri_to_path
 NAME = "mpl-lsp"
 
 
+class MplProtocol(LanguageServerProtocol):
+    """pygls's protocol, except that document changes are applied by the server's
+    :class:`~lsp.workspace.Store` alone (code-point offsets, ``\\n`` line ends as the checker
+    sees them). pygls's own copy splits lines on every Unicode line break, disagrees with
+    the client on such text, and can fail on it; it is not used."""
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        if (user_handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield user_handler, (params,), None
+
+
 class MplLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__(NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=MplProtocol)
         self.store = Store()
         self.settings = settings_mod.Settings()
         self.publisher = Publisher(self)
@@ -114,10 +129,10 @@ def _register_sync(server: MplLanguageServer) -> None:
     @guarded()
     def did_change(ls: MplLanguageServer, params: types.DidChangeTextDocumentParams):
         td = params.text_document
-        if ls.store.get(td.uri) is None:
-            ls.store.open(td.uri, ls.workspace.get_text_document(td.uri).source, td.version)
-        else:
-            ls.store.change(td.uri, params.content_changes, td.version, ls.encoding)
+        if ls.store.get(td.uri) is None:   # a change without didOpen: start from the disk file
+            path = uri_to_path(td.uri)
+            ls.store.open(td.uri, (ls.store.read_file(path) if path else None) or "", td.version)
+        ls.store.change(td.uri, params.content_changes, td.version, ls.encoding)
         ls.publisher.schedule(td.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=True))
@@ -157,12 +172,15 @@ _HEAVY = ("torch", "transformers", "accelerate", "matplotlib", "mpl.runtime", "m
 
 def _register_commands(server: MplLanguageServer) -> None:
     @server.command(STATUS_COMMAND)
-    def status(ls: MplLanguageServer):
+    def status(ls: MplLanguageServer, uri=None):
         """What the server knows: version, encoding, settings, model shape, open documents,
-        and which heavy modules are loaded (none should be: the server is front end only)."""
+        which heavy modules are loaded (none should be: the server is front end only), and
+        with a document URI argument the server's copy of that buffer (to debug sync)."""
         st = ls.settings
         shape = ls.store.model
+        doc = ls.store.get(uri) if isinstance(uri, str) else None
         return {
+            "document": None if doc is None else {"uri": doc.uri, "version": doc.version, "text": doc.text},
             "version": __version__,
             "positionEncoding": ls.encoding,
             "settings": {"model": st.model, "debounceMs": st.debounce_ms,
