@@ -1,0 +1,96 @@
+"""``mplc compile x.moe [-o x_policy.py] [--policy NAME]``: write the compiled policy module.
+
+The output is written atomically (a temporary file in the target directory, then
+``os.replace``): on any failure no file, or the previous file, is left. On check errors the
+diagnostics are printed and nothing is written (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="the .moe policy file")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="output module path (default: FILE's stem + '_policy.py' next to it; '-' for stdout)")
+    p.add_argument("--policy", metavar="NAME", help="which policy of the file (needed when it defines several)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+
+
+def default_output(path: str, policy: str | None) -> str:
+    stem = os.path.splitext(path)[0]
+    return f"{stem}_{policy}_policy.py" if policy else f"{stem}_policy.py"
+
+
+def write_atomic(path: str, text: str) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".mplc-", suffix=".py.tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _reader():
+    cache: dict = {}
+
+    def read(path):
+        if path not in cache:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    cache[path] = f.read()
+            except (OSError, TypeError, UnicodeDecodeError):
+                cache[path] = None
+        return cache[path]
+    return read
+
+
+def run(args) -> int:
+    from mpl.api import PolicyError, load
+    from mpl.cli.render import render_all, use_color
+
+    def show(diags) -> None:
+        if diags:
+            print(render_all(diags, _reader(), color=use_color(sys.stderr)), file=sys.stderr)
+
+    try:
+        pol = load(args.file, args.policy)
+    except PolicyError as e:
+        errors = [d for d in e.diagnostics if d.is_error]
+        if errors:
+            show(e.diagnostics)
+            print(f"mplc compile: {args.file}: not compiled ({len(errors)} error"
+                  f"{'s' if len(errors) > 1 else ''})", file=sys.stderr)
+        else:
+            msg = str(e).replace("policy='NAME'", "--policy NAME")
+            print(f"mplc compile: {msg}", file=sys.stderr)
+        return 1
+    show(pol.diagnostics)
+    out = args.output or default_output(args.file, args.policy)
+    if out == "-":
+        sys.stdout.write(pol.source)
+        return 0
+    try:
+        write_atomic(out, pol.source)
+    except OSError as e:
+        print(f"mplc compile: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"policy": pol.name, "output": out,
+                          "source_hash": pol.module.SOURCE_HASH, "mpl_version": pol.module.MPL_VERSION}))
+    else:
+        print(f"compiled policy {pol.name!r} -> {out}")
+    return 0
