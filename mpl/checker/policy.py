@@ -62,12 +62,22 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
                   + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))
     elif "cache.capacity" not in rp.settings:
         cache = rp.blocks["cache"]
+        if _misspelt(cache, "capacity"):
+            return      # MPL102 already suggests 'capacity'
         if "cache" in rp.own_blocks:
             span = cache.name.span
         else:
             span = _name_span(rp)
         sink.emit("MPL105", f"the cache of policy '{rp.name}' has no capacity; add 'capacity = N' "
                   f"(slots) or a size such as 'capacity = 12GiB'", span)
+
+
+def _misspelt(block: ast.Block, name: str) -> bool:
+    """Whether ``block`` has an unknown parameter whose closest known name is ``name``."""
+    from mpl.checker.common import suggest
+    known = schema.BLOCKS[block.name.text].param_names()
+    return any(isinstance(i, ast.Param) and i.name.text not in known
+               and suggest(i.name.text, known) == name for i in block.items)
 
 
 def _own(rp: ResolvedPolicy, key: str) -> bool:
@@ -108,7 +118,7 @@ def _own_rule(rp: ResolvedPolicy, r: RuleInfo) -> bool:
 
 
 def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, base_found) -> None:
-    base = set(base_found)
+    base = {(v.code, v.keys) for v in base_found}
     for r in rules:
         if not _own_rule(rp, r) or r.inverse:
             continue
@@ -124,7 +134,7 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
             after[a.key] = a.value
         given2 = given | {a.key for a in sets}
         for v in cross_field(after, blocks, given2, purpose=purpose, model=model):
-            if v in base or not _is_error(v):
+            if (v.code, v.keys) in base or not _is_error(v):
                 continue
             hit = next((a for a in sets if a.key in v.keys), None)
             if hit is None:
