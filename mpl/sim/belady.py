@@ -80,10 +80,14 @@ def requests_of(dispatches: Iterable[Dispatch], num_experts: int) -> tuple[list[
 
 
 def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset[int] = frozenset(),
-             num_experts: int = 0) -> BeladyResult:
+             num_experts: int = 0, outcomes: list | None = None) -> BeladyResult:
     """Belady with bypass and in-use protection over one cache. ``requests``: per dispatch,
     its distinct keys. ``pinned`` keys are always hits and take slots. ``num_experts`` (when
-    > 0) lets the result count per-layer hits (key // num_experts)."""
+    > 0) lets the result count per-layer hits (key // num_experts). ``outcomes`` (a list of
+    len(requests)) receives, per dispatch, a code per key: 0 hit, 1 loaded, 2 streamed.
+
+    A missed key admitted earlier in the same dispatch may be displaced by a later one with a
+    nearer next use: physically that key was streamed, and it is counted so."""
     n = len(requests)
     # Priority of a key after its use at dispatch d: its next use, ties broken by the rest of
     # its future (lexicographically). Two keys with the same next use m are both needed by
@@ -122,7 +126,8 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
         nus = nxt[d]
         accesses += len(ks)
         new_entries = None
-        for k, nu in zip(ks, nus):
+        admitted = None                      # keys loaded by this dispatch -> position
+        for pos, (k, nu) in enumerate(zip(ks, nus)):
             if k in resident:
                 hits += 1
                 resident[k] = nu            # old heap entry becomes stale: protected now
@@ -142,6 +147,10 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
                 resident[k] = nu
                 push(heap, (-nu, k))
                 loads += 1
+                if admitted is None:
+                    admitted = {k: pos}
+                else:
+                    admitted[k] = pos
                 continue
             # the farthest-next-use resident that is not in use by this dispatch
             while heap:
@@ -153,12 +162,35 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
             if heap and -heap[0][0] > nu:
                 vk = pop(heap)[1]
                 del resident[vk]
-                evictions += 1
+                if admitted is not None and vk in admitted:
+                    loads -= 1               # loaded by this very dispatch: it streamed
+                    streamed += 1
+                    del admitted[vk]
+                else:
+                    evictions += 1
                 resident[k] = nu
                 push(heap, (-nu, k))
                 loads += 1
+                if admitted is None:
+                    admitted = {k: pos}
+                else:
+                    admitted[k] = pos
             else:
                 streamed += 1
+        if outcomes is not None:
+            oc = [2] * len(ks)
+            for pos, k in enumerate(ks):
+                if k in pinned_here:
+                    oc[pos] = 0
+            if new_entries is not None:
+                hitset = {k for _, k in new_entries}
+                for pos, k in enumerate(ks):
+                    if k in hitset:
+                        oc[pos] = 0
+            if admitted is not None:
+                for k, pos in admitted.items():
+                    oc[pos] = 1
+            outcomes[d] = oc
         if new_entries is not None:
             for e in new_entries:
                 push(heap, e)

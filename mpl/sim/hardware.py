@@ -238,27 +238,11 @@ def costs_for(profile: Profile, *, model: str = "", expert_bytes: int = 0,
 
 
 def runtime_cost_model(costs: Costs):
-    """The runtime's CostModel (mpl.runtime.cost) filled with these numbers, for the hybrid
-    schedule; None when the runtime does not provide one."""
-    try:
-        from mpl.runtime import cost as rcost
-    except ImportError:
-        return None
-    CostModel = getattr(rcost, "CostModel", None)
-    if CostModel is None:
-        return None
-    return _build_cost_model(CostModel, costs)
+    """The runtime's CostModel (mpl.runtime.cost) with these numbers, for the hybrid
+    schedule's decisions (the same numbers the timeline charges)."""
+    from mpl.runtime.cost import CostModel
 
-
-def _build_cost_model(CostModel, costs: Costs):
     p = costs.profile
-    # Attribute names follow mpl/runtime/cost.py; see there.
-    factory = getattr(CostModel, "from_rates", None)
-    kw = dict(link_bytes_per_ms=p.effective_link_gbps * 1e6,
-              gpu_flops_per_ms=p.gpu_tflops * 1e9,
-              cpu_flops_per_ms=p.cpu_gflops * 1e6,
-              expert_bytes=costs.expert_bytes,
-              expert_flops=costs.expert_flops_per_token)
-    if factory is not None:
-        return factory(**kw)
-    return CostModel(**kw)
+    return CostModel(link_gbps=p.effective_link_gbps, cpu_gflops=p.cpu_gflops,
+                     gpu_gflops=p.gpu_tflops * 1e3, expert_flops=costs.expert_flops_per_token,
+                     latency_ms=p.transfer_latency_us * 1e-3)

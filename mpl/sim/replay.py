@@ -1,0 +1,399 @@
+"""Replay: run a compiled policy's runtime over a trace (the same module the live mechanism
+uses), time its Plans on a hardware model, and compare with Belady's optimum.
+
+``replay(policy, trace, hardware=None, capacity=None, belady=True)`` -> :class:`ReplayReport`.
+A policy whose eviction is ``belady`` (replay only) is answered by the oracle itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from mpl.runtime.plan import CPU, STREAM, Load, Plan
+from mpl.sim import hardware as hw
+from mpl.sim import traceio
+from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
+from mpl.sim.timeline import Timeline
+from mpl.trace import Dispatch, Trace
+
+
+class ReplayError(ValueError):
+    """The policy and the trace do not fit together (message says why)."""
+
+
+@dataclass
+class ReplayReport:
+    policy: str
+    trace: dict                     # model, dispatches, steps, source
+    hardware: dict                  # the profile
+    stats: dict                     # SPEC §5 stats of the runtime (stall_ms simulated)
+    belady: dict | None             # the optimum for the same structure and capacity
+    sim: dict                       # simulated time: total, per step, tok/s, stall, busy times
+    costs: dict                     # per-operation costs used
+    capacity: Any = None            # the capacity override, if any
+    elapsed_s: float = 0.0          # wall time of the replay (not the simulated time)
+
+    @property
+    def hit_rate(self) -> float:
+        return self.stats["hit_rate"]
+
+    @property
+    def belady_hit_rate(self) -> float | None:
+        return self.belady["hit_rate"] if self.belady else None
+
+    @property
+    def gap(self) -> float | None:
+        """Belady's hit rate minus the policy's (>= 0 for demand-only policies)."""
+        return None if self.belady is None else self.belady["hit_rate"] - self.hit_rate
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.sim["tokens_per_s"]
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "trace": self.trace, "hardware": self.hardware,
+                "capacity": self.capacity, "stats": self.stats, "belady": self.belady,
+                "gap": self.gap, "sim": self.sim, "costs": self.costs,
+                "elapsed_s": self.elapsed_s}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def format_text(self) -> str:
+        s, t, m = self.stats, self.trace, self.sim
+        lines = [f"policy {self.policy} on {t['model']} trace ({t['dispatches']} dispatches, "
+                 f"{t['steps']} steps), hardware {self.hardware['name']}",
+                 "",
+                 f"  hit rate      {s['hit_rate']:7.2%}   ({s['hits']} hits / {s['accesses']} accesses)"]
+        if self.belady is not None:
+            b = self.belady
+            cap = b["capacities"]
+            capt = (f"per-layer {min(cap)}..{max(cap)}" if isinstance(cap, list) else f"shared {cap}")
+            lines.append(f"  Belady        {b['hit_rate']:7.2%}   (optimum, {capt} slots; "
+                         f"gap {self.gap * 100:+.2f} pp)")
+        lines += [
+            f"  loads         {s['loads']}  (demand {s['demand_loads']}, background "
+            f"{s['background_loads']}, prefetch {s['prefetch_loads']}); "
+            f"{s['bytes_loaded'] / 1e9:.2f} GB",
+            f"  evictions     {s['evictions']}   streamed {s['streamed']}   cpu computes {s['cpu_computes']}",
+            f"  prefetch      issued {s['prefetch_issued']}, useful {s['prefetch_useful']}, "
+            f"accuracy {s['prefetch_accuracy']:.2%}",
+            "",
+            f"  simulated     {m['time_per_step_ms']:.2f} ms/step, {m['tokens_per_s']:.2f} tok/s "
+            f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, link busy "
+            f"{m['link_busy_ms'] / max(m['total_ms'], 1e-9):.0%})",
+        ]
+        pl = s.get("per_layer") or []
+        if pl:
+            lines += ["", "  per-layer hit rate (layer: rate [capacity])"]
+            row = []
+            for i, x in enumerate(pl):
+                row.append(f"{x['layer']:>3}: {x['hit_rate']:6.1%} [{x.get('capacity', '-')}]")
+                if len(row) == 4 or i == len(pl) - 1:
+                    lines.append("    " + "   ".join(row))
+                    row = []
+        if s.get("adapt_log"):
+            lines += ["", f"  adapt firings {len(s['adapt_log'])} (first: {s['adapt_log'][0]})"]
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ progress
+class Progress:
+    """A plain stderr progress bar, drawn only when stderr is a terminal."""
+
+    def __init__(self, total: int, label: str = "replay", enabled: bool | None = None):
+        self.total = max(total, 1)
+        self.label = label
+        self.on = sys.stderr.isatty() if enabled is None else enabled
+        self.last = -1
+        self.every = max(self.total // 200, 1)
+
+    def update(self, i: int) -> None:
+        if not self.on or (i % self.every and i != self.total):
+            return
+        pct = int(100 * i / self.total)
+        if pct == self.last:
+            return
+        self.last = pct
+        n = pct * 30 // 100
+        sys.stderr.write(f"\r{self.label} [{'#' * n}{'.' * (30 - n)}] {pct:3d}%")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.on:
+            sys.stderr.write("\r" + " " * (len(self.label) + 40) + "\r")
+            sys.stderr.flush()
+
+
+# ------------------------------------------------------------------ helpers
+def _as_trace(trace) -> Trace:
+    if isinstance(trace, Trace):
+        return trace
+    if isinstance(trace, (str, os.PathLike)):
+        return traceio.load(os.fspath(trace))
+    raise TypeError(f"trace must be a Trace or a path, not {type(trace).__name__}")
+
+
+def expert_bytes_for(ir, header) -> int:
+    """An explicit cache.expert_size_gb wins; else the trace header; else 1.2 GB."""
+    gb = ir.get("cache.expert_size_gb") if ir is not None else None
+    if gb:
+        return int(gb * 1e9)
+    if header.expert_bytes:
+        return int(header.expert_bytes)
+    return hw.DEFAULT_EXPERT_BYTES
+
+
+def _steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:
+    """Distinct steps, and tokens decoded (per step: its widest dispatch)."""
+    per: dict[int, int] = {}
+    for d in dispatches:
+        t = d.tokens
+        if per.get(d.step, 0) < t:
+            per[d.step] = t
+    return len(per), sum(per.values())
+
+
+def _sim_summary(tl: Timeline, steps: int, tokens: int) -> dict:
+    out = tl.to_dict()
+    total = out["total_ms"]
+    out.update(steps=steps, tokens=tokens,
+               time_per_step_ms=total / steps if steps else 0.0,
+               tokens_per_s=tokens / (total / 1e3) if total > 0 else 0.0)
+    return out
+
+
+def _flat(d: Dispatch):
+    if d.tokens == 1:
+        return d.experts[0], (d.weights[0] if d.weights is not None else None)
+    ex = [e for row in d.experts for e in row]
+    ws = [w for row in d.weights for w in row] if d.weights is not None else None
+    return ex, ws
+
+
+def _tokens_of(d: Dispatch) -> dict | None:
+    if d.tokens == 1:
+        return None
+    c: dict[int, int] = {}
+    for row in d.experts:
+        for e in set(row):
+            c[e] = c.get(e, 0) + 1
+    return c
+
+
+def _check_fit(header, num_experts_ok=True) -> None:
+    if header.num_moe_layers < 1:
+        raise ReplayError("the trace has no MoE layers")
+
+
+def _uses_belady(ir) -> bool:
+    if ir.get("cache.eviction") == "belady":
+        return True
+    return False
+
+
+def _per_layer_capacities(ir, num_layers: int) -> list[int] | None:
+    """The runtime's initial per-layer capacities (None for a shared cache)."""
+    if not ir.per_layer:
+        return None
+    from mpl.runtime.budgets import allocate
+    cap = ir["cache.capacity"]
+    if not isinstance(cap, int):
+        raise ReplayError("a size capacity needs the runtime (not available for belady)")
+    tb = ir.get("per_layer.total_budget")
+    total = num_layers * cap if tb is None else int(tb)
+    return allocate([1.0] * num_layers, total, int(ir["per_layer.min_capacity"]),
+                    int(ir["per_layer.max_capacity"]))
+
+
+# ------------------------------------------------------------------ replay
+def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
+           progress: bool | None = False, params: dict | None = None) -> ReplayReport:
+    """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
+    text loaded for replay). ``capacity`` overrides cache.capacity; ``params`` overrides
+    other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
+    Profile (default rtx-4090)."""
+    t_start = time.perf_counter()
+    trace = _as_trace(trace)
+    h = trace.header
+    _check_fit(h)
+    overrides = dict(params or {})
+    if capacity is not None:
+        overrides["cache.capacity"] = capacity
+    policy = load_policy(policy, overrides=overrides)
+    ir = policy.ir
+    profile = hw.resolve(hardware)
+    eb = expert_bytes_for(ir, h)
+    costs = hw.costs_for(profile, model=h.model, expert_bytes=eb)
+    L, E, K = h.num_moe_layers, h.num_experts, h.top_k
+    steps, tokens = _steps_and_tokens(trace.dispatches)
+    tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
+    bar = Progress(len(trace), f"replay {policy.name}", progress if progress else False) \
+        if progress is not False else Progress(len(trace), enabled=False)
+
+    if _uses_belady(ir):
+        stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
+    else:
+        rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs))
+        caps0 = list(rt.capacities()) if ir.per_layer else None
+        dispatch = rt.dispatch
+        add_stall = rt.add_stall
+        tl_dispatch = tl.dispatch
+        upd = bar.update
+        for i, d in enumerate(trace.dispatches):
+            if d.tokens == 1:
+                ex = d.experts[0]
+                ws = d.weights[0] if d.weights is not None else None
+                plan = dispatch(d.layer, ex, ws, 1, step=d.step, predictions=d.predictions)
+                stall = tl_dispatch(plan)
+            else:
+                ex, ws = _flat(d)
+                plan = dispatch(d.layer, ex, ws, d.tokens, step=d.step, predictions=d.predictions)
+                stall = tl_dispatch(plan, _tokens_of(d), d.tokens)
+            if stall > 0:
+                add_stall(stall)
+            upd(i + 1)
+        stats = rt.stats()
+        bres = None
+        if belady:
+            pin = ir.get("cache.pin") or ()
+            if caps0 is not None:
+                bres = belady_optimum(trace.dispatches, E, capacities=caps0, pin=pin)
+            else:
+                cap = getattr(rt, "capacity", None)
+                if cap is None:
+                    cap = sum(rt.capacities()) if not ir.per_layer else None
+                bres = belady_optimum(trace.dispatches, E, capacity=int(cap), pin=pin, num_layers=L)
+    bar.close()
+    return ReplayReport(
+        policy=policy.name,
+        trace={"model": h.model, "dispatches": len(trace), "steps": steps, "tokens": tokens,
+               "moe_layers": L, "num_experts": E, "top_k": K, "source": h.source,
+               "expert_bytes": eb},
+        hardware=profile.to_dict(), stats=stats,
+        belady=bres.to_dict() if bres is not None else None,
+        sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
+        elapsed_s=time.perf_counter() - t_start)
+
+
+def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
+    """``eviction = belady``: the oracle decides; plans are built from its decisions so the
+    timeline and the stats are those of the optimum."""
+    h = trace.header
+    L, E = h.num_moe_layers, h.num_experts
+    pin = tuple(ir.get("cache.pin") or ())
+    caps = _per_layer_capacities(ir, L)
+    reqs, layers = requests_of(trace.dispatches, E)
+    outcome: list[list[int] | None] = [None] * len(reqs)
+    if caps is None:
+        cap = ir["cache.capacity"]
+        if not isinstance(cap, int):
+            cap = max(1, int(cap.bytes // eb))
+        pinned = frozenset(l * E + e for l in range(L) for e in pin if e < E)
+        res = simulate(reqs, cap, pinned, E, outcomes=outcome)
+        res.structure, res.capacities = "shared", cap
+    else:
+        res = BeladyResult(structure="per_layer", capacities=caps)
+        for l in range(L):
+            idx = [i for i, x in enumerate(layers) if x == l]
+            sub_out: list = [None] * len(idx)
+            pinned = frozenset(l * E + e for e in pin if e < E)
+            r = simulate([reqs[i] for i in idx], caps[l], pinned, E, outcomes=sub_out)
+            res.merge(r)
+            for i, o in zip(idx, sub_out):
+                outcome[i] = o
+    per_layer_acc = [0] * L
+    per_layer_hit = [0] * L
+    for i, d in enumerate(trace.dispatches):
+        ks = reqs[i]
+        oc = outcome[i]
+        experts = [k - d.layer * E for k in ks]
+        hit = [o == 0 for o in oc]
+        where = [0 if o != 2 else STREAM for o in oc]
+        loads = [Load((d.layer, e), 0, None, "demand") for e, o in zip(experts, oc) if o == 1]
+        plan = Plan(d.step, d.layer, experts, where, hit, loads, [])
+        tl.dispatch(plan, _tokens_of(d), d.tokens)
+        per_layer_acc[d.layer] += len(ks)
+        per_layer_hit[d.layer] += sum(hit)
+        bar.update(i + 1)
+    acc, hits = res.accesses, res.hits
+    stats = {"accesses": acc, "hits": hits, "misses": acc - hits,
+             "hit_rate": hits / acc if acc else 0.0, "evictions": res.evictions,
+             "loads": res.loads, "demand_loads": res.loads, "background_loads": 0,
+             "prefetch_loads": 0, "bytes_loaded": res.loads * eb, "prefetch_issued": 0,
+             "prefetch_useful": 0, "prefetch_accuracy": 0.0, "cpu_computes": 0,
+             "streamed": res.streamed, "stall_ms": tl.stall_ms,
+             "per_layer": [{"layer": l, "accesses": per_layer_acc[l], "hits": per_layer_hit[l],
+                            "hit_rate": per_layer_hit[l] / per_layer_acc[l] if per_layer_acc[l] else 0.0,
+                            "capacity": caps[l] if caps else res.capacities}
+                           for l in range(L)],
+             "adapt_log": []}
+    return stats, res
+
+
+# ------------------------------------------------------------------ loading
+@dataclass
+class OraclePolicy:
+    """A policy whose eviction is ``belady``: no runtime, the oracle answers."""
+    name: str
+    ir: Any
+    source: str
+
+    def text(self) -> str:
+        return self.source
+
+
+class PolicyLoadError(ValueError):
+    def __init__(self, message: str, diagnostics=()):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+
+
+def load_policy(policy, *, name: str | None = None, overrides: dict | None = None):
+    """A Policy ready for replay: an mpl Policy (returned as is without overrides), a path
+    to a .moe file, or .moe text. ``overrides`` ("block.name" -> value) edit the text and
+    check it again. Replay-only values (eviction = belady) are accepted."""
+    from mpl.checker import REPLAY, analyze, read_source
+    from mpl.sim.variants import set_params
+
+    path = None
+    if isinstance(policy, (str, os.PathLike)) and (os.fspath(policy).endswith((".moe", ".policy"))
+                                                    and "{" not in os.fspath(policy)):
+        path = os.fspath(policy)
+        text, err = read_source(path)
+        if err is not None:
+            raise PolicyLoadError(err.message, [err])
+    elif isinstance(policy, str):
+        text = policy
+    else:
+        if not overrides:
+            return policy
+        text = policy.text()
+        name = name or policy.name
+    if overrides:
+        text = set_params(text, overrides, policy=name)
+    an = analyze(text, path, purpose=REPLAY)
+    if an.errors:
+        first = an.errors[0]
+        raise PolicyLoadError(f"{first.file or path or '<policy>'}:{first.span.line}:"
+                              f"{first.span.column}: {first.message} [{first.code}]",
+                              an.diagnostics)
+    if not an.ir:
+        raise PolicyLoadError(f"{path or '<policy>'}: defines no policy")
+    if name is None:
+        if len(an.ir) > 1:
+            raise PolicyLoadError(f"{path or '<policy>'} defines several policies "
+                                  f"({', '.join(an.ir)}): choose one with --policy")
+        name = next(iter(an.ir))
+    if name not in an.ir:
+        raise PolicyLoadError(f"no policy named '{name}' (defined: {', '.join(an.ir)})")
+    ir = an.ir[name]
+    if _uses_belady(ir):
+        return OraclePolicy(name, ir, text)
+    from mpl.api import from_ir
+    return from_ir(ir, diagnostics=an.diagnostics, path=path)
