@@ -56,7 +56,9 @@ class Segmented(Store):
         if key in self.a:
             self.a.hit(key, w)
             return
-        self.b.discard(key)          # promotion: b -> a
+        self.b.discard(key)          # promotion: b -> a (the access still counts in a)
+        if self.a.needs_miss:
+            self.a.miss(key, w)
         self.a.insert(key, w)
         self._demote(protect=key)
 
