@@ -41,43 +41,45 @@ class Timeline:
         self._gpu1 = costs.gpu_expert_ms(1)
         self._cpu1 = costs.cpu_expert_ms(1)
 
-    def _xfer(self, start: float) -> float:
-        s = start if start > self.link_free else self.link_free
-        self.link_free = s + self._t_xfer
-        self.transfer_ms += self._t_xfer
-        self.transfers += 1
-        self.bytes += self.c.expert_bytes
-        return self.link_free
-
     def dispatch(self, plan: Plan, tokens_of: dict | None = None, tokens: int = 1) -> float:
         """Advance the clocks by one dispatch; returns its stall in ms.
         ``tokens_of``: expert -> tokens routed to it (default 1 each)."""
         c = self.c
-        t0 = self.now + (c.dense_ms(tokens) if c.dense_bytes_per_layer else 0.0)
-        self.gpu_ms += t0 - self.now
+        now = self.now
+        t0 = now + (c.dense_ms(tokens) if c.dense_bytes_per_layer else 0.0)
+        self.gpu_ms += t0 - now
         layer = plan.layer
-        demand = {ld.key: ld for ld in plan.loads if ld.kind == DEMAND}
+        loads = plan.loads
+        demand = {ld.key for ld in loads if ld.kind == DEMAND} if loads else ()
         arrival = self.arrival
+        txf = self._t_xfer
+        link = self.link_free
+        nx = 0
         ready_times: list[tuple[float, float]] = []   # (ready, compute ms) per GPU expert
         cpu_busy = 0.0
+        gpu1, cpu1 = self._gpu1, self._cpu1
         for e, where, hit in zip(plan.experts, plan.where, plan.hit):
             n = tokens_of.get(e, 1) if tokens_of else 1
-            key = (layer, e)
             if where == CPU:
-                cpu_busy += self._cpu1 if n == 1 else c.cpu_expert_ms(n)
+                cpu_busy += cpu1 if n == 1 else c.cpu_expert_ms(n)
                 continue
-            comp = self._gpu1 if n == 1 else c.gpu_expert_ms(n)
+            comp = gpu1 if n == 1 else c.gpu_expert_ms(n)
             if hit:
-                ready = arrival.get(key, 0.0)
-            elif where == STREAM or key in demand:
-                ready = self._xfer(t0)
+                ready = arrival.get((layer, e), 0.0) if arrival else 0.0
+            elif where == STREAM or (layer, e) in demand:
+                link = (t0 if t0 > link else link) + txf
+                nx += 1
+                ready = link
             else:   # a miss already in flight (issued by an earlier prefetch/background load)
-                ready = arrival.get(key, t0)
+                ready = arrival.get((layer, e), t0)
             ready_times.append((ready, comp))
-        # background loads start with the dispatch (cpu computes meanwhile)
-        for ld in plan.loads:
-            if ld.kind == BACKGROUND:
-                arrival[ld.key] = self._xfer(t0)
+        # background loads start with the dispatch (the CPU computes meanwhile)
+        if loads:
+            for ld in loads:
+                if ld.kind == BACKGROUND:
+                    link = (t0 if t0 > link else link) + txf
+                    nx += 1
+                    arrival[ld.key] = link
         if self.overlap:
             ready_times.sort()
             t = t0
@@ -99,13 +101,21 @@ class Timeline:
         self.gpu_ms += busy
         self.stall_ms += stall
         # prefetches are issued when the dispatch ends
-        for ld in plan.loads:
-            if ld.kind == PREFETCH:
-                arrival[ld.key] = self._xfer(end)
+        if loads:
+            for ld in loads:
+                if ld.kind == PREFETCH:
+                    link = (end if end > link else link) + txf
+                    nx += 1
+                    arrival[ld.key] = link
         for key, _slot in plan.evicted:
             arrival.pop(key, None)
         if len(arrival) > 4096:       # forget transfers that have long landed
             self.arrival = {k: v for k, v in arrival.items() if v > end}
+        self.link_free = link
+        if nx:
+            self.transfers += nx
+            self.transfer_ms += nx * txf
+            self.bytes += nx * c.expert_bytes
         self.now = end
         return stall
 

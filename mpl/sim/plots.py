@@ -1,0 +1,85 @@
+"""Figures for sweeps (matplotlib, imported lazily, Agg backend): hit rate vs capacity with
+Belady's curve, and a per-layer hit-rate heatmap."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def _plt():
+    try:
+        import matplotlib
+    except ImportError:
+        raise RuntimeError("plots need matplotlib: pip install 'mpl-policylang[plot]'") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _series(points) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for p in points:
+        if p.error or p.capacity is None:
+            continue
+        key = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in p.params.items()) or "policy"
+        groups.setdefault(key, []).append(p)
+    return groups
+
+
+def _cap_value(c):
+    return c if isinstance(c, (int, float)) else float("nan")
+
+
+def hit_rate_plot(points, out: str, *, title: str = "", dpi: int = 150) -> str:
+    """Hit rate vs capacity, one line per parameter combination, Belady's optimum dashed."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    groups = _series(points)
+    belady_done: dict = {}
+    for key, ps in groups.items():
+        ps = sorted(ps, key=lambda p: _cap_value(p.capacity))
+        xs = [_cap_value(p.capacity) for p in ps]
+        ax.plot(xs, [p.hit_rate * 100 for p in ps], marker="o", label=key)
+        for p in ps:
+            if p.belady is not None:
+                belady_done.setdefault(_cap_value(p.capacity), p.belady)
+    if belady_done:
+        xs = sorted(belady_done)
+        ax.plot(xs, [belady_done[x] * 100 for x in xs], "k--", marker="s", markersize=4,
+                label="Belady (offline optimum)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("cache capacity (slots)")
+    ax.set_ylabel("hit rate (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title or "Hit rate vs capacity")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
+def heatmap(points, out: str, *, title: str = "", labels: Sequence[str] | None = None,
+            dpi: int = 150) -> str:
+    """Per-layer hit rate: one row per sweep point, one column per MoE layer."""
+    plt = _plt()
+    rows = [p for p in points if not p.error and p.per_layer]
+    if not rows:
+        raise ValueError("no successful sweep point has per-layer hit rates")
+    data = [[x * 100 for x in p.per_layer] for p in rows]
+    names = list(labels) if labels else [p.label for p in rows]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(data[0]) + 2.5), 0.42 * len(rows) + 1.6))
+    im = ax.imshow(data, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(names, fontsize=8)
+    ax.set_xlabel("MoE layer")
+    step = max(1, len(data[0]) // 16)
+    ax.set_xticks(range(0, len(data[0]), step))
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label("hit rate (%)")
+    ax.set_title(title or "Per-layer hit rate")
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out

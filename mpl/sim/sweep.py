@@ -1,0 +1,204 @@
+"""Sweeps: replay one policy over a grid of capacities and parameter values.
+
+Each point reports the policy's hit rate, Belady's optimum for the same cache structure and
+capacity (computed once per structure, shared by every parameter value), the gap, and the
+simulated tokens/s. Points run in parallel across processes with ``jobs > 1``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from mpl.sim import traceio
+from mpl.sim.belady import belady as belady_optimum
+from mpl.trace import Trace
+
+
+@dataclass
+class Point:
+    capacity: Any
+    params: dict
+    hit_rate: float | None = None
+    belady: float | None = None
+    gap: float | None = None
+    tokens_per_s: float | None = None
+    time_per_step_ms: float | None = None
+    stall_ms_per_step: float | None = None
+    loads: int | None = None
+    per_layer: list[float] = field(default_factory=list)
+    capacities: list[int] | int | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        ps = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in self.params.items())
+        return f"cap={self.capacity}" + (f", {ps}" if ps else "")
+
+    def to_dict(self) -> dict:
+        return {"capacity": self.capacity, "params": self.params, "hit_rate": self.hit_rate,
+                "belady": self.belady, "gap": self.gap, "tokens_per_s": self.tokens_per_s,
+                "time_per_step_ms": self.time_per_step_ms,
+                "stall_ms_per_step": self.stall_ms_per_step, "loads": self.loads,
+                "per_layer_hit_rate": self.per_layer, "capacities": self.capacities,
+                "error": self.error}
+
+
+def parse_param(spec: str) -> tuple[str, list]:
+    """``eviction=lru,lfu`` or ``cache.eviction=lru,lfu`` -> ("cache.eviction", ["lru", "lfu"])."""
+    from mpl import schema
+
+    if "=" not in spec:
+        raise ValueError(f"--param '{spec}': write NAME=V1,V2 (e.g. eviction=lru,lfu)")
+    name, values = spec.split("=", 1)
+    name = name.strip()
+    if "." not in name:
+        hits = [k for k in schema.PARAMS if k.split(".", 1)[1] == name]
+        if len(hits) != 1:
+            raise ValueError(f"--param '{name}': unknown parameter (write block.name, e.g. cache.eviction)")
+        name = hits[0]
+    elif name not in schema.PARAMS:
+        raise ValueError(f"--param '{name}': unknown parameter")
+    vals = [_value(v.strip()) for v in values.split(",") if v.strip()]
+    if not vals:
+        raise ValueError(f"--param '{spec}': no values")
+    return name, vals
+
+
+def _value(text: str):
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text, text)
+
+
+def grid(capacities: Sequence, params: dict[str, list]) -> list[tuple[Any, dict]]:
+    keys = list(params)
+    out = []
+    for cap in capacities:
+        for combo in itertools.product(*(params[k] for k in keys)):
+            out.append((cap, dict(zip(keys, combo))))
+    return out
+
+
+def _run_point(args) -> Point:
+    text, name, trace, cap, params, hardware = args
+    from mpl.sim.replay import replay, load_policy
+
+    p = Point(cap, params)
+    try:
+        overrides = dict(params)
+        if cap is not None:
+            overrides["cache.capacity"] = cap
+        pol = load_policy(text, name=name, overrides=overrides)
+        r = replay(pol, trace, hardware=hardware, belady=False)
+    except Exception as e:       # one bad point (e.g. budget > capacity) must not stop a sweep
+        p.error = str(e).splitlines()[0]
+        return p
+    s = r.stats
+    p.hit_rate = s["hit_rate"]
+    p.tokens_per_s = r.sim["tokens_per_s"]
+    p.time_per_step_ms = r.sim["time_per_step_ms"]
+    p.stall_ms_per_step = r.sim["stall_ms"] / max(r.sim["steps"], 1)
+    p.loads = s["loads"]
+    p.per_layer = [x["hit_rate"] for x in s.get("per_layer", [])]
+    if pol.ir.per_layer:
+        p.capacities = [x.get("capacity") for x in s.get("per_layer", [])]
+        p._structure = ("per_layer", tuple(_initial_caps(pol, trace)), tuple(pol.ir.get("cache.pin") or ()))
+    else:
+        cap_slots = _shared_slots(pol, trace)
+        p.capacities = cap_slots
+        p._structure = ("shared", cap_slots, tuple(pol.ir.get("cache.pin") or ()))
+    return p
+
+
+def _initial_caps(pol, trace) -> list[int]:
+    h = trace.header
+    if hasattr(pol, "runtime"):
+        rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k,
+                         expert_bytes=h.expert_bytes or None)
+        return list(rt.capacities())
+    from mpl.sim.replay import _per_layer_capacities
+    return _per_layer_capacities(pol.ir, h.num_moe_layers)
+
+
+def _shared_slots(pol, trace) -> int:
+    h = trace.header
+    cap = pol.ir["cache.capacity"]
+    if isinstance(cap, int):
+        return cap
+    from mpl.sim.replay import expert_bytes_for
+    return max(1, int(cap.bytes // expert_bytes_for(pol.ir, h)))
+
+
+def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params: dict | None = None,
+              *, policy: str | None = None, hardware=None, jobs: int = 1, belady: bool = True,
+              progress=None) -> list[Point]:
+    """Replay every (capacity, params) point. ``capacities`` may hold None (the policy's own)."""
+    if not isinstance(trace, Trace):
+        trace = traceio.load(os.fspath(trace))
+    points = grid(list(capacities) or [None], params or {})
+    work = [(policy_text, policy, trace, cap, ps, hardware) for cap, ps in points]
+    if jobs > 1 and len(work) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as ex:
+            results = []
+            for i, r in enumerate(ex.map(_run_point, work)):
+                results.append(r)
+                if progress:
+                    progress(i + 1, len(work))
+    else:
+        results = []
+        for i, w in enumerate(work):
+            results.append(_run_point(w))
+            if progress:
+                progress(i + 1, len(work))
+    if belady:
+        memo: dict = {}
+        E = trace.header.num_experts
+        for p in results:
+            st = getattr(p, "_structure", None)
+            if st is None:
+                continue
+            if st not in memo:
+                kind, caps, pin = st
+                if kind == "shared":
+                    r = belady_optimum(trace.dispatches, E, capacity=caps, pin=pin,
+                                       num_layers=trace.header.num_moe_layers)
+                else:
+                    r = belady_optimum(trace.dispatches, E, capacities=list(caps), pin=pin)
+                memo[st] = r.hit_rate
+            p.belady = memo[st]
+            p.gap = p.belady - p.hit_rate
+    for p in results:
+        p.__dict__.pop("_structure", None)
+    return results
+
+
+def format_table(points: list[Point]) -> str:
+    keys = []
+    for p in points:
+        for k in p.params:
+            if k not in keys:
+                keys.append(k)
+    head = ["capacity"] + [k.split(".", 1)[1] for k in keys] + ["hit rate", "Belady", "gap (pp)", "tok/s", "ms/step"]
+    rows = []
+    for p in points:
+        row = [str(p.capacity if p.capacity is not None else "-")] + [str(p.params.get(k, "")) for k in keys]
+        if p.error:
+            row += [f"error: {p.error}", "", "", "", ""]
+        else:
+            row += [f"{p.hit_rate:.2%}",
+                    f"{p.belady:.2%}" if p.belady is not None else "-",
+                    f"{p.gap * 100:+.2f}" if p.gap is not None else "-",
+                    f"{p.tokens_per_s:.2f}", f"{p.time_per_step_ms:.2f}"]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*r) for r in rows]
+    return "\n".join(lines)
