@@ -48,7 +48,8 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from mpl import schema
 from mpl.diagnostics import Diagnostic, Related, Span, make
@@ -68,6 +69,7 @@ _FALLBACK_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*([A-Za-z_][A-Za-z
 _OPS = "|".join(re.escape(op) for op in sorted(schema.COMPARISON_OPS, key=len, reverse=True))
 _COND_RE = re.compile(rf"\s*([A-Za-z_][A-Za-z0-9_]*)\s*({_OPS})\s*({_NUM})\s*\Z")
 _DEFAULT_RULE_UNIT = "accesses"
+_ORIGIN = "written by this Python line"
 
 
 # ---------------------------------------------------------------- where a call came from
@@ -111,8 +113,18 @@ def _error(message: str, site: CallSite | None) -> "Exception":
 
 
 def _policy_error(diags: list[Diagnostic]) -> Exception:
-    from mpl.api import PolicyError
-    return PolicyError(diags)
+    """:class:`mpl.PolicyError` with the diagnostics, each rendered with the Python line
+    that wrote the offending text."""
+    from mpl.api import PolicyError, render
+    lines = []
+    for d in diags:
+        line = render(d)
+        origin = next((r for r in d.related if r.message.startswith(_ORIGIN)), None)
+        if origin is not None:
+            line += f" [{origin.message}]"
+        lines.append(line)
+    head = f"the policy has {len(diags)} error{'s' if len(diags) != 1 else ''}:"
+    return PolicyError(head + "\n  " + "\n  ".join(lines), diags)
 
 
 def _check_name(text: Any, what: str, site: CallSite | None, pattern=_NAME_RE) -> str:
@@ -380,6 +392,17 @@ def _number(x: int | float, site: CallSite | None) -> str:
     raise _error(f"expected a number, got {x!r}", site)
 
 
+def _with_unit(number: str, unit: str | None) -> str:
+    """Canonical spelling (as ``mplc fmt`` writes it): a size unit or an unknown unit is
+    glued to its number (``12GiB``), any other unit follows after a space (``50 steps``)."""
+    if not unit:
+        return number
+    known = schema.UNITS.get(unit)
+    if known is None or known.kind == "size":
+        return number + unit
+    return f"{number} {unit}"
+
+
 def _parse_number(text: str) -> int | float:
     """The value of a number literal matched by ``_NUM`` (as the lexer reads it)."""
     if "." in text or "e" in text or "E" in text:
@@ -396,14 +419,13 @@ def render_value(v: Any, site: CallSite | None = None) -> str:
     if isinstance(v, bool) or isinstance(v, (int, float)):
         return _number(v, site)
     if isinstance(v, Quantity):
-        unit = _check_name(v.unit, "the unit", site)
-        return f"{_number(v.value, site)}{unit}"
+        return _with_unit(_number(v.value, site), _check_name(v.unit, "the unit", site))
     if isinstance(v, Metric):
         return _check_name(v.name, "the name", site)
     if isinstance(v, str):
         m = _NUM_RE.match(v)
         if m:
-            return _number(_parse_number(m.group(1)), site) + (m.group(2) or "")
+            return _with_unit(_number(_parse_number(m.group(1)), site), m.group(2))
         if _NAME_RE.match(v):
             return v
         m = _FALLBACK_RE.match(v)
@@ -525,7 +547,7 @@ class PolicyBuilder:
                 self._merge(item)
             elif isinstance(item, RuleSpec):
                 self._rules.append(item)
-            elif isinstance(item, (list, tuple)):
+            elif isinstance(item, Iterable) and not isinstance(item, (str, bytes, dict)):
                 self.add(*item)
             else:
                 raise _error(f"expected blocks (dsl.cache(...)) or rules (dsl.rule(...)), got {item!r}",
@@ -590,6 +612,9 @@ class PolicyBuilder:
         head = f"policy {self.name}" + (f" extends {self.parent}" if self.parent else "")
         w.add(head + " {", self._site)
         for spec in self._ordered_blocks():
+            if not spec.params:
+                w.add(f"{INDENT}{spec.name} {{}}", spec.site)
+                continue
             w.add(f"{INDENT}{spec.name} {{", spec.site)
             for pname, p in self._ordered_params(spec):
                 w.add(f"{INDENT * 2}{pname} = {render_value(p.value, p.site)}", p.site)
@@ -601,6 +626,9 @@ class PolicyBuilder:
                 head = f"{INDENT * 2}when {render_condition(r.condition, r.site)}"
                 if r.duration is not None:
                     head += f" for {_render_duration(r.duration, r.site)}"
+                if not r.actions:
+                    w.add(head + " {}", r.site)
+                    continue
                 w.add(head + " {", r.site)
                 for a in r.actions:
                     w.add(INDENT * 3 + self._render_action(a, r.site), a.site or r.site)
@@ -664,7 +692,7 @@ class PolicyBuilder:
         site = writer.sites[idx] if 0 <= idx < len(writer.sites) else None
         if site is None:
             return d
-        rel = Related(f"written by this Python line ({site})", site.span(), site.file)
+        rel = Related(f"{_ORIGIN} ({site})", site.span(), site.file)
         return replace(d, related=(*d.related, rel))
 
     def check(self) -> "PolicyBuilder":

@@ -210,7 +210,7 @@ def test_build_gives_a_working_policy(make):
     rt = policy.runtime(num_layers=4, num_experts=16, top_k=2)
     for step in range(6):
         for layer in range(4):
-            rt.dispatch(layer, [(step + layer) % 16, (3 * layer + 1) % 16])
+            rt.dispatch(layer, [(step + layer) % 8, 8 + (3 * layer) % 8])
     stats = rt.stats()
     assert stats["accesses"] == 48
     assert stats["hits"] + stats["misses"] == 48
@@ -272,13 +272,15 @@ def test_unit_helpers_come_from_the_schema():
     for unit in schema.UNITS:
         q = getattr(dsl, unit)(3)
         assert q == dsl.Quantity(3, unit)
-        assert dsl.render_value(q) == f"3{unit}"
+        glued = schema.UNITS[unit].kind == "size"
+        assert dsl.render_value(q) == (f"3{unit}" if glued else f"3 {unit}")
 
 
 @pytest.mark.parametrize("value, text", [
     (True, "true"), (False, "false"), (16, "16"), (-2, "-2"), (0.9, "0.9"), (1e-4, "0.0001"),
     (1e20, "100000000000000000000.0"), ("lfu", "lfu"), ("lfu|lru", "lfu | lru"),
     (" lfu | lru ", "lfu | lru"), ("12GiB", "12GiB"), ("12 GiB", "12GiB"), ("1.50 MB", "1.5MB"),
+    ("50steps", "50 steps"), ("12GiG", "12GiG"), (dsl.ms(5), "5 ms"),
     ("16", "16"), ([0, 1], "[0, 1]"), (("hit_rate", "miss_rate"), "[hit_rate, miss_rate]"),
     ([], "[]"), ("two words", '"two words"'), ('a"b', '"a\\"b"'),
     (dsl.fallback("lfu", "lru"), "lfu | lru"),
