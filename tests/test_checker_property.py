@@ -1,0 +1,117 @@
+"""Property tests of the checker: random and mutated inputs (including imported files supplied
+through ``read_file``) never make ``analyze`` raise, and every span it reports (diagnostics,
+related locations, fix edits) lies inside the text of the file it names, with line/column
+consistent with its offsets."""
+
+import glob
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mpl.checker import analyze
+from mpl.diagnostics import Span
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = [open(p, encoding="utf-8").read()
+          for p in sorted(glob.glob(os.path.join(ROOT, "tests", "corpus", "*.moe")))]
+CORPUS += [open(os.path.join(ROOT, "tests", "snapshots", n), encoding="utf-8").read()
+           for n in ("crossfield.moe", "warnings.moe")]
+
+TOKENS = ["policy", "p", "q", "base", "extends", "{", "}", "cache", "prefetch", "schedule", "monitor",
+          "per_layer", "adapt", "capacity", "eviction", "pin", "budget", "strategy", "mode", "=", "8",
+          "0", "-1", "1.5", "1e3", "12GiB", "ms", "steps", "accesses", "lru", "lfu", "belady", "fallback",
+          "history", "hybrid", "true", "false", "when", "for", "hit_rate", "miss_rate", "stall_ms",
+          "<", ">=", "==", "!=", "|", ":", "[", "]", ",", ";", ".", "trigger", "rebalance", "flush",
+          "entropy", "import", '"lib.moe"', '"std/lru_basic"', '"nope.moe"', '"main.moe"', "version",
+          "1", "3", "#c\n", "\n", " ", "\t", '"', "@", "é", "lfu_decay", "total_budget", "min_capacity"]
+
+DIR = os.path.join(os.path.abspath(os.sep), "virtual")
+MAIN = os.path.join(DIR, "main.moe")
+LIB = os.path.join(DIR, "lib.moe")
+
+
+def _check_span(s: Span, text: str, what: str) -> None:
+    assert 0 <= s.offset <= s.end_offset <= len(text), (what, s, len(text))
+    assert s == Span.from_offsets(text, s.offset, s.end_offset), (what, s)
+
+
+def _check_all(a, texts: dict) -> None:
+    for d in a.diagnostics:
+        text = texts.get(d.file)
+        assert text is not None, d.file
+        _check_span(d.span, text, d.code)
+        for r in d.related:
+            _check_span(r.span, texts[r.file if r.file is not None else d.file], d.code + " related")
+        for f in d.fixes:
+            for e in f.edits:
+                _check_span(e.span, texts[e.file if e.file is not None else d.file], d.code + " fix")
+
+
+def _run(main: str, lib: str | None):
+    buffers = {MAIN: main}
+    if lib is not None:
+        buffers[LIB] = lib
+    a = analyze(main, MAIN, read_file=buffers.get)
+    texts = {MAIN: main, **{p: doc.text for p, doc in a.imports.items()}}
+    if lib is not None and LIB in a.imports:
+        assert texts[LIB] == lib
+    _check_all(a, texts)
+    # IR only for policies without errors, and lowering never produced a broken IR
+    for name, p in a.ir.items():
+        assert p.name == name and p.values
+
+
+token_text = st.lists(st.sampled_from(TOKENS), max_size=80).map(" ".join)
+
+
+@st.composite
+def mutated(draw):
+    text = draw(st.sampled_from(CORPUS))
+    for _ in range(draw(st.integers(1, 4))):
+        n = len(text)
+        i = draw(st.integers(0, n))
+        j = draw(st.integers(i, min(n, i + 40)))
+        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace"]))
+        if op == "delete":
+            text = text[:i] + text[j:]
+        elif op == "insert":
+            text = text[:i] + draw(st.sampled_from(TOKENS)) + text[i:]
+        elif op == "duplicate":
+            text = text[:j] + text[i:j] + text[j:]
+        else:
+            text = text[:i] + draw(st.text(max_size=6)) + text[j:]
+    return text
+
+
+CFG = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@CFG
+@given(token_text, st.one_of(st.none(), token_text))
+def test_random_tokens(main, lib):
+    _run('import "lib.moe"\n' + main if lib is not None else main, lib)
+
+
+@CFG
+@given(mutated(), st.one_of(st.none(), mutated()))
+def test_mutated_corpus(main, lib):
+    _run('import "lib.moe"\n' + main if lib is not None else main, lib)
+
+
+@CFG
+@given(st.text(max_size=200))
+def test_arbitrary_text(text):
+    _run(text, None)
+
+
+def test_every_prefix_of_a_corpus_file():
+    text = CORPUS[0] if len(CORPUS[0]) > 200 else max(CORPUS, key=len)
+    for cut in range(0, len(text), 3):
+        _run(text[:cut], None)
+
+
+def test_self_and_mutual_imports_through_buffers():
+    main = 'import "lib.moe"\nimport "main.moe"\npolicy p extends base { }\n'
+    lib = 'import "main.moe"\npolicy base { cache { capacity = 4 } }\n'
+    _run(main, lib)
