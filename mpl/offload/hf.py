@@ -291,24 +291,22 @@ def _resolve_device(device, model) -> torch.device:
 
 
 def _model_aware_check(policy, shape: ModelShape):
-    """Model-aware diagnostics of the policy's source for this model (SPEC §4). Errors raise."""
-    source = getattr(policy, "source", None)
-    if not source:
+    """Model-aware diagnostics of the policy for this model (SPEC §4), on its canonical text.
+    Model-aware errors (a pinned expert that does not exist, ...) raise AttachError; the
+    warnings (capacity below top-k, a cache holding every expert) are kept on the handle."""
+    text_of = getattr(policy, "text", None)
+    if not callable(text_of):
         return []
     try:
         from mpl.checker import analyze
+        from mpl.diagnostics import CODES
     except ImportError:
         return []
-    path = getattr(policy.ir, "source_path", None)
-    try:
-        result = analyze(source, path, model=shape)
-    except TypeError:
-        return []
-    diags = list(result.diagnostics)
-    from mpl.diagnostics import CODES
-    errors = [d for d in diags if d.is_error and getattr(CODES.get(d.code), "group", "") == "model"]
+    result = analyze(text_of(), None, model=shape)
+    diags = [d for d in result.diagnostics if getattr(CODES.get(d.code), "group", "") == "model"]
+    errors = [d for d in diags if d.is_error]
     if errors:
-        lines = "; ".join(f"{d.code} line {d.span.line}: {d.message}" for d in errors[:5])
+        lines = "; ".join(f"{d.code}: {d.message}" for d in errors[:5])
         raise AttachError(f"policy '{policy.name}' does not fit this model: {lines}")
     return diags
 
@@ -337,7 +335,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     diags = _model_aware_check(policy, shape) if check else []
 
     E, K = layers[0].num_experts, layers[0].top_k
-    expert_bytes = shape.expert_bytes
+    expert_bytes = sum(p[0].numel() * p.element_size() for p in layers[0].module.parameters(recurse=False))
     if cost is None and _uses(policy, "schedule.mode", "hybrid"):
         from .calibrate import calibrate
         cost = calibrate(layers[0], dev)

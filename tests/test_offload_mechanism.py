@@ -1,0 +1,269 @@
+"""The mechanism beyond bit-identity: CPU placements, refusals, stalls, pool memory, trace
+recording, replay equivalence, lookahead pre-gating, auto_attach."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+api = pytest.importorskip("mpl.api")
+
+import mpl  # noqa: E402
+from mpl.offload.auto import choose, parse_memory  # noqa: E402
+from mpl.offload.errors import AttachError  # noqa: E402
+from mpl.offload.hf import attach, discover  # noqa: E402
+from mpl.offload.lookahead import Lookahead  # noqa: E402
+from mpl.offload.models import build_model, encode  # noqa: E402
+from mpl.offload.recorder import Recorder, record  # noqa: E402
+
+torch.set_num_threads(1)
+PROMPT = torch.tensor([encode("Where do the experts live?")])
+
+
+def gen(model, n=5):
+    with torch.no_grad():
+        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True)
+    return out.sequences, torch.stack(out.logits)
+
+
+def pol(body: str):
+    return mpl.loads("version 1\npolicy p {\n" + body + "\n}\n")
+
+
+@pytest.fixture(scope="module")
+def olmoe():
+    return build_model("tiny-olmoe", experts_implementation="batched_mm")
+
+
+# ---------------------------------------------------------------------------- CPU placements
+@pytest.mark.parametrize("impl", ["eager", "grouped_mm"])
+def test_cpu_fallback_tokens_identical_and_cpu_computes(impl):
+    model = build_model("tiny-qwen2-moe", experts_implementation=impl)
+    ref_seq, ref_logits = gen(model)
+    h = attach(pol("cache { capacity = 3 }\nschedule { mode = cpu_fallback }"), model)
+    seq, logits = gen(model)
+    st = h.get_stats()
+    h.detach()
+    assert torch.equal(seq, ref_seq)
+    assert torch.allclose(logits, ref_logits, atol=1e-4, rtol=1e-4)
+    m = st["mechanism"]
+    assert m["cpu_computes"] > 0 and m["cpu_computes"] == st["cpu_computes"]
+    assert m["background_copies"] == st["background_loads"] > 0
+    assert m["copies"] == st["loads"]
+
+
+def test_hybrid_sends_expensive_transfers_to_cpu():
+    model = build_model("tiny-gpt-oss", experts_implementation="batched_mm")
+    ref_seq, ref_logits = gen(model)
+    # every transfer is estimated above a 1 ns threshold: the hybrid schedule computes misses on the CPU
+    h = attach(pol("cache { capacity = 4 }\nschedule { mode = hybrid\n offload_threshold_ms = 0.000001 }"), model)
+    seq, logits = gen(model)
+    st = h.get_stats()
+    h.detach()
+    assert torch.equal(seq, ref_seq)
+    assert torch.allclose(logits, ref_logits, atol=1e-4, rtol=1e-4)
+    assert st["mechanism"]["cpu_computes"] == st["cpu_computes"] > 0
+    assert h.runtime.cost.link_gbps > 0 and h.runtime.cost.cpu_gflops > 0   # calibrated
+
+
+# ---------------------------------------------------------------------------- memory, stalls
+def test_pool_is_fixed_and_sized_from_runtime(olmoe):
+    h = attach(pol("cache { capacity = 5 }"), olmoe)
+    E = h.layers[0].num_experts
+    assert h.pool.size == h.runtime.num_slots + E + 1
+    entry = h.pool.entry_bytes
+    assert entry == h.shape.expert_bytes
+    assert h.pool.nbytes == h.pool.size * entry
+    ptrs = h.pool.data_ptrs()
+    sizes = []
+    for _ in range(3):
+        gen(olmoe, n=3)
+        sizes.append(h.pool.nbytes)
+    st = h.get_stats()
+    h.detach()
+    assert sizes == [h.pool.size * entry] * 3
+    assert st["mechanism"]["bytes_copied"] == (st["loads"] + st["streamed"]) * entry
+    assert st["mechanism"]["stall_ms"] > 0                     # synchronous demand copies, measured
+    assert st["stall_ms"] == pytest.approx(st["mechanism"]["stall_ms"])
+    assert ptrs
+
+
+def test_store_holds_the_weights_and_detach_restores_values():
+    model = build_model("tiny-mixtral")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    h = attach(pol("cache { capacity = 2 }"), model)
+    b = h.layers[0]
+    assert not list(b.module.parameters(recurse=False))
+    assert torch.equal(b.host["gate_up_proj"], before[b.name + ".gate_up_proj"])
+    with h:      # context manager detaches
+        gen(model, n=2)
+    assert not h.attached
+    h.detach()   # idempotent
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_refuses_accelerate_hooks_unless_asked(olmoe):
+    from accelerate.hooks import ModelHook, add_hook_to_module
+    model = build_model("tiny-olmoe")
+    add_hook_to_module(model.model.layers[0], ModelHook())
+    with pytest.raises(AttachError, match="accelerate hooks"):
+        attach(pol("cache { capacity = 4 }"), model)
+    assert hasattr(model.model.layers[0], "_hf_hook")          # untouched
+    h = attach(pol("cache { capacity = 4 }"), model, remove_hooks=True)
+    assert not hasattr(model.model.layers[0], "_hf_hook")
+    h.detach()
+
+
+def test_refusals_are_clear():
+    model = build_model("tiny-gpt-oss")
+    model._use_kernels = True
+    with pytest.raises(AttachError, match="use_kernels"):
+        attach(pol("cache { capacity = 4 }"), model)
+    model._use_kernels = False
+    h = attach(pol("cache { capacity = 4 }"), model)
+    with pytest.raises(AttachError, match="already attached"):
+        attach(pol("cache { capacity = 4 }"), model)
+    h.detach()
+    with pytest.raises(AttachError, match="offload_device"):
+        attach(pol("cache { capacity = 4 }"), model, offload_device="cuda")
+    with pytest.raises(AttachError, match="device"):
+        attach(pol("cache { capacity = 4 }"), model, device="tpu:7")
+    with pytest.raises(AttachError, match="torch.nn.Module"):
+        attach(pol("cache { capacity = 4 }"), object())
+    with pytest.raises(AttachError, match="pinned expert|does not fit"):
+        attach(pol("cache { capacity = 4\n pin = [99] }"), model)
+    assert not hasattr(model, "_mpl_handle")
+
+
+def test_refuses_a_dense_model():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1)
+    with pytest.raises(AttachError, match="no Mixture-of-Experts"):
+        attach(pol("cache { capacity = 4 }"), LlamaForCausalLM(cfg))
+
+
+def test_discovery_reads_the_model():
+    layers = discover(build_model("tiny-deepseek-v2"))
+    assert [b.layer_id for b in layers] == [1, 2]             # layer 0 is dense
+    assert all(b.router is not None and b.top_k == 3 for b in layers)
+    g = discover(build_model("tiny-gpt-oss"))
+    assert g[0].module.is_transposed and g[0].module.has_bias
+    assert type(g[0].router).__name__ == "GptOssTopKRouter"
+
+
+# ---------------------------------------------------------------------------- lookahead
+def test_lookahead_predicts_with_the_next_router(olmoe):
+    layers = discover(olmoe)
+    look = Lookahead([b.router for b in layers], 2)
+    hidden = torch.randn(3, olmoe.config.hidden_size)
+    preds = look.predict(0, hidden)
+    assert set(preds) == {1, 2}
+    _, _, idx = layers[1].router(hidden)
+    assert set(preds[1]) == set(idx.reshape(-1).tolist())
+    assert look.predict(len(layers) - 1, hidden) is None
+
+
+def test_lookahead_feeds_predictions_to_runtime(olmoe):
+    h = attach(pol("cache { capacity = 8 }\nprefetch { strategy = lookahead\n budget = 2 }"), olmoe)
+    seen = []
+    real = h.runtime.dispatch
+
+    def spy(layer, experts, weights=None, tokens=1, **kw):
+        seen.append((layer, kw.get("predictions")))
+        return real(layer, experts, weights, tokens, **kw)
+    h.runtime.dispatch = spy
+    gen(olmoe, n=2)
+    st = h.get_stats()
+    h.detach()
+    assert any(p for layer, p in seen if layer == 0)
+    assert all(p is None for layer, p in seen if layer == len(h.layers) - 1)
+    assert st["prefetch_issued"] > 0
+
+
+def test_no_pregating_without_lookahead(olmoe):
+    h = attach(pol("cache { capacity = 8 }\nprefetch { strategy = history\n budget = 2 }"), olmoe)
+    gen(olmoe, n=2)
+    assert h.engine.lookahead is None and h.get_stats()["mechanism"]["lookahead_calls"] == 0
+    h.detach()
+
+
+# ---------------------------------------------------------------------------- recording
+def test_record_matches_live_routing_and_replays(olmoe):
+    trace = record(olmoe, PROMPT, max_new_tokens=4)
+    L = len(discover(olmoe))
+    assert trace.header.num_experts == 8 and trace.header.top_k == 2
+    assert trace.header.moe_layers == (0, 1, 2)
+    assert trace.num_steps == 4 and len(trace) == 4 * L
+    first = trace.dispatches[0]
+    assert first.tokens == PROMPT.shape[1] and all(len(r) == 2 for r in first.experts)
+    assert first.weights is not None and first.predictions and 1 in first.predictions
+    assert trace.dispatches[L - 1].predictions is None
+    # the same routing seen through an attached policy, and the replay gives the live numbers
+    policy = pol("cache { capacity = 5\n eviction = lfu }\nprefetch { strategy = history\n budget = 2 }")
+    h = attach(policy, olmoe)
+    with Recorder(olmoe) as rec:
+        with torch.no_grad():
+            olmoe.generate(PROMPT, max_new_tokens=4, do_sample=False)
+    live = h.get_stats()
+    h.detach()
+    t2 = rec.trace()
+    assert [(d.step, d.layer, d.experts) for d in t2] == [(d.step, d.layer, d.experts) for d in trace]
+    sim = pytest.importorskip("mpl.sim")
+    if not hasattr(sim, "replay"):
+        pytest.skip("mpl.sim.replay not available")
+    rep = sim.replay(policy, t2, belady=False)
+    stats = rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()
+    for k in ("accesses", "hits", "loads", "evictions", "prefetch_issued"):
+        assert stats[k] == live[k], k
+
+
+def test_record_refuses_dense_model():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1)
+    with pytest.raises(AttachError):
+        record(LlamaForCausalLM(cfg), [1, 2, 3])
+
+
+# ---------------------------------------------------------------------------- auto_attach
+def test_parse_memory():
+    assert parse_memory("12GiB") == 12 * 2 ** 30
+    assert parse_memory("1.5 MB") == 1_500_000
+    assert parse_memory(4096) == 4096
+    for bad in ("12 parsecs", "-3GB", "lots", 0):
+        with pytest.raises(AttachError):
+            parse_memory(bad)
+
+
+def test_auto_rules_and_bit_identity():
+    model = build_model("tiny-mixtral")
+    layers = discover(model)
+    eb = sum(p[0].numel() * p.element_size() for p in layers[0].module.parameters(recurse=False))
+    skel = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if ".experts." not in n)
+    dev = torch.device("cpu")
+
+    def mem_for(slots):
+        return int((skel + (8 + 1) * eb + slots * eb + eb // 2) / 0.9) + 1
+
+    texts = {}
+    for slots, rule in ((24, "rule 2"), (12, "rule 3"), (3, "rule 4")):
+        text, reason = choose(model, mem_for(slots), dev)
+        assert rule in reason, reason
+        mpl.loads("version 1\n" + text)        # a checked policy
+        texts[rule] = text
+    assert "per_layer" in texts["rule 3"] and "lookahead" in texts["rule 3"]
+    assert "capacity = 3" in texts["rule 4"]
+    with pytest.raises(AttachError, match="not enough memory"):
+        choose(model, skel, dev)
+    ref_seq, ref_logits = gen(model)
+    h = mpl.auto_attach(model, memory=mem_for(12), device="cpu")
+    assert "rule 3" in h.reason and h.policy_text.startswith("version 1")
+    mpl.loads(h.policy_text)
+    seq, logits = gen(model)
+    h.detach()
+    assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
