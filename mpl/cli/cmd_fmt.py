@@ -1,0 +1,146 @@
+"""``mplc fmt FILE... [--check] [--diff]``: rewrite policy files in the canonical layout.
+
+* default: rewrite each file that is not canonical, atomically (a temporary file in the same
+  directory, then ``os.replace``; the file's permissions are kept);
+* ``--check``: write nothing; list the files that would change; exit 1 if any would;
+* ``--diff``: write nothing; print a unified diff of each change (with ``--check`` the exit
+  status is 1 when there is a diff);
+* ``-`` as the only FILE: format standard input to standard output.
+
+A file with syntax errors is never rewritten: its diagnostics are printed (as ``mplc check``
+prints them) and the exit status is 1. So is a missing file or a directory. Exit 2 on usage
+errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import tempfile
+
+
+def add_arguments(p) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="policy files (.moe or .policy); '-' formats standard input to standard output")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 and list the files that would be reformatted")
+    p.add_argument("--diff", action="store_true",
+                   help="write nothing; print a unified diff of the changes")
+
+
+def _read(path: str) -> tuple[str | None, str | None, str | None]:
+    """(text as parsed, raw text, None) or (None, None, error message)."""
+    from mpl.checker import read_source
+
+    text, err = read_source(path)
+    if err is not None:
+        return None, None, err.message
+    try:
+        with open(path, "rb") as f:
+            raw = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:  # raced with a change on disk
+        return None, None, f"cannot read '{path}': {e}"
+    return text, raw, None
+
+
+def _print_diagnostics(diags, path: str, text: str) -> None:
+    try:
+        from mpl.cli.render import render_all, use_color
+    except ImportError:  # the renderer is optional for this command
+        for d in diags:
+            print(f"{path}:{d.span.line}:{d.span.column}: {d.severity.value}[{d.code}]: {d.message}",
+                  file=sys.stderr)
+        return
+    diags = [d if d.file is not None else _with_file(d, path) for d in diags]
+    print(render_all(diags, {path: text}, color=use_color(sys.stderr)), file=sys.stderr)
+
+
+def _with_file(d, path):
+    from dataclasses import replace
+
+    return replace(d, file=path)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Replace the contents of ``path`` by ``text`` in one step (keeps the file's mode)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=".mplc-fmt-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _stdin(args) -> int:
+    from mpl.fmt import FormatError, format_text
+
+    text = sys.stdin.read()
+    try:
+        out = format_text(text)
+    except FormatError as e:
+        _print_diagnostics(e.diagnostics, "<stdin>", text)
+        return 1
+    if args.diff:
+        sys.stdout.writelines(difflib.unified_diff(
+            text.splitlines(True), out.splitlines(True), "<stdin>", "<stdin> (formatted)"))
+        return 1 if args.check and out != text else 0
+    if args.check:
+        return 1 if out != text else 0
+    sys.stdout.write(out)
+    return 0
+
+
+def run(args) -> int:
+    from mpl.fmt import FormatError, format_text
+
+    if args.files == ["-"]:
+        return _stdin(args)
+    status = 0
+    changed = unchanged = failed = 0
+    for path in args.files:
+        text, raw, err = _read(path)
+        if err is not None:
+            print(f"mplc fmt: error: {err}", file=sys.stderr)
+            status, failed = 1, failed + 1
+            continue
+        try:
+            out = format_text(text)
+        except FormatError as e:
+            print(f"mplc fmt: error: not formatting '{path}': it has syntax errors", file=sys.stderr)
+            _print_diagnostics(e.diagnostics, path, text)
+            status, failed = 1, failed + 1
+            continue
+        if out == raw:
+            unchanged += 1
+            continue
+        changed += 1
+        if args.diff:
+            sys.stdout.writelines(difflib.unified_diff(
+                raw.splitlines(True), out.splitlines(True), path, f"{path} (formatted)"))
+        if args.check:
+            print(f"would reformat {path}")
+            status = 1
+        elif not args.diff:
+            try:
+                write_atomic(path, out)
+            except OSError as e:
+                print(f"mplc fmt: error: cannot write '{path}': {e.strerror or e}", file=sys.stderr)
+                status, failed, changed = 1, failed + 1, changed - 1
+                continue
+            print(f"reformatted {path}", file=sys.stderr)
+    verb = "would be reformatted" if (args.check or args.diff) else "reformatted"
+    parts = [f"{changed} file{'s' if changed != 1 else ''} {verb}",
+             f"{unchanged} already formatted"]
+    if failed:
+        parts.append(f"{failed} failed")
+    print(", ".join(parts), file=sys.stderr)
+    return status

@@ -1,0 +1,210 @@
+"""The canonical formatter: layout, idempotence, every comment kept, same meaning."""
+
+import dataclasses
+import glob
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mpl import schema
+from mpl.fmt import FormatError, format_text
+from mpl.syntax import ast, parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FILES = sorted(glob.glob(os.path.join(HERE, "corpus", "*.moe")) +
+               glob.glob(os.path.join(ROOT, "stdlib", "*.moe")))
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def shape(n):
+    """A node as plain data without spans (structure and values only)."""
+    if isinstance(n, list):
+        return [shape(x) for x in n]
+    if isinstance(n, ast.Node):
+        return (type(n).__name__, {f.name: shape(getattr(n, f.name)) for f in dataclasses.fields(n)
+                                   if f.name not in ("span", "comments", "text", "path", "op_span")
+                                   or (f.name == "text" and not isinstance(n, ast.Document))})
+    return n
+
+
+def canonical_shape(doc):
+    """The document's structure in canonical order, computed independently of mpl.fmt."""
+    order = schema.BLOCK_ORDER
+    out = [shape(i) for i in doc.items if isinstance(i, ast.Version)]
+    out += [shape(i) for i in doc.items if isinstance(i, ast.Import)]
+    for p in doc.policies:
+        blocks = sorted(enumerate(p.blocks),
+                        key=lambda ib: (order.index(ib[1].name.text) if ib[1].name.text in order
+                                        else len(order), ib[0]))
+        bs = []
+        for _, b in blocks:
+            names = schema.BLOCKS[b.name.text].param_names() if b.name.text in schema.BLOCKS else ()
+            params = sorted(enumerate(b.params), key=lambda ip: (
+                names.index(ip[1].name.text) if ip[1].name.text in names else len(names), ip[0]))
+            bs.append((b.name.text, [shape(x) for _, x in params] + [shape(r) for r in b.rules]))
+        out.append((p.name.text, p.parent.text if p.parent else None, bs))
+    return out
+
+
+def comments(text):
+    return [c.text for c in parse(text).document.comments]
+
+
+@pytest.mark.parametrize("path", FILES, ids=os.path.basename)
+def test_corpus_idempotent_comments_kept_meaning_unchanged(path):
+    text = read(path)
+    out = format_text(text)
+    assert format_text(out) == out                       # idempotent
+    assert sorted(comments(out)) == sorted(comments(text))  # every comment, same text
+    r = parse(out)
+    assert r.ok
+    assert canonical_shape(r.document) == canonical_shape(parse(text).document)
+
+
+def test_balanced_canonical_layout():
+    out = format_text(read(os.path.join(HERE, "corpus", "balanced.moe")))
+    assert out == (
+        "policy balanced {\n"
+        "    cache {\n"
+        "        capacity = 16\n"
+        "        eviction = lfu\n"
+        "        frequency_decay = 0.9\n"
+        "    }\n"
+        "    prefetch {\n"
+        "        strategy = history\n"
+        "        budget = 4\n"
+        "    }\n"
+        "    schedule {\n"
+        "        mode = hybrid\n"
+        "    }\n"
+        "    adapt {\n"
+        "        when hit_rate < 0.4 for 100 accesses {\n"
+        "            eviction = lru\n"
+        "        }\n"
+        "    }\n"
+        "}\n")
+
+
+def test_reordering_moves_comments_with_their_items():
+    text = (
+        "import \"std/lru_basic\"\n"
+        "policy b {}\n"
+        "version 1\n"
+        "policy a {\n"
+        "  adapt { when hit_rate<0.5 {eviction=lru} }\n"
+        "  # about the cache\n"
+        "  cache {\n"
+        "    zeta = 1   # unknown params go last\n"
+        "    eviction = lru|lfu   # trailing\n"
+        "    # about capacity\n"
+        "    capacity = 8GiB;pin=[1,2]\n"
+        "    # end of cache\n"
+        "  }\n"
+        "}\n"
+        "# end of file\n")
+    out = format_text(text)
+    assert out == (
+        "version 1\n"
+        "\n"
+        "import \"std/lru_basic\"\n"
+        "\n"
+        "policy b {}\n"
+        "\n"
+        "policy a {\n"
+        "    # about the cache\n"
+        "    cache {\n"
+        "        # about capacity\n"
+        "        capacity = 8GiB\n"
+        "        eviction = lru | lfu  # trailing\n"
+        "        pin = [1, 2]\n"
+        "        zeta = 1  # unknown params go last\n"
+        "        # end of cache\n"
+        "    }\n"
+        "    adapt {\n"
+        "        when hit_rate < 0.5 {\n"
+        "            eviction = lru\n"
+        "        }\n"
+        "    }\n"
+        "}\n"
+        "\n"
+        "# end of file\n")
+    assert format_text(out) == out
+
+
+def test_literals_kept_units_canonical():
+    out = format_text("policy p { cache { a = 0.90  b = 12 GiB  c = 5e-1 d = 100accesses "
+                      "e = 3GiG f = 2.5ms g = -1 h = \"s\\\"q\" } }")
+    body = [line.strip() for line in out.splitlines()[2:-2]]
+    assert body == ["a = 0.90", "b = 12GiB", "c = 5e-1", "d = 100 accesses", "e = 3GiG",
+                    "f = 2.5 ms", "g = -1", 'h = "s\\"q"']
+
+
+def test_conditional_and_fallback_values():
+    out = format_text("policy p { cache { eviction = lfu|lru : lru when hit_rate<0.3 } }")
+    assert "        eviction = lfu | lru : lru when hit_rate < 0.3\n" in out
+
+
+def test_several_trailing_comments_on_one_output_line():
+    text = "policy p { cache { capacity = # one\n 4 # two\n } }"
+    out = format_text(text)
+    assert sorted(comments(out)) == ["# one", "# two"]
+    assert format_text(out) == out
+
+
+def test_file_header_stays_on_top():
+    text = "# header\n\npolicy p { cache { capacity = 1 } }\nversion 1\n"
+    out = format_text(text)
+    assert out.startswith("# header\n\nversion 1\n\npolicy p {")
+    assert format_text(out) == out
+
+
+def test_empty_and_comment_only():
+    assert format_text("") == ""
+    assert format_text("# just this\n") == "# just this\n"
+    assert format_text("policy p { cache { } }") == "policy p {\n    cache {}\n}\n"
+
+
+def test_refuses_syntax_errors():
+    with pytest.raises(FormatError) as e:
+        format_text("policy p { cache { capacity = } }\npolicy q { x = }")
+    assert [(d.code, d.span.line) for d in e.value.diagnostics] == [("MPL002", 1), ("MPL002", 2)]
+    assert "syntax errors" in str(e.value)
+
+
+_mutations = st.lists(st.sampled_from([" ", "\n", ";", "\n\n", "  ", "# c\n"]), max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([f for f in FILES if "corpus" in f]), st.data())
+def test_whitespace_and_comment_noise_formats_to_a_fixed_point(path, data):
+    """Inserting spaces, newlines, ';' and comments between tokens keeps the meaning, and the
+    result is a fixed point."""
+    text = read(path)
+    r = parse(text)
+    from mpl.syntax.lexer import tokenize
+    toks = tokenize(text).tokens
+    # anywhere between tokens, except between a number and its unit (a unit must follow its
+    # number on the same line)
+    points = [t.end_pos for t in toks if t.type != "NUMBER"]
+    cuts = sorted(set(data.draw(st.lists(st.sampled_from(points), max_size=6))))
+    noisy, last = [], 0
+    for c in cuts:
+        noisy.append(text[last:c])
+        noisy.append(" " + data.draw(st.sampled_from([" ", "\n", "\n\n", "  ", "# noise\n"])))
+        last = c
+    noisy.append(text[last:])
+    noisy = "".join(noisy)
+    nr = parse(noisy)
+    if not nr.ok:  # '# noise' glued before a token can only comment out code, never happens
+        pytest.fail(f"noise broke the file: {nr.diagnostics[0].message}")
+    out = format_text(noisy)
+    assert format_text(out) == out
+    assert canonical_shape(parse(out).document) == canonical_shape(r.document)
+    assert sorted(comments(out)) == sorted(comments(noisy))
