@@ -161,6 +161,11 @@ def _register_sync(server: MplLanguageServer) -> None:
     @guarded()
     def did_change_watched(ls: MplLanguageServer, params: types.DidChangeWatchedFilesParams):
         ls.store.forget_workspace_files()
+        if ls.settings.model and any(c.uri.endswith(".json") for c in params.changes):
+            msgs: list[str] = []    # the model's config.json may have changed: read it again
+            ls.store.model = settings_mod.resolve_shape(ls.settings.model, msgs)
+            for m in msgs:
+                log(ls, f"mpl-lsp settings: {m}", types.MessageType.Warning)
         ls.store.invalidate_all()
         for uri in list(ls.store.docs):
             ls.publisher.schedule(uri, 0, cascade=False)

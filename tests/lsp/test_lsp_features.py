@@ -362,3 +362,78 @@ async def test_model_aware_diagnostics_and_bad_settings(client):
     assert "unknown model 'no-such-model'" in msgs and "debounceMs" in msgs and "colour" in msgs
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"mpl": {"model": None}}))
     no_internal_errors(client)
+
+
+# ------------------------------------------------------------------ formatting
+def _apply_edits(text: str, edits, enc: str) -> str:
+    from lsp.positions import LineIndex
+    idx = LineIndex(text, enc)
+    spans = sorted(((idx.offset(e.range.start), idx.offset(e.range.end), e.new_text) for e in edits), reverse=True)
+    for s, e, new in spans:
+        text = text[:s] + new + text[e:]
+    return text
+
+
+async def test_formatting(client):
+    fmt = pytest.importorskip("mpl.fmt")
+    messy = "# keep me ☕\npolicy   p{cache{capacity=8 ; eviction=lfu}   prefetch{strategy=history}}\n"
+    uri = open_doc(client, "fmt.moe", messy)
+    await diagnostics(client, uri)
+    opts = types.FormattingOptions(tab_size=4, insert_spaces=True)
+    edits = await client.text_document_formatting_async(types.DocumentFormattingParams(text_document=tdi(uri), options=opts))
+    assert edits
+    assert _apply_edits(messy, edits, client.encoding) == fmt.format_text(messy)
+    # a formatted file gets no edit; a file with syntax errors gets none either
+    change(client, uri, 2, fmt.format_text(messy))
+    assert not await client.text_document_formatting_async(types.DocumentFormattingParams(text_document=tdi(uri), options=opts))
+    change(client, uri, 3, "policy p { cache { capacity = = 8 }\n")
+    assert not await client.text_document_formatting_async(types.DocumentFormattingParams(text_document=tdi(uri), options=opts))
+    no_internal_errors(client)
+
+
+async def test_mplc_lsp_is_the_same_server(client):
+    """`mplc lsp` starts the same server: initialize it over raw stdio and ask for a hover."""
+    import asyncio
+    import json
+    import sys
+
+    from .conftest import REPO, server_env
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mpl.cli.main", "lsp", "--stdio", cwd=REPO, env=server_env(),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+    def send(obj):
+        body = json.dumps(obj).encode()
+        proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def read_message():
+        headers = {}
+        while True:
+            line = (await proc.stdout.readline()).decode().strip()
+            if not line:
+                break
+            k, v = line.split(":", 1)
+            headers[k.lower()] = v.strip()
+        return json.loads(await proc.stdout.readexactly(int(headers["content-length"])))
+
+    async def response(id_):
+        while True:
+            m = await asyncio.wait_for(read_message(), 30)
+            if m.get("id") == id_ and "method" not in m:
+                return m
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+    init = await response(1)
+    assert init["result"]["serverInfo"]["name"] == "mpl-lsp"
+    send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///tmp/mplc_lsp_probe.moe", "languageId": "moe", "version": 1,
+        "text": "policy p { cache { capacity = 8 } }\n"}}})
+    send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": {
+        "textDocument": {"uri": "file:///tmp/mplc_lsp_probe.moe"}, "position": {"line": 0, "character": 20}}})
+    hov = await response(2)
+    assert schema.PARAMS["cache.capacity"].doc in hov["result"]["contents"]["value"]
+    send({"jsonrpc": "2.0", "id": 3, "method": "shutdown", "params": None})
+    await response(3)
+    send({"jsonrpc": "2.0", "method": "exit", "params": None})
+    assert await asyncio.wait_for(proc.wait(), 30) == 0

@@ -1,0 +1,176 @@
+"""Unit tests of the server's own pieces: position conversion, the forgiving tokenizer and
+cursor context, settings, minimal formatting edits, per-layer capacities, the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pygls")
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from lsprotocol import types  # noqa: E402
+
+from lsp import context, settings  # noqa: E402
+from lsp.formatting import minimal_edit  # noqa: E402
+from lsp.inlay_hints import per_layer_capacities  # noqa: E402
+from lsp.positions import LineIndex  # noqa: E402
+from lsp.tokens import tokenize  # noqa: E402
+from mpl import schema, shapes  # noqa: E402
+from mpl.diagnostics import Span  # noqa: E402
+
+from .conftest import REPO, server_env, units  # noqa: E402
+
+TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", "\u200b", "𝔘"]), max_size=60)
+
+
+@given(TEXTS, st.sampled_from(["utf-8", "utf-16", "utf-32"]))
+@hsettings(max_examples=200, deadline=None)
+def test_positions_round_trip(text, enc):
+    idx = LineIndex(text, enc)
+    for off in range(len(text) + 1):
+        p = idx.position(off)
+        before = text[:off]
+        assert p.line == before.count("\n")
+        assert p.character == units(before[before.rfind("\n") + 1:], enc)
+        assert idx.offset(p) == off
+
+
+def test_position_past_line_end_clamps():
+    idx = LineIndex("ab😀\ncd", "utf-16")
+    assert idx.offset(types.Position(0, 99)) == 3
+    assert idx.offset(types.Position(9, 0)) == len("ab😀\ncd")
+    # the middle of a surrogate pair is the character after it
+    assert idx.offset(types.Position(0, 3)) == 3
+
+
+def test_span_range_uses_line_and_column_for_crlf():
+    text = "a\r\nbc\r\n"
+    idx = LineIndex(text, "utf-16")
+    # the checker sees "a\nbc\n": 'c' is line 2, column 2, offset 3 there (4 here)
+    rng = idx.span_range(Span(2, 2, 2, 3, 3, 4))
+    assert rng == types.Range(types.Position(1, 1), types.Position(1, 2))
+
+
+@given(st.text(max_size=200))
+@hsettings(max_examples=200, deadline=None)
+def test_tokenizer_and_context_never_fail(text):
+    toks = tokenize(text)
+    covered = set()
+    for t in toks:
+        assert text[t.start:t.end] == t.text and t.end > t.start
+        covered.update(range(t.start, t.end))
+    assert all(i in covered for i, c in enumerate(text) if c not in " \t\r\n\f\v")
+    infos = context.classify(toks)
+    assert len(infos) == len(toks)
+    for off in range(0, len(text) + 1, 7):
+        context.context_at(text, off)
+
+
+def test_tokenizer_covers_every_character():
+    text = 'policy p { cache { capacity = 12GiB } } # é\n"unterminated\n@'
+    toks = tokenize(text)
+    assert [t.text for t in toks][-3:] == ["# é", '"unterminated', "@"]
+    assert [t.kind for t in toks][-1] == "error"
+
+
+@pytest.mark.parametrize("text,kind,param", [
+    ("policy p { ", "block_name", None),
+    ("policy p { cache { ", "param_name", None),
+    ("policy p { cache { eviction = ", "value", "cache.eviction"),
+    ("policy p { cache { eviction = lru | ", "value", "cache.eviction"),
+    ("policy p { cache { capacity = 4 : 8 when ", "metric", None),
+    ("policy p { cache { capacity = 4 : 8 when hit_rate ", "op", None),
+    ("policy p { cache { capacity = 12G", "unit", "cache.capacity"),
+    ("policy p { cache { capacity = 12 ", "unit", "cache.capacity"),
+    ("policy p { cache { capacity = 12", "value", "cache.capacity"),
+    ("policy p { adapt { when hit_rate < 0.5 for 10 ", "duration_unit", None),
+    ("policy p { adapt { when hit_rate < 0.5 { ", "rule_action", None),
+    ("policy p { adapt { when hit_rate < 0.5 { trigger ", "trigger", None),
+    ("policy p { adapt { when hit_rate < 0.5 { capacity = ", "value", "cache.capacity"),
+    ("policy p { monitor { metrics = [hit_rate, ", "value", "monitor.metrics"),
+    ("policy q extends ", "extends", None),
+    ('import "', "import_path", None),
+    ("", "top", None),
+    ("policy p { cache { capacity = 4 }\n}\n", "top", None),
+])
+def test_cursor_context(text, kind, param):
+    ctx = context.context_at(text, len(text))
+    assert ctx.kind == kind
+    if param:
+        assert ctx.param == param
+
+
+def test_settings_parse_and_report():
+    s = settings.Settings()
+    got = settings.update(s, {"mpl": {"model": "mixtral", "debounceMs": 50,
+                                      "inlayHints": {"defaults": False, "perLayer": "yes"}, "x": 1}})
+    assert got.settings.model == "mixtral" and got.settings.debounce_ms == 50
+    assert got.settings.hint_defaults is False and got.settings.hint_per_layer is True
+    assert got.shape is not None and got.shape.num_experts == 8
+    assert any("perLayer" in m for m in got.messages) and any("'x'" in m for m in got.messages)
+    bad = settings.update(got.settings, {"model": "nope", "debounceMs": -1})
+    assert bad.shape is None and bad.settings.debounce_ms == 50
+    assert any("unknown model 'nope'" in m for m in bad.messages)
+    assert settings.update(s, "garbage").messages
+
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_minimal_edit(old, new):
+    e = minimal_edit(old, new)
+    if old == new:
+        assert e is None
+    else:
+        s, t, text = e
+        assert old[:s] + text + old[t:] == new
+
+
+def test_per_layer_capacities_uniform_split():
+    shape = shapes.preset("deepseek-v2-lite")
+    vals = {"cache.capacity": 8, "per_layer.total_budget": None, "per_layer.min_capacity": 2,
+            "per_layer.max_capacity": 64}
+    assert per_layer_capacities(vals, shape) == [8] * 26
+    vals["per_layer.total_budget"] = 100
+    caps = per_layer_capacities(vals, shape)
+    assert sum(caps) == 100 and max(caps) - min(caps) == 1
+    vals["per_layer.max_capacity"] = 3
+    assert per_layer_capacities(vals, shape) == [3] * 26
+
+
+def test_command_line():
+    env = server_env()
+    out = subprocess.run([sys.executable, "-m", "lsp.server", "--version"], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("mpl-lsp ")
+    out = subprocess.run([sys.executable, "-m", "mpl.cli.main", "lsp", "--help"], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=60)
+    assert out.returncode == 0 and "--stdio" in out.stdout and "--tcp" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "lsp.server", "--tcp", "99999"], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=60)
+    assert out.returncode == 2 and "1..65535" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "lsp.server", "--bogus"], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_server_imports_no_heavy_modules():
+    code = ("import sys, lsp.server as s; s.create_server(); "
+            "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','transformers','matplotlib') "
+            "or m.startswith(('mpl.runtime','mpl.sim','mpl.offload'))]; print(bad); assert not bad")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=server_env(),
+                         cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_schema_drives_completion_snippets():
+    from lsp.completion import block_snippet, policy_snippet
+    snip = policy_snippet(True)
+    for b in schema.BLOCKS.values():
+        if b.required:
+            assert f"{b.name} {{" in snip
+            for p in b.params:
+                if p.required:
+                    assert f"{p.name} = " in snip
+    assert "when ${1|" in block_snippet(schema.BLOCKS["adapt"], True)
