@@ -1,0 +1,96 @@
+"""``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME] [--objective hit_rate|tok_s]
+[-o best.moe] [--jobs N] [--json]``: search policies for a trace and write the winner."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def add_arguments(parser) -> None:
+    from mpl.sim import hardware
+    from mpl.tune import OBJECTIVES
+
+    parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
+    parser.add_argument("--budget", "-b", required=True, metavar="SLOTS|SIZE",
+                        help="total expert slots (e.g. 864) or device memory for experts (e.g. 12GiB)")
+    parser.add_argument("--hardware", metavar="NAME|FILE",
+                        help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="hit_rate",
+                        help="what to maximise (default hit_rate)")
+    parser.add_argument("-o", "--output", metavar="best.moe", help="write the winner here")
+    parser.add_argument("--name", default="tuned", help="name of the written policy")
+    parser.add_argument("--jobs", "-j", type=int, default=0,
+                        help="parallel processes (default: every core)")
+    parser.add_argument("--top", type=int, default=10, help="leaderboard rows to print")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args) -> int:
+    from mpl.sim import TraceFormatError, traceio
+    from mpl.sim.hardware import HardwareError
+    from mpl.sim.replay import Progress
+    from mpl.sim.belady import belady
+    from mpl import tune as T
+
+    if args.jobs < 0:
+        print("error: --jobs must be >= 0", file=sys.stderr)
+        return 1
+    try:
+        trace = traceio.load(args.trace)
+        bar = Progress(100, "tune")
+        state = {"n": 0}
+
+        def progress(stage, i, n):
+            state["n"] += 1
+            bar.label = f"tune stage {stage}"
+            bar.total = n
+            bar.update(i)
+
+        result = T.tune(trace, args.budget, hardware=args.hardware, objective=args.objective,
+                        jobs=args.jobs or None, name=args.name, progress=progress)
+        bar.close()
+    except (TraceFormatError, HardwareError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    b = result.best
+    E = trace.header.num_experts
+    if b.blocks.get("per_layer"):
+        from mpl.sim.replay import load_policy
+        from mpl.sim.sweep import _initial_caps
+        caps = _initial_caps(load_policy(b.text, name=b.name), trace)
+        result.belady = belady(trace.dispatches, E, capacities=caps).hit_rate
+    else:
+        result.belady = belady(trace.dispatches, E, capacity=int(b.blocks["cache"]["capacity"]),
+                               num_layers=trace.header.num_moe_layers).hit_rate
+    desc = f"{trace.header.model} trace {os.path.basename(args.trace)} ({len(trace)} dispatches)"
+    text = T.winner_text(result, desc, T.command_line(), name=args.name)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            print(f"error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 1
+    if args.json:
+        d = result.to_dict()
+        d["output"] = args.output
+        print(json.dumps(d, indent=2))
+        return 0
+    metric = "hit rate" if args.objective == "hit_rate" else "tok/s"
+    print(f"tuned for {desc}, budget {result.budget} slots, objective {args.objective}; "
+          f"{result.evaluated} candidates")
+    print(f"{'#':>3}  {'hit rate':>8}  {'tok/s':>8}  policy")
+    for i, c in enumerate(result.leaderboard[: args.top], 1):
+        if c.error:
+            print(f"{i:>3}  {'-':>8}  {'-':>8}  {c.describe()}  (error: {c.error})")
+        else:
+            print(f"{i:>3}  {c.hit_rate:8.2%}  {c.tokens_per_s:8.2f}  {c.describe()}")
+    print(f"Belady optimum for the winner's structure: {result.belady:.2%}")
+    if args.output:
+        print(f"wrote {args.output}")
+    else:
+        print()
+        print(text, end="")
+    return 0
