@@ -197,10 +197,25 @@ def test_cpu_fallback_computes_misses_on_the_cpu():
                 assert where == CPU
 
 
+MIXTRAL = dict(num_layers=8, num_experts=8, top_k=2)
+
+
 def test_prefetching_policies_prefetch():
-    for name in ("balanced", "generous", "lfu_history", "affinity_prefetch", "lookahead_prefetch"):
+    for name in ("generous", "lfu_history", "affinity_prefetch", "lookahead_prefetch", "adaptive"):
         rt, _ = run(mpl.load(stdlib_file(name)), steps=20, **SMALL)
-        assert rt.stats()["prefetch_issued"] > 0, name
+        stats = rt.stats()
+        assert stats["prefetch_issued"] > 0 and stats["prefetch_loads"] > 0, name
+
+
+def test_balanced_prefetches_only_with_room_beside_the_running_dispatch():
+    # documented: with top-2 there are 2 free slots to prefetch into; with top-4 the running
+    # dispatch's experts fill all 4 slots and are never evicted by a prefetch
+    policy = mpl.load(stdlib_file("balanced"))
+    top2, _ = run(policy, steps=20, **MIXTRAL)
+    assert top2.stats()["prefetch_loads"] > 0
+    top4, plans = run(policy, steps=20, **SMALL)
+    assert top4.stats()["prefetch_loads"] == 0
+    assert all(load.kind != "prefetch" for p in plans for load in p.loads)
 
 
 def test_consumer_16gb_sizes_its_cache_from_the_expert_size():
@@ -250,3 +265,29 @@ def test_unknown_stdlib_import_is_a_located_error():
     assert "MPL108" in codes
     d = next(d for d in diags if d.code == "MPL108")
     assert d.span.line == 1 and "balancd" in text[d.span.offset:d.span.end_offset]
+
+
+def uniform_run(policy, steps=60, num_layers=8, num_experts=64, top_k=4, seed=1):
+    rt = policy.runtime(num_layers=num_layers, num_experts=num_experts, top_k=top_k)
+    rng = random.Random(seed)
+    for _ in range(steps):
+        for layer in range(num_layers):
+            rt.dispatch(layer, rng.sample(range(num_experts), top_k))
+    return rt
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("adaptive", [("cache.eviction", "lfu", "lru"), ("prefetch.budget", 2, 1)]),
+    ("balanced_adaptive", [("cache.eviction", "lfu", "lru")]),
+    ("composed_full", [("prefetch.budget", 4, 8)]),
+])
+def test_adapt_rules_fire_as_documented_when_routing_is_unpredictable(name, expected):
+    # uniform routing over 64 experts: hit rate and prefetch accuracy stay near zero
+    rt = uniform_run(mpl.load(stdlib_file(name)))
+    log = [(e["key"], e["old"], e["new"]) for e in rt.stats()["adapt_log"]]
+    assert log == expected
+
+
+def test_fixed_policies_never_adapt():
+    rt = uniform_run(mpl.load(stdlib_file("lfu_history")))
+    assert rt.stats()["adapt_log"] == []
