@@ -112,16 +112,19 @@ def _error(message: str, site: CallSite | None) -> "Exception":
     return _policy_error([diag])
 
 
-def _policy_error(diags: list[Diagnostic]) -> Exception:
-    """:class:`mpl.PolicyError` with the diagnostics, each rendered with the Python line
-    that wrote the offending text."""
+def _policy_error(diags: list[Diagnostic], text: str | None = None) -> Exception:
+    """:class:`mpl.PolicyError` with the diagnostics, each rendered with the line of the
+    generated text it is about and the Python line that wrote that text."""
     from mpl.api import PolicyError, render
+    source = text.splitlines() if text is not None else []
     lines = []
     for d in diags:
         line = render(d)
         origin = next((r for r in d.related if r.message.startswith(_ORIGIN)), None)
         if origin is not None:
             line += f" [{origin.message}]"
+        if d.file is None and 1 <= d.span.line <= len(source):
+            line += f"\n    | {source[d.span.line - 1].strip()}"
         lines.append(line)
     head = f"the policy has {len(diags)} error{'s' if len(diags) != 1 else ''}:"
     return PolicyError(head + "\n  " + "\n  ".join(lines), diags)
@@ -699,7 +702,7 @@ class PolicyBuilder:
         """Raise :class:`mpl.PolicyError` if the policy has errors; return the builder."""
         errors = [d for d in self.diagnostics() if d.is_error]
         if errors:
-            raise _policy_error(errors)
+            raise _policy_error(errors, self.to_moe())
         return self
 
     def ir(self):
@@ -709,10 +712,11 @@ class PolicyBuilder:
         return analysis.ir[self.name]
 
     def build(self):
-        """The :class:`mpl.api.Policy`, compiled from the generated text by ``mpl.loads``."""
-        self.check()
-        from mpl.api import loads
-        return loads(self.to_moe(), policy=self.name, path=self.path)
+        """The :class:`mpl.api.Policy`: the checked IR compiled as ``mpl.loads`` compiles it
+        (``mpl.api.from_ir``), carrying the checker's warnings in ``.diagnostics``."""
+        pir = self.ir()
+        from mpl.api import from_ir
+        return from_ir(pir, diagnostics=self.diagnostics(), path=self.path)
 
     def runtime(self, num_layers: int, num_experts: int, top_k: int, **kw):
         """Shorthand for ``build().runtime(...)``."""
