@@ -355,7 +355,19 @@ def test_warnings_are_reported_but_do_not_fail_the_build():
     b = dsl.policy("w").cache(capacity=8, eviction="lru", frequency_decay=0.5)
     warnings = [d for d in b.diagnostics() if d.severity is Severity.WARNING]
     assert [d.code for d in warnings] == ["MPL401"]
-    assert b.build().ir["cache.frequency_decay"] == 0.5
+    policy = b.build()
+    assert policy.ir["cache.frequency_decay"] == 0.5
+    assert [d.code for d in policy.diagnostics] == ["MPL401"]
+
+
+def test_importing_the_dsl_stays_light():
+    import subprocess
+    import sys
+    code = ("import sys, mpl.dsl; print([m for m in ('torch', 'numpy', 'transformers', 'pygls') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("make", [
