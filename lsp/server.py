@@ -177,13 +177,14 @@ _HEAVY = ("torch", "transformers", "accelerate", "matplotlib", "mpl.runtime", "m
 
 def _register_commands(server: MplLanguageServer) -> None:
     @server.command(STATUS_COMMAND)
-    def status(ls: MplLanguageServer, uri=None):
+    def status(ls: MplLanguageServer, *args):
         """What the server knows: version, encoding, settings, model shape, open documents,
         which heavy modules are loaded (none should be: the server is front end only), and
         with a document URI argument the server's copy of that buffer (to debug sync)."""
         st = ls.settings
         shape = ls.store.model
-        doc = ls.store.get(uri) if isinstance(uri, str) else None
+        uri = args[0] if args and isinstance(args[0], str) else None
+        doc = ls.store.get(uri) if uri else None
         return {
             "document": None if doc is None else {"uri": doc.uri, "version": doc.version, "text": doc.text},
             "version": __version__,
