@@ -1,0 +1,185 @@
+"""Front-end benchmark: parse (and, where the checker is there, check + lower) times, the
+worst half-typed file against a clean parse, and the cold start of ``mplc check``.
+
+    python benchmarks/bench_frontend.py [--quick]
+
+Everything is measured in this one run; times are the best of several repetitions (the
+machines are shared and noisy: the minimum is the least disturbed run). Ratios compare
+measurements taken next to each other. Sections:
+
+* ``parse``: a typical policy (the seed's ``balanced``) and a generated 1,000-line file;
+* ``cut``: every prefix of a corpus file (a file being typed) against the clean parse;
+* ``check``: parse + check + lower of the same two files (skipped while the checker is absent);
+* ``cold start``: ``python -m mpl.cli.main check FILE`` against ``python -c pass``, with
+  byte-code caching on (as after an install, even where PYTHONDONTWRITEBYTECODE is set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+CORPUS = os.path.join(ROOT, "tests", "corpus")
+TYPICAL = os.path.join(CORPUS, "balanced.moe")
+CUT_FILE = os.path.join(CORPUS, "full_syntax.moe")
+
+
+def best(fn, repeat: int) -> float:
+    """Best wall time of ``repeat`` calls, in seconds."""
+    b = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        b = min(b, time.perf_counter() - t)
+    return b
+
+
+def generated_policy_file(lines: int = 1000) -> str:
+    """A realistic file of at least ``lines`` lines: many policies, every block, comments."""
+    out: list[str] = ["# generated for the front-end benchmark", "version 1", ""]
+    i = 0
+    while len(out) < lines:
+        out += [
+            f"# policy {i}: LFU with history prefetch and an adapt rule",
+            f"policy p{i} {{",
+            "    cache {",
+            f"        capacity = {8 + i % 24}",
+            "        eviction = lfu | lru  # segmented",
+            f"        pin = [{i % 8}, {(i + 3) % 8}]",
+            "        frequency_decay = 0.9",
+            "        ttl = 4096 steps",
+            "    }",
+            "    prefetch {",
+            "        strategy = history",
+            "        budget = 2",
+            "    }",
+            "    schedule {",
+            "        mode = cpu_fallback",
+            "    }",
+            "    monitor {",
+            "        metrics = [hit_rate, miss_rate]",
+            "        window = 256",
+            "    }",
+            "    adapt {",
+            "        when hit_rate < 0.4 for 100 accesses {",
+            "            eviction = lru",
+            "            trigger memory_pressure",
+            "        }",
+            "    }",
+            "}",
+            "",
+        ]
+        i += 1
+    return "\n".join(out)
+
+
+def parse_figures(repeat: int) -> dict:
+    from mpl.syntax import parse
+
+    typical = open(TYPICAL, encoding="utf-8").read()
+    big = generated_policy_file()
+    assert parse(typical).ok and parse(big).ok
+    return {
+        "typical_lines": typical.count("\n"),
+        "typical_parse_ms": best(lambda: parse(typical), repeat * 10) * 1e3,
+        "big_lines": big.count("\n"),
+        "big_parse_ms": best(lambda: parse(big), repeat) * 1e3,
+    }
+
+
+def cut_figures(repeat: int) -> dict:
+    """Worst ratio parse(prefix) / parse(whole file) over every prefix of CUT_FILE."""
+    from mpl.syntax import parse
+
+    text = open(CUT_FILE, encoding="utf-8").read()
+    clean = best(lambda: parse(text), repeat * 5)
+    first = [(best(lambda: parse(text[:i]), 3), i) for i in range(len(text) + 1)]
+    first.sort(reverse=True)
+    # re-measure the slowest prefixes carefully, each next to a fresh clean measurement
+    worst = 0.0
+    worst_at = 0
+    for _, i in first[:15]:
+        cut = best(lambda: parse(text[:i]), repeat * 5)
+        ref = best(lambda: parse(text), repeat * 5)
+        if cut / ref > worst:
+            worst, worst_at = cut / ref, i
+    line = text.count("\n", 0, worst_at) + 1
+    return {"cut_file": os.path.relpath(CUT_FILE, ROOT), "cut_positions": len(text) + 1,
+            "clean_parse_ms": clean * 1e3, "worst_cut_ratio": worst, "worst_cut_line": line}
+
+
+def check_figures(repeat: int) -> dict | None:
+    """parse + check + lower; None while mpl.checker.analyze is not available."""
+    try:
+        from mpl.checker import analyze
+    except ImportError:
+        return None
+    typical = open(TYPICAL, encoding="utf-8").read()
+    big = generated_policy_file()
+    return {
+        "typical_check_ms": best(lambda: analyze(typical, TYPICAL), repeat * 5) * 1e3,
+        "big_check_ms": best(lambda: analyze(big, "big.moe"), repeat) * 1e3,
+    }
+
+
+def cold_start(repeat: int) -> dict | None:
+    """Median wall time of ``mplc check`` on the typical file vs a bare Python start."""
+    # as installed: byte-code cached (the probe run below writes __pycache__ if allowed)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["NO_COLOR"] = "1"
+
+    def run(args) -> float:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        return time.perf_counter() - t
+
+    probe = subprocess.run([sys.executable, "-m", "mpl.cli.main", "check", TYPICAL], cwd=ROOT,
+                           env=env, capture_output=True, text=True)
+    if probe.returncode != 0:
+        return None
+    bare, check = [], []
+    for _ in range(repeat):  # interleaved, so both see the same machine load
+        bare.append(run(["-c", "pass"]))
+        check.append(run(["-m", "mpl.cli.main", "check", TYPICAL]))
+    b, c = min(bare), min(check)
+    return {"python_pass_ms": b * 1e3, "mplc_check_ms": c * 1e3, "ratio": c / b,
+            "ratio_median": statistics.median(check) / statistics.median(bare)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = ap.parse_args()
+    repeat = 3 if args.quick else 10
+
+    p = parse_figures(repeat)
+    print(f"parse  typical policy ({p['typical_lines']} lines):  {p['typical_parse_ms']:.2f} ms")
+    print(f"parse  generated file ({p['big_lines']} lines):  {p['big_parse_ms']:.1f} ms")
+    c = check_figures(repeat)
+    if c is None:
+        print("check  skipped: mpl.checker is not available")
+    else:
+        print(f"check  typical policy, parse+check+lower:  {c['typical_check_ms']:.2f} ms")
+        print(f"check  generated file, parse+check+lower:  {c['big_check_ms']:.1f} ms")
+    k = cut_figures(repeat)
+    print(f"cut    {k['cut_file']} cut at each of {k['cut_positions']} positions: worst prefix "
+          f"parse = {k['worst_cut_ratio']:.2f}x the clean parse ({k['clean_parse_ms']:.2f} ms), "
+          f"at line {k['worst_cut_line']}")
+    s = cold_start(repeat)
+    if s is None:
+        print("cold   skipped: 'mplc check' is not available or fails on the typical policy")
+    else:
+        print(f"cold   mplc check {s['mplc_check_ms']:.0f} ms vs python -c pass "
+              f"{s['python_pass_ms']:.0f} ms: {s['ratio']:.2f}x (best), {s['ratio_median']:.2f}x (median)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The shipped LALR table is Lark's analysis of grammar.lark, and parsing never imports Lark."""
+
+import glob
+import os
+import subprocess
+import sys
+
+from mpl.syntax import lalr, parse, tablegen
+from mpl.syntax import _tables
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CORPUS = sorted(glob.glob(os.path.join(HERE, "corpus", "*.moe")))
+
+
+def test_shipped_table_matches_the_grammar():
+    assert _tables.GRAMMAR_SHA256 == tablegen.grammar_hash(tablegen.grammar_text()), \
+        "grammar.lark changed: run  python -m mpl.syntax.tablegen"
+
+
+def test_table_from_lark_parses_the_corpus_like_the_shipped_one(monkeypatch):
+    from tests.test_parser import dump
+
+    shipped = {p: dump(parse(open(p).read()).document.items) for p in CORPUS}
+    fresh = tablegen.build_tables(tablegen.grammar_text())
+    assert len(fresh["states"]) == len(_tables.STATES) and len(fresh["rules"]) == len(_tables.RULES)
+    monkeypatch.setattr(lalr, "_TABLE", lalr._Table(fresh, lalr.AstBuilder()))
+    for p in CORPUS:
+        assert dump(parse(open(p).read()).document.items) == shipped[p]
+
+
+def test_stale_table_is_rebuilt_with_lark(monkeypatch):
+    monkeypatch.setattr(_tables, "GRAMMAR_SHA256", "stale")
+    monkeypatch.setattr(lalr, "_TABLE", None)
+    data = lalr._load_data()
+    assert data["states"] is not _tables.STATES
+    monkeypatch.setattr(lalr, "_TABLE", lalr._Table(data, lalr.AstBuilder()))
+    assert parse("policy a { cache { capacity = 4 } }").ok
+
+
+def test_render_round_trips(tmp_path):
+    out = tmp_path / "t.py"
+    tablegen.write_tables(str(out))
+    ns = {}
+    exec(out.read_text(), ns)
+    assert ns["GRAMMAR_SHA256"] == _tables.GRAMMAR_SHA256
+    assert len(ns["STATES"]) == len(_tables.STATES)
+
+
+def test_parsing_does_not_import_lark():
+    code = ("import sys; from mpl.syntax import parse; from mpl.fmt import format_text; "
+            "r = parse(open(sys.argv[1]).read()); format_text(r.document.text); "
+            "print(r.ok, 'lark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, CORPUS[0]], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]
