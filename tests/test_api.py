@@ -1,0 +1,73 @@
+"""The public API: load, loads, compile, Policy, PolicyError."""
+
+from __future__ import annotations
+
+import pytest
+
+import mpl
+from mpl.checker import analyze
+
+
+def test_loads_and_runtime():
+    pol = mpl.loads("policy p { cache { capacity = 4 } }")
+    assert pol.name == "p" and pol.ir.values["cache.capacity"] == 4
+    rt = pol.runtime(num_layers=2, num_experts=8, top_k=2)
+    plan = rt.dispatch(0, [1, 2])
+    assert plan.hit == [False, False] and len(plan.loads) == 2
+
+
+def test_policy_error_carries_diagnostics():
+    with pytest.raises(mpl.PolicyError) as ei:
+        mpl.loads("policy p { cache { capacity = 0 } }")
+    e = ei.value
+    assert e.diagnostics and e.diagnostics[0].code.startswith("MPL")
+    assert "capacity" in str(e)
+
+
+def test_several_policies_and_selection(tmp_path):
+    text = "policy a { cache { capacity = 4 } }\npolicy b { cache { capacity = 8 } }\n"
+    with pytest.raises(mpl.PolicyError, match="a, b"):
+        mpl.loads(text)
+    assert mpl.loads(text, policy="b").ir.values["cache.capacity"] == 8
+    with pytest.raises(mpl.PolicyError, match="no policy named"):
+        mpl.loads(text, policy="c")
+    f = tmp_path / "x.moe"
+    f.write_text(text)
+    assert mpl.load(f, policy="a").path == str(f)
+    assert "def make_runtime" in mpl.compile(str(f), policy="a")
+    assert "def make_runtime" in mpl.compile("policy q { cache { capacity = 2 } }")
+
+
+def test_load_missing_file_is_policy_error(tmp_path):
+    with pytest.raises(mpl.PolicyError, match="cannot read"):
+        mpl.load(tmp_path / "missing.moe")
+
+
+@pytest.mark.parametrize("text", [
+    "policy p { cache { capacity = 16 eviction = lfu | lru pin = [1, 2] ttl = 4 steps "
+    "frequency_decay = 0.9 : 0.5 when hit_rate < 0.5 } prefetch { strategy = history budget = 2 } "
+    "adapt { when hit_rate < 0.4 for 100 accesses { eviction = lru capacity = 32 } "
+    "when miss_rate > 0.9 { trigger flush } } }",
+    "policy q { cache { capacity = 12GiB } per_layer { allocation = entropy total_budget = 100 } "
+    "schedule { mode = hybrid offload_threshold_ms = 20 } monitor { metrics = [hit_rate, stall_ms] } }",
+])
+def test_text_round_trips_to_the_same_ir(text):
+    pol = mpl.loads(text)
+    again = analyze(pol.text())
+    assert not [d for d in again.diagnostics if d.is_error], pol.text()
+    assert again.ir[pol.name] == pol.ir
+
+
+def test_same_source_shares_the_compiled_module():
+    a = mpl.loads("policy p { cache { capacity = 3 } }")
+    b = mpl.loads("policy p { cache { capacity = 3 } }")
+    assert a.module is b.module                    # compiled once, cached by source hash
+    c = mpl.loads("policy p {\n  cache { capacity = 3 }\n}")
+    assert c.module.SOURCE_HASH != a.module.SOURCE_HASH   # the hash records the source text
+
+
+def test_bad_shape_is_a_clear_error():
+    pol = mpl.loads("policy p { cache { capacity = 2 } per_layer { total_budget = 4 min_capacity = 2 } }")
+    from mpl.runtime import RuntimeConfigError
+    with pytest.raises(RuntimeConfigError, match="min_capacity"):
+        pol.runtime(num_layers=8, num_experts=8, top_k=1)

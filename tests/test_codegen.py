@@ -1,0 +1,116 @@
+"""The code generator and the loader."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+import mpl
+from mpl.codegen import generate
+from mpl.codegen import loader
+from runtime_helpers import make_ir
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_deterministic_and_records_header():
+    ir = make_ir({"cache.capacity": 8, "cache.eviction": "lfu"}, name="p1")
+    a, b = generate(ir), generate(ir)
+    assert a == b
+    ns = {}
+    exec(compile(a, "m", "exec"), ns)
+    assert ns["POLICY_NAME"] == "p1"
+    assert ns["MPL_VERSION"] == mpl.__version__
+    assert len(ns["SOURCE_HASH"]) == 64
+    assert ns["IR_JSON"] == ir.to_json()
+
+
+def test_imports_only_the_runtime():
+    pol = mpl.loads("""policy c { cache { capacity = 8 eviction = score ttl = 3 }
+        prefetch { strategy = affinity } schedule { mode = hybrid }
+        adapt { when hit_rate < 0.2 { eviction = lru } } }""")
+    tree = ast.parse(pol.source)
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            mods.add(node.module)
+    assert mods and all(m.startswith("mpl.runtime") for m in mods)
+    assert "eval(" not in pol.source and "exec(" not in pol.source
+
+
+def test_specialised_dispatch_omits_unreachable_features():
+    plain = mpl.loads("policy a { cache { capacity = 4 } }").source
+    assert "_prefetch" not in plain and "_ttl_sweep" not in plain and "_observe" not in plain
+    assert "move_to_end" in plain           # lru hit path inlined
+    rich = mpl.loads("policy b { cache { capacity = 4 ttl = 5 } prefetch { strategy = history } }").source
+    assert "_prefetch" in rich and "_ttl_sweep" in rich
+
+
+def test_adapt_reachable_values_are_compiled_in():
+    src = mpl.loads("""policy a { cache { capacity = 4 }
+        adapt { when hit_rate < 0.5 { prefetch_strategy = history } } }""").source
+    assert "self._prefetch" in src and "self.history.observe" in src
+
+
+def test_hostile_policy_name_is_only_a_string_literal():
+    name = 'x"""; import os; os.system("echo pwned") #'
+    ir = make_ir({"cache.capacity": 2}, name=name)
+    src = generate(ir)
+    ns = {}
+    exec(compile(src, "m", "exec"), ns)
+    assert ns["POLICY_NAME"] == name
+    cls = [k for k in ns if k.startswith("Policy_")]
+    assert cls and cls[0].isidentifier()
+    tree = ast.parse(src)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert "os" not in names                       # the text only lives in string literals
+    assert all(isinstance(n, (ast.Expr, ast.ImportFrom, ast.Assign, ast.ClassDef, ast.FunctionDef))
+               for n in tree.body)
+
+
+def test_loader_memory_and_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MPL_NO_CACHE", raising=False)
+    loader.clear_memory_cache()
+    src = generate(make_ir({"cache.capacity": 3}, name="cached"))
+    m1 = loader.load_source(src)
+    assert loader.load_source(src) is m1
+    files = list((tmp_path / "mpl" / "modules").iterdir())
+    assert len(files) == 1 and not files[0].name.startswith(".tmp")
+    loader.clear_memory_cache()
+    m2 = loader.load_source(src)                 # from the disk entry
+    assert m2 is not m1 and m2.POLICY_NAME == "cached"
+    # a corrupt entry is ignored (recompiled), never trusted
+    files[0].write_bytes(b"garbage")
+    loader.clear_memory_cache()
+    assert loader.load_source(src).POLICY_NAME == "cached"
+
+
+def test_loader_no_cache_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("MPL_NO_CACHE", "1")
+    loader.clear_memory_cache()
+    loader.load_source(generate(make_ir({"cache.capacity": 5}, name="nc")))
+    assert not (tmp_path / "mpl").exists()
+
+
+def test_ir_missing_a_key_is_refused():
+    ir = make_ir({"cache.capacity": 2})
+    vals = dict(ir.values)
+    del vals["cache.ttl"]
+    from mpl.ir import PolicyIR
+    with pytest.raises(ValueError, match="cache.ttl"):
+        generate(PolicyIR(name="x", values=vals, blocks=frozenset({"cache"})))
+
+
+def test_belady_is_refused_by_the_runtime_with_a_clear_error():
+    ir = make_ir({"cache.capacity": 2, "cache.eviction": "belady"})
+    pol = mpl.api.from_ir(ir)
+    with pytest.raises(ValueError, match="replay"):
+        pol.runtime(2, 8, 1)
