@@ -153,6 +153,18 @@ class _Table:
         if mask is None:
             def children(c):
                 return c
+        elif mask[0] == 1 and handler is None:
+            # `x*` helper rules are left-recursive (list, item): grow the list in place
+            rest = tuple(zip(range(1, len(mask)), mask[1:]))
+
+            def children(c):
+                out = c[0]
+                for i, m in rest:
+                    if m == 0:
+                        out.append(c[i])
+                    elif m == 1:
+                        out.extend(c[i])
+                return out
         else:
             def children(c):
                 out = []
