@@ -153,6 +153,17 @@ def cold_start(repeat: int) -> dict | None:
             "ratio_median": statistics.median(check) / statistics.median(bare)}
 
 
+def checker_split() -> dict | None:
+    """The checker's own share: check + lower CPU time on bench_checker's 1,000-line file
+    (see benchmarks/bench_checker.py); None while the checker is absent."""
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_checker
+    except ImportError:
+        return None
+    return bench_checker.run(repeat=5)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -168,6 +179,11 @@ def main() -> int:
     else:
         print(f"check  typical policy, parse+check+lower:  {c['typical_check_ms']:.2f} ms")
         print(f"check  generated file, parse+check+lower:  {c['big_check_ms']:.1f} ms")
+    x = checker_split()
+    if x is not None:
+        print(f"check  {x['big_lines']}-line file ({x['big_policies']} policies), CPU time: "
+              f"parse+check+lower {x['big_analyze_cpu_ms']:.1f} ms, of which check+lower "
+              f"{x['big_check_lower_cpu_ms']:.1f} ms ({x['check_share']:.0%})")
     k = cut_figures(repeat)
     print(f"cut    {k['cut_file']} cut at each of {k['cut_positions']} positions: worst prefix "
           f"parse = {k['worst_cut_ratio']:.2f}x the clean parse ({k['clean_parse_ms']:.2f} ms), "

@@ -23,7 +23,7 @@ from typing import Iterable
 
 from mpl import ir, schema
 from mpl.checker.common import INVALID
-from mpl.checker.crossfield import default_value
+from mpl.checker.crossfield import DEFAULTS
 from mpl.checker.resolved import ResolvedPolicy, RuleInfo
 
 
@@ -67,15 +67,11 @@ def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
     """The IR of a resolved policy without errors."""
     if rp.has_errors:
         raise LoweringError(f"policy '{rp.name}' has errors")
-    values = {}
-    for key, p in schema.PARAMS.items():
-        s = rp.settings.get(key)
-        if s is None:
-            if p.default is schema.REQUIRED:
-                raise LoweringError(f"policy '{rp.name}' does not set required '{key}'")
-            values[key] = default_value(p)
-        else:
-            values[key] = _need(s.base, key)
+    if "cache.capacity" not in rp.settings:
+        raise LoweringError(f"policy '{rp.name}' does not set the required cache.capacity")
+    values = dict(DEFAULTS)
+    for key, s in rp.settings.items():
+        values[key] = _need(s.base, key)
     rules: list[ir.AdaptRule] = []
     for r in rp.conditional_rules():
         if r.inverse:

@@ -153,7 +153,8 @@ def test_replay_purpose_allows_belady():
 
 def test_formatter_keeps_the_ir():
     fmt = pytest.importorskip("mpl.fmt")
-    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "corpus", "*.moe"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "corpus", "*.moe"))
+                       + glob.glob(os.path.join(ROOT, "stdlib", "*.moe"))):
         text = open(path, encoding="utf-8").read()
         before = analyze(text, path).ir
         after = analyze(fmt.format_text(text), path).ir

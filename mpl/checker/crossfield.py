@@ -50,6 +50,12 @@ def default_value(p: schema.Param) -> Any:
     return d
 
 
+#: every schema key -> its default IR value (None for REQUIRED/OFF/DERIVED)
+DEFAULTS: dict[str, Any] = {key: default_value(p) for key, p in schema.PARAMS.items()}
+#: schema key -> position in the schema (canonical order)
+ORDER: dict[str, int] = {key: i for i, key in enumerate(schema.PARAMS)}
+
+
 def ok(*vals) -> bool:
     return all(v is not INVALID and v is not None for v in vals)
 

@@ -9,7 +9,7 @@ from typing import Any
 from mpl import schema
 from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
-from mpl.checker.crossfield import LIVE, Violation, cross_field, default_value
+from mpl.checker.crossfield import DEFAULTS, LIVE, ORDER, Violation, cross_field
 from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo
 from mpl.diagnostics import Related, Severity, CODES
 from mpl.shapes import ModelShape
@@ -18,10 +18,9 @@ from mpl.syntax import ast
 
 def effective_values(rp: ResolvedPolicy) -> dict[str, Any]:
     """Every schema key -> its IR value in this policy (INVALID where it had an error)."""
-    out = {}
-    for key, p in schema.PARAMS.items():
-        s = rp.settings.get(key)
-        out[key] = s.base if s is not None else default_value(p)
+    out = dict(DEFAULTS)
+    for key, s in rp.settings.items():
+        out[key] = s.base
     return out
 
 
@@ -161,9 +160,7 @@ def _enables(value, allowed: tuple[str, ...]) -> bool | None:
 
 
 def _no_effect(rp: ResolvedPolicy, sink: Sink, values, rules) -> None:
-    for key in schema.PARAMS:
-        if not _own(rp, key):
-            continue
+    for key in sorted(rp.own_keys, key=ORDER.__getitem__):
         p = schema.PARAMS[key]
         if p.only_with is None:
             continue

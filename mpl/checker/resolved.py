@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mpl import ir
+from mpl.checker.common import INVALID
+from mpl.checker.crossfield import ORDER
+from mpl.checker.values import negate
 from mpl.diagnostics import Span
 from mpl.syntax import ast
 
@@ -62,7 +66,6 @@ class RuleInfo:
 
     @property
     def valid(self) -> bool:
-        from mpl.checker.common import INVALID
         return (self.condition is not INVALID and self.duration is not INVALID
                 and all(a.value is not INVALID for a in self.actions))
 
@@ -90,19 +93,14 @@ class ResolvedPolicy:
 
     def conditional_rules(self) -> list[RuleInfo]:
         """The rule pair of each conditional value, in schema key order."""
-        from mpl import schema
         out = []
-        for key in schema.PARAMS:
-            s = self.settings.get(key)
-            if s is None or not s.conditional:
-                continue
+        for key in sorted((k for k, s in self.settings.items() if s.conditional), key=ORDER.__getitem__):
+            s = self.settings[key]
             alt_node = s.node.value.alternative
             out.append(RuleInfo(s.node, s.file, s.policy, s.condition, _zero(),
                                 [ActionInfo(s.node, "set", key, s.alternative,
                                             value_span=alt_node.span if alt_node is not None else s.node.span)],
                                 origin="conditional"))
-            from mpl.checker.values import negate
-            from mpl.checker.common import INVALID
             inv = negate(s.condition) if s.condition not in (None, INVALID) else INVALID
             out.append(RuleInfo(s.node, s.file, s.policy, inv, _zero(),
                                 [ActionInfo(s.node, "set", key, s.base, value_span=s.value_span)],
@@ -113,6 +111,8 @@ class ResolvedPolicy:
         return self.conditional_rules() + list(self.rules)
 
 
+_ZERO = ir.Count(0, "accesses")
+
+
 def _zero():
-    from mpl import ir
-    return ir.Count(0, "accesses")
+    return _ZERO

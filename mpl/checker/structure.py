@@ -23,6 +23,10 @@ class OwnPart:
     rules: list[RuleInfo] = field(default_factory=list)
 
 
+_PARAMS = {(p.block, p.name): p for p in schema.PARAMS.values()}
+_KEYS = {id(p): p.key for p in schema.PARAMS.values()}
+
+
 def _block_of(name: str) -> str | None:
     for b in schema.BLOCKS.values():
         if b.param(name) is not None:
@@ -78,7 +82,7 @@ def _param(sink: Sink, sb: schema.Block, item: ast.Param, b: ast.Block, pname: s
                 else "write 'when METRIC OP NUMBER { NAME = value }'")
         sink.emit("MPL113", f"the adapt block holds rules, not parameters; {hint}", item.name.span)
         return
-    p = sb.param(name)
+    p = _PARAMS.get((sb.name, name))
     if p is None:
         tail, s = did_you_mean(name, sb.param_names())
         other = _block_of(name)
@@ -90,13 +94,14 @@ def _param(sink: Sink, sb: schema.Block, item: ast.Param, b: ast.Block, pname: s
         sink.emit("MPL102", f"unknown parameter '{name}' in {sb.name}{tail}", item.name.span, fixes=fixes)
         return
     base, alt, cond = V.check_expr(sink, p, item.value)
-    first = own.settings.get(p.key)
+    key = _KEYS[id(p)]
+    first = own.settings.get(key)
     if first is not None:
         sink.emit("MPL104", f"'{name}' is set twice in {sb.name}; the first value is used; remove this one",
                   item.name.span, related=(Related("first set here", first.node.name.span),),
                   fixes=(remove_fix(f"Remove the duplicate '{name}'", sink.text, item.span),))
         return
-    own.settings[p.key] = Setting(p.key, item, b, sink.file, pname, base, alt, cond)
+    own.settings[key] = Setting(key, item, b, sink.file, pname, base, alt, cond)
 
 
 def resolve_target(sink: Sink | None, target: ast.Name):
