@@ -1,0 +1,173 @@
+"""Replay: the compiled runtime over a trace, Belady's optimum, the cost model."""
+
+import json
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import mpl
+from mpl import schema, shapes
+from mpl.sim import hardware, replay, synthesize, traceio
+from mpl.sim.belady import belady
+from mpl.sim.replay import PolicyLoadError, load_policy
+from mpl.trace import Dispatch, Trace, TraceHeader
+
+LIVE_EVICTIONS = [e.name for e in schema.param("cache.eviction").enum if not e.replay_only]
+
+
+def _policy(capacity, eviction="lru", per_layer=False, extra=""):
+    ev = "lfu | lru" if eviction == "fallback" else eviction
+    pl = "\n  per_layer { allocation = uniform  min_capacity = 1 }" if per_layer else ""
+    return mpl.loads(f"policy p {{\n  cache {{ capacity = {capacity}  eviction = {ev} }}{pl}\n{extra}}}\n")
+
+
+@pytest.fixture(scope="module")
+def ds_trace():
+    return synthesize("deepseek-v2-lite", steps=60, seed=3)
+
+
+def test_report_is_consistent(ds_trace):
+    r = replay(_policy(256, "lfu"), ds_trace, hardware="rtx-5080")
+    s = r.stats
+    assert s["hits"] + s["misses"] == s["accesses"] == 60 * 26 * 6
+    assert s["hit_rate"] == pytest.approx(s["hits"] / s["accesses"])
+    assert len(s["per_layer"]) == 26
+    assert sum(x["accesses"] for x in s["per_layer"]) == s["accesses"]
+    assert r.belady["hit_rate"] >= r.hit_rate and r.gap == pytest.approx(r.belady["hit_rate"] - r.hit_rate)
+    assert r.belady["structure"] == "shared" and r.belady["capacities"] == 256
+    # simulated stall is fed back to the runtime: its stall_ms metric is the simulated one
+    assert s["stall_ms"] == pytest.approx(r.sim["stall_ms"], rel=1e-9)
+    assert r.sim["tokens_per_s"] == pytest.approx(60 / (r.sim["total_ms"] / 1000))
+    d = json.loads(r.to_json())
+    assert d["policy"] == "p" and d["hardware"]["name"] == "rtx-5080"
+    assert "Belady" in r.format_text()
+
+
+def test_per_layer_belady_uses_the_runtime_capacities(ds_trace):
+    r = replay(_policy(12, "lru", per_layer=True), ds_trace)
+    assert r.belady["structure"] == "per_layer" and r.belady["capacities"] == [12] * 26
+    assert all(x["capacity"] == 12 for x in r.stats["per_layer"])
+    assert r.belady["hit_rate"] >= r.hit_rate
+
+
+@st.composite
+def small_trace(draw):
+    layers = draw(st.integers(1, 3))
+    experts = draw(st.integers(2, 6))
+    k = draw(st.integers(1, min(3, experts)))
+    steps = draw(st.integers(1, 12))
+    seed = draw(st.integers(0, 10_000))
+    rng = random.Random(seed)
+    ds = []
+    for s in range(steps):
+        for l in range(layers):
+            e = rng.sample(range(experts), k)
+            ds.append(Dispatch(s, l, [e], [[rng.random() for _ in e]]))
+    h = TraceHeader("rand", layers, tuple(range(layers)), experts, k, 1000, "hypothesis")
+    return Trace(h, ds)
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_trace(), st.integers(1, 6), st.booleans())
+def test_no_eviction_rule_beats_belady(trace, capacity, per_layer):
+    h = trace.header
+    for ev in LIVE_EVICTIONS:
+        pol = _policy(capacity, ev, per_layer=per_layer)
+        rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k)
+        for d in trace:
+            rt.dispatch(d.layer, d.experts[0], d.weights[0], 1, step=d.step)
+        hits = rt.stats()["hits"]
+        if per_layer:
+            opt = belady(trace.dispatches, h.num_experts, capacities=rt.capacities())
+        else:
+            opt = belady(trace.dispatches, h.num_experts, capacity=capacity,
+                         num_layers=h.num_moe_layers)
+        assert hits <= opt.hits, (ev, hits, opt.hits)
+
+
+def test_eviction_belady_replays_the_oracle(ds_trace, tmp_path):
+    p = tmp_path / "opt.moe"
+    p.write_text("policy opt {\n  cache { capacity = 200  eviction = belady }\n}\n")
+    with pytest.raises(mpl.PolicyError):
+        mpl.load(str(p))                                   # live use refuses it
+    r = replay(str(p), ds_trace)
+    assert r.hit_rate == pytest.approx(r.belady["hit_rate"])
+    assert r.hit_rate >= replay(_policy(200, "lfu"), ds_trace).hit_rate
+    assert r.stats["loads"] + r.stats["streamed"] == r.stats["misses"]
+
+
+@pytest.mark.parametrize("name", list(shapes.PRESETS))
+def test_all_miss_time_matches_first_principles(name):
+    """Capacity = top-k and no reuse: every access is a transfer; time per token must be
+    within 15% of bytes per token / link bandwidth (docs/simulation.md)."""
+    shape = shapes.PRESETS[name]
+    tr = synthesize(name, steps=6, seed=1)
+    for prof in ("rtx-4090", "h100"):
+        r = replay(_policy(shape.top_k), tr, hardware=prof, belady=False)
+        p = hardware.resolve(prof)
+        misses_per_token = r.stats["misses"] / 6
+        bound_ms = misses_per_token * shape.expert_bytes / (p.effective_link_gbps * 1e9) * 1e3
+        assert r.stats["hit_rate"] < 0.05
+        assert r.sim["time_per_step_ms"] == pytest.approx(bound_ms, rel=0.15), (name, prof)
+        assert r.sim["time_per_step_ms"] >= bound_ms
+
+
+def test_overlap_and_prefetch_change_simulated_time(ds_trace):
+    base = replay(_policy(64), ds_trace, belady=False)
+    no_overlap = replay(_policy(64, extra="  schedule { overlap = false }\n"), ds_trace, belady=False)
+    assert no_overlap.sim["total_ms"] > base.sim["total_ms"]
+    cpu = replay(_policy(64, extra="  schedule { mode = cpu_fallback }\n"), ds_trace, belady=False)
+    assert cpu.stats["cpu_computes"] > 0 and cpu.sim["cpu_busy_ms"] > 0
+
+
+def test_capacity_override_and_size_capacity(ds_trace):
+    pol = _policy(32)
+    a = replay(pol, ds_trace, capacity=512, belady=False)
+    b = replay(_policy(512), ds_trace, belady=False)
+    assert a.stats == b.stats
+    # 17.3 MB experts: 2GiB holds 124 of them
+    c = replay(pol, ds_trace, capacity="2GiB")
+    assert c.belady["capacities"] == 2 * 2 ** 30 // ds_trace.header.expert_bytes
+
+
+def test_jsonl_import_replays_like_native(tmp_path, ds_trace):
+    j = tmp_path / "t.jsonl"
+    n = tmp_path / "t.mpltrace"
+    traceio.save(ds_trace, str(j))
+    traceio.save(ds_trace, str(n))
+    pol = _policy(128, "lfu")
+    a = replay(pol, str(j), belady=False).stats
+    b = replay(pol, str(n), belady=False).stats
+    c = replay(pol, ds_trace, belady=False).stats
+    assert a == b == c
+
+
+def test_custom_hardware_profile(tmp_path, ds_trace):
+    f = tmp_path / "box.json"
+    f.write_text(json.dumps({"base": "rtx-4090", "link": "pcie5", "name": "4090-gen5"}))
+    fast = replay(_policy(32), ds_trace, hardware=str(f), belady=False)
+    slow = replay(_policy(32), ds_trace, hardware="rtx-4090", belady=False)
+    assert fast.hardware["name"] == "4090-gen5"
+    assert fast.sim["tokens_per_s"] > 1.5 * slow.sim["tokens_per_s"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"base": "rtx-4090", "link_gpbs": 3}))
+    with pytest.raises(hardware.HardwareError, match="did you mean 'link_gbps'"):
+        hardware.resolve(str(bad))
+    with pytest.raises(hardware.HardwareError, match="missing field"):
+        hardware.resolve({"name": "x"})
+
+
+def test_bad_policy_is_a_located_error(tmp_path, ds_trace):
+    p = tmp_path / "bad.moe"
+    p.write_text("policy b {\n  cache { capcity = 4 }\n}\n")
+    with pytest.raises(PolicyLoadError, match=r"bad.moe:2:\d+: .*capcity"):
+        replay(str(p), ds_trace)
+
+
+def test_prefetch_with_trace_predictions():
+    tr = synthesize("qwen1.5-moe-a2.7b", steps=40, seed=2, pred_accuracy=0.9)
+    pol = mpl.loads("policy la {\n cache { capacity = 8 }\n per_layer { min_capacity = 1 }\n"
+                    " prefetch { strategy = lookahead  budget = 4 }\n}\n")
+    r = replay(pol, tr)
+    assert r.stats["prefetch_issued"] > 0 and r.stats["prefetch_accuracy"] > 0.5
