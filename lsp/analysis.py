@@ -17,8 +17,16 @@ def parse(doc: Doc):
     return doc.parse
 
 
-def document(doc: Doc):
-    """The AST: from the analysis when there is one, else from the parser."""
+def document(store: Store, doc: Doc):
+    """The AST of this version. It comes from the analysis (one front-end pass per version
+    serves diagnostics, outline, folding and hints); the parser alone is the fallback.
+    Its spans are in the checker's text (CRLF normalized): convert them by line/column
+    (:meth:`lsp.positions.LineIndex.span_offsets`), never by offset."""
+    if doc.analysis is None and doc.parse is None:
+        try:
+            analyze(store, doc)
+        except Exception:
+            pass
     if doc.analysis is not None and getattr(doc.analysis, "document", None) is not None:
         return doc.analysis.document
     return parse(doc).document

@@ -151,7 +151,7 @@ def _import_candidates(ls, doc) -> list[tuple[str, str]]:
 def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
     tokens = doc.tokens
     text = doc.text
-    ctx = context.cursor_context(text, tokens, offset)
+    ctx = context.cursor_context(text, tokens, offset, doc.checkpoints)
     items = _Items(doc.index(ls.encoding), ctx.start, ctx.end, _snippets_ok(ls))
     kind = ctx.kind
     if kind == "top":

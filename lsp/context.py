@@ -9,6 +9,7 @@ grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = val
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from mpl import schema
@@ -71,10 +72,11 @@ def _target_key(name: str) -> str | None:
 class Scanner:
     """Feeds tokens one by one, tracking frames and the current statement."""
 
-    def __init__(self, tokens: list[Token]) -> None:
+    def __init__(self, tokens: list[Token], start: int = 0) -> None:
         self.tokens = tokens
+        self.base = start                  # index of the first token fed (a checkpoint)
         self.frames: list[Frame] = [Frame("top")]
-        self.infos: list[Info] = []
+        self.infos: list[Info] = []        # infos[i - base] is the role of tokens[i]
         self._reset_stmt()
 
     # statement state
@@ -162,7 +164,7 @@ class Scanner:
             name = None
             if self.stmt_head == "policy":
                 for j in self.stmt:
-                    if self.infos[j].role == POLICY_DEF:
+                    if self.infos[j - self.base].role == POLICY_DEF:
                         name = self.tokens[j].text
                         break
             new = Frame("policy", name, i, name)
@@ -329,9 +331,40 @@ class Scanner:
 
     def run(self, upto: int | None = None) -> "Scanner":
         n = len(self.tokens) if upto is None else upto
-        for i in range(len(self.infos), n):
+        for i in range(self.base + len(self.infos), n):
             self.feed(i)
         return self
+
+    def info(self, i: int) -> Info:
+        return self.infos[i - self.base]
+
+
+def checkpoints(tokens: list[Token]) -> list[int]:
+    """Indices of the tokens that start a top-level statement (``policy``, ``import``,
+    ``version`` outside any brace): the scanner's state there is known, so a scan for the
+    cursor can start at the last one instead of at the top of the file."""
+    out = [0]
+    depth = 0
+    for i, t in enumerate(tokens):
+        if t.kind == PUNCT:
+            if t.text == "{":
+                depth += 1
+            elif t.text == "}":
+                depth = max(0, depth - 1)
+        elif depth == 0 and t.kind == NAME and t.text in ("policy", "import", "version") and i:
+            out.append(i)
+    return out
+
+
+def scanner_upto(tokens: list[Token], cut: int, starts: list[int] | None = None) -> Scanner:
+    """A scanner that has consumed ``tokens[:cut]``, started at the last checkpoint."""
+    base = 0
+    if starts:
+        k = bisect.bisect_right(starts, cut - 1) - 1
+        base = starts[k] if k >= 0 else 0
+        if base >= cut:
+            base = 0
+    return Scanner(tokens, base).run(cut)
 
 
 def classify(tokens: list[Token]) -> list[Info]:
@@ -388,7 +421,7 @@ def blocks_in(tokens: list[Token], open_index: int) -> set[str]:
 
 
 # ---------------------------------------------------------------- the cursor
-def cursor_context(text: str, tokens: list[Token], offset: int) -> Context:
+def cursor_context(text: str, tokens: list[Token], offset: int, starts: list[int] | None = None) -> Context:
     """What is expected at ``offset``; the word being typed (if any) is the prefix."""
     # the word under/just before the cursor is the prefix being typed
     n = 0
@@ -407,7 +440,7 @@ def cursor_context(text: str, tokens: list[Token], offset: int) -> Context:
         elif t.end == offset:
             cut = n + 1
         # a token starting after the cursor is not consumed
-    sc = Scanner(tokens).run(cut)
+    sc = scanner_upto(tokens, cut, starts)
     frame = sc.frame
     ctx = Context("none", sc._policy(), sc._block(), sc.param, prefix, start, end,
                   frame.open_index, -1, sc.depth > 0, False, in_string)

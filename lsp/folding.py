@@ -11,8 +11,8 @@ from . import analysis
 from .guard import guarded
 
 
-def folding_ranges(doc) -> list[types.FoldingRange]:
-    tree = analysis.parse(doc).document
+def folding_ranges(store, doc) -> list[types.FoldingRange]:
+    tree = analysis.document(store, doc)
     out: list[types.FoldingRange] = []
     seen: set[tuple[int, int]] = set()
 
@@ -55,4 +55,4 @@ def register(server) -> None:
     @guarded(default=list)
     def folding(ls, params: types.FoldingRangeParams):
         doc = ls.store.get(params.text_document.uri)
-        return [] if doc is None else folding_ranges(doc)
+        return [] if doc is None else folding_ranges(ls.store, doc)

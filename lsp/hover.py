@@ -32,8 +32,7 @@ def hover_markdown(ls, doc, offset: int) -> tuple[str, int, int] | None:
     if i is None:
         return None
     tok = tokens[i]
-    infos = context.Scanner(tokens).run(i + 1).infos
-    info = infos[i]
+    info = context.scanner_upto(tokens, i + 1, doc.checkpoints).info(i)
     role, text = info.role, tok.text
     md = None
     if role == context.BLOCK:

@@ -12,7 +12,7 @@ from mpl.syntax import ast
 
 from . import analysis, render
 from .guard import guarded
-from .tokens import PUNCT
+from .tokens import PUNCT, tokens_before
 
 
 def _has_effect(p: schema.Param, values) -> bool:
@@ -28,10 +28,13 @@ def _has_effect(p: schema.Param, values) -> bool:
 
 
 def _brace_after(doc, offset: int) -> int | None:
-    for t in doc.tokens:
-        if t.start >= offset and t.kind == PUNCT and t.text == "{":
+    """End of the first '{' at or after ``offset`` (None when a '}' comes first)."""
+    tokens = doc.tokens
+    for j in range(tokens_before(tokens, offset), len(tokens)):
+        t = tokens[j]
+        if t.kind == PUNCT and t.text == "{":
             return t.end
-        if t.start >= offset and t.kind == PUNCT and t.text == "}":
+        if t.kind == PUNCT and t.text == "}":
             return None
     return None
 
@@ -60,17 +63,18 @@ def inlay_hints(ls, doc, rng: types.Range) -> list[types.InlayHint]:
         return []
     idx = doc.index(ls.encoding)
     lo, hi = idx.offset(rng.start), idx.offset(rng.end)
-    tree = analysis.document(doc)
+    tree = analysis.document(ls.store, doc)
     out: list[types.InlayHint] = []
     for pol in tree.policies:
-        if pol.name is None or pol.span.end_offset < lo or pol.span.offset > hi:
+        ps, pe = idx.span_offsets(pol.span)
+        if pol.name is None or pe < lo or ps > hi:
             continue
         ir = analysis.policy_ir(ls.store, doc, pol.name.text)
         for b in pol.blocks:
-            if not isinstance(b, ast.Block) or not (lo <= b.span.offset <= hi):
+            if not isinstance(b, ast.Block) or not (lo <= idx.span_offsets(b.span)[0] <= hi):
                 continue
             sb = schema.block(b.name.text)
-            at = _brace_after(doc, b.name.span.end_offset)
+            at = _brace_after(doc, idx.span_offsets(b.name.span)[1])
             if sb is None or at is None:
                 continue
             pos = idx.position(at)

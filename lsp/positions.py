@@ -76,6 +76,11 @@ class LineIndex:
         end = self.line_starts[line] - 1 if line < len(self.line_starts) else len(self.text)
         return min(start + max(0, column - 1), end)
 
+    def span_offsets(self, span) -> tuple[int, int]:
+        """Code-point (start, end) of a span in *this* text, by its line/column."""
+        start = self.offset_lc(span.line, span.column)
+        return start, max(start, self.offset_lc(span.end_line, span.end_column))
+
     def span_range(self, span) -> types.Range:
         """LSP range of an :class:`mpl.diagnostics.Span`. Uses its line/column (not its
         offsets): the checker normalizes CRLF line ends, which shifts offsets but not

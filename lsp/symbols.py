@@ -15,26 +15,26 @@ S = types.SymbolKind
 
 def _sym(idx, name: str, kind, node_span, sel_span, detail: str | None = None, children=None):
     # the selection range must lie inside the range: cover both
-    start = min(node_span.offset, sel_span.offset)
-    end = max(node_span.end_offset, sel_span.end_offset)
-    return types.DocumentSymbol(name=name or "?", kind=kind, range=idx.range(start, end),
-                                selection_range=idx.range(sel_span.offset, sel_span.end_offset),
-                                detail=detail, children=children or None)
+    ns, ne = idx.span_offsets(node_span)
+    ss, se = idx.span_offsets(sel_span)
+    return types.DocumentSymbol(name=name or "?", kind=kind, range=idx.range(min(ns, ss), max(ne, se)),
+                                selection_range=idx.range(ss, se), detail=detail, children=children or None)
 
 
-def _text(doc, node) -> str:
-    return " ".join(doc.text[node.span.offset:node.span.end_offset].split())
+def _text(doc, node, idx) -> str:
+    s, e = idx.span_offsets(node.span)
+    return " ".join(doc.text[s:e].split())
 
 
-def _rule_name(doc, rule: ast.Rule) -> str:
+def _rule_name(doc, rule: ast.Rule, idx) -> str:
     if rule.condition is not None:
-        return "when " + _text(doc, rule.condition)
+        return "when " + _text(doc, rule.condition, idx)
     return "when ..."
 
 
-def document_symbols(doc, encoding) -> list[types.DocumentSymbol]:
+def document_symbols(store, doc, encoding) -> list[types.DocumentSymbol]:
     idx = doc.index(encoding)
-    tree = analysis.parse(doc).document
+    tree = analysis.document(store, doc)
     out = []
     for pol in tree.policies:
         blocks = []
@@ -44,18 +44,18 @@ def document_symbols(doc, encoding) -> list[types.DocumentSymbol]:
             items = []
             for it in b.items:
                 if isinstance(it, ast.Param):
-                    detail = _text(doc, it.value) if it.value is not None else None
+                    detail = _text(doc, it.value, idx) if it.value is not None else None
                     items.append(_sym(idx, it.name.text, S.Property, it.span, it.name.span, detail))
                 elif isinstance(it, ast.Rule):
                     acts = []
                     for a in it.actions:
                         if isinstance(a, ast.SetAction):
                             acts.append(_sym(idx, a.target.text, S.Field, a.span, a.target.span,
-                                             _text(doc, a.value) if a.value is not None else None))
+                                             _text(doc, a.value, idx) if a.value is not None else None))
                         elif isinstance(a, (ast.TriggerAction, ast.RebalanceAction)):
-                            acts.append(_sym(idx, _text(doc, a), S.Function, a.span, a.span))
+                            acts.append(_sym(idx, _text(doc, a, idx), S.Function, a.span, a.span))
                     head = it.condition.span if it.condition is not None else it.span
-                    items.append(_sym(idx, _rule_name(doc, it), S.Event, it.span, head, None, acts))
+                    items.append(_sym(idx, _rule_name(doc, it, idx), S.Event, it.span, head, None, acts))
             blocks.append(_sym(idx, b.name.text, S.Module, b.span, b.name.span, None, items))
         name_span = pol.name.span if pol.name is not None else pol.span
         detail = f"extends {pol.parent.text}" if pol.parent is not None else None
@@ -69,4 +69,4 @@ def register(server) -> None:
     @guarded(default=list)
     def symbols(ls, params: types.DocumentSymbolParams):
         doc = ls.store.get(params.text_document.uri)
-        return [] if doc is None else document_symbols(doc, ls.encoding)
+        return [] if doc is None else document_symbols(ls.store, doc, ls.encoding)

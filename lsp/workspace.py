@@ -49,6 +49,7 @@ class Doc:
     version: int | None
     path: str | None
     _tokens: list[Token] | None = None
+    _checkpoints: list[int] | None = None
     _index: dict = field(default_factory=dict)
     parse: object | None = None
     analysis: object | None = None
@@ -61,6 +62,13 @@ class Doc:
             self._tokens = tokenize(self.text)
         return self._tokens
 
+    @property
+    def checkpoints(self) -> list[int]:
+        if self._checkpoints is None:
+            from .context import checkpoints
+            self._checkpoints = checkpoints(self.tokens)
+        return self._checkpoints
+
     def index(self, encoding=UTF16) -> LineIndex:
         idx = self._index.get(encoding)
         if idx is None:
@@ -72,6 +80,7 @@ class Doc:
         self.analysis_error = None
         if text:
             self._tokens = None
+            self._checkpoints = None
             self._index = {}
             self.parse = None
 
