@@ -64,7 +64,6 @@ def analyze(text: str, path: str | None = None, *, model=None, read_file: Callab
         raise ValueError(f"purpose must be 'live' or 'replay', not {purpose!r}")
     if not isinstance(text, str):
         raise TypeError(f"analyze() needs a str, not {type(text).__name__}")
-    text = text.replace("\r\n", "\n")
     res = Resolver(model=model, read_file=read_file, purpose=purpose)
     main = res.build(text, path)
     diags: list[Diagnostic] = []

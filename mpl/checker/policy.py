@@ -188,6 +188,17 @@ def _redundant_and_fighting(rp: ResolvedPolicy, sink: Sink, values, rules: list[
         for a in r.actions:
             if a.kind == "set" and a.key is not None and a.value is not INVALID:
                 sets.append((i, r, a))
+    # MPL406 for a conditional value whose alternative is its value: `p = a : a when c`
+    for r in rules:
+        if r.origin != "conditional" or r.inverse or not _own_rule(rp, r):
+            continue
+        [a] = r.actions
+        s = rp.settings.get(a.key)
+        if s is not None and a.value is not INVALID and s.base is not INVALID and a.value == s.base:
+            name = schema.PARAMS[a.key].name
+            sink.emit("MPL406", f"the conditional value of '{name}' switches to {_show(a.value)}, which is already "
+                      f"its value; drop ': {_show(a.value)} when ...' or choose another alternative",
+                      a.value_span or a.node.span)
     # MPL406: an explicit rule sets the value already in force and nothing else changes it
     for i, r, a in sets:
         if r.origin != "rule" or not _own_rule(rp, r):

@@ -51,7 +51,7 @@ def read_text_file(path: str) -> str:
         raise ReadError(f"'{path}' is not UTF-8 text (byte {e.start})") from None
     if text.startswith("\ufeff"):
         text = text[1:]
-    return text.replace("\r\n", "\n")
+    return text
 
 
 @dataclass

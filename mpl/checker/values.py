@@ -77,7 +77,9 @@ def _type_error(sink, p: schema.Param, node, what: str | None = None) -> _Invali
     if sink is None:
         return INVALID
     fixes = ()
-    if isinstance(node, ast.String) and p.type == schema.ENUM and node.value in p.enum_names():
+    if what is not None:
+        msg = what
+    elif isinstance(node, ast.String) and p.type == schema.ENUM and node.value in p.enum_names():
         fixes = (replace_fix(f"Remove the quotes: {node.value}", node.span, node.value),)
         msg = f"'{p.name}' takes a bare name, not a string; write {node.value} without quotes"
     elif isinstance(node, ast.String) and p.type == schema.BOOL and node.value in ("true", "false"):
@@ -92,7 +94,7 @@ def _type_error(sink, p: schema.Param, node, what: str | None = None) -> _Invali
         fixes = (replace_fix(f"Write [{node.text}]", node.span, f"[{node.text}]"),)
         msg = f"'{p.name}' expects a list of integers, got {describe(node)}; write [{node.text}]"
     else:
-        msg = what or (f"'{p.name}' expects {_expected(p)}, got {kind_of(node)} "
+        msg = (f"'{p.name}' expects {_expected(p)}, got {kind_of(node)} "
                        f"'{describe(node)}'")
     sink.emit("MPL201", msg, node.span, fixes=fixes)
     return INVALID

@@ -73,7 +73,7 @@ def snippet(text: str, span: Span, paint: _Paint, mark: str = "^", rest: str = "
     lines = text.split("\n")
     if not lines or span.line < 1 or span.line > len(lines):
         return []
-    raw = lines[span.line - 1]
+    raw = lines[span.line - 1].rstrip("\r")
     start = span.column - 1
     if span.end_line == span.line:
         end = max(span.end_column - 1, start + 1)

@@ -1,0 +1,170 @@
+"""Unit-level checks of values, units, conditions and the helpers behind fixes."""
+
+import pytest
+
+from mpl import ir
+from mpl.checker import analyze
+from mpl.checker.common import removal_span, suggest
+from mpl.checker.crossfield import cross_field, DEFAULTS
+from mpl.checker.values import can_hold_together, condition_verdict
+from mpl.diagnostics import Span
+
+
+def codes(text, **kw):
+    return [(d.code, d.message) for d in analyze(text, **kw).diagnostics]
+
+
+def only(text, **kw):
+    diags = analyze(text, **kw).diagnostics
+    assert len(diags) == 1, [(d.code, d.message) for d in diags]
+    return diags[0]
+
+
+def cache(body):
+    return f"policy p {{ cache {{ capacity = 8; {body} }} }}"
+
+
+@pytest.mark.parametrize("body,code,fragment", [
+    ("eviction = 3", "MPL201", "'eviction' expects one of lru, lfu"),
+    ("pin = 3", "MPL201", "write [3]"),
+    ("pin = [1.5]", "MPL201", "holds integers"),
+    ("pin = [-1]", "MPL203", "'pin element' must be >= 0"),
+    ("ttl = 0", "MPL203", "'ttl' must be >= 1"),
+    ("ttl = 5 tokens", "MPL204", "unit 'tokens' is not allowed for 'ttl'"),
+    ("ttl = 5stepz", "MPL204", "unknown unit 'stepz'; did you mean 'steps'?"),
+    ("eviction = lfu; frequency_decay = 0", "MPL203", "must be in (0, 1], got 0; choose a value in (0, 1]"),
+    ("eviction = lfu; decay_interval = 2.0", "MPL201", "write 2"),
+    ("eviction = lfu | fallback", "MPL208", "'fallback' is already the segmented pair"),
+    ("eviction = lfu | nope", "MPL202", "unknown eviction 'nope'"),
+    ("expert_size_gb = 0GB", "MPL203", "'expert_size_gb' must be > 0"),
+    ("memory_threshold = 0.9; memory_budget_gb = 8 ms", "MPL204", "unit 'ms' is not allowed"),
+])
+def test_cache_values(body, code, fragment):
+    d = only(cache(body))
+    assert d.code == code and fragment in d.message, d.message
+
+
+def test_capacity_forms():
+    assert codes("policy p { cache { capacity = 0GiB } }")[0][0] == "MPL203"
+    assert codes("policy p { cache { capacity = 65537 } }")[0] == (
+        "MPL203", "'capacity' must be in [1, 65536], got 65537; use 65536")
+    assert codes("policy p { cache { capacity = 8 accesses } }")[0][0] == "MPL204"
+    assert codes("policy p { cache { capacity = true } }")[0][0] == "MPL201"
+
+
+def test_schedule_and_monitor_values():
+    d = only("policy p { cache { capacity = 8 } schedule { overlap = \"true\" } }")
+    assert d.code == "MPL201" and d.fixes[0].edits[0].new_text == "true"
+    d = only("policy p { cache { capacity = 8 } monitor { metrics = hit_rate } }")
+    assert d.code == "MPL201" and d.fixes[0].edits[0].new_text == "[hit_rate]"
+    d = only("policy p { cache { capacity = 8 } monitor { metrics = [hit_rate, hit_rate] } }")
+    assert d.code == "MPL209" and d.related[0].message == "first occurrence"
+    d = only("policy p { cache { capacity = 8 } monitor { window = 10 steps } }")
+    assert d.code == "MPL204" and "use accesses or no unit" in d.message
+
+
+def test_rule_parts():
+    d = only("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 for 10 ms { eviction = lfu } } }")
+    assert d.code == "MPL204" and "not allowed for 'for'" in d.message
+    d = only("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 { capcity = 4 } } }")
+    assert d.code == "MPL207" and "did you mean 'capacity'?" in d.message
+    d = only("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 { cache.capcity = 4 } } }")
+    assert d.code == "MPL207" and "did you mean 'cache.capacity'?" in d.message
+    d = only("policy p { cache { capacity = 8 } per_layer { } adapt { when hit_rate < 0.5 { rebalance entropie } } }")
+    assert d.code == "MPL207" and "did you mean 'entropy'?" in d.message
+    d = only("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 { eviction = lruu } } }")
+    assert d.code == "MPL202"
+    d = only("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 { capacity = 0 } } }")
+    assert d.code == "MPL203"
+    d = only("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 { eviction = belady } } }")
+    assert d.code == "MPL306" and "belady" in d.message
+    assert codes("policy p { cache { capacity = 8 } adapt { when hit_rate < 0.5 { eviction = belady } } }",
+                 purpose="replay") == []
+
+
+def test_conditional_values():
+    d = only("policy p { cache { capacity = 8; pin = [0, 1] : [0] when hit_rate < 0.5 } }")
+    assert d.code == "MPL206"
+    d = only("policy p { cache { capacity = 4 : 1 when hit_rate < 0.5; pin = [0, 1] } }")
+    assert d.code == "MPL306" and (d.span.column, d.span.end_column) == (35, 36)
+    d = only("policy p { cache { capacity = 4 : 8 when hit_rate < -1 } }")
+    assert d.code == "MPL402"
+    d = only("policy p { cache { capacity = 4 : 8 when hitrate < 0.5 } }")
+    assert d.code == "MPL205"
+    d = only("policy p { cache { capacity = 8 : 8 when hit_rate < 0.5 } }")
+    assert d.code == "MPL406"
+
+
+def test_no_effect_respects_adapt_rules_and_fallback():
+    # an adapt rule that can switch lfu on gives frequency_decay an effect
+    assert codes("policy p { cache { capacity = 8; frequency_decay = 0.5 }"
+                 " adapt { when hit_rate < 0.3 { eviction = lfu } } }") == []
+    assert codes(cache("eviction = lfu | lru; frequency_decay = 0.5")) == []
+    assert codes(cache("eviction = fallback; frequency_decay = 0.5")) == []
+    d = only(cache("memory_budget_gb = 12"))
+    assert d.code == "MPL401" and "without memory_threshold" in d.message
+    # the removal fix deletes the whole parameter
+    text = "policy p {\n    cache {\n        capacity = 8\n        score_ema_alpha = 0.5\n    }\n}\n"
+    d = only(text)
+    [e] = d.fixes[0].edits
+    assert text[:e.span.offset] + text[e.span.end_offset:] == "policy p {\n    cache {\n        capacity = 8\n    }\n}\n"
+
+
+def test_condition_verdicts():
+    c = ir.Condition
+    assert condition_verdict(c("hit_rate", "<", 0)) == "never"
+    assert condition_verdict(c("hit_rate", "<=", 0)) is None
+    assert condition_verdict(c("hit_rate", ">", 1)) == "never"
+    assert condition_verdict(c("hit_rate", ">=", 0)) == "always"
+    assert condition_verdict(c("hit_rate", "==", 2)) == "never"
+    assert condition_verdict(c("hit_rate", "!=", -1)) == "always"
+    assert condition_verdict(c("stall_ms", ">", 1e9)) is None      # unbounded above
+    assert condition_verdict(c("transfer_rate", "<", 0)) == "never"
+
+
+def test_can_hold_together():
+    c = ir.Condition
+    assert can_hold_together(c("hit_rate", "<", 0.5), c("hit_rate", "<", 0.2))
+    assert not can_hold_together(c("hit_rate", "<", 0.3), c("hit_rate", ">", 0.6))
+    assert not can_hold_together(c("hit_rate", "<", 0.5), c("hit_rate", ">=", 0.5))
+    assert can_hold_together(c("hit_rate", "<=", 0.5), c("hit_rate", ">=", 0.5))
+    # miss_rate is 1 - hit_rate
+    assert not can_hold_together(c("hit_rate", ">", 0.8), c("miss_rate", ">", 0.5))
+    assert can_hold_together(c("hit_rate", "<", 0.4), c("miss_rate", ">", 0.5))
+    assert not can_hold_together(c("hit_rate", "==", 0.5), c("hit_rate", "!=", 0.5))
+    assert can_hold_together(c("hit_rate", "<", 0.5), c("stall_ms", ">", 3))
+
+
+def test_cross_field_is_pure():
+    v = dict(DEFAULTS, **{"cache.capacity": 2, "cache.pin": (0, 1, 2)})
+    [x] = cross_field(v, {"cache"}, {"cache.capacity", "cache.pin"})
+    assert x.code == "MPL301" and x.keys == ("cache.pin", "cache.capacity")
+    # a size capacity counts in slots once the expert size is known
+    v = dict(DEFAULTS, **{"cache.capacity": ir.Size(3 * 10 ** 9), "cache.expert_size_gb": 1.5,
+                          "cache.pin": (0, 1, 2)})
+    assert [x.code for x in cross_field(v, {"cache"}, set(v))] == ["MPL301"]
+    v["cache.expert_size_gb"] = None
+    assert cross_field(v, {"cache"}, set(v)) == []
+
+
+def test_suggest_and_removal_span():
+    assert suggest("capcity", ["capacity", "eviction"]) == "capacity"
+    assert suggest("EVICTION", ["capacity", "eviction"]) == "eviction"
+    assert suggest("zzz", ["capacity"]) is None
+    text = "a { x = 1; y = 2 }"
+    s = removal_span(text, Span.from_offsets(text, 4, 9))
+    assert text[:s.offset] + text[s.end_offset:] == "a { y = 2 }"
+    text = "a {\n  x = 1   # note\n}"
+    s = removal_span(text, Span.from_offsets(text, 6, 11))
+    assert text[:s.offset] + text[s.end_offset:] == "a {\n  # note\n}"
+
+
+def test_crlf_and_bom(tmp_path):
+    from mpl.checker import check
+    p = tmp_path / "w.moe"
+    p.write_bytes(b"\xef\xbb\xbfpolicy p {\r\n    cache { capacity = 0 }\r\n}\r\n")
+    [d] = check(str(p))
+    assert d.code == "MPL203" and (d.span.line, d.span.column) == (2, 24)
+    text = "policy p {\r\n    cache { capacity = 0 }\r\n}\r\n"
+    [d] = analyze(text).diagnostics
+    assert text[d.span.offset:d.span.end_offset] == "0"
