@@ -23,6 +23,8 @@ PIECES = ["policy", "p", "{", "}", "[", "]", "cache", "capacity", "=", "4", "12G
 def check(text):
     r = parse(text)
     n = len(text)
+    # the last-resort catch-all must never be what handled the input
+    assert not any("internal parser error" in d.message for d in r.diagnostics), r.diagnostics
     for d in r.diagnostics:
         assert 0 <= d.span.offset <= d.span.end_offset <= n, d
         assert d.code.startswith("MPL") and d.message
@@ -81,6 +83,13 @@ def test_mutated_corpus(text, data):
 @given(st.binary(max_size=200))
 def test_binary_garbage(data):
     check(data.decode("latin-1"))
+
+
+def test_large_binary_garbage():
+    import random
+
+    rng = random.Random(1)
+    check(bytes(rng.randrange(256) for _ in range(50000)).decode("latin-1"))
 
 
 def test_cut_at_every_position():

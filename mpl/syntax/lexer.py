@@ -261,7 +261,7 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
             append(Token(punct_types[c], c, start, line, col, line, col + 1, end))
         elif kind == "num":
             nxt = text[end] if end < n else ""
-            if nxt == "." or nxt.isdigit():
+            if nxt and nxt in ".0123456789":
                 bad_end = _MALFORMED_NUM_RE.match(text, end).end()
                 err("MPL004", f"malformed number {text[start:bad_end]!r}", start, bad_end)
                 append(Token(ERROR, text[start:bad_end], start, line, col, line,
