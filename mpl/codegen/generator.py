@@ -80,10 +80,13 @@ def features(pir: _ir.PolicyIR) -> dict:
         "modes": tuple(reachable(pir, "schedule.mode")),
         "lru_only": all(r == "lru" for r in rules) and not any("|" in str(v) for v in ev),
         "weighted": any(r == "score" for r in rules),
+        "filters": any(r == "frequency_threshold" for r in rules),
         "pins": bool(pir.values["cache.pin"]),
         "prefetch": bool(strategies),
         "history": any(s in ("history", "lookahead") for s in strategies),
         "affinity": "affinity" in strategies,
+        "history_next_only": (strategies == ["history"]
+                              and reachable(pir, "prefetch.lookahead") == [1]),
         "affinity_depth": max(int(x) for x in reachable(pir, "prefetch.lookahead")),
         "ttl": any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
         "memory": any(v is not None for v in reachable(pir, "cache.memory_threshold")),
@@ -142,6 +145,16 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(2, "inuse = None")
     w(2, "nh = 0")
     w(2, "wdef = self.w_default")
+    if modes == ("gpu_only",):
+        w(2, "store = cache.store")
+        w(2, "evict = store.evict")
+        w(2, "insert = store.insert")
+        w(2, "take = self.pool.take")
+        w(2, "nd = nev = nst = 0")
+        if not f["lru_only"]:
+            w(2, "smiss = store.miss if store.needs_miss else None")
+        if f["filters"]:
+            w(2, "admits = store.admits if store.filters else None")
     if f["prefetch"]:
         w(2, "pf = self._pf")
     if f["ttl"]:
@@ -186,7 +199,14 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "else:")
     w(4, "if inuse is None:")
     w(5, "inuse = {(layer, x) for x in experts}")
-    w(4, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
+    if modes == ("gpu_only",):
+        _emit_inline_gpu_miss(w, f)
+    else:
+        w(4, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
+    if modes == ("gpu_only",):
+        w(2, "self.demand_loads += nd")
+        w(2, "self.evictions += nev")
+        w(2, "self.streamed += nst")
     if not f["ttl"]:
         w(2, "self.accesses += n")
     w(2, "self.hits += nh")
@@ -203,7 +223,15 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     if tail:
         w(2, "if inuse is None:")
         w(3, "inuse = {(layer, x) for x in experts}")
-    if f["prefetch"]:
+    if f["prefetch"] and f["history_next_only"]:
+        w(2, "if self.strategy != 'none':   # history, one layer ahead: the target's top experts")
+        w(3, "t = layer + 1")
+        w(3, "if t == self.num_layers:")
+        w(4, "t = 0")
+        w(3, "props = [(t, e) for _, e in self.history.rank[t][:self.budget]]")
+        w(3, "if props:")
+        w(4, "self._issue(props, inuse, loads, evicted)")
+    elif f["prefetch"]:
         w(2, "if self.strategy != 'none':")
         w(3, "self._prefetch(layer, experts, predictions, inuse, loads, evicted)")
     if f["ttl"]:
@@ -222,6 +250,52 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
 
 
+def _emit_inline_gpu_miss(w: _W, f: dict) -> None:
+    """The gpu_only miss path, inlined: admit (filter), victim, slot, DEMAND load."""
+    pins = f["pins"]
+    if not f["lru_only"]:
+        if pins:
+            w(4, "if smiss is not None and e not in _PINS:")
+        else:
+            w(4, "if smiss is not None:")
+        w(5, "smiss(key, w)")
+    if f["filters"]:
+        w(4, "if admits is not None and not admits(key):   # admission filter: stream it")
+        w(5, "where[i] = _STREAM")
+        w(5, "nst += 1")
+        w(5, "continue")
+    w(4, "if len(res) >= cache.capacity:")
+    w(5, "victim = evict(inuse, key)")
+    w(5, "if victim is None:   # nothing evictable: stream through a transient buffer")
+    w(6, "where[i] = _STREAM")
+    w(6, "nst += 1")
+    w(6, "continue")
+    w(5, "slot = res.pop(victim)")
+    w(5, "evicted.append((victim, slot))")
+    w(5, "nev += 1")
+    if f["prefetch"]:
+        w(5, "if pf:")
+        w(6, "pf.pop(victim, None)")
+    if f["ttl"]:
+        w(5, "ttl.pop(victim, None)")
+    w(4, "else:")
+    w(5, "victim = None")
+    w(5, "slot = take()")
+    w(4, "res[key] = slot")
+    if pins:
+        w(4, "if e not in _PINS:")
+        w(5, "insert(key, w)")
+        if f["ttl"]:
+            w(5, "ttl[key] = self._stamp()")
+    else:
+        w(4, "insert(key, w)")
+        if f["ttl"]:
+            w(4, "ttl[key] = self._stamp()")
+    w(4, "loads.append(_Load(key, slot, victim, 'demand'))")
+    w(4, "nd += 1")
+    w(4, "where[i] = slot")
+
+
 def _action_literal(a) -> str:
     if isinstance(a, _ir.SetAction):
         if a.key not in schema.PARAMS:
@@ -236,13 +310,14 @@ def _action_literal(a) -> str:
     raise TypeError(f"unknown adapt action {a!r}")
 
 
+# metric over the window; ``n`` (accesses in the window, >= 1 here) is computed once
 _METRIC_EXPR = {
-    "hit_rate": "m.hit_rate()",
-    "miss_rate": "m.miss_rate()",
-    "eviction_rate": "m.eviction_rate()",
-    "prefetch_accuracy": "m.prefetch_accuracy()",
-    "transfer_rate": "m.transfer_rate()",
-    "stall_ms": "m.stall_ms()",
+    "hit_rate": "m.hits / n",
+    "miss_rate": "1.0 - m.hits / n",
+    "eviction_rate": "m.ev / n",
+    "prefetch_accuracy": "(min(1.0, m.pfu / m.pfl) if m.pfl > 0 else None)",
+    "transfer_rate": "m.ld / n",
+    "stall_ms": "m.stall",
 }
 
 
@@ -251,6 +326,7 @@ def _emit_rules(w: _W, pir: _ir.PolicyIR) -> None:
     w(2, '"""The adapt rules, evaluated after every access on the windowed metrics."""')
     w(2, "m = self.monitor")
     w(2, "rules = self.rules")
+    w(2, "n = m.acc if m.acc < m.window else m.window")
     for r in pir.adapt:
         c = r.condition
         if c.metric not in _METRIC_EXPR or c.op not in schema.COMPARISON_OPS:
@@ -266,7 +342,12 @@ def _emit_rules(w: _W, pir: _ir.PolicyIR) -> None:
         w(2, f"r = rules[{r.index}]")
         w(2, f"x = {_METRIC_EXPR[c.metric]}")
         w(2, f"if x is not None and x {c.op} {thr!r}:")
-        w(3, f"if r.armed and self._advance(r, {unit!r}, {n}, tokens):")
+        if unit == "accesses":
+            w(3, "if r.armed:")
+            w(4, "r.held += 1")
+            w(3, f"if r.armed and r.held >= {n}:")
+        else:
+            w(3, f"if r.armed and self._advance(r, {unit!r}, {n}, tokens):")
         w(4, "r.armed = False")
         w(4, "r.held = 0")
         w(4, "r.mark = None")
@@ -298,7 +379,7 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0, '"""')
     w(0)
     w(0, "from mpl.runtime.core import Runtime as _Runtime, distinct as _distinct")
-    w(0, "from mpl.runtime.plan import Plan as _Plan")
+    w(0, "from mpl.runtime.plan import STREAM as _STREAM, Load as _Load, Plan as _Plan")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
     w(0, f"POLICY_NAME = {pir.name!r}")

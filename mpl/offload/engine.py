@@ -119,7 +119,7 @@ class Engine:
         lut = [pool.zero] * b.num_experts
         used: list[int] = []
         cpu_experts: list[int] = []
-        sidx = pool.stream_base
+        streamed: list[int] = []
         hits = 0
         content = pool.content
         for e, w, h in zip(plan.experts, plan.where, plan.hit):
@@ -131,30 +131,59 @@ class Engine:
                 lut[e] = w
                 used.append(w)
             elif w == STREAM:
-                if sidx >= pool.stream_base + pool.stream_slots:
-                    raise RuntimeError("more streamed experts in one dispatch than transient slots")
-                stall += pool.copy_in(sidx, b.host, e, (ordinal, e), STREAMED)
-                lut[e] = sidx
-                used.append(sidx)
-                sidx += 1
+                streamed.append(e)
             elif w == CPU:
                 cpu_experts.append(e)
             else:
                 raise RuntimeError(f"plan has an unknown placement {w} for expert {e}")
             hits += bool(h)
+        if len(streamed) > pool.stream_slots:
+            raise RuntimeError("more streamed experts in one dispatch than transient slots")
+        mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
+        if mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1:
+            # CPU grouped_mm with several threads gives results that depend on where each
+            # group's rows sit in the sorted input: stage the dispatch's experts in
+            # expert-id order so the rows sit exactly where the unmodified model puts them
+            stall += self._stage_in_id_order(b, lut, used, streamed, ordinal)
+        else:
+            sidx = pool.stream_base
+            for e in streamed:
+                stall += pool.copy_in(sidx, b.host, e, (ordinal, e), STREAMED)
+                lut[e] = sidx
+                used.append(sidx)
+                sidx += 1
         self.layer_accesses[ordinal] += len(plan.experts)
         self.layer_hits[ordinal] += hits
         if stall:
             self.stall_ms += stall
             rt.add_stall(stall)
 
-        out = self._device_pass(b, hidden, top_k_index, top_k_weights, lut, used, cpu_experts)
+        out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts)
         if cpu_experts:
             out = out + self._cpu_pass(b, hidden, top_k_index, top_k_weights, cpu_experts).to(
                 device=out.device, dtype=out.dtype)
         return out
 
-    def _device_pass(self, b, hidden, top_k_index, top_k_weights, lut, used, cpu_experts):
+    def _stage_in_id_order(self, b, lut, used, streamed, ordinal) -> float:
+        """Place every device expert of the dispatch in the transient area in expert-id
+        order (resident ones copied device-to-device from their slot, streamed ones from
+        the host); rewrites ``lut``/``used``. Returns the host ms of host copies."""
+        pool = self.pool
+        stream_set = set(streamed)
+        device_experts = sorted([e for e in range(b.num_experts) if lut[e] != pool.zero] + streamed)
+        ms = 0.0
+        used.clear()
+        for rank, e in enumerate(device_experts):
+            dst = pool.stream_base + rank
+            if e in stream_set:
+                ms += pool.copy_in(dst, b.host, e, (ordinal, e), STREAMED)
+            else:
+                pool.stage(lut[e], dst)
+            lut[e] = dst
+            used.append(dst)
+        return ms
+
+    def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts):
         pool = self.pool
         if not used:          # every expert of the dispatch is computed on the CPU
             return torch.zeros_like(hidden)
@@ -165,7 +194,6 @@ class Engine:
             mask[cpu_experts] = True
             weights = top_k_weights.masked_fill(mask.to(hidden.device)[top_k_index], 0)
             used = used + [pool.zero]
-        mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
         self.modes[mode] = self.modes.get(mode, 0) + 1
         if mode == "eager":
             for iw in b.indexed:
@@ -205,6 +233,7 @@ class Engine:
             "prefetch_copies": copies["prefetch"],
             "stream_copies": copies[STREAMED],
             "bytes_copied": pool.bytes_copied,
+            "staging_copies": pool.staged,
             "cpu_computes": self.cpu_computes,
             "cpu_tokens": self.cpu_tokens,
             "stall_ms": self.stall_ms,

@@ -60,6 +60,7 @@ class SlotPool:
             self.copy_stream = None
         self.copies = {DEMAND: 0, BACKGROUND: 0, PREFETCH: 0, STREAMED: 0}
         self.bytes_copied = 0
+        self.staged = 0              # device-to-device staging copies (not transfers)
         self.copy_ms = 0.0           # host time spent in synchronous (CPU-path) copies
 
     # ------------------------------------------------------------------ memory
@@ -96,6 +97,14 @@ class SlotPool:
         ms = (time.perf_counter() - t0) * 1e3
         self.copy_ms += ms
         return ms
+
+    def stage(self, src: int, dst: int) -> None:
+        """Device-to-device copy of pool entry ``src`` into the transient entry ``dst``
+        (CPU-path staging; see Engine._stage_in_id_order)."""
+        self.staged += 1
+        for t in self.tensors.values():
+            t[dst].copy_(t[src])
+        self.content[dst] = None
 
     def evict(self, index: int) -> None:
         """Bookkeeping only: the entry's content left the device (its memory is reused by

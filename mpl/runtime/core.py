@@ -267,19 +267,43 @@ class Runtime:
 
     def _prefetch(self, layer, experts, predictions, inuse, loads, evicted) -> None:
         props = self._proposals(layer, experts, predictions)
-        if not props:
-            return
-        protect = set(inuse)
-        protect.update(props)
+        if props:
+            self._issue(props, inuse, loads, evicted)
+
+    def _issue(self, props, inuse, loads, evicted) -> None:
+        """Turn proposals into PREFETCH loads; never evict keys in use or proposed now."""
+        protect = None
         w = self.w_default
         caches = self.caches
+        pf = self._pf
+        pins = self.pins
         for key in props:
             cache = caches[key[0]]
-            if key in cache.resident:
+            res = cache.resident
+            if key in res:
                 continue
-            if self._load(cache, key, w, protect, loads, evicted, PREFETCH) is not None:
-                self.prefetch_loads += 1
-                self._pf[key] = True
+            store = cache.store
+            if store.filters and not store.admits(key):
+                continue
+            if len(res) >= cache.capacity:
+                if protect is None:
+                    protect = set(inuse)
+                    protect.update(props)
+                victim = store.evict(protect, key)
+                if victim is None:
+                    continue
+                slot = res.pop(victim)
+                self._gone(victim, slot, evicted)
+            else:
+                victim = None
+                slot = cache.pool.take()
+            res[key] = slot
+            if key[1] not in pins:
+                store.insert(key, w)
+            loads.append(Load(key, slot, victim, PREFETCH))
+            self._arrived(key)
+            self.prefetch_loads += 1
+            pf[key] = True
 
     # ------------------------------------------------------------------ triggers
     def _used_bytes(self) -> float:
@@ -462,20 +486,27 @@ class Runtime:
         """Push this dispatch into the monitor window; evaluate the adapt rules per access."""
         m = self.monitor
         seen = m.seen
+        loads = self.demand_loads + self.background_loads + self.prefetch_loads
         ev = self.evictions - seen[0]
-        ld = self.demand_loads + self.background_loads + self.prefetch_loads - seen[1]
+        ld = loads - seen[1]
         pfl = self.prefetch_loads - seen[2]
         pfu = self.prefetch_useful - seen[3]
         st = self.stall - seen[4]
         last = len(hit) - 1
         rules = self.rules
         li = m.log_interval
+        ring = m.ring
+        window = m.window
         for j, h in enumerate(hit):
-            m.push(h)
+            i = m.acc % window
+            v = 1 if h else 0
+            m.hits += v - ring[i]
+            ring[i] = v
+            m.acc += 1
             if j == last:
                 m.push_events(ev, ld, pfl, pfu, st)
-                m.seen = [self.evictions, self.demand_loads + self.background_loads + self.prefetch_loads,
-                          self.prefetch_loads, self.prefetch_useful, self.stall]
+                m.seen = [self.evictions, loads, self.prefetch_loads, self.prefetch_useful,
+                          self.stall]
             if rules:
                 self._eval_rules(tokens, inuse, evicted)
             if m.acc % li == 0:
