@@ -46,16 +46,16 @@ def test_imports_only_the_runtime():
 
 def test_specialised_dispatch_omits_unreachable_features():
     plain = mpl.loads("policy a { cache { capacity = 4 } }").source
-    assert "_prefetch" not in plain and "_ttl_sweep" not in plain and "_observe" not in plain
+    assert "_issue" not in plain and "_prefetch" not in plain and "_ttl_sweep" not in plain and "_observe" not in plain
     assert "move_to_end" in plain           # lru hit path inlined
     rich = mpl.loads("policy b { cache { capacity = 4 ttl = 5 } prefetch { strategy = history } }").source
-    assert "_prefetch" in rich and "_ttl_sweep" in rich
+    assert "self._issue(" in rich and "_ttl_sweep" in rich
 
 
 def test_adapt_reachable_values_are_compiled_in():
     src = mpl.loads("""policy a { cache { capacity = 4 }
         adapt { when hit_rate < 0.5 { prefetch_strategy = history } } }""").source
-    assert "self._prefetch" in src and "self.history.observe" in src
+    assert "self._issue(" in src and "self.history.observe" in src
 
 
 def test_hostile_policy_name_is_only_a_string_literal():
