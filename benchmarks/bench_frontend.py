@@ -97,6 +97,38 @@ def parse_figures(repeat: int) -> dict:
     }
 
 
+def lark_comparison(repeat: int) -> dict | None:
+    """The shipped-table driver vs Lark's own LALR parser (inline transformer, same tokens,
+    same AST builder) on the generated file; None when Lark is not installed."""
+    try:
+        from lark import Lark, Transformer
+        from lark.lexer import Lexer
+    except ImportError:
+        return None
+    from mpl.syntax import lalr, tablegen
+    from mpl.syntax.lexer import tokenize
+
+    class _Tokens(Lexer):
+        def __init__(self, conf):
+            pass
+
+        def lex(self, data):
+            return iter(data)
+
+    class _Builder(Transformer, lalr.AstBuilder):
+        pass
+
+    t = time.process_time()
+    lark_parser = Lark(tablegen.grammar_text(), parser="lalr", lexer=_Tokens,
+                       transformer=_Builder(), maybe_placeholders=False)
+    build = time.process_time() - t
+    tokens = tokenize(generated_policy_file()).tokens
+    ours = best(lambda: lalr.parse_tokens(tokens), repeat)
+    theirs = best(lambda: lark_parser.parse(tokens), repeat)
+    return {"driver_ms": ours * 1e3, "lark_ms": theirs * 1e3, "ratio": ours / theirs,
+            "lark_build_ms": build * 1e3}
+
+
 def cut_figures(repeat: int) -> dict:
     """Worst ratio parse(prefix) / parse(whole file) over every prefix of CUT_FILE."""
     from mpl.syntax import parse
@@ -188,6 +220,11 @@ def main() -> int:
           f"{p['typical_parse_wall_ms']:.2f} ms wall")
     print(f"parse  generated file ({p['big_lines']} lines):  {p['big_parse_ms']:.1f} ms CPU, "
           f"{p['big_parse_wall_ms']:.1f} ms wall")
+    lc = lark_comparison(repeat)
+    if lc is not None:
+        print(f"parse  LALR on the generated file's tokens: shipped table {lc['driver_ms']:.1f} ms, "
+              f"Lark's parser {lc['lark_ms']:.1f} ms ({lc['ratio']:.2f}x); building Lark's tables "
+              f"{lc['lark_build_ms']:.0f} ms")
     c = check_figures(repeat)
     if c is None:
         print("check  skipped: mpl.checker is not available")
