@@ -171,3 +171,25 @@ def test_prefetch_with_trace_predictions():
                     " prefetch { strategy = lookahead  budget = 4 }\n}\n")
     r = replay(pol, tr)
     assert r.stats["prefetch_issued"] > 0 and r.stats["prefetch_accuracy"] > 0.5
+
+
+def test_timeline_by_hand():
+    from mpl.runtime.plan import DEMAND, PREFETCH, Load, Plan
+    from mpl.sim.timeline import Timeline
+
+    costs = hardware.costs_for(hardware.resolve("rtx-4090"), model="deepseek-v2-lite")
+    tl = Timeline(costs)
+    x, g, dn = costs.transfer_ms(), costs.gpu_expert_ms(1), costs.dense_ms(1)
+    assert x > 2 * g
+    # two hits and one demand miss, then a prefetch of (1, 9) issued at the end
+    p1 = Plan(0, 0, [1, 2, 3], [0, 1, 2], [True, True, False],
+              [Load((0, 3), 2, None, DEMAND), Load((1, 9), 3, None, PREFETCH)])
+    stall = tl.dispatch(p1)
+    assert stall == pytest.approx(x - 2 * g)
+    end1 = dn + x + g
+    assert tl.now == pytest.approx(end1)
+    # the next layer hits (1, 9) while its transfer is still in flight: it waits for it
+    p2 = Plan(0, 1, [9], [3], [True])
+    stall2 = tl.dispatch(p2)
+    assert stall2 == pytest.approx(end1 + x - (end1 + dn))
+    assert tl.transfers == 2 and tl.bytes == 2 * costs.expert_bytes

@@ -19,7 +19,7 @@ every transfer of the dispatch before it starts.
 
 from __future__ import annotations
 
-from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM, Plan
+from mpl.runtime.plan import BACKGROUND, CPU, PREFETCH, STREAM, Plan
 from mpl.sim.hardware import Costs
 
 
@@ -40,22 +40,23 @@ class Timeline:
         self._t_xfer = costs.transfer_ms()
         self._gpu1 = costs.gpu_expert_ms(1)
         self._cpu1 = costs.cpu_expert_ms(1)
+        self._dense1 = costs.dense_ms(1) if costs.dense_bytes_per_layer else 0.0
 
     def dispatch(self, plan: Plan, tokens_of: dict | None = None, tokens: int = 1) -> float:
         """Advance the clocks by one dispatch; returns its stall in ms.
         ``tokens_of``: expert -> tokens routed to it (default 1 each)."""
         c = self.c
         now = self.now
-        t0 = now + (c.dense_ms(tokens) if c.dense_bytes_per_layer else 0.0)
-        self.gpu_ms += t0 - now
+        dense = self._dense1 if tokens == 1 else c.dense_ms(tokens)
+        t0 = now + dense
         layer = plan.layer
         loads = plan.loads
-        demand = {ld.key for ld in loads if ld.kind == DEMAND} if loads else ()
         arrival = self.arrival
         txf = self._t_xfer
         link = self.link_free
         nx = 0
-        ready_times: list[tuple[float, float]] = []   # (ready, compute ms) per GPU expert
+        early = 0.0                     # compute of experts whose weights are there at t0
+        late = None                     # (ready, compute) of the others
         cpu_busy = 0.0
         gpu1, cpu1 = self._gpu1, self._cpu1
         for e, where, hit in zip(plan.experts, plan.where, plan.hit):
@@ -66,13 +67,18 @@ class Timeline:
             comp = gpu1 if n == 1 else c.gpu_expert_ms(n)
             if hit:
                 ready = arrival.get((layer, e), 0.0) if arrival else 0.0
-            elif where == STREAM or (layer, e) in demand:
-                link = (t0 if t0 > link else link) + txf
+            elif where == STREAM or not arrival or (layer, e) not in arrival:
+                link = (t0 if t0 > link else link) + txf      # a demand load or a stream
                 nx += 1
                 ready = link
             else:   # a miss already in flight (issued by an earlier prefetch/background load)
-                ready = arrival.get((layer, e), t0)
-            ready_times.append((ready, comp))
+                ready = arrival[(layer, e)]
+            if ready <= t0:
+                early += comp
+            elif late is None:
+                late = [(ready, comp)]
+            else:
+                late.append((ready, comp))
         # background loads start with the dispatch (the CPU computes meanwhile)
         if loads:
             for ld in loads:
@@ -80,25 +86,28 @@ class Timeline:
                     link = (t0 if t0 > link else link) + txf
                     nx += 1
                     arrival[ld.key] = link
-        if self.overlap:
-            ready_times.sort()
-            t = t0
-            busy = 0.0
-            for ready, comp in ready_times:
+        busy = early
+        if late is None:
+            t = t0 + early
+        elif self.overlap:
+            late.sort()
+            t = t0 + early
+            for ready, comp in late:
                 if ready > t:
                     t = ready
                 t += comp
                 busy += comp
         else:
-            last = max((r for r, _ in ready_times), default=t0)
-            busy = sum(comp for _, comp in ready_times)
-            t = max(t0, last) + busy
+            last = max(r for r, _ in late)
+            busy += sum(comp for _, comp in late)
+            t = last + busy
         stall = t - t0 - busy
         cpu_end = t0 + cpu_busy
         end = t if t >= cpu_end else cpu_end
-        self.cpu_wait_ms += end - t
-        self.cpu_ms += cpu_busy
-        self.gpu_ms += busy
+        if cpu_busy:
+            self.cpu_wait_ms += end - t
+            self.cpu_ms += cpu_busy
+        self.gpu_ms += busy + dense
         self.stall_ms += stall
         # prefetches are issued when the dispatch ends
         if loads:
@@ -107,10 +116,11 @@ class Timeline:
                     link = (end if end > link else link) + txf
                     nx += 1
                     arrival[ld.key] = link
-        for key, _slot in plan.evicted:
-            arrival.pop(key, None)
-        if len(arrival) > 4096:       # forget transfers that have long landed
-            self.arrival = {k: v for k, v in arrival.items() if v > end}
+        if arrival:
+            for key, _slot in plan.evicted:
+                arrival.pop(key, None)
+            if len(arrival) > 4096:       # forget transfers that have long landed
+                self.arrival = {k: v for k, v in arrival.items() if v > end}
         self.link_free = link
         if nx:
             self.transfers += nx
