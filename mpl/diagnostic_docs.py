@@ -587,7 +587,9 @@ Every `set` action of an adapt rule (and the alternative of every conditional va
 checked at compile time against the rest of the policy, as if the rule had fired: an action
 that would break a cross-field rule (for example a capacity below the number of pinned
 experts, or a prefetch budget above the new capacity) is an error now rather than a failure
-in the middle of inference.
+in the middle of inference. Because a fired rule's values stay in force, every ordered pair of
+rules is checked too (the second one's actions applied after the first's), whatever their
+conditions.
 """, """
 policy fast {
     cache {

@@ -168,3 +168,17 @@ def test_crlf_and_bom(tmp_path):
     text = "policy p {\r\n    cache { capacity = 0 }\r\n}\r\n"
     [d] = analyze(text).diagnostics
     assert text[d.span.offset:d.span.end_offset] == "0"
+
+
+def test_mpl306_pairs_of_rules():
+    """A fired rule's values persist, so two rules that are each fine can break the policy
+    together; exclusive conditions do not help (they fire at different times)."""
+    text = ("policy p {\n  cache { capacity = 8 }\n  prefetch { strategy = history; budget = 2 }\n"
+            "  adapt {\n    when hit_rate < 0.3 { capacity = 3 }\n    when hit_rate > 0.8 { budget = 4 }\n  }\n}\n")
+    d = only(text)
+    assert d.code == "MPL306" and (d.span.line, d.span.column) == (6, 36)
+    assert "after the one that sets 'capacity = 3' (line 5)" in d.message
+    assert "prefetch budget 4 exceeds the cache capacity 3" in d.message
+    assert (d.related[0].span.line, d.related[0].span.column) == (5, 36)
+    # compatible pairs are fine
+    assert codes(text.replace("capacity = 3", "capacity = 4")) == []

@@ -116,25 +116,48 @@ def _own_rule(rp: ResolvedPolicy, r: RuleInfo) -> bool:
     return r.policy == rp.name and r.file == rp.file
 
 
+#: above this many value-setting rules, pairs of rules are not checked (quadratic)
+MAX_PAIR_RULES = 40
+
+
+def _set_actions(r: RuleInfo) -> list[ActionInfo]:
+    return [a for a in r.actions if a.kind == "set" and a.key is not None and a.value is not INVALID]
+
+
+def _new_errors(values, sets, blocks, given, purpose, model, known) -> list[Violation]:
+    after = dict(values)
+    for a in sets:
+        after[a.key] = a.value
+    given2 = given | {a.key for a in sets}
+    return [v for v in cross_field(after, blocks, given2, purpose=purpose, model=model)
+            if (v.code, v.keys) not in known and _is_error(v)]
+
+
 def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, base_found) -> None:
+    """MPL308 (rebalance without per_layer) and MPL306: every rule's actions, applied to the
+    policy as if it had fired, must keep it valid; and since a fired rule's values persist, so
+    must every ordered pair of rules (the second one's actions applied after the first's)."""
     base = {(v.code, v.keys) for v in base_found}
-    for r in rules:
-        if not _own_rule(rp, r) or r.inverse:
+    alone: dict[int, set] = {}
+    candidates = []
+    for i, r in enumerate(rules):
+        if r.inverse:
             continue
-        sets = [a for a in r.actions if a.kind == "set" and a.key is not None and a.value is not INVALID]
-        for a in r.actions:
-            if a.kind == "rebalance" and a.value is not INVALID and "per_layer" not in blocks:
-                sink.emit("MPL308", f"'rebalance {a.name}' needs per-layer caches; add a 'per_layer {{ ... }}' "
-                          f"block or remove this action", a.node.span)
+        sets = _set_actions(r)
+        own = _own_rule(rp, r)
+        if own:
+            for a in r.actions:
+                if a.kind == "rebalance" and a.value is not INVALID and "per_layer" not in blocks:
+                    sink.emit("MPL308", f"'rebalance {a.name}' needs per-layer caches; add a 'per_layer {{ ... }}' "
+                              f"block or remove this action", a.node.span)
         if not sets:
             continue
-        after = dict(values)
-        for a in sets:
-            after[a.key] = a.value
-        given2 = given | {a.key for a in sets}
-        for v in cross_field(after, blocks, given2, purpose=purpose, model=model):
-            if (v.code, v.keys) in base or not _is_error(v):
-                continue
+        candidates.append(i)
+        found = _new_errors(values, sets, blocks, given, purpose, model, base)
+        alone[i] = {(v.code, v.keys) for v in found}
+        if not own:
+            continue
+        for v in found:
             hit = next((a for a in sets if a.key in v.keys), None)
             if hit is None:
                 continue
@@ -142,6 +165,32 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
             sink.emit("MPL306", f"when this rule fires, '{name} = {_show(hit.value)}' makes the policy invalid: "
                       f"{v.message}", hit.value_span or hit.node.span,
                       related=_related(rp, sink, [k for k in v.keys if k != hit.key], None))
+    if len(candidates) > MAX_PAIR_RULES:
+        return
+    reported: set = set()
+    for x in candidates:
+        for y in candidates:
+            first, second = rules[x], rules[y]
+            if x == y or first.node is second.node or not _own_rule(rp, second):
+                continue
+            known = base | alone[x] | alone[y]
+            s1, s2 = _set_actions(first), _set_actions(second)
+            for v in _new_errors(values, s1 + s2, blocks, given, purpose, model, known):
+                hit = next((a for a in s2 if a.key in v.keys), None)
+                other = next((a for a in s1 if a.key in v.keys and a.key != (hit.key if hit else None)), None)
+                if hit is None or other is None:
+                    continue
+                sig = (frozenset((x, y)), v.code, v.keys)
+                if sig in reported:
+                    continue
+                reported.add(sig)
+                name, oname = schema.PARAMS[hit.key].name, schema.PARAMS[other.key].name
+                sink.emit("MPL306", f"when this rule fires after the one that sets '{oname} = {_show(other.value)}' "
+                          f"(line {other.node.span.line}), '{name} = {_show(hit.value)}' makes the policy invalid: "
+                          f"{v.message}", hit.value_span or hit.node.span,
+                          related=(Related(f"the other rule sets {oname} = {_show(other.value)} here",
+                                           other.value_span or other.node.span,
+                                           file=first.file if first.file != sink.file else None),))
 
 
 def _enables(value, allowed: tuple[str, ...]) -> bool | None:
