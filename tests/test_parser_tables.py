@@ -54,3 +54,12 @@ def test_parsing_does_not_import_lark():
     out = subprocess.run([sys.executable, "-c", code, CORPUS[0]], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_missing_grammar_file_trusts_the_shipped_table(monkeypatch):
+    def missing():
+        raise FileNotFoundError("grammar.lark")
+
+    monkeypatch.setattr(tablegen, "grammar_text", missing)
+    data = lalr._load_data()
+    assert data["states"] is _tables.STATES

@@ -187,12 +187,17 @@ _TABLE: _Table | None = None
 def _load_data() -> dict:
     from mpl.syntax import tablegen
 
-    text = tablegen.grammar_text()
     try:
         from mpl.syntax import _tables
     except ImportError:
         _tables = None
-    if _tables is not None and _tables.GRAMMAR_SHA256 == tablegen.grammar_hash(text):
+    try:
+        text = tablegen.grammar_text()
+    except OSError:  # the grammar file is not installed: trust the shipped table
+        if _tables is None:
+            raise
+        text = None
+    if _tables is not None and (text is None or _tables.GRAMMAR_SHA256 == tablegen.grammar_hash(text)):
         return {"start": _tables.START, "end": _tables.END, "rules": _tables.RULES,
                 "states": _tables.STATES}
     return tablegen.build_tables(text)  # edited grammar: Lark, once per process
