@@ -179,6 +179,6 @@ def test_mpl306_pairs_of_rules():
     assert d.code == "MPL306" and (d.span.line, d.span.column) == (6, 36)
     assert "after the one that sets 'capacity = 3' (line 5)" in d.message
     assert "prefetch budget 4 exceeds the cache capacity 3" in d.message
-    assert (d.related[0].span.line, d.related[0].span.column) == (5, 36)
+    assert (d.related[0].span.line, d.related[0].span.column) == (5, 38)
     # compatible pairs are fine
     assert codes(text.replace("capacity = 3", "capacity = 4")) == []
