@@ -68,7 +68,7 @@ _NUM_RE = re.compile(rf"\s*({_NUM})\s*([A-Za-z_][A-Za-z0-9_]*)?\s*\Z")
 _FALLBACK_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*([A-Za-z_][A-Za-z0-9_]*)\s*\Z")
 _OPS = "|".join(re.escape(op) for op in sorted(schema.COMPARISON_OPS, key=len, reverse=True))
 _COND_RE = re.compile(rf"\s*([A-Za-z_][A-Za-z0-9_]*)\s*({_OPS})\s*({_NUM})\s*\Z")
-_DEFAULT_RULE_UNIT = "accesses"
+_DEFAULT_RULE_UNIT = schema.RULE_DURATION_UNITS[0]   # a bare `for_=100` counts accesses
 _ORIGIN = "written by this Python line"
 
 
@@ -154,7 +154,7 @@ def _unit_helper(unit: str) -> Callable[[int | float], Quantity]:
     def helper(value: int | float) -> Quantity:
         return Quantity(value, unit)
     helper.__name__ = helper.__qualname__ = unit
-    helper.__doc__ = f"``{unit}``: {schema.UNITS[unit].doc}. ``{unit}(n)`` is written ``n{unit}``."
+    helper.__doc__ = f"``{unit}(n)``: n {unit}, {schema.UNITS[unit].doc}."
     return helper
 
 
@@ -293,14 +293,14 @@ def _param_name(kwarg: str) -> str:
     return kwarg[:-1] if kwarg.endswith("_") and len(kwarg) > 1 else kwarg
 
 
+def _spec(name: str, params: dict[str, Any], site: CallSite | None) -> BlockSpec:
+    return BlockSpec(name, {_param_name(k): _Param(v, site) for k, v in params.items()}, site)
+
+
 def block(name: str, /, **params: Any) -> BlockSpec:
     """A block with parameters: ``block("cache", capacity=16)``; ``dsl.cache(...)`` (any
     block of :data:`mpl.schema.BLOCKS`) is the same."""
-    site = _caller()
-    spec = BlockSpec(name, site=site)
-    for k, v in params.items():
-        spec.params[_param_name(k)] = _Param(v, site)
-    return spec
+    return _spec(name, params, _caller())
 
 
 def _collect_actions(actions: Iterable, set_: dict | None, trigger_: Any, rebalance_: Any,
@@ -347,11 +347,7 @@ def __getattr__(name: str):
     """``dsl.cache(...)``, ``dsl.prefetch(...)``: one block factory per schema block."""
     if name in schema.BLOCKS and not schema.BLOCKS[name].rules:
         def factory(**params: Any) -> BlockSpec:
-            site = _caller()
-            spec = BlockSpec(name, site=site)
-            for k, v in params.items():
-                spec.params[_param_name(k)] = _Param(v, site)
-            return spec
+            return _spec(name, params, _caller())
         factory.__name__ = factory.__qualname__ = name
         factory.__doc__ = schema.BLOCKS[name].doc
         return factory
@@ -531,8 +527,7 @@ class PolicyBuilder:
 
     def block(self, name: str, /, **params: Any) -> "PolicyBuilder":
         """Set parameters of the block ``name`` (creating it, possibly empty)."""
-        site = _caller()
-        self._merge(BlockSpec(name, {_param_name(k): _Param(v, site) for k, v in params.items()}, site))
+        self._merge(_spec(name, params, _caller()))
         return self
 
     def adapt(self, condition: Condition | str, *actions: Any, for_: Any = None,
@@ -573,9 +568,7 @@ class PolicyBuilder:
     def __getattr__(self, name: str):
         if not name.startswith("_") and name in schema.BLOCKS and not schema.BLOCKS[name].rules:
             def method(**params: Any) -> "PolicyBuilder":
-                site = _caller()
-                self._merge(BlockSpec(name, {_param_name(k): _Param(v, site) for k, v in params.items()},
-                                      site))
+                self._merge(_spec(name, params, _caller()))
                 return self
             method.__name__ = name
             method.__doc__ = schema.BLOCKS[name].doc
