@@ -265,11 +265,20 @@ def _redundant_and_fighting(rp: ResolvedPolicy, sink: Sink, values, rules: list[
                   if len(r.actions) > 1 else ())
     # MPL403: two rules set one parameter to different values and can hold at once
     reported: set[int] = set()
+    by_key: dict[str, list] = {}
+    for item in sets:
+        by_key.setdefault(item[2].key, []).append(item)
+    for group in by_key.values():
+        _fights(rp, sink, group, reported)
+
+
+def _fights(rp: ResolvedPolicy, sink: Sink, sets: list, reported: set[int]) -> None:
+    """MPL403 among the set actions of one parameter."""
     for x in range(len(sets)):
         i, r1, a1 = sets[x]
         for y in range(x + 1, len(sets)):
             j, r2, a2 = sets[y]
-            if i == j or a1.key != a2.key or a1.value == a2.value or r1.node is r2.node:
+            if i == j or a1.value == a2.value or r1.node is r2.node:
                 continue
             if not (_own_rule(rp, r1) or _own_rule(rp, r2)):
                 continue
