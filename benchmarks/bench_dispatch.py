@@ -133,7 +133,7 @@ def bench_original(trace, repeat: int) -> dict:
             on_layer = hook.on_layer
             t0 = time.perf_counter()
             for layer, ex, w in trace:
-                on_layer(layer, ex, w)
+                on_layer(layer, ex, scores=w)
             return time.perf_counter() - t0
 
         try:
@@ -156,22 +156,35 @@ def main(argv=None) -> int:
     if args.worker_original:
         print(json.dumps(bench_original(trace, args.repeat)))
         return 0
-    ours = bench_ours(trace, args.repeat)
+    # Interleave: each round times our four policies, then the original's four in its own
+    # interpreter; the best round of each counts (the machine may be shared and noisy).
+    ours: dict = {}
     orig = None
     why = ""
     exe = args.original_python
-    if exe and os.path.exists(exe):
+    if not (exe and os.path.exists(exe)):
+        why = f"no interpreter at {exe!r} (pip install moe-policylang==1.15.0 into a venv)"
+    for _ in range(args.repeat):
+        for k, v in bench_ours(trace, 1).items():
+            ours[k] = v if k.endswith(":hit_rate") else min(v, ours.get(k, float("inf")))
+        if why:
+            continue
         cmd = [exe, os.path.abspath(__file__), "--worker-original", "--steps", str(args.steps),
-               "--repeat", str(args.repeat)]
+               "--repeat", "1"]
         # run outside the repository so the original's venv cannot import our mpl
         p = subprocess.run(cmd, capture_output=True, text=True, cwd="/", env={
             k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-        if p.returncode == 0:
-            orig = json.loads(p.stdout.strip().splitlines()[-1])
-        else:
+        if p.returncode != 0:
             why = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
-    else:
-        why = f"no interpreter at {exe!r} (pip install moe-policylang==1.15.0 into a venv)"
+            orig = None
+            continue
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        if orig is None:
+            orig = got
+        else:
+            for k, v in got.items():
+                if isinstance(v, float) and isinstance(orig.get(k), float):
+                    orig[k] = min(orig[k], v)
     print(f"trace: {len(trace)} dispatches ({args.steps} steps x {LAYERS} layers), "
           f"{EXPERTS} experts, top-{TOP_K}; best of {args.repeat}")
     print(f"{'policy':<16}{'ours us/dispatch':>18}{'hit rate':>10}{'original us':>14}{'speedup':>10}")

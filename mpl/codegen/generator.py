@@ -147,7 +147,10 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(2, "wdef = self.w_default")
     if modes == ("gpu_only",):
         w(2, "store = cache.store")
-        w(2, "evict = store.evict")
+        if f["lru_only"]:
+            w(2, "od = store.od")
+        else:
+            w(2, "evict = store.evict")
         w(2, "insert = store.insert")
         w(2, "take = self.pool.take")
         w(2, "nd = nev = nst = 0")
@@ -209,10 +212,10 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(2, "self.streamed += nst")
     if not f["ttl"]:
         w(2, "self.accesses += n")
-    w(2, "self.hits += nh")
     w(2, "self.l_acc[layer] += n")
     w(2, "self.l_hit[layer] += nh")
-    w(2, "self.dispatches += 1")
+    if f["rebalance"]:
+        w(2, "self.dispatches += 1")
     if f["history"]:
         w(2, "self.history.observe(layer, experts)")
     if f["affinity"]:
@@ -265,7 +268,15 @@ def _emit_inline_gpu_miss(w: _W, f: dict) -> None:
         w(5, "nst += 1")
         w(5, "continue")
     w(4, "if len(res) >= cache.capacity:")
-    w(5, "victim = evict(inuse, key)")
+    if f["lru_only"]:
+        w(5, "for victim in od:   # lru: the least recent key not in use")
+        w(6, "if victim not in inuse:")
+        w(7, "del od[victim]")
+        w(7, "break")
+        w(5, "else:")
+        w(6, "victim = None")
+    else:
+        w(5, "victim = evict(inuse, key)")
     w(5, "if victim is None:   # nothing evictable: stream through a transient buffer")
     w(6, "where[i] = _STREAM")
     w(6, "nst += 1")

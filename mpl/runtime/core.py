@@ -546,6 +546,7 @@ class Runtime:
     def stats(self) -> dict:
         loads = self.demand_loads + self.background_loads + self.prefetch_loads
         acc = self.accesses
+        self.hits = sum(self.l_hit)
         if self.per_layer:
             caps = [c.capacity for c in self.caches]
         else:
