@@ -939,6 +939,19 @@ _GROUPS = (("syntax", "Syntax"), ("structure", "Structure"), ("value", "Types an
            ("cross-field", "Cross-field rules"), ("warning", "Warnings"), ("model", "Model-aware"))
 
 
+CROSS_FIELD_NOTE = """\
+The original 1.3 validator had "20 semantic rules" (its README names the number, not the
+list). Where they went here: per-value rules (capacity >= 1, every range, enum value, metric
+and unit) are schema-driven checks MPL201-205; the rules that relate two fields are the codes
+below: pinned experts vs capacity (MPL301; MPL506 with a model), prefetch budget vs capacity
+(MPL302), hybrid needs overlap (MPL303), memory headroom vs threshold (MPL304), min vs max
+capacity (MPL305), per-layer budget vs min_capacity (MPL309; MPL505 with a model), rebalance
+needs per_layer (MPL308), replay-only eviction (MPL307), and every adapt action checked
+against all of them (MPL306). One rule of the original is dropped on purpose: it refused
+`capacity = 1` without a prefetcher, but any capacity >= 1 must work (the runtime streams what
+does not fit)."""
+
+
 def generate() -> str:
     """The whole of docs/diagnostics.md."""
     out = ["# Diagnostics", "",
@@ -952,6 +965,8 @@ def generate() -> str:
         out.append(f"| [{c}](#{c.lower()}) | {info.severity.value} | {info.group} | {info.title} |")
     for group, heading in _GROUPS:
         out += ["", f"# {heading}"]
+        if group == "cross-field":
+            out += ["", CROSS_FIELD_NOTE]
         for c, info in CODES.items():
             if info.group != group:
                 continue
