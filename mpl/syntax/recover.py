@@ -126,7 +126,7 @@ class RecoveringParser:
         t = self.tok
         if t.type == ERROR:
             return
-        if t.type == EOF:
+        if t.type == EOF or (t.type in _TOP_KEYWORDS and self.open):
             self.report_unclosed(message)
             return
         self.error("MPL002", f"{message}, found {describe(t)}", tok_span(t))
@@ -141,12 +141,14 @@ class RecoveringParser:
                    for o in reversed(self.open)]
         if self.open:
             inner = self.open[-1].what
+            count = f" ({len(self.open)} constructs are open)" if len(self.open) > 1 else ""
             if t.type == EOF:
-                msg = f"unexpected end of file: {inner} is not closed; add '}}'"
+                msg = "unexpected end of file: " + (f"{message}; " if message else "")
+                msg += f"{inner} is not closed; add '}}'{count}"
+            elif message:
+                msg = f"{message}, found {describe(t)}; {inner} is not closed; add '}}'{count}"
             else:
-                msg = f"{inner} is not closed before {describe(t)}; add '}}'"
-            if len(self.open) > 1:
-                msg += f" ({len(self.open)} constructs are open)"
+                msg = f"{inner} is not closed before {describe(t)}; add '}}'{count}"
         else:
             msg = f"unexpected end of file: {message}" if message else "unexpected end of file"
         self.error("MPL003", msg, tok_span(t), related)
