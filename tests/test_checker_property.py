@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mpl.checker import analyze
 from mpl.diagnostics import Span
+from mpl.shapes import preset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = [open(p, encoding="utf-8").read()
@@ -48,11 +49,14 @@ def _check_all(a, texts: dict) -> None:
                 _check_span(e.span, texts[e.file if e.file is not None else d.file], d.code + " fix")
 
 
-def _run(main: str, lib: str | None):
+MODELS = [None, preset("deepseek-v2-lite").with_device_memory(16 * 10 ** 9), preset("mixtral")]
+
+
+def _run(main: str, lib: str | None, model=None, purpose="live"):
     buffers = {MAIN: main}
     if lib is not None:
         buffers[LIB] = lib
-    a = analyze(main, MAIN, read_file=buffers.get)
+    a = analyze(main, MAIN, read_file=buffers.get, model=model, purpose=purpose)
     texts = {MAIN: main, **{p: doc.text for p, doc in a.imports.items()}}
     if lib is not None and LIB in a.imports:
         assert texts[LIB] == lib
@@ -94,9 +98,9 @@ def test_random_tokens(main, lib):
 
 
 @CFG
-@given(mutated(), st.one_of(st.none(), mutated()))
-def test_mutated_corpus(main, lib):
-    _run('import "lib.moe"\n' + main if lib is not None else main, lib)
+@given(mutated(), st.one_of(st.none(), mutated()), st.sampled_from(MODELS), st.sampled_from(["live", "replay"]))
+def test_mutated_corpus(main, lib, model, purpose):
+    _run('import "lib.moe"\n' + main if lib is not None else main, lib, model, purpose)
 
 
 @CFG
