@@ -115,3 +115,15 @@ def test_trace_info_and_convert_json(work):
     assert r.returncode == 0 and json.loads(r.stdout)["dispatches"] == 640
     r = mplc("trace", "info", work / "ol.jsonl", "--json")
     assert json.loads(r.stdout)["model"] == "olmoe-1b-7b"
+
+
+def test_sweep_matched_total_budget_shared_vs_per_layer(work):
+    r = mplc("sweep", work / "lfu.moe", work / "pl.moe", "--trace", work / "ol.mpltrace",
+             "--capacity", "32,128", "--total", "--json", "--plot", work / "m.png")
+    assert r.returncode == 0, r.stderr
+    pts = json.loads(r.stdout)["points"]
+    assert [(p["policy"], p["total_slots"]) for p in pts] == [
+        ("lfu16", 32), ("lfu16", 128), ("pl", 32), ("pl", 128)]
+    pl = [p for p in pts if p["policy"] == "pl"]
+    assert [p["capacities"] for p in pl] == [[2] * 16, [8] * 16]
+    assert (work / "m.png").stat().st_size > 10_000

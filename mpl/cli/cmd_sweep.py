@@ -1,6 +1,8 @@
-"""``mplc sweep POLICY.moe --trace T --capacity 8,16,32,64 [--param eviction=lru,lfu]
-[--plot out.png] [--heatmap out.png] [--json]``: a table of hit rate, Belady's optimum, the
-gap and simulated tok/s per point, and paper-ready figures."""
+"""``mplc sweep POLICY.moe [MORE.moe ...] --trace T --capacity 8,16,32,64
+[--param eviction=lru,lfu] [--total] [--plot out.png] [--heatmap out.png] [--json]``: a table
+of hit rate, Belady's optimum, the gap and simulated tok/s per point, and paper-ready figures.
+With several policies (e.g. a shared and a per-layer one) and ``--total``, capacities are
+total slots: the matched-budget comparison."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import sys
 def add_arguments(parser) -> None:
     from mpl.sim import hardware
 
-    parser.add_argument("policy", metavar="POLICY.moe", help="policy file")
+    parser.add_argument("policy", metavar="POLICY.moe", nargs="+", help="policy file(s)")
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
     parser.add_argument("--policy", dest="policy_name", metavar="NAME",
                         help="which policy of the file (when it defines several)")
@@ -20,6 +22,9 @@ def add_arguments(parser) -> None:
                         help="capacities to sweep (default: the policy's own)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
                         help="a parameter to sweep, e.g. eviction=lru,lfu (repeatable)")
+    parser.add_argument("--total", action="store_true",
+                        help="capacities are total slots: a per-layer policy gets N/layers "
+                             "per layer and total_budget = N (matched budget)")
     parser.add_argument("--hardware", metavar="NAME|FILE",
                         help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
     parser.add_argument("--plot", metavar="OUT.png", help="hit rate vs capacity with Belady")
@@ -57,18 +62,21 @@ def run(args) -> int:
         resolve(args.hardware)
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
-        policy = load_policy(args.policy, name=args.policy_name)
-        text = policy.text()
+        policies = [load_policy(p, name=args.policy_name) for p in args.policy]
         trace = traceio.load(args.trace)
     except (ValueError, PolicyLoadError, TraceFormatError, HardwareError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    bar = Progress(len(caps or [None]) * max(1, _count(params)), "sweep")
-    points = run_sweep(text, trace, caps or [None], params, policy=policy.name,
-                       hardware=args.hardware, jobs=args.jobs, belady=not args.no_belady,
-                       progress=lambda i, n: bar.update(i))
+    per = len(caps or [None]) * max(1, _count(params))
+    bar = Progress(per * len(policies), "sweep")
+    points = []
+    for k, policy in enumerate(policies):
+        points += run_sweep(policy.text(), trace, caps or [None], params, policy=policy.name,
+                            hardware=args.hardware, jobs=args.jobs, belady=not args.no_belady,
+                            total=args.total, progress=lambda i, n, k=k: bar.update(k * per + i))
     bar.close()
-    title = args.title or f"{policy.name} on {trace.header.model} ({len(trace)} dispatches)"
+    names = ", ".join(p.name for p in policies)
+    title = args.title or f"{names} on {trace.header.model} ({len(trace)} dispatches)"
     written = []
     try:
         if args.plot:
@@ -81,11 +89,11 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"policy": policy.name, "trace": args.trace,
+        print(json.dumps({"policies": [p.name for p in policies], "trace": args.trace,
                           "hardware": args.hardware, "points": [p.to_dict() for p in points],
                           "figures": written}, indent=2))
     else:
-        print(f"sweep of {policy.name} on {trace.header.model} "
+        print(f"sweep of {names} on {trace.header.model} "
               f"({len(trace)} dispatches), hardware {args.hardware or 'default'}")
         print(format_table(points))
         for w in written:

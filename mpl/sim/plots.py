@@ -17,43 +17,43 @@ def _plt():
 
 
 def _series(points) -> dict[str, list]:
+    several = len({p.policy for p in points}) > 1
     groups: dict[str, list] = {}
     for p in points:
-        if p.error or p.capacity is None:
+        if p.error or p.total_slots is None:
             continue
-        key = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in p.params.items()) or "policy"
+        ps = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in p.params.items())
+        key = ", ".join(x for x in ((p.policy if several or not ps else ""), ps) if x)
         groups.setdefault(key, []).append(p)
     return groups
 
 
-def _cap_value(c):
-    return c if isinstance(c, (int, float)) else float("nan")
-
-
 def hit_rate_plot(points, out: str, *, title: str = "", dpi: int = 150) -> str:
-    """Hit rate vs capacity, one line per parameter combination, Belady's optimum dashed."""
+    """Hit rate vs total cache slots, one line per policy / parameter combination, and
+    Belady's optimum (dashed) for each cache structure."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     groups = _series(points)
-    belady_done: dict = {}
+    optimum: dict[str, dict] = {}
     for key, ps in groups.items():
-        ps = sorted(ps, key=lambda p: _cap_value(p.capacity))
-        xs = [_cap_value(p.capacity) for p in ps]
-        ax.plot(xs, [p.hit_rate * 100 for p in ps], marker="o", label=key)
+        ps = sorted(ps, key=lambda p: p.total_slots)
+        ax.plot([p.total_slots for p in ps], [p.hit_rate * 100 for p in ps], marker="o", label=key)
         for p in ps:
             if p.belady is not None:
-                belady_done.setdefault(_cap_value(p.capacity), p.belady)
-    if belady_done:
-        xs = sorted(belady_done)
-        ax.plot(xs, [belady_done[x] * 100 for x in xs], "k--", marker="s", markersize=4,
-                label="Belady (offline optimum)")
+                struct = "per-layer" if isinstance(p.capacities, list) else "shared"
+                optimum.setdefault(struct, {}).setdefault(p.total_slots, p.belady)
+    styles = {"shared": "k--", "per-layer": "k:"}
+    for struct, pts in optimum.items():
+        xs = sorted(pts)
+        label = "Belady (offline optimum)" if len(optimum) == 1 else f"Belady, {struct} caches"
+        ax.plot(xs, [pts[x] * 100 for x in xs], styles[struct], marker="s", markersize=4, label=label)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("cache capacity (slots)")
+    ax.set_xlabel("total cache slots")
     ax.set_ylabel("hit rate (%)")
     ax.set_ylim(0, 100)
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(title or "Hit rate vs capacity")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(out, dpi=dpi)
     plt.close(fig)

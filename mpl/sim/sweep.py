@@ -22,6 +22,8 @@ from mpl.trace import Trace
 class Point:
     capacity: Any
     params: dict
+    policy: str = ""
+    total_slots: int | None = None          # slots over all caches (shared: the capacity)
     hit_rate: float | None = None
     belady: float | None = None
     gap: float | None = None
@@ -36,10 +38,11 @@ class Point:
     @property
     def label(self) -> str:
         ps = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in self.params.items())
-        return f"cap={self.capacity}" + (f", {ps}" if ps else "")
+        return (f"{self.policy} " if self.policy else "") + f"cap={self.capacity}" + (f", {ps}" if ps else "")
 
     def to_dict(self) -> dict:
-        return {"capacity": self.capacity, "params": self.params, "hit_rate": self.hit_rate,
+        return {"policy": self.policy, "capacity": self.capacity, "total_slots": self.total_slots,
+                "params": self.params, "hit_rate": self.hit_rate,
                 "belady": self.belady, "gap": self.gap, "tokens_per_s": self.tokens_per_s,
                 "time_per_step_ms": self.time_per_step_ms,
                 "stall_ms_per_step": self.stall_ms_per_step, "loads": self.loads,
@@ -87,15 +90,27 @@ def grid(capacities: Sequence, params: dict[str, list]) -> list[tuple[Any, dict]
 
 
 def _run_point(args) -> Point:
-    text, name, trace, cap, params, hardware = args
+    text, name, trace, cap, params, hardware, total = args
     from mpl.sim.replay import replay, load_policy
 
-    p = Point(cap, params)
+    p = Point(cap, params, name or "")
     try:
         overrides = dict(params)
         if cap is not None:
             overrides["cache.capacity"] = cap
+            if total and isinstance(cap, int):
+                base = load_policy(text, name=name)
+                if base.ir.per_layer:
+                    L = trace.header.num_moe_layers
+                    per = cap // L
+                    if per < 1:
+                        raise ValueError(f"{cap} total slots give less than one per layer ({L} layers)")
+                    overrides["cache.capacity"] = per
+                    overrides["per_layer.total_budget"] = cap
+                    if base.ir["per_layer.min_capacity"] > per:
+                        overrides["per_layer.min_capacity"] = per
         pol = load_policy(text, name=name, overrides=overrides)
+        p.policy = pol.name
         r = replay(pol, trace, hardware=hardware, belady=False)
     except Exception as e:       # one bad point (e.g. budget > capacity) must not stop a sweep
         p.error = str(e).splitlines()[0]
@@ -109,10 +124,12 @@ def _run_point(args) -> Point:
     p.per_layer = [x["hit_rate"] for x in s.get("per_layer", [])]
     if pol.ir.per_layer:
         p.capacities = [x.get("capacity") for x in s.get("per_layer", [])]
+        p.total_slots = sum(_initial_caps(pol, trace))
         p._structure = ("per_layer", tuple(_initial_caps(pol, trace)), tuple(pol.ir.get("cache.pin") or ()))
     else:
         cap_slots = _shared_slots(pol, trace)
         p.capacities = cap_slots
+        p.total_slots = cap_slots
         p._structure = ("shared", cap_slots, tuple(pol.ir.get("cache.pin") or ()))
     return p
 
@@ -138,12 +155,14 @@ def _shared_slots(pol, trace) -> int:
 
 def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params: dict | None = None,
               *, policy: str | None = None, hardware=None, jobs: int = 1, belady: bool = True,
-              progress=None) -> list[Point]:
-    """Replay every (capacity, params) point. ``capacities`` may hold None (the policy's own)."""
+              progress=None, total: bool = False) -> list[Point]:
+    """Replay every (capacity, params) point. ``capacities`` may hold None (the policy's own).
+    ``total``: capacities are total slots; a per-layer policy gets ``N // layers`` per layer
+    and ``per_layer.total_budget = N`` (the matched-budget comparison)."""
     if not isinstance(trace, Trace):
         trace = traceio.load(os.fspath(trace))
     points = grid(list(capacities) or [None], params or {})
-    work = [(policy_text, policy, trace, cap, ps, hardware) for cap, ps in points]
+    work = [(policy_text, policy, trace, cap, ps, hardware, total) for cap, ps in points]
     if jobs > 1 and len(work) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as ex:
             results = []
@@ -185,10 +204,14 @@ def format_table(points: list[Point]) -> str:
         for k in p.params:
             if k not in keys:
                 keys.append(k)
-    head = ["capacity"] + [k.split(".", 1)[1] for k in keys] + ["hit rate", "Belady", "gap (pp)", "tok/s", "ms/step"]
+    several = len({p.policy for p in points}) > 1
+    head = (["policy"] if several else []) + ["capacity", "slots"] + [k.split(".", 1)[1] for k in keys] \
+        + ["hit rate", "Belady", "gap (pp)", "tok/s", "ms/step"]
     rows = []
     for p in points:
-        row = [str(p.capacity if p.capacity is not None else "-")] + [str(p.params.get(k, "")) for k in keys]
+        row = ([p.policy] if several else []) + [
+            str(p.capacity if p.capacity is not None else "-"),
+            str(p.total_slots if p.total_slots is not None else "-")] + [str(p.params.get(k, "")) for k in keys]
         if p.error:
             row += [f"error: {p.error}", "", "", "", ""]
         else:
