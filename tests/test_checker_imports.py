@@ -109,3 +109,13 @@ def test_import_cycle_does_not_loop(tmp_path):
     main = write(tmp_path, "self.moe", 'import "self.moe"\npolicy p { cache { capacity = 8 } }\n')
     [d] = check(main)
     assert d.code == "MPL109"
+
+
+def test_import_not_found_suggests_a_sibling(tmp_path):
+    write(tmp_path, "lib/policies.moe", "policy base { cache { capacity = 8 } }\n")
+    main = write(tmp_path, "main.moe", 'import "lib/polices.moe"\npolicy p { cache { capacity = 8 } }\n')
+    [d] = check(main)
+    assert d.code == "MPL108" and "did you mean 'lib/policies.moe'?" in d.message
+    assert d.fixes[0].edits[0].new_text == '"lib/policies.moe"'
+    [d] = check(write(tmp_path, "other.moe", 'import "zzz.moe"\npolicy p { cache { capacity = 8 } }\n'))
+    assert d.code == "MPL108" and "relative to the importing file" in d.message and not d.fixes

@@ -176,8 +176,19 @@ class Resolver:
             unit.sink.emit("MPL108", f"no standard-library policy '{spec}'{tail}", span, fixes=fixes)
             return
         where = f" (looked for {path})" if path else ""
-        unit.sink.emit("MPL108", f"cannot find imported file '{spec}'{where}; the path is relative to "
-                       f"the importing file", span)
+        fixes, tail = (), "; the path is relative to the importing file"
+        if path:
+            folder = os.path.dirname(path)
+            try:
+                names = [n for n in os.listdir(folder) if os.path.splitext(n)[1] in schema.FILE_EXTENSIONS]
+            except OSError:
+                names = []
+            _, s = did_you_mean(os.path.basename(path), names)
+            if s:
+                new = os.path.join(os.path.dirname(spec), s).replace(os.sep, "/")
+                tail = f"; did you mean '{new}'?"
+                fixes = (replace_fix(f"Import \"{new}\"", span, f'"{new}"'),)
+        unit.sink.emit("MPL108", f"cannot find imported file '{spec}'{where}{tail}", span, fixes=fixes)
 
     # ------------------------------------------------------------ scope
     def _scope(self, unit: FileUnit, imported: list) -> None:
