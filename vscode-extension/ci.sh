@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# CI for the VS Code extension (called by .ci/run when executable; runs offline against the
+# npm registry and PyPI only): npm ci, generated files in sync, type-check, lint, grammar
+# tests covering every scope, esbuild bundle, bundled Python server, vsce package -> .vsix.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${PYTHON:-python3}"
+VSIX=dist/moe-policylang.vsix
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "npm ci"
+# Install scripts are not needed: esbuild finds its platform binary package by itself; keytar
+# and vsce-sign (publishing only) would try to download binaries from outside the registry.
+npm ci --ignore-scripts --no-audit --no-fund
+
+step "generated grammar and snippets match mpl/schema.py"
+"$PY" scripts/gen_grammar.py --check
+
+step "type-check (tsc --noEmit)"
+npm run --silent typecheck
+
+step "lint (eslint)"
+npm run --silent lint
+
+step "grammar tests (vscode-tmgrammar-test) + scope coverage"
+npm run --silent test:grammar
+
+step "bundle (esbuild)"
+npm run --silent build
+
+step "bundle the Python language server into server/libs"
+"$PY" scripts/bundle_server.py
+PYTHONPATH=server/libs PYTHONNOUSERSITE=1 "$PY" - <<'PY'
+import os, lsp.server, mpl, pygls, lark
+for m in (lsp.server, mpl, pygls, lark):
+    assert os.sep + os.path.join("server", "libs") + os.sep in m.__file__, m.__file__
+print("bundled server imports from server/libs:", os.path.dirname(lsp.server.__file__))
+PY
+
+step "package (vsce)"
+rm -f "$VSIX"
+npm run --silent package
+"$PY" - "$VSIX" <<'PY'
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+need = ["extension/package.json", "extension/dist/extension.js", "extension/readme.md",
+        "extension/LICENSE.txt", "extension/changelog.md",
+        "extension/language-configuration.json",
+        "extension/syntaxes/moe.tmLanguage.json", "extension/snippets/moe.code-snippets",
+        "extension/images/icon.png", "extension/images/screenshot.png",
+        "extension/server/libs/lsp/server.py", "extension/server/libs/mpl/schema.py",
+        "extension/server/libs/pygls/__init__.py"]
+missing = [n for n in need if n not in names]
+leaked = sorted(n for n in names if n.startswith(("extension/src/", "extension/node_modules/",
+                                                   "extension/e2e/", "extension/test/")))
+if missing or leaked:
+    sys.exit(f"bad .vsix: missing {missing}, should not contain {leaked[:10]}")
+print(f"{sys.argv[1]}: {len(names)} files, contents checked")
+PY
+echo
+echo "vscode-extension CI passed: $VSIX"

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Real-editor end-to-end test of the extension (not part of CI: it installs about 1 GB).
+#
+#   bash vscode-extension/e2e/run.sh [--update-screenshot]
+#
+# 1. Node 24 from the npm registry (the `node` package), Debian's build tools and Chromium
+#    (apt-get, when missing and running as root);
+# 2. code-server and puppeteer-core from npm, built with Node 24 (native modules);
+# 3. the extension's .vsix (npm ci, esbuild, bundled Python server, vsce package);
+# 4. code-server with the .vsix installed, serving a copy of e2e/workspace on 127.0.0.1;
+# 5. test.mjs drives headless Chromium: Problems panel shows the checker's codes, completion
+#    offers parameter names, hover shows the schema's docs, Format Document gives the
+#    formatter's output. Screenshots go to e2e/.work/screenshots/;
+#    --update-screenshot copies the README's one to images/screenshot.png.
+#
+# Environment: MPL_E2E_STRATEGY=useBundled|fromEnvironment (default useBundled),
+# MPL_E2E_PYTHON (default python3; must have the repository installed for the expected
+# values and for fromEnvironment), MPL_E2E_SKIP_BUILD=1 reuses dist/moe-policylang.vsix.
+set -euo pipefail
+E2E="$(cd "$(dirname "$0")" && pwd)"
+EXT="$(dirname "$E2E")"
+ROOT="$(dirname "$EXT")"
+WORK="$E2E/.work"
+PY="${MPL_E2E_PYTHON:-python3}"
+STRATEGY="${MPL_E2E_STRATEGY:-useBundled}"
+UPDATE_SHOT=0
+[ "${1:-}" = "--update-screenshot" ] && UPDATE_SHOT=1
+mkdir -p "$WORK"
+log() { printf '\n[e2e] %s\n' "$*"; }
+
+# --- 1. system packages ----------------------------------------------------------------
+need_apt=()
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v g++ >/dev/null && command -v make >/dev/null || need_apt+=(build-essential)
+command -v krb5-config >/dev/null || need_apt+=(libkrb5-dev)
+pkg-config --exists libsecret-1 2>/dev/null || need_apt+=(pkg-config libsecret-1-dev)
+pkg-config --exists x11 xkbfile 2>/dev/null || need_apt+=(libx11-dev libxkbfile-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    log "apt-get install ${need_apt[*]}"
+    if [ "$(id -u)" != 0 ]; then echo "run as root or install: ${need_apt[*]}" >&2; exit 2; fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+CHROMIUM="$(command -v chromium)"
+
+# --- 2. Node 24, code-server, puppeteer-core -------------------------------------------
+N24="$WORK/node24"
+if [ ! -x "$N24/node_modules/node/bin/node" ]; then
+    log "Node 24 from npm"
+    mkdir -p "$N24"
+    # npm >= 11.16 runs no dependency install scripts unless allowed: node's fetches the binary
+    echo '{"name":"mpl-e2e-node24","private":true,"allowScripts":{"node":true}}' > "$N24/package.json"
+    (cd "$N24" && npm install --no-audit --no-fund node@24)
+fi
+export PATH="$N24/node_modules/node/bin:$PATH"
+NODEDIR="$(cd "$N24/node_modules/node/node_modules/node-linux-"* && pwd)"
+[ "$(node -p 'process.versions.node.split(".")[0]')" = 24 ] || { echo "Node 24 not found" >&2; exit 2; }
+
+DEPS="$WORK/deps"
+if ! cmp -s "$E2E/package.json" "$DEPS/package.json" || [ ! -x "$DEPS/node_modules/.bin/code-server" ]; then
+    log "code-server + puppeteer-core (builds native modules with Node 24; several minutes)"
+    rm -rf "$DEPS"; mkdir -p "$DEPS"; cp "$E2E/package.json" "$DEPS/package.json"
+    # code-server's postinstall runs nested npm installs of its own (no allowScripts there):
+    # allow install scripts for this install only; native modules build against Node 24.
+    (cd "$DEPS" && npm_config_nodedir="$NODEDIR" npm_config_dangerously_allow_all_scripts=true \
+        npm install --no-audit --no-fund)
+fi
+CODE_SERVER="$DEPS/node_modules/.bin/code-server"
+
+# --- 3. the extension -------------------------------------------------------------------
+VSIX="$EXT/dist/moe-policylang.vsix"
+if [ "${MPL_E2E_SKIP_BUILD:-0}" != 1 ] || [ ! -f "$VSIX" ]; then
+    log "building the .vsix"
+    (cd "$EXT" && npm ci --ignore-scripts --no-audit --no-fund && npm run --silent build \
+        && "$PY" scripts/bundle_server.py && rm -f "$VSIX" && npm run --silent package)
+fi
+
+# --- 4. code-server ---------------------------------------------------------------------
+RUN="$WORK/run"
+rm -rf "$RUN"; mkdir -p "$RUN/user/User" "$RUN/extensions"
+cp -r "$E2E/workspace" "$RUN/workspace"
+SHOTS="$WORK/screenshots"; rm -rf "$SHOTS"; mkdir -p "$SHOTS"
+cat > "$RUN/user/User/settings.json" <<JSON
+{
+  "mpl.server.importStrategy": "$STRATEGY",
+  "mpl.server.pythonPath": "$(command -v "$PY")",
+  "mpl.trace.server": "messages",
+  "workbench.startupEditor": "none",
+  "workbench.tips.enabled": false,
+  "workbench.colorTheme": "Default Dark Modern",
+  "security.workspace.trust.enabled": false,
+  "telemetry.telemetryLevel": "off",
+  "update.mode": "none",
+  "extensions.autoCheckUpdates": false,
+  "extensions.autoUpdate": false,
+  "editor.minimap.enabled": false,
+  "editor.hover.delay": 100,
+  "editor.quickSuggestions": {"other": false, "comments": false, "strings": false},
+  "window.restoreWindows": "none",
+  "files.autoSave": "off",
+  "chat.disableAIFeatures": true,
+  "workbench.secondarySideBar.defaultVisibility": "hidden"
+}
+JSON
+echo "bind-addr: 127.0.0.1:0" > "$RUN/config.yaml"
+CS_ARGS=(--config "$RUN/config.yaml" --user-data-dir "$RUN/user" --extensions-dir "$RUN/extensions"
+         --disable-telemetry --disable-update-check --disable-workspace-trust
+         --disable-getting-started-override)
+log "installing the .vsix into code-server"
+"$CODE_SERVER" "${CS_ARGS[@]}" --install-extension "$VSIX" --force
+PORT="$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+log "code-server on 127.0.0.1:$PORT"
+"$CODE_SERVER" "${CS_ARGS[@]}" --auth none --bind-addr "127.0.0.1:$PORT" "$RUN/workspace" > "$RUN/code-server.log" 2>&1 &
+CS_PID=$!
+cleanup() { kill "$CS_PID" 2>/dev/null || true; wait "$CS_PID" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 1 120); do
+    node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "http://127.0.0.1:$PORT/healthz" && break
+    kill -0 "$CS_PID" 2>/dev/null || { cat "$RUN/code-server.log"; echo "code-server died" >&2; exit 1; }
+    sleep 0.5
+done
+
+# --- 5. expected values, from the repository itself --------------------------------------
+"$PY" - "$RUN/workspace" "$RUN/expected.json" <<'PY'
+import json, sys
+from pathlib import Path
+import mpl.checker, mpl.fmt
+from mpl import schema
+ws, out = Path(sys.argv[1]), sys.argv[2]
+diags = mpl.checker.check(str(ws / "errors.moe"))
+json.dump({
+    "codes": sorted({d.code for d in diags}),
+    "cacheParams": list(schema.BLOCKS["cache"].param_names()),
+    "hoverParam": "eviction",
+    "hoverDoc": schema.param("cache.eviction").doc,
+    "formatted": mpl.fmt.format_text((ws / "unformatted.moe").read_text()),
+}, open(out, "w"), indent=1)
+PY
+
+log "driving headless Chromium (puppeteer-core)"
+rc=0
+NODE_PATH="$DEPS/node_modules" node "$E2E/test.mjs" \
+    --url "http://127.0.0.1:$PORT/?folder=$RUN/workspace" --chromium "$CHROMIUM" \
+    --workspace "$RUN/workspace" --expected "$RUN/expected.json" --shots "$SHOTS" \
+    --deps "$DEPS/node_modules" || rc=$?
+if [ "$rc" -ne 0 ]; then
+    echo "--- code-server log (tail)"; tail -40 "$RUN/code-server.log"
+    find "$RUN/user" -name '*MoE-PolicyLang*.log' -exec sh -c 'echo "--- $1"; tail -40 "$1"' _ {} \;
+    exit "$rc"
+fi
+if [ "$UPDATE_SHOT" = 1 ]; then
+    cp "$SHOTS/readme.png" "$EXT/images/screenshot.png"
+    log "updated images/screenshot.png"
+fi
+log "PASS (screenshots in $SHOTS)"

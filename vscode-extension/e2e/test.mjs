@@ -1,0 +1,229 @@
+// Drives code-server in headless Chromium (puppeteer-core) and checks what a user sees:
+// diagnostics with their codes in the Problems panel, completion of parameter names, hover
+// docs, Format Document. Started by run.sh, which passes the URL and the expected values
+// (computed from the repository: the checker's codes, the schema's names and docs, the
+// formatter's output).
+import { createRequire } from "node:module";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { pathToFileURL } from "node:url";
+
+const { values: args } = parseArgs({
+  options: {
+    url: { type: "string" }, chromium: { type: "string" }, workspace: { type: "string" },
+    expected: { type: "string" }, shots: { type: "string" }, deps: { type: "string" },
+  },
+});
+const expected = JSON.parse(readFileSync(args.expected, "utf8"));
+mkdirSync(args.shots, { recursive: true });
+const require = createRequire(join(args.deps, "noop.js"));
+const puppeteer = (await import(pathToFileURL(require.resolve("puppeteer-core")).href)).default;
+
+const TIMEOUT = 60_000;
+const results = [];
+let page;
+
+function log(msg) {
+  console.log(`[e2e] ${msg}`);
+}
+
+async function shot(name) {
+  const file = join(args.shots, `${name}.png`);
+  await page.screenshot({ path: file });
+  log(`screenshot ${file}`);
+}
+
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    results.push([name, true]);
+    log(`PASS ${name} (${Date.now() - t0} ms)`);
+  } catch (err) {
+    results.push([name, false]);
+    log(`FAIL ${name}: ${err && err.stack ? err.stack : err}`);
+    await shot(`fail-${name.replace(/\W+/g, "-")}`).catch(() => {});
+  }
+}
+
+/** Wait until fn() (run in the page) returns a truthy value; returns it. */
+async function until(fn, arg, what, timeout = TIMEOUT) {
+  try {
+    const handle = await page.waitForFunction(fn, { timeout, polling: 250 }, arg);
+    return await handle.jsonValue();
+  } catch (err) {
+    throw new Error(`timed out waiting for ${what}: ${err.message}`);
+  }
+}
+
+const text = (sel) => page.$eval(sel, (el) => el.innerText).catch(() => "");
+
+/** Run a command from the command palette: the row whose title is `title` (or starts with it). */
+async function command(title) {
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("F1");
+  await page.waitForSelector(".quick-input-widget:not([style*='display: none']) input", { visible: true });
+  await page.keyboard.type(title, { delay: 5 });
+  let row;
+  try {
+    row = await page.waitForFunction((t) => {
+      const rows = [...document.querySelectorAll(".quick-input-widget .monaco-list-row")];
+      const lines = (r) => r.innerText.split("\n").map((x) => x.trim().toLowerCase());
+      return rows.find((r) => lines(r).includes(t.toLowerCase()))
+        ?? rows.find((r) => lines(r).some((x) => x.startsWith(t.toLowerCase())));
+    }, { timeout: 15_000, polling: 250 }, title);
+  } catch {
+    throw new Error(`command '${title}' not found in the palette`);
+  }
+  await row.asElement().click();
+}
+
+/** Quick Open: open a workspace file by name, or go to `:line:column`. */
+async function quickOpen(query) {
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("F1");
+  await page.waitForSelector(".quick-input-widget input", { visible: true });
+  await page.keyboard.press("Backspace"); // drop the ">" of the command mode
+  await page.keyboard.type(query, { delay: 5 });
+  if (!query.startsWith(":")) {
+    await until((q) => [...document.querySelectorAll(".quick-input-widget .monaco-list-row")]
+      .some((r) => r.innerText.includes(q)), query, `'${query}' in quick open`, 20_000);
+  }
+  await page.keyboard.press("Enter");
+}
+
+async function openFile(name) {
+  await quickOpen(name);
+  await until((n) => {
+    const tab = document.querySelector(".tabs-container .tab.active");
+    return tab && tab.textContent.replace(/\s+/g, "").includes(n) && document.querySelector(".editor-instance .view-lines");
+  }, name, `editor of ${name}`);
+  await page.click(".editor-instance .view-lines");
+}
+
+async function gotoPosition(line, column) {
+  await quickOpen(`:${line}:${column}`);
+  await new Promise((r) => setTimeout(r, 300));
+}
+
+/** The visible lines of the active editor, in order, as plain text. */
+function editorText() {
+  return page.$$eval(".editor-instance .view-lines .view-line", (lines) =>
+    lines.map((l) => [parseFloat(l.style.top) || 0, l.innerText.replace(/\u00a0/g, " ")])
+      .sort((a, b) => a[0] - b[0]).map((x) => x[1]).join("\n"));
+}
+
+const browser = await puppeteer.launch({
+  executablePath: args.chromium,
+  headless: true,
+  userDataDir: join(args.shots, "..", "run", "chromium-profile"),
+  defaultViewport: { width: 1400, height: 860 },
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage",
+  ],
+});
+let exitCode = 1;
+try {
+  page = await browser.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  page.on("pageerror", (e) => log(`page error: ${e.message}`));
+  log(`opening ${args.url}`);
+  await page.goto(args.url, { waitUntil: "domcontentloaded" });
+  await page.waitForSelector(".monaco-workbench", { timeout: 120_000 });
+  await until(() => document.querySelector(".explorer-folders-view .monaco-list-row"), null,
+    "the explorer to list the workspace", 120_000);
+
+  await check("diagnostics with codes in the Problems panel", async () => {
+    await openFile("errors.moe");
+    await command("View: Focus Problems");
+    await page.waitForSelector(".markers-panel", { visible: true });
+    const want = expected.codes;
+    if (want.length === 0) throw new Error("errors.moe has no diagnostics: the fixture is wrong");
+    await until((codes) => {
+      const panel = document.querySelector(".markers-panel");
+      return panel && codes.every((c) => panel.innerText.includes(c));
+    }, want, `codes ${want.join(", ")} in the Problems panel`, 90_000);
+    const panel = await text(".markers-panel");
+    log(`Problems panel:\n${panel}`);
+    if (!/capcity/.test(panel)) throw new Error("the unknown-parameter message is missing");
+    await shot("problems");
+  });
+
+  await check("hover shows the parameter's docs", async () => {
+    await openFile("errors.moe");
+    // line 7: "        eviction = lfru": the cursor on the parameter name
+    await gotoPosition(7, 11);
+    await command("Show or Focus Hover");
+    const words = expected.hoverDoc.replace(/`/g, "").split(/\s+/).slice(0, 4).join(" ");
+    const got = await until((w) => {
+      const h = [...document.querySelectorAll(".monaco-hover")].find((e) => e.offsetParent !== null
+        && e.innerText.includes(w));
+      return h ? h.innerText : "";
+    }, words, `a hover containing '${words}'`);
+    log(`hover:\n${got}`);
+    if (!got.includes(expected.hoverParam)) throw new Error(`hover does not name '${expected.hoverParam}'`);
+    await shot("hover");
+    await shot("readme");
+    await page.keyboard.press("Escape");
+  });
+
+  await check("completion offers parameter names", async () => {
+    await openFile("completion.moe");
+    await gotoPosition(4, 9); // the empty line inside `cache { ... }`
+    await page.keyboard.down("Control");
+    await page.keyboard.press("Space");
+    await page.keyboard.up("Control");
+    const shown = await until((names) => {
+      const rows = [...document.querySelectorAll(".suggest-widget .monaco-list-row")];
+      const labels = rows.map((r) => (r.getAttribute("aria-label") || r.innerText).split(/[\s,]/)[0]);
+      const hits = names.filter((n) => labels.includes(n));
+      return hits.length >= 3 ? labels : null;
+    }, expected.cacheParams, "a completion list with cache parameter names");
+    log(`completion items: ${shown.join(", ")}`);
+    await shot("completion");
+    await page.keyboard.type("evic");
+    await until(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
+      .some((r) => (r.getAttribute("aria-label") || r.innerText).startsWith("eviction")), null,
+      "'eviction' after typing 'evic'", 15_000);
+    await page.keyboard.press("Enter");
+    const after = await editorText();
+    if (!/^\s*eviction\b/m.test(after)) throw new Error(`accepting the item did not insert it:\n${after}`);
+    await command("File: Revert File");
+  });
+
+  await check("Format Document gives the formatter's output", async () => {
+    await openFile("unformatted.moe");
+    await command("Format Document");
+    // inlay hints share the lines that open blocks: compare the other lines on screen, then
+    // the saved file exactly
+    const want = expected.formatted.split("\n").filter((l) => l.trim() !== "" && !l.includes("{"));
+    await until((w) => {
+      const lines = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
+        .map((l) => l.innerText.replace(/\u00a0/g, " ").replace(/\s+$/, ""));
+      return w.every((x) => lines.includes(x.replace(/\s+$/, "")));
+    }, want, "the formatted lines in the editor");
+    await command("File: Save");
+    let onDisk = "";
+    for (let i = 0; i < 60 && onDisk !== expected.formatted; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      onDisk = readFileSync(join(args.workspace, "unformatted.moe"), "utf8");
+    }
+    if (onDisk !== expected.formatted) {
+      throw new Error(`saved file differs from mpl.fmt.format_text:\n${onDisk}`);
+    }
+    await shot("formatted");
+  });
+
+  const failed = results.filter(([, ok]) => !ok).length;
+  console.log(`\n${results.length - failed} passed, ${failed} failed`);
+  exitCode = failed === 0 ? 0 : 1;
+} catch (err) {
+  log(`error: ${err && err.stack ? err.stack : err}`);
+  await shot("error").catch(() => {});
+} finally {
+  await browser.close();
+}
+process.exit(exitCode);
