@@ -114,3 +114,31 @@ def test_belady_is_refused_by_the_runtime_with_a_clear_error():
     pol = mpl.api.from_ir(ir)
     with pytest.raises(ValueError, match="replay"):
         pol.runtime(2, 8, 1)
+
+
+# The inlined miss path (one reachable schedule mode) must decide exactly like the runtime's
+# generic miss methods (used when an adapt rule can switch the mode).
+@pytest.mark.parametrize("mode", ["gpu_only", "cpu_fallback", "hybrid"])
+@pytest.mark.parametrize("eviction", ["lru", "lfu", "frequency_threshold", "lfu|lru", "arc"])
+def test_inlined_miss_path_matches_generic_path(mode, eviction):
+    from mpl import ir as _ir
+    from runtime_helpers import zipf_trace
+    vals = {"cache.capacity": 5, "cache.eviction": eviction, "cache.pin": (0,),
+            "cache.ttl": _ir.Count(40, "accesses"), "schedule.mode": mode,
+            "prefetch.strategy": "history", "prefetch.budget": 2,
+            "cache.freq_threshold": 0.1, "cache.freq_window": 30}
+    other = "gpu_only" if mode != "gpu_only" else "cpu_fallback"
+    never = _ir.AdaptRule(0, _ir.Condition("hit_rate", "<", -1.0), _ir.Count(0),
+                          (_ir.SetAction("schedule.mode", other),))
+    inline = mpl.api.from_ir(make_ir(vals, blocks=("cache", "prefetch", "schedule")))
+    generic = mpl.api.from_ir(make_ir(vals, blocks=("cache", "prefetch", "schedule", "adapt"),
+                                      adapt=(never,)))
+    assert "miss = self._miss   #" in generic.source       # the generic (method) path
+    assert "to_cpu" in inline.source or mode != "hybrid"
+    a, b = inline.runtime(3, 10, 3), generic.runtime(3, 10, 3)
+    for n, (layer, ex, _) in enumerate(zipf_trace(120, 3, 10, 3, seed=9)):
+        tokens = 1 + n % 12          # hybrid: CPU below 8 tokens, transfer above
+        pa, pb = a.dispatch(layer, ex, tokens=tokens), b.dispatch(layer, ex, tokens=tokens)
+        assert pa == pb, n
+    sa, sb = a.stats(), b.stats()
+    assert sa == sb

@@ -145,7 +145,9 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(2, "inuse = None")
     w(2, "nh = 0")
     w(2, "wdef = self.w_default")
-    if modes == ("gpu_only",):
+    if len(modes) == 1:
+        if modes[0] == "hybrid":
+            w(2, "to_cpu = tokens < self._cpu_limit")
         w(2, "store = cache.store")
         if f["lru_only"]:
             w(2, "od = store.od")
@@ -153,7 +155,7 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
             w(2, "evict = store.evict")
         w(2, "insert = store.insert")
         w(2, "take = self.pool.take")
-        w(2, "nd = nev = nst = 0")
+        w(2, "nd = nev = nst = nbg = ncpu = 0")
         if not f["lru_only"]:
             w(2, "smiss = store.miss if store.needs_miss else None")
         if f["filters"]:
@@ -202,12 +204,14 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "else:")
     w(4, "if inuse is None:")
     w(5, "inuse = {(layer, x) for x in experts}")
-    if modes == ("gpu_only",):
-        _emit_inline_gpu_miss(w, f)
+    if len(modes) == 1:
+        _emit_inline_miss(w, f, modes[0])
     else:
         w(4, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
-    if modes == ("gpu_only",):
+    if len(modes) == 1:
         w(2, "self.demand_loads += nd")
+        w(2, "self.background_loads += nbg")
+        w(2, "self.cpu_computes += ncpu")
         w(2, "self.evictions += nev")
         w(2, "self.streamed += nst")
     if not f["ttl"]:
@@ -253,58 +257,83 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
 
 
-def _emit_inline_gpu_miss(w: _W, f: dict) -> None:
-    """The gpu_only miss path, inlined: admit (filter), victim, slot, DEMAND load."""
-    pins = f["pins"]
+def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
+    """Inline admission at indent ``d``: filter, victim (never a key in use), slot, load.
+    ``on_fail`` are the statements when the key cannot be admitted (they end the access)."""
+    if f["filters"]:
+        w(d, "if admits is not None and not admits(key):   # admission filter")
+        for line in on_fail:
+            w(d + 1, line)
+    w(d, "if len(res) >= cache.capacity:")
+    if f["lru_only"]:
+        w(d + 1, "for victim in od:   # lru: the least recent key not in use")
+        w(d + 2, "if victim not in inuse:")
+        w(d + 3, "del od[victim]")
+        w(d + 3, "break")
+        w(d + 1, "else:")
+        w(d + 2, "victim = None")
+    else:
+        w(d + 1, "victim = evict(inuse, key)")
+    w(d + 1, "if victim is None:   # nothing evictable")
+    for line in on_fail:
+        w(d + 2, line)
+    w(d + 1, "slot = res.pop(victim)")
+    w(d + 1, "evicted.append((victim, slot))")
+    w(d + 1, "nev += 1")
+    if f["prefetch"]:
+        w(d + 1, "if pf:")
+        w(d + 2, "pf.pop(victim, None)")
+    if f["ttl"]:
+        w(d + 1, "ttl.pop(victim, None)")
+    w(d, "else:")
+    w(d + 1, "victim = None")
+    w(d + 1, "slot = take()")
+    w(d, "res[key] = slot")
+    ins = "od[key] = None" if f["lru_only"] else "insert(key, w)"
+    if f["pins"]:
+        w(d, "if e not in _PINS:")
+        w(d + 1, ins)
+        if f["ttl"]:
+            w(d + 1, "ttl[key] = self._stamp()")
+    else:
+        w(d, ins)
+        if f["ttl"]:
+            w(d, "ttl[key] = self._stamp()")
+    w(d, f"loads.append(_Load(key, slot, victim, {kind!r}))")
+
+
+def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
+    """The miss path for a policy with one reachable schedule mode, inlined."""
     if not f["lru_only"]:
-        if pins:
+        if f["pins"]:
             w(4, "if smiss is not None and e not in _PINS:")
         else:
             w(4, "if smiss is not None:")
         w(5, "smiss(key, w)")
-    if f["filters"]:
-        w(4, "if admits is not None and not admits(key):   # admission filter: stream it")
-        w(5, "where[i] = _STREAM")
-        w(5, "nst += 1")
-        w(5, "continue")
-    w(4, "if len(res) >= cache.capacity:")
-    if f["lru_only"]:
-        w(5, "for victim in od:   # lru: the least recent key not in use")
-        w(6, "if victim not in inuse:")
-        w(7, "del od[victim]")
-        w(7, "break")
-        w(5, "else:")
-        w(6, "victim = None")
+    gpu_fail = ["where[i] = _STREAM   # computed from a transient buffer, not admitted",
+                "nst += 1", "continue"]
+    cpu_fail = ["continue"]
+
+    def gpu(d):
+        _emit_admit(w, f, d, "demand", gpu_fail)
+        w(d, "nd += 1")
+        w(d, "where[i] = slot")
+
+    def cpu(d):
+        w(d, "where[i] = _CPU   # computed on the CPU; loaded in the background for later")
+        w(d, "ncpu += 1")
+        _emit_admit(w, f, d, "background", cpu_fail)
+        w(d, "nbg += 1")
+
+    if mode == "gpu_only":
+        gpu(4)
+    elif mode == "cpu_fallback":
+        cpu(4)
     else:
-        w(5, "victim = evict(inuse, key)")
-    w(5, "if victim is None:   # nothing evictable: stream through a transient buffer")
-    w(6, "where[i] = _STREAM")
-    w(6, "nst += 1")
-    w(6, "continue")
-    w(5, "slot = res.pop(victim)")
-    w(5, "evicted.append((victim, slot))")
-    w(5, "nev += 1")
-    if f["prefetch"]:
-        w(5, "if pf:")
-        w(6, "pf.pop(victim, None)")
-    if f["ttl"]:
-        w(5, "ttl.pop(victim, None)")
-    w(4, "else:")
-    w(5, "victim = None")
-    w(5, "slot = take()")
-    w(4, "res[key] = slot")
-    if pins:
-        w(4, "if e not in _PINS:")
-        w(5, "insert(key, w)")
-        if f["ttl"]:
-            w(5, "ttl[key] = self._stamp()")
-    else:
-        w(4, "insert(key, w)")
-        if f["ttl"]:
-            w(4, "ttl[key] = self._stamp()")
-    w(4, "loads.append(_Load(key, slot, victim, 'demand'))")
-    w(4, "nd += 1")
-    w(4, "where[i] = slot")
+        w(4, "if to_cpu:   # hybrid: the cost model chose the CPU for this token count")
+        cpu(5)
+        w(4, "else:")
+        gpu(5)
 
 
 def _action_literal(a) -> str:
@@ -390,7 +419,7 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0, '"""')
     w(0)
     w(0, "from mpl.runtime.core import Runtime as _Runtime, distinct as _distinct")
-    w(0, "from mpl.runtime.plan import STREAM as _STREAM, Load as _Load, Plan as _Plan")
+    w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Load as _Load, Plan as _Plan")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
     w(0, f"POLICY_NAME = {pir.name!r}")
