@@ -100,6 +100,18 @@ def _renumbered_block(b: schema.Block, indent: str) -> str:
     return f"{b.name} {{\n" + "\n".join(lines) + "\n}"
 
 
+_TOP_KEYWORDS = {
+    "version": "`version N`: the language version of this file (supported: "
+               + ", ".join(str(v) for v in schema.SUPPORTED_VERSIONS) + ").",
+    "import": '`import "FILE"`: make the policies of another file visible here (a relative path, '
+              'or `std/NAME` from the standard library).',
+    "policy": "`policy NAME [extends PARENT] { blocks }`: a named policy; `extends` copies every block "
+              "and parameter of the parent, then applies this policy's.",
+}
+_OP_WORDS = {"<": "below", ">": "above", "<=": "at most", ">=": "at least", "==": "equal to",
+             "!=": "different from"}
+
+
 class _Items:
     def __init__(self, idx, start: int, end: int, snippets: bool) -> None:
         self.items: list[types.CompletionItem] = []
@@ -155,8 +167,8 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
     items = _Items(doc.index(ls.encoding), ctx.start, ctx.end, _snippets_ok(ls))
     kind = ctx.kind
     if kind == "top":
-        for kw in ("version", "import", "policy"):
-            items.add(kw, K.Keyword, sort="1" + kw)
+        for kw, doc_md in _TOP_KEYWORDS.items():
+            items.add(kw, K.Keyword, doc_md, sort="1" + kw)
         items.add("policy", K.Snippet, "A whole policy with its required blocks.",
                   insert=policy_snippet(True), snippet=True, detail="policy NAME { ... }", sort="0policy")
         items.add("import", K.Snippet, "Import a policy file (relative path or std/NAME).",
@@ -209,7 +221,7 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
             items.add(m.name, K.Variable, render.metric_markdown(m))
     elif kind == "op":
         for op in schema.COMPARISON_OPS:
-            items.add(op, K.Operator)
+            items.add(op, K.Operator, f"`METRIC {op} NUMBER`: {_OP_WORDS.get(op, op)} the threshold")
     elif kind == "unit":
         p = schema.PARAMS.get(ctx.param or "")
         names = p.units if p is not None and p.units else tuple(schema.UNITS)

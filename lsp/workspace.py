@@ -24,6 +24,7 @@ from .tokens import Token, tokenize
 _SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",
               ".tox", ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs"}
 _MAX_WORKSPACE_FILES = 5000
+_MAX_WORKSPACE_DIRS = 3000     # bound the walk (a workspace rooted at $HOME must not stall)
 
 
 def norm_path(path: str) -> str:
@@ -173,17 +174,17 @@ class Store:
         if self._ws_files is not None and now - self._ws_files[0] < 2.0:
             return self._ws_files[1]
         out: list[str] = []
+        dirs = 0
         for root in self.roots:
             for dirpath, dirnames, filenames in os.walk(root):
+                dirs += 1
                 dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
                 for f in filenames:
                     if f.endswith(schema.FILE_EXTENSIONS):
-                        out.append(os.path.join(dirpath, f))
-                if len(out) >= _MAX_WORKSPACE_FILES:
+                        out.append(norm_path(os.path.join(dirpath, f)))
+                if len(out) >= _MAX_WORKSPACE_FILES or dirs >= _MAX_WORKSPACE_DIRS:
                     break
-        for d in self.docs.values():
-            if d.path and d.path not in (norm_path(p) for p in out):
-                out.append(d.path)
+        out.extend(d.path for d in self.docs.values() if d.path)
         out = sorted(set(out))
         self._ws_files = (now, out)
         return out

@@ -27,11 +27,28 @@ def server_env() -> dict:
     return env
 
 
+def _client_factory() -> LanguageClient:
+    """pytest-lsp's test client, also recording every publishDiagnostics (to count them)."""
+    from pygls.protocol import default_converter
+    from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+
+    c = LanguageClient(converter_factory=default_converter)
+    c.published = []
+
+    def publish(ls, params: types.PublishDiagnosticsParams):
+        ls.diagnostics[params.uri] = params.diagnostics
+        ls.published.append(params)
+
+    register_lsp_features(c, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+    return c
+
+
 def make_fixture(init_options=None, scope="module"):
     """A client fixture (one server per client kind) rooted at a fresh workspace folder;
     the test gets ``client`` with ``client.root`` (a pathlib.Path) and ``client.encoding``."""
 
-    @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD, server_env=server_env()),
+    @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD, server_env=server_env(),
+                                                  client_factory=_client_factory),
                         params=CLIENTS, scope=scope)
     async def client(request, lsp_client: LanguageClient, tmp_path_factory):
         root = tmp_path_factory.mktemp("ws")

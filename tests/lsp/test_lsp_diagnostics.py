@@ -136,3 +136,20 @@ async def test_server_is_front_end_only(client):
         types.ExecuteCommandParams(command="mpl.status", arguments=[]))
     assert status["heavyModules"] == [], status["heavyModules"]
     assert status["positionEncoding"] == client.encoding
+
+
+async def test_debounce_coalesces_changes(client):
+    import asyncio
+    text = "policy p { cache { capacity = 8 } }\n"
+    uri = open_doc(client, "debounce.moe", text)
+    await diagnostics(client, uri)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debounceMs": 400}))
+    before = len([p for p in client.published if p.uri == uri])
+    for v in range(2, 7):      # five quick edits: one publish, for the last version
+        change(client, uri, v, f"policy p {{ cache {{ capacity = {6 - v} }} }}\n")
+    got = await diagnostics(client, uri)
+    assert [d.code for d in got] == ["MPL203"]      # the last version: capacity = 0
+    await asyncio.sleep(0.6)
+    after = [p for p in client.published if p.uri == uri][before:]
+    assert len(after) == 1 and after[0].version == 6
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debounceMs": 0}))

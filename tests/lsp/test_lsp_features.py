@@ -179,11 +179,13 @@ async def test_completion_half_typed(client):
     assert "when" in got
     text8 = text7 + "when hit_rate "
     change(client, uri, 8, text8)
-    assert labels(await complete(client, uri, text8, len(text8))) == set(schema.COMPARISON_OPS)
+    items = await complete(client, uri, text8, len(text8))
+    assert labels(items) == set(schema.COMPARISON_OPS) and all(i.documentation for i in items)
     text9 = "version 2\npolicy p { cache { capacity = 8 } }\n\n"
     change(client, uri, 9, text9)
     items = await complete(client, uri, text9, len(text9))
     assert {"policy", "import", "version"} <= labels(items)
+    assert all(i.documentation for i in items)
     snippets = [i for i in items if i.insert_text_format == types.InsertTextFormat.Snippet]
     assert snippets and any("cache {" in i.text_edit.new_text for i in snippets)
     no_internal_errors(client)

@@ -174,3 +174,41 @@ def test_schema_drives_completion_snippets():
                 if p.required:
                     assert f"{p.name} = " in snip
     assert "when ${1|" in block_snippet(schema.BLOCKS["adapt"], True)
+
+
+def test_tcp_mode():
+    import json
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "lsp.server", "--tcp", str(port)], env=server_env(), cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                assert time.monotonic() < deadline, "server did not listen"
+                time.sleep(0.1)
+        with conn:
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+            conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            headers = dict(line.split(b":", 1) for line in head.split(b"\r\n"))
+            n = int(headers[b"Content-Length"])
+            while len(rest) < n:
+                rest += conn.recv(65536)
+            msg = json.loads(rest[:n])
+            assert msg["id"] == 1 and msg["result"]["serverInfo"]["name"] == "mpl-lsp"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
