@@ -193,3 +193,11 @@ def test_timeline_by_hand():
     stall2 = tl.dispatch(p2)
     assert stall2 == pytest.approx(end1 + x - (end1 + dn))
     assert tl.transfers == 2 and tl.bytes == 2 * costs.expert_bytes
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(capsys, ds_trace):
+    replay(_policy(64), ds_trace, belady=False, progress=True)
+    err = capsys.readouterr().err
+    assert "replay p [" in err and "100%" in err
+    replay(_policy(64), ds_trace, belady=False, progress=None)     # stderr is not a TTY here
+    assert capsys.readouterr().err == ""

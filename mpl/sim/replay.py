@@ -233,8 +233,8 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
     steps, tokens = _steps_and_tokens(trace.dispatches)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
-    bar = Progress(len(trace), f"replay {policy.name}", progress if progress else False) \
-        if progress is not False else Progress(len(trace), enabled=False)
+    # progress: None draws a bar when stderr is a terminal, True always, False never
+    bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
 
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
