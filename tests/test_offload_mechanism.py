@@ -132,6 +132,9 @@ def test_refusals_are_clear():
         attach(pol("cache { capacity = 4 }"), model, offload_device="cuda")
     with pytest.raises(AttachError, match="device"):
         attach(pol("cache { capacity = 4 }"), model, device="tpu:7")
+    if not torch.cuda.is_available():
+        with pytest.raises(AttachError, match="CUDA is not available"):
+            attach(pol("cache { capacity = 4 }"), model, device="cuda:3")
     with pytest.raises(AttachError, match="torch.nn.Module"):
         attach(pol("cache { capacity = 4 }"), object())
     with pytest.raises(AttachError, match="pinned expert|does not fit"):

@@ -140,6 +140,7 @@ class Engine:
         if len(streamed) > pool.stream_slots:
             raise RuntimeError("more streamed experts in one dispatch than transient slots")
         mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
+        self.modes[mode] = self.modes.get(mode, 0) + 1
         if mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1:
             # CPU grouped_mm with several threads gives results that depend on where each
             # group's rows sit in the sorted input: stage the dispatch's experts in
@@ -194,7 +195,6 @@ class Engine:
             mask[cpu_experts] = True
             weights = top_k_weights.masked_fill(mask.to(hidden.device)[top_k_index], 0)
             used = used + [pool.zero]
-        self.modes[mode] = self.modes.get(mode, 0) + 1
         if mode == "eager":
             for iw in b.indexed:
                 iw.lut = lut
