@@ -188,7 +188,8 @@ Actions:
 
 - `NAME = value` or `BLOCK.NAME = value`: set an adaptable parameter. The value is checked
   like the parameter's own, and the policy with the new value must still be valid (MPL306,
-  checked at compile time for every rule). Adaptable parameters: {adaptable}.
+  checked at compile time for every rule, and for every ordered pair of rules since fired
+  values persist). Adaptable parameters: {adaptable}.
 - `trigger NAME`: run a trigger now.
 - `rebalance NAME`: re-split a per-layer budget by the allocation rule `NAME`
   ({allocations}); needs a `per_layer` block.
@@ -285,7 +286,8 @@ def generate() -> str:
     aliases = "\n".join(f"| `{a}` | `{p.key}` |" for p in schema.PARAMS.values() for a in p.aliases)
     triggers = "\n".join(f"| `{n}` | {_cell(d)} |" for n, d in schema.TRIGGERS.items())
     allocs = ", ".join(f"`{n}`" for n in schema.PARAMS[schema.REBALANCE].enum_names())
-    out.append(_fill(ADAPT, duration_units=", ".join(f"`{u}`" for u in schema.RULE_DURATION_UNITS),
+    units = [f"`{u}`" for u in schema.RULE_DURATION_UNITS]
+    out.append(_fill(ADAPT, duration_units=", ".join(units[:-1]) + " or " + units[-1],
                             adaptable=adaptable, aliases=aliases, triggers=triggers,
                             allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS)))
     out.append(_fill(EXTENDS, stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
