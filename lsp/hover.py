@@ -14,16 +14,38 @@ from .tokens import token_at
 
 
 def _effective(ls, doc, policy: str | None, key: str) -> str:
+    """The value ``key`` has in ``policy`` after extends and defaults, and where it comes
+    from. From the IR when the policy has no errors; otherwise from the checker's resolved
+    policy (what is written, after extends), when that value is itself valid."""
     if not policy:
         return ""
-    ir = analysis.policy_ir(ls.store, doc, policy)
+    from mpl.checker.common import INVALID
+
     p = schema.PARAMS.get(key)
-    if ir is None:
-        return f"\n\n_Effective value in `{policy}`: not available while the policy has errors._"
-    if key not in ir.values:
-        return ""
-    where = "" if ir.parent is None else f" (after `extends {ir.parent}` and defaults)"
-    return f"\n\n**Effective value in `{policy}`**{where}: `{render.ir_value(ir.values[key], p)}`"
+    ir = analysis.policy_ir(ls.store, doc, policy)
+    rp = analysis.resolved_policy(ls.store, doc, policy)
+    setting = getattr(rp, "settings", {}).get(key) if rp is not None else None
+    if setting is None:
+        origin = "default"
+    elif setting.policy != policy:
+        origin = f"inherited from `{setting.policy}`"
+    else:
+        origin = "set in this policy"
+    if setting is not None and setting.conditional:
+        origin += "; conditional (adapts at runtime)"
+    if ir is not None and key in ir.values:
+        value = render.ir_value(ir.values[key], p)
+    elif rp is None:
+        return f"\n\n_Effective value in `{policy}`: not available (the policy could not be resolved)._"
+    elif setting is None:
+        value = p.default_text() if p is not None else "?"
+    elif setting.base is INVALID or setting.base is None:
+        return (f"\n\n_Effective value in `{policy}`: not available while the value has errors "
+                f"({origin})._")
+    else:
+        value = render.ir_value(setting.base, p)
+        origin += "; the policy has errors elsewhere"
+    return f"\n\n**Effective value in `{policy}`**: `{value}` ({origin})"
 
 
 def hover_markdown(ls, doc, offset: int) -> tuple[str, int, int] | None:

@@ -74,7 +74,7 @@ async def test_hover_block_param_enum_metric_unit(client):
     assert "Effective value in `child`" in md and "`12`" in md
     # eviction not written in child: hover on the parent's line shows the parent's value
     md = await hover(client, uri, VALID, "eviction = lfu")
-    assert "Effective value in `base`" in md and "`lfu`" in md
+    assert "Effective value in `base`" in md and "`lfu`" in md and "set in this policy" in md
     md = await hover(client, uri, VALID, "lfu", 1)
     assert schema.PARAMS["cache.eviction"].enum_value("lfu").doc in md
     md = await hover(client, uri, VALID, "hit_rate <")
@@ -92,13 +92,17 @@ async def test_hover_block_param_enum_metric_unit(client):
 
 
 async def test_hover_effective_value_after_extends(client):
-    text = "policy a { cache { capacity = 8\n eviction = lfu } }\npolicy b extends a { cache { pin = [1] } }\n"
+    text = ("policy a { cache { capacity = 8\n eviction = lfu } }\n"
+            "policy b extends a { cache { pin = [1] }\n adapt { when hit_rate < 0.5 { eviction = lru } } }\n")
     uri = open_doc(client, "hover2.moe", text)
     await diagnostics(client, uri)
     md = await hover(client, uri, text, "pin")
-    assert "Effective value in `b`" in md and "[1]" in md
+    assert "Effective value in `b`" in md and "[1]" in md and "set in this policy" in md
+    # the adapt action's target in b: the value in force before the rule fires is a's
+    md = await hover(client, uri, text, "eviction = lru")
+    assert "Effective value in `b`" in md and "`lfu`" in md and "inherited from `a`" in md
     md = await hover(client, uri, text, "cache {", 1, nth=1)
-    assert "cache" in md
+    assert schema.BLOCKS["cache"].doc in md
 
 
 async def test_hover_on_invalid_document(client):
@@ -107,7 +111,9 @@ async def test_hover_on_invalid_document(client):
     await diagnostics(client, uri)
     md = await hover(client, uri, text, "eviction")
     assert schema.PARAMS["cache.eviction"].doc in md
-    assert "not available while the policy has errors" in md
+    assert "not available while the value has errors" in md
+    md = await hover(client, uri, text, "capacity")
+    assert "`8`" in md and "the policy has errors elsewhere" in md
 
 
 # ------------------------------------------------------------------ completion
