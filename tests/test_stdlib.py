@@ -277,7 +277,7 @@ def uniform_run(policy, steps=60, num_layers=8, num_experts=64, top_k=4, seed=1)
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("adaptive", [("cache.frequency_decay", 0.9, 0.5), ("prefetch.budget", 2, 1)]),
+    ("adaptive", [("cache.frequency_decay", 0.9, 0.5), ("prefetch.strategy", "history", "none")]),
     ("balanced_adaptive", [("cache.eviction", "lfu", "lru")]),
     ("composed_full", [("prefetch.budget", 4, 8)]),
 ])
