@@ -55,8 +55,8 @@ def add_arguments(parser) -> None:
     p = sub.add_parser("record", help="record the routing of a live model (needs torch)",
                        description="Run a model and record its routing decisions.")
     p.add_argument("--model", required=True, metavar="PRESET_OR_PATH",
-                   help="a preset name (a tiny random-initialised model of that family) or a "
-                        "model folder / config.json")
+                   help="a tiny random-initialised model preset (e.g. tiny-olmoe, "
+                        "tiny-mixtral) or a local model folder / config.json")
     p.add_argument("--prompt", default="The quick brown fox", help="prompt text")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output trace file")

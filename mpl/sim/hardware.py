@@ -226,6 +226,8 @@ def costs_for(profile: Profile, *, model: str = "", expert_bytes: int = 0,
     expert size (flops from bytes at 2 bytes per parameter, no skeleton time)."""
     if shape is None and model:
         shape = shapes.preset(model)
+        if shape is not None and expert_bytes and expert_bytes != shape.expert_bytes:
+            shape = None      # same family name, different size (e.g. a tiny test model)
     if shape is not None:
         eb = expert_bytes or shape.expert_bytes
         params = eb / shape.bytes_per_param
