@@ -38,7 +38,8 @@ class Point:
     @property
     def label(self) -> str:
         ps = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in self.params.items())
-        return (f"{self.policy} " if self.policy else "") + f"cap={self.capacity}" + (f", {ps}" if ps else "")
+        size = f"{self.total_slots} slots" if self.total_slots is not None else f"cap={self.capacity}"
+        return (f"{self.policy} " if self.policy else "") + size + (f", {ps}" if ps else "")
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "capacity": self.capacity, "total_slots": self.total_slots,
