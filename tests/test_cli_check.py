@@ -138,3 +138,27 @@ def test_policy_extension_and_imports_in_output(tmp_path):
     assert out.returncode == 1
     assert out.stdout.startswith("lib.policy:1:34: error[MPL203]: 'capacity' must be in [1, 65536], got 0; use 1")
     assert "1 | policy base { cache { capacity = 0 } }" in out.stdout
+
+
+def test_renderer_units():
+    from mpl.cli.render import render, summary
+    from mpl.diagnostics import Related, Span, make
+    text = "policy p {\n\tcache { capacity = 0 }\n}\n"
+    start = text.index("0")
+    d = make("MPL203", "bad", Span.from_offsets(text, start, start + 1), file="x.moe",
+             related=(Related("elsewhere", Span.from_offsets("a\nbb\n", 2, 4), file="other.moe"),))
+    out = render(d, text, sources={"other.moe": "a\nbb\n"}).splitlines()
+    assert out[0] == "x.moe:2:21: error[MPL203]: bad"
+    assert out[2] == "2 |     cache { capacity = 0 }"        # the tab shown as 4 columns
+    assert out[3] == "  | " + " " * 23 + "^"
+    assert out[4] == "  = note: elsewhere (other.moe:2:1)"
+    assert out[6:8] == ["2 | bb", "  | --"]
+    # a span over several lines is underlined to the end of its first line; EOF spans get a caret
+    d = make("MPL003", "eof", Span.from_offsets(text, 0, len(text)))
+    assert render(d, text).splitlines()[3] == "  | ^" + "~" * 9
+    d = make("MPL003", "eof", Span.point(text, len(text)))
+    assert render(d, text).splitlines()[1:4] == ["  |", "4 | ", "  | ^"]
+    # no source: the header only
+    assert render(d, None) == "<input>:4:1: error[MPL003]: eof"
+    assert summary([], 1) == "1 file checked: no problems"
+    assert summary([d, d], 3) == "3 files checked: 2 errors"
