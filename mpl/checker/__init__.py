@@ -27,7 +27,7 @@ from typing import Callable
 
 from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
 
-__all__ = ["Analysis", "analyze", "check", "check_text", "LIVE", "REPLAY"]
+__all__ = ["Analysis", "analyze", "check", "check_text", "read_source", "LIVE", "REPLAY"]
 
 LIVE = "live"
 REPLAY = "replay"
