@@ -489,14 +489,16 @@ class PolicyBuilder:
     may be incomplete while it is being written.
     """
 
-    def __init__(self, name: str, *, extends: str | None = None, imports: Iterable[str] = (),
+    def __init__(self, name: str, *, extends: "str | PolicyBuilder | None" = None,
+                 imports: Iterable[str] = (),
                  doc: str | None = None, version: int | None = 1, path: str | None = None) -> None:
         site = _caller()
         self._site = site
         self.name = _check_name(name, "the policy name", site)
         self._imports: list[str] = []
         self.parent: str | None = None
-        for imp in imports:
+        self._parent_builder: PolicyBuilder | None = None
+        for imp in ([imports] if isinstance(imports, str) else imports):
             self.import_(imp)
         if extends is not None:
             self.extends(extends)
@@ -516,10 +518,16 @@ class PolicyBuilder:
             self._imports.append(path)
         return self
 
-    def extends(self, parent: str) -> "PolicyBuilder":
-        """``extends PARENT``. ``"std/NAME"`` also imports the standard-library file NAME."""
+    def extends(self, parent: "str | PolicyBuilder") -> "PolicyBuilder":
+        """``extends PARENT``. ``"std/NAME"`` also imports the standard-library file NAME; a
+        :class:`PolicyBuilder` puts that policy (and its own builder ancestors) in the same
+        text, before this one."""
         site = _caller()
-        if isinstance(parent, str) and parent.startswith("std/"):
+        self._parent_builder = None
+        if isinstance(parent, PolicyBuilder):
+            self._parent_builder = parent
+            parent = parent.name
+        elif isinstance(parent, str) and parent.startswith("std/"):
             self.import_(parent)
             parent = parent[4:]
         self.parent = _check_name(parent, "the parent policy", site)
@@ -591,20 +599,43 @@ class PolicyBuilder:
         return new
 
     # -- rendering --------------------------------------------------------------------
+    def _chain(self) -> list["PolicyBuilder"]:
+        """The builders whose policies this text holds: ancestors given as builders, oldest
+        first, then this one. A cycle stops the walk (the checker reports it, MPL110)."""
+        chain, seen, b = [], {id(self)}, self._parent_builder
+        while b is not None and id(b) not in seen:
+            seen.add(id(b))
+            chain.append(b)
+            b = b._parent_builder
+        return [*reversed(chain), self]
+
     def _render(self) -> _Writer:
         w = _Writer()
+        chain = self._chain()
         if self.doc:
-            for line in inspect.cleandoc(self.doc).splitlines():
-                w.add(("# " + line).rstrip(), self._site)
+            self._render_doc(w, self.doc, self._site)
         if self.version is not None:
             w.add(f"version {_number(self.version, self._site)}", self._site)
-        if self._imports:
+        imports = list(dict.fromkeys(imp for b in chain for imp in b._imports))
+        if imports:
             if w.lines:
                 w.add("")
-            for imp in self._imports:
+            for imp in imports:
                 w.add(f"import {_string_literal(imp)}", self._site)
-        if w.lines:
-            w.add("")
+        for b in chain:
+            if w.lines:
+                w.add("")
+            if b is not self and b.doc:
+                self._render_doc(w, b.doc, b._site)
+            b._render_policy(w)
+        return w
+
+    @staticmethod
+    def _render_doc(w: _Writer, doc: str, site: CallSite | None) -> None:
+        for line in inspect.cleandoc(doc).splitlines():
+            w.add(("# " + line).rstrip(), site)
+
+    def _render_policy(self, w: _Writer) -> None:
         head = f"policy {self.name}" + (f" extends {self.parent}" if self.parent else "")
         w.add(head + " {", self._site)
         for spec in self._ordered_blocks():
@@ -631,7 +662,6 @@ class PolicyBuilder:
                 w.add(f"{INDENT * 2}}}", r.site)
             w.add(f"{INDENT}}}", self._rules[0].site)
         w.add("}", self._site)
-        return w
 
     @staticmethod
     def _render_action(a: Any, site: CallSite | None) -> str:
@@ -723,7 +753,7 @@ def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
 
 
 # ---------------------------------------------------------------- policy(): builder or decorator
-def policy(name: str | Callable | None = None, /, *, extends: str | None = None,
+def policy(name: str | Callable | None = None, /, *, extends: "str | PolicyBuilder | None" = None,
            imports: Iterable[str] = (), doc: str | None = None, version: int | None = 1,
            path: str | None = None):
     """Start a policy.

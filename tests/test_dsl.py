@@ -164,6 +164,17 @@ def extends_stdlib():
 
 
 @case
+def extends_a_builder():
+    base = dsl.policy("base", doc="The base.").cache(capacity=16, eviction="lfu", pin=[1])
+    mid = dsl.policy("mid", extends=base).prefetch(strategy="history", budget=2)
+    b = dsl.policy("leaf", extends=mid).cache(capacity=8).adapt("hit_rate < 0.2", set={"eviction": "arc"})
+    t = """policy base { cache { capacity = 16  eviction = lfu  pin = [1] } }
+    policy mid extends base { prefetch { strategy = history  budget = 2 } }
+    policy leaf extends mid { cache { capacity = 8 }  adapt { when hit_rate < 0.2 { eviction = arc } } }"""
+    return b, t
+
+
+@case
 def decorator_configuring():
     @dsl.policy
     def deco(p):
@@ -422,3 +433,22 @@ def test_relative_import_resolves_against_path(tmp_path):
     ir = b.ir()
     assert ir["cache.capacity"] == 12 and ir["cache.eviction"] == "lfu" and ir.parent == "base"
     assert b.build().ir == ir
+
+
+def test_extends_a_builder_puts_the_ancestors_in_the_text():
+    base = dsl.policy("base").cache(capacity=16, eviction="lfu")
+    child = dsl.policy("child", extends=base).cache(capacity=4)
+    text = child.to_moe()
+    assert text.index("policy base {") < text.index("policy child extends base {")
+    assert child.ir()["cache.eviction"] == "lfu" and child.ir()["cache.capacity"] == 4
+    base.cache(eviction="arc")                 # the child sees its parent as it is now
+    assert child.ir()["cache.eviction"] == "arc"
+
+
+def test_an_extends_cycle_between_builders_is_the_checkers_error():
+    a = dsl.policy("a").cache(capacity=2)
+    b = dsl.policy("b", extends=a)
+    a.extends(b)
+    with pytest.raises(mpl.PolicyError) as e:
+        b.ir()
+    assert {d.code for d in e.value.diagnostics} == {"MPL110"}
