@@ -133,19 +133,18 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(2, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
     else:
         w(2, "touch = cache.store.hit")
-    if len(modes) == 1:
-        fn = {"gpu_only": "gpu", "cpu_fallback": "cpu", "hybrid": "hybrid"}[modes[0]]
-        w(2, f"miss = self._miss_{fn}   # schedule.mode = {modes[0]}")
-    else:
+    single = len(modes) == 1
+    need_w = not (f["lru_only"] and single)
+    if not single:
         w(2, "miss = self._miss   # schedule.mode can change (adapt)")
     w(2, "where = [0] * n")
     w(2, "hit = [False] * n")
     w(2, "loads = []")
     w(2, "evicted = []")
     w(2, "inuse = None")
-    w(2, "nh = 0")
-    w(2, "wdef = self.w_default")
-    if len(modes) == 1:
+    if need_w:
+        w(2, "wdef = self.w_default")
+    if single:
         if modes[0] == "hybrid":
             w(2, "to_cpu = tokens < self._cpu_limit")
         w(2, "store = cache.store")
@@ -153,11 +152,11 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
             w(2, "od = store.od")
         else:
             w(2, "evict = store.evict")
-        w(2, "insert = store.insert")
-        w(2, "take = self.pool.take")
-        w(2, "nd = nev = nst = nbg = ncpu = 0")
-        if not f["lru_only"]:
+            w(2, "insert = store.insert")
             w(2, "smiss = store.miss if store.needs_miss else None")
+        counters = {"gpu_only": "nd = nev = nst = 0", "cpu_fallback": "nbg = ncpu = nev = 0",
+                    "hybrid": "nd = nev = nst = nbg = ncpu = 0"}[modes[0]]
+        w(2, counters)
         if f["filters"]:
             w(2, "admits = store.admits if store.filters else None")
     if f["prefetch"]:
@@ -176,7 +175,7 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "key = (layer, e)")
     if f["weighted"]:
         w(3, "w = weights[i] if weights is not None else wdef")
-    else:
+    elif need_w:
         w(3, "w = wdef")
     if f["ttl"]:
         w(3, "self.accesses += 1")
@@ -184,7 +183,6 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "if slot is not None:")
     w(4, "where[i] = slot")
     w(4, "hit[i] = True")
-    w(4, "nh += 1")
     call = "touch(key)" if f["lru_only"] else "touch(key, w)"
     if f["pins"]:
         w(4, f"if e not in _PINS:")
@@ -208,16 +206,14 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         _emit_inline_miss(w, f, modes[0])
     else:
         w(4, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
-    if len(modes) == 1:
-        w(2, "self.demand_loads += nd")
-        w(2, "self.background_loads += nbg")
-        w(2, "self.cpu_computes += ncpu")
-        w(2, "self.evictions += nev")
-        w(2, "self.streamed += nst")
-    if not f["ttl"]:
-        w(2, "self.accesses += n")
+    if single:
+        w(2, "if inuse is not None:   # there was a miss")
+        for var, attr in (("nd", "demand_loads"), ("nst", "streamed"), ("nbg", "background_loads"),
+                          ("ncpu", "cpu_computes"), ("nev", "evictions")):
+            if var in counters:
+                w(3, f"self.{attr} += {var}")
     w(2, "self.l_acc[layer] += n")
-    w(2, "self.l_hit[layer] += nh")
+    w(2, "self.l_hit[layer] += hit.count(True)")
     if f["rebalance"]:
         w(2, "self.dispatches += 1")
     if f["history"]:
@@ -287,7 +283,7 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
         w(d + 1, "ttl.pop(victim, None)")
     w(d, "else:")
     w(d + 1, "victim = None")
-    w(d + 1, "slot = take()")
+    w(d + 1, "slot = cache.pool.take()")
     w(d, "res[key] = slot")
     ins = "od[key] = None" if f["lru_only"] else "insert(key, w)"
     if f["pins"]:

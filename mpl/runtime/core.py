@@ -545,7 +545,7 @@ class Runtime:
 
     def stats(self) -> dict:
         loads = self.demand_loads + self.background_loads + self.prefetch_loads
-        acc = self.accesses
+        acc = sum(self.l_acc)
         self.hits = sum(self.l_hit)
         if self.per_layer:
             caps = [c.capacity for c in self.caches]
