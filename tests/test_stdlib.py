@@ -89,6 +89,9 @@ def test_cli_check_accepts_the_whole_stdlib():
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "error" not in out.stdout.lower() and "warning" not in out.stdout.lower()
+    fmt = subprocess.run([sys.executable, "-m", "mpl.cli.main", "fmt", "--check", *files],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
 # ---------------------------------------------------------------- running them
