@@ -127,8 +127,11 @@ class Resolver:
 
     def _read(self, path: str) -> str:
         if self.read_file is not None:
-            t = self.read_file(path)
-            if t is not None:
+            try:
+                t = self.read_file(path)
+            except Exception:        # a caller's reader failing is "no buffer": use the disk
+                t = None
+            if isinstance(t, str):
                 return t
         return read_text_file(path)
 
