@@ -102,6 +102,10 @@ cat > "$RUN/user/User/settings.json" <<JSON
   "workbench.secondarySideBar.defaultVisibility": "hidden"
 }
 JSON
+# code-server is a remote window: machine-scoped settings (mpl.server.pythonPath) are read
+# from the Machine settings, the rest from User
+mkdir -p "$RUN/user/Machine"
+cp "$RUN/user/User/settings.json" "$RUN/user/Machine/settings.json"
 echo "bind-addr: 127.0.0.1:0" > "$RUN/config.yaml"
 CS_ARGS=(--config "$RUN/config.yaml" --user-data-dir "$RUN/user" --extensions-dir "$RUN/extensions"
          --disable-telemetry --disable-update-check --disable-workspace-trust
@@ -148,6 +152,16 @@ if [ "$rc" -ne 0 ]; then
     find "$RUN/user" -name '*MoE-PolicyLang*.log' -exec sh -c 'echo "--- $1"; tail -40 "$1"' _ {} \;
     exit "$rc"
 fi
+# the extension started the server the way the settings asked
+EXT_LOG="$(find "$RUN/user/logs" -name 'MoE-PolicyLang.log' | head -1)"
+WANT_PY="$(command -v "$PY")"
+if [ "$STRATEGY" = useBundled ]; then WANT_SRV="bundled server"; else WANT_SRV="server from the environment"; fi
+if ! grep -F "starting the language server: $WANT_PY " "$EXT_LOG" | grep -qF "$WANT_SRV"; then
+    echo "FAIL: the extension log does not show '$WANT_PY' with the $WANT_SRV:" >&2
+    grep -F "starting the language server" "$EXT_LOG" >&2 || true
+    exit 1
+fi
+log "server started as asked: $(grep -F 'starting the language server:' "$EXT_LOG" | tail -1 | sed 's/.*server: //')"
 if [ "$UPDATE_SHOT" = 1 ]; then
     cp "$SHOTS/readme.png" "$EXT/images/screenshot.png"
     log "updated images/screenshot.png"
