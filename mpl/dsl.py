@@ -32,11 +32,16 @@ with an ``MPL004`` (invalid literal) diagnostic located at the Python call.
 Python values map to .moe values: ``True``/``False`` -> ``true``/``false``; ints and floats
 -> numbers; lists/tuples -> ``[...]``; a string that is a name -> that name (``"lfu"``); a
 number with a unit, as a string (``"12GiB"``, ``"50 steps"``) or through the unit helpers
-(``dsl.GiB(12)``, ``dsl.steps(50)``; one per unit of :data:`mpl.schema.UNITS`) -> ``12GiB``;
+(``dsl.GiB(12)``, ``dsl.steps(50)``; one per unit of :data:`mpl.schema.UNITS`) -> ``12GiB``,
+``50 steps``; any other real number (``numpy.int64(8)``, ``Fraction(1, 2)``, ``Decimal``) -> its
+int or float;
 ``"lfu|lru"`` or ``dsl.fallback("lfu", "lru")`` -> ``lfu | lru``;
 ``dsl.cond("lfu", "lru", when=dsl.when("hit_rate") < 0.4)`` -> ``lfu : lru when hit_rate < 0.4``;
 any other string -> a quoted string literal (which the checker then judges); ``None`` removes
 a parameter set earlier (it goes back to its default).
+
+``extends=`` takes a parent name, ``"std/NAME"`` (imported for you) or another builder (its
+policy is rendered into the same text, before this one).
 """
 
 from __future__ import annotations
@@ -44,11 +49,12 @@ from __future__ import annotations
 import inspect
 import linecache
 import math
+import numbers
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from mpl import schema
@@ -388,6 +394,10 @@ def _number(x: int | float, site: CallSite | None) -> str:
             if "." not in r:
                 r += ".0"
         return r
+    if isinstance(x, numbers.Integral):
+        return str(int(x))
+    if isinstance(x, (numbers.Real, Decimal)):
+        return _number(float(x), site)
     raise _error(f"expected a number, got {x!r}", site)
 
 
@@ -415,7 +425,7 @@ def _string_literal(s: str) -> str:
 
 def render_value(v: Any, site: CallSite | None = None) -> str:
     """The .moe text of a Python value (see the module docstring for the mapping)."""
-    if isinstance(v, bool) or isinstance(v, (int, float)):
+    if isinstance(v, (numbers.Real, Decimal)):   # bool, int, float, numpy scalars, Fraction
         return _number(v, site)
     if isinstance(v, Quantity):
         return _with_unit(_number(v.value, site), _check_name(v.unit, "the unit", site))

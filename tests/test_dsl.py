@@ -3,6 +3,9 @@ the equivalent hand-written text; errors come back as the checker's diagnostics.
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
+
 import pytest
 
 import mpl
@@ -294,7 +297,7 @@ def test_unit_helpers_come_from_the_schema():
     ("50steps", "50 steps"), ("12GiG", "12GiG"), (dsl.ms(5), "5 ms"),
     ("16", "16"), ([0, 1], "[0, 1]"), (("hit_rate", "miss_rate"), "[hit_rate, miss_rate]"),
     ([], "[]"), ("two words", '"two words"'), ('a"b', '"a\\"b"'),
-    (dsl.fallback("lfu", "lru"), "lfu | lru"),
+    (dsl.fallback("lfu", "lru"), "lfu | lru"), (Fraction(1, 4), "0.25"), (Decimal("0.5"), "0.5"),
     (dsl.cond(16, 8, when=dsl.when("hit_rate") < 0.3), "16 : 8 when hit_rate < 0.3"),
     (dsl.cond("lru", "lfu", when="miss_rate>=1e-1"), "lru : lfu when miss_rate >= 0.1"),
 ])
