@@ -466,7 +466,7 @@ def render_condition(c: Condition | str, site: CallSite | None = None) -> str:
         m = _NUM_RE.match(thr) if isinstance(thr, str) else None
         if m and not m.group(2):
             thr_text = _number(_parse_number(m.group(1)), site)
-        elif isinstance(thr, (int, float)) and not isinstance(thr, bool):
+        elif isinstance(thr, (numbers.Real, Decimal)) and not isinstance(thr, bool):
             thr_text = _number(thr, site)
         else:
             raise _error(f"a condition compares a metric with a number, not {thr!r}", site)
