@@ -106,3 +106,48 @@ def test_cut_at_every_position():
     assert base.closed and base.name.text == "base" and len(base.blocks) == 6
     assert r.document.policies[1].closed is False
     assert r.diagnostics[-1].code == "MPL003"
+
+
+def covered_exactly_once(text):
+    """Every character outside whitespace lies in exactly one token or comment."""
+    from mpl.syntax.lexer import tokenize
+
+    lx = tokenize(text)
+    marks = [0] * len(text)
+    for a, b in [(t.start_pos, t.end_pos) for t in lx.tokens] + \
+                [(c.span.offset, c.span.end_offset) for c in lx.comments]:
+        assert a < b
+        for i in range(a, b):
+            marks[i] += 1
+    for i, ch in enumerate(text):
+        if ch in " \t\r\f\v\n" or (i == 0 and ch == "\ufeff"):
+            assert marks[i] <= 1
+        else:
+            assert marks[i] == 1, (i, ch, text)
+    # tokens come in order and their positions agree with their line/column
+    for t in lx.tokens:
+        assert text[t.start_pos:t.end_pos] == t.value
+        assert t.line == text.count("\n", 0, t.start_pos) + 1
+        assert t.column == t.start_pos - (text.rfind("\n", 0, t.start_pos) + 1) + 1
+
+
+@_settings
+@given(st.lists(st.sampled_from(PIECES + ["!", "!=", "- ", "-.", "1.", "1.2.3", "\\", "12GiB",
+                                          "\ufeff", "\u00a0", "\t", "\r"]), max_size=60))
+def test_tokens_cover_the_text(pieces):
+    covered_exactly_once("".join(pieces))
+    covered_exactly_once(" ".join(pieces))
+
+
+@_settings
+@given(st.text(max_size=200))
+def test_tokens_cover_random_text(text):
+    covered_exactly_once(text)
+
+
+def test_long_runs_are_linear():
+    """Pathological runs (trailing spaces, '-', '[') tokenize in linear time: a quadratic
+    lexer would take minutes here."""
+    for text in ("policy" + " " * 200000, "-" * 100000, "[" * 100000, '"' * 100001,
+                 "@" * 100000, "a " * 100000):
+        check(text)

@@ -38,24 +38,24 @@ ERROR = "ERROR"
 
 MAX_LIST_DEPTH = 32
 
-_TOKEN_RE = re.compile(r"""
-    [ \t\r\f\v\n]*                # whitespace before the token (newlines counted)
+_NUM_BODY = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
+_NUM = rf"-?{_NUM_BODY}(?:[eE][+-]?[0-9]+)?"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+#: every character of a line is matched by one alternative (so a scan never skips text)
+_TOKEN_RE = re.compile(rf"""
+    [ \t\r\f\v]*+                  # spaces before the token (possessive: no backtracking)
     (?:
-      (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<num>-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+      (?P<name>{_NAME})
+    | (?P<num>{_NUM})(?:(?P<badnum>[.0-9][0-9A-Za-z_.]*)|(?P<unit>{_NAME}))?
     | (?P<op><=|>=|!=|==|<|>)
-    | (?P<punct>[{}\[\]=,|:;.])
-    | (?P<comment>\#[^\n]*)
-    | (?P<str>"(?:[^"\\\n]|\\[^\n])*")
+    | (?P<punct>[{{}}\[\]=,|:;.])
+    | (?P<comment>\#.*)
+    | (?P<str>"(?:[^"\\]|\\.)*")
+    | (?P<ustr>"(?:[^"\\]|\\.)*\\?)
+    | (?P<bad>(?:[^ \t\r\f\v\#A-Za-z_0-9"<>=!{{}}\[\],|:;.\-]|-(?!{_NUM_BODY})|!(?!=))+)
     )
 """, re.X)
-_WS_RE = re.compile(r"[ \t\r\f\v\n]*")
 
-_SUFFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MALFORMED_NUM_RE = re.compile(r"[0-9A-Za-z_.]+")
-_BAD_RUN_RE = re.compile(r"""[^ \t\r\f\v\n#A-Za-z_0-9"<>=!{}\[\],|:;.\-]+|[-!]""")
-_STR_OPEN_RE = re.compile(r'"(?:[^"\\\n]|\\[^\n])*\\?')
-_SPACES_RE = re.compile(r"[ \t]+")
 
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 
@@ -140,15 +140,17 @@ _SPAN_SETTERS = tuple(Span.__dict__[f].__set__ for f in
 
 
 def new_span(line: int, column: int, end_line: int, end_column: int, offset: int,
-             end_offset: int, _new=object.__new__, _set=_SPAN_SETTERS) -> Span:
+             end_offset: int, _new=object.__new__, _span=Span, _s0=_SPAN_SETTERS[0],
+             _s1=_SPAN_SETTERS[1], _s2=_SPAN_SETTERS[2], _s3=_SPAN_SETTERS[3],
+             _s4=_SPAN_SETTERS[4], _s5=_SPAN_SETTERS[5]) -> Span:
     """``Span(...)`` without the frozen dataclass's slow ``__init__`` (same object)."""
-    s = _new(Span)
-    _set[0](s, line)
-    _set[1](s, column)
-    _set[2](s, end_line)
-    _set[3](s, end_column)
-    _set[4](s, offset)
-    _set[5](s, end_offset)
+    s = _new(_span)
+    _s0(s, line)
+    _s1(s, column)
+    _s2(s, end_line)
+    _s3(s, end_column)
+    _s4(s, offset)
+    _s5(s, end_offset)
     return s
 
 
@@ -181,111 +183,101 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     diags: list[Diagnostic] = []
     index = LineIndex(text)
     append = tokens.append
-    match = _TOKEN_RE.match
-    count = text.count
-    rfind = text.rfind
+    finditer = _TOKEN_RE.finditer
     keywords = KEYWORD_TYPES
     punct_types = PUNCT_TYPES
     units = schema.UNITS
-    n = len(text)
-    pos = 1 if text.startswith("\ufeff") else 0   # a byte-order mark is not content
-    line = 1
-    line_start = 0
     depth = 0
     depth_reported = False
+    starts = index.starts
+    n = len(text)
+    first = 1 if text.startswith("\ufeff") else 0   # a byte-order mark is not content
 
     def err(code: str, msg: str, start: int, end: int) -> None:
         diags.append(make(code, msg, index.span(start, end), file=path))
 
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
-            start = _WS_RE.match(text, pos).end()
-            if start >= n:
-                break
-        else:
-            kind = m.lastgroup
-            start = m.start(kind)
-        if start > pos:
-            nl = count("\n", pos, start)
-            if nl:
-                line += nl
-                line_start = rfind("\n", pos, start) + 1
-        if m is None:
-            pos = start
-            c = text[pos]
-            if c == '"':  # unterminated string: up to the end of the line
-                end = _STR_OPEN_RE.match(text, pos).end()
-                append(Token("STRING", text[pos:end], pos, line, pos - line_start + 1, line,
-                             end - line_start + 1, end))
-                err("MPL004", "unterminated string: add the closing '\"' on the same line", pos, end)
-                pos = end
-                continue
-            m2 = _BAD_RUN_RE.match(text, pos)
-            end = m2.end() if m2 else pos + 1
-            bad = text[pos:end]
-            shown = bad if len(bad) <= 20 else bad[:20] + "..."
-            if c == "-":
-                msg = "unexpected '-': a minus sign must be followed directly by a number, e.g. -1"
-            elif c == "!":
-                msg = "unexpected '!': did you mean '!='?"
-            elif len(bad) == 1:
-                msg = f"unexpected character {shown!r}"
-            else:
-                msg = f"unexpected characters {shown!r}"
-            err("MPL001", msg, pos, end)
-            append(Token(ERROR, bad, pos, line, pos - line_start + 1, line, end - line_start + 1, end))
-            pos = end
+    for line, line_start in enumerate(starts, 1):
+        line_end = starts[line] - 1 if line < len(starts) else n
+        # trailing spaces: a scan would retry the pattern at each of them (quadratic)
+        while line_end > line_start and text[line_end - 1] in " \t\r\f\v":
+            line_end -= 1
+        if line_start == line_end:
             continue
-        end = m.end()
-        col = start - line_start + 1
-        if kind == "name":
-            word = m.group(kind)
-            ktype = keywords.get(word)
-            if ktype is not None:
-                append(Token(ktype, word, start, line, col, line, end - line_start + 1, end))
-            elif word in units and tokens and tokens[-1].type == "NUMBER" \
-                    and _SPACES_RE.fullmatch(text, tokens[-1].end_pos, start):
-                append(Token("UNIT", word, start, line, col, line, end - line_start + 1, end))
-            else:
-                append(Token("NAME", word, start, line, col, line, end - line_start + 1, end))
-        elif kind == "punct":
-            c = text[start]
-            if c == "[":
-                depth += 1
-                if depth > MAX_LIST_DEPTH and not depth_reported:
-                    depth_reported = True
-                    err("MPL002", f"lists nested deeper than {MAX_LIST_DEPTH} levels", start, end)
-            elif c == "]":
-                depth = max(0, depth - 1)
-            append(Token(punct_types[c], c, start, line, col, line, col + 1, end))
-        elif kind == "num":
-            nxt = text[end] if end < n else ""
-            if nxt and nxt in ".0123456789":
-                bad_end = _MALFORMED_NUM_RE.match(text, end).end()
-                err("MPL004", f"malformed number {text[start:bad_end]!r}", start, bad_end)
-                append(Token(ERROR, text[start:bad_end], start, line, col, line,
-                             bad_end - line_start + 1, bad_end))
-                pos = bad_end
-                continue
-            literal = m.group(kind)
-            if number_value(literal) is None:
-                err("MPL004", f"number {literal[:30]!r} is too large to represent", start, end)
-                append(Token(ERROR, literal, start, line, col, line, end - line_start + 1, end))
-                pos = end
-                continue
-            append(Token("NUMBER", literal, start, line, col, line, end - line_start + 1, end))
-            m2 = _SUFFIX_RE.match(text, end)
-            if m2:  # glued unit, known or not
-                uend = m2.end()
-                append(Token("UNIT", m2.group(), end, line, end - line_start + 1, line,
-                             uend - line_start + 1, uend))
-                end = uend
-        elif kind == "comment":
-            comments.append(ast.Comment(new_span(line, col, line, end - line_start + 1, start, end),
-                                        m.group(kind)))
-        else:  # str, op
-            append(Token("STRING" if kind == "str" else "OP", m.group(kind), start, line, col,
-                         line, end - line_start + 1, end))
-        pos = end
+        for m in finditer(text, line_start + first if line == 1 else line_start, line_end):
+            kind = m.lastgroup
+            end = m.end()
+            if kind == "name":
+                start = m.start(kind)
+                word = m.group(kind)
+                ktype = keywords.get(word)
+                if ktype is None:
+                    ktype = "NAME"
+                    if word in units and tokens:
+                        prev = tokens[-1]
+                        if prev.type == "NUMBER" and prev.line == line and \
+                                text[prev.end_pos:start].strip(" \t") == "":
+                            ktype = "UNIT"
+                append(Token(ktype, word, start, line, start - line_start + 1, line,
+                             end - line_start + 1, end))
+            elif kind == "punct":
+                start = end - 1
+                c = text[start]
+                if c == "[":
+                    depth += 1
+                    if depth > MAX_LIST_DEPTH and not depth_reported:
+                        depth_reported = True
+                        err("MPL002", f"lists nested deeper than {MAX_LIST_DEPTH} levels", start, end)
+                elif c == "]":
+                    depth = max(0, depth - 1)
+                col = start - line_start + 1
+                append(Token(punct_types[c], c, start, line, col, line, col + 1, end))
+            elif kind == "num" or kind == "unit":
+                start = m.start("num")
+                num_end = m.end("num")
+                literal = m.group("num")
+                col = start - line_start + 1
+                if number_value(literal) is None:
+                    err("MPL004", f"number {literal[:30]!r} is too large to represent", start, num_end)
+                    append(Token(ERROR, literal, start, line, col, line, num_end - line_start + 1,
+                                 num_end))
+                else:
+                    append(Token("NUMBER", literal, start, line, col, line,
+                                 num_end - line_start + 1, num_end))
+                if kind == "unit":  # glued unit, known or not
+                    append(Token("UNIT", m.group(kind), num_end, line, num_end - line_start + 1,
+                                 line, end - line_start + 1, end))
+            elif kind == "badnum":
+                start = m.start("num")
+                err("MPL004", f"malformed number {text[start:end]!r}", start, end)
+                append(Token(ERROR, text[start:end], start, line, start - line_start + 1, line,
+                             end - line_start + 1, end))
+            elif kind == "comment":
+                start = m.start(kind)
+                comments.append(ast.Comment(
+                    new_span(line, start - line_start + 1, line, end - line_start + 1, start, end),
+                    m.group(kind)))
+            elif kind == "str" or kind == "op":
+                start = m.start(kind)
+                append(Token("STRING" if kind == "str" else "OP", m.group(kind), start, line,
+                             start - line_start + 1, line, end - line_start + 1, end))
+            elif kind == "ustr":  # unterminated string: up to the end of the line
+                start = m.start(kind)
+                append(Token("STRING", m.group(kind), start, line, start - line_start + 1, line,
+                             end - line_start + 1, end))
+                err("MPL004", "unterminated string: add the closing '\"' on the same line", start, end)
+            elif kind == "bad":
+                start = m.start(kind)
+                bad = m.group(kind)
+                shown = bad if len(bad) <= 20 else bad[:20] + "..."
+                if bad == "-":
+                    msg = "unexpected '-': a minus sign must be followed directly by a number, e.g. -1"
+                elif bad == "!":
+                    msg = "unexpected '!': did you mean '!='?"
+                elif len(bad) == 1:
+                    msg = f"unexpected character {shown!r}"
+                else:
+                    msg = f"unexpected characters {shown!r}"
+                err("MPL001", msg, start, end)
+                append(Token(ERROR, bad, start, line, start - line_start + 1, line,
+                             end - line_start + 1, end))
     return Lexed(tokens, comments, diags, index)

