@@ -85,8 +85,9 @@ def features(pir: _ir.PolicyIR) -> dict:
         "prefetch": bool(strategies),
         "history": any(s in ("history", "lookahead") for s in strategies),
         "affinity": "affinity" in strategies,
-        "history_next_only": (strategies == ["history"]
+        "history_next_only": (strategies in (["history"], ["lookahead"])
                               and reachable(pir, "prefetch.lookahead") == [1]),
+        "lookahead_strategy": "lookahead" in strategies,
         "affinity_depth": max(int(x) for x in reachable(pir, "prefetch.lookahead")),
         "ttl": any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
         "memory": any(v is not None for v in reachable(pir, "cache.memory_threshold")),
@@ -227,11 +228,17 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(2, "if inuse is None:")
         w(3, "inuse = {(layer, x) for x in experts}")
     if f["prefetch"] and f["history_next_only"]:
-        w(2, "if self.strategy != 'none':   # history, one layer ahead: the target's top experts")
+        w(2, "if self.strategy != 'none':   # one layer ahead")
         w(3, "t = layer + 1")
         w(3, "if t == self.num_layers:")
         w(4, "t = 0")
-        w(3, "props = [(t, e) for _, e in self.history.rank[t][:self.budget]]")
+        if f["lookahead_strategy"]:
+            w(3, "if predictions and t in predictions:   # lookahead: the caller's predictions")
+            w(4, "props = [(t, e) for e in dict.fromkeys(predictions[t])][:self.budget]")
+            w(3, "else:   # no prediction for the target: history")
+            w(4, "props = [(t, e) for _, e in self.history.rank[t][:self.budget]]")
+        else:
+            w(3, "props = [(t, e) for _, e in self.history.rank[t][:self.budget]]")
         w(3, "if props:")
         w(4, "self._issue(props, inuse, loads, evicted)")
     elif f["prefetch"]:

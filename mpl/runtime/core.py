@@ -277,6 +277,8 @@ class Runtime:
         caches = self.caches
         pf = self._pf
         pins = self.pins
+        ttl = self._ttl
+        n = 0
         for key in props:
             cache = caches[key[0]]
             res = cache.resident
@@ -287,23 +289,28 @@ class Runtime:
                 continue
             if len(res) >= cache.capacity:
                 if protect is None:
-                    protect = set(inuse)
-                    protect.update(props)
+                    protect = inuse.union(props)
                 victim = store.evict(protect, key)
                 if victim is None:
                     continue
                 slot = res.pop(victim)
-                self._gone(victim, slot, evicted)
+                evicted.append((victim, slot))
+                self.evictions += 1
+                pf.pop(victim, None)
+                if ttl is not None:
+                    ttl.pop(victim, None)
             else:
                 victim = None
                 slot = cache.pool.take()
             res[key] = slot
             if key[1] not in pins:
                 store.insert(key, w)
+                if ttl is not None:
+                    ttl[key] = self._stamp()
             loads.append(Load(key, slot, victim, PREFETCH))
-            self._arrived(key)
-            self.prefetch_loads += 1
+            n += 1
             pf[key] = True
+        self.prefetch_loads += n
 
     # ------------------------------------------------------------------ triggers
     def _used_bytes(self) -> float:

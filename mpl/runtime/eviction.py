@@ -144,13 +144,20 @@ class LFU(Store):
 
     def hit(self, key, w):
         self.tick += 1
-        old = self.cur[key]
+        cur = self.cur
+        old = cur[key]
         ent = [old[0] + self.inc, self.tick, key]
         old[2] = None                # invalidate the old heap entry
-        self.cur[key] = ent
-        heappush(self.heap, ent)
-        self._clock()
-        if len(self.heap) > 2 * len(self.cur) + 64:
+        cur[key] = ent
+        heap = self.heap
+        heappush(heap, ent)
+        self.clock += 1              # the decay clock (see _clock), inlined
+        if self.clock >= self.interval:
+            self.clock = 0
+            self.inc /= self.decay
+            if self.inc > 1e150:
+                self._renormalise()
+        if len(heap) > 2 * len(cur) + 64:
             self._compact()
 
     def miss(self, key, w):
@@ -173,23 +180,27 @@ class LFU(Store):
 
     def evict(self, exclude, incoming=None):
         heap = self.heap
-        aside = []
+        aside = None
         victim = None
+        if not exclude:
+            exclude = ()
         while heap:
-            ent = heap[0]
+            ent = heappop(heap)
             key = ent[2]
-            if key is None:
-                heappop(heap)
+            if key is None:          # stale entry
                 continue
-            if exclude and key in exclude:
-                aside.append(heappop(heap))
+            if key in exclude:       # in use: set aside, pushed back below
+                if aside is None:
+                    aside = [ent]
+                else:
+                    aside.append(ent)
                 continue
-            heappop(heap)
             del self.cur[key]
             victim = key
             break
-        for ent in aside:
-            heappush(heap, ent)
+        if aside:
+            for ent in aside:
+                heappush(heap, ent)
         return victim
 
     def frequency(self, key) -> float:
