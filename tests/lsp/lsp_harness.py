@@ -1,5 +1,8 @@
 """pytest-lsp harness: the server runs as a subprocess speaking LSP over stdio; each test
-module gets one server per client (VS Code's and Neovim's captured capabilities)."""
+module gets one server per client (VS Code's and Neovim's captured capabilities).
+
+Not a conftest.py and tests/lsp is not a package on purpose: a package named ``lsp`` under
+tests/ would shadow the real ``lsp`` package. Test modules import what they need from here."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from lsprotocol import types
 from mpl.checker import analyze
 from mpl.diagnostics import docs_url
 
-from .conftest import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
+from lsp_harness import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -143,13 +143,13 @@ async def test_debounce_coalesces_changes(client):
     text = "policy p { cache { capacity = 8 } }\n"
     uri = open_doc(client, "debounce.moe", text)
     await diagnostics(client, uri)
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debounceMs": 400}))
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debounceMs": 1000}))
     before = len([p for p in client.published if p.uri == uri])
     for v in range(2, 7):      # five quick edits: one publish, for the last version
         change(client, uri, v, f"policy p {{ cache {{ capacity = {6 - v} }} }}\n")
     got = await diagnostics(client, uri)
     assert [d.code for d in got] == ["MPL203"]      # the last version: capacity = 0
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(1.2)      # nothing more may come
     after = [p for p in client.published if p.uri == uri][before:]
     assert len(after) == 1 and after[0].version == 6
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debounceMs": 0}))

@@ -9,7 +9,7 @@ from lsprotocol import types
 from mpl import schema
 from mpl.stdlib_path import stdlib_names
 
-from .conftest import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
+from lsp_harness import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -405,7 +405,7 @@ async def test_mplc_lsp_is_the_same_server(client):
     import json
     import sys
 
-    from .conftest import REPO, server_env
+    from lsp_harness import REPO, server_env
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mpl.cli.main", "lsp", "--stdio", cwd=REPO, env=server_env(),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

@@ -15,7 +15,7 @@ import pytest
 
 from mpl import schema
 
-from .conftest import REPO, server_env
+from lsp_harness import REPO, server_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

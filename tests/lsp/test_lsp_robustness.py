@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from mpl.checker import analyze
 
-from .conftest import diagnostics, make_fixture, no_internal_errors, open_doc, pos, units
+from lsp_harness import diagnostics, make_fixture, no_internal_errors, open_doc, pos, units
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -117,10 +117,13 @@ async def test_random_edits(client):
         command="mpl.status", arguments=[uri]))
     assert status["document"]["text"] == text
     assert status["document"]["version"] == version
-    # and its last diagnostics are the checker's for that text
-    final = await diagnostics(client, uri, predicate=lambda d: True)
-    await asyncio.sleep(0.2)
-    final = client.diagnostics[uri]
+    # and its last diagnostics (published for the last version) are the checker's for that text
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while not any(p.uri == uri and p.version == version for p in client.published):
+        assert loop.time() < deadline, "no diagnostics for the last version"
+        await asyncio.sleep(0.02)
+    final = next(p for p in reversed(client.published) if p.uri == uri and p.version == version).diagnostics
     from mpl.shapes import preset
     want = [d for d in analyze(text.replace("\r\n", "\n"), str(client.root / "fuzz.moe"), model=preset("mixtral")).diagnostics
             if d.file is None or d.file.endswith("fuzz.moe")]

@@ -21,7 +21,7 @@ from lsp.tokens import tokenize  # noqa: E402
 from mpl import schema, shapes  # noqa: E402
 from mpl.diagnostics import Span  # noqa: E402
 
-from .conftest import REPO, server_env, units  # noqa: E402
+from lsp_harness import REPO, server_env, units  # noqa: E402
 
 TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", "\u200b", "𝔘"]), max_size=60)
 
