@@ -212,3 +212,44 @@ def test_tcp_mode():
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def _in_process_server():
+    from lsp.server import create_server
+    return create_server()
+
+
+@pytest.mark.parametrize("cut", [None, 0.5])
+def test_every_feature_on_stdlib_and_corpus_files(cut):
+    """Every feature, called in process at every token of every shipped policy (whole, and
+    cut in the middle: a half-typed file), answers without an exception."""
+    import glob
+    import os
+
+    from lsp import completion, folding, hover, inlay_hints, semantic_tokens, symbols
+    from mpl.stdlib_path import stdlib_dir
+
+    ls = _in_process_server()
+    files = sorted(glob.glob(os.path.join(stdlib_dir(), "*.moe"))) + sorted(
+        glob.glob(os.path.join(REPO, "tests", "corpus", "*.moe")))
+    assert len(files) > 5
+    n = 0
+    for path in files:
+        text = open(path, encoding="utf-8").read()
+        if cut:
+            text = text[: int(len(text) * cut)]
+        uri = "file://" + path + (".cut" if cut else "")
+        doc = ls.store.open(uri, text, 1)
+        doc.path = path if not cut else path + ".cut.moe"
+        whole = types.Range(types.Position(0, 0), doc.index().end_position)
+        assert isinstance(symbols.document_symbols(ls.store, doc, "utf-16"), list)
+        assert isinstance(folding.folding_ranges(ls.store, doc), list)
+        assert len(semantic_tokens.encode(doc, "utf-16")) % 5 == 0
+        inlay_hints.inlay_hints(ls, doc, whole)
+        for t in doc.tokens[::2]:
+            for off in (t.start, t.end):
+                hover.hover_markdown(ls, doc, off)
+                completion.complete(ls, doc, off)
+                n += 1
+        ls.store.close(uri)
+    assert n > 250
