@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI for the VS Code extension (called by .ci/run when executable; runs offline against the
-# npm registry and PyPI only): npm ci, generated files in sync, type-check, lint, grammar
-# tests covering every scope, esbuild bundle, bundled Python server, vsce package -> .vsix.
+# npm registry and PyPI only): npm ci, generated files in sync, type-check, lint, unit tests,
+# grammar tests covering every scope, esbuild bundle, bundled Python server, vsce package.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
@@ -22,6 +22,9 @@ npm run --silent typecheck
 
 step "lint (eslint)"
 npm run --silent lint
+
+step "unit tests (node --test)"
+npm run --silent test:unit
 
 step "grammar tests (vscode-tmgrammar-test) + scope coverage"
 npm run --silent test:grammar

@@ -4,12 +4,12 @@ import tseslint from "typescript-eslint";
 
 export default tseslint.config(
   {
-    ignores: ["dist/**", "out/**", "node_modules/**", "server/**", "e2e/**", "scripts/**", "test/**"],
+    ignores: ["dist/**", "out/**", "node_modules/**", "server/**", "e2e/**", "scripts/**", "test/grammar/**"],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
-    files: ["src/**/*.ts"],
+    files: ["src/**/*.ts", "test/unit/**/*.ts"],
     languageOptions: {
       parserOptions: {
         projectService: true,

@@ -4,26 +4,15 @@
  * Order: the `mpl.server.pythonPath` setting, then the Python extension's active interpreter
  * (when ms-python.python is installed), then `python3` (and `python`) from PATH. Every
  * candidate is probed by importing the server (`python -c "import lsp.server"`), with the
- * bundled libraries on PYTHONPATH when the import strategy is `useBundled`.
+ * bundled libraries on PYTHONPATH when the import strategy is `useBundled` (see probe.ts).
  */
-import { execFile } from "child_process";
 import * as vscode from "vscode";
-
-export const MIN_PYTHON: [number, number] = [3, 11];
 
 export interface Candidate {
   /** Interpreter command or path. */
   command: string;
   /** Where it came from, for messages. */
   source: string;
-}
-
-export interface ProbeResult {
-  ok: boolean;
-  /** `major.minor.micro` when the interpreter ran at all. */
-  version?: string;
-  /** Why the candidate cannot run the server. */
-  reason?: string;
 }
 
 /** The Python extension's API, as much of it as we use (ms-python.python >= 2023.x). */
@@ -90,45 +79,4 @@ export async function candidates(configured: string, resource?: vscode.Uri): Pro
     out.push({ command: "python", source: "python on PATH" });
   }
   return out;
-}
-
-/** The probe run by each candidate: version check, then the server import. */
-export const PROBE_SCRIPT = [
-  "import sys",
-  `v = sys.version_info`,
-  `print('%d.%d.%d' % v[:3])`,
-  `if v < (${MIN_PYTHON[0]}, ${MIN_PYTHON[1]}): sys.exit(3)`,
-  "import lsp.server",
-].join("\n");
-
-export function probe(command: string, env: NodeJS.ProcessEnv, timeoutMs = 20000): Promise<ProbeResult> {
-  return new Promise((resolve) => {
-    execFile(
-      command,
-      ["-c", PROBE_SCRIPT],
-      { env, timeout: timeoutMs, windowsHide: true },
-      (error, stdout, stderr) => {
-        const version = stdout.trim().split(/\r?\n/)[0] || undefined;
-        if (error === null) {
-          resolve({ ok: true, version });
-          return;
-        }
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code === "ENOENT") {
-          resolve({ ok: false, reason: "not found" });
-        } else if (error.killed) {
-          resolve({ ok: false, version, reason: `did not answer within ${timeoutMs / 1000} s` });
-        } else if (error.code === 3) {
-          resolve({
-            ok: false,
-            version,
-            reason: `Python ${version ?? "?"} is too old (${MIN_PYTHON.join(".")} or newer is needed)`,
-          });
-        } else {
-          const last = stderr.trim().split(/\r?\n/).pop() || error.message;
-          resolve({ ok: false, version, reason: `cannot import the language server (${last})` });
-        }
-      },
-    );
-  });
 }

@@ -6,7 +6,8 @@ import * as path from "path";
 import * as vscode from "vscode";
 import { Executable } from "vscode-languageclient/node";
 
-import { candidates, probe, ProbeResult } from "./python";
+import { probe, ProbeResult, serverEnvironment } from "./probe";
+import { candidates } from "./python";
 import { ExtensionSettings, expandPath } from "./settings";
 
 /** Where `npm run bundle-server` puts the vendored Python packages inside the extension. */
@@ -31,16 +32,6 @@ export interface ServerFailure {
   details: string[];
 }
 
-function serverEnv(settings: ExtensionSettings, libs: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: "1", PYTHONIOENCODING: "utf-8" };
-  if (settings.importStrategy === "useBundled") {
-    const rest = env.PYTHONPATH ? [env.PYTHONPATH] : [];
-    env.PYTHONPATH = [libs, ...rest].join(path.delimiter);
-    env.PYTHONNOUSERSITE = "1";
-  }
-  return env;
-}
-
 /**
  * Find an interpreter that can import the server under the chosen import strategy and
  * return the executable to start; or say why none can.
@@ -61,7 +52,7 @@ export async function chooseServer(
       details: [`no server at ${libs}`],
     };
   }
-  const env = serverEnv(settings, libs);
+  const env = serverEnvironment(settings.importStrategy, libs);
   const configured = settings.pythonPath === "" ? "" : expandPath(settings.pythonPath, workspaceFolder);
   const details: string[] = [];
   for (const cand of await candidates(configured, resource)) {

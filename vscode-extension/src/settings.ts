@@ -28,6 +28,10 @@ export interface InitializationOptions {
   inlayHints: { defaults: boolean; perLayer: boolean };
 }
 
+export const DEFAULT_DEBOUNCE_MS = 200;
+/** The largest debounce the server accepts (lsp/settings.py). */
+export const MAX_DEBOUNCE_MS = 60000;
+
 /** Settings whose change restarts the server. */
 export const RESTART_SECTIONS = [
   "mpl.server",
@@ -43,7 +47,10 @@ export function readSettings(config: ConfigReader): ExtensionSettings {
     importStrategy: strategy === "useBundled" ? "useBundled" : "fromEnvironment",
     pythonPath: (config.get<string>("server.pythonPath") ?? "").trim(),
     model: (config.get<string>("model") ?? "").trim(),
-    debounceMs: typeof debounce === "number" && Number.isFinite(debounce) && debounce >= 0 ? debounce : 200,
+    debounceMs:
+      typeof debounce === "number" && Number.isFinite(debounce) && debounce >= 0
+        ? Math.min(Math.round(debounce), MAX_DEBOUNCE_MS)
+        : DEFAULT_DEBOUNCE_MS,
     inlayHints: {
       defaults: config.get<boolean>("inlayHints.defaults") ?? true,
       perLayer: config.get<boolean>("inlayHints.perLayer") ?? true,
