@@ -30,6 +30,7 @@ The result parses to the same AST up to order and spans, and formatting is idemp
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 
 from mpl import schema
@@ -38,6 +39,7 @@ from mpl.syntax import ast, parse
 from mpl.syntax.lexer import tokenize
 
 INDENT = "    "
+_SPACE_RE = re.compile(r"[ \t\r\f\v\n]*")
 
 
 class FormatError(Exception):
@@ -220,10 +222,9 @@ class _Formatter:
         return group[:cut]
 
     def blank_after(self, c: ast.Comment) -> bool:
-        rest = self.text[c.span.end_offset:]
-        stripped = rest.lstrip(" \t\r\n")
-        gap = rest[:len(rest) - len(stripped)]
-        return gap.count("\n") >= 2 and bool(stripped)
+        """A blank line follows the comment (and something follows the blank line)."""
+        gap = _SPACE_RE.match(self.text, c.span.end_offset)
+        return gap.end() < len(self.text) and self.text.count("\n", gap.start(), gap.end()) >= 2
 
     # ---- output
     def emit(self, key: tuple, depth: int, line: str, comment_depth: int | None = None) -> None:
