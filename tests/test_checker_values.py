@@ -1,5 +1,8 @@
 """Unit-level checks of values, units, conditions and the helpers behind fixes."""
 
+import subprocess
+import sys
+
 import pytest
 
 from mpl import ir
@@ -182,3 +185,14 @@ def test_mpl306_pairs_of_rules():
     assert (d.related[0].span.line, d.related[0].span.column) == (5, 38)
     # compatible pairs are fine
     assert codes(text.replace("capacity = 3", "capacity = 4")) == []
+
+
+def test_denormal_expert_size_with_size_capacity_does_not_crash(tmp_path):
+    # capacity in slots = 1 GiB / 1e-320 GB overflows a float: no traceback, no bogus error
+    text = "policy p { cache { capacity = 1GiB  expert_size_gb = 1e-320 } }"
+    assert [d for d in analyze(text).diagnostics if d.is_error] == []
+    f = tmp_path / "p.moe"
+    f.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "mpl", "check", str(f)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr

@@ -48,9 +48,8 @@ def value_strategy(p: schema.Param):
     if t == schema.NUMBER:
         lo, hi = _bounds(p, 0, 1000)
         hi = min(hi, 1000)
-        # six decimals: still exercises the exponent path (1e-06 is written 0.000001), but
-        # keeps clear of denormals, which crash the checker's capacity-in-slots arithmetic
-        # (reported: `capacity = 1GiB  expert_size_gb = 1e-320` -> OverflowError)
+        # six decimals: still exercises the exponent path (1e-06 is written 0.000001);
+        # denormals have their own regression test in tests/test_checker_values.py
         floats = st.floats(lo, hi, allow_nan=False, allow_infinity=False).map(lambda x: round(x, 6))
         return floats.filter(lambda x: (x > lo if p.min_open else x >= lo)
                              and (x < hi if p.max_open else x <= hi))

@@ -24,6 +24,8 @@ The original's 20 validator rules and where they went:
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -78,7 +80,10 @@ def capacity_slots(values: Mapping[str, Any], model: ModelShape | None = None) -
         g = expert_gb(values, model)
         if g is None:
             return None
-        return int(cap.bytes / (g * schema.UNITS["GB"].factor))
+        slots = cap.bytes / (g * schema.UNITS["GB"].factor)
+        # an absurdly small expert size makes this overflow: treat as "unknown" (the range
+        # check of expert_size_gb reports the value itself)
+        return int(slots) if math.isfinite(slots) else None
     return int(cap)
 
 
