@@ -288,3 +288,16 @@ def test_grouped_mm_bit_identical_with_two_threads():
         torch.set_num_threads(old)
     assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
     assert st["staging_copies"] > 0
+
+
+def test_failed_attach_rolls_back():
+    model = build_model("tiny-qwen3-moe")
+    names = [n for n, _ in model.named_parameters()]
+    ref_seq, ref_logits = gen(model, n=3)
+    with pytest.raises(RuntimeError):
+        attach(pol("cache { capacity = 4 }"), model, stream_slots=-100)   # the pool cannot be built
+    assert [n for n, _ in model.named_parameters()] == names
+    assert not hasattr(model, "_mpl_handle")
+    assert all("forward" not in vars(m) for m in model.modules())
+    seq, logits = gen(model, n=3)
+    assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)

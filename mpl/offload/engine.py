@@ -66,7 +66,6 @@ class Engine:
         self.layer_accesses = [0] * len(layers)
         self.layer_hits = [0] * len(layers)
         self.modes: dict[str, int] = {}
-        self.observers: list = []     # callables(binding, step, index, weights, predictions)
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
         self._functions = ALL_EXPERTS_FUNCTIONS
         for b in layers:
@@ -94,14 +93,11 @@ class Engine:
         experts = list(dict.fromkeys(flat))
         tokens = hidden.shape[0]
         weights = None
-        if self.need_weights or self.observers:
+        if self.need_weights:
             rows = top_k_index.reshape(tokens, -1).tolist()
             wrows = top_k_weights.reshape(tokens, -1).float().tolist()
-            if self.need_weights:
-                weights = Dispatch(step, ordinal, rows, wrows).mean_weights()
+            weights = Dispatch(step, ordinal, rows, wrows).mean_weights()
         predictions = self.lookahead.predict(ordinal, hidden) if self.lookahead is not None else None
-        for obs in self.observers:
-            obs(b, step, rows, wrows, predictions)
 
         plan = rt.dispatch(ordinal, experts, weights, tokens=tokens, step=step,
                            predictions=predictions)

@@ -245,28 +245,34 @@ class Handle:
         self.engine.flush_stalls()
         if self.pool.cuda:
             self.pool.synchronize()
-        for b in self.layers:
-            b.module.__dict__.pop("forward", None)
-            params, devices = self._saved[b.module]
-            for n, p in params.items():
-                if p.device != devices[n]:
-                    p.data = p.data.to(devices[n])
-            # same names, same objects, same order as before attach
-            b.module._parameters = OrderedDict(params)
-        for (mod, kind, name), dev in self._placement.items():
-            table = mod._parameters if kind == "p" else mod._buffers
-            t = table.get(name)
-            if t is not None and t.device != dev:
-                if kind == "p":
-                    t.data = t.data.to(dev)
-                else:
-                    table[name] = t.to(dev)
+        _restore(self.layers, self._saved, self._placement)
         try:
             del self.model._mpl_handle
         except AttributeError:
             pass
         self.pool.tensors.clear()
         self.attached = False
+
+
+def _restore(layers, saved, placement) -> None:
+    """Undo attach: forwards, expert parameters (same objects, order, devices), placement."""
+    for b in layers:
+        b.module.__dict__.pop("forward", None)
+        if b.module not in saved:
+            continue
+        params, devices = saved[b.module]
+        for n, p in params.items():
+            if p.device != devices[n]:
+                p.data = p.data.to(devices[n])
+        b.module._parameters = OrderedDict(params)
+    for (mod, kind, name), dev in placement.items():
+        table = mod._parameters if kind == "p" else mod._buffers
+        t = table.get(name)
+        if t is not None and t.device != dev:
+            if kind == "p":
+                t.data = t.data.to(dev)
+            else:
+                table[name] = t.to(dev)
 
 
 # ---------------------------------------------------------------------------- attach
@@ -347,40 +353,47 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
 
-    # ---- from here on the model changes; everything is recorded for detach()
-    store = HostStore()
-    saved = {}
-    for b in layers:
-        params = OrderedDict(b.module._parameters)
-        devices = {n: p.device for n, p in params.items()}
-        host = store.add_layer({n: p.data for n, p in params.items()})
-        for n, p in params.items():
-            p.data = host[n]                 # the Parameter object now holds the host copy
-        b.host = host
-        b.module._parameters = OrderedDict()     # no expert parameter left on the model
-        saved[b.module] = (params, devices)
-    placement = {}
-    for mod in model.modules():
-        for n, p in mod._parameters.items():
-            if p is not None:
-                placement[(mod, "p", n)] = p.device
-        for n, t in mod._buffers.items():
-            if t is not None:
-                placement[(mod, "b", n)] = t.device
-    if any(d != dev for d in placement.values()):
-        model.to(dev)
-    for b in layers:
-        b.cpu = CpuExperts(b.module, b.host)
-
-    pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev)
-    look = None
-    if _uses(policy, "prefetch.strategy", "lookahead"):
-        look = Lookahead([b.router for b in layers], _max_lookahead(policy))
-    engine = Engine(runtime, layers, pool, lookahead=look, need_weights=_uses_score(policy))
-    for b in layers:
-        def fwd(hidden_states, top_k_index, top_k_weights, _b=b, _engine=engine):
-            return _engine.forward(_b, hidden_states, top_k_index, top_k_weights)
-        b.module.forward = fwd
+    # ---- from here on the model changes; everything is recorded for detach() (and for
+    #      rolling back if something fails half-way, e.g. the pool does not fit the device)
+    store = HostStore(pin=dev.type == "cuda")
+    saved: dict = {}
+    placement: dict = {}
+    try:
+        for b in layers:
+            params = OrderedDict(b.module._parameters)
+            devices = {n: p.device for n, p in params.items()}
+            saved[b.module] = (params, devices)
+            host = store.add_layer({n: p.data for n, p in params.items()})
+            for n, p in params.items():
+                p.data = host[n]                 # the Parameter object now holds the host copy
+            b.host = host
+            b.module._parameters = OrderedDict()     # no expert parameter left on the model
+        for mod in model.modules():
+            for n, p in mod._parameters.items():
+                if p is not None:
+                    placement[(mod, "p", n)] = p.device
+            for n, t in mod._buffers.items():
+                if t is not None:
+                    placement[(mod, "b", n)] = t.device
+        if any(d != dev for d in placement.values()):
+            model.to(dev)
+        for b in layers:
+            b.cpu = CpuExperts(b.module, b.host)
+        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev)
+        look = None
+        if _uses(policy, "prefetch.strategy", "lookahead"):
+            look = Lookahead([b.router for b in layers], _max_lookahead(policy))
+        engine = Engine(runtime, layers, pool, lookahead=look, need_weights=_uses_score(policy))
+        for b in layers:
+            def fwd(hidden_states, top_k_index, top_k_weights, _b=b, _engine=engine):
+                return _engine.forward(_b, hidden_states, top_k_index, top_k_weights)
+            b.module.forward = fwd
+    except Exception as e:
+        _restore(layers, saved, placement)
+        if isinstance(e, torch.cuda.OutOfMemoryError):
+            raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots or E} "
+                              f"transient) does not fit on {dev}: lower the policy's capacity") from None
+        raise
     handle = Handle(policy, model, runtime, engine, layers, pool, store, saved, placement, shape, diags)
     model._mpl_handle = handle
     return handle
