@@ -201,8 +201,11 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(5, "del pf[key]")
         w(5, "self.prefetch_useful += 1")
     w(3, "else:")
-    w(4, "if inuse is None:")
-    w(5, "inuse = {(layer, x) for x in experts}")
+    if f["lru_only"] and len(modes) == 1:
+        w(4, "inuse = True   # a miss happened (lru tests 'in use' against experts directly)")
+    else:
+        w(4, "if inuse is None:")
+        w(5, "inuse = {(layer, x) for x in experts}")
     if len(modes) == 1:
         _emit_inline_miss(w, f, modes[0])
     else:
@@ -225,8 +228,11 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(2, "self.signal.observe(layer, experts)")
     tail = f["prefetch"] or f["ttl"] or f["memory"] or f["rebalance"] or f["monitor"]
     if tail:
-        w(2, "if inuse is None:")
-        w(3, "inuse = {(layer, x) for x in experts}")
+        if f["lru_only"] and len(modes) == 1:
+            w(2, "inuse = {(layer, x) for x in experts}")
+        else:
+            w(2, "if inuse is None:")
+            w(3, "inuse = {(layer, x) for x in experts}")
     if f["prefetch"] and f["history_next_only"]:
         w(2, "if self.strategy != 'none':   # one layer ahead")
         w(3, "t = layer + 1")
@@ -269,8 +275,8 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
             w(d + 1, line)
     w(d, "if len(res) >= cache.capacity:")
     if f["lru_only"]:
-        w(d + 1, "for victim in od:   # lru: the least recent key not in use")
-        w(d + 2, "if victim not in inuse:")
+        w(d + 1, "for victim in od:   # lru: the least recent key not in use by this dispatch")
+        w(d + 2, "if victim[0] != layer or victim[1] not in experts:")
         w(d + 3, "del od[victim]")
         w(d + 3, "break")
         w(d + 1, "else:")
