@@ -63,3 +63,14 @@ def test_missing_grammar_file_trusts_the_shipped_table(monkeypatch):
     monkeypatch.setattr(tablegen, "grammar_text", missing)
     data = lalr._load_data()
     assert data["states"] is _tables.STATES
+
+
+def test_balanced_flag_decides_the_lalr_attempt():
+    from mpl.syntax.lexer import tokenize
+
+    for p in CORPUS:
+        assert tokenize(open(p).read()).balanced
+    for text in ("policy a {", "policy a { } }", "x = [1", "x = 1]", "}{", "]["):
+        assert not tokenize(text).balanced, text
+    # kind-blind: '[{]}' counts as balanced, and the LALR parser rejects it
+    assert tokenize("[{]}").balanced and not parse("[{]}").ok

@@ -167,13 +167,18 @@ def cover(a: Span, b: Span) -> Span:
 
 
 class Lexed:
-    __slots__ = ("tokens", "comments", "diagnostics", "index")
+    """The tokens of a text. ``balanced``: every ``{`` and ``[`` is closed, in order of
+    kind-blind depth (no closer without an opener, none left open); when False the text
+    cannot be valid and the LALR attempt is skipped."""
 
-    def __init__(self, tokens, comments, diagnostics, index):
+    __slots__ = ("tokens", "comments", "diagnostics", "index", "balanced")
+
+    def __init__(self, tokens, comments, diagnostics, index, balanced=True):
         self.tokens: list[Token] = tokens
         self.comments: list[ast.Comment] = comments
         self.diagnostics: list[Diagnostic] = diagnostics
         self.index: LineIndex = index
+        self.balanced: bool = balanced
 
 
 def tokenize(text: str, path: str | None = None) -> Lexed:
@@ -187,7 +192,9 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     keywords = KEYWORD_TYPES
     punct_types = PUNCT_TYPES
     units = schema.UNITS
-    depth = 0
+    depth = 0              # '[' nesting
+    braces = 0             # '{' nesting
+    balanced = True
     depth_reported = False
     starts = index.starts
     n = len(text)
@@ -222,13 +229,21 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
             elif kind == "punct":
                 start = end - 1
                 c = text[start]
-                if c == "[":
+                if c == "{":
+                    braces += 1
+                elif c == "}":
+                    braces -= 1
+                    if braces < 0:
+                        balanced, braces = False, 0
+                elif c == "[":
                     depth += 1
                     if depth > MAX_LIST_DEPTH and not depth_reported:
                         depth_reported = True
                         err("MPL002", f"lists nested deeper than {MAX_LIST_DEPTH} levels", start, end)
                 elif c == "]":
-                    depth = max(0, depth - 1)
+                    depth -= 1
+                    if depth < 0:
+                        balanced, depth = False, 0
                 col = start - line_start + 1
                 append(Token(punct_types[c], c, start, line, col, line, col + 1, end))
             elif kind == "num" or kind == "unit":
@@ -280,4 +295,4 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                 err("MPL001", msg, start, end)
                 append(Token(ERROR, bad, start, line, start - line_start + 1, line,
                              end - line_start + 1, end))
-    return Lexed(tokens, comments, diags, index)
+    return Lexed(tokens, comments, diags, index, balanced and braces == 0 and depth == 0)

@@ -1,8 +1,9 @@
 """``parse(text, path=None) -> ParseResult``: the front door of the syntax layer.
 
 1. :func:`mpl.syntax.lexer.tokenize` splits the text (one tokenizer for both parsers).
-2. A file without lexical errors goes to the LALR parser of ``grammar.lark`` (the normative
-   grammar); on success that is the result.
+2. A file without lexical errors and with balanced ``{}`` / ``[]`` goes to the LALR parser of
+   ``grammar.lark`` (the normative grammar); on success that is the result. (An unbalanced
+   file cannot be valid: skipping the doomed LALR pass keeps half-typed files cheap.)
 3. Otherwise :class:`mpl.syntax.recover.RecoveringParser` parses the same tokens again,
    reporting every error and keeping everything it understood.
 
@@ -65,7 +66,7 @@ def _parse_text(text: str, path: str | None) -> ParseResult:
     lexed = tokenize(text, path)
     doc_span = lexed.index.span(0, len(text))
     items = None
-    if not lexed.diagnostics:
+    if not lexed.diagnostics and lexed.balanced:  # otherwise it cannot be valid
         items = _parse_lalr(lexed.tokens)
     if items is not None:
         diags: list[Diagnostic] = []
