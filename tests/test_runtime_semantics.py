@@ -411,3 +411,20 @@ def test_lfu_heap_stays_bounded():
         r.dispatch(0, [i % 8])
     store = r.caches[0].store
     assert len(store.heap) <= 2 * len(store) + 64      # lazy entries are compacted
+
+
+def test_bad_dispatch_is_a_clear_error():
+    from mpl.runtime import DispatchError
+    r = rt("cache { capacity = 2 }", L=2, K=2)
+    import pytest
+    for args in [(2, [1]), (-1, [1]), (0, [1, 2], [0.5])]:
+        with pytest.raises(DispatchError):
+            r.dispatch(*args)
+    assert r.stats()["accesses"] == 0 and r.step == -1    # nothing was recorded
+
+
+def test_duplicate_experts_are_one_access_each():
+    r = rt("cache { capacity = 4 eviction = score }", L=1, K=2)
+    p = r.dispatch(0, [3, 5, 3], weights=[0.2, 0.5, 0.4])
+    assert p.experts == [3, 5] and r.stats()["accesses"] == 2
+    assert abs(r.caches[0].store.score((0, 3)) - 0.3) < 1e-12   # mean weight of expert 3

@@ -3,8 +3,8 @@ monitor, adapt and per-layer budgets. Compiled policy modules import only this p
 never imports the compiler, lark, torch or numpy."""
 
 from mpl.runtime.cost import CostModel
-from mpl.runtime.core import Runtime, RuntimeConfigError
+from mpl.runtime.core import DispatchError, Runtime, RuntimeConfigError
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM, Load, Plan
 
-__all__ = ["Runtime", "RuntimeConfigError", "CostModel", "Plan", "Load", "CPU", "STREAM",
+__all__ = ["Runtime", "RuntimeConfigError", "DispatchError", "CostModel", "Plan", "Load", "CPU", "STREAM",
            "DEMAND", "BACKGROUND", "PREFETCH"]

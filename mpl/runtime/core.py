@@ -32,6 +32,10 @@ class RuntimeConfigError(ValueError):
     """The runtime cannot be built for this model shape (e.g. a budget too small)."""
 
 
+class DispatchError(ValueError):
+    """A dispatch the runtime cannot take (layer out of range, weights not aligned)."""
+
+
 def distinct(experts, weights):
     """Distinct experts in first-occurrence order; a repeated expert's weight is the mean."""
     seen: dict = {}
