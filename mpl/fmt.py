@@ -248,9 +248,12 @@ class _Formatter:
     def emit_container(self, node, depth: int, header: str, children) -> None:
         """``header {`` children ``}``, or ``header {}`` when empty and comment-free."""
         open_key, close_key = ("open", id(node)), ("close", id(node))
-        if not children and not self.leading.get(close_key) and close_key not in self.trailing:
-            self.emit(open_key, depth, header + " {}")
-            return
+        if not children and not self.leading.get(close_key):
+            if close_key in self.trailing and open_key not in self.trailing:
+                self.trailing[open_key] = self.trailing.pop(close_key)  # `name {}  # c`
+            if close_key not in self.trailing:
+                self.emit(open_key, depth, header + " {}")
+                return
         self.emit(open_key, depth, header + " {")
         for child in children:
             child()

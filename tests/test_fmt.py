@@ -171,6 +171,17 @@ def test_empty_and_comment_only():
     assert format_text("policy p { cache { } }") == "policy p {\n    cache {}\n}\n"
 
 
+def test_empty_containers_keep_their_comments():
+    cases = {
+        "policy a { cache {}  # c\n}": "policy a {\n    cache {}  # c\n}\n",
+        "policy a { cache { # a\n } # b\n}": "policy a {\n    cache {  # a\n    }  # b\n}\n",
+        "policy a { cache {\n # inside\n} }": "policy a {\n    cache {\n        # inside\n    }\n}\n",
+    }
+    for text, want in cases.items():
+        assert format_text(text) == want
+        assert format_text(want) == want
+
+
 def test_refuses_syntax_errors():
     with pytest.raises(FormatError) as e:
         format_text("policy p { cache { capacity = } }\npolicy q { x = }")
