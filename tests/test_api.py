@@ -71,3 +71,35 @@ def test_bad_shape_is_a_clear_error():
     from mpl.runtime import RuntimeConfigError
     with pytest.raises(RuntimeConfigError, match="min_capacity"):
         pol.runtime(num_layers=8, num_experts=8, top_k=1)
+
+
+def test_replay_delegates_to_the_simulator():
+    from mpl.trace import Dispatch, Trace, TraceHeader
+    h = TraceHeader(model="tiny", num_layers=2, moe_layers=(0, 1), num_experts=8, top_k=2,
+                    expert_bytes=1_000_000)
+    t = Trace(h, [Dispatch(step=s, layer=l, experts=[[s % 8, (s + l + 1) % 8]])
+                  for s in range(20) for l in range(2)])
+    pol = mpl.loads("policy p { cache { capacity = 3 } }")
+    report = pol.replay(t, belady=False)
+    rt = pol.runtime(2, 8, 2, expert_bytes=1_000_000)
+    for d in t:
+        rt.dispatch(d.layer, d.distinct(), step=d.step)
+    assert report.stats["hits"] == rt.stats()["hits"]
+    assert report.stats["accesses"] == 80
+
+
+def test_concurrent_processes_share_the_disk_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = ("import mpl, sys; p = mpl.loads('policy c { cache { capacity = 7 } }'); "
+            "r = p.runtime(2, 8, 2); r.dispatch(0, [1, 2]); print(p.module.SOURCE_HASH)")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    env.pop("MPL_NO_CACHE", None)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert len({o[0] for o in outs}) == 1
+    entries = os.listdir(tmp_path / "mpl" / "modules")
+    assert len(entries) == 1 and not any(e.startswith(".tmp") for e in entries)
