@@ -219,3 +219,23 @@ def test_whitespace_and_comment_noise_formats_to_a_fixed_point(path, data):
     assert format_text(out) == out
     assert canonical_shape(parse(out).document) == canonical_shape(r.document)
     assert sorted(comments(out)) == sorted(comments(noisy))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FILES), st.data())
+def test_shuffled_lines_format_to_a_fixed_point(path, data):
+    """Lines moved around (comments included): whenever the result still parses, formatting
+    keeps its meaning and comments and is a fixed point."""
+    lines = read(path).splitlines(True)
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        j = data.draw(st.integers(0, len(lines) - 1))
+        lines.insert(j, lines.pop(i))
+    text = "".join(lines)
+    r = parse(text)
+    if not r.ok:
+        return
+    out = format_text(text)
+    assert format_text(out) == out
+    assert sorted(comments(out)) == sorted(comments(text))
+    assert canonical_shape(parse(out).document) == canonical_shape(r.document)
