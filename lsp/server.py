@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -30,11 +30,29 @@ from .workspace import Store, uri_to_path
 NAME = "mpl-lsp"
 
 
+class _Answered(JsonRpcInvalidParams):
+    """A malformed request that has already been answered with an error response."""
+
+
 class MplProtocol(LanguageServerProtocol):
     """pygls's protocol, except that document changes are applied by the server's
     :class:`~lsp.workspace.Store` alone (code-point offsets, ``\\n`` line ends as the checker
     sees them). pygls's own copy splits lines on every Unicode line break, disagrees with
     the client on such text, and can fail on it; it is not used."""
+
+    def structure_message(self, data):
+        """pygls drops a request whose params do not match the protocol's types, and the
+        client waits forever; answer it with an InvalidParams error instead."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                cause = exc.__cause__
+                detail = f": {cause}" if cause is not None else ""
+                self._send_response(data["id"], error=types.ResponseError(
+                    code=JsonRpcInvalidParams.CODE, message=f"invalid params for {data['method']}{detail}"))
+                raise _Answered(f"answered {data['method']} (id {data['id']}) with InvalidParams") from exc
+            raise
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
@@ -62,6 +80,12 @@ class MplLanguageServer(LanguageServer):
         # responses (a refused rename): log them, never crash
         kind = types.MessageType.Info if isinstance(error, JsonRpcException) else types.MessageType.Error
         log(self, f"mpl-lsp: {type(error).__name__}: {error}", kind)
+
+    def can_pull_configuration(self) -> bool:
+        try:
+            return bool(self.client_capabilities.workspace.configuration)
+        except AttributeError:
+            return False
 
     def refresh_inlay_hints(self) -> None:
         """Ask the client to re-request inlay hints, when it supports that request."""
@@ -114,8 +138,14 @@ def _register_sync(server: MplLanguageServer) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     @guarded()
-    def did_change_configuration(ls: MplLanguageServer, params: types.DidChangeConfigurationParams):
-        ls.apply_settings(params.settings)
+    async def did_change_configuration(ls: MplLanguageServer, params: types.DidChangeConfigurationParams):
+        settings = params.settings
+        if not settings and ls.can_pull_configuration():
+            # clients that only signal "something changed" (settings null): pull our section
+            got = await ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="mpl")]))
+            settings = got[0] if got else None
+        ls.apply_settings(settings)
         ls.refresh_inlay_hints()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)

@@ -445,3 +445,64 @@ async def test_mplc_lsp_is_the_same_server(client):
     await response(3)
     send({"jsonrpc": "2.0", "method": "exit", "params": None})
     assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_configuration_pulled_when_settings_are_null(client):
+    if not client.capabilities.workspace or not client.capabilities.workspace.configuration:
+        pytest.skip(f"{client.client_name} does not announce workspace/configuration")
+    client.set_configuration({"model": "qwen3-moe", "debounceMs": 0}, section="mpl")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    import asyncio
+    for _ in range(200):
+        status = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="mpl.status"))
+        if status["model"]:
+            break
+        await asyncio.sleep(0.05)
+    assert status["model"]["name"] == "qwen3-30b-a3b" and status["model"]["experts"] == 128
+    client.set_configuration({"model": None, "debounceMs": 0}, section="mpl")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+
+
+async def raw_request(client, method: str, params):
+    """Send a request exactly as given (no client-side type checking); the future resolves
+    with the response's result or raises with its error."""
+    import asyncio
+    import uuid
+    msg_id = f"raw-{uuid.uuid4()}"
+    fut = __import__("concurrent.futures").futures.Future()
+    client.protocol._request_futures[msg_id] = fut
+    client.protocol._result_types[msg_id] = None
+    client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return await asyncio.wait_for(asyncio.wrap_future(fut), 30)
+
+
+async def test_bad_requests_get_answers(client):
+    """Requests for unknown documents, past-the-end positions and malformed params: the
+    server answers each (a result or an error response) and keeps working."""
+    ghost = (client.root / "never_opened.moe").as_uri()
+    far = types.Position(10_000, 10_000)
+    assert await client.text_document_hover_async(types.HoverParams(text_document=tdi(ghost), position=far)) is None
+    res = await client.text_document_completion_async(types.CompletionParams(text_document=tdi(ghost), position=far))
+    assert not getattr(res, "items", res)
+    assert await client.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=tdi(ghost))) == []
+    text = "policy p { cache { capacity = 8 } }\n"
+    uri = open_doc(client, "bad_req.moe", text)
+    await diagnostics(client, uri)
+    assert await client.text_document_hover_async(types.HoverParams(text_document=tdi(uri), position=far)) is None
+    await client.text_document_completion_async(types.CompletionParams(text_document=tdi(uri), position=far))
+    with pytest.raises(Exception, match="(?i)invalid|error"):
+        await raw_request(client, "textDocument/hover", {"textDocument": 3, "position": "x"})
+    with pytest.raises(Exception, match="no.such.command"):
+        await raw_request(client, "workspace/executeCommand", {"command": "no.such.command"})
+    # a change to a document that was never opened is taken from the disk file
+    write(client, "late.moe", "policy late { cache { capacity = 0 } }\n")
+    late = (client.root / "late.moe").as_uri()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=late, version=3),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(0, 0), types.Position(0, 0)), text="# hi\n")]))
+    got = await diagnostics(client, late)
+    assert [d.code for d in got] == ["MPL203"] and got[0].range.start.line == 1
+    status = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="mpl.status"))
+    assert status["version"]
+    no_internal_errors(client)
