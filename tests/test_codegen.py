@@ -142,3 +142,13 @@ def test_inlined_miss_path_matches_generic_path(mode, eviction):
         assert pa == pb, n
     sa, sb = a.stats(), b.stats()
     assert sa == sb
+
+
+def test_runtime_package_stays_pure():
+    code = ("import sys, mpl.runtime, mpl.runtime.core, mpl.runtime.eviction_published, "
+            "mpl.runtime.eviction_segmented; "
+            "bad = [m for m in ('lark', 'torch', 'numpy', 'mpl.checker', 'mpl.ir', 'mpl.syntax', "
+            "'mpl.codegen', 'mpl.lower') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -428,3 +428,13 @@ def test_duplicate_experts_are_one_access_each():
     p = r.dispatch(0, [3, 5, 3], weights=[0.2, 0.5, 0.4])
     assert p.experts == [3, 5] and r.stats()["accesses"] == 2
     assert abs(r.caches[0].store.score((0, 3)) - 0.3) < 1e-12   # mean weight of expert 3
+
+
+def test_window_events_expire_between_dispatch_ends():
+    r = rt("cache { capacity = 1 } monitor { window = 2 } "
+           "adapt { when eviction_rate >= 0.5 for 3 accesses { capacity = 2 } }", L=1, K=3)
+    r.dispatch(0, [1])                 # access 1: load, no eviction
+    r.dispatch(0, [2])                 # access 2: evicts (0,1) -> rate 0.5 (held 1)
+    r.dispatch(0, [2, 7, 8])           # access 3: hit, rate 0.5 (held 2); access 4: the
+    # eviction of access 2 left the 2-access window: rate 0, the rule must not fire
+    assert r.capacities() == [1] and r.stats()["adapt_log"] == []

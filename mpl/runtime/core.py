@@ -508,12 +508,15 @@ class Runtime:
         li = m.log_interval
         ring = m.ring
         window = m.window
+        events = m.events
         for j, h in enumerate(hit):
             i = m.acc % window
             v = 1 if h else 0
             m.hits += v - ring[i]
             ring[i] = v
             m.acc += 1
+            if events and events[0][0] <= m.acc - window:
+                m.expire()
             if j == last:
                 m.push_events(ev, ld, pfl, pfu, st)
                 m.seen = [self.evictions, loads, self.prefetch_loads, self.prefetch_useful,

@@ -51,6 +51,10 @@ class Monitor:
             self.pfl += pfl
             self.pfu += pfu
             self.stall += stall
+        self.expire()
+
+    def expire(self) -> None:
+        """Drop the event records that left the window."""
         lo = self.acc - self.window
         ev_q = self.events
         while ev_q and ev_q[0][0] <= lo:
