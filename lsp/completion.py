@@ -14,7 +14,7 @@ from mpl.stdlib_path import stdlib_names
 
 from . import context, render
 from .guard import guarded
-from .tokens import NAME, STRING
+from .tokens import NAME
 
 K = types.CompletionItemKind
 TRIGGER_CHARACTERS = ["=", " ", "\"", "/", "|", ":", "["]

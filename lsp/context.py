@@ -10,11 +10,11 @@ grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = val
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mpl import schema
 
-from .tokens import COMMENT, ERROR, NAME, NUMBER, OP, PUNCT, STRING, Token, tokenize
+from .tokens import COMMENT, NAME, NUMBER, OP, PUNCT, STRING, Token, tokenize
 
 # token roles
 KEYWORD, POLICY_DEF, POLICY_REF, BLOCK, PARAM, VALUE, METRIC, UNIT = (
@@ -311,7 +311,6 @@ class Scanner:
                 self.phase = "after_number"
             return
         if kind == NAME and phase in ("after_number", "duration_unit"):
-            prev = self.tokens[i - 1]
             info.role = UNIT
             if phase == "duration_unit":
                 info.param = None

@@ -130,8 +130,8 @@ def references(ls, f: _File, tok, include_declaration: bool = True) -> list[tupl
     name = tok.text
     found = definition_of(ls, f, name)
     if found is None:   # an unknown parent: its occurrences in this file only
-        return [(f, t) for t in f.tokens if t.text == name and
-                f.infos[f.tokens.index(t)].role in (context.POLICY_DEF, context.POLICY_REF)]
+        return [(f, t) for t, info in zip(f.tokens, f.infos) if t.text == name and
+                info.role in (context.POLICY_DEF, context.POLICY_REF)]
     def_file, def_tok = found
     out = []
     for g in _candidates(ls, f):

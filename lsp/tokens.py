@@ -54,8 +54,6 @@ def tokenize(text: str) -> list[Token]:
         s, e = m.span()
         append(Token(kind, s, e, m.group(), line, nl))
         nl = False
-        if kind == "error" and m.group() == "\n":  # pragma: no cover - nl handled above
-            line += 1
     return out
 
 

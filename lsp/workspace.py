@@ -11,9 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
-from lsprotocol import types
 from pygls import uris
 
 from mpl import schema
