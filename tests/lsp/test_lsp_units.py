@@ -253,3 +253,24 @@ def test_every_feature_on_stdlib_and_corpus_files(cut):
                 n += 1
         ls.store.close(uri)
     assert n > 250
+
+
+@given(st.integers(1, 60), st.integers(1, 64), st.integers(1, 8), st.integers(1, 80), st.booleans())
+@hsettings(max_examples=300, deadline=None)
+def test_per_layer_hint_matches_runtime_initial_split(layers, cap, lo, hi, with_total):
+    """The hint's capacities are the runtime's start (mpl.runtime.budgets.allocate with equal
+    weights); the server cannot import the runtime, so it re-derives them: check they agree."""
+    import dataclasses
+
+    from mpl.runtime.budgets import BudgetError, allocate
+    if hi < lo:
+        lo, hi = hi, lo
+    shape = dataclasses.replace(shapes.preset("olmoe"), moe_layers=tuple(range(layers)))
+    total = layers * cap + (7 if with_total else 0)
+    vals = {"cache.capacity": cap, "per_layer.total_budget": total if with_total else None,
+            "per_layer.min_capacity": lo, "per_layer.max_capacity": hi}
+    try:
+        want = allocate([1.0] * layers, total, lo, hi)
+    except BudgetError:
+        return   # the checker reports this policy (MPL309/MPL505): no IR, no hint
+    assert per_layer_capacities(vals, shape) == want
