@@ -105,6 +105,16 @@ def name_at(f: _File, offset: int):
     return None
 
 
+def import_at(f: _File, offset: int) -> str | None:
+    """The resolved path of the import string under ``offset``, if any."""
+    i = token_at(f.tokens, offset)
+    if i is None or f.infos[i].role != context.IMPORT_PATH:
+        return None
+    t = f.tokens[i]
+    raw = t.text[1:-1] if t.text.endswith('"') and len(t.text) > 1 else t.text[1:]
+    return resolve_import(raw, f.path)
+
+
 def _loc(f: _File, tok, encoding) -> types.Location:
     return types.Location(f.uri, LineIndex(f.text, encoding).range(tok.start, tok.end))
 
@@ -156,7 +166,11 @@ def register(server) -> None:
         if doc is None:
             return []
         f = _from_doc(doc)
-        tok = name_at(f, doc.index(ls.encoding).offset(params.position))
+        offset = doc.index(ls.encoding).offset(params.position)
+        target = import_at(f, offset)
+        if target is not None:       # on an import path: the imported file
+            return [types.Location(path_to_uri(target), types.Range(types.Position(0, 0), types.Position(0, 0)))]
+        tok = name_at(f, offset)
         if tok is None:
             return []
         found = definition_of(ls, f, tok.text)

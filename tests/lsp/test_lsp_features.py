@@ -312,6 +312,10 @@ async def test_definition_references_rename_across_files(client):
     at2 = pos_of(user, "mine", client.encoding, 1, nth=1)
     locs = await client.text_document_definition_async(types.DefinitionParams(text_document=tdi(uri), position=at2))
     assert locs[0].uri == uri and locs[0].range.start == pos_of(user, "mine", client.encoding)
+    # on the import string: the imported file
+    at3 = pos_of(user, "nav_lib.moe", client.encoding, 2)
+    locs = await client.text_document_definition_async(types.DefinitionParams(text_document=tdi(uri), position=at3))
+    assert [x.uri for x in locs] == [luri]
     prep = await client.text_document_prepare_rename_async(types.PrepareRenameParams(text_document=tdi(uri), position=at))
     assert prep is not None
     edit = await client.text_document_rename_async(types.RenameParams(text_document=tdi(uri), position=at, new_name="common"))
