@@ -274,3 +274,16 @@ def test_per_layer_hint_matches_runtime_initial_split(layers, cap, lo, hi, with_
     except BudgetError:
         return   # the checker reports this policy (MPL309/MPL505): no IR, no hint
     assert per_layer_capacities(vals, shape) == want
+
+
+def test_settings_model_from_config_json(tmp_path):
+    import json
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "mixtral", "num_hidden_layers": 4, "num_local_experts": 6,
+                               "num_experts_per_tok": 2, "hidden_size": 64, "intermediate_size": 128}))
+    got = settings.update(settings.Settings(), {"model": str(cfg)})
+    assert got.shape is not None and (got.shape.num_moe_layers, got.shape.num_experts) == (4, 6)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    got = settings.update(settings.Settings(), {"model": str(bad)})
+    assert got.shape is None and any("cannot read" in m for m in got.messages)
