@@ -128,9 +128,49 @@ def test_misplaced_things_are_reported():
     assert msgs[0] == "block 'cache' outside a policy: put it inside 'policy NAME { ... }'"
     assert msgs[1].startswith("parameter 'capacity' outside a block")
     assert r.document.policies[0].block("cache") is not None
-    r = parse("policy a { cache { prefetch { strategy = history } capacity = 4 } }")
+    r = parse("policy a { cache { extra { strategy = history } capacity = 4 } }")
     assert r.diagnostics[0].message.startswith("blocks cannot be nested")
     assert r.document.policies[0].block("cache").params[0].name.text == "capacity"
+
+
+def test_missing_block_brace_before_the_next_known_block():
+    text = "policy a {\n  cache {\n    capacity = 4\n  prefetch { strategy = history }\n}\n"
+    r = parse(text)
+    assert codes(r) == ["MPL003"]
+    d = r.diagnostics[0]
+    assert d.message == "block 'cache' is not closed before block 'prefetch'; add '}'"
+    assert at(text, d) == "prefetch" and d.related[0].span.line == 2
+    pol = r.document.policies[0]
+    assert pol.closed and not pol.block("cache").closed and pol.block("prefetch").closed
+    assert pol.block("cache").params[0].value.value.value == 4
+
+
+def test_missing_rule_brace_before_the_next_rule():
+    text = ("policy a { adapt {\n  when hit_rate < 0.5 { eviction = lru\n"
+            "  when hit_rate > 0.9 { eviction = lfu }\n} }")
+    r = parse(text)
+    assert codes(r) == ["MPL003"]
+    assert "rule is not closed before the next 'when'" in r.diagnostics[0].message
+    r1, r2 = r.document.policies[0].block("adapt").rules
+    assert not r1.closed and r2.closed and r2.actions[0].value.name == "lfu"
+
+
+def test_missing_keywords_are_named():
+    r = parse("policy a { adapt { hit_rate < 0.5 for 10 accesses { eviction = lru } } }")
+    assert r.diagnostics[0].message.startswith("expected 'when' before the condition 'hit_rate < 0.5'")
+    rule = r.document.policies[0].block("adapt").rules[0]
+    assert rule.condition.metric.text == "hit_rate" and rule.duration.value == 10
+    r = parse("policy a { adapt { when hit_rate < 0.5 10 accesses { eviction = lru } } }")
+    assert r.diagnostics[0].message == "expected 'for' before the duration '10 accesses'"
+    assert r.document.policies[0].block("adapt").rules[0].duration.unit.text == "accesses"
+    r = parse("policy b { cache { capacity = 1 } }\npolicy a b { cache { capacity = 2 } }")
+    assert r.diagnostics[0].message.endswith("did you mean 'policy a extends b'?")
+    assert r.document.policies[1].parent.text == "b" and r.document.policies[1].closed
+    r = parse("policy a { adapt { when hit_rate < 0.5 { memory_pressure; entropy } } }")
+    assert [d.message.split("; ")[1] for d in r.diagnostics] == [
+        "did you mean 'trigger memory_pressure'?", "did you mean 'rebalance entropy'?"]
+    acts = r.document.policies[0].block("adapt").rules[0].actions
+    assert [type(a).__name__ for a in acts] == ["TriggerAction", "RebalanceAction"]
 
 
 def test_rule_errors():

@@ -30,6 +30,7 @@ from mpl.syntax.lexer import ERROR, MAX_LIST_DEPTH, LineIndex, Token, cover as _
 from mpl.syntax.lalr import make_name, make_number, make_string
 
 EOF = "$END"
+_ALLOCATIONS = frozenset(schema.PARAMS[schema.REBALANCE].enum_names())
 _TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
 _VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK"))
 
@@ -268,6 +269,14 @@ class RecoveringParser:
                 parent = make_name(self.advance())
             else:
                 self.unexpected(f"expected the name of the parent policy after '{ext.value}'")
+        elif (name is not None and self.at("NAME") and self.peek().type == "LBRACE"
+              and self.tok.value not in schema.BLOCKS):
+            # `policy b a {`: most likely a missing 'extends'
+            t = self.tok
+            self.error("MPL002", f"expected 'extends' or '{{' after policy '{name.text}', found "
+                       f"name '{t.value}'; did you mean 'policy {name.text} extends {t.value}'?",
+                       tok_span(t))
+            parent = make_name(self.advance())
         policy = ast.Policy(tok_span(kw, self.prev()), name, parent, [], False)
         if not self.at("LBRACE"):
             label = f"policy '{name.text}'" if name else "'policy'"
@@ -356,13 +365,26 @@ class RecoveringParser:
             if ty == "_SEMI":
                 self.advance()
             elif ty == "NAME":
-                if self.peek().type == "LBRACE":
+                nxt = self.peek().type
+                if nxt == "LBRACE" and t.value in schema.BLOCKS:
+                    # another known block: most likely this block's '}' is missing
+                    self.error("MPL003", f"block '{name_tok.value}' is not closed before block "
+                               f"'{t.value}'; add '}}'", tok_span(t),
+                               [Related(f"block '{name_tok.value}' opened here", tok_span(brace),
+                                        self.path)])
+                    break
+                if nxt == "LBRACE":
                     self.error("MPL002", f"blocks cannot be nested: close block "
                                f"'{name_tok.value}' before block '{t.value}'", tok_span(t))
                     start = len(items)
                     self.advance()
                     self.skip_group()
                     self._merge_errors(items, start, t)
+                elif self.looks_like_condition():
+                    self.error("MPL002", f"expected 'when' before the condition "
+                               f"'{t.value} {self.peek().value} {self.peek(2).value}': "
+                               f"a rule starts with 'when'", tok_span(t))
+                    items.append(self.parse_rule(missing_when=True))
                 else:
                     self.parse_param(items)
             elif ty == "WHEN":
@@ -374,6 +396,11 @@ class RecoveringParser:
         self.open.pop()
         block.span = _cover(block.span, tok_span(self.prev()))
         return block
+
+    def looks_like_condition(self) -> bool:
+        """``NAME OP NUMBER`` followed by ``for`` or ``{``: a rule that lacks its 'when'."""
+        return (self.peek().type == "OP" and self.peek(2).type == "NUMBER"
+                and self.peek(3).type in ("FOR", "LBRACE"))
 
     def parse_param(self, items: list) -> None:
         """``NAME = expr``; appends the Param (and any skipped text after it) to ``items``."""
@@ -551,11 +578,18 @@ class RecoveringParser:
             self.unexpected(f"expected a number after '{cond.metric.text} {cond.op}'")
         return cond
 
-    def parse_rule(self) -> ast.Rule:
-        when = self.advance()
+    def parse_rule(self, missing_when: bool = False) -> ast.Rule:
+        when = self.tok if missing_when else self.advance()
         rule = ast.Rule(tok_span(when), None, None, [], False)
         rule.condition = self.parse_condition(when)
-        if self.at("FOR"):
+        if self.at("NUMBER") and self.peek().type == "UNIT":
+            num, unit = self.tok, self.peek()
+            self.error("MPL002", f"expected 'for' before the duration '{num.value} {unit.value}'",
+                       tok_span(num))
+            self.advance()
+            self.advance()
+            rule.duration = make_number(num, unit)
+        elif self.at("FOR"):
             kw = self.advance()
             if self.at("NUMBER"):
                 num = self.advance()
@@ -607,14 +641,10 @@ class RecoveringParser:
                     self.unexpected(f"expected {what} after '{kw.value}'")
                     actions.append(cls(tok_span(kw), None))
             elif ty == "WHEN":
-                self.error("MPL002", "rules cannot be nested: close this rule with '}' first",
-                           tok_span(t))
-                start = len(actions)
-                self.advance()
-                self.skip(actions, at_least_one=False)
-                if self.at("LBRACE"):
-                    self.skip_group()
-                self._merge_errors(actions, start, t)
+                # rules do not nest: most likely this rule's '}' is missing
+                self.error("MPL003", "rule is not closed before the next 'when'; add '}'",
+                           tok_span(t), [Related("rule opened here", tok_span(brace), self.path)])
+                break
             else:
                 self.unexpected("expected an action ('name = value', 'trigger NAME', "
                                 "'rebalance NAME') or '}'")
@@ -637,6 +667,15 @@ class RecoveringParser:
         else:
             target = make_name(first)
         if not self.at("EQ"):
+            if target.text in schema.TRIGGERS or target.text in _ALLOCATIONS:
+                # `{ memory_pressure }`: a trigger or rebalance without its keyword
+                kw = "trigger" if target.text in schema.TRIGGERS else "rebalance"
+                self.error("MPL002", f"expected '=' after '{target.text}' in the action; did you "
+                           f"mean '{kw} {target.text}'?", tok_span(first))
+                cls = ast.TriggerAction if kw == "trigger" else ast.RebalanceAction
+                actions.append(cls(target.span, target))
+                self.after_item(actions)
+                return
             self.unexpected(f"expected '=' after '{target.text}' in the action")
             actions.append(ast.SetAction(target.span, target, None))
             if not (self.at_hard_stop() or self.at_item_start()):
