@@ -146,7 +146,7 @@ rc=0
 NODE_PATH="$DEPS/node_modules" node "$E2E/test.mjs" \
     --url "http://127.0.0.1:$PORT/?folder=$RUN/workspace" --chromium "$CHROMIUM" \
     --workspace "$RUN/workspace" --expected "$RUN/expected.json" --shots "$SHOTS" \
-    --deps "$DEPS/node_modules" || rc=$?
+    --deps "$DEPS/node_modules" --logs "$RUN/user/logs" || rc=$?
 if [ "$rc" -ne 0 ]; then
     echo "--- code-server log (tail)"; tail -40 "$RUN/code-server.log"
     find "$RUN/user" -name '*MoE-PolicyLang*.log' -exec sh -c 'echo "--- $1"; tail -40 "$1"' _ {} \;
@@ -161,7 +161,7 @@ if ! grep -F "starting the language server: $WANT_PY " "$EXT_LOG" | grep -qF "$W
     grep -F "starting the language server" "$EXT_LOG" >&2 || true
     exit 1
 fi
-log "server started as asked: $(grep -F 'starting the language server:' "$EXT_LOG" | tail -1 | sed 's/.*server: //')"
+log "server started as asked: $(grep -F "starting the language server: $WANT_PY " "$EXT_LOG" | head -1 | sed 's/.*server: //')"
 if [ "$UPDATE_SHOT" = 1 ]; then
     cp "$SHOTS/readme.png" "$EXT/images/screenshot.png"
     log "updated images/screenshot.png"

@@ -4,7 +4,7 @@
 // (computed from the repository: the checker's codes, the schema's names and docs, the
 // formatter's output).
 import { createRequire } from "node:module";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
@@ -13,6 +13,7 @@ const { values: args } = parseArgs({
   options: {
     url: { type: "string" }, chromium: { type: "string" }, workspace: { type: "string" },
     expected: { type: "string" }, shots: { type: "string" }, deps: { type: "string" },
+    logs: { type: "string" },
   },
 });
 const expected = JSON.parse(readFileSync(args.expected, "utf8"));
@@ -57,6 +58,22 @@ async function until(fn, arg, what, timeout = TIMEOUT) {
   }
 }
 
+/** The extension's log (the MoE-PolicyLang output channel), as written so far. */
+function extensionLog() {
+  const found = readdirSync(args.logs, { recursive: true }).filter((f) => String(f).endsWith("MoE-PolicyLang.log"));
+  return found.map((f) => readFileSync(join(args.logs, String(f)), "utf8")).join("\n");
+}
+
+async function untilLog(re, what, timeout = 30_000) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < timeout) {
+    const logText = extensionLog();
+    if (typeof re === "string" ? logText.includes(re) : re.test(logText)) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`timed out waiting for ${what} in the extension log`);
+}
+
 const text = (sel) => page.$eval(sel, (el) => el.innerText).catch(() => "");
 
 /** Run a command from the command palette: the row whose title is `title` (or starts with it). */
@@ -94,7 +111,16 @@ async function quickOpen(query) {
 }
 
 async function openFile(name) {
-  await quickOpen(name);
+  await page.keyboard.press("Escape");
+  // click it in the Explorer (the workspace is flat)
+  const row = await page.waitForFunction((n) => [...document.querySelectorAll(".explorer-folders-view .monaco-list-row")]
+    .find((r) => r.innerText.split("\n")[0].trim() === n), { timeout: 20_000, polling: 250 }, name)
+    .catch(() => null);
+  if (row === null) {
+    await quickOpen(name);
+  } else {
+    await row.asElement().click();
+  }
   await until((n) => {
     const tab = document.querySelector(".tabs-container .tab.active");
     return tab && tab.textContent.replace(/\s+/g, "").includes(n) && document.querySelector(".editor-instance .view-lines");
@@ -215,6 +241,50 @@ try {
       throw new Error(`saved file differs from mpl.fmt.format_text:\n${onDisk}`);
     }
     await shot("formatted");
+  });
+
+  await check("Restart server command restarts the server", async () => {
+    const before = extensionLog().split("language server running").length;
+    await command("MoE-PolicyLang: Restart server");
+    await untilLog(/\(re\)starting the language server: restart command[\s\S]*language server running/,
+      "a restart by the command");
+    const after = extensionLog().split("language server running").length;
+    if (after !== before + 1) throw new Error(`expected one more start, log has ${after - 1}`);
+    // the restarted server publishes the diagnostics again
+    await openFile("errors.moe");
+    await command("View: Focus Problems");
+    await until((codes) => {
+      const panel = document.querySelector(".markers-panel");
+      return panel && codes.every((c) => panel.innerText.includes(c));
+    }, expected.codes, "the codes after the restart", 60_000);
+  });
+
+  await check("no suitable Python: a settings change restarts, a notification offers Open settings", async () => {
+    const bad = join(args.workspace, "no-such-dir", "python3");
+    mkdirSync(join(args.workspace, ".vscode"), { recursive: true });
+    writeFileSync(join(args.workspace, ".vscode", "settings.json"),
+      JSON.stringify({ "mpl.server.pythonPath": bad }, null, 2));
+    await untilLog(/\(re\)starting the language server: settings changed/, "a restart on the settings change");
+    await untilLog(`tried ${bad} (from the mpl.server.pythonPath setting): not found`, "the failed candidate");
+    const toast = await until(() => {
+      const t = [...document.querySelectorAll(".notifications-toasts .notification-toast")]
+        .find((e) => e.innerText.includes("no suitable Python"));
+      return t ? t.innerText : "";
+    }, null, "the 'no suitable Python' notification");
+    log(`notification: ${toast.replace(/\s+/g, " ")}`);
+    await shot("no-python");
+    const clicked = await page.evaluate(() => {
+      const t = [...document.querySelectorAll(".notifications-toasts .notification-toast")]
+        .find((e) => e.innerText.includes("no suitable Python"));
+      const b = t && [...t.querySelectorAll("a.monaco-button, .monaco-button")].find((x) => x.innerText.trim() === "Open settings");
+      if (b) b.click();
+      return Boolean(b);
+    });
+    if (!clicked) throw new Error("no 'Open settings' button on the notification");
+    // the Settings editor, searching mpl.server: the import strategy's description is shown
+    await until(() => document.body.innerText.includes("Where the language server's Python code comes from."),
+      null, "the Settings editor showing the mpl.server settings");
+    await shot("settings");
   });
 
   const failed = results.filter(([, ok]) => !ok).length;
