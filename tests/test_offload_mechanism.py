@@ -301,3 +301,21 @@ def test_failed_attach_rolls_back():
     assert all("forward" not in vars(m) for m in model.modules())
     seq, logits = gen(model, n=3)
     assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
+
+
+def test_follows_the_mode_in_force_at_call_time():
+    """generate() may switch the experts implementation between prefill and decode; the
+    engine reads config._experts_implementation on every call, also while attached."""
+    model = build_model("tiny-olmoe", experts_implementation="grouped_mm")
+    h = attach(pol("cache { capacity = 3 }"), model)
+    gen(model, n=2)
+    for mode in ("batched_mm", "eager"):
+        model.set_experts_implementation(mode)             # switched while attached
+        ref = build_model("tiny-olmoe", experts_implementation=mode)
+        ref_seq, ref_logits = gen(ref, n=3)
+        before = dict(h.get_stats()["mechanism"]["modes"])
+        seq, logits = gen(model, n=3)
+        assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits), mode
+        after = h.get_stats()["mechanism"]["modes"]
+        assert after.get(mode, 0) - before.get(mode, 0) == 3 * len(h.layers)
+    h.detach()

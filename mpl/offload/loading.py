@@ -37,7 +37,7 @@ class HFTokenizer:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
 
-def load_model(spec: str, *, device=None, experts_implementation: str | None = None, seed: int = 0):
+def load_model(spec: str, *, experts_implementation: str | None = None, seed: int = 0):
     """(model, tokenizer) for ``spec``; ModelLoadError with the known presets otherwise."""
     if spec in models.PRESETS:
         model = models.build_model(spec, seed=seed, experts_implementation=experts_implementation)

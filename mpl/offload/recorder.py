@@ -102,7 +102,7 @@ def cli_record(args) -> int:
     from .loading import ModelLoadError, load_model
 
     try:
-        model, tok = load_model(args.model, device=getattr(args, "device", None))
+        model, tok = load_model(args.model)
     except ModelLoadError as e:
         print(f"mplc trace record: {e}", file=sys.stderr)
         return 1
