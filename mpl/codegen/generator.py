@@ -153,6 +153,7 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         if modes[0] == "hybrid":
             w(2, "to_cpu = tokens < self._cpu_limit")
         w(2, "store = cache.store")
+        w(2, "free = cache.pool.free")
         if f["lru_only"]:
             w(2, "od = store.od")
         else:
@@ -267,6 +268,8 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     if f["monitor"]:
         w(2, "if n:")
         w(3, "self._observe(hit, tokens, inuse, evicted)")
+    w(2, "if len(res) > cache.capacity:   # a capacity cut that met keys in use completes now")
+    w(3, "self._trim(cache, layer, experts, evicted)")
     w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
 
 
@@ -277,7 +280,7 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
         w(d, "if admits is not None and not admits(key):   # admission filter")
         for line in on_fail:
             w(d + 1, line)
-    w(d, "if len(res) >= cache.capacity:")
+    w(d, "if len(res) >= cache.capacity or not free:   # full (or the shared pool is)")
     if f["lru_only"]:
         w(d + 1, "for victim in od:   # lru: the least recent key not in use by this dispatch")
         w(d + 2, "if victim[0] != layer or victim[1] not in experts:")

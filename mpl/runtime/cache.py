@@ -49,7 +49,9 @@ class Cache:
         """Make room for ``key`` and make it resident: ``(slot, victim)`` or ``None`` when
         no slot can be freed (every resident key is pinned or excluded)."""
         res = self.resident
-        if len(res) >= self.capacity:
+        # full, or the pool is (per-layer caches holding pinned keys beyond their capacity
+        # can use up the shared pool): make room inside this cache
+        if len(res) >= self.capacity or not self.pool.free:
             victim = self.store.evict(exclude, key)
             if victim is None:
                 return None

@@ -288,10 +288,12 @@ class Runtime:
             res = cache.resident
             if key in res:
                 continue
+            if len(res) > cache.capacity:
+                continue        # over capacity (a deferred cut): no prefetch into it
             store = cache.store
             if store.filters and not store.admits(key):
                 continue
-            if len(res) >= cache.capacity:
+            if len(res) >= cache.capacity or not cache.pool.free:
                 if protect is None:
                     protect = inuse.union(props)
                 victim = store.evict(protect, key)
@@ -376,6 +378,13 @@ class Runtime:
                 if key not in inuse:
                     slot = c.remove(key)
                     self._gone(key, slot, evicted)
+
+    def _trim(self, cache, layer, experts, evicted) -> None:
+        """The cache is over its capacity (a cut or a rebalance could not evict keys that
+        were in use): evict down to it now, still sparing the keys of this dispatch."""
+        inuse = {(layer, x) for x in experts}
+        for key, slot in cache.set_capacity(cache.capacity, inuse):
+            self._gone(key, slot, evicted)
 
     # ------------------------------------------------------------------ per-layer budgets
     def _rebalance(self, allocation, inuse, evicted) -> None:
