@@ -153,3 +153,20 @@ async def test_debounce_coalesces_changes(client):
     after = [p for p in client.published if p.uri == uri][before:]
     assert len(after) == 1 and after[0].version == 6
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debounceMs": 0}))
+
+
+async def test_crlf_document(client):
+    """The checker normalizes CRLF; the ranges must still land on the client's text."""
+    text = "policy p {\r\n  cache {\r\n    capcity = 8\r\n  }\r\n}\r\n"
+    uri = open_doc(client, "crlf.moe", text)
+    got = await diagnostics(client, uri)
+    d = next(d for d in got if d.code == "MPL102")
+    assert (d.range.start.line, d.range.start.character, d.range.end.character) == (2, 4, 11)
+    # an incremental edit after the error keeps the ranges right
+    change(client, uri, 2, "# é\r\n", types.Range(types.Position(0, 0), types.Position(0, 0)))
+    got = await diagnostics(client, uri)
+    d = next(d for d in got if d.code == "MPL102")
+    assert (d.range.start.line, d.range.start.character) == (3, 4)
+    syms = await client.text_document_document_symbol_async(
+        types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert syms[0].selection_range.start == types.Position(1, 7)
