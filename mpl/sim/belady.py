@@ -68,14 +68,19 @@ def requests_of(dispatches: Iterable[Dispatch], num_experts: int) -> tuple[list[
     """Per dispatch, its distinct keys encoded as ``layer * num_experts + expert`` (router
     order), and the dispatch's layer."""
     reqs, layers = [], []
+    add, addl = reqs.append, layers.append
     for d in dispatches:
         base = d.layer * num_experts
-        seen: dict[int, None] = {}
-        for row in d.experts:
-            for e in row:
-                seen[base + e] = None
-        reqs.append(list(seen))
-        layers.append(d.layer)
+        ex = d.experts
+        if len(ex) == 1:
+            row = ex[0]
+            keys = [base + e for e in row]
+            if len(set(row)) != len(row):
+                keys = list(dict.fromkeys(keys))
+        else:
+            keys = list(dict.fromkeys(base + e for r in ex for e in r))
+        add(keys)
+        addl(d.layer)
     return reqs, layers
 
 
@@ -199,14 +204,17 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
                 heapq.heapify(heap)
     per_layer: dict[int, list[int]] = {}
     if num_experts:
-        for ks in requests:
-            for k in ks:
-                pl = per_layer.get(k // num_experts)
-                if pl is None:
-                    per_layer[k // num_experts] = [1, 1]
-                else:
-                    pl[0] += 1
-                    pl[1] += 1
+        for ks in requests:            # a dispatch's keys all belong to one layer
+            if not ks:
+                continue
+            n = len(ks)
+            l = ks[0] // num_experts
+            pl = per_layer.get(l)
+            if pl is None:
+                per_layer[l] = [n, n]
+            else:
+                pl[0] += n
+                pl[1] += n
         for k in missed_keys:
             per_layer[k // num_experts][1] -= 1
     misses = accesses - hits
