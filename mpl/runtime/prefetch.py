@@ -17,6 +17,9 @@ from bisect import bisect_left, insort
 from collections import deque
 
 
+_M = 1 << 32   # rank entries are ints ``expert - count * _M``: ascending = count desc, id asc
+
+
 class History:
     __slots__ = ("window", "win", "cnt", "rank")
 
@@ -24,31 +27,34 @@ class History:
         self.window = window
         self.win = [deque() for _ in range(num_layers)]
         self.cnt = [dict() for _ in range(num_layers)]
-        self.rank = [[] for _ in range(num_layers)]
+        self.rank = [[] for _ in range(num_layers)]   # sorted ints (see _M)
 
     def observe(self, layer: int, experts) -> None:
         cnt = self.cnt[layer]
         rank = self.rank[layer]
-        for e in experts:
-            c = cnt.get(e, 0)
-            if c:
-                del rank[bisect_left(rank, (-c, e))]
-            cnt[e] = c + 1
-            insort(rank, (-c - 1, e))
         win = self.win[layer]
         win.append(tuple(experts))
+        delta: dict = {}
+        for e in experts:
+            delta[e] = delta.get(e, 0) + 1
         while len(win) > self.window:
             for e in win.popleft():
-                c = cnt[e]
-                del rank[bisect_left(rank, (-c, e))]
-                if c > 1:
-                    cnt[e] = c - 1
-                    insort(rank, (1 - c, e))
-                else:
-                    del cnt[e]
+                delta[e] = delta.get(e, 0) - 1
+        for e, d in delta.items():
+            if not d:
+                continue                  # in and out of the window: no change
+            c = cnt.get(e, 0)
+            if c:
+                del rank[bisect_left(rank, e - c * _M)]
+            c += d
+            if c > 0:
+                cnt[e] = c
+                insort(rank, e - c * _M)
+            else:
+                del cnt[e]
 
     def top(self, layer: int, b: int) -> list:
-        return [e for _, e in self.rank[layer][:b]]
+        return [v % _M for v in self.rank[layer][:b]]
 
     def count(self, layer: int, expert: int) -> int:
         return self.cnt[layer].get(expert, 0)
