@@ -438,3 +438,33 @@ def test_window_events_expire_between_dispatch_ends():
     r.dispatch(0, [2, 7, 8])           # access 3: hit, rate 0.5 (held 2); access 4: the
     # eviction of access 2 left the 2-access window: rate 0, the rule must not fire
     assert r.capacities() == [1] and r.stats()["adapt_log"] == []
+
+
+def test_lookahead_several_layers_round_robin():
+    r = rt("cache { capacity = 16 } prefetch { strategy = lookahead budget = 3 lookahead = 2 }",
+           L=3, K=1)
+    p = r.dispatch(0, [1], predictions={1: [4, 5], 2: [6, 7]})
+    assert [ld.key for ld in p.loads if ld.kind == PREFETCH] == [(1, 4), (2, 6), (1, 5)]
+    p = r.dispatch(2, [1], predictions={0: [9], 1: [8]})     # wraps into the next step
+    assert [ld.key for ld in p.loads if ld.kind == PREFETCH] == [(0, 9), (1, 8)]
+
+
+def test_shared_cache_per_layer_stats_report_resident_share():
+    r = rt("cache { capacity = 5 }", L=2, K=2)
+    r.dispatch(0, [1, 2])
+    r.dispatch(1, [3, 4])
+    r.dispatch(1, [5, 6])        # evicts two keys of layer 0 (LRU)
+    pl = r.stats()["per_layer"]
+    assert [x["capacity"] for x in pl] == [1, 4]
+    assert [x["hit_rate"] for x in pl] == [0.0, 0.0]
+
+
+def test_trigger_ttl_action_runs_the_sweep():
+    r = rt("cache { capacity = 8 ttl = 2 } adapt { when hit_rate < 0.5 for 3 accesses { trigger ttl } }",
+           L=1, K=1)
+    r.dispatch(0, [1])
+    r.dispatch(0, [2])
+    r.dispatch(0, [3])
+    log = r.stats()["adapt_log"]
+    assert [(x["key"], x["new"]) for x in log] == [("trigger", "ttl")]
+    assert sorted(r.resident()) == [(0, 2), (0, 3)]
