@@ -6,8 +6,10 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpl.syntax import ast, parse
+from mpl.syntax import ast, lalr, parse
+from mpl.syntax.lexer import tokenize
 from mpl.syntax.parser import parse_recovering
+from tests.test_parser import dump
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 TEXTS = [open(f, encoding="utf-8").read() for f in sorted(glob.glob(os.path.join(CORPUS, "*.moe")))]
@@ -53,8 +55,21 @@ def test_random_text(text):
 @_settings
 @given(st.lists(st.sampled_from(PIECES), max_size=80))
 def test_random_token_soup(pieces):
-    check(" ".join(pieces))
-    check("".join(pieces))
+    agree(" ".join(pieces))
+    agree("".join(pieces))
+
+
+VALID_PIECES = ["policy p {", "policy q extends p {", "}", "cache {", "adapt {",
+                "capacity = 4", "eviction = lfu | lru", "pin = [1, 2]", "ttl = 8 : 4 when hit_rate < 0.5",
+                "when hit_rate < 0.5 for 3 steps {", "eviction = lru", "trigger ttl", "rebalance uniform",
+                "x.y = 1", "version 1", 'import "a"', ";", "\n", "# c\n", "m = []", "s = \"t\""]
+
+
+@_settings
+@given(st.lists(st.sampled_from(VALID_PIECES), max_size=40))
+def test_plausible_sequences(pieces):
+    """Sequences of well-formed fragments: often valid, often subtly not."""
+    agree(" ".join(pieces))
 
 
 @_settings
@@ -71,12 +86,21 @@ def test_mutated_corpus(text, data):
             text = text[:i] + piece + text[i:]
         else:
             text = text[:i] + text[i:i + k] + text[i:]
+    agree(text)
+
+
+def agree(text):
+    """The two parsers accept exactly the same files, and build the same AST on them."""
     r = check(text)
-    # both parsers agree on every file the LALR grammar accepts
-    if r.ok:
-        items, diags = parse_recovering(text)
-        assert diags == []
-        assert len(items) == len(r.document.items)
+    lexed = tokenize(text)
+    try:
+        lalr_items = None if lexed.diagnostics else lalr.parse_tokens(lexed.tokens)
+    except lalr.SyntaxFailure:
+        lalr_items = None
+    items, diags = parse_recovering(text)
+    assert r.ok == (lalr_items is not None) == (not diags and not lexed.diagnostics)
+    if lalr_items is not None:
+        assert dump(items) == dump(lalr_items) == dump(r.document.items)
 
 
 @_settings

@@ -74,3 +74,21 @@ def test_balanced_flag_decides_the_lalr_attempt():
         assert not tokenize(text).balanced, text
     # kind-blind: '[{]}' counts as balanced, and the LALR parser rejects it
     assert tokenize("[{]}").balanced and not parse("[{]}").ok
+
+
+def test_may_be_valid_is_a_necessary_condition():
+    """Whatever the LALR parser accepts passes the pre-check (so skipping is exact)."""
+    from mpl.syntax.lexer import tokenize
+    from mpl.syntax.parser import _may_be_valid
+
+    text = open(os.path.join(HERE, "corpus", "full_syntax.moe")).read()
+    for i in range(len(text) + 1):
+        lexed = tokenize(text[:i])
+        if not lexed.diagnostics:
+            try:
+                lalr.parse_tokens(lexed.tokens)
+            except lalr.SyntaxFailure:
+                continue
+            assert _may_be_valid(lexed), text[:i]
+    assert not _may_be_valid(tokenize("policy a { } x"))
+    assert not _may_be_valid(tokenize("cache { }"))

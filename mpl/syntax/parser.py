@@ -1,9 +1,10 @@
 """``parse(text, path=None) -> ParseResult``: the front door of the syntax layer.
 
 1. :func:`mpl.syntax.lexer.tokenize` splits the text (one tokenizer for both parsers).
-2. A file without lexical errors and with balanced ``{}`` / ``[]`` goes to the LALR parser of
-   ``grammar.lark`` (the normative grammar); on success that is the result. (An unbalanced
-   file cannot be valid: skipping the doomed LALR pass keeps half-typed files cheap.)
+2. A file without lexical errors that passes cheap necessary checks (balanced ``{}`` / ``[]``,
+   a first and a last token that can start and end a file) goes to the LALR parser of
+   ``grammar.lark`` (the normative grammar); on success that is the result. (Skipping the
+   doomed LALR pass otherwise keeps half-typed files cheap.)
 3. Otherwise :class:`mpl.syntax.recover.RecoveringParser` parses the same tokens again,
    reporting every error and keeping everything it understood.
 
@@ -66,7 +67,7 @@ def _parse_text(text: str, path: str | None) -> ParseResult:
     lexed = tokenize(text, path)
     doc_span = lexed.index.span(0, len(text))
     items = None
-    if not lexed.diagnostics and lexed.balanced:  # otherwise it cannot be valid
+    if not lexed.diagnostics and _may_be_valid(lexed):
         items = _parse_lalr(lexed.tokens)
     if items is not None:
         diags: list[Diagnostic] = []
@@ -75,6 +76,19 @@ def _parse_text(text: str, path: str | None) -> ParseResult:
         diags = sorted(lexed.diagnostics + diags, key=sort_key)
     doc = ast.Document(doc_span, items, lexed.comments, text, path)
     return ParseResult(doc, diags)
+
+
+_FIRST = frozenset(("VERSION", "IMPORT", "POLICY", "_SEMI"))
+_LAST = frozenset(("NUMBER", "STRING", "RBRACE", "_SEMI"))   # version, import, policy, ';'
+
+
+def _may_be_valid(lexed) -> bool:
+    """Cheap necessary conditions for a valid file: balanced brackets, and first and last
+    tokens that can start and end a file. When they fail the LALR attempt is skipped."""
+    toks = lexed.tokens
+    if not toks:
+        return True
+    return lexed.balanced and toks[0].type in _FIRST and toks[-1].type in _LAST
 
 
 def _parse_lalr(tokens):
