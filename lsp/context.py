@@ -146,6 +146,13 @@ class Scanner:
             self.infos.append(info)
             return
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if (frame.kind == "block" and not self.stmt and kind == NAME and text in schema.BLOCKS
+                and nxt is not None and nxt.text == "{" and len(self.frames) > 2):
+            # `NAME {` with a block's name inside a block: the enclosing block was left
+            # unclosed (half-typed); recover as the parser does, at policy level
+            self.frames.pop()
+            frame = self.frame
+            info.block = None
         if frame.kind == "top":
             self._feed_top(tok, info)
         elif frame.kind == "policy":

@@ -7,6 +7,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
     parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on a TCP port instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="host for --tcp (default 127.0.0.1)")
+    from mpl import __version__
+    parser.add_argument("--version", action="version", version=f"mpl-lsp {__version__}")
 
 
 def run(args) -> int:

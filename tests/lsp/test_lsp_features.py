@@ -510,3 +510,29 @@ async def test_bad_requests_get_answers(client):
     status = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="mpl.status"))
     assert status["version"]
     no_internal_errors(client)
+
+
+async def test_half_typed_navigation_tokens_hints(client):
+    text = ("policy base { cache { capacity = 8 } }\n"
+            "policy kid extends base {\n  cache {\n    eviction = lf\n  per_layer { allocation = \n")
+    uri = open_doc(client, "half_nav.moe", text)
+    got = await diagnostics(client, uri)
+    assert got and all(d.source == "mpl" for d in got)
+    at = pos_of(text, "base", client.encoding, 1, nth=1)
+    locs = await client.text_document_definition_async(types.DefinitionParams(text_document=tdi(uri), position=at))
+    assert [x.range.start for x in locs] == [pos_of(text, "base", client.encoding)]
+    refs = await client.text_document_references_async(types.ReferenceParams(
+        text_document=tdi(uri), position=at, context=types.ReferenceContext(include_declaration=True)))
+    assert len(refs) == 2
+    legend = client.init_result.capabilities.semantic_tokens_provider.legend
+    data = (await client.text_document_semantic_tokens_full_async(
+        types.SemanticTokensParams(text_document=tdi(uri)))).data
+    kinds = [legend.token_types[data[i + 3]] for i in range(0, len(data), 5)]
+    assert kinds.count("namespace") == 3 and "property" in kinds and "class" in kinds
+    whole = types.Range(types.Position(0, 0), pos(text, len(text), client.encoding))
+    hints = await client.text_document_inlay_hint_async(types.InlayHintParams(text_document=tdi(uri), range=whole))
+    assert hints   # defaults still shown (from the schema) although `kid` has errors
+    edits = await client.text_document_formatting_async(types.DocumentFormattingParams(
+        text_document=tdi(uri), options=types.FormattingOptions(tab_size=4, insert_spaces=True)))
+    assert not edits
+    no_internal_errors(client)

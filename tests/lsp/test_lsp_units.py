@@ -147,6 +147,9 @@ def test_command_line():
     out = subprocess.run([sys.executable, "-m", "mpl.cli.main", "lsp", "--help"], capture_output=True, text=True,
                          env=env, cwd=REPO, timeout=60)
     assert out.returncode == 0 and "--stdio" in out.stdout and "--tcp" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "mpl.cli.main", "lsp", "--version"], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("mpl-lsp ")
     out = subprocess.run([sys.executable, "-m", "lsp.server", "--tcp", "99999"], capture_output=True, text=True,
                          env=env, cwd=REPO, timeout=60)
     assert out.returncode == 2 and "1..65535" in out.stderr and "Traceback" not in out.stderr
@@ -287,3 +290,12 @@ def test_settings_model_from_config_json(tmp_path):
     bad.write_text("{not json")
     got = settings.update(settings.Settings(), {"model": str(bad)})
     assert got.shape is None and any("cannot read" in m for m in got.messages)
+
+
+def test_unclosed_block_recovers_at_the_next_block():
+    text = "policy p {\n  cache {\n    capacity = 8\n  prefetch {\n    "
+    ctx = context.context_at(text, len(text))
+    assert (ctx.kind, ctx.block, ctx.policy) == ("param_name", "prefetch", "p")
+    toks = tokenize(text)
+    roles = {t.text: i.role for t, i in zip(toks, context.classify(toks))}
+    assert roles["prefetch"] == context.BLOCK and roles["cache"] == context.BLOCK
