@@ -199,7 +199,7 @@ class Engine:
             fn = self._functions.get_interface(mode, b.orig_forward)
             # hand the function only the window of the pool this dispatch uses: grouped_mm
             # pays for every group, empty or not (about 3 us each on the CPU)
-            lo, hi = min(used), max(used) + 1
+            lo, hi = (0, pool.size) if mode == "batched_mm" else (min(used), max(used) + 1)
             lut_t = torch.tensor([x - lo for x in lut], dtype=top_k_index.dtype)
             if lo == 0 and hi == pool.size:
                 view = b.slot_view
