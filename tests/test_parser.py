@@ -1,6 +1,5 @@
 """Parser: every corpus file, the AST and its spans, the LALR and recovering parsers agree."""
 
-import dataclasses
 import glob
 import os
 
@@ -8,21 +7,10 @@ import pytest
 
 from mpl.syntax import ParseResult, ast, parse
 from mpl.syntax.parser import parse_recovering
+from parser_helpers import dump
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 CORPUS_FILES = sorted(glob.glob(os.path.join(CORPUS, "*.moe")) + glob.glob(os.path.join(CORPUS, "*.policy")))
-
-
-def dump(n, spans=True):
-    """A node as nested plain data (for equality), optionally without spans."""
-    if isinstance(n, list):
-        return [dump(x, spans) for x in n]
-    if isinstance(n, ast.Node):
-        return (type(n).__name__, {f.name: dump(getattr(n, f.name), spans)
-                                   for f in dataclasses.fields(n)
-                                   if f.name not in ("text", "path") or not isinstance(n, ast.Document)
-                                   if spans or f.name != "span"})
-    return n
 
 
 def src(text, node):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from mpl.syntax import ast, lalr, parse
 from mpl.syntax.lexer import tokenize
 from mpl.syntax.parser import parse_recovering
-from tests.test_parser import dump
+from parser_helpers import dump
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 TEXTS = [open(f, encoding="utf-8").read() for f in sorted(glob.glob(os.path.join(CORPUS, "*.moe")))]

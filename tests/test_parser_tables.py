@@ -19,7 +19,7 @@ def test_shipped_table_matches_the_grammar():
 
 
 def test_table_from_lark_parses_the_corpus_like_the_shipped_one(monkeypatch):
-    from tests.test_parser import dump
+    from parser_helpers import dump
 
     shipped = {p: dump(parse(open(p).read()).document.items) for p in CORPUS}
     fresh = tablegen.build_tables(tablegen.grammar_text())
