@@ -4,7 +4,8 @@
 # grammar tests covering every scope, esbuild bundle, bundled Python server, vsce package.
 set -euo pipefail
 cd "$(dirname "$0")"
-PY="${PYTHON:-python3}"
+# the interpreter .ci/run installed the repository into (`python`), unless PYTHON says otherwise
+PY="${PYTHON:-$(command -v python || command -v python3)}"
 VSIX=dist/moe-policylang.vsix
 
 step() { printf '\n== %s\n' "$*"; }

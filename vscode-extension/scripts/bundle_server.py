@@ -20,8 +20,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from packaging.markers import default_environment  # pip vendors packaging; setuptools too
-from packaging.requirements import Requirement
+try:
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+except ImportError:  # pip always carries a copy
+    from pip._vendor.packaging.markers import default_environment
+    from pip._vendor.packaging.requirements import Requirement
 
 EXT = Path(__file__).resolve().parent.parent
 ROOT = EXT.parent
@@ -80,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     heavy = {"torch", "transformers", "accelerate"} & set(deps)
     if heavy:
         raise SystemExit(f"bundle-server: the lsp extra pulls in {sorted(heavy)}; refusing to vendor")
-    pip("--no-deps", "--no-compile", "--no-build-isolation", "--quiet", "--target", str(target), str(ROOT))
+    # the repository is built in an isolated environment (setuptools from PyPI), like pip install .
+    pip("--no-deps", "--no-compile", "--quiet", "--target", str(target), str(ROOT))
     pins = [f"{name}=={version}" for name, version in sorted(deps.items())]
     pip("--no-deps", "--no-compile", "--quiet", "--only-binary=:all:", "--platform", "any",
         "--implementation", "py", "--python-version", "3.11", "--target", str(target), *pins)
