@@ -96,3 +96,14 @@ def _shape(model):
     from mpl.offload.hf import discover
     layers = discover(model)
     return len(layers), layers[0].num_experts, layers[0].top_k
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("family", ["tiny-deepseek-v3", "tiny-gpt-oss"])
+def test_bf16_bit_identical(family, impl):
+    model = build_model(family, experts_implementation=impl, dtype=torch.bfloat16)
+    ref_seq, ref_logits = gen(model)
+    h = attach(mpl.loads("version 1\npolicy p { cache { capacity = 3 } }"), model)
+    seq, logits = gen(model)
+    h.detach()
+    assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
