@@ -92,3 +92,19 @@ def test_may_be_valid_is_a_necessary_condition():
             assert _may_be_valid(lexed), text[:i]
     assert not _may_be_valid(tokenize("policy a { } x"))
     assert not _may_be_valid(tokenize("cache { }"))
+
+
+def test_grammar_declares_exactly_the_lexer_token_types():
+    import re
+
+    from mpl.syntax.lexer import TOKEN_TYPES
+
+    declared = set()
+    for line in tablegen.grammar_text().splitlines():
+        m = re.match(r"%declare\s+(.*)", line)
+        if m:
+            declared.update(m.group(1).split())
+    assert declared == set(TOKEN_TYPES)
+    # and every shipped table symbol is a declared token or a rule
+    terminals = {sym for row in _tables.STATES for sym in row if sym.isupper() or sym.startswith("_S")}
+    assert terminals - {"$END"} <= declared
