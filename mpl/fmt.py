@@ -265,6 +265,8 @@ class _Formatter:
         header = self.split_header()
         for c in header:
             self.out.append(c.text)
+            if c is not header[-1] and self.blank_after(c):
+                self.out.append("")
         if header:
             self.out.append("")
         doc = self.doc
