@@ -149,22 +149,10 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(2, "inuse = None")
     if need_w:
         w(2, "wdef = self.w_default")
+    counters = ""
     if single:
-        if modes[0] == "hybrid":
-            w(2, "to_cpu = tokens < self._cpu_limit")
-        w(2, "store = cache.store")
-        w(2, "free = cache.pool.free")
-        if f["lru_only"]:
-            w(2, "od = store.od")
-        else:
-            w(2, "evict = store.evict")
-            w(2, "insert = store.insert")
-            w(2, "smiss = store.miss if store.needs_miss else None")
         counters = {"gpu_only": "nd = nev = nst = 0", "cpu_fallback": "nbg = ncpu = nev = 0",
                     "hybrid": "nd = nev = nst = nbg = ncpu = 0"}[modes[0]]
-        w(2, counters)
-        if f["filters"]:
-            w(2, "admits = store.admits if store.filters else None")
     if f["prefetch"]:
         w(2, "pf = self._pf")
     if f["ttl"]:
@@ -206,11 +194,25 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(5, "del pf[key]")
         w(5, "self.prefetch_useful += 1")
     w(3, "else:")
-    if f["lru_only"] and len(modes) == 1:
-        w(4, "inuse = True   # a miss happened (lru tests 'in use' against experts directly)")
+    w(4, "if inuse is None:   # the first miss of the dispatch: bind the miss path")
+    if f["lru_only"] and single:
+        w(5, "inuse = True   # lru tests 'in use' against the dispatch's experts directly")
     else:
-        w(4, "if inuse is None:")
         w(5, "inuse = {(layer, x) for x in experts}")
+    if single:
+        if modes[0] == "hybrid":
+            w(5, "to_cpu = tokens < self._cpu_limit")
+        w(5, "store = cache.store")
+        w(5, "free = cache.pool.free")
+        if f["lru_only"]:
+            w(5, "od = store.od")
+        else:
+            w(5, "evict = store.evict")
+            w(5, "insert = store.insert")
+            w(5, "smiss = store.miss if store.needs_miss else None")
+        if f["filters"]:
+            w(5, "admits = store.admits if store.filters else None")
+        w(5, counters)
     if len(modes) == 1:
         _emit_inline_miss(w, f, modes[0])
     else:
