@@ -103,3 +103,15 @@ def test_concurrent_processes_share_the_disk_cache(tmp_path):
     assert len({o[0] for o in outs}) == 1
     entries = os.listdir(tmp_path / "mpl" / "modules")
     assert len(entries) == 1 and not any(e.startswith(".tmp") for e in entries)
+
+
+def test_attach_delegates_to_the_mechanism(monkeypatch):
+    import types
+    import sys
+    calls = []
+    fake = types.ModuleType("mpl.offload")
+    fake.attach = lambda policy, model, **kw: calls.append((policy, model, kw)) or "handle"
+    monkeypatch.setitem(sys.modules, "mpl.offload", fake)
+    pol = mpl.loads("policy p { cache { capacity = 2 } }")
+    assert pol.attach("model", device="cpu") == "handle"
+    assert calls == [(pol, "model", {"device": "cpu"})]
