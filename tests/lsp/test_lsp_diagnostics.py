@@ -170,3 +170,15 @@ async def test_crlf_document(client):
     syms = await client.text_document_document_symbol_async(
         types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri)))
     assert syms[0].selection_range.start == types.Position(1, 7)
+
+
+async def test_untitled_buffer(client):
+    uri = "untitled:Untitled-1"
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="moe", version=1, text="policy p { cache { capacity = 8 eviction = lruu } }\n")))
+    got = await diagnostics(client, uri)
+    assert [d.code for d in got] == ["MPL202"]
+    h = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(0, 13)))
+    assert h is not None and "cache" in h.contents.value
+    no_internal_errors(client)
