@@ -118,8 +118,17 @@ def loads(text: str, policy: str | None = None, *, path: str | None = None) -> P
 
 
 def load(path, policy: str | None = None) -> Policy:
-    """Check and compile a ``.moe`` file. Raises :class:`PolicyError` on errors."""
+    """Check and compile a ``.moe`` file (or a standard policy, ``"std/NAME"``).
+    Raises :class:`PolicyError` on errors."""
     path = os.fspath(path)
+    if path.startswith("std/") and not os.path.exists(path):
+        from mpl.stdlib_path import stdlib_file, stdlib_names
+
+        found = stdlib_file(path)
+        if found is None:
+            raise PolicyError(f"no standard policy '{path}': the standard library has "
+                              + ", ".join("std/" + n for n in stdlib_names()))
+        path = found
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

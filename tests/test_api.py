@@ -115,3 +115,11 @@ def test_attach_delegates_to_the_mechanism(monkeypatch):
     pol = mpl.loads("policy p { cache { capacity = 2 } }")
     assert pol.attach("model", device="cpu") == "handle"
     assert calls == [(pol, "model", {"device": "cpu"})]
+
+
+def test_load_accepts_standard_library_names():
+    import mpl
+    pol = mpl.load("std/lru_basic")
+    assert pol.name == "lru_basic"
+    with pytest.raises(mpl.PolicyError, match="std/lru_basic"):
+        mpl.load("std/no_such_policy")
