@@ -201,3 +201,10 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(capsys, ds_trace):
     assert "replay p [" in err and "100%" in err
     replay(_policy(64), ds_trace, belady=False, progress=None)     # stderr is not a TTY here
     assert capsys.readouterr().err == ""
+
+
+def test_policy_that_does_not_fit_the_trace_model_is_refused(ds_trace):
+    from mpl.sim import ReplayError
+    pol = mpl.loads("policy p {\n  cache { capacity = 64  pin = [70] }\n}\n")
+    with pytest.raises(ReplayError, match="MPL50"):
+        replay(pol, ds_trace)

@@ -191,6 +191,38 @@ def _check_fit(header, num_experts_ok=True) -> None:
         raise ReplayError("the trace has no MoE layers")
 
 
+def shape_of(header):
+    """The trace's model shape for the checker's model-aware rules: the preset when the
+    header names one of the same expert size, else a shape with the header's layers,
+    experts, top-k and expert bytes (hidden sizes unknown: the expert is described as one
+    1 x expert_bytes/2 matrix pair at one byte per parameter, which gives those bytes)."""
+    from mpl import shapes
+
+    s = shapes.preset(header.model)
+    if s is not None and s.moe_layers == tuple(header.moe_layers) and \
+            s.num_experts == header.num_experts and (not header.expert_bytes or
+                                                     s.expert_bytes == header.expert_bytes):
+        return s
+    eb = header.expert_bytes or hw.DEFAULT_EXPERT_BYTES
+    return shapes.ModelShape(header.model or "trace", max(header.num_layers, max(header.moe_layers) + 1),
+                             tuple(header.moe_layers), header.num_experts, header.top_k,
+                             hidden_size=1, intermediate_size=max(1, eb // 2), bytes_per_param=1,
+                             has_gate=False)
+
+
+def check_fits(policy, header) -> None:
+    """Run the checker's model-aware rules for the trace's shape; errors (a pinned expert
+    the model does not have, a per-layer budget below the minimum, ...) raise ReplayError."""
+    from mpl.checker import REPLAY, analyze
+
+    text = policy.text()
+    an = analyze(text, model=shape_of(header), purpose=REPLAY)
+    errs = [d for d in an.errors if d.code.startswith("MPL5")]
+    if errs:
+        raise ReplayError(f"policy {policy.name} does not fit the trace's model "
+                          f"({header.model}): {errs[0].message} [{errs[0].code}]")
+
+
 def _uses_belady(ir) -> bool:
     if ir.get("cache.eviction") == "belady":
         return True
@@ -226,6 +258,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     if capacity is not None:
         overrides["cache.capacity"] = capacity
     policy = load_policy(policy, overrides=overrides)
+    check_fits(policy, h)
     ir = policy.ir
     profile = hw.resolve(hardware)
     eb = expert_bytes_for(ir, h)
