@@ -208,3 +208,14 @@ def test_policy_that_does_not_fit_the_trace_model_is_refused(ds_trace):
     pol = mpl.loads("policy p {\n  cache { capacity = 64  pin = [70] }\n}\n")
     with pytest.raises(ReplayError, match="MPL50"):
         replay(pol, ds_trace)
+
+
+def test_prefill_dispatches_and_public_api():
+    tr = synthesize("mixtral-8x7b", steps=5, seed=0, prompt_tokens=7)
+    assert isinstance(tr, mpl.Trace)
+    pol = _policy(16)
+    r = pol.replay(tr, hardware="a100")                # Policy.replay -> mpl.sim.replay
+    assert r.sim["tokens"] == 7 + 4 and r.sim["steps"] == 5
+    assert r.stats["accesses"] == sum(len(d.distinct()) for d in tr)
+    r2 = mpl.replay(pol, tr, hardware="a100-80gb")
+    assert r2.stats == r.stats and r2.sim == r.sim
