@@ -82,10 +82,6 @@ def knobs_for(preset: str, **overrides) -> Knobs:
     return k
 
 
-def _f16(x: float) -> float:
-    return struct.unpack("<e", struct.pack("<e", x))[0]
-
-
 def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
                knobs: Knobs | None = None, **overrides) -> Trace:
     """A synthetic trace of ``steps`` decode steps for a preset (name or ModelShape)."""
@@ -131,6 +127,7 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
                                           **asdict(knobs)}})
     out: list[Dispatch] = []
     append = out.append
+    f16row = struct.Struct(f"<{K}e")     # router weights rounded to float16, a row at a time
 
     def pick_token(layer: int, prev_layer: list[int]) -> list[int]:
         cum = cums[layer]
@@ -181,7 +178,7 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
             for row in rows:
                 raw = [pop[e] * (0.5 + rand()) for e in row]
                 s = sum(raw)
-                wrows.append([_f16(x / s) for x in raw])
+                wrows.append(list(f16row.unpack(f16row.pack(*[x / s for x in raw]))))
             last = rows[-1]
             prev_step[layer] = last
             prev_layer = last
