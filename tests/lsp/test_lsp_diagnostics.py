@@ -182,3 +182,16 @@ async def test_untitled_buffer(client):
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(0, 13)))
     assert h is not None and "cache" in h.contents.value
     no_internal_errors(client)
+
+
+async def test_related_information_in_another_file(client):
+    lib = "# the library\npolicy shared { cache { capacity = 8 } }\n"
+    write(client, "rel_lib.moe", lib)
+    text = 'import "rel_lib.moe"\npolicy shared { cache { capacity = 4 } }\n'
+    uri = open_doc(client, "rel_main.moe", text)
+    got = await diagnostics(client, uri)
+    d = next(d for d in got if d.code == "MPL106")
+    r = d.related_information[0]
+    assert r.location.uri == (client.root / "rel_lib.moe").as_uri()
+    assert r.location.range.start == pos_of(lib, "shared", client.encoding)
+    assert r.location.range.end == pos_of(lib, "shared", client.encoding, len("shared"))
