@@ -155,7 +155,7 @@ class Engine:
             self.stall_ms += stall
             rt.add_stall(stall)
 
-        out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts)
+        out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts, flat)
         if cpu_experts:
             out = out + self._cpu_pass(b, hidden, top_k_index, top_k_weights, cpu_experts).to(
                 device=out.device, dtype=out.dtype)
@@ -180,7 +180,7 @@ class Engine:
             used.append(dst)
         return ms
 
-    def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts):
+    def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts, flat):
         pool = self.pool
         if not used:          # every expert of the dispatch is computed on the CPU
             return torch.zeros_like(hidden)
@@ -200,14 +200,15 @@ class Engine:
             # hand the function only the window of the pool this dispatch uses: grouped_mm
             # pays for every group, empty or not (about 3 us each on the CPU)
             lo, hi = (0, pool.size) if mode == "batched_mm" else (min(used), max(used) + 1)
-            lut_t = torch.tensor([x - lo for x in lut], dtype=top_k_index.dtype)
+            slot_ids = torch.tensor([lut[e] - lo for e in flat], dtype=top_k_index.dtype)
             if lo == 0 and hi == pool.size:
                 view = b.slot_view
             else:
                 over = {n: t[lo:hi] for n, t in pool.tensors.items()}
                 over["num_experts"] = hi - lo
                 view = ExpertsView(b.module, over)
-            out = fn(view, hidden, lut_t.to(hidden.device, non_blocking=True)[top_k_index], weights)
+            slot_ids = slot_ids.view(top_k_index.shape).to(hidden.device, non_blocking=True)
+            out = fn(view, hidden, slot_ids, weights)
         pool.release(used)
         return out
 
