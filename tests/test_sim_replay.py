@@ -219,3 +219,26 @@ def test_prefill_dispatches_and_public_api():
     assert r.stats["accesses"] == sum(len(d.distinct()) for d in tr)
     r2 = mpl.replay(pol, tr, hardware="a100-80gb")
     assert r2.stats == r.stats and r2.sim == r.sim
+
+
+@pytest.mark.parametrize("launch_us", [5.0, 2000.0])    # transfer-bound and compute-bound
+def test_timeline_fast_path_equals_general_path(launch_us):
+    from mpl.runtime.plan import Load, Plan
+    from mpl.sim.timeline import Timeline
+
+    costs = hardware.costs_for(hardware.resolve({"base": "h100", "kernel_launch_us": launch_us}),
+                               model="deepseek-v2-lite")
+    rng = random.Random(launch_us)
+    for _ in range(500):
+        k = rng.randint(1, 8)
+        hit = [rng.random() < 0.5 for _ in range(k)]
+        loads = [Load((0, i), i, None, "demand") for i, h in enumerate(hit) if not h]
+        plan = Plan(0, 0, list(range(k)), list(range(k)), hit, loads, [])
+        a, b = Timeline(costs), Timeline(costs)
+        a.now = b.now = rng.random() * 5
+        a.link_free = b.link_free = rng.random() * 10
+        sa = a.dispatch(plan)
+        b.arrival = {(99, 99): 0.0}          # something in flight: the general path
+        sb = b.dispatch(plan)
+        assert sa == pytest.approx(sb) and a.now == pytest.approx(b.now)
+        assert a.link_free == pytest.approx(b.link_free) and a.transfers == b.transfers

@@ -278,11 +278,13 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         add_stall = rt.add_stall
         tl_dispatch = tl.dispatch
         upd = bar.update
+        every = bar.every if bar.on else 0
         for i, d in enumerate(trace.dispatches):
-            if d.tokens == 1:
-                ex = d.experts[0]
-                ws = d.weights[0] if d.weights is not None else None
-                plan = dispatch(d.layer, ex, ws, 1, step=d.step, predictions=d.predictions)
+            ex = d.experts
+            if len(ex) == 1:
+                ws = d.weights
+                plan = dispatch(d.layer, ex[0], ws[0] if ws is not None else None, 1,
+                                step=d.step, predictions=d.predictions)
                 stall = tl_dispatch(plan)
             else:
                 ex, ws = _flat(d)
@@ -290,7 +292,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                 stall = tl_dispatch(plan, _tokens_of(d), d.tokens)
             if stall > 0:
                 add_stall(stall)
-            upd(i + 1)
+            if every and i % every == 0:
+                upd(i + 1)
+        upd(len(trace))
         stats = rt.stats()
         bres = None
         if belady:

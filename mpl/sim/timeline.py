@@ -56,29 +56,61 @@ class Timeline:
         link = self.link_free
         nx = 0
         early = 0.0                     # compute of experts whose weights are there at t0
+        unsorted = False
         late = None                     # (ready, compute) of the others
         cpu_busy = 0.0
         gpu1, cpu1 = self._gpu1, self._cpu1
-        for e, where, hit in zip(plan.experts, plan.where, plan.hit):
-            n = tokens_of.get(e, 1) if tokens_of else 1
-            if where == CPU:
-                cpu_busy += cpu1 if n == 1 else c.cpu_expert_ms(n)
-                continue
-            comp = gpu1 if n == 1 else c.gpu_expert_ms(n)
-            if hit:
-                ready = arrival.get((layer, e), 0.0) if arrival else 0.0
-            elif where == STREAM or not arrival or (layer, e) not in arrival:
-                link = (t0 if t0 > link else link) + txf      # a demand load or a stream
-                nx += 1
-                ready = link
-            else:   # a miss already in flight (issued by an earlier prefetch/background load)
-                ready = arrival[(layer, e)]
-            if ready <= t0:
-                early += comp
-            elif late is None:
-                late = [(ready, comp)]
+        hits = plan.hit
+        wh = plan.where
+        if (not arrival and tokens_of is None and self.overlap and CPU not in wh
+                and STREAM not in wh and len(loads) == hits.count(False)):
+            # fast path: nothing in flight, one token, every miss a demand load and no other
+            # load. The m transfers land txf apart from s0; the compute stream runs the
+            # resident experts, then each loaded one as it lands:
+            #   t = max(t0 + early + m*g, max_j (s0 + j*txf + (m - j + 1)*g))
+            m = len(loads)
+            busy = len(hits) * gpu1
+            if m:
+                s0 = t0 if t0 > link else link
+                link = s0 + m * txf
+                last = (s0 + m * txf + gpu1) if txf >= gpu1 else (s0 + txf + m * gpu1)
+                t = t0 + busy
+                if last > t:
+                    t = last
+                self.transfers += m
+                self.transfer_ms += m * txf
+                self.bytes += m * c.expert_bytes
             else:
-                late.append((ready, comp))
+                t = t0 + busy
+            stall = t - t0 - busy
+            self.gpu_ms += busy + dense
+            self.stall_ms += stall
+            self.link_free = link
+            self.now = t
+            return stall
+        else:
+            for e, where, hit in zip(plan.experts, plan.where, plan.hit):
+                n = tokens_of.get(e, 1) if tokens_of else 1
+                if where == CPU:
+                    cpu_busy += cpu1 if n == 1 else c.cpu_expert_ms(n)
+                    continue
+                comp = gpu1 if n == 1 else c.gpu_expert_ms(n)
+                if hit:
+                    ready = arrival.get((layer, e), 0.0) if arrival else 0.0
+                elif where == STREAM or not arrival or (layer, e) not in arrival:
+                    link = (t0 if t0 > link else link) + txf      # a demand load or a stream
+                    nx += 1
+                    ready = link
+                else:   # a miss already in flight (issued by an earlier prefetch/background load)
+                    ready = arrival[(layer, e)]
+                if ready <= t0:
+                    early += comp
+                elif late is None:
+                    late = [(ready, comp)]
+                else:
+                    if ready < late[-1][0]:
+                        unsorted = True
+                    late.append((ready, comp))
         # background loads start with the dispatch (the CPU computes meanwhile)
         if loads:
             for ld in loads:
@@ -90,7 +122,8 @@ class Timeline:
         if late is None:
             t = t0 + early
         elif self.overlap:
-            late.sort()
+            if unsorted:          # demand loads arrive in issue order; only in-flight hits mix it
+                late.sort()
             t = t0 + early
             for ready, comp in late:
                 if ready > t:
