@@ -6,7 +6,13 @@ functions ``mplc check`` uses, so the editor shows exactly the CLI's diagnostics
 
 from __future__ import annotations
 
+import threading
+
 from .workspace import Doc, Store
+
+#: the front end is never run by two threads at once (diagnostics are computed on a worker
+#: thread; hover and friends analyze on the event loop when they need it first)
+_LOCK = threading.Lock()
 
 
 def parse(doc: Doc):
@@ -32,14 +38,30 @@ def document(store: Store, doc: Doc):
     return parse(doc).document
 
 
+def compute(store: Store, text: str, path: str | None, model):
+    """Run the checker (any thread). Imports are read through the store: open buffers win."""
+    from mpl.checker import analyze as _analyze
+    with _LOCK:
+        return _analyze(text, path, model=model, read_file=store.read_file)
+
+
+def adopt(store: Store, doc: Doc, gen: int, result) -> bool:
+    """Cache ``result`` as ``doc``'s analysis if it was computed for the document's current
+    generation (same text, imports and model). Event-loop thread only."""
+    if store.get(doc.uri) is not doc or doc.gen != gen:
+        return False
+    if doc.analysis is None:
+        doc.analysis = result
+        doc.last_analysis = result
+        store.set_deps(doc.uri, (getattr(result, "imports", None) or {}).keys())
+    return True
+
+
 def analyze(store: Store, doc: Doc):
     """``mpl.checker.analyze`` for this version (cached until the text, an import or the
-    model changes). Imports are read through the store, so open buffers win."""
+    model changes), computed here and now. Event-loop thread only."""
     if doc.analysis is None:
-        from mpl.checker import analyze as _analyze
-        doc.analysis = _analyze(doc.text, doc.path, model=store.model, read_file=store.read_file)
-        doc.last_analysis = doc.analysis
-        store.set_deps(doc.uri, (getattr(doc.analysis, "imports", None) or {}).keys())
+        adopt(store, doc, doc.gen, compute(store, doc.text, doc.path, store.model))
     return doc.analysis
 
 

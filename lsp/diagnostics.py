@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 from lsprotocol import types
 
 from mpl.diagnostics import Severity, Span, docs_url
 
 from . import analysis
-from .guard import log_exception
+from .analysis import adopt, compute
+from .guard import EXCEPTION_MARK, log, log_exception
 from .positions import LineIndex
 from .workspace import Doc, Store, norm_path, path_to_uri
 
@@ -77,11 +80,15 @@ def lsp_diagnostics(store: Store, doc: Doc, encoding) -> list[types.Diagnostic]:
 
 
 class Publisher:
-    """Debounced publishing, one pending timer per document."""
+    """Debounced publishing, one pending timer per document. The analysis runs on a worker
+    thread, so requests (completion, hover on an analysed version, ...) are answered while
+    a document is being checked; a result is published only if the document has not changed
+    meanwhile (otherwise a newer check is already scheduled)."""
 
     def __init__(self, server) -> None:
         self.server = server
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpl-analysis")
 
     def cancel(self, uri: str) -> None:
         h = self.pending.pop(uri, None)
@@ -102,11 +109,42 @@ class Publisher:
         self.pending[uri] = loop.call_later(delay / 1000.0, self.publish, uri, cascade)
 
     def publish(self, uri: str, cascade: bool = True) -> None:
+        """Check ``uri`` (on the worker thread) and publish its diagnostics."""
         self.pending.pop(uri, None)
-        server = self.server
-        doc = server.store.get(uri)
+        store = self.server.store
+        doc = store.get(uri)
         if doc is None:
             return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if doc.analysis is not None or loop is None:
+            self._send(uri, doc, cascade)
+            return
+        gen, text, path, model = doc.gen, doc.text, doc.path, store.model
+
+        def work():
+            if doc.gen != gen:          # changed while queued: a newer check will run
+                return None
+            return compute(store, text, path, model)
+
+        fut = self.executor.submit(work)
+        fut.add_done_callback(lambda f: loop.call_soon_threadsafe(self._finish, uri, doc, gen, f, cascade))
+
+    def _finish(self, uri: str, doc: Doc, gen: int, fut, cascade: bool) -> None:
+        exc = fut.exception()
+        if exc is not None:
+            tb = "".join(traceback.format_exception(exc))
+            log(self.server, f"{EXCEPTION_MARK} in diagnostics of {uri}:\n{tb}", types.MessageType.Error)
+            return
+        result = fut.result()
+        if result is None or not adopt(self.server.store, doc, gen, result):
+            return                      # stale: the document changed while it was checked
+        self._send(uri, doc, cascade)
+
+    def _send(self, uri: str, doc: Doc, cascade: bool) -> None:
+        server = self.server
         try:
             diags = lsp_diagnostics(server.store, doc, server.encoding)
         except Exception:

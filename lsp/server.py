@@ -251,6 +251,9 @@ def build_arg_parser(prog: str = NAME) -> argparse.ArgumentParser:
 
 
 def serve(args) -> int:
+    # the checker runs on a worker thread: hand the GIL back to the event loop often, so a
+    # request arriving during a check is answered within a few milliseconds
+    sys.setswitchinterval(0.001)
     server = create_server()
     if getattr(args, "tcp", None) is not None:
         if not (0 < args.tcp < 65536):

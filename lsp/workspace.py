@@ -54,6 +54,7 @@ class Doc:
     analysis: object | None = None
     analysis_error: str | None = None
     last_analysis: object | None = None   # survives edits: for completion on half-typed text
+    gen: int = 0                          # bumped by every invalidation (text, imports, model)
 
     @property
     def tokens(self) -> list[Token]:
@@ -75,6 +76,7 @@ class Doc:
         return idx
 
     def invalidate(self, *, text: bool) -> None:
+        self.gen += 1
         self.analysis = None
         self.analysis_error = None
         if text:
@@ -140,7 +142,7 @@ class Store:
     # ------------------------------------------------------------ files
     def open_by_path(self, path: str) -> Doc | None:
         p = norm_path(path)
-        for d in self.docs.values():
+        for d in list(self.docs.values()):    # also called from the analysis thread
             if d.path == p:
                 return d
         return None
@@ -199,7 +201,7 @@ class Store:
         doc = self.docs.get(uri)
         if doc is None or doc.path is None:
             return []
-        return [u for u, paths in self.deps.items() if u != uri and doc.path in paths and u in self.docs]
+        return [u for u, paths in list(self.deps.items()) if u != uri and doc.path in paths and u in self.docs]
 
     def invalidate_all(self) -> None:
         for d in self.docs.values():
