@@ -1,15 +1,12 @@
 """Belady's optimum: equals an exhaustive search on tiny traces, is fast on big ones."""
 
 import functools
-import random
 import time
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from mpl.sim.belady import belady, simulate
 from mpl.sim.synth import synthesize
-from mpl.trace import Dispatch
 
 
 def brute_force_hits(requests, capacity, pinned=frozenset()):

@@ -1,7 +1,6 @@
 """The workbench commands as a user runs them: subprocesses, --json, exit codes."""
 
 import json
-import os
 import subprocess
 import sys
 

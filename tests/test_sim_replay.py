@@ -10,7 +10,7 @@ import mpl
 from mpl import schema, shapes
 from mpl.sim import hardware, replay, synthesize, traceio
 from mpl.sim.belady import belady
-from mpl.sim.replay import PolicyLoadError, load_policy
+from mpl.sim.replay import PolicyLoadError
 from mpl.trace import Dispatch, Trace, TraceHeader
 
 LIVE_EVICTIONS = [e.name for e in schema.param("cache.eviction").enum if not e.replay_only]

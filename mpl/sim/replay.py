@@ -11,10 +11,10 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
-from mpl.runtime.plan import CPU, STREAM, Load, Plan
+from mpl.runtime.plan import STREAM, Load, Plan
 from mpl.sim import hardware as hw
 from mpl.sim import traceio
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate

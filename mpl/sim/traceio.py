@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import struct
 from typing import IO, Iterable, Iterator
