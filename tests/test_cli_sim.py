@@ -126,3 +126,18 @@ def test_sweep_matched_total_budget_shared_vs_per_layer(work):
     pl = [p for p in pts if p["policy"] == "pl"]
     assert [p["capacities"] for p in pl] == [[2] * 16, [8] * 16]
     assert (work / "m.png").stat().st_size > 10_000
+
+
+@pytest.mark.torch
+def test_recorded_trace_replays_the_same_through_jsonl(work):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    rec, js = work / "rec.mpltrace", work / "rec.jsonl"
+    r = mplc("trace", "record", "--model", "tiny-olmoe", "--max-new-tokens", "6", "-o", rec)
+    assert r.returncode == 0, r.stderr
+    assert mplc("trace", "convert", rec, js).returncode == 0
+    (work / "small.moe").write_text("policy small {\n  cache { capacity = 4  eviction = lfu }\n}\n")
+    a = json.loads(mplc("replay", work / "small.moe", "--trace", rec, "--json").stdout)
+    b = json.loads(mplc("replay", work / "small.moe", "--trace", js, "--json").stdout)
+    assert a["stats"] == b["stats"] and a["belady"] == b["belady"]
+    assert a["stats"]["accesses"] > 0
