@@ -200,7 +200,11 @@ class Engine:
             # hand the function only the window of the pool this dispatch uses: grouped_mm
             # pays for every group, empty or not (about 3 us each on the CPU)
             lo, hi = (0, pool.size) if mode == "batched_mm" else (min(used), max(used) + 1)
-            slot_ids = torch.tensor([lut[e] - lo for e in flat], dtype=top_k_index.dtype)
+            if len(flat) <= b.num_experts:      # decode: a tensor of the few ids
+                slot_ids = torch.tensor([lut[e] - lo for e in flat], dtype=top_k_index.dtype)
+            else:                               # prefill: a lookup table, indexed on the device
+                table = torch.tensor([x - lo for x in lut], dtype=top_k_index.dtype)
+                slot_ids = table.to(hidden.device, non_blocking=True)[top_k_index]
             if lo == 0 and hi == pool.size:
                 view = b.slot_view
             else:
