@@ -87,7 +87,8 @@ def run(args) -> int:
             print(f"{i:>3}  {'-':>8}  {'-':>8}  {c.describe()}  (error: {c.error})")
         else:
             print(f"{i:>3}  {c.hit_rate:8.2%}  {c.tokens_per_s:8.2f}  {c.describe()}")
-    print(f"Belady optimum for the winner's structure: {result.belady:.2%}")
+    print(f"Belady (demand-only) optimum for the winner's cache structure: {result.belady:.2%}"
+          + ("; prefetching can exceed it" if b.blocks.get("prefetch") else ""))
     if args.output:
         print(f"wrote {args.output}")
     else:
