@@ -74,8 +74,9 @@ class ReplayReport:
             b = self.belady
             cap = b["capacities"]
             capt = (f"per-layer {min(cap)}..{max(cap)}" if isinstance(cap, list) else f"shared {cap}")
+            note = "; prefetching beats the demand-only optimum" if self.gap < 0 else ""
             lines.append(f"  Belady        {b['hit_rate']:7.2%}   (optimum, {capt} slots; "
-                         f"gap {self.gap * 100:+.2f} pp)")
+                         f"gap {self.gap * 100:+.2f} pp{note})")
         lines += [
             f"  loads         {s['loads']}  (demand {s['demand_loads']}, background "
             f"{s['background_loads']}, prefetch {s['prefetch_loads']}); "
