@@ -137,8 +137,10 @@ def test_refusals_are_clear():
             attach(pol("cache { capacity = 4 }"), model, device="cuda:3")
     with pytest.raises(AttachError, match="torch.nn.Module"):
         attach(pol("cache { capacity = 4 }"), object())
-    with pytest.raises(AttachError, match="pinned expert|does not fit"):
+    with pytest.raises(AttachError, match="does not fit") as err:
         attach(pol("cache { capacity = 4\n pin = [99] }"), model)
+    assert isinstance(err.value, mpl.PolicyError)
+    assert [d.code for d in err.value.diagnostics] == ["MPL501"]
     assert not hasattr(model, "_mpl_handle")
 
 

@@ -313,7 +313,7 @@ def _model_aware_check(policy, shape: ModelShape):
     errors = [d for d in diags if d.is_error]
     if errors:
         lines = "; ".join(f"{d.code}: {d.message}" for d in errors[:5])
-        raise AttachError(f"policy '{policy.name}' does not fit this model: {lines}")
+        raise AttachError(f"policy '{policy.name}' does not fit this model: {lines}", errors)
     return diags
 
 
