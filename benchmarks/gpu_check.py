@@ -126,13 +126,15 @@ def build_big(layers: int, hidden: int | None, dtype) -> torch.nn.Module:
         for _n, b in model.named_buffers():
             if b.is_floating_point() and b.numel() and not torch.isfinite(b).all():
                 b.zero_()
-    # rotary inv_freq buffers were created on meta: recompute them on the CPU
-    for m in model.modules():
-        if hasattr(m, "inv_freq") and hasattr(m, "rope_init_fn"):
-            inv, scale = m.rope_init_fn(m.config, torch.device("cpu"))
-            m.inv_freq = inv
-            m.original_inv_freq = inv
-            m.attention_scaling = scale
+    # buffers created on meta (rotary inv_freq) are uninitialised after to_empty: rebuild
+    # those modules on the CPU and take their buffers
+    for name, m in list(model.named_modules()):
+        if hasattr(m, "inv_freq") and hasattr(m, "config"):
+            fresh = type(m)(m.config)
+            for bname, buf in fresh.named_buffers(recurse=False):
+                m._buffers[bname] = buf
+            if hasattr(fresh, "attention_scaling"):
+                m.attention_scaling = fresh.attention_scaling
     model.eval()
     model.generation_config.pad_token_id = 1
     model.generation_config.eos_token_id = None
