@@ -260,3 +260,28 @@ def test_package_json_commands_and_ci_script():
     src = (EXT / "src" / "server.ts").read_text(encoding="utf-8")
     assert "transport" not in re.sub(r"//.*", "", src)
     assert 'args: ["-m", "lsp.server"]' in src
+
+
+# ------------------------------------------------------------------ language configuration
+def test_language_configuration_patterns():
+    conf = json.loads((EXT / "language-configuration.json").read_text(encoding="utf-8"))
+    assert conf["comments"]["lineComment"] == "#"
+    word = re.compile(conf["wordPattern"])
+    for text in ("frequency_decay", "12GiB", "-0.5", "1e3", "hit_rate"):
+        assert word.fullmatch(text), text
+    assert [m.group(0) for m in word.finditer("capacity=16GiB")] == ["capacity", "16GiB"]
+    inc = re.compile(conf["indentationRules"]["increaseIndentPattern"])
+    dec = re.compile(conf["indentationRules"]["decreaseIndentPattern"])
+    for line in ("policy p {", "    cache {", "policy p extends q {  # comment", "    when hit_rate < 0.5 {"):
+        assert inc.search(line), line
+    for line in ("    cache { capacity = 1 }", "# a comment {", '    import "x{"', "}"):
+        assert not inc.search(line), line
+    for line in ("}", "    }", "  ]"):
+        assert dec.search(line), line
+    assert not dec.search("    capacity = 1")
+    start = re.compile(conf["folding"]["markers"]["start"])
+    end = re.compile(conf["folding"]["markers"]["end"])
+    assert start.search("  # region caches") and end.search("# endregion")
+    assert not start.search("# regional policy")
+    pairs = {p["open"]: p["close"] for p in conf["autoClosingPairs"]}
+    assert pairs == {"{": "}", "[": "]", '"': '"'}
