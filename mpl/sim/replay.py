@@ -302,14 +302,16 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         stats = rt.stats()
         bres = None
         if belady:
-            pin = ir.get("cache.pin") or ()
+            # Pins are a policy decision, not part of the cache structure: the optimum for the
+            # same structure and capacity chooses freely what to keep (so no policy, pinned or
+            # not, can beat it).
             if caps0 is not None:
-                bres = belady_optimum(trace.dispatches, E, capacities=caps0, pin=pin)
+                bres = belady_optimum(trace.dispatches, E, capacities=caps0)
             else:
                 cap = getattr(rt, "capacity", None)
                 if cap is None:
                     cap = sum(rt.capacities()) if not ir.per_layer else None
-                bres = belady_optimum(trace.dispatches, E, capacity=int(cap), pin=pin, num_layers=L)
+                bres = belady_optimum(trace.dispatches, E, capacity=int(cap), num_layers=L)
     bar.close()
     return ReplayReport(
         policy=policy.name,
@@ -327,7 +329,7 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
     timeline and the stats are those of the optimum."""
     h = trace.header
     L, E = h.num_moe_layers, h.num_experts
-    pin = tuple(ir.get("cache.pin") or ())
+    # cache.pin is ignored: the oracle decides what stays (see the comment in replay()).
     caps = _per_layer_capacities(ir, L)
     reqs, layers = requests_of(trace.dispatches, E)
     outcome: list[list[int] | None] = [None] * len(reqs)
@@ -335,16 +337,14 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
         cap = ir["cache.capacity"]
         if not isinstance(cap, int):
             cap = max(1, int(cap.bytes // eb))
-        pinned = frozenset(l * E + e for l in range(L) for e in pin if e < E)
-        res = simulate(reqs, cap, pinned, E, outcomes=outcome)
+        res = simulate(reqs, cap, frozenset(), E, outcomes=outcome)
         res.structure, res.capacities = "shared", cap
     else:
         res = BeladyResult(structure="per_layer", capacities=caps)
         for l in range(L):
             idx = [i for i, x in enumerate(layers) if x == l]
             sub_out: list = [None] * len(idx)
-            pinned = frozenset(l * E + e for e in pin if e < E)
-            r = simulate([reqs[i] for i in idx], caps[l], pinned, E, outcomes=sub_out)
+            r = simulate([reqs[i] for i in idx], caps[l], frozenset(), E, outcomes=sub_out)
             res.merge(r)
             for i, o in zip(idx, sub_out):
                 outcome[i] = o

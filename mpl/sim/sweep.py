@@ -126,12 +126,12 @@ def _run_point(args) -> Point:
     if pol.ir.per_layer:
         p.capacities = [x.get("capacity") for x in s.get("per_layer", [])]
         p.total_slots = sum(_initial_caps(pol, trace))
-        p._structure = ("per_layer", tuple(_initial_caps(pol, trace)), tuple(pol.ir.get("cache.pin") or ()))
+        p._structure = ("per_layer", tuple(_initial_caps(pol, trace)))
     else:
         cap_slots = _shared_slots(pol, trace)
         p.capacities = cap_slots
         p.total_slots = cap_slots
-        p._structure = ("shared", cap_slots, tuple(pol.ir.get("cache.pin") or ()))
+        p._structure = ("shared", cap_slots)
     return p
 
 
@@ -185,12 +185,12 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
             if st is None:
                 continue
             if st not in memo:
-                kind, caps, pin = st
+                kind, caps = st
                 if kind == "shared":
-                    r = belady_optimum(trace.dispatches, E, capacity=caps, pin=pin,
+                    r = belady_optimum(trace.dispatches, E, capacity=caps,
                                        num_layers=trace.header.num_moe_layers)
                 else:
-                    r = belady_optimum(trace.dispatches, E, capacities=list(caps), pin=pin)
+                    r = belady_optimum(trace.dispatches, E, capacities=list(caps))
                 memo[st] = r.hit_rate
             p.belady = memo[st]
             p.gap = p.belady - p.hit_rate
