@@ -250,3 +250,11 @@ def test_timeline_fast_path_equals_general_path(launch_us):
         sb = b.dispatch(plan)
         assert sa == pytest.approx(sb) and a.now == pytest.approx(b.now)
         assert a.link_free == pytest.approx(b.link_free) and a.transfers == b.transfers
+
+
+def test_belady_uses_the_largest_capacity_an_adapt_rule_can_set():
+    tr = synthesize("olmoe-1b-7b", steps=40, seed=3)
+    p = mpl.loads("policy a {\n cache { capacity = 32 : 256 when hit_rate < 0.5 }\n}\n")
+    r = replay(p, tr)
+    assert r.stats["adapt_log"] and r.belady["capacities"] == 256
+    assert r.belady["hit_rate"] >= r.hit_rate

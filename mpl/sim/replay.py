@@ -227,6 +227,11 @@ def check_fits(policy, header) -> None:
                           f"({header.model}): {errs[0].message} [{errs[0].code}]")
 
 
+def _adapts_capacity(ir) -> bool:
+    """True when an adapt rule (or a conditional value) can change cache.capacity."""
+    return any(getattr(a, "key", None) == "cache.capacity" for r in ir.adapt for a in r.actions)
+
+
 def _uses_belady(ir) -> bool:
     if ir.get("cache.eviction") == "belady":
         return True
@@ -278,6 +283,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     else:
         rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs))
         caps0 = list(rt.capacities()) if ir.per_layer else None
+        # the shared optimum's capacity: the policy's own, or the largest an adapt rule can
+        # set (the runtime's slot pool), so that the optimum stays an upper bound
+        cap0 = rt.num_slots if _adapts_capacity(ir) else rt.capacities()[0]
         dispatch = rt.dispatch
         add_stall = rt.add_stall
         tl_dispatch = tl.dispatch
@@ -308,9 +316,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
             if caps0 is not None:
                 bres = belady_optimum(trace.dispatches, E, capacities=caps0)
             else:
-                cap = getattr(rt, "capacity", None)
-                if cap is None:
-                    cap = sum(rt.capacities()) if not ir.per_layer else None
+                cap = cap0
                 bres = belady_optimum(trace.dispatches, E, capacity=int(cap), num_layers=L)
     bar.close()
     return ReplayReport(
