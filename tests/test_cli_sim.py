@@ -141,3 +141,12 @@ def test_recorded_trace_replays_the_same_through_jsonl(work):
     b = json.loads(mplc("replay", work / "small.moe", "--trace", js, "--json").stdout)
     assert a["stats"] == b["stats"] and a["belady"] == b["belady"]
     assert a["stats"]["accesses"] > 0
+
+
+def test_choosing_one_policy_of_several(work):
+    (work / "two.moe").write_text("policy a { cache { capacity = 8 } }\n"
+                                  "policy b { cache { capacity = 16  eviction = lfu } }\n")
+    r = mplc("replay", work / "two.moe", "--trace", work / "ol.mpltrace")
+    assert r.returncode == 1 and "choose one with --policy" in r.stderr
+    r = mplc("replay", work / "two.moe", "--trace", work / "ol.mpltrace", "--policy", "b", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["policy"] == "b"
