@@ -48,6 +48,7 @@ def policies(L, E, K):
                       " rebalance_interval = 4 }\n}\n" % (max(K, 2), E)),
         ("history prefetch", cache(max(2, K), " prefetch { strategy = history\n budget = %d }\n" % max(1, K // 2))),
         ("lookahead prefetch", cache(E, " prefetch { strategy = lookahead\n budget = %d }\n" % K)),
+        ("adaptive capacity", cache(K, " monitor { window = 8 }\n adapt { when hit_rate < 0.9 { capacity = %d } }\n" % (2 * K + 1))),
         ("affinity prefetch", cache(K + 1, " prefetch { strategy = affinity\n budget = 1\n affinity_threshold = 0.1 }\n")),
     ]
 
@@ -82,6 +83,8 @@ def test_gpu_only_bit_identical(family, impl):
         assert h.pool.data_ptrs() == ptrs and h.pool.nbytes == nbytes, "pool memory changed"
         if label == "capacity 1":
             assert mech["stream_copies"] > 0 and st["streamed"] == mech["stream_copies"]
+        if label == "adaptive capacity":
+            assert st["adapt_log"], "the adapt rule never fired"
         if label == "lookahead prefetch":
             assert mech["lookahead_calls"] > 0
         h.detach()

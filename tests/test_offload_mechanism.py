@@ -198,7 +198,11 @@ def test_no_pregating_without_lookahead(olmoe):
 
 
 # ---------------------------------------------------------------------------- recording
-def test_record_matches_live_routing_and_replays(olmoe):
+@pytest.mark.parametrize("body", [
+    "cache { capacity = 5\n eviction = lfu }\nprefetch { strategy = history\n budget = 2 }",
+    "cache { capacity = 6\n eviction = score }\nprefetch { strategy = lookahead\n budget = 2 }",
+])
+def test_record_matches_live_routing_and_replays(olmoe, body):
     trace = record(olmoe, PROMPT, max_new_tokens=4)
     L = len(discover(olmoe))
     assert trace.header.num_experts == 8 and trace.header.top_k == 2
@@ -209,7 +213,7 @@ def test_record_matches_live_routing_and_replays(olmoe):
     assert first.weights is not None and first.predictions and 1 in first.predictions
     assert trace.dispatches[L - 1].predictions is None
     # the same routing seen through an attached policy, and the replay gives the live numbers
-    policy = pol("cache { capacity = 5\n eviction = lfu }\nprefetch { strategy = history\n budget = 2 }")
+    policy = pol(body)
     h = attach(policy, olmoe)
     with Recorder(olmoe) as rec:
         with torch.no_grad():
@@ -217,13 +221,14 @@ def test_record_matches_live_routing_and_replays(olmoe):
     live = h.get_stats()
     h.detach()
     t2 = rec.trace()
-    assert [(d.step, d.layer, d.experts) for d in t2] == [(d.step, d.layer, d.experts) for d in trace]
+    assert [(d.step, d.layer, d.experts, d.predictions) for d in t2] == \
+        [(d.step, d.layer, d.experts, d.predictions) for d in trace]
     sim = pytest.importorskip("mpl.sim")
     if not hasattr(sim, "replay"):
         pytest.skip("mpl.sim.replay not available")
     rep = sim.replay(policy, t2, belady=False)
     stats = rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()
-    for k in ("accesses", "hits", "loads", "evictions", "prefetch_issued"):
+    for k in ("accesses", "hits", "loads", "evictions", "prefetch_issued", "prefetch_useful"):
         assert stats[k] == live[k], k
 
 
