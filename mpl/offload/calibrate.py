@@ -25,8 +25,8 @@ def calibrate(binding, device: torch.device, tokens: int = 4):
     parameters still on the model, before offloading)."""
     from mpl.runtime.cost import CostModel
 
-    params = {n: p.detach() for n, p in binding.module.named_parameters(recurse=False)}
-    host = {n: p.to("cpu") for n, p in params.items()}
+    params = {n: p.detach()[:1] for n, p in binding.module.named_parameters(recurse=False)}
+    host = {n: p.to("cpu") for n, p in params.items()}    # expert 0 only
     if device.type == "cuda" and torch.cuda.is_available():
         host = {n: t.pin_memory() for n, t in host.items()}
     nbytes = sum(t[0].numel() * t.element_size() for t in host.values())

@@ -338,6 +338,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     dev = _resolve_device(device, model)
     layers = discover(model)
     shape = model_shape(model, layers)
+    if dev.type == "cuda":
+        shape = shape.with_device_memory(torch.cuda.get_device_properties(dev).total_memory)
     diags = _model_aware_check(policy, shape) if check else []
 
     E, K = layers[0].num_experts, layers[0].top_k
