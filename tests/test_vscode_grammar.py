@@ -178,7 +178,7 @@ def _fill_values(text: str) -> str:
 
 
 def _wrap(name: str, text: str) -> str:
-    if name == "policy":
+    if name == gen.POLICY_SNIPPET:
         return text
     if name == "adapt rule" or name == "conditional value":
         return None

@@ -243,6 +243,36 @@ try {
     await shot("formatted");
   });
 
+  await check("the policy snippet expands to a policy the server accepts", async () => {
+    await openFile("snippet.moe");
+    await gotoPosition(2, 1);
+    await page.keyboard.type("polic");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("Space");
+    await page.keyboard.up("Control");
+    const row = await page.waitForFunction(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
+      .find((r) => r.querySelector(".codicon-symbol-snippet") && r.innerText.includes("policy with a cache block")),
+    { timeout: TIMEOUT, polling: 250 }).catch(() => null);
+    if (row === null) throw new Error("no 'policy with a cache block' snippet in the completion list");
+    await row.asElement().click();
+    // accept every placeholder's default / first choice
+    for (let i = 0; i < 6; i++) {
+      await page.keyboard.press("Escape");
+    }
+    const body = await editorText();
+    log(`expanded:\n${body}`);
+    if (!/^policy name \{/m.test(body) || !/^\s+capacity = \d+/m.test(body) || !/^\s+eviction = lru/m.test(body)) {
+      throw new Error("the snippet did not expand to a policy with a capacity");
+    }
+    await command("File: Save");
+    await command("View: Focus Problems");
+    // the server has checked the new text: no problem is listed for snippet.moe
+    await new Promise((r) => setTimeout(r, 3000));
+    const panel = await text(".markers-panel");
+    if (panel.includes("snippet.moe")) throw new Error(`problems in the expanded snippet:\n${panel}`);
+    await shot("snippet");
+  });
+
   await check("Restart server command restarts the server", async () => {
     const before = extensionLog().split("language server running").length;
     await command("MoE-PolicyLang: Restart server");

@@ -33,6 +33,7 @@ GRAMMAR_PATH = EXT / "syntaxes" / "moe.tmLanguage.json"
 SNIPPETS_PATH = EXT / "snippets" / "moe.code-snippets"
 
 SCOPE = "source.moe"
+POLICY_SNIPPET = "policy with a cache block"
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # A number as the language writes it: optional sign, digits, optional fraction/exponent.
 NUMBER = r"(?<![\w.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
@@ -299,7 +300,9 @@ def build_snippets() -> dict:
     snippets: dict[str, dict] = {}
     cache = schema.BLOCKS["cache"]
     body, tab = _block_body(cache, 2)
-    snippets["policy"] = {
+    # the key is what VS Code shows next to the prefix (and tells these apart from the
+    # language server's own snippet completions)
+    snippets[POLICY_SNIPPET] = {
         "prefix": "policy",
         "description": "A policy with its required cache block.",
         "body": ["policy ${1:name} {", "\tcache {", *[f"\t\t{ln}" for ln in body], "\t}",
