@@ -23,10 +23,13 @@ class HostStore:
         host: dict[str, torch.Tensor] = {}
         for name, t in params.items():
             h = t.detach()
-            if h.device.type != "cpu":
-                h = h.to("cpu")
             if self.pin and not h.is_pinned():
-                h = h.pin_memory()
+                # straight into page-locked memory: no pageable intermediate copy
+                pinned = torch.empty(h.shape, dtype=h.dtype, pin_memory=True)
+                pinned.copy_(h)
+                h = pinned
+            elif h.device.type != "cpu":
+                h = h.to("cpu")
             host[name] = h
         self.layers.append(host)
         return host
