@@ -41,9 +41,11 @@ def calibrate(binding, device: torch.device, tokens: int = 4):
     copy()
     copy_ms = max(_best_ms(copy), 1e-4)
     cpu = CpuExperts(binding.module, host)
-    hidden = next(iter(host.values())).shape
-    h = binding.module.config.hidden_size if hasattr(binding.module.config, "hidden_size") else hidden[-1]
-    x = torch.randn(tokens, h, dtype=next(iter(host.values())).dtype)
+    up = "gate_up_proj" if "gate_up_proj" in host else "up_proj"
+    row = host[up][0]
+    transposed = bool(getattr(binding.module, "is_transposed", False))
+    hidden_size = row.shape[0] if transposed else row.shape[-1]
+    x = torch.randn(tokens, hidden_size, dtype=row.dtype)
     with torch.no_grad():
         cpu.expert(0, x)
         cpu_ms = max(_best_ms(lambda: cpu.expert(0, x)), 1e-4)
@@ -52,17 +54,19 @@ def calibrate(binding, device: torch.device, tokens: int = 4):
     cpu_gflops = tokens * flops / (cpu_ms * 1e-3) / 1e9
     if device.type == "cuda":
         xd = x.to(device)
-        w = {n: params[n][0] for n in params}
-        up = "gate_up_proj" if "gate_up_proj" in w else "up_proj"
+        wd = row.to(device)
 
         def gpu():
-            y = xd @ w[up] if binding.module.is_transposed else torch.nn.functional.linear(xd, w[up])
+            with torch.no_grad():
+                y = xd @ wd if transposed else torch.nn.functional.linear(xd, wd)
             torch.cuda.synchronize(device)
             return y
         gpu()
-        gpu_ms = max(_best_ms(gpu), 1e-4) * 2       # up + down projections
+        # the up projection holds about 2/3 of an expert's FLOPs (1/2 without a gate)
+        share = 2 / 3 if up == "gate_up_proj" else 1 / 2
+        gpu_ms = max(_best_ms(gpu), 1e-4) / share
         gpu_gflops = tokens * flops / (gpu_ms * 1e-3) / 1e9
     else:
-        gpu_gflops = cpu_gflops
+        gpu_gflops = cpu_gflops       # both "sides" are the CPU
     return CostModel(link_gbps=link_gbps, cpu_gflops=cpu_gflops, gpu_gflops=gpu_gflops,
                      expert_flops=flops)
