@@ -326,3 +326,24 @@ def test_follows_the_mode_in_force_at_call_time():
         after = h.get_stats()["mechanism"]["modes"]
         assert after.get(mode, 0) - before.get(mode, 0) == 3 * len(h.layers)
     h.detach()
+
+
+def test_public_names_and_model_loading(tmp_path):
+    """mpl.record / Policy.attach are the public spellings; the CLI loader takes a saved
+    model folder (weights) or a bare config.json (random init), offline."""
+    from mpl.offload.loading import ByteTokenizer, ModelLoadError, load_model
+    model = build_model("tiny-olmoe")
+    ref_seq, ref_logits = gen(model, n=3)
+    model.save_pretrained(tmp_path / "m")
+    loaded, tok = load_model(str(tmp_path / "m"))
+    assert isinstance(tok, ByteTokenizer)              # no tokenizer files: bytes
+    h = pol("cache { capacity = 4 }").attach(loaded)
+    seq, logits = gen(loaded, n=3)
+    h.detach()
+    assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
+    fresh, _ = load_model(str(tmp_path / "m" / "config.json"))   # config only: random init
+    assert type(fresh).__name__ == type(model).__name__
+    trace = mpl.record(fresh, [5, 6, 7], max_new_tokens=2)
+    assert trace.num_steps == 2
+    with pytest.raises(ModelLoadError, match="unknown model"):
+        load_model("tiny-nothing")

@@ -70,7 +70,8 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
         raise ModelLoadError(f"cannot load a model from {spec}: {e}") from None
     model.eval()
     tok = ByteTokenizer()
-    if os.path.isdir(folder):
+    tok_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+    if os.path.isdir(folder) and any(os.path.isfile(os.path.join(folder, f)) for f in tok_files):
         try:
             from transformers import AutoTokenizer
             tok = HFTokenizer(AutoTokenizer.from_pretrained(folder, local_files_only=True))
