@@ -200,10 +200,11 @@ def test_no_pregating_without_lookahead(olmoe):
 # ---------------------------------------------------------------------------- recording
 @pytest.mark.parametrize("body", [
     "cache { capacity = 5\n eviction = lfu }\nprefetch { strategy = history\n budget = 2 }",
-    "cache { capacity = 6\n eviction = score }\nprefetch { strategy = lookahead\n budget = 2 }",
+    "cache { capacity = 6\n eviction = score }\nprefetch { strategy = lookahead\n budget = 2\n lookahead = 2 }",
 ])
 def test_record_matches_live_routing_and_replays(olmoe, body):
-    trace = record(olmoe, PROMPT, max_new_tokens=4)
+    distance = 2 if "lookahead = 2" in body else 1
+    trace = record(olmoe, PROMPT, max_new_tokens=4, lookahead=distance)
     L = len(discover(olmoe))
     assert trace.header.num_experts == 8 and trace.header.top_k == 2
     assert trace.header.moe_layers == (0, 1, 2)
@@ -211,6 +212,7 @@ def test_record_matches_live_routing_and_replays(olmoe, body):
     first = trace.dispatches[0]
     assert first.tokens == PROMPT.shape[1] and all(len(r) == 2 for r in first.experts)
     assert first.weights is not None and first.predictions and 1 in first.predictions
+    assert (2 in first.predictions) == (distance == 2)
     assert trace.dispatches[L - 1].predictions is None
     # the same routing seen through an attached policy, and the replay gives the live numbers
     policy = pol(body)

@@ -79,7 +79,7 @@ def run(args) -> int:
         print(f"mplc demo: {e}", file=sys.stderr)
         return 1
     params_left = [name for name, _ in model.named_parameters() if ".experts." in name]
-    with Recorder(model, lookahead=1) as rec:
+    with Recorder(model) as rec:
         seq, logits, t_live = generate(model, ids, n)
     trace = rec.trace(source=f"recorded by mplc demo ({args.model})")
     stats = handle.get_stats()

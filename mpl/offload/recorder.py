@@ -23,8 +23,14 @@ from .lookahead import Lookahead
 class Recorder:
     """Context manager collecting the dispatches of every forward pass of ``model``."""
 
-    def __init__(self, model, *, lookahead: int = 1, name: str | None = None) -> None:
+    def __init__(self, model, *, lookahead: int | None = None, name: str | None = None) -> None:
+        """``lookahead``: layers ahead to record pre-gating predictions for (0: none; default:
+        the attached policy's lookahead distance when it pre-gates, so a replay sees exactly
+        the predictions the live runtime got, else 1)."""
         handle = getattr(model, "_mpl_handle", None)
+        if lookahead is None:
+            live = handle.engine.lookahead if handle is not None else None
+            lookahead = live.distance if live is not None else 1
         self.layers = handle.layers if handle is not None else discover(model)
         self.model = model
         self.shape = handle.shape if handle is not None else model_shape(model, self.layers)
@@ -85,10 +91,10 @@ def _as_inputs(model, inputs):
                     f"string, got {type(inputs).__name__}")
 
 
-def record(model, inputs, *, lookahead: int = 1, **generate_kwargs) -> Trace:
+def record(model, inputs, *, lookahead: int | None = None, **generate_kwargs) -> Trace:
     """Run ``model.generate(inputs, **generate_kwargs)`` (greedy, 16 new tokens unless told)
     and return its routing as a Trace. ``lookahead``: how many later layers to record
-    pre-gating predictions for (0: none)."""
+    pre-gating predictions for (0: none; default: the attached policy's distance, else 1)."""
     kw = {"max_new_tokens": 16, "do_sample": False}
     kw.update(generate_kwargs)
     with Recorder(model, lookahead=lookahead) as rec, torch.no_grad():
