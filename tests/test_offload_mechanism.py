@@ -349,3 +349,11 @@ def test_public_names_and_model_loading(tmp_path):
     assert trace.num_steps == 2
     with pytest.raises(ModelLoadError, match="unknown model"):
         load_model("tiny-nothing")
+
+
+def test_auto_attach_defaults_to_free_memory():
+    model = build_model("tiny-olmoe")
+    h = mpl.auto_attach(model, device="cpu")     # available host memory: everything fits
+    assert "rule 2" in h.reason and "GiB given" in h.reason
+    assert h.runtime.num_slots >= 3 * 8
+    h.detach()
