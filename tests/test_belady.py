@@ -1,7 +1,6 @@
 """Belady's optimum: equals an exhaustive search on tiny traces, is fast on big ones."""
 
 import functools
-import time
 
 from hypothesis import given, settings, strategies as st
 
@@ -92,11 +91,19 @@ def test_monotone_in_capacity_and_full_cache_only_cold_misses():
     assert full.misses == len({(d.layer, e) for d in tr for e in d.distinct()})
 
 
-def test_100k_dispatch_trace_is_fast():
+def test_100k_dispatch_trace_is_complete_and_beats_lru():
+    # the 2 s target is measured by benchmarks/bench_replay.py (no timing asserted here)
+    import mpl
+
     tr = synthesize("deepseek-v2-lite", steps=3847, seed=0)     # 100,022 dispatches
     assert len(tr) >= 100_000
-    t = time.process_time()
-    belady(tr.dispatches, 64, capacity=128)
-    spent = time.process_time() - t
-    # the target is 2 s on an idle core; a loose bound keeps this robust on a busy machine
-    assert spent < 6, spent
+    r = belady(tr.dispatches, 64, capacity=128)
+    accesses = sum(len(d.distinct()) for d in tr.dispatches)
+    assert r.accesses == accesses and r.hits + r.misses == accesses
+    assert r.misses == r.loads + r.streamed
+    rt = mpl.loads("policy p { cache { capacity = 128 } }").runtime(26, 64, 6)
+    for d in tr.dispatches[:20_000]:
+        rt.dispatch(d.layer, d.distinct())
+    lru = rt.stats()
+    head = belady(tr.dispatches[:20_000], 64, capacity=128)
+    assert head.hits >= lru["hits"] and head.accesses == lru["accesses"]
