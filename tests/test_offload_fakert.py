@@ -10,7 +10,6 @@ CPU and loads them in the background.
 from __future__ import annotations
 
 from collections import OrderedDict
-from types import SimpleNamespace
 
 import pytest
 

@@ -14,7 +14,6 @@ table is needed.
 from __future__ import annotations
 
 import re
-import warnings
 from collections import OrderedDict
 
 import torch
