@@ -67,8 +67,10 @@ def test_bad_input_is_a_clear_error(tmp_path, args, needle):
 def test_trace_record_writes_a_loadable_trace(tmp_path):
     out = tmp_path / "t.mpltrace"
     r = mplc("trace", "record", "--model", "tiny-olmoe", "--prompt", "hello", "--max-new-tokens", "3",
-             "-o", str(out))
+             "-o", str(out), "--json")
     assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["steps"] == 3 and summary["dispatches"] == 9
     from mpl.sim import traceio
     t = traceio.load(str(out))
     assert t.num_steps == 3 and t.header.num_moe_layers == 3 and t.header.top_k == 2

@@ -129,6 +129,13 @@ def cli_record(args) -> int:
     except OSError as e:
         print(f"mplc trace record: cannot write {out}: {e}", file=sys.stderr)
         return 1
+    if getattr(args, "json", False):
+        import json
+        h = trace.header
+        print(json.dumps({"output": out, "dispatches": len(trace), "steps": trace.num_steps,
+                          "model": h.model, "moe_layers": list(h.moe_layers), "num_experts": h.num_experts,
+                          "top_k": h.top_k, "expert_bytes": h.expert_bytes, "source": h.source}))
+        return 0
     print(f"recorded {len(trace)} dispatches over {trace.num_steps} steps "
           f"({trace.header.num_experts} experts x {trace.header.num_moe_layers} MoE layers, "
           f"top-{trace.header.top_k}) -> {out}")
