@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
+
+from mpl.fileio import write_atomic as write_atomic_file
 
 
 def add_arguments(p) -> None:
@@ -27,21 +28,7 @@ def default_output(path: str, policy: str | None) -> str:
 
 
 def write_atomic(path: str, text: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".mplc-", suffix=".py.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic_file(path, text, fsync=True)
 
 
 def _reader():

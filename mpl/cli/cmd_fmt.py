@@ -17,7 +17,8 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-import tempfile
+
+from mpl.fileio import write_atomic as write_atomic_file
 
 
 def add_arguments(p) -> None:
@@ -64,20 +65,7 @@ def _with_file(d, path):
 
 def write_atomic(path: str, text: str) -> None:
     """Replace the contents of ``path`` by ``text`` in one step (keeps the file's mode)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=".mplc-fmt-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic_file(path, text, keep_mode=True)
 
 
 def _stdin(args) -> int:

@@ -68,8 +68,9 @@ def run(args) -> int:
     text = T.winner_text(result, desc, T.command_line(), name=args.name)
     if args.output:
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            from mpl.fileio import write_atomic
+
+            write_atomic(args.output, text)
         except OSError as e:
             print(f"error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
             return 1

@@ -14,9 +14,10 @@ import linecache
 import marshal
 import os
 import sys
-import tempfile
 import threading
 import types
+
+from mpl.fileio import write_atomic
 
 _MEMORY: dict[str, types.ModuleType] = {}
 _LOCK = threading.Lock()
@@ -64,17 +65,7 @@ def _write_disk(h: str, code) -> None:
         return
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".mplc")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + h.encode() + marshal.dumps(code))
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, _MAGIC + h.encode() + marshal.dumps(code))
     except OSError:
         pass            # a read-only or full cache directory only costs a recompile
 
