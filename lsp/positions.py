@@ -11,6 +11,8 @@ import bisect
 
 from lsprotocol import types
 
+from mpl.syntax.lexer import line_starts
+
 UTF8 = "utf-8"
 UTF16 = "utf-16"
 UTF32 = "utf-32"
@@ -38,13 +40,7 @@ class LineIndex:
     def __init__(self, text: str, encoding=UTF16) -> None:
         self.text = text
         self.encoding = normalize_encoding(encoding)
-        starts = [0]
-        find = text.find
-        i = find("\n")
-        while i >= 0:
-            starts.append(i + 1)
-            i = find("\n", i + 1)
-        self.line_starts = starts
+        self.line_starts = line_starts(text)
 
     # ------------------------------------------------------------ offset -> position
     def line_of(self, offset: int) -> int:

@@ -111,6 +111,17 @@ class Token:
         return f"Token({self.type!r}, {self.value!r}, {self.line}:{self.column})"
 
 
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of every line (``\n`` ends a line)."""
+    starts = [0]
+    find = text.find
+    i = find("\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = find("\n", i + 1)
+    return starts
+
+
 class LineIndex:
     """Offsets -> Spans without rescanning the text."""
 
@@ -118,13 +129,7 @@ class LineIndex:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        starts = [0]
-        find = text.find
-        i = find("\n")
-        while i >= 0:
-            starts.append(i + 1)
-            i = find("\n", i + 1)
-        self.starts = starts
+        self.starts = line_starts(text)
 
     def span(self, start: int, end: int) -> Span:
         n = len(self.text)
