@@ -241,6 +241,8 @@ CHECKING = """\
 [--no-warnings]` prints every diagnostic ([list](diagnostics.md)). Exit status: 0 when no file
 has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
 
+- `-` as a FILE reads the policy from the standard input (reported as `<stdin>`; imports are
+  resolved from the current folder).
 - `--model` enables the model-aware checks (MPL5xx) with a preset ({presets}) or a
   HuggingFace `config.json`; `--device-memory` adds the device's memory (MPL504).
 - `--purpose replay` accepts replay-only values (`eviction = belady`); by default a policy is

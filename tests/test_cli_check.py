@@ -162,3 +162,16 @@ def test_renderer_units():
     assert render(d, None) == "<input>:4:1: error[MPL003]: eof"
     assert summary([], 1) == "1 file checked: no problems"
     assert summary([d, d], 3) == "3 files checked: 2 errors"
+
+
+def test_standard_input(tmp_path):
+    text = 'import "std/lru_basic"\npolicy p extends lru_basic {\n  cache { capcity = 3 }\n}\n'
+    out = subprocess.run([sys.executable, "-m", "mpl.cli.main", "check", "-"], input=text,
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "<stdin>:3:11: error[MPL102]: unknown parameter 'capcity'" in out.stdout
+    assert "cache { capcity = 3 }" in out.stdout          # the snippet comes from stdin too
+    clean = subprocess.run([sys.executable, "-m", "mpl.cli.main", "check", "-", "--json"],
+                           input="policy p { cache { capacity = 3 } }", capture_output=True,
+                           text=True, cwd=tmp_path)
+    assert clean.returncode == 0 and json.loads(clean.stdout) == []

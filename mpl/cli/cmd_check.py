@@ -12,7 +12,9 @@ import sys
 
 
 def add_arguments(p) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="policy files (.moe or .policy)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="policy files (.moe or .policy); '-' reads the standard input "
+                        "(imports are then resolved from the current folder)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default, rustc-style with source snippets) or json "
                         "(a list of diagnostics)")
@@ -74,7 +76,10 @@ def run(args) -> int:
     all_diags = []
     sources: dict = {}
     for path in args.files:
-        text, err = read_source(path)
+        if path == "-":
+            text, err, path = sys.stdin.read(), None, "<stdin>"
+        else:
+            text, err = read_source(path)
         if err is not None:
             all_diags.append(err)
             continue
