@@ -119,8 +119,14 @@ def loads(text: str, policy: str | None = None, *, path: str | None = None) -> P
 
 def load(path, policy: str | None = None) -> Policy:
     """Check and compile a ``.moe`` file (or a standard policy, ``"std/NAME"``).
-    Raises :class:`PolicyError` on errors."""
-    path = os.fspath(path)
+    Raises :class:`PolicyError` on errors (TypeError when ``path`` is not a path)."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"load() expects a file path (str or os.PathLike), not "
+                        f"{type(path).__name__}; use mpl.loads() for policy text") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
     if path.startswith("std/") and not os.path.exists(path):
         from mpl.stdlib_path import stdlib_file, stdlib_names
 

@@ -3,8 +3,17 @@ temporary file in the same folder, which then replaces the target in one ``os.re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+
+
+def _temp_in(directory: str, path: str) -> tuple[int, str]:
+    """A temporary file next to ``path``; an OSError names ``path`` (not the temporary)."""
+    try:
+        return tempfile.mkstemp(dir=directory, prefix=".mpl-", suffix=".tmp")
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, path) from None
 
 
 def write_atomic(path: str, data: str | bytes, *, mode: int | None = None,
@@ -17,7 +26,7 @@ def write_atomic(path: str, data: str | bytes, *, mode: int | None = None,
     directory = os.path.dirname(os.path.abspath(path))
     if keep_mode and os.path.exists(path):
         mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".mpl-", suffix=".tmp")
+    fd, tmp = _temp_in(directory, path)
     try:
         if isinstance(data, str):
             f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
@@ -29,6 +38,35 @@ def write_atomic(path: str, data: str | bytes, *, mode: int | None = None,
                 f.flush()
                 os.fsync(f.fileno())
         os.chmod(tmp, 0o644 if mode is None else mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w", *, file_mode: int = 0o644):
+    """``with atomic_open(path, "wb") as f: ...``: write a new ``path`` through a temporary
+    file in the same folder that replaces it only when the block ends without an exception
+    (so a failure part-way leaves no partial file, and an existing file untouched).
+    ``mode`` is "w" (UTF-8 text, ``\\n`` line ends) or "wb"."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "Is a directory", path)
+    fd, tmp = _temp_in(directory, path)
+    try:
+        if mode == "w":
+            f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        else:
+            f = os.fdopen(fd, "wb")
+        with f:
+            yield f
+        os.chmod(tmp, file_mode)
         os.replace(tmp, path)
     except BaseException:
         try:

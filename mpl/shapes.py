@@ -93,6 +93,17 @@ class ShapeError(ValueError):
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "float8_e4m3fn": 1}
 
 
+def _positive(value, key: str, minimum: int = 1) -> int:
+    """A config integer (ShapeError naming the key when it is not a whole number >= minimum)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ShapeError(f"config: {key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ShapeError(f"config: {key} must be >= {minimum}, got {value}")
+    return value
+
+
 def from_config_dict(cfg: dict, name: str = "custom") -> ModelShape:
     """Shape from a HuggingFace config dict (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V2/V3,
     GPT-OSS, and families that use the same keys)."""
@@ -114,15 +125,27 @@ def from_config_dict(cfg: dict, name: str = "custom") -> ModelShape:
                               ("hidden_size", hidden), ("intermediate_size", inter)) if v is None]
     if missing:
         raise ShapeError(f"config has no {', '.join(missing)}: is it a Mixture-of-Experts model?")
-    layers, experts, hidden, inter = int(layers), int(experts), int(hidden), int(inter)
-    top_k = int(top_k) if top_k is not None else min(2, experts)
-    first_dense = int(first("first_k_dense_replace", default=0) or 0)
-    mlp_only = set(first("mlp_only_layers", default=[]) or [])
-    step = int(first("decoder_sparse_step", default=1) or 1)
+    layers = _positive(layers, "num_hidden_layers")
+    experts = _positive(experts, "the number of experts")
+    hidden = _positive(hidden, "hidden_size")
+    inter = _positive(inter, "intermediate_size")
+    top_k = _positive(top_k, "num_experts_per_tok") if top_k is not None else min(2, experts)
+    if top_k > experts:
+        raise ShapeError(f"config: num_experts_per_tok ({top_k}) is larger than the number of "
+                         f"experts ({experts})")
+    first_dense = _positive(first("first_k_dense_replace", default=0) or 0, "first_k_dense_replace", 0)
+    mlp_only = first("mlp_only_layers", default=[]) or []
+    if not isinstance(mlp_only, list) or not all(isinstance(x, int) for x in mlp_only):
+        raise ShapeError(f"config: mlp_only_layers must be a list of layer ids, got {mlp_only!r}")
+    mlp_only = set(mlp_only)
+    step = _positive(first("decoder_sparse_step", default=1) or 1, "decoder_sparse_step")
     moe = tuple(i for i in range(layers)
                 if i >= first_dense and i not in mlp_only and (i + 1) % step == 0)
+    if not moe:
+        raise ShapeError("config: no layer is a Mixture-of-Experts layer (check "
+                         "first_k_dense_replace, mlp_only_layers and decoder_sparse_step)")
     dtype = str(first("torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
-    shared = int(first("n_shared_experts", default=0) or 0)
+    shared = _positive(first("n_shared_experts", default=0) or 0, "n_shared_experts", 0)
     if not shared and first("shared_expert_intermediate_size"):
         shared = 1
     model_type = text_cfg.get("model_type") or cfg.get("model_type") or name

@@ -104,6 +104,8 @@ def budget_slots(budget: str | int, expert_bytes: int) -> int:
                     size = float(t[: -len(unit)]) * schema.UNITS[unit].factor
                 except ValueError:
                     raise ValueError(f"--budget '{budget}': not a number of {unit}") from None
+                if not size < float("inf"):            # nan, inf, 1e400
+                    raise ValueError(f"--budget '{budget}': not a finite size")
                 if expert_bytes <= 0:
                     raise ValueError("a size budget needs the expert size (the trace header has none)")
                 n = int(size // expert_bytes)

@@ -104,9 +104,21 @@ def read_source(path: str) -> tuple[str | None, Diagnostic | None]:
     return None, make("MPL100", msg, Span(1, 1, 1, 1, 0, 0), file=path)
 
 
+def _fspath(path, func: str) -> str:
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"{func}() expects a file path (str or os.PathLike), not "
+                        f"{type(path).__name__}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return path
+
+
 def check(path: str, *, model=None, purpose: str = LIVE) -> list[Diagnostic]:
-    """The diagnostics of the file at ``path``. Never raises on bad input."""
-    path = os.fspath(path)
+    """The diagnostics of the file at ``path``. Never raises on bad input (a ``path`` that is
+    not a path at all is a TypeError)."""
+    path = _fspath(path, "check")
     text, err = read_source(path)
     if err is not None:
         return [err]

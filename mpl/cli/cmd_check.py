@@ -43,7 +43,10 @@ def parse_size(text: str) -> int | None:
                 v = float(num)
             except ValueError:
                 return None
-            return int(v * schema.UNITS[name].factor) if v > 0 else None
+            if not 0 < v < float("inf"):       # also rejects nan, inf and 1e400
+                return None
+            b = v * schema.UNITS[name].factor
+            return int(b) if b < float("inf") else None
     return None
 
 

@@ -52,6 +52,9 @@ def _replay_hit_rate(policy, trace):
 
 def run(args) -> int:
     t_start = time.perf_counter()
+    if args.max_new_tokens < 1:
+        print("mplc demo: --max-new-tokens must be >= 1", file=sys.stderr)
+        return 2
     from mpl.cli.cmd_run import generate, load_policy
 
     policy, rc = load_policy(args.policy, None, "mplc demo")

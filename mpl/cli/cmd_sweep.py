@@ -85,7 +85,10 @@ def run(args) -> int:
         if args.heatmap:
             from mpl.sim.plots import heatmap
             written.append(heatmap(points, args.heatmap, title=title))
-    except (RuntimeError, ValueError, OSError) as e:
+    except OSError as e:
+        print(f"error: cannot write {e.filename or 'the figure'}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if args.json:

@@ -3,7 +3,8 @@
 imported only when it is the one asked for, so ``mplc check`` starts fast.
 
 Exit codes: 0 success, 1 the input is wrong (errors in a policy, unreadable trace, ...),
-2 usage errors (argparse's own convention).
+2 usage errors (argparse's own convention), 3 an internal error (a bug in mplc: the command
+prints one line asking to report it; ``MPL_DEBUG=1`` prints the traceback too).
 """
 
 from __future__ import annotations
@@ -69,6 +70,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:   # noqa: BLE001 — last resort: bad input is reported where it is read
+        return _internal_error(only, e)
+
+
+INTERNAL_ERROR = 3
+
+
+def _internal_error(command: str | None, e: BaseException) -> int:
+    """A bug, not bad input (every reader reports bad input itself): one line, and the
+    traceback only when MPL_DEBUG=1."""
+    import os
+
+    print(f"mplc {command}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+    if os.environ.get("MPL_DEBUG") == "1":
+        import traceback
+        traceback.print_exception(e, file=sys.stderr)
+    else:
+        print("this is a bug in mplc; please report it with the command line "
+              "(rerun with MPL_DEBUG=1 for the traceback)", file=sys.stderr)
+    return INTERNAL_ERROR
 
 
 if __name__ == "__main__":  # python -m mpl.cli.main

@@ -66,8 +66,11 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
             model = AutoModelForCausalLM.from_config(cfg, **kw)
     except ModelLoadError:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ModelLoadError(f"cannot load a model from {spec}: {e}") from None
+    except Exception as e:   # noqa: BLE001 — transformers validating a user's config/weights
+        # raises its own error types (e.g. huggingface_hub's StrictDataclassClassValidationError,
+        # not a ValueError): whatever it rejects is this spec's problem, reported in one line.
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise ModelLoadError(f"cannot load a model from {spec}: {msg}") from None
     model.eval()
     tok = ByteTokenizer()
     tok_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")

@@ -104,9 +104,25 @@ def record(model, inputs, *, lookahead: int | None = None, **generate_kwargs) ->
 
 def cli_record(args) -> int:
     """``mplc trace record --model M --prompt P --max-new-tokens N -o FILE``."""
+    from mpl.sim import traceio
+
     from .errors import AttachError
     from .loading import ModelLoadError, load_model
 
+    out = getattr(args, "output", None) or getattr(args, "o", None)
+    if not out:
+        print("mplc trace record: give the output file with -o FILE", file=sys.stderr)
+        return 2
+    max_new = getattr(args, "max_new_tokens", 16)
+    max_new = 16 if max_new is None else int(max_new)
+    if max_new < 1:
+        print("mplc trace record: --max-new-tokens must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        traceio.kind_of(out)          # a bad extension fails before the model runs
+    except traceio.TraceFormatError as e:
+        print(f"mplc trace record: {e}", file=sys.stderr)
+        return 1
     try:
         model, tok = load_model(args.model)
     except ModelLoadError as e:
@@ -115,19 +131,14 @@ def cli_record(args) -> int:
     prompt = getattr(args, "prompt", None) or "The quick brown fox jumps over the lazy dog"
     ids = tok.encode(prompt)
     try:
-        trace = record(model, ids, max_new_tokens=int(getattr(args, "max_new_tokens", 16) or 16))
+        trace = record(model, ids, max_new_tokens=max_new)
     except AttachError as e:
         print(f"mplc trace record: {e}", file=sys.stderr)
         return 1
-    out = getattr(args, "output", None) or getattr(args, "o", None)
-    if not out:
-        print("mplc trace record: give the output file with -o FILE", file=sys.stderr)
-        return 2
-    from mpl.sim import traceio
     try:
         traceio.save(trace, out)
     except OSError as e:
-        print(f"mplc trace record: cannot write {out}: {e}", file=sys.stderr)
+        print(f"mplc trace record: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 1
     if getattr(args, "json", False):
         import json

@@ -13,6 +13,7 @@ docs/runtime.md.
 from __future__ import annotations
 
 import logging
+import operator
 from collections import OrderedDict
 
 from mpl.runtime.budgets import Signal, allocate
@@ -52,6 +53,19 @@ def distinct(experts, weights):
     return ex, ws
 
 
+def _shape_int(value, name: str) -> int:
+    """A model-shape argument of make_runtime: an integer >= 1 (RuntimeConfigError otherwise)."""
+    if isinstance(value, bool):
+        raise RuntimeConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise RuntimeConfigError(f"{name} must be an integer >= 1, got {value!r}") from None
+    if v < 1:
+        raise RuntimeConfigError(f"{name} must be >= 1, got {v}")
+    return v
+
+
 class _Rule:
     """Mutable state of one adapt rule (the rule itself is compiled into the module)."""
     __slots__ = ("armed", "held", "mark")
@@ -69,17 +83,30 @@ class Runtime:
                  top_k: int, *, expert_bytes=None, cost=None, rules=(), **kw):
         if kw:
             raise TypeError(f"make_runtime() got unexpected keyword argument(s): {', '.join(sorted(kw))}")
-        if num_layers < 1 or num_experts < 1 or top_k < 1:
-            raise RuntimeConfigError("num_layers, num_experts and top_k must be >= 1")
+        num_layers = _shape_int(num_layers, "num_layers")
+        num_experts = _shape_int(num_experts, "num_experts")
+        top_k = _shape_int(top_k, "top_k")
+        if top_k > num_experts:
+            raise RuntimeConfigError(f"top_k ({top_k}) is larger than num_experts ({num_experts})")
         self.p = dict(params)
         self.features = dict(features)
-        self.num_layers = L = int(num_layers)
-        self.num_experts = int(num_experts)
-        self.top_k = int(top_k)
+        self.num_layers = L = num_layers
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self._ids = frozenset(range(num_experts))     # the valid expert ids (dispatch checks)
         if expert_bytes is None:
             gb = params.get("cache.expert_size_gb")
             expert_bytes = (gb if gb is not None else DEFAULT_EXPERT_GB) * 1e9
-        self.expert_bytes = float(expert_bytes)
+        try:
+            self.expert_bytes = float(expert_bytes)
+        except (TypeError, ValueError):
+            raise RuntimeConfigError(f"expert_bytes must be a number of bytes, got {expert_bytes!r}") from None
+        if not self.expert_bytes > 0 or self.expert_bytes == float("inf"):
+            raise RuntimeConfigError(f"expert_bytes must be a positive number of bytes, got {expert_bytes!r}")
+        bad_pins = sorted(e for e in params["cache.pin"] if not 0 <= e < num_experts)
+        if bad_pins:
+            raise RuntimeConfigError(f"cache.pin lists expert {bad_pins[0]}, but the model has "
+                                     f"{num_experts} experts per layer (ids 0..{num_experts - 1})")
         self.cost = cost if cost is not None else CostModel()
         self.pins = frozenset(params["cache.pin"])
         self.w_default = 1.0 / self.top_k
@@ -160,6 +187,93 @@ class Runtime:
         self.rules = [_Rule(armed=inv is None) for inv in rules]
         self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)
         self._partner = {inv: i for i, inv in enumerate(rules) if inv is not None}
+
+    # ------------------------------------------------------------------ argument checks
+    # The compiled dispatch tests its arguments cheaply and calls these only when a test
+    # fails (or an argument has an unusual type): they convert what is usable (a numpy
+    # integer layer, a tuple of ids) and raise DispatchError, before any state changes, for
+    # the rest.
+    def _check_layer(self, layer) -> int:
+        try:
+            if isinstance(layer, bool):
+                raise TypeError
+            value = operator.index(layer)
+        except TypeError:
+            raise DispatchError(f"layer must be an integer, got {layer!r}") from None
+        if not 0 <= value < self.num_layers:
+            raise DispatchError(f"layer {value!r} is out of range: this runtime has MoE layers "
+                                f"0..{self.num_layers - 1}")
+        return value
+
+    def _check_list(self, experts) -> list:
+        if isinstance(experts, (str, bytes, dict)) or experts is None:
+            raise DispatchError(f"experts must be a list of expert ids, got {experts!r}")
+        try:
+            out = list(experts)
+        except TypeError:
+            raise DispatchError(f"experts must be a list of expert ids, got {experts!r}") from None
+        try:   # a numpy array or a tensor's .tolist() may give numpy / python integers
+            return [x if type(x) is int else operator.index(x) for x in out]
+        except TypeError:
+            return out        # _bad_experts names the offending id
+
+    def _bad_experts(self, experts) -> None:
+        top = self.num_experts - 1
+        for e in experts:
+            if type(e) is not int:
+                raise DispatchError(f"expert ids must be integers, got {e!r}")
+            if not 0 <= e <= top:
+                raise DispatchError(f"expert id {e} is out of range: the model has "
+                                    f"{self.num_experts} experts per layer (ids 0..{top})")
+
+    def _check_weights(self, weights, n: int) -> list:
+        if isinstance(weights, (str, bytes, dict)):
+            raise DispatchError(f"weights must be a list of numbers, got {weights!r}")
+        try:
+            out = list(weights)
+        except TypeError:
+            raise DispatchError(f"weights must be a list of numbers (or None), got {weights!r}") from None
+        if len(out) != n:
+            raise DispatchError(f"{len(out)} router weights for {n} experts: give one weight per expert")
+        for x in out:
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                try:
+                    float(x)
+                except (TypeError, ValueError):
+                    raise DispatchError(f"router weights must be numbers, got {x!r}") from None
+        return [float(x) for x in out]
+
+    def _check_tokens(self, tokens, n: int) -> None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise DispatchError(f"tokens must be an integer >= 1, got {tokens!r}")
+        if tokens == 0 and n == 0:      # an empty batch routes nothing
+            return
+        if tokens < 1:
+            raise DispatchError(f"tokens must be >= 1, got {tokens}")
+
+    def _bad_step(self, step) -> None:
+        raise DispatchError(f"step must be a non-negative integer (or None), got {step!r}")
+
+    def _check_predictions(self, predictions) -> None:
+        if not isinstance(predictions, dict):
+            raise DispatchError(f"predictions must be a dict of layer -> expert ids, got "
+                                f"{type(predictions).__name__}")
+        for layer, ids in predictions.items():
+            if type(layer) is not int or not 0 <= layer < self.num_layers:
+                raise DispatchError(f"predictions name layer {layer!r}: this runtime has MoE "
+                                    f"layers 0..{self.num_layers - 1}")
+            if isinstance(ids, (str, bytes)):
+                raise DispatchError(f"predictions for layer {layer} must be a list of expert ids")
+            try:
+                ok = self._ids.issuperset(ids)
+            except TypeError:
+                raise DispatchError(f"predictions for layer {layer} must be a list of expert "
+                                    f"ids, got {ids!r}") from None
+            if not ok:
+                try:
+                    self._bad_experts(ids)
+                except DispatchError as e:
+                    raise DispatchError(f"predictions for layer {layer}: {e}") from None
 
     # ------------------------------------------------------------------ helpers
     def _slots(self, capacity) -> int:

@@ -162,6 +162,11 @@ def resolve(spec: "str | Profile | dict | None") -> Profile:
         return spec
     if isinstance(spec, dict):
         return _from_dict(spec, "hardware profile")
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise HardwareError(f"hardware must be a profile name, a JSON file path, a dict or a "
+                            f"Profile, not {type(spec).__name__}")
     key = ALIASES.get(spec.strip().lower(), spec.strip().lower())
     if key in PROFILES:
         return PROFILES[key]

@@ -16,6 +16,20 @@ def _plt():
     return plt
 
 
+def _save(fig, out: str, dpi: int) -> None:
+    """Render the figure in memory, then write it atomically (a failure leaves no partial
+    image); the format comes from the extension (default png)."""
+    import io
+    import os
+
+    from mpl.fileio import write_atomic
+
+    ext = os.path.splitext(out)[1].lstrip(".").lower() or "png"
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format=ext)
+    write_atomic(out, buf.getvalue())
+
+
 def _series(points) -> dict[str, list]:
     several = len({p.policy for p in points}) > 1
     groups: dict[str, list] = {}
@@ -55,7 +69,7 @@ def hit_rate_plot(points, out: str, *, title: str = "", dpi: int = 150) -> str:
     ax.set_title(title or "Hit rate vs capacity")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(out, dpi=dpi)
+    _save(fig, out, dpi)
     plt.close(fig)
     return out
 
@@ -80,6 +94,6 @@ def heatmap(points, out: str, *, title: str = "", labels: Sequence[str] | None =
     cb.set_label("hit rate (%)")
     ax.set_title(title or "Per-layer hit rate")
     fig.tight_layout()
-    fig.savefig(out, dpi=dpi)
+    _save(fig, out, dpi)
     plt.close(fig)
     return out

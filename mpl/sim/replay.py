@@ -418,6 +418,9 @@ def load_policy(policy, *, name: str | None = None, overrides: dict | None = Non
     elif isinstance(policy, str):
         text = policy
     else:
+        if not (hasattr(policy, "text") and hasattr(policy, "ir")):
+            raise TypeError(f"policy must be an mpl Policy, a .moe path or policy text, not "
+                            f"{type(policy).__name__}")
         if not overrides:
             return policy
         text = policy.text()

@@ -50,12 +50,15 @@ class Knobs:
                 raise ValueError(f"{name} must be in [0, 1], got {v}")
         if self.reuse + self.affinity > 1.0:
             raise ValueError(f"reuse + affinity must be <= 1, got {self.reuse + self.affinity}")
-        if self.skew < 0:
-            raise ValueError(f"skew must be >= 0, got {self.skew}")
+        if not 0 <= self.skew < float("inf"):       # also rejects nan
+            raise ValueError(f"skew must be a finite number >= 0, got {self.skew}")
         if not 0.0 <= self.skew_spread < 1.0:
             raise ValueError(f"skew_spread must be in [0, 1), got {self.skew_spread}")
         if self.phase_len < 0 or self.prompt_tokens < 0:
             raise ValueError("phase_len and prompt_tokens must be >= 0")
+        if self.prompt_tokens > 65535:
+            raise ValueError(f"prompt_tokens must be at most 65535 (tokens of one dispatch in a "
+                             f"trace), got {self.prompt_tokens}")
 
 
 KNOB_NAMES = tuple(f.name for f in fields(Knobs))

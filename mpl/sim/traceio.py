@@ -29,8 +29,10 @@ import io
 import json
 import os
 import struct
+from math import isfinite
 from typing import IO, Iterable, Iterator
 
+from mpl.fileio import atomic_open
 from mpl.trace import Dispatch, Trace, TraceHeader
 
 MAGIC = b"MPLTRACE"
@@ -61,15 +63,42 @@ def _header_to_json(h: TraceHeader) -> dict:
             "source": h.source, "extra": h.extra}
 
 
+def _int_field(value, name: str, where: str) -> int:
+    """A header integer: an int, or a float / string holding a whole number."""
+    if isinstance(value, bool):
+        raise TraceFormatError(f"{where}: header field '{name}' must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise TraceFormatError(f"{where}: header field '{name}' must be an integer, got {value!r}")
+
+
+def _int_list_field(value, name: str, where: str) -> tuple[int, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise TraceFormatError(f"{where}: header field '{name}' must be a list of integers, "
+                               f"got {value!r}")
+    return tuple(_int_field(x, name, where) for x in value)
+
+
 def _header_from_json(d: dict, where: str) -> TraceHeader:
-    try:
-        h = TraceHeader(model=str(d["model"]), num_layers=int(d["num_layers"]),
-                        moe_layers=tuple(int(x) for x in d["moe_layers"]),
-                        num_experts=int(d["num_experts"]), top_k=int(d["top_k"]),
-                        expert_bytes=int(d.get("expert_bytes", 0)),
-                        source=str(d.get("source", "")), extra=dict(d.get("extra") or {}))
-    except (KeyError, TypeError, ValueError) as e:
-        raise TraceFormatError(f"{where}: bad trace header ({type(e).__name__}: {e})") from None
+    missing = [k for k in ("model", "num_layers", "moe_layers", "num_experts", "top_k") if k not in d]
+    if missing:
+        raise TraceFormatError(f"{where}: bad trace header: no {', '.join(repr(k) for k in missing)} field")
+    extra = d.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise TraceFormatError(f"{where}: header field 'extra' must be a JSON object")
+    h = TraceHeader(model=str(d["model"]), num_layers=_int_field(d["num_layers"], "num_layers", where),
+                    moe_layers=_int_list_field(d["moe_layers"], "moe_layers", where),
+                    num_experts=_int_field(d["num_experts"], "num_experts", where),
+                    top_k=_int_field(d["top_k"], "top_k", where),
+                    expert_bytes=_int_field(d.get("expert_bytes", 0), "expert_bytes", where),
+                    source=str(d.get("source", "")), extra=dict(extra))
     validate_header(h, where)
     return h
 
@@ -79,8 +108,19 @@ def validate_header(h: TraceHeader, where: str = "trace") -> None:
         raise TraceFormatError(f"{where}: num_experts must be in 1..65536, got {h.num_experts}")
     if not h.moe_layers:
         raise TraceFormatError(f"{where}: the header lists no MoE layers")
+    if h.num_moe_layers > 65536:
+        raise TraceFormatError(f"{where}: at most 65536 MoE layers, got {h.num_moe_layers}")
+    if min(h.moe_layers) < 0:
+        raise TraceFormatError(f"{where}: moe_layers must be non-negative layer ids, got {min(h.moe_layers)}")
+    if len(set(h.moe_layers)) != len(h.moe_layers):
+        dup = next(x for x in h.moe_layers if h.moe_layers.count(x) > 1)
+        raise TraceFormatError(f"{where}: moe_layers lists layer {dup} twice")
+    if h.num_layers < 0:
+        raise TraceFormatError(f"{where}: num_layers must be >= 0, got {h.num_layers}")
     if h.top_k < 1 or h.top_k > h.num_experts:
         raise TraceFormatError(f"{where}: top_k must be in 1..num_experts, got {h.top_k}")
+    if h.expert_bytes < 0:
+        raise TraceFormatError(f"{where}: expert_bytes must be >= 0, got {h.expert_bytes}")
 
 
 def id_width(num_experts: int) -> int:
@@ -187,7 +227,7 @@ def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
     """Write ``trace`` as ``.mpltrace``. ``weights='auto'`` picks the smallest of float16,
     float32, float64 that holds every weight exactly, so import -> save -> load is exact."""
     weights = _auto_weights(trace, weights)
-    with open(path, "wb") as f:
+    with atomic_open(path, "wb") as f:      # a failed write leaves no partial file
         w = NativeWriter(f, trace.header, weights=weights)
         for d in trace.dispatches:
             w.write(d)
@@ -226,7 +266,7 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
     ``chunk`` bytes at a time."""
     w = id_width(header.num_experts)
     idc = "B" if w == 1 else "H"
-    nl, ne = header.num_moe_layers, header.num_experts
+    nl, ne, topk = header.num_moe_layers, header.num_experts, header.top_k
     buf = b""
     pos = 0
     offset = f.tell()        # file offset of buf[0]
@@ -270,10 +310,16 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
         if ids and max(ids) >= ne:
             raise TraceFormatError(f"{path}: record {index} at byte {start}: expert id "
                                    f"{max(ids)} outside 0..{ne - 1}")
+        if k > topk:
+            raise TraceFormatError(f"{path}: record {index} at byte {start}: {k} experts per "
+                                   f"token, more than the header's top_k {topk}")
         experts = [list(ids[i:i + k]) for i in range(0, n, k)] if k else [[] for _ in range(tokens)]
         weights = None
         if wcode:
             ws = struct.unpack_from(f"<{n}{_WFMT[wcode]}", buf, p)
+            if not isfinite(sum(ws)):
+                raise TraceFormatError(f"{path}: record {index} at byte {start}: a router weight "
+                                       f"is not a finite number")
             p += n * _WSIZE[wcode]
             weights = [list(ws[i:i + k]) for i in range(0, n, k)] if k else [[] for _ in range(tokens)]
         preds = None
@@ -292,7 +338,12 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
                 if not need(pos_rel + cnt * w):
                     raise TraceFormatError(f"{path}: truncated predictions in record {index}")
                 p = pos + pos_rel
-                preds[tl] = list(struct.unpack_from(f"<{cnt}{idc}", buf, p))
+                pids = list(struct.unpack_from(f"<{cnt}{idc}", buf, p))
+                if tl >= nl or (pids and max(pids) >= ne):
+                    raise TraceFormatError(f"{path}: record {index} at byte {start}: a prediction "
+                                           f"names layer {tl} or an expert outside the header's "
+                                           f"{nl} layers x {ne} experts")
+                preds[tl] = pids
                 p += cnt * w
         pos = p
         index += 1
@@ -319,16 +370,15 @@ def _jsonl_header(d: dict, path: str) -> TraceHeader:
     if experts is None:
         raise TraceFormatError(f"{path}:1: header line has no num_experts")
     extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
-    try:
-        h = TraceHeader(model=model,
-                        num_layers=int(layers) if layers is not None else 0,
-                        moe_layers=tuple(int(x) for x in moe) if moe is not None else (),
-                        num_experts=int(experts), top_k=int(top_k) if top_k is not None else 0,
-                        expert_bytes=int(expert_bytes),
-                        source=str(d.get("source") or f"jsonl {os.path.basename(path)}"),
-                        extra=dict(extra))
-    except (TypeError, ValueError) as e:
-        raise TraceFormatError(f"{path}:1: bad header value ({e})") from None
+    where = f"{path}:1"
+    h = TraceHeader(model=model,
+                    num_layers=_int_field(layers, "num_layers", where) if layers is not None else 0,
+                    moe_layers=_int_list_field(moe, "moe_layers", where) if moe is not None else (),
+                    num_experts=_int_field(experts, "num_experts", where),
+                    top_k=_int_field(top_k, "top_k", where) if top_k is not None else 0,
+                    expert_bytes=_int_field(expert_bytes, "expert_bytes", where),
+                    source=str(d.get("source") or f"jsonl {os.path.basename(path)}"),
+                    extra=dict(extra))
     if _jsonl_header_of(h) != d:      # not one of ours: keep it verbatim for export
         h.extra["jsonl_header"] = d
     return h
@@ -355,28 +405,54 @@ def _rows(value, path: str, lineno: int, what: str) -> tuple[list[list], bool]:
     return [list(value)], True
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _pred_id(x) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(x)
+    return x
+
+
 def load_jsonl(path: str) -> Trace:
     """Import the original's JSONL. Missing header fields are inferred from the rows: the MoE
     layer ids are the distinct ``l`` values, ``top_k`` the widest row."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")       # lines are decoded one by one, so an error names its line
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     raw: list[tuple[int, int, list, list | None, bool, dict | None]] = []
     with f:
         header = None
-        for lineno, line in enumerate(f, 1):
+        lineno = 0
+        lines = iter(f)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                break
+            except OSError as e:
+                raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+            lineno += 1
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise TraceFormatError(f"{path}:{lineno}: not UTF-8 text ({e.reason} at column "
+                                       f"{e.start + 1}): is it a binary file? Native traces need "
+                                       f"the {NATIVE_EXT} extension") from None
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise TraceFormatError(f"{path}:{lineno}: not JSON ({e})") from None
+                obj = json.loads(line, parse_constant=_no_constant)
+            except (ValueError, RecursionError) as e:
+                what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+                raise TraceFormatError(f"{path}:{lineno}: not JSON ({what})") from None
             if not isinstance(obj, dict):
                 raise TraceFormatError(f"{path}:{lineno}: expected a JSON object")
             if header is None:
                 if "e" in obj and "l" in obj:
-                    raise TraceFormatError(f"{path}:1: the first line must be the header "
+                    raise TraceFormatError(f"{path}:{lineno}: the first line must be the header "
                                            f"(model, num_experts, top_k, ...), not a dispatch")
                 header = _jsonl_header(obj, path)
                 continue
@@ -384,12 +460,18 @@ def load_jsonl(path: str) -> Trace:
                 t, l, e = obj["t"], obj["l"], obj["e"]
             except KeyError as k:
                 raise TraceFormatError(f"{path}:{lineno}: dispatch row has no {k} field") from None
-            if not isinstance(t, int) or not isinstance(l, int) or t < 0 or l < 0:
+            if (not isinstance(t, int) or not isinstance(l, int) or isinstance(t, bool)
+                    or isinstance(l, bool) or t < 0 or l < 0):
                 raise TraceFormatError(f"{path}:{lineno}: 't' and 'l' must be non-negative integers")
+            if t >= 2 ** 32:
+                raise TraceFormatError(f"{path}:{lineno}: step 't' = {t} is too large (at most 2^32-1)")
             rows, flat = _rows(e, path, lineno, "e")
             for r in rows:
                 if not all(isinstance(x, int) and not isinstance(x, bool) for x in r):
                     raise TraceFormatError(f"{path}:{lineno}: expert ids must be integers")
+            if len({len(r) for r in rows}) > 1:
+                raise TraceFormatError(f"{path}:{lineno}: the tokens of a dispatch select different "
+                                       f"numbers of experts ({', '.join(str(len(r)) for r in rows)})")
             ws = None
             if obj.get("s") is not None:
                 ws, _ = _rows(obj["s"], path, lineno, "s")
@@ -399,14 +481,17 @@ def load_jsonl(path: str) -> Trace:
                     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r):
                         raise TraceFormatError(f"{path}:{lineno}: weights must be numbers")
                 ws = [[float(x) for x in r] for r in ws]
+                if not all(isfinite(x) for r in ws for x in r):
+                    raise TraceFormatError(f"{path}:{lineno}: weights must be finite numbers")
             preds = None
             if obj.get("p") is not None:
                 if not isinstance(obj["p"], dict):
                     raise TraceFormatError(f"{path}:{lineno}: 'p' must be an object")
                 try:
-                    preds = {int(k): [int(x) for x in v] for k, v in obj["p"].items()}
-                except (TypeError, ValueError):
-                    raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p'") from None
+                    preds = {int(k): [_pred_id(x) for x in v] for k, v in obj["p"].items()}
+                except (TypeError, ValueError, OverflowError):
+                    raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p' (write "
+                                           f'{{"LAYER": [expert ids...]}})') from None
             raw.append((t, l, rows, ws, flat, preds, lineno))
     if header is None:
         raise TraceFormatError(f"{path}: empty file (expected a header line)")
@@ -425,11 +510,19 @@ def load_jsonl(path: str) -> Trace:
             raise TraceFormatError(f"{path}:{lineno}: layer {l} is not among the header's "
                                    f"moe_layers {list(header.moe_layers)}")
         for r in rows:
+            if len(r) > header.top_k:
+                raise TraceFormatError(f"{path}:{lineno}: {len(r)} experts per token, more than "
+                                       f"the header's top_k {header.top_k}")
             for x in r:
                 if not 0 <= x < header.num_experts:
                     raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
                                            f"0..{header.num_experts - 1}")
         if preds:
+            for v in preds.values():
+                for x in v:
+                    if not 0 <= x < header.num_experts:
+                        raise TraceFormatError(f"{path}:{lineno}: predicted expert id {x} outside "
+                                               f"0..{header.num_experts - 1}")
             preds = {ordinal[k]: v for k, v in preds.items() if k in ordinal}
         trace.dispatches.append(Dispatch(t, ordinal[l], rows, ws, preds or None))
         flat_flags.append(flat)
@@ -456,6 +549,8 @@ def dump_jsonl(trace: Trace, f: IO[str]) -> None:
     dumps = json.dumps
     for i, d in enumerate(trace.dispatches):
         one = d.tokens == 1 and i not in nested
+        if not 0 <= d.layer < len(moe):
+            raise ValueError(f"dispatch at step {d.step}: layer {d.layer} outside 0..{len(moe) - 1}")
         row = {"t": d.step, "l": moe[d.layer], "e": d.experts[0] if one else d.experts}
         if d.weights is not None:
             row["s"] = d.weights[0] if one else d.weights
@@ -466,6 +561,10 @@ def dump_jsonl(trace: Trace, f: IO[str]) -> None:
 
 # ------------------------------------------------------------------ by extension
 def kind_of(path: str) -> str:
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(f"a trace path must be a str or os.PathLike, not {type(path).__name__}")
     low = path.lower()
     if low.endswith(NATIVE_EXT):
         return "native"
@@ -509,7 +608,7 @@ def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
 def save(trace: Trace, path: str, **kw) -> None:
     """Write a trace file (by extension)."""
     if kind_of(path) == "jsonl":
-        with open(path, "w", encoding="utf-8") as f:
+        with atomic_open(path, "w") as f:
             dump_jsonl(trace, f)
     else:
         save_native(trace, path, **kw)
