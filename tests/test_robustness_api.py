@@ -225,3 +225,12 @@ def test_bad_dispatches_raise_before_any_state_change(policy):
     plan = rt.dispatch(1, (3, 4), (0.5, 0.5))
     assert plan.experts == [3, 4]
     assert rt.dispatch(2, [], tokens=0).experts == []
+
+
+def test_score_rule_rejects_non_numeric_weights():
+    rt = mpl.load("std/score_ema").runtime(4, 8, 2)
+    rt.dispatch(0, [1, 2], [0.5, 0.5])
+    before = rt.stats()
+    with pytest.raises(DispatchError, match="router weights must be numbers"):
+        rt.dispatch(1, [1, 2], ["a", "b"])
+    assert rt.stats() == before

@@ -284,3 +284,16 @@ def test_internal_error_is_one_line_unless_debugging(monkeypatch, capsys):
     monkeypatch.setenv("MPL_DEBUG", "1")
     assert main.main(["explain", "MPL102"]) == main.INTERNAL_ERROR
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check", "-"], "the standard input is not UTF-8 text"),
+    (["check", "-", "--json"], "the standard input is not UTF-8 text"),
+    (["fmt", "-"], "the standard input is not UTF-8 text"),
+])
+def test_binary_standard_input(tmp_path, argv, message):
+    r = subprocess.run([sys.executable, "-m", "mpl.cli.main", *argv], input=b"\xc5lRU\xa1\xff\n",
+                       capture_output=True, cwd=tmp_path, timeout=120)
+    out, err = r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
+    assert r.returncode == 1, (out, err)
+    assert message in out + err and "Traceback" not in err and "internal error" not in err

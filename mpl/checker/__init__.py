@@ -104,6 +104,19 @@ def read_source(path: str) -> tuple[str | None, Diagnostic | None]:
     return None, make("MPL100", msg, Span(1, 1, 1, 1, 0, 0), file=path)
 
 
+def read_stdin_source(name: str = "<stdin>") -> tuple[str | None, Diagnostic | None]:
+    """As :func:`read_source`, for the standard input (``mplc check -``)."""
+    from mpl.checker.resolve import ReadError, read_stdin_text
+
+    try:
+        return read_stdin_text(), None
+    except ReadError as e:
+        return None, make("MPL100", str(e), Span(1, 1, 1, 1, 0, 0), file=name)
+    except OSError as e:
+        return None, make("MPL100", f"cannot read the standard input: {e.strerror or e}",
+                          Span(1, 1, 1, 1, 0, 0), file=name)
+
+
 def _fspath(path, func: str) -> str:
     try:
         path = os.fspath(path)

@@ -43,15 +43,36 @@ def read_text_file(path: str) -> str:
         raise ReadError(f"'{path}' is a directory, not a policy file") from None
     except OSError as e:
         raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
+    return decode_text(data, f"'{path}'")
+
+
+def decode_text(data: bytes, what: str) -> str:
+    """Policy text from bytes (a file's, or the standard input's: ``what`` names it);
+    ReadError for binary or non-UTF-8 data. A leading byte-order mark is dropped."""
     if b"\x00" in data:
-        raise ReadError(f"'{path}' is a binary file, not a policy file")
+        raise ReadError(f"{what} is a binary file, not a policy file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ReadError(f"'{path}' is not UTF-8 text (byte {e.start})") from None
+        raise ReadError(f"{what} is not UTF-8 text (byte {e.start})") from None
     if text.startswith("\ufeff"):
         text = text[1:]
     return text
+
+
+def read_stdin_text(stream=None) -> str:
+    """The standard input as policy text (ReadError when it is binary or not UTF-8), with
+    universal newlines (as ``sys.stdin`` in text mode gives them)."""
+    import sys
+
+    stream = sys.stdin if stream is None else stream
+    buf = getattr(stream, "buffer", None)
+    if buf is None:                 # a text stream without bytes underneath (tests, IDEs)
+        data = stream.read().encode("utf-8", "surrogateescape")
+    else:
+        data = buf.read()
+    text = decode_text(data, "the standard input")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 @dataclass

@@ -56,7 +56,7 @@ def _usage(msg: str) -> int:
 
 
 def run(args) -> int:
-    from mpl.checker import LIVE, analyze, read_source
+    from mpl.checker import LIVE, analyze, read_source, read_stdin_source
     from mpl.cli.render import render_all, summary, use_color
     from mpl.diagnostics import Severity, has_errors
 
@@ -80,7 +80,8 @@ def run(args) -> int:
     sources: dict = {}
     for path in args.files:
         if path == "-":
-            text, err, path = sys.stdin.read(), None, "<stdin>"
+            path = "<stdin>"
+            text, err = read_stdin_source(path)
         else:
             text, err = read_source(path)
         if err is not None:

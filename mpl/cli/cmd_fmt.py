@@ -71,7 +71,13 @@ def write_atomic(path: str, text: str) -> None:
 def _stdin(args) -> int:
     from mpl.fmt import FormatError, format_text
 
-    text = sys.stdin.read()
+    from mpl.checker.resolve import ReadError, read_stdin_text
+
+    try:
+        text = read_stdin_text()
+    except (ReadError, OSError) as e:
+        print(f"mplc fmt: error: {e}", file=sys.stderr)
+        return 1
     try:
         out = format_text(text)
     except FormatError as e:

@@ -127,6 +127,12 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "self._bad_experts(experts)")
     w(2, "if weights is not None and (type(weights) is not list or len(weights) != n):")
     w(3, "weights = self._check_weights(weights, n)")
+    if f["weighted"]:   # the score rule does arithmetic on the weights: they must be numbers
+        w(2, "elif weights is not None:")
+        w(3, "try:")
+        w(4, "sum(weights)")
+        w(3, "except TypeError:")
+        w(4, "weights = self._check_weights(weights, n)")
     w(2, "if type(tokens) is not int or tokens < 1:")
     w(3, "self._check_tokens(tokens, n)")
     w(2, "if step is not None and (type(step) is not int or step < 0):")

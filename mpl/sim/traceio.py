@@ -409,6 +409,10 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+# one decoder for every line (json.loads with keyword arguments builds a decoder per call)
+_JSON_DECODE = json.JSONDecoder(parse_constant=_no_constant).decode
+
+
 def _pred_id(x) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise TypeError(x)
@@ -444,7 +448,7 @@ def load_jsonl(path: str) -> Trace:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line, parse_constant=_no_constant)
+                obj = _JSON_DECODE(line)
             except (ValueError, RecursionError) as e:
                 what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
                 raise TraceFormatError(f"{path}:{lineno}: not JSON ({what})") from None
