@@ -234,3 +234,20 @@ def test_score_rule_rejects_non_numeric_weights():
     with pytest.raises(DispatchError, match="router weights must be numbers"):
         rt.dispatch(1, [1, 2], ["a", "b"])
     assert rt.stats() == before
+
+
+@pytest.mark.parametrize("profile,message", [
+    ({"base": "h100", "cpu": ["desktop"]}, "unknown cpu"),
+    ({"base": "h100", "hbm_gbps": float("nan")}, "'hbm_gbps' must be a positive"),
+    ({"base": "h100", "hbm_gbps": float("inf")}, "'hbm_gbps' must be a positive"),
+    ({"base": "h100", "link_efficiency": 2}, "link_efficiency must be in"),
+    ({"base": "tpu"}, "unknown base profile"),
+    ({}, "missing field"),
+    ([1, 2], "must be a JSON object"),
+])
+def test_bad_hardware_profiles(profile, message):
+    with pytest.raises(hardware.HardwareError, match=message):
+        if isinstance(profile, dict):
+            hardware.resolve(profile)
+        else:
+            hardware._from_dict(profile, "x.json")

@@ -119,7 +119,7 @@ def _from_dict(d: dict, where: str) -> Profile:
         if k == "base":
             continue
         if k == "cpu":
-            if v not in CPUS:
+            if not isinstance(v, str) or v not in CPUS:
                 raise HardwareError(f"{where}: unknown cpu '{v}' (known: {', '.join(CPUS)})")
             values.update(CPUS[v])
             continue
@@ -131,8 +131,8 @@ def _from_dict(d: dict, where: str) -> Profile:
         if k in ("name", "link", "source"):
             if not isinstance(v, str):
                 raise HardwareError(f"{where}: '{k}' must be a string")
-        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-            raise HardwareError(f"{where}: '{k}' must be a positive number, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            raise HardwareError(f"{where}: '{k}' must be a positive (finite) number, got {v!r}")
         values[k] = v
     if "link" in values and "link_gbps" not in values:
         if values["link"] not in LINKS:
