@@ -251,3 +251,12 @@ def test_bad_hardware_profiles(profile, message):
             hardware.resolve(profile)
         else:
             hardware._from_dict(profile, "x.json")
+
+
+def test_check_model_argument():
+    from mpl.checker import analyze
+    assert not analyze(LFU, model="olmoe").errors
+    with pytest.raises(shapes.ShapeError, match="unknown model 'nope'"):
+        analyze(LFU, model="nope")
+    with pytest.raises(TypeError, match="model must be a mpl.shapes.ModelShape"):
+        analyze(LFU, model=5)

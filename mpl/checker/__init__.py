@@ -54,6 +54,19 @@ class Analysis:
         return not has_errors(self.diagnostics)
 
 
+def _model_shape(model):
+    """``model=``: None, a ModelShape, or a preset name / config.json path (resolved here;
+    mpl.shapes.ShapeError when unknown)."""
+    from mpl import shapes
+
+    if model is None or isinstance(model, shapes.ModelShape):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return shapes.resolve(os.fspath(model))
+    raise TypeError(f"model must be a mpl.shapes.ModelShape, a preset name or a config.json "
+                    f"path, not {type(model).__name__}")
+
+
 def analyze(text: str, path: str | None = None, *, model=None, read_file: Callable | None = None,
             purpose: str = LIVE) -> Analysis:
     """Parse and check ``text`` (the contents of ``path``); see the module doc."""
@@ -64,6 +77,7 @@ def analyze(text: str, path: str | None = None, *, model=None, read_file: Callab
         raise ValueError(f"purpose must be 'live' or 'replay', not {purpose!r}")
     if not isinstance(text, str):
         raise TypeError(f"analyze() needs a str, not {type(text).__name__}")
+    model = _model_shape(model)
     res = Resolver(model=model, read_file=read_file, purpose=purpose)
     main = res.build(text, path)
     diags: list[Diagnostic] = []
