@@ -297,3 +297,11 @@ def test_binary_standard_input(tmp_path, argv, message):
     out, err = r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
     assert r.returncode == 1, (out, err)
     assert message in out + err and "Traceback" not in err and "internal error" not in err
+
+
+def test_compile_never_overwrites_its_input(tmp_path):
+    text = "policy lfu16 {\n  cache { capacity = 16  eviction = lfu }\n}\n"
+    (tmp_path / "p.moe").write_text(text)
+    r = _mplc(["compile", "p.moe", "-o", "./p.moe"], tmp_path)
+    assert r.returncode == 1 and "refusing to write the module over the policy file" in r.stderr
+    assert (tmp_path / "p.moe").read_text() == text

@@ -45,6 +45,13 @@ def _reader():
     return read
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def run(args) -> int:
     from mpl.api import PolicyError, load
     from mpl.cli.render import render_all, use_color
@@ -70,6 +77,10 @@ def run(args) -> int:
     if out == "-":
         sys.stdout.write(pol.source)
         return 0
+    if _same_file(out, args.file):
+        print(f"mplc compile: refusing to write the module over the policy file {args.file}; "
+              f"choose another -o", file=sys.stderr)
+        return 1
     try:
         write_atomic(out, pol.source)
     except OSError as e:
