@@ -213,6 +213,7 @@ CASES = [
     ("tune-jobs", ["tune", *T, "--budget", "64", "-j", "-1"], 1, "--jobs must be >= 0", []),
     ("tune-top", ["tune", *T, "--budget", "64", "--top", "-3"], 1, "--top must be >= 0", []),
     ("tune-name", ["tune", *T, "--budget", "64", "--name", "bad name!"], 1, "not a policy name", []),
+    ("tune-out-over-trace", ["tune", "--trace", "cut_end.mpltrace", "--budget", "16", "-o", "cut_end.mpltrace"], 1, "refusing to write the tuned policy over the trace", []),
     ("tune-out-no-dir", ["tune", *T, "--budget", "16", "-j", "1", "-o", "nodir/best.moe"], 1, "cannot write nodir/best.moe", ["nodir"]),
     # torch-based commands: only cheap failures (the model is never built or is rejected early)
     ("run-config-heads", ["run", "lfu.moe", "--model", "cfg_heads.json"], 1, "cannot load a model from cfg_heads.json", []),

@@ -37,6 +37,11 @@ def run(args) -> int:
     if args.jobs < 0:
         print("error: --jobs must be >= 0", file=sys.stderr)
         return 1
+    if args.output and os.path.exists(args.output) and os.path.exists(args.trace) \
+            and os.path.samefile(args.output, args.trace):
+        print(f"error: refusing to write the tuned policy over the trace {args.trace}; "
+              f"choose another -o", file=sys.stderr)
+        return 1
     if args.top < 0:
         print("error: --top must be >= 0", file=sys.stderr)
         return 1
