@@ -260,3 +260,14 @@ def test_check_model_argument():
         analyze(LFU, model="nope")
     with pytest.raises(TypeError, match="model must be a mpl.shapes.ModelShape"):
         analyze(LFU, model=5)
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("missing.txt", "no such file: 'missing.txt'"),
+    ("nodir/policy", "no such file"),
+    ("policy {", "expected a policy name"),
+])
+def test_replay_policy_spec_errors(small_trace, spec, message):
+    tr, _ = small_trace
+    with pytest.raises(mpl.sim.PolicyLoadError, match=message):
+        mpl.sim.replay(spec, tr)

@@ -401,6 +401,16 @@ class PolicyLoadError(ValueError):
         self.diagnostics = list(diagnostics)
 
 
+def _looks_like_path(s: str) -> bool:
+    """A .moe / .policy name, an existing file, or one word with a folder or an extension
+    (policy text always has a space or a brace)."""
+    if "{" in s or "\n" in s:
+        return False
+    if s.endswith((".moe", ".policy")) or os.path.isfile(s):
+        return True
+    return not any(c.isspace() for c in s) and (os.sep in s or bool(os.path.splitext(s)[1]))
+
+
 def load_policy(policy, *, name: str | None = None, overrides: dict | None = None):
     """A Policy ready for replay: an mpl Policy (returned as is without overrides), a path
     to a .moe file, or .moe text. ``overrides`` ("block.name" -> value) edit the text and
@@ -409,8 +419,7 @@ def load_policy(policy, *, name: str | None = None, overrides: dict | None = Non
     from mpl.sim.variants import set_params
 
     path = None
-    if isinstance(policy, (str, os.PathLike)) and (os.fspath(policy).endswith((".moe", ".policy"))
-                                                    and "{" not in os.fspath(policy)):
+    if isinstance(policy, (str, os.PathLike)) and _looks_like_path(os.fspath(policy)):
         path = os.fspath(policy)
         text, err = read_source(path)
         if err is not None:
