@@ -175,3 +175,12 @@ def test_long_runs_are_linear():
     for text in ("policy" + " " * 200000, "-" * 100000, "[" * 100000, '"' * 100001,
                  "@" * 100000, "a " * 100000):
         check(text)
+
+
+def test_rule_or_action_keyword_after_a_value_on_the_same_line():
+    # found by test_mutated_corpus: separators are optional, so both parsers must accept a
+    # rule (or an action keyword) right after a complete item on the same line
+    agree("policy p {\n cache {\n  expert_size_gb = 0.5G        when transfer_rate > 1.5 { x = 1 }\n }\n}\n")
+    agree("policy p { cache { capacity = 4 } adapt { when hit_rate < 0.5 { capacity = 2 trigger ttl rebalance uniform } } }")
+    agree("policy p { adapt { when hit_rate < 0.5 { eviction = lru when } } }")
+    agree("policy p { cache { ttl = 5 when hit_rate < 0.5 } }")

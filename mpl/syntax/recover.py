@@ -162,7 +162,11 @@ class RecoveringParser:
     def at_item_start(self) -> bool:
         """A plausible start of the next item (parameter, block, rule, action)."""
         t = self.tok
-        if self.line_start() and t.type in ("NAME", "WHEN", "TRIGGER", "REBALANCE"):
+        # separators are optional in the grammar: a rule or an action keyword may follow a
+        # complete item on the same line (`ttl = 5 when hit_rate < 0.5 { ... }`)
+        if t.type in ("WHEN", "TRIGGER", "REBALANCE"):
+            return True
+        if self.line_start() and t.type == "NAME":
             return True
         if t.type == "NAME" and self.peek().type in ("EQ", "DOT", "LBRACE"):
             return True
