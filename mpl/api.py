@@ -120,13 +120,9 @@ def loads(text: str, policy: str | None = None, *, path: str | None = None) -> P
 def load(path, policy: str | None = None) -> Policy:
     """Check and compile a ``.moe`` file (or a standard policy, ``"std/NAME"``).
     Raises :class:`PolicyError` on errors (TypeError when ``path`` is not a path)."""
-    try:
-        path = os.fspath(path)
-    except TypeError:
-        raise TypeError(f"load() expects a file path (str or os.PathLike), not "
-                        f"{type(path).__name__}; use mpl.loads() for policy text") from None
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
+    from mpl.checker import as_path
+
+    path = as_path(path, "load", "; use mpl.loads() for policy text")
     if path.startswith("std/") and not os.path.exists(path):
         from mpl.stdlib_path import stdlib_file, stdlib_names
 

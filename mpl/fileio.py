@@ -23,28 +23,14 @@ def write_atomic(path: str, data: str | bytes, *, mode: int | None = None,
     ``keep_mode`` keeps the permission bits of an existing file; otherwise ``mode`` (or
     0o644) is used. On any failure the temporary file is removed and the target is untouched.
     """
-    directory = os.path.dirname(os.path.abspath(path))
     if keep_mode and os.path.exists(path):
         mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = _temp_in(directory, path)
-    try:
-        if isinstance(data, str):
-            f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-        else:
-            f = os.fdopen(fd, "wb")
-        with f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.chmod(tmp, 0o644 if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_open(path, "w" if isinstance(data, str) else "wb",
+                     file_mode=0o644 if mode is None else mode) as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
 
 
 @contextlib.contextmanager

@@ -131,12 +131,14 @@ def read_stdin_source(name: str = "<stdin>") -> tuple[str | None, Diagnostic | N
                           Span(1, 1, 1, 1, 0, 0), file=name)
 
 
-def _fspath(path, func: str) -> str:
+def as_path(path, func: str, hint: str = "") -> str:
+    """``path`` as a str (os.PathLike and bytes accepted); a TypeError naming ``func`` for
+    anything else (``hint`` is appended to its message)."""
     try:
         path = os.fspath(path)
     except TypeError:
         raise TypeError(f"{func}() expects a file path (str or os.PathLike), not "
-                        f"{type(path).__name__}") from None
+                        f"{type(path).__name__}{hint}") from None
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     return path
@@ -145,7 +147,7 @@ def _fspath(path, func: str) -> str:
 def check(path: str, *, model=None, purpose: str = LIVE) -> list[Diagnostic]:
     """The diagnostics of the file at ``path``. Never raises on bad input (a ``path`` that is
     not a path at all is a TypeError)."""
-    path = _fspath(path, "check")
+    path = as_path(path, "check")
     text, err = read_source(path)
     if err is not None:
         return [err]
