@@ -17,7 +17,7 @@ import re
 from mpl import ir as _ir
 from mpl import schema
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 
 # ---------------------------------------------------------------- values
@@ -265,9 +265,9 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
             w(3, "if predictions and t in predictions:   # lookahead: the caller's predictions")
             w(4, "props = [(t, e) for e in dict.fromkeys(predictions[t])][:self.budget]")
             w(3, "else:   # no prediction for the target: history")
-            w(4, "props = [(t, v % _HM) for v in self.history.rank[t][:self.budget]]")
+            w(4, "props = [(t, e) for e in self.history.top(t, self.budget)]")
         else:
-            w(3, "props = [(t, v % _HM) for v in self.history.rank[t][:self.budget]]")
+            w(3, "props = [(t, e) for e in self.history.top(t, self.budget)]")
         w(3, "if props:")
         w(4, "self._issue(props, inuse, loads, evicted)")
     elif f["prefetch"]:
@@ -454,7 +454,6 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0)
     w(0, "from mpl.runtime.core import DispatchError as _DispatchError, Runtime as _Runtime, distinct as _distinct")
     w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Load as _Load, Plan as _Plan")
-    w(0, "from mpl.runtime.prefetch import _M as _HM")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
     w(0, f"POLICY_NAME = {pir.name!r}")

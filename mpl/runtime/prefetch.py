@@ -3,8 +3,10 @@
 Both only *predict*; :class:`mpl.runtime.core.Runtime` turns proposals into PREFETCH loads.
 
 * :class:`History` — per layer, how often each expert was selected in the last
-  ``history_window`` steps (one entry per dispatch of that layer), with an incrementally
-  sorted ranking (count desc, then expert id) so the top-``b`` costs O(b).
+  ``history_window`` steps (one entry per dispatch of that layer). Counts change by one per
+  entering or leaving expert, so experts are kept in buckets by count: an update is two set
+  operations and the top-``b`` (count desc, then expert id) walks down from the highest
+  non-empty bucket.
 * :class:`Affinity` — transition counts ``(e at L) -> (e' at L+d)`` for ``d = 1 ..
   lookahead``, learned online from consecutive dispatches of the same step (``L+d`` wraps into
   the next step). ``P(e' | e) = count(e -> e') / count(e)``; a target expert's probability is
@@ -13,48 +15,118 @@ Both only *predict*; :class:`mpl.runtime.core.Runtime` turns proposals into PREF
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections import deque
 
 
-_M = 1 << 32   # rank entries are ints ``expert - count * _M``: ascending = count desc, id asc
-
-
 class History:
-    __slots__ = ("window", "win", "cnt", "rank")
+    __slots__ = ("window", "win", "cnt", "bk", "mx")
 
     def __init__(self, num_layers: int, window: int):
         self.window = window
         self.win = [deque() for _ in range(num_layers)]
-        self.cnt = [dict() for _ in range(num_layers)]
-        self.rank = [[] for _ in range(num_layers)]   # sorted ints (see _M)
+        self.cnt = [dict() for _ in range(num_layers)]     # expert -> count (> 0)
+        self.bk = [[set()] for _ in range(num_layers)]     # bk[c]: experts with count c
+        self.mx = [0] * num_layers                         # highest non-empty bucket
 
     def observe(self, layer: int, experts) -> None:
-        cnt = self.cnt[layer]
-        rank = self.rank[layer]
+        """One dispatch of ``layer`` selected ``experts`` (distinct ids)."""
         win = self.win[layer]
-        win.append(tuple(experts))
-        delta: dict = {}
-        for e in experts:
-            delta[e] = delta.get(e, 0) + 1
-        while len(win) > self.window:
-            for e in win.popleft():
-                delta[e] = delta.get(e, 0) - 1
-        for e, d in delta.items():
-            if not d:
-                continue                  # in and out of the window: no change
+        new = experts if type(experts) is tuple else tuple(experts)
+        win.append(new)
+        if len(win) <= self.window:
+            old = ()
+        else:
+            old = win.popleft()
+            if len(win) > self.window:          # the window shrank (an adapt rule)
+                gone = [old]
+                while len(win) > self.window:
+                    gone.append(win.popleft())
+                self._apply(layer, new, gone)
+                return
+        if len(new) > 16 or len(old) > 16:      # wide (prefill) dispatches: set lookups
+            sn, so = set(new), set(old)
+        else:
+            sn, so = new, old
+        cnt = self.cnt[layer]
+        bk = self.bk[layer]
+        mx = self.mx[layer]
+        for e in new:
+            if e in so:
+                continue                        # in and out of the window: no change
             c = cnt.get(e, 0)
             if c:
-                del rank[bisect_left(rank, e - c * _M)]
+                bk[c].discard(e)
+            c += 1
+            cnt[e] = c
+            if c > mx:
+                mx = c
+                if len(bk) <= c:
+                    bk.append(set())
+            bk[c].add(e)
+        for e in old:
+            if e in sn:
+                continue
+            c = cnt[e]
+            s = bk[c]
+            s.discard(e)
+            if c == 1:
+                del cnt[e]
+            else:
+                cnt[e] = c - 1
+                bk[c - 1].add(e)
+            if c == mx and not s:
+                mx -= 1
+        self.mx[layer] = mx
+
+    def _apply(self, layer: int, new, gone) -> None:
+        """General update: ``new`` entered and the rows ``gone`` left the window."""
+        delta: dict = {}
+        for e in new:
+            delta[e] = delta.get(e, 0) + 1
+        for row in gone:
+            for e in row:
+                delta[e] = delta.get(e, 0) - 1
+        cnt = self.cnt[layer]
+        bk = self.bk[layer]
+        mx = self.mx[layer]
+        for e, d in delta.items():
+            if not d:
+                continue
+            c = cnt.get(e, 0)
+            if c:
+                bk[c].discard(e)
             c += d
             if c > 0:
                 cnt[e] = c
-                insort(rank, e - c * _M)
+                while len(bk) <= c:
+                    bk.append(set())
+                bk[c].add(e)
+                if c > mx:
+                    mx = c
             else:
                 del cnt[e]
+        while mx > 0 and not bk[mx]:
+            mx -= 1
+        self.mx[layer] = mx
 
     def top(self, layer: int, b: int) -> list:
-        return [v % _M for v in self.rank[layer][:b]]
+        """Up to ``b`` experts of ``layer``, most often selected first (ties: lower id)."""
+        out: list = []
+        if b <= 0:
+            return out
+        bk = self.bk[layer]
+        c = self.mx[layer]
+        while c > 0:
+            s = bk[c]
+            if s:
+                if len(s) == 1:
+                    out.extend(s)
+                else:
+                    out.extend(sorted(s))
+                if len(out) >= b:
+                    return out[:b] if len(out) > b else out
+            c -= 1
+        return out
 
     def count(self, layer: int, expert: int) -> int:
         return self.cnt[layer].get(expert, 0)
