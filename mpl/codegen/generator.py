@@ -17,7 +17,7 @@ import re
 from mpl import ir as _ir
 from mpl import schema
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 
 # ---------------------------------------------------------------- values
@@ -104,9 +104,10 @@ def features(pir: _ir.PolicyIR) -> dict:
 class _W:
     def __init__(self):
         self.lines: list[str] = []
+        self.base = 0            # added to every indent (the replay loop nests the body)
 
     def __call__(self, indent: int, text: str = "") -> None:
-        self.lines.append(("    " * indent + text) if text else "")
+        self.lines.append(("    " * (indent + self.base) + text) if text else "")
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -139,6 +140,42 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "self._bad_step(step)")
     w(2, "if predictions:")
     w(3, "self._check_predictions(predictions)")
+    _emit_body(w, f, replay=False)
+
+
+def _simple(f: dict) -> bool:
+    """Only demand loads ever (gpu_only, no prefetch): the replay loop times a dispatch from
+    its counts and builds no Load objects (the timeline reads only background and
+    prefetch loads from a Plan)."""
+    return f["modes"] == ("gpu_only",) and not f["prefetch"]
+
+
+def _emit_replay(w: _W, f: dict) -> None:
+    """``replay_records``: the dispatch body in a loop over trace records, each played on
+    the simulated timeline at once. The decisions are the same code as ``dispatch`` (the
+    same emitter); only the argument checks are left out (a trace is validated when read)."""
+    w(1, "def replay_records(self, records, tl, tick=None, every=0):")
+    w(2, '"""Dispatch every record and play it on ``tl`` (mpl.sim.timeline.Timeline); adds')
+    w(2, "the simulated stalls to the stats. records: (layer, experts, weights, tokens, step,")
+    w(2, "predictions, tokens_of) with distinct-or-not expert ids as dispatch() takes them;")
+    w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
+    w(2, 'Returns the number of records."""')
+    w(2, "tl_dispatch = tl.dispatch")
+    if _simple(f):
+        w(2, "tl_demand = tl.demand")
+        w(2, "fast = tl.overlap")
+    w(2, "count = 0")
+    w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
+    w(3, "n = len(experts)")
+    w.base += 1
+    _emit_body(w, dict(f, _replay=True), replay=True)
+    w.base -= 1
+    w(2, "return count")
+
+
+def _emit_body(w: _W, f: dict, *, replay: bool) -> None:
+    """The dispatch after its argument checks (``n`` is the number of experts)."""
+    modes = f["modes"]
     w(2, "if step is None:")
     w(3, "if layer <= self._last_layer:")
     w(4, "self.step += 1")
@@ -239,6 +276,8 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
                           ("ncpu", "cpu_computes"), ("nev", "evictions")):
             if var in counters:
                 w(3, f"self.{attr} += {var}")
+    if replay and _simple(f):
+        w(2, "missed = inuse is not None")
     w(2, "self.l_acc[layer] += n")
     w(2, "self.l_hit[layer] += hit.count(True)")
     if f["rebalance"]:
@@ -288,7 +327,21 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
         w(3, "self._observe(hit, tokens, inuse, evicted)")
     w(2, "if len(res) > cache.capacity:   # a capacity cut that met keys in use completes now")
     w(3, "self._trim(cache, layer, experts, evicted)")
-    w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
+    if not replay:
+        w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
+        return
+    if _simple(f):
+        w(2, "if fast and tokens_of is None and not (missed and nst):   # every miss a demand load")
+        w(3, "stall = tl_demand(n, nd if missed else 0)")
+        w(2, "else:")
+        w(3, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, [], evicted), tokens_of, tokens)")
+    else:
+        w(2, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
+    w(2, "if stall > 0:")
+    w(3, "self.stall += stall")
+    w(2, "count += 1")
+    w(2, "if every and count % every == 0:")
+    w(3, "tick(count)")
 
 
 def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
@@ -333,7 +386,8 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
         w(d, ins)
         if f["ttl"]:
             w(d, "ttl[key] = self._stamp()")
-    w(d, f"loads.append(_Load(key, slot, victim, {kind!r}))")
+    if not (f.get("_replay") and _simple(f)):
+        w(d, f"loads.append(_Load(key, slot, victim, {kind!r}))")
 
 
 def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
@@ -489,6 +543,8 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(1, f'"""Runtime of policy {identifier(pir.name)} (straight-line dispatch)."""')
     w(0)
     _emit_dispatch(w, f, pir)
+    w(0)
+    _emit_replay(w, f)
     if pir.adapt:
         w(0)
         _emit_rules(w, pir)

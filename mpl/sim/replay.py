@@ -177,6 +177,20 @@ def _flat(d: Dispatch):
     return ex, ws
 
 
+def records_of(dispatches: Iterable[Dispatch]):
+    """The records a compiled module's ``replay_records`` takes, one per dispatch:
+    (layer, experts, weights, tokens, step, predictions, tokens_of)."""
+    for d in dispatches:
+        ex = d.experts
+        if len(ex) == 1:
+            ws = d.weights
+            yield (d.layer, ex[0], ws[0] if ws is not None else None, 1, d.step,
+                   d.predictions, None)
+        else:
+            fe, fw = _flat(d)
+            yield (d.layer, fe, fw, d.tokens, d.step, d.predictions, _tokens_of(d))
+
+
 def _tokens_of(d: Dispatch) -> dict | None:
     if d.tokens == 1:
         return None
@@ -286,26 +300,8 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # the shared optimum's capacity: the policy's own, or the largest an adapt rule can
         # set (the runtime's slot pool), so that the optimum stays an upper bound
         cap0 = rt.num_slots if _adapts_capacity(ir) else rt.capacities()[0]
-        dispatch = rt.dispatch
-        add_stall = rt.add_stall
-        tl_dispatch = tl.dispatch
         upd = bar.update
-        every = bar.every if bar.on else 0
-        for i, d in enumerate(trace.dispatches):
-            ex = d.experts
-            if len(ex) == 1:
-                ws = d.weights
-                plan = dispatch(d.layer, ex[0], ws[0] if ws is not None else None, 1,
-                                step=d.step, predictions=d.predictions)
-                stall = tl_dispatch(plan)
-            else:
-                ex, ws = _flat(d)
-                plan = dispatch(d.layer, ex, ws, d.tokens, step=d.step, predictions=d.predictions)
-                stall = tl_dispatch(plan, _tokens_of(d), d.tokens)
-            if stall > 0:
-                add_stall(stall)
-            if every and i % every == 0:
-                upd(i + 1)
+        rt.replay_records(records_of(trace.dispatches), tl, upd, bar.every if bar.on else 0)
         upd(len(trace))
         stats = rt.stats()
         bres = None

@@ -42,6 +42,36 @@ class Timeline:
         self._cpu1 = costs.cpu_expert_ms(1)
         self._dense1 = costs.dense_ms(1) if costs.dense_bytes_per_layer else 0.0
 
+    def demand(self, n: int, m: int, dense: float | None = None) -> float:
+        """Advance the clocks by a one-token dispatch of ``n`` experts whose ``m`` misses
+        are all demand loads, nothing in flight and overlap on; returns its stall in ms.
+        The m transfers land txf apart from s0; the compute stream runs the resident
+        experts, then each loaded one as it lands:
+        ``t = max(t0 + early + m*g, max_j (s0 + j*txf + (m - j + 1)*g))``."""
+        if dense is None:
+            dense = self._dense1
+        gpu1 = self._gpu1
+        t0 = self.now + dense
+        busy = n * gpu1
+        t = t0 + busy
+        if m:
+            txf = self._t_xfer
+            link = self.link_free
+            s0 = t0 if t0 > link else link
+            link = s0 + m * txf
+            last = (s0 + m * txf + gpu1) if txf >= gpu1 else (s0 + txf + m * gpu1)
+            if last > t:
+                t = last
+            self.link_free = link
+            self.transfers += m
+            self.transfer_ms += m * txf
+            self.bytes += m * self.c.expert_bytes
+        stall = t - t0 - busy
+        self.gpu_ms += busy + dense
+        self.stall_ms += stall
+        self.now = t
+        return stall
+
     def dispatch(self, plan: Plan, tokens_of: dict | None = None, tokens: int = 1) -> float:
         """Advance the clocks by one dispatch; returns its stall in ms.
         ``tokens_of``: expert -> tokens routed to it (default 1 each)."""
@@ -64,30 +94,7 @@ class Timeline:
         wh = plan.where
         if (not arrival and tokens_of is None and self.overlap and CPU not in wh
                 and STREAM not in wh and len(loads) == hits.count(False)):
-            # fast path: nothing in flight, one token, every miss a demand load and no other
-            # load. The m transfers land txf apart from s0; the compute stream runs the
-            # resident experts, then each loaded one as it lands:
-            #   t = max(t0 + early + m*g, max_j (s0 + j*txf + (m - j + 1)*g))
-            m = len(loads)
-            busy = len(hits) * gpu1
-            if m:
-                s0 = t0 if t0 > link else link
-                link = s0 + m * txf
-                last = (s0 + m * txf + gpu1) if txf >= gpu1 else (s0 + txf + m * gpu1)
-                t = t0 + busy
-                if last > t:
-                    t = last
-                self.transfers += m
-                self.transfer_ms += m * txf
-                self.bytes += m * c.expert_bytes
-            else:
-                t = t0 + busy
-            stall = t - t0 - busy
-            self.gpu_ms += busy + dense
-            self.stall_ms += stall
-            self.link_free = link
-            self.now = t
-            return stall
+            return self.demand(len(hits), len(loads), dense)
         else:
             for e, where, hit in zip(plan.experts, plan.where, plan.hit):
                 n = tokens_of.get(e, 1) if tokens_of else 1
