@@ -119,6 +119,36 @@ def bench_ours(trace, repeat: int) -> dict:
     return res
 
 
+def floor_lru(trace, capacity: int = 16, repeat: int = 3) -> float:
+    """CPU microseconds per dispatch of the least work any LRU policy (i) must do on this
+    trace in CPython: per access one dict lookup, per miss one OrderedDict popitem and one
+    insert. No argument checks, no in-use protection, no plan, no stats: a lower bound for
+    the runtime (which must do all of those), printed to show where the 5x target lies."""
+    from collections import OrderedDict
+
+    def run():
+        od: OrderedDict = OrderedDict((-1 - i, i) for i in range(capacity))   # full from the start
+
+        def dispatch(layer, experts, weights=None):
+            base = layer * EXPERTS
+            get = od.get
+            for e in experts:
+                key = base + e
+                slot = get(key)
+                if slot is None:
+                    slot = od.popitem(False)[1]
+                    od[key] = slot
+                else:
+                    od.move_to_end(key)
+
+        t0 = CLOCK()
+        for layer, ex, w in trace:
+            dispatch(layer, ex, w)
+        return CLOCK() - t0
+
+    return _time(run, repeat) / len(trace) * 1e6
+
+
 def bench_original(trace, repeat: int) -> dict:
     """Runs inside the original's virtual environment (imports only moe_policylang)."""
     import moe_policylang as m
@@ -202,6 +232,12 @@ def main(argv=None) -> int:
             print(f"    original: {orig[name + ':error']}")
     if orig is None:
         print(f"original package not measured: {why}")
+    fl = floor_lru(trace, repeat=args.repeat)
+    line = (f"floor: bare OrderedDict LRU bookkeeping for policy (i) (no checks, plan, stats or "
+            f"in-use protection) {fl:.2f} us/dispatch")
+    if orig and orig.get("lru16"):
+        line += f"; 5x the original needs <= {orig['lru16'] / 5:.2f} us"
+    print(line)
     return 0
 
 

@@ -17,7 +17,7 @@ import re
 from mpl import ir as _ir
 from mpl import schema
 
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 
 
 # ---------------------------------------------------------------- values
@@ -387,7 +387,7 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
         if f["ttl"]:
             w(d, "ttl[key] = self._stamp()")
     if not (f.get("_replay") and _simple(f)):
-        w(d, f"loads.append(_Load(key, slot, victim, {kind!r}))")
+        w(d, f"loads.append((key, slot, victim, {kind!r}))   # a Load (Plan.raw_loads)")
 
 
 def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
@@ -507,7 +507,7 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0, '"""')
     w(0)
     w(0, "from mpl.runtime.core import DispatchError as _DispatchError, Runtime as _Runtime, distinct as _distinct")
-    w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Load as _Load, Plan as _Plan")
+    w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Plan as _Plan")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
     w(0, f"POLICY_NAME = {pir.name!r}")

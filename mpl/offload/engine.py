@@ -106,10 +106,9 @@ class Engine:
         for _key, slot in plan.evicted:
             pool.evict(slot)
         layers = self.layers
-        for ld in plan.loads:
-            lkey = ld.key
-            ms = pool.copy_in(ld.slot, layers[lkey[0]].host, lkey[1], lkey, ld.kind)
-            if ld.kind == DEMAND:
+        for lkey, slot, _victim, kind in plan.raw_loads:     # Load fields, as plain tuples
+            ms = pool.copy_in(slot, layers[lkey[0]].host, lkey[1], lkey, kind)
+            if kind == DEMAND:
                 stall += ms
 
         lut = [pool.zero] * b.num_experts

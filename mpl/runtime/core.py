@@ -21,7 +21,7 @@ from mpl.runtime.cache import Cache, SlotPool
 from mpl.runtime.cost import CostModel
 from mpl.runtime.eviction import make_store
 from mpl.runtime.monitor import Monitor
-from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM, Load
+from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History
 
 log = logging.getLogger("mpl.runtime")
@@ -320,7 +320,7 @@ class Runtime:
         slot, victim = r
         if victim is not None:
             self._gone(victim, slot, evicted)
-        loads.append(Load(key, slot, victim, kind))
+        loads.append((key, slot, victim, kind))   # a Load (see Plan.raw_loads)
         self._arrived(key)
         return slot
 
@@ -427,7 +427,7 @@ class Runtime:
                 store.insert(key, w)
                 if ttl is not None:
                     ttl[key] = self._stamp()
-            loads.append(Load(key, slot, victim, PREFETCH))
+            loads.append((key, slot, victim, PREFETCH))
             n += 1
             pf[key] = True
         self.prefetch_loads += n

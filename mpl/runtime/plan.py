@@ -9,7 +9,7 @@ the per-layer caches), so the mechanism can pre-allocate the pool once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 Key = tuple[int, int]
 
@@ -23,26 +23,73 @@ BACKGROUND = "background"  # cpu_fallback / hybrid: computed on the CPU now, loa
 PREFETCH = "prefetch"      # proposed by the prefetcher for a later layer
 
 
-@dataclass(slots=True)
-class Load:
+class Load(NamedTuple):
+    """One transfer of a Plan. A tuple: the runtime builds plain ``(key, slot, victim,
+    kind)`` tuples on the hot path and :attr:`Plan.loads` presents them as ``Load``."""
     key: Key
     slot: int
     victim: Key | None      # the key that occupied ``slot`` and leaves the device, if any
     kind: str               # DEMAND | BACKGROUND | PREFETCH
 
 
-@dataclass(slots=True)
+_as_load = Load._make
+
+
 class Plan:
-    step: int
-    layer: int
-    experts: list[int]                # distinct experts of the dispatch, in router order
-    where: list[int]                  # per expert: slot >= 0, CPU or STREAM
-    hit: list[bool]                   # per expert: resident when the dispatch started
-    loads: list[Load] = field(default_factory=list)     # transfers to issue, in order
-    evicted: list[tuple[Key, int]] = field(default_factory=list)
-    # ^ every (key, slot) that left the device during this dispatch, in order: victims of
-    #   loads, trigger evictions, capacity cuts by adapt/rebalance. A load's victim appears
-    #   here too. Demotions inside a segmented cache move no data and do not appear.
+    """What one dispatch decided.
+
+    * ``step``, ``layer``; ``experts``: distinct experts of the dispatch, in router order;
+    * ``where``: per expert, its slot (>= 0), ``CPU`` or ``STREAM``;
+    * ``hit``: per expert, resident when the dispatch started;
+    * ``loads``: transfers to issue, in order (:class:`Load`); ``raw_loads`` is the same
+      list as the runtime built it (``(key, slot, victim, kind)`` tuples, indexable like a
+      Load): the mechanism and the timeline read it without building Load objects;
+    * ``evicted``: every ``(key, slot)`` that left the device during this dispatch, in order:
+      victims of loads, trigger evictions, capacity cuts by adapt/rebalance. A load's victim
+      appears here too. Demotions inside a segmented cache move no data and do not appear.
+    """
+
+    __slots__ = ("step", "layer", "experts", "where", "hit", "raw_loads", "evicted", "_typed")
+
+    def __init__(self, step: int, layer: int, experts: list, where: list, hit: list,
+                 loads: list | None = None, evicted: list | None = None):
+        self.step = step
+        self.layer = layer
+        self.experts = experts
+        self.where = where
+        self.hit = hit
+        self.raw_loads = [] if loads is None else loads
+        self.evicted = [] if evicted is None else evicted
+        self._typed = False
+
+    @property
+    def loads(self) -> list:
+        """The transfers as :class:`Load` (built from ``raw_loads`` on first use)."""
+        if not self._typed:
+            self.raw_loads = [x if type(x) is Load else _as_load(x) for x in self.raw_loads]
+            self._typed = True
+        return self.raw_loads
+
+    @loads.setter
+    def loads(self, value: list) -> None:
+        self.raw_loads = value
+        self._typed = False
 
     def slot_of(self, expert: int) -> int:
         return self.where[self.experts.index(expert)]
+
+    def _fields(self) -> tuple:
+        return (self.step, self.layer, self.experts, self.where, self.hit, self.raw_loads,
+                self.evicted)
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not Plan:
+            return NotImplemented
+        return self._fields() == other._fields()     # a Load equals its plain tuple
+
+    __hash__ = None   # mutable
+
+    def __repr__(self) -> str:
+        return (f"Plan(step={self.step!r}, layer={self.layer!r}, experts={self.experts!r}, "
+                f"where={self.where!r}, hit={self.hit!r}, loads={self.loads!r}, "
+                f"evicted={self.evicted!r})")

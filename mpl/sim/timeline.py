@@ -80,7 +80,7 @@ class Timeline:
         dense = self._dense1 if tokens == 1 else c.dense_ms(tokens)
         t0 = now + dense
         layer = plan.layer
-        loads = plan.loads
+        loads = plan.raw_loads          # (key, slot, victim, kind) tuples
         arrival = self.arrival
         txf = self._t_xfer
         link = self.link_free
@@ -121,10 +121,10 @@ class Timeline:
         # background loads start with the dispatch (the CPU computes meanwhile)
         if loads:
             for ld in loads:
-                if ld.kind == BACKGROUND:
+                if ld[3] == BACKGROUND:
                     link = (t0 if t0 > link else link) + txf
                     nx += 1
-                    arrival[ld.key] = link
+                    arrival[ld[0]] = link
         busy = early
         if late is None:
             t = t0 + early
@@ -152,10 +152,10 @@ class Timeline:
         # prefetches are issued when the dispatch ends
         if loads:
             for ld in loads:
-                if ld.kind == PREFETCH:
+                if ld[3] == PREFETCH:
                     link = (end if end > link else link) + txf
                     nx += 1
-                    arrival[ld.key] = link
+                    arrival[ld[0]] = link
         if arrival:
             for key, _slot in plan.evicted:
                 arrival.pop(key, None)
