@@ -123,3 +123,21 @@ def test_load_accepts_standard_library_names():
     assert pol.name == "lru_basic"
     with pytest.raises(mpl.PolicyError, match="std/lru_basic"):
         mpl.load("std/no_such_policy")
+
+
+def test_plan_loads_are_load_tuples_built_on_first_read():
+    from mpl.runtime import DEMAND, Load, Plan
+    rt = mpl.loads("policy p { cache { capacity = 2 } }").runtime(2, 8, 2)
+    plan = rt.dispatch(0, [3, 5])
+    raw = plan.raw_loads
+    assert raw == [((0, 3), 0, None, DEMAND), ((0, 5), 1, None, DEMAND)]
+    assert all(type(x) is tuple for x in raw)          # the hot path builds no objects
+    loads = plan.loads
+    assert [type(x) for x in loads] == [Load, Load]
+    assert loads[1].key == (0, 5) and loads[1].slot == 1 and loads[1].victim is None
+    assert loads[0].kind == DEMAND and plan.raw_loads is loads
+    same = Plan(plan.step, 0, [3, 5], list(plan.where), list(plan.hit), list(raw), [])
+    assert same == plan and "Load(key=(0, 3)" in repr(plan)
+    plan2 = rt.dispatch(1, [3, 5])                      # evicts both keys of layer 0
+    assert [(ld.key, ld.victim) for ld in plan2.loads] == [((1, 3), (0, 3)), ((1, 5), (0, 5))]
+    assert plan2.evicted == [((0, 3), 0), ((0, 5), 1)]
