@@ -5,8 +5,8 @@ Both only *predict*; :class:`mpl.runtime.core.Runtime` turns proposals into PREF
 * :class:`History` — per layer, how often each expert was selected in the last
   ``history_window`` steps (one entry per dispatch of that layer). Counts change by one per
   entering or leaving expert, so experts are kept in buckets by count: an update is two set
-  operations and the top-``b`` (count desc, then expert id) walks down from the highest
-  non-empty bucket.
+  operations, a bit mask marks the non-empty buckets, and the top-``b`` (count desc, then
+  expert id) visits only non-empty buckets from the highest down.
 * :class:`Affinity` — transition counts ``(e at L) -> (e' at L+d)`` for ``d = 1 ..
   lookahead``, learned online from consecutive dispatches of the same step (``L+d`` wraps into
   the next step). ``P(e' | e) = count(e -> e') / count(e)``; a target expert's probability is
@@ -19,14 +19,14 @@ from collections import deque
 
 
 class History:
-    __slots__ = ("window", "win", "cnt", "bk", "mx")
+    __slots__ = ("window", "win", "cnt", "bk", "mask")
 
     def __init__(self, num_layers: int, window: int):
         self.window = window
         self.win = [deque() for _ in range(num_layers)]
         self.cnt = [dict() for _ in range(num_layers)]     # expert -> count (> 0)
         self.bk = [[set()] for _ in range(num_layers)]     # bk[c]: experts with count c
-        self.mx = [0] * num_layers                         # highest non-empty bucket
+        self.mask = [0] * num_layers                       # bit c set: bk[c] is not empty
 
     def observe(self, layer: int, experts) -> None:
         """One dispatch of ``layer`` selected ``experts`` (distinct ids)."""
@@ -49,34 +49,42 @@ class History:
             sn, so = new, old
         cnt = self.cnt[layer]
         bk = self.bk[layer]
-        mx = self.mx[layer]
+        mask = self.mask[layer]
         for e in new:
             if e in so:
                 continue                        # in and out of the window: no change
             c = cnt.get(e, 0)
             if c:
-                bk[c].discard(e)
+                s = bk[c]
+                s.discard(e)
+                if not s:
+                    mask ^= 1 << c
             c += 1
             cnt[e] = c
-            if c > mx:
-                mx = c
-                if len(bk) <= c:
-                    bk.append(set())
-            bk[c].add(e)
+            if len(bk) <= c:
+                bk.append(set())
+            s = bk[c]
+            if not s:
+                mask |= 1 << c
+            s.add(e)
         for e in old:
             if e in sn:
                 continue
             c = cnt[e]
             s = bk[c]
             s.discard(e)
+            if not s:
+                mask ^= 1 << c
             if c == 1:
                 del cnt[e]
             else:
-                cnt[e] = c - 1
-                bk[c - 1].add(e)
-            if c == mx and not s:
-                mx -= 1
-        self.mx[layer] = mx
+                c -= 1
+                cnt[e] = c
+                s = bk[c]
+                if not s:
+                    mask |= 1 << c
+                s.add(e)
+        self.mask[layer] = mask
 
     def _apply(self, layer: int, new, gone) -> None:
         """General update: ``new`` entered and the rows ``gone`` left the window."""
@@ -88,7 +96,6 @@ class History:
                 delta[e] = delta.get(e, 0) - 1
         cnt = self.cnt[layer]
         bk = self.bk[layer]
-        mx = self.mx[layer]
         for e, d in delta.items():
             if not d:
                 continue
@@ -101,13 +108,13 @@ class History:
                 while len(bk) <= c:
                     bk.append(set())
                 bk[c].add(e)
-                if c > mx:
-                    mx = c
             else:
                 del cnt[e]
-        while mx > 0 and not bk[mx]:
-            mx -= 1
-        self.mx[layer] = mx
+        mask = 0
+        for c, s in enumerate(bk):
+            if s:
+                mask |= 1 << c
+        self.mask[layer] = mask
 
     def top(self, layer: int, b: int) -> list:
         """Up to ``b`` experts of ``layer``, most often selected first (ties: lower id)."""
@@ -115,17 +122,17 @@ class History:
         if b <= 0:
             return out
         bk = self.bk[layer]
-        c = self.mx[layer]
-        while c > 0:
+        mask = self.mask[layer]
+        while mask:
+            c = mask.bit_length() - 1           # the highest non-empty bucket
             s = bk[c]
-            if s:
-                if len(s) == 1:
-                    out.extend(s)
-                else:
-                    out.extend(sorted(s))
-                if len(out) >= b:
-                    return out[:b] if len(out) > b else out
-            c -= 1
+            if len(s) == 1:
+                out.extend(s)
+            else:
+                out.extend(sorted(s))
+            if len(out) >= b:
+                return out[:b] if len(out) > b else out
+            mask ^= 1 << c
         return out
 
     def count(self, layer: int, expert: int) -> int:
