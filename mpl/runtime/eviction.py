@@ -17,8 +17,10 @@ Every store implements the same small protocol, used by :class:`mpl.runtime.cach
 
 Pinned keys never enter a store, so a store never proposes them. The basic rules (lru, lfu,
 score) select victims in O(1) / O(log n) amortised: an ``OrderedDict`` for LRU and binary
-heaps with lazy invalidation for LFU and score (excluded keys — at most the dispatch's own —
-are set aside and pushed back).
+heaps with lazy invalidation for LFU and score. Excluded keys (the dispatch's own, and a
+prefetch round's proposals) met at the top of the heap are set aside and stay aside while
+they are excluded: the next ``evict`` pushes back only those no longer excluded, so a
+thrashing cache does not pop and push the same in-use entries for every victim.
 """
 
 from __future__ import annotations
@@ -100,12 +102,13 @@ class LFU(Store):
 
     name = "lfu"
     needs_miss = True
-    __slots__ = ("cur", "heap", "inc", "tick", "clock", "decay", "interval", "capacity")
+    __slots__ = ("cur", "heap", "aside", "inc", "tick", "clock", "decay", "interval", "capacity")
 
     def __init__(self, capacity: int, params):
         self.capacity = capacity
         self.cur: dict = {}          # key -> [stored_f, tick, key] (the live heap entry)
         self.heap: list = []
+        self.aside: list = []        # live entries popped while excluded (see evict)
         self.inc = 1.0
         self.tick = 0
         self.clock = 0               # accesses since the last decay
@@ -136,6 +139,7 @@ class LFU(Store):
         f = 1.0 / self.inc
         self.inc = 1.0
         self.heap = []
+        self.aside = []
         for key, ent in self.cur.items():
             new = [ent[0] * f, ent[1], key]
             self.cur[key] = new
@@ -175,13 +179,26 @@ class LFU(Store):
             ent[2] = None
 
     def _compact(self):
-        self.heap = list(self.cur.values())
+        self.heap = list(self.cur.values())    # every live entry, the aside ones included
+        self.aside = []
         heapify(self.heap)
 
     def evict(self, exclude, incoming=None):
         heap = self.heap
-        aside = None
-        victim = None
+        aside = self.aside
+        if aside:
+            # entries set aside by earlier calls: those still excluded stay aside (they
+            # cannot be chosen now either), the others go back into the heap first
+            keep = []
+            for ent in aside:
+                key = ent[2]
+                if key is None:                  # went stale while aside
+                    continue
+                if exclude and key in exclude:
+                    keep.append(ent)
+                else:
+                    heappush(heap, ent)
+            self.aside = aside = keep
         if not exclude:
             exclude = ()
         while heap:
@@ -189,19 +206,12 @@ class LFU(Store):
             key = ent[2]
             if key is None:          # stale entry
                 continue
-            if key in exclude:       # in use: set aside, pushed back below
-                if aside is None:
-                    aside = [ent]
-                else:
-                    aside.append(ent)
+            if key in exclude:       # in use: set aside
+                aside.append(ent)
                 continue
             del self.cur[key]
-            victim = key
-            break
-        if aside:
-            for ent in aside:
-                heappush(heap, ent)
-        return victim
+            return key
+        return None
 
     def frequency(self, key) -> float:
         """The key's current (decayed) frequency."""
@@ -216,12 +226,13 @@ class Score(Store):
     key starts at its weight (``1/top_k`` without weights); ties go to the least recent."""
 
     name = "score"
-    __slots__ = ("cur", "heap", "tick", "alpha", "capacity")
+    __slots__ = ("cur", "heap", "aside", "tick", "alpha", "capacity")
 
     def __init__(self, capacity: int, params):
         self.capacity = capacity
         self.cur: dict = {}
         self.heap: list = []
+        self.aside: list = []
         self.tick = 0
         self.alpha = float(params["cache.score_ema_alpha"])
 
@@ -244,8 +255,7 @@ class Score(Store):
         self.cur[key] = ent
         heappush(self.heap, ent)
         if len(self.heap) > 2 * len(self.cur) + 64:
-            self.heap = list(self.cur.values())
-            heapify(self.heap)
+            self._compact()
 
     def insert(self, key, w):
         self.tick += 1
@@ -255,6 +265,7 @@ class Score(Store):
 
     discard = LFU.discard
     evict = LFU.evict
+    _compact = LFU._compact
 
     def score(self, key) -> float:
         return self.cur[key][0]
