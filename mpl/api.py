@@ -131,10 +131,13 @@ def load(path, policy: str | None = None) -> Policy:
             raise PolicyError(f"no standard policy '{path}': the standard library has "
                               + ", ".join("std/" + n for n in stdlib_names()))
         path = found
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
+    from mpl.checker.resolve import ReadError, read_text_file
+
+    try:   # bounded: a binary, huge or endless file (/dev/zero) is an error, not a hang
+        text = read_text_file(path)
+    except ReadError as e:
+        raise PolicyError(f"cannot read {path}: {e}") from None
+    except (OSError, ValueError) as e:
         raise PolicyError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     return loads(text, policy, path=path)
 

@@ -84,8 +84,10 @@ policy fast {
 """),
     # ---------------------------------------------------------------- structure
     _e("MPL100", """
-A file could not be read: it does not exist, is a directory, is binary (contains NUL bytes) or
-is not UTF-8 text. `mplc check` reports it for a file named on the command line, and the
+A file could not be read: it does not exist, is a directory, is binary (contains NUL bytes),
+is not UTF-8 text, or is larger than 16 MiB (an endless device such as `/dev/zero` or
+`/dev/urandom` is refused as soon as it is seen to be binary or too large, so a read always
+ends). `mplc check` reports it for a file named on the command line, and the
 checker for an `import` that names such a path.
 """, """
 import "."

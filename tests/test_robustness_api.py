@@ -271,3 +271,18 @@ def test_replay_policy_spec_errors(small_trace, spec, message):
     tr, _ = small_trace
     with pytest.raises(mpl.sim.PolicyLoadError, match=message):
         mpl.sim.replay(spec, tr)
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_endless_files_are_errors_not_hangs():
+    """Every reader of policy text is bounded: the API, the checker (and its imports) and
+    the language server's file reads refuse /dev/zero at once."""
+    from lsp.workspace import Store
+    from mpl.checker import analyze
+
+    with pytest.raises(mpl.PolicyError, match="binary file"):
+        mpl.load("/dev/zero")
+    assert [d.code for d in mpl.check("/dev/zero")] == ["MPL100"]
+    an = analyze('import "/dev/zero"\npolicy p { cache { capacity = 4 } }\n', "/tmp/x.moe")
+    assert "MPL100" in [d.code for d in an.diagnostics]
+    assert Store().read_file("/dev/zero") is None

@@ -306,3 +306,25 @@ def test_compile_never_overwrites_its_input(tmp_path):
     r = _mplc(["compile", "p.moe", "-o", "./p.moe"], tmp_path)
     assert r.returncode == 1 and "refusing to write the module over the policy file" in r.stderr
     assert (tmp_path / "p.moe").read_text() == text
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+@pytest.mark.parametrize("cmd", ["check", "fmt", "compile"])
+def test_endless_devices_and_streams_end_with_an_error(tmp_path, cmd):
+    """A read always ends: /dev/zero is binary at once, an endless text stream passes the
+    size limit (the limit is 16 MiB; the stream is killed long before the timeout)."""
+    r = _mplc([cmd, "/dev/zero"], tmp_path)
+    assert r.returncode == 1 and "is a binary file" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    if cmd == "compile":
+        return
+    p = subprocess.Popen([sys.executable, "-m", "mpl.cli.main", cmd, "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    line = b"policy p { cache { capacity = 4 } }   # an endless stream\n" * 1024
+    try:
+        while p.poll() is None:
+            p.stdin.write(line)
+    except (BrokenPipeError, OSError):
+        pass
+    out, err = p.communicate(timeout=120)
+    text = (out + err).decode("utf-8")
+    assert p.returncode == 1 and "larger than 16 MiB" in text and "Traceback" not in text, text

@@ -36,7 +36,7 @@ def read_text_file(path: str) -> str:
         raise ReadError(f"'{path}' is a directory, not a policy file")
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = read_capped(f, f"'{path}'")
     except FileNotFoundError:
         raise
     except IsADirectoryError:
@@ -44,6 +44,37 @@ def read_text_file(path: str) -> str:
     except OSError as e:
         raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
     return decode_text(data, f"'{path}'")
+
+
+MAX_POLICY_BYTES = 16 << 20      # no policy file is this large; stops /dev/zero and friends
+_CHUNK = 1 << 16
+
+
+def read_text_or_none(path: str) -> str | None:
+    """A file's text for showing source lines (diagnostic rendering, editors): None when
+    it cannot be read as a policy file (reads are bounded like read_text_file's)."""
+    try:
+        return read_text_file(path)
+    except (OSError, ReadError, ValueError):
+        return None
+
+
+def read_capped(f, what: str) -> bytes:
+    """Read a binary stream in chunks; ReadError as soon as a chunk holds a NUL byte (a
+    binary file: ``/dev/zero`` stops at once) or the data passes MAX_POLICY_BYTES (an
+    endless or huge non-regular file), so a read always ends."""
+    parts = []
+    total = 0
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            return b"".join(parts)
+        if b"\x00" in chunk:
+            raise ReadError(f"{what} is a binary file, not a policy file")
+        total += len(chunk)
+        if total > MAX_POLICY_BYTES:
+            raise ReadError(f"{what} is larger than {MAX_POLICY_BYTES >> 20} MiB: not a policy file")
+        parts.append(chunk)
 
 
 def decode_text(data: bytes, what: str) -> str:
@@ -70,7 +101,7 @@ def read_stdin_text(stream=None) -> str:
     if buf is None:                 # a text stream without bytes underneath (tests, IDEs)
         data = stream.read().encode("utf-8", "surrogateescape")
     else:
-        data = buf.read()
+        data = read_capped(buf, "the standard input")
     text = decode_text(data, "the standard input")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 

@@ -32,15 +32,12 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def _reader():
+    from mpl.checker.resolve import read_text_or_none
     cache: dict = {}
 
     def read(path):
         if path not in cache:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    cache[path] = f.read()
-            except (OSError, TypeError, UnicodeDecodeError):
-                cache[path] = None
+            cache[path] = read_text_or_none(path) if isinstance(path, str) else None
         return cache[path]
     return read
 

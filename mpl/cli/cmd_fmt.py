@@ -37,10 +37,11 @@ def _read(path: str) -> tuple[str | None, str | None, str | None]:
     text, err = read_source(path)
     if err is not None:
         return None, None, err.message
+    from mpl.checker.resolve import ReadError, read_capped
     try:
         with open(path, "rb") as f:
-            raw = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:  # raced with a change on disk
+            raw = read_capped(f, f"'{path}'").decode("utf-8")
+    except (OSError, UnicodeDecodeError, ReadError) as e:  # raced with a change on disk
         return None, None, f"cannot read '{path}': {e}"
     return text, raw, None
 

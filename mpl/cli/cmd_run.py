@@ -53,13 +53,9 @@ def load_policy(spec: str, name: str | None, prog: str):
         if diags:
             from mpl.cli.render import render_all
 
-            def source(f):
-                try:
-                    with open(f or path, encoding="utf-8") as fh:
-                        return fh.read()
-                except OSError:
-                    return None
-            print(render_all(diags, source), file=sys.stderr)
+            from mpl.checker.resolve import read_text_or_none
+
+            print(render_all(diags, lambda f: read_text_or_none(f or path)), file=sys.stderr)
         else:
             print(f"{prog}: {e}", file=sys.stderr)
         return None, 1
