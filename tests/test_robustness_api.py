@@ -57,8 +57,10 @@ def test_native_predictions_out_of_range_are_rejected(small_trace):
     ok = traceio.Trace(h, [d])
     data = traceio.to_bytes(ok)
     assert traceio.from_bytes(data).dispatches[0].predictions == {1: [h.num_experts - 1]}
-    # the prediction's expert id is the last byte of the record
-    bad = data[:-1] + bytes([h.num_experts])
+    # the prediction's expert id is the last byte of the record (before the end marker):
+    # the record check names it before the checksum would
+    end = len(data) - traceio._END.size
+    bad = data[:end - 1] + bytes([h.num_experts]) + data[end:]
     with pytest.raises(TraceFormatError, match="prediction"):
         traceio.from_bytes(bad)
 

@@ -139,7 +139,7 @@ CASES = [
     ("info-cut10", ["trace", "info", "cut10.mpltrace"], 1, "bad magic", []),
     ("info-cut-header", ["trace", "info", "cut_header.mpltrace"], 1, "truncated header", []),
     ("info-cut-record", ["trace", "info", "cut_record.mpltrace"], 1, "truncated record 0", []),
-    ("info-cut-end", ["trace", "info", "cut_end.mpltrace"], 1, "truncated record", []),
+    ("info-cut-end", ["trace", "info", "cut_end.mpltrace"], 1, "truncated end marker", []),
     ("info-magic", ["trace", "info", "magic.mpltrace"], 1, "bad magic", []),
     ("info-version", ["trace", "info", "version.mpltrace"], 1, "unsupported .mpltrace version 7", []),
     ("info-flags", ["trace", "info", "flags.mpltrace"], 1, "unknown flags", []),

@@ -119,8 +119,8 @@ def test_native_streams_dispatch_by_dispatch(tmp_path):
     p = tmp_path / "s.mpltrace"
     traceio.save(tr, str(p))
     with open(p, "rb") as f:
-        h = traceio.read_native_header(f, str(p))
-        it = traceio.iter_native(f, h, str(p), chunk=64)   # tiny chunks: records straddle reads
+        h, version, crc = traceio.read_native_start(f, str(p))
+        it = traceio.iter_native(f, h, str(p), chunk=64, version=version, crc=crc)   # tiny chunks
         first = [next(it) for _ in range(3)]
         assert f.tell() < os.path.getsize(p) / 10         # did not read the whole file
         rest = list(it)
@@ -136,9 +136,78 @@ def test_native_errors_are_clear(tmp_path):
     tr = synthesize("mixtral-8x7b", steps=3, seed=0)
     data = traceio.to_bytes(tr)
     p.write_bytes(data[:-3])
+    with pytest.raises(traceio.TraceFormatError, match="truncated end marker"):
+        traceio.load(str(p))
+    p.write_bytes(data[:-25])
     with pytest.raises(traceio.TraceFormatError, match="truncated record"):
         traceio.load(str(p))
     with pytest.raises(traceio.TraceFormatError, match="unknown trace format"):
         traceio.load(str(tmp_path / "x.csv"))
     with pytest.raises(traceio.TraceFormatError, match="cannot read"):
         traceio.load(str(tmp_path / "missing.mpltrace"))
+
+
+def _v1(data: bytes) -> bytes:
+    """The same trace in format version 1 (no end marker)."""
+    import struct
+    return data[:8] + struct.pack("<H", 1) + data[10:-traceio._END.size]
+
+
+def test_every_flipped_bit_and_every_cut_is_detected():
+    """Version 2 ends with the record count and a CRC-32 of every byte before it: a flipped
+    bit anywhere, a cut anywhere (at a record boundary too) and bytes appended are errors."""
+    tr = synthesize("deepseek-v2-lite", steps=2, seed=1)
+    data = traceio.to_bytes(tr)
+    assert data[8:10] == b"\x02\x00" and data[-traceio._END.size:].startswith(traceio.END_MAGIC)
+    for i in range(len(data)):
+        for bit in (0, 5):
+            b = bytearray(data)
+            b[i] ^= 1 << bit
+            with pytest.raises(traceio.TraceFormatError):
+                traceio.from_bytes(bytes(b))
+    for n in range(1, len(data) - 20):
+        with pytest.raises(traceio.TraceFormatError):
+            traceio.from_bytes(data[:n])
+    with pytest.raises(traceio.TraceFormatError, match="data after the end marker"):
+        traceio.from_bytes(data + b"\x00")
+    with pytest.raises(traceio.TraceFormatError, match="checksum mismatch"):
+        traceio.from_bytes(data[:-4] + bytes(4))
+    assert traceio.from_bytes(data).dispatches == tr.dispatches
+
+
+def test_version_1_files_are_still_read(tmp_path):
+    tr = synthesize("olmoe", steps=3, seed=2)
+    old = _v1(traceio.to_bytes(tr))
+    assert traceio.from_bytes(old).dispatches == tr.dispatches
+    p = tmp_path / "old.mpltrace"
+    p.write_bytes(old)
+    assert traceio.load(str(p)).dispatches == tr.dispatches
+    header, it = traceio.open_stream(str(p))
+    assert list(it) == tr.dispatches
+    traceio.save(traceio.load(str(p)), str(tmp_path / "new.mpltrace"))   # rewritten as v2
+    assert (tmp_path / "new.mpltrace").read_bytes() == traceio.to_bytes(tr)
+
+
+def test_streaming_writer_needs_close_for_the_end_marker():
+    import io
+    tr = synthesize("olmoe", steps=2, seed=2)
+    b = io.BytesIO()
+    w = traceio.NativeWriter(b, tr.header)
+    for d in tr.dispatches:
+        w.write(d)
+    with pytest.raises(traceio.TraceFormatError, match="no end marker"):
+        traceio.from_bytes(b.getvalue())
+    w.close()
+    w.close()                                   # idempotent
+    assert traceio.from_bytes(b.getvalue()).dispatches == tr.dispatches
+    with pytest.raises(ValueError, match="after close"):
+        w.write(tr.dispatches[0])
+
+
+def test_header_only_streaming_still_reads_a_version_2_file(tmp_path):
+    tr = synthesize("olmoe", steps=30, seed=2)
+    p = tmp_path / "s.mpltrace"
+    traceio.save(tr, str(p))
+    with open(p, "rb") as f:
+        h = traceio.read_native_header(f, str(p))
+        assert list(traceio.iter_native(f, h, str(p), chunk=50)) == tr.dispatches

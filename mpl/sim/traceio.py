@@ -2,12 +2,13 @@
 
 The native format is specified in ``docs/traces.md``. In short (all integers little-endian)::
 
-    file     := header record*
+    file     := header record* end                # version 2 (version 1: no end)
     header   := "MPLTRACE" u16 version u16 flags u32 header_len header_json[header_len]
     record   := u8 rflags u32 step u16 layer u16 tokens u8 k
                 ids[tokens*k]                     # u8 when num_experts <= 256, else u16
                 [weights[tokens*k]]               # rflags bit 0-1: 0 none, 1 f16, 2 f32, 3 f64
                 [u8 n_pred (u16 layer u8 n ids[n])*n_pred]   # rflags bit 2
+    end      := "MPLTEND" 0x00 u64 records u32 crc32   # CRC-32 of every byte before it
 
 Records are self-delimiting, so a reader streams dispatch by dispatch (``iter_dispatches``)
 without holding the file in memory; ``load`` reads everything into a :class:`mpl.trace.Trace`.
@@ -29,6 +30,7 @@ import io
 import json
 import os
 import struct
+import zlib
 from math import isfinite
 from typing import IO, Iterable, Iterator
 
@@ -36,7 +38,9 @@ from mpl.fileio import atomic_open
 from mpl.trace import Dispatch, Trace, TraceHeader
 
 MAGIC = b"MPLTRACE"
-VERSION = 1
+VERSION = 2                  # written; 1 (no end marker, no checksum) is still read
+READ_VERSIONS = (1, 2)
+END_MAGIC = b"MPLTEND\x00"   # its first byte has bits a record's flags never set
 NATIVE_EXT = ".mpltrace"
 JSONL_EXT = ".jsonl"
 
@@ -50,6 +54,7 @@ F_PRED = 0x04
 _REC = struct.Struct("<BIHHB")          # rflags, step, layer, tokens, k
 _PRE = struct.Struct("<HB")             # prediction target layer, count
 _FIXED = struct.Struct("<8sHHI")        # magic, version, flags, header_len
+_END = struct.Struct("<8sQI")           # end magic, record count, CRC-32
 
 
 class TraceFormatError(ValueError):
@@ -143,10 +148,29 @@ class NativeWriter:
         self.nl = header.num_moe_layers
         blob = json.dumps(_header_to_json(header), sort_keys=True,
                           separators=(",", ":")).encode("utf-8")
-        f.write(_FIXED.pack(MAGIC, VERSION, 0, len(blob)))
-        f.write(blob)
+        head = _FIXED.pack(MAGIC, VERSION, 0, len(blob)) + blob
+        f.write(head)
+        self.crc = zlib.crc32(head)
+        self.count = 0
+        self.closed = False
+
+    def close(self) -> None:
+        """Write the end marker (record count and CRC-32 of the file so far). A file
+        without it is reported as cut; the file object itself is left open."""
+        if not self.closed:
+            self.f.write(_END.pack(END_MAGIC, self.count, self.crc))
+            self.closed = True
+
+    def __enter__(self) -> "NativeWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
 
     def write(self, d: Dispatch) -> None:
+        if self.closed:
+            raise ValueError("write() after close(): the end marker is written")
         h = self.header
         tokens = len(d.experts)
         k = len(d.experts[0]) if tokens else 0
@@ -193,7 +217,10 @@ class NativeWriter:
                 ids = list(ids)[:255]
                 parts.append(_PRE.pack(int(layer), len(ids)))
                 parts.append(struct.pack(f"<{len(ids)}{self.idc}", *ids))
-        self.f.write(b"".join(parts))
+        data = b"".join(parts)
+        self.f.write(data)
+        self.crc = zlib.crc32(data, self.crc)
+        self.count += 1
 
 
 def weights_exact_in(trace_or_dispatches: Iterable[Dispatch], code: str) -> bool:
@@ -228,9 +255,9 @@ def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
     float32, float64 that holds every weight exactly, so import -> save -> load is exact."""
     weights = _auto_weights(trace, weights)
     with atomic_open(path, "wb") as f:      # a failed write leaves no partial file
-        w = NativeWriter(f, trace.header, weights=weights)
-        for d in trace.dispatches:
-            w.write(d)
+        with NativeWriter(f, trace.header, weights=weights) as w:
+            for d in trace.dispatches:
+                w.write(d)
 
 
 # ------------------------------------------------------------------ native reader
@@ -242,14 +269,20 @@ def _read_exact(f: IO[bytes], n: int, path: str, what: str) -> bytes:
 
 
 def read_native_header(f: IO[bytes], path: str = "trace") -> TraceHeader:
+    return read_native_start(f, path)[0]
+
+
+def read_native_start(f: IO[bytes], path: str = "trace") -> tuple[TraceHeader, int, int]:
+    """The header, the format version and the CRC-32 of the bytes read so far (the
+    arguments ``iter_native`` needs to verify a version 2 file's end marker)."""
     head = f.read(_FIXED.size)
     if len(head) < _FIXED.size or not head.startswith(MAGIC):
         raise TraceFormatError(f"{path}: not an .mpltrace file (bad magic); "
                                f"JSONL traces need the .jsonl extension")
     _, version, _flags, hlen = _FIXED.unpack(head)
-    if version != VERSION:
+    if version not in READ_VERSIONS:
         raise TraceFormatError(f"{path}: unsupported .mpltrace version {version} (this reader "
-                               f"knows version {VERSION})")
+                               f"knows versions {', '.join(map(str, READ_VERSIONS))})")
     blob = _read_exact(f, hlen, path, "header")
     try:
         d = json.loads(blob.decode("utf-8"))
@@ -257,13 +290,20 @@ def read_native_header(f: IO[bytes], path: str = "trace") -> TraceHeader:
         raise TraceFormatError(f"{path}: header is not valid JSON ({e})") from None
     if not isinstance(d, dict):
         raise TraceFormatError(f"{path}: header is not a JSON object")
-    return _header_from_json(d, path)
+    return _header_from_json(d, path), version, zlib.crc32(head + blob)
 
 
 def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
-                chunk: int = 1 << 20) -> Iterator[Dispatch]:
+                chunk: int = 1 << 20, *, version: int | None = None,
+                crc: int | None = None) -> Iterator[Dispatch]:
     """Yield the dispatches of an open ``.mpltrace`` (positioned after the header), reading
-    ``chunk`` bytes at a time."""
+    ``chunk`` bytes at a time. For a version 2 file (``version``, ``crc`` from
+    :func:`read_native_start`) the end marker must follow the last record, with its record
+    count and the CRC-32 of every byte before it: a cut or corrupted file raises
+    TraceFormatError after the last good record (a streaming consumer has seen the records
+    by then; ``load`` raises before returning anything). Without ``version`` and ``crc``
+    (a header from :func:`read_native_header`) an end marker is still recognised and its
+    record count checked, but the checksum is not and a missing marker is not an error."""
     w = id_width(header.num_experts)
     idc = "B" if w == 1 else "H"
     nl, ne, topk = header.num_moe_layers, header.num_experts, header.top_k
@@ -287,8 +327,33 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
             pos = 0
         return len(buf) - pos >= n
 
+    checked = version is not None and version >= 2 and crc is not None
+    crc32 = zlib.crc32
     while True:
         if not need(1):
+            if checked:
+                raise TraceFormatError(f"{path}: no end marker after record {index - 1} at byte "
+                                       f"{offset + pos}: the file was cut")
+            return
+        if buf[pos] == END_MAGIC[0] and version != 1:
+            at = offset + pos
+            if not need(_END.size):
+                raise TraceFormatError(f"{path}: truncated end marker at byte {at}: the file "
+                                       f"was cut")
+            magic, count, stored = _END.unpack_from(buf, pos)
+            if magic != END_MAGIC:
+                raise TraceFormatError(f"{path}: record {index} at byte {at}: unknown flags "
+                                       f"{buf[pos]:#x}")
+            if count != index:
+                raise TraceFormatError(f"{path}: the end marker at byte {at} counts {count} "
+                                       f"records, the file holds {index}: it is corrupted")
+            if checked and stored != crc:
+                raise TraceFormatError(f"{path}: checksum mismatch (CRC-32 {crc:#010x} computed, "
+                                       f"{stored:#010x} stored in the end marker at byte {at}): "
+                                       f"the file is corrupted")
+            pos += _END.size
+            if need(1):
+                raise TraceFormatError(f"{path}: data after the end marker at byte {at + _END.size}")
             return
         if not need(rsize):
             raise TraceFormatError(f"{path}: truncated record {index} at byte {offset + pos}")
@@ -345,9 +410,12 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
                                            f"{nl} layers x {ne} experts")
                 preds[tl] = pids
                 p += cnt * w
+        if checked:
+            crc = crc32(memoryview(buf)[pos:p], crc)
         pos = p
         index += 1
         yield Dispatch(step, layer, experts, weights, preds)
+
 
 
 # ------------------------------------------------------------------ JSONL
@@ -587,8 +655,8 @@ def load(path: str) -> Trace:
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     with f:
-        header = read_native_header(f, path)
-        return Trace(header, list(iter_native(f, header, path)))
+        header, version, crc = read_native_start(f, path)
+        return Trace(header, list(iter_native(f, header, path, version=version, crc=crc)))
 
 
 def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
@@ -601,11 +669,15 @@ def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
         f = open(path, "rb")
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    header = read_native_header(f, path)
+    try:
+        header, version, crc = read_native_start(f, path)
+    except BaseException:
+        f.close()
+        raise
 
     def gen():
         with f:
-            yield from iter_native(f, header, path)
+            yield from iter_native(f, header, path, version=version, crc=crc)
     return header, gen()
 
 
@@ -622,13 +694,13 @@ def to_bytes(trace: Trace, *, weights: str = "auto") -> bytes:
     """The native encoding of ``trace`` in memory (tests, size reports)."""
     weights = _auto_weights(trace, weights)
     b = io.BytesIO()
-    w = NativeWriter(b, trace.header, weights=weights)
-    for d in trace.dispatches:
-        w.write(d)
+    with NativeWriter(b, trace.header, weights=weights) as w:
+        for d in trace.dispatches:
+            w.write(d)
     return b.getvalue()
 
 
 def from_bytes(data: bytes, path: str = "<bytes>") -> Trace:
     f = io.BytesIO(data)
-    header = read_native_header(f, path)
-    return Trace(header, list(iter_native(f, header, path)))
+    header, version, crc = read_native_start(f, path)
+    return Trace(header, list(iter_native(f, header, path, version=version, crc=crc)))
