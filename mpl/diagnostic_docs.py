@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from mpl.diagnostics import CODES
+from mpl.diagnostics import ADAPT_STATE_LIMIT, CODES
 
 
 @dataclass(frozen=True)
@@ -591,7 +591,11 @@ that would break a cross-field rule (for example a capacity below the number of 
 experts, or a prefetch budget above the new capacity) is an error now rather than a failure
 in the middle of inference. Because a fired rule's values stay in force, every ordered pair of
 rules is checked too (the second one's actions applied after the first's), whatever their
-conditions.
+conditions, and so are longer firing sequences: a cross-field rule over three parameters
+(prefetch budget, strategy and capacity) can be broken by values three different rules set.
+The combinations of values reachable by firing rules in any order are explored breadth first
+(each through a shortest sequence), up to """ + str(ADAPT_STATE_LIMIT) + """ combinations, and a violation is reported once,
+on the action of the last rule of the sequence, with the earlier rules' actions as notes.
 """, """
 policy fast {
     cache {

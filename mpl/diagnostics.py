@@ -114,6 +114,11 @@ class CodeInfo:
     group: str         # syntax | structure | value | cross-field | warning | model
 
 
+#: MPL306 explores the combinations of adapt values that firing sequences of three or more
+#: rules reach, up to this many (the checker, the manual and the code's documentation use it)
+ADAPT_STATE_LIMIT = 256
+
+
 def _c(code: str, sev: Severity, group: str, title: str) -> CodeInfo:
     return CodeInfo(code, sev, title, group)
 

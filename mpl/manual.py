@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from mpl import schema
+from mpl.diagnostics import ADAPT_STATE_LIMIT
 
 
 def _cell(text: str) -> str:
@@ -188,8 +189,9 @@ Actions:
 
 - `NAME = value` or `BLOCK.NAME = value`: set an adaptable parameter. The value is checked
   like the parameter's own, and the policy with the new value must still be valid (MPL306,
-  checked at compile time for every rule, and for every ordered pair of rules since fired
-  values persist). Adaptable parameters: {adaptable}.
+  checked at compile time for every rule, every ordered pair of rules, and every longer firing
+  sequence that makes a new combination of values, since fired values persist; the
+  sequences are explored up to {max_states} combinations). Adaptable parameters: {adaptable}.
 - `trigger NAME`: run a trigger now.
 - `rebalance NAME`: re-split a per-layer budget by the allocation rule `NAME`
   ({allocations}); needs a `per_layer` block.
@@ -290,7 +292,7 @@ def generate() -> str:
     allocs = ", ".join(f"`{n}`" for n in schema.PARAMS[schema.REBALANCE].enum_names())
     units = [f"`{u}`" for u in schema.RULE_DURATION_UNITS]
     out.append(_fill(ADAPT, duration_units=", ".join(units[:-1]) + " or " + units[-1],
-                            adaptable=adaptable, aliases=aliases, triggers=triggers,
+                            adaptable=adaptable, max_states=str(ADAPT_STATE_LIMIT), aliases=aliases, triggers=triggers,
                             allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS)))
     out.append(_fill(EXTENDS, stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
     out.append(_fill(CHECKING, presets=", ".join(f"`{n}`" for n in PRESETS)))

@@ -11,7 +11,7 @@ from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
 from mpl.checker.crossfield import DEFAULTS, LIVE, ORDER, Violation, cross_field
 from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo
-from mpl.diagnostics import Related, Severity, CODES
+from mpl.diagnostics import ADAPT_STATE_LIMIT, CODES, Related, Severity
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
 
@@ -118,6 +118,8 @@ def _own_rule(rp: ResolvedPolicy, r: RuleInfo) -> bool:
 
 #: above this many value-setting rules, pairs of rules are not checked (quadratic)
 MAX_PAIR_RULES = 40
+#: the states (combinations of adapt values) explored for sequences of three or more rules
+MAX_ADAPT_STATES = ADAPT_STATE_LIMIT
 
 
 def _set_actions(r: RuleInfo) -> list[ActionInfo]:
@@ -167,6 +169,7 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
                       related=_related(rp, sink, [k for k in v.keys if k != hit.key], None))
     if len(candidates) > MAX_PAIR_RULES:
         return
+    known_pairs: set = set()
     reported: set = set()
     for x in candidates:
         for y in candidates:
@@ -180,6 +183,7 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
                 other = next((a for a in s1 if a.key in v.keys and a.key != (hit.key if hit else None)), None)
                 if hit is None or other is None:
                     continue
+                known_pairs.add((v.code, v.keys))
                 sig = (frozenset((x, y)), v.code, v.keys)
                 if sig in reported:
                     continue
@@ -191,6 +195,75 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
                           related=(Related(f"the other rule sets {oname} = {_show(other.value)} here",
                                            other.value_span or other.node.span,
                                            file=first.file if first.file != sink.file else None),))
+    known = set(base).union(*alone.values(), known_pairs)
+    _sequences(rp, sink, values, blocks, given, rules, candidates, known, purpose, model)
+
+
+def _sequences(rp, sink, values, blocks, given, rules, candidates, known, purpose, model) -> None:
+    """MPL306 for sequences of three or more rules. Values persist, so after any firing
+    sequence each parameter holds the value of the last rule that set it; a rule over k
+    parameters can be broken by a combination only k rules make (prefetch budget, strategy
+    and capacity from three different rules). The states reachable from the policy's values
+    are explored breadth first (each is met through a shortest firing sequence), up to
+    MAX_ADAPT_STATES states; a violation not already reported for the policy, a rule or a
+    pair is reported once, on the last rule's action."""
+    from collections import deque
+
+    sets_of = {i: _set_actions(rules[i]) for i in candidates}
+    adapt_keys = sorted({a.key for i in candidates for a in sets_of[i]})
+
+    def state(vals) -> tuple:
+        return tuple(repr(vals[k]) for k in adapt_keys)
+
+    seen = {state(values)}
+    queue = deque([(values, ())])
+    done: set = set()
+    while queue:
+        vals, seq = queue.popleft()
+        for i in candidates:
+            new = dict(vals)
+            for a in sets_of[i]:
+                new[a.key] = a.value
+            st = state(new)
+            if st in seen:
+                continue
+            if len(seen) >= MAX_ADAPT_STATES:
+                return
+            seen.add(st)
+            path = seq + (i,)
+            queue.append((new, path))
+            if len(path) < 3 or not _own_rule(rp, rules[i]):
+                continue
+            given2 = given | {a.key for j in path for a in sets_of[j]}
+            for v in cross_field(new, blocks, given2, purpose=purpose, model=model):
+                sig = (v.code, v.keys)
+                if sig in known or sig in done or not _is_error(v):
+                    continue
+                hit = next((a for a in sets_of[i] if a.key in v.keys), None)
+                if hit is None:
+                    continue
+                # the earlier rules whose values take part: the last setter of each key
+                setters: dict = {}
+                for j in path[:-1]:
+                    for a in sets_of[j]:
+                        if a.key in v.keys and a.key != hit.key:
+                            setters[a.key] = (j, a)
+                for a in sets_of[i]:
+                    setters.pop(a.key, None)
+                if len({j for j, _ in setters.values()}) < 2:
+                    continue          # one earlier rule: a pair, already checked
+                done.add(sig)
+                earlier = sorted(setters.values(), key=lambda ja: path.index(ja[0]))
+                name = schema.PARAMS[hit.key].name
+                parts = [f"'{schema.PARAMS[a.key].name} = {_show(a.value)}' (line {a.node.span.line})"
+                         for _, a in earlier]
+                sink.emit("MPL306", f"when this rule fires after the rules that set "
+                          f"{', '.join(parts[:-1])} and {parts[-1]}, '{name} = {_show(hit.value)}' "
+                          f"makes the policy invalid: {v.message}", hit.value_span or hit.node.span,
+                          related=tuple(Related(f"an earlier rule sets {schema.PARAMS[a.key].name} = "
+                                                f"{_show(a.value)} here", a.value_span or a.node.span,
+                                                file=rules[j].file if rules[j].file != sink.file else None)
+                                        for j, a in earlier))
 
 
 def _enables(value, allowed: tuple[str, ...]) -> bool | None:
