@@ -123,14 +123,13 @@ def load(path, policy: str | None = None) -> Policy:
     from mpl.checker import as_path
 
     path = as_path(path, "load", "; use mpl.loads() for policy text")
-    if path.startswith("std/") and not os.path.exists(path):
-        from mpl.stdlib_path import stdlib_file, stdlib_names
+    if path.startswith("std/"):
+        from mpl.stdlib_path import resolve, unknown_std_message
 
-        found = stdlib_file(path)
-        if found is None:
-            raise PolicyError(f"no standard policy '{path}': the standard library has "
-                              + ", ".join("std/" + n for n in stdlib_names()))
-        path = found
+        msg = unknown_std_message(path)
+        if msg is not None:
+            raise PolicyError(msg)
+        path = resolve(path)
     from mpl.checker.resolve import ReadError, read_text_file
 
     try:   # bounded: a binary, huge or endless file (/dev/zero) is an error, not a hang

@@ -26,6 +26,25 @@ def stdlib_file(name: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
+def resolve(path: str) -> str:
+    """A policy path as a user gives it: ``std/NAME`` (when no such local file exists) names
+    the shipped policy and becomes its file path; an unknown ``std/NAME`` and every other
+    path come back unchanged (the reader then says what is wrong)."""
+    if path.startswith("std/") and not os.path.exists(path):
+        found = stdlib_file(path)
+        if found is not None:
+            return found
+    return path
+
+
+def unknown_std_message(path: str) -> str | None:
+    """For a ``std/NAME`` that names no shipped policy (and no local file): the message."""
+    if path.startswith("std/") and not os.path.exists(path) and stdlib_file(path) is None:
+        return (f"no standard policy '{path}': the standard library has "
+                + ", ".join("std/" + n for n in stdlib_names()))
+    return None
+
+
 def stdlib_names() -> list[str]:
     d = stdlib_dir()
     try:

@@ -113,7 +113,14 @@ def test_trace_info_and_convert_json(work):
     r = mplc("trace", "convert", work / "ol.mpltrace", work / "ol.jsonl", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["dispatches"] == 640
     r = mplc("trace", "info", work / "ol.jsonl", "--json")
-    assert json.loads(r.stdout)["model"] == "olmoe-1b-7b"
+    d = json.loads(r.stdout)
+    assert d["model"] == "olmoe-1b-7b" and d["format"] == "jsonl" and d["checksum"] == "none (JSONL)"
+    r = mplc("trace", "info", work / "ol.mpltrace")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "native .mpltrace version 2" in out and "checksum     verified" in out
+    assert "16 MoE (ids 0..15)" in out and "64 per layer, top-8" in out
+    assert "640 in 40 steps, 40 tokens" in out
 
 
 def test_sweep_matched_total_budget_shared_vs_per_layer(work):
@@ -150,3 +157,20 @@ def test_choosing_one_policy_of_several(work):
     assert r.returncode == 1 and "choose one with --policy" in r.stderr
     r = mplc("replay", work / "two.moe", "--trace", work / "ol.mpltrace", "--policy", "b", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["policy"] == "b"
+
+
+def test_standard_policies_by_name_in_every_command(work, tmp_path):
+    """std/NAME works wherever a policy file does (a local std/ folder would win)."""
+    r = mplc("check", "std/generous", cwd=tmp_path)
+    assert r.returncode == 0 and "no problems" in r.stdout, r.stdout + r.stderr
+    r = mplc("replay", "std/generous", "--trace", work / "ol.mpltrace", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["policy"] == "generous"
+    r = mplc("sweep", "std/lru_basic", "--trace", work / "ol.mpltrace", "--capacity", "8,16",
+             "--no-belady", cwd=tmp_path)
+    assert r.returncode == 0 and "16" in r.stdout, r.stderr
+    r = mplc("check", "std/nope", cwd=tmp_path)
+    assert r.returncode == 1 and "no standard policy 'std/nope'" in r.stdout and "std/generous" in r.stdout
+    r = mplc("replay", "std/nope", "--trace", work / "ol.mpltrace", cwd=tmp_path)
+    assert r.returncode == 1 and "no standard policy 'std/nope'" in r.stderr + r.stdout
+    assert check("std/generous") == []

@@ -112,7 +112,8 @@ def read_source(path: str) -> tuple[str | None, Diagnostic | None]:
     try:
         return read_text_file(path), None
     except FileNotFoundError:
-        msg = f"no such file: '{path}'"
+        from mpl.stdlib_path import unknown_std_message
+        msg = unknown_std_message(path) or f"no such file: '{path}'"
     except ReadError as e:
         msg = str(e)
     return None, make("MPL100", msg, Span(1, 1, 1, 1, 0, 0), file=path)
@@ -146,8 +147,9 @@ def as_path(path, func: str, hint: str = "") -> str:
 
 def check(path: str, *, model=None, purpose: str = LIVE) -> list[Diagnostic]:
     """The diagnostics of the file at ``path``. Never raises on bad input (a ``path`` that is
-    not a path at all is a TypeError)."""
-    path = as_path(path, "check")
+    not a path at all is a TypeError). ``std/NAME`` names a standard-library policy."""
+    from mpl.stdlib_path import resolve
+    path = resolve(as_path(path, "check"))
     text, err = read_source(path)
     if err is not None:
         return [err]

@@ -57,6 +57,7 @@ def _usage(msg: str) -> int:
 
 def run(args) -> int:
     from mpl.checker import LIVE, analyze, read_source, read_stdin_source
+    from mpl.stdlib_path import resolve as resolve_std
     from mpl.cli.render import render_all, summary, use_color
     from mpl.diagnostics import Severity, has_errors
 
@@ -83,6 +84,7 @@ def run(args) -> int:
             path = "<stdin>"
             text, err = read_stdin_source(path)
         else:
+            path = resolve_std(path)          # std/NAME: the shipped policy's file
             text, err = read_source(path)
         if err is not None:
             all_diags.append(err)

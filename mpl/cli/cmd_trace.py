@@ -74,6 +74,58 @@ def summary(trace, path: str | None = None) -> dict:
             "predictions": any(d.predictions for d in trace.dispatches)}
 
 
+def details(trace, path: str, traceio) -> dict:
+    """summary() plus what `mplc trace info` shows: format, size, MoE layer ids, tokens."""
+    import os
+
+    info = summary(trace, path)
+    kind = traceio.kind_of(path)
+    version = None
+    if kind == "native":
+        with open(path, "rb") as f:
+            version = traceio.read_native_start(f, path)[1]
+    size = os.path.getsize(path)
+    per_step: dict = {}
+    prefill = 0
+    for d in trace.dispatches:
+        t = d.tokens
+        if t > 1:
+            prefill += 1
+        if per_step.get(d.step, 0) < t:
+            per_step[d.step] = t
+    info.update(format=kind, version=version, bytes=size,
+                moe_layer_ids=list(trace.header.moe_layers), tokens=sum(per_step.values()),
+                prefill_dispatches=prefill,
+                checksum=("verified" if version is not None and version >= 2 else
+                          "none (version 1)" if version == 1 else "none (JSONL)"))
+    return info
+
+
+def format_details(info: dict) -> str:
+    n = info["dispatches"]
+    ids = info["moe_layer_ids"]
+    span = (f"{ids[0]}..{ids[-1]}" if ids and ids == list(range(ids[0], ids[-1] + 1))
+            else ", ".join(map(str, ids)))
+    fmt = (f"native .mpltrace version {info['version']}" if info["format"] == "native"
+           else "JSONL (moe-policylang)")
+    eb = info["expert_bytes"]
+    lines = [
+        f"{info['file']}: {fmt}, {info['bytes']:,} bytes"
+        + (f" ({info['bytes'] / n:.1f} per dispatch)" if n else ""),
+        f"  model        {info['model']}: {info['num_layers']} decoder layers, "
+        f"{info['moe_layers']} MoE (ids {span})",
+        f"  experts      {info['num_experts']} per layer, top-{info['top_k']}; "
+        + (f"{eb:,} bytes each ({eb / 2**20:.1f} MiB)" if eb else "expert size unknown"),
+        f"  dispatches   {n:,} in {info['steps']:,} steps, {info['tokens']:,} tokens"
+        + (f" ({info['prefill_dispatches']:,} prefill dispatches)" if info["prefill_dispatches"] else ""),
+        f"  weights      {'yes' if info['weights'] else 'none'}; predictions "
+        f"{'yes' if info['predictions'] else 'none'}",
+        f"  checksum     {info['checksum']}",
+        f"  source       {info['source'] or '-'}",
+    ]
+    return "\n".join(lines)
+
+
 def _print(info: dict, as_json: bool, verb: str) -> None:
     if as_json:
         print(json.dumps(info, indent=2))
@@ -101,8 +153,12 @@ def run(args) -> int:
             _print(summary(trace, args.output), args.json, "converted")
             return 0
         if cmd == "info":
-            trace = traceio.load(args.input)
-            _print(summary(trace, args.input), args.json, "read")
+            trace = traceio.load(args.input)      # reads and verifies the whole file
+            info = details(trace, args.input, traceio)
+            if args.json:
+                print(json.dumps(info, indent=2))
+            else:
+                print(format_details(info))
             return 0
         if cmd == "record":
             try:

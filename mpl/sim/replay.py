@@ -416,7 +416,8 @@ def load_policy(policy, *, name: str | None = None, overrides: dict | None = Non
 
     path = None
     if isinstance(policy, (str, os.PathLike)) and _looks_like_path(os.fspath(policy)):
-        path = os.fspath(policy)
+        from mpl.stdlib_path import resolve
+        path = resolve(os.fspath(policy))     # std/NAME: the shipped policy's file
         text, err = read_source(path)
         if err is not None:
             raise PolicyLoadError(err.message, [err])
