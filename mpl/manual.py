@@ -243,6 +243,8 @@ CHECKING = """\
 [--no-warnings]` prints every diagnostic ([list](diagnostics.md)). Exit status: 0 when no file
 has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
 
+- `std/NAME` as a FILE (here and in `mplc compile`, `replay`, `sweep`, `run`, `mpl.load`,
+  `mpl.check`) names a standard-library policy ({stdlib}) unless a local file has that path.
 - `-` as a FILE reads the policy from the standard input (reported as `<stdin>`; imports are
   resolved from the current folder).
 - `--model` enables the model-aware checks (MPL5xx) with a preset ({presets}) or a
@@ -295,7 +297,8 @@ def generate() -> str:
                             adaptable=adaptable, max_states=str(ADAPT_STATE_LIMIT), aliases=aliases, triggers=triggers,
                             allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS)))
     out.append(_fill(EXTENDS, stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
-    out.append(_fill(CHECKING, presets=", ".join(f"`{n}`" for n in PRESETS)))
+    out.append(_fill(CHECKING, presets=", ".join(f"`{n}`" for n in PRESETS),
+                     stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
     return "\n".join(out).rstrip("\n") + "\n"
 
 
