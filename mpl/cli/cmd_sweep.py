@@ -91,13 +91,14 @@ def run(args) -> int:
     except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    from mpl.sim.hardware import DEFAULT as hw_default
     if args.json:
         print(json.dumps({"policies": [p.name for p in policies], "trace": args.trace,
                           "hardware": args.hardware, "points": [p.to_dict() for p in points],
                           "figures": written}, indent=2))
     else:
         print(f"sweep of {names} on {trace.header.model} "
-              f"({len(trace)} dispatches), hardware {args.hardware or 'default'}")
+              f"({len(trace)} dispatches), hardware {args.hardware or hw_default + ' (default)'}")
         print(format_table(points))
         for w in written:
             print(f"wrote {w}")
