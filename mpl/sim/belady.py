@@ -121,7 +121,7 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
     cap = max(cap, 0)
     resident: dict[int, int] = {}           # key -> its next use
     heap: list[tuple[int, int]] = []        # (-next_use, key), lazily invalidated
-    push, pop = heapq.heappush, heapq.heappop
+    push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
     hits = loads = streamed = evictions = accesses = 0
     missed_keys: list[int] = []              # for per-layer counts
     miss = missed_keys.append
@@ -165,7 +165,7 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
                     continue
                 break
             if heap and -heap[0][0] > nu:
-                vk = pop(heap)[1]
+                vk = replace(heap, (-nu, k))[1]   # the victim leaves, k enters: one sift
                 del resident[vk]
                 if admitted is not None and vk in admitted:
                     loads -= 1               # loaded by this very dispatch: it streamed
@@ -174,7 +174,6 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
                 else:
                     evictions += 1
                 resident[k] = nu
-                push(heap, (-nu, k))
                 loads += 1
                 if admitted is None:
                     admitted = {k: pos}
