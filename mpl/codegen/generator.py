@@ -160,7 +160,8 @@ def _emit_replay(w: _W, f: dict) -> None:
     w(2, "the simulated stalls to the stats. records: (layer, experts, weights, tokens, step,")
     w(2, "predictions, tokens_of) with distinct-or-not expert ids as dispatch() takes them;")
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
-    w(2, 'Returns the number of records."""')
+    w(2, "No argument checks: the records come from a trace validated when it was read")
+    w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
     w(2, "tl_dispatch = tl.dispatch")
     if _simple(f):
         w(2, "tl_demand = tl.demand")
