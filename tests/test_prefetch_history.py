@@ -22,7 +22,7 @@ def test_history_top_equals_a_recount_of_the_window(seed):
     r = random.Random(seed)
     layers, experts = 3, r.choice([8, 64, 160])
     window = r.choice([1, 3, 10, 50])
-    h = History(layers, window)
+    h = History(layers, window, experts)
     rows = [[] for _ in range(layers)]
     for i in range(1500):
         layer = r.randrange(layers)
@@ -43,7 +43,7 @@ def test_history_top_equals_a_recount_of_the_window(seed):
 
 
 def test_top_of_an_unseen_layer_is_empty():
-    h = History(2, 5)
+    h = History(2, 5, 8)
     assert h.top(1, 4) == []
     h.observe(0, [3, 1])
     assert h.top(0, 0) == []

@@ -167,7 +167,7 @@ class Runtime:
         self.strategy = params["prefetch.strategy"]
         self.budget = int(params["prefetch.budget"])
         self.lookahead = int(params["prefetch.lookahead"])
-        self.history = (History(L, int(params["prefetch.history_window"]))
+        self.history = (History(L, int(params["prefetch.history_window"]), num_experts)
                         if features.get("history") else None)
         self.affinity = (Affinity(L, int(features.get("affinity_depth", self.lookahead)),
                                   float(params["prefetch.affinity_threshold"]))

@@ -21,10 +21,10 @@ from collections import deque
 class History:
     __slots__ = ("window", "win", "cnt", "bk", "mask")
 
-    def __init__(self, num_layers: int, window: int):
+    def __init__(self, num_layers: int, window: int, num_experts: int):
         self.window = window
         self.win = [deque() for _ in range(num_layers)]
-        self.cnt = [dict() for _ in range(num_layers)]     # expert -> count (> 0)
+        self.cnt = [[0] * num_experts for _ in range(num_layers)]   # expert -> count
         self.bk = [[set()] for _ in range(num_layers)]     # bk[c]: experts with count c
         self.mask = [0] * num_layers                       # bit c set: bk[c] is not empty
 
@@ -53,7 +53,7 @@ class History:
         for e in new:
             if e in so:
                 continue                        # in and out of the window: no change
-            c = cnt.get(e, 0)
+            c = cnt[e]
             if c:
                 s = bk[c]
                 s.discard(e)
@@ -75,11 +75,9 @@ class History:
             s.discard(e)
             if not s:
                 mask ^= 1 << c
-            if c == 1:
-                del cnt[e]
-            else:
-                c -= 1
-                cnt[e] = c
+            c -= 1
+            cnt[e] = c
+            if c:
                 s = bk[c]
                 if not s:
                     mask |= 1 << c
@@ -99,17 +97,15 @@ class History:
         for e, d in delta.items():
             if not d:
                 continue
-            c = cnt.get(e, 0)
+            c = cnt[e]
             if c:
                 bk[c].discard(e)
             c += d
+            cnt[e] = c
             if c > 0:
-                cnt[e] = c
                 while len(bk) <= c:
                     bk.append(set())
                 bk[c].add(e)
-            else:
-                del cnt[e]
         mask = 0
         for c, s in enumerate(bk):
             if s:
@@ -136,7 +132,7 @@ class History:
         return out
 
     def count(self, layer: int, expert: int) -> int:
-        return self.cnt[layer].get(expert, 0)
+        return self.cnt[layer][expert]
 
 
 class Affinity:
