@@ -120,24 +120,13 @@ def loads(text: str, policy: str | None = None, *, path: str | None = None) -> P
 def load(path, policy: str | None = None) -> Policy:
     """Check and compile a ``.moe`` file (or a standard policy, ``"std/NAME"``).
     Raises :class:`PolicyError` on errors (TypeError when ``path`` is not a path)."""
-    from mpl.checker import as_path
+    from mpl.checker import as_path, read_source
+    from mpl.stdlib_path import resolve
 
-    path = as_path(path, "load", "; use mpl.loads() for policy text")
-    if path.startswith("std/"):
-        from mpl.stdlib_path import resolve, unknown_std_message
-
-        msg = unknown_std_message(path)
-        if msg is not None:
-            raise PolicyError(msg)
-        path = resolve(path)
-    from mpl.checker.resolve import ReadError, read_text_file
-
-    try:   # bounded: a binary, huge or endless file (/dev/zero) is an error, not a hang
-        text = read_text_file(path)
-    except ReadError as e:
-        raise PolicyError(f"cannot read {path}: {e}") from None
-    except (OSError, ValueError) as e:
-        raise PolicyError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    path = resolve(as_path(path, "load", "; use mpl.loads() for policy text"))
+    text, err = read_source(path)   # the checker's bounded reader; its MPL100 says why
+    if err is not None:
+        raise PolicyError(f"cannot read {path}: {err.message}")
     return loads(text, policy, path=path)
 
 

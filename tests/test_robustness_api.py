@@ -288,3 +288,9 @@ def test_endless_files_are_errors_not_hangs():
     an = analyze('import "/dev/zero"\npolicy p { cache { capacity = 4 } }\n', "/tmp/x.moe")
     assert "MPL100" in [d.code for d in an.diagnostics]
     assert Store().read_file("/dev/zero") is None
+
+
+def test_a_path_with_a_nul_character_is_a_read_error():
+    assert [d.code for d in mpl.check("a\x00b.moe")] == ["MPL100"]
+    with pytest.raises(mpl.PolicyError, match="not a usable file path"):
+        mpl.load("a\x00b.moe")

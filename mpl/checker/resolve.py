@@ -43,6 +43,8 @@ def read_text_file(path: str) -> str:
         raise ReadError(f"'{path}' is a directory, not a policy file") from None
     except OSError as e:
         raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
+    except ValueError as e:                     # open() refuses the path (a NUL character)
+        raise ReadError(f"cannot read {path!r}: not a usable file path ({e})") from None
     return decode_text(data, f"'{path}'")
 
 
@@ -55,7 +57,7 @@ def read_text_or_none(path: str) -> str | None:
     it cannot be read as a policy file (reads are bounded like read_text_file's)."""
     try:
         return read_text_file(path)
-    except (OSError, ReadError, ValueError):
+    except (OSError, ReadError):
         return None
 
 
