@@ -9,7 +9,7 @@ are read and written by ``mpl.sim.traceio``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass
@@ -77,3 +77,13 @@ class Trace:
     @property
     def num_steps(self) -> int:
         return len({d.step for d in self.dispatches})
+
+
+def steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:
+    """Distinct steps, and tokens decoded (per step: its widest dispatch)."""
+    per: dict[int, int] = {}
+    for d in dispatches:
+        t = d.tokens
+        if per.get(d.step, 0) < t:
+            per[d.step] = t
+    return len(per), sum(per.values())

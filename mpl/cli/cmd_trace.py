@@ -74,28 +74,18 @@ def summary(trace, path: str | None = None) -> dict:
             "predictions": any(d.predictions for d in trace.dispatches)}
 
 
-def details(trace, path: str, traceio) -> dict:
-    """summary() plus what `mplc trace info` shows: format, size, MoE layer ids, tokens."""
+def details(trace, path: str, version: int | None) -> dict:
+    """summary() plus what `mplc trace info` shows: format, size, MoE layer ids, tokens.
+    ``version``: the native format version (None for JSONL)."""
     import os
 
+    from mpl.trace import steps_and_tokens
+
     info = summary(trace, path)
-    kind = traceio.kind_of(path)
-    version = None
-    if kind == "native":
-        with open(path, "rb") as f:
-            version = traceio.read_native_start(f, path)[1]
-    size = os.path.getsize(path)
-    per_step: dict = {}
-    prefill = 0
-    for d in trace.dispatches:
-        t = d.tokens
-        if t > 1:
-            prefill += 1
-        if per_step.get(d.step, 0) < t:
-            per_step[d.step] = t
-    info.update(format=kind, version=version, bytes=size,
-                moe_layer_ids=list(trace.header.moe_layers), tokens=sum(per_step.values()),
-                prefill_dispatches=prefill,
+    info.update(format="jsonl" if version is None else "native", version=version,
+                bytes=os.path.getsize(path), moe_layer_ids=list(trace.header.moe_layers),
+                tokens=steps_and_tokens(trace.dispatches)[1],
+                prefill_dispatches=sum(1 for d in trace.dispatches if d.tokens > 1),
                 checksum=("verified" if version is not None and version >= 2 else
                           "none (version 1)" if version == 1 else "none (JSONL)"))
     return info
@@ -153,8 +143,8 @@ def run(args) -> int:
             _print(summary(trace, args.output), args.json, "converted")
             return 0
         if cmd == "info":
-            trace = traceio.load(args.input)      # reads and verifies the whole file
-            info = details(trace, args.input, traceio)
+            trace, version = traceio.load_versioned(args.input)   # the whole file, verified
+            info = details(trace, args.input, version)
             if args.json:
                 print(json.dumps(info, indent=2))
             else:

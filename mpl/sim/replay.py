@@ -19,7 +19,7 @@ from mpl.sim import hardware as hw
 from mpl.sim import traceio
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.timeline import Timeline
-from mpl.trace import Dispatch, Trace
+from mpl.trace import Dispatch, Trace, steps_and_tokens
 
 
 class ReplayError(ValueError):
@@ -150,16 +150,6 @@ def expert_bytes_for(ir, header) -> int:
     return hw.DEFAULT_EXPERT_BYTES
 
 
-def _steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:
-    """Distinct steps, and tokens decoded (per step: its widest dispatch)."""
-    per: dict[int, int] = {}
-    for d in dispatches:
-        t = d.tokens
-        if per.get(d.step, 0) < t:
-            per[d.step] = t
-    return len(per), sum(per.values())
-
-
 def _sim_summary(tl: Timeline, steps: int, tokens: int) -> dict:
     out = tl.to_dict()
     total = out["total_ms"]
@@ -287,7 +277,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     eb = expert_bytes_for(ir, h)
     costs = hw.costs_for(profile, model=h.model, expert_bytes=eb)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    steps, tokens = _steps_and_tokens(trace.dispatches)
+    steps, tokens = steps_and_tokens(trace.dispatches)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))

@@ -417,7 +417,6 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
         yield Dispatch(step, layer, experts, weights, preds)
 
 
-
 # ------------------------------------------------------------------ JSONL
 def _jsonl_header(d: dict, path: str) -> TraceHeader:
     """Read the original's header line. Accepted keys (first found wins): model/model_name,
@@ -648,15 +647,25 @@ def kind_of(path: str) -> str:
 
 def load(path: str) -> Trace:
     """Read a trace file (by extension). Raises TraceFormatError with a located message."""
+    return load_versioned(path)[0]
+
+
+def load_versioned(path: str) -> tuple[Trace, int | None]:
+    """``load``, plus the native format version the file has (None for JSONL)."""
     if kind_of(path) == "jsonl":
-        return load_jsonl(path)
+        return load_jsonl(path), None
     try:
         f = open(path, "rb")
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     with f:
-        header, version, crc = read_native_start(f, path)
-        return Trace(header, list(iter_native(f, header, path, version=version, crc=crc)))
+        return _read_native(f, path)
+
+
+def _read_native(f: IO[bytes], path: str) -> tuple[Trace, int]:
+    """A whole native trace from ``f`` (checked against its end marker) and its version."""
+    header, version, crc = read_native_start(f, path)
+    return Trace(header, list(iter_native(f, header, path, version=version, crc=crc))), version
 
 
 def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
@@ -701,6 +710,4 @@ def to_bytes(trace: Trace, *, weights: str = "auto") -> bytes:
 
 
 def from_bytes(data: bytes, path: str = "<bytes>") -> Trace:
-    f = io.BytesIO(data)
-    header, version, crc = read_native_start(f, path)
-    return Trace(header, list(iter_native(f, header, path, version=version, crc=crc)))
+    return _read_native(io.BytesIO(data), path)[0]
