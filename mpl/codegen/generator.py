@@ -141,14 +141,14 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "self._bad_step(step)")
     w(2, "if predictions:")
     w(3, "self._check_predictions(predictions)")
-    _emit_body(w, f, replay=False)
+    _emit_body(w, f)
 
 
-def _simple(f: dict) -> bool:
-    """Only demand loads ever (gpu_only, no prefetch): the replay loop times a dispatch from
-    its counts and builds no Load objects (the timeline reads only background and
-    prefetch loads from a Plan)."""
-    return f["modes"] == ("gpu_only",) and not f["prefetch"]
+def _counts_only(f: dict) -> bool:
+    """The replay loop of a policy that only ever makes demand loads (gpu_only, no
+    prefetch): it times a dispatch from its counts and keeps no load list (the timeline
+    reads only background and prefetch loads from a Plan)."""
+    return bool(f.get("_replay")) and f["modes"] == ("gpu_only",) and not f["prefetch"]
 
 
 def _emit_replay(w: _W, f: dict) -> None:
@@ -162,22 +162,26 @@ def _emit_replay(w: _W, f: dict) -> None:
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
     w(2, "No argument checks: the records come from a trace validated when it was read")
     w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
+    f = dict(f, _replay=True)
     w(2, "tl_dispatch = tl.dispatch")
-    if _simple(f):
+    if _counts_only(f):
         w(2, "tl_demand = tl.demand")
         w(2, "fast = tl.overlap")
     w(2, "count = 0")
     w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
     w(3, "n = len(experts)")
     w.base += 1
-    _emit_body(w, dict(f, _replay=True), replay=True)
+    _emit_body(w, f)
     w.base -= 1
     w(2, "return count")
 
 
-def _emit_body(w: _W, f: dict, *, replay: bool) -> None:
-    """The dispatch after its argument checks (``n`` is the number of experts)."""
+def _emit_body(w: _W, f: dict) -> None:
+    """The dispatch after its argument checks (``n`` is the number of experts); with
+    ``f["_replay"]``, the body of the replay loop (see _emit_replay)."""
     modes = f["modes"]
+    replay = bool(f.get("_replay"))
+    counts_only = _counts_only(f)
     w(2, "if step is None:")
     w(3, "if layer <= self._last_layer:")
     w(4, "self.step += 1")
@@ -199,7 +203,8 @@ def _emit_body(w: _W, f: dict, *, replay: bool) -> None:
         w(2, "miss = self._miss   # schedule.mode can change (adapt)")
     w(2, "where = [0] * n")
     w(2, "hit = [False] * n")
-    w(2, "loads = []")
+    if not counts_only:
+        w(2, "loads = []")
     w(2, "evicted = []")
     w(2, "inuse = None")
     if need_w:
@@ -278,7 +283,7 @@ def _emit_body(w: _W, f: dict, *, replay: bool) -> None:
                           ("ncpu", "cpu_computes"), ("nev", "evictions")):
             if var in counters:
                 w(3, f"self.{attr} += {var}")
-    if replay and _simple(f):
+    if counts_only:
         w(2, "missed = inuse is not None")
     w(2, "self.l_acc[layer] += n")
     w(2, "self.l_hit[layer] += hit.count(True)")
@@ -332,7 +337,7 @@ def _emit_body(w: _W, f: dict, *, replay: bool) -> None:
     if not replay:
         w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
         return
-    if _simple(f):
+    if counts_only:
         w(2, "if fast and tokens_of is None and not (missed and nst):   # every miss a demand load")
         w(3, "stall = tl_demand(n, nd if missed else 0)")
         w(2, "else:")
@@ -388,7 +393,7 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
         w(d, ins)
         if f["ttl"]:
             w(d, "ttl[key] = self._stamp()")
-    if not (f.get("_replay") and _simple(f)):
+    if not _counts_only(f):
         w(d, f"loads.append((key, slot, victim, {kind!r}))   # a Load (Plan.raw_loads)")
 
 
