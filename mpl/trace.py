@@ -82,8 +82,13 @@ class Trace:
 def steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:
     """Distinct steps, and tokens decoded (per step: its widest dispatch)."""
     per: dict[int, int] = {}
+    get = per.get
     for d in dispatches:
-        t = d.tokens
-        if per.get(d.step, 0) < t:
-            per[d.step] = t
+        t = len(d.experts)
+        s = d.step
+        if t == 1:          # most dispatches decode one token: a step seen is enough
+            if s not in per:
+                per[s] = 1
+        elif get(s, 0) < t:
+            per[s] = t
     return len(per), sum(per.values())

@@ -114,3 +114,46 @@ def test_stdlib_compiled_replay_equals_dispatch_by_dispatch(name):
     finally:
         L, E, K = saved
     assert state(a, tl1) == state(b, tl2)
+
+
+LEAN = {   # demand-only policies with no monitor: the lean loop (hit counts, timeline inline)
+    "streams": "policy s { cache { capacity = 2 eviction = lru } }",
+    "pinned_full": "policy p { cache { capacity = 3 eviction = lru pin = [0, 1, 2] } }",
+    "lfu": "policy f { cache { capacity = 5 eviction = lfu } }",
+    "score": "policy w { cache { capacity = 4 eviction = score } }",
+    "ttl_steps": "policy t { cache { capacity = 8 eviction = lru ttl = 3 steps } }",
+    "memory": "policy m { cache { capacity = 8 eviction = lru memory_threshold = 0.5 "
+              "memory_headroom = 0.3 memory_budget_gb = 1.6 } }",
+    "per_layer": "policy l { cache { capacity = 3 eviction = lru } per_layer { allocation = "
+                 "frequency total_budget = 9 min_capacity = 1 rebalance_interval = 5 } }",
+    "priority": "policy q { cache { capacity = 4 eviction = lru } "
+                "schedule { priority_routing = true } }",
+}
+
+
+@pytest.mark.parametrize("steps", ["explicit", "counted"])
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("name", sorted(LEAN))
+def test_lean_replay_loop_equals_dispatch_by_dispatch(name, overlap, steps):
+    """The lean loop's own paths: streams (nothing evictable), several-token records handed
+    to dispatch() with the clocks and step counter handed over, both overlap settings,
+    triggers and rebalancing that evict into a list nobody reads, TTL in steps, and records
+    without a step (the runtime counts steps from the layer order)."""
+    policy = mpl.loads(LEAN[name])
+    assert "hits += 1" in policy.source          # the lean variant was generated
+    r = random.Random(name)
+    records = list(records_of(random_dispatches(r, 300)))
+    if steps == "counted":
+        records = [rec[:4] + (None,) + rec[5:] for rec in records]
+    tl1, tl2 = Timeline(costs(), overlap=overlap), Timeline(costs(), overlap=overlap)
+    a = policy.runtime(L, E, K, expert_bytes=2e8)
+    for layer, experts, weights, tokens, step, predictions, tokens_of in records:
+        plan = a.dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)
+        stall = tl1.dispatch(plan, tokens_of, tokens)
+        if stall > 0:
+            a.add_stall(stall)
+    b = policy.runtime(L, E, K, expert_bytes=2e8)
+    assert b.replay_records(iter(records), tl2) == len(records)
+    assert state(a, tl1) == state(b, tl2) and a.step == b.step
+    if name in ("streams", "pinned_full"):
+        assert b.stats()["streamed"] > 0

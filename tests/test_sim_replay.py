@@ -229,27 +229,37 @@ def test_prefill_dispatches_and_public_api():
     assert r2.stats == r.stats and r2.sim == r.sim
 
 
+@pytest.mark.parametrize("overlap", [True, False])
 @pytest.mark.parametrize("launch_us", [5.0, 2000.0])    # transfer-bound and compute-bound
-def test_timeline_fast_path_equals_general_path(launch_us):
-    from mpl.runtime.plan import Load, Plan
+def test_timeline_fast_path_equals_general_path(launch_us, overlap):
+    """Timeline.demand's closed form (taken when every miss is a demand load or a stream and
+    nothing is in flight, with or without overlap) gives the clocks of the general
+    expert-by-expert path."""
+    from mpl.runtime.plan import STREAM, Load, Plan
     from mpl.sim.timeline import Timeline
 
     costs = hardware.costs_for(hardware.resolve({"base": "h100", "kernel_launch_us": launch_us}),
                                model="deepseek-v2-lite")
     rng = random.Random(launch_us)
+    streams = 0
     for _ in range(500):
         k = rng.randint(1, 8)
         hit = [rng.random() < 0.5 for _ in range(k)]
-        loads = [Load((0, i), i, None, "demand") for i, h in enumerate(hit) if not h]
-        plan = Plan(0, 0, list(range(k)), list(range(k)), hit, loads, [])
-        a, b = Timeline(costs), Timeline(costs)
+        where = [i if h or rng.random() < 0.7 else STREAM for i, h in enumerate(hit)]
+        streams += where.count(STREAM)
+        loads = [Load((0, i), i, None, "demand") for i, h in enumerate(hit)
+                 if not h and where[i] != STREAM]
+        plan = Plan(0, 0, list(range(k)), where, hit, loads, [])
+        a, b = Timeline(costs, overlap=overlap), Timeline(costs, overlap=overlap)
         a.now = b.now = rng.random() * 5
         a.link_free = b.link_free = rng.random() * 10
         sa = a.dispatch(plan)
-        b.arrival = {(99, 99): 0.0}          # something in flight: the general path
-        sb = b.dispatch(plan)
+        sb = b.dispatch(plan, {})             # a tokens map (one token each): the general path
         assert sa == pytest.approx(sb) and a.now == pytest.approx(b.now)
         assert a.link_free == pytest.approx(b.link_free) and a.transfers == b.transfers
+        assert a.gpu_ms == pytest.approx(b.gpu_ms) and a.stall_ms == pytest.approx(b.stall_ms)
+        assert a.bytes == b.bytes and a.transfer_ms == pytest.approx(b.transfer_ms)
+    assert streams > 100
 
 
 def test_belady_uses_the_largest_capacity_an_adapt_rule_can_set():

@@ -18,7 +18,7 @@ import re
 from mpl import ir as _ir
 from mpl import schema
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 
 
 # ---------------------------------------------------------------- values
@@ -146,9 +146,26 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
 
 def _counts_only(f: dict) -> bool:
     """The replay loop of a policy that only ever makes demand loads (gpu_only, no
-    prefetch): it times a dispatch from its counts and keeps no load list (the timeline
-    reads only background and prefetch loads from a Plan)."""
+    prefetch): it times a one-token dispatch from its counts, with the timeline's formula
+    inline (``_emit_timeline``), and keeps no load list (the timeline reads only background
+    and prefetch loads from a Plan)."""
     return bool(f.get("_replay")) and f["modes"] == ("gpu_only",) and not f["prefetch"]
+
+
+def _lean(f: dict) -> bool:
+    """A counts-only replay loop with no monitor: nothing reads a dispatch's per-expert
+    outcome (no Plan, no monitor window), so it counts hits and keeps no where/hit/evicted
+    lists; a record of several tokens (the timeline needs its Plan) goes through dispatch()."""
+    return _counts_only(f) and not f["monitor"]
+
+
+_CLOCKS = "now, link, tl_stall, tl_gpu, tl_xfer"
+
+
+def _local_step(f: dict) -> bool:
+    """The lean loop keeps the step counter in locals (nothing in it reads ``self.step``
+    but a TTL counted in steps)."""
+    return _lean(f) and not f["ttl"]
 
 
 def _emit_replay(w: _W, f: dict) -> None:
@@ -164,16 +181,90 @@ def _emit_replay(w: _W, f: dict) -> None:
     w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
     f = dict(f, _replay=True)
     w(2, "tl_dispatch = tl.dispatch")
-    if _counts_only(f):
-        w(2, "tl_demand = tl.demand")
-        w(2, "fast = tl.overlap")
+    counts_only = _counts_only(f)
+    lean = _lean(f)
+    if counts_only:
+        w(2, "dense1, gpu1, txf = tl.unit_costs()")
+        w(2, "wait_all = not tl.overlap   # overlap off: compute waits for every transfer")
+        w(2, "link_bound = txf >= gpu1")
+        w(2, f"{_CLOCKS} = tl.clocks()")
+        w(2, "nx = 0   # transfers since the clocks were last handed back")
+    if lean:   # no adapt rules: no cache, map or store is replaced during the replay
+        touch = "c.store.od.move_to_end" if f["lru_only"] else "c.store.hit"
+        w(2, f"views = [(c, c.resident, {touch}) for c in self.caches]")
+        w(2, "l_acc = self.l_acc")
+        w(2, "l_hit = self.l_hit")
+        w(2, "rstall = self.stall")
+        w(2, "r_nd = r_nst = r_nev = 0   # demand loads, streams, evictions (added at the end)")
+    if _local_step(f):
+        w(2, "cur_step = self.step")
+        w(2, "last_layer = self._last_layer")
     w(2, "count = 0")
+    w.base += 1 if counts_only else 0
+    if counts_only:
+        w(1, "try:")
     w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
+    if lean:
+        w(3, "if tokens_of is not None:   # several tokens: the timeline plays dispatch()'s Plan")
+        w(4, f"tl.set_clocks({_CLOCKS}, nx)")
+        w(4, "nx = 0")
+        if _local_step(f):
+            w(4, "self.step = cur_step")
+            w(4, "self._last_layer = last_layer")
+        w(4, "stall = tl_dispatch(self.dispatch(layer, experts, weights, tokens, step=step,")
+        w(4, "                                  predictions=predictions), tokens_of, tokens)")
+        w(4, f"{_CLOCKS} = tl.clocks()")
+        if _local_step(f):
+            w(4, "cur_step = self.step")
+            w(4, "last_layer = self._last_layer")
+        w(4, "if stall > 0:")
+        w(5, "rstall += stall")
+        w(4, "count += 1")
+        w(4, "if every and count % every == 0:")
+        w(5, "tick(count)")
+        w(4, "continue")
     w(3, "n = len(experts)")
     w.base += 1
     _emit_body(w, f)
     w.base -= 1
+    if counts_only:
+        w(1, "finally:")
+        w(2, f"tl.set_clocks({_CLOCKS}, nx)")
+        if lean:
+            w(2, "self.stall = rstall")
+            w(2, "self.demand_loads += r_nd")
+            w(2, "self.streamed += r_nst")
+            w(2, "self.evictions += r_nev")
+        if _local_step(f):
+            w(2, "self.step = cur_step")
+            w(2, "self._last_layer = last_layer")
+        w.base -= 1
     w(2, "return count")
+
+
+def _emit_timeline(w: _W, d: int) -> None:
+    """Timeline.demand's formula at indent ``d`` on the loop's local clocks (``m`` transfers,
+    all issued at the dispatch's start); leaves the dispatch's stall in ``stall``."""
+    w(d, "t0 = now + dense1")
+    w(d, "busy = n * gpu1")
+    w(d, "t = t0 + busy")
+    w(d, "if m:")
+    w(d + 1, "s0 = t0 if t0 > link else link")
+    w(d + 1, "link = s0 + m * txf")
+    w(d + 1, "if wait_all:")
+    w(d + 2, "last = link + busy")
+    w(d + 1, "elif link_bound:")
+    w(d + 2, "last = link + gpu1")
+    w(d + 1, "else:")
+    w(d + 2, "last = s0 + txf + m * gpu1")
+    w(d + 1, "if last > t:")
+    w(d + 2, "t = last")
+    w(d + 1, "nx += m")
+    w(d + 1, "tl_xfer += m * txf")
+    w(d, "stall = t - t0 - busy")
+    w(d, "tl_gpu += busy + dense1")
+    w(d, "tl_stall += stall")
+    w(d, "now = t")
 
 
 def _emit_body(w: _W, f: dict) -> None:
@@ -182,30 +273,40 @@ def _emit_body(w: _W, f: dict) -> None:
     modes = f["modes"]
     replay = bool(f.get("_replay"))
     counts_only = _counts_only(f)
+    lean = _lean(f)
+    ev = "[]" if lean else "evicted"   # lean: nothing reads what a trigger or a cut evicts
+    cur, last = ("cur_step", "last_layer") if _local_step(f) else ("self.step", "self._last_layer")
     w(2, "if step is None:")
-    w(3, "if layer <= self._last_layer:")
-    w(4, "self.step += 1")
+    w(3, f"if layer <= {last}:")
+    w(4, f"{cur} += 1")
     w(2, "else:")
-    w(3, "self.step = step")
-    w(2, "self._last_layer = layer")
+    w(3, f"{cur} = step")
+    w(2, f"{last} = layer")
     w(2, "if n > 1 and len(set(experts)) != n:")
     w(3, "experts, weights = _distinct(experts, weights)")
     w(3, "n = len(experts)")
-    w(2, "cache = self.caches[layer]")
-    w(2, "res = cache.resident")
-    if f["lru_only"]:
-        w(2, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
+    if lean:
+        w(2, "cache, res, touch = views[layer]")
     else:
-        w(2, "touch = cache.store.hit")
+        w(2, "cache = self.caches[layer]")
+        w(2, "res = cache.resident")
+        if f["lru_only"]:
+            w(2, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
+        else:
+            w(2, "touch = cache.store.hit")
     single = len(modes) == 1
     need_w = not (f["lru_only"] and single)
     if not single:
         w(2, "miss = self._miss   # schedule.mode can change (adapt)")
-    w(2, "where = [0] * n")
-    w(2, "hit = [False] * n")
+    if lean:
+        w(2, "hits = 0")
+    else:
+        w(2, "where = [0] * n")
+        w(2, "hit = [False] * n")
     if not counts_only:
         w(2, "loads = []")
-    w(2, "evicted = []")
+    if not lean:
+        w(2, "evicted = []")
     w(2, "inuse = None")
     if need_w:
         w(2, "wdef = self.w_default")
@@ -223,9 +324,12 @@ def _emit_body(w: _W, f: dict) -> None:
         w(2, "else:")
         w(3, "order = range(n)")
         w(2, "for i in order:")
+    elif lean and not f["weighted"]:   # nothing is stored per position
+        w(2, "for e in experts:")
     else:
         w(2, "for i in range(n):")
-    w(3, "e = experts[i]")
+    if f["priority"] or not lean or f["weighted"]:
+        w(3, "e = experts[i]")
     w(3, "key = (layer, e)")
     if f["weighted"]:
         w(3, "w = weights[i] if weights is not None else wdef")
@@ -233,10 +337,16 @@ def _emit_body(w: _W, f: dict) -> None:
         w(3, "w = wdef")
     if f["ttl"]:
         w(3, "self.accesses += 1")
-    w(3, "slot = res.get(key)")
-    w(3, "if slot is not None:")
-    w(4, "where[i] = slot")
-    w(4, "hit[i] = True")
+    if lean:   # a hit's slot is not needed
+        w(3, "if key in res:")
+    else:
+        w(3, "slot = res.get(key)")
+        w(3, "if slot is not None:")
+    if lean:
+        w(4, "hits += 1")
+    else:
+        w(4, "where[i] = slot")
+        w(4, "hit[i] = True")
     call = "touch(key)" if f["lru_only"] else "touch(key, w)"
     if f["pins"]:
         w(4, f"if e not in _PINS:")
@@ -282,11 +392,17 @@ def _emit_body(w: _W, f: dict) -> None:
         for var, attr in (("nd", "demand_loads"), ("nst", "streamed"), ("nbg", "background_loads"),
                           ("ncpu", "cpu_computes"), ("nev", "evictions")):
             if var in counters:
-                w(3, f"self.{attr} += {var}")
-    if counts_only:
-        w(2, "missed = inuse is not None")
-    w(2, "self.l_acc[layer] += n")
-    w(2, "self.l_hit[layer] += hit.count(True)")
+                w(3, f"r_{var} += {var}" if lean else f"self.{attr} += {var}")
+    if counts_only:   # the transfers the timeline plays: demand loads and streams
+        w(3, "m = nd + nst")
+        w(2, "else:")
+        w(3, "m = 0")
+    if lean:
+        w(2, "l_acc[layer] += n")
+        w(2, "l_hit[layer] += hits")
+    else:
+        w(2, "self.l_acc[layer] += n")
+        w(2, "self.l_hit[layer] += hit.count(True)")
     if f["rebalance"]:
         w(2, "self.dispatches += 1")
     if f["history"]:
@@ -315,37 +431,45 @@ def _emit_body(w: _W, f: dict) -> None:
         else:
             w(3, "props = [(t, e) for e in self.history.top(t, self.budget)]")
         w(3, "if props:")
-        w(4, "self._issue(props, inuse, loads, evicted)")
+        w(4, f"self._issue(props, inuse, loads, {ev})")
     elif f["prefetch"]:
         w(2, "if self.strategy != 'none':")
-        w(3, "self._prefetch(layer, experts, predictions, inuse, loads, evicted)")
+        w(3, f"self._prefetch(layer, experts, predictions, inuse, loads, {ev})")
     if f["ttl"]:
         w(2, "if self.ttl_n is not None:")
-        w(3, "self._ttl_sweep(inuse, evicted)")
+        w(3, f"self._ttl_sweep(inuse, {ev})")
     if f["memory"]:
         w(2, "thr = self.mem_threshold")
         w(2, "if thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget:")
-        w(3, "self._pressure(inuse, evicted)")
+        w(3, f"self._pressure(inuse, {ev})")
     if f["rebalance"]:
         w(2, "if self.dispatches % self.rebalance_interval == 0:")
-        w(3, "self._rebalance(self.allocation, inuse, evicted)")
+        w(3, f"self._rebalance(self.allocation, inuse, {ev})")
     if f["monitor"]:
         w(2, "if n:")
         w(3, "self._observe(hit, tokens, inuse, evicted)")
     w(2, "if len(res) > cache.capacity:   # a capacity cut that met keys in use completes now")
-    w(3, "self._trim(cache, layer, experts, evicted)")
+    w(3, f"self._trim(cache, layer, experts, {ev})")
     if not replay:
         w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
         return
-    if counts_only:
-        w(2, "if fast and tokens_of is None and not (missed and nst):   # every miss a demand load")
-        w(3, "stall = tl_demand(n, nd if missed else 0)")
-        w(2, "else:")
-        w(3, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, [], evicted), tokens_of, tokens)")
+    if lean:   # one token (several went through dispatch() at the top of the loop)
+        _emit_timeline(w, 2)
+        w(2, "if stall > 0:")
+        w(3, "rstall += stall")
     else:
-        w(2, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
-    w(2, "if stall > 0:")
-    w(3, "self.stall += stall")
+        if counts_only:
+            w(2, "if tokens_of is None:   # one token: every miss a demand load or a stream")
+            _emit_timeline(w, 3)
+            w(2, "else:")
+            w(3, f"tl.set_clocks({_CLOCKS}, nx)")
+            w(3, "nx = 0")
+            w(3, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, [], evicted), tokens_of, tokens)")
+            w(3, f"{_CLOCKS} = tl.clocks()")
+        else:
+            w(2, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
+        w(2, "if stall > 0:")
+        w(3, "self.stall += stall")
     w(2, "count += 1")
     w(2, "if every and count % every == 0:")
     w(3, "tick(count)")
@@ -372,7 +496,8 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
     for line in on_fail:
         w(d + 2, line)
     w(d + 1, "slot = res.pop(victim)")
-    w(d + 1, "evicted.append((victim, slot))")
+    if not _lean(f):
+        w(d + 1, "evicted.append((victim, slot))")
     w(d + 1, "nev += 1")
     if f["prefetch"]:
         w(d + 1, "if pf:")
@@ -405,14 +530,16 @@ def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
         else:
             w(4, "if smiss is not None:")
         w(5, "smiss(key, w)")
-    gpu_fail = ["where[i] = _STREAM   # computed from a transient buffer, not admitted",
-                "nst += 1", "continue"]
+    lean = _lean(f)
+    gpu_fail = ([] if lean else ["where[i] = _STREAM   # computed from a transient buffer, not admitted"]) + \
+        ["nst += 1", "continue"]
     cpu_fail = ["continue"]
 
     def gpu(d):
         _emit_admit(w, f, d, "demand", gpu_fail)
         w(d, "nd += 1")
-        w(d, "where[i] = slot")
+        if not lean:
+            w(d, "where[i] = slot")
 
     def cpu(d):
         w(d, "where[i] = _CPU   # computed on the CPU; loaded in the background for later")

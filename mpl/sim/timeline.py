@@ -44,10 +44,13 @@ class Timeline:
 
     def demand(self, n: int, m: int, dense: float | None = None) -> float:
         """Advance the clocks by a one-token dispatch of ``n`` experts whose ``m`` misses
-        are all demand loads, nothing in flight and overlap on; returns its stall in ms.
-        The m transfers land txf apart from s0; the compute stream runs the resident
-        experts, then each loaded one as it lands:
-        ``t = max(t0 + early + m*g, max_j (s0 + j*txf + (m - j + 1)*g))``."""
+        are all transferred at its start (demand loads or streams), nothing in flight;
+        returns its stall in ms. The m transfers land txf apart from s0; with overlap the
+        compute stream runs the resident experts, then each transferred one as it lands:
+        ``t = max(t0 + early + m*g, max_j (s0 + j*txf + (m - j + 1)*g))``; without overlap
+        it waits for the last transfer, then runs all n: ``t = s0 + m*txf + n*g``.
+        The compiled replay loop of a demand-only policy carries the same formula inline
+        (mpl.codegen.generator._emit_timeline); tests/test_replay_kernel.py holds the two equal."""
         if dense is None:
             dense = self._dense1
         gpu1 = self._gpu1
@@ -59,7 +62,12 @@ class Timeline:
             link = self.link_free
             s0 = t0 if t0 > link else link
             link = s0 + m * txf
-            last = (s0 + m * txf + gpu1) if txf >= gpu1 else (s0 + txf + m * gpu1)
+            if not self.overlap:
+                last = link + busy
+            elif txf >= gpu1:
+                last = link + gpu1
+            else:
+                last = s0 + txf + m * gpu1
             if last > t:
                 t = last
             self.link_free = link
@@ -71,6 +79,25 @@ class Timeline:
         self.stall_ms += stall
         self.now = t
         return stall
+
+    def unit_costs(self) -> tuple[float, float, float]:
+        """(dense part of a one-token dispatch, one expert on the GPU, one transfer), in ms:
+        the constants of ``demand``'s formula."""
+        return self._dense1, self._gpu1, self._t_xfer
+
+    def clocks(self) -> tuple[float, float, float, float, float]:
+        """(now, link_free, stall_ms, gpu_ms, transfer_ms): what a compiled replay loop
+        carries in local variables while it applies ``demand``'s formula inline."""
+        return self.now, self.link_free, self.stall_ms, self.gpu_ms, self.transfer_ms
+
+    def set_clocks(self, now: float, link_free: float, stall_ms: float, gpu_ms: float,
+                   transfer_ms: float, transfers: int) -> None:
+        """Take back the clocks of ``clocks()`` and count ``transfers`` more transfers."""
+        self.now, self.link_free, self.stall_ms, self.gpu_ms, self.transfer_ms = \
+            now, link_free, stall_ms, gpu_ms, transfer_ms
+        if transfers:
+            self.transfers += transfers
+            self.bytes += transfers * self.c.expert_bytes
 
     def dispatch(self, plan: Plan, tokens_of: dict | None = None, tokens: int = 1) -> float:
         """Advance the clocks by one dispatch; returns its stall in ms.
@@ -92,32 +119,32 @@ class Timeline:
         gpu1, cpu1 = self._gpu1, self._cpu1
         hits = plan.hit
         wh = plan.where
-        if (not arrival and tokens_of is None and self.overlap and CPU not in wh
-                and STREAM not in wh and len(loads) == hits.count(False)):
-            return self.demand(len(hits), len(loads), dense)
-        else:
-            for e, where, hit in zip(plan.experts, plan.where, plan.hit):
-                n = tokens_of.get(e, 1) if tokens_of else 1
-                if where == CPU:
-                    cpu_busy += cpu1 if n == 1 else c.cpu_expert_ms(n)
-                    continue
-                comp = gpu1 if n == 1 else c.gpu_expert_ms(n)
-                if hit:
-                    ready = arrival.get((layer, e), 0.0) if arrival else 0.0
-                elif where == STREAM or not arrival or (layer, e) not in arrival:
-                    link = (t0 if t0 > link else link) + txf      # a demand load or a stream
-                    nx += 1
-                    ready = link
-                else:   # a miss already in flight (issued by an earlier prefetch/background load)
-                    ready = arrival[(layer, e)]
-                if ready <= t0:
-                    early += comp
-                elif late is None:
-                    late = [(ready, comp)]
-                else:
-                    if ready < late[-1][0]:
-                        unsorted = True
-                    late.append((ready, comp))
+        if not arrival and tokens_of is None and CPU not in wh:
+            ns = wh.count(STREAM) if STREAM in wh else 0
+            if len(loads) + ns == hits.count(False):   # every miss a demand load or a stream
+                return self.demand(len(hits), len(loads) + ns, dense)
+        for e, where, hit in zip(plan.experts, plan.where, plan.hit):
+            n = tokens_of.get(e, 1) if tokens_of else 1
+            if where == CPU:
+                cpu_busy += cpu1 if n == 1 else c.cpu_expert_ms(n)
+                continue
+            comp = gpu1 if n == 1 else c.gpu_expert_ms(n)
+            if hit:
+                ready = arrival.get((layer, e), 0.0) if arrival else 0.0
+            elif where == STREAM or not arrival or (layer, e) not in arrival:
+                link = (t0 if t0 > link else link) + txf      # a demand load or a stream
+                nx += 1
+                ready = link
+            else:   # a miss already in flight (issued by an earlier prefetch/background load)
+                ready = arrival[(layer, e)]
+            if ready <= t0:
+                early += comp
+            elif late is None:
+                late = [(ready, comp)]
+            else:
+                if ready < late[-1][0]:
+                    unsorted = True
+                late.append((ready, comp))
         # background loads start with the dispatch (the CPU computes meanwhile)
         if loads:
             for ld in loads:
