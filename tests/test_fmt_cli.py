@@ -37,6 +37,23 @@ def test_rewrites_in_place_then_check_passes(tmp_path):
     assert "0 files would be reformatted, 1 already formatted" in r.stderr
 
 
+def test_byte_order_mark_and_crlf_are_not_canonical(tmp_path):
+    """A canonical policy saved with a byte-order mark or CRLF line ends is reformatted to
+    the same text without them (the file is read once and compared as it is on disk)."""
+    canon = tmp_path / "canon.moe"
+    shutil.copy(BALANCED, canon)
+    assert mplc("canon.moe", cwd=tmp_path).returncode == 0
+    text = canon.read_bytes()
+    for name, data in (("bom.moe", b"\xef\xbb\xbf" + text), ("crlf.moe", text.replace(b"\n", b"\r\n"))):
+        f = tmp_path / name
+        f.write_bytes(data)
+        r = mplc("--check", name, cwd=tmp_path)
+        assert r.returncode == 1 and f"would reformat {name}" in r.stdout, r.stderr
+        assert mplc(name, cwd=tmp_path).returncode == 0
+        assert f.read_bytes() == text
+    assert mplc("--check", "canon.moe", cwd=tmp_path).returncode == 0
+
+
 def test_diff_prints_without_writing(tmp_path):
     f = tmp_path / "b.moe"
     shutil.copy(BALANCED, f)

@@ -105,12 +105,13 @@ def check_text(text: str, path: str | None = None, *, model=None, purpose: str =
     return analyze(text, path, model=model, purpose=purpose, read_file=read_file).diagnostics
 
 
-def read_source(path: str) -> tuple[str | None, Diagnostic | None]:
-    """(text, None) or (None, an MPL100 diagnostic saying why the file cannot be read)."""
+def read_source(path: str, *, keep_bom: bool = False) -> tuple[str | None, Diagnostic | None]:
+    """(text, None) or (None, an MPL100 diagnostic saying why the file cannot be read).
+    A leading byte-order mark is dropped unless ``keep_bom``."""
     from mpl.checker.resolve import ReadError, read_text_file
 
     try:
-        return read_text_file(path), None
+        return read_text_file(path, keep_bom=keep_bom), None
     except FileNotFoundError:
         from mpl.stdlib_path import unknown_std_message
         msg = unknown_std_message(path) or f"no such file: '{path}'"

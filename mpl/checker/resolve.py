@@ -29,9 +29,10 @@ class ReadError(Exception):
     """A file that exists but cannot be used (the message says why)."""
 
 
-def read_text_file(path: str) -> str:
+def read_text_file(path: str, *, keep_bom: bool = False) -> str:
     """The text of a policy file. FileNotFoundError when absent; ReadError with a clear
-    reason for a directory, a binary or non-UTF-8 file, or an OS error."""
+    reason for a directory, a binary or non-UTF-8 file, or an OS error. A leading byte-order
+    mark is dropped unless ``keep_bom`` (the formatter compares the file as it is on disk)."""
     if os.path.isdir(path):
         raise ReadError(f"'{path}' is a directory, not a policy file")
     try:
@@ -45,7 +46,7 @@ def read_text_file(path: str) -> str:
         raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
     except ValueError as e:                     # open() refuses the path (a NUL character)
         raise ReadError(f"cannot read {path!r}: not a usable file path ({e})") from None
-    return decode_text(data, f"'{path}'")
+    return decode_text(data, f"'{path}'", keep_bom=keep_bom)
 
 
 MAX_POLICY_BYTES = 16 << 20      # no policy file is this large; stops /dev/zero and friends
@@ -79,16 +80,17 @@ def read_capped(f, what: str) -> bytes:
         parts.append(chunk)
 
 
-def decode_text(data: bytes, what: str) -> str:
+def decode_text(data: bytes, what: str, *, keep_bom: bool = False) -> str:
     """Policy text from bytes (a file's, or the standard input's: ``what`` names it);
-    ReadError for binary or non-UTF-8 data. A leading byte-order mark is dropped."""
+    ReadError for binary or non-UTF-8 data. A leading byte-order mark is dropped unless
+    ``keep_bom``."""
     if b"\x00" in data:
         raise ReadError(f"{what} is a binary file, not a policy file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ReadError(f"{what} is not UTF-8 text (byte {e.start})") from None
-    if text.startswith("\ufeff"):
+    if text.startswith("\ufeff") and not keep_bom:
         text = text[1:]
     return text
 

@@ -31,19 +31,14 @@ def add_arguments(p) -> None:
 
 
 def _read(path: str) -> tuple[str | None, str | None, str | None]:
-    """(text as parsed, raw text, None) or (None, None, error message)."""
+    """(text as parsed, text as on disk, None) or (None, None, error message); one read.
+    The two differ only by a byte-order mark, which the formatted text never has."""
     from mpl.checker import read_source
 
-    text, err = read_source(path)
+    raw, err = read_source(path, keep_bom=True)
     if err is not None:
         return None, None, err.message
-    from mpl.checker.resolve import ReadError, read_capped
-    try:
-        with open(path, "rb") as f:
-            raw = read_capped(f, f"'{path}'").decode("utf-8")
-    except (OSError, UnicodeDecodeError, ReadError) as e:  # raced with a change on disk
-        return None, None, f"cannot read '{path}': {e}"
-    return text, raw, None
+    return (raw[1:] if raw.startswith("\ufeff") else raw), raw, None
 
 
 def _print_diagnostics(diags, path: str, text: str) -> None:
