@@ -450,8 +450,12 @@ policy fast {
 """),
     _e("MPL208", """
 `a | b` (a segmented cache: `a` manages 2/3 of the slots and demotes its victims into `b`)
-is only meaningful for `eviction`; no other parameter takes a fallback. `fallback` itself is
-already the pair `lfu | lru` and cannot be one side of a pair.
+is only meaningful for `eviction`; no other parameter takes a fallback. Each side is a
+single-queue rule: `lru`, `lfu`, `score` or `frequency_threshold`. `fallback` itself is
+already the pair `lfu | lru`; `arc`, `s3fifo` and `lfru` are complete multi-queue policies of
+their own (write them alone: `eviction = arc`); `belady` is the offline optimum over the whole
+cache. None of them can be one side of a pair; the quick fix keeps the rule alone (or the
+single side, for `belady`).
 """, """
 policy fast {
     cache { capacity = 8 }

@@ -49,7 +49,7 @@ def test_every_schema_key_with_defaults():
     ("cache { capacity = 4; eviction = lfu; decay_interval = 20 accesses }", "cache.decay_interval", 20),
     ("cache { capacity = 4; eviction = fallback }", "cache.eviction", "lfu|lru"),
     ("cache { capacity = 4; eviction = lfu | lru }", "cache.eviction", "lfu|lru"),
-    ("cache { capacity = 4; eviction = arc | lru }", "cache.eviction", "arc|lru"),
+    ("cache { capacity = 4; eviction = score | lru }", "cache.eviction", "score|lru"),
     ("cache { capacity = 4; pin = [3, 1] }", "cache.pin", (3, 1)),
     ("cache { capacity = 4 } monitor { metrics = [stall_ms, hit_rate] }", "monitor.metrics", ("stall_ms", "hit_rate")),
     ("cache { capacity = 4 } schedule { overlap = false }", "schedule.overlap", False),

@@ -343,22 +343,51 @@ def check_value(p: schema.Param, node, sink: Sink | None = None) -> Any:
 
 
 # ------------------------------------------------------------------ expressions
+def _segment_rules() -> tuple[str, ...]:
+    """The rules a side of ``a | b`` can be: the runtime's single-queue stores."""
+    from mpl.runtime.eviction import SEGMENT_RULES
+    return SEGMENT_RULES
+
+
+def _bad_side(sink, p: schema.Param, expr: ast.Expr, side: ast.Ident, other: Any) -> None:
+    """MPL208 for a rule that cannot be one side of ``a | b`` (``other``: the other side's
+    value, INVALID when it is not known)."""
+    if sink is None:
+        return
+    name = side.name
+    pair = sink.span(expr.value.span.offset, expr.fallback.span.end_offset)
+    singles = _segment_rules()
+    each = f"each side is one of {', '.join(singles)}"
+    if name == "fallback":
+        sink.emit("MPL208", "'fallback' is already the segmented pair lfu | lru and cannot be "
+                  "one side of 'a | b'; name two single rules such as lfu | lru", side.span,
+                  fixes=(replace_fix("Replace with lfu | lru", pair, "lfu | lru"),))
+        return
+    e = p.enum_value(name)
+    if e is not None and e.replay_only:
+        fix = (replace_fix(f"Replace with {other}", pair, other),) if other in singles else ()
+        sink.emit("MPL208", f"'{name}' is the offline optimum over the whole cache and cannot be one "
+                  f"side of 'a | b'; write 'eviction = {name}' alone (trace replay only), or pair two "
+                  f"single rules ({each})",
+                  side.span, fixes=fix)
+        return
+    sink.emit("MPL208", f"'{name}' is a complete policy with its own queues and cannot be one side "
+              f"of 'a | b'; write 'eviction = {name}' alone, or pair two single rules ({each})",
+              side.span, fixes=(replace_fix(f"Replace with {name}", pair, name),))
+
+
 def check_fallback(sink, p: schema.Param, expr: ast.Expr) -> Any:
-    """``a | b`` for a parameter that accepts it: ``"a|b"``."""
-    parts = []
-    for side in (expr.value, expr.fallback):
-        v = check_enum_name(sink, p, side)
-        if v is INVALID:
+    """``a | b`` for a parameter that accepts it: ``"a|b"``. Each side must be a single-queue
+    rule (MPL208 for ``fallback``, arc, s3fifo, lfru, belady)."""
+    sides = (expr.value, expr.fallback)
+    parts = [check_enum_name(sink, p, side) for side in sides]
+    if INVALID in parts:
+        return INVALID
+    singles = _segment_rules()
+    for i, (side, v) in enumerate(zip(sides, parts)):
+        if v not in singles:
+            _bad_side(sink, p, expr, side, parts[1 - i])
             return INVALID
-        if v == "fallback":
-            if sink is not None:
-                sink.emit("MPL208", "'fallback' is already the segmented pair lfu | lru and cannot be "
-                          "one side of 'a | b'; name two single rules such as lfu | lru", side.span,
-                          fixes=(replace_fix("Replace with lfu | lru", sink.span(expr.value.span.offset,
-                                                                                  expr.fallback.span.end_offset),
-                                             "lfu | lru"),))
-            return INVALID
-        parts.append(v)
     return "|".join(parts)
 
 

@@ -369,13 +369,27 @@ class FrequencyThreshold(Store):
 
 BASIC = {"lru": LRU, "lfu": LFU, "score": Score, "frequency_threshold": FrequencyThreshold}
 
+#: the rules one side of a segmented ``a | b`` can be: single-queue rules. ``fallback`` is
+#: itself a pair, arc / s3fifo / lfru are complete multi-queue policies and belady is the
+#: offline optimum over the whole cache; the checker refuses them as a side (MPL208).
+SEGMENT_RULES = tuple(BASIC)
+
+
+def segment_side_error(rule: str, side: str) -> str | None:
+    """Why ``side`` cannot be one side of the segmented eviction ``rule`` (None: it can)."""
+    if side in BASIC:
+        return None
+    return (f"eviction {rule!r}: {side!r} cannot be one side of a segmented pair 'a | b'; "
+            f"each side must be one of {', '.join(SEGMENT_RULES)} (fallback, arc, s3fifo and "
+            f"lfru are complete policies: use them alone)")
+
 
 def make_store(rule: str, capacity: int, params):
     """The store for an eviction rule as the IR spells it (``"lfu|lru"`` is segmented)."""
     if "|" in rule:
         from mpl.runtime.eviction_segmented import Segmented
-        a, b = rule.split("|", 1)
-        return Segmented(a.strip(), b.strip(), capacity, params)
+        a, b = (side.strip() for side in rule.split("|", 1))
+        return Segmented(a, b, capacity, params)
     cls = BASIC.get(rule)
     if cls is None:
         from mpl.runtime import eviction_published as pub

@@ -4,12 +4,13 @@ Segment ``a`` manages ``capacity - capacity // 3`` slots (2/3, rounded up), segm
 rest. A new key enters ``a``; when ``a`` is over its share its victim is *demoted* into ``b``
 (no transfer: the weights stay in their slot). A hit in ``b`` promotes the key back into ``a``.
 Only ``b``'s victims leave the device; when ``b`` has no evictable key (empty, or every key
-in use) the victim is taken from ``a`` directly.
+in use) the victim is taken from ``a`` directly. Each side is a single-queue rule
+(:data:`mpl.runtime.eviction.SEGMENT_RULES`); anything else is a ValueError naming it.
 """
 
 from __future__ import annotations
 
-from mpl.runtime.eviction import BASIC, Store
+from mpl.runtime.eviction import BASIC, Store, segment_side_error
 
 
 def split(capacity: int) -> tuple[int, int]:
@@ -23,6 +24,10 @@ class Segmented(Store):
 
     def __init__(self, a: str, b: str, capacity: int, params):
         self.name = f"{a}|{b}"
+        for side in (a, b):
+            why = segment_side_error(self.name, side)
+            if why is not None:
+                raise ValueError(why)
         self.a = BASIC[a](capacity, params)
         self.b = BASIC[b](capacity, params)
         self.filters = self.a.filters
