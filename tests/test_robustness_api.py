@@ -172,6 +172,9 @@ def test_bad_model_configs(cfg, message):
     ((2, 8, 9), {}, "top_k .9. is larger than num_experts .8."),
     ((2, 8, 2), {"expert_bytes": -1}, "expert_bytes must be a positive"),
     ((2, 8, 2), {"expert_bytes": "big"}, "expert_bytes must be a number"),
+    ((2, 10**9, 2), {}, "num_experts must be at most 65536"),
+    ((10**6, 8, 2), {}, "num_layers must be at most 65536"),
+    ((2, 8, 2), {"cost": "x"}, "cost must be an mpl.runtime CostModel"),
 ])
 def test_runtime_with_bad_shapes(args, kw, message):
     with pytest.raises(RuntimeConfigError, match=message):
@@ -194,6 +197,13 @@ BAD_DISPATCHES = [
     ((0, [1, 8]), {}, "expert id 8 is out of range"),
     ((0, [-1]), {}, "expert id -1 is out of range"),
     ((0, [1.5]), {}, "expert ids must be integers"),
+    ((0, [3, 4.0]), {}, "expert ids must be integers, got 4.0"),    # == 4, but not an id
+    ((0, [True, 2]), {}, "expert ids must be integers, got True"),  # a mask is not a list of ids
+    ((0, [[1, 2]]), {}, "expert ids must be integers"),
+    ((0, [1, 2], [float("nan"), 0.5]), {}, "router weights must be finite numbers, got nan"),
+    ((0, [1, 2], [0.5, float("-inf")]), {}, "router weights must be finite numbers, got -inf"),
+    ((0, [1, 2], [True, False]), {}, "router weights must be finite numbers, got True"),
+    ((0, [1, 2], ["a", 0.5]), {}, "router weights must be finite numbers, got 'a'"),
     ((0, ["a"]), {}, "expert ids must be integers"),
     ((0, [None]), {}, "expert ids must be integers"),
     ((0, 3), {}, "experts must be a list"),
@@ -201,9 +211,13 @@ BAD_DISPATCHES = [
     ((0, "12"), {}, "experts must be a list"),
     ((0, [1, 2], [0.5]), {}, "1 router weights for 2 experts"),
     ((0, [1, 2], 5), {}, "weights must be a list"),
-    ((0, [1, 2], ("a", "b")), {}, "router weights must be numbers"),
+    ((0, [1, 2], ("a", "b")), {}, "router weights must be finite numbers"),
     ((0, [1, 2]), {"tokens": 0}, "tokens must be >= 1"),
     ((0, [1, 2]), {"tokens": 1.5}, "tokens must be an integer"),
+    ((0, [1, 2]), {"tokens": True}, "tokens must be an integer"),
+    ((0, [1, 2]), {"step": True}, "step must be a non-negative integer"),
+    ((0, [1, 2]), {"predictions": {1: [4.0]}}, "predictions for layer 1: expert ids must be integers"),
+    ((0, [1, 2]), {"predictions": {1: [True]}}, "predictions for layer 1: expert ids must be integers"),
     ((0, [1, 2]), {"step": -1}, "step must be a non-negative integer"),
     ((0, [1, 2]), {"step": "x"}, "step must be a non-negative integer"),
     ((0, [1, 2]), {"predictions": [1]}, "predictions must be a dict"),
@@ -223,17 +237,36 @@ def test_bad_dispatches_raise_before_any_state_change(policy):
         with pytest.raises(DispatchError, match=message):
             rt.dispatch(*args, **kw)
         assert (rt.stats(), dict(rt.resident()), rt.step) == before, (args, kw)
-    # usable values of other integer types are accepted
+    with pytest.raises(DispatchError, match="a stall must be a finite number"):
+        rt.add_stall(float("nan"))
+    with pytest.raises(DispatchError, match="a stall must be a finite number"):
+        rt.add_stall(-5)
+    assert (rt.stats(), dict(rt.resident()), rt.step) == before
+    # usable values of other integer types are accepted, as Python ints
     plan = rt.dispatch(1, (3, 4), (0.5, 0.5))
     assert plan.experts == [3, 4]
     assert rt.dispatch(2, [], tokens=0).experts == []
+    plan = rt.dispatch(3, [Index(5), 6], [1, 0], tokens=Index(2), step=Index(7))   # numpy-like
+    assert plan.experts == [5, 6] and all(type(e) is int for e in plan.experts)
+    assert rt.step == 7 and type(rt.step) is int
+    assert all(type(e) is int for _, e in rt.resident())
+
+
+class Index:
+    """An integer type that is not int (as numpy's are): it has __index__ only."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
 
 
 def test_score_rule_rejects_non_numeric_weights():
     rt = mpl.load("std/score_ema").runtime(4, 8, 2)
     rt.dispatch(0, [1, 2], [0.5, 0.5])
     before = rt.stats()
-    with pytest.raises(DispatchError, match="router weights must be numbers"):
+    with pytest.raises(DispatchError, match="router weights must be finite numbers"):
         rt.dispatch(1, [1, 2], ["a", "b"])
     assert rt.stats() == before
 

@@ -53,8 +53,14 @@ def distinct(experts, weights):
     return ex, ws
 
 
+# Model shapes beyond these are refused (no MoE model comes near them; the .mpltrace format
+# and the schema's capacity range stop at the same size).
+MAX_SHAPE = 65536
+
+
 def _shape_int(value, name: str) -> int:
-    """A model-shape argument of make_runtime: an integer >= 1 (RuntimeConfigError otherwise)."""
+    """A model-shape argument of make_runtime: an integer in 1..MAX_SHAPE (RuntimeConfigError
+    otherwise)."""
     if isinstance(value, bool):
         raise RuntimeConfigError(f"{name} must be an integer >= 1, got {value!r}")
     try:
@@ -63,7 +69,20 @@ def _shape_int(value, name: str) -> int:
         raise RuntimeConfigError(f"{name} must be an integer >= 1, got {value!r}") from None
     if v < 1:
         raise RuntimeConfigError(f"{name} must be >= 1, got {v}")
+    if v > MAX_SHAPE:
+        raise RuntimeConfigError(f"{name} must be at most {MAX_SHAPE}, got {v}")
     return v
+
+
+def _finite(x) -> bool:
+    """A real number that is neither NaN nor an infinity (bool is not a number here)."""
+    if isinstance(x, bool):
+        return False
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return False
+    return f - f == 0.0
 
 
 class _Rule:
@@ -107,6 +126,8 @@ class Runtime:
         if bad_pins:
             raise RuntimeConfigError(f"cache.pin lists expert {bad_pins[0]}, but the model has "
                                      f"{num_experts} experts per layer (ids 0..{num_experts - 1})")
+        if cost is not None and not isinstance(cost, CostModel):
+            raise RuntimeConfigError(f"cost must be an mpl.runtime CostModel (or None), got {cost!r}")
         self.cost = cost if cost is not None else CostModel()
         self.pins = frozenset(params["cache.pin"])
         self.w_default = 1.0 / self.top_k
@@ -209,18 +230,30 @@ class Runtime:
         if isinstance(experts, (str, bytes, dict)) or experts is None:
             raise DispatchError(f"experts must be a list of expert ids, got {experts!r}")
         try:
-            out = list(experts)
+            return list(experts)
         except TypeError:
             raise DispatchError(f"experts must be a list of expert ids, got {experts!r}") from None
-        try:   # a numpy array or a tensor's .tolist() may give numpy / python integers
-            return [x if type(x) is int else operator.index(x) for x in out]
-        except TypeError:
-            return out        # _bad_experts names the offending id
+
+    def _check_ids(self, experts) -> list:
+        """The ids as Python ints: a numpy integer (an array's elements) is converted; a bool,
+        a float (even 4.0), or anything else that is not an integer is refused, although
+        Python would let it stand for an int in a set or dict."""
+        out = []
+        for e in experts:
+            if type(e) is not int:
+                if isinstance(e, (bool, float)):
+                    raise DispatchError(f"expert ids must be integers, got {e!r}")
+                try:
+                    e = operator.index(e)
+                except TypeError:
+                    raise DispatchError(f"expert ids must be integers, got {e!r}") from None
+            out.append(e)
+        return out
 
     def _bad_experts(self, experts) -> None:
         top = self.num_experts - 1
         for e in experts:
-            if type(e) is not int:
+            if type(e) is not int:   # predictions: ids are not converted
                 raise DispatchError(f"expert ids must be integers, got {e!r}")
             if not 0 <= e <= top:
                 raise DispatchError(f"expert id {e} is out of range: the model has "
@@ -236,23 +269,33 @@ class Runtime:
         if len(out) != n:
             raise DispatchError(f"{len(out)} router weights for {n} experts: give one weight per expert")
         for x in out:
-            if isinstance(x, bool) or not isinstance(x, (int, float)):
-                try:
-                    float(x)
-                except (TypeError, ValueError):
-                    raise DispatchError(f"router weights must be numbers, got {x!r}") from None
+            if not _finite(x):
+                raise DispatchError(f"router weights must be finite numbers, got {x!r}")
         return [float(x) for x in out]
 
-    def _check_tokens(self, tokens, n: int) -> None:
-        if isinstance(tokens, bool) or not isinstance(tokens, int):
-            raise DispatchError(f"tokens must be an integer >= 1, got {tokens!r}")
+    def _check_tokens(self, tokens, n: int) -> int:
+        try:
+            if isinstance(tokens, bool):
+                raise TypeError
+            tokens = operator.index(tokens)      # a numpy integer is converted
+        except TypeError:
+            raise DispatchError(f"tokens must be an integer >= 1, got {tokens!r}") from None
         if tokens == 0 and n == 0:      # an empty batch routes nothing
-            return
+            return tokens
         if tokens < 1:
             raise DispatchError(f"tokens must be >= 1, got {tokens}")
+        return tokens
 
-    def _bad_step(self, step) -> None:
-        raise DispatchError(f"step must be a non-negative integer (or None), got {step!r}")
+    def _check_step(self, step) -> int:
+        try:
+            if isinstance(step, bool):
+                raise TypeError
+            value = operator.index(step)        # a numpy integer is converted
+        except TypeError:
+            value = -1
+        if value < 0:
+            raise DispatchError(f"step must be a non-negative integer (or None), got {step!r}")
+        return value
 
     def _check_predictions(self, predictions) -> None:
         if not isinstance(predictions, dict):
@@ -262,10 +305,10 @@ class Runtime:
             if type(layer) is not int or not 0 <= layer < self.num_layers:
                 raise DispatchError(f"predictions name layer {layer!r}: this runtime has MoE "
                                     f"layers 0..{self.num_layers - 1}")
-            if isinstance(ids, (str, bytes)):
+            if isinstance(ids, (str, bytes, dict)):
                 raise DispatchError(f"predictions for layer {layer} must be a list of expert ids")
             try:
-                ok = self._ids.issuperset(ids)
+                ok = all(type(e) is int for e in ids) and self._ids.issuperset(ids)
             except TypeError:
                 raise DispatchError(f"predictions for layer {layer} must be a list of expert "
                                     f"ids, got {ids!r}") from None
@@ -662,7 +705,10 @@ class Runtime:
         return self.pool.size
 
     def add_stall(self, ms: float) -> None:
-        """The mechanism reports a measured (or the replayer a simulated) stall."""
+        """The mechanism reports a measured (or the replayer a simulated) stall, in ms:
+        a finite number >= 0 (anything else is a DispatchError and changes nothing)."""
+        if not _finite(ms) or ms < 0:
+            raise DispatchError(f"a stall must be a finite number of milliseconds >= 0, got {ms!r}")
         self.stall += float(ms)
 
     def capacities(self) -> list:
