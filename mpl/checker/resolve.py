@@ -62,10 +62,13 @@ def read_text_or_none(path: str) -> str | None:
         return None
 
 
-def read_capped(f, what: str) -> bytes:
+def read_capped(f, what: str, *, limit: int = MAX_POLICY_BYTES,
+                kind: str = "a policy file") -> bytes:
     """Read a binary stream in chunks; ReadError as soon as a chunk holds a NUL byte (a
-    binary file: ``/dev/zero`` stops at once) or the data passes MAX_POLICY_BYTES (an
-    endless or huge non-regular file), so a read always ends."""
+    binary file: ``/dev/zero`` stops at once) or the data passes ``limit`` bytes (an
+    endless or huge non-regular file), so a read always ends. ``kind`` names what the file
+    should have been in the message (other readers of user-named text files, e.g. model
+    configs and hardware profiles, pass their own ``limit`` and ``kind``)."""
     parts = []
     total = 0
     while True:
@@ -73,19 +76,24 @@ def read_capped(f, what: str) -> bytes:
         if not chunk:
             return b"".join(parts)
         if b"\x00" in chunk:
-            raise ReadError(f"{what} is a binary file, not a policy file")
+            raise ReadError(f"{what} is a binary file, not {kind}")
         total += len(chunk)
-        if total > MAX_POLICY_BYTES:
-            raise ReadError(f"{what} is larger than {MAX_POLICY_BYTES >> 20} MiB: not a policy file")
+        if total > limit:
+            raise ReadError(f"{what} is larger than {_size(limit)}: not {kind}")
         parts.append(chunk)
 
 
-def decode_text(data: bytes, what: str, *, keep_bom: bool = False) -> str:
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n & ((1 << 20) - 1) else f"{n} bytes"
+
+
+def decode_text(data: bytes, what: str, *, keep_bom: bool = False,
+                kind: str = "a policy file") -> str:
     """Policy text from bytes (a file's, or the standard input's: ``what`` names it);
     ReadError for binary or non-UTF-8 data. A leading byte-order mark is dropped unless
-    ``keep_bom``."""
+    ``keep_bom``. ``kind`` as for :func:`read_capped`."""
     if b"\x00" in data:
-        raise ReadError(f"{what} is a binary file, not a policy file")
+        raise ReadError(f"{what} is a binary file, not {kind}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -123,6 +131,16 @@ class FileUnit:
     order: list = field(default_factory=list)        # own ResolvedPolicy in definition order
 
 
+@dataclass
+class _Frame:
+    """A file being built: its imports are walked one by one (``next``), those done are
+    collected in ``imported``; ``via`` is the import statement that opened it."""
+    unit: FileUnit
+    via: ast.Import | None = None
+    next: int = 0
+    imported: list = field(default_factory=list)     # (ast.Import, FileUnit)
+
+
 class Resolver:
     def __init__(self, *, model: ModelShape | None = None, read_file: Callable | None = None,
                  purpose: str = LIVE) -> None:
@@ -130,7 +148,8 @@ class Resolver:
         self.read_file = read_file
         self.purpose = purpose
         self.units: dict[str, FileUnit] = {}
-        self.stack: list[str] = []
+        self.stack: list[str] = []          # keys of the files being built, importer first
+        self._on_stack: set[str] = set()
         self.load_order: list[FileUnit] = []
         self._by_node: dict[int, ResolvedPolicy] = {}
 
@@ -140,7 +159,33 @@ class Resolver:
         return os.path.realpath(path) if path else "<text>"
 
     def build(self, text: str, path: str | None) -> FileUnit:
-        """Parse and check ``text`` (the contents of ``path``) with everything it imports."""
+        """Parse and check ``text`` (the contents of ``path``) with everything it imports.
+
+        Depth first over the imports with an explicit stack (not recursion), so an import
+        chain of any depth is fine: a file's imports are built before its own scope and
+        policies, and ``self.stack`` is the chain of files being built (import cycles)."""
+        root = self._open(text, path)
+        frames = [_Frame(root)]
+        while frames:
+            fr = frames[-1]
+            child = self._next_import(fr)
+            if child is not None:
+                frames.append(child)
+                continue
+            frames.pop()
+            unit = fr.unit
+            try:
+                self._scope(unit, fr.imported)
+                self._policies(unit)
+            finally:
+                self.stack.pop()
+                self._on_stack.discard(unit.key)
+            if frames:
+                frames[-1].imported.append((fr.via, unit))
+        return root
+
+    def _open(self, text: str, path: str | None) -> FileUnit:
+        """Parse a file, register it and put it on the stack of files being built."""
         from mpl.syntax import parse
 
         key = self._key(path)
@@ -152,13 +197,8 @@ class Resolver:
         self.units[key] = unit
         self.load_order.append(unit)
         self.stack.append(key)
-        try:
-            self._check_version(unit)
-            imported = self._imports(unit)
-            self._scope(unit, imported)
-            self._policies(unit)
-        finally:
-            self.stack.pop()
+        self._on_stack.add(key)
+        self._check_version(unit)
         return unit
 
     def _check_version(self, unit: FileUnit) -> None:
@@ -191,9 +231,15 @@ class Resolver:
                 return t
         return read_text_file(path)
 
-    def _imports(self, unit: FileUnit) -> list:
-        out = []
-        for imp in unit.document.imports:
+    def _next_import(self, fr: "_Frame") -> "_Frame | None":
+        """Go on with ``fr``'s imports: those already built (or refused) are recorded in
+        ``fr.imported`` (or reported); the first one that must be built is opened and
+        returned as a new frame. None when every import of the file is done."""
+        unit = fr.unit
+        imports = unit.document.imports
+        while fr.next < len(imports):
+            imp = imports[fr.next]
+            fr.next += 1
             if imp.path is None or not isinstance(imp.path, ast.String):
                 continue
             spec = imp.path.value
@@ -203,25 +249,26 @@ class Resolver:
                 self._not_found(unit, spec, span, path)
                 continue
             key = self._key(path)
-            if key in self.stack:
+            if key in self._on_stack:
                 i = self.stack.index(key)
                 chain = [self.units[k].path or "<text>" for k in self.stack[i:]] + [path]
                 names = " -> ".join(os.path.basename(c) for c in chain)
                 unit.sink.emit("MPL109", f"import cycle: {names}; remove one of these imports", span)
                 continue
             done = self.units.get(key)
-            if done is None:
-                try:
-                    text = self._read(path)
-                except FileNotFoundError:
-                    self._not_found(unit, spec, span, path)
-                    continue
-                except ReadError as e:
-                    unit.sink.emit("MPL100", f"cannot import '{spec}': {e}", span)
-                    continue
-                done = self.build(text, path)
-            out.append((imp, done))
-        return out
+            if done is not None:
+                fr.imported.append((imp, done))
+                continue
+            try:
+                text = self._read(path)
+            except FileNotFoundError:
+                self._not_found(unit, spec, span, path)
+                continue
+            except ReadError as e:
+                unit.sink.emit("MPL100", f"cannot import '{spec}': {e}", span)
+                continue
+            return _Frame(self._open(text, path), via=imp)
+        return None
 
     def _not_found(self, unit: FileUnit, spec: str, span: Span, path: str | None) -> None:
         from mpl.stdlib_path import stdlib_names
@@ -253,6 +300,9 @@ class Resolver:
     def _scope(self, unit: FileUnit, imported: list) -> None:
         scope: dict = {}
         for imp, other in imported:
+            if not scope:               # nothing to clash with: take the file's scope whole
+                scope = dict(other.scope)
+                continue
             for name, (pol, owner) in other.scope.items():
                 prev = scope.get(name)
                 if prev is not None and prev[0] is not pol:
@@ -299,33 +349,80 @@ class Resolver:
         self._mark_errors(unit)
 
     def _extends_cycles(self, unit: FileUnit) -> set[int]:
-        """ids of the policies of this file on an extends cycle (MPL110 reported on each)."""
+        """ids of the policies of this file on an extends cycle (MPL110 reported on each).
+
+        Within a file each policy has at most one parent, so the policies on a cycle are
+        found by one walk over the parent links (linear in the number of policies)."""
+        def parent(pol):
+            if pol.parent is None:
+                return None
+            entry = unit.scope.get(pol.parent.text)
+            return entry[0] if entry is not None and entry[1] is unit else None
+
+        DONE = -1
+        state: dict[int, int] = {}          # id -> position on the current walk, or DONE
+        cycle_of: dict[int, tuple[list, int]] = {}
+        for start in unit.document.policies:
+            if start.name is None or id(start) in state:
+                continue
+            walk = []
+            cur = start
+            while cur is not None and id(cur) not in state:
+                state[id(cur)] = len(walk)
+                walk.append(cur)
+                cur = parent(cur)
+            if cur is not None and state[id(cur)] != DONE:      # back onto this walk
+                ring = walk[state[id(cur)]:]
+                for i, pol in enumerate(ring):
+                    cycle_of[id(pol)] = (ring, i)
+            for pol in walk:
+                state[id(pol)] = DONE
         cyclic: set[int] = set()
         for pol in unit.document.policies:
-            if pol.name is None or pol.parent is None:
+            found = cycle_of.get(id(pol)) if pol.name is not None else None
+            if found is None:
                 continue
-            chain = [pol]
-            cur = pol
-            while cur.parent is not None:
-                entry = unit.scope.get(cur.parent.text)
-                if entry is None or entry[1] is not unit:
-                    break
-                nxt = entry[0]
-                if nxt is pol:
-                    names = " -> ".join(p.name.text for p in chain) + " -> " + pol.name.text
-                    unit.sink.emit("MPL110", f"extends cycle: {names}; remove one 'extends'", pol.parent.span)
-                    cyclic.add(id(pol))
-                    break
-                if nxt in chain:
-                    break
-                chain.append(nxt)
-                cur = nxt
+            ring, i = found
+            chain = ring[i:] + ring[:i]
+            names = " -> ".join(p.name.text for p in chain) + " -> " + pol.name.text
+            unit.sink.emit("MPL110", f"extends cycle: {names}; remove one 'extends'", pol.parent.span)
+            cyclic.add(id(pol))
         return cyclic
 
+    def _parent_entry(self, unit: FileUnit, pol: ast.Policy, cyclic: set[int]):
+        """(parent unit, parent policy) when ``pol`` inherits from a policy, else None
+        (no parent, an unknown one, a cycle: :meth:`_resolve_one` reports those)."""
+        if pol.parent is None or id(pol) in cyclic:
+            return None
+        entry = unit.scope.get(pol.parent.text)
+        if entry is None or entry[0] is pol:
+            return None
+        return entry[1], entry[0]
+
     def _resolve(self, unit: FileUnit, pol: ast.Policy, cyclic: set[int]) -> ResolvedPolicy:
+        """The resolved policy of ``pol``: its unresolved ancestors first (walked up with a
+        loop, then resolved from the root down, so an extends chain of any depth is fine)."""
         done = self._by_node.get(id(pol))
         if done is not None:
             return done
+        chain = []
+        seen: set[int] = set()
+        u, p, c = unit, pol, cyclic
+        while self._by_node.get(id(p)) is None and id(p) not in seen:
+            seen.add(id(p))
+            chain.append((u, p, c))
+            up = self._parent_entry(u, p, c)
+            if up is None:
+                break
+            if up[0] is not u:
+                c = set()
+            u, p = up
+        for u, p, c in reversed(chain):
+            self._resolve_one(u, p, c)
+        return self._by_node[id(pol)]
+
+    def _resolve_one(self, unit: FileUnit, pol: ast.Policy, cyclic: set[int]) -> ResolvedPolicy:
+        """Resolve ``pol`` whose parent (if any) is resolved already."""
         name = pol.name.text
         own = unit.own.get(id(pol)) or structure.OwnPart()
         rp = ResolvedPolicy(name, pol, unit.path, unit.text)
@@ -348,13 +445,15 @@ class Resolver:
             elif entry[0] is pol:
                 rp.has_errors = True     # self-extends: reported as a cycle
             else:
-                parent_unit = entry[1]
-                prp = self._resolve(parent_unit, entry[0], cyclic if parent_unit is unit else set())
-                rp.parent_policy = prp
-                rp.blocks = dict(prp.blocks)
-                rp.block_files = dict(prp.block_files)
-                rp.settings = dict(prp.settings)
-                rp.rules = list(prp.rules)
+                prp = self._by_node.get(id(entry[0]))
+                if prp is None:          # cannot happen: _resolve resolves ancestors first
+                    rp.has_errors = True
+                else:
+                    rp.parent_policy = prp
+                    rp.blocks = dict(prp.blocks)
+                    rp.block_files = dict(prp.block_files)
+                    rp.settings = dict(prp.settings)
+                    rp.rules = list(prp.rules)
         for bname, b in own.blocks.items():
             rp.blocks[bname] = b
             rp.block_files[bname] = unit.path
@@ -362,8 +461,7 @@ class Resolver:
         rp.rules.extend(own.rules)
         rp.own_keys = set(own.settings)
         rp.own_blocks = set(own.blocks)
-        if self._by_node.get(id(pol)) is rp:
-            P.check_resolved(rp, unit.sink, purpose=self.purpose, model=self.model)
+        P.check_resolved(rp, unit.sink, purpose=self.purpose, model=self.model)
         unit.order.append(rp)
         return rp
 
