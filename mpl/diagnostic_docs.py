@@ -641,13 +641,17 @@ policy oracle {
 }
 """),
     _e("MPL308", """
-`rebalance NAME` re-splits the per-layer budget; a policy without a `per_layer` block has one
-shared cache and nothing to rebalance.
+`rebalance NAME` re-splits the per-layer budget, and an action that sets a `per_layer`
+parameter (`per_layer.allocation = entropy`, or `allocation = entropy`) changes how it is
+split; a policy without a `per_layer` block has one shared cache, so there is nothing to
+rebalance and such an action would have no effect. Add a `per_layer` block (the default
+`per_layer { allocation = uniform }` is enough) or remove the action.
 """, """
 policy fast {
     cache { capacity = 8 }
     adapt {
         when hit_rate < 0.3 { rebalance entropy }
+        when stall_ms > 20 { per_layer.allocation = frequency }
     }
 }
 """, """
@@ -656,6 +660,7 @@ policy fast {
     per_layer { allocation = uniform }
     adapt {
         when hit_rate < 0.3 { rebalance entropy }
+        when stall_ms > 20 { per_layer.allocation = frequency }
     }
 }
 """),
@@ -956,8 +961,8 @@ and unit) are schema-driven checks MPL201-205; the rules that relate two fields 
 below: pinned experts vs capacity (MPL301; MPL506 with a model), prefetch budget vs capacity
 (MPL302), hybrid needs overlap (MPL303), memory headroom vs threshold (MPL304), min vs max
 capacity (MPL305), per-layer budget vs min_capacity (MPL309; MPL505 with a model), rebalance
-needs per_layer (MPL308), replay-only eviction (MPL307), and every adapt action checked
-against all of them (MPL306). One rule of the original is dropped on purpose: it refused
+and per_layer.* actions need per_layer (MPL308), replay-only eviction (MPL307), and every
+adapt action checked against all of them (MPL306). One rule of the original is dropped on purpose: it refused
 `capacity = 1` without a prefetcher, but any capacity >= 1 must work (the runtime streams what
 does not fit)."""
 

@@ -166,7 +166,7 @@ CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
     _c("MPL305", E, "cross-field", "min_capacity above max_capacity"),
     _c("MPL306", E, "cross-field", "adapt action makes the policy invalid"),
     _c("MPL307", E, "cross-field", "replay-only value in a live policy"),
-    _c("MPL308", E, "cross-field", "rebalance without per_layer"),
+    _c("MPL308", E, "cross-field", "per-layer action without per_layer"),
     _c("MPL309", E, "cross-field", "per-layer budget too small"),
     # warnings no original rule gives
     _c("MPL401", W, "warning", "parameter has no effect"),

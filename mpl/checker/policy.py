@@ -135,9 +135,13 @@ def _new_errors(values, sets, blocks, given, purpose, model, known) -> list[Viol
             if (v.code, v.keys) not in known and _is_error(v)]
 
 
+#: the block of per-layer caches: `rebalance` and actions on its parameters need it (MPL308)
+_PER_LAYER = schema.PARAMS[schema.REBALANCE].block
+
+
 def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, base_found) -> None:
-    """MPL308 (rebalance without per_layer) and MPL306: every rule's actions, applied to the
-    policy as if it had fired, must keep it valid; and since a fired rule's values persist, so
+    """MPL308 (``rebalance`` or a per_layer.* action without per_layer) and MPL306: every
+    rule's actions, applied to the policy as if it had fired, must keep it valid; and since a fired rule's values persist, so
     must every ordered pair of rules (the second one's actions applied after the first's)."""
     base = {(v.code, v.keys) for v in base_found}
     alone: dict[int, set] = {}
@@ -147,11 +151,16 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
             continue
         sets = _set_actions(r)
         own = _own_rule(rp, r)
-        if own:
+        if own and _PER_LAYER not in blocks:
             for a in r.actions:
-                if a.kind == "rebalance" and a.value is not INVALID and "per_layer" not in blocks:
+                if a.kind == "rebalance" and a.value is not INVALID:
                     sink.emit("MPL308", f"'rebalance {a.name}' needs per-layer caches; add a 'per_layer {{ ... }}' "
                               f"block or remove this action", a.node.span)
+                elif (a.kind == "set" and a.key is not None and a.value is not INVALID
+                      and schema.PARAMS[a.key].block == _PER_LAYER):
+                    sink.emit("MPL308", f"'{a.node.target.text} = {_show(a.value)}' sets a per-layer parameter, "
+                              f"but the policy has one shared cache: it would have no effect; add a "
+                              f"'per_layer {{ ... }}' block or remove this action", a.node.span)
         if not sets:
             continue
         candidates.append(i)
