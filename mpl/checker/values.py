@@ -8,6 +8,7 @@ functions only convert (used by :mod:`mpl.lower` on checked input).
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from mpl import ir, schema
@@ -86,10 +87,8 @@ def _type_error(sink, p: schema.Param, node, what: str | None = None) -> _Invali
         fixes = (replace_fix(f"Remove the quotes: {node.value}", node.span, node.value),)
         msg = f"'{p.name}' takes true or false, not a string; write {node.value} without quotes"
     elif (isinstance(node, ast.Number) and p.type in (schema.INT, schema.COUNT, schema.SLOTS_OR_SIZE)
-          and isinstance(node.value, float) and float(node.value).is_integer()):
-        whole = str(int(node.value))
-        fixes = (replace_fix(f"Write {whole}", number_span(sink, node), whole),)
-        msg = f"'{p.name}' expects an integer, got {describe(node)}; write {whole}"
+          and isinstance(node.value, float) and (whole := _whole(node)) is not None):
+        msg, fixes = _whole_suggestion(sink, p, node, whole)
     elif isinstance(node, ast.Number) and p.type == schema.INT_LIST:
         fixes = (replace_fix(f"Write [{node.text}]", node.span, f"[{node.text}]"),)
         msg = f"'{p.name}' expects a list of integers, got {describe(node)}; write [{node.text}]"
@@ -103,22 +102,59 @@ def _type_error(sink, p: schema.Param, node, what: str | None = None) -> _Invali
 _Invalid_t = Any
 
 
+def _whole(node: ast.Number) -> int | None:
+    """The exact integer a fraction literal stands for (``1e5``, ``70000.0``), or None when
+    it is not a whole number (``1e-400`` is not 0, ``1.0000000000000000001`` is not 1)."""
+    try:
+        d = Decimal(node.text)
+    except InvalidOperation:
+        return None
+    if not d.is_finite() or d != d.to_integral_value():
+        return None
+    return int(d)
+
+
+def _whole_suggestion(sink: Sink, p: schema.Param, node: ast.Number, whole: int):
+    """(message, fixes) for a whole number written as a fraction: suggest the integer when
+    it is in range, else the bound it would be clamped to (never an invalid value)."""
+    unit = schema.UNITS.get(node.unit.text) if node.unit is not None else None
+    x = _to_base(p, whole, unit) if unit is not None and unit.name in p.units else whole
+    ok, clamp = _range_verdict(p, x)
+    head = f"'{p.name}' expects an integer, got {describe(node)}"
+    if ok:
+        return (f"{head}; write {whole}",
+                (replace_fix(f"Write {whole}", number_span(sink, node), str(whole)),))
+    rt = p.range_text()
+    must = f"in {rt}" if (p.min is not None and p.max is not None) else rt
+    if clamp is not None and node.unit is None:
+        c = fmt_num(int(clamp))
+        return (f"{head}, and {whole} is out of range: it must be {must}; use {c}",
+                (replace_fix(f"Clamp to {c}", number_span(sink, node), c),))
+    return f"{head}, and {whole} is out of range: write an integer {must}", ()
+
+
 # ------------------------------------------------------------------ numbers and units
-def _range_check(sink, p: schema.Param, node: ast.Number, x: float, *, label: str | None = None) -> bool:
+def _range_verdict(p: schema.Param, x: float) -> tuple[bool, float | None]:
+    """(is ``x`` inside ``p``'s own range, the closed bound it would be clamped to)."""
     lo, hi = p.min, p.max
     bad_lo = lo is not None and (x <= lo if p.min_open else x < lo)
     bad_hi = hi is not None and (x >= hi if p.max_open else x > hi)
-    if not (bad_lo or bad_hi):
+    if bad_lo and not p.min_open:
+        return False, lo
+    if bad_hi and not p.max_open:
+        return False, hi
+    return not (bad_lo or bad_hi), None
+
+
+def _range_check(sink, p: schema.Param, node: ast.Number, x: float, *, label: str | None = None) -> bool:
+    ok, clamp = _range_verdict(p, x)
+    if ok:
         return True
     if sink is None:
         return False
+    lo, hi = p.min, p.max
     rt = p.range_text()
     must = f"in {rt}" if (lo is not None and hi is not None) else rt
-    clamp = None
-    if bad_lo and not p.min_open:
-        clamp = lo
-    elif bad_hi and not p.max_open:
-        clamp = hi
     name = label or p.name
     fixes = ()
     tail = ""
