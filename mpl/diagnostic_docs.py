@@ -88,7 +88,10 @@ A file could not be read: it does not exist, is a directory, is binary (contains
 is not UTF-8 text, or is larger than 16 MiB (an endless device such as `/dev/zero` or
 `/dev/urandom` is refused as soon as it is seen to be binary or too large, so a read always
 ends). `mplc check` reports it for a file named on the command line, and the
-checker for an `import` that names such a path.
+checker for an `import` that names such a path. Text given as a string (`mpl.loads`, the
+Python DSL, an editor buffer) that holds a lone surrogate (a code point U+D800-U+DFFF, which
+is not a character and has no UTF-8 form) is reported the same way, at the first surrogate;
+none of that text's policies load.
 """, """
 import "."
 

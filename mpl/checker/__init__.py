@@ -70,7 +70,7 @@ def _model_shape(model):
 def analyze(text: str, path: str | None = None, *, model=None, read_file: Callable | None = None,
             purpose: str = LIVE) -> Analysis:
     """Parse and check ``text`` (the contents of ``path``); see the module doc."""
-    from mpl.checker.resolve import Resolver
+    from mpl.checker.resolve import SURROGATE, Resolver
     from mpl.lower import lower, source_hash
 
     if purpose not in (LIVE, REPLAY):
@@ -89,7 +89,10 @@ def analyze(text: str, path: str | None = None, *, model=None, read_file: Callab
                 seen.add(k)
                 diags.append(d)
     diags.sort(key=lambda d: (d.file != path, *sort_key(d)))
-    h = source_hash(u.text for u in res.load_order)
+    # a text with a lone surrogate (MPL100, none of its policies lower) is hashed with the
+    # surrogate replaced: it cannot be encoded as it is
+    h = source_hash(u.text if not u.invalid_text else SURROGATE.sub("\ufffd", u.text)
+                    for u in res.load_order)
     out = Analysis(text, path, main.document, diags, imports={u.path: u.document for u in res.load_order[1:]},
                    source_hash=h)
     for name, rp in main.resolved.items():

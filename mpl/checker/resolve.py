@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,6 +24,10 @@ from mpl.checker.resolved import ResolvedPolicy
 from mpl.diagnostics import Related, Span
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
+
+
+#: a lone surrogate code point in a str (never in text decoded from UTF-8)
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ReadError(Exception):
@@ -129,6 +134,7 @@ class FileUnit:
     resolved: dict = field(default_factory=dict)     # own policy name -> ResolvedPolicy (first)
     own: dict = field(default_factory=dict)          # id(ast.Policy) -> OwnPart
     order: list = field(default_factory=list)        # own ResolvedPolicy in definition order
+    invalid_text: bool = False     # holds a lone surrogate: not text, none of its policies load
 
 
 @dataclass
@@ -156,7 +162,12 @@ class Resolver:
     # ------------------------------------------------------------ files
     @staticmethod
     def _key(path: str | None) -> str:
-        return os.path.realpath(path) if path else "<text>"
+        if not path:
+            return "<text>"
+        try:
+            return os.path.realpath(path)
+        except ValueError:      # not a usable file path (a NUL, a lone surrogate): as written
+            return os.path.abspath(path)
 
     def build(self, text: str, path: str | None) -> FileUnit:
         """Parse and check ``text`` (the contents of ``path``) with everything it imports.
@@ -198,8 +209,27 @@ class Resolver:
         self.load_order.append(unit)
         self.stack.append(key)
         self._on_stack.add(key)
+        self._check_text(unit)
         self._check_version(unit)
         return unit
+
+    @staticmethod
+    def _check_text(unit: FileUnit) -> None:
+        """MPL100 at the first lone surrogate (U+D800-U+DFFF): a ``str`` given to mpl.loads or
+        an editor buffer can hold one, but it is not a character and cannot be encoded (a file
+        read from disk never has one: it is refused as not UTF-8)."""
+        text = unit.text
+        if text.isascii():
+            return
+        m = SURROGATE.search(text)
+        if m is None:
+            return
+        unit.invalid_text = True
+        more = len(SURROGATE.findall(text, m.end()))
+        tail = f" (and {more} more)" if more else ""
+        unit.sink.emit("MPL100", f"the text is not valid Unicode: it holds a lone surrogate "
+                       f"U+{ord(m.group()):04X}{tail}, which is not a character and cannot be "
+                       f"encoded as UTF-8; remove it", Span.from_offsets(text, m.start(), m.end()))
 
     def _check_version(self, unit: FileUnit) -> None:
         v = unit.document.version
@@ -244,6 +274,8 @@ class Resolver:
                 continue
             spec = imp.path.value
             span = imp.path.span
+            if unit.invalid_text and SURROGATE.search(spec):
+                continue                # not a path (MPL100 reported for the text)
             path = self._locate(unit, spec)
             if path is None:
                 self._not_found(unit, spec, span, path)
@@ -474,7 +506,7 @@ class Resolver:
             a, b = rp.node.span.offset, rp.node.span.end_offset
             mine = any(a <= d.span.offset <= b for d in errors)
             parent_bad = rp.parent_policy is not None and rp.parent_policy.has_errors
-            rp.has_errors = rp.has_errors or mine or parent_bad or outside
+            rp.has_errors = rp.has_errors or mine or parent_bad or outside or unit.invalid_text
 
 
 def _name_span(pol: ast.Policy) -> Span:
