@@ -87,8 +87,29 @@ def resolve_shape(model: str | None, msgs: list[str]):
     """The model shape for ``model`` (preset or config.json), or None with a message."""
     if not model:
         return None
+    if shapes.preset(model) is None and not _regular_or_folder(model):
+        # a device, a pipe or a socket: opening a FIFO would wait for a writer (the server
+        # would stall), and no such file is a config.json
+        msgs.append(f"model shape: {model} is not a regular file (a device or a pipe?), not a "
+                    f"HuggingFace config.json; model-aware checks are off")
+        return None
     try:
         return shapes.resolve(model)
     except shapes.ShapeError as e:
         msgs.append(f"model shape: {e}; model-aware checks are off")
         return None
+
+
+def _regular_or_folder(path: str) -> bool:
+    """True unless ``path`` (or the config.json of a folder) exists and is not a regular
+    file (the reads of shapes.from_config are bounded, but only a regular file can be read
+    without waiting for a writer)."""
+    import os
+    import stat
+
+    try:
+        if os.path.isdir(path):     # shapes.from_config reads the folder's config.json
+            path = os.path.join(path, "config.json")
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return True                 # absent or unusable: shapes.resolve says why

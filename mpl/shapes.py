@@ -153,16 +153,48 @@ def from_config_dict(cfg: dict, name: str = "custom") -> ModelShape:
                       hidden, inter, _DTYPE_BYTES.get(dtype, 2), shared_experts=shared)
 
 
+#: The most bytes a model config.json or a hardware profile may have: real ones are a few
+#: KiB; the cap makes a read of an endless file (``/dev/zero``, a pipe) end.
+MAX_JSON_BYTES = 4 << 20
+
+
+class JSONFileError(ValueError):
+    """A user-named JSON file that is not text: binary, larger than the cap, not UTF-8 (the
+    message names the file as ``read_json_file``'s ``what`` does)."""
+
+
+def read_json_file(path: str, what: str, kind: str, *, limit: int = MAX_JSON_BYTES):
+    """The JSON value in the file ``path``, read in bounded chunks (stopped at the first NUL
+    byte or past ``limit`` bytes); a leading UTF-8 byte-order mark is allowed. ``what`` names
+    the file in messages, ``kind`` what it should be ("a HuggingFace config.json").
+    Raises OSError when it cannot be opened or read, JSONFileError when it is not text,
+    ValueError (``json``'s message) when the text is not JSON."""
+    from mpl.checker.resolve import ReadError, decode_text, read_capped
+
+    with open(path, "rb") as f:
+        try:
+            text = decode_text(read_capped(f, what, limit=limit, kind=kind), what, kind=kind)
+        except ReadError as e:
+            raise JSONFileError(str(e)) from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def from_config(path: str) -> ModelShape:
     """Shape from a ``config.json`` path (or a folder holding one)."""
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            cfg = json.load(f)
+        cfg = read_json_file(path, path, "a HuggingFace config.json")
     except FileNotFoundError:
         raise ShapeError(f"no such file: {path}") from None
-    except (OSError, ValueError) as e:
+    except JSONFileError as e:
+        raise ShapeError(str(e)) from None
+    except OSError as e:
+        raise ShapeError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:        # not JSON; or open() refusing a path with a NUL character
         raise ShapeError(f"cannot read {path}: {e}") from None
     if not isinstance(cfg, dict):
         raise ShapeError(f"{path} is not a JSON object")

@@ -12,7 +12,6 @@ profile to start from); ``resolve("my-box.json")`` loads one.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from types import MappingProxyType
@@ -171,9 +170,10 @@ def resolve(spec: "str | Profile | dict | None") -> Profile:
     if key in PROFILES:
         return PROFILES[key]
     if os.path.exists(spec):
-        try:
-            with open(spec, encoding="utf-8") as f:
-                d = json.load(f)
+        try:       # bounded: a profile is a few hundred bytes; /dev/zero or a pipe cannot hang
+            d = shapes.read_json_file(spec, spec, "a hardware profile (JSON)")
+        except shapes.JSONFileError as e:
+            raise HardwareError(str(e)) from None
         except ValueError as e:
             raise HardwareError(f"{spec}: not valid JSON ({e})") from None
         except OSError as e:
