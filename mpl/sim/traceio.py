@@ -20,7 +20,8 @@ object describing the model, then one JSON object per dispatch::
 
 ``l`` is the model's decoder-layer id (mapped to a MoE-layer ordinal through the header's
 ``moe_layers``), ``e`` a flat list for one token or a list of per-token lists, ``s`` the router
-weights in the same shape (optional). The header line is kept verbatim in
+weights in the same shape (optional), ``p`` our speculative predictions; no other row key is
+accepted. Unless it is exactly the line we write, the header line is kept verbatim (its text) in
 ``header.extra["jsonl_header"]`` so that import then export reproduces it.
 """
 
@@ -56,6 +57,18 @@ _PRE = struct.Struct("<HB")             # prediction target layer, count
 _FIXED = struct.Struct("<8sHHI")        # magic, version, flags, header_len
 _END = struct.Struct("<8sQI")           # end magic, record count, CRC-32
 
+#: The longest header JSON a native file may have (real ones: a few hundred bytes, more
+#: when ``extra`` keeps an imported JSONL header); a corrupted length cannot make a reader
+#: allocate gigabytes.
+MAX_HEADER_BYTES = 64 << 20
+#: The longest line a JSONL trace may have (a prefill row of 32k tokens, top-8, with
+#: weights, takes about 7 MB); an endless or binary file is refused, never read whole.
+MAX_JSONL_LINE_BYTES = 64 << 20
+_LINE_PIECE = 1 << 16
+#: The keys of a JSONL dispatch row: the original's t, l, e, s and our p (predictions).
+ROW_KEYS = ("t", "l", "e", "s", "p")
+_ROW_KEYS = frozenset(ROW_KEYS)
+
 
 class TraceFormatError(ValueError):
     """A trace file is malformed; the message names the file and the position."""
@@ -69,19 +82,11 @@ def _header_to_json(h: TraceHeader) -> dict:
 
 
 def _int_field(value, name: str, where: str) -> int:
-    """A header integer: an int, or a float / string holding a whole number."""
-    if isinstance(value, bool):
-        raise TraceFormatError(f"{where}: header field '{name}' must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise TraceFormatError(f"{where}: header field '{name}' must be an integer, got {value!r}")
+    """A header integer: a JSON integer (not a boolean, a string or a float)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceFormatError(f"{where}: header field '{name}' must be an integer, got "
+                               f"{json.dumps(value)[:60]}")
+    return value
 
 
 def _int_list_field(value, name: str, where: str) -> tuple[int, ...]:
@@ -120,8 +125,12 @@ def validate_header(h: TraceHeader, where: str = "trace") -> None:
     if len(set(h.moe_layers)) != len(h.moe_layers):
         dup = next(x for x in h.moe_layers if h.moe_layers.count(x) > 1)
         raise TraceFormatError(f"{where}: moe_layers lists layer {dup} twice")
-    if h.num_layers < 0:
-        raise TraceFormatError(f"{where}: num_layers must be >= 0, got {h.num_layers}")
+    if h.num_layers < 1:
+        raise TraceFormatError(f"{where}: num_layers must be >= 1, got {h.num_layers}")
+    if max(h.moe_layers) >= h.num_layers:
+        raise TraceFormatError(f"{where}: moe_layers lists layer {max(h.moe_layers)}, but the "
+                               f"model has {h.num_layers} decoder layers (ids 0.."
+                               f"{h.num_layers - 1})")
     if h.top_k < 1 or h.top_k > h.num_experts:
         raise TraceFormatError(f"{where}: top_k must be in 1..num_experts, got {h.top_k}")
     if h.expert_bytes < 0:
@@ -148,6 +157,9 @@ class NativeWriter:
         self.nl = header.num_moe_layers
         blob = json.dumps(_header_to_json(header), sort_keys=True,
                           separators=(",", ":")).encode("utf-8")
+        if len(blob) > MAX_HEADER_BYTES:
+            raise ValueError(f"the trace header takes {len(blob):,} bytes as JSON, more than "
+                             f"the {MAX_HEADER_BYTES >> 20} MiB a reader accepts")
         head = _FIXED.pack(MAGIC, VERSION, 0, len(blob)) + blob
         f.write(head)
         self.crc = zlib.crc32(head)
@@ -262,10 +274,19 @@ def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
 
 # ------------------------------------------------------------------ native reader
 def _read_exact(f: IO[bytes], n: int, path: str, what: str) -> bytes:
-    b = f.read(n)
-    if len(b) != n:
-        raise TraceFormatError(f"{path}: truncated {what} (wanted {n} bytes, got {len(b)})")
-    return b
+    """``n`` bytes, read 1 MiB at a time (a length from a damaged file cannot make one
+    huge allocation); TraceFormatError when the file ends first."""
+    parts = []
+    got = 0
+    while got < n:
+        b = f.read(min(n - got, 1 << 20))
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    if got != n:
+        raise TraceFormatError(f"{path}: truncated {what} (wanted {n} bytes, got {got})")
+    return b"".join(parts)
 
 
 def read_native_header(f: IO[bytes], path: str = "trace") -> TraceHeader:
@@ -276,13 +297,20 @@ def read_native_start(f: IO[bytes], path: str = "trace") -> tuple[TraceHeader, i
     """The header, the format version and the CRC-32 of the bytes read so far (the
     arguments ``iter_native`` needs to verify a version 2 file's end marker)."""
     head = f.read(_FIXED.size)
-    if len(head) < _FIXED.size or not head.startswith(MAGIC):
+    if not (head.startswith(MAGIC) or (head and MAGIC.startswith(head))):
         raise TraceFormatError(f"{path}: not an .mpltrace file (bad magic); "
                                f"JSONL traces need the .jsonl extension")
+    if len(head) < _FIXED.size:
+        raise TraceFormatError(f"{path}: truncated header: the file ends after {len(head)} "
+                               f"bytes, inside the {_FIXED.size}-byte fixed header (magic, "
+                               f"version, flags, length): the file was cut")
     _, version, _flags, hlen = _FIXED.unpack(head)
     if version not in READ_VERSIONS:
         raise TraceFormatError(f"{path}: unsupported .mpltrace version {version} (this reader "
                                f"knows versions {', '.join(map(str, READ_VERSIONS))})")
+    if hlen > MAX_HEADER_BYTES:
+        raise TraceFormatError(f"{path}: the header length field says {hlen:,} bytes, more than "
+                               f"{MAX_HEADER_BYTES >> 20} MiB: the file is corrupted")
     blob = _read_exact(f, hlen, path, "header")
     try:
         d = json.loads(blob.decode("utf-8"))
@@ -418,46 +446,68 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
 
 
 # ------------------------------------------------------------------ JSONL
-def _jsonl_header(d: dict, path: str) -> TraceHeader:
-    """Read the original's header line. Accepted keys (first found wins): model/model_name,
-    num_layers/num_hidden_layers, moe_layers/moe_layer_ids, num_experts/n_experts,
-    top_k/k/num_experts_per_tok, expert_bytes/expert_size_bytes."""
-    def first(*keys, default=None):
+def _jsonl_header(d: dict, path: str, where: str, text: str) -> tuple[TraceHeader, frozenset]:
+    """Read the original's header line ``text`` (parsed: ``d``; ``where`` is its
+    ``path:line``). Keys read (the first present and not null wins): model/model_name/name,
+    num_layers/num_hidden_layers/n_layers, moe_layers/moe_layer_ids/layers_moe,
+    num_experts/n_experts/experts (required), top_k/k/num_experts_per_tok,
+    expert_bytes/expert_size_bytes, source, extra. Numbers must be JSON integers, and a
+    given top_k / num_layers / moe_layers must be usable. Any other key is kept: unless the
+    line is exactly the one we would write, ``text`` is kept verbatim in
+    ``extra["jsonl_header"]`` and written back by ``dump_jsonl``. Returns the header and the
+    names of the fields the line gave (``load_jsonl`` infers the others from the rows)."""
+    def first(*keys):
         for k in keys:
-            if k in d and d[k] is not None:
-                return d[k]
-        return default
+            if d.get(k) is not None:
+                return k, d[k]
+        return keys[0], None
 
-    model = str(first("model", "model_name", "name", default="unknown"))
-    experts = first("num_experts", "n_experts", "experts")
-    top_k = first("top_k", "k", "num_experts_per_tok")
-    moe = first("moe_layers", "moe_layer_ids", "layers_moe")
-    layers = first("num_layers", "num_hidden_layers", "n_layers")
-    expert_bytes = first("expert_bytes", "expert_size_bytes", default=0)
+    _, model = first("model", "model_name", "name")
+    k_exp, experts = first("num_experts", "n_experts", "experts")
+    k_top, top_k = first("top_k", "k", "num_experts_per_tok")
+    k_moe, moe = first("moe_layers", "moe_layer_ids", "layers_moe")
+    k_lay, layers = first("num_layers", "num_hidden_layers", "n_layers")
+    k_eb, expert_bytes = first("expert_bytes", "expert_size_bytes")
     if experts is None:
-        raise TraceFormatError(f"{path}:1: header line has no num_experts")
-    extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
-    where = f"{path}:1"
-    h = TraceHeader(model=model,
-                    num_layers=_int_field(layers, "num_layers", where) if layers is not None else 0,
-                    moe_layers=_int_list_field(moe, "moe_layers", where) if moe is not None else (),
-                    num_experts=_int_field(experts, "num_experts", where),
-                    top_k=_int_field(top_k, "top_k", where) if top_k is not None else 0,
-                    expert_bytes=_int_field(expert_bytes, "expert_bytes", where),
+        raise TraceFormatError(f"{where}: header line has no num_experts")
+    given = frozenset(name for name, v in (("num_layers", layers), ("moe_layers", moe),
+                                           ("top_k", top_k)) if v is not None)
+    top_k = _int_field(top_k, k_top, where) if top_k is not None else 0
+    if "top_k" in given and top_k < 1:
+        raise TraceFormatError(f"{where}: header field '{k_top}' must be >= 1, got {top_k} "
+                               f"(leave it out to take the widest row)")
+    layers = _int_field(layers, k_lay, where) if layers is not None else 0
+    if "num_layers" in given and layers < 1:
+        raise TraceFormatError(f"{where}: header field '{k_lay}' must be >= 1, got {layers} "
+                               f"(leave it out to take the highest MoE layer id + 1)")
+    moe = _int_list_field(moe, k_moe, where) if moe is not None else ()
+    if "moe_layers" in given and not moe:
+        raise TraceFormatError(f"{where}: header field '{k_moe}' is empty (leave it out to "
+                               f"take the layers of the rows)")
+    extra = d.get("extra")
+    if extra is not None and not isinstance(extra, dict):
+        raise TraceFormatError(f"{where}: header field 'extra' must be a JSON object")
+    h = TraceHeader(model=str(model if model is not None else "unknown"),
+                    num_layers=layers, moe_layers=moe,
+                    num_experts=_int_field(experts, k_exp, where), top_k=top_k,
+                    expert_bytes=(_int_field(expert_bytes, k_eb, where)
+                                  if expert_bytes is not None else 0),
                     source=str(d.get("source") or f"jsonl {os.path.basename(path)}"),
-                    extra=dict(extra))
-    if _jsonl_header_of(h) != d:      # not one of ours: keep it verbatim for export
-        h.extra["jsonl_header"] = d
-    return h
+                    extra=dict(extra or {}))
+    if text != json.dumps(_jsonl_header_of(h)):     # not ours, byte for byte:
+        h.extra["jsonl_header"] = text               # kept verbatim for export
+    return h, given
 
 
 def _jsonl_header_of(h: TraceHeader) -> dict:
-    """The header line we write for a trace that did not come from JSONL."""
+    """The header line we write for a trace that did not come from JSONL. ``extra`` has its
+    keys sorted at every level, as in the native header, so that JSONL -> .mpltrace -> JSONL
+    writes the same line."""
     head = {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
             "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
             "source": h.source}
     if h.extra:
-        head["extra"] = h.extra
+        head["extra"] = json.loads(json.dumps(h.extra, sort_keys=True))
     return head
 
 
@@ -480,38 +530,82 @@ def _no_constant(name: str):
 _JSON_DECODE = json.JSONDecoder(parse_constant=_no_constant).decode
 
 
-def _pred_id(x) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(x)
-    return x
+def _jsonl_lines(f: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each line, read in bounded pieces: a line longer than
+    MAX_JSONL_LINE_BYTES is an error, and a long line stops being read at its first piece
+    (64 KiB) holding a NUL byte, which the caller then reports (so ``/dev/zero`` or an
+    endless line stops at once / at the cap, never exhausting memory). A UTF-8 byte-order
+    mark at the start of the file is dropped."""
+    readline = f.readline
+    piece = _LINE_PIECE
+    lineno = 0
+    while True:
+        try:
+            line = readline(piece)
+            lineno += 1
+            if len(line) == piece and not line.endswith(b"\n"):    # a long line: in pieces
+                parts = [line]
+                total = len(line)
+                while True:
+                    if b"\x00" in parts[-1]:
+                        break                   # binary: the caller reports it (no more reads)
+                    more = readline(piece)
+                    if not more:
+                        break
+                    total += len(more)
+                    if total > MAX_JSONL_LINE_BYTES:
+                        raise TraceFormatError(
+                            f"{path}:{lineno}: line {lineno} is longer than "
+                            f"{MAX_JSONL_LINE_BYTES:,} bytes ({MAX_JSONL_LINE_BYTES >> 20} MiB): "
+                            f"not a JSONL trace")
+                    parts.append(more)
+                    if more.endswith(b"\n") or len(more) < piece:
+                        break
+                line = b"".join(parts)
+        except OSError as e:
+            raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+        if not line:
+            return
+        if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        yield lineno, line
+
+
+def _pred_layer(key: str, path: str, lineno: int) -> int:
+    """A key of 'p': a decoder-layer id written as a decimal integer ("3", not "03" or " 3",
+    so that export writes back the same key)."""
+    if not (key.isdigit() and key.isascii() and str(int(key)) == key):
+        raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p': key {json.dumps(key)} is "
+                               f'not a decoder-layer id (write {{"LAYER": [expert ids...]}})')
+    return int(key)
 
 
 def load_jsonl(path: str) -> Trace:
     """Import the original's JSONL. Missing header fields are inferred from the rows: the MoE
-    layer ids are the distinct ``l`` values, ``top_k`` the widest row."""
+    layer ids are the distinct ``l`` values, ``num_layers`` the highest of them + 1,
+    ``top_k`` the widest row."""
     try:
         f = open(path, "rb")       # lines are decoded one by one, so an error names its line
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    raw: list[tuple[int, int, list, list | None, bool, dict | None]] = []
+    except ValueError as e:        # open() refuses the path (a NUL character)
+        raise TraceFormatError(f"{path!r}: cannot read (not a usable file path: {e})") from None
+    raw: list[tuple[int, int, list, list | None, bool, dict | None, int]] = []
+    header = None
+    given: frozenset = frozenset()
+    hwhere = path
     with f:
-        header = None
-        lineno = 0
-        lines = iter(f)
-        while True:
-            try:
-                line = next(lines)
-            except StopIteration:
-                break
-            except OSError as e:
-                raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-            lineno += 1
+        for lineno, line in _jsonl_lines(f, path):
             try:
                 line = line.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise TraceFormatError(f"{path}:{lineno}: not UTF-8 text ({e.reason} at column "
                                        f"{e.start + 1}): is it a binary file? Native traces need "
                                        f"the {NATIVE_EXT} extension") from None
+            if "\x00" in line:
+                raise TraceFormatError(f"{path}:{lineno}: a NUL byte: this is a binary file, not "
+                                       f"a JSONL trace (native traces need the {NATIVE_EXT} "
+                                       f"extension)")
             if not line.strip():
                 continue
             try:
@@ -525,8 +619,15 @@ def load_jsonl(path: str) -> Trace:
                 if "e" in obj and "l" in obj:
                     raise TraceFormatError(f"{path}:{lineno}: the first line must be the header "
                                            f"(model, num_experts, top_k, ...), not a dispatch")
-                header = _jsonl_header(obj, path)
+                hwhere = f"{path}:{lineno}"
+                header, given = _jsonl_header(obj, path, hwhere, line.rstrip("\r\n"))
                 continue
+            if not _ROW_KEYS.issuperset(obj):
+                bad = next(k for k in obj if k not in _ROW_KEYS)
+                raise TraceFormatError(f"{path}:{lineno}: unknown field {json.dumps(bad)} in a "
+                                       f"dispatch row (the fields are "
+                                       f"{', '.join(ROW_KEYS)}: step, layer, experts, scores, "
+                                       f"predictions)")
             try:
                 t, l, e = obj["t"], obj["l"], obj["e"]
             except KeyError as k:
@@ -558,28 +659,37 @@ def load_jsonl(path: str) -> Trace:
             if obj.get("p") is not None:
                 if not isinstance(obj["p"], dict):
                     raise TraceFormatError(f"{path}:{lineno}: 'p' must be an object")
-                try:
-                    preds = {int(k): [_pred_id(x) for x in v] for k, v in obj["p"].items()}
-                except (TypeError, ValueError, OverflowError):
-                    raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p' (write "
-                                           f'{{"LAYER": [expert ids...]}})') from None
+                preds = {}
+                for k, v in obj["p"].items():
+                    if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                        for x in v)):
+                        raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p' (write "
+                                               f'{{"LAYER": [expert ids...]}})')
+                    preds[_pred_layer(k, path, lineno)] = v
             raw.append((t, l, rows, ws, flat, preds, lineno))
     if header is None:
         raise TraceFormatError(f"{path}: empty file (expected a header line)")
-    if not header.moe_layers:
+    if "moe_layers" not in given:
+        if "num_layers" in given:     # 'l' is a decoder-layer id: it must exist in the model
+            for x in raw:
+                if x[1] >= header.num_layers:
+                    raise TraceFormatError(f"{path}:{x[6]}: layer {x[1]} outside the header's "
+                                           f"{header.num_layers} decoder layers (0.."
+                                           f"{header.num_layers - 1}); 'l' is a decoder-layer id")
         header.moe_layers = tuple(sorted({r[1] for r in raw}))
-    if not header.num_layers:
+    if "num_layers" not in given:
         header.num_layers = (max(header.moe_layers) + 1) if header.moe_layers else 0
-    if not header.top_k:
-        header.top_k = max((len(r) for x in raw for r in x[2]), default=1)
-    validate_header(header, path)
+    if "top_k" not in given:
+        header.top_k = max((len(r) for x in raw for r in x[2]), default=1) or 1
+    validate_header(header, hwhere)
     ordinal = {lid: i for i, lid in enumerate(header.moe_layers)}
+    moe_list = list(header.moe_layers)
     trace = Trace(header)
     flat_flags = []
     for t, l, rows, ws, flat, preds, lineno in raw:
         if l not in ordinal:
             raise TraceFormatError(f"{path}:{lineno}: layer {l} is not among the header's "
-                                   f"moe_layers {list(header.moe_layers)}")
+                                   f"moe_layers {moe_list}")
         for r in rows:
             if len(r) > header.top_k:
                 raise TraceFormatError(f"{path}:{lineno}: {len(r)} experts per token, more than "
@@ -589,12 +699,15 @@ def load_jsonl(path: str) -> Trace:
                     raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
                                            f"0..{header.num_experts - 1}")
         if preds:
-            for v in preds.values():
+            for k, v in preds.items():
+                if k not in ordinal:
+                    raise TraceFormatError(f"{path}:{lineno}: a prediction for layer {k}, which "
+                                           f"is not among the header's moe_layers {moe_list}")
                 for x in v:
                     if not 0 <= x < header.num_experts:
                         raise TraceFormatError(f"{path}:{lineno}: predicted expert id {x} outside "
                                                f"0..{header.num_experts - 1}")
-            preds = {ordinal[k]: v for k, v in preds.items() if k in ordinal}
+            preds = {ordinal[k]: v for k, v in preds.items()}
         trace.dispatches.append(Dispatch(t, ordinal[l], rows, ws, preds or None))
         flat_flags.append(flat)
     # Remember rows written as a 2-D list for a single token, so export reproduces them.
@@ -609,12 +722,15 @@ def dump_jsonl(trace: Trace, f: IO[str]) -> None:
     """Write the original's JSONL: a header line, then one ``{"t","l","e","s"}`` row per
     dispatch (``p`` holds speculative predictions, an extension of ours)."""
     h = trace.header
-    head = h.extra.get("jsonl_header")
-    if not isinstance(head, dict):
+    head = h.extra.get("jsonl_header")     # the imported header line, verbatim
+    if isinstance(head, dict):             # (files of an earlier version kept the object)
+        head = json.dumps(head)
+    if not isinstance(head, str) or "\n" in head or "\r" in head:
         extra = {k: v for k, v in h.extra.items() if k != "jsonl_nested_single"}
-        head = _jsonl_header_of(TraceHeader(h.model, h.num_layers, h.moe_layers, h.num_experts,
-                                            h.top_k, h.expert_bytes, h.source, extra))
-    f.write(json.dumps(head) + "\n")
+        head = json.dumps(_jsonl_header_of(TraceHeader(h.model, h.num_layers, h.moe_layers,
+                                                       h.num_experts, h.top_k, h.expert_bytes,
+                                                       h.source, extra)))
+    f.write(head + "\n")
     nested = set(h.extra.get("jsonl_nested_single") or ())
     moe = h.moe_layers
     dumps = json.dumps
