@@ -2,7 +2,7 @@
 
 Exit status: 0 when no file has an error (warnings and hints allowed), 1 when any has one
 (including a file that cannot be read), 2 on usage errors (an unknown ``--model``, a bad
-``--device-memory``).
+``--device-memory``, ``-`` given more than once: the standard input can be read only once).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 
 def add_arguments(p) -> None:
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help="policy files (.moe or .policy); '-' reads the standard input "
-                        "(imports are then resolved from the current folder)")
+                   help="policy files (.moe or .policy); '-' reads the standard input, "
+                        "at most once (imports are then resolved from the current folder)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default, rustc-style with source snippets) or json "
                         "(a list of diagnostics)")
@@ -61,6 +61,8 @@ def run(args) -> int:
     from mpl.cli.render import render_all, summary, use_color
     from mpl.diagnostics import Severity, has_errors
 
+    if args.files.count("-") > 1:
+        return _usage("the standard input can be read only once: give '-' once")
     model = None
     if args.model:
         from mpl.shapes import ShapeError, resolve

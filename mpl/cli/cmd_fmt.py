@@ -5,7 +5,9 @@
 * ``--check``: write nothing; list the files that would change; exit 1 if any would;
 * ``--diff``: write nothing; print a unified diff of each change (with ``--check`` the exit
   status is 1 when there is a diff);
-* ``-`` as the only FILE: format standard input to standard output.
+* ``-`` as the only FILE: format standard input to standard output (``--check`` prints
+  ``would reformat <stdin>``). ``-`` with other files, or twice, is a usage error (exit 2):
+  the standard input can be read only once and has no file to rewrite.
 
 A file with syntax errors is never rewritten: its diagnostics are printed (as ``mplc check``
 prints them) and the exit status is 1. So is a missing file or a directory. Exit 2 on usage
@@ -80,13 +82,22 @@ def _stdin(args) -> int:
         _print_diagnostics(e.diagnostics, "<stdin>", text)
         return 1
     if args.diff:
-        sys.stdout.writelines(difflib.unified_diff(
-            text.splitlines(True), out.splitlines(True), "<stdin>", "<stdin> (formatted)"))
-        return 1 if args.check and out != text else 0
+        sys.stdout.writelines(_diff(text, out, "<stdin>"))
     if args.check:
-        return 1 if out != text else 0
-    sys.stdout.write(out)
+        if out != text:
+            print("would reformat <stdin>")
+            return 1
+        return 0
+    if not args.diff:
+        sys.stdout.write(out)
     return 0
+
+
+def _diff(old: str, new: str, path: str):
+    """Unified diff lines; a last line without a line end is marked as diff(1) marks it."""
+    for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True), path,
+                                     f"{path} (formatted)"):
+        yield line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
 
 
 def run(args) -> int:
@@ -94,6 +105,12 @@ def run(args) -> int:
 
     if args.files == ["-"]:
         return _stdin(args)
+    if "-" in args.files:
+        why = ("the standard input can be read only once: give '-' once"
+               if args.files.count("-") > 1 else
+               "'-' (the standard input, formatted to the standard output) must be the only FILE")
+        print(f"mplc fmt: error: {why}", file=sys.stderr)
+        return 2
     status = 0
     changed = unchanged = failed = 0
     for path in args.files:
@@ -114,8 +131,7 @@ def run(args) -> int:
             continue
         changed += 1
         if args.diff:
-            sys.stdout.writelines(difflib.unified_diff(
-                raw.splitlines(True), out.splitlines(True), path, f"{path} (formatted)"))
+            sys.stdout.writelines(_diff(raw, out, path))
         if args.check:
             print(f"would reformat {path}")
             status = 1
@@ -123,7 +139,7 @@ def run(args) -> int:
             try:
                 write_atomic(path, out)
             except OSError as e:
-                print(f"mplc fmt: error: cannot write '{path}': {e.strerror or e}", file=sys.stderr)
+                print(f"mplc fmt: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
                 status, failed, changed = 1, failed + 1, changed - 1
                 continue
             print(f"reformatted {path}", file=sys.stderr)

@@ -5,12 +5,18 @@ imported only when it is the one asked for, so ``mplc check`` starts fast.
 Exit codes: 0 success, 1 the input is wrong (errors in a policy, unreadable trace, ...),
 2 usage errors (argparse's own convention), 3 an internal error (a bug in mplc: the command
 prints one line asking to report it; ``MPL_DEBUG=1`` prints the traceback too).
+
+A closed standard output (``mplc check x.moe | head -1``) is not an error: once the reader
+has gone, output is dropped quietly (the stream is pointed at the null device) and the
+command runs to its end, so the exit status is still the command's own (1 for a file with
+errors). The same holds for the standard error.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help). Order is the order of `mplc --help`.
@@ -58,6 +64,19 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:  # an optional dependency of this command is missing
             print(f"mplc {only}: {e}", file=sys.stderr)
             return 2
+    saved = sys.stdout, sys.stderr
+    if only != "lsp":                    # the language server owns its streams
+        sys.stdout, sys.stderr = _PipeGuard(sys.stdout), _PipeGuard(sys.stderr)
+    try:
+        return _run(only, mod if only is not None else None, argv)
+    finally:
+        for guard in (sys.stdout, sys.stderr):
+            if isinstance(guard, _PipeGuard):
+                guard.flush()
+        sys.stdout, sys.stderr = saved
+
+
+def _run(only: str | None, mod, argv: list[str]) -> int:
     parser = build_parser(only)
     args = parser.parse_args(argv)
     if args.command is None:
@@ -68,10 +87,69 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError as e:
+        # Output that went around the guards (a stream's raw buffer): the result is unknown.
+        if e.filename is not None:
+            print(f"mplc {only}: cannot write {e.filename}: {e.strerror or e}", file=sys.stderr)
+        return 1
     except Exception as e:   # noqa: BLE001 — last resort: bad input is reported where it is read
         return _internal_error(only, e)
+
+
+class _PipeGuard:
+    """A text stream that turns "the reader has gone" (EPIPE) into quiet success: the first
+    BrokenPipeError points the stream's file descriptor at the null device (so buffered text
+    and Python's own flush at exit go nowhere, without a message) and every later write is
+    dropped. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def _gone(self) -> None:
+        self.broken = True
+        try:
+            fd = self._stream.fileno()
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
+        except (OSError, AttributeError, ValueError):   # no descriptor (a test's capture)
+            pass
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self.broken:
+            try:                          # the descriptor is the null device now
+                self._stream.flush()
+            except OSError:
+                pass
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+            try:
+                self._stream.flush()
+            except OSError:
+                pass
+        except (OSError, ValueError):     # a closed stream: nothing more to say
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 INTERNAL_ERROR = 3
