@@ -1,8 +1,11 @@
 """``mplc compile x.moe [-o x_policy.py] [--policy NAME]``: write the compiled policy module.
 
-The output is written atomically (a temporary file in the target directory, then
-``os.replace``): on any failure no file, or the previous file, is left. On check errors the
-diagnostics are printed and nothing is written (exit 1).
+FILE may be ``std/NAME`` (a standard-library policy); its default output is then
+``NAME_policy.py`` in the current folder. The output is written through
+:func:`mpl.fileio.write_atomic` (a temporary file in the target's folder, then
+``os.replace``; a symbolic link is followed, a FIFO or device is written through): on any
+failure no file, or the previous file, is left. On check errors the diagnostics are printed
+and nothing is written (exit 1).
 """
 
 from __future__ import annotations
@@ -17,13 +20,22 @@ from mpl.fileio import write_atomic as write_atomic_file
 def add_arguments(p) -> None:
     p.add_argument("file", help="the .moe policy file")
     p.add_argument("-o", "--output", metavar="PATH",
-                   help="output module path (default: FILE's stem + '_policy.py' next to it; '-' for stdout)")
+                   help="output module path (default: FILE's stem + '_policy.py' next to it, "
+                        "NAME_policy.py in the current folder for std/NAME; '-' for stdout)")
     p.add_argument("--policy", metavar="NAME", help="which policy of the file (needed when it defines several)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
 
 
 def default_output(path: str, policy: str | None) -> str:
-    stem = os.path.splitext(path)[0]
+    """FILE's stem + ``_policy.py`` next to it (``_NAME_policy.py`` with ``--policy NAME``);
+    for a standard-library policy ``std/NAME`` (no local file of that name), ``NAME_policy.py``
+    in the current folder: the shipped file is not the user's to write beside."""
+    from mpl.stdlib_path import resolve
+
+    if path.startswith("std/") and resolve(path) != path:
+        stem = os.path.splitext(os.path.basename(path))[0]
+    else:
+        stem = os.path.splitext(path)[0]
     return f"{stem}_{policy}_policy.py" if policy else f"{stem}_policy.py"
 
 

@@ -139,7 +139,7 @@ def run(args) -> int:
         if cmd == "convert":
             trace = traceio.load(args.input)
             kw = {"weights": args.weights} if traceio.kind_of(args.output) == "native" else {}
-            traceio.save(trace, args.output, **kw)
+            _save(traceio, trace, args.output, **kw)
             _print(summary(trace, args.output), args.json, "converted")
             return 0
         if cmd == "info":
@@ -160,10 +160,29 @@ def run(args) -> int:
     except (traceio.TraceFormatError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except _WriteError as e:
+        print(f"error: cannot write {e.path}: {e.reason}", file=sys.stderr)
+        return 1
     except OSError as e:
-        print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     return 2
+
+
+class _WriteError(Exception):
+    def __init__(self, path: str, e: OSError) -> None:
+        super().__init__(path)
+        self.path, self.reason = path, e.strerror or str(e)
+
+
+def _save(traceio, trace, out: str, **kw) -> None:
+    """traceio.save (through mpl.fileio: a link is followed, a FIFO or device written
+    through, a failure leaves no partial file); an OSError becomes 'cannot write OUT'."""
+    try:
+        traceio.save(trace, out, **kw)
+    except OSError as e:
+        raise _WriteError(out, e) from None
 
 
 def _synth(args, traceio) -> int:
@@ -179,6 +198,6 @@ def _synth(args, traceio) -> int:
     out = args.output or f"{shape.name}.mpltrace"
     traceio.kind_of(out)
     trace = synth.synthesize(shape, steps=args.steps, seed=args.seed, knobs=knobs)
-    traceio.save(trace, out)
+    _save(traceio, trace, out)
     _print(summary(trace, out), args.json, "wrote")
     return 0
