@@ -87,6 +87,26 @@ class TuneResult:
                 "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
 
 
+def policy_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a policy in a .moe file, or None when it can. The tokenizer
+    decides (one NAME token: letters, digits and '_', not starting with a digit, and not one
+    of the language's keywords), so this is the parser's own notion of a policy name."""
+    from mpl.syntax.lexer import KEYWORD_TYPES, tokenize
+
+    if not isinstance(name, str):
+        return f"a policy name is text, not {type(name).__name__}"
+    lexed = tokenize(name)
+    toks = lexed.tokens
+    if len(toks) == 1 and toks[0].value == name and not lexed.diagnostics and not lexed.comments:
+        if toks[0].type == "NAME":
+            return None
+        if name in KEYWORD_TYPES:
+            return (f"'{name}' is a keyword of the policy language "
+                    f"({', '.join(KEYWORD_TYPES)}); choose another name")
+    return (f"'{name}' is not a policy name: use letters, digits and '_', not starting "
+            f"with a digit")
+
+
 def _enum(key: str, *, live: bool = True) -> list[str]:
     return [e.name for e in schema.param(key).enum if not (live and e.replay_only)]
 
@@ -234,6 +254,9 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = "hi
     """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    why = policy_name_problem(name)
+    if why is not None:                   # before the search, not after it
+        raise ValueError(f"name: {why}")
     h = trace.header
     from mpl.sim import hardware as hw
     hw.resolve(hardware)          # fail early on a bad profile
@@ -290,6 +313,9 @@ def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "
     checked by the checker (raises ValueError if it were not clean)."""
     from mpl.checker import analyze
 
+    why = policy_name_problem(name)
+    if why is not None:
+        raise ValueError(f"name: {why}")
     b = result.best
     lines = [f"Tuned by mplc tune for {trace_desc}",
              f"objective {result.objective}: hit rate {b.hit_rate:.4f}, "

@@ -57,7 +57,7 @@ def run(args) -> int:
         return 2
     from mpl.cli.cmd_run import generate, load_policy
 
-    policy, rc = load_policy(args.policy, None, "mplc demo")
+    policy, rc = load_policy(args.policy, None, "mplc demo", name_option=None)
     if policy is None:
         return rc
     import torch

@@ -25,21 +25,31 @@ def add_arguments(parser) -> None:
 
 
 def _capacity(text: str):
+    """``--capacity``: a slot count or a size, checked as a value of cache.capacity (the
+    schema's range and size units) before it goes into the policy text."""
     import argparse
-    from mpl import schema
+
+    try:
+        return capacity_value(text)
+    except ValueError as e:                   # argparse adds "argument --capacity: "
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--capacity: ")) from None
+
+
+def capacity_value(text: str):
+    """``"8"`` -> 8, ``"12GiB"`` -> ``"12GiB"``; ValueError (naming the value) when the text
+    is not exactly one value of cache.capacity (a slot count in the schema's range, or a
+    size)."""
+    from mpl.sim.variants import VariantError, check_override
 
     t = text.strip()
-    if t.isdigit() and int(t) >= 1:
-        return int(t)
-    for unit in schema.SIZE_UNITS:
-        if t.endswith(unit):
-            num = t[: -len(unit)].strip()
-            try:
-                float(num)
-            except ValueError:
-                break
-            return f"{num}{unit}"
-    raise argparse.ArgumentTypeError(f"'{text}' is not a slot count (>= 1) or a size like 12GiB")
+    try:
+        check_override("cache.capacity", t)
+    except VariantError as e:
+        why = f"--capacity: '{t}' is not a slot count (1..65536) or a size such as 12GiB"
+        if e.code not in (None, "MPL201"):          # not just the wrong kind: say what is wrong
+            why += f": {e.reason}"
+        raise ValueError(why) from None
+    return int(t) if t.isascii() and t.isdigit() else t
 
 
 def run(args) -> int:

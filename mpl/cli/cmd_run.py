@@ -39,8 +39,11 @@ def policy_path(spec: str) -> str | None:
     return None
 
 
-def load_policy(spec: str, name: str | None, prog: str):
-    """(policy, None) or (None, exit code) after printing the problem."""
+def load_policy(spec: str, name: str | None, prog: str, name_option: str | None = "--policy-name"):
+    """(policy, None) or (None, exit code) after printing the problem: the diagnostics, and
+    the reason itself whenever no error among them says it (an empty file has only the
+    MPL112 warning; a file with several policies has none). ``name_option``: the option
+    that chooses a policy of the file (None when the command has none)."""
     path = policy_path(spec)
     if path is None:
         print(f"{prog}: no such policy file: {spec}", file=sys.stderr)
@@ -51,13 +54,24 @@ def load_policy(spec: str, name: str | None, prog: str):
     except mpl.PolicyError as e:
         diags = getattr(e, "diagnostics", None) or []
         if diags:
-            from mpl.cli.render import render_all
+            from mpl.cli.render import render_all, use_color
 
             from mpl.checker.resolve import read_text_or_none
 
-            print(render_all(diags, lambda f: read_text_or_none(f or path)), file=sys.stderr)
+            print(render_all(diags, lambda f: read_text_or_none(f or path),
+                             color=use_color(sys.stderr)), file=sys.stderr)
+        errors = [d for d in diags if d.is_error]
+        if errors:
+            print(f"{prog}: {spec}: not loaded ({len(errors)} error"
+                  f"{'s' if len(errors) > 1 else ''})", file=sys.stderr)
         else:
-            print(f"{prog}: {e}", file=sys.stderr)
+            msg = str(e)
+            if path != spec:                   # std/NAME: say it as the user did
+                msg = msg.replace(path, spec)
+            choose = (f"choose one with {name_option} NAME" if name_option else
+                      "give a file that defines one policy")
+            msg = msg.replace("choose one with policy='NAME'", choose)
+            print(f"{prog}: {msg}", file=sys.stderr)
         return None, 1
 
 

@@ -2,7 +2,13 @@
 [--param eviction=lru,lfu] [--total] [--plot out.png] [--heatmap out.png] [--json]``: a table
 of hit rate, Belady's optimum, the gap and simulated tok/s per point, and paper-ready figures.
 With several policies (e.g. a shared and a per-layer one) and ``--total``, capacities are
-total slots: the matched-budget comparison."""
+total slots: the matched-budget comparison.
+
+Every --capacity and --param value is checked up front (as the checker checks a value of
+that parameter) before any replay runs: a bad one is an error (exit 1), a parameter given
+twice a usage error (exit 2). A point that fails anyway (e.g. a prefetch budget above one of
+the swept capacities) shows ``error N`` in its row and its message in a list under the
+table; the exit status is then 1."""
 
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--capacity", metavar="N,N,...", default="",
                         help="capacities to sweep (default: the policy's own)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
-                        help="a parameter to sweep, e.g. eviction=lru,lfu (repeatable)")
+                        help="a parameter to sweep, e.g. eviction=lru,lfu (repeatable, once per "
+                             "parameter; every value is checked before any replay)")
     parser.add_argument("--total", action="store_true",
                         help="capacities are total slots: a per-layer policy gets N/layers "
                              "per layer and total_budget = N (matched budget)")
@@ -35,18 +42,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the points as JSON")
 
 
-def _caps(text: str) -> list:
+def _caps(text: str, total: bool = False) -> list:
+    """The --capacity list, each value checked as cache.capacity (with --total, a slot count
+    is a total budget: per_layer.total_budget's range)."""
+    from mpl.cli.cmd_replay import capacity_value
+    from mpl.sim.variants import VariantError, check_override
+
     out = []
-    for part in text.split(","):
-        part = part.strip()
+    for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
-        if part.isdigit() and int(part) >= 1:
+        if total and part.isascii() and part.isdigit():
+            try:
+                check_override("per_layer.total_budget", int(part))
+            except VariantError as e:
+                raise ValueError(f"--capacity (--total): {e}") from None
             out.append(int(part))
-        elif any(part.endswith(u) for u in ("GB", "GiB", "MB", "MiB")):
-            out.append(part)
         else:
-            raise ValueError(f"--capacity: '{part}' is not a slot count (>= 1) or a size like 12GiB")
+            out.append(capacity_value(part))
     return out
 
 
@@ -54,11 +67,21 @@ def run(args) -> int:
     from mpl.sim import PolicyLoadError, TraceFormatError, traceio
     from mpl.sim.hardware import HardwareError, resolve
     from mpl.sim.replay import Progress, load_policy
-    from mpl.sim.sweep import format_table, parse_param, run_sweep
+    from mpl.sim.sweep import RepeatedParam, format_errors, format_table, parse_params, run_sweep
 
     try:
-        caps = _caps(args.capacity)
-        params = dict(parse_param(s) for s in args.param)
+        params = parse_params(args.param)
+        if "cache.capacity" in params and args.capacity:
+            raise RepeatedParam("--param capacity=... and --capacity both set cache.capacity; "
+                                "give the capacities once, with --capacity")
+    except RepeatedParam as e:
+        print(f"mplc sweep: error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        caps = _caps(args.capacity, args.total)
         resolve(args.hardware)
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
@@ -100,9 +123,16 @@ def run(args) -> int:
         print(f"sweep of {names} on {trace.header.model} "
               f"({len(trace)} dispatches), hardware {args.hardware or hw_default + ' (default)'}")
         print(format_table(points))
+        errors = format_errors(points)
+        if errors:
+            print()
+            print(errors)
         for w in written:
             print(f"wrote {w}")
-    return 1 if all(p.error for p in points) else 0
+    failed = sum(1 for p in points if p.error)
+    if failed and args.json:                # the messages are in the JSON's "error" fields
+        print(f"error: {failed} of {len(points)} sweep points failed", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _count(params: dict) -> int:

@@ -45,10 +45,9 @@ def run(args) -> int:
     if args.top < 0:
         print("error: --top must be >= 0", file=sys.stderr)
         return 1
-    import re
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
-        print(f"error: --name '{args.name}' is not a policy name: use letters, digits and '_', "
-              f"not starting with a digit", file=sys.stderr)
+    why = T.policy_name_problem(args.name)
+    if why is not None:
+        print(f"error: --name: {why}", file=sys.stderr)
         return 1
     try:
         trace = traceio.load(args.trace)

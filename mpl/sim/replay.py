@@ -257,6 +257,33 @@ def _per_layer_capacities(ir, num_layers: int) -> list[int] | None:
 
 
 # ------------------------------------------------------------------ replay
+def _checked_overrides(capacity, params) -> dict:
+    """``params`` plus ``capacity`` as ``cache.capacity``, each value checked (one value of
+    its parameter: an int in the schema's range or a size, an enum name, ...) before it goes
+    anywhere near the policy text; OverrideError (a ReplayError and a PolicyLoadError, as a
+    bad value in the file would be) naming the parameter otherwise."""
+    from mpl.sim.variants import VariantError, check_override
+
+    if params is not None and not isinstance(params, dict):
+        raise OverrideError(f"params must be a dict of 'block.name' -> value, not "
+                            f"{type(params).__name__}")
+    overrides = dict(params or {})
+    if capacity is not None:
+        if "cache.capacity" in overrides:
+            raise OverrideError("cache.capacity is given twice (capacity= and params=); give it once")
+        overrides["cache.capacity"] = capacity
+    for key, value in overrides.items():
+        if not isinstance(key, str):
+            raise OverrideError(f"params: a parameter is named 'block.name', not {key!r}")
+        if value is None:
+            continue
+        try:
+            check_override(key, value)
+        except VariantError as e:          # the message names the parameter
+            raise OverrideError(str(e)) from None
+    return overrides
+
+
 def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
            progress: bool | None = False, params: dict | None = None) -> ReplayReport:
     """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
@@ -264,12 +291,10 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
     Profile (default rtx-4090)."""
     t_start = time.perf_counter()
+    overrides = _checked_overrides(capacity, params)
     trace = _as_trace(trace)
     h = trace.header
     _check_fit(h)
-    overrides = dict(params or {})
-    if capacity is not None:
-        overrides["cache.capacity"] = capacity
     policy = load_policy(policy, overrides=overrides)
     check_fits(policy, h)
     ir = policy.ir
@@ -387,6 +412,10 @@ class PolicyLoadError(ValueError):
         self.diagnostics = list(diagnostics)
 
 
+class OverrideError(ReplayError, PolicyLoadError):
+    """A bad ``capacity`` / ``params`` override of :func:`replay` (caught as either)."""
+
+
 def _looks_like_path(s: str) -> bool:
     """A .moe / .policy name, an existing file, or one word with a folder or an extension
     (policy text always has a space or a brace)."""
@@ -422,7 +451,11 @@ def load_policy(policy, *, name: str | None = None, overrides: dict | None = Non
         text = policy.text()
         name = name or policy.name
     if overrides:
-        text = set_params(text, overrides, policy=name)
+        from mpl.sim.variants import VariantError
+        try:
+            text = set_params(text, overrides, policy=name)
+        except VariantError as e:           # a bad override value, or no such policy
+            raise PolicyLoadError(str(e)) from None
     an = analyze(text, path, purpose=REPLAY)
     if an.errors:
         first = an.errors[0]

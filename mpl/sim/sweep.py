@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -72,6 +73,34 @@ def parse_param(spec: str) -> tuple[str, list]:
     return name, vals
 
 
+class RepeatedParam(ValueError):
+    """The same parameter in two ``--param`` options (a usage error)."""
+
+
+def parse_params(specs) -> dict[str, list]:
+    """Every ``--param`` (``parse_param``) with every value checked up front by the checker's
+    value rules (:func:`mpl.sim.variants.check_override`): ValueError naming the option and
+    the value for a bad one, RepeatedParam when a parameter is given twice (in any
+    spelling: ``eviction`` and ``cache.eviction`` are one parameter)."""
+    from mpl.sim.variants import VariantError, check_override
+
+    params: dict[str, list] = {}
+    given: dict[str, str] = {}
+    for spec in specs:
+        name, vals = parse_param(spec)
+        if name in params:
+            raise RepeatedParam(f"--param {name} is given twice ('{given[name]}' and '{spec}'); "
+                                f"give all its values in one option, e.g. "
+                                f"{name.split('.', 1)[1]}=V1,V2")
+        for v in vals:
+            try:
+                check_override(name, v)
+            except VariantError as e:
+                raise ValueError(f"--param '{spec}': {e}") from None
+        params[name], given[name] = vals, spec
+    return params
+
+
 def _value(text: str):
     for conv in (int, float):
         try:
@@ -114,7 +143,9 @@ def _run_point(args) -> Point:
         p.policy = pol.name
         r = replay(pol, trace, hardware=hardware, belady=False)
     except Exception as e:       # one bad point (e.g. budget > capacity) must not stop a sweep
-        p.error = str(e).splitlines()[0]
+        msg = (str(e).splitlines() or [type(e).__name__])[0]
+        # a checker location points into the point's generated variant, not a user's file
+        p.error = re.sub(r"^<policy>:\d+:\d+: ", "", msg)
         return p
     s = r.stats
     p.hit_rate = s["hit_rate"]
@@ -215,12 +246,14 @@ def format_table(points: list[Point]) -> str:
     head = (["policy"] if several else []) + ["capacity", "slots"] + [k.split(".", 1)[1] for k in keys] \
         + ["hit rate", "Belady", "gap (pp)", "tok/s", "ms/step"]
     rows = []
+    failed = 0
     for p in points:
         row = ([p.policy] if several else []) + [
             str(p.capacity if p.capacity is not None else "-"),
             str(p.total_slots if p.total_slots is not None else "-")] + [str(p.params.get(k, "")) for k in keys]
         if p.error:
-            row += [f"error: {p.error}", "", "", "", ""]
+            failed += 1
+            row += [f"error {failed}", "-", "-", "-", "-"]     # the message: format_errors()
         else:
             row += [f"{p.hit_rate:.2%}",
                     f"{p.belady:.2%}" if p.belady is not None else "-",
@@ -231,4 +264,15 @@ def format_table(points: list[Point]) -> str:
     fmt = "  ".join(f"{{:>{w}}}" for w in widths)
     lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
+    return "\n".join(lines)
+
+
+def format_errors(points: list[Point]) -> str:
+    """The points that failed, numbered as their rows of :func:`format_table` say
+    (``error N``), one line each; "" when none did."""
+    bad = [p for p in points if p.error]
+    if not bad:
+        return ""
+    lines = [f"{len(bad)} of {len(points)} point{'s' if len(points) != 1 else ''} failed:"]
+    lines += [f"  error {i}: {p.label}: {p.error}" for i, p in enumerate(bad, 1)]
     return "\n".join(lines)

@@ -13,7 +13,14 @@ from mpl.syntax import ast
 
 
 class VariantError(ValueError):
-    pass
+    """A variant cannot be made; for a bad value (:func:`check_override`), ``key``, ``reason``
+    (the message without the parameter) and ``code`` (the checker's diagnostic code, None
+    when the text is not one value at all) say why."""
+
+    def __init__(self, message: str, *, key: str | None = None, reason: str | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.reason, self.code = key, reason or message, code
 
 
 def render(value: Any) -> str:
@@ -24,6 +31,47 @@ def render(value: Any) -> str:
             return f"{a} | {b}"
         return value
     return schema.format_value(value)
+
+
+def check_override(key: str, value: Any) -> str:
+    """The .moe text of ``value`` for parameter ``key`` ("block.name"), once the parser and
+    the checker agree that it is exactly one value of that parameter: the text is parsed as
+    ``key``'s value in a policy of its own (it must be one value expression spanning all of
+    it: no second parameter, no comment, no brace; a string cannot smuggle anything in) and
+    the value is checked against the schema (type, range, unit, enum) by the checker's own
+    value rules. VariantError, naming the parameter, otherwise."""
+    from mpl.checker.common import Sink
+    from mpl.checker.values import check_expr
+
+    if key not in schema.PARAMS:
+        raise VariantError(f"unknown parameter '{key}' (write block.name, e.g. cache.eviction)")
+    p = schema.PARAMS[key]
+    text = render(value).strip(" \t")
+    head = f"policy _ {{\n  {p.block} {{\n    {p.name} = "
+    src = f"{head}{text}\n  }}\n}}\n"
+    res = parse(src)
+    doc = res.document
+    pol = doc.items[0] if len(doc.items) == 1 else None
+    blk = pol.blocks[0] if isinstance(pol, ast.Policy) and len(pol.blocks) == 1 else None
+    item = blk.items[0] if isinstance(blk, ast.Block) and len(blk.items) == 1 else None
+    expr = item.value if isinstance(item, ast.Param) and item.name.text == p.name else None
+    if (not text or res.diagnostics or doc.comments or expr is None or blk.name.text != p.block
+            or expr.span.offset != len(head) or expr.span.end_offset != len(head) + len(text)):
+        reason = (f"not a single value of this parameter; expected "
+                  f"{schema.TYPE_DOCS.get(p.type, p.type)}"
+                  + (f" ({', '.join(p.enum_names())})" if p.enum else ""))
+        raise VariantError(f"{key} = {_shown(text)}: {reason}", key=key, reason=reason)
+    sink = Sink(None, src)
+    check_expr(sink, p, expr)
+    errors = [d for d in sink.diags if d.is_error]
+    if errors:
+        raise VariantError(f"{key} = {_shown(text)}: {errors[0].message}", key=key,
+                           reason=errors[0].message, code=errors[0].code)
+    return text
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _find_policy(doc: ast.Document, name: str | None) -> ast.Policy:
@@ -40,19 +88,20 @@ def _find_policy(doc: ast.Document, name: str | None) -> ast.Policy:
 
 def set_params(text: str, overrides: Mapping[str, Any], policy: str | None = None) -> str:
     """``text`` with ``overrides`` ("block.param" -> value; None removes the parameter)
-    applied to ``policy`` (default: the last policy of the file)."""
+    applied to ``policy`` (default: the last policy of the file). Every value is checked by
+    :func:`check_override` before the text is touched."""
     doc = parse(text).document
     pol = _find_policy(doc, policy)
     edits: list[tuple[int, int, str]] = []
     new_blocks: dict[str, list[str]] = {}
-    for key, value in overrides.items():
-        if key not in schema.PARAMS:
-            raise VariantError(f"unknown parameter '{key}' (write block.name, e.g. cache.eviction)")
+    values = {key: None if value is None else check_override(key, value)
+              for key, value in overrides.items()}
+    for key, value in values.items():
         bname, pname = key.split(".", 1)
         blk = pol.block(bname)
         if blk is None:
             if value is not None:
-                new_blocks.setdefault(bname, []).append(f"{pname} = {render(value)}")
+                new_blocks.setdefault(bname, []).append(f"{pname} = {value}")
             continue
         param = next((p for p in blk.params if p.name.text == pname), None)
         if param is not None:
@@ -60,12 +109,12 @@ def set_params(text: str, overrides: Mapping[str, Any], policy: str | None = Non
                 edits.append((param.span.offset, param.span.end_offset, ""))
             else:
                 start = param.value.span.offset if param.value is not None else param.span.end_offset
-                edits.append((start, param.span.end_offset, render(value)))
+                edits.append((start, param.span.end_offset, value))
         elif value is not None:
             close = blk.span.end_offset - 1
             if not text[close:close + 1] == "}":
                 raise VariantError(f"block '{bname}' is not closed")
-            edits.append((close, close, f"  {pname} = {render(value)}\n  "))
+            edits.append((close, close, f"  {pname} = {value}\n  "))
     if new_blocks:
         close = pol.span.end_offset - 1
         if text[close:close + 1] != "}":
