@@ -136,7 +136,7 @@ CASES = [
     ("info-ext", ["trace", "info", "x.csv"], 1, "unknown trace format", []),
     ("info-empty", ["trace", "info", "empty.mpltrace"], 1, "bad magic", []),
     ("info-garbage", ["trace", "info", "garbage.mpltrace"], 1, "bad magic", []),
-    ("info-cut10", ["trace", "info", "cut10.mpltrace"], 1, "bad magic", []),
+    ("info-cut10", ["trace", "info", "cut10.mpltrace"], 1, "truncated header", []),
     ("info-cut-header", ["trace", "info", "cut_header.mpltrace"], 1, "truncated header", []),
     ("info-cut-record", ["trace", "info", "cut_record.mpltrace"], 1, "truncated record 0", []),
     ("info-cut-end", ["trace", "info", "cut_end.mpltrace"], 1, "truncated end marker", []),

@@ -4,7 +4,6 @@ Never downloads anything."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from . import models
@@ -57,8 +56,11 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
             model = AutoModelForCausalLM.from_pretrained(spec, local_files_only=True, **kw)
         else:
             cfg_path = spec if os.path.isfile(spec) else os.path.join(spec, "config.json")
-            with open(cfg_path, encoding="utf-8") as f:
-                cfg_dict = json.load(f)
+            from mpl.shapes import read_json_file
+
+            cfg_dict = read_json_file(cfg_path, cfg_path, "a HuggingFace config.json")
+            if not isinstance(cfg_dict, dict):
+                raise ModelLoadError(f"{cfg_path} is not a JSON object: is it a HuggingFace config.json?")
             cfg = AutoConfig.for_model(**cfg_dict) if "model_type" in cfg_dict else None
             if cfg is None:
                 raise ModelLoadError(f"{cfg_path} has no model_type: is it a HuggingFace config.json?")
