@@ -59,6 +59,7 @@ from typing import Any
 
 from mpl import schema
 from mpl.diagnostics import Diagnostic, Related, Span, make
+from mpl.syntax.lexer import policy_name_problem
 
 __all__ = [
     "policy", "PolicyBuilder", "block", "rule", "when", "metric", "cond", "fallback",
@@ -140,6 +141,15 @@ def _check_name(text: Any, what: str, site: CallSite | None, pattern=_NAME_RE) -
     if not isinstance(text, str) or not pattern.match(text):
         raise _error(f"{what} {text!r} cannot be written in a policy: a name is letters, digits "
                      f"and '_', not starting with a digit", site)
+    return text
+
+
+def _check_policy_name(text: Any, what: str, site: CallSite | None) -> str:
+    """A policy's (or a parent's) name: a name that is not one of the language's keywords."""
+    _check_name(text, what, site)
+    why = policy_name_problem(text)
+    if why is not None:
+        raise _error(f"{what} {text!r} cannot be written in a policy: {why}", site)
     return text
 
 
@@ -504,7 +514,7 @@ class PolicyBuilder:
                  doc: str | None = None, version: int | None = 1, path: str | None = None) -> None:
         site = _caller()
         self._site = site
-        self.name = _check_name(name, "the policy name", site)
+        self.name = _check_policy_name(name, "the policy name", site)
         self._imports: list[str] = []
         self.parent: str | None = None
         self._parent_builder: PolicyBuilder | None = None
@@ -540,7 +550,7 @@ class PolicyBuilder:
         elif isinstance(parent, str) and parent.startswith("std/"):
             self.import_(parent)
             parent = parent[4:]
-        self.parent = _check_name(parent, "the parent policy", site)
+        self.parent = _check_policy_name(parent, "the parent policy", site)
         return self
 
     def block(self, name: str, /, **params: Any) -> "PolicyBuilder":
@@ -601,7 +611,7 @@ class PolicyBuilder:
         """An independent builder with the same content (renamed when ``name`` is given)."""
         new = PolicyBuilder.__new__(PolicyBuilder)
         new.__dict__.update(self.__dict__)
-        new.name = self.name if name is None else _check_name(name, "the policy name", _caller())
+        new.name = self.name if name is None else _check_policy_name(name, "the policy name", _caller())
         new._imports = list(self._imports)
         new._blocks = {k: BlockSpec(b.name, dict(b.params), b.site) for k, b in self._blocks.items()}
         new._rules = [RuleSpec(r.condition, r.duration, list(r.actions), r.site) for r in self._rules]

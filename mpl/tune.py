@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from mpl import schema
+from mpl.syntax.lexer import policy_name_problem  # noqa: F401  (mplc tune checks --name with it)
 from mpl.trace import Trace
 
 OBJECTIVES = ("hit_rate", "tok_s")
@@ -85,26 +86,6 @@ class TuneResult:
                 "evaluated": self.evaluated, "best": c(self.best),
                 "belady": self.belady,
                 "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
-
-
-def policy_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a policy in a .moe file, or None when it can. The tokenizer
-    decides (one NAME token: letters, digits and '_', not starting with a digit, and not one
-    of the language's keywords), so this is the parser's own notion of a policy name."""
-    from mpl.syntax.lexer import KEYWORD_TYPES, tokenize
-
-    if not isinstance(name, str):
-        return f"a policy name is text, not {type(name).__name__}"
-    lexed = tokenize(name)
-    toks = lexed.tokens
-    if len(toks) == 1 and toks[0].value == name and not lexed.diagnostics and not lexed.comments:
-        if toks[0].type == "NAME":
-            return None
-        if name in KEYWORD_TYPES:
-            return (f"'{name}' is a keyword of the policy language "
-                    f"({', '.join(KEYWORD_TYPES)}); choose another name")
-    return (f"'{name}' is not a policy name: use letters, digits and '_', not starting "
-            f"with a digit")
 
 
 def _enum(key: str, *, live: bool = True) -> list[str]:

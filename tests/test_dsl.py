@@ -397,6 +397,10 @@ def test_importing_the_dsl_stays_light():
     lambda: dsl.policy("x").adapt("hit_rate < 1", for_=True, set={"eviction": "lru"}),
     lambda: dsl.policy("x").adapt("hit_rate < 1", 42),
     lambda: dsl.policy("x", extends="not a name"),
+    lambda: dsl.policy("when"),                      # keywords cannot name a policy
+    lambda: dsl.policy("policy"),
+    lambda: dsl.policy("x", extends="extends"),
+    lambda: dsl.policy("x").copy(name="true"),
 ])
 def test_what_cannot_be_written_is_refused_with_a_located_mpl004(make):
     with pytest.raises(mpl.PolicyError) as e:

@@ -301,3 +301,21 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                 append(Token(ERROR, bad, start, line, start - line_start + 1, line,
                              end - line_start + 1, end))
     return Lexed(tokens, comments, diags, index, balanced and braces == 0 and depth == 0)
+
+
+def policy_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a policy in a .moe file, or None when it can. The tokenizer
+    decides (one NAME token: letters, digits and '_', not starting with a digit, and not one
+    of the language's keywords), so this is the parser's own notion of a policy name."""
+    if not isinstance(name, str):
+        return f"a policy name is text, not {type(name).__name__}"
+    lexed = tokenize(name)
+    toks = lexed.tokens
+    if len(toks) == 1 and toks[0].value == name and not lexed.diagnostics and not lexed.comments:
+        if toks[0].type == "NAME":
+            return None
+        if name in KEYWORD_TYPES:
+            return (f"'{name}' is a keyword of the policy language "
+                    f"({', '.join(KEYWORD_TYPES)}); choose another name")
+    return (f"'{name}' is not a policy name: use letters, digits and '_', not starting "
+            f"with a digit")
