@@ -244,9 +244,11 @@ CHECKING = """\
 has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
 
 - `std/NAME` as a FILE (here and in `mplc compile`, `replay`, `sweep`, `run`, `mpl.load`,
-  `mpl.check`) names a standard-library policy ({stdlib}) unless a local file has that path.
+  `mpl.check`) names a standard-library policy ({stdlib}) unless a local file has that path;
+  `mplc compile std/NAME` without `-o` writes `NAME_policy.py` in the current folder.
 - `-` as a FILE reads the policy from the standard input (reported as `<stdin>`; imports are
-  resolved from the current folder).
+  resolved from the current folder). The standard input can be read once: `-` may appear
+  only once among the FILEs (exit 2 otherwise).
 - `--model` enables the model-aware checks (MPL5xx) with a preset ({presets}) or a
   HuggingFace `config.json`; `--device-memory` adds the device's memory (MPL504).
 - `--purpose replay` accepts replay-only values (`eviction = belady`); by default a policy is
