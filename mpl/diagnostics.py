@@ -9,10 +9,40 @@ Positions: ``line`` and ``column`` are 1-based (column counts code points), ``of
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import Mapping
+
+
+#: texts at least this long get a line-start index in Span.from_offsets (shorter ones are
+#: counted directly: cheaper than building the index)
+_INDEX_MIN = 4096
+_LAST_INDEX: tuple[str, list[int]] = ("", [0])
+
+
+def _index(text: str) -> list[int]:
+    """Offsets at which the lines of ``text`` start."""
+    starts = [0]
+    find = text.find
+    i = find("\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = find("\n", i + 1)
+    return starts
+
+
+def _line_starts(text: str) -> list[int]:
+    """:func:`_index` of ``text``, cached for the last text asked about (the checker asks
+    about one file many times in a row)."""
+    global _LAST_INDEX
+    last = _LAST_INDEX            # one read: another thread may swap it meanwhile
+    if last[0] is text:
+        return last[1]
+    starts = _index(text)
+    _LAST_INDEX = (text, starts)
+    return starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +56,17 @@ class Span:
 
     @classmethod
     def from_offsets(cls, text: str, start: int, end: int) -> "Span":
-        """Compute line/column from offsets (clamped into the text)."""
+        """Compute line/column from offsets (clamped into the text). In a long text the
+        lines are found by bisection in the text's line starts (built once per text), so
+        a file with many diagnostics costs O(log n) per span, not O(n)."""
         n = len(text)
         start = max(0, min(start, n))
         end = max(start, min(end, n))
+        if n >= _INDEX_MIN:
+            starts = _line_starts(text)
+            line = bisect_right(starts, start)
+            eline = bisect_right(starts, end, line - 1)
+            return cls(line, start - starts[line - 1] + 1, eline, end - starts[eline - 1] + 1, start, end)
         line = text.count("\n", 0, start) + 1
         col = start - (text.rfind("\n", 0, start) + 1) + 1
         eline = line + text.count("\n", start, end)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -498,13 +499,28 @@ class Resolver:
         return rp
 
     def _mark_errors(self, unit: FileUnit) -> None:
-        errors = [d for d in unit.sink.diags if d.is_error]
-        spans = [(p.span.offset, p.span.end_offset) for p in unit.document.policies]
-        outside = any(not any(a <= d.span.offset < b or (a <= d.span.offset <= b and d.span.offset == d.span.end_offset)
-                              for a, b in spans) for d in errors)
+        """A policy has errors when one lies inside it, its parent has errors, or an error
+        lies outside every policy (or the text is not valid). Sorted offsets and bisection:
+        O((errors + policies) log errors), not errors x policies."""
+        errors = sorted((d.span.offset, d.span.offset == d.span.end_offset)
+                        for d in unit.sink.diags if d.is_error)
+        offsets = [o for o, _ in errors]
+        spans = sorted((p.span.offset, p.span.end_offset) for p in unit.document.policies)
+        starts = [a for a, _ in spans]
+        reach, far = [], -1        # reach[i]: the furthest end of spans[0..i]
+        for _, b in spans:
+            far = max(far, b)
+            reach.append(far)
+
+        def inside(off: int, empty: bool) -> bool:
+            i = bisect_right(starts, off) - 1       # the spans starting at or before off
+            return i >= 0 and (off < reach[i] or (empty and off <= reach[i]))
+
+        outside = any(not inside(o, empty) for o, empty in errors)
         for rp in unit.order:
             a, b = rp.node.span.offset, rp.node.span.end_offset
-            mine = any(a <= d.span.offset <= b for d in errors)
+            i = bisect_left(offsets, a)
+            mine = i < len(offsets) and offsets[i] <= b
             parent_bad = rp.parent_policy is not None and rp.parent_policy.has_errors
             rp.has_errors = rp.has_errors or mine or parent_bad or outside or unit.invalid_text
 
