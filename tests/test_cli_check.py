@@ -175,3 +175,18 @@ def test_standard_input(tmp_path):
                            input="policy p { cache { capacity = 3 } }", capture_output=True,
                            text=True, cwd=tmp_path)
     assert clean.returncode == 0 and json.loads(clean.stdout) == []
+
+
+def test_rendering_splits_a_source_once_however_many_diagnostics():
+    """Rendering was quadratic: every snippet split the whole file again."""
+    from mpl.checker import analyze
+    from mpl.cli import render
+
+    text = "".join(f"policy p{i} {{ cache {{ capacity = 0 }} }}\n" for i in range(300))
+    diags = [d for d in analyze(text, "many.moe").diagnostics if d.is_error]
+    assert len(diags) == 300
+    render._split_lines.cache_clear()
+    out = render.render_all(diags, {"many.moe": text, None: text})
+    assert out.count("capacity = 0") >= 300
+    info = render._split_lines.cache_info()
+    assert info.misses == 1 and info.hits >= 299

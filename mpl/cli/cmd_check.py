@@ -98,7 +98,7 @@ def run(args) -> int:
         all_diags.extend(a.diagnostics)
     shown = [d for d in all_diags if not args.no_warnings or d.severity is Severity.ERROR]
     if args.format == "json":
-        json.dump([d.to_dict() for d in shown], sys.stdout, indent=2)
+        sys.stdout.write(json.dumps([d.to_dict() for d in shown], indent=2))   # one write
         sys.stdout.write("\n")
     else:
         color = use_color(sys.stdout)

@@ -13,6 +13,7 @@ when stdout is a terminal and ``NO_COLOR`` is unset).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable, Iterable, Mapping
 
@@ -67,10 +68,17 @@ def _expand(line: str, col: int) -> tuple[str, int]:
     return "".join(out), mapped
 
 
+@functools.lru_cache(maxsize=8)
+def _split_lines(text: str) -> tuple[str, ...]:
+    """A source's lines, split once however many diagnostics it has (a str caches its hash,
+    so finding it again costs nothing)."""
+    return tuple(text.split("\n"))
+
+
 def snippet(text: str, span: Span, paint: _Paint, mark: str = "^", rest: str = "~",
             width: int | None = None, tone: str = "error") -> list[str]:
     """The source line of ``span`` with a gutter and an underline."""
-    lines = text.split("\n")
+    lines = _split_lines(text)
     if not lines or span.line < 1 or span.line > len(lines):
         return []
     raw = lines[span.line - 1].rstrip("\r")
