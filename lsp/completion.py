@@ -251,6 +251,8 @@ def _value_items(items: _Items, ctx: context.Context) -> None:
         return
     if p.enum:
         for e in p.enum:
+            if ctx.after_pipe and not e.segment:   # a side of `a | b`: single-queue rules only
+                continue
             items.add(e.name, K.EnumMember, render.enum_markdown(p, e),
                       detail="replay only" if e.replay_only else p.key)
     elif p.type == schema.BOOL:

@@ -56,6 +56,7 @@ class Context:
     in_list: bool = False
     after_number: bool = False
     in_string: bool = False
+    after_pipe: bool = False       # the value is the second side of a segmented `a | b`
 
 
 def _param_key(block: str | None, name: str) -> str | None:
@@ -459,6 +460,7 @@ def cursor_context(text: str, tokens: list[Token], offset: int, starts: list[int
     if last is not None and sc.depth == 0 and sc.stmt and "\n" in text[last.end:start]:
         sc._reset_stmt()
         ctx.param = None
+    ctx.after_pipe = last is not None and last.kind == PUNCT and last.text == "|"
     if in_string:
         ctx.kind = "import_path" if frame.kind == "top" and sc.stmt_head == "import" else "none"
         return ctx

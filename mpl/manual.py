@@ -146,7 +146,8 @@ action   := NAME ("." NAME)? "=" value | "trigger" NAME | "rebalance" NAME
   number with a `.` or an exponent is a fraction, and a parameter that takes an integer
   refuses it. A unit may follow a number, with or without a space: `12GiB`, `500 us`.
 - Lists: `[0, 1, 2]`, `[hit_rate, stall_ms]`; an element may not repeat.
-- `eviction = a | b` builds a segmented cache (only `eviction` takes a fallback).
+- `eviction = a | b` builds a segmented cache (only `eviction` takes a fallback); each side is
+  one of the single-queue rules {segment_rules} (MPL208 otherwise).
 - Keywords: {keywords}.
 """
 
@@ -272,7 +273,9 @@ def generate() -> str:
 
     out = [_fill(INTRO, versions=", ".join(map(str, schema.SUPPORTED_VERSIONS)),
                         extensions=" or ".join(f"`{e}`" for e in schema.FILE_EXTENSIONS),
-                        keywords=", ".join(f"`{k}`" for k in schema.KEYWORDS))]
+                        keywords=", ".join(f"`{k}`" for k in schema.KEYWORDS),
+                        segment_rules=", ".join(f"`{e.name}`" for e in schema.param("cache.eviction").enum
+                                                if e.segment))]
     out += ["## Blocks and parameters", ""]
     for b in schema.BLOCKS.values():
         out += block_section(b) + [""]

@@ -96,6 +96,7 @@ class EnumValue:
     name: str
     doc: str
     replay_only: bool = False   # e.g. belady: allowed in replay, refused at attach
+    segment: bool = False       # can be one side of a segmented pair `a | b` (eviction)
 
 
 @dataclass(frozen=True)
@@ -224,10 +225,10 @@ SET = "<set>"  # marker inside Param.only_with: "when that parameter is given"
 
 # ---------------------------------------------------------------- the table
 _EVICTION = (
-    EnumValue("lru", "least recently used: evict the key accessed longest ago (a prefetch arrival counts as an access)"),
-    EnumValue("lfu", "least frequently used: +1 per access, frequencies decayed by frequency_decay every decay_interval accesses; ties go to the least recent"),
-    EnumValue("score", "lowest exponential moving average of the router weight (score_ema_alpha)"),
-    EnumValue("frequency_threshold", "admit a missed key only if its share of its layer's last freq_window accesses is >= freq_threshold; evict the lowest share"),
+    EnumValue("lru", "least recently used: evict the key accessed longest ago (a prefetch arrival counts as an access)", segment=True),
+    EnumValue("lfu", "least frequently used: +1 per access, frequencies decayed by frequency_decay every decay_interval accesses; ties go to the least recent", segment=True),
+    EnumValue("score", "lowest exponential moving average of the router weight (score_ema_alpha)", segment=True),
+    EnumValue("frequency_threshold", "admit a missed key only if its share of its layer's last freq_window accesses is >= freq_threshold; evict the lowest share", segment=True),
     EnumValue("fallback", "segmented cache, the same as `lfu | lru`: lfu manages 2/3 of the slots and demotes its victims into an lru segment"),
     EnumValue("arc", "Adaptive Replacement Cache (Megiddo & Modha, 2003): balances recency and frequency with ghost lists"),
     EnumValue("s3fifo", "S3-FIFO (Yang et al., 2023): small probationary FIFO, main FIFO with reinsertion, ghost queue"),

@@ -25,6 +25,15 @@ def test_the_schema_has_the_rules_this_test_is_about():
     assert {"fallback", "arc", "s3fifo", "lfru", "belady"} < set(RULES)
 
 
+def test_schema_segment_rules_are_the_runtime_single_queue_stores():
+    """The checker reads the schema's flag (it may not import the runtime); the runtime
+    builds the segments from its own stores: the two lists must be the same."""
+    from mpl.runtime.eviction import SEGMENT_RULES
+
+    flagged = {e.name for e in schema.param("cache.eviction").enum if e.segment}
+    assert flagged == set(SEGMENT_RULES) == SINGLE
+
+
 def _text(a, b):
     return f"policy p {{ cache {{ capacity = 6 eviction = {a} | {b} }} }}\n"
 

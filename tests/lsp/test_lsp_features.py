@@ -172,7 +172,12 @@ async def test_completion_half_typed(client):
     assert got == set(schema.PARAMS["cache.eviction"].enum_names())
     text4 = text3 + "ru | "
     change(client, uri, 4, text4)
-    assert "lru" in labels(await complete(client, uri, text4, len(text4)))
+    singles = {e.name for e in schema.PARAMS["cache.eviction"].enum if e.segment}
+    # after '|' only the rules a segment can hold (arc | ... would be MPL208)
+    assert labels(await complete(client, uri, text4, len(text4))) == singles
+    text5 = text4 + "l"
+    change(client, uri, 5, text5)
+    assert labels(await complete(client, uri, text5, len(text5))) == singles
     text5 = text4 + "lfu\n  }\n  adapt {\n    when miss_rate > 0.5 {\n      trigger "
     change(client, uri, 5, text5)
     assert labels(await complete(client, uri, text5, len(text5))) == set(schema.TRIGGERS)
