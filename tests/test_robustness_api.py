@@ -202,7 +202,7 @@ BAD_DISPATCHES = [
     ((0, [[1, 2]]), {}, "expert ids must be integers"),
     ((0, [1, 2], [float("nan"), 0.5]), {}, "router weights must be finite numbers, got nan"),
     ((0, [1, 2], [0.5, float("-inf")]), {}, "router weights must be finite numbers, got -inf"),
-    ((0, [1, 2], [True, False]), {}, "router weights must be finite numbers, got True"),
+    ((0, [1, 2], ("0.5", "0.5")), {}, "router weights must be finite numbers, got '0.5'"),
     ((0, [1, 2], ["a", 0.5]), {}, "router weights must be finite numbers, got 'a'"),
     ((0, ["a"]), {}, "expert ids must be integers"),
     ((0, [None]), {}, "expert ids must be integers"),

@@ -268,10 +268,18 @@ class Runtime:
             raise DispatchError(f"weights must be a list of numbers (or None), got {weights!r}") from None
         if len(out) != n:
             raise DispatchError(f"{len(out)} router weights for {n} experts: give one weight per expert")
+        vals = []
         for x in out:
-            if not _finite(x):
+            try:
+                if isinstance(x, (str, bytes)):
+                    raise TypeError
+                f = float(x)                     # numpy floats and ints too
+            except (TypeError, ValueError):
+                raise DispatchError(f"router weights must be finite numbers, got {x!r}") from None
+            if f * 0.0 != 0.0:                   # a NaN or an infinity
                 raise DispatchError(f"router weights must be finite numbers, got {x!r}")
-        return [float(x) for x in out]
+            vals.append(f)
+        return vals
 
     def _check_tokens(self, tokens, n: int) -> int:
         try:
