@@ -22,8 +22,8 @@ _INDEX_MIN = 4096
 _LAST_INDEX: tuple[str, list[int]] = ("", [0])
 
 
-def _index(text: str) -> list[int]:
-    """Offsets at which the lines of ``text`` start."""
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of every line (``\n`` ends a line)."""
     starts = [0]
     find = text.find
     i = find("\n")
@@ -34,13 +34,13 @@ def _index(text: str) -> list[int]:
 
 
 def _line_starts(text: str) -> list[int]:
-    """:func:`_index` of ``text``, cached for the last text asked about (the checker asks
+    """:func:`line_starts` of ``text``, cached for the last text asked about (the checker asks
     about one file many times in a row)."""
     global _LAST_INDEX
     last = _LAST_INDEX            # one read: another thread may swap it meanwhile
     if last[0] is text:
         return last[1]
-    starts = _index(text)
+    starts = line_starts(text)
     _LAST_INDEX = (text, starts)
     return starts
 

@@ -53,8 +53,8 @@ def test_work_is_linear_in_the_number_of_errors(shape):
 
 def test_the_line_index_is_built_once_per_file(monkeypatch):
     built = []
-    real = D._index
-    monkeypatch.setattr(D, "_index", lambda text: built.append(len(text)) or real(text))
+    real = D.line_starts
+    monkeypatch.setattr(D, "line_starts", lambda text: built.append(len(text)) or real(text))
     text = SHAPES["policies"](3000)
     a = analyze(text)
     assert len(a.diagnostics) == 3000

@@ -18,7 +18,7 @@ import re
 from bisect import bisect_right
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Span, make
+from mpl.diagnostics import Diagnostic, Span, line_starts, make
 from mpl.syntax import ast
 
 #: token type of each keyword (mpl.schema.KEYWORDS)
@@ -109,17 +109,6 @@ class Token:
 
     def __repr__(self) -> str:
         return f"Token({self.type!r}, {self.value!r}, {self.line}:{self.column})"
-
-
-def line_starts(text: str) -> list[int]:
-    """Offset of the first character of every line (``\n`` ends a line)."""
-    starts = [0]
-    find = text.find
-    i = find("\n")
-    while i >= 0:
-        starts.append(i + 1)
-        i = find("\n", i + 1)
-    return starts
 
 
 class LineIndex:
