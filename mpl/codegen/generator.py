@@ -206,28 +206,17 @@ def _emit_replay(w: _W, f: dict) -> None:
         w(2, "cur_step = self.step")
         w(2, "last_layer = self._last_layer")
     w(2, "count = 0")
-    w.base += 1 if counts_only else 0
     if counts_only:
-        w(1, "try:")
+        w(2, "try:")
+        w.base += 1
     w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
     if lean:
         w(3, "if tokens_of is not None:   # several tokens: the timeline plays dispatch()'s Plan")
-        w(4, f"tl.set_clocks({_CLOCKS}, nx)")
-        w(4, "nx = 0")
-        if _local_step(f):
-            w(4, "self.step = cur_step")
-            w(4, "self._last_layer = last_layer")
-        w(4, "stall = tl_dispatch(self.dispatch(layer, experts, weights, tokens, step=step,")
-        w(4, "                                  predictions=predictions), tokens_of, tokens)")
-        w(4, f"{_CLOCKS} = tl.clocks()")
-        if _local_step(f):
-            w(4, "cur_step = self.step")
-            w(4, "last_layer = self._last_layer")
+        _emit_general_timeline(w, f, 4, "self.dispatch(layer, experts, weights, tokens, step=step, "
+                                        "predictions=predictions)")
         w(4, "if stall > 0:")
         w(5, "rstall += stall")
-        w(4, "count += 1")
-        w(4, "if every and count % every == 0:")
-        w(5, "tick(count)")
+        _emit_count(w, 4)
         w(4, "continue")
     w(3, "n = len(experts)")
     w.base += 1
@@ -246,6 +235,29 @@ def _emit_replay(w: _W, f: dict) -> None:
             w(2, "self._last_layer = last_layer")
         w.base -= 1
     w(2, "return count")
+
+
+def _emit_general_timeline(w: _W, f: dict, d: int, plan: str) -> None:
+    """At indent ``d``, in a loop that keeps the clocks (and the lean loop's step counter) in
+    locals: hand them back, play the Plan ``plan`` on the timeline's general path (``stall``),
+    take them again."""
+    w(d, f"tl.set_clocks({_CLOCKS}, nx)")
+    w(d, "nx = 0")
+    if _local_step(f):
+        w(d, "self.step = cur_step")
+        w(d, "self._last_layer = last_layer")
+    w(d, f"stall = tl_dispatch({plan}, tokens_of, tokens)")
+    w(d, f"{_CLOCKS} = tl.clocks()")
+    if _local_step(f):
+        w(d, "cur_step = self.step")
+        w(d, "last_layer = self._last_layer")
+
+
+def _emit_count(w: _W, d: int) -> None:
+    """One more record played; the progress callback every ``every`` records."""
+    w(d, "count += 1")
+    w(d, "if every and count % every == 0:")
+    w(d + 1, "tick(count)")
 
 
 def _emit_timeline(w: _W, d: int) -> None:
@@ -345,12 +357,10 @@ def _emit_body(w: _W, f: dict) -> None:
         w(3, "self.accesses += 1")
     if lean:   # a hit's slot is not needed
         w(3, "if key in res:")
+        w(4, "hits += 1")
     else:
         w(3, "slot = res.get(key)")
         w(3, "if slot is not None:")
-    if lean:
-        w(4, "hits += 1")
-    else:
         w(4, "where[i] = slot")
         w(4, "hit[i] = True")
     call = "touch(key)" if f["lru_only"] else "touch(key, w)"
@@ -468,17 +478,12 @@ def _emit_body(w: _W, f: dict) -> None:
             w(2, "if tokens_of is None:   # one token: every miss a demand load or a stream")
             _emit_timeline(w, 3)
             w(2, "else:")
-            w(3, f"tl.set_clocks({_CLOCKS}, nx)")
-            w(3, "nx = 0")
-            w(3, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, [], evicted), tokens_of, tokens)")
-            w(3, f"{_CLOCKS} = tl.clocks()")
+            _emit_general_timeline(w, f, 3, "_Plan(self.step, layer, experts, where, hit, [], evicted)")
         else:
             w(2, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
         w(2, "if stall > 0:")
         w(3, "self.stall += stall")
-    w(2, "count += 1")
-    w(2, "if every and count % every == 0:")
-    w(3, "tick(count)")
+    _emit_count(w, 2)
 
 
 def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:

@@ -120,7 +120,7 @@ class Timeline:
         hits = plan.hit
         wh = plan.where
         if not arrival and tokens_of is None and CPU not in wh:
-            ns = wh.count(STREAM) if STREAM in wh else 0
+            ns = wh.count(STREAM)
             if len(loads) + ns == hits.count(False):   # every miss a demand load or a stream
                 return self.demand(len(hits), len(loads) + ns, dense)
         for e, where, hit in zip(plan.experts, plan.where, plan.hit):
