@@ -146,6 +146,21 @@ def test_string_escapes():
     assert doc.imports[0].path.text == '"a\\"b\\\\c"'
 
 
-def test_keywords_are_reserved():
-    r = parse("policy when { }")
+def test_keywords_name_policies_after_policy_and_extends():
+    # the original accepts `policy when { ... }`: after 'policy' / 'extends' only a name
+    # can come, so every keyword is a name there (LALR and the recovering parser agree)
+    from mpl.schema import KEYWORDS
+    for kw in KEYWORDS:
+        text = f"policy {kw} {{ }}\npolicy x extends {kw} {{ }}\n"
+        r = parse(text)
+        assert r.ok, (kw, r.diagnostics)
+        assert [p.name.text for p in r.document.policies] == [kw, "x"]
+        assert r.document.policies[1].parent.text == kw
+        items, diags = parse_recovering(text)
+        assert diags == [] and [p.name.text for p in items] == [kw, "x"]
+    # elsewhere keywords stay reserved
+    r = parse("policy p { when { } }")
     assert not r.ok and r.diagnostics[0].code == "MPL002"
+    # a half-typed 'policy' before the next top-level keyword is not a policy named 'version'
+    r = parse("policy\nversion 1\n")
+    assert not r.ok and r.document.version is not None

@@ -51,8 +51,42 @@ def test_unexpected_character_mpl001():
     assert codes(r) == ["MPL001"]
     d = r.diagnostics[0]
     assert at(text, d) == "@" and d.message == "unexpected character '@'" and d.file == "x.moe"
-    assert any(isinstance(i, ast.ErrorNode) and i.text == "@" for i in r.document.policies[0].blocks[0].items)
+    # the stray character is read as if it were not there: no second error, no ErrorNode
+    items = r.document.policies[0].blocks[0].items
+    assert [type(i) for i in items] == [ast.Param] and items[0].name.text == "capacity"
     assert len(r.document.policies) == 2
+
+
+def test_stray_character_after_a_block_name_is_one_error():
+    # issue 13: an invisible character after `cache` gave a false "has no cache block" too
+    from mpl.checker import check_text
+    text = "policy p {\n    cache\u200b { capacity = 8 }\n}\n"
+    r = parse(text)
+    assert codes(r) == ["MPL001"]
+    assert [b.name.text for b in r.document.policies[0].blocks] == ["cache"]
+    assert [d.code for d in check_text(text)] == ["MPL001"]
+
+
+def test_hyphenated_names_are_one_diagnostic_with_a_fix():
+    # issue 13: the README's `cpu-fallback`, `gpu-only`, `freq-threshold`; `policy my-policy`
+    from mpl.checker import check_text
+    for text, word, fixed, known in (
+            ("policy p {\n cache { capacity = 8 }\n schedule { mode = cpu-fallback }\n}\n",
+             "cpu-fallback", "cpu_fallback", True),
+            ("policy p {\n cache { capacity = 8 }\n schedule { mode = gpu-only }\n}\n",
+             "gpu-only", "gpu_only", True),
+            ("policy p {\n cache { capacity = 8; eviction = frequency_threshold; freq-threshold = 0.1 }\n}\n",
+             "freq-threshold", "freq_threshold", True),
+            ("policy my-policy {\n cache { capacity = 8 }\n}\n", "my-policy", "my_policy", False)):
+        diags = check_text(text)
+        assert [d.code for d in diags] == ["MPL001"], diags
+        d = diags[0]
+        assert at(text, d) == word
+        assert (f"did you mean '{fixed}'?" in d.message) == known and fixed in d.message
+        [fix] = d.fixes
+        [edit] = fix.edits
+        fixed_text = text[:edit.span.offset] + edit.new_text + text[edit.span.end_offset:]
+        assert check_text(fixed_text) == []
 
 
 def test_runs_of_bad_characters_are_one_diagnostic():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mpl.diagnostics import Span
 from mpl.syntax import ast
-from mpl.syntax.lexer import Token, cover as _cover, number_value, tok_span, unescape
+from mpl.syntax.lexer import Token, cover as _cover, name_text, number_value, tok_span, unescape
 
 END_TYPE = "$END"
 
@@ -49,7 +49,7 @@ def make_string(t: Token) -> ast.String:
 
 
 def make_name(t: Token) -> ast.Name:
-    return ast.Name(tok_span(t), t.value)
+    return ast.Name(tok_span(t), name_text(t.value))
 
 
 class AstBuilder:

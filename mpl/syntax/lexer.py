@@ -18,7 +18,7 @@ import re
 from bisect import bisect_right
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Span, line_starts, make
+from mpl.diagnostics import Diagnostic, Fix, Span, TextEdit, line_starts, make
 from mpl.syntax import ast
 
 #: token type of each keyword (mpl.schema.KEYWORDS)
@@ -35,17 +35,27 @@ TOKEN_TYPES: tuple[str, ...] = (*KEYWORD_TYPES.values(), "NAME", "NUMBER", "UNIT
 
 #: lexer-only token type: text already reported by the lexer (never reaches the LALR parser)
 ERROR = "ERROR"
+#: lexer-only token type: characters that cannot start any token, already reported; the
+#: recovering parser reads the text as if they were not there (no cascade after them)
+STRAY = "STRAY"
+
+
+def name_text(value: str) -> str:
+    """The name a NAME token stands for: a hyphenated spelling (``cpu-fallback``, reported
+    by the lexer) is read with underscores."""
+    return value.replace("-", "_") if "-" in value else value
 
 MAX_LIST_DEPTH = 32
 
-_NUM_BODY = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
+_NUM_BODY = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 _NUM = rf"-?{_NUM_BODY}(?:[eE][+-]?[0-9]+)?"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 #: every character of a line is matched by one alternative (so a scan never skips text)
 _TOKEN_RE = re.compile(rf"""
     [ \t\r\f\v]*+                  # spaces before the token (possessive: no backtracking)
     (?:
-      (?P<name>{_NAME})
+      (?P<hyphen>{_NAME}(?:-{_NAME})+)
+    | (?P<name>{_NAME})
     | (?P<num>{_NUM})(?:(?P<badnum>[.0-9][0-9A-Za-z_.]*)|(?P<unit>{_NAME}))?
     | (?P<op><=|>=|!=|==|<|>)
     | (?P<punct>[{{}}\[\]=,|:;.])
@@ -55,6 +65,23 @@ _TOKEN_RE = re.compile(rf"""
     | (?P<bad>(?:[^ \t\r\f\v\#A-Za-z_0-9"<>=!{{}}\[\],|:;.\-]|-(?!{_NUM_BODY})|!(?!=))+)
     )
 """, re.X)
+
+
+_KNOWN_WORDS: frozenset | None = None
+
+
+def _known_words() -> frozenset:
+    """Every name the schema knows (blocks, parameters, enum values, metrics, triggers,
+    units): a hyphenated spelling of one of them gets a did-you-mean."""
+    global _KNOWN_WORDS
+    if _KNOWN_WORDS is None:
+        words = set(schema.BLOCKS) | set(schema.METRICS) | set(schema.TRIGGERS) | set(schema.UNITS)
+        for p in schema.PARAMS.values():
+            words.add(p.name)
+            words.update(p.aliases)
+            words.update(p.enum_names())
+        _KNOWN_WORDS = frozenset(words)
+    return _KNOWN_WORDS
 
 
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
@@ -194,8 +221,8 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     n = len(text)
     first = 1 if text.startswith("\ufeff") else 0   # a byte-order mark is not content
 
-    def err(code: str, msg: str, start: int, end: int) -> None:
-        diags.append(make(code, msg, index.span(start, end), file=path))
+    def err(code: str, msg: str, start: int, end: int, fixes=()) -> None:
+        diags.append(make(code, msg, index.span(start, end), file=path, fixes=fixes))
 
     for line, line_start in enumerate(starts, 1):
         line_end = starts[line] - 1 if line < len(starts) else n
@@ -215,10 +242,29 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                     ktype = "NAME"
                     if word in units and tokens:
                         prev = tokens[-1]
-                        if prev.type == "NUMBER" and prev.line == line and \
-                                text[prev.end_pos:start].strip(" \t") == "":
+                        if prev.type == "NUMBER" and (
+                                (prev.line == line and text[prev.end_pos:start].strip(" \t") == "")
+                                # `for 100` + newline or comment + `accesses`: after `for N`
+                                # only a unit can follow, wherever it is
+                                or (len(tokens) > 1 and tokens[-2].type == "FOR")):
                             ktype = "UNIT"
                 append(Token(ktype, word, start, line, start - line_start + 1, line,
+                             end - line_start + 1, end))
+            elif kind == "hyphen":
+                # `cpu-fallback`, `my-policy`: '-' cannot be part of a name; one diagnostic
+                # with the underscore spelling as its fix, and the parser reads the name that
+                # way (name_text), so nothing else complains about it
+                start = m.start(kind)
+                word = m.group(kind)
+                fixed = word.replace("-", "_")
+                if fixed in _known_words():
+                    msg = f"'{word}' is not a name: names use '_', not '-'; did you mean '{fixed}'?"
+                else:
+                    msg = f"'{word}' is not a name: names use '_', not '-'; write '{fixed}'"
+                span = index.span(start, end)
+                err("MPL001", msg, start, end,
+                    (Fix(f"Replace '{word}' with '{fixed}'", (TextEdit(span, fixed),)),))
+                append(Token("NAME", word, start, line, start - line_start + 1, line,
                              end - line_start + 1, end))
             elif kind == "punct":
                 start = end - 1
@@ -287,7 +333,7 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                 else:
                     msg = f"unexpected characters {shown!r}"
                 err("MPL001", msg, start, end)
-                append(Token(ERROR, bad, start, line, start - line_start + 1, line,
+                append(Token(STRAY, bad, start, line, start - line_start + 1, line,
                              end - line_start + 1, end))
     return Lexed(tokens, comments, diags, index, balanced and braces == 0 and depth == 0)
 
@@ -295,16 +341,14 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
 def policy_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a policy in a .moe file, or None when it can. The tokenizer
     decides (one NAME token: letters, digits and '_', not starting with a digit, and not one
-    of the language's keywords), so this is the parser's own notion of a policy name."""
+    of the language's keywords, or one keyword: after ``policy`` and ``extends`` the grammar
+    reads any keyword as a name), so this is the parser's own notion of a policy name."""
     if not isinstance(name, str):
         return f"a policy name is text, not {type(name).__name__}"
     lexed = tokenize(name)
     toks = lexed.tokens
     if len(toks) == 1 and toks[0].value == name and not lexed.diagnostics and not lexed.comments:
-        if toks[0].type == "NAME":
-            return None
-        if name in KEYWORD_TYPES:
-            return (f"'{name}' is a keyword of the policy language "
-                    f"({', '.join(KEYWORD_TYPES)}); choose another name")
+        # a keyword names a policy too: after 'policy' and 'extends' only a name can come
+        return None
     return (f"'{name}' is not a policy name: use letters, digits and '_', not starting "
             f"with a digit")

@@ -26,12 +26,14 @@ from __future__ import annotations
 from mpl import schema
 from mpl.diagnostics import Diagnostic, Related, Span, make
 from mpl.syntax import ast
-from mpl.syntax.lexer import ERROR, MAX_LIST_DEPTH, LineIndex, Token, cover as _cover, tok_span
+from mpl.syntax.lexer import (ERROR, KEYWORD_TYPES, MAX_LIST_DEPTH, STRAY, LineIndex, Token,
+                              cover as _cover, name_text, tok_span)
 from mpl.syntax.lalr import make_name, make_number, make_string
 
 EOF = "$END"
 _ALLOCATIONS = frozenset(schema.PARAMS[schema.REBALANCE].enum_names())
 _TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
+_KEYWORD_TYPES = frozenset(KEYWORD_TYPES.values())
 _VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK"))
 
 _PUNCT_TEXT = {
@@ -82,7 +84,9 @@ class RecoveringParser:
         end_line = index.span(n, n)
         self.eof = Token(EOF, "", n, end_line.line, end_line.column, end_line.line,
                          end_line.column, n)
-        self.toks = tokens + [self.eof]
+        # stray characters were reported by the lexer: read the text as if they were not
+        # there, so they cause no second error (`cache\u200b {` is still a block)
+        self.toks = [t for t in tokens if t.type != STRAY] + [self.eof]
         self.i = 0
         self.diags: list[Diagnostic] = []
         self.open: list[_Open] = []
@@ -263,13 +267,13 @@ class RecoveringParser:
     def parse_policy(self) -> ast.Policy:
         kw = self.advance()
         name = parent = None
-        if self.at("NAME"):
+        if self.at_policy_name():
             name = make_name(self.advance())
         else:
             self.unexpected("expected a policy name after 'policy'")
         if self.at("EXTENDS"):
             ext = self.advance()
-            if self.at("NAME"):
+            if self.at_policy_name():
                 parent = make_name(self.advance())
             else:
                 self.unexpected(f"expected the name of the parent policy after '{ext.value}'")
@@ -303,6 +307,16 @@ class RecoveringParser:
         policy.span = _cover(policy.span, tok_span(self.prev()))
         return policy
 
+    def at_policy_name(self) -> bool:
+        """A policy name after ``policy`` / ``extends``: a NAME, or a keyword
+        (the position is unambiguous, as in the grammar) followed by ``{`` or ``extends``
+        (so a half-typed ``policy`` before the next top-level keyword is not read as a
+        policy named ``version``)."""
+        t = self.tok
+        if t.type == "NAME":
+            return True
+        return t.type in _KEYWORD_TYPES and self.peek().type in ("LBRACE", "EXTENDS")
+
     def parse_policy_body(self, blocks: list) -> bool:
         while True:
             t = self.tok
@@ -333,7 +347,7 @@ class RecoveringParser:
             elif ty == "NAME":
                 start = len(blocks)
                 self.advance()
-                if t.value in schema.BLOCKS:
+                if name_text(t.value) in schema.BLOCKS:
                     self.unexpected(f"expected '{{' after block name '{t.value}'")
                 else:
                     self.error("MPL002", f"expected a block (e.g. 'cache {{ ... }}') or '}}', "
@@ -370,7 +384,7 @@ class RecoveringParser:
                 self.advance()
             elif ty == "NAME":
                 nxt = self.peek().type
-                if nxt == "LBRACE" and t.value in schema.BLOCKS:
+                if nxt == "LBRACE" and name_text(t.value) in schema.BLOCKS:
                     # another known block: most likely this block's '}' is missing
                     self.error("MPL003", f"block '{name_tok.value}' is not closed before block "
                                f"'{t.value}'; add '}}'", tok_span(t),
@@ -416,7 +430,7 @@ class RecoveringParser:
                        f"inside a block write the parameter name alone", tok_span(self.tok))
             self.advance()
             last = self.advance()
-            name = ast.Name(tok_span(name_tok, last), f"{name_tok.value}.{last.value}")
+            name = ast.Name(tok_span(name_tok, last), f"{name_text(name_tok.value)}.{name_text(last.value)}")
         if self.at("EQ"):
             self.advance()
         elif self.at("OP") and self.tok.value == "==":
@@ -502,7 +516,7 @@ class RecoveringParser:
                 return make_number(t, self.advance())
             return make_number(t, None)
         if ty == "NAME":
-            return ast.Ident(tok_span(t), t.value)
+            return ast.Ident(tok_span(t), name_text(t.value))
         if ty in ("TRUE", "FALSE"):
             return ast.Bool(tok_span(t), ty == "TRUE")
         if ty == "STRING":
@@ -664,7 +678,7 @@ class RecoveringParser:
             self.advance()
             if self.at("NAME"):
                 last = self.advance()
-                target = ast.Name(tok_span(first, last), f"{first.value}.{last.value}")
+                target = ast.Name(tok_span(first, last), f"{name_text(first.value)}.{name_text(last.value)}")
             else:
                 self.unexpected(f"expected a parameter name after '{first.value}.'")
                 target = ast.Name(tok_span(first, self.prev()), f"{first.value}.")
