@@ -396,8 +396,10 @@ policy fast {
 }
 """),
     _e("MPL205", """
-A condition, rule or `monitor.metrics` names a metric that does not exist. Known metrics:
-hit_rate, miss_rate, eviction_rate, prefetch_accuracy, transfer_rate, stall_ms.
+A condition (of a rule or a conditional value) names a metric that does not exist, so it
+cannot be evaluated. Known metrics: hit_rate, miss_rate, eviction_rate, prefetch_accuracy,
+transfer_rate, stall_ms. (An unknown name in `monitor.metrics` only goes unrecorded: that is
+the warning MPL407.)
 """, """
 policy fast {
     cache { capacity = 8 }
@@ -472,7 +474,8 @@ policy fast {
 """),
     _e("MPL209", """
 A list names the same element twice (an expert pinned twice, a metric listed twice). The
-quick fix removes the duplicate.
+element counts once, as in the original, which accepted such lists; the quick fix removes
+the duplicate.
 """, """
 policy fast {
     cache {
@@ -816,6 +819,23 @@ policy fast {
     adapt {
         when hit_rate < 0.4 { eviction = lfu }
     }
+}
+"""),
+    _e("MPL407", """
+`monitor.metrics` lists a name that is not one of the metrics this toolchain computes
+(hit_rate, miss_rate, eviction_rate, prefetch_accuracy, transfer_rate, stall_ms). The original
+recorded any name, so the file is accepted; the name is not recorded. When the name is close
+to a known metric, the quick fix replaces it. (In a condition an unknown metric cannot be
+evaluated and is the error MPL205.)
+""", """
+policy fast {
+    cache { capacity = 8 }
+    monitor { metrics = [hit_rate, latency] }
+}
+""", """
+policy fast {
+    cache { capacity = 8 }
+    monitor { metrics = [hit_rate, stall_ms] }
 }
 """),
     # ---------------------------------------------------------------- model-aware

@@ -194,7 +194,7 @@ CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
     _c("MPL206", E, "value", "conditional value not allowed"),
     _c("MPL207", E, "value", "invalid adapt action"),
     _c("MPL208", E, "value", "fallback not allowed"),
-    _c("MPL209", E, "value", "duplicate list element"),
+    _c("MPL209", W, "value", "duplicate list element"),
     # cross-field
     _c("MPL301", E, "cross-field", "pinned experts fill the cache"),
     _c("MPL302", E, "cross-field", "prefetch budget exceeds capacity"),
@@ -212,6 +212,7 @@ CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
     _c("MPL404", H, "warning", "deprecated alias"),
     _c("MPL405", W, "warning", "condition always holds"),
     _c("MPL406", W, "warning", "action sets the value already in force"),
+    _c("MPL407", W, "warning", "unknown metric in monitor"),
     # model-aware
     _c("MPL501", E, "model", "pinned expert does not exist"),
     _c("MPL502", W, "model", "capacity below top-k"),

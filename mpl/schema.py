@@ -404,6 +404,10 @@ RULE_DURATION_UNITS: tuple[str, ...] = ("accesses", "steps", "tokens")
 
 SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
 
+#: `version` 0 .. 0.7 (any number in that range: 0.5, .5, 5e-1, 0.0) are the original's
+#: language versions: accepted, and they mean what version 1 means
+ORIGINAL_VERSIONS: tuple[float, float] = (0.0, 0.7)
+
 FILE_EXTENSIONS: tuple[str, ...] = (".moe", ".policy")
 
 KEYWORDS: tuple[str, ...] = ("version", "import", "policy", "extends", "when", "for",

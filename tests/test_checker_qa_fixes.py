@@ -1,11 +1,13 @@
 """Quick fixes never suggest an invalid value: a whole number written as a fraction (``1e5``,
-``70000.0``) gets "write N" only when N is in the parameter's range, else the bound it is
-clamped to; a fraction that is not whole (``1e-400``) gets no replacement. The fixes are
-the ones ``mplc check --json`` prints and the language server offers as code actions."""
+``70000.0``) is that integer (the original accepts ``capacity = 16.0``), so it is fine in
+range and gets the bound it is clamped to outside; a fraction that is not whole
+(``1e-400``) gets no replacement. The fixes are the ones ``mplc check --json`` prints and the
+language server offers as code actions."""
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 import subprocess
 import sys
 
@@ -39,7 +41,12 @@ def _apply(text, fix):
 def test_every_fix_of_a_value_error_gives_a_valid_value(key, literal):
     text = _text(key, literal)
     diags = [d for d in analyze(text).diagnostics if d.code in VALUE_CODES]
-    assert diags, (key, literal)          # a fraction for an integer parameter is always an error
+    whole = Decimal(literal) == Decimal(literal).to_integral_value()
+    p = schema.PARAMS[key]
+    in_range = whole and (p.min is None or Decimal(literal) >= Decimal(p.min)) and (
+        p.max is None or Decimal(literal) <= Decimal(p.max))
+    # a whole number in range is accepted; anything else is an error
+    assert bool(diags) != in_range, (key, literal, diags)
     for d in diags:
         for fix in d.fixes:
             fixed = _apply(text, fix)
@@ -56,7 +63,7 @@ def _one(text):
 
 def test_capacity_1e5_is_clamped_to_the_max_not_written_out():
     d = _one("policy p { cache { capacity = 1e5 } }")
-    assert d.code == "MPL201" and "100000 is out of range" in d.message and d.message.endswith("use 65536")
+    assert d.code == "MPL203" and "got 1e5" in d.message and d.message.endswith("use 65536")
     assert [(f.title, [e.new_text for e in f.edits]) for f in d.fixes] == [("Clamp to 65536", ["65536"])]
 
 
@@ -71,15 +78,22 @@ def test_tiny_fraction_is_not_zero():
     assert d.code == "MPL201" and d.fixes == () and "write 0" not in d.message
 
 
-def test_in_range_whole_number_still_gets_write():
-    d = _one("policy p { cache { capacity = 1.5e4 } }")
-    assert [(f.title, [e.new_text for e in f.edits]) for f in d.fixes] == [("Write 15000", ["15000"])]
+def test_in_range_whole_number_is_that_integer():
+    for text, key, value in (("policy p { cache { capacity = 1.5e4 } }", "cache.capacity", 15000),
+                             ("policy p { cache { capacity = 16. } }", "cache.capacity", 16),
+                             ("policy p { cache { capacity = 8 pin = [1.0, 2] } }", "cache.pin", (1, 2)),
+                             ("policy p { cache { capacity = 8 } prefetch { strategy = history "
+                              "budget = 2.0 } }", "prefetch.budget", 2)):
+        a = analyze(text)
+        assert a.diagnostics == [], (text, a.diagnostics)
+        v = a.ir["p"].values[key]
+        assert v == value and type(v) is type(value)
 
 
 def test_exact_integer_for_a_large_exponent():
     """1e20 is 100000000000000000000 exactly (not the float's digits)."""
-    d = _one("policy p { cache { capacity = 8 eviction = lfu decay_interval = 1e20 } }")
-    assert [e.new_text for f in d.fixes for e in f.edits] == ["1" + "0" * 20]
+    a = analyze("policy p { cache { capacity = 8 eviction = lfu decay_interval = 1e20 } }")
+    assert a.diagnostics == [] and a.ir["p"].values["cache.decay_interval"] == 10 ** 20
 
 
 def test_cli_json_carries_the_in_range_fix(tmp_path):
@@ -88,7 +102,7 @@ def test_cli_json_carries_the_in_range_fix(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mpl", "check", "--json", str(f)], capture_output=True, text=True)
     assert r.returncode == 1, r.stderr
     (d,) = json.loads(r.stdout)
-    assert d["code"] == "MPL201"
+    assert d["code"] == "MPL203"
     assert [e["new_text"] for fx in d["fixes"] for e in fx["edits"]] == ["65536"]
     r = subprocess.run([sys.executable, "-m", "mpl", "check", str(f)], capture_output=True, text=True)
     assert "use 65536" in r.stdout and "write 100000" not in r.stdout

@@ -36,7 +36,7 @@ def cache(body):
     ("ttl = 5 tokens", "MPL204", "unit 'tokens' is not allowed for 'ttl'"),
     ("ttl = 5stepz", "MPL204", "unknown unit 'stepz'; did you mean 'steps'?"),
     ("eviction = lfu; frequency_decay = 0", "MPL203", "must be in (0, 1], got 0; choose a value in (0, 1]"),
-    ("eviction = lfu; decay_interval = 2.0", "MPL201", "write 2"),
+    ("eviction = lfu; decay_interval = 2.5", "MPL201", "'decay_interval' expects an integer count, got a number '2.5'"),
     ("eviction = lfu | fallback", "MPL208", "'fallback' is already the segmented pair"),
     ("eviction = lfu | nope", "MPL202", "unknown eviction 'nope'"),
     ("expert_size_gb = 0GB", "MPL203", "'expert_size_gb' must be > 0"),

@@ -56,6 +56,8 @@ def check_resolved(rp: ResolvedPolicy, sink: Sink, *, purpose: str = LIVE,
 def _required(rp: ResolvedPolicy, sink: Sink) -> None:
     if rp.parent is not None and rp.parent_policy is None:
         return      # unknown or cyclic parent: reported there; its blocks are unknown
+    if rp.syntax_damaged:
+        return      # the parser could not read part of the policy: that error is reported
     if "cache" not in rp.blocks:
         sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
                   + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))

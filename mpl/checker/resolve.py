@@ -22,7 +22,7 @@ from mpl.checker import structure
 from mpl.checker.common import Sink, did_you_mean, replace_fix
 from mpl.checker.crossfield import LIVE
 from mpl.checker.resolved import ResolvedPolicy
-from mpl.diagnostics import Related, Span
+from mpl.diagnostics import CODES, Related, Span
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
 
@@ -136,6 +136,7 @@ class FileUnit:
     own: dict = field(default_factory=dict)          # id(ast.Policy) -> OwnPart
     order: list = field(default_factory=list)        # own ResolvedPolicy in definition order
     invalid_text: bool = False     # holds a lone surrogate: not text, none of its policies load
+    syntax_offsets: list | None = None   # sorted offsets of its syntax errors (built on demand)
 
 
 @dataclass
@@ -237,9 +238,14 @@ class Resolver:
         if v is None or v.number is None:
             return
         n = v.number
-        if not isinstance(n.value, int) or n.value not in schema.SUPPORTED_VERSIONS or n.unit is not None:
-            sup = ", ".join(str(x) for x in schema.SUPPORTED_VERSIONS)
-            unit.sink.emit("MPL111", f"version {n.text} is not supported; write one of: {sup}", n.span)
+        if n.unit is None and (isinstance(n.value, int) and n.value in schema.SUPPORTED_VERSIONS
+                               or _original_version(n.value)):
+            return
+        sup = ", ".join(str(x) for x in schema.SUPPORTED_VERSIONS)
+        lo, hi = schema.ORIGINAL_VERSIONS
+        unit.sink.emit("MPL111", f"version {n.text} is not supported; write one of: {sup} (or "
+                       f"{schema.format_value(lo)} .. {schema.format_value(hi)}, the original's "
+                       f"versions)", n.span)
 
     def _locate(self, unit: FileUnit, spec: str) -> str | None:
         from mpl.stdlib_path import stdlib_file
@@ -494,9 +500,21 @@ class Resolver:
         rp.rules.extend(own.rules)
         rp.own_keys = set(own.settings)
         rp.own_blocks = set(own.blocks)
+        rp.syntax_damaged = self._syntax_error_inside(unit, pol)
         P.check_resolved(rp, unit.sink, purpose=self.purpose, model=self.model)
         unit.order.append(rp)
         return rp
+
+    @staticmethod
+    def _syntax_error_inside(unit: FileUnit, pol: ast.Policy) -> bool:
+        """Whether a syntax error (MPL001-MPL004, reported by the parser) lies inside ``pol``:
+        then what the parser could not read must not be reported again as missing."""
+        offsets = unit.syntax_offsets
+        if offsets is None:
+            offsets = unit.syntax_offsets = sorted(
+                d.span.offset for d in unit.sink.diags if d.code in _SYNTAX_CODES)
+        i = bisect_left(offsets, pol.span.offset)
+        return i < len(offsets) and offsets[i] <= pol.span.end_offset
 
     def _mark_errors(self, unit: FileUnit) -> None:
         """A policy has errors when one lies inside it, its parent has errors, or an error
@@ -523,6 +541,15 @@ class Resolver:
             mine = i < len(offsets) and offsets[i] <= b
             parent_bad = rp.parent_policy is not None and rp.parent_policy.has_errors
             rp.has_errors = rp.has_errors or mine or parent_bad or outside or unit.invalid_text
+
+
+_SYNTAX_CODES = frozenset(c for c, info in CODES.items() if info.group == "syntax")
+
+
+def _original_version(value) -> bool:
+    """``version 0.7`` and below (not negative): the original's language versions."""
+    lo, hi = schema.ORIGINAL_VERSIONS
+    return isinstance(value, (int, float)) and lo <= value <= hi
 
 
 def _name_span(pol: ast.Policy) -> Span:

@@ -85,6 +85,7 @@ class ResolvedPolicy:
     own_keys: set[str] = field(default_factory=set)                   # keys set by this policy itself
     own_blocks: set[str] = field(default_factory=set)
     has_errors: bool = False
+    syntax_damaged: bool = False      # a syntax error lies inside the policy (no cascades)
     violations: frozenset = frozenset()                               # cross-field/model results
     source_hash: str = ""
 

@@ -86,9 +86,6 @@ def _type_error(sink, p: schema.Param, node, what: str | None = None) -> _Invali
     elif isinstance(node, ast.String) and p.type == schema.BOOL and node.value in ("true", "false"):
         fixes = (replace_fix(f"Remove the quotes: {node.value}", node.span, node.value),)
         msg = f"'{p.name}' takes true or false, not a string; write {node.value} without quotes"
-    elif (isinstance(node, ast.Number) and p.type in (schema.INT, schema.COUNT, schema.SLOTS_OR_SIZE)
-          and isinstance(node.value, float) and (whole := _whole(node)) is not None):
-        msg, fixes = _whole_suggestion(sink, p, node, whole)
     elif isinstance(node, ast.Number) and p.type == schema.INT_LIST:
         fixes = (replace_fix(f"Write [{node.text}]", node.span, f"[{node.text}]"),)
         msg = f"'{p.name}' expects a list of integers, got {describe(node)}; write [{node.text}]"
@@ -103,8 +100,10 @@ _Invalid_t = Any
 
 
 def _whole(node: ast.Number) -> int | None:
-    """The exact integer a fraction literal stands for (``1e5``, ``70000.0``), or None when
-    it is not a whole number (``1e-400`` is not 0, ``1.0000000000000000001`` is not 1)."""
+    """The exact integer a fraction literal stands for (``1e5``, ``70000.0``, ``16.``), or
+    None when it is not a whole number (``1e-400`` is not 0, ``1.0000000000000000001`` is
+    not 1). Where an integer is expected, a whole number written as a fraction is that
+    integer (the original accepts ``capacity = 16.0``)."""
     try:
         d = Decimal(node.text)
     except InvalidOperation:
@@ -112,25 +111,6 @@ def _whole(node: ast.Number) -> int | None:
     if not d.is_finite() or d != d.to_integral_value():
         return None
     return int(d)
-
-
-def _whole_suggestion(sink: Sink, p: schema.Param, node: ast.Number, whole: int):
-    """(message, fixes) for a whole number written as a fraction: suggest the integer when
-    it is in range, else the bound it would be clamped to (never an invalid value)."""
-    unit = schema.UNITS.get(node.unit.text) if node.unit is not None else None
-    x = _to_base(p, whole, unit) if unit is not None and unit.name in p.units else whole
-    ok, clamp = _range_verdict(p, x)
-    head = f"'{p.name}' expects an integer, got {describe(node)}"
-    if ok:
-        return (f"{head}; write {whole}",
-                (replace_fix(f"Write {whole}", number_span(sink, node), str(whole)),))
-    rt = p.range_text()
-    must = f"in {rt}" if (p.min is not None and p.max is not None) else rt
-    if clamp is not None and node.unit is None:
-        c = fmt_num(int(clamp))
-        return (f"{head}, and {whole} is out of range: it must be {must}; use {c}",
-                (replace_fix(f"Clamp to {c}", number_span(sink, node), c),))
-    return f"{head}, and {whole} is out of range: write an integer {must}", ()
 
 
 # ------------------------------------------------------------------ numbers and units
@@ -217,19 +197,22 @@ def _check_number(sink, p: schema.Param, node) -> Any:
     if not isinstance(node, ast.Number):
         return _type_error(sink, p, node)
     integral = p.type in (schema.INT, schema.COUNT)
-    if integral and not isinstance(node.value, int):
-        return _type_error(sink, p, node)
-    if isinstance(node.value, float) and not math.isfinite(node.value):
+    value = node.value
+    if integral and not isinstance(value, int):
+        value = _whole(node)        # `16.0`, `2.`, `1e2`: a whole number (the original takes it)
+        if value is None:
+            return _type_error(sink, p, node)
+    if isinstance(value, float) and not math.isfinite(value):
         _emit(sink, "MPL201", f"'{p.name}' expects a finite number, got {node.text}", node.span)
         return INVALID
     unit = _unit_check(sink, p.units, node, p.name)
     if unit is INVALID:
         return INVALID
-    x = _to_base(p, node.value, unit)
+    x = _to_base(p, value, unit)
     if not _range_check(sink, p, node, x):
         return INVALID
     if p.type == schema.COUNT and len(p.units) > 1:
-        return ir.Count(int(node.value), unit.name if unit is not None else (p.unit or p.units[0]))
+        return ir.Count(int(value), unit.name if unit is not None else (p.unit or p.units[0]))
     return x
 
 
@@ -240,11 +223,12 @@ def _check_capacity(sink, p: schema.Param, node) -> Any:
     if unit is INVALID:
         return INVALID
     if unit is None:
-        if not isinstance(node.value, int):
+        value = node.value if isinstance(node.value, int) else _whole(node)   # `16.0` slots
+        if value is None:
             return _type_error(sink, p, node)
-        if not _range_check(sink, p, node, node.value):
+        if not _range_check(sink, p, node, value):
             return INVALID
-        return node.value
+        return value
     nbytes = int(round(node.value * unit.factor))
     if nbytes <= 0:
         _emit(sink, "MPL203", f"'{p.name}' must be a positive size, got {describe(node)}; "
@@ -285,7 +269,10 @@ def _check_int_list(sink, p, node) -> Any:
         return _type_error(sink, p, node)
     out, ok, seen = [], True, {}
     for item in node.items:
-        if not isinstance(item, ast.Number) or not isinstance(item.value, int):
+        value = None
+        if isinstance(item, ast.Number):
+            value = item.value if isinstance(item.value, int) else _whole(item)   # `1.0` is 1
+        if value is None:
             _type_error(sink, p, item, f"'{p.name}' holds integers, got {kind_of(item)} '{describe(item)}'")
             ok = False
             continue
@@ -293,15 +280,14 @@ def _check_int_list(sink, p, node) -> Any:
             _unit_check(sink, (), item, p.name)
             ok = False
             continue
-        if not _range_check(sink, p, item, item.value, label=f"{p.name} element"):
+        if not _range_check(sink, p, item, value, label=f"{p.name} element"):
             ok = False
             continue
-        if item.value in seen:
-            _duplicate_element(sink, node, item, seen[item.value], describe(item))
-            ok = False
+        if value in seen:           # a warning: the duplicate is dropped (the original accepted it)
+            _duplicate_element(sink, node, item, seen[value], describe(item))
             continue
-        seen[item.value] = item
-        out.append(item.value)
+        seen[value] = item
+        out.append(value)
     return tuple(out) if ok else INVALID
 
 
@@ -316,7 +302,7 @@ def _duplicate_element(sink, lst: ast.ListValue, item, first, text: str) -> None
         span = sink.span(prev.span.end_offset, item.span.end_offset)
     else:
         span = item.span
-    sink.emit("MPL209", f"{text} appears twice in the list; remove the duplicate", item.span,
+    sink.emit("MPL209", f"{text} appears twice in the list; it counts once: remove the duplicate", item.span,
               related=(Related("first occurrence", first.span),),
               fixes=(replace_fix(f"Remove the duplicate {text}", span, ""),))
 
@@ -335,16 +321,29 @@ def _check_metric_list(sink, p, node) -> Any:
             _type_error(sink, p, item, f"'{p.name}' holds metric names, got {kind_of(item)} '{describe(item)}'")
             ok = False
             continue
-        if not check_metric_name(sink, item.name, item.span):
-            ok = False
+        if item.name not in schema.METRICS:
+            # the original records any name: a warning, and the name is not recorded
+            _unknown_monitor_metric(sink, p, item)
             continue
         if item.name in seen:
             _duplicate_element(sink, node, item, seen[item.name], item.name)
-            ok = False
             continue
         seen[item.name] = item
         out.append(item.name)
     return tuple(out) if ok else INVALID
+
+
+def _unknown_monitor_metric(sink, p, item: ast.Ident) -> None:
+    """MPL407: a name in monitor.metrics that is not a metric this toolchain computes."""
+    if sink is None:
+        return
+    name = item.name
+    tail, s = did_you_mean(name, schema.METRICS)
+    fixes = (replace_fix(f"Replace '{name}' with '{s}'", item.span, s),) if s else ()
+    if not tail:
+        tail = "; known metrics: " + ", ".join(schema.METRICS)
+    sink.emit("MPL407", f"'{name}' is not a metric this toolchain computes, so '{p.name}' does "
+              f"not record it{tail}", item.span, fixes=fixes)
 
 
 def check_metric_name(sink, name: str, span: Span) -> bool:
