@@ -417,8 +417,8 @@ policy fast {
 """),
     _e("MPL206", """
 A conditional value `a : b when cond` is written for a parameter that cannot change at runtime
-(the pin list, the overlap flag, the monitor window, ...). Only parameters that adapt rules
-may set accept a conditional value; docs/MANUAL.md marks them "adaptable".
+(the pin list, the overlap flag, the expert size). Only parameters that adapt rules may set
+accept a conditional value; docs/MANUAL.md marks them "adaptable".
 """, """
 policy fast {
     cache {
@@ -650,8 +650,9 @@ policy oracle {
 `rebalance NAME` re-splits the per-layer budget, and an action that sets a `per_layer`
 parameter (`per_layer.allocation = entropy`, or `allocation = entropy`) changes how it is
 split; a policy without a `per_layer` block has one shared cache, so there is nothing to
-rebalance and such an action would have no effect. Add a `per_layer` block (the default
-`per_layer { allocation = uniform }` is enough) or remove the action.
+rebalance and such an action has no effect. The original accepts it, so this is a warning
+and the action is left out; add a `per_layer` block (the default
+`per_layer { allocation = uniform }` is enough) or remove the action (the quick fix).
 """, """
 policy fast {
     cache { capacity = 8 }
@@ -839,6 +840,25 @@ policy fast {
 }
 """),
     # ---------------------------------------------------------------- model-aware
+    _e("MPL408", """
+An adapt action sets a parameter that a running policy cannot change: `overlap` (the copy
+stream is set up once, when the policy is attached, and a replay models the whole run with
+one setting) or `expert_size_gb` (the size of an expert's weights is the model's). The
+original accepts these actions, so this is a warning and the action is left out; set the
+parameter in its block instead, or remove the action (the quick fix).
+""", """
+policy fast {
+    cache { capacity = 8 }
+    adapt {
+        when hit_rate < 0.3 { overlap = false }
+    }
+}
+""", """
+policy fast {
+    cache { capacity = 8 }
+    schedule { overlap = false }
+}
+"""),
     _e("MPL501", """
 With a model shape (`mplc check --model`, or at attach), a pinned expert id must exist: ids
 run from 0 to the number of routed experts per layer minus one.

@@ -203,7 +203,7 @@ CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
     _c("MPL305", E, "cross-field", "min_capacity above max_capacity"),
     _c("MPL306", E, "cross-field", "adapt action makes the policy invalid"),
     _c("MPL307", E, "cross-field", "replay-only value in a live policy"),
-    _c("MPL308", E, "cross-field", "per-layer action without per_layer"),
+    _c("MPL308", W, "cross-field", "per-layer action without per_layer"),
     _c("MPL309", E, "cross-field", "per-layer budget too small"),
     # warnings no original rule gives
     _c("MPL401", W, "warning", "parameter has no effect"),
@@ -213,6 +213,7 @@ CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
     _c("MPL405", W, "warning", "condition always holds"),
     _c("MPL406", W, "warning", "action sets the value already in force"),
     _c("MPL407", W, "warning", "unknown metric in monitor"),
+    _c("MPL408", W, "warning", "adapt action has no effect"),
     # model-aware
     _c("MPL501", E, "model", "pinned expert does not exist"),
     _c("MPL502", W, "model", "capacity below top-k"),

@@ -24,7 +24,7 @@ from typing import Iterable
 from mpl import ir, schema
 from mpl.checker.common import INVALID
 from mpl.checker.crossfield import DEFAULTS
-from mpl.checker.resolved import ResolvedPolicy, RuleInfo
+from mpl.checker.resolved import PER_LAYER_BLOCK, ResolvedPolicy, RuleInfo, action_has_effect
 
 
 class LoweringError(ValueError):
@@ -47,9 +47,11 @@ def _need(v, what: str):
     return v
 
 
-def _lower_rule(index: int, r: RuleInfo, inverse_of: int | None) -> ir.AdaptRule:
+def _lower_rule(index: int, r: RuleInfo, inverse_of: int | None, per_layer: bool) -> ir.AdaptRule:
     actions = []
     for a in r.actions:
+        if not action_has_effect(a, per_layer):
+            continue                # accepted with a warning (MPL308, MPL408): nothing to do
         if a.kind == "set":
             actions.append(ir.SetAction(_need(a.key, "an adapt target"), _need(a.value, "an adapt value")))
         elif a.kind == "trigger":
@@ -73,13 +75,14 @@ def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
     for key, s in rp.settings.items():
         values[key] = _need(s.base, key)
     rules: list[ir.AdaptRule] = []
+    per_layer = PER_LAYER_BLOCK in rp.blocks
     for r in rp.conditional_rules():
         if r.inverse:
-            rules.append(_lower_rule(len(rules), r, inverse_of=len(rules) - 1))
+            rules.append(_lower_rule(len(rules), r, inverse_of=len(rules) - 1, per_layer=per_layer))
         else:
-            rules.append(_lower_rule(len(rules), r, inverse_of=None))
+            rules.append(_lower_rule(len(rules), r, inverse_of=None, per_layer=per_layer))
     for r in rp.rules:
-        rules.append(_lower_rule(len(rules), r, inverse_of=None))
+        rules.append(_lower_rule(len(rules), r, inverse_of=None, per_layer=per_layer))
     return ir.PolicyIR(
         name=rp.name,
         values=values,

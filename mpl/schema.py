@@ -119,6 +119,9 @@ class Param:
     fallback: bool = False            # accepts "a | b" (segmented eviction)
     conditional: bool = False         # accepts "a : b when cond" and adapt actions
     aliases: tuple[str, ...] = ()     # alternative adapt-action names of the original
+    # An adapt action on this (non-adaptable) parameter is accepted, as the original accepts
+    # it, but cannot change anything while the policy runs: this says why (warning MPL408).
+    adapt_no_effect: str = ""
     # The parameter only has an effect when another parameter has one of these values
     # (("cache.eviction", ("lfu", ...))); SET means "when that parameter is given / not off".
     # Drives the "no effect under this configuration" warning.
@@ -259,7 +262,7 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           only_with=("cache.eviction", ("frequency_threshold",))),
     Param("cache", "freq_window", COUNT, 100,
           "frequency_threshold: number of recent accesses of a layer the share is measured over.",
-          min=1, units=("accesses",), unit="accesses",
+          min=1, units=("accesses",), unit="accesses", conditional=True,
           only_with=("cache.eviction", ("frequency_threshold",))),
     Param("cache", "score_ema_alpha", NUMBER, 0.3,
           "score: weight of the newest router weight in the moving average s = a*w + (1-a)*s.",
@@ -274,11 +277,13 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           only_with=("cache.memory_threshold", (SET,))),
     Param("cache", "memory_budget_gb", NUMBER, 16,
           "Device memory (GB) the memory-pressure trigger measures resident expert bytes against.",
-          min=0, min_open=True, units=SIZE_UNITS, unit="GB",
+          min=0, min_open=True, units=SIZE_UNITS, unit="GB", conditional=True,
           only_with=("cache.memory_threshold", (SET,))),
     Param("cache", "expert_size_gb", NUMBER, DERIVED,
           "Bytes of one expert's weights, in GB. Taken from the model when attached or from the trace header.",
-          default_doc="from the model, else 1.2", min=0, min_open=True, units=SIZE_UNITS, unit="GB"),
+          default_doc="from the model, else 1.2", min=0, min_open=True, units=SIZE_UNITS, unit="GB",
+          adapt_no_effect="the size of an expert's weights is the model's (taken from the model "
+                          "or the trace header), not something a running policy can change"),
     Param("cache", "ttl", COUNT, OFF,
           "TTL trigger: evict a resident key not accessed in the last ttl accesses (or steps, with the `steps` unit).",
           default_doc="no TTL trigger", min=1, units=("accesses", "steps"), unit="accesses", conditional=True),
@@ -324,9 +329,12 @@ _SCHEDULE = Block("schedule", "What to do on a miss: wait for the transfer, or c
           min=0, min_open=True, units=TIME_UNITS, unit="ms", conditional=True,
           only_with=("schedule.mode", ("hybrid",))),
     Param("schedule", "overlap", BOOL, True,
-          "Overlap transfers with compute on a separate copy stream. hybrid requires it."),
+          "Overlap transfers with compute on a separate copy stream. hybrid requires it.",
+          adapt_no_effect="the copy stream is set up once, when the policy is attached (and a "
+                          "replay models the whole run with one setting)"),
     Param("schedule", "priority_routing", BOOL, False,
-          "Serve the highest-weighted experts of a dispatch first (loads ordered by router weight)."),
+          "Serve the highest-weighted experts of a dispatch first (loads ordered by router weight).",
+          conditional=True),
 ))
 
 _METRICS = (
@@ -343,9 +351,11 @@ _MONITOR = Block("monitor", "Which metrics to track and over what window (used b
     Param("monitor", "metrics", METRIC_LIST, ("hit_rate",),
           "Metrics to compute and log."),
     Param("monitor", "window", COUNT, 100,
-          "Sliding window, in accesses, of every metric.", min=1, units=("accesses",), unit="accesses"),
+          "Sliding window, in accesses, of every metric. An adapt rule that changes it keeps the most recent accesses the new window can hold.",
+          min=1, units=("accesses",), unit="accesses", conditional=True),
     Param("monitor", "log_interval", COUNT, 50,
-          "Accesses between two metric log records.", min=1, units=("accesses",), unit="accesses"),
+          "Accesses between two metric log records.", min=1, units=("accesses",), unit="accesses",
+          conditional=True),
 ))
 
 _PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budget by an allocation rule.", dependency="cache", params=(
@@ -357,16 +367,20 @@ _PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budg
               EnumValue("frequency", "proportional to the number of distinct experts each layer used in the window"),
           ), conditional=True),
     Param("per_layer", "total_budget", INT, DERIVED,
-          "Total slots over all layers.", default_doc="layers x cache.capacity", min=1, unit="slots"),
+          "Total slots over all layers. An adapt rule that changes it rebalances at once.",
+          default_doc="layers x cache.capacity", min=1, unit="slots", conditional=True),
     Param("per_layer", "min_capacity", INT, 2,
-          "Smallest capacity a layer may get.", min=1, max_ref="per_layer.max_capacity", unit="slots"),
+          "Smallest capacity a layer may get. An adapt rule that changes it rebalances at once.",
+          min=1, max_ref="per_layer.max_capacity", unit="slots", conditional=True),
     Param("per_layer", "max_capacity", INT, 64,
-          "Largest capacity a layer may get.", min=1, min_ref="per_layer.min_capacity", unit="slots"),
+          "Largest capacity a layer may get. An adapt rule that changes it rebalances at once.",
+          min=1, min_ref="per_layer.min_capacity", unit="slots", conditional=True),
     Param("per_layer", "rebalance_interval", INT, 500,
-          "Dispatches between two rebalancings; 0 = never.", min=0, unit="dispatches"),
+          "Dispatches between two rebalancings; 0 = never.", min=0, unit="dispatches",
+          conditional=True),
     Param("per_layer", "entropy_window", INT, 200,
           "Dispatches per layer the allocation signal is measured over.", min=1, unit="dispatches",
-          only_with=("per_layer.allocation", ("entropy", "frequency"))),
+          conditional=True, only_with=("per_layer.allocation", ("entropy", "frequency"))),
 ))
 
 _ADAPT = Block("adapt", "Rules that change the policy at runtime: `when METRIC OP NUMBER [for N accesses] { actions }`.", rules=True)
@@ -380,11 +394,12 @@ BLOCK_ORDER: tuple[str, ...] = tuple(BLOCKS)
 PARAMS: Mapping[str, Param] = MappingProxyType(
     {p.key: p for b in BLOCKS.values() for p in b.params})
 
-#: adapt-action name -> parameter key (unqualified names, the original's aliases)
+#: adapt-action name -> parameter key (unqualified names, the original's aliases); the
+#: targets an action may name: adaptable parameters and those whose action has no effect
 ADAPT_TARGETS: Mapping[str, str] = MappingProxyType({
-    **{p.name: p.key for p in PARAMS.values() if p.conditional},
+    **{p.name: p.key for p in PARAMS.values() if p.conditional or p.adapt_no_effect},
     **{a: p.key for p in PARAMS.values() for a in p.aliases},
-    **{p.key: p.key for p in PARAMS.values() if p.conditional},
+    **{p.key: p.key for p in PARAMS.values() if p.conditional or p.adapt_no_effect},
 })
 
 #: `trigger NAME` actions

@@ -10,7 +10,7 @@ from mpl import schema
 from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
 from mpl.checker.crossfield import DEFAULTS, LIVE, ORDER, Violation, cross_field
-from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo
+from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo, action_has_effect
 from mpl.diagnostics import ADAPT_STATE_LIMIT, CODES, Related, Severity
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
@@ -124,8 +124,10 @@ MAX_PAIR_RULES = 40
 MAX_ADAPT_STATES = ADAPT_STATE_LIMIT
 
 
-def _set_actions(r: RuleInfo) -> list[ActionInfo]:
-    return [a for a in r.actions if a.kind == "set" and a.key is not None and a.value is not INVALID]
+def _set_actions(r: RuleInfo, per_layer: bool = True) -> list[ActionInfo]:
+    """The value-setting actions of ``r`` that take effect (MPL308 / MPL408 ones do not)."""
+    return [a for a in r.actions if a.kind == "set" and a.key is not None and a.value is not INVALID
+            and action_has_effect(a, per_layer)]
 
 
 def _new_errors(values, sets, blocks, given, purpose, model, known) -> list[Violation]:
@@ -151,18 +153,22 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
     for i, r in enumerate(rules):
         if r.inverse:
             continue
-        sets = _set_actions(r)
+        sets = _set_actions(r, _PER_LAYER in blocks)
         own = _own_rule(rp, r)
         if own and _PER_LAYER not in blocks:
             for a in r.actions:
                 if a.kind == "rebalance" and a.value is not INVALID:
-                    sink.emit("MPL308", f"'rebalance {a.name}' needs per-layer caches; add a 'per_layer {{ ... }}' "
-                              f"block or remove this action", a.node.span)
+                    sink.emit("MPL308", f"'rebalance {a.name}' has no effect: it rebalances per-layer "
+                              f"caches and the policy has one shared cache; add a 'per_layer {{ ... }}' "
+                              f"block or remove this action", a.node.span,
+                              fixes=(remove_fix(f"Remove 'rebalance {a.name}'", sink.text, a.node.span),))
                 elif (a.kind == "set" and a.key is not None and a.value is not INVALID
                       and schema.PARAMS[a.key].block == _PER_LAYER):
                     sink.emit("MPL308", f"'{a.node.target.text} = {_show(a.value)}' sets a per-layer parameter, "
-                              f"but the policy has one shared cache: it would have no effect; add a "
-                              f"'per_layer {{ ... }}' block or remove this action", a.node.span)
+                              f"but the policy has one shared cache: it has no effect; add a "
+                              f"'per_layer {{ ... }}' block or remove this action", a.node.span,
+                              fixes=(remove_fix(f"Remove '{a.node.target.text} = {_show(a.value)}'",
+                                                sink.text, a.node.span),))
         if not sets:
             continue
         candidates.append(i)
@@ -188,7 +194,7 @@ def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, bas
             if x == y or first.node is second.node or not _own_rule(rp, second):
                 continue
             known = base | alone[x] | alone[y]
-            s1, s2 = _set_actions(first), _set_actions(second)
+            s1, s2 = _set_actions(first, _PER_LAYER in blocks), _set_actions(second, _PER_LAYER in blocks)
             for v in _new_errors(values, s1 + s2, blocks, given, purpose, model, known):
                 hit = next((a for a in s2 if a.key in v.keys), None)
                 other = next((a for a in s1 if a.key in v.keys and a.key != (hit.key if hit else None)), None)
@@ -220,7 +226,7 @@ def _sequences(rp, sink, values, blocks, given, rules, candidates, known, purpos
     pair is reported once, on the last rule's action."""
     from collections import deque
 
-    sets_of = {i: _set_actions(rules[i]) for i in candidates}
+    sets_of = {i: _set_actions(rules[i], _PER_LAYER in blocks) for i in candidates}
     adapt_keys = sorted({a.key for i in candidates for a in sets_of[i]})
 
     def state(vals) -> tuple:
@@ -317,10 +323,10 @@ def _no_effect(rp: ResolvedPolicy, sink: Sink, values, rules) -> None:
 
 def _redundant_and_fighting(rp: ResolvedPolicy, sink: Sink, values, rules: list[RuleInfo]) -> None:
     sets: list[tuple[int, RuleInfo, ActionInfo]] = []
+    per_layer = _PER_LAYER in rp.blocks
     for i, r in enumerate(rules):
-        for a in r.actions:
-            if a.kind == "set" and a.key is not None and a.value is not INVALID:
-                sets.append((i, r, a))
+        for a in _set_actions(r, per_layer):
+            sets.append((i, r, a))
     # MPL406 for a conditional value whose alternative is its value: `p = a : a when c`
     for r in rules:
         if r.origin != "conditional" or r.inverse or not _own_rule(rp, r):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpl import ir
+from mpl import ir, schema
 from mpl.checker.common import INVALID
 from mpl.checker.crossfield import ORDER
 from mpl.checker.values import negate
@@ -50,6 +50,25 @@ class ActionInfo:
     value: Any = None             # IR value (INVALID on errors)
     name: str | None = None       # trigger name / allocation of a rebalance
     value_span: Span | None = None
+
+
+def action_has_effect(a: ActionInfo, per_layer: bool) -> bool:
+    """Whether an accepted adapt action changes anything when it fires (``per_layer``: the
+    policy has per-layer caches). Those that cannot are accepted with a warning (MPL308,
+    MPL408), as the original accepts them, and left out of the IR."""
+    if a.kind == "rebalance":
+        return per_layer
+    if a.kind == "set" and a.key is not None:
+        p = schema.PARAMS[a.key]
+        if p.adapt_no_effect:
+            return False
+        if p.block == PER_LAYER_BLOCK:
+            return per_layer
+    return True
+
+
+#: the block of per-layer caches: `rebalance` and actions on its parameters need it
+PER_LAYER_BLOCK = schema.PARAMS[schema.REBALANCE].block
 
 
 @dataclass

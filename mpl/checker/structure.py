@@ -142,6 +142,11 @@ def check_action(sink: Sink, a) -> ActionInfo | None:
             return ActionInfo(a, "set", None, INVALID, value_span=a.span)
         p = schema.PARAMS[key]
         val = V.check_value(p, a.value, sink)
+        if p.adapt_no_effect and val is not INVALID:
+            sink.emit("MPL408", f"'{a.target.text} = {V.describe(a.value)}' has no effect: "
+                      f"{p.adapt_no_effect}; remove this action or set '{p.name}' in '{p.block}'",
+                      a.span, fixes=(remove_fix(f"Remove '{a.target.text} = {V.describe(a.value)}'",
+                                                sink.text, a.span),))
         return ActionInfo(a, "set", key, val, value_span=a.value.span if a.value is not None else a.span)
     if isinstance(a, ast.TriggerAction):
         if a.name is None:
