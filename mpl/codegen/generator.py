@@ -95,9 +95,15 @@ def features(pir: _ir.PolicyIR) -> dict:
         "monitor": "monitor" in pir.blocks or bool(pir.adapt),
         "rules": bool(pir.adapt),
         "signal": per_layer and any(a in ("entropy", "frequency") for a in allocs),
-        "rebalance": per_layer and int(pir.values["per_layer.rebalance_interval"]) > 0,
+        "rebalance": per_layer and any(int(v) > 0 for v in reachable(pir, "per_layer.rebalance_interval")),
+        # an adapt rule can set the interval to 0 (never) while the runtime runs
+        "rebalance_off": per_layer and 0 in reachable(pir, "per_layer.rebalance_interval"),
         "priority": any(bool(v) for v in reachable(pir, "schedule.priority_routing")),
         "capacities": tuple(v for v in reachable(pir, "cache.capacity")[1:]),
+        # per-layer budgets and bounds adapt rules set (the slot pool holds the largest split)
+        "budgets": tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
+        "min_capacities": tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),
+        "max_capacities": tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
     }
 
 
@@ -458,7 +464,10 @@ def _emit_body(w: _W, f: dict) -> None:
         w(2, "thr = self.mem_threshold")
         w(2, "if thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget:")
         w(3, f"self._pressure(inuse, {ev})")
-    if f["rebalance"]:
+    if f["rebalance"] and f["rebalance_off"]:
+        w(2, "if self.rebalance_interval and self.dispatches % self.rebalance_interval == 0:")
+        w(3, f"self._rebalance(self.allocation, inuse, {ev})")
+    elif f["rebalance"]:
         w(2, "if self.dispatches % self.rebalance_interval == 0:")
         w(3, f"self._rebalance(self.allocation, inuse, {ev})")
     if f["monitor"]:

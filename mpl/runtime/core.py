@@ -156,11 +156,14 @@ class Runtime:
             tb = params.get("per_layer.total_budget")
             self.budget_derived = tb is None
             self.total_budget = L * cap if tb is None else int(tb)
-            totals = [self.total_budget]
+            totals = [self.total_budget] + [int(b) for b in features.get("budgets", ())]
             if self.budget_derived:       # an adapt rule setting capacity moves the budget
                 totals += [L * self._slots(c) for c in features.get("capacities", ())]
-            # allocations never exceed the budget nor layers x max_capacity
-            self.pool = SlotPool(max(L * self.min_cap, min(max(totals), L * self.max_cap)))
+            # allocations never exceed the budget nor layers x max_capacity (adapt rules can
+            # move all three: the pool holds the largest split they reach)
+            lo = max([self.min_cap] + [int(x) for x in features.get("min_capacities", ())])
+            hi = max([self.max_cap] + [int(x) for x in features.get("max_capacities", ())])
+            self.pool = SlotPool(max(L * lo, min(max(totals), L * hi)))
             self.allocation = params["per_layer.allocation"]
             self.rebalance_interval = int(params["per_layer.rebalance_interval"])
             self.signal = Signal(L, int(params["per_layer.entropy_window"])) if features.get("signal") else None
@@ -555,7 +558,10 @@ class Runtime:
     def _rebalance(self, allocation, inuse, evicted) -> None:
         weights = (self.signal.weights(allocation) if self.signal is not None
                    else [1.0] * self.num_layers)
-        caps = allocate(weights, self.total_budget, self.min_cap, self.max_cap)
+        # an adapt rule may have moved the budget or the bounds (the checker refuses splits
+        # that cannot work for a known model; without one, the bounds give way to the budget)
+        lo = min(self.min_cap, self.total_budget // self.num_layers)
+        caps = allocate(weights, self.total_budget, lo, max(lo, self.max_cap))
         # shrink first (frees slots), then grow: the pool is never over-committed
         for c, n in zip(self.caches, caps):
             if n < c.capacity:
@@ -584,13 +590,15 @@ class Runtime:
             for c in self._distinct_caches():
                 c.replace_store(make_store(value, c.capacity, self.p))
         elif key in ("cache.frequency_decay", "cache.decay_interval", "cache.freq_threshold",
-                     "cache.score_ema_alpha"):
+                     "cache.freq_window", "cache.score_ema_alpha"):
             for c in self._distinct_caches():
                 c.store.set_param(key, value)
         elif key == "cache.memory_threshold":
             self.mem_threshold = value
         elif key == "cache.memory_headroom":
             self.mem_headroom = float(value)
+        elif key == "cache.memory_budget_gb":
+            self.mem_budget = float(value) * 1e9
         elif key == "cache.ttl":
             self._set_ttl(value)
         elif key == "prefetch.strategy":
@@ -611,10 +619,34 @@ class Runtime:
         elif key == "schedule.offload_threshold_ms":
             self.offload_ms = float(value)
             self._cpu_limit = self.cost.cpu_token_limit(self.expert_bytes, self.offload_ms)
+        elif key == "schedule.priority_routing":
+            self.priority = bool(value)
+        elif key == "monitor.window":
+            if self.monitor is not None:
+                self.monitor.set_window(int(value))
+        elif key == "monitor.log_interval":
+            if self.monitor is not None:
+                self.monitor.log_interval = int(value)
+        elif not self.per_layer:
+            return      # per_layer.*: the checker leaves these actions out (MPL308)
         elif key == "per_layer.allocation":
             self.allocation = value
-            if self.per_layer:
-                self._rebalance(value, inuse, evicted)
+            self._rebalance(value, inuse, evicted)
+        elif key == "per_layer.total_budget":
+            self.budget_derived = False
+            self.total_budget = min(int(value), self.pool.size)
+            self._rebalance(self.allocation, inuse, evicted)
+        elif key == "per_layer.min_capacity":
+            self.min_cap = int(value)
+            self._rebalance(self.allocation, inuse, evicted)
+        elif key == "per_layer.max_capacity":
+            self.max_cap = int(value)
+            self._rebalance(self.allocation, inuse, evicted)
+        elif key == "per_layer.rebalance_interval":
+            self.rebalance_interval = int(value)
+        elif key == "per_layer.entropy_window":
+            if self.signal is not None:
+                self.signal.window = int(value)
 
     def _current(self, key):
         if key == "cache.capacity":
@@ -623,7 +655,7 @@ class Runtime:
 
     def _fire(self, index, line, actions, inuse, evicted) -> None:
         """A rule fired: apply its actions in place, log each, arm its inverse."""
-        base = {"step": self.step, "access": self.monitor.acc if self.monitor else self.accesses,
+        base = {"step": self.step, "access": self.monitor.total() if self.monitor else self.accesses,
                 "rule": f"rule{index}", "line": line}
         for kind, key, value in actions:
             if kind == "set":
@@ -697,8 +729,8 @@ class Runtime:
                           self.stall]
             if rules:
                 self._eval_rules(tokens, inuse, evicted)
-            if m.acc % li == 0:
-                rec = {"access": m.acc, "step": self.step}
+            if (m.acc + m.skipped) % li == 0:
+                rec = {"access": m.acc + m.skipped, "step": self.step}
                 for name in m.metrics:
                     rec[name] = m.value(name)
                 m.log.append(rec)

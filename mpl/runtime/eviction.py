@@ -307,6 +307,8 @@ class FrequencyThreshold(Store):
     def set_param(self, key, value):
         if key == "cache.freq_threshold":
             self.threshold = float(value)
+        elif key == "cache.freq_window":
+            self.window = int(value)     # a shorter window drops its oldest entries as they come
 
     def _observe(self, key):
         layer, e = key
@@ -317,7 +319,7 @@ class FrequencyThreshold(Store):
         cnt = self.counts[layer]
         win.append(e)
         cnt[e] = cnt.get(e, 0) + 1
-        if len(win) > self.window:
+        while len(win) > self.window:    # one entry, or more after freq_window shrank
             old = win.popleft()
             c = cnt[old] - 1
             if c:

@@ -16,7 +16,7 @@ METRIC_NAMES = ("hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy",
 
 class Monitor:
     __slots__ = ("window", "ring", "acc", "hits", "events", "ev", "ld", "pfl", "pfu",
-                 "stall", "log_interval", "metrics", "log", "seen")
+                 "stall", "log_interval", "metrics", "log", "seen", "skipped")
 
     def __init__(self, window: int, log_interval: int, metrics=("hit_rate",)):
         self.window = window
@@ -30,6 +30,38 @@ class Monitor:
         self.metrics = tuple(metrics)
         self.log: list = []
         self.seen = [0, 0, 0, 0, 0.0]   # runtime totals at the last event record
+        self.skipped = 0             # accesses before the window was last resized (set_window)
+
+    def total(self) -> int:
+        """Accesses pushed so far (``acc`` restarts when the window is resized)."""
+        return self.acc + self.skipped
+
+    def set_window(self, window: int) -> None:
+        """Resize the window in place (an adapt rule): it keeps the most recent accesses the
+        new window can hold (all it knows when it grows: the metrics then cover those and
+        widen as accesses come, up to the new length), with their events."""
+        old = self.window
+        keep = min(self.n, window)
+        start = self.acc - keep
+        ring = bytearray(window)
+        for j in range(keep):
+            ring[j] = self.ring[(start + j) % old]
+        self.ring = ring
+        self.window = window
+        self.hits = sum(ring)
+        self.skipped += start
+        self.acc = keep
+        # events in the new numbering; those of accesses no longer kept leave the window
+        self.events = deque((a - start, *rest) for a, *rest in self.events)
+        while self.events and self.events[0][0] <= 0:
+            _, a, b, c, d, s = self.events.popleft()
+            self.ev -= a
+            self.ld -= b
+            self.pfl -= c
+            self.pfu -= d
+            self.stall -= s
+        if not self.events:
+            self.stall = 0.0
 
     @property
     def n(self) -> int:

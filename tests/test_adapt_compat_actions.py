@@ -1,0 +1,210 @@
+"""Issue 13, item 7: every adapt action the original accepts is accepted, and each one either
+does at runtime what it says (applied in place, like the others) or is a warning naming why it
+has no effect. Each test loads a policy through the public API, drives the runtime with a
+dispatch sequence that makes the rule fire, and observes the changed behaviour against the
+same policy without the rule."""
+
+from __future__ import annotations
+
+import mpl
+from mpl.checker import analyze
+
+
+def _rt(body: str, *, layers=2, experts=16, top_k=1, **kw):
+    policy = mpl.loads("policy p {\n" + body + "\n}\n")
+    return policy.runtime(num_layers=layers, num_experts=experts, top_k=top_k, **kw)
+
+
+def _log(rt):
+    return [(e["key"], e["old"], e["new"]) for e in rt.stats()["adapt_log"]]
+
+
+def _codes(text):
+    return [(d.code, d.severity.value) for d in analyze(text).diagnostics]
+
+
+def test_every_action_of_the_original_is_accepted():
+    names = ["overlap = false", "priority_routing = true", "freq_window = 10", "window = 10",
+             "log_interval = 10", "memory_budget_gb = 8", "expert_size_gb = 2",
+             "total_budget = 64", "min_capacity = 2", "max_capacity = 8",
+             "rebalance_interval = 10", "entropy_window = 10", "capacity = 16.0",
+             "prefetch_budget = 2.0"]
+    for action in names:
+        text = ("policy p {\n cache { capacity = 8 eviction = frequency_threshold memory_threshold = 0.9 }\n"
+                " prefetch { strategy = history }\n per_layer { allocation = entropy }\n"
+                f" adapt {{ when hit_rate < 0.5 {{ {action} }} }}\n}}\n")
+        a = analyze(text)
+        assert not a.errors, (action, [(d.code, d.message) for d in a.diagnostics])
+        assert "p" in a.ir
+
+
+def test_integral_floats_set_integers():
+    rt = _rt("cache { capacity = 8 }\n prefetch { strategy = history budget = 4 }\n"
+             " adapt { when hit_rate < 0.5 { capacity = 2.0 prefetch_budget = 1. } }", layers=1)
+    rt.dispatch(0, [0])
+    assert _log(rt) == [("cache.capacity", 8, 2), ("prefetch.budget", 4, 1)]
+    assert rt.capacity == 2 and type(rt.capacity) is int and rt.budget == 1
+
+
+def test_priority_routing_orders_the_loads_by_weight_once_the_rule_fired():
+    body = " cache { capacity = 8 }\n schedule { priority_routing = false }\n{}"
+    rule = " adapt { when hit_rate < 0.5 { priority_routing = true } }"
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1, top_k=2)
+        first = rt.dispatch(0, [0, 1], weights=[0.2, 0.8])
+        second = rt.dispatch(0, [2, 3], weights=[0.3, 0.7])
+        assert [ld[0][1] for ld in first.raw_loads] == [0, 1]      # router order before firing
+        order = [ld[0][1] for ld in second.raw_loads]
+        assert order == ([3, 2] if with_rule else [2, 3])
+    assert _log(rt) == [("schedule.priority_routing", False, True)]
+
+
+def test_freq_window_changes_what_is_admitted():
+    # frequency_threshold admits a missed key only if its share of the last freq_window
+    # accesses of its layer is >= freq_threshold: with a window of 1 every key qualifies
+    body = (" cache { capacity = 4 eviction = frequency_threshold freq_threshold = 0.3 "
+            "freq_window = 100 }\n{}")
+    rule = " adapt { when hit_rate > 0.5 { freq_window = 1 } }"
+    out = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
+        for _ in range(6):
+            rt.dispatch(0, [0])
+        for e in (1, 2, 3):          # rare experts: 1/7, 1/8, 1/9 of the window of 100
+            rt.dispatch(0, [e])
+        out[with_rule] = rt.stats()
+    assert out[False]["streamed"] == 3          # not admitted
+    assert out[True]["streamed"] == 0 and out[True]["loads"] == 4
+    assert [e["key"] for e in out[True]["adapt_log"]] == ["cache.freq_window"]
+
+
+def test_window_resizes_the_metrics_window_in_place():
+    body = " cache { capacity = 8 }\n monitor { window = 100 }\n{}"
+    rule = " adapt { when hit_rate > 0.9 { window = 4 } }"
+    got = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
+        for _ in range(12):
+            rt.dispatch(0, [0])          # 1 miss, then hits: fires at 10/11
+        for e in (1, 2, 3, 4):
+            rt.dispatch(0, [e])          # 4 misses
+        got[with_rule] = rt.metrics()["hit_rate"]
+    assert got[True] == 0.0                      # the last 4 accesses only
+    assert abs(got[False] - 11 / 16) < 1e-12     # all 16 accesses
+    # growing it again keeps what is known and widens as accesses come
+    rt = _rt(" cache { capacity = 8 }\n monitor { window = 2 }\n"
+             " adapt { when miss_rate > 0.9 { window = 10 } }", layers=1)
+    rt.dispatch(0, [0])                           # a miss: fires, the window grows to 10
+    for _ in range(3):
+        rt.dispatch(0, [0])
+    assert rt.metrics()["hit_rate"] == 3 / 4      # 4 known accesses, 3 hits
+
+
+def test_log_interval_changes_the_monitor_log():
+    body = " cache { capacity = 8 }\n monitor { log_interval = 100 }\n{}"
+    rule = " adapt { when hit_rate > 0.5 { log_interval = 2 } }"
+    logs = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
+        for _ in range(10):
+            rt.dispatch(0, [0])
+        logs[with_rule] = [r["access"] for r in rt.monitor.log]
+    assert logs[False] == []
+    # the rule fires at the 3rd access (2/3 > 0.5); the new interval applies from the next dispatch
+    assert logs[True] == [4, 6, 8, 10]
+
+
+def test_memory_budget_gb_moves_the_memory_pressure_trigger():
+    body = (" cache { capacity = 8 expert_size_gb = 1 memory_threshold = 0.9 "
+            "memory_headroom = 0.5 memory_budget_gb = 100 }\n{}")
+    rule = " adapt { when hit_rate < 0.5 for 6 accesses { memory_budget_gb = 4 } }"
+    res = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
+        for e in range(8):
+            rt.dispatch(0, [e])
+        res[with_rule] = (len(rt.resident()), rt.stats()["evictions"])
+    assert res[False] == (8, 0)
+    resident, evictions = res[True]
+    # the 7th load passed 0.9 x 4 GB: evicted down to 0.5 x 4 GB, then one more load
+    assert resident == 3 and evictions == 5
+
+
+def test_per_layer_budget_and_bounds_rebalance_in_place():
+    base = (" cache { capacity = 4 }\n per_layer { allocation = uniform total_budget = 8 "
+            "min_capacity = 1 max_capacity = 4 }\n")
+    for action, caps in (("total_budget = 4", [2, 2]), ("max_capacity = 3", [3, 3]),
+                         ("total_budget = 12", [4, 4])):
+        rt = _rt(base + f" adapt {{ when hit_rate < 0.5 {{ {action} }} }}")
+        assert rt.capacities() == [4, 4]
+        rt.dispatch(0, [0])
+        assert rt.capacities() == caps, action
+    # min_capacity: a skewed frequency split, then every layer gets at least the new minimum
+    body = (" cache { capacity = 4 }\n per_layer { allocation = frequency total_budget = 8 "
+            "min_capacity = 1 max_capacity = 8 rebalance_interval = 4 }\n{}")
+    rule = " adapt { when hit_rate > 0.5 for 20 accesses { min_capacity = 3 } }"
+    caps = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""))
+        for i in range(40):
+            rt.dispatch(0, [i % 7])      # layer 0 uses 7 experts
+            rt.dispatch(1, [0])          # layer 1 uses one
+        caps[with_rule] = rt.capacities()
+    assert caps[False][1] < 3 and sum(caps[False]) <= 8
+    assert caps[True][1] == 3 and sum(caps[True]) <= 8
+
+
+def test_rebalance_interval_starts_periodic_rebalancing():
+    body = (" cache { capacity = 4 }\n per_layer { allocation = frequency total_budget = 8 "
+            "min_capacity = 1 max_capacity = 8 rebalance_interval = 0 }\n{}")
+    rule = " adapt { when hit_rate < 0.9 for 10 accesses { rebalance_interval = 2 } }"
+    caps = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""))
+        for i in range(30):
+            rt.dispatch(0, [i % 6])
+            rt.dispatch(1, [0])
+        caps[with_rule] = rt.capacities()
+    assert caps[False] == [4, 4]                  # never rebalanced
+    assert caps[True][0] > caps[True][1]          # the busier layer got more slots
+
+
+def test_entropy_window_changes_the_allocation_signal():
+    body = (" cache { capacity = 4 }\n per_layer { allocation = entropy total_budget = 8 "
+            "min_capacity = 1 max_capacity = 7 rebalance_interval = 2 entropy_window = 200 }\n{}")
+    rule = " adapt { when hit_rate > 0.5 for 30 accesses { entropy_window = 1 } }"
+    caps = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""))
+        for i in range(40):              # layer 0 spreads over 6 experts, layer 1 uses one
+            rt.dispatch(0, [i % 6])
+            rt.dispatch(1, [0])
+        caps[with_rule] = rt.capacities()
+        assert rt.signal.window == (1 if with_rule else 200)
+    # over the whole window layer 0 has the higher entropy; over one dispatch both have none
+    assert caps[False][0] > caps[False][1]
+    assert caps[True] == [4, 4]
+
+
+def test_actions_without_effect_are_warnings_and_left_out():
+    for action, code, why in (("overlap = false", "MPL408", "copy stream"),
+                              ("expert_size_gb = 2", "MPL408", "the model's"),
+                              ("rebalance entropy", "MPL308", "one shared cache"),
+                              ("min_capacity = 2", "MPL308", "one shared cache")):
+        text = ("policy p {\n cache { capacity = 8 }\n"
+                f" adapt {{ when hit_rate < 0.5 {{ {action} }} }}\n}}\n")
+        a = analyze(text)
+        assert [(d.code, d.severity.value) for d in a.diagnostics] == [(code, "warning")], action
+        assert why in a.diagnostics[0].message
+        assert a.diagnostics[0].fixes, action                       # remove the action
+        assert a.ir["p"].adapt[0].actions == ()                     # nothing to apply
+        rt = mpl.loads(text).runtime(num_layers=2, num_experts=8, top_k=1)
+        rt.dispatch(0, [0])
+        assert rt.stats()["adapt_log"] == []
+
+
+def test_no_effect_action_is_not_an_invalid_state():
+    # hybrid needs overlap: an overlap action that cannot apply does not make the policy invalid
+    text = ("policy p {\n cache { capacity = 8 }\n schedule { mode = hybrid }\n"
+            " adapt { when hit_rate < 0.5 { overlap = false } }\n}\n")
+    assert _codes(text) == [("MPL408", "warning")]
