@@ -41,8 +41,10 @@ def document(store: Store, doc: Doc):
 def compute(store: Store, text: str, path: str | None, model):
     """Run the checker (any thread). Imports are read through the store: open buffers win."""
     from mpl.checker import analyze as _analyze
+    from .settings import Settings, import_roots_for
+    roots = import_roots_for(store.settings or Settings(), store.roots, path)
     with _LOCK:
-        return _analyze(text, path, model=model, read_file=store.read_file)
+        return _analyze(text, path, model=model, read_file=store.read_file, import_roots=roots)
 
 
 def adopt(store: Store, doc: Doc, gen: int, result) -> bool:

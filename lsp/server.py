@@ -100,7 +100,10 @@ class MplLanguageServer(LanguageServer):
         loaded = settings_mod.update(self.settings, options)
         model_changed = (loaded.settings.model != self.settings.model
                          or (loaded.shape is None) != (self.store.model is None))
+        roots_changed = loaded.settings.import_roots != self.settings.import_roots
+        model_changed = model_changed or roots_changed
         self.settings = loaded.settings
+        self.store.settings = loaded.settings
         self.store.model = loaded.shape
         for m in loaded.messages:
             log(self, f"mpl-lsp settings: {m}", types.MessageType.Warning)
@@ -220,7 +223,8 @@ def _register_commands(server: MplLanguageServer) -> None:
             "version": __version__,
             "positionEncoding": ls.encoding,
             "settings": {"model": st.model, "debounceMs": st.debounce_ms,
-                         "inlayHints": {"defaults": st.hint_defaults, "perLayer": st.hint_per_layer}},
+                         "inlayHints": {"defaults": st.hint_defaults, "perLayer": st.hint_per_layer},
+                         "importRoots": None if st.import_roots is None else list(st.import_roots)},
             "model": None if shape is None else {"name": shape.name, "moeLayers": shape.num_moe_layers,
                                                  "experts": shape.num_experts, "topK": shape.top_k},
             "documents": sorted(ls.store.docs),

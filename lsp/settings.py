@@ -4,7 +4,11 @@ Accepted shape (camelCase, as editors send it; the same object may be nested und
 
     {"model": "deepseek-v2-lite" | "/path/to/config.json" | null,
      "debounceMs": 200,
-     "inlayHints": {"defaults": true, "perLayer": true}}
+     "inlayHints": {"defaults": true, "perLayer": true},
+     "importRoots": ["/path/to/policies", ...] | "/one/folder" | null}
+
+``importRoots``: folders outside which imports are refused (``std/`` always works); unset or
+null, the server's workspace folders (or, with none, the folder of each document).
 
 Unknown keys and wrong types never fail: they are reported as messages (logged to the client)
 and the previous value is kept.
@@ -25,6 +29,7 @@ class Settings:
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
     hint_defaults: bool = True
     hint_per_layer: bool = True
+    import_roots: tuple[str, ...] | None = None     # None: the workspace folders
 
 
 @dataclass
@@ -78,9 +83,39 @@ def update(current: Settings, options) -> Loaded:
                     s = replace(s, hint_per_layer=hv)
                 else:
                     msgs.append(f"unknown setting 'inlayHints.{hk}' (known: defaults, perLayer); ignored")
+        elif key in ("importRoots", "import_roots", "importRoot"):
+            roots = _import_roots(value, msgs)
+            if roots is not False:
+                s = replace(s, import_roots=roots)
         else:
-            msgs.append(f"unknown setting '{key}' (known: model, debounceMs, inlayHints); ignored")
+            msgs.append(f"unknown setting '{key}' (known: model, debounceMs, inlayHints, "
+                        f"importRoots); ignored")
     return Loaded(s, resolve_shape(s.model, msgs), msgs)
+
+
+def _import_roots(value, msgs: list[str]):
+    """The ``importRoots`` setting: a tuple of folders, None (the default), or False (bad
+    value, reported, the previous one is kept)."""
+    if value is None or value == []:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        msgs.append("setting 'importRoots' must be a folder or a list of folders; ignored")
+        return False
+    return tuple(v.strip() for v in value)
+
+
+def import_roots_for(settings: Settings, workspace_roots, path: str | None):
+    """The import roots a document at ``path`` is checked with: the setting, else the
+    workspace folders, else the document's own folder (None: a buffer with no file)."""
+    import os
+
+    if settings.import_roots is not None:
+        return settings.import_roots
+    if workspace_roots:
+        return tuple(workspace_roots)
+    return (os.path.dirname(path),) if path else None
 
 
 def resolve_shape(model: str | None, msgs: list[str]):

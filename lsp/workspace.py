@@ -91,6 +91,7 @@ class Store:
         self.docs: dict[str, Doc] = {}
         self.roots: list[str] = []
         self.model = None                     # mpl.shapes.ModelShape | None
+        self.settings = None                  # lsp.settings.Settings (import roots)
         self.deps: dict[str, set[str]] = {}   # uri -> normalized paths it imports (transitively)
         self._ws_files: tuple[float, list[str]] | None = None
 

@@ -27,7 +27,14 @@ from typing import Callable
 
 from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
 
-__all__ = ["Analysis", "analyze", "check", "check_text", "read_source", "LIVE", "REPLAY"]
+__all__ = ["Analysis", "analyze", "check", "check_text", "read_source", "set_default_import_roots",
+           "LIVE", "REPLAY"]
+
+
+def set_default_import_roots(roots) -> None:
+    """Folders outside which imports are refused by default (None: no limit); see analyze."""
+    from mpl.checker.resolve import set_default_import_roots as _set
+    _set(roots)
 
 LIVE = "live"
 REPLAY = "replay"
@@ -68,8 +75,12 @@ def _model_shape(model):
 
 
 def analyze(text: str, path: str | None = None, *, model=None, read_file: Callable | None = None,
-            purpose: str = LIVE) -> Analysis:
-    """Parse and check ``text`` (the contents of ``path``); see the module doc."""
+            purpose: str = LIVE, import_roots=None) -> Analysis:
+    """Parse and check ``text`` (the contents of ``path``); see the module doc.
+
+    ``import_roots``: folders outside which an import is refused (MPL100); ``std/`` is always
+    importable. None: the process default (:func:`set_default_import_roots`, the CLI's
+    ``--import-root``), which is no limit unless set."""
     from mpl.checker.resolve import SURROGATE, Resolver
     from mpl.lower import lower, source_hash
 
@@ -78,7 +89,7 @@ def analyze(text: str, path: str | None = None, *, model=None, read_file: Callab
     if not isinstance(text, str):
         raise TypeError(f"analyze() needs a str, not {type(text).__name__}")
     model = _model_shape(model)
-    res = Resolver(model=model, read_file=read_file, purpose=purpose)
+    res = Resolver(model=model, read_file=read_file, purpose=purpose, import_roots=import_roots)
     main = res.build(text, path)
     diags: list[Diagnostic] = []
     seen = set()
@@ -104,8 +115,9 @@ def analyze(text: str, path: str | None = None, *, model=None, read_file: Callab
 
 
 def check_text(text: str, path: str | None = None, *, model=None, purpose: str = LIVE,
-               read_file: Callable | None = None) -> list[Diagnostic]:
-    return analyze(text, path, model=model, purpose=purpose, read_file=read_file).diagnostics
+               read_file: Callable | None = None, import_roots=None) -> list[Diagnostic]:
+    return analyze(text, path, model=model, purpose=purpose, read_file=read_file,
+                   import_roots=import_roots).diagnostics
 
 
 def read_source(path: str, *, keep_bom: bool = False) -> tuple[str | None, Diagnostic | None]:
@@ -149,7 +161,7 @@ def as_path(path, func: str, hint: str = "") -> str:
     return path
 
 
-def check(path: str, *, model=None, purpose: str = LIVE) -> list[Diagnostic]:
+def check(path: str, *, model=None, purpose: str = LIVE, import_roots=None) -> list[Diagnostic]:
     """The diagnostics of the file at ``path``. Never raises on bad input (a ``path`` that is
     not a path at all is a TypeError). ``std/NAME`` names a standard-library policy."""
     from mpl.stdlib_path import resolve
@@ -157,4 +169,4 @@ def check(path: str, *, model=None, purpose: str = LIVE) -> list[Diagnostic]:
     text, err = read_source(path)
     if err is not None:
         return [err]
-    return check_text(text, path, model=model, purpose=purpose)
+    return check_text(text, path, model=model, purpose=purpose, import_roots=import_roots)

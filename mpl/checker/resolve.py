@@ -35,6 +35,19 @@ class ReadError(Exception):
     """A file that exists but cannot be used (the message says why)."""
 
 
+def _regular_file(path: str) -> None:
+    """ReadError unless ``path`` is a regular file (or absent: FileNotFoundError follows):
+    an import never reads a device, a pipe or a socket (``/dev/stdin`` would read the
+    standard input, a FIFO would wait for a writer)."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise ReadError(f"'{path}' is not a regular file (a device, a pipe or a socket)")
+
+
 def read_text_file(path: str, *, keep_bom: bool = False) -> str:
     """The text of a policy file. FileNotFoundError when absent; ReadError with a clear
     reason for a directory, a binary or non-UTF-8 file, or an OS error. A leading byte-order
@@ -137,6 +150,7 @@ class FileUnit:
     order: list = field(default_factory=list)        # own ResolvedPolicy in definition order
     invalid_text: bool = False     # holds a lone surrogate: not text, none of its policies load
     syntax_offsets: list | None = None   # sorted offsets of its syntax errors (built on demand)
+    import_failed: bool = False    # an import of it was refused or not found (reported there)
 
 
 @dataclass
@@ -149,12 +163,51 @@ class _Frame:
     imported: list = field(default_factory=list)     # (ast.Import, FileUnit)
 
 
+#: import roots used when a caller gives none (``mplc --import-root``; None: no limit)
+_default_import_roots: tuple[str, ...] | None = None
+
+
+def set_default_import_roots(roots) -> None:
+    """Folders outside which imports are refused when :func:`mpl.checker.analyze` is given
+    no ``import_roots`` (the CLI's ``--import-root``); None lifts the limit."""
+    global _default_import_roots
+    _default_import_roots = None if roots is None else tuple(os.fspath(r) for r in roots)
+
+
+def _real_roots(roots) -> tuple[str, ...] | None:
+    """The import roots as real paths, with the standard library's folder (``std/`` is
+    always importable, and so is what its policies import)."""
+    if roots is None:
+        roots = _default_import_roots
+        if roots is None:
+            return None
+    from mpl.stdlib_path import stdlib_dir
+    out = []
+    for r in (*roots, stdlib_dir()):
+        try:
+            out.append(os.path.realpath(os.fspath(r)))
+        except (TypeError, ValueError):
+            continue                # not a path: it admits nothing
+    return tuple(out)
+
+
+def _inside(path: str, roots: tuple[str, ...]) -> bool:
+    for r in roots:
+        try:
+            if os.path.commonpath([path, r]) == r:
+                return True
+        except ValueError:          # different drives, or a relative and an absolute path
+            continue
+    return False
+
+
 class Resolver:
     def __init__(self, *, model: ModelShape | None = None, read_file: Callable | None = None,
-                 purpose: str = LIVE) -> None:
+                 purpose: str = LIVE, import_roots=None) -> None:
         self.model = model
         self.read_file = read_file
         self.purpose = purpose
+        self.import_roots = _real_roots(import_roots)
         self.units: dict[str, FileUnit] = {}
         self.stack: list[str] = []          # keys of the files being built, importer first
         self._on_stack: set[str] = set()
@@ -255,8 +308,23 @@ class Resolver:
         base = os.path.dirname(unit.path) if unit.path else os.getcwd()
         path = os.path.normpath(os.path.join(base, spec))
         if not os.path.splitext(path)[1] in schema.FILE_EXTENSIONS and not os.path.exists(path):
-            path += ".moe"
+            # `import "b"`: b.moe, else b.policy (the original's later extension)
+            for ext in schema.FILE_EXTENSIONS:
+                if self._exists(path + ext):
+                    return path + ext
+            path += schema.FILE_EXTENSIONS[0]
         return path
+
+    def _exists(self, path: str) -> bool:
+        """A file at ``path``: on disk, or an editor buffer the caller supplies."""
+        if os.path.exists(path):
+            return True
+        if self.read_file is not None:
+            try:
+                return isinstance(self.read_file(path), str)
+            except Exception:
+                return False
+        return False
 
     def _read(self, path: str) -> str:
         if self.read_file is not None:
@@ -266,7 +334,23 @@ class Resolver:
                 t = None
             if isinstance(t, str):
                 return t
+        _regular_file(path)
         return read_text_file(path)
+
+    def _refused(self, unit: FileUnit, spec: str, span: Span, path: str) -> bool:
+        """MPL100 when ``path`` lies outside the import roots (True: do not read it)."""
+        roots = self.import_roots
+        if roots is None:
+            return False
+        real = self._key(path)
+        if _inside(real, roots):
+            return False
+        shown = ", ".join(roots[:-1]) or "(none)"
+        unit.import_failed = True
+        unit.sink.emit("MPL100", f"cannot import '{spec}': {path} is outside the import roots "
+                       f"({shown}, and std/); move the file under one of them or add its "
+                       f"folder with --import-root", span)
+        return True
 
     def _next_import(self, fr: "_Frame") -> "_Frame | None":
         """Go on with ``fr``'s imports: those already built (or refused) are recorded in
@@ -298,20 +382,44 @@ class Resolver:
             if done is not None:
                 fr.imported.append((imp, done))
                 continue
+            if self._refused(unit, spec, span, path):
+                continue
             try:
                 text = self._read(path)
             except FileNotFoundError:
                 self._not_found(unit, spec, span, path)
                 continue
             except ReadError as e:
+                unit.import_failed = True
                 unit.sink.emit("MPL100", f"cannot import '{spec}': {e}", span)
                 continue
-            return _Frame(self._open(text, path), via=imp)
+            child = self._open(text, path)
+            self._not_a_policy(unit, child, spec, span)
+            return _Frame(child, via=imp)
         return None
+
+    @staticmethod
+    def _not_a_policy(importer: FileUnit, unit: FileUnit, spec: str, span: Span) -> None:
+        """An imported file with syntax errors and no policy is not a policy file (a password
+        file, a log): keep only its first diagnostic, so no more than its first offending
+        line is shown, and say so at the import."""
+        doc = unit.document
+        if doc.policies or doc.version is not None or doc.imports:
+            return
+        errors = [d for d in unit.sink.diags if d.is_error]
+        if not errors:
+            return
+        first = min(errors, key=lambda d: d.span.offset)
+        unit.sink.diags[:] = [first]
+        importer.import_failed = True
+        importer.sink.emit("MPL100", f"cannot import '{spec}': it is not a policy file (no "
+                           f"policy, {len(errors)} syntax error{'s' if len(errors) != 1 else ''}; "
+                           f"the first is shown)", span)
 
     def _not_found(self, unit: FileUnit, spec: str, span: Span, path: str | None) -> None:
         from mpl.stdlib_path import stdlib_names
 
+        unit.import_failed = True
         if spec.startswith("std/"):
             names = stdlib_names()
             tail, s = did_you_mean(spec[4:].removesuffix(".moe"), names)
@@ -471,6 +579,8 @@ class Resolver:
             entry = unit.scope.get(pol.parent.text)
             if id(pol) in cyclic:
                 rp.has_errors = True
+            elif entry is None and unit.import_failed:
+                rp.has_errors = True     # most likely defined in the import reported above
             elif entry is None:
                 names = [n for n in unit.scope if n != name]
                 tail, s = did_you_mean(pol.parent.text, names)

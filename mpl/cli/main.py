@@ -35,6 +35,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: the commands that read policies (and so resolve imports): they take --import-root
+IMPORTING_COMMANDS = ("check", "compile", "replay", "sweep", "tune", "run")
+
+
+def _folder(value: str) -> str:
+    if not os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"--import-root {value}: not a folder")
+    return value
+
+
+def _add_import_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--import-root", action="append", type=_folder, metavar="DIR",
+                   help="refuse imports outside DIR (repeatable; std/ is always importable); "
+                        "default: no limit")
+
+
 def _load(name: str):
     module, _ = COMMANDS[name]
     return importlib.import_module(module)
@@ -52,6 +68,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == only:
             _load(name).add_arguments(p)
+            if name in IMPORTING_COMMANDS:
+                _add_import_root(p)
     return parser
 
 
@@ -82,6 +100,9 @@ def _run(only: str | None, mod, argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if getattr(args, "import_root", None):
+        from mpl.checker import set_default_import_roots
+        set_default_import_roots(args.import_root)
     try:
         return int(mod.run(args) or 0)
     except KeyboardInterrupt:

@@ -195,3 +195,26 @@ async def test_related_information_in_another_file(client):
     assert r.location.uri == (client.root / "rel_lib.moe").as_uri()
     assert r.location.range.start == pos_of(lib, "shared", client.encoding)
     assert r.location.range.end == pos_of(lib, "shared", client.encoding, len("shared"))
+
+
+async def test_imports_outside_the_workspace_are_refused_until_a_root_allows_them(client):
+    # issue 13: the server checks imports against its workspace folders (and std/) by
+    # default; the importRoots setting names other folders
+    outside = client.root.parent / f"outside_{client.root.name}"
+    outside.mkdir(exist_ok=True)
+    (outside / "lib.policy").write_text("policy base { cache { capacity = 8 } }\n")
+    text = f'import "std/lru_basic"\nimport "../{outside.name}/lib"\npolicy p extends base {{ }}\n'
+    uri = open_doc(client, "roots_main.moe", text)
+    got = await diagnostics(client, uri)
+    assert [d.code for d in got] == ["MPL100"], [(d.code, d.message) for d in got]
+    assert "outside the import roots" in got[0].message and got[0].range.start.line == 1
+    client.diagnostics.pop(uri, None)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"mpl": {"importRoots": [str(client.root), str(outside)]}}))
+    assert await diagnostics(client, uri, predicate=lambda d: len(d) == 0) == []
+    status = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="mpl.status"))
+    assert status["settings"]["importRoots"] == [str(client.root), str(outside)]
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"mpl": {"importRoots": None}}))
+    await diagnostics(client, uri, predicate=lambda d: [x.code for x in d] == ["MPL100"])
+    no_internal_errors(client)
