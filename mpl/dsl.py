@@ -145,7 +145,8 @@ def _check_name(text: Any, what: str, site: CallSite | None, pattern=_NAME_RE) -
 
 
 def _check_policy_name(text: Any, what: str, site: CallSite | None) -> str:
-    """A policy's (or a parent's) name: a name that is not one of the language's keywords."""
+    """A policy's (or a parent's) name: what the parser reads as one after ``policy`` /
+    ``extends`` (a name, or one of the language's keywords)."""
     _check_name(text, what, site)
     why = policy_name_problem(text)
     if why is not None:

@@ -104,7 +104,7 @@ runtime and how to split the cache between layers. `mplc check FILE` checks it,
 ## Syntax
 
 ```moe
-version 1                       # optional; supported versions: {versions}
+version 1                       # optional; supported versions: {versions} (and 0 .. 0.7)
 import "std/lru_basic"          # another file's policies become visible
 
 policy balanced {
@@ -142,10 +142,20 @@ action   := NAME ("." NAME)? "=" value | "trigger" NAME | "rebalance" NAME
 - `;` and newlines are optional separators: `cache {{ capacity = 8  eviction = lru }}` is fine.
 - A file may hold several policies; blocks may come in any order (the formatter writes them
   in the order of this manual).
-- Numbers: `8`, `0.5`, `.25`, `1e3`, `-1` (negative numbers where the range allows them). A
-  number with a `.` or an exponent is a fraction, and a parameter that takes an integer
-  refuses it. A unit may follow a number, with or without a space: `12GiB`, `500 us`.
-- Lists: `[0, 1, 2]`, `[hit_rate, stall_ms]`; an element may not repeat.
+- `version` 0 .. 0.7 (`0.7`, `.5`, `5e-1`, ...) are the original's language versions: accepted,
+  and they mean what version 1 means. Other versions are MPL111.
+- Numbers: `8`, `0.5`, `.25`, `40.`, `1e3`, `5.e-1`, `-1` (negative numbers where the range
+  allows them). A number with a `.` or an exponent is a fraction; where an integer is
+  expected, a whole one (`16.0`, `2.`, `1e3`) is that integer, any other is an error. A unit
+  may follow a number, with or without a space: `12GiB`, `500 us`; after `for N` in a rule the
+  unit may also come on the next line or after a comment.
+- Lists: `[0, 1, 2]`, `[hit_rate, stall_ms]`; a repeated element counts once (warning MPL209,
+  whose quick fix removes it). In `monitor.metrics` a name that is not a metric is a warning
+  (MPL407: the original recorded any name; it is not recorded); in a condition it is an error
+  (MPL205).
+- Policy names are names; a keyword is a name too right after `policy` and `extends`
+  (`policy when {{ ... }}`), where nothing else can come. `-` is not part of a name:
+  `cpu-fallback` is one error whose fix is `cpu_fallback` (MPL001).
 - `eviction = a | b` builds a segmented cache (only `eviction` takes a fallback); each side is
   one of the single-queue rules {segment_rules} (MPL208 otherwise).
 - Keywords: {keywords}.
@@ -195,7 +205,15 @@ Actions:
   sequences are explored up to {max_states} combinations). Adaptable parameters: {adaptable}.
 - `trigger NAME`: run a trigger now.
 - `rebalance NAME`: re-split a per-layer budget by the allocation rule `NAME`
-  ({allocations}); needs a `per_layer` block.
+  ({allocations}). Without a `per_layer` block it has no effect: a warning (MPL308), and
+  the action is left out (as are `per_layer.*` actions there).
+- An action on a parameter a running policy cannot change is accepted, as the original
+  accepts it, with a warning naming why it has no effect (MPL408), and left out:
+{no_effect}
+- Changing `monitor.window` keeps the most recent accesses the new window can hold (growing,
+  the metrics cover what is known and widen as accesses come); `monitor.log_interval`
+  applies from the next dispatch; `per_layer.total_budget`, `min_capacity` and
+  `max_capacity` rebalance at once; `rebalance_interval = 0` stops periodic rebalancing.
 
 Names of the original language, accepted as aliases with a hint (MPL404):
 
@@ -229,7 +247,15 @@ policy tuned extends balanced {
 
 - `import "PATH"` makes every policy of that file (and of the files it imports) visible here.
   Paths are relative to the importing file; `std/NAME` names a policy of the standard library.
-  Imports must not form a cycle (MPL109); a missing file is MPL108.
+  Without an extension, `NAME.moe` is tried, then `NAME.policy`. Imports must not form a
+  cycle (MPL109); a missing file is MPL108.
+- An import reads only regular files (a device or a pipe is MPL100, never read). A file
+  that is not a policy (no policy, only syntax errors) is MPL100 at the import, and only its
+  first error, with its first offending line, is shown.
+- Import roots: `mplc check|compile|replay|sweep|tune|run --import-root DIR` (repeatable),
+  `mpl.checker.analyze(..., import_roots=[DIR])` and the language server's `importRoots`
+  setting (default: its workspace folders) refuse an import outside those folders with
+  MPL100 at the import; `std/` is always importable. Without a root there is no limit.
 - `policy child extends parent` copies every block and parameter of `parent` (defined in this
   file or imported), then applies the child's own blocks parameter by parameter; the child's
   adapt rules are appended after the parent's. An unknown parent is MPL107, a cycle MPL110.
@@ -300,7 +326,9 @@ def generate() -> str:
     units = [f"`{u}`" for u in schema.RULE_DURATION_UNITS]
     out.append(_fill(ADAPT, duration_units=", ".join(units[:-1]) + " or " + units[-1],
                             adaptable=adaptable, max_states=str(ADAPT_STATE_LIMIT), aliases=aliases, triggers=triggers,
-                            allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS)))
+                            allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS),
+                            no_effect="\n".join(f"  - `{p.key}`: {p.adapt_no_effect}"
+                                                 for p in schema.PARAMS.values() if p.adapt_no_effect)))
     out.append(_fill(EXTENDS, stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
     out.append(_fill(CHECKING, presets=", ".join(f"`{n}`" for n in PRESETS),
                      stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))

@@ -349,7 +349,7 @@ METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in _METRICS})
 
 _MONITOR = Block("monitor", "Which metrics to track and over what window (used by conditions and adapt rules).", params=(
     Param("monitor", "metrics", METRIC_LIST, ("hit_rate",),
-          "Metrics to compute and log."),
+          "Metrics to compute and log. A name that is not a metric is a warning (the original recorded any name) and is not recorded."),
     Param("monitor", "window", COUNT, 100,
           "Sliding window, in accesses, of every metric. An adapt rule that changes it keeps the most recent accesses the new window can hold.",
           min=1, units=("accesses",), unit="accesses", conditional=True),

@@ -284,3 +284,34 @@ def test_every_error_in_the_file_is_reported_in_order():
     assert codes(r) == ["MPL002"] * 20
     assert [d.span.line for d in r.diagnostics] == list(range(1, 21))
     assert len(r.document.policies) == 20
+
+
+def test_semicolons_where_the_original_took_them_are_one_error_with_a_fix():
+    # issue 13 item 8: the original took ';' anywhere; here it separates items only, and a
+    # misplaced one is one error whose fix removes it (or, in a list, makes it a ',')
+    from mpl.checker import check_text
+    for text, fix in (("policy p {\n    cache { capacity = ; 8 }\n}\n", ""),
+                      ("policy p ; {\n    cache { capacity = 8 }\n}\n", ""),
+                      ("policy p {\n    cache { pin = [1; 2] capacity = 8 }\n}\n", ","),
+                      ("policy p {\n    cache { capacity = 8 }\n    adapt { when hit_rate < 0.5 "
+                       "for 10 accesses; { capacity = 4 } }\n}\n", "")):
+        diags = check_text(text)
+        assert [d.code for d in diags] == ["MPL002"], (text, diags)
+        [edit] = diags[0].fixes[0].edits
+        assert text[edit.span.offset:edit.span.end_offset] == ";" and edit.new_text == fix
+        fixed = text[:edit.span.offset] + fix + text[edit.span.end_offset:]
+        assert check_text(fixed) == []
+    # valid separators stay valid
+    assert check_text("policy p { ; cache { capacity = 8 ; ; eviction = lru ; } ; } ;\n") == []
+
+
+def test_missing_space_before_the_next_parameter_is_one_error_with_a_fix():
+    from mpl.checker import check_text
+    text = "policy p {\n    cache { capacity = 8eviction = lru }\n}\n"
+    diags = check_text(text)
+    assert [d.code for d in diags] == ["MPL002"] and "missing space between 8 and 'eviction'" in diags[0].message
+    [edit] = diags[0].fixes[0].edits
+    fixed = text[:edit.span.offset] + edit.new_text + text[edit.span.end_offset:]
+    assert fixed == "policy p {\n    cache { capacity = 8 eviction = lru }\n}\n" and check_text(fixed) == []
+    # a glued unknown unit that does not start an item is still an unknown unit
+    assert [d.code for d in check_text("policy p { cache { capacity = 8GiG } }")] == ["MPL204"]

@@ -298,7 +298,17 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                 else:
                     append(Token("NUMBER", literal, start, line, col, line,
                                  num_end - line_start + 1, num_end))
-                if kind == "unit":  # glued unit, known or not
+                if kind == "unit" and m.group(kind) not in units and _next_item(text, end, line_end):
+                    # `capacity = 8eviction = lru`: a missing space, not a unit (the original
+                    # split there); one error with the fix, then read as two items
+                    word = m.group(kind)
+                    span = index.span(num_end, num_end)
+                    err("MPL002", f"missing space between {literal} and '{word}': write "
+                        f"'{literal} {word}'", num_end, end,
+                        (Fix("Insert a space", (TextEdit(span, " "),)),))
+                    append(Token("NAME", word, num_end, line, num_end - line_start + 1,
+                                 line, end - line_start + 1, end))
+                elif kind == "unit":  # glued unit, known or not
                     append(Token("UNIT", m.group(kind), num_end, line, num_end - line_start + 1,
                                  line, end - line_start + 1, end))
             elif kind == "badnum":
@@ -336,6 +346,18 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                 append(Token(STRAY, bad, start, line, start - line_start + 1, line,
                              end - line_start + 1, end))
     return Lexed(tokens, comments, diags, index, balanced and braces == 0 and depth == 0)
+
+
+def _next_item(text: str, pos: int, line_end: int) -> bool:
+    """Whether ``text[pos:]`` continues, on this line, with ``=`` (not ``==``), ``{`` or
+    ``.``: the name before ``pos`` starts the next item, it is not a unit."""
+    i = pos
+    while i < line_end and text[i] in " \t":
+        i += 1
+    if i >= line_end:
+        return False
+    c = text[i]
+    return c in "{." or (c == "=" and text[i + 1:i + 2] != "=")
 
 
 def policy_name_problem(name: str) -> str | None:

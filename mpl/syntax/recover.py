@@ -24,7 +24,7 @@ from __future__ import annotations
 
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Related, Span, make
+from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit, make
 from mpl.syntax import ast
 from mpl.syntax.lexer import (ERROR, KEYWORD_TYPES, MAX_LIST_DEPTH, STRAY, LineIndex, Token,
                               cover as _cover, name_text, tok_span)
@@ -34,6 +34,11 @@ EOF = "$END"
 _ALLOCATIONS = frozenset(schema.PARAMS[schema.REBALANCE].enum_names())
 _TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
 _KEYWORD_TYPES = frozenset(KEYWORD_TYPES.values())
+#: the tokens an item can end with / start with: a ';' between them is a separator
+_ENDS_ITEM = frozenset(("NUMBER", "UNIT", "NAME", "STRING", "TRUE", "FALSE", "RBRACK", "RBRACE",
+                        "LBRACE", "_SEMI", ERROR))
+_STARTS_ITEM = frozenset(("NAME", "WHEN", "TRIGGER", "REBALANCE", "RBRACE", "_SEMI", "POLICY",
+                          "IMPORT", "VERSION", EOF))
 _VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK"))
 
 _PUNCT_TEXT = {
@@ -87,12 +92,54 @@ class RecoveringParser:
         # stray characters were reported by the lexer: read the text as if they were not
         # there, so they cause no second error (`cache\u200b {` is still a block)
         self.toks = [t for t in tokens if t.type != STRAY] + [self.eof]
-        self.i = 0
         self.diags: list[Diagnostic] = []
+        self._drop_stray_semicolons()
+        self.i = 0
         self.open: list[_Open] = []
         self.unclosed_reported_at = -1
         # offsets already carrying a diagnostic (lexer or parser): no cascades there
         self.error_offsets = {d.span.offset for d in reported}
+
+    def _drop_stray_semicolons(self) -> None:
+        """A ';' only separates items (the original took one anywhere): one that is not
+        between two items (``capacity = ; 8``, ``[1; 2]``, ``policy p ; {``) is reported,
+        with the fix that removes it, and read as if it were not there (no cascade)."""
+        toks = self.toks
+        if not any(t.type == "_SEMI" for t in toks):
+            return
+        keep = []
+        depth = 0                   # '[' nesting
+        for j, t in enumerate(toks):
+            ty = t.type
+            if ty == "LBRACK":
+                depth += 1
+            elif ty == "RBRACK" and depth:
+                depth -= 1
+            elif ty in ("LBRACE", "RBRACE"):
+                depth = 0           # no list holds a brace: an unclosed '[' ends here
+            elif ty == "_SEMI":
+                prev = keep[-1].type if keep else None
+                nxt = toks[j + 1].type if j + 1 < len(toks) else EOF
+                if depth and prev not in (None, "LBRACK", "COMMA") and nxt in _VALUE_START:
+                    # `[1; 2]`: a ';' for a ','
+                    span = tok_span(t)
+                    self.diags.append(make(
+                        "MPL002", "use ',' between list elements, not ';'", span, file=self.path,
+                        fixes=(Fix("Replace ';' with ','", (TextEdit(span, ","),)),)))
+                    keep.append(Token("COMMA", ",", t.start_pos, t.line, t.column, t.end_line,
+                                      t.end_column, t.end_pos))
+                    continue
+                if (prev is None or prev in _ENDS_ITEM) and nxt in _STARTS_ITEM and not depth:
+                    keep.append(t)
+                    continue
+                span = tok_span(t)
+                self.diags.append(make(
+                    "MPL002", "unexpected ';' here: ';' only separates two items (parameters, "
+                    "blocks, rules, actions, policies); remove it", span, file=self.path,
+                    fixes=(Fix("Remove ';'", (TextEdit(span, ""),)),)))
+                continue
+            keep.append(t)
+        self.toks = keep
 
     # ------------------------------------------------------------ token helpers
     @property
@@ -293,6 +340,7 @@ class RecoveringParser:
             if not (self.at("NAME") and self.peek().type == "LBRACE"):
                 if not self.at_hard_stop():
                     self.skip(policy.blocks)
+                    policy.span = _cover(policy.span, tok_span(self.prev()))
                 return policy
             brace = None
         else:
