@@ -595,7 +595,10 @@ def check_duration(sink: Sink | None, node) -> Any:
         return ir.Count(0, "accesses")
     if isinstance(node, ast.ErrorNode):
         return INVALID
-    if not isinstance(node, ast.Number) or not isinstance(node.value, int):
+    value = None
+    if isinstance(node, ast.Number):
+        value = node.value if isinstance(node.value, int) else _whole(node)   # `for 100. accesses`
+    if value is None:
         if sink is not None:
             sink.emit("MPL201", f"a rule's duration is a whole number of accesses, steps or tokens, "
                       f"got {describe(node)}", node.span)
@@ -603,9 +606,9 @@ def check_duration(sink: Sink | None, node) -> Any:
     unit = _unit_check(sink, schema.RULE_DURATION_UNITS, node, "for")
     if unit is INVALID:
         return INVALID
-    if node.value < 0:
+    if value < 0:
         if sink is not None:
             sink.emit("MPL203", f"a rule's duration must be >= 0, got {describe(node)}; use 0 to "
                       f"fire at once", node.span)
         return INVALID
-    return ir.Count(node.value, unit.name if unit is not None else "accesses")
+    return ir.Count(value, unit.name if unit is not None else "accesses")
