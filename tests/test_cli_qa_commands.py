@@ -1,5 +1,6 @@
 """QA findings on values that go into policy text, checked as a user meets them (``mplc`` as
-a subprocess, or the public replay API): ``mplc tune --name KEYWORD`` is refused up front;
+a subprocess, or the public replay API): ``mplc tune --name KEYWORD`` writes that policy
+name (a keyword names a policy, as in the original);
 ``mplc sweep --param`` values are checked before any replay, a repeat is a usage error and
 failed points are listed under the table; ``mplc run`` / ``mplc demo`` say why an empty
 policy file fails; replay's ``capacity`` / ``params`` cannot smuggle text into the policy.
@@ -18,12 +19,16 @@ from cli_qa_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (tr
 
 
 # ------------------------------------------------------------------ tune --name
-@pytest.mark.parametrize("name", sorted(KEYWORD_TYPES))
-def test_tune_refuses_a_keyword_name_before_searching(work, name):
-    # the trace does not exist: only a check made before anything is read can answer
-    r = mplc("tune", "--budget", "64", "--trace", "missing.mpltrace", "--name", name, cwd=work)
-    assert r.returncode == 1, (r.stdout, r.stderr)
-    assert f"--name: '{name}' is a keyword" in r.stderr
+@pytest.mark.parametrize("name", ["when", "policy"])
+def test_tune_accepts_a_keyword_name(work, name):
+    # issue 13: a keyword names a policy (`policy when { ... }`), as in the original
+    assert name in KEYWORD_TYPES
+    r = mplc("tune", "--budget", "64", "--trace", "m.mpltrace", "--name", name, "-j", "1",
+             "-o", "best.moe", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert f"policy {name} {{" in (work / "best.moe").read_text()
+    r = mplc("check", "best.moe", cwd=work)
+    assert r.returncode == 0, r.stdout
     clean(r)
 
 
