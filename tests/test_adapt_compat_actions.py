@@ -15,6 +15,16 @@ def _rt(body: str, *, layers=2, experts=16, top_k=1, **kw):
     return policy.runtime(num_layers=layers, num_experts=experts, top_k=top_k, **kw)
 
 
+def _both(body: str, rule: str, drive, **kw) -> dict:
+    """{False: runtime without the rule, True: with it}, each driven by ``drive(rt)``."""
+    out = {}
+    for with_rule in (False, True):
+        rt = _rt(body.replace("{}", rule if with_rule else ""), **kw)
+        drive(rt)
+        out[with_rule] = rt
+    return out
+
+
 def _log(rt):
     return [(e["key"], e["old"], e["new"]) for e in rt.stats()["adapt_log"]]
 
@@ -49,14 +59,17 @@ def test_integral_floats_set_integers():
 def test_priority_routing_orders_the_loads_by_weight_once_the_rule_fired():
     body = " cache { capacity = 8 }\n schedule { priority_routing = false }\n{}"
     rule = " adapt { when hit_rate < 0.5 { priority_routing = true } }"
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1, top_k=2)
-        first = rt.dispatch(0, [0, 1], weights=[0.2, 0.8])
-        second = rt.dispatch(0, [2, 3], weights=[0.3, 0.7])
+    plans = {}
+
+    def drive(rt):
+        plans[rt] = (rt.dispatch(0, [0, 1], weights=[0.2, 0.8]), rt.dispatch(0, [2, 3], weights=[0.3, 0.7]))
+
+    rts = _both(body, rule, drive, layers=1, top_k=2)
+    for with_rule, rt in rts.items():
+        first, second = plans[rt]
         assert [ld[0][1] for ld in first.raw_loads] == [0, 1]      # router order before firing
-        order = [ld[0][1] for ld in second.raw_loads]
-        assert order == ([3, 2] if with_rule else [2, 3])
-    assert _log(rt) == [("schedule.priority_routing", False, True)]
+        assert [ld[0][1] for ld in second.raw_loads] == ([3, 2] if with_rule else [2, 3])
+    assert _log(rts[True]) == [("schedule.priority_routing", False, True)]
 
 
 def test_freq_window_changes_what_is_admitted():
@@ -65,14 +78,12 @@ def test_freq_window_changes_what_is_admitted():
     body = (" cache { capacity = 4 eviction = frequency_threshold freq_threshold = 0.3 "
             "freq_window = 100 }\n{}")
     rule = " adapt { when hit_rate > 0.5 { freq_window = 1 } }"
-    out = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
-        for _ in range(6):
-            rt.dispatch(0, [0])
-        for e in (1, 2, 3):          # rare experts: 1/7, 1/8, 1/9 of the window of 100
+
+    def drive(rt):
+        for e in [0] * 6 + [1, 2, 3]:    # rare experts: 1/7, 1/8, 1/9 of the window of 100
             rt.dispatch(0, [e])
-        out[with_rule] = rt.stats()
+
+    out = {k: rt.stats() for k, rt in _both(body, rule, drive, layers=1).items()}
     assert out[False]["streamed"] == 3          # not admitted
     assert out[True]["streamed"] == 0 and out[True]["loads"] == 4
     assert [e["key"] for e in out[True]["adapt_log"]] == ["cache.freq_window"]
@@ -81,16 +92,16 @@ def test_freq_window_changes_what_is_admitted():
 def test_window_resizes_the_metrics_window_in_place():
     body = " cache { capacity = 8 }\n monitor { window = 100 }\n{}"
     rule = " adapt { when hit_rate > 0.9 { window = 4 } }"
-    got = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
-        for _ in range(12):
-            rt.dispatch(0, [0])          # 1 miss, then hits: fires at 10/11
-        for e in (1, 2, 3, 4):
-            rt.dispatch(0, [e])          # 4 misses
-        got[with_rule] = rt.metrics()["hit_rate"]
-    assert got[True] == 0.0                      # the last 4 accesses only
-    assert abs(got[False] - 11 / 16) < 1e-12     # all 16 accesses
+
+    def drive(rt):
+        for e in [0] * 12 + [1, 2, 3, 4]:   # 1 miss, then hits (fires at 10/11), then 4 misses
+            rt.dispatch(0, [e])
+
+    got = {k: rt.metrics() for k, rt in _both(body, rule, drive, layers=1).items()}
+    assert got[True]["hit_rate"] == 0.0                      # the last 4 accesses only
+    assert abs(got[False]["hit_rate"] - 11 / 16) < 1e-12     # all 16 accesses
+    # the events (loads) of the kept accesses stay, the older ones left with them
+    assert got[True]["transfer_rate"] == 1.0 and abs(got[False]["transfer_rate"] - 5 / 16) < 1e-12
     # growing it again keeps what is known and widens as accesses come
     rt = _rt(" cache { capacity = 8 }\n monitor { window = 2 }\n"
              " adapt { when miss_rate > 0.9 { window = 10 } }", layers=1)
@@ -103,12 +114,12 @@ def test_window_resizes_the_metrics_window_in_place():
 def test_log_interval_changes_the_monitor_log():
     body = " cache { capacity = 8 }\n monitor { log_interval = 100 }\n{}"
     rule = " adapt { when hit_rate > 0.5 { log_interval = 2 } }"
-    logs = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
+
+    def drive(rt):
         for _ in range(10):
             rt.dispatch(0, [0])
-        logs[with_rule] = [r["access"] for r in rt.monitor.log]
+
+    logs = {k: [r["access"] for r in rt.monitor.log] for k, rt in _both(body, rule, drive, layers=1).items()}
     assert logs[False] == []
     # the rule fires at the 3rd access (2/3 > 0.5); the new interval applies from the next dispatch
     assert logs[True] == [4, 6, 8, 10]
@@ -118,16 +129,16 @@ def test_memory_budget_gb_moves_the_memory_pressure_trigger():
     body = (" cache { capacity = 8 expert_size_gb = 1 memory_threshold = 0.9 "
             "memory_headroom = 0.5 memory_budget_gb = 100 }\n{}")
     rule = " adapt { when hit_rate < 0.5 for 6 accesses { memory_budget_gb = 4 } }"
-    res = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""), layers=1)
+
+    def drive(rt):
         for e in range(8):
             rt.dispatch(0, [e])
-        res[with_rule] = (len(rt.resident()), rt.stats()["evictions"])
+
+    res = {k: (len(rt.resident()), rt.stats()["evictions"])
+           for k, rt in _both(body, rule, drive, layers=1).items()}
     assert res[False] == (8, 0)
-    resident, evictions = res[True]
     # the 7th load passed 0.9 x 4 GB: evicted down to 0.5 x 4 GB, then one more load
-    assert resident == 3 and evictions == 5
+    assert res[True] == (3, 5)
 
 
 def test_per_layer_budget_and_bounds_rebalance_in_place():
@@ -143,28 +154,25 @@ def test_per_layer_budget_and_bounds_rebalance_in_place():
     body = (" cache { capacity = 4 }\n per_layer { allocation = frequency total_budget = 8 "
             "min_capacity = 1 max_capacity = 8 rebalance_interval = 4 }\n{}")
     rule = " adapt { when hit_rate > 0.5 for 20 accesses { min_capacity = 3 } }"
-    caps = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""))
-        for i in range(40):
-            rt.dispatch(0, [i % 7])      # layer 0 uses 7 experts
-            rt.dispatch(1, [0])          # layer 1 uses one
-        caps[with_rule] = rt.capacities()
+    caps = {k: rt.capacities() for k, rt in _both(body, rule, _skewed(40, 7)).items()}
     assert caps[False][1] < 3 and sum(caps[False]) <= 8
     assert caps[True][1] == 3 and sum(caps[True]) <= 8
+
+
+def _skewed(n: int, spread: int):
+    """Layer 0 cycles over ``spread`` experts, layer 1 uses one, for ``n`` steps."""
+    def drive(rt):
+        for i in range(n):
+            rt.dispatch(0, [i % spread])
+            rt.dispatch(1, [0])
+    return drive
 
 
 def test_rebalance_interval_starts_periodic_rebalancing():
     body = (" cache { capacity = 4 }\n per_layer { allocation = frequency total_budget = 8 "
             "min_capacity = 1 max_capacity = 8 rebalance_interval = 0 }\n{}")
     rule = " adapt { when hit_rate < 0.9 for 10 accesses { rebalance_interval = 2 } }"
-    caps = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""))
-        for i in range(30):
-            rt.dispatch(0, [i % 6])
-            rt.dispatch(1, [0])
-        caps[with_rule] = rt.capacities()
+    caps = {k: rt.capacities() for k, rt in _both(body, rule, _skewed(30, 6)).items()}
     assert caps[False] == [4, 4]                  # never rebalanced
     assert caps[True][0] > caps[True][1]          # the busier layer got more slots
 
@@ -173,14 +181,9 @@ def test_entropy_window_changes_the_allocation_signal():
     body = (" cache { capacity = 4 }\n per_layer { allocation = entropy total_budget = 8 "
             "min_capacity = 1 max_capacity = 7 rebalance_interval = 2 entropy_window = 200 }\n{}")
     rule = " adapt { when hit_rate > 0.5 for 30 accesses { entropy_window = 1 } }"
-    caps = {}
-    for with_rule in (False, True):
-        rt = _rt(body.replace("{}", rule if with_rule else ""))
-        for i in range(40):              # layer 0 spreads over 6 experts, layer 1 uses one
-            rt.dispatch(0, [i % 6])
-            rt.dispatch(1, [0])
-        caps[with_rule] = rt.capacities()
-        assert rt.signal.window == (1 if with_rule else 200)
+    rts = _both(body, rule, _skewed(40, 6))
+    assert rts[True].signal.window == 1 and rts[False].signal.window == 200
+    caps = {k: rt.capacities() for k, rt in rts.items()}
     # over the whole window layer 0 has the higher entropy; over one dispatch both have none
     assert caps[False][0] > caps[False][1]
     assert caps[True] == [4, 4]

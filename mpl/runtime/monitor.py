@@ -52,16 +52,9 @@ class Monitor:
         self.skipped += start
         self.acc = keep
         # events in the new numbering; those of accesses no longer kept leave the window
+        # (numbered <= 0 = acc - window when it shrank; growing, none is that old)
         self.events = deque((a - start, *rest) for a, *rest in self.events)
-        while self.events and self.events[0][0] <= 0:
-            _, a, b, c, d, s = self.events.popleft()
-            self.ev -= a
-            self.ld -= b
-            self.pfl -= c
-            self.pfu -= d
-            self.stall -= s
-        if not self.events:
-            self.stall = 0.0
+        self.expire()
 
     @property
     def n(self) -> int:
