@@ -54,8 +54,7 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _TOKEN_RE = re.compile(rf"""
     [ \t\r\f\v]*+                  # spaces before the token (possessive: no backtracking)
     (?:
-      (?P<hyphen>{_NAME}(?:-{_NAME})+)
-    | (?P<name>{_NAME})
+      (?P<name>{_NAME})(?P<hyphen>(?:-{_NAME})+)?    # `cpu-fallback`: hyphen is the last group
     | (?P<num>{_NUM})(?:(?P<badnum>[.0-9][0-9A-Za-z_.]*)|(?P<unit>{_NAME}))?
     | (?P<op><=|>=|!=|==|<|>)
     | (?P<punct>[{{}}\[\]=,|:;.])
@@ -254,8 +253,8 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                 # `cpu-fallback`, `my-policy`: '-' cannot be part of a name; one diagnostic
                 # with the underscore spelling as its fix, and the parser reads the name that
                 # way (name_text), so nothing else complains about it
-                start = m.start(kind)
-                word = m.group(kind)
+                start = m.start("name")
+                word = text[start:end]
                 fixed = word.replace("-", "_")
                 if fixed in _known_words():
                     msg = f"'{word}' is not a name: names use '_', not '-'; did you mean '{fixed}'?"
