@@ -429,6 +429,9 @@ class Resolver:
             unit.sink.emit("MPL108", f"no standard-library policy '{spec}'{tail}", span, fixes=fixes)
             return
         where = f" (looked for {path})" if path else ""
+        if path and not os.path.splitext(spec)[1] in schema.FILE_EXTENSIONS:
+            stem = path[:-len(schema.FILE_EXTENSIONS[0])]
+            where = " (looked for " + " and ".join(stem + e for e in schema.FILE_EXTENSIONS) + ")"
         fixes, tail = (), "; the path is relative to the importing file"
         if path:
             folder = os.path.dirname(path)
