@@ -1,6 +1,6 @@
 """MPL308: an adapt action that sets a per_layer parameter in a policy without a per_layer
-block would have no effect (one shared cache), like `rebalance` there: an error at the
-action."""
+block has no effect (one shared cache), like `rebalance` there: a warning at the action (the
+original accepts it), whose fix removes it; the action is left out of the IR."""
 
 from __future__ import annotations
 
@@ -28,32 +28,35 @@ def test_there_are_per_layer_targets():
 
 
 @pytest.mark.parametrize("target", PER_LAYER_TARGETS)
-def test_per_layer_action_without_per_layer_is_an_error(target):
-    action = f"{target} = entropy"
+def test_per_layer_action_without_per_layer_is_a_warning(target):
+    value = "entropy" if target.endswith("allocation") else "4"
+    action = f"{target} = {value}"
     text = _policy(action)
     a = analyze(text)
-    assert [d.code for d in a.diagnostics] == ["MPL308"], [(d.code, d.message) for d in a.diagnostics]
+    assert [(d.code, d.severity.value) for d in a.diagnostics] == [("MPL308", "warning")], \
+        [(d.code, d.message) for d in a.diagnostics]
     d = a.diagnostics[0]
     start = text.index(action)
     assert (d.span.offset, d.span.end_offset) == (start, start + len(action))
     assert d.message.startswith(f"'{action}' sets a per-layer parameter") and "per_layer { ... }" in d.message
-    assert not a.ir
+    assert "has no effect" in d.message and d.fixes
+    assert a.ir["p"].adapt[0].actions == ()      # nothing to apply
     # with a per_layer block the same action is fine and the runtime applies it
     fixed = _policy(action, "    per_layer { allocation = uniform }\n")
     assert analyze(fixed).diagnostics == []
 
 
-def test_rebalance_and_set_both_reported_and_mplc_exits_1(tmp_path):
+def test_rebalance_and_set_both_reported_and_mplc_exits_0(tmp_path):
     text = _policy("rebalance entropy\nper_layer.allocation = frequency")
     p = tmp_path / "p.moe"
     p.write_text(text)
     r = subprocess.run([sys.executable, "-m", "mpl", "check", str(p)], capture_output=True, text=True)
-    assert r.returncode == 1
-    assert f"{p}:4:31: error[MPL308]: 'rebalance entropy' needs per-layer caches" in r.stdout
-    assert f"{p}:5:31: error[MPL308]: 'per_layer.allocation = frequency' sets a per-layer parameter" in r.stdout
-    with pytest.raises(mpl.PolicyError) as e:
-        mpl.loads(text)
-    assert "MPL308" in str(e.value)
+    assert r.returncode == 0
+    assert f"{p}:4:31: warning[MPL308]: 'rebalance entropy' has no effect" in r.stdout
+    assert f"{p}:5:31: warning[MPL308]: 'per_layer.allocation = frequency' sets a per-layer parameter" in r.stdout
+    rt = mpl.loads(text).runtime(num_layers=2, num_experts=8, top_k=1)
+    rt.dispatch(0, [0])
+    assert rt.stats()["adapt_log"] == []
 
 
 def test_inheritance():
