@@ -6,8 +6,10 @@ consistent with its offsets."""
 import glob
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
+from found_cases import HALF_TYPED
+from property_profiles import prop
 
 from mpl.checker import analyze
 from mpl.diagnostics import Span
@@ -61,9 +63,20 @@ def _run(main: str, lib: str | None, model=None, purpose="live"):
     if lib is not None and LIB in a.imports:
         assert texts[LIB] == lib
     _check_all(a, texts)
-    # IR only for policies without errors, and lowering never produced a broken IR
+    _check_lowering(a)
+
+
+def _check_lowering(a) -> None:
+    """IR exactly for the policies the checker reported clean; a policy without IR comes with
+    an error the user sees; lowering never produced a broken IR."""
+    for name, rp in a.policies.items():
+        assert (name in a.ir) == (not rp.has_errors), name
+        assert rp.has_errors or rp.broken_part() is None, name
+    if len(a.ir) < len(a.policies):
+        assert not a.ok, "a policy has no IR but the analysis reports no error"
     for name, p in a.ir.items():
         assert p.name == name and p.values
+        assert p.values["cache.capacity"] is not None
 
 
 token_text = st.lists(st.sampled_from(TOKENS), max_size=80).map(" ".join)
@@ -88,7 +101,7 @@ def mutated(draw):
     return text
 
 
-CFG = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CFG = prop(120)
 
 
 @CFG
@@ -97,7 +110,11 @@ def test_random_tokens(main, lib):
     _run('import "lib.moe"\n' + main if lib is not None else main, lib)
 
 
+
+
 @CFG
+@example(HALF_TYPED, None, None, "live")
+@example(HALF_TYPED, None, MODELS[1], "replay")
 @given(mutated(), st.one_of(st.none(), mutated()), st.sampled_from(MODELS), st.sampled_from(["live", "replay"]))
 def test_mutated_corpus(main, lib, model, purpose):
     _run('import "lib.moe"\n' + main if lib is not None else main, lib, model, purpose)

@@ -1,0 +1,21 @@
+"""Inputs that property tests or users found to break the front end, kept as regression
+cases: the property tests run each as an explicit ``@example`` and
+``tests/test_checker_found_cases.py`` checks each through ``mplc check``, ``mpl.loads`` and
+(in tests/lsp) the language server. Add every case a hunt finds here (see
+``tests/property_profiles.py``)."""
+
+#: issue 18: a half-typed ``capacity`` followed by a pasted policy; the unclosed cache's
+#: invalid capacity reached lowering (``mplc check`` exited 3, ``mpl.load`` raised
+#: LoweringError)
+HALF_TYPED = """policy demo {
+    cache { capacity policy demo {
+    cache { capacity = 8  eviction = lru }
+    prefetch { strategy = lookahead  lookahead = 1 }
+    schedule { mode = gpu_only }
+}
+"""
+
+#: every case: (name, text), each a file with errors (``mplc check`` exits 1)
+FOUND = [
+    ("half_typed", HALF_TYPED),
+]
