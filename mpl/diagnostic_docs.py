@@ -922,6 +922,22 @@ policy fast {
     }
 }
 """, model="deepseek-v2-lite"),
+    _e("MPL507", """
+A size as `capacity` means as many slots as experts fit in it, so once the expert size is known
+(the model with `--model` or at attach, the trace in replay, or `cache.expert_size_gb`) it is
+checked like a slot count: a size smaller than one expert gives no slot (it is never rounded up
+to one), and the slots a cache can use (at most every expert it can hold: a layer's with
+`per_layer`, every MoE layer's otherwise) must be within the range of `capacity`. A size above
+every expert is fine: the slot pool is capped at the model's experts (MPL503 says so).
+""", """
+policy fast {
+    cache { capacity = 1MiB }
+}
+""", """
+policy fast {
+    cache { capacity = 2GiB }
+}
+""", model="deepseek-v2-lite"),
 )
 
 EXPLANATIONS: Mapping[str, Explanation] = MappingProxyType({e.code: e for e in _ALL})

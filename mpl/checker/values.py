@@ -245,7 +245,13 @@ def _check_capacity(sink, p: schema.Param, node) -> Any:
         if not _range_check(sink, p, node, node.value):
             return INVALID
         return node.value
-    nbytes = int(round(node.value * unit.factor))
+    try:      # a byte count every later step can divide (a float), so at most ~1.8e308
+        nbytes = int(round(node.value * unit.factor))
+        float(nbytes)
+    except (OverflowError, ValueError):
+        _emit(sink, "MPL203", f"'{p.name}' must be a finite size, got {describe(node)}; "
+                              f"write a size such as 12GiB", node.span)
+        return INVALID
     if nbytes <= 0:
         _emit(sink, "MPL203", f"'{p.name}' must be a positive size, got {describe(node)}; "
                               f"write a size such as 12GiB", node.span)
