@@ -174,12 +174,12 @@ def _slots(n: int) -> str:
 
 
 def _bytes_text(b: float) -> str:
-    for unit in ("GiB", "MiB", "KiB"):
+    for unit in ("GiB", "MiB"):
         f = schema.UNITS[unit].factor
         if b >= f:
             exact = isinstance(b, int) and b % int(f) == 0
             return f"{b // int(f) if exact else format(b / f, '.3g')} {unit}"
-    return f"{b:.0f} bytes"
+    return f"{int(b)} bytes"
 
 
 def _expert_bytes(values: Mapping[str, Any], model: ModelShape | None) -> float:

@@ -246,7 +246,9 @@ def _check_capacity(sink, p: schema.Param, node) -> Any:
             return INVALID
         return node.value
     try:      # a byte count every later step can divide (a float), so at most ~1.8e308
-        nbytes = int(round(node.value * unit.factor))
+        f = unit.factor        # exact for an integer count of a whole-byte unit
+        exact = isinstance(node.value, int) and float(f).is_integer()
+        nbytes = node.value * int(f) if exact else int(round(node.value * f))
         float(nbytes)
     except (OverflowError, ValueError):
         _emit(sink, "MPL203", f"'{p.name}' must be a finite size, got {describe(node)}; "
