@@ -15,7 +15,12 @@ HALF_TYPED = """policy demo {
 }
 """
 
+#: issue 13 item 9 (found by hand while bounding sizes): a size whose byte count does not fit
+#: a float made the checker raise OverflowError (``mplc check`` exited 3)
+HUGE_SIZE = "policy p {\n    cache { capacity = " + "9" * 400 + " GiB }\n}\n"
+
 #: every case: (name, text), each a file with errors (``mplc check`` exits 1)
 FOUND = [
     ("half_typed", HALF_TYPED),
+    ("huge_size", HUGE_SIZE),
 ]

@@ -8,7 +8,7 @@ import os
 
 from hypothesis import example, given
 from hypothesis import strategies as st
-from found_cases import HALF_TYPED
+from found_cases import HALF_TYPED, HUGE_SIZE
 from property_profiles import prop
 
 from mpl.checker import analyze
@@ -27,7 +27,8 @@ TOKENS = ["policy", "p", "q", "base", "extends", "{", "}", "cache", "prefetch", 
           "history", "hybrid", "true", "false", "when", "for", "hit_rate", "miss_rate", "stall_ms",
           "<", ">=", "==", "!=", "|", ":", "[", "]", ",", ";", ".", "trigger", "rebalance", "flush",
           "entropy", "import", '"lib.moe"', '"std/lru_basic"', '"nope.moe"', '"main.moe"', "version",
-          "1", "3", "#c\n", "\n", " ", "\t", '"', "@", "é", "lfu_decay", "total_budget", "min_capacity"]
+          "1", "3", "#c\n", "\n", " ", "\t", '"', "@", "é", "lfu_decay", "total_budget", "min_capacity",
+          "GiB", "MB", "1MiB", "0.001MiB", "999999999999999999", "1e308", "9" * 60, "expert_size_gb"]
 
 DIR = os.path.join(os.path.abspath(os.sep), "virtual")
 MAIN = os.path.join(DIR, "main.moe")
@@ -115,6 +116,8 @@ def test_random_tokens(main, lib):
 @CFG
 @example(HALF_TYPED, None, None, "live")
 @example(HALF_TYPED, None, MODELS[1], "replay")
+@example(HUGE_SIZE, None, MODELS[1], "live")
+@example(HUGE_SIZE, HUGE_SIZE, None, "replay")
 @given(mutated(), st.one_of(st.none(), mutated()), st.sampled_from(MODELS), st.sampled_from(["live", "replay"]))
 def test_mutated_corpus(main, lib, model, purpose):
     _run('import "lib.moe"\n' + main if lib is not None else main, lib, model, purpose)
