@@ -15,6 +15,27 @@ HALF_TYPED = """policy demo {
 }
 """
 
+#: found by the strengthened mutation ("typing stops, a file is pasted") on the code before the
+#: fix: an adapt rule's half-typed ``when`` with a policy pasted after it lowered an invalid
+#: condition (LoweringError)
+HALF_TYPED_WHEN = """policy adapt_hit_rate {
+    cache {
+        capacity = 16
+        eviction = lfu
+    }
+    adapt {
+        when# pasted
+policy adapt_hit_rate {
+    cache {
+        capacity = 16
+        eviction = lfu
+    }
+    adapt {
+        when hit_rate < 0.4 for 100 accesses { eviction = lru }
+    }
+}
+"""
+
 #: issue 13 item 9 (found by hand while bounding sizes): a size whose byte count does not fit
 #: a float made the checker raise OverflowError (``mplc check`` exited 3)
 HUGE_SIZE = "policy p {\n    cache { capacity = " + "9" * 400 + " GiB }\n}\n"
@@ -22,5 +43,6 @@ HUGE_SIZE = "policy p {\n    cache { capacity = " + "9" * 400 + " GiB }\n}\n"
 #: every case: (name, text), each a file with errors (``mplc check`` exits 1)
 FOUND = [
     ("half_typed", HALF_TYPED),
+    ("half_typed_when", HALF_TYPED_WHEN),
     ("huge_size", HUGE_SIZE),
 ]

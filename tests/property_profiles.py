@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, settings
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 HUNT_SCALE = max(1, int(os.environ.get("MPL_HUNT_SCALE", "50") or 50))
 
-_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+          HealthCheck.large_base_example]
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
                           suppress_health_check=_QUIET)

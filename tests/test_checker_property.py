@@ -8,7 +8,7 @@ import os
 
 from hypothesis import example, given
 from hypothesis import strategies as st
-from found_cases import HALF_TYPED, HUGE_SIZE
+from found_cases import HALF_TYPED, HALF_TYPED_WHEN, HUGE_SIZE
 from property_profiles import prop
 
 from mpl.checker import analyze
@@ -90,9 +90,11 @@ def mutated(draw):
         n = len(text)
         i = draw(st.integers(0, n))
         j = draw(st.integers(i, min(n, i + 40)))
-        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace"]))
+        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace", "paste"]))
         if op == "delete":
             text = text[:i] + text[j:]
+        elif op == "paste":        # typing stops half-way and a whole file is pasted (issue 18)
+            text = text[:i] + draw(st.sampled_from(["", " ", "\n"])) + draw(st.sampled_from(CORPUS))
         elif op == "insert":
             text = text[:i] + draw(st.sampled_from(TOKENS)) + text[i:]
         elif op == "duplicate":
@@ -116,6 +118,7 @@ def test_random_tokens(main, lib):
 @CFG
 @example(HALF_TYPED, None, None, "live")
 @example(HALF_TYPED, None, MODELS[1], "replay")
+@example(HALF_TYPED_WHEN, None, None, "live")
 @example(HUGE_SIZE, None, MODELS[1], "live")
 @example(HUGE_SIZE, HUGE_SIZE, None, "replay")
 @given(mutated(), st.one_of(st.none(), mutated()), st.sampled_from(MODELS), st.sampled_from(["live", "replay"]))
