@@ -853,7 +853,8 @@ policy fast {
     _e("MPL503", """
 The cache holds every expert of the model (all MoE layers x experts, or every expert of a
 layer with per_layer), so nothing is ever evicted and the policy cannot matter; load the model
-without offloading or lower the capacity.
+without offloading or lower the capacity. The slot pool is capped at the model's experts, so a
+capacity above them (a size such as `10GiB` on a small model) allocates only every expert once.
 """, """
 policy fast {
     cache { capacity = 2000 }

@@ -94,3 +94,19 @@ def test_replay_of_an_enormous_size_is_the_whole_model(tmp_path, trace, extra):
         assert rep["stats"]["num_slots"] == 26 * 64
         assert rep["stats"]["requested_slots"] > 26 * 64
     assert rep["belady"]["capacities"] == 26 * 64
+
+
+def test_more_slots_than_a_cache_can_have_is_an_error():
+    """A model with more experts than a cache's 65536 slots: a size that would use more of
+    them than that is MPL507 (a slot count above the range is the range error already)."""
+    from mpl import shapes
+    from mpl.checker import check_text
+
+    big = shapes.ModelShape("wide", 2, (0, 1), 40000, 2, hidden_size=1, intermediate_size=512,
+                            bytes_per_param=1, has_gate=False)          # 1 KiB experts, 80000 of them
+    text = "policy p {\n    cache { capacity = 1GiB }\n}\n"
+    d = next(d for d in check_text(text, model=big) if d.code == "MPL507")
+    assert d.is_error and (d.span.line, d.span.column) == (2, 24)
+    assert "gives 80000 slots of wide's experts, more than the 65536 a cache can have" in d.message
+    assert not [d for d in check_text("policy p {\n    cache { capacity = 32MiB }\n}\n", model=big)
+                if d.code == "MPL507"]                                   # 32768 slots: fine
