@@ -893,7 +893,8 @@ policy fast {
     _e("MPL503", """
 The cache holds every expert of the model (all MoE layers x experts, or every expert of a
 layer with per_layer), so nothing is ever evicted and the policy cannot matter; load the model
-without offloading or lower the capacity.
+without offloading or lower the capacity. The slot pool is capped at the model's experts, so a
+capacity above them (a size such as `10GiB` on a small model) allocates only every expert once.
 """, """
 policy fast {
     cache { capacity = 2000 }
@@ -960,6 +961,22 @@ policy fast {
         capacity = 64
         pin = [0, 1]
     }
+}
+""", model="deepseek-v2-lite"),
+    _e("MPL507", """
+A size as `capacity` means as many slots as experts fit in it, so once the expert size is known
+(the model with `--model` or at attach, the trace in replay, or `cache.expert_size_gb`) it is
+checked like a slot count: a size smaller than one expert gives no slot (it is never rounded up
+to one), and the slots a cache can use (at most every expert it can hold: a layer's with
+`per_layer`, every MoE layer's otherwise) must be within the range of `capacity`. A size above
+every expert is fine: the slot pool is capped at the model's experts (MPL503 says so).
+""", """
+policy fast {
+    cache { capacity = 1MiB }
+}
+""", """
+policy fast {
+    cache { capacity = 2GiB }
 }
 """, model="deepseek-v2-lite"),
 )

@@ -221,6 +221,7 @@ CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
     _c("MPL504", W, "model", "memory budget above device memory"),
     _c("MPL505", E, "model", "per-layer budget below the minimum"),
     _c("MPL506", E, "model", "pinned experts do not fit"),
+    _c("MPL507", E, "model", "size capacity outside the slot range"),
 )})
 
 

@@ -12,8 +12,9 @@
   the order parameters are written in (the formatter reorders them);
 * rule durations -> :class:`mpl.ir.Count` (no ``for``: ``Count(0)``, fires at once).
 
-The input must be free of errors (``Analysis.ir`` only lowers those); ``LoweringError`` is
-raised otherwise.
+The input must be free of errors (``Analysis.ir`` only lowers those: the checker marks a
+policy with any part that cannot be lowered as having errors, see
+:meth:`mpl.checker.resolved.ResolvedPolicy.broken_part`); ``LoweringError`` is raised otherwise.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import hashlib
 from typing import Iterable
 
 from mpl import ir, schema
-from mpl.checker.common import INVALID
 from mpl.checker.crossfield import DEFAULTS
 from mpl.checker.resolved import PER_LAYER_BLOCK, ResolvedPolicy, RuleInfo, action_has_effect
 
@@ -41,26 +41,20 @@ def source_hash(texts: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-def _need(v, what: str):
-    if v is INVALID or v is None:
-        raise LoweringError(f"cannot lower {what}: it has errors")
-    return v
-
-
 def _lower_rule(index: int, r: RuleInfo, inverse_of: int | None, per_layer: bool) -> ir.AdaptRule:
     actions = []
     for a in r.actions:
         if not action_has_effect(a, per_layer):
             continue                # accepted with a warning (MPL308, MPL408): nothing to do
         if a.kind == "set":
-            actions.append(ir.SetAction(_need(a.key, "an adapt target"), _need(a.value, "an adapt value")))
+            actions.append(ir.SetAction(a.key, a.value))
         elif a.kind == "trigger":
-            actions.append(ir.TriggerAction(_need(a.name, "a trigger")))
+            actions.append(ir.TriggerAction(a.name))
         else:
-            actions.append(ir.RebalanceAction(_need(a.name, "a rebalance")))
+            actions.append(ir.RebalanceAction(a.name))
     node = r.node
     line = node.span.line if node is not None else 0
-    return ir.AdaptRule(index, _need(r.condition, "a condition"), _need(r.duration, "a duration"),
+    return ir.AdaptRule(index, r.condition, r.duration,
                         tuple(actions), origin=r.origin, inverse_of=inverse_of, source_line=line)
 
 
@@ -69,11 +63,12 @@ def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
     """The IR of a resolved policy without errors."""
     if rp.has_errors:
         raise LoweringError(f"policy '{rp.name}' has errors")
-    if "cache.capacity" not in rp.settings:
-        raise LoweringError(f"policy '{rp.name}' does not set the required cache.capacity")
+    broken = rp.broken_part()
+    if broken is not None:     # the checker marks such a policy as having errors
+        raise LoweringError(f"cannot lower {broken} of policy '{rp.name}': it has errors")
     values = dict(DEFAULTS)
     for key, s in rp.settings.items():
-        values[key] = _need(s.base, key)
+        values[key] = s.base
     rules: list[ir.AdaptRule] = []
     per_layer = PER_LAYER_BLOCK in rp.blocks
     for r in rp.conditional_rules():

@@ -283,6 +283,10 @@ has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
   `mpl.checker.analyze(text, path, model=..., purpose="replay")`.
 - A size capacity (`capacity = 12GiB`) is converted to slots with `expert_size_gb` (or the
   model's expert size); the checks that need a slot count are skipped when neither is known.
+  Once it is known the slots are checked like a slot count (MPL507): a size below one expert
+  gives no slot (an error, never rounded up to one), and the slots a cache can use (at most
+  every expert it can hold) must be within capacity's range. A size above every expert is
+  fine: the slot pool stops at the model's experts, and MPL503 says so.
 """
 
 

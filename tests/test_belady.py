@@ -2,7 +2,8 @@
 
 import functools
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
+from property_profiles import prop
 
 from mpl.sim.belady import belady, simulate
 from mpl.sim.synth import synthesize
@@ -47,14 +48,14 @@ def tiny(draw):
     return reqs, cap
 
 
-@settings(max_examples=300, deadline=None)
+@prop(300)
 @given(tiny())
 def test_equals_brute_force_on_tiny_traces(case):
     reqs, cap = case
     assert simulate(reqs, cap).hits == brute_force_hits(reqs, cap)
 
 
-@settings(max_examples=80, deadline=None)
+@prop(80)
 @given(tiny(), st.integers(0, 5))
 def test_equals_brute_force_with_a_pin(case, pin):
     reqs, cap = case

@@ -6,8 +6,10 @@ consistent with its offsets."""
 import glob
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
+from found_cases import HALF_TYPED, HALF_TYPED_WHEN, HUGE_SIZE
+from property_profiles import prop
 
 from mpl.checker import analyze
 from mpl.diagnostics import Span
@@ -25,7 +27,8 @@ TOKENS = ["policy", "p", "q", "base", "extends", "{", "}", "cache", "prefetch", 
           "history", "hybrid", "true", "false", "when", "for", "hit_rate", "miss_rate", "stall_ms",
           "<", ">=", "==", "!=", "|", ":", "[", "]", ",", ";", ".", "trigger", "rebalance", "flush",
           "entropy", "import", '"lib.moe"', '"std/lru_basic"', '"nope.moe"', '"main.moe"', "version",
-          "1", "3", "#c\n", "\n", " ", "\t", '"', "@", "é", "lfu_decay", "total_budget", "min_capacity"]
+          "1", "3", "#c\n", "\n", " ", "\t", '"', "@", "é", "lfu_decay", "total_budget", "min_capacity",
+          "GiB", "MB", "1MiB", "0.001MiB", "999999999999999999", "1e308", "9" * 60, "expert_size_gb"]
 
 DIR = os.path.join(os.path.abspath(os.sep), "virtual")
 MAIN = os.path.join(DIR, "main.moe")
@@ -61,9 +64,20 @@ def _run(main: str, lib: str | None, model=None, purpose="live"):
     if lib is not None and LIB in a.imports:
         assert texts[LIB] == lib
     _check_all(a, texts)
-    # IR only for policies without errors, and lowering never produced a broken IR
+    _check_lowering(a)
+
+
+def _check_lowering(a) -> None:
+    """IR exactly for the policies the checker reported clean; a policy without IR comes with
+    an error the user sees; lowering never produced a broken IR."""
+    for name, rp in a.policies.items():
+        assert (name in a.ir) == (not rp.has_errors), name
+        assert rp.has_errors or rp.broken_part() is None, name
+    if len(a.ir) < len(a.policies):
+        assert not a.ok, "a policy has no IR but the analysis reports no error"
     for name, p in a.ir.items():
         assert p.name == name and p.values
+        assert p.values["cache.capacity"] is not None
 
 
 token_text = st.lists(st.sampled_from(TOKENS), max_size=80).map(" ".join)
@@ -76,9 +90,11 @@ def mutated(draw):
         n = len(text)
         i = draw(st.integers(0, n))
         j = draw(st.integers(i, min(n, i + 40)))
-        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace"]))
+        op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace", "paste"]))
         if op == "delete":
             text = text[:i] + text[j:]
+        elif op == "paste":        # typing stops half-way and a whole file is pasted (issue 18)
+            text = text[:i] + draw(st.sampled_from(["", " ", "\n"])) + draw(st.sampled_from(CORPUS))
         elif op == "insert":
             text = text[:i] + draw(st.sampled_from(TOKENS)) + text[i:]
         elif op == "duplicate":
@@ -88,7 +104,7 @@ def mutated(draw):
     return text
 
 
-CFG = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CFG = prop(120)
 
 
 @CFG
@@ -97,7 +113,14 @@ def test_random_tokens(main, lib):
     _run('import "lib.moe"\n' + main if lib is not None else main, lib)
 
 
+
+
 @CFG
+@example(HALF_TYPED, None, None, "live")
+@example(HALF_TYPED, None, MODELS[1], "replay")
+@example(HALF_TYPED_WHEN, None, None, "live")
+@example(HUGE_SIZE, None, MODELS[1], "live")
+@example(HUGE_SIZE, HUGE_SIZE, None, "replay")
 @given(mutated(), st.one_of(st.none(), mutated()), st.sampled_from(MODELS), st.sampled_from(["live", "replay"]))
 def test_mutated_corpus(main, lib, model, purpose):
     _run('import "lib.moe"\n' + main if lib is not None else main, lib, model, purpose)

@@ -108,6 +108,9 @@ CASES = {
                ["total_budget 30 is below 26 MoE layers x min_capacity 2 = 52"], {"model": DS}),
     "MPL506": ("policy p {\n    cache { capacity = 40; pin = [0, 1] }\n}\n", (2, 34, 2, 40),
                ["need 52 slots of the shared cache of 40"], {"model": DS}),
+    "MPL507": ("policy p {\n    cache { capacity = 1MiB }\n}\n", (2, 24, 2, 28),
+               ["capacity 1 MiB is smaller than one expert of deepseek-v2-lite (16.5 MiB)",
+                "it gives no slot"], {"model": DS}),
 }
 
 

@@ -11,8 +11,9 @@ import subprocess
 import sys
 import textwrap
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_profiles import prop
 
 from mpl import dsl, schema
 from mpl.checker import analyze
@@ -87,7 +88,7 @@ def builders(draw):
     return b, chosen
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@prop(25)
 @given(builders())
 def test_printed_text_is_canonical_parses_and_keeps_every_value(made):
     b, chosen = made

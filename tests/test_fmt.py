@@ -5,8 +5,9 @@ import glob
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_profiles import prop
 
 from mpl import schema
 from mpl.fmt import FormatError, format_text
@@ -192,7 +193,7 @@ def test_refuses_syntax_errors():
 _mutations = st.lists(st.sampled_from([" ", "\n", ";", "\n\n", "  ", "# c\n"]), max_size=6)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@prop(60)
 @given(st.sampled_from([f for f in FILES if "corpus" in f]), st.data())
 def test_whitespace_and_comment_noise_formats_to_a_fixed_point(path, data):
     """Inserting spaces, newlines, ';' and comments between tokens keeps the meaning, and the
@@ -221,7 +222,7 @@ def test_whitespace_and_comment_noise_formats_to_a_fixed_point(path, data):
     assert sorted(comments(out)) == sorted(comments(noisy))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@prop(80)
 @given(st.sampled_from(FILES), st.data())
 def test_shuffled_lines_format_to_a_fixed_point(path, data):
     """Lines moved around (comments included): whenever the result still parses, formatting

@@ -3,8 +3,9 @@
 import glob
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_profiles import prop
 
 from mpl.syntax import ast, lalr, parse
 from mpl.syntax.lexer import tokenize
@@ -42,8 +43,7 @@ def check(text):
     return r
 
 
-_settings = settings(max_examples=150, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_settings = prop(150)
 
 
 @_settings

@@ -10,7 +10,7 @@ from runtime_helpers import zipf_trace
 STATS_KEYS = {"accesses", "hits", "misses", "hit_rate", "evictions", "loads", "demand_loads",
               "background_loads", "prefetch_loads", "bytes_loaded", "prefetch_issued",
               "prefetch_useful", "prefetch_accuracy", "cpu_computes", "streamed", "stall_ms",
-              "per_layer", "adapt_log"}
+              "per_layer", "adapt_log", "requested_slots", "num_slots"}
 
 
 def rt(body, L=4, E=16, K=2, **kw):

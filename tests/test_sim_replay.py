@@ -4,7 +4,8 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
+from property_profiles import prop
 
 import mpl
 from mpl import schema, shapes
@@ -69,7 +70,7 @@ def small_trace(draw):
     return Trace(h, ds)
 
 
-@settings(max_examples=80, deadline=None)
+@prop(80)
 @given(small_trace(), st.integers(1, 6), st.booleans(), st.sampled_from([None, 0, 1]))
 def test_no_eviction_rule_beats_belady(trace, capacity, per_layer, pin):
     """Every live eviction rule, shared and per-layer, with and without a pinned expert

@@ -99,9 +99,12 @@ def cross_field(values: Mapping[str, Any], blocks: set[str], given: set[str], *,
                 purpose: str = LIVE, model: ModelShape | None = None) -> list[Violation]:
     out: list[Violation] = []
     cap = capacity_slots(values, model)
-    cap_text = fmt_num(cap) if cap is not None else "?"
     pins = values.get("cache.pin")
     per_layer = "per_layer" in blocks
+    if cap is not None and cap < _CAPACITY.min:      # a size below one expert: no slot
+        out.append(_no_slot(values, model))
+        cap = None                                   # the rules below would only repeat it
+    cap_text = fmt_num(cap) if cap is not None else "?"
 
     if cap is not None and ok(pins) and len(pins) > cap:
         out.append(Violation("MPL301", f"{len(pins)} pinned experts do not fit in a cache of {_slots(cap)}; raise capacity to at least {len(pins)} or pin fewer experts",
@@ -163,8 +166,42 @@ def cross_field(values: Mapping[str, Any], blocks: set[str], given: set[str], *,
     return out
 
 
+_CAPACITY = schema.PARAMS["cache.capacity"]
+
+
 def _slots(n: int) -> str:
     return f"{n} slot" + ("" if n == 1 else "s")
+
+
+def _bytes_text(b: float) -> str:
+    for unit in ("GiB", "MiB"):
+        f = schema.UNITS[unit].factor
+        if b >= f:
+            exact = isinstance(b, int) and b % int(f) == 0
+            return f"{b // int(f) if exact else format(b / f, '.3g')} {unit}"
+    return f"{int(b)} bytes"
+
+
+def _expert_bytes(values: Mapping[str, Any], model: ModelShape | None) -> float:
+    return expert_gb(values, model) * schema.UNITS["GB"].factor
+
+
+def _no_slot(values: Mapping[str, Any], model: ModelShape | None) -> Violation:
+    """MPL507: a size capacity that holds no expert (the runtime never rounds it up)."""
+    eb = _expert_bytes(values, model)
+    whose = f"of {model.name}" if model is not None and not ok(values.get("cache.expert_size_gb")) \
+        else "(cache.expert_size_gb)"
+    size = values["cache.capacity"]
+    return Violation("MPL507", f"capacity {_bytes_text(size.bytes)} is smaller than one expert {whose} "
+                     f"({_bytes_text(eb)}): it gives no slot; write at least {_bytes_text(eb)} or a "
+                     f"slot count", ("cache.capacity",))
+
+
+def effective_slots(slots: int, per_layer: bool, model: ModelShape) -> int:
+    """The slots a cache of ``slots`` can ever use on ``model``: a layer's cache holds at most
+    that layer's experts, the shared cache every MoE layer's (the runtime's pool stops
+    there)."""
+    return min(slots, model.num_experts if per_layer else model.total_experts)
 
 
 def _gb(nbytes: float) -> str:
@@ -179,6 +216,16 @@ def model_rules(values: Mapping[str, Any], blocks: set[str], given: set[str],
     layers = model.num_moe_layers
     pins = values.get("cache.pin")
     cap = capacity_slots(values, model)
+    if cap is not None and cap < _CAPACITY.min:
+        cap = None                     # MPL507 (cross_field): no slot at all
+    size = values.get("cache.capacity") if isinstance(values.get("cache.capacity"), ir.Size) else None
+    if cap is not None and size is not None and effective_slots(cap, per_layer, model) > _CAPACITY.max:
+        out.append(Violation("MPL507", f"capacity {_bytes_text(size.bytes)} gives "
+                             f"{effective_slots(cap, per_layer, model)} slots of {model.name}'s experts, "
+                             f"more than the {_CAPACITY.max} a cache can have; lower it to at most "
+                             f"{_bytes_text(_CAPACITY.max * _expert_bytes(values, model))}",
+                             ("cache.capacity",)))
+    written = f"{_bytes_text(size.bytes)} = {cap} slots" if size is not None else f"{cap}"
     if ok(pins):
         bad = [e for e in pins if e >= model.num_experts]
         if bad:
@@ -194,19 +241,23 @@ def model_rules(values: Mapping[str, Any], blocks: set[str], given: set[str],
     if per_layer:
         per = (total // layers if ok(total) and layers else cap)
         if per is not None and per >= model.num_experts:
-            out.append(Violation("MPL503", f"every layer's cache ({per} slots) holds all {model.num_experts} "
-                                 f"experts of {model.name}: the policy cannot matter; lower the budget "
-                                 f"or load the model without offloading",
-                                 ("per_layer.total_budget", "cache.capacity")))
+            held = (f"{_bytes_text(size.bytes)} = {per} slots" if size is not None and per == cap
+                    else f"{per} slots")
+            out.append(Violation("MPL503", f"every layer's cache ({held}) holds all {model.num_experts} "
+                                 f"experts of {model.name}: the policy cannot matter, and the slot pool is "
+                                 f"capped at {layers} x {model.num_experts} = {model.total_experts} slots "
+                                 f"(only those are allocated); lower the budget or load the model without "
+                                 f"offloading", ("per_layer.total_budget", "cache.capacity")))
         if ok(total, mn) and total < layers * mn:
             out.append(Violation("MPL505", f"total_budget {total} is below {layers} MoE layers x min_capacity "
                                  f"{mn} = {layers * mn} for {model.name}; raise total_budget to {layers * mn} "
                                  f"or lower min_capacity", ("per_layer.total_budget", "per_layer.min_capacity")))
     else:
         if cap is not None and cap >= model.total_experts:
-            out.append(Violation("MPL503", f"capacity {cap} holds all {model.total_experts} experts of "
+            out.append(Violation("MPL503", f"capacity {written} holds all {model.total_experts} experts of "
                                  f"{model.name} ({layers} layers x {model.num_experts}): the policy cannot "
-                                 f"matter; lower capacity or load the model without offloading",
+                                 f"matter, and the slot pool is capped at {model.total_experts} slots (only "
+                                 f"those are allocated); lower capacity or load the model without offloading",
                                  ("cache.capacity",)))
         if cap is not None and ok(pins) and pins and len(pins) * layers > cap:
             out.append(Violation("MPL506", f"{len(pins)} pinned experts in each of {model.name}'s {layers} MoE "
@@ -224,8 +275,9 @@ def model_rules(values: Mapping[str, Any], blocks: set[str], given: set[str],
         g = values.get("cache.expert_size_gb")
         if ok(g):
             eb = g * 1e9
-        if cap is not None and cap * eb > dev:
-            out.append(Violation("MPL504", f"the cache needs {cap} x {_gb(eb)} = {_gb(cap * eb)}, more than "
+        need = effective_slots(cap, per_layer, model) if cap is not None else None
+        if need is not None and need * eb > dev:
+            out.append(Violation("MPL504", f"the cache needs {need} x {_gb(eb)} = {_gb(need * eb)}, more than "
                                  f"the device's memory ({_gb(dev)}); lower capacity to at most "
                                  f"{int(dev // eb)}", ("cache.capacity",)))
     return out

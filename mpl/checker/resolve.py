@@ -630,8 +630,9 @@ class Resolver:
         return i < len(offsets) and offsets[i] <= pol.span.end_offset
 
     def _mark_errors(self, unit: FileUnit) -> None:
-        """A policy has errors when one lies inside it, its parent has errors, or an error
-        lies outside every policy (or the text is not valid). Sorted offsets and bisection:
+        """A policy has errors when one lies inside it, its parent has errors, an error
+        lies outside every policy (or the text is not valid), or a part of it cannot be
+        lowered (a value whose error was reported elsewhere: a recovered, unclosed block). Sorted offsets and bisection:
         O((errors + policies) log errors), not errors x policies."""
         errors = sorted((d.span.offset, d.span.offset == d.span.end_offset)
                         for d in unit.sink.diags if d.is_error)
@@ -653,7 +654,8 @@ class Resolver:
             i = bisect_left(offsets, a)
             mine = i < len(offsets) and offsets[i] <= b
             parent_bad = rp.parent_policy is not None and rp.parent_policy.has_errors
-            rp.has_errors = rp.has_errors or mine or parent_bad or outside or unit.invalid_text
+            rp.has_errors = (rp.has_errors or mine or parent_bad or outside or unit.invalid_text
+                             or rp.broken_part() is not None)
 
 
 _SYNTAX_CODES = frozenset(c for c, info in CODES.items() if info.group == "syntax")

@@ -130,6 +130,27 @@ class ResolvedPolicy:
     def all_rules(self) -> list[RuleInfo]:
         return self.conditional_rules() + list(self.rules)
 
+    def broken_part(self) -> str | None:
+        """What cannot be lowered (a value whose error was reported, wherever its diagnostic
+        lies, or the missing ``cache.capacity``), else None. The checker marks a policy with
+        such a part as having errors, so lowering only ever sees complete policies."""
+        if "cache.capacity" not in self.settings:
+            return "cache.capacity (not set)"
+        for key, s in self.settings.items():
+            if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
+                return key
+        for r in self.all_rules():
+            if _bad(r.condition) or _bad(r.duration):
+                return "an adapt rule"
+            for a in r.actions:
+                if _bad(a.value) or _bad(a.key if a.kind == "set" else a.name):
+                    return "an adapt action"
+        return None
+
+
+def _bad(v) -> bool:
+    return v is None or v is INVALID
+
 
 _ZERO = ir.Count(0, "accesses")
 

@@ -229,7 +229,15 @@ def _check_capacity(sink, p: schema.Param, node) -> Any:
         if not _range_check(sink, p, node, value):
             return INVALID
         return value
-    nbytes = int(round(node.value * unit.factor))
+    try:      # a byte count every later step can divide (a float), so at most ~1.8e308
+        f = unit.factor        # exact for an integer count of a whole-byte unit
+        exact = isinstance(node.value, int) and float(f).is_integer()
+        nbytes = node.value * int(f) if exact else int(round(node.value * f))
+        float(nbytes)
+    except (OverflowError, ValueError):
+        _emit(sink, "MPL203", f"'{p.name}' must be a finite size, got {describe(node)}; "
+                              f"write a size such as 12GiB", node.span)
+        return INVALID
     if nbytes <= 0:
         _emit(sink, "MPL203", f"'{p.name}' must be a positive size, got {describe(node)}; "
                               f"write a size such as 12GiB", node.span)

@@ -87,7 +87,8 @@ def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, 
     total = L * E
     if slots >= total:
         text = (f"policy {name} {{\n    cache {{\n        capacity = {total}\n        eviction = lru\n    }}\n}}\n")
-        reason = f"{facts}; every expert fits, so one shared cache holds the whole model (rule 2)"
+        reason = (f"{facts}; every expert fits, so one shared cache holds the whole model, its slot "
+                  f"pool capped at the model's {total} experts (rule 2)")
         return text, reason
     has_routers = all(b.router is not None for b in layers)
     if slots >= K * L:

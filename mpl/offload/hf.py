@@ -24,6 +24,7 @@ from .cpu import CpuExperts
 from .engine import Engine, LayerBinding
 from .errors import AttachError
 from .lookahead import Lookahead
+from .memory import MemoryMeter
 from .pool import SlotPool
 from .store import HostStore
 
@@ -206,6 +207,7 @@ class Handle:
         self.attached = True
         self.policy_text: str | None = None
         self.reason: str | None = None
+        self.memory = MemoryMeter(pool, store)     # stats()["memory"]: pool/store bytes, peaks
 
     # ------------------------------------------------------------------ info
     @property
@@ -218,6 +220,7 @@ class Handle:
             self.engine.flush_stalls()
         stats = dict(self.runtime.stats())
         stats["mechanism"] = self.engine.stats()
+        stats["memory"] = self.memory.stats()
         return stats
 
     stats = get_stats
@@ -391,7 +394,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
             b.module.forward = fwd
     except Exception as e:
         _restore(layers, saved, placement)
-        if isinstance(e, torch.cuda.OutOfMemoryError):
+        if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError, OverflowError)):
             raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots or E} "
                               f"transient) does not fit on {dev}: lower the policy's capacity") from None
         raise

@@ -148,8 +148,15 @@ class Runtime:
 
         # ---- caches
         self.per_layer = bool(features.get("per_layer"))
-        cap = self._slots(params["cache.capacity"])
+        reachable = (params["cache.capacity"], *features.get("capacities", ()))
+        slots = [self._slots(c) for c in reachable]
+        cap = slots[0]
         self.capacity = cap
+        # a cache never holds more keys than the model has experts (a layer's cache: that
+        # layer's; the shared cache: every MoE layer's), so the slot pool stops there: the
+        # requested slots drive every decision, the pool (and the mechanism's device
+        # memory, runtime.num_slots) is only what can ever be occupied
+        self.max_slots = L * num_experts
         if self.per_layer:
             self.min_cap = int(params["per_layer.min_capacity"])
             self.max_cap = int(params["per_layer.max_capacity"])
@@ -158,12 +165,13 @@ class Runtime:
             self.total_budget = L * cap if tb is None else int(tb)
             totals = [self.total_budget] + [int(b) for b in features.get("budgets", ())]
             if self.budget_derived:       # an adapt rule setting capacity moves the budget
-                totals += [L * self._slots(c) for c in features.get("capacities", ())]
+                totals += [L * c for c in slots[1:]]
             # allocations never exceed the budget nor layers x max_capacity (adapt rules can
             # move all three: the pool holds the largest split they reach)
             lo = max([self.min_cap] + [int(x) for x in features.get("min_capacities", ())])
             hi = max([self.max_cap] + [int(x) for x in features.get("max_capacities", ())])
-            self.pool = SlotPool(max(L * lo, min(max(totals), L * hi)))
+            self.requested_slots = max(L * lo, min(max(totals), L * hi))
+            self.pool = SlotPool(min(self.requested_slots, self.max_slots))
             self.allocation = params["per_layer.allocation"]
             self.rebalance_interval = int(params["per_layer.rebalance_interval"])
             self.signal = Signal(L, int(params["per_layer.entropy_window"])) if features.get("signal") else None
@@ -174,8 +182,8 @@ class Runtime:
             self.caches = [Cache(c, make_store(params["cache.eviction"], c, self.p), self.pool,
                                  self.pins, layer=i) for i, c in enumerate(caps)]
         else:
-            sizes = [cap] + [self._slots(c) for c in features.get("capacities", ())]
-            self.pool = SlotPool(max(sizes))
+            self.requested_slots = max(slots)
+            self.pool = SlotPool(min(self.requested_slots, self.max_slots))
             shared = Cache(cap, make_store(params["cache.eviction"], cap, self.p), self.pool, self.pins)
             self.caches = [shared] * L
             self.signal = None
@@ -331,10 +339,7 @@ class Runtime:
 
     # ------------------------------------------------------------------ helpers
     def _slots(self, capacity) -> int:
-        b = getattr(capacity, "bytes", None)
-        if b is not None:                      # a Size: as many experts as fit
-            return max(1, int(b // self.expert_bytes))
-        return int(capacity)
+        return capacity_slots(capacity, self.expert_bytes)
 
     def _set_ttl(self, ttl) -> None:
         if ttl is None:
@@ -581,10 +586,10 @@ class Runtime:
             if self.per_layer:
                 if self.budget_derived:
                     self.total_budget = max(self.num_layers * self.min_cap,
-                                            min(self.pool.size, self.num_layers * cap))
+                                            min(self.requested_slots, self.num_layers * cap))
                     self._rebalance(self.allocation, inuse, evicted)
             else:
-                for k, slot in self.caches[0].set_capacity(min(cap, self.pool.size), inuse):
+                for k, slot in self.caches[0].set_capacity(min(cap, self.requested_slots), inuse):
                     self._gone(k, slot, evicted)
         elif key == "cache.eviction":
             for c in self._distinct_caches():
@@ -787,6 +792,8 @@ class Runtime:
             "background_loads": self.background_loads,
             "prefetch_loads": self.prefetch_loads,
             "bytes_loaded": int((loads + self.streamed) * self.expert_bytes),
+            "requested_slots": self.requested_slots,
+            "num_slots": self.pool.size,
             "prefetch_issued": self.prefetch_loads,
             "prefetch_useful": self.prefetch_useful,
             "prefetch_accuracy": (self.prefetch_useful / self.prefetch_loads
@@ -801,6 +808,20 @@ class Runtime:
         }
 
     get_stats = stats
+
+
+def capacity_slots(capacity, expert_bytes: float) -> int:
+    """The slots of a capacity: a count as it is, a size as many experts of ``expert_bytes``
+    as fit; RuntimeConfigError when a size holds no expert (never silently one slot)."""
+    b = getattr(capacity, "bytes", None)
+    if b is None:
+        return int(capacity)
+    n = int(b // expert_bytes)
+    if n < 1:
+        raise RuntimeConfigError(f"cache.capacity of {int(b)} bytes is smaller than one expert "
+                                 f"({int(expert_bytes)} bytes): it gives no slot; give at least "
+                                 f"one expert's size or a slot count")
+    return n
 
 
 def _plain(v):

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl.sim import hardware as hw
 from mpl.sim import traceio
@@ -222,10 +223,11 @@ def check_fits(policy, header) -> None:
 
     text = policy.text()
     an = analyze(text, model=shape_of(header), purpose=REPLAY)
-    # MPL501 (a pinned expert the model does not have) and MPL505 (a per-layer budget below
-    # the minimum) make a replay meaningless; pins that fill the cache (MPL506) are a defined
+    # MPL501 (a pinned expert the model does not have), MPL505 (a per-layer budget below
+    # the minimum) and MPL507 (a size capacity that gives no slot, or more than a cache may
+    # have) make a replay meaningless; pins that fill the cache (MPL506) are a defined
     # runtime behaviour (what does not fit streams), so that replay goes ahead.
-    errs = [d for d in an.errors if d.code in ("MPL501", "MPL505")]
+    errs = [d for d in an.errors if d.code in ("MPL501", "MPL505", "MPL507")]
     if errs:
         raise ReplayError(f"policy {policy.name} does not fit the trace's model "
                           f"({header.model}): {errs[0].message} [{errs[0].code}]")
@@ -314,7 +316,8 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         caps0 = list(rt.capacities()) if ir.per_layer else None
         # the shared optimum's capacity: the policy's own, or the largest an adapt rule can
         # set (the runtime's slot pool), so that the optimum stays an upper bound
-        cap0 = rt.num_slots if _adapts_capacity(ir) else rt.capacities()[0]
+        # (at most the slot pool: a capacity above every expert is every expert)
+        cap0 = rt.num_slots if _adapts_capacity(ir) else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
         rt.replay_records(records_of(trace.dispatches), tl, upd, bar.every if bar.on else 0)
         upd(len(trace))
@@ -351,9 +354,7 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
     reqs, layers = requests_of(trace.dispatches, E)
     outcome: list[list[int] | None] = [None] * len(reqs)
     if caps is None:
-        cap = ir["cache.capacity"]
-        if not isinstance(cap, int):
-            cap = max(1, int(cap.bytes // eb))
+        cap = min(capacity_slots(ir["cache.capacity"], eb), L * E)   # at most every expert
         res = simulate(reqs, cap, frozenset(), E, outcomes=outcome)
         res.structure, res.capacities = "shared", cap
     else:

@@ -187,8 +187,10 @@ def _shared_slots(pol, trace) -> int:
     cap = pol.ir["cache.capacity"]
     if isinstance(cap, int):
         return cap
+    from mpl.runtime.core import capacity_slots
     from mpl.sim.replay import expert_bytes_for
-    return max(1, int(cap.bytes // expert_bytes_for(pol.ir, h)))
+    # a size: as many experts as fit (replay refuses one below an expert), at most every expert
+    return min(capacity_slots(cap, expert_bytes_for(pol.ir, h)), h.num_moe_layers * h.num_experts)
 
 
 def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params: dict | None = None,

@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("pygls")
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from hypothesis import given, strategies as st  # noqa: E402
+from property_profiles import prop  # noqa: E402
 from lsprotocol import types  # noqa: E402
 
 from lsp import context, settings  # noqa: E402
@@ -27,7 +28,7 @@ TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", 
 
 
 @given(TEXTS, st.sampled_from(["utf-8", "utf-16", "utf-32"]))
-@hsettings(max_examples=200, deadline=None)
+@prop(200)
 def test_positions_round_trip(text, enc):
     idx = LineIndex(text, enc)
     for off in range(len(text) + 1):
@@ -55,7 +56,7 @@ def test_span_range_uses_line_and_column_for_crlf():
 
 
 @given(st.text(max_size=200))
-@hsettings(max_examples=200, deadline=None)
+@prop(200)
 def test_tokenizer_and_context_never_fail(text):
     toks = tokenize(text)
     covered = set()
@@ -117,6 +118,7 @@ def test_settings_parse_and_report():
     assert settings.update(s, "garbage").messages
 
 
+@prop(100)
 @given(st.text(max_size=40), st.text(max_size=40))
 def test_minimal_edit(old, new):
     e = minimal_edit(old, new)
@@ -259,7 +261,7 @@ def test_every_feature_on_stdlib_and_corpus_files(cut):
 
 
 @given(st.integers(1, 60), st.integers(1, 64), st.integers(1, 8), st.integers(1, 80), st.booleans())
-@hsettings(max_examples=300, deadline=None)
+@prop(300)
 def test_per_layer_hint_matches_runtime_initial_split(layers, cap, lo, hi, with_total):
     """The hint's capacities are the runtime's start (mpl.runtime.budgets.allocate with equal
     weights); the server cannot import the runtime, so it re-derives them: check they agree."""

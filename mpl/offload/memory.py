@@ -1,0 +1,31 @@
+"""The mechanism's memory as measured figures (``handle.get_stats()["memory"]``).
+
+``pool_bytes`` is what the device slot pool's tensors take (``runtime.num_slots`` slots, the
+transient STREAM entries and the zero entry), ``store_bytes`` what the host store holds (the
+experts' own weights, taken over from the model, not copied, on the CPU). Both are allocated
+at attach and sized from the runtime's capped slot count, so they never grow; the peaks are
+still measured (at attach and at every ``get_stats``), not assumed.
+"""
+
+from __future__ import annotations
+
+
+class MemoryMeter:
+    """Current and peak bytes of a handle's slot pool and host store."""
+
+    def __init__(self, pool, store) -> None:
+        self.pool = pool
+        self.store = store
+        self.pool_peak = self.store_peak = 0
+        self.sample()
+
+    def sample(self) -> tuple[int, int]:
+        p, s = int(self.pool.nbytes), int(self.store.nbytes)
+        self.pool_peak = max(self.pool_peak, p)
+        self.store_peak = max(self.store_peak, s)
+        return p, s
+
+    def stats(self) -> dict:
+        p, s = self.sample()
+        return {"pool_bytes": p, "store_bytes": s, "pool_peak_bytes": self.pool_peak,
+                "store_peak_bytes": self.store_peak, "peak_bytes": self.pool_peak + self.store_peak}

@@ -1,0 +1,18 @@
+"""Suite-wide set-up: the Hypothesis profile (``ci``, deterministic, unless
+``HYPOTHESIS_PROFILE=hunt``; see ``tests/property_profiles.py``) and the ``property`` marker,
+put on every Hypothesis test (``python -m pytest -m property`` runs them all)."""
+
+from hypothesis import is_hypothesis_test
+
+import property_profiles  # noqa: F401  (registers and loads the profile before any test module)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "property: a Hypothesis property test (run long with "
+                                       "HYPOTHESIS_PROFILE=hunt, see tests/property_profiles.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_hypothesis_test(getattr(item, "obj", None)):
+            item.add_marker("property")
