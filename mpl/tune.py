@@ -90,6 +90,8 @@ class TuneResult:
     evaluated: int
     text: str = ""                          # the winner's .moe file content
     belady: float | None = None             # optimum of the winner's structure
+    expert_bytes: int = 0                   # the expert size replays used (see below)
+    expert_bytes_source: str = ""           # mpl.sim.tracemodel.expert_size_source
 
     def to_dict(self) -> dict:
         def c(x: Candidate):
@@ -98,7 +100,8 @@ class TuneResult:
                     "stall_ms_per_step": x.stall_ms_per_step, "error": x.error}
         return {"objective": self.objective, "budget_slots": self.budget,
                 "evaluated": self.evaluated, "best": c(self.best),
-                "belady": self.belady,
+                "belady": self.belady, "expert_bytes": self.expert_bytes,
+                "expert_bytes_source": self.expert_bytes_source,
                 "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
 
 
@@ -245,13 +248,18 @@ def _evaluate_in_worker(args):
 
 def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEFAULT_OBJECTIVE,
          jobs: int | None = None, keep: int = 3, name: str = "tuned",
-         progress: Callable[[int, int, int], None] | None = None) -> TuneResult:
+         progress: Callable[[int, int, int], None] | None = None, model=None) -> TuneResult:
     """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc.
-    ``objective``: ``"tokens_per_s"`` (default) or ``"hit_rate"``."""
+    ``objective``: ``"tokens_per_s"`` (default) or ``"hit_rate"``. ``model``: the trace's
+    model (preset name, config.json path or ModelShape) when its header names no preset: it
+    gives the expert size (size budgets, transfer times) and the shape (the cost model)."""
+    from mpl.sim.tracemodel import trace_expert_size, with_model
+
     objective = objective_name(objective)
     why = policy_name_problem(name)
     if why is not None:                   # before the search, not after it
         raise ValueError(f"name: {why}")
+    trace = with_model(trace, model)
     h = trace.header
     from mpl.sim import hardware as hw
     hw.resolve(hardware)          # fail early on a bad profile
@@ -300,7 +308,9 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
         first = board[0].error if board else "no candidates"
         raise ValueError(f"no candidate policy could be replayed (first error: {first})")
     best = ok[0]
-    return TuneResult(best, board, objective, slots, len(all_c))
+    eb, source = trace_expert_size(h)
+    return TuneResult(best, board, objective, slots, len(all_c), expert_bytes=eb,
+                      expert_bytes_source=source)
 
 
 def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "tuned") -> str:

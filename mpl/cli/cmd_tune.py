@@ -12,6 +12,7 @@ import sys
 
 
 def add_arguments(parser) -> None:
+    from mpl.cli.cmd_replay import add_model_argument
     from mpl.sim import hardware
     from mpl.tune import DEFAULT_OBJECTIVE, OBJECTIVE_ALIASES, OBJECTIVES
 
@@ -20,6 +21,7 @@ def add_arguments(parser) -> None:
                         help="total expert slots (e.g. 864) or device memory for experts (e.g. 12GiB)")
     parser.add_argument("--hardware", metavar="NAME|FILE",
                         help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
+    add_model_argument(parser)
     parser.add_argument("--objective", choices=OBJECTIVES + tuple(OBJECTIVE_ALIASES),
                         default=DEFAULT_OBJECTIVE, metavar="|".join(OBJECTIVES),
                         help=f"what to maximise: simulated tokens/s on the hardware profile "
@@ -41,7 +43,12 @@ def run(args) -> int:
     from mpl.sim.replay import Progress
     from mpl.sim.belady import belady
     from mpl import tune as T
+    from mpl.cli.cmd_replay import model_of
+    from mpl.sim.tracemodel import TraceModelError, describe_expert_size, with_model
 
+    model, status = model_of(args, "tune")
+    if status is not None:
+        return status
     if args.jobs < 0:
         print("error: --jobs must be >= 0", file=sys.stderr)
         return 1
@@ -63,7 +70,7 @@ def run(args) -> int:
         print(f"error: --name: {why}", file=sys.stderr)
         return 1
     try:
-        trace = traceio.load(args.trace)
+        trace = with_model(traceio.load(args.trace), model)
         bar = Progress(100, "tune")
         state = {"n": 0}
 
@@ -76,7 +83,7 @@ def run(args) -> int:
         result = T.tune(trace, args.budget, hardware=args.hardware, objective=args.objective,
                         jobs=args.jobs or None, name=args.name, progress=progress)
         bar.close()
-    except (TraceFormatError, HardwareError, ValueError) as e:
+    except (TraceFormatError, HardwareError, TraceModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     b = result.best
@@ -107,6 +114,7 @@ def run(args) -> int:
     from mpl.sim.hardware import DEFAULT as hw_default
     print(f"tuned for {desc}, budget {result.budget} slots, objective {result.objective} "
           f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates")
+    print(f"expert size {describe_expert_size(result.expert_bytes, result.expert_bytes_source)}")
     print(f"{'#':>3}  {'hit rate':>8}  {'tok/s':>8}  policy")
     for i, c in enumerate(result.leaderboard[: args.top], 1):
         if c.error:
