@@ -279,20 +279,24 @@ def snippet_window(line: str, start: int, end: int | None,
         span_w = _cols(line, s, min(e, s + width))
         right_w = _cols(line, e, min(n, e + width))
         left = min(width - 1, max(SNIPPET_CONTEXT, width - min(span_w, width) - right_w))
-        lo, used = s, 0
-        while lo > 0:
-            w = TAB_WIDTH if line[lo - 1] == "\t" else 1
-            if used + w > left:
-                break
-            lo -= 1
-            used += w
-        hi, used = lo, 0
-        while hi < n:
-            w = TAB_WIDTH if line[hi] == "\t" else 1
-            if used + w > width:
-                break
-            hi += 1
-            used += w
+        lo = max(0, s - left)
+        if "\t" in line[lo:s]:             # tabs are wider: walk back column by column
+            lo, used = s, 0
+            while lo > 0:
+                w = TAB_WIDTH if line[lo - 1] == "\t" else 1
+                if used + w > left:
+                    break
+                lo -= 1
+                used += w
+        hi = min(n, lo + width)
+        if "\t" in line[lo:hi]:
+            hi, used = lo, 0
+            while hi < n:
+                w = TAB_WIDTH if line[hi] == "\t" else 1
+                if used + w > width:
+                    break
+                hi += 1
+                used += w
     pre = len(ELLIPSIS) if lo > 0 else 0
     shown = line[lo:hi].replace("\t", " " * TAB_WIDTH)
     text = (ELLIPSIS if lo > 0 else "") + shown + (ELLIPSIS if hi < n else "")
