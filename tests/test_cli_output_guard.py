@@ -14,7 +14,7 @@ from cli_qa_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (tr
 HAND = "# my hand-written policy\npolicy mine {\n    cache {\n        capacity = 4\n    }\n}\n"
 
 
-@pytest.mark.parametrize("out", ["b.moe", "B.MOE", "x.policy", "sub/../b.moe"])
+@pytest.mark.parametrize("out", ["b.moe", "B.MOE", "x.policy", "sub/../b.moe", ".moe"])
 def test_compile_refuses_a_policy_file_as_output(work, out):
     (work / "b.moe").write_text(HAND)
     (work / "x.policy").write_text(HAND)

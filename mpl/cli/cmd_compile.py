@@ -73,12 +73,12 @@ def output_problem(out: str | None) -> str | None:
     making or being replaced."""
     if out is None or out == "-":
         return None
-    ext = os.path.splitext(out)[1]
-    if ext.lower() in POLICY_EXTENSIONS:
-        stem = os.path.splitext(out)[0]
-        return (f"-o {out}: the output is a Python module, not a policy file ({ext}); "
-                f"write it to a .py file, e.g. -o {stem}_policy.py")
-    return None
+    ext = next((e for e in POLICY_EXTENSIONS if os.path.basename(out).lower().endswith(e)), None)
+    if ext is None:
+        return None
+    stem = out[: -len(ext)] or "policy"
+    return (f"-o {out}: the output is a Python module, not a policy file ({ext}); "
+            f"write it to a .py file, e.g. -o {stem}_policy.py")
 
 
 def run(args) -> int:
