@@ -297,6 +297,11 @@ def snippet_window(line: str, start: int, end: int | None,
                     break
                 hi += 1
                 used += w
+        mark = len(ELLIPSIS)                # a mark would hide no more than it takes:
+        if lo <= mark and _cols(line, 0, lo) <= mark:
+            lo = 0
+        if n - hi <= mark and _cols(line, hi, n) <= mark:
+            hi = n
     pre = len(ELLIPSIS) if lo > 0 else 0
     shown = line[lo:hi].replace("\t", " " * TAB_WIDTH)
     text = (ELLIPSIS if lo > 0 else "") + shown + (ELLIPSIS if hi < n else "")
@@ -306,6 +311,21 @@ def snippet_window(line: str, start: int, end: int | None,
     else:                                   # past the end of a line shown to its end
         de = pre + _cols(line, lo, n) + (end - n)
     return SnippetLine(text, ds, max(de, ds + 1), lo > 0, hi < n)
+
+
+#: the most characters of a message (or fix title, note) the text renderer prints: a message
+#: quoting a huge token (a 1 MB name) is cut in the middle, where the quote is
+MESSAGE_LIMIT = 1000
+
+
+def clip_text(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` when it has at most ``limit`` characters; else its start and end (two thirds
+    and one third of ``limit``) around :data:`ELLIPSIS`."""
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    tail = limit - head - len(ELLIPSIS)
+    return text[:head] + ELLIPSIS + text[len(text) - tail:]
 
 
 def has_errors(diags) -> bool:

@@ -14,7 +14,7 @@ import pytest
 
 from mpl import dsl
 from mpl.api import PolicyError
-from mpl.diagnostics import ELLIPSIS, SNIPPET_WIDTH, snippet_window
+from mpl.diagnostics import ELLIPSIS, MESSAGE_LIMIT, SNIPPET_WIDTH, clip_text, snippet_window
 
 from cli_qa_helpers import clean, mplc
 
@@ -89,6 +89,26 @@ def test_one_error_on_a_megabyte_line_prints_a_window(tmp_path):
     # the JSON output carries no snippet: it stays small too
     j = mplc("check", "--json", "big.moe", cwd=tmp_path)
     assert j.returncode == 1 and len(j.stdout) < 2000
+
+
+def test_a_message_quoting_a_megabyte_token_is_cut_in_the_middle(tmp_path):
+    big = "x" * 1_000_000
+    for name, text, tail in (
+            ("param.moe", f"policy p {{ cache {{ capacity = 8 {big} = 4 }} }}\n", "ttl"),
+            ("enum.moe", f"policy p {{ cache {{ capacity = 8 eviction = {big} }} }}\n", "belady"),
+            ("top.moe", f"policy p {{ cache {{ capacity = 8 }} }} {big}\n", "x'")):
+        r = _check(tmp_path, name, text)
+        assert r.returncode == 1
+        assert len(r.stdout) < MESSAGE_LIMIT + 1000, (name, len(r.stdout))     # was 1 MB
+        head = r.stdout.splitlines()[0]
+        assert ELLIPSIS in head and head.endswith(tail), head[-80:]
+
+
+def test_clip_text_keeps_short_texts_and_both_ends():
+    assert clip_text("short") == "short"
+    t = "a" * 600 + "MIDDLE" + "b" * 600
+    c = clip_text(t, 300)
+    assert len(c) == 300 and c.startswith("a" * 200) and c.endswith("b" * 97) and ELLIPSIS in c
 
 
 def test_underline_of_a_long_span_stops_at_the_cut(tmp_path):

@@ -9,7 +9,9 @@
 
 Related locations follow as notes with their own snippet. A source line longer than
 :data:`mpl.diagnostics.SNIPPET_WIDTH` columns is cut to a window around the span, each cut
-marked with ``...``, so a diagnostic's output is bounded however long its line. Colour only
+marked with ``...``, and a message longer than :data:`mpl.diagnostics.MESSAGE_LIMIT` (one
+quoting a huge token) is cut in the middle, so a diagnostic's output is bounded however long
+its line. Colour only
 when asked (the CLI asks when stdout is a terminal and ``NO_COLOR`` is unset).
 """
 
@@ -19,7 +21,7 @@ import functools
 import os
 from typing import Callable, Iterable, Mapping
 
-from mpl.diagnostics import Diagnostic, Span, snippet_window
+from mpl.diagnostics import Diagnostic, Span, clip_text, snippet_window
 
 _COLORS = {
     "error": "\x1b[1;31m", "warning": "\x1b[1;33m", "hint": "\x1b[1;36m", "info": "\x1b[1;36m",
@@ -83,17 +85,17 @@ def render(d: Diagnostic, source: str | None, *, color: bool = False,
     paint = _Paint(color)
     sev = d.severity.value
     head = (f"{paint('bold', f'{_display(d.file)}:{d.span.line}:{d.span.column}:')} "
-            f"{paint(sev, f'{sev}[{d.code}]')}: {d.message}")
+            f"{paint(sev, f'{sev}[{d.code}]')}: {clip_text(d.message)}")
     out = [head]
     width = len(str(max([d.span.line] + [r.span.line for r in d.related])))
     if source is not None:
         out += snippet(source, d.span, paint, width=width, tone=sev)
     pad = " " * width
     for f in d.fixes:
-        out.append(f"{pad} {paint('gutter', '=')} {paint('help', 'help')}: {f.title}")
+        out.append(f"{pad} {paint('gutter', '=')} {paint('help', 'help')}: {clip_text(f.title)}")
     for r in d.related:
         rfile = r.file if r.file is not None else d.file
-        out.append(f"{pad} {paint('gutter', '=')} {paint('note', 'note')}: {r.message} "
+        out.append(f"{pad} {paint('gutter', '=')} {paint('note', 'note')}: {clip_text(r.message)} "
                    f"({_display(rfile)}:{r.span.line}:{r.span.column})")
         rsrc = source if rfile == d.file else (sources or {}).get(rfile)
         if rsrc is not None:
