@@ -297,7 +297,7 @@ def snippet_window(line: str, start: int, end: int | None,
                     break
                 hi += 1
                 used += w
-        mark = len(ELLIPSIS)                # a mark would hide no more than it takes:
+        mark = len(ELLIPSIS)                # a cut hiding no more than its mark: show all
         if lo <= mark and _cols(line, 0, lo) <= mark:
             lo = 0
         if n - hi <= mark and _cols(line, hi, n) <= mark:
