@@ -12,6 +12,7 @@ import resource
 
 import pytest
 
+import mpl
 from mpl import dsl
 from mpl.api import PolicyError
 from mpl.diagnostics import ELLIPSIS, MESSAGE_LIMIT, SNIPPET_WIDTH, clip_text, snippet_window
@@ -102,6 +103,13 @@ def test_a_message_quoting_a_megabyte_token_is_cut_in_the_middle(tmp_path):
         assert len(r.stdout) < MESSAGE_LIMIT + 1000, (name, len(r.stdout))     # was 1 MB
         head = r.stdout.splitlines()[0]
         assert ELLIPSIS in head and head.endswith(tail), head[-80:]
+
+
+def test_policy_error_message_of_the_api_is_bounded_too():
+    with pytest.raises(PolicyError) as e:
+        mpl.loads(f"policy p {{ cache {{ capacity = 8 eviction = {'x' * 1_000_000} }} }}")
+    msg = str(e.value)
+    assert "MPL202" in msg and ELLIPSIS in msg and len(msg) < MESSAGE_LIMIT + 200
 
 
 def test_clip_text_keeps_short_texts_and_both_ends():

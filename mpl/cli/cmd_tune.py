@@ -1,4 +1,4 @@
-"""``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME]
+"""``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME] [--model PRESET|config.json]
 [--objective tokens_per_s|hit_rate] [-o best.moe [--force]] [--jobs N] [--json]``: search
 policies for a trace and write the winner. The default objective is the simulated tokens/s
 on the hardware profile (``tok_s`` is accepted for ``tokens_per_s``); the leaderboard shows
