@@ -262,11 +262,11 @@ def snippet_window(line: str, start: int, end: int | None,
                    width: int = SNIPPET_WIDTH) -> SnippetLine:
     """The window of ``line`` a snippet shows for the code-point columns ``start`` .. ``end``
     (0-based, end exclusive; either may lie past the line's end: the underline then extends
-    past it; ``end=None``: to the line's end, for a span that goes on to later lines). A line of at most ``width`` display columns is shown whole; a longer one is cut
-    around the span, keeping :data:`SNIPPET_CONTEXT` columns before it (more when the span is
-    near the line's end) and at most ``width`` columns in all; a span wider than the window is
-    underlined up to the cut. Costs O(width), however long the line (a trailing ``\r`` is not
-    shown)."""
+    past it; ``end=None``: to the line's end, for a span that goes on to later lines). A line
+    of at most ``width`` display columns is shown whole; a longer one is cut around the span,
+    keeping :data:`SNIPPET_CONTEXT` columns before it (more when the span is near the line's
+    end) and at most ``width`` columns in all; a span wider than the window is underlined up
+    to the cut. Costs O(width), however long the line (a trailing ``\r`` is not shown)."""
     n = len(line)
     if n and line[n - 1] == "\r":
         n -= 1
