@@ -38,6 +38,8 @@ def d(tmp_path_factory):
 
     write("imported.jsonl", {"model": "mixtral-8x7b", "num_experts": 8, "top_k": 2})
     write("alias.jsonl", {"model": "Mixtral", "num_experts": 8, "top_k": 2})
+    write("hfid.jsonl", {"model": "mistralai/Mixtral-8x7B-Instruct-v0.1", "num_experts": 8,
+                         "top_k": 2})
     write("anon.jsonl", {"model": "my-moe", "num_experts": 8, "top_k": 2})
     (d / "p.moe").write_text(POLICY)
     (d / "cfg").mkdir()
@@ -54,7 +56,7 @@ def _replay(d, trace, *extra):
 
 def test_imported_trace_naming_a_preset_replays_as_the_complete_one(d):
     full = _replay(d, "full.jsonl")
-    for name in ("imported.jsonl", "alias.jsonl"):
+    for name in ("imported.jsonl", "alias.jsonl", "hfid.jsonl"):
         rep = _replay(d, name)
         assert rep["trace"]["expert_bytes"] == MIX.expert_bytes          # was 1.2 GB
         assert rep["trace"]["expert_bytes_source"] == "model mixtral-8x7b"
@@ -101,6 +103,22 @@ def test_model_that_does_not_fit_the_trace_is_an_error(d):
     r = mplc("replay", "p.moe", "--trace", "anon.jsonl", "--model", "gpt-9", cwd=d)
     clean(r)
     assert r.returncode == 2 and "unknown model 'gpt-9'" in r.stderr
+
+
+def test_the_original_header_of_deepseek_names_its_preset(tmp_path):
+    """The original's JSONL header names the HuggingFace id; its rows use decoder-layer ids
+    1..26 (layer 0 is dense)."""
+    ds = shapes.PRESETS["deepseek-v2-lite"]
+    tr = synth.synthesize("deepseek-v2-lite", steps=2, seed=0)
+    traceio.save(tr, str(tmp_path / "ds.jsonl"))
+    rows = (tmp_path / "ds.jsonl").read_text().splitlines()[1:]
+    head = {"model": "deepseek-ai/DeepSeek-V2-Lite", "num_experts": 64, "top_k": 6,
+            "num_layers": 27}
+    (tmp_path / "orig.jsonl").write_text("\n".join([json.dumps(head)] + rows) + "\n")
+    t = with_model(traceio.load(str(tmp_path / "orig.jsonl")))
+    assert t.header.shape is not None and t.header.shape.name == "deepseek-v2-lite"
+    assert t.header.expert_bytes == ds.expert_bytes
+    assert t.header.shape.hidden_size == ds.hidden_size
 
 
 def test_a_preset_name_that_does_not_fit_is_not_used(d):

@@ -5,8 +5,8 @@ A trace header names its model and, when the recorder knew it, the bytes of one 
 imported trace often has only the name (``"model": "mixtral-8x7b"``). :func:`with_model`
 completes the header:
 
-- with ``model=None``: when the header's name is a preset of :mod:`mpl.shapes` (or an alias)
-  whose experts per layer and number of MoE layers are the trace's, and whose expert size is
+- with ``model=None``: when the header's name is a preset of :mod:`mpl.shapes` (an alias, or
+  a HuggingFace id such as ``deepseek-ai/DeepSeek-V2-Lite``) whose experts per layer and number of MoE layers are the trace's, and whose expert size is
   the header's (when the header has one), the preset gives the shape and the expert size;
   otherwise nothing changes (a same-named test model of another size keeps its own numbers);
 - with ``model`` (``--model PRESET|config.json`` of ``mplc replay/sweep/tune``; a name, a
@@ -46,10 +46,27 @@ def _for_trace(shape: shapes.ModelShape, h: TraceHeader) -> shapes.ModelShape:
     return replace(shape, num_layers=layers, moe_layers=tuple(h.moe_layers), top_k=h.top_k)
 
 
+def named_preset(name: str) -> shapes.ModelShape | None:
+    """The preset a model name means: a preset name or alias (``mixtral``), or a HuggingFace
+    id whose last part starts with one (``mistralai/Mixtral-8x7B-Instruct-v0.1``,
+    ``deepseek-ai/DeepSeek-V2-Lite``, ``allenai/OLMoE-1B-7B-0924``); else None."""
+    s = shapes.preset(name)
+    if s is not None:
+        return s
+    base = name.strip().lower().rsplit("/", 1)[-1]
+    s = shapes.preset(base)
+    if s is not None:
+        return s
+    for key in sorted(shapes.PRESETS, key=len, reverse=True):
+        if base.startswith(key + "-"):
+            return shapes.PRESETS[key]
+    return None
+
+
 def header_preset(h: TraceHeader) -> shapes.ModelShape | None:
-    """The preset the header names, when it fits the trace (experts, MoE layers, expert
-    size): else None."""
-    s = shapes.preset(h.model) if h.model else None
+    """The preset the header names (:func:`named_preset`), when it fits the trace (experts,
+    MoE layers, expert size): else None."""
+    s = named_preset(h.model) if h.model else None
     if s is None or _misfit(s, h) is not None:
         return None
     if h.expert_bytes and h.expert_bytes != s.expert_bytes:
