@@ -85,9 +85,10 @@ def test_model_option_for_a_trace_without_a_preset_name(d):
     assert anon["sim"]["tokens_per_s"] != full["sim"]["tokens_per_s"]
     text = mplc("replay", "p.moe", "--trace", "anon.jsonl", cwd=d).stdout
     assert "expert size unknown" in text and "--model" in text
-    given = _replay(d, "anon.jsonl", "--model", "mixtral-8x7b")
-    assert given["trace"]["expert_bytes"] == MIX.expert_bytes
-    assert given["costs"] == full["costs"] and given["sim"] == full["sim"]
+    for spec in ("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1"):
+        given = _replay(d, "anon.jsonl", "--model", spec)
+        assert given["trace"]["expert_bytes"] == MIX.expert_bytes
+        assert given["costs"] == full["costs"] and given["sim"] == full["sim"]
     # a HuggingFace config.json (a file or its folder)
     for spec in ("cfg/config.json", "cfg"):
         rep = _replay(d, "anon.jsonl", "--model", spec)

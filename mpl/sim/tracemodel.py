@@ -19,6 +19,7 @@ The trace's own layer ids and top-k stay: the shape is the model's with the trac
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from mpl import shapes
@@ -75,13 +76,18 @@ def header_preset(h: TraceHeader) -> shapes.ModelShape | None:
 
 
 def model_shape(spec) -> shapes.ModelShape:
-    """``--model``: a preset name, a HuggingFace ``config.json`` path (or its folder), or a
-    ModelShape; mpl.shapes.ShapeError naming the presets otherwise."""
+    """``--model``: a preset name (or a HuggingFace id of a preset's model, when no such path
+    exists), a HuggingFace ``config.json`` path (or its folder), or a ModelShape;
+    mpl.shapes.ShapeError naming the presets otherwise."""
     if isinstance(spec, shapes.ModelShape):
         return spec
     if not isinstance(spec, str):
         raise shapes.ShapeError(f"model must be a preset name or a config.json path, not "
                                 f"{type(spec).__name__}")
+    if shapes.preset(spec) is None and not os.path.exists(spec):
+        s = named_preset(spec)               # a HuggingFace id of a preset's model
+        if s is not None:
+            return s
     return shapes.resolve(spec)
 
 
