@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic
+from mpl.diagnostics import Diagnostic, clip_text
 
 __all__ = ["Policy", "PolicyError", "load", "loads", "compile", "from_ir"]
 
@@ -17,8 +17,9 @@ _SHOWN = 5   # errors rendered into the exception message
 
 
 def render(d: Diagnostic) -> str:
+    """One line (a message quoting a huge token is cut: mpl.diagnostics.clip_text)."""
     where = f"{d.file or '<text>'}:{d.span.line}:{d.span.column}"
-    return f"{where}: {d.severity.value} {d.code}: {d.message}"
+    return f"{where}: {d.severity.value} {d.code}: {clip_text(d.message)}"
 
 
 class PolicyError(Exception):

@@ -233,6 +233,104 @@ def make(code: str, message: str, span: Span, *, file: str | None = None,
     return Diagnostic(code, severity or info.severity, message, span, file, tuple(related), tuple(fixes))
 
 
+#: the most display columns of a source line a rendered snippet shows: a longer line is cut
+#: to a window around the span, each cut marked with ``...`` (as rustc does), so rendering a
+#: diagnostic costs the same on a 1 MB line as on a short one
+SNIPPET_WIDTH = 120
+#: columns of context kept left of the span in a cut line (more when the span ends the line)
+SNIPPET_CONTEXT = 40
+#: marks a cut in a snippet
+ELLIPSIS = "..."
+TAB_WIDTH = 4      # a tab shows as this many spaces
+
+
+@dataclass(frozen=True, slots=True)
+class SnippetLine:
+    """The part of a source line a snippet shows: ``text`` (tabs expanded, cuts marked with
+    :data:`ELLIPSIS`) and the display columns ``start`` .. ``end`` (0-based, exclusive, at
+    least one column) that the underline covers."""
+    text: str
+    start: int
+    end: int
+    cut_left: bool = False
+    cut_right: bool = False
+
+
+def _cols(line: str, a: int, b: int) -> int:
+    """Display columns of ``line[a:b]`` (a tab is TAB_WIDTH)."""
+    return (b - a) + (TAB_WIDTH - 1) * line.count("\t", a, b) if b > a else 0
+
+
+def snippet_window(line: str, start: int, end: int | None,
+                   width: int = SNIPPET_WIDTH) -> SnippetLine:
+    """The window of ``line`` a snippet shows for the code-point columns ``start`` .. ``end``
+    (0-based, end exclusive; either may lie past the line's end: the underline then extends
+    past it; ``end=None``: to the line's end, for a span that goes on to later lines). A line
+    of at most ``width`` display columns is shown whole; a longer one is cut around the span,
+    keeping :data:`SNIPPET_CONTEXT` columns before it (more when the span is near the line's
+    end) and at most ``width`` columns in all; a span wider than the window is underlined up
+    to the cut. Costs O(width), however long the line (a trailing ``\r`` is not shown)."""
+    n = len(line)
+    if n and line[n - 1] == "\r":
+        n -= 1
+    start = max(0, start)
+    end = max(n if end is None else end, start + 1)
+    if n <= width and _cols(line, 0, n) <= width:
+        lo, hi = 0, n
+    else:
+        s, e = min(start, n), min(end, n)
+        span_w = _cols(line, s, min(e, s + width))
+        right_w = _cols(line, e, min(n, e + width))
+        left = min(width - 1, max(SNIPPET_CONTEXT, width - min(span_w, width) - right_w))
+        lo = max(0, s - left)
+        if "\t" in line[lo:s]:             # tabs are wider: walk back column by column
+            lo, used = s, 0
+            while lo > 0:
+                w = TAB_WIDTH if line[lo - 1] == "\t" else 1
+                if used + w > left:
+                    break
+                lo -= 1
+                used += w
+        hi = min(n, lo + width)
+        if "\t" in line[lo:hi]:
+            hi, used = lo, 0
+            while hi < n:
+                w = TAB_WIDTH if line[hi] == "\t" else 1
+                if used + w > width:
+                    break
+                hi += 1
+                used += w
+        mark = len(ELLIPSIS)                # a cut hiding no more than its mark: show all
+        if lo <= mark and _cols(line, 0, lo) <= mark:
+            lo = 0
+        if n - hi <= mark and _cols(line, hi, n) <= mark:
+            hi = n
+    pre = len(ELLIPSIS) if lo > 0 else 0
+    shown = line[lo:hi].replace("\t", " " * TAB_WIDTH)
+    text = (ELLIPSIS if lo > 0 else "") + shown + (ELLIPSIS if hi < n else "")
+    ds = pre + _cols(line, lo, min(start, n)) + max(0, start - n)
+    if end <= hi or hi < n:
+        de = pre + _cols(line, lo, min(end, hi))
+    else:                                   # past the end of a line shown to its end
+        de = pre + _cols(line, lo, n) + (end - n)
+    return SnippetLine(text, ds, max(de, ds + 1), lo > 0, hi < n)
+
+
+#: the most characters of a message (or fix title, note) the text renderer prints: a message
+#: quoting a huge token (a 1 MB name) is cut in the middle, where the quote is
+MESSAGE_LIMIT = 1000
+
+
+def clip_text(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` when it has at most ``limit`` characters; else its start and end (two thirds
+    and one third of ``limit``) around :data:`ELLIPSIS`."""
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    tail = limit - head - len(ELLIPSIS)
+    return text[:head] + ELLIPSIS + text[len(text) - tail:]
+
+
 def has_errors(diags) -> bool:
     return any(d.severity is Severity.ERROR for d in diags)
 

@@ -58,7 +58,7 @@ from decimal import Decimal
 from typing import Any
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Related, Span, make
+from mpl.diagnostics import Diagnostic, Related, Span, make, snippet_window
 from mpl.syntax.lexer import policy_name_problem
 
 __all__ = [
@@ -131,7 +131,8 @@ def _policy_error(diags: list[Diagnostic], text: str | None = None) -> Exception
         if origin is not None:
             line += f" [{origin.message}]"
         if d.file is None and 1 <= d.span.line <= len(source):
-            line += f"\n    | {source[d.span.line - 1].strip()}"
+            shown = snippet_window(source[d.span.line - 1], d.span.column - 1, None).text
+            line += f"\n    | {shown.strip()}"
         lines.append(line)
     head = f"the policy has {len(diags)} error{'s' if len(diags) != 1 else ''}:"
     return PolicyError(head + "\n  " + "\n  ".join(lines), diags)

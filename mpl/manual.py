@@ -270,6 +270,12 @@ CHECKING = """\
 [--no-warnings]` prints every diagnostic ([list](diagnostics.md)). Exit status: 0 when no file
 has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
 
+- The text output shows each diagnostic with its source line and an underline, rustc-style.
+  A line wider than {snippet_width} columns is cut to a window around the span, each cut
+  marked with `...` (about {snippet_context} columns of context before the span), and a
+  message longer than {message_limit} characters (one quoting a huge token) is cut in the
+  middle, so every diagnostic prints a bounded amount of text however long its line; the
+  JSON output gives spans (line, column, offsets) and whole messages, not snippets.
 - `std/NAME` as a FILE (here and in `mplc compile`, `replay`, `sweep`, `run`, `mpl.load`,
   `mpl.check`) names a standard-library policy ({stdlib}) unless a local file has that path;
   `mplc compile std/NAME` without `-o` writes `NAME_policy.py` in the current folder.
@@ -334,8 +340,11 @@ def generate() -> str:
                             no_effect="\n".join(f"  - `{p.key}`: {p.adapt_no_effect}"
                                                  for p in schema.PARAMS.values() if p.adapt_no_effect)))
     out.append(_fill(EXTENDS, stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
+    from mpl.diagnostics import MESSAGE_LIMIT, SNIPPET_CONTEXT, SNIPPET_WIDTH
     out.append(_fill(CHECKING, presets=", ".join(f"`{n}`" for n in PRESETS),
-                     stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
+                     stdlib=", ".join(f"`std/{n}`" for n in stdlib_names()),
+                     snippet_width=str(SNIPPET_WIDTH), snippet_context=str(SNIPPET_CONTEXT),
+                     message_limit=f"{MESSAGE_LIMIT:,}"))
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -22,6 +22,9 @@ class TraceHeader:
     expert_bytes: int = 0             # bytes of one expert's weights (0: unknown)
     source: str = ""                  # "synthetic preset=... seed=...", "recorded ...", "jsonl ..."
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the model's shape (mpl.shapes.ModelShape) when known; not stored in trace files:
+    #: mpl.sim.tracemodel.with_model fills it from the preset the header names or --model
+    shape: Any = field(default=None, compare=False, repr=False)
 
     @property
     def num_moe_layers(self) -> int:

@@ -12,7 +12,9 @@ The search is staged (each stage keeps the best few candidates of the previous o
 
 Every candidate is a .moe text built with :mod:`mpl.dsl` and checked by the checker; all
 candidates of a stage are replayed at once on a process pool (``jobs``). The score is the
-replay's hit rate or its simulated tokens/s (``objective``).
+replay's simulated tokens/s (``objective="tokens_per_s"``, the default: what a user runs
+for) or its hit rate (``objective="hit_rate"``); the other metric breaks ties. Hit rate
+alone favours aggressive prefetching, whose extra transfers can make a policy slower.
 """
 
 from __future__ import annotations
@@ -28,7 +30,19 @@ from mpl import schema
 from mpl.syntax.lexer import policy_name_problem  # noqa: F401  (mplc tune checks --name with it)
 from mpl.trace import Trace
 
-OBJECTIVES = ("hit_rate", "tok_s")
+#: what tune() maximises: simulated tokens/s (the default) or hit rate
+OBJECTIVES = ("tokens_per_s", "hit_rate")
+DEFAULT_OBJECTIVE = "tokens_per_s"
+#: older spellings still accepted (``--objective tok_s``)
+OBJECTIVE_ALIASES = {"tok_s": "tokens_per_s"}
+
+
+def objective_name(objective: str) -> str:
+    """The objective's canonical name (an alias resolved); ValueError for an unknown one."""
+    name = OBJECTIVE_ALIASES.get(objective, objective)
+    if name not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    return name
 
 
 @dataclass
@@ -64,7 +78,7 @@ class Candidate:
         if self.error:
             return (float("-inf"), float("-inf"))
         hr, ts = self.hit_rate or 0.0, self.tokens_per_s or 0.0
-        return (hr, ts) if objective == "hit_rate" else (ts, hr)
+        return (hr, ts) if objective_name(objective) == "hit_rate" else (ts, hr)
 
 
 @dataclass
@@ -76,6 +90,8 @@ class TuneResult:
     evaluated: int
     text: str = ""                          # the winner's .moe file content
     belady: float | None = None             # optimum of the winner's structure
+    expert_bytes: int = 0                   # the expert size replays used (see below)
+    expert_bytes_source: str = ""           # mpl.sim.tracemodel.expert_size_source
 
     def to_dict(self) -> dict:
         def c(x: Candidate):
@@ -84,7 +100,8 @@ class TuneResult:
                     "stall_ms_per_step": x.stall_ms_per_step, "error": x.error}
         return {"objective": self.objective, "budget_slots": self.budget,
                 "evaluated": self.evaluated, "best": c(self.best),
-                "belady": self.belady,
+                "belady": self.belady, "expert_bytes": self.expert_bytes,
+                "expert_bytes_source": self.expert_bytes_source,
                 "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
 
 
@@ -229,15 +246,20 @@ def _evaluate_in_worker(args):
     return _evaluate((text, name, _POOL_TRACE, hardware))
 
 
-def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = "hit_rate",
+def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEFAULT_OBJECTIVE,
          jobs: int | None = None, keep: int = 3, name: str = "tuned",
-         progress: Callable[[int, int, int], None] | None = None) -> TuneResult:
-    """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+         progress: Callable[[int, int, int], None] | None = None, model=None) -> TuneResult:
+    """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc.
+    ``objective``: ``"tokens_per_s"`` (default) or ``"hit_rate"``. ``model``: the trace's
+    model (preset name, config.json path or ModelShape) when its header names no preset: it
+    gives the expert size (size budgets, transfer times) and the shape (the cost model)."""
+    from mpl.sim.tracemodel import trace_expert_size, with_model
+
+    objective = objective_name(objective)
     why = policy_name_problem(name)
     if why is not None:                   # before the search, not after it
         raise ValueError(f"name: {why}")
+    trace = with_model(trace, model)
     h = trace.header
     from mpl.sim import hardware as hw
     hw.resolve(hardware)          # fail early on a bad profile
@@ -286,7 +308,9 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = "hi
         first = board[0].error if board else "no candidates"
         raise ValueError(f"no candidate policy could be replayed (first error: {first})")
     best = ok[0]
-    return TuneResult(best, board, objective, slots, len(all_c))
+    eb, source = trace_expert_size(h)
+    return TuneResult(best, board, objective, slots, len(all_c), expert_bytes=eb,
+                      expert_bytes_source=source)
 
 
 def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "tuned") -> str:

@@ -129,8 +129,11 @@ CASES = [
     ("compile-missing", ["compile", "missing.moe"], 1, "cannot read missing.moe", []),
     ("compile-no-dir", ["compile", "lfu.moe", "-o", "nodir/x.py"], 1, "cannot write nodir/x.py", ["nodir"]),
     ("compile-under-file", ["compile", "lfu.moe", "-o", "afile/x.py"], 1, "cannot write afile/x.py", []),
-    ("compile-to-dir", ["compile", "lfu.moe", "-o", "adir.moe"], 1, "cannot write adir.moe", []),
+    ("compile-to-dir", ["compile", "lfu.moe", "-o", "adir.moe.jsonl"], 1, "cannot write adir.moe.jsonl", []),
+    ("compile-to-moe-dir", ["compile", "lfu.moe", "-o", "adir.moe"], 2, "not a policy file", []),
     ("compile-policy-name", ["compile", "lfu.moe", "--policy", "zz"], 1, "no policy named 'zz'", []),
+    ("compile-to-moe", ["compile", "lfu.moe", "-o", "lfu2.moe"], 2, "not a policy file", ["lfu2.moe"]),
+    ("compile-to-policy", ["compile", "lfu.moe", "-o", "pin.policy"], 2, "not a policy file", ["pin.policy"]),
     # native traces: truncated, corrupted, wrong magic and version, bad headers
     ("info-missing", ["trace", "info", "missing.mpltrace"], 1, "missing.mpltrace: cannot read", []),
     ("info-ext", ["trace", "info", "x.csv"], 1, "unknown trace format", []),
@@ -194,6 +197,11 @@ CASES = [
     ("replay-pin-beyond", ["replay", "pin.moe", *T], 1, "expert 200 does not exist", []),
     ("replay-budget-small", ["replay", "pl.moe", *T, "--capacity", "1"], 1, "below layers x min_capacity", []),
     ("replay-policy-name", ["replay", "lfu.moe", *T, "--policy", "zz"], 1, "no policy named 'zz'", []),
+    ("replay-model-unknown", ["replay", "lfu.moe", *T, "--model", "nope"], 2, "unknown model 'nope'", []),
+    ("replay-model-misfit", ["replay", "lfu.moe", *T, "--model", "mixtral-8x7b"], 1, "does not fit the trace", []),
+    ("replay-model-badjson", ["replay", "lfu.moe", *T, "--model", "badjson.json"], 2, "cannot read badjson.json", []),
+    ("replay-model-dense", ["replay", "lfu.moe", *T, "--model", "cfg_dense.json"], 2, "Mixture-of-Experts", []),
+    ("replay-model-binary", ["replay", "lfu.moe", *T, "--model", "garbage.mpltrace"], 2, "garbage.mpltrace", []),
     # sweep
     ("sweep-cap-word", ["sweep", "lfu.moe", *T, "--capacity", "8,x"], 1, "'x' is not a slot count", []),
     ("sweep-cap-zero", ["sweep", "lfu.moe", *T, "--capacity", "0"], 1, "'0' is not a slot count", []),
@@ -203,6 +211,8 @@ CASES = [
     ("sweep-jobs", ["sweep", "lfu.moe", *T, "-j", "0"], 1, "--jobs must be >= 1", []),
     ("sweep-plot-no-dir", ["sweep", "lfu.moe", *T, "--plot", "nodir/x.png"], 1, "cannot write nodir/x.png", ["nodir"]),
     ("sweep-plot-format", ["sweep", "lfu.moe", *T, "--plot", "x.xyz"], 1, "not supported", ["x.xyz"]),
+    ("sweep-model-unknown", ["sweep", "lfu.moe", *T, "--model", "nope"], 2, "unknown model 'nope'", []),
+    ("sweep-model-misfit", ["sweep", "lfu.moe", *T, "--model", "mixtral"], 1, "does not fit the trace", []),
     # tune
     ("tune-budget-word", ["tune", *T, "--budget", "lots", "-j", "1"], 1, "give slots", []),
     ("tune-budget-zero", ["tune", *T, "--budget", "0", "-j", "1"], 1, "must hold at least one", []),
@@ -215,6 +225,10 @@ CASES = [
     ("tune-name", ["tune", *T, "--budget", "64", "--name", "bad name!"], 1, "not a policy name", []),
     ("tune-out-over-trace", ["tune", "--trace", "cut_end.mpltrace", "--budget", "16", "-o", "cut_end.mpltrace"], 1, "refusing to write the tuned policy over the trace", []),
     ("tune-out-no-dir", ["tune", *T, "--budget", "16", "-j", "1", "-o", "nodir/best.moe"], 1, "cannot write nodir/best.moe", ["nodir"]),
+    ("tune-out-exists", ["tune", *T, "--budget", "16", "-j", "1", "-o", "lfu.moe"], 2, "give --force", []),
+    ("tune-model-unknown", ["tune", *T, "--budget", "16", "--model", "nope"], 2, "unknown model 'nope'", []),
+    ("tune-model-zero", ["tune", *T, "--budget", "16", "--model", "cfg_zero.json"], 2, "number of experts must be >= 1", []),
+    ("tune-model-misfit", ["tune", *T, "--budget", "16", "-j", "1", "--model", "deepseek-v2-lite"], 1, "does not fit the trace", []),
     # torch-based commands: only cheap failures (the model is never built or is rejected early)
     ("run-config-heads", ["run", "lfu.moe", "--model", "cfg_heads.json"], 1, "cannot load a model from cfg_heads.json", []),
     ("record-ext", ["trace", "record", "--model", "tiny-mixtral", "-o", "r.csv"], 1, "unknown trace format", ["r.csv"]),
@@ -304,8 +318,12 @@ def test_compile_never_overwrites_its_input(tmp_path):
     text = "policy lfu16 {\n  cache { capacity = 16  eviction = lfu }\n}\n"
     (tmp_path / "p.moe").write_text(text)
     r = _mplc(["compile", "p.moe", "-o", "./p.moe"], tmp_path)
-    assert r.returncode == 1 and "refusing to write the module over the policy file" in r.stderr
+    assert r.returncode == 2 and "not a policy file" in r.stderr       # a .moe output: usage
     assert (tmp_path / "p.moe").read_text() == text
+    (tmp_path / "p.txt").write_text(text)                  # a policy under another name
+    r = _mplc(["compile", "p.txt", "-o", "./p.txt"], tmp_path)
+    assert r.returncode == 1 and "refusing to write the module over the policy file" in r.stderr
+    assert (tmp_path / "p.txt").read_text() == text
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")

@@ -40,7 +40,7 @@ def test_lookahead_only_with_predictions():
 
 def test_tune_in_process_prefers_per_layer_on_a_many_layer_trace():
     tr = synthesize("olmoe-1b-7b", steps=25, seed=4)
-    res = T.tune(tr, 128, jobs=1)
+    res = T.tune(tr, 128, jobs=1, objective="hit_rate")
     assert res.evaluated == len(res.leaderboard) > 30
     scores = [c.score("hit_rate") for c in res.leaderboard]
     assert scores == sorted(scores, reverse=True)

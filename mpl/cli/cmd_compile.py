@@ -5,7 +5,8 @@ FILE may be ``std/NAME`` (a standard-library policy); its default output is then
 :func:`mpl.fileio.write_atomic` (a temporary file in the target's folder, then
 ``os.replace``; a symbolic link is followed, a FIFO or device is written through): on any
 failure no file, or the previous file, is left. On check errors the diagnostics are printed
-and nothing is written (exit 1).
+and nothing is written (exit 1). An output named like a policy file (``-o b.moe``,
+``-o x.policy``) is a usage error (exit 2): the module would replace a policy with Python.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def add_arguments(p) -> None:
     p.add_argument("file", help="the .moe policy file")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="output module path (default: FILE's stem + '_policy.py' next to it, "
-                        "NAME_policy.py in the current folder for std/NAME; '-' for stdout)")
+                        "NAME_policy.py in the current folder for std/NAME; '-' for stdout); "
+                        "a .moe or .policy name is refused")
     p.add_argument("--policy", metavar="NAME", help="which policy of the file (needed when it defines several)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
 
@@ -61,8 +63,31 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+#: policy-file extensions: ``-o`` naming one would replace a policy with Python
+POLICY_EXTENSIONS = (".moe", ".policy")
+
+
+def output_problem(out: str | None) -> str | None:
+    """Why ``-o OUT`` is refused (a usage error), or None: the output is a Python module, so
+    a name ending in a policy extension (``b.moe``, ``x.policy``) is a policy file in the
+    making or being replaced."""
+    if out is None or out == "-":
+        return None
+    ext = next((e for e in POLICY_EXTENSIONS if os.path.basename(out).lower().endswith(e)), None)
+    if ext is None:
+        return None
+    stem = out[: -len(ext)] or "policy"
+    return (f"-o {out}: the output is a Python module, not a policy file ({ext}); "
+            f"write it to a .py file, e.g. -o {stem}_policy.py")
+
+
 def run(args) -> int:
     from mpl.api import PolicyError, load
+
+    why = output_problem(args.output)
+    if why is not None:                 # before anything is read or compiled
+        print(f"mplc compile: error: {why}", file=sys.stderr)
+        return 2
     from mpl.cli.render import render_all, use_color
 
     def show(diags) -> None:

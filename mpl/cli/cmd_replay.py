@@ -1,5 +1,11 @@
-"""``mplc replay POLICY.moe --trace T [--capacity N] [--hardware NAME|FILE] [--json]
-[--no-belady]``: replay a trace through a policy; stats, Belady's optimum, simulated tok/s."""
+"""``mplc replay POLICY.moe --trace T [--capacity N] [--hardware NAME|FILE]
+[--model PRESET|config.json] [--json] [--no-belady]``: replay a trace through a policy; stats,
+Belady's optimum, simulated tok/s.
+
+``--model`` (here, in ``mplc sweep`` and ``mplc tune``) names the trace's model when its
+header names no preset: the expert size and shape for the cost model (mpl.sim.tracemodel).
+An unknown model or an unreadable config is a usage error (exit 2), a model that does not
+fit the trace an error (exit 1)."""
 
 from __future__ import annotations
 
@@ -19,9 +25,33 @@ def add_arguments(parser) -> None:
     parser.add_argument("--hardware", metavar="NAME|FILE", default=None,
                         help=f"hardware profile: {', '.join(hardware.names())} or a JSON file "
                              f"(default {hardware.DEFAULT})")
+    add_model_argument(parser)
     parser.add_argument("--no-belady", action="store_true", help="skip Belady's optimum")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_model_argument(parser) -> None:
+    """``--model PRESET|config.json`` of replay, sweep and tune."""
+    parser.add_argument("--model", metavar="PRESET|config.json",
+                        help="the trace's model, when its header names no preset: a preset "
+                             "(e.g. mixtral-8x7b) or a HuggingFace config.json; gives the "
+                             "expert size and shape for the cost model")
+
+
+def model_of(args, command: str):
+    """``(shape or None, exit status or None)``: --model resolved, or the usage error
+    printed (exit 2)."""
+    if not getattr(args, "model", None):
+        return None, None
+    from mpl.shapes import ShapeError
+    from mpl.sim.tracemodel import model_shape
+
+    try:
+        return model_shape(args.model), None
+    except ShapeError as e:
+        print(f"mplc {command}: error: --model: {e}", file=sys.stderr)
+        return None, 2
 
 
 def _capacity(text: str):
@@ -56,13 +86,17 @@ def run(args) -> int:
     from mpl.sim import PolicyLoadError, ReplayError, TraceFormatError, replay
     from mpl.sim.hardware import HardwareError
     from mpl.sim.replay import load_policy
+    from mpl.sim.tracemodel import TraceModelError
 
+    model, status = model_of(args, "replay")
+    if status is not None:
+        return status
     try:
         policy = load_policy(args.policy, name=args.policy_name)
         report = replay(policy, args.trace, hardware=args.hardware, capacity=args.capacity,
-                        belady=not args.no_belady,
+                        belady=not args.no_belady, model=model,
                         progress=None if not args.no_progress else False)
-    except (PolicyLoadError, ReplayError, TraceFormatError, HardwareError) as e:
+    except (PolicyLoadError, ReplayError, TraceFormatError, HardwareError, TraceModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except Exception as e:  # a runtime refusal (e.g. a budget too small for the trace's shape)

@@ -18,6 +18,7 @@ import sys
 
 
 def add_arguments(parser) -> None:
+    from mpl.cli.cmd_replay import add_model_argument
     from mpl.sim import hardware
 
     parser.add_argument("policy", metavar="POLICY.moe", nargs="+", help="policy file(s)")
@@ -34,6 +35,7 @@ def add_arguments(parser) -> None:
                              "per layer and total_budget = N (matched budget)")
     parser.add_argument("--hardware", metavar="NAME|FILE",
                         help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
+    add_model_argument(parser)
     parser.add_argument("--plot", metavar="OUT.png", help="hit rate vs capacity with Belady")
     parser.add_argument("--heatmap", metavar="OUT.png", help="per-layer hit-rate heatmap")
     parser.add_argument("--title", default="", help="figure title")
@@ -68,7 +70,12 @@ def run(args) -> int:
     from mpl.sim.hardware import HardwareError, resolve
     from mpl.sim.replay import Progress, load_policy
     from mpl.sim.sweep import RepeatedParam, format_errors, format_table, parse_params, run_sweep
+    from mpl.cli.cmd_replay import model_of
+    from mpl.sim.tracemodel import TraceModelError, with_model
 
+    model, status = model_of(args, "sweep")
+    if status is not None:
+        return status
     try:
         params = parse_params(args.param)
         if "cache.capacity" in params and args.capacity:
@@ -86,8 +93,8 @@ def run(args) -> int:
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
         policies = [load_policy(p, name=args.policy_name) for p in args.policy]
-        trace = traceio.load(args.trace)
-    except (ValueError, PolicyLoadError, TraceFormatError, HardwareError) as e:
+        trace = with_model(traceio.load(args.trace), model)
+    except (ValueError, PolicyLoadError, TraceFormatError, HardwareError, TraceModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     per = len(caps or [None]) * max(1, _count(params))
@@ -115,13 +122,18 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     from mpl.sim.hardware import DEFAULT as hw_default
+    from mpl.sim.tracemodel import describe_expert_size, trace_expert_size
+    eb, eb_source = trace_expert_size(trace.header)     # unless a policy sets expert_size_gb
     if args.json:
         print(json.dumps({"policies": [p.name for p in policies], "trace": args.trace,
-                          "hardware": args.hardware, "points": [p.to_dict() for p in points],
+                          "hardware": args.hardware, "expert_bytes": eb,
+                          "expert_bytes_source": eb_source,
+                          "points": [p.to_dict() for p in points],
                           "figures": written}, indent=2))
     else:
         print(f"sweep of {names} on {trace.header.model} "
               f"({len(trace)} dispatches), hardware {args.hardware or hw_default + ' (default)'}")
+        print(f"expert size {describe_expert_size(eb, eb_source)}")
         print(format_table(points))
         errors = format_errors(points)
         if errors:

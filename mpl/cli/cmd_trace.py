@@ -79,9 +79,13 @@ def details(trace, path: str, version: int | None) -> dict:
     ``version``: the native format version (None for JSONL)."""
     import os
 
+    from mpl.sim.tracemodel import expert_size_source, with_model
     from mpl.trace import steps_and_tokens
 
+    recorded = trace.header.expert_bytes
+    trace = with_model(trace)              # a preset the header names gives the expert size
     info = summary(trace, path)
+    info["expert_bytes_source"] = "trace header" if recorded else expert_size_source(trace.header)
     info.update(format="jsonl" if version is None else "native", version=version,
                 bytes=os.path.getsize(path), moe_layer_ids=list(trace.header.moe_layers),
                 tokens=steps_and_tokens(trace.dispatches)[1],
@@ -99,13 +103,16 @@ def format_details(info: dict) -> str:
     fmt = (f"native .mpltrace version {info['version']}" if info["format"] == "native"
            else "JSONL (moe-policylang)")
     eb = info["expert_bytes"]
+    src = info.get("expert_bytes_source", "")
     lines = [
         f"{info['file']}: {fmt}, {info['bytes']:,} bytes"
         + (f" ({info['bytes'] / n:.1f} per dispatch)" if n else ""),
         f"  model        {info['model']}: {info['num_layers']} decoder layers, "
         f"{info['moe_layers']} MoE (ids {span})",
         f"  experts      {info['num_experts']} per layer, top-{info['top_k']}; "
-        + (f"{eb:,} bytes each ({eb / 2**20:.1f} MiB)" if eb else "expert size unknown"),
+        + (f"{eb:,} bytes each ({eb / 2**20:.1f} MiB"
+           + (f", from the {src[len('model '):]} preset" if src.startswith("model ") else "") + ")"
+           if eb else "expert size unknown (replay, sweep and tune take --model PRESET|config.json)"),
         f"  dispatches   {n:,} in {info['steps']:,} steps, {info['tokens']:,} tokens"
         + (f" ({info['prefill_dispatches']:,} prefill dispatches)" if info["prefill_dispatches"] else ""),
         f"  weights      {'yes' if info['weights'] else 'none'}; predictions "

@@ -1,5 +1,8 @@
-"""``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME] [--objective hit_rate|tok_s]
-[-o best.moe] [--jobs N] [--json]``: search policies for a trace and write the winner."""
+"""``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME] [--model PRESET|config.json]
+[--objective tokens_per_s|hit_rate] [-o best.moe [--force]] [--jobs N] [--json]``: search
+policies for a trace and write the winner. The default objective is the simulated tokens/s
+on the hardware profile (``tok_s`` is accepted for ``tokens_per_s``); the leaderboard shows
+both hit rate and tok/s. ``-o`` does not replace an existing file without ``--force``."""
 
 from __future__ import annotations
 
@@ -9,17 +12,24 @@ import sys
 
 
 def add_arguments(parser) -> None:
+    from mpl.cli.cmd_replay import add_model_argument
     from mpl.sim import hardware
-    from mpl.tune import OBJECTIVES
+    from mpl.tune import DEFAULT_OBJECTIVE, OBJECTIVE_ALIASES, OBJECTIVES
 
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
     parser.add_argument("--budget", "-b", required=True, metavar="SLOTS|SIZE",
                         help="total expert slots (e.g. 864) or device memory for experts (e.g. 12GiB)")
     parser.add_argument("--hardware", metavar="NAME|FILE",
                         help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
-    parser.add_argument("--objective", choices=OBJECTIVES, default="hit_rate",
-                        help="what to maximise (default hit_rate)")
-    parser.add_argument("-o", "--output", metavar="best.moe", help="write the winner here")
+    add_model_argument(parser)
+    parser.add_argument("--objective", choices=OBJECTIVES + tuple(OBJECTIVE_ALIASES),
+                        default=DEFAULT_OBJECTIVE, metavar="|".join(OBJECTIVES),
+                        help=f"what to maximise: simulated tokens/s on the hardware profile "
+                             f"(default {DEFAULT_OBJECTIVE}) or hit_rate; the other breaks ties")
+    parser.add_argument("-o", "--output", metavar="best.moe",
+                        help="write the winner here (an existing file only with --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="let -o replace an existing file")
     parser.add_argument("--name", default="tuned", help="name of the written policy")
     parser.add_argument("--jobs", "-j", type=int, default=0,
                         help="parallel processes (default: every core)")
@@ -33,7 +43,12 @@ def run(args) -> int:
     from mpl.sim.replay import Progress
     from mpl.sim.belady import belady
     from mpl import tune as T
+    from mpl.cli.cmd_replay import model_of
+    from mpl.sim.tracemodel import TraceModelError, describe_expert_size, with_model
 
+    model, status = model_of(args, "tune")
+    if status is not None:
+        return status
     if args.jobs < 0:
         print("error: --jobs must be >= 0", file=sys.stderr)
         return 1
@@ -42,6 +57,11 @@ def run(args) -> int:
         print(f"error: refusing to write the tuned policy over the trace {args.trace}; "
               f"choose another -o", file=sys.stderr)
         return 1
+    if args.output and not args.force and os.path.isfile(args.output):
+        # checked before the search: a hand-written policy is not replaced by accident
+        print(f"mplc tune: error: -o {args.output}: the file exists; give --force to replace "
+              f"it, or choose another -o", file=sys.stderr)
+        return 2
     if args.top < 0:
         print("error: --top must be >= 0", file=sys.stderr)
         return 1
@@ -50,7 +70,7 @@ def run(args) -> int:
         print(f"error: --name: {why}", file=sys.stderr)
         return 1
     try:
-        trace = traceio.load(args.trace)
+        trace = with_model(traceio.load(args.trace), model)
         bar = Progress(100, "tune")
         state = {"n": 0}
 
@@ -63,7 +83,7 @@ def run(args) -> int:
         result = T.tune(trace, args.budget, hardware=args.hardware, objective=args.objective,
                         jobs=args.jobs or None, name=args.name, progress=progress)
         bar.close()
-    except (TraceFormatError, HardwareError, ValueError) as e:
+    except (TraceFormatError, HardwareError, TraceModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     b = result.best
@@ -91,9 +111,10 @@ def run(args) -> int:
         d["output"] = args.output
         print(json.dumps(d, indent=2))
         return 0
-    metric = "hit rate" if args.objective == "hit_rate" else "tok/s"
-    print(f"tuned for {desc}, budget {result.budget} slots, objective {args.objective}; "
-          f"{result.evaluated} candidates")
+    from mpl.sim.hardware import DEFAULT as hw_default
+    print(f"tuned for {desc}, budget {result.budget} slots, objective {result.objective} "
+          f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates")
+    print(f"expert size {describe_expert_size(result.expert_bytes, result.expert_bytes_source)}")
     print(f"{'#':>3}  {'hit rate':>8}  {'tok/s':>8}  policy")
     for i, c in enumerate(result.leaderboard[: args.top], 1):
         if c.error:

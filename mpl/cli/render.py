@@ -7,8 +7,12 @@
       |         ^~~~~~~
       = help: Replace 'capcity' with 'capacity'
 
-Related locations follow as notes with their own snippet. Colour only when asked (the CLI asks
-when stdout is a terminal and ``NO_COLOR`` is unset).
+Related locations follow as notes with their own snippet. A source line longer than
+:data:`mpl.diagnostics.SNIPPET_WIDTH` columns is cut to a window around the span, each cut
+marked with ``...``, and a message longer than :data:`mpl.diagnostics.MESSAGE_LIMIT` (one
+quoting a huge token) is cut in the middle, so a diagnostic's output is bounded however long
+its line. Colour only
+when asked (the CLI asks when stdout is a terminal and ``NO_COLOR`` is unset).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import functools
 import os
 from typing import Callable, Iterable, Mapping
 
-from mpl.diagnostics import Diagnostic, Span
+from mpl.diagnostics import Diagnostic, Span, clip_text, snippet_window
 
 _COLORS = {
     "error": "\x1b[1;31m", "warning": "\x1b[1;33m", "hint": "\x1b[1;36m", "info": "\x1b[1;36m",
@@ -50,24 +54,6 @@ def _display(path: str | None) -> str:
     return path if path else "<input>"
 
 
-def _expand(line: str, col: int) -> tuple[str, int]:
-    """Expand tabs (to 4 columns) and map a 0-based column of ``line`` to the display."""
-    out, disp = [], 0
-    mapped = None
-    for i, ch in enumerate(line):
-        if i == col:
-            mapped = disp
-        if ch == "\t":
-            out.append("    ")
-            disp += 4
-        else:
-            out.append(ch)
-            disp += 1
-    if mapped is None:
-        mapped = disp + max(0, col - len(line))
-    return "".join(out), mapped
-
-
 @functools.lru_cache(maxsize=8)
 def _split_lines(text: str) -> tuple[str, ...]:
     """A source's lines, split once however many diagnostics it has (a str caches its hash,
@@ -77,24 +63,19 @@ def _split_lines(text: str) -> tuple[str, ...]:
 
 def snippet(text: str, span: Span, paint: _Paint, mark: str = "^", rest: str = "~",
             width: int | None = None, tone: str = "error") -> list[str]:
-    """The source line of ``span`` with a gutter and an underline."""
+    """The source line of ``span`` with a gutter and an underline; a long line is cut to a
+    window around the span (:func:`mpl.diagnostics.snippet_window`)."""
     lines = _split_lines(text)
     if not lines or span.line < 1 or span.line > len(lines):
         return []
-    raw = lines[span.line - 1].rstrip("\r")
     start = span.column - 1
-    if span.end_line == span.line:
-        end = max(span.end_column - 1, start + 1)
-    else:
-        end = max(len(raw), start + 1)
-    shown, s = _expand(raw, start)
-    _, e = _expand(raw, end)
-    e = max(e, s + 1)
+    end = span.end_column - 1 if span.end_line == span.line else None
+    win = snippet_window(lines[span.line - 1], start, end)
     num = str(span.line)
     w = width or len(num)
     g = paint("gutter", " " * w + " |")
-    underline = " " * s + mark + rest * (e - s - 1)
-    return [g, paint("gutter", num.rjust(w) + " |") + " " + shown,
+    underline = " " * win.start + mark + rest * (win.end - win.start - 1)
+    return [g, paint("gutter", num.rjust(w) + " |") + " " + win.text,
             g + " " + paint(tone, underline)]
 
 
@@ -104,17 +85,17 @@ def render(d: Diagnostic, source: str | None, *, color: bool = False,
     paint = _Paint(color)
     sev = d.severity.value
     head = (f"{paint('bold', f'{_display(d.file)}:{d.span.line}:{d.span.column}:')} "
-            f"{paint(sev, f'{sev}[{d.code}]')}: {d.message}")
+            f"{paint(sev, f'{sev}[{d.code}]')}: {clip_text(d.message)}")
     out = [head]
     width = len(str(max([d.span.line] + [r.span.line for r in d.related])))
     if source is not None:
         out += snippet(source, d.span, paint, width=width, tone=sev)
     pad = " " * width
     for f in d.fixes:
-        out.append(f"{pad} {paint('gutter', '=')} {paint('help', 'help')}: {f.title}")
+        out.append(f"{pad} {paint('gutter', '=')} {paint('help', 'help')}: {clip_text(f.title)}")
     for r in d.related:
         rfile = r.file if r.file is not None else d.file
-        out.append(f"{pad} {paint('gutter', '=')} {paint('note', 'note')}: {r.message} "
+        out.append(f"{pad} {paint('gutter', '=')} {paint('note', 'note')}: {clip_text(r.message)} "
                    f"({_display(rfile)}:{r.span.line}:{r.span.column})")
         rsrc = source if rfile == d.file else (sources or {}).get(rfile)
         if rsrc is not None:

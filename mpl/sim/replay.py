@@ -20,6 +20,7 @@ from mpl.sim import hardware as hw
 from mpl.sim import traceio
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.timeline import Timeline
+from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.trace import Dispatch, Trace, steps_and_tokens
 
 
@@ -90,6 +91,9 @@ class ReplayReport:
             f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, link busy "
             f"{m['link_busy_ms'] / max(m['total_ms'], 1e-9):.0%})",
         ]
+        if t.get("expert_bytes_source"):
+            lines.append(f"  expert size   "
+                         f"{describe_expert_size(t['expert_bytes'], t['expert_bytes_source'])}")
         pl = s.get("per_layer") or []
         if pl:
             lines += ["", "  per-layer hit rate (layer: rate [capacity])"]
@@ -198,17 +202,14 @@ def _check_fit(header, num_experts_ok=True) -> None:
 
 
 def shape_of(header):
-    """The trace's model shape for the checker's model-aware rules: the preset when the
-    header names one of the same expert size, else a shape with the header's layers,
-    experts, top-k and expert bytes (hidden sizes unknown: the expert is described as one
-    1 x expert_bytes/2 matrix pair at one byte per parameter, which gives those bytes)."""
+    """The trace's model shape for the checker's model-aware rules: the model's
+    (``header.shape``, see mpl.sim.tracemodel) when known, else a shape with the header's
+    layers, experts, top-k and expert bytes (hidden sizes unknown: the expert is described as
+    one 1 x expert_bytes/2 matrix pair at one byte per parameter, which gives those bytes)."""
     from mpl import shapes
 
-    s = shapes.preset(header.model)
-    if s is not None and s.moe_layers == tuple(header.moe_layers) and \
-            s.num_experts == header.num_experts and (not header.expert_bytes or
-                                                     s.expert_bytes == header.expert_bytes):
-        return s
+    if header.shape is not None:
+        return header.shape
     eb = header.expert_bytes or hw.DEFAULT_EXPERT_BYTES
     return shapes.ModelShape(header.model or "trace", max(header.num_layers, max(header.moe_layers) + 1),
                              tuple(header.moe_layers), header.num_experts, header.top_k,
@@ -287,14 +288,16 @@ def _checked_overrides(capacity, params) -> dict:
 
 
 def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
-           progress: bool | None = False, params: dict | None = None) -> ReplayReport:
+           progress: bool | None = False, params: dict | None = None,
+           model=None) -> ReplayReport:
     """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
     text loaded for replay). ``capacity`` overrides cache.capacity; ``params`` overrides
     other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
-    Profile (default rtx-4090)."""
+    Profile (default rtx-4090). ``model``: the trace's model (a preset name, a config.json
+    path or a ModelShape) when its header does not name a preset (mpl.sim.tracemodel)."""
     t_start = time.perf_counter()
     overrides = _checked_overrides(capacity, params)
-    trace = _as_trace(trace)
+    trace = with_model(_as_trace(trace), model)
     h = trace.header
     _check_fit(h)
     policy = load_policy(policy, overrides=overrides)
@@ -302,7 +305,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     ir = policy.ir
     profile = hw.resolve(hardware)
     eb = expert_bytes_for(ir, h)
-    costs = hw.costs_for(profile, model=h.model, expert_bytes=eb)
+    # the model's shape prices the dense part and the expert's FLOPs, unless the policy
+    # sets another expert size (then only that size is known)
+    costs = hw.costs_for(profile, expert_bytes=eb, shape=h.shape if eb == h.expert_bytes else None)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
     steps, tokens = steps_and_tokens(trace.dispatches)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
@@ -337,7 +342,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         policy=policy.name,
         trace={"model": h.model, "dispatches": len(trace), "steps": steps, "tokens": tokens,
                "moe_layers": L, "num_experts": E, "top_k": K, "source": h.source,
-               "expert_bytes": eb},
+               "expert_bytes": eb,
+               "expert_bytes_source": expert_size_source(h, bool(ir.get("cache.expert_size_gb"))),
+               "model_shape": h.shape.name if h.shape is not None else None},
         hardware=profile.to_dict(), stats=stats,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,

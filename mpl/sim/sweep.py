@@ -195,12 +195,16 @@ def _shared_slots(pol, trace) -> int:
 
 def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params: dict | None = None,
               *, policy: str | None = None, hardware=None, jobs: int = 1, belady: bool = True,
-              progress=None, total: bool = False) -> list[Point]:
+              progress=None, total: bool = False, model=None) -> list[Point]:
     """Replay every (capacity, params) point. ``capacities`` may hold None (the policy's own).
     ``total``: capacities are total slots; a per-layer policy gets ``N // layers`` per layer
-    and ``per_layer.total_budget = N`` (the matched-budget comparison)."""
+    and ``per_layer.total_budget = N`` (the matched-budget comparison). ``model``: the
+    trace's model when its header names no preset (see mpl.sim.tracemodel)."""
+    from mpl.sim.tracemodel import with_model
+
     if not isinstance(trace, Trace):
         trace = traceio.load(os.fspath(trace))
+    trace = with_model(trace, model)
     points = grid(list(capacities) or [None], params or {})
     work = [(policy_text, policy, trace, cap, ps, hardware, total) for cap, ps in points]
     if jobs > 1 and len(work) > 1:

@@ -1,0 +1,81 @@
+"""``mplc tune`` / ``mpl.tune.tune()`` maximise the simulated tokens/s by default: on a trace
+where aggressive prefetching wins the most hits but runs slower, the default winner is the
+fastest candidate, not the one with the best hit rate; ``--objective hit_rate`` still picks
+by hits; the leaderboard shows both columns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpl import tune as T
+from mpl.sim import synth, traceio
+
+from cli_qa_helpers import clean, mplc
+
+
+@pytest.fixture(scope="module")
+def mx(tmp_path_factory):
+    """A Mixtral trace and a budget (64 of 256 experts) where the hit-rate winner
+    prefetches and is slower than plain LRU."""
+    d = tmp_path_factory.mktemp("tune_obj")
+    tr = synth.synthesize("mixtral-8x7b", steps=60, seed=0)
+    traceio.save(tr, str(d / "mx.mpltrace"))
+    return d, tr
+
+
+def _ok(board):
+    return [c for c in board if c["error"] is None]
+
+
+def test_cli_default_objective_is_tokens_per_s(mx):
+    d, _ = mx
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "64", "-j", "2", "--json", cwd=d)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["objective"] == "tokens_per_s"
+    board = _ok(res["leaderboard"])
+    fastest = max(c["tokens_per_s"] for c in board)
+    most_hits = max(board, key=lambda c: (c["hit_rate"], c["tokens_per_s"]))
+    assert res["best"]["tokens_per_s"] == fastest
+    # the trace makes the two objectives disagree: the hit-rate winner is slower
+    assert most_hits["tokens_per_s"] < fastest
+    assert [c["tokens_per_s"] for c in board] == sorted((c["tokens_per_s"] for c in board),
+                                                        reverse=True)
+    assert f"objective tokens_per_s: hit rate {res['best']['hit_rate']:.4f}" in res["policy_text"]
+
+
+def test_cli_hit_rate_objective_and_both_columns(mx):
+    d, _ = mx
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "64", "-j", "2", "--top", "3",
+             "--objective", "hit_rate", cwd=d)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "objective hit_rate" in lines[0]
+    i = next(k for k, line in enumerate(lines) if line.lstrip().startswith("#"))
+    head = lines[i]
+    assert "hit rate" in head and "tok/s" in head
+    rows = lines[i + 1:i + 4]
+    rates = [float(row.split()[1].rstrip("%")) for row in rows]
+    assert rates == sorted(rates, reverse=True)
+    # the old spelling is still accepted, as the default objective
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "64", "-j", "2", "--json",
+             "--objective", "tok_s", cwd=d)
+    assert r.returncode == 0 and json.loads(r.stdout)["objective"] == "tokens_per_s"
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "64", "--objective", "speed", cwd=d)
+    assert r.returncode == 2 and "tokens_per_s" in r.stderr
+
+
+def test_api_default_objective_is_tokens_per_s(mx):
+    _, tr = mx
+    res = T.tune(tr, 64, jobs=1)
+    assert res.objective == "tokens_per_s"
+    ok = [c for c in res.leaderboard if not c.error]
+    assert res.best.tokens_per_s == max(c.tokens_per_s for c in ok)
+    by_hits = T.tune(tr, 64, jobs=1, objective="hit_rate")
+    assert by_hits.best.hit_rate == max(c.hit_rate for c in by_hits.leaderboard if not c.error)
+    assert by_hits.best.tokens_per_s < res.best.tokens_per_s
+    assert T.tune(tr, 64, jobs=1, objective="tok_s").objective == "tokens_per_s"
