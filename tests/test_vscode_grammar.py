@@ -285,3 +285,98 @@ def test_language_configuration_patterns():
     assert not start.search("# regional policy")
     pairs = {p["open"]: p["close"] for p in conf["autoClosingPairs"]}
     assert pairs == {"{": "}", "[": "]", '"': '"'}
+
+
+# ------------------------------------------------------------------ semantic tokens keep the grammar's colours
+def _load_theme_colors():
+    spec = importlib.util.spec_from_file_location("mpl_vscode_theme_colors", EXT / "scripts" / "theme_colors.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _grammar_assertions(text: str) -> dict[tuple[int, int], list[str]]:
+    """(line, column) -> scopes asserted by a vscode-tmgrammar-test file (which ci.sh checks
+    against the real grammar): ``# ^^^ scope ...`` and ``# <~~--- scope ...`` lines refer to
+    the last source line above them."""
+    out: dict[tuple[int, int], list[str]] = {}
+    src = None
+    for i, line in enumerate(text.split("\n")):
+        body = line[1:].lstrip() if line.startswith("#") else ""
+        if src is not None and body.startswith("^"):
+            start = line.index("^")
+            end = start
+            while end < len(line) and line[end] == "^":
+                end += 1
+            cols, scopes = range(start, end), line[end:].split()
+        elif src is not None and body.startswith("<"):
+            marker, *scopes = body.split()
+            offset = marker.count("~")
+            cols = range(offset, offset + marker.count("-"))
+        else:
+            src = i
+            continue
+        for c in cols:
+            out[(src, c)] = scopes
+    return out
+
+
+def _semantic_tokens(text: str):
+    """(line, column, length, type, modifiers) from the language server's encoder."""
+    st = pytest.importorskip("lsp.semantic_tokens")
+    from lsp.workspace import Store
+    store = Store()
+    store.open("file:///grammar-test.moe", text, 1)
+    data = st.encode(store.get("file:///grammar-test.moe"), "utf-32")
+    line = col = 0
+    for i in range(0, len(data), 5):
+        dl, dc, ln, tt, mods = data[i:i + 5]
+        line += dl
+        col = col + dc if dl == 0 else dc
+        yield line, col, ln, st.TOKEN_TYPES[tt], [m for j, m in enumerate(st.TOKEN_MODIFIERS) if mods >> j & 1]
+
+
+def test_semantic_tokens_keep_the_grammars_colours_in_the_default_themes():
+    """Every semantic token the server sends for the grammar test files gets, in each of VS
+    Code's default themes, the colour the TextMate grammar gives the same text: the colours
+    do not change when the server starts (e.g. parameter names in Light Modern)."""
+    tc = _load_theme_colors()
+    themes = [tc.Theme(p) for p in sorted((EXT / "test" / "themes").glob("*.json"))]
+    assert {"Light Modern", "Dark Modern", "Light+", "Dark+"} <= {t.name for t in themes}
+    ext_scopes = {}
+    for entry in _package()["contributes"]["semanticTokenScopes"]:
+        if entry["language"] == "moe":
+            ext_scopes.update(entry["scopes"])
+    bad, compared, kinds = [], 0, set()
+    for path in sorted((EXT / "test" / "grammar").glob("*.moe")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        asserted = _grammar_assertions(text)
+        for line, col, ln, ttype, mods in _semantic_tokens(text):
+            for c in range(col, col + ln):
+                if (line, c) not in asserted:
+                    continue
+                stack = ["source.moe", *asserted[(line, c)]]
+                kinds.add(ttype)
+                for th in themes:
+                    want = th.scope_color(stack)
+                    got = th.semantic_color(ttype, mods, "moe", ext_scopes)
+                    compared += 1
+                    if got is not None and got != want:
+                        bad.append(f"{path.name}:{line + 1}:{c + 1} {lines[line][col:col + ln]!r} "
+                                   f"{'.'.join([ttype, *mods])} in {th.name}: grammar {stack[-1]} "
+                                   f"{want}, semantic {got}")
+    assert not bad, "\n".join(sorted(set(bad)))
+    st = pytest.importorskip("lsp.semantic_tokens")
+    assert kinds == set(st.TOKEN_TYPES), f"the grammar tests exercise no {set(st.TOKEN_TYPES) - kinds}"
+    assert compared > 500
+
+
+def test_vendored_themes_are_vscodes():
+    """test/themes/ holds VS Code's own default themes (e2e/run.sh compares them with the
+    code-server it installs); each one parses and colours the basic scopes."""
+    tc = _load_theme_colors()
+    for p in sorted((EXT / "test" / "themes").glob("*.json")):
+        th = tc.Theme(p)
+        assert th.scope_color(["source.moe", "comment.line.number-sign.moe"]) is not None, p.name
+        assert th.scope_color(["source.moe", "string.quoted.double.moe"]) is not None, p.name

@@ -270,7 +270,7 @@ async def test_semantic_tokens(client):
         # map units back to text (all ASCII here)
         decoded[lines[line][col:col + ln]] = legend.token_types[tt]
     assert decoded["policy"] == "keyword" and decoded["p"] == "class" and decoded["q"] == "class"
-    assert decoded["cache"] == "namespace" and decoded["capacity"] == "property"
+    assert decoded["cache"] == "namespace" and decoded["capacity"] == "parameter"
     assert decoded["4"] == "number" and decoded["GiB"] == "type" and decoded["lru"] == "enumMember"
     assert decoded["hit_rate"] == "variable" and decoded["# hi"] == "comment" and decoded["flush"] == "event"
 

@@ -123,12 +123,12 @@ def build_grammar() -> dict:
     repo["block"] = {
         "comment": "a known block name opening a block",
         "match": rf"({blocks})(?=\s*\{{)",
-        "captures": {"1": {"name": "entity.name.section.block.moe"}},
+        "captures": {"1": {"name": "entity.name.namespace.block.moe"}},
     }
     repo["qualified-param"] = {
         "comment": "block.param in an adapt action",
         "match": rf"({blocks})(\.)({params})",
-        "captures": {"1": {"name": "entity.name.section.block.moe"},
+        "captures": {"1": {"name": "entity.name.namespace.block.moe"},
                      "2": {"name": "punctuation.accessor.dot.moe"},
                      "3": {"name": "variable.parameter.moe"}},
     }
@@ -149,7 +149,7 @@ def build_grammar() -> dict:
     repo["rebalance"] = {
         "match": rf"\b(rebalance)\b(?:\s+({_words(rebalance_names())}))?",
         "captures": {"1": {"name": "keyword.control.rebalance.moe"},
-                     "2": {"name": "support.constant.enum.moe"}},
+                     "2": {"name": "variable.other.enummember.moe"}},
     }
     repo["boolean"] = {
         "match": r"\b(?:true|false)\b",
@@ -161,7 +161,7 @@ def build_grammar() -> dict:
     }
     repo["enum"] = {
         "match": _words(enum_values()),
-        "name": "support.constant.enum.moe",
+        "name": "variable.other.enummember.moe",
     }
     repo["number"] = {
         "comment": "a number, optionally followed by a unit (12GiB, 100 accesses, 5 ms)",
