@@ -297,6 +297,9 @@ def _block_body(block: schema.Block, first_tab: int) -> tuple[list[str], int]:
 
 
 def build_snippets() -> dict:
+    """The file-level snippets only. VS Code offers an extension's snippets everywhere, inside
+    any block too; the snippets that belong inside a policy (one per block, an adapt rule) come
+    from the language server, which offers each where it can go."""
     snippets: dict[str, dict] = {}
     cache = schema.BLOCKS["cache"]
     body, tab = _block_body(cache, 2)
@@ -322,26 +325,6 @@ def build_snippets() -> dict:
         "prefix": "import",
         "description": "Import policies from another .moe file or the standard library (std/NAME).",
         "body": ['import "${1:std/}$0"'],
-    }
-    for name, block in schema.BLOCKS.items():
-        body, _ = _block_body(block, 1)
-        snippets[f"{name} block"] = {
-            "prefix": name,
-            "description": block.doc,
-            "body": [f"{name} {{", *[f"\t{ln}" for ln in body], "\t$0", "}"],
-        }
-    snippets["adapt rule"] = {
-        "prefix": "when",
-        "description": "An adapt rule: when METRIC OP NUMBER for N accesses { action }.",
-        "body": [*_rule_lines(1), "$0"],
-    }
-    cond = [p for p in schema.PARAMS.values() if p.conditional]
-    snippets["conditional value"] = {
-        "prefix": "cond",
-        "description": "A conditional value: `p = a : b when METRIC OP NUMBER`.",
-        "body": [f"${{1|{_choice(sorted({p.name for p in cond}))}|}} = ${{2:a}} : ${{3:b}} "
-                 f"when ${{4|{_choice(metric_names())}|}} ${{5|{_choice(schema.COMPARISON_OPS)}|}} "
-                 "${6:0.5}$0"],
     }
     return snippets
 
