@@ -365,3 +365,16 @@ def test_moe_editor_defaults_match_the_formatter():
     assert moe["editor.insertSpaces"] is True and moe["editor.detectIndentation"] is False
     formatted = fmt.format_text("policy p { cache { capacity = 8 } }\n")
     assert "\n" + " " * moe["editor.tabSize"] + "cache {" in formatted
+
+
+def test_server_settings_are_read_where_users_put_them():
+    """A `machine`/`machine-overridable` setting in User settings is ignored in remote windows
+    (code-server, Remote-SSH, WSL, Codespaces): the server's settings are window-scoped, and
+    the default import strategy runs the bundled server when the environment has none."""
+    props = _package()["contributes"]["configuration"]["properties"]
+    for key in ("mpl.server.pythonPath", "mpl.server.importStrategy"):
+        assert props[key]["scope"] not in ("machine", "machine-overridable", "application"), key
+    strategy = props["mpl.server.importStrategy"]
+    assert strategy["default"] == "auto" and set(strategy["enum"]) == {"auto", "fromEnvironment", "useBundled"}
+    commands = {c["command"] for c in _package()["contributes"]["commands"]}
+    assert "mpl.selectServer" in commands
