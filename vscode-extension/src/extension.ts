@@ -116,7 +116,8 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const config = vscode.workspace.getConfiguration("mpl", folder?.uri);
   const settings = readSettings(config);
   log.info(`import strategy: ${settings.importStrategy}`);
-  const from = settingSource(config.inspect("server.pythonPath"), vscode.env.remoteName !== undefined);
+  const from = settingSource(config.inspect("server.pythonPath"), vscode.env.remoteName !== undefined,
+    vscode.workspace.workspaceFile !== undefined);
   const choice = await chooseServer(context, settings, folderPath, folder?.uri, from);
   if (isFailure(choice)) {
     log.error(choice.message);

@@ -91,8 +91,8 @@ export async function chooseServer(
             : undefined,
         };
       }
-      const label = order.length > 1 ? `, ${strategy === "useBundled" ? "bundled server" : "environment"}` : "";
-      details.push(`${cand.command} (from ${cand.source}${label}): ${result.reason ?? "unusable"}`);
+      const label = strategy === "useBundled" ? " with the bundled server" : " with the server from the environment";
+      details.push(`${cand.command} (from ${cand.source})${label}: ${result.reason ?? "unusable"}`);
     }
   }
   const fix =

@@ -30,9 +30,10 @@ export interface SettingValues {
  * (Workspace settings)"); in a remote window the user-level value is the local User or the
  * Remote settings.
  */
-export function settingSource(values: SettingValues | undefined, remote: boolean): string {
+export function settingSource(values: SettingValues | undefined, remote: boolean, multiRoot = false): string {
   if (values?.workspaceFolderValue !== undefined) {
-    return "Folder settings";
+    // a single-folder workspace's settings are its folder's (the "Workspace" tab)
+    return multiRoot ? "Folder settings" : "Workspace settings";
   }
   if (values?.workspaceValue !== undefined) {
     return "Workspace settings";

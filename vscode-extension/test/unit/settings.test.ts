@@ -84,6 +84,7 @@ void test("settingSource names the settings tab a value comes from", () => {
   assert.equal(settingSource({ globalValue: "/py" }, false), "User settings");
   assert.equal(settingSource({ globalValue: "/py" }, true), "User or Remote settings");
   assert.equal(settingSource({ globalValue: "/a", workspaceValue: "/b" }, true), "Workspace settings");
-  assert.equal(settingSource({ workspaceValue: "/b", workspaceFolderValue: "/c" }, false), "Folder settings");
+  assert.equal(settingSource({ workspaceValue: "/b", workspaceFolderValue: "/c" }, false, true), "Folder settings");
+  assert.equal(settingSource({ workspaceValue: "/b", workspaceFolderValue: "/b" }, false), "Workspace settings");
   assert.equal(settingSource(undefined, false), "User settings");
 });
