@@ -121,6 +121,16 @@ function tokenAt(line, col, len) {
   }, line, col, len);
 }
 
+/** The text on screen of line `n` (1-based, hints included) once it shows a `defaults:` hint. */
+function lineWithHint(n, what) {
+  return until((i) => {
+    const lines = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
+    const t = lines[i] ? lines[i].innerText.replace(/\u00a0/g, " ") : "";
+    return t.includes("defaults:") ? t : "";
+  }, n - 1, what);
+}
+
 /** Pixels of a token (a PNG of its rectangle). */
 async function tokenPixels(tok) {
   const { x, y, width, height } = tok.rect;
@@ -291,10 +301,11 @@ try {
     log(`completion items: ${shown.join(", ")}`);
     await shot("completion");
     await page.keyboard.type("evic");
-    await until(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
-      .some((r) => (r.getAttribute("aria-label") || r.innerText).startsWith("eviction")), null,
-      "'eviction' after typing 'evic'", 15_000);
-    await page.keyboard.press("Enter");
+    const evic = await page.waitForFunction(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
+      .find((r) => (r.getAttribute("aria-label") || r.innerText).startsWith("eviction")),
+    { timeout: 15_000, polling: 250 }).catch(() => null);
+    if (evic === null) throw new Error("no 'eviction' after typing 'evic'");
+    await evic.asElement().click();
     const after = await editorText();
     if (!/^\s*eviction\b/m.test(after)) throw new Error(`accepting the item did not insert it:\n${after}`);
     await command("File: Revert File");
@@ -382,75 +393,73 @@ try {
   await check("semantic tokens keep the grammar's colours (pixels, four default themes)", async () => {
     await openFile("colors.moe");
     const toks = expected.colorTokens;
-    for (const [theme, want] of Object.entries(expected.themeColors)) {
-      const slug = theme.replace(/\W+/g, "-").toLowerCase();
-      // 1. TextMate only (as before the server's tokens arrive)
-      setWorkspaceSettings({ "workbench.colorTheme": theme, "editor.semanticHighlighting.enabled": false,
-                             "editor.inlayHints.enabled": "off" });
-      await gotoPosition(2, 1);
-      const t0 = Date.now();
-      let before = [];
-      for (;;) {
-        before = [];
-        for (const [line, col, word] of toks) before.push(await tokenAt(line, col, word.length));
-        if (before.every((b, i) => b && b.color === want[i].toLowerCase())) break;
-        if (Date.now() - t0 > 30_000) {
-          throw new Error(`${theme}: grammar colours ${JSON.stringify(before.map((b, i) => [toks[i][2], b && b.color, want[i]]))}`);
+    try {
+      for (const [theme, want] of Object.entries(expected.themeColors)) {
+        const slug = theme.replace(/\W+/g, "-").toLowerCase();
+        // 1. TextMate only (as before the server's tokens arrive)
+        // nothing but the tokens may differ between the two pictures: no hints, no line highlight,
+        // a cursor that does not blink, far from the tokens
+        setWorkspaceSettings({ "workbench.colorTheme": theme, "editor.semanticHighlighting.enabled": false,
+                               "editor.inlayHints.enabled": "off", "editor.renderLineHighlight": "none",
+                               "editor.cursorBlinking": "solid", "editor.occurrencesHighlight": "off" });
+        await gotoPosition(17, 1);
+        const t0 = Date.now();
+        let before = [];
+        for (;;) {
+          before = [];
+          for (const [line, col, word] of toks) before.push(await tokenAt(line, col, word.length));
+          if (before.every((b, i) => b && b.color === want[i].toLowerCase())) break;
+          if (Date.now() - t0 > 30_000) {
+            throw new Error(`${theme}: grammar colours ${JSON.stringify(before.map((b, i) => [toks[i][2], b && b.color, want[i]]))}`);
+          }
+          await sleep(250);
         }
-        await sleep(250);
+        await sleep(1500);
+        const pixels = [];
+        for (const b of before) pixels.push(await tokenPixels(b));
+        await shot(`colors-${slug}-grammar`);
+        // 2. with the server's semantic tokens: confirmed applied on a parameter name
+        setWorkspaceSettings({ "editor.semanticHighlighting.enabled": true });
+        const t1 = Date.now();
+        for (;;) {
+          await gotoPosition(5, 11);
+          await command("Developer: Inspect Editor Tokens and Scopes");
+          const info = await until(() => {
+            const w = document.querySelector(".token-inspect-widget");
+            return w && w.innerText.includes("textmate scopes") ? w.innerText : "";
+          }, null, "the token inspector", 15_000);
+          await page.keyboard.press("Escape");
+          if (/semantic token type\s*parameter/.test(info)) break;
+          if (Date.now() - t1 > 30_000) throw new Error(`${theme}: no semantic token on 'capacity':\n${info}`);
+          await sleep(500);
+        }
+        await gotoPosition(17, 1);
+        await sleep(1500);     // the go-to-line highlight fades
+        const diffs = [];
+        for (let i = 0; i < toks.length; i++) {
+          const after = await tokenAt(toks[i][0], toks[i][1], toks[i][2].length);
+          const same = after && after.color === before[i].color
+            && Buffer.compare(await tokenPixels(after), pixels[i]) === 0;
+          if (!same) diffs.push(`${toks[i][2]}: ${before[i].color} -> ${after && after.color}`);
+        }
+        await shot(`colors-${slug}-semantic`);
+        if (diffs.length) throw new Error(`${theme}: colours changed with the server's tokens: ${diffs.join(", ")}`);
+        log(`${theme}: ${toks.length} tokens keep their colours and pixels`);
       }
-      const pixels = [];
-      for (const b of before) pixels.push(await tokenPixels(b));
-      await shot(`colors-${slug}-grammar`);
-      // 2. with the server's semantic tokens: confirmed applied on a parameter name
-      setWorkspaceSettings({ "editor.semanticHighlighting.enabled": true });
-      const t1 = Date.now();
-      for (;;) {
-        await gotoPosition(5, 11);
-        await command("Developer: Inspect Editor Tokens and Scopes");
-        const info = await until(() => {
-          const w = document.querySelector(".token-inspect-widget");
-          return w && w.offsetParent !== null ? w.innerText : "";
-        }, null, "the token inspector", 15_000);
-        await page.keyboard.press("Escape");
-        if (/semantic token type\s*parameter/.test(info)) break;
-        if (Date.now() - t1 > 30_000) throw new Error(`${theme}: no semantic token on 'capacity':\n${info}`);
-        await sleep(500);
-      }
-      await gotoPosition(2, 1);
-      await sleep(300);
-      const diffs = [];
-      for (let i = 0; i < toks.length; i++) {
-        const after = await tokenAt(toks[i][0], toks[i][1], toks[i][2].length);
-        const same = after && after.color === before[i].color
-          && Buffer.compare(await tokenPixels(after), pixels[i]) === 0;
-        if (!same) diffs.push(`${toks[i][2]}: ${before[i].color} -> ${after && after.color}`);
-      }
-      await shot(`colors-${slug}-semantic`);
-      if (diffs.length) throw new Error(`${theme}: colours changed with the server's tokens: ${diffs.join(", ")}`);
-      log(`${theme}: ${toks.length} tokens keep their colours and pixels`);
+    } finally {
+      setWorkspaceSettings({ "workbench.colorTheme": undefined, "editor.inlayHints.enabled": undefined,
+                             "editor.semanticHighlighting.enabled": undefined, "editor.renderLineHighlight": undefined,
+                             "editor.cursorBlinking": undefined, "editor.occurrencesHighlight": undefined });
     }
-    setWorkspaceSettings({ "workbench.colorTheme": undefined, "editor.inlayHints.enabled": undefined,
-                           "editor.semanticHighlighting.enabled": undefined });
   });
 
   await check("inlay hints of a one-line block: labelled, after its '}', not cut", async () => {
     await openFile("hints.moe");
-    const line = await until(() => {
-      const lines = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
-        .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
-      const t = lines[4] ? lines[4].innerText.replace(/\u00a0/g, " ") : "";
-      return t.includes("defaults:") ? t : "";
-    }, null, "the defaults hint on the one-line schedule block");
+    const line = await lineWithHint(5, "the defaults hint on the one-line schedule block");
     log(`line 5: ${line}`);
     if (!/^\s*schedule \{ mode = hybrid \}\s*defaults: /.test(line)) throw new Error(`the hint is not after '}': ${line}`);
     if (line.includes("…")) throw new Error(`the hint is cut: ${line}`);
-    const block = await until(() => {
-      const lines = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
-        .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
-      const t = lines[1] ? lines[1].innerText.replace(/\u00a0/g, " ") : "";
-      return t.includes("defaults:") ? t : "";
-    }, null, "the defaults hint of the cache block");
+    const block = await lineWithHint(2, "the defaults hint of the cache block");
     if (!/^\s*cache \{\s*defaults: /.test(block) || block.includes("…")) throw new Error(`cache line: ${block}`);
     await shot("inlay-hints");
   });
