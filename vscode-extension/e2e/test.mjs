@@ -98,9 +98,13 @@ function setWorkspaceSettings(values) {
  *  computed colour and the screen rectangle of exactly those characters. */
 function tokenAt(line, col, len) {
   return page.evaluate((line, col, len) => {
-    const lines = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
-      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
-    const el = lines[line - 1];
+    // the view-line at the top of the line number `line` (the editor may be scrolled)
+    const num = [...document.querySelectorAll(".editor-instance .margin-view-overlays .line-numbers")]
+      .find((n) => n.textContent.trim() === String(line));
+    if (!num) return null;
+    const y = num.getBoundingClientRect().top;
+    const el = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
+      .find((l) => Math.abs(l.getBoundingClientRect().top - y) < 2);
     if (!el) return null;
     let pos = 0;
     for (const sp of el.querySelectorAll(":scope > span > span")) {
@@ -131,10 +135,39 @@ function lineWithHint(n, what) {
   }, n - 1, what);
 }
 
-/** Pixels of a token (a PNG of its rectangle). */
+/** Pixels of a token: a PNG of its rectangle, and the colour its glyphs are drawn in (the most
+ *  frequent colour after the background's, read back from the PNG in the page). */
 async function tokenPixels(tok) {
+  // a token always has ink: a blank picture was taken before the editor painted; take another
+  for (let attempt = 0; ; attempt++) {
+    const got = await tokenPixelsOnce(tok);
+    if (got.ink !== null || attempt === 10) return got;
+    await sleep(200);
+  }
+}
+
+async function tokenPixelsOnce(tok) {
   const { x, y, width, height } = tok.rect;
-  return Buffer.from(await page.screenshot({ clip: { x: Math.floor(x), y: Math.floor(y), width: Math.ceil(width), height: Math.ceil(height) } }));
+  const png = Buffer.from(await page.screenshot({ clip: { x: Math.floor(x), y: Math.floor(y), width: Math.ceil(width), height: Math.ceil(height) } }));
+  const ink = await page.evaluate(async (b64) => {
+    const img = new Image();
+    img.src = `data:image/png;base64,${b64}`;
+    await img.decode();
+    const c = document.createElement("canvas");
+    c.width = img.width;
+    c.height = img.height;
+    const g = c.getContext("2d");
+    g.drawImage(img, 0, 0);
+    const d = g.getImageData(0, 0, c.width, c.height).data;
+    const count = new Map();
+    for (let i = 0; i < d.length; i += 4) {
+      const k = "#" + [d[i], d[i + 1], d[i + 2]].map((v) => v.toString(16).padStart(2, "0")).join("");
+      count.set(k, (count.get(k) || 0) + 1);
+    }
+    const ranked = [...count.entries()].sort((a, b) => b[1] - a[1]);
+    return ranked.length > 1 ? ranked[1][0] : null;
+  }, png.toString("base64"));
+  return { png, ink };
 }
 
 /** Wait for a toast whose text includes `needle`; its text. */
@@ -401,8 +434,10 @@ try {
         // a cursor that does not blink, far from the tokens
         setWorkspaceSettings({ "workbench.colorTheme": theme, "editor.semanticHighlighting.enabled": false,
                                "editor.inlayHints.enabled": "off", "editor.renderLineHighlight": "none",
-                               "editor.cursorBlinking": "solid", "editor.occurrencesHighlight": "off" });
-        await gotoPosition(17, 1);
+                               "editor.cursorBlinking": "solid", "editor.occurrencesHighlight": "off",
+                               "editor.stickyScroll.enabled": false });
+        await gotoPosition(1, 1);
+        await gotoPosition(2, 23);
         const t0 = Date.now();
         let before = [];
         for (;;) {
@@ -414,9 +449,13 @@ try {
           }
           await sleep(250);
         }
-        await sleep(1500);
+        await page.mouse.move(5, 600);   // no tooltip over the editor
+        await sleep(1500);               // the layout settles (it may move after a theme change)
         const pixels = [];
-        for (const b of before) pixels.push(await tokenPixels(b));
+        for (let i = 0; i < toks.length; i++) {
+          before[i] = await tokenAt(toks[i][0], toks[i][1], toks[i][2].length);
+          pixels.push(await tokenPixels(before[i]));
+        }
         await shot(`colors-${slug}-grammar`);
         // 2. with the server's semantic tokens: confirmed applied on a parameter name
         setWorkspaceSettings({ "editor.semanticHighlighting.enabled": true });
@@ -433,14 +472,21 @@ try {
           if (Date.now() - t1 > 30_000) throw new Error(`${theme}: no semantic token on 'capacity':\n${info}`);
           await sleep(500);
         }
-        await gotoPosition(17, 1);
+        await gotoPosition(1, 1);
+        await gotoPosition(2, 23);   // the end of the import line: no token compared there
+        await page.mouse.move(5, 600);
         await sleep(1500);     // the go-to-line highlight fades
         const diffs = [];
         for (let i = 0; i < toks.length; i++) {
           const after = await tokenAt(toks[i][0], toks[i][1], toks[i][2].length);
-          const same = after && after.color === before[i].color
-            && Buffer.compare(await tokenPixels(after), pixels[i]) === 0;
-          if (!same) diffs.push(`${toks[i][2]}: ${before[i].color} -> ${after && after.color}`);
+          const now = after ? await tokenPixels(after) : null;
+          const same = after && after.color === before[i].color && now.ink !== null && now.ink === pixels[i].ink;
+          if (!same) {
+            diffs.push(`${toks[i][2]}: CSS ${before[i].color} -> ${after && after.color}, ` +
+              `pixels ${pixels[i].ink} -> ${now && now.ink}`);
+            writeFileSync(join(args.shots, `diff-${slug}-${toks[i][2]}-grammar.png`), pixels[i].png);
+            if (now) writeFileSync(join(args.shots, `diff-${slug}-${toks[i][2]}-semantic.png`), now.png);
+          }
         }
         await shot(`colors-${slug}-semantic`);
         if (diffs.length) throw new Error(`${theme}: colours changed with the server's tokens: ${diffs.join(", ")}`);
@@ -449,7 +495,8 @@ try {
     } finally {
       setWorkspaceSettings({ "workbench.colorTheme": undefined, "editor.inlayHints.enabled": undefined,
                              "editor.semanticHighlighting.enabled": undefined, "editor.renderLineHighlight": undefined,
-                             "editor.cursorBlinking": undefined, "editor.occurrencesHighlight": undefined });
+                             "editor.cursorBlinking": undefined, "editor.occurrencesHighlight": undefined,
+                             "editor.stickyScroll.enabled": undefined });
     }
   });
 
