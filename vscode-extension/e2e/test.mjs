@@ -148,7 +148,10 @@ async function tokenPixels(tok) {
 
 async function tokenPixelsOnce(tok) {
   const { x, y, width, height } = tok.rect;
-  const png = Buffer.from(await page.screenshot({ clip: { x: Math.floor(x), y: Math.floor(y), width: Math.ceil(width), height: Math.ceil(height) } }));
+  const png = Buffer.from(await page.screenshot({
+    clip: { x: Math.floor(x), y: Math.floor(y), width: Math.ceil(width), height: Math.ceil(height) },
+    captureBeyondViewport: false,
+  }));
   const ink = await page.evaluate(async (b64) => {
     const img = new Image();
     img.src = `data:image/png;base64,${b64}`;
@@ -457,7 +460,7 @@ try {
           pixels.push(await tokenPixels(before[i]));
         }
         await shot(`colors-${slug}-grammar`);
-        // 2. with the server's semantic tokens: confirmed applied on a parameter name
+        // 2. with the server's semantic tokens: confirmed applied (on a parameter name)
         setWorkspaceSettings({ "editor.semanticHighlighting.enabled": true });
         const t1 = Date.now();
         for (;;) {
@@ -468,7 +471,11 @@ try {
             return w && w.innerText.includes("textmate scopes") ? w.innerText : "";
           }, null, "the token inspector", 15_000);
           await page.keyboard.press("Escape");
-          if (/semantic token type\s*parameter/.test(info)) break;
+          const sem = /semantic token type\s*(\S+)/.exec(info);
+          if (sem) {
+            log(`${theme}: the server's token on 'capacity' is '${sem[1]}'`);
+            break;
+          }
           if (Date.now() - t1 > 30_000) throw new Error(`${theme}: no semantic token on 'capacity':\n${info}`);
           await sleep(500);
         }
@@ -483,7 +490,7 @@ try {
           const same = after && after.color === before[i].color && now.ink !== null && now.ink === pixels[i].ink;
           if (!same) {
             diffs.push(`${toks[i][2]}: CSS ${before[i].color} -> ${after && after.color}, ` +
-              `pixels ${pixels[i].ink} -> ${now && now.ink}`);
+              `pixels ${pixels[i].ink} -> ${now && now.ink} at ${JSON.stringify(before[i].rect)}`);
             writeFileSync(join(args.shots, `diff-${slug}-${toks[i][2]}-grammar.png`), pixels[i].png);
             if (now) writeFileSync(join(args.shots, `diff-${slug}-${toks[i][2]}-semantic.png`), now.png);
           }

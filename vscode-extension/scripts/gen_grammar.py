@@ -272,23 +272,7 @@ def _default_metric_first() -> list[str]:
     return [first] + [n for n in names if n != first]
 
 
-def _rule_lines(first_tab: int) -> list[str]:
-    t = first_tab
-    ops = _choice(schema.COMPARISON_OPS)
-    # schema order (cache.capacity first), the default monitored metric first
-    targets = _choice(p.name for p in schema.PARAMS.values() if p.conditional)
-    metrics = _choice(_default_metric_first())
-    units = _choice(schema.RULE_DURATION_UNITS)
-    return [f"when ${{{t}|{metrics}|}} ${{{t + 1}|{ops}|}} ${{{t + 2}:0.5}} "
-            f"for ${{{t + 3}:100}} ${{{t + 4}|{units}|}} {{",
-            f"\t${{{t + 5}|{targets}|}} = ${{{t + 6}:value}}",
-            "}"]
-
-
 def _block_body(block: schema.Block, first_tab: int) -> tuple[list[str], int]:
-    if block.rules:
-        lines = _rule_lines(first_tab)
-        return lines, first_tab + 7
     lines, tab = [], first_tab
     for p in _snippet_params(block):
         lines.append(_param_line(p, tab))
