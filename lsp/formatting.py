@@ -1,8 +1,11 @@
 """Formatting: the same formatter as ``mplc fmt`` (:func:`mpl.fmt.format_text`). A file with
-syntax errors gets no edit. The edit is the smallest single replacement that turns the
+syntax errors gets no edit, and the user is told why (window/showMessage, once per error:
+format-on-save does not repeat it on every save). The edit is the smallest single replacement that turns the
 buffer into the formatted text (so the cursor and undo history move as little as possible)."""
 
 from __future__ import annotations
+
+import os
 
 from lsprotocol import types
 
@@ -31,14 +34,38 @@ def format_edits(ls, doc) -> list[types.TextEdit]:
         return []
     try:
         new = format_text(doc.text)
-    except FormatError:
-        log(ls, f"mpl-lsp: not formatting {doc.uri}: it has syntax errors", types.MessageType.Info)
+    except FormatError as e:
+        log(ls, f"mpl-lsp: not formatting {doc.uri}: {e}", types.MessageType.Info)
+        _notify_refused(ls, doc, e)
         return []
+    ls.format_notices.pop(doc.uri, None)
     edit = minimal_edit(doc.text, new)
     if edit is None:
         return []
     start, end, text = edit
     return [types.TextEdit(range=doc.index(ls.encoding).range(start, end), new_text=text)]
+
+
+def refused_message(doc, error) -> str:
+    """What the user reads when Format Document is refused."""
+    name = os.path.basename(doc.path) if doc.path else doc.uri
+    errors = [d for d in error.diagnostics if d.is_error]
+    first = errors[0] if errors else None
+    where = f" (line {first.span.line}: {first.message})" if first is not None else ""
+    more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+    return (f"MoE-PolicyLang: {name} was not formatted: it has syntax errors{where}{more}. "
+            "Fix them (see the Problems panel), then format again.")
+
+
+def _notify_refused(ls, doc, error) -> None:
+    message = refused_message(doc, error)
+    if ls.format_notices.get(doc.uri) == message:
+        return
+    ls.format_notices[doc.uri] = message
+    try:
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+    except Exception:   # the transport is gone
+        pass
 
 
 def register(server) -> None:

@@ -12,7 +12,7 @@ from mpl.syntax import ast
 
 from . import analysis, render
 from .guard import guarded
-from .tokens import PUNCT, tokens_before
+from .tokens import COMMENT, PUNCT, tokens_before
 
 
 def _has_effect(p: schema.Param, values) -> bool:
@@ -27,16 +27,71 @@ def _has_effect(p: schema.Param, values) -> bool:
     return v in allowed
 
 
+#: VS Code shows at most 43 characters of inlay hints per line (editor.inlayHints.maximumLength)
+#: and cuts the rest mid-word: the hints of one line stay within this many characters
+LINE_BUDGET = 40
+DEFAULTS_PREFIX = "defaults: "
+
+
 def _brace_after(doc, offset: int) -> int | None:
-    """End of the first '{' at or after ``offset`` (None when a '}' comes first)."""
+    """Index of the first '{' token at or after ``offset`` (None when a '}' comes first)."""
     tokens = doc.tokens
     for j in range(tokens_before(tokens, offset), len(tokens)):
         t = tokens[j]
         if t.kind == PUNCT and t.text == "{":
-            return t.end
+            return j
         if t.kind == PUNCT and t.text == "}":
             return None
     return None
+
+
+def _anchor(tokens, brace: int) -> tuple[int, bool]:
+    """(offset, more code follows on that line) for a block's hints: after its closing '}' when
+    the whole block is on one line (so a hint never sits between '{' and a parameter written
+    on that line), else at the end of the code on the line of its '{'."""
+    depth = 0
+    for j in range(brace, len(tokens)):
+        t = tokens[j]
+        if j > brace and t.nl_before:
+            break
+        if t.kind == PUNCT and t.text in "{}":
+            depth += 1 if t.text == "{" else -1
+            if depth == 0:                     # closed on the same line: a one-line block
+                nxt = tokens[j + 1] if j + 1 < len(tokens) else None
+                return t.end, nxt is not None and not nxt.nl_before and nxt.kind != COMMENT
+    last = brace
+    while last + 1 < len(tokens) and not tokens[last + 1].nl_before and tokens[last + 1].kind != COMMENT:
+        last += 1
+    nxt = tokens[last + 1] if last + 1 < len(tokens) else None
+    return tokens[last].end, nxt is not None and not nxt.nl_before
+
+
+def defaults_label(entries: list[tuple[str, types.MarkupContent]], budget: int) -> list[types.InlayHintLabelPart] | None:
+    """``defaults: a = 1, b = 2 +3`` within ``budget`` characters, cut between entries (never
+    inside one); the ``+N`` part's tooltip names the ones left out. None when nothing fits."""
+    parts = [types.InlayHintLabelPart(value=DEFAULTS_PREFIX)]
+    used = len(DEFAULTS_PREFIX)
+    shown = 0
+    for i, (text, tip) in enumerate(entries):
+        rest = len(entries) - i - 1
+        more = len(f" +{rest}") if rest else 0
+        sep = ", " if shown else ""
+        if used + len(sep) + len(text) + more > budget:
+            break
+        if sep:
+            parts.append(types.InlayHintLabelPart(value=sep))
+        parts.append(types.InlayHintLabelPart(value=text, tooltip=tip))
+        used += len(sep) + len(text)
+        shown += 1
+    hidden = entries[shown:]
+    if hidden:
+        more = f" +{len(hidden)}" if shown else f"+{len(hidden)}"
+        if used + len(more) > budget:
+            return None
+        parts.append(types.InlayHintLabelPart(value=more, tooltip=types.MarkupContent(
+            kind=types.MarkupKind.Markdown,
+            value="Also left at their defaults:\n\n" + "\n".join(f"- `{t}`" for t, _ in hidden))))
+    return parts
 
 
 def per_layer_capacities(values, shape) -> list[int]:
@@ -57,6 +112,41 @@ def per_layer_capacities(values, shape) -> list[int]:
     return [max(lo, min(hi, base + (1 if i < rem else 0))) for i in range(layers)]
 
 
+def _default_entries(sb: schema.Block, b: ast.Block, ir) -> list[tuple[str, types.MarkupContent]]:
+    written = {p.name.text for p in b.params}
+    out = []
+    for p in sb.params:
+        if p.name in written or p.required:
+            continue
+        if ir is not None:
+            if not _has_effect(p, ir.values):
+                continue
+            val = render.ir_value(ir.values.get(p.key), p)
+        else:
+            if p.only_with is not None:
+                continue
+            val = p.default_text()
+        out.append((f"{p.name} = {val}",
+                    types.MarkupContent(kind=types.MarkupKind.Markdown, value=render.param_markdown(p))))
+    return out
+
+
+def _per_layer_hint(values, shape) -> tuple[str, types.MarkupContent] | None:
+    caps = per_layer_capacities(values, shape)
+    if not caps:
+        return None
+    alloc = values.get("per_layer.allocation")
+    if min(caps) == max(caps):
+        label = f"{len(caps)} layers × {caps[0]} slots = {sum(caps)}"
+    else:
+        label = f"{len(caps)} layers, {min(caps)}–{max(caps)} slots, {sum(caps)} total"
+    how = "" if alloc == "uniform" else f"; `{alloc}` rebalances from this start"
+    rows = "\n".join(f"- layer {layer}: {c}" for layer, c in zip(shape.moe_layers, caps))
+    return label, types.MarkupContent(
+        kind=types.MarkupKind.Markdown,
+        value=f"Per-layer capacities for `{shape.name}` ({len(caps)} MoE layers; uniform split{how}):\n\n{rows}")
+
+
 def inlay_hints(ls, doc, rng: types.Range) -> list[types.InlayHint]:
     st = ls.settings
     if not (st.hint_defaults or st.hint_per_layer):
@@ -64,7 +154,17 @@ def inlay_hints(ls, doc, rng: types.Range) -> list[types.InlayHint]:
     idx = doc.index(ls.encoding)
     lo, hi = idx.offset(rng.start), idx.offset(rng.end)
     tree = analysis.document(ls.store, doc)
+    tokens = doc.tokens
     out: list[types.InlayHint] = []
+    used: dict[int, int] = {}                 # characters of hints so far on each line
+
+    def add(at: int, more: bool, label, kind, tooltip=None) -> None:
+        pos = idx.position(at)
+        text = label if isinstance(label, str) else "".join(p.value for p in label)
+        used[pos.line] = used.get(pos.line, 0) + len(text)
+        out.append(types.InlayHint(position=pos, label=label, kind=kind, tooltip=tooltip,
+                                   padding_left=True, padding_right=more))
+
     for pol in tree.policies:
         ps, pe = idx.span_offsets(pol.span)
         if pol.name is None or pe < lo or ps > hi:
@@ -74,46 +174,20 @@ def inlay_hints(ls, doc, rng: types.Range) -> list[types.InlayHint]:
             if not isinstance(b, ast.Block) or not (lo <= idx.span_offsets(b.span)[0] <= hi):
                 continue
             sb = schema.block(b.name.text)
-            at = _brace_after(doc, idx.span_offsets(b.name.span)[1])
-            if sb is None or at is None:
+            brace = _brace_after(doc, idx.span_offsets(b.name.span)[1])
+            if sb is None or brace is None:
                 continue
-            pos = idx.position(at)
-            if st.hint_defaults and sb.params:
-                written = {p.name.text for p in b.params}
-                parts = []
-                for p in sb.params:
-                    if p.name in written or p.required:
-                        continue
-                    if ir is not None:
-                        if not _has_effect(p, ir.values):
-                            continue
-                        val = render.ir_value(ir.values.get(p.key), p)
-                    else:
-                        if p.only_with is not None:
-                            continue
-                        val = p.default_text()
-                    tip = types.MarkupContent(kind=types.MarkupKind.Markdown, value=render.param_markdown(p))
-                    if parts:
-                        parts.append(types.InlayHintLabelPart(value=", "))
-                    parts.append(types.InlayHintLabelPart(value=f"{p.name} = {val}", tooltip=tip))
-                if parts:
-                    out.append(types.InlayHint(position=pos, label=parts, kind=types.InlayHintKind.Parameter,
-                                               padding_left=True))
+            at, more = _anchor(tokens, brace)
+            line = idx.position(at).line
             if st.hint_per_layer and b.name.text == "per_layer" and ir is not None and ls.store.model is not None:
-                shape = ls.store.model
-                caps = per_layer_capacities(ir.values, shape)
-                if caps:
-                    alloc = ir.values.get("per_layer.allocation")
-                    if min(caps) == max(caps):
-                        label = f"{len(caps)} MoE layers × {caps[0]} slots = {sum(caps)} ({shape.name})"
-                    else:
-                        label = f"{len(caps)} MoE layers, {min(caps)}–{max(caps)} slots, {sum(caps)} total ({shape.name})"
-                    how = "" if alloc == "uniform" else f"; `{alloc}` rebalances from this start"
-                    tip = "\n".join(f"- layer {layer}: {c}" for layer, c in zip(shape.moe_layers, caps))
-                    out.append(types.InlayHint(
-                        position=pos, label=label, kind=types.InlayHintKind.Type, padding_left=True,
-                        tooltip=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                                    value=f"Per-layer capacities (uniform split{how}):\n\n{tip}")))
+                got = _per_layer_hint(ir.values, ls.store.model)
+                if got is not None and used.get(line, 0) + len(got[0]) <= LINE_BUDGET:
+                    add(at, more, got[0], types.InlayHintKind.Type, got[1])
+            if st.hint_defaults and sb.params:
+                entries = _default_entries(sb, b, ir)
+                label = defaults_label(entries, LINE_BUDGET - used.get(line, 0)) if entries else None
+                if label is not None:
+                    add(at, more, label, types.InlayHintKind.Parameter)
     return out
 
 

@@ -54,6 +54,13 @@ class MplProtocol(LanguageServerProtocol):
                 raise _Answered(f"answered {data['method']} (id {data['id']}) with InvalidParams") from exc
             raise
 
+    def _handle_cancel_notification(self, msg_id):
+        """A cancel for a request that has already been answered is the usual case (VS Code
+        cancels hover and inlay-hint requests the moment the cursor moves, often after the
+        answer left): nothing to do, and no "unknown message id" warning in the log."""
+        if msg_id in self._request_futures:
+            super()._handle_cancel_notification(msg_id)
+
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
         if (user_handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
@@ -67,6 +74,8 @@ class MplLanguageServer(LanguageServer):
         self.store = Store()
         self.settings = settings_mod.Settings()
         self.publisher = Publisher(self)
+        #: uri -> the syntax error last reported for a refused Format Document (lsp.formatting)
+        self.format_notices: dict[str, str] = {}
 
     @property
     def encoding(self) -> str:
@@ -183,6 +192,7 @@ def _register_sync(server: MplLanguageServer) -> None:
         uri = params.text_document.uri
         dependents = ls.store.dependents(uri)
         ls.store.close(uri)
+        ls.format_notices.pop(uri, None)
         ls.publisher.clear(uri)
         for dep in dependents:       # they now read the file from disk again
             doc = ls.store.get(dep)

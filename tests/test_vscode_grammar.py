@@ -177,47 +177,21 @@ def _fill_values(text: str) -> str:
     return re.sub(r"(\w+) = value\b", lambda m: f"{m.group(1)} = {_valid_value(m.group(1))}", text)
 
 
-def _wrap(name: str, text: str) -> str:
-    if name == gen.POLICY_SNIPPET:
-        return text
-    if name == "adapt rule" or name == "conditional value":
-        return None
-    if name.endswith(" block"):
-        block = name[:-len(" block")]
-        prefix = "" if block == "cache" else "cache {\n capacity = 16\n}\n"
-        return f"policy p {{\n{prefix}{text}\n}}"
-    return None
-
-
 @pytest.mark.parametrize("pick", [0, 1, 2])
-def test_policy_and_block_snippets_expand_to_valid_policies(pick):
-    snippets = _snippets()
-    assert set(f"{b} block" for b in schema.BLOCKS) <= set(snippets)
-    checked = 0
-    for name, sn in snippets.items():
-        text = _wrap(name, _fill_values(expand(sn["body"], pick)))
-        if text is None:
-            continue
-        a = analyze(text)
-        assert a.ok, (name, text, [str(d) for d in a.errors])
-        checked += 1
-    assert checked == len(schema.BLOCKS) + 1
-
-
-@pytest.mark.parametrize("pick", [0, 1, 2, 3])
-def test_adapt_rule_snippet_expands_to_a_valid_rule(pick):
-    # the action's value placeholder says `value`: put a valid value of the chosen target there
-    rule = _fill_values(expand(_snippets()["adapt rule"]["body"], pick))
-    assert re.match(r"when \w+ \S+ [\d.]+ for \d+ \w+ \{", rule)
-    text = f"policy p {{\n cache {{ capacity = 16 }}\n adapt {{\n{rule}\n }}\n}}"
+def test_policy_snippet_expands_to_a_valid_policy(pick):
+    text = _fill_values(expand(_snippets()[gen.POLICY_SNIPPET]["body"], pick))
     a = analyze(text)
     assert a.ok, (text, [str(d) for d in a.errors])
 
 
-def test_conditional_value_snippet_names_only_conditional_params():
-    body = _snippets()["conditional value"]["body"][0]
-    choices = _PLACEHOLDER.search(body).group(3).split(",")
-    assert set(choices) == {p.name for p in schema.PARAMS.values() if p.conditional}
+def test_static_snippets_are_file_level_only():
+    """VS Code offers an extension's snippets in every context: a block or adapt-rule snippet
+    would be offered inside `cache { }`. Those come from the language server, in context."""
+    for name, sn in _snippets().items():
+        first = sn["body"][0]
+        head = re.match(r"[a-z_]+", first)
+        assert head and head.group(0) in ("policy", "version", "import"), (name, first)
+        assert sn["prefix"] not in schema.BLOCKS and sn["prefix"] not in ("when", "cond"), name
 
 
 def test_snippet_choices_leave_out_replay_only_values():
@@ -285,3 +259,122 @@ def test_language_configuration_patterns():
     assert not start.search("# regional policy")
     pairs = {p["open"]: p["close"] for p in conf["autoClosingPairs"]}
     assert pairs == {"{": "}", "[": "]", '"': '"'}
+
+
+# ------------------------------------------------------------------ semantic tokens keep the grammar's colours
+def _load_theme_colors():
+    spec = importlib.util.spec_from_file_location("mpl_vscode_theme_colors", EXT / "scripts" / "theme_colors.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _grammar_assertions(text: str) -> dict[tuple[int, int], list[str]]:
+    """(line, column) -> scopes asserted by a vscode-tmgrammar-test file (which ci.sh checks
+    against the real grammar): ``# ^^^ scope ...`` and ``# <~~--- scope ...`` lines refer to
+    the last source line above them."""
+    out: dict[tuple[int, int], list[str]] = {}
+    src = None
+    for i, line in enumerate(text.split("\n")):
+        body = line[1:].lstrip() if line.startswith("#") else ""
+        if src is not None and body.startswith("^"):
+            start = line.index("^")
+            end = start
+            while end < len(line) and line[end] == "^":
+                end += 1
+            cols, scopes = range(start, end), line[end:].split()
+        elif src is not None and body.startswith("<"):
+            marker, *scopes = body.split()
+            offset = marker.count("~")
+            cols = range(offset, offset + marker.count("-"))
+        else:
+            src = i
+            continue
+        for c in cols:
+            out[(src, c)] = scopes
+    return out
+
+
+def _semantic_tokens(text: str):
+    """(line, column, length, type, modifiers) from the language server's encoder."""
+    st = pytest.importorskip("lsp.semantic_tokens")
+    from lsp.workspace import Store
+    store = Store()
+    store.open("file:///grammar-test.moe", text, 1)
+    data = st.encode(store.get("file:///grammar-test.moe"), "utf-32")
+    line = col = 0
+    for i in range(0, len(data), 5):
+        dl, dc, ln, tt, mods = data[i:i + 5]
+        line += dl
+        col = col + dc if dl == 0 else dc
+        yield line, col, ln, st.TOKEN_TYPES[tt], [m for j, m in enumerate(st.TOKEN_MODIFIERS) if mods >> j & 1]
+
+
+def test_semantic_tokens_keep_the_grammars_colours_in_the_default_themes():
+    """Every semantic token the server sends for the grammar test files gets, in each of VS
+    Code's default themes, the colour the TextMate grammar gives the same text: the colours
+    do not change when the server starts (e.g. parameter names in Light Modern)."""
+    tc = _load_theme_colors()
+    themes = [tc.Theme(p) for p in sorted((EXT / "test" / "themes").glob("*.json"))]
+    assert {"Light Modern", "Dark Modern", "Light+", "Dark+"} <= {t.name for t in themes}
+    ext_scopes = {}
+    for entry in _package()["contributes"]["semanticTokenScopes"]:
+        if entry["language"] == "moe":
+            ext_scopes.update(entry["scopes"])
+    bad, compared, kinds = [], 0, set()
+    for path in sorted((EXT / "test" / "grammar").glob("*.moe")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        asserted = _grammar_assertions(text)
+        for line, col, ln, ttype, mods in _semantic_tokens(text):
+            for c in range(col, col + ln):
+                if (line, c) not in asserted:
+                    continue
+                stack = ["source.moe", *asserted[(line, c)]]
+                kinds.add(ttype)
+                for th in themes:
+                    want = th.scope_color(stack)
+                    got = th.semantic_color(ttype, mods, "moe", ext_scopes)
+                    compared += 1
+                    if got is not None and got != want:
+                        bad.append(f"{path.name}:{line + 1}:{c + 1} {lines[line][col:col + ln]!r} "
+                                   f"{'.'.join([ttype, *mods])} in {th.name}: grammar {stack[-1]} "
+                                   f"{want}, semantic {got}")
+    assert not bad, "\n".join(sorted(set(bad)))
+    st = pytest.importorskip("lsp.semantic_tokens")
+    assert kinds == set(st.TOKEN_TYPES), f"the grammar tests exercise no {set(st.TOKEN_TYPES) - kinds}"
+    assert compared > 500
+
+
+def test_vendored_themes_are_vscodes():
+    """test/themes/ holds VS Code's own default themes (e2e/run.sh compares them with the
+    code-server it installs); each one parses and colours the basic scopes."""
+    tc = _load_theme_colors()
+    for p in sorted((EXT / "test" / "themes").glob("*.json")):
+        th = tc.Theme(p)
+        assert th.scope_color(["source.moe", "comment.line.number-sign.moe"]) is not None, p.name
+        assert th.scope_color(["source.moe", "string.quoted.double.moe"]) is not None, p.name
+
+
+def test_moe_editor_defaults_match_the_formatter():
+    """The status bar's indentation agrees with what Format Document writes: `[moe]` defaults
+    to the formatter's indent (spaces, its width), without guessing from the file."""
+    fmt = pytest.importorskip("mpl.fmt")
+    moe = _package()["contributes"]["configurationDefaults"]["[moe]"]
+    assert moe["editor.tabSize"] == len(fmt.INDENT) and set(fmt.INDENT) == {" "}
+    assert moe["editor.insertSpaces"] is True and moe["editor.detectIndentation"] is False
+    formatted = fmt.format_text("policy p { cache { capacity = 8 } }\n")
+    assert "\n" + " " * moe["editor.tabSize"] + "cache {" in formatted
+
+
+def test_server_settings_are_read_where_users_put_them():
+    """A `machine`/`machine-overridable` setting in User settings is ignored in remote windows
+    (code-server, Remote-SSH, WSL, Codespaces): the server's settings are window-scoped, and
+    the default import strategy runs the bundled server when the environment has none."""
+    props = _package()["contributes"]["configuration"]["properties"]
+    for key in ("mpl.server.pythonPath", "mpl.server.importStrategy"):
+        assert props[key]["scope"] not in ("machine", "machine-overridable", "application"), key
+    strategy = props["mpl.server.importStrategy"]
+    assert strategy["default"] == "auto" and set(strategy["enum"]) == {"auto", "fromEnvironment", "useBundled"}
+    commands = {c["command"] for c in _package()["contributes"]["commands"]}
+    assert "mpl.selectServer" in commands

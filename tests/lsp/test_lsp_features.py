@@ -270,7 +270,7 @@ async def test_semantic_tokens(client):
         # map units back to text (all ASCII here)
         decoded[lines[line][col:col + ln]] = legend.token_types[tt]
     assert decoded["policy"] == "keyword" and decoded["p"] == "class" and decoded["q"] == "class"
-    assert decoded["cache"] == "namespace" and decoded["capacity"] == "property"
+    assert decoded["cache"] == "namespace" and decoded["capacity"] == "parameter"
     assert decoded["4"] == "number" and decoded["GiB"] == "type" and decoded["lru"] == "enumMember"
     assert decoded["hit_rate"] == "variable" and decoded["# hi"] == "comment" and decoded["flush"] == "event"
 
@@ -342,17 +342,24 @@ async def test_inlay_hints_defaults_and_per_layer(client):
 
     def label(h):
         return h.label if isinstance(h.label, str) else "".join(p.value for p in h.label)
+
+    def shown_and_hidden(h):
+        """The label's text plus the entries its `+N` part's tooltip lists."""
+        extra = [p.tooltip.value for p in h.label if not isinstance(h.label, str) and p.value.lstrip().startswith("+")]
+        return label(h) + "\n".join(extra)
     labels_ = [label(h) for h in hints]
-    cache_hint = next(lbl for lbl in labels_ if "frequency_decay" in lbl)
+    assert all(lbl.startswith("defaults: ") and len(lbl) <= 40 for lbl in labels_), labels_
+    cache_hint = next(shown_and_hidden(h) for h in hints if h.position.line == 1)
     assert "frequency_decay = 0.95" in cache_hint and "decay_interval = 100" in cache_hint
     assert "freq_threshold" not in cache_hint        # no effect with lfu: not shown
-    assert not any("MoE layers" in lbl for lbl in labels_)   # no model yet
+    assert not any("layers" in lbl for lbl in labels_)   # no model yet
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"mpl": {"model": "deepseek-v2-lite"}}))
     await diagnostics(client, uri)   # re-published after the model changed
     hints = await client.text_document_inlay_hint_async(types.InlayHintParams(text_document=tdi(uri), range=rng))
-    layer = [label(h) for h in hints if "MoE layers" in label(h)]
-    assert layer == ["26 MoE layers × 8 slots = 208 (deepseek-v2-lite)"]
+    layer = [h for h in hints if "layers" in label(h)]
+    assert [label(h) for h in layer] == ["26 layers × 8 slots = 208"]
+    assert "deepseek-v2-lite" in layer[0].tooltip.value
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"mpl": {"model": None, "inlayHints": {"defaults": False, "perLayer": False}}}))
     hints = await client.text_document_inlay_hint_async(types.InlayHintParams(text_document=tdi(uri), range=rng))
@@ -533,7 +540,7 @@ async def test_half_typed_navigation_tokens_hints(client):
     data = (await client.text_document_semantic_tokens_full_async(
         types.SemanticTokensParams(text_document=tdi(uri)))).data
     kinds = [legend.token_types[data[i + 3]] for i in range(0, len(data), 5)]
-    assert kinds.count("namespace") == 3 and "property" in kinds and "class" in kinds
+    assert kinds.count("namespace") == 3 and "parameter" in kinds and "class" in kinds
     whole = types.Range(types.Position(0, 0), pos(text, len(text), client.encoding))
     hints = await client.text_document_inlay_hint_async(types.InlayHintParams(text_document=tdi(uri), range=whole))
     assert hints   # defaults still shown (from the schema) although `kid` has errors

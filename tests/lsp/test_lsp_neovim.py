@@ -62,3 +62,12 @@ def test_neovim_headless_smoke(tmp_path):
     # hover on "eviction" shows the schema's doc; completion after "eviction = " its values
     assert res["hover"] and schema.PARAMS["cache.eviction"].doc in res["hover"], res["hover"]
     assert set(schema.PARAMS["cache.eviction"].enum_names()) <= set(res["completion"])
+    # colours out of the box (Neovim 0.9+ has semantic tokens; 0.7/0.8, as on Debian 12, not)
+    major, minor = (int(x) for x in res["version"].split(".")[:2])
+    if (major, minor) >= (0, 9):
+        assert res["semantic"], "no semantic token on 'eviction'"
+        tok = res["semantic"][0]
+        assert tok["type"] == "parameter", tok
+        assert tok["link"], f"@lsp.type.{tok['type']} has no default highlight in Neovim {res['version']}"
+    else:
+        assert res["semantic"] is None

@@ -301,3 +301,20 @@ def test_unclosed_block_recovers_at_the_next_block():
     toks = tokenize(text)
     roles = {t.text: i.role for t, i in zip(toks, context.classify(toks))}
     assert roles["prefetch"] == context.BLOCK and roles["cache"] == context.BLOCK
+
+
+#: the @lsp.type.* groups Neovim (0.10+) links to a highlight group by default (`:hi @lsp`,
+#: src/nvim/highlight_group.c): a token type outside this set shows uncoloured in Neovim,
+#: which has no grammar for .moe
+NEOVIM_DEFAULT_LINKED = {"class", "comment", "decorator", "enum", "enumMember", "event", "function",
+                         "interface", "keyword", "macro", "method", "modifier", "namespace", "number",
+                         "operator", "parameter", "property", "regexp", "string", "struct", "type",
+                         "typeParameter", "variable"}
+
+
+def test_semantic_token_types_are_coloured_by_neovim_out_of_the_box():
+    from lsp.semantic_tokens import TOKEN_MODIFIERS, TOKEN_TYPES
+    assert set(TOKEN_TYPES) <= NEOVIM_DEFAULT_LINKED, set(TOKEN_TYPES) - NEOVIM_DEFAULT_LINKED
+    standard = {"declaration", "definition", "readonly", "static", "deprecated", "abstract", "async",
+                "modification", "documentation", "defaultLibrary"}
+    assert set(TOKEN_MODIFIERS) <= standard

@@ -10,19 +10,27 @@
 # 4. code-server with the .vsix installed, serving a copy of e2e/workspace on 127.0.0.1;
 # 5. test.mjs drives headless Chromium: Problems panel shows the checker's codes, completion
 #    offers parameter names, hover shows the schema's docs, Format Document gives the
-#    formatter's output. Screenshots go to e2e/.work/screenshots/;
+#    formatter's output, semantic tokens keep the grammar's colours (pixels compared in four
+#    default themes), inlay hints of a one-line block, a refused Format Document says why,
+#    a fresh install runs the bundled server and the server choice stays reachable.
+#    Screenshots go to e2e/.work/screenshots/;
 #    --update-screenshot copies the README's one to images/screenshot.png.
 #
-# Environment: MPL_E2E_STRATEGY=useBundled|fromEnvironment (default useBundled),
-# MPL_E2E_PYTHON (default python3; must have the repository installed for the expected
-# values and for fromEnvironment), MPL_E2E_SKIP_BUILD=1 reuses dist/moe-policylang.vsix.
+# code-server is a remote window: the server's Python is set in User settings only (a
+# machine-scoped setting there would be ignored), and it is a bare virtual environment
+# without the language server (a fresh install: the default `auto` runs the bundled server).
+#
+# Environment: MPL_E2E_STRATEGY=auto|useBundled|fromEnvironment (default: unset, the
+# extension's default), MPL_E2E_PYTHON (default python3; must have the repository installed,
+# for the expected values; the server runs in a bare venv made from it unless
+# MPL_E2E_STRATEGY=fromEnvironment), MPL_E2E_SKIP_BUILD=1 reuses dist/moe-policylang.vsix.
 set -euo pipefail
 E2E="$(cd "$(dirname "$0")" && pwd)"
 EXT="$(dirname "$E2E")"
 ROOT="$(dirname "$EXT")"
 WORK="$E2E/.work"
 PY="${MPL_E2E_PYTHON:-python3}"
-STRATEGY="${MPL_E2E_STRATEGY:-useBundled}"
+STRATEGY="${MPL_E2E_STRATEGY:-}"
 UPDATE_SHOT=0
 [ "${1:-}" = "--update-screenshot" ] && UPDATE_SHOT=1
 mkdir -p "$WORK"
@@ -80,10 +88,23 @@ RUN="$WORK/run"
 rm -rf "$RUN"; mkdir -p "$RUN/user/User" "$RUN/extensions"
 cp -r "$E2E/workspace" "$RUN/workspace"
 SHOTS="$WORK/screenshots"; rm -rf "$SHOTS"; mkdir -p "$SHOTS"
+# the interpreter the server runs with: a bare venv (no server, no pygls) unless the
+# environment's server is asked for
+if [ "$STRATEGY" = fromEnvironment ]; then
+    SERVER_PY="$(command -v "$PY")"
+else
+    rm -rf "$WORK/barepy"
+    "$PY" -m venv --without-pip "$WORK/barepy"
+    SERVER_PY="$WORK/barepy/bin/python"
+fi
+STRATEGY_LINE=""
+[ -n "$STRATEGY" ] && STRATEGY_LINE="\"mpl.server.importStrategy\": \"$STRATEGY\","
+# User settings only: code-server is a remote window, where a machine-scoped setting in
+# User settings is ignored (mpl.server.pythonPath must work from here)
 cat > "$RUN/user/User/settings.json" <<JSON
 {
-  "mpl.server.importStrategy": "$STRATEGY",
-  "mpl.server.pythonPath": "$(command -v "$PY")",
+  $STRATEGY_LINE
+  "mpl.server.pythonPath": "$SERVER_PY",
   "mpl.trace.server": "messages",
   "workbench.startupEditor": "none",
   "workbench.tips.enabled": false,
@@ -102,10 +123,6 @@ cat > "$RUN/user/User/settings.json" <<JSON
   "workbench.secondarySideBar.defaultVisibility": "hidden"
 }
 JSON
-# code-server is a remote window: machine-scoped settings (mpl.server.pythonPath) are read
-# from the Machine settings, the rest from User
-mkdir -p "$RUN/user/Machine"
-cp "$RUN/user/User/settings.json" "$RUN/user/Machine/settings.json"
 echo "bind-addr: 127.0.0.1:0" > "$RUN/config.yaml"
 CS_ARGS=(--config "$RUN/config.yaml" --user-data-dir "$RUN/user" --extensions-dir "$RUN/extensions"
          --disable-telemetry --disable-update-check --disable-workspace-trust
@@ -125,14 +142,42 @@ for _ in $(seq 1 120); do
 done
 
 # --- 5. expected values, from the repository itself --------------------------------------
-"$PY" - "$RUN/workspace" "$RUN/expected.json" <<'PY'
-import json, sys
+# the theme copies the colour test of tests/test_vscode_grammar.py uses are this VS Code's
+THEMES="$DEPS/node_modules/code-server/lib/vscode/extensions/theme-defaults/themes"
+for t in "$EXT"/test/themes/*.json; do
+    cmp -s "$t" "$THEMES/$(basename "$t")" || { echo "FAIL: $t differs from code-server's $(basename "$t"): copy it" >&2; exit 1; }
+done
+"$PY" - "$RUN/workspace" "$RUN/expected.json" "$EXT" <<'PY'
+import importlib.util, json, sys
 from pathlib import Path
 import mpl.checker, mpl.fmt
 from mpl import schema
-ws, out = Path(sys.argv[1]), sys.argv[2]
+ws, out, ext = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 diags = mpl.checker.check(str(ws / "errors.moe"))
+spec = importlib.util.spec_from_file_location("theme_colors", ext / "scripts" / "theme_colors.py")
+tc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tc)
+# colors.moe: (line, column, text, grammar scope) of tokens whose colour is compared
+TOKENS = [(1, 1, "version", "keyword.other.version.moe"), (3, 1, "policy", "storage.type.policy.moe"),
+          (3, 8, "tuned", "entity.name.type.policy.moe"), (3, 14, "extends", "storage.modifier.extends.moe"),
+          (3, 22, "lru_basic", "entity.other.inherited-class.moe"),
+          (4, 5, "cache", "entity.name.namespace.block.moe"), (5, 9, "capacity", "variable.parameter.moe"),
+          (5, 22, "GiB", "keyword.other.unit.moe"), (6, 20, "lfu", "variable.other.enummember.moe"),
+          (9, 19, "true", "constant.language.boolean.moe"), (12, 9, "when", "keyword.control.conditional.moe"),
+          (12, 14, "hit_rate", "support.variable.metric.moe"), (12, 37, "accesses", "keyword.other.unit.moe"),
+          (13, 21, "flush", "support.function.trigger.moe")]
+lines = (ws / "colors.moe").read_text().split("\n")
+for line, col, text, _ in TOKENS:
+    assert lines[line - 1][col - 1:col - 1 + len(text)] == text, (line, col, text)
+themes = {}
+for setting, file in [("Light Modern", "light_modern"), ("Dark Modern", "dark_modern"),
+                      ("Light 2026", "2026-light"), ("Dark 2026", "2026-dark")]:
+    th = tc.Theme(ext / "test" / "themes" / f"{file}.json")
+    fg = json.loads((ext / "test" / "themes" / f"{file}.json").read_text()).get("colors", {}).get("editor.foreground")
+    themes[setting] = [th.scope_color(["source.moe", scope]) or fg for *_, scope in TOKENS]
 json.dump({
+    "colorTokens": [t[:3] for t in TOKENS],
+    "themeColors": themes,
     "codes": sorted({d.code for d in diags}),
     "cacheParams": list(schema.BLOCKS["cache"].param_names()),
     "hoverParam": "eviction",
@@ -146,22 +191,30 @@ rc=0
 NODE_PATH="$DEPS/node_modules" node "$E2E/test.mjs" \
     --url "http://127.0.0.1:$PORT/?folder=$RUN/workspace" --chromium "$CHROMIUM" \
     --workspace "$RUN/workspace" --expected "$RUN/expected.json" --shots "$SHOTS" \
-    --deps "$DEPS/node_modules" --logs "$RUN/user/logs" || rc=$?
+    --deps "$DEPS/node_modules" --logs "$RUN/user/logs" --settings "$RUN/user/User/settings.json" || rc=$?
 if [ "$rc" -ne 0 ]; then
     echo "--- code-server log (tail)"; tail -40 "$RUN/code-server.log"
     find "$RUN/user" -name '*MoE-PolicyLang*.log' -exec sh -c 'echo "--- $1"; tail -40 "$1"' _ {} \;
     exit "$rc"
 fi
-# the extension started the server the way the settings asked
+# the extension started the server the way the settings asked (a bare venv: the bundled
+# server, with the fallback said once), and a normal stop or a cancel left no error behind
 EXT_LOG="$(find "$RUN/user/logs" -name 'MoE-PolicyLang.log' | head -1)"
-WANT_PY="$(command -v "$PY")"
-if [ "$STRATEGY" = useBundled ]; then WANT_SRV="bundled server"; else WANT_SRV="server from the environment"; fi
-if ! grep -F "starting the language server: $WANT_PY " "$EXT_LOG" | grep -qF "$WANT_SRV"; then
-    echo "FAIL: the extension log does not show '$WANT_PY' with the $WANT_SRV:" >&2
+if [ "$STRATEGY" = fromEnvironment ]; then WANT_SRV="server from the environment"; else WANT_SRV="bundled server"; fi
+if ! grep -F "starting the language server: $SERVER_PY " "$EXT_LOG" | grep -F "from the mpl.server.pythonPath setting" | grep -qF "$WANT_SRV"; then
+    echo "FAIL: the extension log does not show '$SERVER_PY' (from the setting) with the $WANT_SRV:" >&2
     grep -F "starting the language server" "$EXT_LOG" >&2 || true
     exit 1
 fi
-log "server started as asked: $(grep -F "starting the language server: $WANT_PY " "$EXT_LOG" | head -1 | sed 's/.*server: //')"
+if [ -z "$STRATEGY" ] || [ "$STRATEGY" = auto ]; then
+    n="$(grep -cF "the Python environment has no MoE-PolicyLang language server" "$EXT_LOG" || true)"
+    [ "$n" = 1 ] || { echo "FAIL: the bundled-server fallback is said $n times in the log, not once" >&2; exit 1; }
+fi
+if grep -E "\[error\].*(exited with code 0|unknown message id)|Cancel notification for unknown" "$EXT_LOG" >&2; then
+    echo "FAIL: log noise (a normal stop or a cancel logged as an error)" >&2
+    exit 1
+fi
+log "server started as asked: $(grep -F "starting the language server: $SERVER_PY " "$EXT_LOG" | head -1 | sed 's/.*server: //')"
 if [ "$UPDATE_SHOT" = 1 ]; then
     cp "$SHOTS/readme.png" "$EXT/images/screenshot.png"
     log "updated images/screenshot.png"

@@ -1,6 +1,9 @@
 // Drives code-server in headless Chromium (puppeteer-core) and checks what a user sees:
 // diagnostics with their codes in the Problems panel, completion of parameter names, hover
-// docs, Format Document. Started by run.sh, which passes the URL and the expected values
+// docs, Format Document, the bundled server on a fresh install (Python from User settings in
+// this remote window), semantic colours equal to the grammar's (pixels, four themes), inlay
+// hints of one-line blocks, a refused Format Document's message, the server choice command,
+// the notifications when no Python fits. Started by run.sh, which passes the URL and the expected values
 // (computed from the repository: the checker's codes, the schema's names and docs, the
 // formatter's output).
 import { createRequire } from "node:module";
@@ -13,7 +16,7 @@ const { values: args } = parseArgs({
   options: {
     url: { type: "string" }, chromium: { type: "string" }, workspace: { type: "string" },
     expected: { type: "string" }, shots: { type: "string" }, deps: { type: "string" },
-    logs: { type: "string" },
+    logs: { type: "string" }, settings: { type: "string" },
   },
 });
 const expected = JSON.parse(readFileSync(args.expected, "utf8"));
@@ -75,6 +78,129 @@ async function untilLog(re, what, timeout = 30_000) {
 }
 
 const text = (sel) => page.$eval(sel, (el) => el.innerText).catch(() => "");
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Change the workspace settings (.vscode/settings.json, which the workbench watches) the way
+ *  a user editing the file does. */
+function setWorkspaceSettings(values) {
+  const dir = join(args.workspace, ".vscode");
+  const file = join(dir, "settings.json");
+  mkdirSync(dir, { recursive: true });
+  let cur = {};
+  try { cur = JSON.parse(readFileSync(file, "utf8")); } catch { cur = {}; }
+  for (const [k, v] of Object.entries(values)) {
+    if (v === undefined) delete cur[k]; else cur[k] = v;
+  }
+  writeFileSync(file, JSON.stringify(cur, null, 2));
+}
+
+/** The rendered span of the text at (line, column) (1-based) of the active editor: its
+ *  computed colour and the screen rectangle of exactly those characters. */
+function tokenAt(line, col, len) {
+  return page.evaluate((line, col, len) => {
+    // the view-line at the top of the line number `line` (the editor may be scrolled)
+    const num = [...document.querySelectorAll(".editor-instance .margin-view-overlays .line-numbers")]
+      .find((n) => n.textContent.trim() === String(line));
+    if (!num) return null;
+    const y = num.getBoundingClientRect().top;
+    const el = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
+      .find((l) => Math.abs(l.getBoundingClientRect().top - y) < 2);
+    if (!el) return null;
+    let pos = 0;
+    for (const sp of el.querySelectorAll(":scope > span > span")) {
+      const t = sp.textContent;
+      if (col - 1 < pos + t.length) {
+        const node = sp.firstChild;
+        const r = document.createRange();
+        r.setStart(node, col - 1 - pos);
+        r.setEnd(node, Math.min(t.length, col - 1 - pos + len));
+        const b = r.getBoundingClientRect();
+        const rgb = getComputedStyle(sp).color.match(/\d+/g).slice(0, 3).map(Number);
+        return { text: r.toString(), color: "#" + rgb.map((x) => x.toString(16).padStart(2, "0")).join(""),
+                 rect: { x: b.x, y: b.y, width: b.width, height: b.height } };
+      }
+      pos += t.length;
+    }
+    return null;
+  }, line, col, len);
+}
+
+/** The text on screen of line `n` (1-based, hints included) once it shows a `defaults:` hint. */
+function lineWithHint(n, what) {
+  return until((i) => {
+    const lines = [...document.querySelectorAll(".editor-instance .view-lines .view-line")]
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
+    const t = lines[i] ? lines[i].innerText.replace(/\u00a0/g, " ") : "";
+    return t.includes("defaults:") ? t : "";
+  }, n - 1, what);
+}
+
+/** Pixels of a token: a PNG of its rectangle, and the colour its glyphs are drawn in (the most
+ *  frequent colour after the background's, read back from the PNG in the page). */
+async function tokenPixels(tok) {
+  // a token always has ink: a blank picture was taken before the editor painted; take another
+  for (let attempt = 0; ; attempt++) {
+    const got = await tokenPixelsOnce(tok);
+    if (got.ink !== null || attempt === 10) return got;
+    await sleep(200);
+  }
+}
+
+async function tokenPixelsOnce(tok) {
+  const { x, y, width, height } = tok.rect;
+  const png = Buffer.from(await page.screenshot({
+    clip: { x: Math.floor(x), y: Math.floor(y), width: Math.ceil(width), height: Math.ceil(height) },
+    captureBeyondViewport: false,
+  }));
+  const ink = await page.evaluate(async (b64) => {
+    const img = new Image();
+    img.src = `data:image/png;base64,${b64}`;
+    await img.decode();
+    const c = document.createElement("canvas");
+    c.width = img.width;
+    c.height = img.height;
+    const g = c.getContext("2d");
+    g.drawImage(img, 0, 0);
+    const d = g.getImageData(0, 0, c.width, c.height).data;
+    const count = new Map();
+    for (let i = 0; i < d.length; i += 4) {
+      const k = "#" + [d[i], d[i + 1], d[i + 2]].map((v) => v.toString(16).padStart(2, "0")).join("");
+      count.set(k, (count.get(k) || 0) + 1);
+    }
+    const ranked = [...count.entries()].sort((a, b) => b[1] - a[1]);
+    return ranked.length > 1 ? ranked[1][0] : null;
+  }, png.toString("base64"));
+  return { png, ink };
+}
+
+/** Wait for a toast whose text includes `needle`; its text. */
+function toast(needle, what) {
+  return until((n) => {
+    const t = [...document.querySelectorAll(".notifications-toasts .notification-toast")]
+      .find((e) => e.innerText.includes(n));
+    return t ? t.innerText : "";
+  }, needle, what);
+}
+
+/** Click the button `label` on the toast that includes `needle`. */
+function clickToastButton(needle, label) {
+  return page.evaluate((n, l) => {
+    const t = [...document.querySelectorAll(".notifications-toasts .notification-toast")]
+      .find((e) => e.innerText.includes(n));
+    const b = t && [...t.querySelectorAll("a.monaco-button, .monaco-button")].find((x) => x.innerText.trim() === l);
+    if (b) b.click();
+    return Boolean(b);
+  }, needle, label);
+}
+
+/** Pick the quick-pick row whose first line starts with `label`. */
+async function pickRow(label) {
+  const row = await page.waitForFunction((l) => [...document.querySelectorAll(".quick-input-widget .monaco-list-row")]
+    .find((r) => r.innerText.split("\n")[0].trim().startsWith(l)), { timeout: 15_000, polling: 250 }, label)
+    .catch(() => null);
+  if (row === null) throw new Error(`no '${label}' in the quick pick`);
+  await row.asElement().click();
+}
 
 /** Run a command from the command palette: the row whose title is `title` (or starts with it). */
 async function command(title) {
@@ -211,10 +337,11 @@ try {
     log(`completion items: ${shown.join(", ")}`);
     await shot("completion");
     await page.keyboard.type("evic");
-    await until(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
-      .some((r) => (r.getAttribute("aria-label") || r.innerText).startsWith("eviction")), null,
-      "'eviction' after typing 'evic'", 15_000);
-    await page.keyboard.press("Enter");
+    const evic = await page.waitForFunction(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
+      .find((r) => (r.getAttribute("aria-label") || r.innerText).startsWith("eviction")),
+    { timeout: 15_000, polling: 250 }).catch(() => null);
+    if (evic === null) throw new Error("no 'eviction' after typing 'evic'");
+    await evic.asElement().click();
     const after = await editorText();
     if (!/^\s*eviction\b/m.test(after)) throw new Error(`accepting the item did not insert it:\n${after}`);
     await command("File: Revert File");
@@ -289,28 +416,157 @@ try {
     }, expected.codes, "the codes after the restart", 60_000);
   });
 
+  await check("fresh install: a Python without the server runs the bundled one, said once", async () => {
+    // run.sh points mpl.server.pythonPath (User settings, in this remote window) at a bare venv
+    const logText = extensionLog();
+    if (!/starting the language server: \S+ \(Python [\d.]+, from the mpl\.server\.pythonPath setting.*\), bundled server/.test(logText)) {
+      throw new Error(`the server did not start from the User setting with the bundled server:\n${logText.slice(-3000)}`);
+    }
+    const told = logText.split("the Python environment has no MoE-PolicyLang language server").length - 1;
+    if (told !== 1) throw new Error(`the fallback is explained ${told} times, not once`);
+  });
+
+  await check("semantic tokens keep the grammar's colours (pixels, four default themes)", async () => {
+    await openFile("colors.moe");
+    const toks = expected.colorTokens;
+    try {
+      for (const [theme, want] of Object.entries(expected.themeColors)) {
+        const slug = theme.replace(/\W+/g, "-").toLowerCase();
+        // 1. TextMate only (as before the server's tokens arrive)
+        // nothing but the tokens may differ between the two pictures: no hints, no line highlight,
+        // a cursor that does not blink, far from the tokens
+        setWorkspaceSettings({ "workbench.colorTheme": theme, "editor.semanticHighlighting.enabled": false,
+                               "editor.inlayHints.enabled": "off", "editor.renderLineHighlight": "none",
+                               "editor.cursorBlinking": "solid", "editor.occurrencesHighlight": "off",
+                               "editor.stickyScroll.enabled": false });
+        await gotoPosition(1, 1);
+        await gotoPosition(2, 23);
+        const t0 = Date.now();
+        let before = [];
+        for (;;) {
+          before = [];
+          for (const [line, col, word] of toks) before.push(await tokenAt(line, col, word.length));
+          if (before.every((b, i) => b && b.color === want[i].toLowerCase())) break;
+          if (Date.now() - t0 > 30_000) {
+            throw new Error(`${theme}: grammar colours ${JSON.stringify(before.map((b, i) => [toks[i][2], b && b.color, want[i]]))}`);
+          }
+          await sleep(250);
+        }
+        await page.mouse.move(5, 600);   // no tooltip over the editor
+        await sleep(1500);               // the layout settles (it may move after a theme change)
+        const pixels = [];
+        for (let i = 0; i < toks.length; i++) {
+          before[i] = await tokenAt(toks[i][0], toks[i][1], toks[i][2].length);
+          pixels.push(await tokenPixels(before[i]));
+        }
+        await shot(`colors-${slug}-grammar`);
+        // 2. with the server's semantic tokens: confirmed applied (on a parameter name)
+        setWorkspaceSettings({ "editor.semanticHighlighting.enabled": true });
+        const t1 = Date.now();
+        for (;;) {
+          await gotoPosition(5, 11);
+          await command("Developer: Inspect Editor Tokens and Scopes");
+          const info = await until(() => {
+            const w = document.querySelector(".token-inspect-widget");
+            return w && w.innerText.includes("textmate scopes") ? w.innerText : "";
+          }, null, "the token inspector", 15_000);
+          await page.keyboard.press("Escape");
+          const sem = /semantic token type\s*(\S+)/.exec(info);
+          if (sem) {
+            log(`${theme}: the server's token on 'capacity' is '${sem[1]}'`);
+            break;
+          }
+          if (Date.now() - t1 > 30_000) throw new Error(`${theme}: no semantic token on 'capacity':\n${info}`);
+          await sleep(500);
+        }
+        await gotoPosition(1, 1);
+        await gotoPosition(2, 23);   // the end of the import line: no token compared there
+        await page.mouse.move(5, 600);
+        await sleep(1500);     // the go-to-line highlight fades
+        const diffs = [];
+        for (let i = 0; i < toks.length; i++) {
+          const after = await tokenAt(toks[i][0], toks[i][1], toks[i][2].length);
+          const now = after ? await tokenPixels(after) : null;
+          const same = after && after.color === before[i].color && now.ink !== null && now.ink === pixels[i].ink;
+          if (!same) {
+            diffs.push(`${toks[i][2]}: CSS ${before[i].color} -> ${after && after.color}, ` +
+              `pixels ${pixels[i].ink} -> ${now && now.ink} at ${JSON.stringify(before[i].rect)}`);
+            writeFileSync(join(args.shots, `diff-${slug}-${toks[i][2]}-grammar.png`), pixels[i].png);
+            if (now) writeFileSync(join(args.shots, `diff-${slug}-${toks[i][2]}-semantic.png`), now.png);
+          }
+        }
+        await shot(`colors-${slug}-semantic`);
+        if (diffs.length) throw new Error(`${theme}: colours changed with the server's tokens: ${diffs.join(", ")}`);
+        log(`${theme}: ${toks.length} tokens keep their colours and pixels`);
+      }
+    } finally {
+      setWorkspaceSettings({ "workbench.colorTheme": undefined, "editor.inlayHints.enabled": undefined,
+                             "editor.semanticHighlighting.enabled": undefined, "editor.renderLineHighlight": undefined,
+                             "editor.cursorBlinking": undefined, "editor.occurrencesHighlight": undefined,
+                             "editor.stickyScroll.enabled": undefined });
+    }
+  });
+
+  await check("inlay hints of a one-line block: labelled, after its '}', not cut", async () => {
+    await openFile("hints.moe");
+    const line = await lineWithHint(5, "the defaults hint on the one-line schedule block");
+    log(`line 5: ${line}`);
+    if (!/^\s*schedule \{ mode = hybrid \}\s*defaults: /.test(line)) throw new Error(`the hint is not after '}': ${line}`);
+    if (line.includes("…")) throw new Error(`the hint is cut: ${line}`);
+    const block = await lineWithHint(2, "the defaults hint of the cache block");
+    if (!/^\s*cache \{\s*defaults: /.test(block) || block.includes("…")) throw new Error(`cache line: ${block}`);
+    await shot("inlay-hints");
+  });
+
+  await check("Format Document on a file with syntax errors says why", async () => {
+    await openFile("broken.moe");
+    await command("Format Document");
+    const msg = await toast("was not formatted", "the 'not formatted' notification");
+    log(`notification: ${msg.replace(/\s+/g, " ")}`);
+    if (!/broken\.moe was not formatted: it has syntax errors \(line 3/.test(msg)) throw new Error(msg);
+    await shot("format-refused");
+    await command("Notifications: Clear All Notifications");
+  });
+
+  await check("the server choice stays reachable: command, notification, back to automatic", async () => {
+    await openFile("errors.moe");
+    await command("MoE-PolicyLang: Choose the language server");
+    await pickRow("Server from the Python environment");
+    // the bare venv has no server: the start fails, the notification offers the choice again
+    const msg = await toast("no suitable Python", "the 'no suitable Python' notification");
+    log(`notification: ${msg.replace(/\s+/g, " ")}`);
+    if (!msg.includes("Choose server")) throw new Error(`no 'Choose server…' on the notification: ${msg}`);
+    await shot("choose-server-failed");
+    if (!await clickToastButton("no suitable Python", "Open settings")) throw new Error("no 'Open settings' button");
+    await until(() => document.body.innerText.includes("Where the language server's Python code comes from."),
+      null, "the Settings editor showing the mpl.server settings");
+    // the notification is gone, the command is still there
+    const starts = extensionLog().split("language server running").length;
+    await command("MoE-PolicyLang: Choose the language server");
+    await shot("choose-server");
+    await pickRow("Automatic");
+    const t0 = Date.now();
+    while (extensionLog().split("language server running").length <= starts) {
+      if (Date.now() - t0 > 60_000) throw new Error("the server did not start again after choosing Automatic");
+      await sleep(250);
+    }
+    const written = JSON.parse(readFileSync(args.settings, "utf8"))["mpl.server.importStrategy"];
+    if (written !== "auto") throw new Error(`User settings have importStrategy ${written}`);
+    await command("View: Close All Editors");
+  });
+
   await check("no suitable Python: a settings change restarts, a notification offers Open settings", async () => {
     const bad = join(args.workspace, "no-such-dir", "python3");
     mkdirSync(join(args.workspace, ".vscode"), { recursive: true });
     writeFileSync(join(args.workspace, ".vscode", "settings.json"),
       JSON.stringify({ "mpl.server.pythonPath": bad }, null, 2));
     await untilLog(/\(re\)starting the language server: settings changed/, "a restart on the settings change");
-    await untilLog(`tried ${bad} (from the mpl.server.pythonPath setting): not found`, "the failed candidate");
-    const toast = await until(() => {
-      const t = [...document.querySelectorAll(".notifications-toasts .notification-toast")]
-        .find((e) => e.innerText.includes("no suitable Python"));
-      return t ? t.innerText : "";
-    }, null, "the 'no suitable Python' notification");
-    log(`notification: ${toast.replace(/\s+/g, " ")}`);
+    await untilLog(`tried ${bad} (from the mpl.server.pythonPath setting (Workspace settings)) with the server from the environment: not found`,
+      "the failed candidate, with the settings tab it came from");
+    const msg = await toast("no suitable Python", "the 'no suitable Python' notification");
+    log(`notification: ${msg.replace(/\s+/g, " ")}`);
     await shot("no-python");
-    const clicked = await page.evaluate(() => {
-      const t = [...document.querySelectorAll(".notifications-toasts .notification-toast")]
-        .find((e) => e.innerText.includes("no suitable Python"));
-      const b = t && [...t.querySelectorAll("a.monaco-button, .monaco-button")].find((x) => x.innerText.trim() === "Open settings");
-      if (b) b.click();
-      return Boolean(b);
-    });
-    if (!clicked) throw new Error("no 'Open settings' button on the notification");
+    if (!await clickToastButton("no suitable Python", "Open settings")) throw new Error("no 'Open settings' button on the notification");
     // the Settings editor, searching mpl.server: the import strategy's description is shown
     await until(() => document.body.innerText.includes("Where the language server's Python code comes from."),
       null, "the Settings editor showing the mpl.server settings");

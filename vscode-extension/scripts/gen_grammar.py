@@ -123,12 +123,12 @@ def build_grammar() -> dict:
     repo["block"] = {
         "comment": "a known block name opening a block",
         "match": rf"({blocks})(?=\s*\{{)",
-        "captures": {"1": {"name": "entity.name.section.block.moe"}},
+        "captures": {"1": {"name": "entity.name.namespace.block.moe"}},
     }
     repo["qualified-param"] = {
         "comment": "block.param in an adapt action",
         "match": rf"({blocks})(\.)({params})",
-        "captures": {"1": {"name": "entity.name.section.block.moe"},
+        "captures": {"1": {"name": "entity.name.namespace.block.moe"},
                      "2": {"name": "punctuation.accessor.dot.moe"},
                      "3": {"name": "variable.parameter.moe"}},
     }
@@ -149,7 +149,7 @@ def build_grammar() -> dict:
     repo["rebalance"] = {
         "match": rf"\b(rebalance)\b(?:\s+({_words(rebalance_names())}))?",
         "captures": {"1": {"name": "keyword.control.rebalance.moe"},
-                     "2": {"name": "support.constant.enum.moe"}},
+                     "2": {"name": "variable.other.enummember.moe"}},
     }
     repo["boolean"] = {
         "match": r"\b(?:true|false)\b",
@@ -161,7 +161,7 @@ def build_grammar() -> dict:
     }
     repo["enum"] = {
         "match": _words(enum_values()),
-        "name": "support.constant.enum.moe",
+        "name": "variable.other.enummember.moe",
     }
     repo["number"] = {
         "comment": "a number, optionally followed by a unit (12GiB, 100 accesses, 5 ms)",
@@ -272,23 +272,7 @@ def _default_metric_first() -> list[str]:
     return [first] + [n for n in names if n != first]
 
 
-def _rule_lines(first_tab: int) -> list[str]:
-    t = first_tab
-    ops = _choice(schema.COMPARISON_OPS)
-    # schema order (cache.capacity first), the default monitored metric first
-    targets = _choice(p.name for p in schema.PARAMS.values() if p.conditional)
-    metrics = _choice(_default_metric_first())
-    units = _choice(schema.RULE_DURATION_UNITS)
-    return [f"when ${{{t}|{metrics}|}} ${{{t + 1}|{ops}|}} ${{{t + 2}:0.5}} "
-            f"for ${{{t + 3}:100}} ${{{t + 4}|{units}|}} {{",
-            f"\t${{{t + 5}|{targets}|}} = ${{{t + 6}:value}}",
-            "}"]
-
-
 def _block_body(block: schema.Block, first_tab: int) -> tuple[list[str], int]:
-    if block.rules:
-        lines = _rule_lines(first_tab)
-        return lines, first_tab + 7
     lines, tab = [], first_tab
     for p in _snippet_params(block):
         lines.append(_param_line(p, tab))
@@ -297,6 +281,9 @@ def _block_body(block: schema.Block, first_tab: int) -> tuple[list[str], int]:
 
 
 def build_snippets() -> dict:
+    """The file-level snippets only. VS Code offers an extension's snippets everywhere, inside
+    any block too; the snippets that belong inside a policy (one per block, an adapt rule) come
+    from the language server, which offers each where it can go."""
     snippets: dict[str, dict] = {}
     cache = schema.BLOCKS["cache"]
     body, tab = _block_body(cache, 2)
@@ -322,26 +309,6 @@ def build_snippets() -> dict:
         "prefix": "import",
         "description": "Import policies from another .moe file or the standard library (std/NAME).",
         "body": ['import "${1:std/}$0"'],
-    }
-    for name, block in schema.BLOCKS.items():
-        body, _ = _block_body(block, 1)
-        snippets[f"{name} block"] = {
-            "prefix": name,
-            "description": block.doc,
-            "body": [f"{name} {{", *[f"\t{ln}" for ln in body], "\t$0", "}"],
-        }
-    snippets["adapt rule"] = {
-        "prefix": "when",
-        "description": "An adapt rule: when METRIC OP NUMBER for N accesses { action }.",
-        "body": [*_rule_lines(1), "$0"],
-    }
-    cond = [p for p in schema.PARAMS.values() if p.conditional]
-    snippets["conditional value"] = {
-        "prefix": "cond",
-        "description": "A conditional value: `p = a : b when METRIC OP NUMBER`.",
-        "body": [f"${{1|{_choice(sorted({p.name for p in cond}))}|}} = ${{2:a}} : ${{3:b}} "
-                 f"when ${{4|{_choice(metric_names())}|}} ${{5|{_choice(schema.COMPARISON_OPS)}|}} "
-                 "${6:0.5}$0"],
     }
     return snippets
 

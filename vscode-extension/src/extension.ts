@@ -7,13 +7,19 @@ import { LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOpt
 
 import { onInterpreterChange } from "./python";
 import { chooseServer, hasBundledServer, isFailure } from "./server";
-import { initializationOptions, readSettings, RESTART_SECTIONS } from "./settings";
+import { ImportStrategy, initializationOptions, readSettings, RESTART_SECTIONS, settingSource } from "./settings";
 
 const CLIENT_ID = "mpl";
 const CLIENT_NAME = "MoE-PolicyLang";
 
+const SELECT_COMMAND = "mpl.selectServer";
+
 let client: LanguageClient | undefined;
 let log: vscode.LogOutputChannel;
+/** The server's state next to the language mode of a .moe editor; its action picks a server. */
+let status: vscode.LanguageStatusItem | undefined;
+/** The bundled-server fallback is explained once a session, not at every restart. */
+let toldFallback = false;
 /** Serialises start/stop so that quick successive restarts never overlap. */
 let pending: Promise<void> = Promise.resolve();
 
@@ -37,22 +43,68 @@ async function stopClient(): Promise<void> {
   await old.dispose();
 }
 
-async function notifyNoPython(message: string, context: vscode.ExtensionContext): Promise<void> {
-  const open = "Open settings";
-  const bundled = "Use bundled server";
-  const showLog = "Show log";
-  const settings = readSettings(vscode.workspace.getConfiguration("mpl"));
-  const buttons = [open, showLog];
-  if (settings.importStrategy === "fromEnvironment" && hasBundledServer(context)) {
-    buttons.splice(1, 0, bundled);
+function setStatus(text: string, detail: string, severity: vscode.LanguageStatusSeverity): void {
+  if (status === undefined) {
+    return;
   }
+  status.text = text;
+  status.detail = detail;
+  status.severity = severity;
+  status.command = { title: "Choose server…", command: SELECT_COMMAND };
+}
+
+/** Write a setting where it takes effect: the workspace when the workspace sets it, else User. */
+async function updateSetting(key: string, value: unknown): Promise<void> {
+  const config = vscode.workspace.getConfiguration("mpl");
+  const values = config.inspect(key);
+  const target =
+    values?.workspaceFolderValue !== undefined || values?.workspaceValue !== undefined
+      ? vscode.ConfigurationTarget.Workspace
+      : vscode.ConfigurationTarget.Global;
+  await config.update(key, value, target);
+}
+
+/** "MoE-PolicyLang: Choose the language server": the import strategy, or the interpreter. */
+async function selectServer(context: vscode.ExtensionContext): Promise<void> {
+  const current = readSettings(vscode.workspace.getConfiguration("mpl")).importStrategy;
+  type Item = vscode.QuickPickItem & { strategy?: ImportStrategy; python?: true };
+  const mark = (s: ImportStrategy): string => (s === current ? " (current)" : "");
+  const items: Item[] = [
+    { label: `Automatic${mark("auto")}`, strategy: "auto",
+      detail: "The server installed in the Python environment when it has one, else the bundled one." },
+    { label: `Bundled server${mark("useBundled")}`, strategy: "useBundled",
+      detail: "The server shipped inside this extension; any Python 3.11 or newer runs it." },
+    { label: `Server from the Python environment${mark("fromEnvironment")}`, strategy: "fromEnvironment",
+      detail: 'Only the server installed with pip install "mpl-policylang[lsp]".' },
+    { label: "Python interpreter…", python: true, detail: "Set mpl.server.pythonPath." },
+  ];
+  if (!hasBundledServer(context)) {
+    items.splice(1, 1);
+  }
+  const pick = await vscode.window.showQuickPick(items, {
+    title: "MoE-PolicyLang: language server",
+    placeHolder: "Which language server to run",
+  });
+  if (pick?.strategy !== undefined) {
+    await updateSetting("server.importStrategy", pick.strategy);
+    if (pick.strategy === current) {
+      await restart(context, "server chosen again");
+    }
+  } else if (pick?.python) {
+    await vscode.commands.executeCommand("workbench.action.openSettings", "mpl.server.pythonPath");
+  }
+}
+
+async function notifyNoPython(message: string, context: vscode.ExtensionContext): Promise<void> {
+  const choose = "Choose server…";
+  const open = "Open settings";
+  const showLog = "Show log";
+  const buttons = hasBundledServer(context) ? [choose, open, showLog] : [open, showLog];
   const choice = await vscode.window.showErrorMessage(message, ...buttons);
-  if (choice === open) {
+  if (choice === choose) {
+    await selectServer(context);
+  } else if (choice === open) {
     await vscode.commands.executeCommand("workbench.action.openSettings", "mpl.server");
-  } else if (choice === bundled) {
-    await vscode.workspace
-      .getConfiguration("mpl")
-      .update("server.importStrategy", "useBundled", vscode.ConfigurationTarget.Global);
   } else if (choice === showLog) {
     log.show();
   }
@@ -61,16 +113,24 @@ async function notifyNoPython(message: string, context: vscode.ExtensionContext)
 async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const folder = workspaceFolder();
   const folderPath = folder?.uri.fsPath;
-  const settings = readSettings(vscode.workspace.getConfiguration("mpl", folder?.uri));
+  const config = vscode.workspace.getConfiguration("mpl", folder?.uri);
+  const settings = readSettings(config);
   log.info(`import strategy: ${settings.importStrategy}`);
-  const choice = await chooseServer(context, settings, folderPath, folder?.uri);
+  const from = settingSource(config.inspect("server.pythonPath"), vscode.env.remoteName !== undefined,
+    vscode.workspace.workspaceFile !== undefined);
+  const choice = await chooseServer(context, settings, folderPath, folder?.uri, from);
   if (isFailure(choice)) {
     log.error(choice.message);
     for (const line of choice.details) {
       log.error(`  tried ${line}`);
     }
+    setStatus("no language server", choice.message, vscode.LanguageStatusSeverity.Error);
     void notifyNoPython(choice.message, context);
     return;
+  }
+  if (choice.fallback !== undefined && !toldFallback) {
+    toldFallback = true;
+    log.info(choice.fallback);
   }
   log.info(`starting the language server: ${choice.description}`);
   const serverOptions: ServerOptions = { run: choice.executable, debug: choice.executable };
@@ -93,8 +153,10 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   try {
     await next.start();
     log.info("language server running");
+    setStatus("mpl-lsp", choice.summary, vscode.LanguageStatusSeverity.Information);
   } catch (err) {
     log.error(`the language server failed to start: ${String(err)}`);
+    setStatus("language server failed", String(err), vscode.LanguageStatusSeverity.Error);
     void vscode.window
       .showErrorMessage(`MoE-PolicyLang: the language server failed to start (${String(err)}).`, "Show log")
       .then((c) => (c === "Show log" ? log.show() : undefined));
@@ -116,8 +178,13 @@ function restart(context: vscode.ExtensionContext, reason: string): Promise<void
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   log = vscode.window.createOutputChannel(CLIENT_NAME, { log: true });
   context.subscriptions.push(log);
+  status = vscode.languages.createLanguageStatusItem("mpl.server", { language: "moe" });
+  status.name = "MoE-PolicyLang language server";
+  setStatus("mpl-lsp", "starting", vscode.LanguageStatusSeverity.Information);
+  context.subscriptions.push(status);
   context.subscriptions.push(
     vscode.commands.registerCommand("mpl.restartServer", () => restart(context, "restart command")),
+    vscode.commands.registerCommand(SELECT_COMMAND, () => selectServer(context)),
     vscode.commands.registerCommand("mpl.showLog", () => log.show()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (RESTART_SECTIONS.some((s) => e.affectsConfiguration(s))) {

@@ -63,11 +63,12 @@ export async function onInterpreterChange(listener: () => void): Promise<vscode.
 }
 
 /** Candidates in the order they are tried. */
-export async function candidates(configured: string, resource?: vscode.Uri): Promise<Candidate[]> {
+export async function candidates(configured: string, resource?: vscode.Uri, settingFrom?: string): Promise<Candidate[]> {
   const out: Candidate[] = [];
   if (configured !== "") {
     // An explicit setting is the only candidate: silently trying others would hide a typo.
-    out.push({ command: configured, source: "the mpl.server.pythonPath setting" });
+    const where = settingFrom !== undefined ? ` (${settingFrom})` : "";
+    out.push({ command: configured, source: `the mpl.server.pythonPath setting${where}` });
     return out;
   }
   const active = await activeInterpreter(resource);

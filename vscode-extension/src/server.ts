@@ -23,6 +23,10 @@ export interface ServerChoice {
   executable: Executable;
   /** A line for the log: which interpreter and which server. */
   description: string;
+  /** Short form for the language status item ("bundled server, Python 3.11.7"). */
+  summary: string;
+  /** Set when `auto` fell back to the bundled server: why (the environment has none). */
+  fallback?: string;
 }
 
 export interface ServerFailure {
@@ -41,9 +45,11 @@ export async function chooseServer(
   settings: ExtensionSettings,
   workspaceFolder: string | undefined,
   resource?: vscode.Uri,
+  settingFrom?: string,
 ): Promise<ServerChoice | ServerFailure> {
   const libs = bundledLibs(context);
-  if (settings.importStrategy === "useBundled" && !hasBundledServer(context)) {
+  const bundled = hasBundledServer(context);
+  if (settings.importStrategy === "useBundled" && !bundled) {
     return {
       message:
         "MoE-PolicyLang: this build of the extension has no bundled language server. " +
@@ -52,32 +58,49 @@ export async function chooseServer(
       details: [`no server at ${libs}`],
     };
   }
-  const env = serverEnvironment(settings.importStrategy, libs);
   const configured = settings.pythonPath === "" ? "" : expandPath(settings.pythonPath, workspaceFolder);
+  const cands = await candidates(configured, resource, settingFrom);
   const details: string[] = [];
-  for (const cand of await candidates(configured, resource)) {
-    const result: ProbeResult = await probe(cand.command, env);
-    if (result.ok) {
-      const where = settings.importStrategy === "useBundled" ? `bundled server (${libs})` : "server from the environment";
-      return {
-        executable: {
-          command: cand.command,
-          // stdio is the server's default transport: no `transport` option, so the client
-          // appends no argument of its own.
-          args: ["-m", "lsp.server"],
-          options: { env, cwd: workspaceFolder },
-        },
-        description: `${cand.command} (Python ${result.version ?? "?"}, from ${cand.source}), ${where}`,
-      };
+  // `auto` tries the environment's server first, then (when the extension has one) the bundled
+  // server with the same interpreters
+  const order: ("fromEnvironment" | "useBundled")[] =
+    settings.importStrategy === "auto" ? (bundled ? ["fromEnvironment", "useBundled"] : ["fromEnvironment"])
+      : [settings.importStrategy];
+  for (const strategy of order) {
+    const env = serverEnvironment(strategy, libs);
+    for (const cand of cands) {
+      const result: ProbeResult = await probe(cand.command, env);
+      if (result.ok) {
+        const where = strategy === "useBundled" ? `bundled server (${libs})` : "server from the environment";
+        const fellBack = settings.importStrategy === "auto" && strategy === "useBundled";
+        return {
+          executable: {
+            command: cand.command,
+            // stdio is the server's default transport: no `transport` option, so the client
+            // appends no argument of its own.
+            args: ["-m", "lsp.server"],
+            options: { env, cwd: workspaceFolder },
+          },
+          description: `${cand.command} (Python ${result.version ?? "?"}, from ${cand.source}), ${where}`,
+          summary: `${strategy === "useBundled" ? "bundled server" : "server from the environment"}, Python ${result.version ?? "?"}`,
+          fallback: fellBack
+            ? `the Python environment has no MoE-PolicyLang language server (${details.join("; ")}): ` +
+              "using the server bundled with the extension. To use your own, " +
+              '`pip install "mpl-policylang[lsp]"` there; "MoE-PolicyLang: Choose the language server" ' +
+              "picks one for good."
+            : undefined,
+        };
+      }
+      const label = strategy === "useBundled" ? " with the bundled server" : " with the server from the environment";
+      details.push(`${cand.command} (from ${cand.source})${label}: ${result.reason ?? "unusable"}`);
     }
-    details.push(`${cand.command} (from ${cand.source}): ${result.reason ?? "unusable"}`);
   }
   const fix =
-    settings.importStrategy === "useBundled"
-      ? "Install Python 3.11 or newer, or point \"mpl.server.pythonPath\" at one."
-      : 'Install the server into your Python environment (`pip install "mpl-policylang[lsp]"`), ' +
-        'point "mpl.server.pythonPath" at an interpreter that has it, or set ' +
-        '"mpl.server.importStrategy" to "useBundled".';
+    settings.importStrategy === "fromEnvironment"
+      ? 'Install the server into your Python environment (`pip install "mpl-policylang[lsp]"`), ' +
+        'point "mpl.server.pythonPath" at an interpreter that has it, or choose the bundled server ' +
+        '("MoE-PolicyLang: Choose the language server").'
+      : 'Install Python 3.11 or newer, or point "mpl.server.pythonPath" at one.';
   return {
     message: `MoE-PolicyLang: no suitable Python found to run the language server. ${fix}`,
     details,

@@ -6,11 +6,39 @@
 import * as os from "os";
 import * as path from "path";
 
-export type ImportStrategy = "fromEnvironment" | "useBundled";
+/**
+ * `auto` (the default): the server installed in the Python environment when it has one, else
+ * the bundled one; `fromEnvironment` / `useBundled`: only that one.
+ */
+export type ImportStrategy = "auto" | "fromEnvironment" | "useBundled";
+export const IMPORT_STRATEGIES: ImportStrategy[] = ["auto", "fromEnvironment", "useBundled"];
 
 /** The subset of vscode.WorkspaceConfiguration this module needs (keeps it testable). */
 export interface ConfigReader {
   get<T>(section: string): T | undefined;
+}
+
+/** What vscode.WorkspaceConfiguration.inspect() says about one setting. */
+export interface SettingValues {
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+}
+
+/**
+ * Which settings tab a value comes from (for messages: "the mpl.server.pythonPath setting
+ * (Workspace settings)"); in a remote window the user-level value is the local User or the
+ * Remote settings.
+ */
+export function settingSource(values: SettingValues | undefined, remote: boolean, multiRoot = false): string {
+  if (values?.workspaceFolderValue !== undefined) {
+    // a single-folder workspace's settings are its folder's (the "Workspace" tab)
+    return multiRoot ? "Folder settings" : "Workspace settings";
+  }
+  if (values?.workspaceValue !== undefined) {
+    return "Workspace settings";
+  }
+  return remote ? "User or Remote settings" : "User settings";
 }
 
 export interface ExtensionSettings {
@@ -44,7 +72,7 @@ export function readSettings(config: ConfigReader): ExtensionSettings {
   const strategy = config.get<string>("server.importStrategy");
   const debounce = config.get<number>("debounceMs");
   return {
-    importStrategy: strategy === "useBundled" ? "useBundled" : "fromEnvironment",
+    importStrategy: IMPORT_STRATEGIES.includes(strategy as ImportStrategy) ? (strategy as ImportStrategy) : "auto",
     pythonPath: (config.get<string>("server.pythonPath") ?? "").trim(),
     model: (config.get<string>("model") ?? "").trim(),
     debounceMs:

@@ -10,6 +10,7 @@ import {
   MAX_DEBOUNCE_MS,
   readSettings,
   resolveModel,
+  settingSource,
 } from "../../src/settings";
 
 function config(values: Record<string, unknown>): ConfigReader {
@@ -19,7 +20,7 @@ function config(values: Record<string, unknown>): ConfigReader {
 void test("defaults when nothing is set", () => {
   const s = readSettings(config({}));
   assert.deepEqual(s, {
-    importStrategy: "fromEnvironment",
+    importStrategy: "auto",
     pythonPath: "",
     model: "",
     debounceMs: 200,
@@ -43,7 +44,8 @@ void test("values are read, trimmed and sanitised", () => {
   assert.equal(s.model, "deepseek-v2-lite");
   assert.equal(s.debounceMs, MAX_DEBOUNCE_MS);
   assert.deepEqual(s.inlayHints, { defaults: false, perLayer: false });
-  assert.equal(readSettings(config({ "server.importStrategy": "bogus" })).importStrategy, "fromEnvironment");
+  assert.equal(readSettings(config({ "server.importStrategy": "bogus" })).importStrategy, "auto");
+  assert.equal(readSettings(config({ "server.importStrategy": "fromEnvironment" })).importStrategy, "fromEnvironment");
   assert.equal(readSettings(config({ debounceMs: -5 })).debounceMs, 200);
   assert.equal(readSettings(config({ debounceMs: Number.NaN })).debounceMs, 200);
   assert.equal(readSettings(config({ debounceMs: 12.6 })).debounceMs, 13);
@@ -76,4 +78,13 @@ void test("initializationOptions carry exactly the server's settings", () => {
     debounceMs: 50,
     inlayHints: { defaults: true, perLayer: false },
   });
+});
+
+void test("settingSource names the settings tab a value comes from", () => {
+  assert.equal(settingSource({ globalValue: "/py" }, false), "User settings");
+  assert.equal(settingSource({ globalValue: "/py" }, true), "User or Remote settings");
+  assert.equal(settingSource({ globalValue: "/a", workspaceValue: "/b" }, true), "Workspace settings");
+  assert.equal(settingSource({ workspaceValue: "/b", workspaceFolderValue: "/c" }, false, true), "Folder settings");
+  assert.equal(settingSource({ workspaceValue: "/b", workspaceFolderValue: "/b" }, false), "Workspace settings");
+  assert.equal(settingSource(undefined, false), "User settings");
 });
