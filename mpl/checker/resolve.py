@@ -23,9 +23,9 @@ from mpl.checker.common import Sink, did_you_mean, replace_fix
 from mpl.checker.crossfield import LIVE
 from mpl.checker.resolved import ResolvedPolicy
 from mpl.diagnostics import CODES, Related, Span
-from mpl.fileio import ReadError, read_text_file
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
+from mpl.fileio import ReadError, read_text_file   # the bounded readers (mpl/fileio.py)
 
 
 #: a lone surrogate code point in a str (never in text decoded from UTF-8)
