@@ -288,8 +288,8 @@ def _checked_overrides(capacity, params) -> dict:
 
 def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
            progress: bool | None = False, params: dict | None = None) -> ReplayReport:
-    """Replay ``trace`` (a Trace or a path) through ``policy`` (a loaded policy: an mpl
-    Policy or mpl.api.load_for_replay's). ``capacity`` overrides cache.capacity; ``params`` overrides
+    """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
+    text, which mpl.api.replay loads). ``capacity`` overrides cache.capacity; ``params`` overrides
     other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
     Profile (default rtx-4090)."""
     t_start = time.perf_counter()
