@@ -25,7 +25,10 @@ from mpl.checker.resolved import ResolvedPolicy
 from mpl.diagnostics import CODES, Related, Span
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
-from mpl.fileio import ReadError, read_text_file   # the bounded readers (mpl/fileio.py)
+# the bounded readers live in mpl/fileio.py; the names other than ReadError and
+# read_text_file are re-exported for callers that still import them from here
+from mpl.fileio import (ReadError, decode_text, read_capped, read_stdin_text,  # noqa: F401
+                        read_text_file, read_text_or_none)
 
 
 #: a lone surrogate code point in a str (never in text decoded from UTF-8)
