@@ -153,7 +153,7 @@ class Store:
         d = self.open_by_path(path)
         if d is not None:
             return d.text
-        from mpl.checker.resolve import read_text_or_none
+        from mpl.fileio import read_text_or_none
         return read_text_or_none(path)     # bounded: an import of /dev/zero cannot hang the server
 
     def text_of(self, uri_or_path: str) -> str | None:

@@ -7,11 +7,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any
 
 from mpl import schema
 from mpl.diagnostics import Diagnostic, clip_text
 
-__all__ = ["Policy", "PolicyError", "load", "loads", "compile", "from_ir"]
+__all__ = ["Policy", "PolicyError", "load", "loads", "compile", "from_ir", "load_for_replay",
+           "replay"]
 
 _SHOWN = 5   # errors rendered into the exception message
 
@@ -62,8 +65,13 @@ class Policy:
         return attach(self, model, **kw)
 
     def replay(self, trace, **kw):
-        from mpl.sim import replay
+        from mpl.sim.replay import replay
         return replay(self, trace, **kw)
+
+    def with_params(self, overrides: dict):
+        """This policy with ``overrides`` ("block.name" -> value) set in its text, checked
+        again for replay (what ``replay(..., params=...)`` replays)."""
+        return load_for_replay(self, overrides=overrides)
 
     def compile(self) -> str:
         """The generated module source."""
@@ -138,6 +146,99 @@ def compile(text_or_path, policy: str | None = None) -> str:   # noqa: A001 (pub
                        and (s.endswith(schema.FILE_EXTENSIONS) or os.path.isfile(s)))
     pol = load(s, policy) if looks_like_path else loads(s, policy)
     return pol.source
+
+
+# ---------------------------------------------------------------- replay: text -> policy
+# mpl.sim takes a policy; turning a .moe path or text (and overrides) into one is this layer's.
+@dataclass
+class OraclePolicy:
+    """A policy whose eviction is ``belady``: no runtime, the oracle answers."""
+    name: str
+    ir: Any
+    source: str
+
+    def text(self) -> str:
+        return self.source
+
+    def with_params(self, overrides: dict):
+        return load_for_replay(self, overrides=overrides)
+
+
+def _looks_like_path(s: str) -> bool:
+    """A .moe / .policy name, an existing file, or one word with a folder or an extension
+    (policy text always has a space or a brace)."""
+    if "{" in s or "\n" in s:
+        return False
+    if s.endswith((".moe", ".policy")) or os.path.isfile(s):
+        return True
+    return not any(c.isspace() for c in s) and (os.sep in s or bool(os.path.splitext(s)[1]))
+
+
+def load_for_replay(policy, *, name: str | None = None, overrides: dict | None = None):
+    """A Policy ready for replay: an mpl Policy (returned as is without overrides), a path
+    to a .moe file, or .moe text. ``overrides`` ("block.name" -> value) edit the text and
+    check it again. Replay-only values (eviction = belady) are accepted."""
+    from mpl.checker import REPLAY, analyze, read_source
+    from mpl.sim.replay import PolicyLoadError, _uses_belady
+    from mpl.sim.variants import set_params
+
+    path = None
+    if isinstance(policy, (str, os.PathLike)) and _looks_like_path(os.fspath(policy)):
+        from mpl.stdlib_path import resolve
+        path = resolve(os.fspath(policy))     # std/NAME: the shipped policy's file
+        text, err = read_source(path)
+        if err is not None:
+            raise PolicyLoadError(err.message, [err])
+    elif isinstance(policy, str):
+        text = policy
+    else:
+        if not (hasattr(policy, "text") and hasattr(policy, "ir")):
+            raise TypeError(f"policy must be an mpl Policy, a .moe path or policy text, not "
+                            f"{type(policy).__name__}")
+        if not overrides:
+            return policy
+        text = policy.text()
+        name = name or policy.name
+    if overrides:
+        from mpl.sim.variants import VariantError
+        try:
+            text = set_params(text, overrides, policy=name)
+        except VariantError as e:           # a bad override value, or no such policy
+            raise PolicyLoadError(str(e)) from None
+    an = analyze(text, path, purpose=REPLAY)
+    if an.errors:
+        first = an.errors[0]
+        raise PolicyLoadError(f"{first.file or path or '<policy>'}:{first.span.line}:"
+                              f"{first.span.column}: {first.message} [{first.code}]",
+                              an.diagnostics)
+    if not an.ir:
+        raise PolicyLoadError(f"{path or '<policy>'}: defines no policy")
+    if name is None:
+        if len(an.ir) > 1:
+            raise PolicyLoadError(f"{path or '<policy>'} defines several policies "
+                                  f"({', '.join(an.ir)}): choose one with --policy")
+        name = next(iter(an.ir))
+    if name not in an.ir:
+        raise PolicyLoadError(f"no policy named '{name}' (defined: {', '.join(an.ir)})")
+    ir = an.ir[name]
+    if _uses_belady(ir):
+        return OraclePolicy(name, ir, text)
+    return from_ir(ir, diagnostics=an.diagnostics, path=path)
+
+
+def replay(policy, trace, *, capacity=None, params: dict | None = None, **kw):
+    """``mpl.replay`` / ``mpl.sim.replay``: :func:`mpl.sim.replay.replay` for a ``policy``
+    that may also be a ``.moe`` path or policy text, loaded for replay with the overrides;
+    other arguments as there. Errors come in the order they always did: a bad override
+    (before it touches the text), then the trace, then the policy text."""
+    from mpl.sim.replay import _as_trace, _check_fit, _checked_overrides, replay as replay_policy
+
+    if isinstance(policy, (str, os.PathLike)):
+        overrides = _checked_overrides(capacity, params)
+        trace = _as_trace(trace)
+        _check_fit(trace.header)
+        policy = load_for_replay(policy, overrides=overrides)
+    return replay_policy(policy, trace, capacity=capacity, params=params, **kw)
 
 
 # ---------------------------------------------------------------- IR -> .moe text

@@ -14,6 +14,13 @@ is the way a shell redirection does:
 
 Every ``OSError`` raised here names the path the caller gave (never the temporary file), so a
 caller can report ``cannot write PATH: <strerror>``.
+
+Reading is bounded the same way for every user-named text file (policies, imports, the
+standard input, model configs, hardware profiles): :func:`read_capped` reads in chunks and
+stops at the first NUL byte or past a size cap (``/dev/zero`` or an endless pipe cannot hang a
+command), :func:`decode_text` refuses binary and non-UTF-8 data; both raise :class:`ReadError`
+with a one-line reason. :func:`read_text_file` is a policy file's text as the checker, the
+formatter, the CLI and the language server read it.
 """
 
 from __future__ import annotations
@@ -128,3 +135,97 @@ def _write_through(real: str, path: str, mode: str):
         if e.filename in (None, real):
             raise _named(e, path) from None
         raise
+
+
+# ---------------------------------------------------------------- bounded reading
+class ReadError(Exception):
+    """A file that exists but cannot be used (the message says why)."""
+
+
+def read_text_file(path: str, *, keep_bom: bool = False) -> str:
+    """The text of a policy file. FileNotFoundError when absent; ReadError with a clear
+    reason for a directory, a binary or non-UTF-8 file, or an OS error. A leading byte-order
+    mark is dropped unless ``keep_bom`` (the formatter compares the file as it is on disk)."""
+    if os.path.isdir(path):
+        raise ReadError(f"'{path}' is a directory, not a policy file")
+    try:
+        with open(path, "rb") as f:
+            data = read_capped(f, f"'{path}'")
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise ReadError(f"'{path}' is a directory, not a policy file") from None
+    except OSError as e:
+        raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
+    except ValueError as e:                     # open() refuses the path (a NUL character)
+        raise ReadError(f"cannot read {path!r}: not a usable file path ({e})") from None
+    return decode_text(data, f"'{path}'", keep_bom=keep_bom)
+
+
+MAX_POLICY_BYTES = 16 << 20      # no policy file is this large; stops /dev/zero and friends
+_CHUNK = 1 << 16
+
+
+def read_text_or_none(path: str) -> str | None:
+    """A file's text for showing source lines (diagnostic rendering, editors): None when
+    it cannot be read as a policy file (reads are bounded like read_text_file's)."""
+    try:
+        return read_text_file(path)
+    except (OSError, ReadError):
+        return None
+
+
+def read_capped(f, what: str, *, limit: int = MAX_POLICY_BYTES,
+                kind: str = "a policy file") -> bytes:
+    """Read a binary stream in chunks; ReadError as soon as a chunk holds a NUL byte (a
+    binary file: ``/dev/zero`` stops at once) or the data passes ``limit`` bytes (an
+    endless or huge non-regular file), so a read always ends. ``kind`` names what the file
+    should have been in the message (other readers of user-named text files, e.g. model
+    configs and hardware profiles, pass their own ``limit`` and ``kind``)."""
+    parts = []
+    total = 0
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            return b"".join(parts)
+        if b"\x00" in chunk:
+            raise ReadError(f"{what} is a binary file, not {kind}")
+        total += len(chunk)
+        if total > limit:
+            raise ReadError(f"{what} is larger than {_size(limit)}: not {kind}")
+        parts.append(chunk)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n & ((1 << 20) - 1) else f"{n} bytes"
+
+
+def decode_text(data: bytes, what: str, *, keep_bom: bool = False,
+                kind: str = "a policy file") -> str:
+    """Policy text from bytes (a file's, or the standard input's: ``what`` names it);
+    ReadError for binary or non-UTF-8 data. A leading byte-order mark is dropped unless
+    ``keep_bom``. ``kind`` as for :func:`read_capped`."""
+    if b"\x00" in data:
+        raise ReadError(f"{what} is a binary file, not {kind}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReadError(f"{what} is not UTF-8 text (byte {e.start})") from None
+    if text.startswith("\ufeff") and not keep_bom:
+        text = text[1:]
+    return text
+
+
+def read_stdin_text(stream=None) -> str:
+    """The standard input as policy text (ReadError when it is binary or not UTF-8), with
+    universal newlines (as ``sys.stdin`` in text mode gives them)."""
+    import sys
+
+    stream = sys.stdin if stream is None else stream
+    buf = getattr(stream, "buffer", None)
+    if buf is None:                 # a text stream without bytes underneath (tests, IDEs)
+        data = stream.read().encode("utf-8", "surrogateescape")
+    else:
+        data = read_capped(buf, "the standard input")
+    text = decode_text(data, "the standard input")
+    return text.replace("\r\n", "\n").replace("\r", "\n")

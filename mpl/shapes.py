@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
+from mpl.fileio import ReadError, decode_text, read_capped
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -169,8 +171,6 @@ def read_json_file(path: str, what: str, kind: str, *, limit: int = MAX_JSON_BYT
     the file in messages, ``kind`` what it should be ("a HuggingFace config.json").
     Raises OSError when it cannot be opened or read, JSONFileError when it is not text,
     ValueError (``json``'s message) when the text is not JSON."""
-    from mpl.checker.resolve import ReadError, decode_text, read_capped
-
     with open(path, "rb") as f:
         try:
             text = decode_text(read_capped(f, what, limit=limit, kind=kind), what, kind=kind)

@@ -222,7 +222,8 @@ def render(name: str, blocks: dict, comment: str | None = None) -> str:
 # ------------------------------------------------------------------ evaluation
 def _evaluate(args) -> tuple:
     text, name, trace, hardware = args
-    from mpl.sim.replay import load_policy, replay
+    from mpl.api import load_for_replay as load_policy
+    from mpl.sim.replay import replay
 
     try:
         pol = load_policy(text, name=name)

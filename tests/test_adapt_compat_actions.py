@@ -211,3 +211,18 @@ def test_no_effect_action_is_not_an_invalid_state():
     text = ("policy p {\n cache { capacity = 8 }\n schedule { mode = hybrid }\n"
             " adapt { when hit_rate < 0.5 { overlap = false } }\n}\n")
     assert _codes(text) == [("MPL408", "warning")]
+
+
+def test_every_adaptable_parameter_has_a_runtime_action_and_no_other_one():
+    # the runtime applies adapt actions from its table (mpl.runtime.adapt.ACTIONS), keyed by
+    # the schema's adaptable parameters; the runtime does not read the schema, so this holds
+    # the two equal: a new adaptable parameter needs an action, a non-adaptable one has none
+    from mpl import schema
+    from mpl.runtime.adapt import ACTIONS
+
+    adaptable = {p.key for p in schema.PARAMS.values() if p.adaptable}
+    assert set(ACTIONS) == adaptable, (sorted(adaptable - set(ACTIONS)),
+                                       sorted(set(ACTIONS) - adaptable))
+    no_effect = {p.key for p in schema.PARAMS.values() if p.adapt_no_effect}
+    assert no_effect and not no_effect & set(ACTIONS)
+    assert set(schema.ADAPT_TARGETS.values()) == adaptable | no_effect

@@ -123,7 +123,7 @@ def check_text(text: str, path: str | None = None, *, model=None, purpose: str =
 def read_source(path: str, *, keep_bom: bool = False) -> tuple[str | None, Diagnostic | None]:
     """(text, None) or (None, an MPL100 diagnostic saying why the file cannot be read).
     A leading byte-order mark is dropped unless ``keep_bom``."""
-    from mpl.checker.resolve import ReadError, read_text_file
+    from mpl.fileio import ReadError, read_text_file
 
     try:
         return read_text_file(path, keep_bom=keep_bom), None
@@ -137,7 +137,7 @@ def read_source(path: str, *, keep_bom: bool = False) -> tuple[str | None, Diagn
 
 def read_stdin_source(name: str = "<stdin>") -> tuple[str | None, Diagnostic | None]:
     """As :func:`read_source`, for the standard input (``mplc check -``)."""
-    from mpl.checker.resolve import ReadError, read_stdin_text
+    from mpl.fileio import ReadError, read_stdin_text
 
     try:
         return read_stdin_text(), None

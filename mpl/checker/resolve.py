@@ -25,14 +25,14 @@ from mpl.checker.resolved import ResolvedPolicy
 from mpl.diagnostics import CODES, Related, Span
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
+# the bounded readers live in mpl/fileio.py; the names other than ReadError and
+# read_text_file are re-exported for callers that still import them from here
+from mpl.fileio import (ReadError, decode_text, read_capped, read_stdin_text,  # noqa: F401
+                        read_text_file, read_text_or_none)
 
 
 #: a lone surrogate code point in a str (never in text decoded from UTF-8)
 SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class ReadError(Exception):
-    """A file that exists but cannot be used (the message says why)."""
 
 
 def _regular_file(path: str) -> None:
@@ -46,95 +46,6 @@ def _regular_file(path: str) -> None:
         return
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         raise ReadError(f"'{path}' is not a regular file (a device, a pipe or a socket)")
-
-
-def read_text_file(path: str, *, keep_bom: bool = False) -> str:
-    """The text of a policy file. FileNotFoundError when absent; ReadError with a clear
-    reason for a directory, a binary or non-UTF-8 file, or an OS error. A leading byte-order
-    mark is dropped unless ``keep_bom`` (the formatter compares the file as it is on disk)."""
-    if os.path.isdir(path):
-        raise ReadError(f"'{path}' is a directory, not a policy file")
-    try:
-        with open(path, "rb") as f:
-            data = read_capped(f, f"'{path}'")
-    except FileNotFoundError:
-        raise
-    except IsADirectoryError:
-        raise ReadError(f"'{path}' is a directory, not a policy file") from None
-    except OSError as e:
-        raise ReadError(f"cannot read '{path}': {e.strerror or e}") from None
-    except ValueError as e:                     # open() refuses the path (a NUL character)
-        raise ReadError(f"cannot read {path!r}: not a usable file path ({e})") from None
-    return decode_text(data, f"'{path}'", keep_bom=keep_bom)
-
-
-MAX_POLICY_BYTES = 16 << 20      # no policy file is this large; stops /dev/zero and friends
-_CHUNK = 1 << 16
-
-
-def read_text_or_none(path: str) -> str | None:
-    """A file's text for showing source lines (diagnostic rendering, editors): None when
-    it cannot be read as a policy file (reads are bounded like read_text_file's)."""
-    try:
-        return read_text_file(path)
-    except (OSError, ReadError):
-        return None
-
-
-def read_capped(f, what: str, *, limit: int = MAX_POLICY_BYTES,
-                kind: str = "a policy file") -> bytes:
-    """Read a binary stream in chunks; ReadError as soon as a chunk holds a NUL byte (a
-    binary file: ``/dev/zero`` stops at once) or the data passes ``limit`` bytes (an
-    endless or huge non-regular file), so a read always ends. ``kind`` names what the file
-    should have been in the message (other readers of user-named text files, e.g. model
-    configs and hardware profiles, pass their own ``limit`` and ``kind``)."""
-    parts = []
-    total = 0
-    while True:
-        chunk = f.read(_CHUNK)
-        if not chunk:
-            return b"".join(parts)
-        if b"\x00" in chunk:
-            raise ReadError(f"{what} is a binary file, not {kind}")
-        total += len(chunk)
-        if total > limit:
-            raise ReadError(f"{what} is larger than {_size(limit)}: not {kind}")
-        parts.append(chunk)
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 and not n & ((1 << 20) - 1) else f"{n} bytes"
-
-
-def decode_text(data: bytes, what: str, *, keep_bom: bool = False,
-                kind: str = "a policy file") -> str:
-    """Policy text from bytes (a file's, or the standard input's: ``what`` names it);
-    ReadError for binary or non-UTF-8 data. A leading byte-order mark is dropped unless
-    ``keep_bom``. ``kind`` as for :func:`read_capped`."""
-    if b"\x00" in data:
-        raise ReadError(f"{what} is a binary file, not {kind}")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ReadError(f"{what} is not UTF-8 text (byte {e.start})") from None
-    if text.startswith("\ufeff") and not keep_bom:
-        text = text[1:]
-    return text
-
-
-def read_stdin_text(stream=None) -> str:
-    """The standard input as policy text (ReadError when it is binary or not UTF-8), with
-    universal newlines (as ``sys.stdin`` in text mode gives them)."""
-    import sys
-
-    stream = sys.stdin if stream is None else stream
-    buf = getattr(stream, "buffer", None)
-    if buf is None:                 # a text stream without bytes underneath (tests, IDEs)
-        data = stream.read().encode("utf-8", "surrogateescape")
-    else:
-        data = read_capped(buf, "the standard input")
-    text = decode_text(data, "the standard input")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 @dataclass

@@ -388,7 +388,7 @@ def check_value(p: schema.Param, node, sink: Sink | None = None) -> Any:
 # ------------------------------------------------------------------ expressions
 def _segment_rules() -> tuple[str, ...]:
     """The rules a side of ``a | b`` can be (the schema's single-queue rules; the runtime's
-    SEGMENT_RULES are the same, tests/test_checker_qa_segmented.py holds them equal)."""
+    SEGMENT_RULES are the same, tests/test_checker_segmented_eviction.py holds them equal)."""
     return tuple(e.name for e in schema.param("cache.eviction").enum if e.segment)
 
 

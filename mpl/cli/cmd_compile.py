@@ -46,7 +46,7 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def _reader():
-    from mpl.checker.resolve import read_text_or_none
+    from mpl.fileio import read_text_or_none
     cache: dict = {}
 
     def read(path):

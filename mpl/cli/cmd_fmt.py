@@ -69,7 +69,7 @@ def write_atomic(path: str, text: str) -> None:
 def _stdin(args) -> int:
     from mpl.fmt import FormatError, format_text
 
-    from mpl.checker.resolve import ReadError, read_stdin_text
+    from mpl.fileio import ReadError, read_stdin_text
 
     try:
         text = read_stdin_text()

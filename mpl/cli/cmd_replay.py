@@ -85,7 +85,7 @@ def capacity_value(text: str):
 def run(args) -> int:
     from mpl.sim import PolicyLoadError, ReplayError, TraceFormatError, replay
     from mpl.sim.hardware import HardwareError
-    from mpl.sim.replay import load_policy
+    from mpl.api import load_for_replay as load_policy
     from mpl.sim.tracemodel import TraceModelError
 
     model, status = model_of(args, "replay")

@@ -56,7 +56,7 @@ def load_policy(spec: str, name: str | None, prog: str, name_option: str | None 
         if diags:
             from mpl.cli.render import render_all, use_color
 
-            from mpl.checker.resolve import read_text_or_none
+            from mpl.fileio import read_text_or_none
 
             print(render_all(diags, lambda f: read_text_or_none(f or path),
                              color=use_color(sys.stderr)), file=sys.stderr)

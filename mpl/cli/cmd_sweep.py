@@ -68,7 +68,8 @@ def _caps(text: str, total: bool = False) -> list:
 def run(args) -> int:
     from mpl.sim import PolicyLoadError, TraceFormatError, traceio
     from mpl.sim.hardware import HardwareError, resolve
-    from mpl.sim.replay import Progress, load_policy
+    from mpl.api import load_for_replay as load_policy
+    from mpl.sim.replay import Progress
     from mpl.sim.sweep import RepeatedParam, format_errors, format_table, parse_params, run_sweep
     from mpl.cli.cmd_replay import model_of
     from mpl.sim.tracemodel import TraceModelError, with_model

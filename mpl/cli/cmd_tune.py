@@ -89,7 +89,7 @@ def run(args) -> int:
     b = result.best
     E = trace.header.num_experts
     if b.blocks.get("per_layer"):
-        from mpl.sim.replay import load_policy
+        from mpl.api import load_for_replay as load_policy
         from mpl.sim.sweep import _initial_caps
         caps = _initial_caps(load_policy(b.text, name=b.name), trace)
         result.belady = belady(trace.dispatches, E, capacities=caps).hit_rate

@@ -16,6 +16,7 @@ import logging
 import operator
 from collections import OrderedDict
 
+from mpl.runtime.adapt import ACTIONS as ADAPT_ACTIONS
 from mpl.runtime.budgets import Signal, allocate
 from mpl.runtime.cache import Cache, SlotPool
 from mpl.runtime.cost import CostModel
@@ -578,80 +579,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ adapt
     def set_value(self, key, value, inuse, evicted) -> None:
-        """Apply one adapt action ``key = value`` in place."""
+        """Apply one adapt action ``key = value`` in place (its action:
+        :data:`mpl.runtime.adapt.ACTIONS`)."""
         self.p[key] = value
-        if key == "cache.capacity":
-            cap = self._slots(value)
-            self.capacity = cap
-            if self.per_layer:
-                if self.budget_derived:
-                    self.total_budget = max(self.num_layers * self.min_cap,
-                                            min(self.requested_slots, self.num_layers * cap))
-                    self._rebalance(self.allocation, inuse, evicted)
-            else:
-                for k, slot in self.caches[0].set_capacity(min(cap, self.requested_slots), inuse):
-                    self._gone(k, slot, evicted)
-        elif key == "cache.eviction":
-            for c in self._distinct_caches():
-                c.replace_store(make_store(value, c.capacity, self.p))
-        elif key in ("cache.frequency_decay", "cache.decay_interval", "cache.freq_threshold",
-                     "cache.freq_window", "cache.score_ema_alpha"):
-            for c in self._distinct_caches():
-                c.store.set_param(key, value)
-        elif key == "cache.memory_threshold":
-            self.mem_threshold = value
-        elif key == "cache.memory_headroom":
-            self.mem_headroom = float(value)
-        elif key == "cache.memory_budget_gb":
-            self.mem_budget = float(value) * 1e9
-        elif key == "cache.ttl":
-            self._set_ttl(value)
-        elif key == "prefetch.strategy":
-            self.strategy = value
-        elif key == "prefetch.budget":
-            self.budget = int(value)
-        elif key == "prefetch.lookahead":
-            self.lookahead = int(value)
-        elif key == "prefetch.affinity_threshold":
-            if self.affinity is not None:
-                self.affinity.threshold = float(value)
-        elif key == "prefetch.history_window":
-            if self.history is not None:
-                self.history.window = int(value)
-        elif key == "schedule.mode":
-            self.mode = value
-            self._miss = self._miss_for(value)
-        elif key == "schedule.offload_threshold_ms":
-            self.offload_ms = float(value)
-            self._cpu_limit = self.cost.cpu_token_limit(self.expert_bytes, self.offload_ms)
-        elif key == "schedule.priority_routing":
-            self.priority = bool(value)
-        elif key == "monitor.window":
-            if self.monitor is not None:
-                self.monitor.set_window(int(value))
-        elif key == "monitor.log_interval":
-            if self.monitor is not None:
-                self.monitor.log_interval = int(value)
-        elif not self.per_layer:
-            return      # per_layer.*: the checker leaves these actions out (MPL308)
-        elif key == "per_layer.allocation":
-            self.allocation = value
-            self._rebalance(value, inuse, evicted)
-        elif key == "per_layer.total_budget":
-            self.budget_derived = False
-            self.total_budget = min(int(value), self.pool.size)
-            self._rebalance(self.allocation, inuse, evicted)
-        elif key == "per_layer.min_capacity":
-            self.min_cap = int(value)
-            self._rebalance(self.allocation, inuse, evicted)
-        elif key == "per_layer.max_capacity":
-            self.max_cap = int(value)
-            self._rebalance(self.allocation, inuse, evicted)
-        elif key == "per_layer.rebalance_interval":
-            self.rebalance_interval = int(value)
-        elif key == "per_layer.entropy_window":
-            if self.signal is not None:
-                self.signal.window = int(value)
+        action = ADAPT_ACTIONS.get(key)
+        if action is not None:
+            action(self, key, value, inuse, evicted)
 
     def _current(self, key):
         if key == "cache.capacity":

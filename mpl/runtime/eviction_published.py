@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from mpl.runtime.eviction import Store
+from mpl.runtime.eviction_basic import Store
 
 
 def _first_free(od: OrderedDict, exclude):

@@ -5,12 +5,26 @@ rest. A new key enters ``a``; when ``a`` is over its share its victim is *demote
 (no transfer: the weights stay in their slot). A hit in ``b`` promotes the key back into ``a``.
 Only ``b``'s victims leave the device; when ``b`` has no evictable key (empty, or every key
 in use) the victim is taken from ``a`` directly. Each side is a single-queue rule
-(:data:`mpl.runtime.eviction.SEGMENT_RULES`); anything else is a ValueError naming it.
+(:data:`SEGMENT_RULES`); anything else is a ValueError naming it.
 """
 
 from __future__ import annotations
 
-from mpl.runtime.eviction import BASIC, Store, segment_side_error
+from mpl.runtime.eviction_basic import BASIC, Store
+
+#: the rules one side of a segmented ``a | b`` can be: single-queue rules. ``fallback`` is
+#: itself a pair, arc / s3fifo / lfru are complete multi-queue policies and belady is the
+#: offline optimum over the whole cache; the checker refuses them as a side (MPL208).
+SEGMENT_RULES = tuple(BASIC)
+
+
+def segment_side_error(rule: str, side: str) -> str | None:
+    """Why ``side`` cannot be one side of the segmented eviction ``rule`` (None: it can)."""
+    if side in BASIC:
+        return None
+    return (f"eviction {rule!r}: {side!r} cannot be one side of a segmented pair 'a | b'; "
+            f"each side must be one of {', '.join(SEGMENT_RULES)} (fallback, arc, s3fifo and "
+            f"lfru are complete policies: use them alone)")
 
 
 def split(capacity: int) -> tuple[int, int]:

@@ -291,7 +291,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
            progress: bool | None = False, params: dict | None = None,
            model=None) -> ReplayReport:
     """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
-    text loaded for replay). ``capacity`` overrides cache.capacity; ``params`` overrides
+    text, which mpl.api.replay loads). ``capacity`` overrides cache.capacity; ``params`` overrides
     other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
     Profile (default rtx-4090). ``model``: the trace's model (a preset name, a config.json
     path or a ModelShape) when its header does not name a preset (mpl.sim.tracemodel)."""
@@ -300,7 +300,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     trace = with_model(_as_trace(trace), model)
     h = trace.header
     _check_fit(h)
-    policy = load_policy(policy, overrides=overrides)
+    policy = _given_policy(policy, overrides)
     check_fits(policy, h)
     ir = policy.ir
     profile = hw.resolve(hardware)
@@ -403,17 +403,6 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
 
 
 # ------------------------------------------------------------------ loading
-@dataclass
-class OraclePolicy:
-    """A policy whose eviction is ``belady``: no runtime, the oracle answers."""
-    name: str
-    ir: Any
-    source: str
-
-    def text(self) -> str:
-        return self.source
-
-
 class PolicyLoadError(ValueError):
     def __init__(self, message: str, diagnostics=()):
         super().__init__(message)
@@ -424,63 +413,11 @@ class OverrideError(ReplayError, PolicyLoadError):
     """A bad ``capacity`` / ``params`` override of :func:`replay` (caught as either)."""
 
 
-def _looks_like_path(s: str) -> bool:
-    """A .moe / .policy name, an existing file, or one word with a folder or an extension
-    (policy text always has a space or a brace)."""
-    if "{" in s or "\n" in s:
-        return False
-    if s.endswith((".moe", ".policy")) or os.path.isfile(s):
-        return True
-    return not any(c.isspace() for c in s) and (os.sep in s or bool(os.path.splitext(s)[1]))
-
-
-def load_policy(policy, *, name: str | None = None, overrides: dict | None = None):
-    """A Policy ready for replay: an mpl Policy (returned as is without overrides), a path
-    to a .moe file, or .moe text. ``overrides`` ("block.name" -> value) edit the text and
-    check it again. Replay-only values (eviction = belady) are accepted."""
-    from mpl.checker import REPLAY, analyze, read_source
-    from mpl.sim.variants import set_params
-
-    path = None
-    if isinstance(policy, (str, os.PathLike)) and _looks_like_path(os.fspath(policy)):
-        from mpl.stdlib_path import resolve
-        path = resolve(os.fspath(policy))     # std/NAME: the shipped policy's file
-        text, err = read_source(path)
-        if err is not None:
-            raise PolicyLoadError(err.message, [err])
-    elif isinstance(policy, str):
-        text = policy
-    else:
-        if not (hasattr(policy, "text") and hasattr(policy, "ir")):
-            raise TypeError(f"policy must be an mpl Policy, a .moe path or policy text, not "
-                            f"{type(policy).__name__}")
-        if not overrides:
-            return policy
-        text = policy.text()
-        name = name or policy.name
-    if overrides:
-        from mpl.sim.variants import VariantError
-        try:
-            text = set_params(text, overrides, policy=name)
-        except VariantError as e:           # a bad override value, or no such policy
-            raise PolicyLoadError(str(e)) from None
-    an = analyze(text, path, purpose=REPLAY)
-    if an.errors:
-        first = an.errors[0]
-        raise PolicyLoadError(f"{first.file or path or '<policy>'}:{first.span.line}:"
-                              f"{first.span.column}: {first.message} [{first.code}]",
-                              an.diagnostics)
-    if not an.ir:
-        raise PolicyLoadError(f"{path or '<policy>'}: defines no policy")
-    if name is None:
-        if len(an.ir) > 1:
-            raise PolicyLoadError(f"{path or '<policy>'} defines several policies "
-                                  f"({', '.join(an.ir)}): choose one with --policy")
-        name = next(iter(an.ir))
-    if name not in an.ir:
-        raise PolicyLoadError(f"no policy named '{name}' (defined: {', '.join(an.ir)})")
-    ir = an.ir[name]
-    if _uses_belady(ir):
-        return OraclePolicy(name, ir, text)
-    from mpl.api import from_ir
-    return from_ir(ir, diagnostics=an.diagnostics, path=path)
+def _given_policy(policy, overrides: dict):
+    """The loaded ``policy`` with the checked ``overrides`` applied: sim takes a policy, the
+    API layer turns text into one (``mpl.api.load_for_replay``; a Policy's ``with_params``
+    edits and checks its text again)."""
+    if not (hasattr(policy, "text") and hasattr(policy, "ir")):
+        raise TypeError(f"policy must be an mpl Policy, a .moe path or policy text, not "
+                        f"{type(policy).__name__}")
+    return policy.with_params(overrides) if overrides else policy

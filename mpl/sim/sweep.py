@@ -121,7 +121,8 @@ def grid(capacities: Sequence, params: dict[str, list]) -> list[tuple[Any, dict]
 
 def _run_point(args) -> Point:
     text, name, trace, cap, params, hardware, total = args
-    from mpl.sim.replay import replay, load_policy
+    from mpl.api import load_for_replay as load_policy
+    from mpl.sim.replay import replay
 
     p = Point(cap, params, name or "")
     try:

@@ -19,7 +19,7 @@ import pytest
 
 from mpl.sim import traceio
 
-from cli_qa_helpers import GOOD, UGLY, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
+from cli_helpers import GOOD, UGLY, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
 
 
 def leftovers(d) -> list[str]:

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from cli_qa_helpers import clean, mplc
+from cli_helpers import clean, mplc
 
 
 def _check(tmp_path, text, *args, name="p.moe"):

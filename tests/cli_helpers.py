@@ -1,5 +1,6 @@
-"""Shared scaffolding of the tests/test_cli_qa_*.py files: ``mplc`` as a subprocess, the
-policy texts they write, and a work folder holding ``a.moe`` and a small trace."""
+"""Shared scaffolding of the tests/test_cli_*.py files that run ``mplc`` on files they write:
+``mplc`` as a subprocess, the policy texts they write, and a work folder holding ``a.moe``
+and a small trace."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsp"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))     # lsp_harness
 
 pytest.importorskip("pytest_lsp")
 pytest.importorskip("pygls")

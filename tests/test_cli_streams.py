@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from cli_qa_helpers import BAD, GOOD, UGLY, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
+from cli_helpers import BAD, GOOD, UGLY, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
 
 
 # ------------------------------------------------------------------ closed stdout

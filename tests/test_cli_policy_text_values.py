@@ -15,7 +15,7 @@ import pytest
 from mpl.sim import traceio
 from mpl.syntax.lexer import KEYWORD_TYPES
 
-from cli_qa_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
+from cli_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
 
 
 # ------------------------------------------------------------------ tune --name
