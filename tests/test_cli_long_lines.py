@@ -17,7 +17,7 @@ from mpl import dsl
 from mpl.api import PolicyError
 from mpl.diagnostics import ELLIPSIS, MESSAGE_LIMIT, SNIPPET_WIDTH, clip_text, snippet_window
 
-from cli_qa_helpers import clean, mplc
+from cli_helpers import clean, mplc
 
 
 def _cpu_run(*args, cwd):

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from cli_qa_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
+from cli_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
 
 HAND = "# my hand-written policy\npolicy mine {\n    cache {\n        capacity = 4\n    }\n}\n"
 

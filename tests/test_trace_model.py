@@ -15,7 +15,7 @@ from mpl import tune as T
 from mpl.sim import synth, traceio
 from mpl.sim.tracemodel import TraceModelError, with_model
 
-from cli_qa_helpers import clean, mplc
+from cli_helpers import clean, mplc
 
 MIX = shapes.PRESETS["mixtral-8x7b"]
 POLICY = "policy p {\n    cache {\n        capacity = 64\n    }\n}\n"

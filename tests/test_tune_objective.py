@@ -12,7 +12,7 @@ import pytest
 from mpl import tune as T
 from mpl.sim import synth, traceio
 
-from cli_qa_helpers import clean, mplc
+from cli_helpers import clean, mplc
 
 
 @pytest.fixture(scope="module")
