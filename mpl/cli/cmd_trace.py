@@ -4,6 +4,8 @@
 * ``mplc trace convert IN OUT`` (formats by extension: .mpltrace native, .jsonl the original's)
 * ``mplc trace record --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N] -o OUT``
   (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
+* ``mplc trace record --engine vllm --model FOLDER ...``: the same from a vLLM engine
+  (``mpl.vllm.launch``: runs in the Python vLLM is installed in)
 * ``mplc trace info T`` (header and summary)
 """
 
@@ -61,7 +63,18 @@ def add_arguments(parser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output trace file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_engine_arguments(p)
     parser.set_defaults(_trace_parser=parser)
+
+
+def add_engine_arguments(p) -> None:
+    """--engine and --vllm-python (``mplc trace record`` and ``mplc run``)."""
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf",
+                   help="hf: transformers in this process (default); vllm: a vLLM engine with "
+                        "mpl's routing capture (a local model folder; see docs/vllm.md)")
+    p.add_argument("--vllm-python", metavar="PYTHON",
+                   help="the Python of the environment vLLM is installed in (default: "
+                        "$MPL_VLLM_PYTHON, else this Python when it can import vllm)")
 
 
 def summary(trace, path: str | None = None) -> dict:
@@ -151,6 +164,9 @@ def run(args) -> int:
                 print(format_details(info))
             return 0
         if cmd == "record":
+            if args.engine == "vllm":
+                from mpl.vllm.launch import record
+                return record(args)
             try:
                 from mpl.offload.recorder import cli_record
             except ImportError as e:
