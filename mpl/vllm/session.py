@@ -4,6 +4,8 @@ that runs inside the worker, shared by the Python API's worker extension and the
 
 from __future__ import annotations
 
+import threading
+
 from mpl.trace import Trace
 
 from .capture import Capture, check_eager
@@ -19,6 +21,11 @@ def _rank() -> int:
         return int(get_tensor_model_parallel_rank())
     except Exception:      # not initialised (single process): rank 0
         return 0
+
+
+def _config_dict(hf_config) -> dict:
+    d = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, str, list, dict, bool)) or v is None}
 
 
 def _expert_bytes(model) -> int:
@@ -38,7 +45,11 @@ def _expert_bytes(model) -> int:
 
 
 class Session:
-    def __init__(self, runner, config: dict) -> None:
+    """``config``: policy_text / policy_path / policy_name (a shadow policy, optional),
+    hardware, model_name, record (default True). ``orig``: the runner's execute_model to
+    wrap (default: the bound method the runner has now)."""
+
+    def __init__(self, runner, config: dict, orig=None) -> None:
         vcfg = runner.vllm_config
         check_eager(vcfg)
         import vllm
@@ -57,24 +68,37 @@ class Session:
                       "data_parallel_rank": getattr(vcfg.parallel_config, "data_parallel_rank", 0),
                       "dtype": str(vcfg.model_config.dtype).replace("torch.", "")}
         if config.get("policy_text") and self.rank == 0:
+            from mpl import shapes
+
+            from .preflight import check_policy
             from .shadow import Shadow
+
+            try:
+                shape = shapes.from_config_dict(_config_dict(vcfg.model_config.hf_config))
+            except shapes.ShapeError:
+                shape = None      # the capture itself says what is missing
+            check_policy(config["policy_text"], config.get("policy_path"),
+                         config.get("policy_name"), shape)
             self.shadow = Shadow(config["policy_text"], self.header(),
                                  policy_name=config.get("policy_name"),
                                  policy_path=config.get("policy_path"),
                                  hardware=config.get("hardware"))
             self.capture.on_dispatch = self.shadow.feed
-        self._orig = runner.execute_model
+        self.lock = threading.Lock()        # held for a whole step; snapshots take it
+        self._orig = orig if orig is not None else runner.execute_model
         runner.execute_model = self._execute_model
         setattr(runner, ATTR, self)
 
     def _execute_model(self, scheduler_output, *a, **kw):
         cap = self.capture
-        active = cap.begin_step(scheduler_output)
-        try:
-            return self._orig(scheduler_output, *a, **kw)
-        finally:
-            if active:
-                cap.end_step(scheduler_output, list(getattr(self.runner.input_batch, "req_ids", []) or []))
+        with self.lock:
+            active = cap.begin_step(scheduler_output)
+            try:
+                return self._orig(scheduler_output, *a, **kw)
+            finally:
+                if active:
+                    cap.end_step(scheduler_output,
+                                 list(getattr(self.runner.input_batch, "req_ids", []) or []))
 
     def header(self):
         return self.capture.header(self.model_name, self.expert_bytes, self.source, self.extra)
@@ -83,7 +107,15 @@ class Session:
         cap = self.capture
         if cap.problem:
             raise VllmIntegrationError(cap.problem)
-        return Trace(self.header(), list(cap.dispatches))
+        h = self.header()
+        h.extra["batches"] = list(h.extra["batches"])
+        return Trace(h, list(cap.dispatches))
+
+    def snapshot(self) -> tuple[int, Trace | None, dict | None]:
+        """(steps so far, the trace, the shadow report), consistent: taken between steps."""
+        with self.lock:
+            trace = self.trace() if self.capture.keep else None
+            return self.capture.step + 1, trace, (self.shadow.report() if self.shadow else None)
 
     def collect(self) -> dict:
         """What this rank has: the trace (recording rank; native bytes), the shadow report,
@@ -106,10 +138,10 @@ class Session:
             delattr(self.runner, ATTR)
 
 
-def install(runner, config: dict) -> Session:
+def install(runner, config: dict, orig=None) -> Session:
     if getattr(runner, ATTR, None) is not None:
         raise VllmIntegrationError("mpl is already recording on this engine")
-    return Session(runner, config)
+    return Session(runner, config, orig)
 
 
 class MplWorkerExtension:
