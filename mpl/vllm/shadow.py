@@ -5,7 +5,7 @@ resident; the statistics say what the policy would have done).
 
 The decisions and the timing are those ``mpl replay`` makes for the recorded trace — the
 same runtime, the same records (``mpl.sim.replay.records_of``), the same cost model — so the
-live statistics equal a replay of the trace the engine recorded (tests/vllm check it).
+live statistics equal a replay of the trace the engine recorded (tests/vllm_suite check it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The vLLM suite (run in its own virtual environment: tests/vllm/run.sh). Skips, with the
+"""The vLLM suite (run in its own virtual environment: tests/vllm_suite/run.sh). Skips, with the
 reason, where vllm is not importable; the main suite never collects this folder."""
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ try:
     import vllm  # noqa: F401
     VLLM_MISSING = None
 except ImportError as e:
-    VLLM_MISSING = f"vllm is not importable ({e}): run tests/vllm/run.sh, which sets up its venv"
+    VLLM_MISSING = f"vllm is not importable ({e}): run tests/vllm_suite/run.sh, which sets up its venv"
 
 
 def pytest_collection_modifyitems(config, items):
+    if VLLM_MISSING and os.environ.get("MPL_VLLM_REQUIRED") == "1":
+        raise pytest.UsageError(VLLM_MISSING + " (MPL_VLLM_REQUIRED=1: not skipping)")
     if VLLM_MISSING:
         skip = pytest.mark.skip(reason=VLLM_MISSING)
         for it in items:
