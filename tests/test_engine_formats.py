@@ -52,6 +52,16 @@ def numpy2base64(a) -> str:          # what vllm.utils.serial_utils.numpy2base64
         return base64.b64encode(b.getvalue()).decode("ascii")
 
 
+def convert(tmp_path, src: str, fmt: str, cfg: str, *extra):
+    """``mplc trace convert`` of tmp_path/src into a native trace; the trace."""
+    out = tmp_path / (src + ".mpltrace")
+    r = mplc("trace", "convert", tmp_path / src, out, "--from", fmt, "--model", cfg, *extra,
+             cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    return traceio.load(str(out))
+
+
 def expect_steps(trace, a, prompt: int, step0: int = 0):
     """The dispatches for one request: a prefill step of ``prompt`` tokens, then one per token."""
     spans = [(0, prompt)] + [(t, t + 1) for t in range(prompt, len(a))]
@@ -79,10 +89,7 @@ def test_vllm_npy(tmp_path, cfg):
 def test_vllm_npy_fortran_order_and_int32(tmp_path, cfg):
     a = routed(5, 2, dtype="int32")
     np.save(tmp_path / "f.npy", np.asfortranarray(a))
-    r = mplc("trace", "convert", tmp_path / "f.npy", tmp_path / "f.jsonl", "--from", "vllm-npy",
-             "--model", cfg, "--prompt-tokens", "2", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    expect_steps(traceio.load(str(tmp_path / "f.jsonl")), a, 2)
+    expect_steps(convert(tmp_path, "f.npy", "vllm-npy", cfg, "--prompt-tokens", "2"), a, 2)
 
 
 def test_vllm_response_two_choices(tmp_path, cfg):
@@ -93,10 +100,7 @@ def test_vllm_response_two_choices(tmp_path, cfg):
                         {"index": 1, "text": "y", "prompt_token_ids": [8, 9],
                          "token_ids": [1, 2, 3], "routed_experts": numpy2base64(b)}]}
     (tmp_path / "resp.json").write_text(json.dumps(resp))
-    r = mplc("trace", "convert", tmp_path / "resp.json", tmp_path / "o.mpltrace", "--from",
-             "vllm-response", "--model", cfg, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    t = traceio.load(str(tmp_path / "o.mpltrace"))
+    t = convert(tmp_path, "resp.json", "vllm-response", cfg)
     expect_steps(t, a, 3)
     expect_steps(t, b, 2, step0=1 + 7 - 3)
     assert t.header.extra["batches"][0] == [["cmpl-9/0", 3]]
@@ -109,10 +113,7 @@ def test_sglang_response_list(tmp_path, cfg):
             {"text": "y", "meta_info": {"id": "r2", "prompt_tokens": 1, "completion_tokens": 3,
                                         "routed_experts": base64.b64encode(b.astype("<i4").tobytes()).decode()}}]
     (tmp_path / "sg.json").write_text(json.dumps(docs))
-    r = mplc("trace", "convert", tmp_path / "sg.json", tmp_path / "sg.mpltrace", "--from",
-             "sglang-response", "--model", cfg, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    t = traceio.load(str(tmp_path / "sg.mpltrace"))
+    t = convert(tmp_path, "sg.json", "sglang-response", cfg)
     expect_steps(t, a, 4)
     expect_steps(t, b, 1, step0=1 + 6 - 4)
     assert t.header.extra["engine"] == "sglang"
@@ -141,10 +142,7 @@ def test_sglang_distribution_per_token_maps_physical_ids(tmp_path, cfg):
                         "extend_seq_lens": lens, "forward_mode": 1, "topk_ids_of_layer": ids,
                         "misc_objects": [], "global_physical_count": torch.zeros(LAYERS, 10)})
     torch.save({"records": records, "last_physical_to_logical_map": p2l}, tmp_path / "d.pt")
-    r = mplc("trace", "convert", tmp_path / "d.pt", tmp_path / "d.mpltrace", "--from",
-             "sglang-distribution", "--model", cfg, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    t = traceio.load(str(tmp_path / "d.mpltrace"))
+    t = convert(tmp_path, "d.pt", "sglang-distribution", cfg)
     assert t.num_steps == 2 and t.header.extra["batches"][0] == [["0.0", 3], ["0.1", 2]]
     for d in t.dispatches:
         n, logical = want[d.step]
@@ -160,10 +158,7 @@ def test_sglang_distribution_stat_counts(tmp_path, cfg):
     count[1, 2] = torch.tensor([0, 0, 0, 0, 1, 0, 0, 1])
     torch.save({"rank": 0, "logical_count": count, "average_utilization_rate_over_window": None},
                tmp_path / "s.pt")
-    r = mplc("trace", "convert", tmp_path / "s.pt", tmp_path / "s.mpltrace", "--from",
-             "sglang-distribution", "--model", cfg, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    t = traceio.load(str(tmp_path / "s.mpltrace"))
+    t = convert(tmp_path, "s.pt", "sglang-distribution", cfg)
     assert t.num_steps == 2 and "counts only" in t.header.source
     for d in t.dispatches:
         c = count[d.step, MOE[d.layer]].tolist()
@@ -184,7 +179,7 @@ def test_rows_from_counts_refuses_impossible_counts():
 
 
 @pytest.mark.parametrize("case, needle", [
-    ("bad-id", "token 1, layer 2: expert id 9 outside 0..7"),
+    ("bad-id", "token 1, layer 2: expert id 9 outside 0..7 (tinyq has 8 experts)"),
     ("layers", "the array has 4 layers, the model (tinyq) has 3 decoder layers"),
     ("no-model", "needs --model"),
     ("not-npy", "not a .npy array"),

@@ -82,6 +82,8 @@ def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model
     with pytest.raises(PolicyDoesNotFit) as e:
         PolicyRunner(model=str(model), policy="policy p { cache { capacity = 4 pin = [9] } }")
     assert e.value.diagnostics[0].code == "MPL501"
+    with pytest.raises(PolicyDoesNotFit, match="MPL307"):
+        PolicyRunner(model=str(model), policy="policy p { cache { capacity = 4 eviction = belady } }")
     with pytest.raises(VllmIntegrationError, match="enforce_eager=True"):
         PolicyRunner(model=str(model), enforce_eager=False)
     with pytest.raises(VllmIntegrationError, match="unknown hardware|hardware"):

@@ -110,6 +110,17 @@ def _b64(text, where: str) -> bytes:
 
 
 # ------------------------------------------------------------------ arrays -> dispatches
+def _checked(row: list[int], s, where: str) -> list[int]:
+    """One token's ids: top-k of them, each an expert the model has."""
+    if len(row) != s.top_k:
+        raise EngineFormatError(f"{where}: {len(row)} experts, the model routes top-{s.top_k}")
+    for e in row:
+        if not 0 <= e < s.num_experts:
+            raise EngineFormatError(f"{where}: expert id {e} outside 0..{s.num_experts - 1} "
+                                    f"({s.name} has {s.num_experts} experts)")
+    return list(row)
+
+
 class _Builder:
     """Dispatches from [tokens, layers, top_k] arrays, checked against the model shape."""
 
@@ -141,13 +152,7 @@ class _Builder:
                 rows = []
                 for t in range(a, b):
                     off = (t * layers + layer) * k
-                    row = flat[off:off + k]
-                    for e in row:
-                        if not 0 <= e < s.num_experts:
-                            raise EngineFormatError(
-                                f"{where}: token {t}, layer {layer}: expert id {e} outside "
-                                f"0..{s.num_experts - 1} ({s.name} has {s.num_experts} experts)")
-                    rows.append(list(row))
+                    rows.append(_checked(flat[off:off + k], s, f"{where}: token {t}, layer {layer}"))
                 self.dispatches.append(Dispatch(self.step, ordinal, rows, None))
             self.requests.append([[rid, b - a]])
             self.step += 1
@@ -270,14 +275,7 @@ def _distribution_per_token(doc: dict, s, path: str) -> Trace:
                 chosen = [int(e) for e in row if int(e) >= 0]
                 if p2l is not None:
                     chosen = [int(p2l[layer][e]) for e in chosen]
-                if len(chosen) != s.top_k:
-                    raise EngineFormatError(f"{where}: layer {layer} token {t}: {len(chosen)} "
-                                            f"experts, the model routes top-{s.top_k}")
-                for e in chosen:
-                    if not 0 <= e < s.num_experts:
-                        raise EngineFormatError(f"{where}: layer {layer} token {t}: expert {e} "
-                                                f"outside 0..{s.num_experts - 1}")
-                rows.append(chosen)
+                rows.append(_checked(chosen, s, f"{where}: token {t}, layer {layer}"))
             if rows:
                 dispatches.append(Dispatch(step, ordinal, rows, None))
         lens = _tolist(seq) if seq is not None else None

@@ -101,21 +101,34 @@ def _common(args) -> list[str]:
     return out
 
 
-def record(args, prog: str = "mplc trace record") -> int:
+def _checked_options(args, prog: str, trace_out: str | None, hardware: str | None = None):
+    """The interpreter to run, or (None, exit code) after printing what is wrong: a bad
+    output extension or hardware profile fails before any engine starts."""
+    from mpl.sim import hardware as hw
     from mpl.sim import traceio
 
     try:
-        traceio.kind_of(args.output)         # a bad extension fails before the engine starts
-    except traceio.TraceFormatError as e:
+        if trace_out:
+            traceio.kind_of(trace_out)
+        if hardware:
+            hw.resolve(hardware)
+    except (traceio.TraceFormatError, hw.HardwareError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
-        return 1
-    rc = preflight(None, None, args.model, prog)
-    if rc is not None:
-        return rc
+        return None, 1
     py, err = find_python(getattr(args, "vllm_python", None), prog)
     if py is None:
         print(err, file=sys.stderr)
-        return 1
+        return None, 1
+    return py, 0
+
+
+def record(args, prog: str = "mplc trace record") -> int:
+    rc = preflight(None, None, args.model, prog)
+    if rc is not None:
+        return rc
+    py, rc = _checked_options(args, prog, args.output)
+    if py is None:
+        return rc
     return launch(py, ["record", *_common(args), "-o", args.output])
 
 
@@ -123,24 +136,9 @@ def run(args, prog: str = "mplc run") -> int:
     rc = preflight(args.policy, args.policy_name, args.model, prog)
     if rc is not None:
         return rc
-    if getattr(args, "hardware", None):
-        from mpl.sim import hardware as hw
-        try:
-            hw.resolve(args.hardware)
-        except hw.HardwareError as e:
-            print(f"{prog}: {e}", file=sys.stderr)
-            return 1
-    if getattr(args, "trace", None):
-        from mpl.sim import traceio
-        try:
-            traceio.kind_of(args.trace)
-        except traceio.TraceFormatError as e:
-            print(f"{prog}: {e}", file=sys.stderr)
-            return 1
-    py, err = find_python(getattr(args, "vllm_python", None), prog)
+    py, rc = _checked_options(args, prog, getattr(args, "trace", None), getattr(args, "hardware", None))
     if py is None:
-        print(err, file=sys.stderr)
-        return 1
+        return rc
     from mpl.cli.cmd_run import policy_path
     argv = ["run", policy_path(args.policy) or args.policy, *_common(args)]
     if args.policy_name:

@@ -22,11 +22,7 @@ class Shadow:
         from mpl.sim.timeline import Timeline
 
         self.policy = mpl.loads(policy_text, policy_name, path=policy_path)
-        ir = self.policy.ir
-        if ir.get("cache.eviction") == "belady":
-            from .errors import VllmIntegrationError
-            raise VllmIntegrationError("eviction = belady needs the whole future of the trace: "
-                                       "it runs in mplc replay only, not beside an engine")
+        ir = self.policy.ir            # checked for a live runtime (no belady) by preflight
         self.profile = hw.resolve(hardware)
         eb = expert_bytes_for(ir, header)
         self.costs = hw.costs_for(self.profile, model=header.model, expert_bytes=eb)
