@@ -66,3 +66,12 @@ def test_shadow_stats_equal_replay_of_recorded_trace(run, tmp_path):
     assert res.stats == rep.stats
     assert res.report["sim"] == rep.sim
     assert res.report["hardware"] == rep.hardware
+
+
+def test_model_without_moe_layers_is_a_clear_error(tiny):
+    """No policy, so nothing is checked before the engine: the worker finds no MoE layer to
+    bind and says so (never an empty trace)."""
+    from mpl.vllm import PolicyRunner, VllmIntegrationError
+
+    with pytest.raises(VllmIntegrationError, match="has no MoE layers"):
+        PolicyRunner(model=tiny("qwen3-dense"), dtype="float32", max_model_len=256)
