@@ -109,19 +109,20 @@ class Capture:
             r.router.__dict__.pop("_compute_routing", None)
 
     def _capture_fn(self, ordinal: int):
+        import torch
+
         def capture(topk_ids) -> None:
             if not self._in_step:       # a warm-up or profiling run, not a scheduled step
                 self._weights.pop(ordinal, None)
                 return
-            n = self._tokens
-            ids = topk_ids[:n]
+            n = self._tokens            # rows past it are padding
+            ids = topk_ids[:n].to(device="cpu", dtype=torch.int32)
             w = self._weights.pop(ordinal, None)
-            rows = ids.tolist()
-            self.digest = zlib.crc32(ids.to(dtype=__import__("torch").int32).contiguous()
-                                     .numpy().tobytes(), self.digest)
+            self.digest = zlib.crc32(ids.contiguous().numpy().tobytes(), self.digest)
             self._seen += 1
             if not self.keep and self.on_dispatch is None:
                 return
+            rows = ids.tolist()
             wrows = w[:n].float().tolist() if w is not None and tuple(w.shape) == tuple(topk_ids.shape) else None
             d = Dispatch(self.step, ordinal, rows, wrows)
             if self.keep:
