@@ -29,7 +29,6 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--model", required=True)
         s.add_argument("--prompt", action="append")
         s.add_argument("--max-new-tokens", type=int, default=16)
-        s.add_argument("--max-model-len", type=int, default=None)
         s.add_argument("--json", action="store_true")
     return p
 
@@ -50,11 +49,10 @@ def main(argv=None) -> int:
     prompts = args.prompt or ["The quick brown fox jumps over the lazy dog"]
     policy = args.policy if args.cmd == "run" else None
     out = args.output if args.cmd == "record" else args.trace
-    kw = {"max_model_len": args.max_model_len} if args.max_model_len else {}
     try:
         runner = PolicyRunner(model=args.model, policy=policy,
                               policy_name=getattr(args, "policy_name", None),
-                              hardware=getattr(args, "hardware", None), dtype="float32", **kw)
+                              hardware=getattr(args, "hardware", None), dtype="float32")
     except VllmIntegrationError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
