@@ -74,6 +74,10 @@ def test_vllm_only_options_need_the_engine(tmp_path):
     r = mplc("run", "std/generous", "--model", "tiny-mixtral", "--hardware", "h100", cwd=tmp_path)
     clean(r)
     assert r.returncode == 2 and "--hardware needs --engine vllm" in r.stderr
+    r = mplc("trace", "record", "--model", "tiny-mixtral", "--dtype", "float32", "-o",
+             tmp_path / "t.mpltrace", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 2 and "--dtype needs --engine vllm" in r.stderr
 
 
 def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model):

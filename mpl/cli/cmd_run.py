@@ -114,7 +114,7 @@ def run(args) -> int:
     if args.engine == "vllm":
         from mpl.vllm.launch import run as run_vllm
         return run_vllm(args, prog)
-    for opt, val in (("--hardware", args.hardware), ("--trace", args.trace)):
+    for opt, val in (("--hardware", args.hardware), ("--trace", args.trace), ("--dtype", args.dtype)):
         if val is not None:
             print(f"{prog}: {opt} needs --engine vllm", file=sys.stderr)
             return 2

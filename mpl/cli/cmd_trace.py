@@ -95,6 +95,9 @@ def add_engine_arguments(p) -> None:
     p.add_argument("--vllm-python", metavar="PYTHON",
                    help="the Python of the environment vLLM is installed in (default: "
                         "$MPL_VLLM_PYTHON, else this Python when it can import vllm)")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                   help="with --engine vllm: the engine's dtype (default auto: vLLM's choice, "
+                        "bfloat16 on its CPU build)")
 
 
 def summary(trace, path: str | None = None) -> dict:
@@ -195,6 +198,9 @@ def run(args) -> int:
             if args.engine == "vllm":
                 from mpl.vllm.launch import record
                 return record(args)
+            if args.dtype is not None:
+                print("mplc trace record: --dtype needs --engine vllm", file=sys.stderr)
+                return 2
             try:
                 from mpl.offload.recorder import cli_record
             except ImportError as e:

@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--prompt", action="append")
         s.add_argument("--max-new-tokens", type=int, default=16)
         s.add_argument("--json", action="store_true")
+        s.add_argument("--dtype", default="auto")
     return p
 
 
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     try:
         runner = PolicyRunner(model=args.model, policy=policy,
                               policy_name=getattr(args, "policy_name", None),
-                              hardware=getattr(args, "hardware", None), dtype="float32")
+                              hardware=getattr(args, "hardware", None), dtype=args.dtype)
     except VllmIntegrationError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1

@@ -98,6 +98,8 @@ def _common(args) -> list[str]:
         out += ["--prompt", p]
     if getattr(args, "json", False):
         out.append("--json")
+    if getattr(args, "dtype", None):
+        out += ["--dtype", args.dtype]
     return out
 
 

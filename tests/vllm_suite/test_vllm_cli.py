@@ -31,7 +31,7 @@ def test_trace_record_engine_vllm_mixtral_matches_transformers(tiny, tmp_path):
     out = tmp_path / "mixtral.mpltrace"
     r = mplc("trace", "record", "--engine", "vllm", "--model", path, "--prompt",
              "the quick brown fox jumps over the lazy dog", "--max-new-tokens", "5",
-             "-o", str(out), "--json")
+             "-o", str(out), "--json", "--dtype", "float32")
     assert r.returncode == 0, r.stderr[-3000:]
     rep = json.loads(r.stdout)
     tr = traceio.load(str(out))
@@ -50,7 +50,7 @@ def test_run_engine_vllm_stats_equal_mplc_replay(tiny, tmp_path):
     out = tmp_path / "run.mpltrace"
     r = mplc("run", "std/generous", "--engine", "vllm", "--model", path, "--prompt",
              "hello world", "--max-new-tokens", "8", "--hardware", "a100-80gb",
-             "--trace", str(out), "--json")
+             "--trace", str(out), "--json", "--dtype", "float32")
     assert r.returncode == 0, r.stderr[-3000:]
     live = json.loads(r.stdout)
     assert live["policy"] == "generous" and live["hardware"] == "a100-80gb"
