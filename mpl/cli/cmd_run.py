@@ -5,7 +5,8 @@ greedily, print the text and what the mechanism did.
 ``tiny-olmoe``, ``tiny-deepseek-v2``, ``tiny-deepseek-v3``, ``tiny-gpt-oss``: random weights,
 fixed seed, built offline; the prompt becomes token ids by its UTF-8 bytes), a local
 HuggingFace model folder, or a ``config.json`` (random-initialised from it). Nothing is
-downloaded. POLICY is a .moe file or ``std/NAME``.
+downloaded. POLICY is a .moe file or ``std/NAME``. ``--engine vllm`` runs the policy in shadow mode
+beside a vLLM engine instead (``mpl.vllm.launch``; docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ def add_arguments(p) -> None:
     p.add_argument("--experts-implementation", choices=("eager", "batched_mm", "grouped_mm"),
                    help="force transformers' experts implementation (default: the model's)")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    from mpl.cli.cmd_trace import add_engine_arguments
+    add_engine_arguments(p)
+    v = p.add_argument_group("with --engine vllm (the policy runs in shadow mode beside the engine)")
+    v.add_argument("--hardware", metavar="PROFILE", help="hardware profile of the simulated stalls (default rtx-4090)")
+    v.add_argument("--trace", metavar="OUT", help="also write the routing vLLM recorded to OUT")
 
 
 def policy_path(spec: str) -> str | None:
@@ -105,6 +111,13 @@ def run(args) -> int:
     if args.max_new_tokens < 1:
         print(f"{prog}: --max-new-tokens must be >= 1", file=sys.stderr)
         return 2
+    if args.engine == "vllm":
+        from mpl.vllm.launch import run as run_vllm
+        return run_vllm(args, prog)
+    for opt, val in (("--hardware", args.hardware), ("--trace", args.trace), ("--dtype", args.dtype)):
+        if val is not None:
+            print(f"{prog}: {opt} needs --engine vllm", file=sys.stderr)
+            return 2
     policy, rc = load_policy(args.policy, args.policy_name, prog)
     if policy is None:
         return rc

@@ -1,9 +1,14 @@
 """``mplc trace``: synthesize, record or convert routing traces.
 
 * ``mplc trace synth --preset NAME [--steps N] [--seed S] [-o OUT] [knobs]``
-* ``mplc trace convert IN OUT`` (formats by extension: .mpltrace native, .jsonl the original's)
+* ``mplc trace convert IN OUT`` (formats by extension: .mpltrace native, .jsonl the original's;
+  ``--from vllm-npy|vllm-response|sglang-response|sglang-distribution --model M``: an
+  engine's own routing output, ``mpl.sim.engine_formats``)
+* ``mplc trace merge IN... -o OUT`` (traces of several engines of one model)
 * ``mplc trace record --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N] -o OUT``
   (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
+* ``mplc trace record --engine vllm --model FOLDER ...``: the same from a vLLM engine
+  (``mpl.vllm.launch``: runs in the Python vLLM is installed in)
 * ``mplc trace info T`` (header and summary)
 """
 
@@ -47,6 +52,23 @@ def add_arguments(parser) -> None:
                    help="float type of router weights in a native output (default: the "
                         "smallest exact one)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    eng = p.add_argument_group("engine-native input (docs/vllm.md)")
+    eng.add_argument("--from", dest="from_format", metavar="FORMAT",
+                     choices=("vllm-npy", "vllm-response", "sglang-response", "sglang-distribution"),
+                     help="IN is an engine's routing output: vllm-npy, vllm-response, "
+                          "sglang-response or sglang-distribution")
+    eng.add_argument("--model", metavar="PRESET_OR_CONFIG",
+                     help="the model's shape (which layers are MoE, experts, top-k): a preset "
+                          "or a config.json; needed with --from")
+    eng.add_argument("--prompt-tokens", type=int, metavar="N",
+                     help="prompt length of each request (default: from the response)")
+
+    p = sub.add_parser("merge", help="merge the traces of several engines (data parallelism)",
+                       description="Merge traces of one model (e.g. one per data-parallel "
+                                   "engine): steps one trace after the other.")
+    p.add_argument("inputs", nargs="+", metavar="IN")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
 
     p = sub.add_parser("info", help="print a trace's header and summary")
     p.add_argument("input", metavar="TRACE")
@@ -61,7 +83,21 @@ def add_arguments(parser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output trace file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_engine_arguments(p)
     parser.set_defaults(_trace_parser=parser)
+
+
+def add_engine_arguments(p) -> None:
+    """--engine and --vllm-python (``mplc trace record`` and ``mplc run``)."""
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf",
+                   help="hf: transformers in this process (default); vllm: a vLLM engine with "
+                        "mpl's routing capture (a local model folder; see docs/vllm.md)")
+    p.add_argument("--vllm-python", metavar="PYTHON",
+                   help="the Python of the environment vLLM is installed in (default: "
+                        "$MPL_VLLM_PYTHON, else this Python when it can import vllm)")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                   help="with --engine vllm: the engine's dtype (default auto: vLLM's choice, "
+                        "bfloat16 on its CPU build)")
 
 
 def summary(trace, path: str | None = None) -> dict:
@@ -143,8 +179,16 @@ def run(args) -> int:
     try:
         if cmd == "synth":
             return _synth(args, traceio)
+        if cmd == "merge":
+            from mpl.sim.engine_formats import merge
+            traceio.kind_of(args.output)
+            trace = merge([traceio.load(p) for p in args.inputs], list(args.inputs))
+            _save(traceio, trace, args.output)
+            _print(summary(trace, args.output), args.json, "merged")
+            return 0
         if cmd == "convert":
-            trace = traceio.load(args.input)
+            traceio.kind_of(args.output)
+            trace = _engine_input(args) if args.from_format else traceio.load(args.input)
             kw = {"weights": args.weights} if traceio.kind_of(args.output) == "native" else {}
             _save(traceio, trace, args.output, **kw)
             _print(summary(trace, args.output), args.json, "converted")
@@ -158,6 +202,12 @@ def run(args) -> int:
                 print(format_details(info))
             return 0
         if cmd == "record":
+            if args.engine == "vllm":
+                from mpl.vllm.launch import record
+                return record(args)
+            if args.dtype is not None:
+                print("mplc trace record: --dtype needs --engine vllm", file=sys.stderr)
+                return 2
             try:
                 from mpl.offload.recorder import cli_record
             except ImportError as e:
@@ -175,6 +225,21 @@ def run(args) -> int:
         print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     return 2
+
+
+def _engine_input(args):
+    from mpl.sim import engine_formats
+
+    if not args.model:
+        raise ValueError(f"--from {args.from_format} needs --model PRESET_OR_CONFIG (which layers "
+                         "are MoE, the expert count and top-k)")
+    if args.prompt_tokens is not None and args.prompt_tokens < 1:
+        raise ValueError("--prompt-tokens must be >= 1")
+    try:
+        shape = shapes.resolve(args.model)
+    except shapes.ShapeError as e:
+        raise ValueError(str(e)) from None
+    return engine_formats.load(args.input, args.from_format, shape, prompt_tokens=args.prompt_tokens)
 
 
 class _WriteError(Exception):

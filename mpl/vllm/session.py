@@ -1,0 +1,165 @@
+"""One recording (and optional shadow policy) installed on a vLLM model runner: the part
+that runs inside the worker, shared by the Python API's worker extension and the
+``vllm serve`` plugin. Imports vllm."""
+
+from __future__ import annotations
+
+import threading
+
+from mpl.trace import Trace
+
+from .capture import Capture, check_eager
+from .errors import VllmIntegrationError
+
+#: the attribute of the model runner that holds the installed session
+ATTR = "_mpl_session"
+
+
+def _rank() -> int:
+    try:
+        from vllm.distributed import get_tensor_model_parallel_rank
+        return int(get_tensor_model_parallel_rank())
+    except Exception:      # not initialised (single process): rank 0
+        return 0
+
+
+def _config_dict(hf_config) -> dict:
+    d = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, str, list, dict, bool)) or v is None}
+
+
+def _expert_bytes(model) -> int:
+    """Bytes of one expert's weights as the engine holds them (w13 + w2 of a FusedMoE)."""
+    from vllm.model_executor.layers.fused_moe.layer import MoERunner
+
+    for m in model.modules():
+        if isinstance(m, MoERunner):
+            owner = getattr(m, "routed_experts", None) or m
+            total = 0
+            for name, p in owner.named_parameters(recurse=True):
+                if name.split(".")[-1] in ("w13_weight", "w2_weight") and p.dim() == 3:
+                    total += p[0].numel() * p.element_size()
+            if total:
+                return int(total)
+    return 0
+
+
+class Session:
+    """``config``: policy_text / policy_path / policy_name (a shadow policy, optional),
+    hardware, model_name, record (default True). ``orig``: the runner's execute_model to
+    wrap (default: the bound method the runner has now)."""
+
+    def __init__(self, runner, config: dict, orig=None) -> None:
+        vcfg = runner.vllm_config
+        check_eager(vcfg)
+        import vllm
+
+        self.runner = runner
+        self.rank = _rank()
+        self.model_name = str(config.get("model_name") or vcfg.model_config.model)
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+        self.shadow = None
+        keep = self.rank == 0 and bool(config.get("record", True))
+        self.capture = Capture(model, vcfg.model_config.hf_config, keep=keep)
+        self.expert_bytes = _expert_bytes(model)
+        self.source = f"recorded by mpl.vllm in vLLM {vllm.__version__}"
+        self.extra = {"engine": "vllm", "engine_version": vllm.__version__,
+                      "tensor_parallel_size": vcfg.parallel_config.tensor_parallel_size,
+                      "data_parallel_rank": getattr(vcfg.parallel_config, "data_parallel_rank", 0),
+                      "dtype": str(vcfg.model_config.dtype).replace("torch.", "")}
+        if config.get("policy_text") and self.rank == 0:
+            from mpl import shapes
+
+            from .preflight import check_policy
+            from .shadow import Shadow
+
+            try:
+                shape = shapes.from_config_dict(_config_dict(vcfg.model_config.hf_config))
+            except shapes.ShapeError:
+                shape = None      # the capture itself says what is missing
+            check_policy(config["policy_text"], config.get("policy_path"),
+                         config.get("policy_name"), shape)
+            self.shadow = Shadow(config["policy_text"], self.header(),
+                                 policy_name=config.get("policy_name"),
+                                 policy_path=config.get("policy_path"),
+                                 hardware=config.get("hardware"))
+            self.capture.on_dispatch = self.shadow.feed
+        self.lock = threading.Lock()        # held for a whole step; snapshots take it
+        self._orig = orig if orig is not None else runner.execute_model
+        runner.execute_model = self._execute_model
+        setattr(runner, ATTR, self)
+
+    def _execute_model(self, scheduler_output, *a, **kw):
+        cap = self.capture
+        with self.lock:
+            active = cap.begin_step(scheduler_output)
+            try:
+                return self._orig(scheduler_output, *a, **kw)
+            finally:
+                if active:
+                    cap.end_step(scheduler_output,
+                                 list(getattr(self.runner.input_batch, "req_ids", []) or []))
+
+    def header(self):
+        return self.capture.header(self.model_name, self.expert_bytes, self.source, self.extra)
+
+    def trace(self) -> Trace:
+        cap = self.capture
+        if cap.problem:
+            raise VllmIntegrationError(cap.problem)
+        h = self.header()
+        h.extra["batches"] = list(h.extra["batches"])
+        return Trace(h, list(cap.dispatches))
+
+    def snapshot(self) -> tuple[int, Trace | None, dict | None]:
+        """(steps so far, the trace, the shadow report), consistent: taken between steps."""
+        with self.lock:
+            trace = self.trace() if self.capture.keep else None
+            return self.capture.step + 1, trace, (self.shadow.report() if self.shadow else None)
+
+    def collect(self) -> dict:
+        """What this rank has: the trace (recording rank; native bytes), the shadow report,
+        the routing digest (every rank) and the problem, if any."""
+        from mpl.sim import traceio
+
+        cap = self.capture
+        out = {"rank": self.rank, "digest": cap.digest, "steps": cap.step + 1,
+               "problem": cap.problem, "trace": None, "shadow": None}
+        if cap.keep and cap.problem is None:
+            out["trace"] = traceio.to_bytes(self.trace(), weights="f32")
+        if self.shadow is not None:
+            out["shadow"] = self.shadow.report()
+        return out
+
+    def close(self) -> None:
+        self.capture.unbind()
+        self.runner.execute_model = self._orig
+        if getattr(self.runner, ATTR, None) is self:
+            delattr(self.runner, ATTR)
+
+
+def install(runner, config: dict, orig=None) -> Session:
+    if getattr(runner, ATTR, None) is not None:
+        raise VllmIntegrationError("mpl is already recording on this engine")
+    return Session(runner, config, orig)
+
+
+class MplWorkerExtension:
+    """``LLM(..., worker_extension_cls="mpl.vllm.session.MplWorkerExtension")``: the methods
+    ``llm.collective_rpc`` calls in every worker."""
+
+    def mpl_start(self, config: dict) -> dict:
+        s = install(self.model_runner, config)
+        return {"rank": s.rank, "moe_layers": list(s.capture.layer_ids),
+                "num_experts": s.capture.num_experts, "top_k": s.capture.top_k}
+
+    def mpl_collect(self) -> dict:
+        s = getattr(self.model_runner, ATTR, None)
+        if s is None:
+            raise VllmIntegrationError("mpl is not recording on this engine (mpl_start first)")
+        return s.collect()
+
+    def mpl_stop(self) -> None:
+        s = getattr(self.model_runner, ATTR, None)
+        if s is not None:
+            s.close()

@@ -1,0 +1,55 @@
+"""A policy in shadow mode beside the engine: its compiled runtime sees each MoE layer's
+routing the moment the router chooses it, and every Plan is played on the simulated
+timeline of a hardware profile (the engine itself is not changed: vLLM keeps all experts
+resident; the statistics say what the policy would have done).
+
+The decisions and the timing are those ``mpl replay`` makes for the recorded trace — the
+same runtime, the same records (``mpl.sim.replay.records_of``), the same cost model — so the
+live statistics equal a replay of the trace the engine recorded (tests/vllm_suite check it).
+"""
+
+from __future__ import annotations
+
+from mpl.trace import Dispatch, TraceHeader
+
+
+class Shadow:
+    def __init__(self, policy_text: str, header: TraceHeader, *, policy_name: str | None = None,
+                 policy_path: str | None = None, hardware=None) -> None:
+        import mpl
+        from mpl.sim import hardware as hw
+        from mpl.sim.replay import expert_bytes_for
+        from mpl.sim.timeline import Timeline
+
+        self.policy = mpl.loads(policy_text, policy_name, path=policy_path)
+        ir = self.policy.ir            # checked for a live runtime (no belady) by preflight
+        self.profile = hw.resolve(hardware)
+        eb = expert_bytes_for(ir, header)
+        self.costs = hw.costs_for(self.profile, model=header.model, expert_bytes=eb)
+        self.rt = self.policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
+                                      expert_bytes=eb, cost=hw.runtime_cost_model(self.costs))
+        self.tl = Timeline(self.costs, overlap=bool(ir["schedule.overlap"]))
+        self.header = header
+        self.dispatches = 0
+        self._steps: dict[int, int] = {}
+
+    def feed(self, d: Dispatch) -> None:
+        """One MoE layer's routing, as the router chose it."""
+        from mpl.sim.replay import records_of
+
+        layer, experts, weights, tokens, step, predictions, tokens_of = next(records_of((d,)))
+        plan = self.rt.dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)
+        stall = self.tl.dispatch(plan, tokens_of, tokens)
+        if stall > 0:
+            self.rt.add_stall(stall)
+        self.dispatches += 1
+        if self._steps.get(step, 0) < tokens:
+            self._steps[step] = tokens
+
+    def report(self) -> dict:
+        from mpl.sim.replay import _sim_summary
+
+        sim = _sim_summary(self.tl, len(self._steps), sum(self._steps.values()))
+        return {"policy": self.policy.name, "hardware": self.profile.to_dict(),
+                "dispatches": self.dispatches, "stats": self.rt.stats(), "sim": sim,
+                "costs": self.costs.to_dict()}

