@@ -51,3 +51,13 @@ def stdlib_names() -> list[str]:
         return sorted(f[:-4] for f in os.listdir(d) if f.endswith(".moe"))
     except OSError:
         return []
+
+
+def policy_file(spec: str) -> str | None:
+    """The policy file a command line names: an existing file, or ``std/NAME``'s shipped
+    file; None when it is neither."""
+    if os.path.isfile(spec):
+        return spec
+    if spec.startswith("std/"):
+        return stdlib_file(spec)
+    return None

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from cli_qa_helpers import clean, mplc
+from cli_helpers import clean, mplc
 from mpl.sim import synth, traceio
 from mpl.sim.engine_formats import EngineFormatError, rows_from_counts
 

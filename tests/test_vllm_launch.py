@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from cli_qa_helpers import clean, mplc
+from cli_helpers import clean, mplc
 
 CONFIG = {"model_type": "qwen3_moe", "num_hidden_layers": 2, "num_experts": 8,
           "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,

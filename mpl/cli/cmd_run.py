@@ -36,21 +36,13 @@ def add_arguments(p) -> None:
     v.add_argument("--trace", metavar="OUT", help="also write the routing vLLM recorded to OUT")
 
 
-def policy_path(spec: str) -> str | None:
-    if os.path.isfile(spec):
-        return spec
-    if spec.startswith("std/"):
-        from mpl.stdlib_path import stdlib_file
-        return stdlib_file(spec)
-    return None
-
-
 def load_policy(spec: str, name: str | None, prog: str, name_option: str | None = "--policy-name"):
     """(policy, None) or (None, exit code) after printing the problem: the diagnostics, and
     the reason itself whenever no error among them says it (an empty file has only the
     MPL112 warning; a file with several policies has none). ``name_option``: the option
     that chooses a policy of the file (None when the command has none)."""
-    path = policy_path(spec)
+    from mpl.stdlib_path import policy_file
+    path = policy_file(spec)
     if path is None:
         print(f"{prog}: no such policy file: {spec}", file=sys.stderr)
         return None, 1

@@ -141,8 +141,8 @@ def run(args, prog: str = "mplc run") -> int:
     py, rc = _checked_options(args, prog, getattr(args, "trace", None), getattr(args, "hardware", None))
     if py is None:
         return rc
-    from mpl.cli.cmd_run import policy_path
-    argv = ["run", policy_path(args.policy) or args.policy, *_common(args)]
+    from mpl.stdlib_path import policy_file
+    argv = ["run", policy_file(args.policy) or args.policy, *_common(args)]
     if args.policy_name:
         argv += ["--policy-name", args.policy_name]
     if getattr(args, "hardware", None):
