@@ -412,6 +412,12 @@ TRIGGERS: Mapping[str, str] = MappingProxyType({
 #: `rebalance NAME` actions: NAME is an allocation rule (needs a per_layer block)
 REBALANCE = "per_layer.allocation"
 
+#: the block of per-layer caches: `rebalance` and its parameters only take effect with it
+PER_LAYER_BLOCK = PARAMS[REBALANCE].block
+
+#: what ``eviction = fallback`` means (the original's name for LFU with an LRU fallback)
+FALLBACK_PAIR = "lfu|lru"
+
 COMPARISON_OPS: tuple[str, ...] = ("<", ">", "<=", ">=", "!=", "==")
 
 #: units allowed after `for N` in an adapt rule

@@ -68,7 +68,7 @@ def action_has_effect(a: ActionInfo, per_layer: bool) -> bool:
 
 
 #: the block of per-layer caches: `rebalance` and actions on its parameters need it
-PER_LAYER_BLOCK = schema.PARAMS[schema.REBALANCE].block
+PER_LAYER_BLOCK = schema.PER_LAYER_BLOCK
 
 
 @dataclass
