@@ -63,16 +63,23 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
     if "cache" not in rp.blocks:
         sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
                   + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))
-    elif "cache.capacity" not in rp.settings:
-        cache = rp.blocks["cache"]
-        if _misspelt(cache, "capacity"):
-            return      # MPL102 already suggests 'capacity'
-        if "cache" in rp.own_blocks:
-            span = cache.name.span
-        else:
-            span = _name_span(rp)
-        sink.emit("MPL105", f"the cache of policy '{rp.name}' has no capacity; add 'capacity = N' "
-                  f"(slots) or a size such as 'capacity = 12GiB'", span)
+        return
+    for key in schema.REQUIRED_KEYS:          # the parameters a policy must give
+        p = schema.PARAMS[key]
+        if key in rp.settings or p.block not in rp.blocks:
+            continue
+        block = rp.blocks[p.block]
+        if _misspelt(block, p.name):
+            continue    # MPL102 already suggests the name
+        span = block.name.span if p.block in rp.own_blocks else _name_span(rp)
+        sink.emit("MPL105", f"the {p.block} of policy '{rp.name}' has no {p.name}; add "
+                  f"{_required_hint(p)}", span)
+
+
+def _required_hint(p: schema.Param) -> str:
+    if p.type == schema.SLOTS_OR_SIZE:
+        return f"'{p.name} = N' (slots) or a size such as '{p.name} = 12GiB'"
+    return f"'{p.name} = ...'"
 
 
 def _misspelt(block: ast.Block, name: str) -> bool:

@@ -5,8 +5,9 @@ wrong and a fixed example (``docs/diagnostics.md`` and ``mplc explain`` are gene
 it). A cross-field or model-aware rule also has its check next to it, in the same module: a
 function of :class:`Facts` (a policy's effective values) returning :class:`Violation` objects.
 
-This module imports only the schema, the IR value types and the diagnostics data classes, so
-the checker, the parser and the docs generator can all import the rules without a cycle.
+This module imports only the schema and the diagnostics data classes (the IR's ``Size`` on
+first use), so the parser, the checker and the docs generator all import the rules without a
+cycle and without loading the IR.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from mpl import ir, schema
+from mpl import schema
 from mpl.diagnostics import Severity
 
 E, W, H = Severity.ERROR, Severity.WARNING, Severity.HINT
@@ -100,6 +101,13 @@ def enables(value, allowed: tuple[str, ...]) -> bool | None:
 _CAPACITY = schema.PARAMS["cache.capacity"]
 
 
+def _is_size(v) -> bool:
+    """Whether ``v`` is an :class:`mpl.ir.Size` (imported here, on first use, so that the
+    parser, which builds diagnostics through :mod:`mpl.rules`, does not load the IR)."""
+    from mpl.ir import Size
+    return isinstance(v, Size)
+
+
 def expert_gb(values: Mapping[str, Any], model) -> float | None:
     g = values.get("cache.expert_size_gb")
     if ok(g):
@@ -114,7 +122,7 @@ def capacity_slots(values: Mapping[str, Any], model=None) -> int | None:
     cap = values.get(_CAPACITY.key)
     if not ok(cap):
         return None
-    if isinstance(cap, ir.Size):
+    if _is_size(cap):
         g = expert_gb(values, model)
         if g is None:
             return None
@@ -131,7 +139,7 @@ class Facts:
     purpose (live or replay) and the model shape (None without one). ``cap`` is the capacity
     in slots (None when unknown or when a size gives no slot: MPL507 reports that)."""
 
-    __slots__ = ("values", "blocks", "given", "purpose", "model", "per_layer", "slots", "cap")
+    __slots__ = ("values", "blocks", "given", "purpose", "model", "per_layer", "slots", "cap", "size")
 
     def __init__(self, values: Mapping[str, Any], blocks: set[str], given: set[str],
                  purpose: str = LIVE, model=None) -> None:
@@ -143,6 +151,8 @@ class Facts:
         self.per_layer = schema.PER_LAYER_BLOCK in blocks
         self.slots = capacity_slots(values, model)           # as written (may be 0)
         self.cap = self.slots if self.slots is None or self.slots >= _CAPACITY.min else None
+        cap = values.get(_CAPACITY.key)
+        self.size = cap if _is_size(cap) else None            # a capacity written as a size
 
     def get(self, key: str):
         return self.values.get(key)
@@ -153,3 +163,38 @@ class Facts:
     @property
     def cap_text(self) -> str:
         return fmt_num(self.cap) if self.cap is not None else "?"
+
+    def measure(self, key: str, count: bool = False):
+        """The effective value of ``key`` as a relation compares it (None: unknown): the
+        capacity in slots, a list's length with ``count``, else the value."""
+        if key == _CAPACITY.key:
+            return self.cap
+        v = self.values.get(key)
+        if not ok(v):
+            return None
+        return len(v) if count else v
+
+    def in_effect(self, key: str) -> bool:
+        """Whether ``key`` takes part in this policy: a per-layer parameter needs the per_layer
+        block, a parameter with ``only_with`` needs its controlling value."""
+        p = schema.PARAMS[key]
+        if p.block == schema.PER_LAYER_BLOCK and not self.per_layer:
+            return False
+        if p.only_with is not None:
+            other, allowed = p.only_with
+            return bool(enables(self.values.get(other), allowed))
+        return True
+
+    def broken(self, rel: schema.Relation) -> tuple[Any, Any] | None:
+        """(low, high) when the schema relation ``rel`` (low <= high) does not hold."""
+        lo, hi = self.measure(rel.low, rel.count), self.measure(rel.high)
+        if lo is None or hi is None or not self.in_effect(rel.low):
+            return None
+        return (lo, hi) if lo > hi else None
+
+    def relation_keys(self, rel: schema.Relation) -> tuple[str, ...]:
+        """The keys a violation of ``rel`` involves: the bounded one, the parameter that gives
+        it an effect, the bound."""
+        p = schema.PARAMS[rel.low]
+        ctrl = (p.only_with[0],) if p.only_with is not None else ()
+        return tuple(dict.fromkeys((rel.low, *ctrl, rel.high)))

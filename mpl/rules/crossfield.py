@@ -4,7 +4,9 @@ Each rule's check is the function below its explanation: a pure function of
 :class:`~mpl.rules.base.Facts` (a policy's effective values) returning
 :class:`~mpl.rules.base.Violation` objects naming the keys involved (the first is where the
 problem is reported); :mod:`mpl.checker.policy` places them on the source and runs the same
-checks on the values an adapt rule would produce (MPL306).
+checks on the values an adapt rule would produce (MPL306). The relations of
+:data:`mpl.schema.RELATIONS` (pin count vs capacity, budget vs capacity, headroom vs
+threshold, min vs max) are compared by :meth:`Facts.broken`; the rules here word them.
 
 Where the original validator's 20 rules went: :data:`NOTE` (also in docs/diagnostics.md).
 """
@@ -31,6 +33,11 @@ and per_layer.* actions need per_layer (MPL308), replay-only eviction (MPL307), 
 adapt action checked against all of them (MPL306). One rule of the original is dropped on purpose: it refused
 `capacity = 1` without a prefetcher, but any capacity >= 1 must work (the runtime streams what
 does not fit)."""
+
+
+def relation(low: str) -> schema.Relation:
+    """The schema relation that bounds ``low`` (each relation is reported by one rule here)."""
+    return next(r for r in schema.RELATIONS if r.low == low)
 
 
 MPL301 = rule("MPL301", E, "cross-field", "pinned experts fill the cache", """
@@ -60,14 +67,15 @@ def _slots(n: int) -> str:
 
 
 def check_pins_fit(f: Facts) -> list[Violation]:
-    """MPL301: pin count <= capacity; with per_layer, also <= min_capacity (the smallest cache
-    a layer may get)."""
+    """MPL301: the schema relation pin count <= capacity; with per_layer, also <= min_capacity
+    (the smallest cache a layer may get)."""
     out = []
+    rel = relation("cache.pin")
+    if (b := f.broken(rel)) is not None:
+        n, cap = b
+        out.append(Violation("MPL301", f"{n} pinned experts do not fit in a cache of {_slots(cap)}; raise "
+                             f"capacity to at least {n} or pin fewer experts", f.relation_keys(rel)))
     pins, mn = f.get("cache.pin"), f.get("per_layer.min_capacity")
-    if f.cap is not None and ok(pins) and len(pins) > f.cap:
-        out.append(Violation("MPL301", f"{len(pins)} pinned experts do not fit in a cache of {_slots(f.cap)}; "
-                             f"raise capacity to at least {len(pins)} or pin fewer experts",
-                             ("cache.pin", "cache.capacity")))
     if f.per_layer and ok(pins, mn) and len(pins) > mn:
         out.append(Violation("MPL301", f"{len(pins)} pinned experts do not fit in a layer of min_capacity "
                              f"{mn}{f.default_note('per_layer.min_capacity')}; raise min_capacity "
@@ -99,13 +107,13 @@ policy fast {
 
 
 def check_prefetch_budget(f: Facts) -> list[Violation]:
-    """MPL302: prefetch.budget <= cache.capacity (while prefetching)."""
-    strategy, budget = f.get("prefetch.strategy"), f.get("prefetch.budget")
-    if not (ok(strategy, budget) and strategy != "none" and f.cap is not None and budget > f.cap):
+    """MPL302: the schema relation prefetch.budget <= cache.capacity (while prefetching)."""
+    rel = relation("prefetch.budget")
+    if (b := f.broken(rel)) is None:
         return []
-    return [Violation("MPL302", f"prefetch budget {budget}{f.default_note('prefetch.budget')} exceeds the "
-                      f"cache capacity {f.cap_text}; set budget to at most {f.cap_text}",
-                      ("prefetch.budget", "prefetch.strategy", "cache.capacity"))]
+    budget, _ = b
+    return [Violation("MPL302", f"prefetch budget {budget}{f.default_note(rel.low)} exceeds the cache "
+                      f"capacity {f.cap_text}; set budget to at most {f.cap_text}", f.relation_keys(rel))]
 
 MPL303 = rule("MPL303", E, "cross-field", "hybrid schedule needs overlap", """
 The hybrid schedule computes some misses on the CPU while transfers proceed on a copy
@@ -162,14 +170,14 @@ policy fast {
 
 
 def check_memory_headroom(f: Facts) -> list[Violation]:
-    """MPL304: memory_headroom <= memory_threshold."""
-    thr, head = f.get("cache.memory_threshold"), f.get("cache.memory_headroom")
-    if not (ok(thr, head) and head > thr):
+    """MPL304: the schema relation memory_headroom <= memory_threshold."""
+    rel = relation("cache.memory_headroom")
+    if (b := f.broken(rel)) is None:
         return []
-    return [Violation("MPL304", f"memory_headroom {fmt_num(head)}{f.default_note('cache.memory_headroom')} "
-                      f"is above memory_threshold {fmt_num(thr)}: the trigger must evict down to a level "
-                      f"below the one that fires it; set memory_headroom <= {fmt_num(thr)}",
-                      ("cache.memory_headroom", "cache.memory_threshold"))]
+    head, thr = b
+    return [Violation("MPL304", f"memory_headroom {fmt_num(head)}{f.default_note(rel.low)} is above "
+                      f"memory_threshold {fmt_num(thr)}: the trigger must evict down to a level below "
+                      f"the one that fires it; set memory_headroom <= {fmt_num(thr)}", f.relation_keys(rel))]
 
 MPL305 = rule("MPL305", E, "cross-field", "min_capacity above max_capacity", """
 `per_layer.min_capacity` must not be above `per_layer.max_capacity`: no capacity would satisfy
@@ -194,13 +202,13 @@ policy fast {
 
 
 def check_min_max_capacity(f: Facts) -> list[Violation]:
-    """MPL305: per_layer.min_capacity <= per_layer.max_capacity."""
-    mn, mx = f.get("per_layer.min_capacity"), f.get("per_layer.max_capacity")
-    if not (f.per_layer and ok(mn, mx) and mn > mx):
+    """MPL305: the schema relation per_layer.min_capacity <= per_layer.max_capacity."""
+    rel = relation("per_layer.min_capacity")
+    if (b := f.broken(rel)) is None:
         return []
-    return [Violation("MPL305", f"min_capacity {mn} is above max_capacity {mx}"
-                      f"{f.default_note('per_layer.max_capacity')}; make min_capacity <= max_capacity",
-                      ("per_layer.min_capacity", "per_layer.max_capacity"))]
+    mn, mx = b
+    return [Violation("MPL305", f"min_capacity {mn} is above max_capacity {mx}{f.default_note(rel.high)}; "
+                      f"make min_capacity <= max_capacity", f.relation_keys(rel))]
 
 MPL306 = rule("MPL306", E, "cross-field", "adapt action makes the policy invalid", """
 Every `set` action of an adapt rule (and the alternative of every conditional value) is

@@ -6,9 +6,13 @@ a pure function of :class:`~mpl.rules.base.Facts` (``f.model`` is the shape).
 
 from __future__ import annotations
 
-from mpl import ir, schema
+from typing import TYPE_CHECKING
+
+from mpl import schema
 from mpl.rules.base import E, Facts, Violation, W, expert_gb, fmt_num, ok, rule
-from mpl.shapes import ModelShape
+
+if TYPE_CHECKING:
+    from mpl.shapes import ModelShape
 
 
 MPL501 = rule("MPL501", E, "model", "pinned expert does not exist", """
@@ -86,7 +90,7 @@ policy fast {
 def check_holds_every_expert(f: Facts) -> list[Violation]:
     """MPL503: a cache (a layer's with per_layer) that holds every expert."""
     m, cap, layers = f.model, f.cap, f.model.num_moe_layers
-    size = _size(f)
+    size = f.size
     if f.per_layer:
         total = f.get("per_layer.total_budget")
         per = (total // layers if ok(total) and layers else cap)
@@ -234,11 +238,6 @@ policy fast {
 """, model="deepseek-v2-lite")
 
 
-def _size(f: Facts) -> ir.Size | None:
-    cap = f.get("cache.capacity")
-    return cap if isinstance(cap, ir.Size) else None
-
-
 def _bytes_text(b: float) -> str:
     for unit in ("GiB", "MiB"):
         u = schema.UNITS[unit].factor
@@ -267,14 +266,14 @@ def check_no_slot(f: Facts) -> list[Violation]:
     whose = (f"of {f.model.name}" if f.model is not None and not ok(f.get("cache.expert_size_gb"))
              else "(cache.expert_size_gb)")
     eb = _expert_bytes(f)
-    return [Violation("MPL507", f"capacity {_bytes_text(_size(f).bytes)} is smaller than one expert {whose} "
+    return [Violation("MPL507", f"capacity {_bytes_text(f.size.bytes)} is smaller than one expert {whose} "
                       f"({_bytes_text(eb)}): it gives no slot; write at least {_bytes_text(eb)} or a "
                       f"slot count", ("cache.capacity",))]
 
 
 def check_slot_range(f: Facts) -> list[Violation]:
     """MPL507 (with a model): a size capacity that gives more slots than a cache can have."""
-    size = _size(f)
+    size = f.size
     if f.cap is None or size is None:
         return []
     n = effective_slots(f.cap, f.per_layer, f.model)
