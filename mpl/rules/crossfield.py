@@ -13,8 +13,11 @@ Where the original validator's 20 rules went: :data:`NOTE` (also in docs/diagnos
 
 from __future__ import annotations
 
+from typing import Callable
+
 from mpl import schema
 from mpl.rules.base import LIVE, E, Facts, Violation, W, fmt_num, ok, rule
+
 
 #: MPL306 explores the combinations of adapt values that firing sequences of three or more
 #: rules reach, up to this many (the checker, the manual and the explanation below use it)
@@ -35,9 +38,15 @@ adapt action checked against all of them (MPL306). One rule of the original is d
 does not fit)."""
 
 
-def relation(low: str) -> schema.Relation:
-    """The schema relation that bounds ``low`` (each relation is reported by one rule here)."""
-    return next(r for r in schema.RELATIONS if r.low == low)
+def relation_check(code: str, low: str, message: Callable[..., str]) -> Callable[[Facts], list[Violation]]:
+    """The check of the schema relation that bounds ``low``: ``code`` where it is broken,
+    worded by ``message(facts, low_value, high_value)`` (each relation has one rule here)."""
+    rel = next(r for r in schema.RELATIONS if r.low == low)
+
+    def check(f: Facts) -> list[Violation]:
+        broken = f.broken(rel)
+        return [] if broken is None else [Violation(code, message(f, *broken), f.relation_keys(rel))]
+    return check
 
 
 MPL301 = rule("MPL301", E, "cross-field", "pinned experts fill the cache", """
@@ -66,15 +75,15 @@ def _slots(n: int) -> str:
     return f"{n} slot" + ("" if n == 1 else "s")
 
 
+_pins_in_cache = relation_check(
+    "MPL301", "cache.pin", lambda f, n, cap: f"{n} pinned experts do not fit in a cache of {_slots(cap)}; "
+                                             f"raise capacity to at least {n} or pin fewer experts")
+
+
 def check_pins_fit(f: Facts) -> list[Violation]:
     """MPL301: the schema relation pin count <= capacity; with per_layer, also <= min_capacity
     (the smallest cache a layer may get)."""
-    out = []
-    rel = relation("cache.pin")
-    if (b := f.broken(rel)) is not None:
-        n, cap = b
-        out.append(Violation("MPL301", f"{n} pinned experts do not fit in a cache of {_slots(cap)}; raise "
-                             f"capacity to at least {n} or pin fewer experts", f.relation_keys(rel)))
+    out = _pins_in_cache(f)
     pins, mn = f.get("cache.pin"), f.get("per_layer.min_capacity")
     if f.per_layer and ok(pins, mn) and len(pins) > mn:
         out.append(Violation("MPL301", f"{len(pins)} pinned experts do not fit in a layer of min_capacity "
@@ -82,6 +91,7 @@ def check_pins_fit(f: Facts) -> list[Violation]:
                              f"to at least {len(pins)} or pin fewer experts",
                              ("cache.pin", "per_layer.min_capacity")))
     return out
+
 
 MPL302 = rule("MPL302", E, "cross-field", "prefetch budget exceeds capacity", """
 A prefetcher proposes up to `budget` keys after each dispatch; with a budget above the cache
@@ -106,14 +116,12 @@ policy fast {
 """)
 
 
-def check_prefetch_budget(f: Facts) -> list[Violation]:
-    """MPL302: the schema relation prefetch.budget <= cache.capacity (while prefetching)."""
-    rel = relation("prefetch.budget")
-    if (b := f.broken(rel)) is None:
-        return []
-    budget, _ = b
-    return [Violation("MPL302", f"prefetch budget {budget}{f.default_note(rel.low)} exceeds the cache "
-                      f"capacity {f.cap_text}; set budget to at most {f.cap_text}", f.relation_keys(rel))]
+#: MPL302: the schema relation prefetch.budget <= cache.capacity (while prefetching)
+check_prefetch_budget = relation_check(
+    "MPL302", "prefetch.budget",
+    lambda f, budget, cap: f"prefetch budget {budget}{f.default_note('prefetch.budget')} exceeds the cache "
+                           f"capacity {cap}; set budget to at most {cap}")
+
 
 MPL303 = rule("MPL303", E, "cross-field", "hybrid schedule needs overlap", """
 The hybrid schedule computes some misses on the CPU while transfers proceed on a copy
@@ -146,6 +154,7 @@ def check_hybrid_overlap(f: Facts) -> list[Violation]:
                           ("schedule.overlap", "schedule.mode"))]
     return []
 
+
 MPL304 = rule("MPL304", E, "cross-field", "memory headroom above threshold", """
 The memory-pressure trigger fires when resident bytes reach `memory_threshold` of the budget
 and evicts down to `memory_headroom`. A headroom above the threshold would make it fire
@@ -169,15 +178,13 @@ policy fast {
 """)
 
 
-def check_memory_headroom(f: Facts) -> list[Violation]:
-    """MPL304: the schema relation memory_headroom <= memory_threshold."""
-    rel = relation("cache.memory_headroom")
-    if (b := f.broken(rel)) is None:
-        return []
-    head, thr = b
-    return [Violation("MPL304", f"memory_headroom {fmt_num(head)}{f.default_note(rel.low)} is above "
-                      f"memory_threshold {fmt_num(thr)}: the trigger must evict down to a level below "
-                      f"the one that fires it; set memory_headroom <= {fmt_num(thr)}", f.relation_keys(rel))]
+#: MPL304: the schema relation memory_headroom <= memory_threshold
+check_memory_headroom = relation_check(
+    "MPL304", "cache.memory_headroom",
+    lambda f, head, thr: f"memory_headroom {fmt_num(head)}{f.default_note('cache.memory_headroom')} is above "
+                         f"memory_threshold {fmt_num(thr)}: the trigger must evict down to a level below the "
+                         f"one that fires it; set memory_headroom <= {fmt_num(thr)}")
+
 
 MPL305 = rule("MPL305", E, "cross-field", "min_capacity above max_capacity", """
 `per_layer.min_capacity` must not be above `per_layer.max_capacity`: no capacity would satisfy
@@ -201,14 +208,12 @@ policy fast {
 """)
 
 
-def check_min_max_capacity(f: Facts) -> list[Violation]:
-    """MPL305: the schema relation per_layer.min_capacity <= per_layer.max_capacity."""
-    rel = relation("per_layer.min_capacity")
-    if (b := f.broken(rel)) is None:
-        return []
-    mn, mx = b
-    return [Violation("MPL305", f"min_capacity {mn} is above max_capacity {mx}{f.default_note(rel.high)}; "
-                      f"make min_capacity <= max_capacity", f.relation_keys(rel))]
+#: MPL305: the schema relation per_layer.min_capacity <= per_layer.max_capacity
+check_min_max_capacity = relation_check(
+    "MPL305", "per_layer.min_capacity",
+    lambda f, mn, mx: f"min_capacity {mn} is above max_capacity {mx}"
+                      f"{f.default_note('per_layer.max_capacity')}; make min_capacity <= max_capacity")
+
 
 MPL306 = rule("MPL306", E, "cross-field", "adapt action makes the policy invalid", """
 Every `set` action of an adapt rule (and the alternative of every conditional value) is
@@ -248,6 +253,7 @@ policy fast {
 # MPL306 applies every check above to the values adapt rules produce: see
 # mpl.checker.policy (it needs the rules' actions and their places in the source).
 
+
 MPL307 = rule("MPL307", E, "cross-field", "replay-only value in a live policy", """
 `eviction = belady` evicts the key used farthest in the future, which only a trace replay
 knows. It is accepted by `mplc replay` and `analyze(..., purpose="replay")`, and refused when
@@ -285,6 +291,7 @@ def check_replay_only(f: Facts) -> list[Violation]:
 
 _EVICTION = schema.PARAMS["cache.eviction"]
 
+
 MPL308 = rule("MPL308", W, "cross-field", "per-layer action without per_layer", """
 `rebalance NAME` re-splits the per-layer budget, and an action that sets a `per_layer`
 parameter (`per_layer.allocation = entropy`, or `allocation = entropy`) changes how it is
@@ -313,6 +320,7 @@ policy fast {
 
 
 # MPL308 is reported on the adapt actions themselves: see mpl.checker.policy.
+
 
 MPL309 = rule("MPL309", E, "cross-field", "per-layer budget too small", """
 The per-layer budget cannot give every layer its `min_capacity`: `total_budget` is below

@@ -47,6 +47,7 @@ def check_pins_exist(f: Facts) -> list[Violation]:
                       f"layer (ids 0..{m.num_experts - 1}); remove it from pin", ("cache.pin",),
                       item=list(pins).index(bad[0]))]
 
+
 MPL502 = rule("MPL502", W, "model", "capacity below top-k", """
 The capacity is below the model's top-k: a single dispatch needs more experts than the cache
 holds, so some are streamed through a transient buffer on every dispatch. It works (output is
@@ -70,6 +71,7 @@ def check_top_k(f: Facts) -> list[Violation]:
     return [Violation("MPL502", f"capacity {cap} is below {m.name}'s top-k of {m.top_k}: every dispatch "
                       f"streams at least {m.top_k - cap} experts; raise capacity to {m.top_k} or more",
                       ("cache.capacity",))]
+
 
 MPL503 = rule("MPL503", W, "model", "cache holds every expert", """
 The cache holds every expert of the model (all MoE layers x experts, or every expert of a
@@ -109,6 +111,7 @@ def check_holds_every_expert(f: Facts) -> list[Violation]:
                       f"({layers} layers x {m.num_experts}): the policy cannot matter, and the slot pool "
                       f"is capped at {m.total_experts} slots (only those are allocated); lower capacity or "
                       f"load the model without offloading", ("cache.capacity",))]
+
 
 MPL504 = rule("MPL504", W, "model", "memory budget above device memory", """
 With a known device memory (`--device-memory`, or the device at attach), the memory budget
@@ -159,6 +162,7 @@ def check_device_memory(f: Facts) -> list[Violation]:
                              ("cache.capacity",)))
     return out
 
+
 MPL505 = rule("MPL505", E, "model", "per-layer budget below the minimum", """
 With per-layer caches, `total_budget` must give every MoE layer at least `min_capacity`
 slots: it must be at least layers x min_capacity.
@@ -191,6 +195,7 @@ def check_per_layer_minimum(f: Facts) -> list[Violation]:
                       f"{layers * mn} for {m.name}; raise total_budget to {layers * mn} or lower "
                       f"min_capacity", ("per_layer.total_budget", "per_layer.min_capacity"))]
 
+
 MPL506 = rule("MPL506", E, "model", "pinned experts do not fit", """
 `pin` pins experts in every MoE layer. In one shared cache that takes pins x layers slots,
 which must fit in the capacity.
@@ -219,6 +224,7 @@ def check_pins_fit_layers(f: Facts) -> list[Violation]:
     return [Violation("MPL506", f"{len(pins)} pinned experts in each of {m.name}'s {layers} MoE layers need "
                       f"{len(pins) * layers} slots of the shared cache of {cap}; raise capacity to "
                       f"{len(pins) * layers} or pin fewer experts", ("cache.pin", "cache.capacity"))]
+
 
 MPL507 = rule("MPL507", E, "model", "size capacity outside the slot range", """
 A size as `capacity` means as many slots as experts fit in it, so once the expert size is known
