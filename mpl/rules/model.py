@@ -6,13 +6,8 @@ a pure function of :class:`~mpl.rules.base.Facts` (``f.model`` is the shape).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mpl import schema
 from mpl.rules.base import E, Facts, Violation, W, expert_gb, fmt_num, ok, rule
-
-if TYPE_CHECKING:
-    from mpl.shapes import ModelShape
 
 
 MPL501 = rule("MPL501", E, "model", "pinned expert does not exist", """
@@ -257,10 +252,10 @@ def _expert_bytes(f: Facts) -> float:
     return expert_gb(f.values, f.model) * schema.UNITS["GB"].factor
 
 
-def effective_slots(slots: int, per_layer: bool, model: ModelShape) -> int:
-    """The slots a cache of ``slots`` can ever use on ``model``: a layer's cache holds at most
-    that layer's experts, the shared cache every MoE layer's (the runtime's pool stops
-    there)."""
+def effective_slots(slots: int, per_layer: bool, model) -> int:
+    """The slots a cache of ``slots`` can ever use on ``model`` (a ModelShape): a layer's
+    cache holds at most that layer's experts, the shared cache every MoE layer's (the
+    runtime's pool stops there)."""
     return min(slots, model.num_experts if per_layer else model.total_experts)
 
 
