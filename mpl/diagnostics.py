@@ -1,7 +1,9 @@
-"""Diagnostics as data: spans, severities, related locations, fix edits, and the code registry.
+"""Diagnostics as data: spans, severities, related locations and fix edits.
 
 The checker and the parser produce :class:`Diagnostic` objects; the CLI renders them, the
-language server publishes them. Neither invents messages.
+language server publishes them. Neither invents messages. The codes (severity, title,
+explanation, and the cross-field checks) are in :mod:`mpl.rules`, which also builds a
+diagnostic of a code (:func:`mpl.rules.make`).
 
 Positions: ``line`` and ``column`` are 1-based (column counts code points), ``offset`` and
 ``end_offset`` are 0-based code-point offsets into the text, ``end`` is exclusive.
@@ -10,10 +12,8 @@ Positions: ``line`` and ``column`` are 1-based (column counts code points), ``of
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from types import MappingProxyType
-from typing import Mapping
 
 
 #: texts at least this long get a line-start index in Span.from_offsets (shorter ones are
@@ -141,96 +141,6 @@ class Diagnostic:
             "fixes": [{"title": f.title, "edits": [{"file": e.file, "span": sp(e.span), "new_text": e.new_text}
                                                    for e in f.edits]} for f in self.fixes],
         }
-
-
-@dataclass(frozen=True)
-class CodeInfo:
-    code: str
-    severity: Severity
-    title: str         # short name, used as the docs anchor text
-    group: str         # syntax | structure | value | cross-field | warning | model
-
-
-#: MPL306 explores the combinations of adapt values that firing sequences of three or more
-#: rules reach, up to this many (the checker, the manual and the code's documentation use it)
-ADAPT_STATE_LIMIT = 256
-
-
-def _c(code: str, sev: Severity, group: str, title: str) -> CodeInfo:
-    return CodeInfo(code, sev, title, group)
-
-
-E, W, H = Severity.ERROR, Severity.WARNING, Severity.HINT
-
-#: The registry. Codes are stable: never renumber, only add. Long explanations with a wrong
-#: and a fixed example live in ``mpl.diagnostic_docs`` (and docs/diagnostics.md, generated).
-CODES: Mapping[str, CodeInfo] = MappingProxyType({c.code: c for c in (
-    # syntax
-    _c("MPL001", E, "syntax", "unexpected character"),
-    _c("MPL002", E, "syntax", "unexpected token"),
-    _c("MPL003", E, "syntax", "unexpected end of file"),
-    _c("MPL004", E, "syntax", "invalid literal"),
-    # structure
-    _c("MPL100", E, "structure", "file cannot be read"),
-    _c("MPL101", E, "structure", "unknown block"),
-    _c("MPL102", E, "structure", "unknown parameter"),
-    _c("MPL103", E, "structure", "duplicate block"),
-    _c("MPL104", E, "structure", "duplicate parameter"),
-    _c("MPL105", E, "structure", "missing required block or parameter"),
-    _c("MPL106", E, "structure", "duplicate policy name"),
-    _c("MPL107", E, "structure", "unknown parent policy"),
-    _c("MPL108", E, "structure", "import not found"),
-    _c("MPL109", E, "structure", "import cycle"),
-    _c("MPL110", E, "structure", "extends cycle"),
-    _c("MPL111", E, "structure", "unsupported version"),
-    _c("MPL112", W, "structure", "file defines no policy"),
-    _c("MPL113", E, "structure", "misplaced rule or parameter"),
-    # types and values
-    _c("MPL201", E, "value", "type mismatch"),
-    _c("MPL202", E, "value", "unknown enum value"),
-    _c("MPL203", E, "value", "value out of range"),
-    _c("MPL204", E, "value", "unknown or misplaced unit"),
-    _c("MPL205", E, "value", "unknown metric"),
-    _c("MPL206", E, "value", "conditional value not allowed"),
-    _c("MPL207", E, "value", "invalid adapt action"),
-    _c("MPL208", E, "value", "fallback not allowed"),
-    _c("MPL209", W, "value", "duplicate list element"),
-    # cross-field
-    _c("MPL301", E, "cross-field", "pinned experts fill the cache"),
-    _c("MPL302", E, "cross-field", "prefetch budget exceeds capacity"),
-    _c("MPL303", E, "cross-field", "hybrid schedule needs overlap"),
-    _c("MPL304", E, "cross-field", "memory headroom above threshold"),
-    _c("MPL305", E, "cross-field", "min_capacity above max_capacity"),
-    _c("MPL306", E, "cross-field", "adapt action makes the policy invalid"),
-    _c("MPL307", E, "cross-field", "replay-only value in a live policy"),
-    _c("MPL308", W, "cross-field", "per-layer action without per_layer"),
-    _c("MPL309", E, "cross-field", "per-layer budget too small"),
-    # warnings no original rule gives
-    _c("MPL401", W, "warning", "parameter has no effect"),
-    _c("MPL402", W, "warning", "condition can never hold"),
-    _c("MPL403", W, "warning", "adapt rules fight over a parameter"),
-    _c("MPL404", H, "warning", "deprecated alias"),
-    _c("MPL405", W, "warning", "condition always holds"),
-    _c("MPL406", W, "warning", "action sets the value already in force"),
-    _c("MPL407", W, "warning", "unknown metric in monitor"),
-    _c("MPL408", W, "warning", "adapt action has no effect"),
-    # model-aware
-    _c("MPL501", E, "model", "pinned expert does not exist"),
-    _c("MPL502", W, "model", "capacity below top-k"),
-    _c("MPL503", W, "model", "cache holds every expert"),
-    _c("MPL504", W, "model", "memory budget above device memory"),
-    _c("MPL505", E, "model", "per-layer budget below the minimum"),
-    _c("MPL506", E, "model", "pinned experts do not fit"),
-    _c("MPL507", E, "model", "size capacity outside the slot range"),
-)})
-
-
-def make(code: str, message: str, span: Span, *, file: str | None = None,
-         related: tuple[Related, ...] = (), fixes: tuple[Fix, ...] = (),
-         severity: Severity | None = None) -> Diagnostic:
-    """Build a diagnostic with the registry's severity (unknown codes are a bug)."""
-    info = CODES[code]
-    return Diagnostic(code, severity or info.severity, message, span, file, tuple(related), tuple(fixes))
 
 
 #: the most display columns of a source line a rendered snippet shows: a longer line is cut

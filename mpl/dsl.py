@@ -58,7 +58,8 @@ from decimal import Decimal
 from typing import Any
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Related, Span, make, snippet_window
+from mpl.diagnostics import Diagnostic, Related, Span, snippet_window
+from mpl.rules import make
 from mpl.syntax.lexer import policy_name_problem
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from mpl import schema
-from mpl.diagnostics import ADAPT_STATE_LIMIT
+from mpl.rules import ADAPT_STATE_LIMIT
 
 
 def _cell(text: str) -> str:

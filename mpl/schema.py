@@ -11,7 +11,9 @@ Conventions
   (computed at lowering / runtime time; ``default_doc`` says how; lowers to ``None``).
 * Ranges: ``min``/``max`` with ``min_open``/``max_open`` for exclusive bounds.
   ``max_ref``/``min_ref`` name another parameter (``"cache.memory_threshold"``) whose
-  effective value bounds this one (a cross-field rule, checked by the checker).
+  effective value bounds this one, ``count_max_ref`` one that bounds a list's length. They
+  make up :data:`RELATIONS`, which drive the cross-field checks (each relation is reported
+  by one rule of :mod:`mpl.rules`) as well as the docs and hover.
 * ``units``: units accepted after a number; ``unit`` is the implied unit of a bare number.
 """
 
@@ -113,6 +115,7 @@ class Param:
     max_open: bool = False
     min_ref: str | None = None        # another param bounding this one from below
     max_ref: str | None = None        # ... from above
+    count_max_ref: str | None = None  # another param bounding this list's length
     units: tuple[str, ...] = ()       # units accepted after a number
     unit: str | None = None           # implied unit of a bare number (doc only)
     enum: tuple[EnumValue, ...] = ()
@@ -248,7 +251,7 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           enum=_EVICTION, fallback=True, conditional=True),
     Param("cache", "pin", INT_LIST, (),
           "Expert ids pinned in every MoE layer: they occupy slots and are never evicted.",
-          min=0),
+          min=0, count_max_ref="cache.capacity"),
     Param("cache", "frequency_decay", NUMBER, 0.95,
           "LFU: multiply every frequency by this factor every decay_interval accesses.",
           min=0, max=1, min_open=True, conditional=True, aliases=("lfu_decay",),
@@ -411,6 +414,41 @@ TRIGGERS: Mapping[str, str] = MappingProxyType({
 
 #: `rebalance NAME` actions: NAME is an allocation rule (needs a per_layer block)
 REBALANCE = "per_layer.allocation"
+
+#: the block of per-layer caches: `rebalance` and its parameters only take effect with it
+PER_LAYER_BLOCK = PARAMS[REBALANCE].block
+
+#: the parameters a policy must give (``default = REQUIRED``): the checker reports a missing
+#: one (MPL105), lowering refuses it, the runtime refuses parameters without it
+REQUIRED_KEYS: tuple[str, ...] = tuple(k for k, p in PARAMS.items() if p.required)
+
+#: what ``eviction = fallback`` means (the original's name for LFU with an LRU fallback)
+FALLBACK_PAIR = "lfu|lru"
+
+
+@dataclass(frozen=True)
+class Relation:
+    """``low <= high`` between the effective values of two parameters (``count``: the
+    number of elements of ``low``, a list)."""
+    low: str
+    high: str
+    count: bool = False
+
+
+def _relations() -> tuple[Relation, ...]:
+    out: dict[tuple[str, str], Relation] = {}
+    for p in PARAMS.values():
+        for rel in ((Relation(p.key, p.count_max_ref, count=True) if p.count_max_ref else None),
+                    (Relation(p.key, p.max_ref) if p.max_ref else None),
+                    (Relation(p.min_ref, p.key) if p.min_ref else None)):
+            if rel is not None:
+                out.setdefault((rel.low, rel.high), rel)
+    return tuple(out.values())
+
+
+#: every relation between two parameters, in schema order (min_ref and max_ref of one pair
+#: are one relation)
+RELATIONS: tuple[Relation, ...] = _relations()
 
 COMPARISON_OPS: tuple[str, ...] = ("<", ">", "<=", ">=", "!=", "==")
 

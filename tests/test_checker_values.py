@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from mpl import ir
+from mpl import ir, schema
 from mpl.checker import analyze
 from mpl.checker.common import removal_span, suggest
 from mpl.checker.crossfield import cross_field, DEFAULTS
@@ -148,6 +148,60 @@ def test_cross_field_is_pure():
     assert [x.code for x in cross_field(v, {"cache"}, set(v))] == ["MPL301"]
     v["cache.expert_size_gb"] = None
     assert cross_field(v, {"cache"}, set(v)) == []
+
+
+#: each relation of mpl.schema.RELATIONS and the code that reports it
+RELATION_CODES = {("cache.pin", "cache.capacity"): "MPL301", ("prefetch.budget", "cache.capacity"): "MPL302",
+                  ("cache.memory_headroom", "cache.memory_threshold"): "MPL304",
+                  ("per_layer.min_capacity", "per_layer.max_capacity"): "MPL305"}
+
+
+def _breaking(rel):
+    """Effective values that break the schema relation ``rel`` and nothing else: ``high`` at
+    a value inside its range, ``low`` just above it (a list one element longer), and the
+    parameter that gives ``low`` an effect set to a value that does."""
+    hp = schema.PARAMS[rel.high]
+    hi = 0.5 if hp.max == 1 else 4
+    lo = tuple(range(hi + 1)) if rel.count else (hi + 0.25 if isinstance(hi, float) else hi + 1)
+    v = dict(DEFAULTS, **{rel.high: hi, rel.low: lo})
+    v.setdefault("cache.capacity", None)
+    if v["cache.capacity"] is None:
+        v["cache.capacity"] = 64
+    only_with = schema.PARAMS[rel.low].only_with
+    if only_with is not None and schema.SET not in only_with[1]:
+        v[only_with[0]] = only_with[1][0]
+    return v
+
+
+def test_schema_relations_drive_the_cross_field_checks():
+    """The relations between parameters are the schema's (max_ref, min_ref, count_max_ref),
+    and each is checked by one cross-field rule: breaking it (and nothing else) gives that
+    rule's code, on the bounded parameter first and the bound last."""
+    assert {(r.low, r.high) for r in schema.RELATIONS} == set(RELATION_CODES)
+    for rel in schema.RELATIONS:
+        v = _breaking(rel)
+        blocks = {"cache", "prefetch"} | {schema.PARAMS[k].block for k in (rel.low, rel.high)}
+        [x] = cross_field(v, blocks, set(v))
+        assert x.code == RELATION_CODES[(rel.low, rel.high)], (rel, x)
+        assert x.keys[0] == rel.low and x.keys[-1] == rel.high
+        # the relation holds at equality: no violation
+        v[rel.low] = v[rel.high] if not rel.count else tuple(range(v[rel.high]))
+        assert cross_field(v, blocks, set(v)) == [], rel
+    # a per_layer relation is only checked with the per_layer block
+    v = _breaking(next(r for r in schema.RELATIONS if r.low == "per_layer.min_capacity"))
+    assert cross_field(v, {"cache"}, set(v)) == []
+    # a parameter without effect is not checked: the budget without a prefetcher
+    v = _breaking(next(r for r in schema.RELATIONS if r.low == "prefetch.budget"))
+    v["prefetch.strategy"] = "none"
+    assert cross_field(v, {"cache", "prefetch"}, set(v)) == []
+
+
+def test_required_parameters_come_from_the_schema():
+    assert schema.REQUIRED_KEYS == tuple(k for k, p in schema.PARAMS.items() if p.default is schema.REQUIRED)
+    assert "cache.capacity" in schema.REQUIRED_KEYS
+    [d] = analyze("policy p { cache { eviction = lfu } }").diagnostics
+    assert d.code == "MPL105" and "has no capacity" in d.message
+    assert analyze("policy p { cache { eviction = lfu } }").ir == {}
 
 
 def test_suggest_and_removal_span():

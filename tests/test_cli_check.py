@@ -142,7 +142,8 @@ def test_policy_extension_and_imports_in_output(tmp_path):
 
 def test_renderer_units():
     from mpl.cli.render import render, summary
-    from mpl.diagnostics import Related, Span, make
+    from mpl.diagnostics import Related, Span
+    from mpl.rules import make
     text = "policy p {\n\tcache { capacity = 0 }\n}\n"
     start = text.index("0")
     d = make("MPL203", "bad", Span.from_offsets(text, start, start + 1), file="x.moe",

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from mpl.checker import check
-from mpl.diagnostics import CODES, Severity
+from mpl.diagnostics import Severity
+from mpl.rules import CODES
 from mpl.shapes import preset
 
 DS = preset("deepseek-v2-lite")

@@ -10,7 +10,7 @@ import pytest
 
 from mpl.checker import analyze
 from mpl.diagnostic_docs import EXPLANATIONS, generate, normalize_code, section
-from mpl.diagnostics import CODES
+from mpl.rules import CODES
 from mpl.shapes import resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -187,6 +187,18 @@ def test_runtime_pin_beyond_the_experts():
         pol.runtime(2, 8, 2)
 
 
+def test_runtime_without_a_required_parameter():
+    """The runtime refuses parameters without the schema's required ones (cache.capacity),
+    with its own error, not a KeyError or TypeError from deep inside."""
+    from mpl import schema
+    from mpl.runtime import Runtime
+    r = mpl.loads(LFU).runtime(2, 8, 2)
+    assert schema.REQUIRED_KEYS == ("cache.capacity",)
+    for params in ({k: v for k, v in r.p.items() if k != "cache.capacity"}, {**r.p, "cache.capacity": None}):
+        with pytest.raises(RuntimeConfigError, match="cache.capacity is required"):
+            Runtime(params, r.features, 2, 8, 2)
+
+
 BAD_DISPATCHES = [
     ((5, [1]), {}, "layer 5 is out of range"),
     ((-1, [1]), {}, "layer -1 is out of range"),

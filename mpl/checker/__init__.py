@@ -25,7 +25,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
+from mpl.diagnostics import Diagnostic, Span, has_errors, sort_key
+from mpl.rules import make
 
 __all__ = ["Analysis", "analyze", "check", "check_text", "read_source", "set_default_import_roots",
            "LIVE", "REPLAY"]

@@ -6,21 +6,9 @@ from __future__ import annotations
 import difflib
 from typing import Iterable
 
-from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit, make
-
-
-class _Invalid:
-    """Marks a value that failed its checks (an error was reported)."""
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "INVALID"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-INVALID = _Invalid()
+from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit
+from mpl.rules import make
+from mpl.rules.base import INVALID, fmt_num  # noqa: F401  (the checker passes use them from here)
 
 
 class Sink:
@@ -91,17 +79,6 @@ def removal_span(text: str, span: Span) -> Span:
 
 def remove_fix(title: str, text: str, span: Span) -> Fix:
     return Fix(title, (TextEdit(removal_span(text, span), ""),))
-
-
-def fmt_num(x) -> str:
-    """A number the way a user writes it (``4``, ``0.5``)."""
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return repr(x)
 
 
 def quote_list(names: Iterable[str]) -> str:

@@ -11,7 +11,9 @@ from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
 from mpl.checker.crossfield import DEFAULTS, LIVE, ORDER, Violation, cross_field
 from mpl.checker.resolved import ActionInfo, ResolvedPolicy, RuleInfo, action_has_effect
-from mpl.diagnostics import ADAPT_STATE_LIMIT, CODES, Related, Severity
+from mpl.diagnostics import Related, Severity
+from mpl.rules import ADAPT_STATE_LIMIT, CODES
+from mpl.rules.base import enables
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
 
@@ -61,16 +63,23 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
     if "cache" not in rp.blocks:
         sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
                   + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))
-    elif "cache.capacity" not in rp.settings:
-        cache = rp.blocks["cache"]
-        if _misspelt(cache, "capacity"):
-            return      # MPL102 already suggests 'capacity'
-        if "cache" in rp.own_blocks:
-            span = cache.name.span
-        else:
-            span = _name_span(rp)
-        sink.emit("MPL105", f"the cache of policy '{rp.name}' has no capacity; add 'capacity = N' "
-                  f"(slots) or a size such as 'capacity = 12GiB'", span)
+        return
+    for key in schema.REQUIRED_KEYS:          # the parameters a policy must give
+        p = schema.PARAMS[key]
+        if key in rp.settings or p.block not in rp.blocks:
+            continue
+        block = rp.blocks[p.block]
+        if _misspelt(block, p.name):
+            continue    # MPL102 already suggests the name
+        span = block.name.span if p.block in rp.own_blocks else _name_span(rp)
+        sink.emit("MPL105", f"the {p.block} of policy '{rp.name}' has no {p.name}; add "
+                  f"{_required_hint(p)}", span)
+
+
+def _required_hint(p: schema.Param) -> str:
+    if p.type == schema.SLOTS_OR_SIZE:
+        return f"'{p.name} = N' (slots) or a size such as '{p.name} = 12GiB'"
+    return f"'{p.name} = ...'"
 
 
 def _misspelt(block: ast.Block, name: str) -> bool:
@@ -140,7 +149,7 @@ def _new_errors(values, sets, blocks, given, purpose, model, known) -> list[Viol
 
 
 #: the block of per-layer caches: `rebalance` and actions on its parameters need it (MPL308)
-_PER_LAYER = schema.PARAMS[schema.REBALANCE].block
+_PER_LAYER = schema.PER_LAYER_BLOCK
 
 
 def _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, base_found) -> None:
@@ -283,21 +292,6 @@ def _sequences(rp, sink, values, blocks, given, rules, candidates, known, purpos
                                         for j, a in earlier))
 
 
-def _enables(value, allowed: tuple[str, ...]) -> bool | None:
-    """Whether ``value`` of the controlling parameter gives the dependent one an effect
-    (None: unknown because the value had an error)."""
-    if value is INVALID:
-        return None
-    if schema.SET in allowed:
-        return value is not None
-    if isinstance(value, str):
-        parts = value.split("|")
-        if value == V.FALLBACK_PAIR and "fallback" in allowed:
-            return True
-        return value in allowed or any(p in allowed for p in parts)
-    return value in allowed
-
-
 def _no_effect(rp: ResolvedPolicy, sink: Sink, values, rules) -> None:
     for key in sorted(rp.own_keys, key=ORDER.__getitem__):
         p = schema.PARAMS[key]
@@ -306,7 +300,7 @@ def _no_effect(rp: ResolvedPolicy, sink: Sink, values, rules) -> None:
         other, allowed = p.only_with
         possible = [values[other]] + [a.value for r in rules for a in r.actions
                                       if a.kind == "set" and a.key == other]
-        verdicts = [_enables(x, allowed) for x in possible]
+        verdicts = [enables(x, allowed) for x in possible]
         if any(v is None or v for v in verdicts):
             continue
         s = rp.settings[key]

@@ -22,7 +22,8 @@ from mpl.checker import structure
 from mpl.checker.common import Sink, did_you_mean, replace_fix
 from mpl.checker.crossfield import LIVE
 from mpl.checker.resolved import ResolvedPolicy
-from mpl.diagnostics import CODES, Related, Span
+from mpl.diagnostics import Related, Span
+from mpl.rules import CODES
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
 # the bounded readers live in mpl/fileio.py; the names other than ReadError and

@@ -68,7 +68,7 @@ def action_has_effect(a: ActionInfo, per_layer: bool) -> bool:
 
 
 #: the block of per-layer caches: `rebalance` and actions on its parameters need it
-PER_LAYER_BLOCK = schema.PARAMS[schema.REBALANCE].block
+PER_LAYER_BLOCK = schema.PER_LAYER_BLOCK
 
 
 @dataclass
@@ -132,10 +132,11 @@ class ResolvedPolicy:
 
     def broken_part(self) -> str | None:
         """What cannot be lowered (a value whose error was reported, wherever its diagnostic
-        lies, or the missing ``cache.capacity``), else None. The checker marks a policy with
+        lies, or a missing required parameter), else None. The checker marks a policy with
         such a part as having errors, so lowering only ever sees complete policies."""
-        if "cache.capacity" not in self.settings:
-            return "cache.capacity (not set)"
+        for key in schema.REQUIRED_KEYS:
+            if key not in self.settings:
+                return f"{key} (not set)"
         for key, s in self.settings.items():
             if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
                 return key

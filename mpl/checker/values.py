@@ -18,7 +18,7 @@ from mpl.diagnostics import Span
 from mpl.syntax import ast
 
 #: eviction written as `fallback` is the segmented pair lfu | lru
-FALLBACK_PAIR = "lfu|lru"
+FALLBACK_PAIR = schema.FALLBACK_PAIR
 
 
 def _emit(sink: Sink | None, *args, **kw) -> None:

@@ -13,7 +13,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from mpl.diagnostic_docs import normalize_code, section
-    from mpl.diagnostics import CODES
+    from mpl.rules import CODES
 
     code = normalize_code(args.code)
     if code not in CODES:

@@ -307,7 +307,7 @@ def _model_aware_check(policy, shape: ModelShape):
         return []
     try:
         from mpl.checker import analyze
-        from mpl.diagnostics import CODES
+        from mpl.rules import CODES
     except ImportError:
         return []
     result = analyze(text_of(), None, model=shape)

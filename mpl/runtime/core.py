@@ -24,6 +24,7 @@ from mpl.runtime.eviction import make_store
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History
+from mpl.schema import REQUIRED_KEYS
 
 log = logging.getLogger("mpl.runtime")
 
@@ -149,6 +150,9 @@ class Runtime:
 
         # ---- caches
         self.per_layer = bool(features.get("per_layer"))
+        missing = [k for k in REQUIRED_KEYS if params.get(k) is None]   # cache.capacity
+        if missing:
+            raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
         reachable = (params["cache.capacity"], *features.get("capacities", ()))
         slots = [self._slots(c) for c in reachable]
         cap = slots[0]

@@ -18,7 +18,8 @@ import re
 from bisect import bisect_right
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Fix, Span, TextEdit, line_starts, make
+from mpl.diagnostics import Diagnostic, Fix, Span, TextEdit, line_starts
+from mpl.rules import make
 from mpl.syntax import ast
 
 #: token type of each keyword (mpl.schema.KEYWORDS)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 
-from mpl.diagnostics import Diagnostic, Span, has_errors, make, sort_key
+from mpl.diagnostics import Diagnostic, Span, has_errors, sort_key
+from mpl.rules import make
 from mpl.syntax import ast
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit, make
+from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit
+from mpl.rules import make
 from mpl.syntax import ast
 from mpl.syntax.lexer import (ERROR, KEYWORD_TYPES, MAX_LIST_DEPTH, STRAY, LineIndex, Token,
                               cover as _cover, name_text, tok_span)

@@ -1,0 +1,296 @@
+"""Model-aware rules (MPL5xx): checked only when the model's shape is known (``--model``,
+attach, a trace header), except the no-slot case of MPL507, which a written
+``cache.expert_size_gb`` is enough for. Each check is the function below its explanation,
+a pure function of :class:`~mpl.rules.base.Facts` (``f.model`` is the shape).
+"""
+
+from __future__ import annotations
+
+from mpl import schema
+from mpl.rules.base import E, Facts, Violation, W, expert_gb, fmt_num, ok, rule
+
+
+MPL501 = rule("MPL501", E, "model", "pinned expert does not exist", """
+With a model shape (`mplc check --model`, or at attach), a pinned expert id must exist: ids
+run from 0 to the number of routed experts per layer minus one.
+""", """
+policy fast {
+    cache {
+        capacity = 32
+        pin = [64]
+    }
+}
+""", """
+policy fast {
+    cache {
+        capacity = 32
+        pin = [3]
+    }
+}
+""", model="deepseek-v2-lite")
+
+
+def check_pins_exist(f: Facts) -> list[Violation]:
+    """MPL501: a pinned expert id beyond the model's experts."""
+    m, pins = f.model, f.get("cache.pin")
+    if not ok(pins):
+        return []
+    bad = [e for e in pins if e >= m.num_experts]
+    if not bad:
+        return []
+    return [Violation("MPL501", f"expert {bad[0]} does not exist: {m.name} has {m.num_experts} experts per "
+                      f"layer (ids 0..{m.num_experts - 1}); remove it from pin", ("cache.pin",),
+                      item=list(pins).index(bad[0]))]
+
+
+MPL502 = rule("MPL502", W, "model", "capacity below top-k", """
+The capacity is below the model's top-k: a single dispatch needs more experts than the cache
+holds, so some are streamed through a transient buffer on every dispatch. It works (output is
+unchanged) but is slow.
+""", """
+policy fast {
+    cache { capacity = 4 }
+}
+""", """
+policy fast {
+    cache { capacity = 8 }
+}
+""", model="deepseek-v2-lite")
+
+
+def check_top_k(f: Facts) -> list[Violation]:
+    """MPL502: fewer slots than the experts one dispatch selects."""
+    m, cap = f.model, f.cap
+    if cap is None or cap >= m.top_k:
+        return []
+    return [Violation("MPL502", f"capacity {cap} is below {m.name}'s top-k of {m.top_k}: every dispatch "
+                      f"streams at least {m.top_k - cap} experts; raise capacity to {m.top_k} or more",
+                      ("cache.capacity",))]
+
+
+MPL503 = rule("MPL503", W, "model", "cache holds every expert", """
+The cache holds every expert of the model (all MoE layers x experts, or every expert of a
+layer with per_layer), so nothing is ever evicted and the policy cannot matter; load the model
+without offloading or lower the capacity. The slot pool is capped at the model's experts, so a
+capacity above them (a size such as `10GiB` on a small model) allocates only every expert once.
+""", """
+policy fast {
+    cache { capacity = 2000 }
+}
+""", """
+policy fast {
+    cache { capacity = 512 }
+}
+""", model="deepseek-v2-lite")
+
+
+def check_holds_every_expert(f: Facts) -> list[Violation]:
+    """MPL503: a cache (a layer's with per_layer) that holds every expert."""
+    m, cap, layers = f.model, f.cap, f.model.num_moe_layers
+    size = f.size
+    if f.per_layer:
+        total = f.get("per_layer.total_budget")
+        per = (total // layers if ok(total) and layers else cap)
+        if per is None or per < m.num_experts:
+            return []
+        held = f"{_bytes_text(size.bytes)} = {per} slots" if size is not None and per == cap else f"{per} slots"
+        return [Violation("MPL503", f"every layer's cache ({held}) holds all {m.num_experts} experts of "
+                          f"{m.name}: the policy cannot matter, and the slot pool is capped at {layers} x "
+                          f"{m.num_experts} = {m.total_experts} slots (only those are allocated); lower the "
+                          f"budget or load the model without offloading",
+                          ("per_layer.total_budget", "cache.capacity"))]
+    if cap is None or cap < m.total_experts:
+        return []
+    written = f"{_bytes_text(size.bytes)} = {cap} slots" if size is not None else f"{cap}"
+    return [Violation("MPL503", f"capacity {written} holds all {m.total_experts} experts of {m.name} "
+                      f"({layers} layers x {m.num_experts}): the policy cannot matter, and the slot pool "
+                      f"is capped at {m.total_experts} slots (only those are allocated); lower capacity or "
+                      f"load the model without offloading", ("cache.capacity",))]
+
+
+MPL504 = rule("MPL504", W, "model", "memory budget above device memory", """
+With a known device memory (`--device-memory`, or the device at attach), the memory budget
+of the memory-pressure trigger, or the cache itself (capacity x expert size), is larger than
+the device.
+""", """
+policy fast {
+    cache {
+        capacity = 8
+        memory_threshold = 0.9
+        memory_budget_gb = 80
+    }
+}
+""", """
+policy fast {
+    cache {
+        capacity = 8
+        memory_threshold = 0.9
+        memory_budget_gb = 12
+    }
+}
+""", model="deepseek-v2-lite", device_memory_gb=16)
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.1f} GB"
+
+
+def check_device_memory(f: Facts) -> list[Violation]:
+    """MPL504: a memory budget, or the cache itself, above the device's memory."""
+    m = f.model
+    dev = m.device_memory_bytes
+    if not dev:
+        return []
+    out = []
+    budget = f.get("cache.memory_budget_gb")
+    if "cache.memory_budget_gb" in f.given and ok(budget) and budget * 1e9 > dev:
+        out.append(Violation("MPL504", f"memory_budget_gb {fmt_num(budget)} is above the device's memory "
+                             f"({_gb(dev)}); set it to at most {dev / 1e9:.1f}", ("cache.memory_budget_gb",)))
+    eb = m.expert_bytes
+    g = f.get("cache.expert_size_gb")
+    if ok(g):
+        eb = g * 1e9
+    need = effective_slots(f.cap, f.per_layer, m) if f.cap is not None else None
+    if need is not None and need * eb > dev:
+        out.append(Violation("MPL504", f"the cache needs {need} x {_gb(eb)} = {_gb(need * eb)}, more than "
+                             f"the device's memory ({_gb(dev)}); lower capacity to at most {int(dev // eb)}",
+                             ("cache.capacity",)))
+    return out
+
+
+MPL505 = rule("MPL505", E, "model", "per-layer budget below the minimum", """
+With per-layer caches, `total_budget` must give every MoE layer at least `min_capacity`
+slots: it must be at least layers x min_capacity.
+""", """
+policy fast {
+    cache { capacity = 8 }
+    per_layer {
+        total_budget = 40
+        min_capacity = 2
+    }
+}
+""", """
+policy fast {
+    cache { capacity = 8 }
+    per_layer {
+        total_budget = 104
+        min_capacity = 2
+    }
+}
+""", model="deepseek-v2-lite")
+
+
+def check_per_layer_minimum(f: Facts) -> list[Violation]:
+    """MPL505: total_budget below layers x min_capacity."""
+    m, layers = f.model, f.model.num_moe_layers
+    total, mn = f.get("per_layer.total_budget"), f.get("per_layer.min_capacity")
+    if not f.per_layer or not ok(total, mn) or total >= layers * mn:
+        return []
+    return [Violation("MPL505", f"total_budget {total} is below {layers} MoE layers x min_capacity {mn} = "
+                      f"{layers * mn} for {m.name}; raise total_budget to {layers * mn} or lower "
+                      f"min_capacity", ("per_layer.total_budget", "per_layer.min_capacity"))]
+
+
+MPL506 = rule("MPL506", E, "model", "pinned experts do not fit", """
+`pin` pins experts in every MoE layer. In one shared cache that takes pins x layers slots,
+which must fit in the capacity.
+""", """
+policy fast {
+    cache {
+        capacity = 16
+        pin = [0, 1]
+    }
+}
+""", """
+policy fast {
+    cache {
+        capacity = 64
+        pin = [0, 1]
+    }
+}
+""", model="deepseek-v2-lite")
+
+
+def check_pins_fit_layers(f: Facts) -> list[Violation]:
+    """MPL506: the pins of every MoE layer in one shared cache."""
+    m, cap, layers, pins = f.model, f.cap, f.model.num_moe_layers, f.get("cache.pin")
+    if f.per_layer or cap is None or not ok(pins) or not pins or len(pins) * layers <= cap:
+        return []
+    return [Violation("MPL506", f"{len(pins)} pinned experts in each of {m.name}'s {layers} MoE layers need "
+                      f"{len(pins) * layers} slots of the shared cache of {cap}; raise capacity to "
+                      f"{len(pins) * layers} or pin fewer experts", ("cache.pin", "cache.capacity"))]
+
+
+MPL507 = rule("MPL507", E, "model", "size capacity outside the slot range", """
+A size as `capacity` means as many slots as experts fit in it, so once the expert size is known
+(the model with `--model` or at attach, the trace in replay, or `cache.expert_size_gb`) it is
+checked like a slot count: a size smaller than one expert gives no slot (it is never rounded up
+to one), and the slots a cache can use (at most every expert it can hold: a layer's with
+`per_layer`, every MoE layer's otherwise) must be within the range of `capacity`. A size above
+every expert is fine: the slot pool is capped at the model's experts (MPL503 says so).
+""", """
+policy fast {
+    cache { capacity = 1MiB }
+}
+""", """
+policy fast {
+    cache { capacity = 2GiB }
+}
+""", model="deepseek-v2-lite")
+
+
+def _bytes_text(b: float) -> str:
+    for unit in ("GiB", "MiB"):
+        u = schema.UNITS[unit].factor
+        if b >= u:
+            exact = isinstance(b, int) and b % int(u) == 0
+            return f"{b // int(u) if exact else format(b / u, '.3g')} {unit}"
+    return f"{int(b)} bytes"
+
+
+def _expert_bytes(f: Facts) -> float:
+    return expert_gb(f.values, f.model) * schema.UNITS["GB"].factor
+
+
+def effective_slots(slots: int, per_layer: bool, model) -> int:
+    """The slots a cache of ``slots`` can ever use on ``model`` (a ModelShape): a layer's
+    cache holds at most that layer's experts, the shared cache every MoE layer's (the
+    runtime's pool stops there)."""
+    return min(slots, model.num_experts if per_layer else model.total_experts)
+
+
+def check_no_slot(f: Facts) -> list[Violation]:
+    """MPL507 (with or without a model): a size capacity that holds no expert (the runtime
+    never rounds it up)."""
+    if f.slots is None or f.slots >= _CAPACITY.min:
+        return []
+    whose = (f"of {f.model.name}" if f.model is not None and not ok(f.get("cache.expert_size_gb"))
+             else "(cache.expert_size_gb)")
+    eb = _expert_bytes(f)
+    return [Violation("MPL507", f"capacity {_bytes_text(f.size.bytes)} is smaller than one expert {whose} "
+                      f"({_bytes_text(eb)}): it gives no slot; write at least {_bytes_text(eb)} or a "
+                      f"slot count", ("cache.capacity",))]
+
+
+def check_slot_range(f: Facts) -> list[Violation]:
+    """MPL507 (with a model): a size capacity that gives more slots than a cache can have."""
+    size = f.size
+    if f.cap is None or size is None:
+        return []
+    n = effective_slots(f.cap, f.per_layer, f.model)
+    if n <= _CAPACITY.max:
+        return []
+    return [Violation("MPL507", f"capacity {_bytes_text(size.bytes)} gives {n} slots of {f.model.name}'s "
+                      f"experts, more than the {_CAPACITY.max} a cache can have; lower it to at most "
+                      f"{_bytes_text(_CAPACITY.max * _expert_bytes(f))}", ("cache.capacity",))]
+
+
+_CAPACITY = schema.PARAMS["cache.capacity"]
+
+
+#: the checks that need a model, in the order their violations are reported (MPL507's no-slot
+#: check runs first among the cross-field ones: see mpl.rules.CROSS_FIELD_CHECKS)
+CHECKS = (check_slot_range, check_pins_exist, check_top_k, check_holds_every_expert,
+          check_per_layer_minimum, check_pins_fit_layers, check_device_memory)
+
+RULES = (MPL501, MPL502, MPL503, MPL504, MPL505, MPL506, MPL507)
