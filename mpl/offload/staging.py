@@ -45,9 +45,14 @@ class Staging:
                 ops.synchronize(s.event)
             s.event = None
         if s.host is None or s.host.numel() < numel:
+            # grow every entry of the ring at once, so a shape seen once never allocates again
             n = max(numel, 2 * (s.host.numel() if s.host is not None else 0), 64)
-            s.host = ops.host_buffer(n, dtype)
-            s.dev = ops.alloc((n,), dtype)
+            for r in ring:
+                if r.event is not None:
+                    ops.synchronize(r.event)      # growth only: never in a steady state
+                    r.event = None
+                r.host = ops.host_buffer(n, dtype)
+                r.dev = ops.alloc((n,), dtype)
         return s
 
     def upload(self, values, dtype) -> torch.Tensor:

@@ -1,0 +1,190 @@
+"""The CUDA path on the CPU: the live mechanism runs against a CUDA-semantics double of its
+device operations (tests/offload_cuda_double.py) and real dispatch sequences of tiny models
+are checked against CUDA's ordering rules; and the host synchronisations are counted, with
+the double and with the ordinary CPU operations, for every experts implementation."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+import mpl  # noqa: E402
+from mpl.offload.hf import attach  # noqa: E402
+from mpl.offload.models import build_model, encode  # noqa: E402
+
+from offload_cuda_double import (FakeCudaOps, compute_before_copy, demand_delayed_by_prefetch,  # noqa: E402
+                                 foreign_waits, slot_write_while_read, unpinned_async_copies)
+
+torch.set_num_threads(1)
+PROMPT = torch.tensor([encode("Streams, events and slots")])
+IMPLS = ("eager", "batched_mm", "grouped_mm")
+
+POLICIES = {
+    "lru capacity 3": "cache { capacity = 3 }",
+    "history prefetch": "cache { capacity = 6 }\n prefetch { strategy = history\n budget = 2 }",
+    "lookahead prefetch": "cache { capacity = 8 }\n prefetch { strategy = lookahead\n budget = 2 }",
+    "score eviction": "cache { capacity = 4\n eviction = score }",
+    "cpu_fallback": "cache { capacity = 12 }\n schedule { mode = cpu_fallback }",
+    "per-layer lfu": ("cache { capacity = 3\n eviction = lfu }\n per_layer { allocation = entropy\n"
+                      " min_capacity = 2\n max_capacity = 8\n rebalance_interval = 4 }"),
+}
+
+
+def _policy(body):
+    return mpl.loads(f"version 1\npolicy p {{\n {body}\n}}\n")
+
+
+def _gen(model, n=5):
+    with torch.no_grad():
+        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True)
+    return out.sequences, torch.stack(out.logits)
+
+
+def _teacher_forced_logits(model, seq):
+    with torch.no_grad():
+        return model(input_ids=seq).logits
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {impl: build_model("tiny-mixtral", experts_implementation=impl) for impl in IMPLS}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("label", list(POLICIES))
+def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
+    model = models[impl]
+    seq0, log0 = _gen(model)
+    ref = _teacher_forced_logits(model, seq0)
+    ops = FakeCudaOps()
+    h = attach(_policy(POLICIES[label]), model, ops=ops)
+    try:
+        seq1, log1 = _gen(model)
+        if label == "cpu_fallback":       # the CPU's sums differ in the last bits: teacher forcing
+            assert torch.allclose(ref, _teacher_forced_logits(model, seq0), atol=1e-4)
+        else:
+            assert torch.equal(seq0, seq1) and torch.equal(log0, log1)
+        allocs = ops.allocations
+        _gen(model)                       # the same shapes again: nothing new to allocate
+        assert ops.allocations == allocs, "the mechanism allocated device memory per step"
+        stats = h.get_stats()["mechanism"]
+    finally:
+        h.detach()
+    log = ops.log
+    assert slot_write_while_read(log) == []
+    assert compute_before_copy(log) == []
+    assert foreign_waits(log, ops.compute_stream) == []
+    assert demand_delayed_by_prefetch(log) == []
+    assert unpinned_async_copies(log) == []
+    # the log really exercised the queues (the checks above are not vacuous)
+    copies = [op for op in log if op.kind == "copy" and op.non_blocking]
+    assert copies and any(op.kind == "compute" for op in log)
+    assert any(op.kind == "wait" and op.stream is ops.compute_stream for op in log)
+    if "prefetch" in label:
+        assert any(op.tag and op.tag[0] == "prefetch" for op in copies)
+    assert stats["host_syncs"] == stats["dispatches"]
+    if label == "cpu_fallback":
+        assert stats["cpu_computes"] > 0
+
+
+def test_demand_and_prefetch_use_different_streams(models):
+    ops = FakeCudaOps()
+    h = attach(_policy(POLICIES["history prefetch"]), models["batched_mm"], ops=ops)
+    _gen(models["batched_mm"])
+    h.detach()
+    streams = {}
+    for op in ops.log:
+        if op.kind == "copy" and op.tag and op.tag[0] in ("demand", "prefetch", "background", "stream"):
+            streams.setdefault(op.tag[0], set()).add(op.stream)
+    assert streams["demand"] and streams["prefetch"]
+    assert not (streams["demand"] & streams["prefetch"])
+    (d,), (p,) = streams["demand"], streams["prefetch"]
+    assert d.priority < p.priority          # demand first when both have work
+
+
+def test_cpu_experts_inputs_leave_before_the_device_pass(models):
+    """cpu_fallback: the CPU experts' hidden states come to the host in the dispatch's one
+    read, before the device pass is queued; their result returns non_blocking from pinned
+    memory after it (the CPU computes while the device pass runs)."""
+    ops = FakeCudaOps()
+    model = models["batched_mm"]
+    h = attach(_policy(POLICIES["cpu_fallback"]), model, ops=ops)
+    seen = []
+
+    def spy(real):
+        def compute(*a, **k):
+            seen.append(len(ops.log))
+            return real(*a, **k)
+        return compute
+    for b in h.layers:
+        b.cpu.compute = spy(b.cpu.compute)
+    _gen(model, 3)
+    st = h.get_stats()["mechanism"]
+    h.detach()
+    assert st["cpu_computes"] > 0 and seen
+    log = ops.log
+    overlapped = 0
+    for at in seen:
+        before = log[:at]
+        fetch = max(i for i, op in enumerate(before) if op.kind == "fetch")
+        # the device pass (its compute op; none when every expert is on the CPU) is queued
+        # between the read and the CPU compute
+        overlapped += any(op.kind == "compute" for op in before[fetch:])
+        # and no host synchronisation happens between the read and the CPU compute
+        assert not any(op.kind in ("fetch", "sync") for op in before[fetch + 1:])
+        after = log[at:]
+        up = next(op for op in after if op.kind == "copy")
+        assert up.tag[0] == "upload" and up.non_blocking and up.src_pinned
+    assert overlapped > 0
+    assert st["host_syncs"] == st["dispatches"]
+
+
+# ---------------------------------------------------------------------------- sync counting
+_SYNCING = ("nonzero", "_local_scalar_dense", "masked_select", "unique", "_unique")
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts the aten ops that make the host wait for the device on CUDA (data-dependent
+    shapes or scalar reads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hits = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.__name__.split(".")[0]
+        if name in _SYNCING or (name == "index" and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ()))):
+            self.hits.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-ops", "cuda-double"])
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("label", list(POLICIES))
+def test_one_blocking_read_per_moe_layer(models, impl, label, fake):
+    model = models[impl]
+    ops = FakeCudaOps() if fake else None
+    h = attach(_policy(POLICIES[label]), model, ops=ops)
+    counter = SyncCounter()
+    engine = h.engine
+    real = type(engine).forward.__get__(engine)
+
+    def counted(*a):
+        with counter:
+            return real(*a)
+    engine.forward = counted
+    try:
+        _gen(model, 4)
+        st = h.get_stats()["mechanism"]
+    finally:
+        h.detach()
+    assert counter.hits == [], f"syncing ops in the engine: {sorted(set(counter.hits))}"
+    assert st["dispatches"] > 0
+    assert st["host_syncs"] == st["dispatches"], \
+        f"{st['host_syncs']} blocking reads for {st['dispatches']} MoE dispatches"
