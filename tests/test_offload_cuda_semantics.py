@@ -188,3 +188,60 @@ def test_one_blocking_read_per_moe_layer(models, impl, label, fake):
     assert st["dispatches"] > 0
     assert st["host_syncs"] == st["dispatches"], \
         f"{st['host_syncs']} blocking reads for {st['dispatches']} MoE dispatches"
+
+
+# ---------------------------------------------------------------------------- the checks catch
+def _pool(ops, slots=4):
+    from mpl.offload.pool import SlotPool
+    tmpl = {"w": torch.zeros(8, 4, 4)}
+    store = ops.host_arena(8 * 4 * 4 * 4).view(torch.float32).view(8, 4, 4)
+    return SlotPool(tmpl, slots, 2, torch.device("cpu"), ops), {"w": store}
+
+
+def test_checks_catch_a_single_fifo_copy_stream():
+    ops = FakeCudaOps()
+    pool, host = _pool(ops)
+    pool.copy_in(0, host, 1, (0, 1), "prefetch")
+    pool.copy_in(1, host, 2, (0, 2), "demand")
+    assert demand_delayed_by_prefetch(ops.log) == []
+    ops = FakeCudaOps()
+    pool, host = _pool(ops)
+    pool.prefetch_stream = pool.demand_stream          # the old design: one FIFO stream
+    pool.copy_in(0, host, 1, (0, 1), "prefetch")
+    pool.copy_in(1, host, 2, (0, 2), "demand")
+    assert len(demand_delayed_by_prefetch(ops.log)) == 1
+
+
+def test_checks_catch_overwrite_and_early_compute():
+    ops = FakeCudaOps()
+    pool, host = _pool(ops)
+    pool.copy_in(0, host, 1, (0, 1), "demand")
+    pool.wait_for([0])
+    pool.release([0])                                 # compute reads slot 0
+    pool.copy_in(0, host, 2, (0, 2), "demand")        # waits for that compute: fine
+    assert slot_write_while_read(ops.log) == [] and compute_before_copy(ops.log) == []
+    assert foreign_waits(ops.log, ops.compute_stream) == []
+    # without the free event: the copy may overwrite the slot while compute reads it
+    pool.wait_for([0])
+    pool.release([0])
+    pool.free[0] = None
+    pool.ready[0] = None
+    pool.copy_in(0, host, 3, (0, 3), "demand")
+    assert len(slot_write_while_read(ops.log)) == 1
+    # compute that does not wait for the copy into the slot it reads
+    ops.compute([0])
+    assert len(compute_before_copy(ops.log)) == 1
+    # compute that waits for a slot it does not read
+    pool.copy_in(1, host, 4, (0, 4), "demand")
+    pool.wait_for([1])
+    ops.compute([2])
+    assert len(foreign_waits(ops.log, ops.compute_stream)) == 1
+
+
+def test_checks_catch_pageable_async_copies():
+    ops = FakeCudaOps()
+    dst = ops.alloc((4,), torch.float32)
+    ops.copy(dst, ops.host_buffer(4, torch.float32), non_blocking=True)
+    assert unpinned_async_copies(ops.log) == []
+    ops.copy(dst, torch.ones(4), non_blocking=True)   # pageable: a hidden synchronous copy
+    assert len(unpinned_async_copies(ops.log)) == 1

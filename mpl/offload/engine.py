@@ -269,13 +269,15 @@ class Engine:
         # it windows of the pool holding this dispatch's entries; entries outside a window
         # are the sentinel id (= its size), which grouped_mm skips and masks to zero
         out = None
-        for lo, hi in windows(used):
+        ws = windows(used)
+        split = len(ws) > 1        # one window holds every routed entry: no sentinels then
+        for lo, hi in ws:
             n = hi - lo
             table = [x - lo if lo <= x < hi else n for x in lut]
             slot_ids = up([table[e] for e in flat], idt) if decode else up(table, idt)[top_k_index]
             over = {name: t[lo:hi] for name, t in pool.tensors.items()}
             over["num_experts"] = n
-            over["_is_expert_parallel"] = any(x == n for x in table)
+            over["_is_expert_parallel"] = split
             part = fn(ExpertsView(b.module, over), hidden, slot_ids.view(top_k_index.shape), weights)
             out = part if out is None else out + part
         pool.release(used)

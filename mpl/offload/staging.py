@@ -7,7 +7,8 @@ the values into the next host buffer, copies it ``non_blocking`` on the current 
 stream into the matching device buffer, records an event, and returns a view. A host buffer
 is rewritten only after the copy out of it has completed: with ``RING`` entries and one
 blocking read per dispatch on the compute stream, it always has (a wait that would block is
-counted in ``ops.reads``).
+counted in ``ops.reads``). On a device without queues (``SyncOps``: the device is host
+memory) an upload is just the tensor.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class Staging:
 
     def upload(self, values, dtype) -> torch.Tensor:
         """A device tensor holding ``values`` (a list, or a host tensor)."""
+        if not self.ops.cuda:            # the device is host memory: nothing to stage
+            if isinstance(values, torch.Tensor):
+                return values
+            return torch.tensor(values, dtype=dtype, device=self.ops.device)
         if isinstance(values, torch.Tensor):
             n = values.numel()
             s = self._slot(dtype, n)
