@@ -81,14 +81,14 @@ class CudaSyncs:
         return False
 
 
-def _model_for(fam, impl, dtype, device):
+def _model_for(fam, impl, dtype, device, hidden=None):
     from mpl.offload.models import build_model
     if fam == OLMOE_SHAPE:
-        return build_big(2, None, dtype or torch.float32, impl=impl).to(device)
+        return build_big(2, hidden, dtype or torch.float32, impl=impl).to(device)
     return build_model(fam, experts_implementation=impl, dtype=dtype).to(device)
 
 
-def bit_identity(device: str, families, impls) -> dict:
+def bit_identity(device: str, families, impls, hidden: int | None = None) -> dict:
     import mpl
     from mpl.offload.hf import attach, discover
     from mpl.offload.models import encode
@@ -100,7 +100,7 @@ def bit_identity(device: str, families, impls) -> dict:
         for impl in impls:
             # bf16 on CUDA (what models run in there; CUDA grouped_mm wants it), fp32 on the CPU
             dtype = torch.bfloat16 if cuda else None
-            model = _model_for(fam, impl, dtype, device)
+            model = _model_for(fam, impl, dtype, device, hidden)
             try:
                 ref_seq, ref_logits = gen(model, ids, 6)
                 ref_forced = teacher_forced(model, ref_seq)
@@ -201,8 +201,9 @@ def build_big(layers: int, hidden: int | None, dtype, impl: str | None = None) -
     cfg = AutoConfig.for_model(**kw)
     if impl is not None:
         cfg._experts_implementation = impl
+    extra = {"experts_implementation": impl} if impl else {}
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, **extra)
     model = model.to_empty(device="cpu")
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -347,7 +348,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="GPU check: bit-identity on CUDA and speed vs accelerate")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=None, help="shrink the speed model (smoke tests)")
+    ap.add_argument("--hidden", type=int, default=None,
+                    help=f"shrink the OLMoE-shaped models (speed and {OLMOE_SHAPE} rows; smoke tests)")
     ap.add_argument("--cap-fraction", type=float, default=0.3, help="share of the expert bytes the cap allows")
     ap.add_argument("--families", default=None,
                     help=f"comma-separated tiny presets and/or {OLMOE_SHAPE} (default: all of them)")
@@ -365,7 +367,8 @@ def main(argv=None) -> int:
     import transformers
     summary["transformers"] = transformers.__version__
     if not args.skip_identity:
-        summary["bit_identity"] = bit_identity(args.device, families, ("eager", "batched_mm", "grouped_mm"))
+        summary["bit_identity"] = bit_identity(args.device, families, ("eager", "batched_mm", "grouped_mm"),
+                                               args.hidden)
         summary["bit_identity"]["rows"] = [
             {k: v for k, v in r.items() if k != "traceback"} for r in summary["bit_identity"]["rows"]]
     if not args.skip_speed:

@@ -148,7 +148,7 @@ class CudaOps(SyncOps):
         # caching host allocator, which rounds every block up to a power of two
         arena = torch.empty(max(1, int(nbytes)), dtype=torch.uint8)
         rc = torch.cuda.cudart().cudaHostRegister(arena.data_ptr(), arena.numel(), 0)
-        if int(rc) == 0:
+        if int(getattr(rc, "value", rc)) == 0:        # cudaSuccess
             self._registered.append(arena.data_ptr())
         else:                      # cannot lock that much: copy it into a pinned block
             arena = torch.empty(arena.numel(), dtype=torch.uint8, pin_memory=True)
