@@ -21,20 +21,15 @@ from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.runtime.plan import DEMAND, Load, Plan  # noqa: E402
 
 from offload_cuda_double import FakeCudaOps  # noqa: E402
+from offload_helpers import generate  # noqa: E402
+from offload_helpers import policy as pol  # noqa: E402
 
 torch.set_num_threads(1)
 PROMPT = torch.tensor([encode("Large pools, small windows")])
 
 
-def pol(body):
-    return mpl.loads(f"version 1\npolicy p {{\n {body}\n}}\n")
-
-
 def gen(model, n=4):
-    with torch.no_grad():
-        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True)
-    return out.sequences, torch.stack(out.logits)
+    return generate(model, PROMPT, n)
 
 
 # ---------------------------------------------------------------------------- 1. grouped_mm
@@ -119,19 +114,26 @@ def test_windows_cover_every_entry():
 def test_compiled_forward_matches_eager(impl):
     model = build_model("tiny-mixtral", experts_implementation=impl)
     ref = gen(model)
-    h = attach(pol("cache { capacity = 5 }\n prefetch { strategy = history\n budget = 1 }"), model)
+    out, st = _compiled_run(model, "cache { capacity = 5 }\n prefetch { strategy = history\n budget = 1 }",
+                            backend="eager")
+    assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
+    assert st["dispatches"] == 3 * 4          # the engine ran (not traced away)
+
+
+def _compiled_run(model, body, **compile_kw):
+    """Attach ``body``, generate with the model's forward compiled, detach: (output, stats)."""
+    h = attach(pol(body), model)
     eager_forward = model.forward
     try:
         torch._dynamo.reset()
-        model.forward = torch.compile(eager_forward, backend="eager", dynamic=False)
+        model.forward = torch.compile(eager_forward, dynamic=False, **compile_kw)
         out = gen(model)
         st = h.get_stats()["mechanism"]
     finally:
         model.forward = eager_forward
         torch._dynamo.reset()
         h.detach()
-    assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
-    assert st["dispatches"] == 3 * 4          # the engine ran (not traced away)
+    return out, st
 
 
 @pytest.mark.slow
@@ -144,17 +146,7 @@ def test_inductor_compiled_forward_matches_eager():
         pytest.skip("inductor needs a C++ compiler on the CPU")
     model = build_model("tiny-mixtral", experts_implementation="batched_mm")
     ref = gen(model)
-    h = attach(pol("cache { capacity = 4 }"), model)
-    eager_forward = model.forward
-    try:
-        torch._dynamo.reset()
-        model.forward = torch.compile(eager_forward, dynamic=False)
-        out = gen(model)
-        st = h.get_stats()["mechanism"]
-    finally:
-        model.forward = eager_forward
-        torch._dynamo.reset()
-        h.detach()
+    out, st = _compiled_run(model, "cache { capacity = 4 }")
     assert torch.equal(ref[0], out[0])
     assert torch.allclose(ref[1], out[1], atol=1e-5)
     assert st["dispatches"] == 3 * 4

@@ -12,10 +12,10 @@ pytest.importorskip("transformers")
 
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-import mpl  # noqa: E402
 from mpl.offload.hf import attach  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 
+from offload_helpers import generate, policy, teacher_forced_logits  # noqa: E402
 from offload_cuda_double import (FakeCudaOps, compute_before_copy, demand_delayed_by_prefetch,  # noqa: E402
                                  foreign_waits, slot_write_while_read, unpinned_async_copies)
 
@@ -35,20 +35,8 @@ POLICIES = {
 }
 
 
-def _policy(body):
-    return mpl.loads(f"version 1\npolicy p {{\n {body}\n}}\n")
-
-
 def _gen(model, n=5):
-    with torch.no_grad():
-        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True)
-    return out.sequences, torch.stack(out.logits)
-
-
-def _teacher_forced_logits(model, seq):
-    with torch.no_grad():
-        return model(input_ids=seq).logits
+    return generate(model, PROMPT, n)
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +49,13 @@ def models():
 def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
     model = models[impl]
     seq0, log0 = _gen(model)
-    ref = _teacher_forced_logits(model, seq0)
+    ref = teacher_forced_logits(model, seq0)
     ops = FakeCudaOps()
-    h = attach(_policy(POLICIES[label]), model, ops=ops)
+    h = attach(policy(POLICIES[label]), model, ops=ops)
     try:
         seq1, log1 = _gen(model)
         if label in ("cpu_fallback", "hybrid"):   # the CPU's sums differ in the last bits: teacher forcing
-            assert torch.allclose(ref, _teacher_forced_logits(model, seq0), atol=1e-4)
+            assert torch.allclose(ref, teacher_forced_logits(model, seq0), atol=1e-4)
         else:
             assert torch.equal(seq0, seq1) and torch.equal(log0, log1)
         allocs = ops.allocations
@@ -95,7 +83,7 @@ def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
 
 def test_demand_and_prefetch_use_different_streams(models):
     ops = FakeCudaOps()
-    h = attach(_policy(POLICIES["history prefetch"]), models["batched_mm"], ops=ops)
+    h = attach(policy(POLICIES["history prefetch"]), models["batched_mm"], ops=ops)
     _gen(models["batched_mm"])
     h.detach()
     streams = {}
@@ -114,7 +102,7 @@ def test_cpu_experts_inputs_leave_before_the_device_pass(models):
     memory after it (the CPU computes while the device pass runs)."""
     ops = FakeCudaOps()
     model = models["batched_mm"]
-    h = attach(_policy(POLICIES["cpu_fallback"]), model, ops=ops)
+    h = attach(policy(POLICIES["cpu_fallback"]), model, ops=ops)
     seen = []
 
     def spy(real):
@@ -171,7 +159,7 @@ class SyncCounter(TorchDispatchMode):
 def test_one_blocking_read_per_moe_layer(models, impl, label, fake):
     model = models[impl]
     ops = FakeCudaOps() if fake else None
-    h = attach(_policy(POLICIES[label]), model, ops=ops)
+    h = attach(policy(POLICIES[label]), model, ops=ops)
     counter = SyncCounter()
     engine = h.engine
     real = type(engine).forward.__get__(engine)
