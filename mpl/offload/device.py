@@ -95,7 +95,7 @@ class SyncOps:
     def fetch(self, tensors) -> list[torch.Tensor]:
         """Host copies of device ``tensors``: the one blocking host synchronisation."""
         self.reads += 1
-        return [t.detach() if t.device.type == "cpu" else t.to("cpu") for t in tensors]
+        return [t if t.device.type == "cpu" else t.to("cpu") for t in tensors]
 
 
 class CudaOps(SyncOps):

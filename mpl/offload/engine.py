@@ -111,7 +111,6 @@ class Engine:
         self.pool.clear()
 
     # ------------------------------------------------------------------ the hot path
-    @torch.compiler.disable
     def forward(self, b: LayerBinding, hidden: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         pool = self.pool
@@ -268,12 +267,12 @@ class Engine:
         # grouped_mm pays for every group, empty or not, and CUDA refuses 1024 or more: hand
         # it windows of the pool holding this dispatch's entries; entries outside a window
         # are the sentinel id (= its size), which grouped_mm skips and masks to zero
+        lo, hi = min(used), max(used) + 1
+        split = hi - lo > GROUP_LIMIT          # usually one window holds every routed entry
         out = None
-        ws = windows(used)
-        split = len(ws) > 1        # one window holds every routed entry: no sentinels then
-        for lo, hi in ws:
+        for lo, hi in (windows(used) if split else ((lo, hi),)):
             n = hi - lo
-            table = [x - lo if lo <= x < hi else n for x in lut]
+            table = [x - lo if lo <= x < hi else n for x in lut] if split else [x - lo for x in lut]
             slot_ids = up([table[e] for e in flat], idt) if decode else up(table, idt)[top_k_index]
             over = {name: t[lo:hi] for name, t in pool.tensors.items()}
             over["num_experts"] = n
@@ -314,6 +313,11 @@ class Engine:
         self.cpu_tokens += sum(len(positions[e][0]) for e in cpu_experts if e in positions)
         with torch.no_grad():
             return b.cpu.compute(cpu_experts, hidden, positions, weights)
+
+    @torch.compiler.disable
+    def forward_outside_graph(self, b, hidden, top_k_index, top_k_weights):
+        """:meth:`forward`, never traced: under torch.compile Dynamo breaks the graph here."""
+        return self.forward(b, hidden, top_k_index, top_k_weights)
 
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:

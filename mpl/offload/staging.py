@@ -58,10 +58,10 @@ class Staging:
 
     def upload(self, values, dtype) -> torch.Tensor:
         """A device tensor holding ``values`` (a list, or a host tensor)."""
-        if not self.ops.cuda:            # the device is host memory: nothing to stage
+        if not self.ops.cuda:            # the device is host memory (the CPU): nothing to stage
             if isinstance(values, torch.Tensor):
                 return values
-            return torch.tensor(values, dtype=dtype, device=self.ops.device)
+            return torch.tensor(values, dtype=dtype)
         if isinstance(values, torch.Tensor):
             n = values.numel()
             s = self._slot(dtype, n)
