@@ -272,8 +272,13 @@ class Engine:
         out = None
         for lo, hi in (windows(used) if split else ((lo, hi),)):
             n = hi - lo
-            table = [x - lo if lo <= x < hi else n for x in lut] if split else [x - lo for x in lut]
-            slot_ids = up([table[e] for e in flat], idt) if decode else up(table, idt)[top_k_index]
+            if split:
+                table = [x - lo if lo <= x < hi else n for x in lut]
+                slot_ids = up([table[e] for e in flat], idt) if decode else up(table, idt)[top_k_index]
+            else:
+                slot_ids = up([lut[e] - lo for e in flat] if decode else [x - lo for x in lut], idt)
+                if not decode:
+                    slot_ids = slot_ids[top_k_index]
             over = {name: t[lo:hi] for name, t in pool.tensors.items()}
             over["num_experts"] = n
             over["_is_expert_parallel"] = split
