@@ -89,7 +89,11 @@ def load_source(source: str, *, name: str | None = None) -> types.ModuleType:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(code, mod.__dict__)
     with _LOCK:
-        return _MEMORY.setdefault(h, mod)
+        mod = _MEMORY.setdefault(h, mod)
+        # registered like any imported module: tools that resolve a function's module by name
+        # (torch.compile's Dynamo, pickle, inspect) find it
+        sys.modules.setdefault(mod.__name__, mod)
+        return mod
 
 
 def clear_memory_cache() -> None:

@@ -119,6 +119,15 @@ def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, 
     return text, reason
 
 
+def _resident(model, device: torch.device, layers) -> int:
+    """Bytes of the model already on ``device``: free memory excludes them, and ``choose``
+    subtracts the skeleton itself (so it is not counted twice); on an accelerator the
+    experts leave it for the host store, on the CPU they stay in host memory."""
+    keep = {id(p) for b in layers for p in b.module.parameters(recurse=False)} if device.type == "cpu" else set()
+    tensors = [p for p in model.parameters() if id(p) not in keep] + list(model.buffers())
+    return sum(t.numel() * t.element_size() for t in tensors if t.device == device)
+
+
 def auto_attach(model, memory=None, *, device=None, **attach_kwargs):
     """Choose a policy for ``model`` and ``memory`` (e.g. "12GiB"; default: free on the
     device), attach it, and return the handle with ``policy_text`` and ``reason``."""
@@ -127,8 +136,9 @@ def auto_attach(model, memory=None, *, device=None, **attach_kwargs):
     from .hf import attach
 
     dev = _resolve_device(device, model)
-    mem = parse_memory(memory) if memory is not None else free_memory(dev)
-    text, reason = choose(model, mem, dev)
+    layers = discover(model)
+    mem = parse_memory(memory) if memory is not None else free_memory(dev) + _resident(model, dev, layers)
+    text, reason = choose(model, mem, dev, layers)
     text = "version 1\n\n# chosen by mpl.auto_attach: " + reason + "\n" + text
     policy = loads(text)          # checked: raises PolicyError if the rule produced bad text
     handle = attach(policy, model, device=dev, **attach_kwargs)

@@ -3,17 +3,25 @@
 For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
 ``top_k_weights [T,K]``) it
 
-1. reads the distinct experts in router order (one host sync), asks the runtime for a Plan
-   (the runtime alone decides hits, slots, victims, CPU placement, prefetches);
-2. issues the Plan's transfers in order (demand, background and prefetch loads into the
-   slots it names; STREAM experts into the transient buffer);
-3. makes compute wait for exactly the entries it reads, then runs the experts function of
-   the mode in force *now* (``config._experts_implementation``: eager, batched_mm,
-   grouped_mm or any registered one) on a view of the module whose weights are the pool:
-   eager keeps the original ids (so its id-order loop is unchanged) and maps each id to its
-   pool entry; the other modes get ids remapped to pool entries, unsplit;
-4. computes the experts placed on the CPU on the CPU, from the host copy, and adds them;
+1. reads, in **one** blocking host synchronisation (``Ops.fetch``), everything the host
+   needs: the expert ids, plus the routing weights when the policy scores or may compute on
+   the CPU, the lookahead routers' picks when it pre-gates, and the hidden states when it
+   may compute on the CPU (so those start towards the host before the device pass is
+   queued); asks the runtime for a Plan (the runtime alone decides hits, slots, victims,
+   CPU placement, prefetches);
+2. issues the Plan's transfers in order (demand loads and STREAM experts on the demand copy
+   stream, background and prefetch loads on the prefetch stream);
+3. makes compute wait for exactly the entries it reads, then queues the device pass of the
+   mode in force *now* (``config._experts_implementation``): eager runs the eager loop's
+   math per expert, in expert-id order, from index lists built on the host and uploaded
+   ``non_blocking`` (no per-expert synchronisation); the other modes get ids remapped to
+   pool entries (grouped_mm in windows of at most ``GROUP_LIMIT`` entries);
+4. computes the experts placed on the CPU on the CPU while the device pass runs, from the
+   host copy, and adds the result (uploaded ``non_blocking`` from pinned memory);
 5. records what it did (copies, bytes, CPU computes, stalls, per-layer hits).
+
+Every index, mask and CPU result reaches the device through :class:`Staging` (pre-allocated
+pinned and device buffers): nothing is allocated on the device per step by the mechanism.
 """
 
 from __future__ import annotations
@@ -25,9 +33,12 @@ import torch
 from mpl.runtime.plan import CPU, STREAM
 from mpl.trace import Dispatch
 
-from .cpu import CpuExperts
+from .cpu import CpuExperts, ExpertMath, _Row, positions_of
 from .pool import DEMAND, STREAMED, SlotPool
-from .view import ExpertsView, IndexedWeights
+from .staging import Staging
+from .view import ExpertsView
+
+GROUP_LIMIT = 1023     # torch's CUDA grouped GEMM refuses 1024 groups or more
 
 
 @dataclass
@@ -44,19 +55,38 @@ class LayerBinding:
     orig_forward: object         # the class's own (eager) forward, undecorated
     host: dict = field(default_factory=dict)     # param name -> host tensor [E, ...]
     cpu: CpuExperts | None = None
-    eager_view: ExpertsView | None = None
+    math: ExpertMath | None = None
     slot_view: ExpertsView | None = None
-    indexed: list = field(default_factory=list)  # IndexedWeights of eager_view
+
+
+def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
+    """Split the pool entries ``used`` into ``[lo, hi)`` windows of at most ``limit``
+    entries each, covering every used entry (as few windows as the spread needs)."""
+    out: list[tuple[int, int]] = []
+    lo = hi = None
+    for s in sorted(set(used)):
+        if lo is not None and s - lo < limit:
+            hi = s + 1
+            continue
+        if lo is not None:
+            out.append((lo, hi))
+        lo, hi = s, s + 1
+    if lo is not None:
+        out.append((lo, hi))
+    return out
 
 
 class Engine:
     def __init__(self, runtime, layers: list[LayerBinding], pool: SlotPool, *,
-                 lookahead=None, need_weights: bool = False) -> None:
+                 lookahead=None, need_weights: bool = False, cpu_capable: bool = False) -> None:
         self.runtime = runtime
         self.layers = layers
         self.pool = pool
+        self.ops = pool.ops
+        self.staging = Staging(pool.ops)
         self.lookahead = lookahead
         self.need_weights = need_weights
+        self.cpu_capable = cpu_capable
         self.step = -1
         self._prev = 1 << 30
         self.dispatches = 0
@@ -69,13 +99,16 @@ class Engine:
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
         self._functions = ALL_EXPERTS_FUNCTIONS
         for b in layers:
-            self._bind_views(b)
+            b.math = ExpertMath(b.module)
+            b.slot_view = ExpertsView(b.module, {**pool.tensors, "num_experts": pool.size})
 
-    def _bind_views(self, b: LayerBinding) -> None:
-        pool = self.pool
-        b.indexed = [IndexedWeights(pool.tensors[n], None) for n in pool.names]
-        b.eager_view = ExpertsView(b.module, dict(zip(pool.names, b.indexed)))
-        b.slot_view = ExpertsView(b.module, {**pool.tensors, "num_experts": pool.size})
+    def release(self) -> None:
+        """Drop every reference to the pool's tensors (detach)."""
+        for b in self.layers:
+            b.slot_view = None
+            b.math = None
+        self.staging = None
+        self.pool.clear()
 
     # ------------------------------------------------------------------ the hot path
     def forward(self, b: LayerBinding, hidden: torch.Tensor, top_k_index: torch.Tensor,
@@ -88,20 +121,38 @@ class Engine:
         self._prev = ordinal
         step = self.step
         self.dispatches += 1
-
-        flat = top_k_index.reshape(-1).tolist()               # the one host sync
-        experts = list(dict.fromkeys(flat))
         tokens = hidden.shape[0]
+        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
+
+        # ---- 1. the one blocking read: ids (+ weights, lookahead picks, hidden states)
+        want_w = self.need_weights or self.cpu_capable
+        parts = [top_k_index.reshape(-1)]
+        if want_w:
+            parts.append(top_k_weights.reshape(-1))
+        picks = self.lookahead.picks(ordinal, hidden) if self.lookahead is not None else None
+        if picks is not None:
+            parts.append(picks[1])
+        if self.cpu_capable:
+            parts.append(hidden)
+        got = self.ops.fetch(parts)
+        flat = got[0].tolist()
+        host_w = got[1] if want_w else None
+        host_hidden = got[-1] if self.cpu_capable else None
+        experts = list(dict.fromkeys(flat))
         weights = None
         if self.need_weights:
-            rows = top_k_index.reshape(tokens, -1).tolist()
-            wrows = top_k_weights.reshape(tokens, -1).float().tolist()
+            rows = [flat[i:i + top_k] for i in range(0, len(flat), top_k)]
+            wl = host_w.float().tolist()
+            wrows = [wl[i:i + top_k] for i in range(0, len(wl), top_k)]
             weights = Dispatch(step, ordinal, rows, wrows).mean_weights()
-        predictions = self.lookahead.predict(ordinal, hidden) if self.lookahead is not None else None
+        predictions = None
+        if picks is not None:
+            predictions = self.lookahead.decode(picks[0], got[2 if want_w else 1], tokens)
 
         plan = rt.dispatch(ordinal, experts, weights, tokens=tokens, step=step,
                            predictions=predictions)
 
+        # ---- 2. transfers
         stall = pool.collect_stalls() if pool.cuda else 0.0
         for _key, slot in plan.evicted:
             pool.evict(slot)
@@ -154,10 +205,15 @@ class Engine:
             self.stall_ms += stall
             rt.add_stall(stall)
 
-        out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts, flat)
+        # ---- 3. the device pass is queued first, 4. then the CPU computes meanwhile
+        positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
+        out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used,
+                                cpu_experts, flat, positions)
         if cpu_experts:
-            out = out + self._cpu_pass(b, hidden, top_k_index, top_k_weights, cpu_experts).to(
-                device=out.device, dtype=out.dtype)
+            if host_hidden is None:               # the policy was not expected to use the CPU
+                host_hidden, host_w = self.ops.fetch([hidden, top_k_weights.reshape(-1)])
+            cpu_out = self._cpu_pass(b, host_hidden, host_w.view(tokens, top_k), cpu_experts, positions)
+            out = out + self.staging.upload(cpu_out, cpu_out.dtype).to(out.dtype)
         return out
 
     def _stage_in_id_order(self, b, lut, used, streamed, ordinal) -> float:
@@ -179,47 +235,94 @@ class Engine:
             used.append(dst)
         return ms
 
-    def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts, flat):
+    def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts,
+                     flat, positions):
         pool = self.pool
         if not used:          # every expert of the dispatch is computed on the CPU
             return torch.zeros_like(hidden)
         pool.wait_for(used)
-        weights = top_k_weights
-        if cpu_experts:       # their device contribution: the zero entry times weight 0
-            mask = torch.zeros(b.num_experts, dtype=torch.bool)
-            mask[cpu_experts] = True
-            weights = top_k_weights.masked_fill(mask.to(hidden.device)[top_k_index], 0)
-            used = used + [pool.zero]
         if mode == "eager":
-            for iw in b.indexed:
-                iw.lut = lut
-            out = b.orig_forward(b.eager_view, hidden, top_k_index, weights)
-        else:
-            fn = self._functions.get_interface(mode, b.orig_forward)
-            # hand the function only the window of the pool this dispatch uses: grouped_mm
-            # pays for every group, empty or not (about 3 us each on the CPU)
-            lo, hi = (0, pool.size) if mode == "batched_mm" else (min(used), max(used) + 1)
-            if len(flat) <= b.num_experts:      # decode: a tensor of the few ids
-                slot_ids = torch.tensor([lut[e] - lo for e in flat], dtype=top_k_index.dtype)
-            else:                               # prefill: a lookup table, indexed on the device
-                table = torch.tensor([x - lo for x in lut], dtype=top_k_index.dtype)
-                slot_ids = table.to(hidden.device, non_blocking=True)[top_k_index]
-            if lo == 0 and hi == pool.size:
-                view = b.slot_view
+            out = self._eager_pass(b, hidden, top_k_weights, lut, cpu_experts, positions)
+            pool.release(used)
+            return out
+        up = self.staging.upload
+        idt = top_k_index.dtype
+        fn = self._functions.get_interface(mode, b.orig_forward)
+        weights = top_k_weights
+        decode = len(flat) <= b.num_experts
+        if cpu_experts:       # their device contribution: weight 0 (on the zero entry)
+            cpu = set(cpu_experts)
+            mask = up([e in cpu for e in range(b.num_experts)], torch.bool)
+            weights = top_k_weights.masked_fill(mask[top_k_index], 0)
+            used = used + [pool.zero]
+        if mode != "grouped_mm":
+            # batched_mm indexes the pool directly (its cost does not depend on the size)
+            if decode:
+                slot_ids = up([lut[e] for e in flat], idt)
             else:
-                over = {n: t[lo:hi] for n, t in pool.tensors.items()}
-                over["num_experts"] = hi - lo
-                view = ExpertsView(b.module, over)
-            slot_ids = slot_ids.view(top_k_index.shape).to(hidden.device, non_blocking=True)
-            out = fn(view, hidden, slot_ids, weights)
+                slot_ids = up(lut, idt)[top_k_index]
+            out = fn(b.slot_view, hidden, slot_ids.view(top_k_index.shape), weights)
+            pool.release(used)
+            return out
+        # grouped_mm pays for every group, empty or not, and CUDA refuses 1024 or more: hand
+        # it windows of the pool holding this dispatch's entries; entries outside a window
+        # are the sentinel id (= its size), which grouped_mm skips and masks to zero
+        lo, hi = min(used), max(used) + 1
+        split = hi - lo > GROUP_LIMIT          # usually one window holds every routed entry
+        out = None
+        for lo, hi in (windows(used) if split else ((lo, hi),)):
+            n = hi - lo
+            if split:
+                table = [x - lo if lo <= x < hi else n for x in lut]
+                slot_ids = up([table[e] for e in flat], idt) if decode else up(table, idt)[top_k_index]
+            else:
+                slot_ids = up([lut[e] - lo for e in flat] if decode else [x - lo for x in lut], idt)
+                if not decode:
+                    slot_ids = slot_ids[top_k_index]
+            over = {name: t[lo:hi] for name, t in pool.tensors.items()}
+            over["num_experts"] = n
+            over["_is_expert_parallel"] = split
+            part = fn(ExpertsView(b.module, over), hidden, slot_ids.view(top_k_index.shape), weights)
+            out = part if out is None else out + part
         pool.release(used)
         return out
 
-    def _cpu_pass(self, b, hidden, top_k_index, top_k_weights, cpu_experts):
+    def _eager_pass(self, b, hidden, top_k_weights, lut, cpu_experts, positions):
+        """The eager loop's math and order (expert ids ascending, each expert's pairs as
+        ``torch.where`` over the one-hot mask gives them), from host-built index lists
+        uploaded once: no per-expert synchronisation."""
+        skip = set(cpu_experts)
+        order = [e for e in sorted(positions) if e not in skip and 0 <= e < b.num_experts]
+        toks: list[int] = []
+        poss: list[int] = []
+        bounds = []
+        for e in order:
+            t, p = positions[e]
+            bounds.append((e, len(toks), len(toks) + len(t)))
+            toks += t
+            poss += p
+        n = len(toks)
+        idx = self.staging.upload(toks + poss, torch.long)
+        out = torch.zeros_like(hidden)
+        tensors = self.pool.tensors
+        math = b.math
+        for e, a, z in bounds:
+            tok = idx[a:z]
+            y = math.expert(hidden[tok], _Row(tensors, lut[e]))
+            y = y * top_k_weights[tok, idx[n + a:n + z], None]
+            out.index_add_(0, tok, y.to(out.dtype))
+        return out
+
+    def _cpu_pass(self, b, hidden, weights, cpu_experts, positions):
         self.cpu_computes += len(cpu_experts)
-        idx = top_k_index.to("cpu")
-        self.cpu_tokens += int(torch.isin(idx, torch.tensor(cpu_experts, dtype=idx.dtype)).sum())
-        return b.cpu.compute(cpu_experts, hidden.to("cpu"), idx, top_k_weights.to("cpu"))
+        self.cpu_tokens += sum(len(positions[e][0]) for e in cpu_experts if e in positions)
+        with torch.no_grad():
+            return b.cpu.compute(cpu_experts, hidden, positions, weights)
+
+    @torch.compiler.disable
+    def forward_outside_graph(self, b, hidden, top_k_index, top_k_weights):
+        """:meth:`forward`, never traced: under torch.compile Dynamo breaks the graph here."""
+        return self.forward(b, hidden, top_k_index, top_k_weights)
 
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
@@ -247,6 +350,8 @@ class Engine:
             "cpu_tokens": self.cpu_tokens,
             "stall_ms": self.stall_ms,
             "copy_ms_host": pool.copy_ms,
+            "host_syncs": self.ops.reads,
+            "host_syncs_per_dispatch": (self.ops.reads / self.dispatches) if self.dispatches else 0.0,
             "pool_slots": pool.num_slots,
             "stream_slots": pool.stream_slots,
             "pool_bytes": pool.nbytes,

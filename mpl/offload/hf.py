@@ -125,21 +125,30 @@ def model_shape(model, layers: list[LayerBinding]) -> ModelShape:
 
 
 # ---------------------------------------------------------------------------- refusals
+def _hooked(model) -> list[str]:
+    return [n or type(model).__name__ for n, m in model.named_modules() if hasattr(m, "_hf_hook")]
+
+
 def _check_model(model, remove_hooks: bool) -> None:
+    """Every refusal about the model itself; changes nothing (hooks are removed later, once
+    every other check has passed)."""
     if not isinstance(model, torch.nn.Module):
         raise AttachError(f"attach needs a torch.nn.Module (a HuggingFace model), got {type(model).__name__}")
     if getattr(model, "_mpl_handle", None) is not None:
         raise AttachError("a policy is already attached to this model: call handle.detach() first")
-    hooked = [n or type(model).__name__ for n, m in model.named_modules() if hasattr(m, "_hf_hook")]
-    if hooked:
-        if not remove_hooks:
-            raise AttachError(
-                f"the model carries accelerate hooks ({len(hooked)} modules, e.g. '{hooked[0]}'), as "
-                "loading with device_map=... installs; they move weights on every call and would "
-                "fight the policy. Load the model without device_map (or on the CPU), or pass "
-                "remove_hooks=True to attach to remove them first")
-        from accelerate.hooks import remove_hook_from_module
-        remove_hook_from_module(model, recurse=True)
+    hooked = _hooked(model)
+    if hooked and not remove_hooks:
+        raise AttachError(
+            f"the model carries accelerate hooks ({len(hooked)} modules, e.g. '{hooked[0]}'), as "
+            "loading with device_map=... installs; they move weights on every call and would "
+            "fight the policy. Load the model without device_map (or on the CPU), or pass "
+            "remove_hooks=True to attach to remove them first")
+    gpus = _gpus_of(model)
+    if len(gpus) > 1:
+        raise AttachError(
+            f"the model is spread over {len(gpus)} GPUs ({', '.join(map(str, sorted(gpus, key=str)))}, "
+            "e.g. by device_map=\"auto\"): attach runs the skeleton and the slot pool on one GPU. "
+            "Load the model on one device (or on the CPU) and attach it there")
     if getattr(model, "use_kernels", False):
         raise AttachError(
             "the model uses hub kernels (use_kernels=True), which replace the MoE block and read "
@@ -147,6 +156,23 @@ def _check_model(model, remove_hooks: bool) -> None:
     for n, p in model.named_parameters():
         if p.device.type == "meta":
             raise AttachError(f"parameter {n} is on the meta device (not loaded): load the weights first")
+
+
+def _gpus_of(model) -> set:
+    """The accelerator devices the model's weights (or its ``hf_device_map``) sit on."""
+    devs = {p.device for p in model.parameters() if p.device.type not in ("cpu", "meta")}
+    dmap = getattr(model, "hf_device_map", None)
+    if isinstance(dmap, dict):
+        for d in dmap.values():
+            if isinstance(d, int) or (isinstance(d, str) and d.isdigit()):
+                devs.add(torch.device("cuda", int(d)))
+            elif isinstance(d, (str, torch.device)) and str(d) not in ("cpu", "disk", "meta"):
+                try:
+                    dev = torch.device(d)
+                except (RuntimeError, TypeError):
+                    continue
+                devs.add(torch.device(dev.type, dev.index if dev.index is not None else 0))
+    return devs
 
 
 def _uses(policy, key: str, value) -> bool:
@@ -252,8 +278,23 @@ class Handle:
             del self.model._mpl_handle
         except AttributeError:
             pass
-        self.pool.tensors.clear()
+        self.engine.release()          # no reference to a pool tensor is left anywhere
+        self.store.release()
         self.attached = False
+
+
+def _engine_forward(engine, b):
+    """The experts module's forward while attached: the engine, outside any torch.compile
+    graph (while Dynamo traces, ``is_compiling()`` is true and the call goes through
+    ``Engine.forward_outside_graph``, which is ``torch.compiler.disable``d: the graph breaks
+    there and the policy is never traced; eager calls skip the disable wrapper's cost)."""
+    is_compiling = torch.compiler.is_compiling
+
+    def forward(hidden_states, top_k_index, top_k_weights):
+        if is_compiling():
+            return engine.forward_outside_graph(b, hidden_states, top_k_index, top_k_weights)
+        return engine.forward(b, hidden_states, top_k_index, top_k_weights)
+    return forward
 
 
 def _restore(layers, saved, placement) -> None:
@@ -278,11 +319,22 @@ def _restore(layers, saved, placement) -> None:
 
 
 # ---------------------------------------------------------------------------- attach
+def _model_device(model) -> torch.device | None:
+    """The accelerator the model's weights sit on (the first one), or None."""
+    gpus = _gpus_of(model)
+    return min(gpus, key=str) if gpus else None
+
+
 def _resolve_device(device, model) -> torch.device:
+    """Where the skeleton and the pool go: ``device``, or the GPU the model is on, or the
+    current CUDA device when the model is on the CPU and CUDA is available, else the CPU."""
+    on = _model_device(model) if isinstance(model, torch.nn.Module) else None
     if device is None:
+        if on is not None:
+            return on
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
-        first = next(model.parameters(), None)
+        first = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
         return first.device if first is not None else torch.device("cpu")
     try:
         dev = torch.device(device)
@@ -292,7 +344,7 @@ def _resolve_device(device, model) -> torch.device:
         if not torch.cuda.is_available():
             raise AttachError(f"device {device!r} asked for, but CUDA is not available on this machine")
         if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
+            dev = on if on is not None and on.type == "cuda" else torch.device("cuda", torch.cuda.current_device())
     elif dev.type not in ("cpu",):
         raise AttachError(f"device {device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
     return dev
@@ -320,13 +372,17 @@ def _model_aware_check(policy, shape: ModelShape):
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
-           stream_slots: int | None = None, cost=None, check: bool = True) -> Handle:
+           stream_slots: int | None = None, cost=None, check: bool = True, ops=None) -> Handle:
     """Attach ``policy`` (an ``mpl.Policy``) to a HuggingFace MoE ``model``.
 
     ``device``: where the skeleton and the slot pool live (default: CUDA if available, else
     where the model is). ``offload_device``: where the expert weights live (the CPU).
     ``remove_hooks``: remove accelerate hooks instead of refusing the model. ``cost``: a
     ``mpl.runtime.cost.CostModel`` for hybrid schedules (default: calibrated here).
+    ``ops``: the device operations (``mpl.offload.device``; default: CUDA's for a CUDA
+    device, synchronous ones otherwise; tests pass a CUDA-semantics double).
+
+    Every refusal happens before anything on the model changes.
     """
     if str(offload_device) != "cpu":
         raise AttachError(f"offload_device={offload_device!r}: only 'cpu' (host memory) is supported")
@@ -356,18 +412,26 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
+    if remove_hooks and _hooked(model):          # the first change, after every refusal
+        from accelerate.hooks import remove_hook_from_module
+        remove_hook_from_module(model, recurse=True)
+        if hasattr(model, "hf_device_map"):
+            del model.hf_device_map
 
     # ---- from here on the model changes; everything is recorded for detach() (and for
     #      rolling back if something fails half-way, e.g. the pool does not fit the device)
-    store = HostStore(pin=dev.type == "cuda")
+    if ops is None:
+        from .device import ops_for
+        ops = ops_for(dev)
+    store = HostStore(ops)
     saved: dict = {}
     placement: dict = {}
     try:
-        for b in layers:
+        hosts = store.build([{n: p.data for n, p in b.module._parameters.items()} for b in layers])
+        for b, host in zip(layers, hosts):
             params = OrderedDict(b.module._parameters)
             devices = {n: p.device for n, p in params.items()}
             saved[b.module] = (params, devices)
-            host = store.add_layer({n: p.data for n, p in params.items()})
             for n, p in params.items():
                 p.data = host[n]                 # the Parameter object now holds the host copy
             b.host = host
@@ -383,17 +447,18 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
             model.to(dev)
         for b in layers:
             b.cpu = CpuExperts(b.module, b.host)
-        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev)
+        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev, ops)
         look = None
         if _uses(policy, "prefetch.strategy", "lookahead"):
             look = Lookahead([b.router for b in layers], _max_lookahead(policy))
-        engine = Engine(runtime, layers, pool, lookahead=look, need_weights=_uses_score(policy))
+        cpu_capable = _uses(policy, "schedule.mode", "cpu_fallback") or _uses(policy, "schedule.mode", "hybrid")
+        engine = Engine(runtime, layers, pool, lookahead=look, need_weights=_uses_score(policy),
+                        cpu_capable=cpu_capable)
         for b in layers:
-            def fwd(hidden_states, top_k_index, top_k_weights, _b=b, _engine=engine):
-                return _engine.forward(_b, hidden_states, top_k_index, top_k_weights)
-            b.module.forward = fwd
+            b.module.forward = _engine_forward(engine, b)
     except Exception as e:
         _restore(layers, saved, placement)
+        store.release()
         if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError, OverflowError)):
             raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots or E} "
                               f"transient) does not fit on {dev}: lower the policy's capacity") from None

@@ -1,8 +1,9 @@
 """The mechanism's memory as measured figures (``handle.get_stats()["memory"]``).
 
 ``pool_bytes`` is what the device slot pool's tensors take (``runtime.num_slots`` slots, the
-transient STREAM entries and the zero entry), ``store_bytes`` what the host store holds (the
-experts' own weights, taken over from the model, not copied, on the CPU). Both are allocated
+transient STREAM entries and the zero entry), ``store_bytes`` what the host store holds: its
+one host arena (the experts' weights copied in, each tensor aligned; mpl/offload/store.py),
+or the experts' bytes where no arena is held. Both are allocated
 at attach and sized from the runtime's capped slot count, so they never grow; the peaks are
 still measured (at attach and at every ``get_stats``), not assumed.
 """
@@ -20,7 +21,7 @@ class MemoryMeter:
         self.sample()
 
     def sample(self) -> tuple[int, int]:
-        p, s = int(self.pool.nbytes), int(self.store.nbytes)
+        p, s = int(self.pool.nbytes), int(self.store.arena_bytes or self.store.nbytes)
         self.pool_peak = max(self.pool_peak, p)
         self.store_peak = max(self.store_peak, s)
         return p, s

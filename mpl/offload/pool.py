@@ -1,5 +1,5 @@
 """The device slot pool: a fixed set of pre-allocated expert slots, filled from the host
-store on a copy stream.
+store on copy streams.
 
 Layout: one device tensor per expert parameter name, ``[num_slots + stream_slots + 1, ...]``:
 
@@ -13,14 +13,19 @@ Layout: one device tensor per expert parameter name, ``[num_slots + stream_slots
 
 Nothing is allocated after construction: a miss copies into an existing slot.
 
-CUDA: copies run on a dedicated copy stream with ``non_blocking`` transfers from pinned
-memory. Every copy records a *ready* event; compute waits (on the GPU, not the host) only
-for the events of the slots it reads. Every compute that read a slot records a *free*
-event; a later copy into that slot first makes the copy stream wait for it, so a slot is
-never overwritten while queued compute still reads it.
+Every operation goes through an ``Ops`` object (``mpl.offload.device``). With CUDA:
 
-CPU (no CUDA): the same calls copy synchronously into the same kind of slots; events are
-not needed because everything runs in order.
+* two copy streams: **demand** loads and streamed experts on a high-priority stream,
+  **prefetch** and background loads on a low-priority one, so a demand load never queues
+  behind speculative prefetches (it waits only for a copy into the *same* slot);
+* copies are ``non_blocking`` from the page-locked host arena; every copy records a *ready*
+  event; compute waits (on the GPU, not the host) only for the events of the slots it
+  reads;
+* every compute that read a slot records a *free* event; a later copy into that slot first
+  makes its copy stream wait for it, so a slot is never overwritten while queued compute
+  still reads it.
+
+Without CUDA (``SyncOps``) the same calls copy synchronously; events are ``None``.
 """
 
 from __future__ import annotations
@@ -29,16 +34,20 @@ import time
 
 import torch
 
+from .device import SyncOps
+
 DEMAND, BACKGROUND, PREFETCH, STREAMED = "demand", "background", "prefetch", "stream"
+_URGENT = (DEMAND, STREAMED)
 
 
 class SlotPool:
     def __init__(self, template: dict[str, torch.Tensor], num_slots: int, stream_slots: int,
-                 device: torch.device) -> None:
+                 device: torch.device, ops: SyncOps | None = None) -> None:
         if num_slots < 1:
             raise ValueError("the slot pool needs at least one slot")
         self.device = torch.device(device)
-        self.cuda = self.device.type == "cuda"
+        self.ops = ops = ops or SyncOps(self.device)
+        self.cuda = ops.cuda
         self.num_slots = int(num_slots)
         self.stream_base = self.num_slots
         self.stream_slots = int(stream_slots)
@@ -46,18 +55,15 @@ class SlotPool:
         self.zero = self.size - 1
         self.names = tuple(template)
         self.tensors: dict[str, torch.Tensor] = {
-            name: torch.zeros((self.size, *t.shape[1:]), dtype=t.dtype, device=self.device)
-            for name, t in template.items()}
+            name: ops.alloc((self.size, *t.shape[1:]), t.dtype) for name, t in template.items()}
         self.entry_bytes = sum(t[0].numel() * t.element_size() for t in self.tensors.values())
         self.content: list[tuple[int, int] | None] = [None] * self.size
-        self.ready: list = [None] * self.size       # CUDA events: last copy into the entry
-        self.free: list = [None] * self.size        # CUDA events: last compute reading it
+        self.ready: list = [None] * self.size       # events: last copy into the entry
+        self.free: list = [None] * self.size        # events: last compute reading it
         self._pending_stalls: list = []
-        if self.cuda:
-            self.copy_stream = torch.cuda.Stream(device=self.device)
-            torch.cuda.synchronize(self.device)     # the zero-fill must be done before copies
-        else:
-            self.copy_stream = None
+        # demand first: a higher priority (lower number) than the prefetch stream
+        self.demand_stream = ops.stream(priority=-1)
+        self.prefetch_stream = ops.stream(priority=0)
         self.copies = {DEMAND: 0, BACKGROUND: 0, PREFETCH: 0, STREAMED: 0}
         self.bytes_copied = 0
         self.staged = 0              # device-to-device staging copies (not transfers)
@@ -79,21 +85,25 @@ class SlotPool:
         self.copies[kind] += 1
         self.bytes_copied += self.entry_bytes
         self.content[index] = key if kind != STREAMED else None
+        ops = self.ops
         if self.cuda:
-            stream = self.copy_stream
-            with torch.cuda.stream(stream):
+            stream = self.demand_stream if kind in _URGENT else self.prefetch_stream
+            with ops.use(stream):
                 free = self.free[index]
-                if free is not None:
-                    stream.wait_event(free)
+                if free is not None:            # queued compute still reads the entry
+                    ops.wait(stream, free)
+                prev = self.ready[index]
+                if prev is not None:            # an earlier copy into it, maybe on the other stream
+                    ops.wait(stream, prev)
                 for name, t in self.tensors.items():
-                    t[index].copy_(host[name][expert], non_blocking=True)
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record(stream)
+                    ops.copy(t[index], host[name][expert], non_blocking=True, tag=(kind, index))
+                ev = ops.event(timing=True)
+                ops.record(ev, stream)
             self.ready[index] = ev
             return 0.0
         t0 = time.perf_counter()
         for name, t in self.tensors.items():
-            t[index].copy_(host[name][expert])
+            ops.copy(t[index], host[name][expert], tag=(kind, index))
         ms = (time.perf_counter() - t0) * 1e3
         self.copy_ms += ms
         return ms
@@ -103,7 +113,7 @@ class SlotPool:
         (CPU-path staging; see Engine._stage_in_id_order)."""
         self.staged += 1
         for t in self.tensors.values():
-            t[dst].copy_(t[src])
+            self.ops.copy(t[dst], t[src], tag=("stage", dst))
         self.content[dst] = None
 
     def evict(self, index: int) -> None:
@@ -117,50 +127,60 @@ class SlotPool:
         those: loads and prefetches for other slots keep running."""
         if not self.cuda:
             return
-        compute = torch.cuda.current_stream(self.device)
+        ops = self.ops
+        compute = ops.current_stream()
         for i in indices:
             ev = self.ready[i]
             if ev is None:
                 continue
-            if ev.query():                       # already arrived: no wait, no stall
+            if ops.query(ev):                    # already arrived: no wait, no stall
                 self.ready[i] = None
                 continue
-            mark = torch.cuda.Event(enable_timing=True)
-            mark.record(compute)
-            compute.wait_event(ev)
+            mark = ops.event(timing=True)
+            ops.record(mark, compute)
+            ops.wait(compute, ev)
             self._pending_stalls.append((mark, ev))
             self.ready[i] = None
 
     def release(self, indices) -> None:
         """Record that queued compute reads ``indices``: a later copy into any of them waits
         for this point of the compute stream."""
+        ops = self.ops
+        ops.compute(indices)
         if not self.cuda:
             return
-        ev = torch.cuda.Event()
-        ev.record(torch.cuda.current_stream(self.device))
+        ev = ops.event()
+        ops.record(ev, ops.current_stream())
         for i in indices:
             self.free[i] = ev
 
     def collect_stalls(self, block: bool = False) -> float:
         """Milliseconds the compute stream waited for transfers, for the waits whose events
-        have completed (all of them with ``block``). Measured with CUDA timing events: the
-        time from the compute stream reaching the wait to the copy finishing."""
+        have completed (all of them with ``block``). Measured with timing events: the time
+        from the compute stream reaching the wait to the copy finishing."""
         if not self._pending_stalls:
             return 0.0
+        ops = self.ops
         total = 0.0
         keep = []
         for mark, ev in self._pending_stalls:
             if block:
-                ev.synchronize()
-                mark.synchronize()
-            if mark.query() and ev.query():
-                total += max(0.0, mark.elapsed_time(ev))
+                ops.synchronize(ev)
+                ops.synchronize(mark)
+            if ops.query(mark) and ops.query(ev):
+                total += max(0.0, ops.elapsed_ms(mark, ev))
             else:
                 keep.append((mark, ev))
         self._pending_stalls = keep
         return total
 
     def synchronize(self) -> None:
-        if self.cuda:
-            self.copy_stream.synchronize()
-            torch.cuda.current_stream(self.device).synchronize()
+        self.ops.synchronize()
+
+    def clear(self) -> None:
+        """Drop every device tensor and event (detach)."""
+        self.tensors.clear()
+        self.ready = [None] * self.size
+        self.free = [None] * self.size
+        self._pending_stalls = []
+        self.demand_stream = self.prefetch_stream = None

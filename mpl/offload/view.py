@@ -18,21 +18,3 @@ class ExpertsView:
         if name in over:
             return over[name]
         return getattr(self._module, name)
-
-
-class IndexedWeights:
-    """``w[expert_id]`` -> ``pool[lut[expert_id]]``: the eager loop indexes weights by the
-    *original* expert id (so its id-order loop, and its summation order, stay the same);
-    this object maps each id to the pool entry holding that expert."""
-
-    __slots__ = ("pool", "lut")
-
-    def __init__(self, pool, lut) -> None:
-        self.pool = pool
-        self.lut = lut
-
-    def __getitem__(self, idx):
-        return self.pool[self.lut[int(idx)]]
-
-    def __getattr__(self, name):          # dtype, device, ... of the underlying tensor
-        return getattr(self.pool, name)

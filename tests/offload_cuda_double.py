@@ -1,0 +1,271 @@
+"""A CUDA-semantics test double of ``mpl.offload.device``'s operations, for the CPU.
+
+``FakeCudaOps`` is what the engine sees on a GPU (``cuda = True``: streams, events,
+``non_blocking`` copies, pinned memory, one blocking read per dispatch), but every copy and
+compute runs at once on CPU tensors, so the model's outputs stay exact. What it adds is a
+log of every call and a model of CUDA's ordering: each stream is a FIFO queue; an event
+captures the point of its stream where it was recorded; ``wait`` makes a stream's later work
+start after that point; a host synchronisation (``fetch`` waits for the current stream,
+``synchronize`` for an event) makes everything up to that point complete before the host
+issues anything else. Ordering is tracked with vector clocks: op A *happens before* op B iff
+B's clock has seen A's position on A's stream.
+
+The invariant checks at the bottom replay a log and return the violations (empty: holds):
+
+* ``slot_write_while_read``: a copy into a pool slot is ordered after every compute issued
+  before it that reads that slot (no write-after-read hazard);
+* ``compute_before_copy``: compute reading a slot is ordered after the copy that filled it;
+* ``foreign_waits``: the compute stream waits only for the copies of slots its next compute
+  reads;
+* ``demand_delayed_by_prefetch``: no demand load is queued (same FIFO stream) behind a
+  prefetch or background copy into another slot still in flight;
+* ``unpinned_async_copies``: every ``non_blocking`` copy reads pinned host memory;
+* allocations: ``ops.allocations`` / the ``alloc`` entries of the log (no per-step device
+  allocation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+
+from mpl.offload.device import SyncOps
+
+
+class FakeStream:
+    def __init__(self, name: str, priority: int = 0) -> None:
+        self.name = name
+        self.priority = priority
+        self.clock: dict = {}
+        self.last_tag = None
+
+    def __repr__(self) -> str:
+        return f"<stream {self.name}>"
+
+
+class FakeEvent:
+    def __init__(self, timing: bool = False) -> None:
+        self.timing = timing
+        self.clock: dict | None = None     # None: never recorded (complete, like CUDA)
+        self.stream: FakeStream | None = None
+        self.tag = None                    # tag of the last op on its stream when recorded
+
+
+@dataclass
+class Op:
+    seq: int
+    kind: str                   # copy | compute | record | wait | fetch | sync | alloc
+    stream: FakeStream | None
+    clock: dict = field(default_factory=dict)
+    host: dict = field(default_factory=dict)   # host clock when issued
+    tag: object = None
+    reads: frozenset = frozenset()
+    non_blocking: bool = False
+    src_pinned: bool = False
+    event: FakeEvent | None = None
+
+
+def _merge(a: dict, b: dict) -> None:
+    for k, v in b.items():
+        if a.get(k, 0) < v:
+            a[k] = v
+
+
+def happens_before(a: Op, b: Op) -> bool:
+    return a.clock.get(a.stream, 0) <= b.clock.get(a.stream, 0)
+
+
+class FakeCudaOps(SyncOps):
+    cuda = True
+
+    def __init__(self, device=torch.device("cpu")) -> None:
+        super().__init__(torch.device("cpu"))
+        self.log: list[Op] = []
+        self.compute_stream = FakeStream("compute")
+        self._current = self.compute_stream
+        self.streams = [self.compute_stream]
+        self.host_clock: dict = {}
+        self.pinned: set[int] = set()
+        self.step = 0
+
+    # ---------------------------------------------------------------- helpers
+    def _issue(self, kind: str, stream: FakeStream, **info) -> Op:
+        _merge(stream.clock, self.host_clock)
+        stream.clock[stream] = stream.clock.get(stream, 0) + 1
+        op = Op(len(self.log), kind, stream, dict(stream.clock), dict(self.host_clock), **info)
+        stream.last_tag = info.get("tag")
+        self.log.append(op)
+        return op
+
+    def _note(self, kind: str, stream=None, **info) -> Op:
+        op = Op(len(self.log), kind, stream, dict(stream.clock) if stream else {},
+                dict(self.host_clock), **info)
+        self.log.append(op)
+        return op
+
+    # ---------------------------------------------------------------- streams and events
+    def stream(self, priority: int = 0):
+        s = FakeStream(f"copy{len(self.streams)}(p{priority})", priority)
+        self.streams.append(s)
+        return s
+
+    def current_stream(self):
+        return self._current
+
+    @contextlib.contextmanager
+    def use(self, stream):
+        prev, self._current = self._current, stream
+        try:
+            yield stream
+        finally:
+            self._current = prev
+
+    def event(self, timing: bool = False):
+        return FakeEvent(timing)
+
+    def record(self, event, stream=None) -> None:
+        s = stream if stream is not None else self._current
+        _merge(s.clock, self.host_clock)
+        event.clock = dict(s.clock)
+        event.stream = s
+        event.tag = getattr(s, "last_tag", None)
+        self._note("record", s, event=event)
+
+    def wait(self, stream, event) -> None:
+        if event.clock is not None:
+            _merge(stream.clock, event.clock)
+        self._note("wait", stream, event=event)
+
+    def query(self, event) -> bool:
+        if event.clock is None:
+            return True
+        return all(self.host_clock.get(k, 0) >= v for k, v in event.clock.items())
+
+    def elapsed_ms(self, start, end) -> float:
+        return 0.0
+
+    def synchronize(self, event=None) -> None:
+        if event is None:
+            for s in self.streams:
+                _merge(self.host_clock, s.clock)
+        elif event.clock is not None:
+            _merge(self.host_clock, event.clock)
+        self._note("sync")
+
+    # ---------------------------------------------------------------- memory and copies
+    def _ptr(self, t: torch.Tensor) -> int:
+        return t.untyped_storage().data_ptr()
+
+    def alloc(self, shape, dtype):
+        self.allocations += 1
+        self._note("alloc", tag=self.step)
+        return torch.zeros(shape, dtype=dtype)
+
+    def host_arena(self, nbytes: int):
+        t = super().host_arena(nbytes)
+        self.pinned.add(self._ptr(t))
+        self.arena_bytes = t.numel()
+        return t
+
+    def host_buffer(self, numel: int, dtype):
+        t = super().host_buffer(numel, dtype)
+        self.pinned.add(self._ptr(t))
+        return t
+
+    def is_pinned(self, t) -> bool:
+        return self._ptr(t) in self.pinned
+
+    def copy(self, dst, src, *, non_blocking=False, tag=None) -> None:
+        dst.copy_(src)
+        self._issue("copy", self._current, tag=tag, non_blocking=non_blocking,
+                    src_pinned=self.is_pinned(src))
+
+    def compute(self, reads) -> None:
+        self._issue("compute", self._current, reads=frozenset(reads))
+
+    def fetch(self, tensors):
+        self.reads += 1
+        _merge(self.host_clock, self._current.clock)
+        self._note("fetch", self._current)
+        return [t.detach().clone() for t in tensors]
+
+
+# ---------------------------------------------------------------------------- invariants
+def _slot(op: Op):
+    tag = op.tag
+    if op.kind == "copy" and isinstance(tag, tuple) and isinstance(tag[1], int) and tag[0] != "upload":
+        return tag[1]
+    return None
+
+
+def slot_write_while_read(log) -> list[str]:
+    bad = []
+    computes: list[Op] = []
+    for op in log:
+        if op.kind == "compute":
+            computes.append(op)
+        s = _slot(op)
+        if s is None:
+            continue
+        for c in computes:
+            if s in c.reads and not happens_before(c, op):
+                bad.append(f"copy #{op.seq} into slot {s} may overwrite it while compute #{c.seq} reads it")
+    return bad
+
+
+def compute_before_copy(log) -> list[str]:
+    bad = []
+    last: dict[int, Op] = {}
+    for op in log:
+        s = _slot(op)
+        if s is not None:
+            last[s] = op
+        elif op.kind == "compute":
+            for r in op.reads:
+                c = last.get(r)
+                if c is not None and not happens_before(c, op):
+                    bad.append(f"compute #{op.seq} reads slot {r} before copy #{c.seq} into it is done")
+    return bad
+
+
+def foreign_waits(log, compute_stream) -> list[str]:
+    bad = []
+    pending: list[Op] = []
+    for op in log:
+        if op.kind == "wait" and op.stream is compute_stream and op.event.stream is not compute_stream:
+            pending.append(op)
+        elif op.kind == "compute" and op.stream is compute_stream:
+            for w in pending:
+                tag = w.event.tag
+                slot = tag[1] if isinstance(tag, tuple) else None
+                if slot not in op.reads:
+                    bad.append(f"compute #{op.seq} waited (#{w.seq}) for a copy of slot {slot}, which it does not read")
+            pending = []
+    return bad
+
+
+def demand_delayed_by_prefetch(log) -> list[str]:
+    """A demand (or streamed) copy issued while a prefetch/background copy into another slot
+    is still in flight on the same FIFO stream is queued behind it."""
+    bad = []
+    spec: list[Op] = []
+    for op in log:
+        if op.kind != "copy" or _slot(op) is None:
+            continue
+        kind = op.tag[0]
+        if kind in ("prefetch", "background"):
+            spec.append(op)
+        elif kind in ("demand", "stream"):
+            for p in spec:
+                done = p.clock.get(p.stream, 0) <= op.host.get(p.stream, 0)
+                if not done and p.stream is op.stream and _slot(p) != _slot(op):
+                    bad.append(f"demand copy #{op.seq} (slot {_slot(op)}) queued behind {p.tag[0]} "
+                               f"copy #{p.seq} (slot {_slot(p)}) on {op.stream}")
+    return bad
+
+
+def unpinned_async_copies(log) -> list[str]:
+    return [f"non_blocking copy #{op.seq} ({op.tag}) from pageable memory"
+            for op in log if op.kind == "copy" and op.non_blocking and not op.src_pinned]
