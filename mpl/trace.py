@@ -3,7 +3,7 @@
 A trace is a header plus a sequence of dispatches in execution order. Layers in a dispatch
 are MoE-layer ordinals (``0 .. len(header.moe_layers)-1``); ``header.moe_layers`` maps them
 back to the model's decoder-layer ids. File formats (native binary, the original's JSONL)
-are read and written by ``mpl.sim.traceio``.
+are read and written by ``mpl.traceio``.
 """
 
 from __future__ import annotations

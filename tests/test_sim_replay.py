@@ -9,7 +9,8 @@ from property_profiles import prop
 
 import mpl
 from mpl import schema, shapes
-from mpl.sim import hardware, replay, synthesize, traceio
+from mpl import traceio
+from mpl.sim import hardware, replay, synthesize
 from mpl.sim.belady import belady
 from mpl.sim.replay import PolicyLoadError
 from mpl.trace import Dispatch, Trace, TraceHeader

@@ -95,7 +95,7 @@ def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model
 
 
 def test_mpl_never_imports_vllm():
-    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.preflight, mpl.sim.engine_formats, "
+    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.preflight, mpl.engine_formats, "
             "mpl.cli.cmd_trace, mpl.cli.cmd_run; print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -66,7 +66,8 @@ def _caps(text: str, total: bool = False) -> list:
 
 
 def run(args) -> int:
-    from mpl.sim import PolicyLoadError, TraceFormatError, traceio
+    from mpl import traceio
+    from mpl.sim import PolicyLoadError, TraceFormatError
     from mpl.sim.hardware import HardwareError, resolve
     from mpl.api import load_for_replay as load_policy
     from mpl.sim.replay import Progress

@@ -38,7 +38,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mpl.sim import TraceFormatError, traceio
+    from mpl import traceio
+    from mpl.sim import TraceFormatError
     from mpl.sim.hardware import HardwareError
     from mpl.sim.replay import Progress
     from mpl.sim.belady import belady

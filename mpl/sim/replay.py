@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl.sim import hardware as hw
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.timeline import Timeline
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model

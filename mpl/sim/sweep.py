@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.sim.belady import belady as belady_optimum
 from mpl.trace import Trace
 

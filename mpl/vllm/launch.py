@@ -107,7 +107,7 @@ def _checked_options(args, prog: str, trace_out: str | None, hardware: str | Non
     """The interpreter to run, or (None, exit code) after printing what is wrong: a bad
     output extension or hardware profile fails before any engine starts."""
     from mpl.sim import hardware as hw
-    from mpl.sim import traceio
+    from mpl import traceio
 
     try:
         if trace_out:
