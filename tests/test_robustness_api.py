@@ -14,7 +14,8 @@ import mpl
 from mpl import shapes
 from mpl.runtime import DispatchError, RuntimeConfigError
 from mpl import traceio
-from mpl.sim import hardware, synth
+from mpl.timemodel import hardware
+from mpl.sim import synth
 from mpl.traceio import TraceFormatError
 
 LFU = "policy lfu16 {\n  cache { capacity = 16  eviction = lfu }\n}\n"

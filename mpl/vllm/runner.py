@@ -64,7 +64,7 @@ class PolicyRunner:
             self.policy_text, self.policy_path = text, path
         self.hardware = hardware
         if hardware is not None:
-            from mpl.sim import hardware as hw
+            from mpl.timemodel import hardware as hw
             try:
                 hw.resolve(hardware)
             except hw.HardwareError as e:
