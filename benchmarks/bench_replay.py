@@ -25,9 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_dispatch import POLICIES  # noqa: E402  (the four policy texts)
 
 import mpl  # noqa: E402
-from mpl.sim import hardware, replay, synthesize  # noqa: E402
-from mpl.sim.replay import records_of  # noqa: E402
-from mpl.sim.timeline import Timeline  # noqa: E402
+from mpl.timemodel import hardware  # noqa: E402
+from mpl.sim import replay, synthesize  # noqa: E402
+from mpl.trace import records_of  # noqa: E402
+from mpl.timemodel.timeline import Timeline  # noqa: E402
 from mpl.sim.belady import belady  # noqa: E402
 
 

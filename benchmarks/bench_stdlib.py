@@ -5,7 +5,7 @@ measured in the same run.
 
     python benchmarks/bench_stdlib.py [--steps 200] [--seed 0] [--json]
 
-Simulated time comes from the hardware cost model (mpl.sim.hardware), not a wall clock, so
+Simulated time comes from the hardware cost model (mpl.timemodel.hardware), not a wall clock, so
 the figures are deterministic for a seed; they rank policies, they do not promise tok/s.
 """
 

@@ -1,9 +1,12 @@
-"""Routing traces: the data both the live recorder (offload/) and the replayer (sim/) use.
+"""Routing traces: the data the live recorder (offload/), the vLLM integration (vllm/) and
+the replayer (sim/) share; none of them imports another.
 
 A trace is a header plus a sequence of dispatches in execution order. Layers in a dispatch
 are MoE-layer ordinals (``0 .. len(header.moe_layers)-1``); ``header.moe_layers`` maps them
-back to the model's decoder-layer ids. File formats (native binary, the original's JSONL)
-are read and written by ``mpl.sim.traceio``.
+back to the model's decoder-layer ids. ``records_of`` turns dispatches into the records a
+compiled module's ``replay_records`` takes (the replayer and vLLM's shadow feed the runtime
+the same way). File formats (native binary, the original's JSONL) are read and written by
+``mpl.traceio``; serving engines' routing outputs are converted by ``mpl.engine_formats``.
 """
 
 from __future__ import annotations
@@ -95,3 +98,36 @@ def steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:
         elif get(s, 0) < t:
             per[s] = t
     return len(per), sum(per.values())
+
+
+def _flat(d: Dispatch):
+    if d.tokens == 1:
+        return d.experts[0], (d.weights[0] if d.weights is not None else None)
+    ex = [e for row in d.experts for e in row]
+    ws = [w for row in d.weights for w in row] if d.weights is not None else None
+    return ex, ws
+
+
+def records_of(dispatches: Iterable[Dispatch]):
+    """The records a compiled module's ``replay_records`` takes, one per dispatch:
+    (layer, experts, weights, tokens, step, predictions, tokens_of)."""
+    for d in dispatches:
+        ex = d.experts
+        if len(ex) == 1:
+            ws = d.weights
+            yield (d.layer, ex[0], ws[0] if ws is not None else None, 1, d.step,
+                   d.predictions, None)
+        else:
+            fe, fw = _flat(d)
+            yield (d.layer, fe, fw, d.tokens, d.step, d.predictions, tokens_of(d))
+
+
+def tokens_of(d: Dispatch) -> dict | None:
+    """Per expert, how many of the dispatch's tokens selected it (None for one token)."""
+    if d.tokens == 1:
+        return None
+    c: dict[int, int] = {}
+    for row in d.experts:
+        for e in set(row):
+            c[e] = c.get(e, 0) + 1
+    return c

@@ -262,7 +262,7 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
         raise ValueError(f"name: {why}")
     trace = with_model(trace, model)
     h = trace.header
-    from mpl.sim import hardware as hw
+    from mpl.timemodel import hardware as hw
     hw.resolve(hardware)          # fail early on a bad profile
     slots = budget_slots(budget, h.expert_bytes or hw.DEFAULT_EXPERT_BYTES)
     L = h.num_moe_layers

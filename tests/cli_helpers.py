@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from mpl.sim import synth, traceio
+from mpl import traceio
+from mpl.sim import synth
 
 GOOD = "policy a {\n    cache {\n        capacity = 8\n    }\n}\n"
 UGLY = "policy   a { cache { capacity = 8 } }\n"

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.syntax.lexer import KEYWORD_TYPES
 
 from cli_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)

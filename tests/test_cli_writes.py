@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from mpl.sim import traceio
+from mpl import traceio
 
 from cli_helpers import GOOD, UGLY, clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
 

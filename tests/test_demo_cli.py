@@ -71,7 +71,7 @@ def test_trace_record_writes_a_loadable_trace(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["steps"] == 3 and summary["dispatches"] == 9
-    from mpl.sim import traceio
+    from mpl import traceio
     t = traceio.load(str(out))
     assert t.num_steps == 3 and t.header.num_moe_layers == 3 and t.header.top_k == 2
     assert t.dispatches[0].tokens == len(b"hello")

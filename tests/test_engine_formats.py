@@ -14,8 +14,9 @@ import random
 import pytest
 
 from cli_helpers import clean, mplc
-from mpl.sim import synth, traceio
-from mpl.sim.engine_formats import EngineFormatError, rows_from_counts
+from mpl import traceio
+from mpl.sim import synth
+from mpl.engine_formats import EngineFormatError, rows_from_counts
 
 np = pytest.importorskip("numpy")
 

@@ -184,3 +184,42 @@ def test_replay_takes_a_policy_and_never_imports_the_api():
             seen.add(m)
             todo.extend(t for t, _, _ in edges[m])
     assert "mpl.api" not in seen and "mpl.codegen" not in seen and "mpl.sim.sweep" not in seen
+
+
+_CONSUMERS = ("mpl.offload", "mpl.vllm", "mpl.sim")
+#: what they share instead: the trace data and its file formats, and the simulated-time model
+_SHARED = ("mpl.trace", "mpl.traceio", "mpl.engine_formats", "mpl.timemodel")
+
+
+def _within(module: str, packages) -> str | None:
+    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+
+
+def test_offload_vllm_and_sim_never_import_each_other():
+    # ARCHITECTURE: offload/ (the live mechanism), vllm/ (the serving integration) and sim/
+    # (the offline workbench) consume the runtime's Plan and share the trace format; none of
+    # them imports another, at module level or inside a function (docs/internals.md, "Where
+    # each job lives")
+    modules, edges, _ = _graph(False)
+    crossing = [f"{os.path.relpath(modules[m], ROOT)}:{line}: {m} -> {t}"
+                for m, es in edges.items() if _within(m, _CONSUMERS)
+                for t, _, line in es
+                if _within(t, _CONSUMERS) not in (None, _within(m, _CONSUMERS))]
+    assert crossing == [], "\n".join(crossing)
+
+
+def test_what_they_share_reaches_none_of_them():
+    # the shared modules are neutral ground: nothing they import, however indirectly, is one
+    # of the three consumers (so no import between them is laundered through a shared one)
+    modules, edges, _ = _graph(False)
+    shared = [m for m in modules if _within(m, _SHARED)]
+    assert {"mpl.traceio", "mpl.engine_formats", "mpl.timemodel.timeline",
+            "mpl.timemodel.hardware"} <= set(shared)
+    for start in shared:
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(t for t, _, _ in edges[m])
+        assert [m for m in seen if _within(m, _CONSUMERS)] == [], start

@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.sim.synth import synthesize
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/zero") or sys.platform == "win32",

@@ -14,9 +14,10 @@ import pytest
 
 import mpl
 from mpl.api import from_ir
-from mpl.sim import hardware, synthesize
-from mpl.sim.replay import _tokens_of, records_of
-from mpl.sim.timeline import Timeline
+from mpl.timemodel import hardware
+from mpl.sim import synthesize
+from mpl.trace import records_of, tokens_of as _tokens_of
+from mpl.timemodel.timeline import Timeline
 from mpl.stdlib_path import stdlib_names
 from mpl.trace import Dispatch
 from test_runtime_invariants import random_policy

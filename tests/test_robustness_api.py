@@ -13,8 +13,10 @@ import pytest
 import mpl
 from mpl import shapes
 from mpl.runtime import DispatchError, RuntimeConfigError
-from mpl.sim import hardware, synth, traceio
-from mpl.sim.traceio import TraceFormatError
+from mpl import traceio
+from mpl.timemodel import hardware
+from mpl.sim import synth
+from mpl.traceio import TraceFormatError
 
 LFU = "policy lfu16 {\n  cache { capacity = 16  eviction = lfu }\n}\n"
 

@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mpl.sim import synth, traceio
+from mpl import traceio
+from mpl.sim import synth
 
 
 def _mplc(args, cwd, env=None):

@@ -9,7 +9,9 @@ from property_profiles import prop
 
 import mpl
 from mpl import schema, shapes
-from mpl.sim import hardware, replay, synthesize, traceio
+from mpl import traceio
+from mpl.timemodel import hardware
+from mpl.sim import replay, synthesize
 from mpl.sim.belady import belady
 from mpl.sim.replay import PolicyLoadError
 from mpl.trace import Dispatch, Trace, TraceHeader
@@ -184,7 +186,7 @@ def test_prefetch_with_trace_predictions():
 
 def test_timeline_by_hand():
     from mpl.runtime.plan import DEMAND, PREFETCH, Load, Plan
-    from mpl.sim.timeline import Timeline
+    from mpl.timemodel.timeline import Timeline
 
     costs = hardware.costs_for(hardware.resolve("rtx-4090"), model="deepseek-v2-lite")
     tl = Timeline(costs)
@@ -237,7 +239,7 @@ def test_timeline_fast_path_equals_general_path(launch_us, overlap):
     nothing is in flight, with or without overlap) gives the clocks of the general
     expert-by-expert path."""
     from mpl.runtime.plan import STREAM, Load, Plan
-    from mpl.sim.timeline import Timeline
+    from mpl.timemodel.timeline import Timeline
 
     costs = hardware.costs_for(hardware.resolve({"base": "h100", "kernel_launch_us": launch_us}),
                                model="deepseek-v2-lite")

@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from mpl import shapes
-from mpl.sim import synth, traceio
+from mpl import traceio
+from mpl.sim import synth
 from mpl.sim.belady import belady
 
 

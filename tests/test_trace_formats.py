@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.sim.synth import synthesize
 from mpl.trace import Dispatch, Trace, TraceHeader
 

@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from mpl.sim import traceio
+from mpl import traceio
 
 
 def mplc(args, cwd, status=0):

@@ -12,7 +12,8 @@ import pytest
 import mpl.sim
 from mpl import shapes
 from mpl import tune as T
-from mpl.sim import synth, traceio
+from mpl import traceio
+from mpl.sim import synth
 from mpl.sim.tracemodel import TraceModelError, with_model
 
 from cli_helpers import clean, mplc

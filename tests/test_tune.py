@@ -54,6 +54,6 @@ def test_bad_objective_and_hardware():
     tr = synthesize("mixtral-8x7b", steps=3, seed=0)
     with pytest.raises(ValueError, match="objective"):
         T.tune(tr, 16, objective="speed", jobs=1)
-    from mpl.sim.hardware import HardwareError
+    from mpl.timemodel.hardware import HardwareError
     with pytest.raises(HardwareError):
         T.tune(tr, 16, hardware="abacus", jobs=1)

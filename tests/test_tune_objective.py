@@ -10,7 +10,8 @@ import json
 import pytest
 
 from mpl import tune as T
-from mpl.sim import synth, traceio
+from mpl import traceio
+from mpl.sim import synth
 
 from cli_helpers import clean, mplc
 

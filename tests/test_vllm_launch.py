@@ -95,7 +95,30 @@ def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model
 
 
 def test_mpl_never_imports_vllm():
-    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.preflight, mpl.sim.engine_formats, "
+    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.preflight, mpl.engine_formats, "
             "mpl.cli.cmd_trace, mpl.cli.cmd_run; print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("policy", ["std/generous", "std/lookahead_prefetch", "std/hybrid",
+                                    "std/adaptive", "policy p { cache { capacity = 6 } }"])
+def test_the_shadow_beside_the_engine_equals_a_replay_of_its_trace(policy):
+    # the shadow (mpl.vllm.shadow) times each Plan with the time model replay uses
+    # (mpl.timemodel, mpl.trace.records_of) without importing mpl.sim: fed a trace dispatch
+    # by dispatch it reports what `mplc replay` reports for that trace (tests/vllm_suite
+    # checks the same on a trace the engine recorded)
+    import mpl
+    from mpl.sim import replay, synthesize
+    from mpl.vllm.preflight import policy_source
+    from mpl.vllm.shadow import Shadow
+
+    trace = synthesize("olmoe", steps=12, seed=3)
+    text, path, name = policy_source(policy)
+    shadow = Shadow(text, trace.header, policy_name=name, policy_path=path, hardware="a100-80gb")
+    for d in trace:
+        shadow.feed(d)
+    live = shadow.report()
+    r = replay(mpl.loads(text, name, path=path), trace, hardware="a100-80gb", belady=False)
+    assert live["dispatches"] == len(trace) and live["stats"]["hits"] + live["stats"]["misses"] > 0
+    assert (live["stats"], live["sim"], live["costs"]) == (r.stats, r.sim, r.costs)

@@ -13,7 +13,7 @@ import sys
 
 
 def add_arguments(parser) -> None:
-    from mpl.sim import hardware
+    from mpl.timemodel import hardware
 
     parser.add_argument("policy", metavar="POLICY.moe", help="policy file")
     parser.add_argument("--trace", "-t", required=True, metavar="T",
@@ -84,7 +84,7 @@ def capacity_value(text: str):
 
 def run(args) -> int:
     from mpl.sim import PolicyLoadError, ReplayError, TraceFormatError, replay
-    from mpl.sim.hardware import HardwareError
+    from mpl.timemodel.hardware import HardwareError
     from mpl.api import load_for_replay as load_policy
     from mpl.sim.tracemodel import TraceModelError
 

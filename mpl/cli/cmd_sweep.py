@@ -19,7 +19,7 @@ import sys
 
 def add_arguments(parser) -> None:
     from mpl.cli.cmd_replay import add_model_argument
-    from mpl.sim import hardware
+    from mpl.timemodel import hardware
 
     parser.add_argument("policy", metavar="POLICY.moe", nargs="+", help="policy file(s)")
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
@@ -66,8 +66,9 @@ def _caps(text: str, total: bool = False) -> list:
 
 
 def run(args) -> int:
-    from mpl.sim import PolicyLoadError, TraceFormatError, traceio
-    from mpl.sim.hardware import HardwareError, resolve
+    from mpl import traceio
+    from mpl.sim import PolicyLoadError, TraceFormatError
+    from mpl.timemodel.hardware import HardwareError, resolve
     from mpl.api import load_for_replay as load_policy
     from mpl.sim.replay import Progress
     from mpl.sim.sweep import RepeatedParam, format_errors, format_table, parse_params, run_sweep
@@ -122,7 +123,7 @@ def run(args) -> int:
     except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    from mpl.sim.hardware import DEFAULT as hw_default
+    from mpl.timemodel.hardware import DEFAULT as hw_default
     from mpl.sim.tracemodel import describe_expert_size, trace_expert_size
     eb, eb_source = trace_expert_size(trace.header)     # unless a policy sets expert_size_gb
     if args.json:

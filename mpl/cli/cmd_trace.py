@@ -3,7 +3,7 @@
 * ``mplc trace synth --preset NAME [--steps N] [--seed S] [-o OUT] [knobs]``
 * ``mplc trace convert IN OUT`` (formats by extension: .mpltrace native, .jsonl the original's;
   ``--from vllm-npy|vllm-response|sglang-response|sglang-distribution --model M``: an
-  engine's own routing output, ``mpl.sim.engine_formats``)
+  engine's own routing output, ``mpl.engine_formats``)
 * ``mplc trace merge IN... -o OUT`` (traces of several engines of one model)
 * ``mplc trace record --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N] -o OUT``
   (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
@@ -170,7 +170,7 @@ def _print(info: dict, as_json: bool, verb: str) -> None:
 
 
 def run(args) -> int:
-    from mpl.sim import traceio
+    from mpl import traceio
 
     cmd = getattr(args, "trace_command", None)
     if cmd is None:
@@ -180,7 +180,7 @@ def run(args) -> int:
         if cmd == "synth":
             return _synth(args, traceio)
         if cmd == "merge":
-            from mpl.sim.engine_formats import merge
+            from mpl.engine_formats import merge
             traceio.kind_of(args.output)
             trace = merge([traceio.load(p) for p in args.inputs], list(args.inputs))
             _save(traceio, trace, args.output)
@@ -228,7 +228,7 @@ def run(args) -> int:
 
 
 def _engine_input(args):
-    from mpl.sim import engine_formats
+    from mpl import engine_formats
 
     if not args.model:
         raise ValueError(f"--from {args.from_format} needs --model PRESET_OR_CONFIG (which layers "

@@ -13,7 +13,7 @@ import sys
 
 def add_arguments(parser) -> None:
     from mpl.cli.cmd_replay import add_model_argument
-    from mpl.sim import hardware
+    from mpl.timemodel import hardware
     from mpl.tune import DEFAULT_OBJECTIVE, OBJECTIVE_ALIASES, OBJECTIVES
 
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
@@ -38,8 +38,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mpl.sim import TraceFormatError, traceio
-    from mpl.sim.hardware import HardwareError
+    from mpl import traceio
+    from mpl.sim import TraceFormatError
+    from mpl.timemodel.hardware import HardwareError
     from mpl.sim.replay import Progress
     from mpl.sim.belady import belady
     from mpl import tune as T
@@ -111,7 +112,7 @@ def run(args) -> int:
         d["output"] = args.output
         print(json.dumps(d, indent=2))
         return 0
-    from mpl.sim.hardware import DEFAULT as hw_default
+    from mpl.timemodel.hardware import DEFAULT as hw_default
     print(f"tuned for {desc}, budget {result.budget} slots, objective {result.objective} "
           f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates")
     print(f"expert size {describe_expert_size(result.expert_bytes, result.expert_bytes_source)}")

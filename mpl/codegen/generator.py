@@ -185,7 +185,7 @@ def _emit_replay(w: _W, f: dict) -> None:
     the simulated timeline at once. The decisions are the same code as ``dispatch`` (the
     same emitter); only the argument checks are left out (a trace is validated when read)."""
     w(1, "def replay_records(self, records, tl, tick=None, every=0):")
-    w(2, '"""Dispatch every record and play it on ``tl`` (mpl.sim.timeline.Timeline); adds')
+    w(2, '"""Dispatch every record and play it on ``tl`` (mpl.timemodel.timeline.Timeline); adds')
     w(2, "the simulated stalls to the stats. records: (layer, experts, weights, tokens, step,")
     w(2, "predictions, tokens_of) with distinct-or-not expert ids as dispatch() takes them;")
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")

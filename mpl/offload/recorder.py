@@ -104,7 +104,7 @@ def record(model, inputs, *, lookahead: int | None = None, **generate_kwargs) ->
 
 def cli_record(args) -> int:
     """``mplc trace record --model M --prompt P --max-new-tokens N -o FILE``."""
-    from mpl.sim import traceio
+    from mpl import traceio
 
     from .errors import AttachError
     from .loading import ModelLoadError, load_model

@@ -1,6 +1,6 @@
 """The global slot pool and the caches that draw from it.
 
-One :class:`SlotPool` of ``num_slots`` device slots serves every cache of a runtime (the
+One :class:`SlotFreeList` of ``num_slots`` device slots serves every cache of a runtime (the
 shared cache, or the per-layer caches), so the mechanism pre-allocates once. A
 :class:`Cache` maps resident keys to slots, enforces its capacity and asks its eviction
 store for victims. Pinned keys (expert id in the policy's ``pin`` list) occupy slots of the
@@ -10,8 +10,11 @@ cache they belong to but never enter the store, so they are never chosen as vict
 from __future__ import annotations
 
 
-class SlotPool:
-    """Free-list of device slot indices ``0 .. size-1`` (lowest index handed out first)."""
+class SlotFreeList:
+    """Free-list of device slot indices ``0 .. size-1`` (lowest index handed out first).
+
+    It hands out slot *numbers* only (a runtime's ``pool``); the device tensors those numbers
+    index belong to the mechanism (``mpl.offload.pool.SlotPool``)."""
 
     __slots__ = ("size", "free")
 
@@ -37,7 +40,7 @@ class Cache:
 
     __slots__ = ("capacity", "resident", "store", "pool", "pins", "layer")
 
-    def __init__(self, capacity: int, store, pool: SlotPool, pins: frozenset, layer=None):
+    def __init__(self, capacity: int, store, pool: SlotFreeList, pins: frozenset, layer=None):
         self.capacity = capacity
         self.resident: dict = {}
         self.store = store

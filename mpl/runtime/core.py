@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 from mpl.runtime.adapt import ACTIONS as ADAPT_ACTIONS
 from mpl.runtime.budgets import Signal, allocate
-from mpl.runtime.cache import Cache, SlotPool
+from mpl.runtime.cache import Cache, SlotFreeList
 from mpl.runtime.cost import CostModel
 from mpl.runtime.eviction import make_store
 from mpl.runtime.monitor import Monitor
@@ -176,7 +176,7 @@ class Runtime:
             lo = max([self.min_cap] + [int(x) for x in features.get("min_capacities", ())])
             hi = max([self.max_cap] + [int(x) for x in features.get("max_capacities", ())])
             self.requested_slots = max(L * lo, min(max(totals), L * hi))
-            self.pool = SlotPool(min(self.requested_slots, self.max_slots))
+            self.pool = SlotFreeList(min(self.requested_slots, self.max_slots))
             self.allocation = params["per_layer.allocation"]
             self.rebalance_interval = int(params["per_layer.rebalance_interval"])
             self.signal = Signal(L, int(params["per_layer.entropy_window"])) if features.get("signal") else None
@@ -188,7 +188,7 @@ class Runtime:
                                  self.pins, layer=i) for i, c in enumerate(caps)]
         else:
             self.requested_slots = max(slots)
-            self.pool = SlotPool(min(self.requested_slots, self.max_slots))
+            self.pool = SlotFreeList(min(self.requested_slots, self.max_slots))
             shared = Cache(cap, make_store(params["cache.eviction"], cap, self.p), self.pool, self.pins)
             self.caches = [shared] * L
             self.signal = None

@@ -1,7 +1,7 @@
 """The cost model the ``hybrid`` schedule decides with (and the simulator times with).
 
 Transfer time = bytes / link bandwidth; compute time = tokens x expert FLOPs per token /
-throughput. ``mpl.sim.hardware`` builds one from hardware profiles; the live mechanism
+throughput. ``mpl.timemodel.hardware`` builds one from hardware profiles; the live mechanism
 calibrates one from measured copies and expert calls. Defaults: a PCIe 4.0 x16 link
 (25 GB/s effective), a desktop CPU (200 GFLOP/s), a data-centre GPU (100 TFLOP/s), and an
 fp16 expert (2 FLOPs per parameter, 2 bytes per parameter, so FLOPs/token = bytes).

@@ -9,7 +9,7 @@ from mpl.trace import Dispatch, Trace, TraceHeader
 from mpl.sim.replay import ReplayReport, ReplayError, PolicyLoadError
 # sim takes a policy (mpl.sim.replay.replay); a .moe path or text becomes one in the API layer
 from mpl.api import load_for_replay as load_policy, replay
-from mpl.sim.traceio import TraceFormatError, load as load_trace, save as save_trace
+from mpl.traceio import TraceFormatError, load as load_trace, save as save_trace
 from mpl.sim.synth import synthesize
 
 __all__ = ["replay", "ReplayReport", "ReplayError", "PolicyLoadError", "load_policy", "Trace",

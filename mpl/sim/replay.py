@@ -12,16 +12,17 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
-from mpl.sim import hardware as hw
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
-from mpl.sim.timeline import Timeline
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
-from mpl.trace import Dispatch, Trace, steps_and_tokens
+from mpl.timemodel import hardware as hw
+from mpl.timemodel.hardware import expert_bytes_for
+from mpl.timemodel.timeline import Timeline, summary as _sim_summary
+from mpl.trace import Trace, records_of, steps_and_tokens, tokens_of as _tokens_of
 
 
 class ReplayError(ValueError):
@@ -143,57 +144,6 @@ def _as_trace(trace) -> Trace:
     if isinstance(trace, (str, os.PathLike)):
         return traceio.load(os.fspath(trace))
     raise TypeError(f"trace must be a Trace or a path, not {type(trace).__name__}")
-
-
-def expert_bytes_for(ir, header) -> int:
-    """An explicit cache.expert_size_gb wins; else the trace header; else 1.2 GB."""
-    gb = ir.get("cache.expert_size_gb") if ir is not None else None
-    if gb:
-        return int(gb * 1e9)
-    if header.expert_bytes:
-        return int(header.expert_bytes)
-    return hw.DEFAULT_EXPERT_BYTES
-
-
-def _sim_summary(tl: Timeline, steps: int, tokens: int) -> dict:
-    out = tl.to_dict()
-    total = out["total_ms"]
-    out.update(steps=steps, tokens=tokens,
-               time_per_step_ms=total / steps if steps else 0.0,
-               tokens_per_s=tokens / (total / 1e3) if total > 0 else 0.0)
-    return out
-
-
-def _flat(d: Dispatch):
-    if d.tokens == 1:
-        return d.experts[0], (d.weights[0] if d.weights is not None else None)
-    ex = [e for row in d.experts for e in row]
-    ws = [w for row in d.weights for w in row] if d.weights is not None else None
-    return ex, ws
-
-
-def records_of(dispatches: Iterable[Dispatch]):
-    """The records a compiled module's ``replay_records`` takes, one per dispatch:
-    (layer, experts, weights, tokens, step, predictions, tokens_of)."""
-    for d in dispatches:
-        ex = d.experts
-        if len(ex) == 1:
-            ws = d.weights
-            yield (d.layer, ex[0], ws[0] if ws is not None else None, 1, d.step,
-                   d.predictions, None)
-        else:
-            fe, fw = _flat(d)
-            yield (d.layer, fe, fw, d.tokens, d.step, d.predictions, _tokens_of(d))
-
-
-def _tokens_of(d: Dispatch) -> dict | None:
-    if d.tokens == 1:
-        return None
-    c: dict[int, int] = {}
-    for row in d.experts:
-        for e in set(row):
-            c[e] = c.get(e, 0) + 1
-    return c
 
 
 def _check_fit(header, num_experts_ok=True) -> None:

@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mpl.sim import traceio
+from mpl import traceio
 from mpl.sim.belady import belady as belady_optimum
 from mpl.trace import Trace
 
@@ -189,7 +189,7 @@ def _shared_slots(pol, trace) -> int:
     if isinstance(cap, int):
         return cap
     from mpl.runtime.core import capacity_slots
-    from mpl.sim.replay import expert_bytes_for
+    from mpl.timemodel.hardware import expert_bytes_for
     # a size: as many experts as fit (replay refuses one below an expert), at most every expert
     return min(capacity_slots(cap, expert_bytes_for(pol.ir, h)), h.num_moe_layers * h.num_experts)
 

@@ -127,7 +127,7 @@ def expert_size_source(h: TraceHeader, from_policy: bool = False) -> str:
 def trace_expert_size(h: TraceHeader) -> tuple[int, str]:
     """The expert size a replay of this trace uses when the policy sets none, and its
     source (see :func:`expert_size_source`)."""
-    from mpl.sim.hardware import DEFAULT_EXPERT_BYTES
+    from mpl.timemodel.hardware import DEFAULT_EXPERT_BYTES
 
     return (h.expert_bytes or DEFAULT_EXPERT_BYTES), expert_size_source(h)
 

@@ -43,7 +43,7 @@ def _requests(res) -> list[dict]:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     prog = "mplc trace record" if args.cmd == "record" else "mplc run"
-    from mpl.sim import traceio
+    from mpl import traceio
 
     from . import PolicyRunner, VllmIntegrationError
 

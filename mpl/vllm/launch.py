@@ -106,8 +106,8 @@ def _common(args) -> list[str]:
 def _checked_options(args, prog: str, trace_out: str | None, hardware: str | None = None):
     """The interpreter to run, or (None, exit code) after printing what is wrong: a bad
     output extension or hardware profile fails before any engine starts."""
-    from mpl.sim import hardware as hw
-    from mpl.sim import traceio
+    from mpl.timemodel import hardware as hw
+    from mpl import traceio
 
     try:
         if trace_out:

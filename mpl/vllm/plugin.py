@@ -28,7 +28,7 @@ import os
 import threading
 import time
 
-from mpl.sim import traceio
+from mpl import traceio
 
 ENV_TRACE = "MPL_VLLM_TRACE"
 ENV_POLICY = "MPL_VLLM_POLICY"

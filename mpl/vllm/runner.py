@@ -64,7 +64,7 @@ class PolicyRunner:
             self.policy_text, self.policy_path = text, path
         self.hardware = hardware
         if hardware is not None:
-            from mpl.sim import hardware as hw
+            from mpl.timemodel import hardware as hw
             try:
                 hw.resolve(hardware)
             except hw.HardwareError as e:
@@ -116,7 +116,7 @@ class PolicyRunner:
         """The trace of every step so far (from the recording rank) and the shadow report.
         Raises when a rank's routing differs from the recording rank's, or when capture saw
         no routing in a step that ran."""
-        from mpl.sim import traceio
+        from mpl import traceio
 
         try:
             parts = self.llm.collective_rpc("mpl_collect")
@@ -139,7 +139,7 @@ class PolicyRunner:
         return trace, main["shadow"]
 
     def save_trace(self, path: str) -> Trace:
-        from mpl.sim import traceio
+        from mpl import traceio
 
         trace, _ = self.collect()
         if not trace.dispatches:

@@ -120,7 +120,7 @@ class Session:
     def collect(self) -> dict:
         """What this rank has: the trace (recording rank; native bytes), the shadow report,
         the routing digest (every rank) and the problem, if any."""
-        from mpl.sim import traceio
+        from mpl import traceio
 
         cap = self.capture
         out = {"rank": self.rank, "digest": cap.digest, "steps": cap.step + 1,

@@ -4,8 +4,10 @@ timeline of a hardware profile (the engine itself is not changed: vLLM keeps all
 resident; the statistics say what the policy would have done).
 
 The decisions and the timing are those ``mpl replay`` makes for the recorded trace — the
-same runtime, the same records (``mpl.sim.replay.records_of``), the same cost model — so the
-live statistics equal a replay of the trace the engine recorded (tests/vllm_suite check it).
+same runtime, the same records (``mpl.trace.records_of``), the same time model
+(``mpl.timemodel``: profiles, costs, timeline, summary) — so the live statistics equal a
+replay of the trace the engine recorded (tests/vllm_suite check it). Like the replayer, it
+reaches them through the neutral modules, never through ``mpl.sim``.
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ class Shadow:
     def __init__(self, policy_text: str, header: TraceHeader, *, policy_name: str | None = None,
                  policy_path: str | None = None, hardware=None) -> None:
         import mpl
-        from mpl.sim import hardware as hw
-        from mpl.sim.replay import expert_bytes_for
-        from mpl.sim.timeline import Timeline
+        from mpl.timemodel import hardware as hw
+        from mpl.timemodel.timeline import Timeline
 
         self.policy = mpl.loads(policy_text, policy_name, path=policy_path)
         ir = self.policy.ir            # checked for a live runtime (no belady) by preflight
         self.profile = hw.resolve(hardware)
-        eb = expert_bytes_for(ir, header)
+        eb = hw.expert_bytes_for(ir, header)
         self.costs = hw.costs_for(self.profile, model=header.model, expert_bytes=eb)
         self.rt = self.policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
                                       expert_bytes=eb, cost=hw.runtime_cost_model(self.costs))
@@ -35,7 +36,7 @@ class Shadow:
 
     def feed(self, d: Dispatch) -> None:
         """One MoE layer's routing, as the router chose it."""
-        from mpl.sim.replay import records_of
+        from mpl.trace import records_of
 
         layer, experts, weights, tokens, step, predictions, tokens_of = next(records_of((d,)))
         plan = self.rt.dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)
@@ -47,9 +48,9 @@ class Shadow:
             self._steps[step] = tokens
 
     def report(self) -> dict:
-        from mpl.sim.replay import _sim_summary
+        from mpl.timemodel.timeline import summary
 
-        sim = _sim_summary(self.tl, len(self._steps), sum(self._steps.values()))
+        sim = summary(self.tl, len(self._steps), sum(self._steps.values()))
         return {"policy": self.policy.name, "hardware": self.profile.to_dict(),
                 "dispatches": self.dispatches, "stats": self.rt.stats(), "sim": sim,
                 "costs": self.costs.to_dict()}

@@ -25,7 +25,7 @@ def mplc(*args, timeout=420):
 
 
 def test_trace_record_engine_vllm_mixtral_matches_transformers(tiny, tmp_path):
-    from mpl.sim import traceio
+    from mpl import traceio
 
     path = tiny("mixtral")
     out = tmp_path / "mixtral.mpltrace"

@@ -56,7 +56,7 @@ def test_routing_matches_transformers_per_request(run):
 
 def test_shadow_stats_equal_replay_of_recorded_trace(run, tmp_path):
     import mpl
-    from mpl.sim import traceio
+    from mpl import traceio
 
     _, pol, res = run
     out = tmp_path / "qwen3.mpltrace"

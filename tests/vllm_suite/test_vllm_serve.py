@@ -56,7 +56,7 @@ def test_vllm_serve_plugin_writes_trace_and_stats(tiny, tmp_path):
     import mpl
     from importlib.metadata import entry_points
 
-    from mpl.sim import traceio
+    from mpl import traceio
 
     if not any(e.value == "mpl.vllm.plugin:register" for e in entry_points(group="vllm.general_plugins")):
         pytest.fail("mpl is not installed in this environment with its vllm.general_plugins "
