@@ -204,6 +204,8 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
     elif kind == "rule_action":
         for name, key in schema.ADAPT_TARGETS.items():
             p = schema.PARAMS[key]
+            if p.adapt_no_effect:     # accepted for the original's files, with MPL408: not offered
+                continue
             alias = name in p.aliases
             items.add(name, K.Property, (f"Alias of `{key}` (the original's name).\n\n" if alias else "")
                       + render.param_markdown(p), insert=f"{name} = ", detail=key,

@@ -6,13 +6,12 @@ that see the definition."""
 from __future__ import annotations
 
 import os
-import re
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from mpl import schema
 from mpl.stdlib_path import stdlib_dir, stdlib_file
+from mpl.syntax.lexer import policy_name_problem
 
 from . import context
 from .guard import guarded
@@ -20,7 +19,6 @@ from .positions import LineIndex
 from .tokens import STRING, token_at, tokenize
 from .workspace import norm_path, path_to_uri
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class _File:
@@ -209,8 +207,9 @@ def register(server) -> None:
         if doc is None:
             return None
         new = params.new_name
-        if not _IDENT.match(new or "") or new in schema.KEYWORDS:
-            raise JsonRpcInvalidParams(f"'{new}' is not a valid policy name (letters, digits, '_'; not a keyword)")
+        problem = policy_name_problem(new or "")     # the tokenizer's notion (keywords name policies too)
+        if problem is not None:
+            raise JsonRpcInvalidParams(problem)
         f = _from_doc(doc)
         tok = name_at(f, doc.index(ls.encoding).offset(params.position))
         if tok is None:

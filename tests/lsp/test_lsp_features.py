@@ -148,6 +148,9 @@ async def test_completion_contexts(client):
     off = text.index("      prefetch_budget")
     got = labels(await complete(client, uri, text, off))
     assert {"capacity", "eviction", "cache.capacity", "trigger", "rebalance"} <= got
+    # the original's actions that cannot change at runtime (MPL408) are accepted, not offered
+    no_effect = {n for n, k in schema.ADAPT_TARGETS.items() if schema.PARAMS[k].adapt_no_effect}
+    assert no_effect and not (no_effect & got)
     # policy names after extends
     off = text.index("extends ") + len("extends ")
     assert "base" in labels(await complete(client, uri, text, off))
@@ -329,6 +332,9 @@ async def test_definition_references_rename_across_files(client):
     assert all(e.new_text == "common" for es in files.values() for e in es)
     with pytest.raises(Exception):
         await client.text_document_rename_async(types.RenameParams(text_document=tdi(uri), position=at, new_name="9 bad"))
+    # a keyword names a policy (after 'policy' and 'extends'), as the parser reads it
+    edit = await client.text_document_rename_async(types.RenameParams(text_document=tdi(uri), position=at, new_name="when"))
+    assert {e.new_text for es in edit.changes.values() for e in es} == {"when"}
     no_internal_errors(client)
 
 
