@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from mpl.runtime import fast as _fast
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl.sim import hardware as hw
 from mpl.sim import traceio
@@ -316,7 +317,10 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # set (the runtime's slot pool), so that the optimum stays an upper bound
         cap0 = rt.num_slots if _adapts_capacity(ir) else rt.capacities()[0]
         upd = bar.update
-        rt.replay_records(records_of(trace.dispatches), tl, upd, bar.every if bar.on else 0)
+        every = bar.every if bar.on else 0
+        # the compiled kernel on the trace's cached pack where it covers the policy
+        if _fast.replay_trace(rt, trace, tl, upd, every) is None:
+            rt.replay_records(records_of(trace.dispatches), tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
         bres = None

@@ -1,0 +1,715 @@
+/* mpl.runtime._fast: the compiled replay kernel of the policy runtime.
+ *
+ * One function, replay(), runs a whole packed trace through the caches of a demand-only
+ * policy (schedule gpu_only, no prefetch, no TTL/memory triggers, no monitor or adapt
+ * rules; eviction lru, lfu, score, arc or s3fifo; a shared cache or per-layer caches with
+ * static capacities; pins; priority routing) and plays every dispatch on the simulated
+ * timeline's demand formula, without returning to Python per dispatch. Its decisions are
+ * those of the pure-Python runtime (mpl/runtime/eviction*.py, core.py and the generated
+ * dispatch) step by step: the same victims, the same slots, the same floating-point sums in
+ * the same order. The Python glue (mpl/runtime/fast.py) decides which policies it covers,
+ * packs the records and writes the results back into the Runtime; the pure-Python runtime
+ * stays the reference (tests/test_fast_equivalence.py compares the two).
+ *
+ * Keys are ints: layer * num_experts + expert.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4 };
+
+typedef struct {
+    int rule;
+    long cap;
+    long nres;             /* residents, pinned ones included */
+    int lbase;             /* index of this cache's first list in the list tables */
+    /* heap (lfu, score) */
+    int *heap;
+    long hn;
+    double inc;            /* lfu: 1 / scale */
+    long long tick;
+    long long clock;
+    double decay;
+    long long interval;
+    double alpha;
+    /* arc */
+    double p;
+    /* s3fifo */
+    double s_limit, m_limit;
+    long g_cap;
+} Cache;
+
+typedef struct {
+    long K;
+    int *slot;        /* key -> slot, -1 when not resident */
+    int *lid;         /* key -> list it is in, -1 none */
+    int *prv, *nxt;   /* doubly linked lists over keys */
+    int *lh, *lt;     /* list head (oldest) / tail (newest) */
+    long *ln;         /* list lengths */
+    int *pos;         /* key -> heap index */
+    double *hf;       /* heap value */
+    long long *ht;    /* heap tie-break tick */
+    unsigned char *freq;
+    long long *mark;  /* key -> stamp of the dispatch using it */
+    long long stamp;
+    int *frontier;
+} State;
+
+/* ---------------------------------------------------------------- lists */
+static inline void l_push(State *S, int l, int k) {
+    S->lid[k] = l;
+    S->nxt[k] = -1;
+    S->prv[k] = S->lt[l];
+    if (S->lt[l] >= 0) S->nxt[S->lt[l]] = k; else S->lh[l] = k;
+    S->lt[l] = k;
+    S->ln[l]++;
+}
+
+static inline void l_remove(State *S, int k) {
+    int l = S->lid[k];
+    int p = S->prv[k], n = S->nxt[k];
+    if (p >= 0) S->nxt[p] = n; else S->lh[l] = n;
+    if (n >= 0) S->prv[n] = p; else S->lt[l] = p;
+    S->ln[l]--;
+    S->lid[k] = -1;
+}
+
+static inline int excluded(State *S, int k) { return S->mark[k] == S->stamp; }
+
+/* the first key of list l (oldest first) not in use, or -1 */
+static inline int l_first_free(State *S, int l) {
+    for (int k = S->lh[l]; k >= 0; k = S->nxt[k])
+        if (!excluded(S, k)) return k;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- heap */
+static inline int h_less(State *S, int a, int b) {
+    double fa = S->hf[a], fb = S->hf[b];
+    return fa < fb || (fa == fb && S->ht[a] < S->ht[b]);
+}
+
+static inline void h_set(State *S, Cache *c, long i, int k) { c->heap[i] = k; S->pos[k] = (int)i; }
+
+static void h_up(State *S, Cache *c, long i) {
+    int k = c->heap[i];
+    while (i > 0) {
+        long p = (i - 1) >> 1;
+        int pk = c->heap[p];
+        if (!h_less(S, k, pk)) break;
+        h_set(S, c, i, pk);
+        i = p;
+    }
+    h_set(S, c, i, k);
+}
+
+static void h_down(State *S, Cache *c, long i) {
+    int k = c->heap[i];
+    long n = c->hn;
+    for (;;) {
+        long l = 2 * i + 1;
+        if (l >= n) break;
+        long m = l;
+        if (l + 1 < n && h_less(S, c->heap[l + 1], c->heap[l])) m = l + 1;
+        if (!h_less(S, c->heap[m], k)) break;
+        h_set(S, c, i, c->heap[m]);
+        i = m;
+    }
+    h_set(S, c, i, k);
+}
+
+static void h_push(State *S, Cache *c, int k) {
+    h_set(S, c, c->hn, k);
+    c->hn++;
+    h_up(S, c, c->hn - 1);
+}
+
+static void h_remove_at(State *S, Cache *c, long i) {
+    int k = c->heap[i];
+    c->hn--;
+    S->pos[k] = -1;
+    if (i < c->hn) {
+        h_set(S, c, i, c->heap[c->hn]);
+        h_down(S, c, i);
+        h_up(S, c, i);
+    }
+}
+
+static void h_rebuild(State *S, Cache *c) {
+    for (long i = c->hn / 2 - 1; i >= 0; i--) h_down(S, c, i);
+}
+
+/* the smallest (value, tick) key not in use: best-first search from the root (expands at
+ * most one node per excluded key), removed from the heap; -1 when every key is in use */
+static int h_evict(State *S, Cache *c) {
+    if (c->hn == 0) return -1;
+    int *fr = S->frontier;
+    long nf = 0;
+    fr[nf++] = 0;
+    while (nf) {
+        long bi = 0;
+        for (long j = 1; j < nf; j++)
+            if (h_less(S, c->heap[fr[j]], c->heap[fr[bi]])) bi = j;
+        long i = fr[bi];
+        fr[bi] = fr[--nf];
+        int k = c->heap[i];
+        if (!excluded(S, k)) {
+            h_remove_at(S, c, i);
+            return k;
+        }
+        if (2 * i + 1 < c->hn) fr[nf++] = (int)(2 * i + 1);
+        if (2 * i + 2 < c->hn) fr[nf++] = (int)(2 * i + 2);
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- lfu */
+static void lfu_clock(State *S, Cache *c) {
+    c->clock++;
+    if (c->clock >= c->interval) {
+        c->clock = 0;
+        c->inc /= c->decay;
+        if (c->inc > 1e150) {        /* LFU._renormalise */
+            double f = 1.0 / c->inc;
+            c->inc = 1.0;
+            for (long i = 0; i < c->hn; i++) {
+                int k = c->heap[i];
+                S->hf[k] = S->hf[k] * f;
+            }
+            h_rebuild(S, c);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- arc */
+#define T1(c) ((c)->lbase)
+#define T2(c) ((c)->lbase + 1)
+#define B1(c) ((c)->lbase + 2)
+#define B2(c) ((c)->lbase + 3)
+
+static void arc_miss(State *S, Cache *c, int k) {
+    double cap = (double)c->cap;
+    long b1 = S->ln[B1(c)], b2 = S->ln[B2(c)];
+    if (S->lid[k] == B1(c)) {
+        double d = b1 >= b2 ? 1.0 : (double)b2 / (double)b1;
+        double x = c->p + d;
+        c->p = x < cap ? x : cap;
+    } else if (S->lid[k] == B2(c)) {
+        double d = b2 >= b1 ? 1.0 : (double)b1 / (double)b2;
+        double x = c->p - d;
+        c->p = x > 0.0 ? x : 0.0;
+    } else {
+        long t1 = S->ln[T1(c)], t2 = S->ln[T2(c)];
+        long l1 = t1 + b1;
+        if (l1 >= c->cap) {
+            if (t1 < c->cap && b1) l_remove(S, S->lh[B1(c)]);
+        } else if (l1 + t2 + b2 >= c->cap && l1 + t2 + b2 >= 2 * c->cap && b2) {
+            l_remove(S, S->lh[B2(c)]);
+        }
+    }
+}
+
+static int arc_evict(State *S, Cache *c, int incoming) {
+    int in_b1 = S->lid[incoming] == B1(c), in_b2 = S->lid[incoming] == B2(c);
+    if (!in_b1 && !in_b2 && S->ln[T1(c)] >= c->cap) {
+        int v = l_first_free(S, T1(c));
+        if (v >= 0) { l_remove(S, v); return v; }
+    }
+    long n1 = S->ln[T1(c)];
+    int first, second;
+    if (n1 && ((double)n1 > c->p || (in_b2 && (double)n1 == c->p))) { first = 0; second = 1; }
+    else { first = 1; second = 0; }
+    int order[2] = {first, second};
+    for (int j = 0; j < 2; j++) {
+        int t = c->lbase + order[j], b = c->lbase + 2 + order[j];
+        int v = l_first_free(S, t);
+        if (v >= 0) { l_remove(S, v); l_push(S, b, v); return v; }
+    }
+    return -1;
+}
+
+static void arc_insert(State *S, Cache *c, int k) {
+    int l = S->lid[k];
+    if (l == B1(c) || l == B2(c)) { l_remove(S, k); l_push(S, T2(c), k); }
+    else l_push(S, T1(c), k);
+}
+
+/* ---------------------------------------------------------------- s3fifo */
+#define SQ(c) ((c)->lbase)
+#define MQ(c) ((c)->lbase + 1)
+#define GQ(c) ((c)->lbase + 2)
+
+static int s3_evict_m(State *S, Cache *c) {
+    long budget = 4 * S->ln[MQ(c)] + 1;
+    while (S->ln[MQ(c)] && budget) {
+        budget--;
+        int t = S->lh[MQ(c)];
+        l_remove(S, t);
+        if (excluded(S, t)) { l_push(S, MQ(c), t); continue; }
+        if (S->freq[t] > 0) { l_push(S, MQ(c), t); S->freq[t]--; }
+        else return t;
+    }
+    return -1;
+}
+
+static int s3_evict_s(State *S, Cache *c) {
+    while (S->ln[SQ(c)]) {
+        int t = S->lh[SQ(c)];
+        l_remove(S, t);
+        if (S->freq[t] > 1 || excluded(S, t)) {
+            l_push(S, MQ(c), t);
+            if ((double)S->ln[MQ(c)] >= c->m_limit) {
+                int v = s3_evict_m(S, c);
+                if (v >= 0) return v;
+            }
+        } else {
+            l_push(S, GQ(c), t);                        /* _ghost */
+            if (S->ln[GQ(c)] > c->g_cap) l_remove(S, S->lh[GQ(c)]);
+            return t;
+        }
+    }
+    return -1;
+}
+
+static int s3_evict(State *S, Cache *c) {
+    int v = -1;
+    if ((double)S->ln[SQ(c)] >= c->s_limit) v = s3_evict_s(S, c);
+    if (v < 0) v = s3_evict_m(S, c);
+    if (v < 0 && S->ln[SQ(c)]) v = s3_evict_s(S, c);
+    return v;
+}
+
+/* ---------------------------------------------------------------- the store protocol */
+static inline void st_hit(State *S, Cache *c, int k, double w) {
+    switch (c->rule) {
+    case R_LRU:
+        l_remove(S, k); l_push(S, c->lbase, k);
+        break;
+    case R_LFU:
+        S->hf[k] = S->hf[k] + c->inc;
+        S->ht[k] = ++c->tick;
+        h_down(S, c, S->pos[k]);
+        lfu_clock(S, c);
+        break;
+    case R_SCORE: {
+        double a = c->alpha;
+        S->hf[k] = a * w + (1.0 - a) * S->hf[k];
+        S->ht[k] = ++c->tick;
+        long i = S->pos[k];
+        h_up(S, c, i);
+        h_down(S, c, S->pos[k]);
+        break;
+    }
+    case R_ARC:
+        l_remove(S, k); l_push(S, T2(c), k);
+        break;
+    case R_S3FIFO:
+        if (S->freq[k] < 3) S->freq[k]++;
+        break;
+    }
+}
+
+static inline void st_miss(State *S, Cache *c, int k) {
+    if (c->rule == R_LFU) lfu_clock(S, c);
+    else if (c->rule == R_ARC) arc_miss(S, c, k);
+}
+
+static inline int st_evict(State *S, Cache *c, int incoming) {
+    switch (c->rule) {
+    case R_LRU: {
+        int v = l_first_free(S, c->lbase);
+        if (v >= 0) l_remove(S, v);
+        return v;
+    }
+    case R_LFU: case R_SCORE: return h_evict(S, c);
+    case R_ARC: return arc_evict(S, c, incoming);
+    default: return s3_evict(S, c);
+    }
+}
+
+static inline void st_insert(State *S, Cache *c, int k, double w) {
+    switch (c->rule) {
+    case R_LRU: l_push(S, c->lbase, k); break;
+    case R_LFU: S->hf[k] = c->inc; S->ht[k] = ++c->tick; h_push(S, c, k); break;
+    case R_SCORE: S->hf[k] = w; S->ht[k] = ++c->tick; h_push(S, c, k); break;
+    case R_ARC: arc_insert(S, c, k); break;
+    default:
+        if (S->lid[k] == GQ(c)) { l_remove(S, k); l_push(S, MQ(c), k); }
+        else l_push(S, SQ(c), k);
+        S->freq[k] = 0;
+        break;
+    }
+}
+
+/* residents of the store from coldest to hottest (as Store.keys()) */
+static long st_keys(State *S, Cache *c, int *out) {
+    long n = 0;
+    switch (c->rule) {
+    case R_LRU:
+        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        break;
+    case R_LFU: case R_SCORE: {
+        /* sorted by (value, tick): a copy of the heap popped in order */
+        long hn = c->hn;
+        int *save = malloc(sizeof(int) * (hn ? hn : 1));
+        if (!save) return -1;
+        memcpy(save, c->heap, sizeof(int) * hn);
+        while (c->hn) {
+            int k = c->heap[0];
+            out[n++] = k;
+            h_remove_at(S, c, 0);
+        }
+        memcpy(c->heap, save, sizeof(int) * hn);
+        c->hn = hn;
+        for (long i = 0; i < hn; i++) S->pos[c->heap[i]] = (int)i;
+        free(save);
+        break;
+    }
+    default:    /* arc: t1 + t2; s3fifo: s + m */
+        for (int j = 0; j < 2; j++)
+            for (int k = S->lh[c->lbase + j]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        break;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- buffers */
+typedef struct { Py_buffer b; int held; } Buf;
+
+static int get_buf(PyObject *o, Buf *x, Py_ssize_t itemsize, Py_ssize_t min_len, const char *what) {
+    x->held = 0;
+    if (o == Py_None) return 0;
+    if (PyObject_GetBuffer(o, &x->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    x->held = 1;
+    if (x->b.itemsize != itemsize || x->b.len / itemsize < min_len) {
+        PyErr_Format(PyExc_ValueError, "_fast.replay: %s has items of %zd bytes and %zd items "
+                     "(need %zd-byte items, at least %zd)", what, x->b.itemsize,
+                     x->b.len / (x->b.itemsize ? x->b.itemsize : 1), itemsize, min_len);
+        return -1;
+    }
+    return 0;
+}
+
+static void rel_buf(Buf *x) { if (x->held) PyBuffer_Release(&x->b); x->held = 0; }
+
+/* ---------------------------------------------------------------- replay */
+static const char *replay_doc =
+"replay(cfg, caps, pins, layers, offs, experts, weights, steps, tokens, comp, dense, clocks)\n"
+"Run the packed records through the caches; see mpl/runtime/fast.py (the only caller).";
+
+static PyObject *fast_replay(PyObject *self, PyObject *args) {
+    PyObject *cfg, *caps_o, *pins_o, *o_layers, *o_offs, *o_exp, *o_w, *o_steps, *o_tok, *o_comp,
+        *o_dense, *clocks_o;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOOOOOOO!", &PyTuple_Type, &cfg, &PyList_Type, &caps_o,
+                          &pins_o, &o_layers, &o_offs, &o_exp, &o_w, &o_steps, &o_tok, &o_comp,
+                          &o_dense, &PyTuple_Type, &clocks_o))
+        return NULL;
+    int rule, per_layer, priority;
+    long L, E, pool_size;
+    long long cur_step, last_layer;
+    double decay, alpha, wdef, rstall;
+    long long interval;
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLd", &rule, &per_layer, &priority, &L, &E, &pool_size,
+                          &decay, &interval, &alpha, &wdef, &cur_step, &last_layer, &rstall))
+        return NULL;
+    double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer;
+    int wait_all;
+    if (!PyArg_ParseTuple(clocks_o, "dddpddddd", &dense1, &gpu1, &txf, &wait_all, &now, &link,
+                          &tl_stall, &tl_gpu, &tl_xfer))
+        return NULL;
+    if (rule < 0 || rule > R_S3FIFO || L < 1 || E < 1 || L * E > (1L << 26)) {
+        PyErr_SetString(PyExc_ValueError, "_fast.replay: bad configuration");
+        return NULL;
+    }
+    long K = L * E;
+    long ncaches = per_layer ? L : 1;
+    if (PyList_GET_SIZE(caps_o) != ncaches) {
+        PyErr_SetString(PyExc_ValueError, "_fast.replay: one capacity per cache");
+        return NULL;
+    }
+    Buf bl, bo, be, bw, bs, bt, bc, bd, bp;
+    Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp};
+    for (int i = 0; i < 9; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    State S;
+    memset(&S, 0, sizeof S);
+    Cache *C = NULL;
+    unsigned char *pinned = NULL;
+    unsigned char *outc = NULL;
+    long long *l_acc = NULL, *l_hit = NULL;
+    int *keys = NULL, *ordbuf = NULL;
+    double *lready = NULL, *lcomp = NULL;
+
+    if (get_buf(o_layers, &bl, 4, 0, "layers") < 0) goto done;
+    Py_ssize_t D = bl.b.len / 4;
+    if (get_buf(o_offs, &bo, 4, D + 1, "offs") < 0) goto done;
+    const int *layers = bl.b.buf, *offs = bo.b.buf;
+    Py_ssize_t A = offs[D];
+    if (get_buf(o_exp, &be, 4, A, "experts") < 0) goto done;
+    if (get_buf(o_w, &bw, 8, A, "weights") < 0) goto done;
+    if (get_buf(o_steps, &bs, 8, D, "steps") < 0) goto done;
+    if (get_buf(o_tok, &bt, 4, D, "tokens") < 0) goto done;
+    if (get_buf(o_comp, &bc, 8, A, "comp") < 0) goto done;
+    if (get_buf(o_dense, &bd, 8, D, "dense") < 0) goto done;
+    if (get_buf(pins_o, &bp, 1, E, "pins") < 0) goto done;
+    const int *experts = be.b.buf, *tokens = bt.b.buf;
+    const double *weights = bw.held ? bw.b.buf : NULL;
+    const long long *steps = bs.b.buf;
+    const double *comp = bc.held ? bc.b.buf : NULL, *rdense = bd.held ? bd.b.buf : NULL;
+    pinned = calloc(E, 1);
+    if (!pinned) { PyErr_NoMemory(); goto done; }
+    if (bp.held) memcpy(pinned, bp.b.buf, E);
+    /* validate the records once (a bad pack is a bug of the caller, never a crash) */
+    long maxn = 1;
+    for (Py_ssize_t r = 0; r < D; r++) {
+        if (layers[r] < 0 || layers[r] >= L || offs[r] < 0 || offs[r] > offs[r + 1] ||
+            (tokens[r] > 1 && (!comp || !rdense))) {
+            PyErr_Format(PyExc_ValueError, "_fast.replay: bad record %zd", r);
+            goto done;
+        }
+        if (offs[r + 1] - offs[r] > maxn) maxn = offs[r + 1] - offs[r];
+    }
+    for (Py_ssize_t a = 0; a < A; a++)
+        if (experts[a] < 0 || experts[a] >= E) {
+            PyErr_Format(PyExc_ValueError, "_fast.replay: bad expert id at %zd", a);
+            goto done;
+        }
+
+    /* state */
+    S.K = K;
+    long nl = ncaches * 4;
+    S.slot = malloc(sizeof(int) * K); S.lid = malloc(sizeof(int) * K);
+    S.prv = malloc(sizeof(int) * K); S.nxt = malloc(sizeof(int) * K);
+    S.pos = malloc(sizeof(int) * K); S.hf = calloc(K, sizeof(double));
+    S.ht = calloc(K, sizeof(long long)); S.freq = calloc(K, 1);
+    S.mark = calloc(K, sizeof(long long));
+    S.lh = malloc(sizeof(int) * nl); S.lt = malloc(sizeof(int) * nl);
+    S.ln = calloc(nl, sizeof(long));
+    S.frontier = malloc(sizeof(int) * (maxn + E + 4));
+    C = calloc(ncaches, sizeof(Cache));
+    outc = malloc(maxn);
+    l_acc = calloc(L, sizeof(long long)); l_hit = calloc(L, sizeof(long long));
+    keys = malloc(sizeof(int) * K);
+    ordbuf = malloc(sizeof(int) * maxn);
+    lready = malloc(sizeof(double) * maxn); lcomp = malloc(sizeof(double) * maxn);
+    if (!S.slot || !S.lid || !S.prv || !S.nxt || !S.pos || !S.hf || !S.ht || !S.freq || !S.mark ||
+        !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit || !keys ||
+        !ordbuf || !lready || !lcomp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (long k = 0; k < K; k++) { S.slot[k] = -1; S.lid[k] = -1; S.pos[k] = -1; }
+    for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
+    long total = 0;
+    for (long i = 0; i < ncaches; i++) {
+        Cache *c = &C[i];
+        long cap = PyLong_AsLong(PyList_GET_ITEM(caps_o, i));
+        if (cap == -1 && PyErr_Occurred()) goto done;
+        if (cap < 1) { PyErr_SetString(PyExc_ValueError, "_fast.replay: capacity < 1"); goto done; }
+        c->rule = rule; c->cap = cap; c->lbase = (int)(i * 4);
+        c->inc = 1.0; c->decay = decay; c->interval = interval; c->alpha = alpha;
+        c->s_limit = 0.1 * (double)cap;
+        c->m_limit = (double)cap - c->s_limit;
+        { double g = 0.9 * (double)cap; long gi = (long)g; c->g_cap = gi > 1 ? gi : 1; }
+        if (rule == R_LFU || rule == R_SCORE) {
+            c->heap = malloc(sizeof(int) * (per_layer ? E : K));
+            if (!c->heap) { PyErr_NoMemory(); goto done; }
+        }
+        total += cap;
+    }
+
+    long long demand = 0, streamed = 0, evictions = 0, nx = 0;
+    long used = 0;        /* slots taken from the pool (no slot is ever given back here) */
+    const int link_bound = txf >= gpu1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < D; r++) {
+        long layer = layers[r];
+        long long st = steps[r];
+        if (st < 0) { if (layer <= last_layer) cur_step++; }
+        else cur_step = st;
+        last_layer = layer;
+        int a0 = offs[r], n = offs[r + 1] - a0;
+        Cache *c = per_layer ? &C[layer] : &C[0];
+        long base = layer * E;
+        S.stamp++;
+        for (int j = 0; j < n; j++) S.mark[base + experts[a0 + j]] = S.stamp;
+        /* processing order: router order, or heaviest first with priority routing */
+        int *ord = NULL;
+        if (priority && weights && n > 1) {
+            ord = ordbuf;
+            for (int j = 0; j < n; j++) {
+                int x = j, q = j;
+                double wx = weights[a0 + j];
+                while (q > 0 && weights[a0 + ord[q - 1]] < wx) { ord[q] = ord[q - 1]; q--; }
+                ord[q] = x;
+            }
+        }
+        long hits = 0, nd = 0, nst = 0;
+        for (int jj = 0; jj < n; jj++) {
+            int j = ord ? ord[jj] : jj;
+            int e = experts[a0 + j];
+            int k = (int)(base + e);
+            double w = weights ? weights[a0 + j] : wdef;
+            if (S.slot[k] >= 0) {
+                hits++;
+                outc[j] = 1;
+                if (!pinned[e]) st_hit(&S, c, k, w);
+                continue;
+            }
+            outc[j] = 0;
+            if (!pinned[e]) st_miss(&S, c, k);
+            int slot;
+            if (c->nres >= c->cap || used >= pool_size) {
+                int v = st_evict(&S, c, k);
+                if (v < 0) { nst++; continue; }
+                slot = S.slot[v];
+                S.slot[v] = -1;
+                c->nres--;
+                evictions++;
+            } else {
+                slot = (int)used++;
+            }
+            S.slot[k] = slot;
+            c->nres++;
+            if (!pinned[e]) st_insert(&S, c, k, w);
+            nd++;
+        }
+        demand += nd;
+        streamed += nst;
+        l_acc[layer] += n;
+        l_hit[layer] += hits;
+        long m = nd + nst;
+        double stall;
+        if (tokens[r] <= 1) {            /* Timeline.demand's formula */
+            double t0 = now + dense1;
+            double busy = n * gpu1;
+            double t = t0 + busy;
+            if (m) {
+                double s0 = t0 > link ? t0 : link;
+                link = s0 + m * txf;
+                double last;
+                if (wait_all) last = link + busy;
+                else if (link_bound) last = link + gpu1;
+                else last = s0 + txf + m * gpu1;
+                if (last > t) t = last;
+                nx += m;
+                tl_xfer += m * txf;
+            }
+            stall = t - t0 - busy;
+            tl_gpu += busy + dense1;
+            tl_stall += stall;
+            now = t;
+        } else {                         /* Timeline.dispatch's general path, nothing in flight */
+            double dense = rdense[r];
+            double t0 = now + dense;
+            double early = 0.0, busy, t;
+            long nlate = 0, nxr = 0;
+            for (int j = 0; j < n; j++) {   /* router order, as the Plan lists the experts */
+                double cp = comp[a0 + j];
+                double ready;
+                if (outc[j]) ready = 0.0;
+                else {                          /* a demand load or a stream */
+                    link = (t0 > link ? t0 : link) + txf;
+                    nxr++;
+                    ready = link;
+                }
+                if (ready <= t0) early += cp;
+                else { lready[nlate] = ready; lcomp[nlate] = cp; nlate++; }
+            }
+            busy = early;
+            if (!nlate) t = t0 + early;
+            else if (!wait_all) {           /* late ones arrive in issue order */
+                t = t0 + early;
+                for (long q = 0; q < nlate; q++) {
+                    if (lready[q] > t) t = lready[q];
+                    t += lcomp[q];
+                    busy += lcomp[q];
+                }
+            } else {
+                double last = lready[0], sum = 0.0;
+                for (long q = 0; q < nlate; q++) {
+                    if (lready[q] > last) last = lready[q];
+                    sum += lcomp[q];
+                }
+                busy += sum;
+                t = last + busy;
+            }
+            stall = t - t0 - busy;
+            tl_gpu += busy + dense;
+            tl_stall += stall;
+            if (nxr) {
+                nx += nxr;
+                tl_xfer += nxr * txf;
+            }
+            now = t;
+        }
+        if (stall > 0) rstall += stall;
+    }
+    Py_END_ALLOW_THREADS
+
+    /* results */
+    {
+        PyObject *pla = PyList_New(L), *plh = PyList_New(L), *res = PyList_New(ncaches);
+        if (!pla || !plh || !res) { Py_XDECREF(pla); Py_XDECREF(plh); Py_XDECREF(res); goto done; }
+        for (long i = 0; i < L; i++) {
+            PyList_SET_ITEM(pla, i, PyLong_FromLongLong(l_acc[i]));
+            PyList_SET_ITEM(plh, i, PyLong_FromLongLong(l_hit[i]));
+        }
+        int fail = 0;
+        for (long i = 0; i < ncaches; i++) {
+            /* (store keys cold -> hot, all residents as (key, slot)) */
+            long nk = st_keys(&S, &C[i], keys);
+            PyObject *ks = nk >= 0 ? PyList_New(nk) : NULL;
+            PyObject *rs = PyList_New(0);
+            if (!ks || !rs) { Py_XDECREF(ks); Py_XDECREF(rs); fail = 1; break; }
+            for (long j = 0; j < nk; j++) PyList_SET_ITEM(ks, j, PyLong_FromLong(keys[j]));
+            long lo = per_layer ? i * E : 0, hi = per_layer ? (i + 1) * E : K;
+            for (long k = lo; k < hi && !fail; k++) {
+                if (S.slot[k] < 0) continue;
+                PyObject *pair = Py_BuildValue("(li)", k, S.slot[k]);
+                if (!pair || PyList_Append(rs, pair) < 0) fail = 1;
+                Py_XDECREF(pair);
+            }
+            PyList_SET_ITEM(res, i, Py_BuildValue("(NN)", ks, rs));
+        }
+        if (fail || PyErr_Occurred()) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        result = Py_BuildValue("{s:N,s:N,s:L,s:L,s:L,s:d,s:L,s:L,s:l,s:N,s:(ddddd)}",
+                               "l_acc", pla, "l_hit", plh, "demand_loads", demand,
+                               "streamed", streamed, "evictions", evictions, "stall", rstall,
+                               "step", cur_step, "last_layer", last_layer, "used", used,
+                               "caches", res, "clocks", now, link, tl_stall, tl_gpu, tl_xfer);
+        if (result) {
+            PyObject *v = PyLong_FromLongLong(nx);
+            if (!v || PyDict_SetItemString(result, "transfers", v) < 0) Py_CLEAR(result);
+            Py_XDECREF(v);
+        }
+    }
+
+done:
+    for (int i = 0; i < 9; i++) rel_buf(all[i]);
+    free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
+    free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
+    if (C) for (long i = 0; i < ncaches; i++) free(C[i].heap);
+    free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys);
+    free(ordbuf); free(lready); free(lcomp);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"replay", fast_replay, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "mpl.runtime._fast",
+    "The compiled replay kernel of the policy runtime (see mpl/runtime/fast.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fast(void) {
+    methods[0].ml_doc = replay_doc;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", 1) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}

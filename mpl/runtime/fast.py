@@ -1,0 +1,277 @@
+"""The backend switch and the glue of the compiled replay kernel (``mpl.runtime._fast``).
+
+The pure-Python runtime (``mpl.runtime.core`` and the generated modules) is the reference
+and the fallback. When the C extension ``mpl.runtime._fast`` is importable (it is built by
+``pip install`` where a C compiler is present, see setup.py) and ``MPL_PURE`` is not set, a
+replay of a policy the kernel covers runs whole in C: the records are packed into arrays once
+(:func:`pack`; a Trace's pack is cached), the kernel makes the same decisions as the pure
+path (same victims, same slots, same float sums in the same order) and plays each dispatch
+on the simulated timeline, and the results are written back into the Runtime and the
+Timeline. ``tests/test_fast_equivalence.py`` holds the two backends equal.
+
+The kernel covers demand-only policies (:func:`unsupported` says why one is not covered):
+schedule ``gpu_only``; no prefetch; no TTL or memory trigger; no monitor block and no adapt
+rules; eviction ``lru``, ``lfu``, ``score``, ``arc`` or ``s3fifo``; a shared cache or
+per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
+records of one or several tokens. Everything else replays on the pure path, and live
+``dispatch()`` is always the pure path.
+
+After a compiled replay the runtime's counters, statistics, residents and slot pool are
+those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
+first (exact for lru; for the other rules the frequencies, scores and ghost lists restart):
+a runtime that goes on dispatching after a replay continues from that store.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from contextlib import contextmanager
+
+from mpl.runtime.core import distinct
+from mpl.runtime.eviction import make_store
+
+ENV_PURE = "MPL_PURE"
+
+try:
+    if os.environ.get(ENV_PURE, "") not in ("", "0"):
+        raise ImportError(f"{ENV_PURE} is set")
+    from mpl.runtime import _fast as _kernel
+    _WHY = None
+except ImportError as _e:        # not built (no compiler at install), or MPL_PURE=1
+    _kernel = None
+    _WHY = str(_e) if ENV_PURE in str(_e) else f"the C extension mpl.runtime._fast is not built ({_e})"
+
+_forced_pure = False
+
+#: eviction rule -> the kernel's code
+RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4}
+
+MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
+
+
+def available() -> bool:
+    """True when the compiled kernel is importable and not switched off."""
+    return _kernel is not None and not _forced_pure
+
+
+def backend() -> str:
+    """``"compiled"`` (the C replay kernel is in use where it covers a policy) or ``"pure"``."""
+    return "compiled" if available() else "pure"
+
+
+def backend_info() -> dict:
+    """What ``mplc doctor`` prints: the backend, why it is pure, what the kernel covers."""
+    why = None
+    if _kernel is None:
+        why = _WHY
+    elif _forced_pure:
+        why = "forced by mpl.runtime.fast.pure()"
+    return {"backend": backend(), "reason": why,
+            "covers": "replay of demand-only policies (gpu_only, no prefetch, TTL, memory "
+                      "trigger, monitor or adapt; eviction " + ", ".join(RULES) +
+                      "; shared or static per-layer caches; pins; priority routing); "
+                      "live dispatch() is pure Python"}
+
+
+@contextmanager
+def pure():
+    """Run the enclosed code on the pure-Python path (tests compare the two backends)."""
+    global _forced_pure
+    old = _forced_pure
+    _forced_pure = True
+    try:
+        yield
+    finally:
+        _forced_pure = old
+
+
+def unsupported(rt) -> str | None:
+    """Why the kernel cannot replay this runtime (None: it can)."""
+    if not available():
+        return "the compiled backend is not in use"
+    f = rt.features
+    if f.get("monitor") or f.get("rules"):
+        return "a monitor block or adapt rules (the kernel has no monitor window)"
+    if tuple(f.get("modes", ())) != ("gpu_only",) or rt.mode != "gpu_only":
+        return "schedule.mode other than gpu_only"
+    if f.get("prefetch") or f.get("ttl") or f.get("memory"):
+        return "prefetch, TTL or a memory trigger"
+    if f.get("signal"):
+        return "per-layer capacities that rebalance on a signal"
+    rule = rt.p["cache.eviction"]
+    if rule not in RULES:
+        return f"eviction {rule!r}"
+    if rt.num_layers * rt.num_experts > MAX_KEYS:
+        return "more keys than the kernel's tables hold"
+    if rt.step != -1 or any(rt.l_acc) or rt.dispatches or any(c.resident for c in rt._distinct_caches()):
+        return "the runtime has already dispatched (the kernel starts from a fresh runtime)"
+    return None
+
+
+class Packed:
+    """Trace records as arrays: per record its layer, step (-1: None), token count and the
+    offset of its distinct experts (router order) in ``experts``/``weights``; ``multi``: the
+    records of several tokens with their tokens-per-expert (for the timeline's costs)."""
+
+    __slots__ = ("layers", "offs", "experts", "weights", "steps", "tokens", "multi",
+                 "weights_mixed", "records")
+
+    def __init__(self):
+        self.layers = array("i")
+        self.offs = array("i", [0])
+        self.experts = array("i")
+        self.weights = array("d")
+        self.steps = array("q")
+        self.tokens = array("i")
+        self.multi: list = []           # (record index, {expert: tokens})
+        self.weights_mixed = False      # some records with weights, some without
+        self.records = 0
+
+    def __len__(self):
+        return self.records
+
+
+def pack(records, num_experts: int) -> Packed:
+    """Pack ``(layer, experts, weights, tokens, step, predictions, tokens_of)`` records
+    (mpl.sim.replay.records_of). Expert ids out of range raise ValueError."""
+    p = Packed()
+    layers, offs, exps, ws, steps, toks = p.layers, p.offs, p.experts, p.weights, p.steps, p.tokens
+    with_w = without_w = 0
+    off = 0
+    for i, (layer, experts, weights, tokens, step, _pred, tokens_of) in enumerate(records):
+        n = len(experts)
+        if n > 1 and len(set(experts)) != n:
+            experts, weights = distinct(experts, weights)
+            n = len(experts)
+        layers.append(layer)
+        exps.extend(experts)
+        off += n
+        offs.append(off)
+        if weights is None:
+            without_w += 1
+        else:
+            with_w += 1
+            ws.extend(weights)
+        steps.append(-1 if step is None else step)
+        toks.append(tokens if tokens_of is not None else 1)
+        if tokens_of is not None:
+            p.multi.append((i, tokens_of))
+    p.records = len(layers)
+    if with_w and without_w:
+        p.weights_mixed = True
+    if not with_w:
+        p.weights = None
+    if exps and (min(exps) < 0 or max(exps) >= num_experts):
+        raise ValueError("an expert id out of range in the records")
+    return p
+
+
+def pack_trace(trace, num_experts: int) -> Packed:
+    """The pack of a Trace's dispatches, cached on the trace (a sweep packs once)."""
+    from mpl.sim.replay import records_of
+
+    key = (len(trace.dispatches), id(trace.dispatches), num_experts)
+    hit = getattr(trace, "_mpl_pack", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    p = pack(records_of(trace.dispatches), num_experts)
+    try:
+        trace._mpl_pack = (key, p)      # an attribute, not a dataclass field
+    except AttributeError:              # a Trace-like object without a __dict__
+        pass
+    return p
+
+
+def replay_packed(rt, p: Packed, tl, tick=None, every=0) -> int | None:
+    """Run the packed records through ``rt`` on timeline ``tl`` in the kernel; the record
+    count, or None (nothing changed) when the kernel does not cover this runtime."""
+    if unsupported(rt) is not None:
+        return None
+    weighted = rt.p["cache.eviction"] == "score" or rt.priority
+    if p.weights_mixed and weighted:
+        return None
+    if p.records == 0:
+        return 0
+    comp = dense = None
+    if p.multi:
+        c = tl.c
+        gpu1 = tl.unit_costs()[1]
+        comp = array("d", bytes(8 * len(p.experts)))
+        dense = array("d", bytes(8 * p.records))
+        memo: dict = {}
+        offs = p.offs
+        for r, tokens_of in p.multi:
+            dense[r] = c.dense_ms(p.tokens[r])
+            for a in range(offs[r], offs[r + 1]):
+                k = tokens_of.get(p.experts[a], 1)
+                if k == 1:
+                    comp[a] = gpu1
+                else:
+                    v = memo.get(k)
+                    if v is None:
+                        v = memo[k] = c.gpu_expert_ms(k)
+                    comp[a] = v
+    E = rt.num_experts
+    pins = bytearray(E)
+    for e in rt.pins:
+        pins[e] = 1
+    caches = rt._distinct_caches()
+    cfg = (RULES[rt.p["cache.eviction"]], rt.per_layer, rt.priority, rt.num_layers, E,
+           rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
+           float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall)
+    dense1, gpu1, txf = tl.unit_costs()
+    clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks()
+    out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
+                         p.experts, p.weights, p.steps, p.tokens, comp, dense, clocks)
+    _write_back(rt, out, p.records)
+    tl.set_clocks(*out["clocks"], out["transfers"])
+    if tick is not None and every:
+        tick(p.records)
+    return p.records
+
+
+def _write_back(rt, out: dict, records: int) -> None:
+    E = rt.num_experts
+    for i, (a, h) in enumerate(zip(out["l_acc"], out["l_hit"])):
+        rt.l_acc[i] += a
+        rt.l_hit[i] += h
+    rt.demand_loads += out["demand_loads"]
+    rt.streamed += out["streamed"]
+    rt.evictions += out["evictions"]
+    rt.stall = out["stall"]
+    rt.step = out["step"]
+    rt._last_layer = out["last_layer"]
+    if rt.features.get("rebalance"):
+        rt.dispatches += records          # (uniform rebalances move nothing)
+    rule = rt.p["cache.eviction"]
+    for cache, (cold_to_hot, resident) in zip(rt._distinct_caches(), out["caches"]):
+        cache.resident = {(k // E, k % E): slot for k, slot in resident}
+        store = make_store(rule, cache.capacity, rt.p)
+        for k in cold_to_hot:
+            store.insert((k // E, k % E), rt.w_default)
+        cache.store = store
+    pool = rt.pool
+    pool.free = list(range(pool.size - 1, out["used"] - 1, -1))
+
+
+def replay_records(rt, records, tl, tick=None, every=0):
+    """The generated ``replay_records``' fast path: ``(count, records)``; count None when
+    the kernel does not cover the runtime (``records``, possibly now a list, are then
+    replayed on the pure path by the caller)."""
+    if unsupported(rt) is not None:
+        return None, records
+    records = records if isinstance(records, list) else list(records)
+    try:
+        p = pack(records, rt.num_experts)
+    except (TypeError, ValueError):     # unusual records: the pure path reports them
+        return None, records
+    n = replay_packed(rt, p, tl, tick, every)
+    return n, records
+
+
+def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
+    """Replay a Trace's dispatches in the kernel (its pack cached); None if not covered."""
+    if unsupported(rt) is not None:
+        return None
+    return replay_packed(rt, pack_trace(trace, rt.num_experts), tl, tick, every)
