@@ -411,8 +411,10 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     long long cur_step, last_layer;
     double decay, alpha, wdef, rstall;
     long long interval;
-    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLd", &rule, &per_layer, &priority, &L, &E, &pool_size,
-                          &decay, &interval, &alpha, &wdef, &cur_step, &last_layer, &rstall))
+    int protect;      /* 0: no in-use protection (a test-only mode, for the libCacheSim oracle) */
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdp", &rule, &per_layer, &priority, &L, &E, &pool_size,
+                          &decay, &interval, &alpha, &wdef, &cur_step, &last_layer, &rstall,
+                          &protect))
         return NULL;
     double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer;
     int wait_all;
@@ -534,7 +536,8 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         Cache *c = per_layer ? &C[layer] : &C[0];
         long base = layer * E;
         S.stamp++;
-        for (int j = 0; j < n; j++) S.mark[base + experts[a0 + j]] = S.stamp;
+        if (protect)
+            for (int j = 0; j < n; j++) S.mark[base + experts[a0 + j]] = S.stamp;
         /* processing order: router order, or heaviest first with priority routing */
         int *ord = NULL;
         if (priority && weights && n > 1) {

@@ -183,9 +183,11 @@ def pack_trace(trace, num_experts: int) -> Packed:
     return p
 
 
-def replay_packed(rt, p: Packed, tl, tick=None, every=0) -> int | None:
+def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True) -> int | None:
     """Run the packed records through ``rt`` on timeline ``tl`` in the kernel; the record
-    count, or None (nothing changed) when the kernel does not cover this runtime."""
+    count, or None (nothing changed) when the kernel does not cover this runtime.
+    ``_protect=False`` is a test-only mode without in-use protection (a victim may be a key
+    of the same dispatch), to compare with simulators that have none (libCacheSim)."""
     if unsupported(rt) is not None:
         return None
     weighted = rt.p["cache.eviction"] == "score" or rt.priority
@@ -219,11 +221,11 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0) -> int | None:
     caches = rt._distinct_caches()
     cfg = (RULES[rt.p["cache.eviction"]], rt.per_layer, rt.priority, rt.num_layers, E,
            rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
-           float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall)
+           float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect)
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks()
     out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
-                         p.experts, p.weights, p.steps, p.tokens, comp, dense, clocks)
+                         p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks)
     _write_back(rt, out, p.records)
     tl.set_clocks(*out["clocks"], out["transfers"])
     if tick is not None and every:
