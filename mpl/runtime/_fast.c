@@ -401,10 +401,10 @@ static const char *replay_doc =
 
 static PyObject *fast_replay(PyObject *self, PyObject *args) {
     PyObject *cfg, *caps_o, *pins_o, *o_layers, *o_offs, *o_exp, *o_w, *o_steps, *o_tok, *o_comp,
-        *o_dense, *clocks_o;
-    if (!PyArg_ParseTuple(args, "O!O!OOOOOOOOOO!", &PyTuple_Type, &cfg, &PyList_Type, &caps_o,
+        *o_dense, *clocks_o, *o_rec = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOOOOOOO!|O", &PyTuple_Type, &cfg, &PyList_Type, &caps_o,
                           &pins_o, &o_layers, &o_offs, &o_exp, &o_w, &o_steps, &o_tok, &o_comp,
-                          &o_dense, &PyTuple_Type, &clocks_o))
+                          &o_dense, &PyTuple_Type, &clocks_o, &o_rec))
         return NULL;
     int rule, per_layer, priority;
     long L, E, pool_size;
@@ -412,9 +412,10 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     double decay, alpha, wdef, rstall;
     long long interval;
     int protect;      /* 0: no in-use protection (a test-only mode, for the libCacheSim oracle) */
-    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdp", &rule, &per_layer, &priority, &L, &E, &pool_size,
+    long long rebalance, dispatches;   /* per-layer: uniform rebalance every n dispatches */
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLL", &rule, &per_layer, &priority, &L, &E, &pool_size,
                           &decay, &interval, &alpha, &wdef, &cur_step, &last_layer, &rstall,
-                          &protect))
+                          &protect, &rebalance, &dispatches))
         return NULL;
     double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer;
     int wait_all;
@@ -431,9 +432,9 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: one capacity per cache");
         return NULL;
     }
-    Buf bl, bo, be, bw, bs, bt, bc, bd, bp;
-    Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp};
-    for (int i = 0; i < 9; i++) all[i]->held = 0;
+    Buf bl, bo, be, bw, bs, bt, bc, bd, bp, ro, rv, rsl;
+    Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp, &ro, &rv, &rsl};
+    for (int i = 0; i < 12; i++) all[i]->held = 0;
     PyObject *result = NULL;
     State S;
     memset(&S, 0, sizeof S);
@@ -456,6 +457,22 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     if (get_buf(o_comp, &bc, 8, A, "comp") < 0) goto done;
     if (get_buf(o_dense, &bd, 8, D, "dense") < 0) goto done;
     if (get_buf(pins_o, &bp, 1, E, "pins") < 0) goto done;
+    /* optional decision record, per access: outcome (1 hit, 2 load, 0 stream), victim key
+     * (-1 none) and slot (-1 streamed) */
+    signed char *rec_out = NULL;
+    int *rec_victim = NULL, *rec_slot = NULL;
+    if (o_rec != Py_None) {
+        PyObject *x0, *x1, *x2;
+        if (!PyArg_ParseTuple(o_rec, "OOO", &x0, &x1, &x2)) goto done;
+        if (get_buf(x0, &ro, 1, A, "record outcomes") < 0 || get_buf(x1, &rv, 4, A, "record victims") < 0 ||
+            get_buf(x2, &rsl, 4, A, "record slots") < 0)
+            goto done;
+        if (!ro.held || !rv.held || !rsl.held || ro.b.readonly || rv.b.readonly || rsl.b.readonly) {
+            PyErr_SetString(PyExc_ValueError, "_fast.replay: the decision record needs writable buffers");
+            goto done;
+        }
+        rec_out = ro.b.buf; rec_victim = rv.b.buf; rec_slot = rsl.b.buf;
+    }
     const int *experts = be.b.buf, *tokens = bt.b.buf;
     const double *weights = bw.held ? bw.b.buf : NULL;
     const long long *steps = bs.b.buf;
@@ -558,6 +575,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             if (S.slot[k] >= 0) {
                 hits++;
                 outc[j] = 1;
+                if (rec_out) { rec_out[a0 + j] = 1; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = S.slot[k]; }
                 if (!pinned[e]) st_hit(&S, c, k, w);
                 continue;
             }
@@ -566,14 +584,21 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             int slot;
             if (c->nres >= c->cap || used >= pool_size) {
                 int v = st_evict(&S, c, k);
-                if (v < 0) { nst++; continue; }
+                if (v < 0) {
+                    nst++;
+                    if (rec_out) { rec_out[a0 + j] = 0; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = -1; }
+                    continue;
+                }
+                if (rec_out) rec_victim[a0 + j] = v;
                 slot = S.slot[v];
                 S.slot[v] = -1;
                 c->nres--;
                 evictions++;
             } else {
                 slot = (int)used++;
+                if (rec_out) rec_victim[a0 + j] = -1;
             }
+            if (rec_out) { rec_out[a0 + j] = 2; rec_slot[a0 + j] = slot; }
             S.slot[k] = slot;
             c->nres++;
             if (!pinned[e]) st_insert(&S, c, k, w);
@@ -649,6 +674,16 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             now = t;
         }
         if (stall > 0) rstall += stall;
+        if (rebalance > 0 && ++dispatches % rebalance == 0 && rule == R_ARC) {
+            /* a uniform rebalance gives every cache its capacity again: Cache.set_capacity
+             * -> ARC.resize trims the ghost lists to the capacity (the other rules' resize
+             * changes nothing at the same capacity) */
+            for (long i = 0; i < ncaches; i++) {
+                Cache *ci = &C[i];
+                while (S.ln[B1(ci)] + S.ln[B2(ci)] > ci->cap)
+                    l_remove(&S, S.ln[B1(ci)] ? S.lh[B1(ci)] : S.lh[B2(ci)]);
+            }
+        }
     }
     Py_END_ALLOW_THREADS
 
@@ -691,7 +726,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     }
 
 done:
-    for (int i = 0; i < 9; i++) rel_buf(all[i]);
+    for (int i = 0; i < 12; i++) rel_buf(all[i]);
     free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
     if (C) for (long i = 0; i < ncaches; i++) free(C[i].heap);

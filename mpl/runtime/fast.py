@@ -44,6 +44,9 @@ except ImportError as _e:        # not built (no compiler at install), or MPL_PU
 
 _forced_pure = False
 
+#: replays the kernel has run in this process (the tests check that it was used)
+kernel_runs = 0
+
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4}
 
@@ -86,8 +89,8 @@ def pure():
         _forced_pure = old
 
 
-def unsupported(rt) -> str | None:
-    """Why the kernel cannot replay this runtime (None: it can)."""
+def unsupported(rt, packed: "Packed | None" = None) -> str | None:
+    """Why the kernel cannot replay this runtime (over these packed records; None: it can)."""
     if not available():
         return "the compiled backend is not in use"
     f = rt.features
@@ -106,6 +109,9 @@ def unsupported(rt) -> str | None:
         return "more keys than the kernel's tables hold"
     if rt.step != -1 or any(rt.l_acc) or rt.dispatches or any(c.resident for c in rt._distinct_caches()):
         return "the runtime has already dispatched (the kernel starts from a fresh runtime)"
+    if (packed is not None and packed.weights_mixed
+            and (rule == "score" or rt.priority)):
+        return "records with and without router weights, for a rule or order that reads them"
     return None
 
 
@@ -183,16 +189,17 @@ def pack_trace(trace, num_experts: int) -> Packed:
     return p
 
 
-def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True) -> int | None:
+def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
+                  _record=None) -> int | None:
     """Run the packed records through ``rt`` on timeline ``tl`` in the kernel; the record
     count, or None (nothing changed) when the kernel does not cover this runtime.
     ``_protect=False`` is a test-only mode without in-use protection (a victim may be a key
-    of the same dispatch), to compare with simulators that have none (libCacheSim)."""
-    if unsupported(rt) is not None:
+    of the same dispatch), to compare with simulators that have none (libCacheSim).
+    ``_record``: a :class:`Decisions` the kernel fills with every access's decision (the
+    tests compare them with the pure path's Plans)."""
+    if unsupported(rt, p) is not None:
         return None
     weighted = rt.p["cache.eviction"] == "score" or rt.priority
-    if p.weights_mixed and weighted:
-        return None
     if p.records == 0:
         return 0
     comp = dense = None
@@ -221,16 +228,34 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True) -> in
     caches = rt._distinct_caches()
     cfg = (RULES[rt.p["cache.eviction"]], rt.per_layer, rt.priority, rt.num_layers, E,
            rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
-           float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect)
+           float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect,
+           rt.rebalance_interval if rt.features.get("rebalance") else 0, rt.dispatches)
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks()
     out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
-                         p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks)
+                         p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
+                         None if _record is None else _record.buffers(len(p.experts)))
+    global kernel_runs
+    kernel_runs += 1
     _write_back(rt, out, p.records)
     tl.set_clocks(*out["clocks"], out["transfers"])
     if tick is not None and every:
         tick(p.records)
     return p.records
+
+
+class Decisions:
+    """Per packed access (router order within each record): ``outcome`` 1 hit, 2 load,
+    0 streamed; ``victim`` the evicted key as an int (-1 none); ``slot`` (-1 streamed)."""
+
+    def __init__(self):
+        self.outcome = self.victim = self.slot = None
+
+    def buffers(self, n: int):
+        self.outcome = bytearray(n)
+        self.victim = array("i", bytes(4 * n))
+        self.slot = array("i", bytes(4 * n))
+        return self.outcome, self.victim, self.slot
 
 
 def _write_back(rt, out: dict, records: int) -> None:
