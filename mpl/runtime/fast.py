@@ -173,20 +173,104 @@ def pack(records, num_experts: int) -> Packed:
     return p
 
 
-def pack_trace(trace, num_experts: int) -> Packed:
-    """The pack of a Trace's dispatches, cached on the trace (a sweep packs once)."""
-    from mpl.sim.replay import records_of
-
-    key = (len(trace.dispatches), id(trace.dispatches), num_experts)
-    hit = getattr(trace, "_mpl_pack", None)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    p = pack(records_of(trace.dispatches), num_experts)
-    try:
-        trace._mpl_pack = (key, p)      # an attribute, not a dataclass field
-    except AttributeError:              # a Trace-like object without a __dict__
-        pass
+def pack_dispatches(dispatches, num_experts: int) -> Packed:
+    """Pack trace Dispatches (mpl.trace) directly: the records ``records_of`` would give,
+    without building them (one-token dispatches, the common case, take the short path)."""
+    p = Packed()
+    layers, offs, exps, ws, steps, toks = p.layers, p.offs, p.experts, p.weights, p.steps, p.tokens
+    multi = []
+    with_w = without_w = 0
+    off = 0
+    for d in dispatches:
+        rows = d.experts
+        wrows = d.weights
+        if len(rows) == 1:
+            experts = rows[0]
+            weights = wrows[0] if wrows is not None else None
+            n = len(experts)
+            if n > 1 and len(set(experts)) != n:
+                experts, weights = distinct(experts, weights)
+                n = len(experts)
+            toks.append(1)
+        else:
+            fe = [e for row in rows for e in row]
+            fw = [w for row in wrows for w in row] if wrows is not None else None
+            experts, weights = distinct(fe, fw)
+            n = len(experts)
+            tokens_of: dict = {}
+            for row in rows:
+                for e in set(row):
+                    tokens_of[e] = tokens_of.get(e, 0) + 1
+            multi.append((len(layers), tokens_of))
+            toks.append(len(rows))
+        layers.append(d.layer)
+        exps.extend(experts)
+        off += n
+        offs.append(off)
+        steps.append(d.step)
+        if weights is None:
+            without_w += 1
+        else:
+            with_w += 1
+            ws.extend(weights)
+    p.multi = multi
+    p.records = len(layers)
+    p.weights_mixed = bool(with_w and without_w)
+    if not with_w:
+        p.weights = None
+    if exps and (min(exps) < 0 or max(exps) >= num_experts):
+        raise ValueError("an expert id out of range in the dispatches")
     return p
+
+
+# ------------------------------------------------------------------ per-trace reuse
+_HELD: dict = {}        # id(trace) -> [trace, depth, {key: derived value}]
+
+
+def hold(trace) -> None:
+    """From now until :func:`release`, values derived from ``trace`` (its pack, its step
+    count) are computed once: the caller promises not to change the trace meanwhile (a sweep
+    or a tune replays one trace many times). Holding keeps the trace alive."""
+    ent = _HELD.get(id(trace))
+    if ent is not None and ent[0] is trace:
+        ent[1] += 1
+    else:
+        _HELD[id(trace)] = [trace, 1, {}]
+
+
+def release(trace) -> None:
+    ent = _HELD.get(id(trace))
+    if ent is not None and ent[0] is trace:
+        ent[1] -= 1
+        if ent[1] <= 0:
+            del _HELD[id(trace)]
+
+
+@contextmanager
+def reusing(trace):
+    """``hold(trace)`` for the enclosed block."""
+    hold(trace)
+    try:
+        yield trace
+    finally:
+        release(trace)
+
+
+def per_trace(trace, key, make):
+    """``make()``, memoised under ``key`` while ``trace`` is held (computed afresh otherwise)."""
+    ent = _HELD.get(id(trace))
+    if ent is None or ent[0] is not trace:
+        return make()
+    memo = ent[2]
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+def pack_trace(trace, num_experts: int) -> Packed:
+    """The pack of a Trace's dispatches (computed once while the trace is held)."""
+    return per_trace(trace, ("pack", num_experts),
+                     lambda: pack_dispatches(trace.dispatches, num_experts))
 
 
 def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,

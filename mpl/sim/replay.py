@@ -192,6 +192,12 @@ def _tokens_of(d: Dispatch) -> dict | None:
     return c
 
 
+def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
+    """mpl.trace.steps_and_tokens of the trace's dispatches (once while a sweep or a tune
+    holds the trace: mpl.runtime.fast.hold)."""
+    return _fast.per_trace(trace, "steps_and_tokens", lambda: steps_and_tokens(trace.dispatches))
+
+
 def _check_fit(header, num_experts_ok=True) -> None:
     if header.num_moe_layers < 1:
         raise ReplayError("the trace has no MoE layers")
@@ -303,7 +309,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     eb = expert_bytes_for(ir, h)
     costs = hw.costs_for(profile, model=h.model, expert_bytes=eb)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    steps, tokens = steps_and_tokens(trace.dispatches)
+    steps, tokens = _steps_and_tokens(trace)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))

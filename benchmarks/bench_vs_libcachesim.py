@@ -1,0 +1,147 @@
+"""Replay speed against libCacheSim's C loop on the same access stream.
+
+A synthetic DeepSeek-V2-Lite trace (26 MoE layers x 64 experts, top-6) is flattened into its
+access stream (key = layer * 64 + expert) and written as a libCacheSim oracleGeneral file;
+libCacheSim's ``process_trace`` (its C simulation loop, reading that file) and our replay
+run lru, lfu, arc and s3fifo over a shared cache of 256 slots. Ours is timed three ways:
+
+* ``kernel``: the compiled replay kernel on the trace's packed arrays (``fast.replay_packed``:
+  a fresh runtime, every decision with in-use protection, the simulated timeline, the stats
+  written back) — the loop that corresponds to libCacheSim's;
+* ``replay()``: the whole public ``mpl.sim.replay`` (policy check and load, kernel, report),
+  the trace already packed (as in a sweep, which packs once);
+* ``pack``: turning the Trace's dispatches into the kernel's arrays, once per trace.
+
+It also reports per-layer caches (26 x 10 slots; libCacheSim runs one cache per layer over
+each layer's stream) and the composed policy of bench_dispatch.py (prefetch, triggers,
+monitor, adapt: the pure-Python path). Ratios are measured in one run, best of ``--repeat``;
+CPU time of this process (the machine may be shared). Needs ``pip install libcachesim``.
+
+    python benchmarks/bench_vs_libcachesim.py [--steps 3847] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+CLOCK = time.process_time
+
+
+def best(fn, repeat):
+    out, t = None, float("inf")
+    for _ in range(repeat):
+        t0 = CLOCK()
+        out = fn()
+        t = min(t, CLOCK() - t0)
+    return out, t
+
+
+def write_oracle_general(path, keys):
+    rec = struct.Struct("<IQIq")
+    with open(path, "wb") as f:
+        f.write(b"".join(rec.pack(i, k + 1, 1, -1) for i, k in enumerate(keys)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=3847, help="decode steps (x 26 dispatches)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--capacity", type=int, default=256)
+    args = ap.parse_args(argv)
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        print("libCacheSim is not installed: pip install libcachesim")
+        return 1
+    import mpl
+    from bench_dispatch import POLICIES
+    from mpl.runtime import fast
+    from mpl.sim import hardware, replay, synthesize
+    from mpl.sim.timeline import Timeline
+
+    if fast.backend() != "compiled":
+        print(f"note: runtime backend is {fast.backend()} ({fast.backend_info()['reason']})")
+    trace = synthesize("deepseek-v2-lite", steps=args.steps, seed=0)
+    h = trace.header
+    L, E, K = h.num_moe_layers, h.num_experts, h.top_k
+    t0 = CLOCK()
+    p = fast.pack_trace(trace, E)
+    t_pack = CLOCK() - t0
+    keys = [p.layers[r] * E + p.experts[a] for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
+    n = len(keys)
+    costs = hardware.costs_for(hardware.resolve(None), model=h.model, expert_bytes=h.expert_bytes)
+    cost_model = hardware.runtime_cost_model(costs)
+    tmp = tempfile.mkdtemp(prefix="mpl-lcs-")
+    path = os.path.join(tmp, "all.oracleGeneral")
+    write_oracle_general(path, keys)
+    per_layer_paths = []
+    for layer in range(L):
+        lp = os.path.join(tmp, f"layer{layer}.oracleGeneral")
+        write_oracle_general(lp, [k for k in keys if k // E == layer])
+        per_layer_paths.append(lp)
+    classes = {"lru": lcs.LRU, "lfu": lcs.LFU, "arc": lcs.ARC, "s3fifo": lcs.S3FIFO}
+    cap = args.capacity
+    print(f"trace: DeepSeek-V2-Lite synthetic, {len(trace)} dispatches ({args.steps} steps), "
+          f"{n} accesses; shared cache {cap} slots; best of {args.repeat}; CPU time; "
+          f"backend {fast.backend()}; pack {t_pack:.2f} s ({len(trace) / t_pack / 1e3:.0f}k dispatches/s, once per trace)")
+    print(f"{'rule':<8}{'libCacheSim M/s':>16}{'kernel M/s':>12}{'ratio':>8}{'replay() M/s':>14}"
+          f"{'ratio':>8}{'hit ours':>10}{'hit theirs':>11}")
+
+    def ours_kernel(text, per_layer=False):
+        pol = mpl.loads(text)
+
+        def run():
+            rt = pol.runtime(L, E, K, expert_bytes=h.expert_bytes, cost=cost_model)
+            tl = Timeline(costs)
+            assert fast.replay_packed(rt, p, tl) == len(trace), fast.unsupported(rt, p)
+            return rt.stats()["hit_rate"]
+        return best(run, args.repeat)
+
+    for rule, cls in classes.items():
+        def theirs():
+            c = cls(cap)
+            return 1 - c.process_trace(lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE))[0]
+        hit_t, t_lcs = best(theirs, args.repeat)
+        text = f"policy p {{ cache {{ capacity = {cap} eviction = {rule} }} }}"
+        hit_o, t_k = ours_kernel(text)
+        _, t_r = best(lambda: replay(text, trace, belady=False), args.repeat)
+        print(f"{rule:<8}{n / t_lcs / 1e6:>16.1f}{n / t_k / 1e6:>12.1f}{t_k / t_lcs:>7.2f}x"
+              f"{n / t_r / 1e6:>14.1f}{t_r / t_lcs:>7.2f}x{hit_o:>10.4f}{hit_t:>11.4f}")
+
+    per = max(10, cap // L)    # libCacheSim S3FIFO needs a small FIFO of >= 1 slot
+    print(f"\nper-layer caches: {L} x {per} slots (libCacheSim: one cache per layer, each over "
+          f"its layer's stream)")
+    for rule, cls in classes.items():
+        def theirs_pl():
+            hits = 0
+            for lp in per_layer_paths:
+                c = cls(per)
+                r = lcs.TraceReader(lp, lcs.TraceType.ORACLE_GENERAL_TRACE)
+                hits += 1 - c.process_trace(r)[0]
+            return hits
+        _, t_lcs = best(theirs_pl, args.repeat)
+        text = (f"policy p {{ cache {{ capacity = {per} eviction = {rule} }} "
+                f"per_layer {{ allocation = uniform min_capacity = 1 }} }}")
+        hit_o, t_k = ours_kernel(text)
+        print(f"{rule:<8}{n / t_lcs / 1e6:>16.1f}{n / t_k / 1e6:>12.1f}{t_k / t_lcs:>7.2f}x"
+              f"{'':>14}{'':>8}{hit_o:>10.4f}")
+
+    text = POLICIES["composed"]
+    pol = mpl.loads(text)
+    rt = pol.runtime(L, E, K, expert_bytes=h.expert_bytes, cost=cost_model)
+    why = fast.unsupported(rt)
+    _, t_c = best(lambda: replay(text, trace, belady=False), 1)
+    print(f"\ncomposed policy (bench_dispatch.py): replay() {n / t_c / 1e6:.2f} M accesses/s "
+          f"({len(trace) / t_c / 1e3:.0f}k dispatches/s) on the {'kernel' if why is None else 'pure path: ' + why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
