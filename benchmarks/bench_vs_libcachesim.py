@@ -17,7 +17,12 @@ each layer's stream) and the composed policy of bench_dispatch.py (prefetch, tri
 monitor, adapt: the pure-Python path). Ratios are measured in one run, best of ``--repeat``;
 CPU time of this process (the machine may be shared). Needs ``pip install libcachesim``.
 
-    python benchmarks/bench_vs_libcachesim.py [--steps 3847] [--repeat 3]
+With ``--sweep T.mpltrace`` it also times an 8-capacity lru sweep of that trace
+(``mpl.sim.sweep.run_sweep``, no Belady, one process: what ``mplc sweep --no-belady`` runs after
+reading the file) against libCacheSim's 8 ``process_trace`` runs over the same stream, and
+``mpl.tune.tune`` (54 candidates, one process) on it.
+
+    python benchmarks/bench_vs_libcachesim.py [--steps 3847] [--repeat 3] [--sweep T.mpltrace]
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=3847, help="decode steps (x 26 dispatches)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--capacity", type=int, default=256)
+    ap.add_argument("--sweep", metavar="T.mpltrace", help="also time an 8-capacity sweep and a tune of this trace")
+    ap.add_argument("--no-tune", action="store_true", help="with --sweep: skip the tune")
     args = ap.parse_args(argv)
     try:
         import libcachesim as lcs
@@ -140,7 +147,54 @@ def main(argv=None) -> int:
     _, t_c = best(lambda: replay(text, trace, belady=False), 1)
     print(f"\ncomposed policy (bench_dispatch.py): replay() {n / t_c / 1e6:.2f} M accesses/s "
           f"({len(trace) / t_c / 1e3:.0f}k dispatches/s) on the {'kernel' if why is None else 'pure path: ' + why}")
+    if args.sweep:
+        sweep_vs_libcachesim(args, lcs, tmp)
     return 0
+
+
+CAPS = [32, 64, 128, 256, 384, 512, 768, 1024]
+
+
+def sweep_vs_libcachesim(args, lcs, tmp) -> None:
+    from mpl.runtime import fast
+    from mpl.sim import traceio
+    from mpl.sim.sweep import run_sweep
+
+    t0 = CLOCK()
+    trace = traceio.load(args.sweep)
+    t_load = CLOCK() - t0
+    E = trace.header.num_experts
+    p = fast.pack_dispatches(trace.dispatches, E)
+    keys = [p.layers[r] * E + p.experts[a] for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
+    path = os.path.join(tmp, "sweep.oracleGeneral")
+    write_oracle_general(path, keys)
+    del p
+    text = "policy p { cache { capacity = 256 eviction = lru } }"
+    t0 = CLOCK()
+    points = run_sweep(text, trace, CAPS, belady=False)
+    t_ours = CLOCK() - t0
+    assert not any(pt.error for pt in points), [pt.error for pt in points]
+    t0 = CLOCK()
+    theirs = []
+    for cap in CAPS:
+        c = lcs.LRU(cap)
+        theirs.append(1 - c.process_trace(lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE))[0])
+    t_lcs = CLOCK() - t0
+    print(f"\nsweep: {args.sweep}: {len(trace)} dispatches, {len(keys)} accesses; lru at {len(CAPS)} "
+          f"capacities, CPU s")
+    print(f"  reading the trace (traceio.load, once)      {t_load:7.2f} s")
+    print(f"  run_sweep, 8 points (pack once + 8 replays) {t_ours:7.2f} s")
+    print(f"  libCacheSim, 8 x process_trace              {t_lcs:7.2f} s   ratio ours/theirs "
+          f"{t_ours / t_lcs:.2f}x (with the read: {(t_ours + t_load) / t_lcs:.2f}x)")
+    print("  hit rates ours   " + " ".join(f"{pt.hit_rate:.4f}" for pt in points))
+    print("  hit rates theirs " + " ".join(f"{h:.4f}" for h in theirs))
+    if not args.no_tune:
+        from mpl.tune import tune
+        t0 = CLOCK()
+        res = tune(trace, 256, jobs=1)
+        t_tune = CLOCK() - t0
+        print(f"  tune, {res.evaluated} candidates, one process  {t_tune:7.2f} s  (best {res.best.name}: "
+              f"hit rate {res.best.hit_rate:.4f})")
 
 
 if __name__ == "__main__":
