@@ -24,6 +24,7 @@ a runtime that goes on dispatching after a replay continues from that store.
 
 from __future__ import annotations
 
+import importlib
 import os
 from array import array
 from contextlib import contextmanager
@@ -33,14 +34,22 @@ from mpl.runtime.eviction import make_store
 
 ENV_PURE = "MPL_PURE"
 
-try:
+def _import_kernel():
+    """(the C extension module or None, why it is not used)."""
     if os.environ.get(ENV_PURE, "") not in ("", "0"):
-        raise ImportError(f"{ENV_PURE} is set")
-    from mpl.runtime import _fast as _kernel
-    _WHY = None
-except ImportError as _e:        # not built (no compiler at install), or MPL_PURE=1
-    _kernel = None
-    _WHY = str(_e) if ENV_PURE in str(_e) else f"the C extension mpl.runtime._fast is not built ({_e})"
+        return None, f"{ENV_PURE} is set"
+    try:
+        return importlib.import_module("mpl.runtime._fast"), None
+    except ModuleNotFoundError as e:
+        if e.name == "mpl.runtime._fast":
+            return None, ("the C extension mpl.runtime._fast is not built (no C compiler at "
+                          "install time?)")
+        return None, f"the C extension mpl.runtime._fast does not load ({e})"
+    except ImportError as e:           # built for another Python, a broken file, ...
+        return None, f"the C extension mpl.runtime._fast does not load ({e})"
+
+
+_kernel, _WHY = _import_kernel()
 
 _forced_pure = False
 
