@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mpl
+from mpl import ir as _ir
 from mpl.api import from_ir
 from mpl.runtime import fast
 from mpl.runtime.plan import STREAM
@@ -46,7 +47,8 @@ def costs():
 def state(rt, tl):
     caches = rt.caches if rt.per_layer else rt.caches[:1]
     return (rt.stats(), tl.to_dict(), [sorted(c.resident.items()) for c in caches],
-            [c.store.keys() for c in caches], sorted(rt.pool.free), rt.step, rt._last_layer)
+            [c.store.keys() for c in caches], sorted(rt.pool.free), rt.step, rt._last_layer,
+            None if rt._ttl is None else list(rt._ttl.items()), rt.accesses)
 
 
 # ------------------------------------------------------------------ random scenarios
@@ -72,6 +74,13 @@ def scenarios(draw):
         vals["per_layer.rebalance_interval"] = draw(st.sampled_from([0, 1, 7]))
         if draw(st.booleans()):
             vals["per_layer.total_budget"] = L * cap + draw(st.integers(0, L))
+    if draw(st.booleans()):
+        vals["cache.ttl"] = _ir.Count(draw(st.sampled_from([1, 3, 20])),
+                                      draw(st.sampled_from(["accesses", "steps"])))
+    if draw(st.booleans()):        # 2e8-byte experts: a 1.6 GB budget is 8 slots
+        vals["cache.memory_threshold"] = draw(st.sampled_from([0.3, 0.5, 0.9]))
+        vals["cache.memory_headroom"] = draw(st.sampled_from([0.1, 0.3]))
+        vals["cache.memory_budget_gb"] = 1.6
     weighted = draw(st.booleans())
     n = draw(st.integers(1, 150))
     ds = []
@@ -196,7 +205,6 @@ def test_what_the_kernel_does_not_cover_is_said():
         "policy a { cache { capacity = 4 eviction = lfu | lru } }": "eviction",
         "policy a { cache { capacity = 4 eviction = frequency_threshold } }": "eviction",
         "policy a { cache { capacity = 4 } prefetch { strategy = history } }": "prefetch",
-        "policy a { cache { capacity = 4 ttl = 5 } }": "TTL",
         "policy a { cache { capacity = 4 } schedule { mode = cpu_fallback } }": "gpu_only",
         "policy a { cache { capacity = 4 } monitor { window = 10 } }": "monitor",
     }
@@ -246,14 +254,19 @@ def test_a_runtime_keeps_dispatching_after_a_compiled_lru_replay():
     assert a.stats() == b.stats()
 
 
+TRIGGERS = {"": "", "ttl": "ttl = 40", "ttl_steps": "ttl = 2 steps",
+            "memory": "memory_threshold = 0.8 memory_headroom = 0.6 memory_budget_gb = 60"}
+
+
 @needs_kernel
+@pytest.mark.parametrize("trigger", sorted(TRIGGERS))
 @pytest.mark.parametrize("ev", sorted(fast.RULES))
 @pytest.mark.parametrize("per_layer", [False, True])
-def test_replay_reports_are_identical_on_a_preset_trace(ev, per_layer):
+def test_replay_reports_are_identical_on_a_preset_trace(ev, per_layer, trigger):
     trace = synthesize("deepseek-v2-lite", steps=60, seed=3, prompt_tokens=12)
     extra = " per_layer { min_capacity = 2 }" if per_layer else ""
     text = (f"policy p {{ cache {{ capacity = {12 if per_layer else 300} eviction = {ev} "
-            f"pin = [3] }}{extra} }}")
+            f"pin = [3] {TRIGGERS[trigger]} expert_size_gb = 0.2 }}{extra} }}")
     runs = fast.kernel_runs
     a = replay(text, trace, belady=False)
     assert fast.kernel_runs == runs + 1
@@ -261,6 +274,9 @@ def test_replay_reports_are_identical_on_a_preset_trace(ev, per_layer):
         b = replay(text, trace, belady=False)
     assert a.stats == b.stats and a.sim == b.sim
     assert a.stats["hits"] > 0 and a.stats["evictions"] > 0
+    if trigger:     # the trigger changed the outcome
+        plain = replay(text.replace(TRIGGERS[trigger], ""), trace, belady=False)
+        assert plain.stats != a.stats
 
 
 # ------------------------------------------------------------------ reference caches

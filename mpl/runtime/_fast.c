@@ -55,6 +55,14 @@ typedef struct {
     long long *mark;  /* key -> stamp of the dispatch using it */
     long long stamp;
     int *frontier;
+    /* TTL: keys by last access (oldest first), with their stamps */
+    int *tprv, *tnxt;
+    long long *tstamp;
+    unsigned char *tin;
+    int thead, ttail;
+    /* the slot pool's free list (SlotPool.free: a stack, last = next taken) */
+    int *fstack;
+    long ftop;
 } State;
 
 /* ---------------------------------------------------------------- lists */
@@ -211,9 +219,10 @@ static void arc_miss(State *S, Cache *c, int k) {
     }
 }
 
-static int arc_evict(State *S, Cache *c, int incoming) {
-    int in_b1 = S->lid[incoming] == B1(c), in_b2 = S->lid[incoming] == B2(c);
-    if (!in_b1 && !in_b2 && S->ln[T1(c)] >= c->cap) {
+static int arc_evict(State *S, Cache *c, int incoming) {   /* incoming -1: None */
+    int in_b1 = incoming >= 0 && S->lid[incoming] == B1(c);
+    int in_b2 = incoming >= 0 && S->lid[incoming] == B2(c);
+    if (incoming >= 0 && !in_b1 && !in_b2 && S->ln[T1(c)] >= c->cap) {
         int v = l_first_free(S, T1(c));
         if (v >= 0) { l_remove(S, v); return v; }
     }
@@ -343,6 +352,48 @@ static inline void st_insert(State *S, Cache *c, int k, double w) {
     }
 }
 
+/* Store.discard: a key removed from outside (TTL) */
+static void st_discard(State *S, Cache *c, int k) {
+    switch (c->rule) {
+    case R_LFU: case R_SCORE:
+        if (S->pos[k] >= 0) h_remove_at(S, c, S->pos[k]);
+        break;
+    case R_S3FIFO:
+        S->freq[k] = 0;
+        /* fall through: leave S or M */
+    default:
+        if (S->lid[k] >= 0 && S->lid[k] < c->lbase + 2) l_remove(S, k);   /* lru; arc t1/t2 */
+        break;
+    }
+}
+
+/* len(store) */
+static long st_len(State *S, Cache *c) {
+    switch (c->rule) {
+    case R_LRU: return S->ln[c->lbase];
+    case R_LFU: case R_SCORE: return c->hn;
+    default: return S->ln[c->lbase] + S->ln[c->lbase + 1];
+    }
+}
+
+static inline void t_unlink(State *S, int k) {
+    if (!S->tin[k]) return;
+    int p = S->tprv[k], n = S->tnxt[k];
+    if (p >= 0) S->tnxt[p] = n; else S->thead = n;
+    if (n >= 0) S->tprv[n] = p; else S->ttail = p;
+    S->tin[k] = 0;
+}
+
+static inline void t_touch(State *S, int k, long long stamp) {   /* ttl[key] = stamp; move_to_end */
+    t_unlink(S, k);
+    S->tstamp[k] = stamp;
+    S->tin[k] = 1;
+    S->tnxt[k] = -1;
+    S->tprv[k] = S->ttail;
+    if (S->ttail >= 0) S->tnxt[S->ttail] = k; else S->thead = k;
+    S->ttail = k;
+}
+
 /* residents of the store from coldest to hottest (as Store.keys()) */
 static long st_keys(State *S, Cache *c, int *out) {
     long n = 0;
@@ -413,9 +464,13 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     long long interval;
     int protect;      /* 0: no in-use protection (a test-only mode, for the libCacheSim oracle) */
     long long rebalance, dispatches;   /* per-layer: uniform rebalance every n dispatches */
-    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLL", &rule, &per_layer, &priority, &L, &E, &pool_size,
-                          &decay, &interval, &alpha, &wdef, &cur_step, &last_layer, &rstall,
-                          &protect, &rebalance, &dispatches))
+    long long ttl_n, accesses;         /* ttl_n < 0: no TTL */
+    int ttl_steps;
+    double mem_thr, mem_headroom, mem_budget, expert_bytes;   /* mem_thr < 0: no trigger */
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLdddd", &rule, &per_layer, &priority, &L, &E,
+                          &pool_size, &decay, &interval, &alpha, &wdef, &cur_step, &last_layer,
+                          &rstall, &protect, &rebalance, &dispatches, &ttl_n, &ttl_steps,
+                          &accesses, &mem_thr, &mem_headroom, &mem_budget, &expert_bytes))
         return NULL;
     double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer;
     int wait_all;
@@ -511,15 +566,21 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     outc = malloc(maxn);
     l_acc = calloc(L, sizeof(long long)); l_hit = calloc(L, sizeof(long long));
     keys = malloc(sizeof(int) * K);
+    S.tprv = malloc(sizeof(int) * K); S.tnxt = malloc(sizeof(int) * K);
+    S.tstamp = calloc(K, sizeof(long long)); S.tin = calloc(K, 1);
+    S.fstack = malloc(sizeof(int) * (pool_size > 0 ? pool_size : 1));
+    S.thead = S.ttail = -1;
     ordbuf = malloc(sizeof(int) * maxn);
     lready = malloc(sizeof(double) * maxn); lcomp = malloc(sizeof(double) * maxn);
     if (!S.slot || !S.lid || !S.prv || !S.nxt || !S.pos || !S.hf || !S.ht || !S.freq || !S.mark ||
         !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit || !keys ||
-        !ordbuf || !lready || !lcomp) {
+        !ordbuf || !lready || !lcomp || !S.tprv || !S.tnxt || !S.tstamp || !S.tin || !S.fstack) {
         PyErr_NoMemory();
         goto done;
     }
     for (long k = 0; k < K; k++) { S.slot[k] = -1; S.lid[k] = -1; S.pos[k] = -1; }
+    S.ftop = 0;
+    for (long i = pool_size - 1; i >= 0; i--) S.fstack[S.ftop++] = (int)i;   /* SlotPool() */
     for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
     long total = 0;
     for (long i = 0; i < ncaches; i++) {
@@ -540,7 +601,6 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     }
 
     long long demand = 0, streamed = 0, evictions = 0, nx = 0;
-    long used = 0;        /* slots taken from the pool (no slot is ever given back here) */
     const int link_bound = txf >= gpu1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < D; r++) {
@@ -572,8 +632,10 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             int e = experts[a0 + j];
             int k = (int)(base + e);
             double w = weights ? weights[a0 + j] : wdef;
+            accesses++;
             if (S.slot[k] >= 0) {
                 hits++;
+                if (ttl_n >= 0 && !pinned[e]) t_touch(&S, k, ttl_steps ? cur_step : accesses);
                 outc[j] = 1;
                 if (rec_out) { rec_out[a0 + j] = 1; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = S.slot[k]; }
                 if (!pinned[e]) st_hit(&S, c, k, w);
@@ -582,7 +644,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             outc[j] = 0;
             if (!pinned[e]) st_miss(&S, c, k);
             int slot;
-            if (c->nres >= c->cap || used >= pool_size) {
+            if (c->nres >= c->cap || S.ftop == 0) {
                 int v = st_evict(&S, c, k);
                 if (v < 0) {
                     nst++;
@@ -594,20 +656,69 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 S.slot[v] = -1;
                 c->nres--;
                 evictions++;
+                t_unlink(&S, v);
             } else {
-                slot = (int)used++;
+                slot = S.fstack[--S.ftop];
                 if (rec_out) rec_victim[a0 + j] = -1;
             }
             if (rec_out) { rec_out[a0 + j] = 2; rec_slot[a0 + j] = slot; }
             S.slot[k] = slot;
             c->nres++;
-            if (!pinned[e]) st_insert(&S, c, k, w);
+            if (!pinned[e]) {
+                st_insert(&S, c, k, w);
+                if (ttl_n >= 0) t_touch(&S, k, ttl_steps ? cur_step : accesses);
+            }
             nd++;
         }
         demand += nd;
         streamed += nst;
         l_acc[layer] += n;
         l_hit[layer] += hits;
+        if (ttl_n >= 0) {                /* Runtime._ttl_sweep: expired keys not in use */
+            long long limit = (ttl_steps ? cur_step : accesses) - ttl_n;
+            int k = S.thead;
+            while (k >= 0 && S.tstamp[k] <= limit) {
+                int nxt = S.tnxt[k];
+                if (!excluded(&S, k)) {
+                    Cache *ck = per_layer ? &C[k / E] : &C[0];
+                    S.fstack[S.ftop++] = S.slot[k];
+                    S.slot[k] = -1;
+                    ck->nres--;
+                    st_discard(&S, ck, k);
+                    t_unlink(&S, k);
+                    evictions++;
+                }
+                k = nxt;
+            }
+        }
+        if (mem_thr >= 0 && (double)(pool_size - S.ftop) * expert_bytes >= mem_thr * mem_budget) {
+            /* Runtime._pressure: evict down to the headroom, from the cache with the most
+             * evictable residents (ties: the lower layer), else any other */
+            double target = mem_headroom * mem_budget;
+            while ((double)(pool_size - S.ftop) * expert_bytes > target) {
+                Cache *best = NULL;
+                for (long i = 0; i < ncaches; i++) {
+                    long nn = st_len(&S, &C[i]);
+                    if (nn && (!best || nn > st_len(&S, best))) best = &C[i];
+                }
+                if (!best) break;
+                int v = st_evict(&S, best, -1);
+                Cache *from = best;
+                if (v < 0) {
+                    for (long i = 0; i < ncaches && v < 0; i++) {
+                        if (&C[i] == best || !st_len(&S, &C[i])) continue;
+                        v = st_evict(&S, &C[i], -1);
+                        from = &C[i];
+                    }
+                }
+                if (v < 0) break;
+                S.fstack[S.ftop++] = S.slot[v];
+                S.slot[v] = -1;
+                from->nres--;
+                t_unlink(&S, v);
+                evictions++;
+            }
+        }
         long m = nd + nst;
         double stall;
         if (tokens[r] <= 1) {            /* Timeline.demand's formula */
@@ -713,11 +824,24 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             PyList_SET_ITEM(res, i, Py_BuildValue("(NN)", ks, rs));
         }
         if (fail || PyErr_Occurred()) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
-        result = Py_BuildValue("{s:N,s:N,s:L,s:L,s:L,s:d,s:L,s:L,s:l,s:N,s:(ddddd)}",
+        PyObject *fl = PyList_New(S.ftop);
+        if (!fl) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        for (long i = 0; i < S.ftop; i++) PyList_SET_ITEM(fl, i, PyLong_FromLong(S.fstack[i]));
+        PyObject *tl_o = PyList_New(0);       /* the TTL order: (key, stamp), oldest first */
+        if (!tl_o) { Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        for (int k = S.thead; k >= 0; k = S.tnxt[k]) {
+            PyObject *pair = Py_BuildValue("(iL)", k, S.tstamp[k]);
+            if (!pair || PyList_Append(tl_o, pair) < 0) fail = 1;
+            Py_XDECREF(pair);
+            if (fail) break;
+        }
+        if (fail) { Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        result = Py_BuildValue("{s:N,s:N,s:L,s:L,s:L,s:d,s:L,s:L,s:N,s:N,s:(ddddd),s:L,s:N}",
                                "l_acc", pla, "l_hit", plh, "demand_loads", demand,
                                "streamed", streamed, "evictions", evictions, "stall", rstall,
-                               "step", cur_step, "last_layer", last_layer, "used", used,
-                               "caches", res, "clocks", now, link, tl_stall, tl_gpu, tl_xfer);
+                               "step", cur_step, "last_layer", last_layer, "free", fl,
+                               "caches", res, "clocks", now, link, tl_stall, tl_gpu, tl_xfer,
+                               "accesses", accesses, "ttl", tl_o);
         if (result) {
             PyObject *v = PyLong_FromLongLong(nx);
             if (!v || PyDict_SetItemString(result, "transfers", v) < 0) Py_CLEAR(result);
@@ -729,6 +853,7 @@ done:
     for (int i = 0; i < 12; i++) rel_buf(all[i]);
     free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
+    free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack);
     if (C) for (long i = 0; i < ncaches; i++) free(C[i].heap);
     free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys);
     free(ordbuf); free(lready); free(lcomp);

@@ -107,8 +107,8 @@ def unsupported(rt, packed: "Packed | None" = None) -> str | None:
         return "a monitor block or adapt rules (the kernel has no monitor window)"
     if tuple(f.get("modes", ())) != ("gpu_only",) or rt.mode != "gpu_only":
         return "schedule.mode other than gpu_only"
-    if f.get("prefetch") or f.get("ttl") or f.get("memory"):
-        return "prefetch, TTL or a memory trigger"
+    if f.get("prefetch"):
+        return "prefetch"
     if f.get("signal"):
         return "per-layer capacities that rebalance on a signal"
     rule = rt.p["cache.eviction"]
@@ -322,7 +322,10 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     cfg = (RULES[rt.p["cache.eviction"]], rt.per_layer, rt.priority, rt.num_layers, E,
            rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
            float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect,
-           rt.rebalance_interval if rt.features.get("rebalance") else 0, rt.dispatches)
+           rt.rebalance_interval if rt.features.get("rebalance") else 0, rt.dispatches,
+           -1 if rt.ttl_n is None or rt._ttl is None else rt.ttl_n, rt.ttl_steps, rt.accesses,
+           -1.0 if rt.mem_threshold is None else float(rt.mem_threshold), rt.mem_headroom,
+           rt.mem_budget, rt.expert_bytes)
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks()
     out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
@@ -371,8 +374,13 @@ def _write_back(rt, out: dict, records: int) -> None:
         for k in cold_to_hot:
             store.insert((k // E, k % E), rt.w_default)
         cache.store = store
-    pool = rt.pool
-    pool.free = list(range(pool.size - 1, out["used"] - 1, -1))
+    rt.pool.free = out["free"]
+    if rt._ttl is not None:        # the runtime counts accesses only for a TTL's stamps
+        rt.accesses = out["accesses"]
+        ttl = rt._ttl
+        ttl.clear()
+        for k, stamp in out["ttl"]:
+            ttl[(k // E, k % E)] = stamp
 
 
 def replay_records(rt, records, tl, tick=None, every=0):
