@@ -201,7 +201,6 @@ def test_every_policy_replays_identically_on_both_backends(seed):
 
 def test_what_the_kernel_does_not_cover_is_said():
     cases = {
-        "policy a { cache { capacity = 4 eviction = lfru } }": "eviction 'lfru'",
         "policy a { cache { capacity = 4 eviction = lfu | lru } }": "eviction",
         "policy a { cache { capacity = 4 eviction = frequency_threshold } }": "eviction",
         "policy a { cache { capacity = 4 } prefetch { strategy = history } }": "prefetch",
@@ -281,7 +280,7 @@ def test_replay_reports_are_identical_on_a_preset_trace(ev, per_layer, trigger):
 
 # ------------------------------------------------------------------ reference caches
 @needs_kernel
-@pytest.mark.parametrize("rule", ["lru", "lfu", "score", "arc", "s3fifo"])
+@pytest.mark.parametrize("rule", ["lru", "lfu", "score", "arc", "s3fifo", "lfru"])
 @pytest.mark.parametrize("cap", [1, 3, 8, 13])
 def test_kernel_against_the_hand_written_references(rule, cap):
     """test_runtime_equivalence.py's reference caches decide every access as the kernel does."""
@@ -294,9 +293,12 @@ def test_kernel_against_the_hand_written_references(rule, cap):
              "lfu": lambda: ref.RefLFU(cap, 0.5, 7),
              "score": lambda: ref.RefScore(cap, 0.4),
              "arc": lambda: ref.RefARC(cap),
-             "s3fifo": lambda: ref.RefS3FIFO(cap)}[rule]()
+             "s3fifo": lambda: ref.RefS3FIFO(cap),
+             "lfru": lambda: ref.RefLFRU(cap, 0.5, 9)}[rule]()
     if rule == "lfu":
         values.update({"cache.frequency_decay": 0.5, "cache.decay_interval": 7})
+    if rule == "lfru":
+        values.update({"cache.frequency_decay": 0.5, "cache.decay_interval": 9})
     if rule == "score":
         values["cache.score_ema_alpha"] = 0.4
     trace = zipf_trace(200, L, E, K, seed=cap, weights=rule == "score")

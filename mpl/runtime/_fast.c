@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4 };
+enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4, R_LFRU = 5 };
 
 typedef struct {
     int rule;
@@ -39,6 +39,8 @@ typedef struct {
     /* s3fifo */
     double s_limit, m_limit;
     long g_cap;
+    /* lfru */
+    long u_cap, p_cap;
 } Cache;
 
 typedef struct {
@@ -290,6 +292,44 @@ static int s3_evict(State *S, Cache *c) {
     return v;
 }
 
+/* ---------------------------------------------------------------- lfru */
+#define PRIV(c) ((c)->lbase)
+#define UNPRIV(c) ((c)->lbase + 1)
+
+static void lfru_clock(State *S, Cache *c) {
+    c->clock++;
+    if (c->clock >= c->interval) {
+        c->clock = 0;
+        double d = c->decay;
+        for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) S->hf[k] = S->hf[k] * d;
+    }
+}
+
+static void lfru_demote(State *S, Cache *c, int protect) {
+    while (S->ln[PRIV(c)] > c->p_cap) {
+        int v = -1;
+        for (int k = S->lh[PRIV(c)]; k >= 0; k = S->nxt[k])
+            if (k != protect) { v = k; break; }
+        if (v < 0) break;
+        l_remove(S, v);
+        S->hf[v] = 1.0;
+        S->ht[v] = ++c->tick;
+        l_push(S, UNPRIV(c), v);
+    }
+}
+
+static int lfru_evict(State *S, Cache *c) {
+    int best = -1;
+    for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) {
+        if (excluded(S, k)) continue;
+        if (best < 0 || h_less(S, k, best)) best = k;
+    }
+    if (best >= 0) { l_remove(S, best); return best; }
+    int v = l_first_free(S, PRIV(c));
+    if (v >= 0) l_remove(S, v);
+    return v;
+}
+
 /* ---------------------------------------------------------------- the store protocol */
 static inline void st_hit(State *S, Cache *c, int k, double w) {
     switch (c->rule) {
@@ -317,12 +357,19 @@ static inline void st_hit(State *S, Cache *c, int k, double w) {
     case R_S3FIFO:
         if (S->freq[k] < 3) S->freq[k]++;
         break;
+    case R_LFRU:
+        c->tick++;
+        if (S->lid[k] == PRIV(c)) { l_remove(S, k); l_push(S, PRIV(c), k); }
+        else { l_remove(S, k); l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
+        lfru_clock(S, c);
+        break;
     }
 }
 
 static inline void st_miss(State *S, Cache *c, int k) {
     if (c->rule == R_LFU) lfu_clock(S, c);
     else if (c->rule == R_ARC) arc_miss(S, c, k);
+    else if (c->rule == R_LFRU) lfru_clock(S, c);
 }
 
 static inline int st_evict(State *S, Cache *c, int incoming) {
@@ -334,6 +381,7 @@ static inline int st_evict(State *S, Cache *c, int incoming) {
     }
     case R_LFU: case R_SCORE: return h_evict(S, c);
     case R_ARC: return arc_evict(S, c, incoming);
+    case R_LFRU: return lfru_evict(S, c);
     default: return s3_evict(S, c);
     }
 }
@@ -344,6 +392,11 @@ static inline void st_insert(State *S, Cache *c, int k, double w) {
     case R_LFU: S->hf[k] = c->inc; S->ht[k] = ++c->tick; h_push(S, c, k); break;
     case R_SCORE: S->hf[k] = w; S->ht[k] = ++c->tick; h_push(S, c, k); break;
     case R_ARC: arc_insert(S, c, k); break;
+    case R_LFRU:
+        c->tick++;
+        if (c->u_cap == 0) { l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
+        else { S->hf[k] = 1.0; S->ht[k] = c->tick; l_push(S, UNPRIV(c), k); }
+        break;
     default:
         if (S->lid[k] == GQ(c)) { l_remove(S, k); l_push(S, MQ(c), k); }
         else l_push(S, SQ(c), k);
@@ -418,6 +471,19 @@ static long st_keys(State *S, Cache *c, int *out) {
         free(save);
         break;
     }
+    case R_LFRU: {   /* unprivileged by (frequency, tick), then privileged oldest first */
+        long nu = 0;
+        for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) out[nu++] = k;
+        for (long i = 1; i < nu; i++) {          /* insertion sort (small partition) */
+            int x = out[i];
+            long q = i;
+            while (q > 0 && h_less(S, x, out[q - 1])) { out[q] = out[q - 1]; q--; }
+            out[q] = x;
+        }
+        n = nu;
+        for (int k = S->lh[PRIV(c)]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        break;
+    }
     default:    /* arc: t1 + t2; s3fifo: s + m */
         for (int j = 0; j < 2; j++)
             for (int k = S->lh[c->lbase + j]; k >= 0; k = S->nxt[k]) out[n++] = k;
@@ -477,7 +543,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(clocks_o, "dddpddddd", &dense1, &gpu1, &txf, &wait_all, &now, &link,
                           &tl_stall, &tl_gpu, &tl_xfer))
         return NULL;
-    if (rule < 0 || rule > R_S3FIFO || L < 1 || E < 1 || L * E > (1L << 26)) {
+    if (rule < 0 || rule > R_LFRU || L < 1 || E < 1 || L * E > (1L << 26)) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: bad configuration");
         return NULL;
     }
@@ -593,6 +659,8 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         c->s_limit = 0.1 * (double)cap;
         c->m_limit = (double)cap - c->s_limit;
         { double g = 0.9 * (double)cap; long gi = (long)g; c->g_cap = gi > 1 ? gi : 1; }
+        c->u_cap = cap / 3;
+        c->p_cap = cap - c->u_cap;
         if (rule == R_LFU || rule == R_SCORE) {
             c->heap = malloc(sizeof(int) * (per_layer ? E : K));
             if (!c->heap) { PyErr_NoMemory(); goto done; }

@@ -10,8 +10,8 @@ on the simulated timeline, and the results are written back into the Runtime and
 Timeline. ``tests/test_fast_equivalence.py`` holds the two backends equal.
 
 The kernel covers demand-only policies (:func:`unsupported` says why one is not covered):
-schedule ``gpu_only``; no prefetch; no TTL or memory trigger; no monitor block and no adapt
-rules; eviction ``lru``, ``lfu``, ``score``, ``arc`` or ``s3fifo``; a shared cache or
+schedule ``gpu_only``; no prefetch; no monitor block and no adapt rules; eviction ``lru``,
+``lfu``, ``score``, ``arc``, ``s3fifo`` or ``lfru``; TTL and memory-pressure triggers; a shared cache or
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
 records of one or several tokens. Everything else replays on the pure path, and live
 ``dispatch()`` is always the pure path.
@@ -57,7 +57,7 @@ _forced_pure = False
 kernel_runs = 0
 
 #: eviction rule -> the kernel's code
-RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4}
+RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5}
 
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
 
@@ -80,9 +80,9 @@ def backend_info() -> dict:
     elif _forced_pure:
         why = "forced by mpl.runtime.fast.pure()"
     return {"backend": backend(), "reason": why,
-            "covers": "replay of demand-only policies (gpu_only, no prefetch, TTL, memory "
-                      "trigger, monitor or adapt; eviction " + ", ".join(RULES) +
-                      "; shared or static per-layer caches; pins; priority routing); "
+            "covers": "replay of demand-only policies (gpu_only, no prefetch, monitor or "
+                      "adapt; eviction " + ", ".join(RULES) + "; TTL and memory triggers; "
+                      "shared or static per-layer caches; pins; priority routing); "
                       "live dispatch() is pure Python"}
 
 
