@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4, R_LFRU = 5 };
+enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4, R_LFRU = 5, R_FT = 6, R_SEG = 7 };
 
-typedef struct {
+typedef struct Cache_ {
     int rule;
     long cap;
     long nres;             /* residents, pinned ones included */
@@ -41,6 +41,15 @@ typedef struct {
     long g_cap;
     /* lfru */
     long u_cap, p_cap;
+    /* frequency_threshold: per layer a ring of its last W accesses, counts per key */
+    int *win;
+    long *whead, *wlen;
+    int *cnt;
+    long W, E;
+    double thr;
+    /* segmented a | b: the two single-queue stores, a's share */
+    struct Cache_ *sub[2];
+    long a_cap;
 } Cache;
 
 typedef struct {
@@ -56,6 +65,8 @@ typedef struct {
     unsigned char *freq;
     long long *mark;  /* key -> stamp of the dispatch using it */
     long long stamp;
+    int exmode, exkey;  /* exmode 1: only exkey is excluded (-1: none), not the keys in use */
+    unsigned char *side;  /* segmented: 1 in a, 2 in b */
     int *frontier;
     /* TTL: keys by last access (oldest first), with their stamps */
     int *tprv, *tnxt;
@@ -86,7 +97,10 @@ static inline void l_remove(State *S, int k) {
     S->lid[k] = -1;
 }
 
-static inline int excluded(State *S, int k) { return S->mark[k] == S->stamp; }
+static inline int excluded(State *S, int k) {
+    if (S->exmode) return k == S->exkey;
+    return S->mark[k] == S->stamp;
+}
 
 /* the first key of list l (oldest first) not in use, or -1 */
 static inline int l_first_free(State *S, int l) {
@@ -330,8 +344,94 @@ static int lfru_evict(State *S, Cache *c) {
     return v;
 }
 
+/* ---------------------------------------------------------------- frequency_threshold */
+static void ft_observe(Cache *c, int k) {
+    long layer = k / c->E;
+    int e = (int)(k % c->E);
+    int *w = c->win + layer * c->W;
+    int *cnt = c->cnt + layer * c->E;
+    if (c->wlen[layer] < c->W) {
+        w[(c->whead[layer] + c->wlen[layer]) % c->W] = e;
+        c->wlen[layer]++;
+        cnt[e]++;
+    } else {                         /* append, then the oldest leaves */
+        cnt[e]++;
+        int old = w[c->whead[layer]];
+        w[c->whead[layer]] = e;
+        c->whead[layer] = (c->whead[layer] + 1) % c->W;
+        cnt[old]--;
+    }
+}
+
+static inline double ft_share(Cache *c, int k) {
+    long layer = k / c->E;
+    long n = c->wlen[layer];
+    if (!n) return 0.0;
+    return (double)c->cnt[k] / (double)n;
+}
+
+static inline int ft_less(State *S, Cache *c, int a, int b) {   /* (share, last access) */
+    double sa = ft_share(c, a), sb = ft_share(c, b);
+    return sa < sb || (sa == sb && S->ht[a] < S->ht[b]);
+}
+
+static int ft_evict(State *S, Cache *c) {
+    int best = -1;
+    for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) {
+        if (excluded(S, k)) continue;
+        if (best < 0 || ft_less(S, c, k, best)) best = k;
+    }
+    if (best >= 0) l_remove(S, best);
+    return best;
+}
+
 /* ---------------------------------------------------------------- the store protocol */
-static inline void st_hit(State *S, Cache *c, int k, double w) {
+static void st_hit(State *S, Cache *c, int k, double w);
+static void st_miss(State *S, Cache *c, int k);
+static int st_evict(State *S, Cache *c, int incoming);
+static void st_insert(State *S, Cache *c, int k, double w);
+static void st_discard(State *S, Cache *c, int k);
+static long st_len(State *S, Cache *c);
+
+static inline int needs_miss(Cache *c) {
+    return c->rule == R_LFU || c->rule == R_ARC || c->rule == R_LFRU || c->rule == R_FT ||
+           c->rule == R_SEG;
+}
+
+/* Segmented._demote: a over its share -> its victims (sparing ``protect``) move to b */
+static void seg_demote(State *S, Cache *c, int protect) {
+    Cache *a = c->sub[0], *b = c->sub[1];
+    while (st_len(S, a) > c->a_cap) {
+        int m = S->exmode, x = S->exkey;
+        S->exmode = 1;
+        S->exkey = protect;
+        int v = st_evict(S, a, -1);
+        S->exmode = m;
+        S->exkey = x;
+        if (v < 0) break;
+        st_insert(S, b, v, 0.0);
+        S->side[v] = 2;
+    }
+}
+
+static void seg_hit(State *S, Cache *c, int k, double w) {
+    Cache *a = c->sub[0], *b = c->sub[1];
+    if (S->side[k] == 1) { st_hit(S, a, k, w); return; }
+    st_discard(S, b, k);               /* promotion: b -> a (the access still counts in a) */
+    if (needs_miss(a)) st_miss(S, a, k);
+    st_insert(S, a, k, w);
+    S->side[k] = 1;
+    seg_demote(S, c, k);
+}
+
+static int seg_evict(State *S, Cache *c) {
+    int v = st_evict(S, c->sub[1], -1);
+    if (v < 0) v = st_evict(S, c->sub[0], -1);
+    if (v >= 0) S->side[v] = 0;
+    return v;
+}
+
+static void st_hit(State *S, Cache *c, int k, double w) {
     switch (c->rule) {
     case R_LRU:
         l_remove(S, k); l_push(S, c->lbase, k);
@@ -363,16 +463,25 @@ static inline void st_hit(State *S, Cache *c, int k, double w) {
         else { l_remove(S, k); l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
         lfru_clock(S, c);
         break;
+    case R_FT:
+        ft_observe(c, k);
+        S->ht[k] = ++c->tick;
+        break;
+    case R_SEG:
+        seg_hit(S, c, k, w);
+        break;
     }
 }
 
-static inline void st_miss(State *S, Cache *c, int k) {
+static void st_miss(State *S, Cache *c, int k) {
     if (c->rule == R_LFU) lfu_clock(S, c);
     else if (c->rule == R_ARC) arc_miss(S, c, k);
     else if (c->rule == R_LFRU) lfru_clock(S, c);
+    else if (c->rule == R_FT) ft_observe(c, k);
+    else if (c->rule == R_SEG && needs_miss(c->sub[0])) st_miss(S, c->sub[0], k);
 }
 
-static inline int st_evict(State *S, Cache *c, int incoming) {
+static int st_evict(State *S, Cache *c, int incoming) {
     switch (c->rule) {
     case R_LRU: {
         int v = l_first_free(S, c->lbase);
@@ -382,16 +491,24 @@ static inline int st_evict(State *S, Cache *c, int incoming) {
     case R_LFU: case R_SCORE: return h_evict(S, c);
     case R_ARC: return arc_evict(S, c, incoming);
     case R_LFRU: return lfru_evict(S, c);
+    case R_FT: return ft_evict(S, c);
+    case R_SEG: return seg_evict(S, c);
     default: return s3_evict(S, c);
     }
 }
 
-static inline void st_insert(State *S, Cache *c, int k, double w) {
+static void st_insert(State *S, Cache *c, int k, double w) {
     switch (c->rule) {
     case R_LRU: l_push(S, c->lbase, k); break;
     case R_LFU: S->hf[k] = c->inc; S->ht[k] = ++c->tick; h_push(S, c, k); break;
     case R_SCORE: S->hf[k] = w; S->ht[k] = ++c->tick; h_push(S, c, k); break;
     case R_ARC: arc_insert(S, c, k); break;
+    case R_FT: S->ht[k] = ++c->tick; l_push(S, c->lbase, k); break;
+    case R_SEG:
+        st_insert(S, c->sub[0], k, w);
+        S->side[k] = 1;
+        seg_demote(S, c, k);
+        break;
     case R_LFRU:
         c->tick++;
         if (c->u_cap == 0) { l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
@@ -408,6 +525,10 @@ static inline void st_insert(State *S, Cache *c, int k, double w) {
 /* Store.discard: a key removed from outside (TTL) */
 static void st_discard(State *S, Cache *c, int k) {
     switch (c->rule) {
+    case R_SEG:
+        st_discard(S, S->side[k] == 1 ? c->sub[0] : c->sub[1], k);
+        S->side[k] = 0;
+        break;
     case R_LFU: case R_SCORE:
         if (S->pos[k] >= 0) h_remove_at(S, c, S->pos[k]);
         break;
@@ -423,6 +544,7 @@ static void st_discard(State *S, Cache *c, int k) {
 /* len(store) */
 static long st_len(State *S, Cache *c) {
     switch (c->rule) {
+    case R_SEG: return st_len(S, c->sub[0]) + st_len(S, c->sub[1]);
     case R_LRU: return S->ln[c->lbase];
     case R_LFU: case R_SCORE: return c->hn;
     default: return S->ln[c->lbase] + S->ln[c->lbase + 1];
@@ -447,10 +569,34 @@ static inline void t_touch(State *S, int k, long long stamp) {   /* ttl[key] = s
     S->ttail = k;
 }
 
+/* Store.admits (frequency_threshold, alone or as a segmented pair's a) */
+static inline int st_admits(Cache *c, int k) {
+    if (c->rule == R_SEG) c = c->sub[0];
+    if (c->rule != R_FT) return 1;
+    return ft_share(c, k) >= c->thr;
+}
+
 /* residents of the store from coldest to hottest (as Store.keys()) */
 static long st_keys(State *S, Cache *c, int *out) {
     long n = 0;
     switch (c->rule) {
+    case R_SEG: {                    /* b's keys, then a's */
+        long nb = st_keys(S, c->sub[1], out);
+        if (nb < 0) return -1;
+        long na = st_keys(S, c->sub[0], out + nb);
+        if (na < 0) return -1;
+        return nb + na;
+    }
+    case R_FT: {
+        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        for (long i = 1; i < n; i++) {
+            int x = out[i];
+            long q = i;
+            while (q > 0 && ft_less(S, c, x, out[q - 1])) { out[q] = out[q - 1]; q--; }
+            out[q] = x;
+        }
+        break;
+    }
     case R_LRU:
         for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
         break;
@@ -490,6 +636,54 @@ static long st_keys(State *S, Cache *c, int *out) {
         break;
     }
     return n;
+}
+
+/* ---------------------------------------------------------------- set-up */
+typedef struct {
+    double decay, alpha, thr;
+    long long interval;
+    long W, L, E, K, heap_cap;
+} Params;
+
+static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, int side_a,
+                      int side_b) {
+    c->rule = rule; c->cap = cap; c->lbase = lbase;
+    c->inc = 1.0; c->decay = P->decay; c->interval = P->interval; c->alpha = P->alpha;
+    c->s_limit = 0.1 * (double)cap;
+    c->m_limit = (double)cap - c->s_limit;
+    { double g = 0.9 * (double)cap; long gi = (long)g; c->g_cap = gi > 1 ? gi : 1; }
+    c->u_cap = cap / 3;
+    c->p_cap = cap - c->u_cap;
+    c->a_cap = cap - cap / 3;
+    c->E = P->E;
+    c->thr = P->thr;
+    c->W = P->W;
+    if (rule == R_LFU || rule == R_SCORE) {
+        c->heap = malloc(sizeof(int) * P->heap_cap);
+        if (!c->heap) return -1;
+    }
+    if (rule == R_FT) {
+        c->win = malloc(sizeof(int) * P->L * P->W);
+        c->whead = calloc(P->L, sizeof(long));
+        c->wlen = calloc(P->L, sizeof(long));
+        c->cnt = calloc(P->K, sizeof(int));
+        if (!c->win || !c->whead || !c->wlen || !c->cnt) return -1;
+    }
+    if (rule == R_SEG) {
+        for (int j = 0; j < 2; j++) {
+            c->sub[j] = calloc(1, sizeof(Cache));
+            if (!c->sub[j]) return -1;
+            if (cache_init(c->sub[j], j ? side_b : side_a, cap, lbase + 2 * j, P, 0, 0) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void cache_free(Cache *c) {
+    free(c->heap); free(c->win); free(c->whead); free(c->wlen); free(c->cnt);
+    for (int j = 0; j < 2; j++)
+        if (c->sub[j]) { cache_free(c->sub[j]); free(c->sub[j]); }
 }
 
 /* ---------------------------------------------------------------- buffers */
@@ -533,17 +727,24 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     long long ttl_n, accesses;         /* ttl_n < 0: no TTL */
     int ttl_steps;
     double mem_thr, mem_headroom, mem_budget, expert_bytes;   /* mem_thr < 0: no trigger */
-    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLdddd", &rule, &per_layer, &priority, &L, &E,
+    int side_a, side_b;                /* segmented: the sides' rules */
+    double ft_thr;
+    long ft_window;
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLddddiidl", &rule, &per_layer, &priority, &L, &E,
                           &pool_size, &decay, &interval, &alpha, &wdef, &cur_step, &last_layer,
                           &rstall, &protect, &rebalance, &dispatches, &ttl_n, &ttl_steps,
-                          &accesses, &mem_thr, &mem_headroom, &mem_budget, &expert_bytes))
+                          &accesses, &mem_thr, &mem_headroom, &mem_budget, &expert_bytes,
+                          &side_a, &side_b, &ft_thr, &ft_window))
         return NULL;
     double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer;
     int wait_all;
     if (!PyArg_ParseTuple(clocks_o, "dddpddddd", &dense1, &gpu1, &txf, &wait_all, &now, &link,
                           &tl_stall, &tl_gpu, &tl_xfer))
         return NULL;
-    if (rule < 0 || rule > R_LFRU || L < 1 || E < 1 || L * E > (1L << 26)) {
+    int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
+    int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
+    if (rule < 0 || rule > R_SEG || L < 1 || E < 1 || L * E > (1L << 26) || ft_window < 1 ||
+        (rule == R_SEG && (!basic_a || !basic_b))) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: bad configuration");
         return NULL;
     }
@@ -634,13 +835,15 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     keys = malloc(sizeof(int) * K);
     S.tprv = malloc(sizeof(int) * K); S.tnxt = malloc(sizeof(int) * K);
     S.tstamp = calloc(K, sizeof(long long)); S.tin = calloc(K, 1);
+    S.side = calloc(K, 1);
     S.fstack = malloc(sizeof(int) * (pool_size > 0 ? pool_size : 1));
     S.thead = S.ttail = -1;
     ordbuf = malloc(sizeof(int) * maxn);
     lready = malloc(sizeof(double) * maxn); lcomp = malloc(sizeof(double) * maxn);
     if (!S.slot || !S.lid || !S.prv || !S.nxt || !S.pos || !S.hf || !S.ht || !S.freq || !S.mark ||
         !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit || !keys ||
-        !ordbuf || !lready || !lcomp || !S.tprv || !S.tnxt || !S.tstamp || !S.tin || !S.fstack) {
+        !ordbuf || !lready || !lcomp || !S.tprv || !S.tnxt || !S.tstamp || !S.tin || !S.fstack ||
+        !S.side) {
         PyErr_NoMemory();
         goto done;
     }
@@ -648,24 +851,13 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     S.ftop = 0;
     for (long i = pool_size - 1; i >= 0; i--) S.fstack[S.ftop++] = (int)i;   /* SlotPool() */
     for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
-    long total = 0;
+    Params P = {decay, alpha, ft_thr, interval, ft_window, L, E, K, per_layer ? E : K};
     for (long i = 0; i < ncaches; i++) {
         Cache *c = &C[i];
         long cap = PyLong_AsLong(PyList_GET_ITEM(caps_o, i));
         if (cap == -1 && PyErr_Occurred()) goto done;
         if (cap < 1) { PyErr_SetString(PyExc_ValueError, "_fast.replay: capacity < 1"); goto done; }
-        c->rule = rule; c->cap = cap; c->lbase = (int)(i * 4);
-        c->inc = 1.0; c->decay = decay; c->interval = interval; c->alpha = alpha;
-        c->s_limit = 0.1 * (double)cap;
-        c->m_limit = (double)cap - c->s_limit;
-        { double g = 0.9 * (double)cap; long gi = (long)g; c->g_cap = gi > 1 ? gi : 1; }
-        c->u_cap = cap / 3;
-        c->p_cap = cap - c->u_cap;
-        if (rule == R_LFU || rule == R_SCORE) {
-            c->heap = malloc(sizeof(int) * (per_layer ? E : K));
-            if (!c->heap) { PyErr_NoMemory(); goto done; }
-        }
-        total += cap;
+        if (cache_init(c, rule, cap, (int)(i * 4), &P, side_a, side_b) < 0) { PyErr_NoMemory(); goto done; }
     }
 
     long long demand = 0, streamed = 0, evictions = 0, nx = 0;
@@ -711,6 +903,11 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             }
             outc[j] = 0;
             if (!pinned[e]) st_miss(&S, c, k);
+            if (!st_admits(c, k)) {          /* frequency_threshold's admission filter */
+                nst++;
+                if (rec_out) { rec_out[a0 + j] = 0; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = -1; }
+                continue;
+            }
             int slot;
             if (c->nres >= c->cap || S.ftop == 0) {
                 int v = st_evict(&S, c, k);
@@ -889,7 +1086,8 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 if (!pair || PyList_Append(rs, pair) < 0) fail = 1;
                 Py_XDECREF(pair);
             }
-            PyList_SET_ITEM(res, i, Py_BuildValue("(NN)", ks, rs));
+            long nb = C[i].rule == R_SEG ? st_len(&S, C[i].sub[1]) : 0;   /* b's keys first */
+            PyList_SET_ITEM(res, i, Py_BuildValue("(NNl)", ks, rs, nb));
         }
         if (fail || PyErr_Occurred()) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
         PyObject *fl = PyList_New(S.ftop);
@@ -921,8 +1119,8 @@ done:
     for (int i = 0; i < 12; i++) rel_buf(all[i]);
     free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
-    free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack);
-    if (C) for (long i = 0; i < ncaches; i++) free(C[i].heap);
+    free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack); free(S.side);
+    if (C) for (long i = 0; i < ncaches; i++) cache_free(&C[i]);
     free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys);
     free(ordbuf); free(lready); free(lcomp);
     return result;

@@ -30,7 +30,7 @@ from array import array
 from contextlib import contextmanager
 
 from mpl.runtime.core import distinct
-from mpl.runtime.eviction import make_store
+from mpl.runtime.eviction import SEGMENT_RULES, make_store
 
 ENV_PURE = "MPL_PURE"
 
@@ -57,7 +57,21 @@ _forced_pure = False
 kernel_runs = 0
 
 #: eviction rule -> the kernel's code
-RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5}
+RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
+         "frequency_threshold": 6}
+SEGMENTED = 7            # "a | b" with a and b single-queue rules (eviction.SEGMENT_RULES)
+
+
+def rule_code(rule: str) -> tuple[int, int, int] | None:
+    """(kernel rule, side a, side b) for an eviction rule as the IR spells it; None if the
+    kernel does not have it."""
+    if "|" in rule:
+        a, b = (x.strip() for x in rule.split("|", 1))
+        if a in SEGMENT_RULES and b in SEGMENT_RULES:
+            return SEGMENTED, RULES[a], RULES[b]
+        return None
+    code = RULES.get(rule)
+    return None if code is None else (code, 0, 0)
 
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
 
@@ -112,16 +126,23 @@ def unsupported(rt, packed: "Packed | None" = None) -> str | None:
     if f.get("signal"):
         return "per-layer capacities that rebalance on a signal"
     rule = rt.p["cache.eviction"]
-    if rule not in RULES:
+    if rule_code(rule) is None:
         return f"eviction {rule!r}"
     if rt.num_layers * rt.num_experts > MAX_KEYS:
         return "more keys than the kernel's tables hold"
     if rt.step != -1 or any(rt.l_acc) or rt.dispatches or any(c.resident for c in rt._distinct_caches()):
         return "the runtime has already dispatched (the kernel starts from a fresh runtime)"
-    if (packed is not None and packed.weights_mixed
-            and (rule == "score" or rt.priority)):
+    if "frequency_threshold" in rule and rt.num_layers * int(rt.p["cache.freq_window"]) * \
+            (rt.num_layers if rt.per_layer else 1) > MAX_KEYS:
+        return "frequency_threshold windows larger than the kernel's tables"
+    if packed is not None and packed.weights_mixed and _reads_weights(rt):
         return "records with and without router weights, for a rule or order that reads them"
     return None
+
+
+def _reads_weights(rt) -> bool:
+    """The router weights matter: a score store (alone or a side) or priority routing."""
+    return rt.priority or "score" in (x.strip() for x in rt.p["cache.eviction"].split("|"))
 
 
 class Packed:
@@ -292,7 +313,7 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     tests compare them with the pure path's Plans)."""
     if unsupported(rt, p) is not None:
         return None
-    weighted = rt.p["cache.eviction"] == "score" or rt.priority
+    weighted = _reads_weights(rt)
     if p.records == 0:
         return 0
     comp = dense = None
@@ -319,13 +340,15 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     for e in rt.pins:
         pins[e] = 1
     caches = rt._distinct_caches()
-    cfg = (RULES[rt.p["cache.eviction"]], rt.per_layer, rt.priority, rt.num_layers, E,
+    code, side_a, side_b = rule_code(rt.p["cache.eviction"])
+    cfg = (code, rt.per_layer, rt.priority, rt.num_layers, E,
            rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
            float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect,
            rt.rebalance_interval if rt.features.get("rebalance") else 0, rt.dispatches,
            -1 if rt.ttl_n is None or rt._ttl is None else rt.ttl_n, rt.ttl_steps, rt.accesses,
            -1.0 if rt.mem_threshold is None else float(rt.mem_threshold), rt.mem_headroom,
-           rt.mem_budget, rt.expert_bytes)
+           rt.mem_budget, rt.expert_bytes, side_a, side_b, float(rt.p["cache.freq_threshold"]),
+           int(rt.p["cache.freq_window"]))
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks()
     out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
@@ -368,11 +391,17 @@ def _write_back(rt, out: dict, records: int) -> None:
     if rt.features.get("rebalance"):
         rt.dispatches += records          # (uniform rebalances move nothing)
     rule = rt.p["cache.eviction"]
-    for cache, (cold_to_hot, resident) in zip(rt._distinct_caches(), out["caches"]):
+    for cache, (cold_to_hot, resident, nb) in zip(rt._distinct_caches(), out["caches"]):
         cache.resident = {(k // E, k % E): slot for k, slot in resident}
         store = make_store(rule, cache.capacity, rt.p)
-        for k in cold_to_hot:
-            store.insert((k // E, k % E), rt.w_default)
+        keys = [(k // E, k % E) for k in cold_to_hot]
+        if "|" in rule:        # each side gets its own keys (Segmented.keys(): b's, then a's)
+            for side, part in ((store.b, keys[:nb]), (store.a, keys[nb:])):
+                for key in part:
+                    side.insert(key, rt.w_default)
+        else:
+            for key in keys:
+                store.insert(key, rt.w_default)
         cache.store = store
     rt.pool.free = out["free"]
     if rt._ttl is not None:        # the runtime counts accesses only for a TTL's stamps
