@@ -11,7 +11,8 @@ Timeline. ``tests/test_fast_equivalence.py`` holds the two backends equal.
 
 The kernel covers demand-only policies (:func:`unsupported` says why one is not covered):
 schedule ``gpu_only``; no prefetch; no monitor block and no adapt rules; eviction ``lru``,
-``lfu``, ``score``, ``arc``, ``s3fifo`` or ``lfru``; TTL and memory-pressure triggers; a shared cache or
+``lfu``, ``score``, ``frequency_threshold``, ``arc``, ``s3fifo``, ``lfru`` or a segmented
+``a | b``; TTL and memory-pressure triggers; a shared cache or
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
 records of one or several tokens. Everything else replays on the pure path, and live
 ``dispatch()`` is always the pure path.
@@ -95,7 +96,8 @@ def backend_info() -> dict:
         why = "forced by mpl.runtime.fast.pure()"
     return {"backend": backend(), "reason": why,
             "covers": "replay of demand-only policies (gpu_only, no prefetch, monitor or "
-                      "adapt; eviction " + ", ".join(RULES) + "; TTL and memory triggers; "
+                      "adapt; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
+                      "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
                       "live dispatch() is pure Python"}
 
