@@ -3,8 +3,8 @@
 The pure-Python runtime (``mpl.runtime.core`` and the generated modules) is the reference
 and the fallback. When the C extension ``mpl.runtime._fast`` is importable (it is built by
 ``pip install`` where a C compiler is present, see setup.py) and ``MPL_PURE`` is not set, a
-replay of a policy the kernel covers runs whole in C: the records are packed into arrays once
-(:func:`pack`; a Trace's pack is cached), the kernel makes the same decisions as the pure
+replay of a policy the kernel covers runs whole in C: the records are packed into arrays
+(:func:`pack`; once per trace while a sweep or a tune holds it, :func:`hold`), the kernel makes the same decisions as the pure
 path (same victims, same slots, same float sums in the same order) and plays each dispatch
 on the simulated timeline, and the results are written back into the Runtime and the
 Timeline. ``tests/test_fast_equivalence.py`` holds the two backends equal.
@@ -34,6 +34,7 @@ from mpl.runtime.core import distinct
 from mpl.runtime.eviction import SEGMENT_RULES, make_store
 
 ENV_PURE = "MPL_PURE"
+
 
 def _import_kernel():
     """(the C extension module or None, why it is not used)."""
@@ -314,6 +315,8 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     ``_record``: a :class:`Decisions` the kernel fills with every access's decision (the
     tests compare them with the pure path's Plans)."""
     if unsupported(rt, p) is not None:
+        return None
+    if tl.arrival:       # transfers in flight from an earlier replay on this timeline
         return None
     weighted = _reads_weights(rt)
     if p.records == 0:
