@@ -412,3 +412,18 @@ def test_the_build_without_a_working_compiler_still_succeeds(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert list((src / "mpl" / "runtime").glob("_fast*.so"))
+
+
+def test_a_stale_build_is_not_used(monkeypatch):
+    """A _fast built from an older source (another calling convention) is not loaded."""
+    import types
+    fake = types.ModuleType("mpl.runtime._fast")
+    fake.ABI = fast.KERNEL_ABI - 1
+    monkeypatch.setitem(sys.modules, "mpl.runtime._fast", fake)
+    monkeypatch.delenv(fast.ENV_PURE, raising=False)
+    mod, why = fast._import_kernel()
+    assert mod is None and "out of date" in why
+    fake.ABI = fast.KERNEL_ABI
+    assert fast._import_kernel() == (fake, None)
+    monkeypatch.setenv(fast.ENV_PURE, "1")
+    assert fast._import_kernel() == (None, "MPL_PURE is set")

@@ -1139,6 +1139,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fast(void) {
     methods[0].ml_doc = replay_doc;
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 1) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 2)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

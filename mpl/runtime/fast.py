@@ -34,6 +34,9 @@ from mpl.runtime.core import distinct
 from mpl.runtime.eviction import SEGMENT_RULES, make_store
 
 ENV_PURE = "MPL_PURE"
+#: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
+#: an older source is not used)
+KERNEL_ABI = 2
 
 
 def _import_kernel():
@@ -41,7 +44,11 @@ def _import_kernel():
     if os.environ.get(ENV_PURE, "") not in ("", "0"):
         return None, f"{ENV_PURE} is set"
     try:
-        return importlib.import_module("mpl.runtime._fast"), None
+        mod = importlib.import_module("mpl.runtime._fast")
+        if getattr(mod, "ABI", None) != KERNEL_ABI:
+            return None, ("the built mpl.runtime._fast is out of date for this source "
+                          "(rebuild it: pip install -e .)")
+        return mod, None
     except ModuleNotFoundError as e:
         if e.name == "mpl.runtime._fast":
             return None, ("the C extension mpl.runtime._fast is not built (no C compiler at "
