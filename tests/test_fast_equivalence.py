@@ -23,7 +23,7 @@ import mpl
 from mpl import ir as _ir
 from mpl.api import from_ir
 from mpl.runtime import fast
-from mpl.runtime.plan import STREAM
+from mpl.runtime.plan import CPU, STREAM
 from mpl.sim import hardware, replay, synthesize
 from mpl.sim.replay import records_of
 from mpl.sim.timeline import Timeline
@@ -67,7 +67,9 @@ def scenarios(draw):
             "cache.score_ema_alpha": draw(st.sampled_from([0.1, 0.5, 0.9])),
             "cache.freq_threshold": draw(st.sampled_from([0.0, 0.05, 0.2])),
             "cache.freq_window": draw(st.sampled_from([1, 5, 30])),
-            "schedule.priority_routing": draw(st.booleans())}
+            "schedule.priority_routing": draw(st.booleans()),
+            "schedule.mode": draw(st.sampled_from(["gpu_only", "gpu_only", "cpu_fallback", "hybrid"])),
+            "schedule.offload_threshold_ms": draw(st.sampled_from([0.0, 5.0, 1e6]))}
     blocks = ["cache", "schedule"]
     if draw(st.booleans()):
         blocks.append("per_layer")
@@ -116,13 +118,16 @@ def _decisions_pure(policy, shape, records, overlap):
             rt.add_stall(stall)
         loads = {ld.key: ld for ld in plan.loads}
         for e, h, w in zip(plan.experts, plan.hit, plan.where):
+            ld = loads.get((layer, e))
+            v = None if ld is None or ld.victim is None else ld.victim[0] * E + ld.victim[1]
             if h:
                 out.append(("hit", w, None))
             elif w == STREAM:
                 out.append(("stream", None, None))
+            elif w == CPU:
+                out.append(("cpu", None if ld is None else ld.slot, v))
             else:
-                v = loads[(layer, e)].victim
-                out.append(("load", w, None if v is None else v[0] * E + v[1]))
+                out.append(("load", w, v))
     return rt, tl, out
 
 
@@ -132,8 +137,8 @@ def _decisions_kernel(rt, tl, records):
     runs = fast.kernel_runs
     assert fast.replay_packed(rt, p, tl, _record=rec) == len(records)
     assert fast.kernel_runs == runs + 1
-    names = {0: "stream", 1: "hit", 2: "load"}
-    return [(names[o], s if o else None, v if (o == 2 and v >= 0) else None)
+    names = {0: "stream", 1: "hit", 2: "load", 3: "cpu", 4: "cpu"}
+    return [(names[o], s if o in (1, 2, 3) else None, v if (o in (2, 3) and v >= 0) else None)
             for o, v, s in zip(rec.outcome, rec.victim, rec.slot)]
 
 
@@ -205,7 +210,6 @@ def test_every_policy_replays_identically_on_both_backends(seed):
 def test_what_the_kernel_does_not_cover_is_said():
     cases = {
         "policy a { cache { capacity = 4 } prefetch { strategy = history } }": "prefetch",
-        "policy a { cache { capacity = 4 } schedule { mode = cpu_fallback } }": "gpu_only",
         "policy a { cache { capacity = 4 } monitor { window = 10 } }": "monitor",
     }
     for text, why in cases.items():
@@ -318,7 +322,7 @@ def test_kernel_against_the_hand_written_references(rule, cap):
     records = list(records_of([Dispatch(i // L, l, [e], None if w is None else [w])
                                for i, (l, e, w) in enumerate(trace)]))
     got = []
-    for kind, _slot, victim in _decisions_kernel(rt, Timeline(costs()), records):
+    for kind, _slot, victim in _decisions_kernel(rt, Timeline(costs()), records):  # noqa: B007
         if kind == "load":
             got.append(("load", None if victim is None else (victim // E, victim % E)))
         else:

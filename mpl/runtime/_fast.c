@@ -730,16 +730,18 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     int side_a, side_b;                /* segmented: the sides' rules */
     double ft_thr;
     long ft_window;
-    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLddddiidl", &rule, &per_layer, &priority, &L, &E,
-                          &pool_size, &decay, &interval, &alpha, &wdef, &cur_step, &last_layer,
-                          &rstall, &protect, &rebalance, &dispatches, &ttl_n, &ttl_steps,
-                          &accesses, &mem_thr, &mem_headroom, &mem_budget, &expert_bytes,
-                          &side_a, &side_b, &ft_thr, &ft_window))
+    int mode;                          /* 0 gpu_only, 1 cpu_fallback, 2 hybrid */
+    double cpu_limit;                  /* hybrid: the CPU iff tokens < cpu_limit */
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLddddiidlid", &rule, &per_layer, &priority, &L,
+                          &E, &pool_size, &decay, &interval, &alpha, &wdef, &cur_step,
+                          &last_layer, &rstall, &protect, &rebalance, &dispatches, &ttl_n,
+                          &ttl_steps, &accesses, &mem_thr, &mem_headroom, &mem_budget,
+                          &expert_bytes, &side_a, &side_b, &ft_thr, &ft_window, &mode, &cpu_limit))
         return NULL;
-    double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer;
+    double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer, cpu1, tl_cpu, tl_cpu_wait;
     int wait_all;
-    if (!PyArg_ParseTuple(clocks_o, "dddpddddd", &dense1, &gpu1, &txf, &wait_all, &now, &link,
-                          &tl_stall, &tl_gpu, &tl_xfer))
+    if (!PyArg_ParseTuple(clocks_o, "dddpdddddddd", &dense1, &gpu1, &txf, &wait_all, &now, &link,
+                          &tl_stall, &tl_gpu, &tl_xfer, &cpu1, &tl_cpu, &tl_cpu_wait))
         return NULL;
     int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
     int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
@@ -754,9 +756,9 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: one capacity per cache");
         return NULL;
     }
-    Buf bl, bo, be, bw, bs, bt, bc, bd, bp, ro, rv, rsl;
-    Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp, &ro, &rv, &rsl};
-    for (int i = 0; i < 12; i++) all[i]->held = 0;
+    Buf bl, bo, be, bw, bs, bt, bc, bd, bp, ro, rv, rsl, bcc;
+    Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp, &ro, &rv, &rsl, &bcc};
+    for (int i = 0; i < 13; i++) all[i]->held = 0;
     PyObject *result = NULL;
     State S;
     memset(&S, 0, sizeof S);
@@ -764,7 +766,9 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     unsigned char *pinned = NULL;
     unsigned char *outc = NULL;
     long long *l_acc = NULL, *l_hit = NULL;
-    int *keys = NULL, *ordbuf = NULL;
+    int *keys = NULL, *ordbuf = NULL, *bgl = NULL, *evl = NULL;
+    double *arrival = NULL;   /* key -> landing time of its background load, < 0: none */
+    long narrival = 0;
     double *lready = NULL, *lcomp = NULL;
 
     if (get_buf(o_layers, &bl, 4, 0, "layers") < 0) goto done;
@@ -776,7 +780,12 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     if (get_buf(o_w, &bw, 8, A, "weights") < 0) goto done;
     if (get_buf(o_steps, &bs, 8, D, "steps") < 0) goto done;
     if (get_buf(o_tok, &bt, 4, D, "tokens") < 0) goto done;
-    if (get_buf(o_comp, &bc, 8, A, "comp") < 0) goto done;
+    PyObject *o_comp_gpu = o_comp, *o_comp_cpu = Py_None;
+    if (PyTuple_Check(o_comp)) {        /* (gpu costs, cpu costs) per access */
+        if (!PyArg_ParseTuple(o_comp, "OO", &o_comp_gpu, &o_comp_cpu)) goto done;
+    }
+    if (get_buf(o_comp_gpu, &bc, 8, A, "comp") < 0) goto done;
+    if (get_buf(o_comp_cpu, &bcc, 8, A, "comp_cpu") < 0) goto done;
     if (get_buf(o_dense, &bd, 8, D, "dense") < 0) goto done;
     if (get_buf(pins_o, &bp, 1, E, "pins") < 0) goto done;
     /* optional decision record, per access: outcome (1 hit, 2 load, 0 stream), victim key
@@ -799,6 +808,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     const double *weights = bw.held ? bw.b.buf : NULL;
     const long long *steps = bs.b.buf;
     const double *comp = bc.held ? bc.b.buf : NULL, *rdense = bd.held ? bd.b.buf : NULL;
+    const double *comp_cpu = bcc.held ? bcc.b.buf : NULL;
     pinned = calloc(E, 1);
     if (!pinned) { PyErr_NoMemory(); goto done; }
     if (bp.held) memcpy(pinned, bp.b.buf, E);
@@ -806,7 +816,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     long maxn = 1;
     for (Py_ssize_t r = 0; r < D; r++) {
         if (layers[r] < 0 || layers[r] >= L || offs[r] < 0 || offs[r] > offs[r + 1] ||
-            (tokens[r] > 1 && (!comp || !rdense))) {
+            (tokens[r] > 1 && (!comp || !rdense || (mode && !comp_cpu)))) {
             PyErr_Format(PyExc_ValueError, "_fast.replay: bad record %zd", r);
             goto done;
         }
@@ -839,15 +849,18 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     S.fstack = malloc(sizeof(int) * (pool_size > 0 ? pool_size : 1));
     S.thead = S.ttail = -1;
     ordbuf = malloc(sizeof(int) * maxn);
+    bgl = malloc(sizeof(int) * maxn);
+    evl = malloc(sizeof(int) * (K + maxn + 1));
+    arrival = malloc(sizeof(double) * K);
     lready = malloc(sizeof(double) * maxn); lcomp = malloc(sizeof(double) * maxn);
     if (!S.slot || !S.lid || !S.prv || !S.nxt || !S.pos || !S.hf || !S.ht || !S.freq || !S.mark ||
         !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit || !keys ||
         !ordbuf || !lready || !lcomp || !S.tprv || !S.tnxt || !S.tstamp || !S.tin || !S.fstack ||
-        !S.side) {
+        !S.side || !bgl || !evl || !arrival) {
         PyErr_NoMemory();
         goto done;
     }
-    for (long k = 0; k < K; k++) { S.slot[k] = -1; S.lid[k] = -1; S.pos[k] = -1; }
+    for (long k = 0; k < K; k++) { S.slot[k] = -1; S.lid[k] = -1; S.pos[k] = -1; arrival[k] = -1.0; }
     S.ftop = 0;
     for (long i = pool_size - 1; i >= 0; i--) S.fstack[S.ftop++] = (int)i;   /* SlotPool() */
     for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
@@ -860,7 +873,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         if (cache_init(c, rule, cap, (int)(i * 4), &P, side_a, side_b) < 0) { PyErr_NoMemory(); goto done; }
     }
 
-    long long demand = 0, streamed = 0, evictions = 0, nx = 0;
+    long long demand = 0, streamed = 0, evictions = 0, nx = 0, background = 0, cpu_computes = 0;
     const int link_bound = txf >= gpu1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < D; r++) {
@@ -886,7 +899,8 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 ord[q] = x;
             }
         }
-        long hits = 0, nd = 0, nst = 0;
+        long hits = 0, nd = 0, nst = 0, nbg = 0, ncpu = 0, nev = 0;
+        const int to_cpu = mode == 1 || (mode == 2 && (double)tokens[r] < cpu_limit);
         for (int jj = 0; jj < n; jj++) {
             int j = ord ? ord[jj] : jj;
             int e = experts[a0 + j];
@@ -901,40 +915,43 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 if (!pinned[e]) st_hit(&S, c, k, w);
                 continue;
             }
-            outc[j] = 0;
+            /* a miss: computed from a transfer (gpu_only, or hybrid over the limit: a demand
+             * load, else a stream), or on the CPU with a background load if one is admitted */
+            outc[j] = to_cpu ? 3 : 0;
+            if (to_cpu) ncpu++;
             if (!pinned[e]) st_miss(&S, c, k);
-            if (!st_admits(c, k)) {          /* frequency_threshold's admission filter */
-                nst++;
-                if (rec_out) { rec_out[a0 + j] = 0; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = -1; }
-                continue;
-            }
             int slot;
+            if (!st_admits(c, k)) goto not_admitted;     /* frequency_threshold's filter */
             if (c->nres >= c->cap || S.ftop == 0) {
                 int v = st_evict(&S, c, k);
-                if (v < 0) {
-                    nst++;
-                    if (rec_out) { rec_out[a0 + j] = 0; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = -1; }
-                    continue;
-                }
+                if (v < 0) goto not_admitted;
                 if (rec_out) rec_victim[a0 + j] = v;
                 slot = S.slot[v];
                 S.slot[v] = -1;
                 c->nres--;
                 evictions++;
+                evl[nev++] = v;
                 t_unlink(&S, v);
             } else {
                 slot = S.fstack[--S.ftop];
                 if (rec_out) rec_victim[a0 + j] = -1;
             }
-            if (rec_out) { rec_out[a0 + j] = 2; rec_slot[a0 + j] = slot; }
+            if (rec_out) { rec_out[a0 + j] = to_cpu ? 3 : 2; rec_slot[a0 + j] = slot; }
             S.slot[k] = slot;
             c->nres++;
             if (!pinned[e]) {
                 st_insert(&S, c, k, w);
                 if (ttl_n >= 0) t_touch(&S, k, ttl_steps ? cur_step : accesses);
             }
-            nd++;
+            if (to_cpu) bgl[nbg++] = k;
+            else nd++;
+            continue;
+        not_admitted:
+            if (!to_cpu) nst++;
+            if (rec_out) { rec_out[a0 + j] = to_cpu ? 4 : 0; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = -1; }
         }
+        background += nbg;
+        cpu_computes += ncpu;
         demand += nd;
         streamed += nst;
         l_acc[layer] += n;
@@ -952,6 +969,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                     st_discard(&S, ck, k);
                     t_unlink(&S, k);
                     evictions++;
+                    evl[nev++] = k;
                 }
                 k = nxt;
             }
@@ -982,11 +1000,12 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 from->nres--;
                 t_unlink(&S, v);
                 evictions++;
+                evl[nev++] = v;
             }
         }
         long m = nd + nst;
         double stall;
-        if (tokens[r] <= 1) {            /* Timeline.demand's formula */
+        if (tokens[r] <= 1 && narrival == 0 && ncpu == 0) {   /* Timeline.demand's formula */
             double t0 = now + dense1;
             double busy = n * gpu1;
             double t = t0 + busy;
@@ -1005,26 +1024,52 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             tl_gpu += busy + dense1;
             tl_stall += stall;
             now = t;
-        } else {                         /* Timeline.dispatch's general path, nothing in flight */
-            double dense = rdense[r];
+        } else {                         /* Timeline.dispatch's general path */
+            const int one = tokens[r] <= 1;
+            double dense = one ? dense1 : rdense[r];
             double t0 = now + dense;
-            double early = 0.0, busy, t;
+            double early = 0.0, busy, t, cpu_busy = 0.0;
             long nlate = 0, nxr = 0;
+            int unsorted = 0;
             for (int j = 0; j < n; j++) {   /* router order, as the Plan lists the experts */
-                double cp = comp[a0 + j];
+                int k = (int)(base + experts[a0 + j]);
+                if (outc[j] >= 3) {         /* on the CPU */
+                    cpu_busy += one ? cpu1 : comp_cpu[a0 + j];
+                    continue;
+                }
+                double cp = one ? gpu1 : comp[a0 + j];
                 double ready;
-                if (outc[j]) ready = 0.0;
-                else {                          /* a demand load or a stream */
+                if (outc[j] == 1) ready = (narrival && arrival[k] >= 0.0) ? arrival[k] : 0.0;
+                else if (narrival == 0 || arrival[k] < 0.0) {   /* a demand load or a stream */
                     link = (t0 > link ? t0 : link) + txf;
                     nxr++;
                     ready = link;
-                }
+                } else ready = arrival[k];  /* a miss already in flight */
                 if (ready <= t0) early += cp;
-                else { lready[nlate] = ready; lcomp[nlate] = cp; nlate++; }
+                else {
+                    if (nlate && ready < lready[nlate - 1]) unsorted = 1;
+                    lready[nlate] = ready; lcomp[nlate] = cp; nlate++;
+                }
+            }
+            for (long q = 0; q < nbg; q++) {   /* background loads start with the dispatch */
+                link = (t0 > link ? t0 : link) + txf;
+                nxr++;
+                if (arrival[bgl[q]] < 0.0) narrival++;
+                arrival[bgl[q]] = link;
             }
             busy = early;
             if (!nlate) t = t0 + early;
-            else if (!wait_all) {           /* late ones arrive in issue order */
+            else if (!wait_all) {
+                if (unsorted) {             /* late.sort(): by (ready, compute) */
+                    for (long i = 1; i < nlate; i++) {
+                        double rx = lready[i], cx = lcomp[i];
+                        long q = i;
+                        while (q > 0 && (rx < lready[q - 1] || (rx == lready[q - 1] && cx < lcomp[q - 1]))) {
+                            lready[q] = lready[q - 1]; lcomp[q] = lcomp[q - 1]; q--;
+                        }
+                        lready[q] = rx; lcomp[q] = cx;
+                    }
+                }
                 t = t0 + early;
                 for (long q = 0; q < nlate; q++) {
                     if (lready[q] > t) t = lready[q];
@@ -1041,13 +1086,27 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 t = last + busy;
             }
             stall = t - t0 - busy;
+            double cpu_end = t0 + cpu_busy;
+            double end = t >= cpu_end ? t : cpu_end;
+            if (cpu_busy != 0.0) {
+                tl_cpu_wait += end - t;
+                tl_cpu += cpu_busy;
+            }
             tl_gpu += busy + dense;
             tl_stall += stall;
+            if (narrival) {
+                for (long q = 0; q < nev; q++)
+                    if (arrival[evl[q]] >= 0.0) { arrival[evl[q]] = -1.0; narrival--; }
+                if (narrival > 4096) {      /* forget transfers that have long landed */
+                    for (long k = 0; k < K; k++)
+                        if (arrival[k] >= 0.0 && !(arrival[k] > end)) { arrival[k] = -1.0; narrival--; }
+                }
+            }
             if (nxr) {
                 nx += nxr;
                 tl_xfer += nxr * txf;
             }
-            now = t;
+            now = end;
         }
         if (stall > 0) rstall += stall;
         if (rebalance > 0 && ++dispatches % rebalance == 0 && rule == R_ARC) {
@@ -1102,12 +1161,25 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             if (fail) break;
         }
         if (fail) { Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
-        result = Py_BuildValue("{s:N,s:N,s:L,s:L,s:L,s:d,s:L,s:L,s:N,s:N,s:(ddddd),s:L,s:N}",
+        PyObject *arr = PyDict_New();
+        if (!arr) { Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        for (long k = 0; k < K && narrival; k++) {
+            if (arrival[k] < 0.0) continue;
+            PyObject *kk = PyLong_FromLong(k), *vv = PyFloat_FromDouble(arrival[k]);
+            if (!kk || !vv || PyDict_SetItem(arr, kk, vv) < 0) fail = 1;
+            Py_XDECREF(kk); Py_XDECREF(vv);
+            if (fail) break;
+        }
+        if (fail) { Py_DECREF(arr); Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        result = Py_BuildValue("{s:N,s:N,s:L,s:L,s:L,s:d,s:L,s:L,s:N,s:N,s:(ddddd),s:L,s:N,"
+                               "s:L,s:L,s:d,s:d,s:N}",
                                "l_acc", pla, "l_hit", plh, "demand_loads", demand,
                                "streamed", streamed, "evictions", evictions, "stall", rstall,
                                "step", cur_step, "last_layer", last_layer, "free", fl,
                                "caches", res, "clocks", now, link, tl_stall, tl_gpu, tl_xfer,
-                               "accesses", accesses, "ttl", tl_o);
+                               "accesses", accesses, "ttl", tl_o,
+                               "background_loads", background, "cpu_computes", cpu_computes,
+                               "cpu_ms", tl_cpu, "cpu_wait_ms", tl_cpu_wait, "arrival", arr);
         if (result) {
             PyObject *v = PyLong_FromLongLong(nx);
             if (!v || PyDict_SetItemString(result, "transfers", v) < 0) Py_CLEAR(result);
@@ -1116,13 +1188,13 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     }
 
 done:
-    for (int i = 0; i < 12; i++) rel_buf(all[i]);
+    for (int i = 0; i < 13; i++) rel_buf(all[i]);
     free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
     free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack); free(S.side);
     if (C) for (long i = 0; i < ncaches; i++) cache_free(&C[i]);
     free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys);
-    free(ordbuf); free(lready); free(lcomp);
+    free(ordbuf); free(lready); free(lcomp); free(bgl); free(evl); free(arrival);
     return result;
 }
 
@@ -1139,6 +1211,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fast(void) {
     methods[0].ml_doc = replay_doc;
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 2)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 3)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -36,7 +36,7 @@ from mpl.runtime.eviction import SEGMENT_RULES, make_store
 ENV_PURE = "MPL_PURE"
 #: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
 #: an older source is not used)
-KERNEL_ABI = 2
+KERNEL_ABI = 3
 
 
 def _import_kernel():
@@ -68,6 +68,7 @@ kernel_runs = 0
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
          "frequency_threshold": 6}
+MODES = {"gpu_only": 0, "cpu_fallback": 1, "hybrid": 2}
 SEGMENTED = 7            # "a | b" with a and b single-queue rules (eviction.SEGMENT_RULES)
 
 
@@ -129,8 +130,8 @@ def unsupported(rt, packed: "Packed | None" = None) -> str | None:
     f = rt.features
     if f.get("monitor") or f.get("rules"):
         return "a monitor block or adapt rules (the kernel has no monitor window)"
-    if tuple(f.get("modes", ())) != ("gpu_only",) or rt.mode != "gpu_only":
-        return "schedule.mode other than gpu_only"
+    if len(tuple(f.get("modes", ()))) != 1 or rt.mode not in MODES:
+        return "a schedule.mode that changes"
     if f.get("prefetch"):
         return "prefetch"
     if f.get("signal"):
@@ -329,10 +330,13 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     if p.records == 0:
         return 0
     comp = dense = None
-    if p.multi:
-        c = tl.c
+    c = tl.c
+    cpu1 = c.cpu_expert_ms(1)
+    mode = MODES[rt.mode]
+    if p.multi:       # the timeline's costs of the records of several tokens, per expert
         gpu1 = tl.unit_costs()[1]
-        comp = array("d", bytes(8 * len(p.experts)))
+        gpu = array("d", bytes(8 * len(p.experts)))
+        cpu = array("d", bytes(8 * len(p.experts))) if mode else None
         dense = array("d", bytes(8 * p.records))
         memo: dict = {}
         offs = p.offs
@@ -341,12 +345,16 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
             for a in range(offs[r], offs[r + 1]):
                 k = tokens_of.get(p.experts[a], 1)
                 if k == 1:
-                    comp[a] = gpu1
+                    g, u = gpu1, cpu1
                 else:
                     v = memo.get(k)
                     if v is None:
-                        v = memo[k] = c.gpu_expert_ms(k)
-                    comp[a] = v
+                        v = memo[k] = (c.gpu_expert_ms(k), c.cpu_expert_ms(k) if mode else 0.0)
+                    g, u = v
+                gpu[a] = g
+                if cpu is not None:
+                    cpu[a] = u
+        comp = gpu if cpu is None else (gpu, cpu)
     E = rt.num_experts
     pins = bytearray(E)
     for e in rt.pins:
@@ -360,9 +368,9 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
            -1 if rt.ttl_n is None or rt._ttl is None else rt.ttl_n, rt.ttl_steps, rt.accesses,
            -1.0 if rt.mem_threshold is None else float(rt.mem_threshold), rt.mem_headroom,
            rt.mem_budget, rt.expert_bytes, side_a, side_b, float(rt.p["cache.freq_threshold"]),
-           int(rt.p["cache.freq_window"]))
+           int(rt.p["cache.freq_window"]), mode, float(rt._cpu_limit))
     dense1, gpu1, txf = tl.unit_costs()
-    clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks()
+    clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks() + (cpu1, tl.cpu_ms, tl.cpu_wait_ms)
     out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
                          p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
                          None if _record is None else _record.buffers(len(p.experts)))
@@ -370,6 +378,9 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     kernel_runs += 1
     _write_back(rt, out, p.records)
     tl.set_clocks(*out["clocks"], out["transfers"])
+    tl.cpu_ms, tl.cpu_wait_ms = out["cpu_ms"], out["cpu_wait_ms"]
+    E = rt.num_experts
+    tl.arrival = {(k // E, k % E): t for k, t in out["arrival"].items()}
     if tick is not None and every:    # the progress ticks of the pure loop, after the fact
         for i in range(every, p.records + 1, every):
             tick(i)
@@ -378,7 +389,8 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
 
 class Decisions:
     """Per packed access (router order within each record): ``outcome`` 1 hit, 2 load,
-    0 streamed; ``victim`` the evicted key as an int (-1 none); ``slot`` (-1 streamed)."""
+    0 streamed, 3 on the CPU with a background load, 4 on the CPU without; ``victim`` the
+    evicted key as an int (-1 none); ``slot`` (-1 when nothing was loaded)."""
 
     def __init__(self):
         self.outcome = self.victim = self.slot = None
@@ -396,6 +408,8 @@ def _write_back(rt, out: dict, records: int) -> None:
         rt.l_acc[i] += a
         rt.l_hit[i] += h
     rt.demand_loads += out["demand_loads"]
+    rt.background_loads += out["background_loads"]
+    rt.cpu_computes += out["cpu_computes"]
     rt.streamed += out["streamed"]
     rt.evictions += out["evictions"]
     rt.stall = out["stall"]
