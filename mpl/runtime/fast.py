@@ -9,8 +9,8 @@ path (same victims, same slots, same float sums in the same order) and plays eac
 on the simulated timeline, and the results are written back into the Runtime and the
 Timeline. ``tests/test_fast_equivalence.py`` holds the two backends equal.
 
-The kernel covers demand-only policies (:func:`unsupported` says why one is not covered):
-schedule ``gpu_only``; no prefetch; no monitor block and no adapt rules; eviction ``lru``,
+The kernel covers policies without prefetch (:func:`unsupported` says why one is not
+covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no prefetch; no monitor block and no adapt rules; eviction ``lru``,
 ``lfu``, ``score``, ``frequency_threshold``, ``arc``, ``s3fifo``, ``lfru`` or a segmented
 ``a | b``; TTL and memory-pressure triggers; a shared cache or
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
@@ -104,8 +104,8 @@ def backend_info() -> dict:
     elif _forced_pure:
         why = "forced by mpl.runtime.fast.pure()"
     return {"backend": backend(), "reason": why,
-            "covers": "replay of demand-only policies (gpu_only, no prefetch, monitor or "
-                      "adapt; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
+            "covers": "replay of policies without prefetch, monitor or adapt (any one "
+                      "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
                       "live dispatch() is pure Python"}
