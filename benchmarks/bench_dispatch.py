@@ -219,6 +219,9 @@ def main(argv=None) -> int:
             for k, v in got.items():
                 if isinstance(v, float) and isinstance(orig.get(k), float):
                     orig[k] = min(orig[k], v)
+    from mpl.runtime import backend
+    print(f"runtime backend: {backend()} (live dispatch() runs the pure-Python runtime on both "
+          f"backends; the compiled kernel takes replays only)")
     print(f"trace: {len(trace)} dispatches ({args.steps} steps x {LAYERS} layers), "
           f"{EXPERTS} experts, top-{TOP_K}; best of {args.repeat} interleaved rounds; "
           f"CPU microseconds per dispatch")

@@ -240,6 +240,8 @@ _POOL_TRACE: Trace | None = None
 def _init_worker(trace):
     global _POOL_TRACE
     _POOL_TRACE = trace
+    from mpl.runtime import fast
+    fast.hold(trace)        # the worker's trace never changes: pack it once
 
 
 def _evaluate_in_worker(args):
@@ -293,6 +295,8 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
         all_c.extend(cands)
         return sorted(cands, key=lambda c: c.score(objective), reverse=True)
 
+    from mpl.runtime import fast
+    fast.hold(trace)              # every candidate replays this trace: pack it once
     try:
         s1 = run(1, _stage1(slots, L, h.top_k))
         top1 = [c for c in s1 if not c.error][:keep]
@@ -301,6 +305,7 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
                        reverse=True)[: max(1, keep - 1)]
         run(3, _stage3([c.blocks for c in best2])) if best2 else []
     finally:
+        fast.release(trace)
         if pool is not None:
             pool.shutdown()
     board = sorted(all_c, key=lambda c: c.score(objective), reverse=True)

@@ -1,6 +1,7 @@
 """Suite-wide set-up: the Hypothesis profile (``ci``, deterministic, unless
 ``HYPOTHESIS_PROFILE=hunt``; see ``tests/property_profiles.py``) and the ``property`` marker,
-put on every Hypothesis test (``python -m pytest -m property`` runs them all)."""
+put on every Hypothesis test (``python -m pytest -m property`` runs them all), and the report
+header naming the runtime backend the tests run on."""
 
 from hypothesis import is_hypothesis_test
 
@@ -16,3 +17,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_hypothesis_test(getattr(item, "obj", None)):
             item.add_marker("property")
+
+
+def pytest_report_header(config):
+    from mpl.runtime.fast import backend_info
+
+    info = backend_info()
+    why = f" ({info['reason']})" if info["reason"] else ""
+    return [f"mpl runtime backend: {info['backend']}{why}; tests importing both_backends "
+            f"run on both"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from mpl import ir as _ir
 from mpl import schema
 
@@ -51,3 +53,21 @@ def zipf_trace(steps, L, E, K, *, seed=0, s=1.1, reuse=0.3, weights=False):
                 w = [x / t for x in raw]
             out.append((layer, chosen, w))
     return out
+
+
+@pytest.fixture(params=["compiled", "pure"], autouse=True)
+def both_backends(request, monkeypatch):
+    """Run every test of a module that imports this fixture on both runtime backends: the
+    compiled replay kernel (skipped where it is not built) and the pure-Python runtime
+    (forced in this process and, through MPL_PURE, in subprocesses)."""
+    from mpl.runtime import fast
+
+    if request.param == "pure":
+        monkeypatch.setenv(fast.ENV_PURE, "1")
+        with fast.pure():
+            yield "pure"
+    else:
+        if fast._kernel is None:
+            pytest.skip(f"the compiled kernel is not available: {fast._WHY}")
+        monkeypatch.delenv(fast.ENV_PURE, raising=False)
+        yield "compiled"

@@ -21,6 +21,7 @@ from mpl.timemodel.timeline import Timeline
 from mpl.stdlib_path import stdlib_names
 from mpl.trace import Dispatch
 from test_runtime_invariants import random_policy
+from runtime_helpers import both_backends  # noqa: F401  (autouse: every test on both backends)
 
 L, E, K = 4, 12, 3
 

@@ -15,6 +15,7 @@ from mpl.sim import replay, synthesize
 from mpl.sim.belady import belady
 from mpl.sim.replay import PolicyLoadError
 from mpl.trace import Dispatch, Trace, TraceHeader
+from runtime_helpers import both_backends  # noqa: F401  (autouse: every test on both backends)
 
 LIVE_EVICTIONS = [e.name for e in schema.param("cache.eviction").enum if not e.replay_only]
 

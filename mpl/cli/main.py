@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("mpl.cli.cmd_run", "attach a policy to a model and generate"),
     "demo": ("mpl.cli.cmd_demo", "offline end-to-end demo on a built-in tiny model"),
     "lsp": ("mpl.cli.cmd_lsp", "start the language server (stdio)"),
+    "doctor": ("mpl.cli.cmd_doctor", "show the versions and the runtime backend in use"),
 }
 
 
@@ -56,13 +57,22 @@ def _load(name: str):
     return importlib.import_module(module)
 
 
+class _Version(argparse.Action):
+    """--version: the version and the runtime backend (imported only when asked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from mpl.cli.cmd_doctor import version_text
+        print(version_text())
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    from mpl import __version__
 
     parser = argparse.ArgumentParser(
         prog="mplc", description="MoE-PolicyLang compiler and tools.",
         epilog="Run 'mplc COMMAND --help' for the options of a command.")
-    parser.add_argument("--version", action="version", version=f"mplc {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and the runtime backend, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -18,7 +18,7 @@ import re
 from mpl import ir as _ir
 from mpl import schema
 
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6
 
 
 # ---------------------------------------------------------------- values
@@ -192,6 +192,7 @@ def _emit_replay(w: _W, f: dict) -> None:
     w(2, "No argument checks: the records come from a trace validated when it was read")
     w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
     f = dict(f, _replay=True)
+    _emit_fast_path(w)
     w(2, "tl_dispatch = tl.dispatch")
     counts_only = _counts_only(f)
     lean = _lean(f)
@@ -241,6 +242,14 @@ def _emit_replay(w: _W, f: dict) -> None:
             w(2, "self._last_layer = last_layer")
         w.base -= 1
     w(2, "return count")
+
+
+def _emit_fast_path(w: _W) -> None:
+    """The compiled replay kernel (mpl.runtime.fast) takes the whole replay where it covers
+    the policy and the compiled backend is in use; otherwise the loop below runs."""
+    w(2, "count, records = _fast_replay_records(self, records, tl, tick, every)")
+    w(2, "if count is not None:")
+    w(3, "return count")
 
 
 def _emit_general_timeline(w: _W, f: dict, d: int, plan: str) -> None:
@@ -663,6 +672,7 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0)
     w(0, "from mpl.runtime.core import DispatchError as _DispatchError, Runtime as _Runtime, distinct as _distinct")
     w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Plan as _Plan")
+    w(0, "from mpl.runtime.fast import replay_records as _fast_replay_records")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
     w(0, f"POLICY_NAME = {pir.name!r}")

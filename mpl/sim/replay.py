@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mpl.runtime import fast as _fast
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import traceio
@@ -146,6 +147,12 @@ def _as_trace(trace) -> Trace:
     raise TypeError(f"trace must be a Trace or a path, not {type(trace).__name__}")
 
 
+def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
+    """mpl.trace.steps_and_tokens of the trace's dispatches (once while a sweep or a tune
+    holds the trace: mpl.runtime.fast.hold)."""
+    return _fast.per_trace(trace, "steps_and_tokens", lambda: steps_and_tokens(trace.dispatches))
+
+
 def _check_fit(header, num_experts_ok=True) -> None:
     if header.num_moe_layers < 1:
         raise ReplayError("the trace has no MoE layers")
@@ -259,7 +266,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     # sets another expert size (then only that size is known)
     costs = hw.costs_for(profile, expert_bytes=eb, shape=h.shape if eb == h.expert_bytes else None)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    steps, tokens = steps_and_tokens(trace.dispatches)
+    steps, tokens = _steps_and_tokens(trace)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
@@ -274,7 +281,10 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # (at most the slot pool: a capacity above every expert is every expert)
         cap0 = rt.num_slots if _adapts_capacity(ir) else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
-        rt.replay_records(records_of(trace.dispatches), tl, upd, bar.every if bar.on else 0)
+        every = bar.every if bar.on else 0
+        # the compiled kernel on the trace's cached pack where it covers the policy
+        if _fast.replay_trace(rt, trace, tl, upd, every) is None:
+            rt.replay_records(records_of(trace.dispatches), tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
         bres = None

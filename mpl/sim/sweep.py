@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from mpl import traceio
+from mpl.runtime import fast as _fast
 from mpl.sim.belady import belady as belady_optimum
 from mpl.trace import Trace
 
@@ -217,10 +218,11 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
                     progress(i + 1, len(work))
     else:
         results = []
-        for i, w in enumerate(work):
-            results.append(_run_point(w))
-            if progress:
-                progress(i + 1, len(work))
+        with _fast.reusing(trace):      # pack the trace once for every point
+            for i, w in enumerate(work):
+                results.append(_run_point(w))
+                if progress:
+                    progress(i + 1, len(work))
     if belady:
         memo: dict = {}
         E = trace.header.num_experts

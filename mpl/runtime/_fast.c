@@ -1,0 +1,1216 @@
+/* mpl.runtime._fast: the compiled replay kernel of the policy runtime.
+ *
+ * One function, replay(), runs a whole packed trace through the caches of a demand-only
+ * policy (schedule gpu_only, no prefetch, no TTL/memory triggers, no monitor or adapt
+ * rules; eviction lru, lfu, score, arc or s3fifo; a shared cache or per-layer caches with
+ * static capacities; pins; priority routing) and plays every dispatch on the simulated
+ * timeline's demand formula, without returning to Python per dispatch. Its decisions are
+ * those of the pure-Python runtime (mpl/runtime/eviction*.py, core.py and the generated
+ * dispatch) step by step: the same victims, the same slots, the same floating-point sums in
+ * the same order. The Python glue (mpl/runtime/fast.py) decides which policies it covers,
+ * packs the records and writes the results back into the Runtime; the pure-Python runtime
+ * stays the reference (tests/test_fast_equivalence.py compares the two).
+ *
+ * Keys are ints: layer * num_experts + expert.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4, R_LFRU = 5, R_FT = 6, R_SEG = 7 };
+
+typedef struct Cache_ {
+    int rule;
+    long cap;
+    long nres;             /* residents, pinned ones included */
+    int lbase;             /* index of this cache's first list in the list tables */
+    /* heap (lfu, score) */
+    int *heap;
+    long hn;
+    double inc;            /* lfu: 1 / scale */
+    long long tick;
+    long long clock;
+    double decay;
+    long long interval;
+    double alpha;
+    /* arc */
+    double p;
+    /* s3fifo */
+    double s_limit, m_limit;
+    long g_cap;
+    /* lfru */
+    long u_cap, p_cap;
+    /* frequency_threshold: per layer a ring of its last W accesses, counts per key */
+    int *win;
+    long *whead, *wlen;
+    int *cnt;
+    long W, E;
+    double thr;
+    /* segmented a | b: the two single-queue stores, a's share */
+    struct Cache_ *sub[2];
+    long a_cap;
+} Cache;
+
+typedef struct {
+    long K;
+    int *slot;        /* key -> slot, -1 when not resident */
+    int *lid;         /* key -> list it is in, -1 none */
+    int *prv, *nxt;   /* doubly linked lists over keys */
+    int *lh, *lt;     /* list head (oldest) / tail (newest) */
+    long *ln;         /* list lengths */
+    int *pos;         /* key -> heap index */
+    double *hf;       /* heap value */
+    long long *ht;    /* heap tie-break tick */
+    unsigned char *freq;
+    long long *mark;  /* key -> stamp of the dispatch using it */
+    long long stamp;
+    int exmode, exkey;  /* exmode 1: only exkey is excluded (-1: none), not the keys in use */
+    unsigned char *side;  /* segmented: 1 in a, 2 in b */
+    int *frontier;
+    /* TTL: keys by last access (oldest first), with their stamps */
+    int *tprv, *tnxt;
+    long long *tstamp;
+    unsigned char *tin;
+    int thead, ttail;
+    /* the slot pool's free list (SlotPool.free: a stack, last = next taken) */
+    int *fstack;
+    long ftop;
+} State;
+
+/* ---------------------------------------------------------------- lists */
+static inline void l_push(State *S, int l, int k) {
+    S->lid[k] = l;
+    S->nxt[k] = -1;
+    S->prv[k] = S->lt[l];
+    if (S->lt[l] >= 0) S->nxt[S->lt[l]] = k; else S->lh[l] = k;
+    S->lt[l] = k;
+    S->ln[l]++;
+}
+
+static inline void l_remove(State *S, int k) {
+    int l = S->lid[k];
+    int p = S->prv[k], n = S->nxt[k];
+    if (p >= 0) S->nxt[p] = n; else S->lh[l] = n;
+    if (n >= 0) S->prv[n] = p; else S->lt[l] = p;
+    S->ln[l]--;
+    S->lid[k] = -1;
+}
+
+static inline int excluded(State *S, int k) {
+    if (S->exmode) return k == S->exkey;
+    return S->mark[k] == S->stamp;
+}
+
+/* the first key of list l (oldest first) not in use, or -1 */
+static inline int l_first_free(State *S, int l) {
+    for (int k = S->lh[l]; k >= 0; k = S->nxt[k])
+        if (!excluded(S, k)) return k;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- heap */
+static inline int h_less(State *S, int a, int b) {
+    double fa = S->hf[a], fb = S->hf[b];
+    return fa < fb || (fa == fb && S->ht[a] < S->ht[b]);
+}
+
+static inline void h_set(State *S, Cache *c, long i, int k) { c->heap[i] = k; S->pos[k] = (int)i; }
+
+static void h_up(State *S, Cache *c, long i) {
+    int k = c->heap[i];
+    while (i > 0) {
+        long p = (i - 1) >> 1;
+        int pk = c->heap[p];
+        if (!h_less(S, k, pk)) break;
+        h_set(S, c, i, pk);
+        i = p;
+    }
+    h_set(S, c, i, k);
+}
+
+static void h_down(State *S, Cache *c, long i) {
+    int k = c->heap[i];
+    long n = c->hn;
+    for (;;) {
+        long l = 2 * i + 1;
+        if (l >= n) break;
+        long m = l;
+        if (l + 1 < n && h_less(S, c->heap[l + 1], c->heap[l])) m = l + 1;
+        if (!h_less(S, c->heap[m], k)) break;
+        h_set(S, c, i, c->heap[m]);
+        i = m;
+    }
+    h_set(S, c, i, k);
+}
+
+static void h_push(State *S, Cache *c, int k) {
+    h_set(S, c, c->hn, k);
+    c->hn++;
+    h_up(S, c, c->hn - 1);
+}
+
+static void h_remove_at(State *S, Cache *c, long i) {
+    int k = c->heap[i];
+    c->hn--;
+    S->pos[k] = -1;
+    if (i < c->hn) {
+        h_set(S, c, i, c->heap[c->hn]);
+        h_down(S, c, i);
+        h_up(S, c, i);
+    }
+}
+
+static void h_rebuild(State *S, Cache *c) {
+    for (long i = c->hn / 2 - 1; i >= 0; i--) h_down(S, c, i);
+}
+
+/* the smallest (value, tick) key not in use: best-first search from the root (expands at
+ * most one node per excluded key), removed from the heap; -1 when every key is in use */
+static int h_evict(State *S, Cache *c) {
+    if (c->hn == 0) return -1;
+    int *fr = S->frontier;
+    long nf = 0;
+    fr[nf++] = 0;
+    while (nf) {
+        long bi = 0;
+        for (long j = 1; j < nf; j++)
+            if (h_less(S, c->heap[fr[j]], c->heap[fr[bi]])) bi = j;
+        long i = fr[bi];
+        fr[bi] = fr[--nf];
+        int k = c->heap[i];
+        if (!excluded(S, k)) {
+            h_remove_at(S, c, i);
+            return k;
+        }
+        if (2 * i + 1 < c->hn) fr[nf++] = (int)(2 * i + 1);
+        if (2 * i + 2 < c->hn) fr[nf++] = (int)(2 * i + 2);
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- lfu */
+static void lfu_clock(State *S, Cache *c) {
+    c->clock++;
+    if (c->clock >= c->interval) {
+        c->clock = 0;
+        c->inc /= c->decay;
+        if (c->inc > 1e150) {        /* LFU._renormalise */
+            double f = 1.0 / c->inc;
+            c->inc = 1.0;
+            for (long i = 0; i < c->hn; i++) {
+                int k = c->heap[i];
+                S->hf[k] = S->hf[k] * f;
+            }
+            h_rebuild(S, c);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- arc */
+#define T1(c) ((c)->lbase)
+#define T2(c) ((c)->lbase + 1)
+#define B1(c) ((c)->lbase + 2)
+#define B2(c) ((c)->lbase + 3)
+
+static void arc_miss(State *S, Cache *c, int k) {
+    double cap = (double)c->cap;
+    long b1 = S->ln[B1(c)], b2 = S->ln[B2(c)];
+    if (S->lid[k] == B1(c)) {
+        double d = b1 >= b2 ? 1.0 : (double)b2 / (double)b1;
+        double x = c->p + d;
+        c->p = x < cap ? x : cap;
+    } else if (S->lid[k] == B2(c)) {
+        double d = b2 >= b1 ? 1.0 : (double)b1 / (double)b2;
+        double x = c->p - d;
+        c->p = x > 0.0 ? x : 0.0;
+    } else {
+        long t1 = S->ln[T1(c)], t2 = S->ln[T2(c)];
+        long l1 = t1 + b1;
+        if (l1 >= c->cap) {
+            if (t1 < c->cap && b1) l_remove(S, S->lh[B1(c)]);
+        } else if (l1 + t2 + b2 >= c->cap && l1 + t2 + b2 >= 2 * c->cap && b2) {
+            l_remove(S, S->lh[B2(c)]);
+        }
+    }
+}
+
+static int arc_evict(State *S, Cache *c, int incoming) {   /* incoming -1: None */
+    int in_b1 = incoming >= 0 && S->lid[incoming] == B1(c);
+    int in_b2 = incoming >= 0 && S->lid[incoming] == B2(c);
+    if (incoming >= 0 && !in_b1 && !in_b2 && S->ln[T1(c)] >= c->cap) {
+        int v = l_first_free(S, T1(c));
+        if (v >= 0) { l_remove(S, v); return v; }
+    }
+    long n1 = S->ln[T1(c)];
+    int first, second;
+    if (n1 && ((double)n1 > c->p || (in_b2 && (double)n1 == c->p))) { first = 0; second = 1; }
+    else { first = 1; second = 0; }
+    int order[2] = {first, second};
+    for (int j = 0; j < 2; j++) {
+        int t = c->lbase + order[j], b = c->lbase + 2 + order[j];
+        int v = l_first_free(S, t);
+        if (v >= 0) { l_remove(S, v); l_push(S, b, v); return v; }
+    }
+    return -1;
+}
+
+static void arc_insert(State *S, Cache *c, int k) {
+    int l = S->lid[k];
+    if (l == B1(c) || l == B2(c)) { l_remove(S, k); l_push(S, T2(c), k); }
+    else l_push(S, T1(c), k);
+}
+
+/* ---------------------------------------------------------------- s3fifo */
+#define SQ(c) ((c)->lbase)
+#define MQ(c) ((c)->lbase + 1)
+#define GQ(c) ((c)->lbase + 2)
+
+static int s3_evict_m(State *S, Cache *c) {
+    long budget = 4 * S->ln[MQ(c)] + 1;
+    while (S->ln[MQ(c)] && budget) {
+        budget--;
+        int t = S->lh[MQ(c)];
+        l_remove(S, t);
+        if (excluded(S, t)) { l_push(S, MQ(c), t); continue; }
+        if (S->freq[t] > 0) { l_push(S, MQ(c), t); S->freq[t]--; }
+        else return t;
+    }
+    return -1;
+}
+
+static int s3_evict_s(State *S, Cache *c) {
+    while (S->ln[SQ(c)]) {
+        int t = S->lh[SQ(c)];
+        l_remove(S, t);
+        if (S->freq[t] > 1 || excluded(S, t)) {
+            l_push(S, MQ(c), t);
+            if ((double)S->ln[MQ(c)] >= c->m_limit) {
+                int v = s3_evict_m(S, c);
+                if (v >= 0) return v;
+            }
+        } else {
+            l_push(S, GQ(c), t);                        /* _ghost */
+            if (S->ln[GQ(c)] > c->g_cap) l_remove(S, S->lh[GQ(c)]);
+            return t;
+        }
+    }
+    return -1;
+}
+
+static int s3_evict(State *S, Cache *c) {
+    int v = -1;
+    if ((double)S->ln[SQ(c)] >= c->s_limit) v = s3_evict_s(S, c);
+    if (v < 0) v = s3_evict_m(S, c);
+    if (v < 0 && S->ln[SQ(c)]) v = s3_evict_s(S, c);
+    return v;
+}
+
+/* ---------------------------------------------------------------- lfru */
+#define PRIV(c) ((c)->lbase)
+#define UNPRIV(c) ((c)->lbase + 1)
+
+static void lfru_clock(State *S, Cache *c) {
+    c->clock++;
+    if (c->clock >= c->interval) {
+        c->clock = 0;
+        double d = c->decay;
+        for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) S->hf[k] = S->hf[k] * d;
+    }
+}
+
+static void lfru_demote(State *S, Cache *c, int protect) {
+    while (S->ln[PRIV(c)] > c->p_cap) {
+        int v = -1;
+        for (int k = S->lh[PRIV(c)]; k >= 0; k = S->nxt[k])
+            if (k != protect) { v = k; break; }
+        if (v < 0) break;
+        l_remove(S, v);
+        S->hf[v] = 1.0;
+        S->ht[v] = ++c->tick;
+        l_push(S, UNPRIV(c), v);
+    }
+}
+
+static int lfru_evict(State *S, Cache *c) {
+    int best = -1;
+    for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) {
+        if (excluded(S, k)) continue;
+        if (best < 0 || h_less(S, k, best)) best = k;
+    }
+    if (best >= 0) { l_remove(S, best); return best; }
+    int v = l_first_free(S, PRIV(c));
+    if (v >= 0) l_remove(S, v);
+    return v;
+}
+
+/* ---------------------------------------------------------------- frequency_threshold */
+static void ft_observe(Cache *c, int k) {
+    long layer = k / c->E;
+    int e = (int)(k % c->E);
+    int *w = c->win + layer * c->W;
+    int *cnt = c->cnt + layer * c->E;
+    if (c->wlen[layer] < c->W) {
+        w[(c->whead[layer] + c->wlen[layer]) % c->W] = e;
+        c->wlen[layer]++;
+        cnt[e]++;
+    } else {                         /* append, then the oldest leaves */
+        cnt[e]++;
+        int old = w[c->whead[layer]];
+        w[c->whead[layer]] = e;
+        c->whead[layer] = (c->whead[layer] + 1) % c->W;
+        cnt[old]--;
+    }
+}
+
+static inline double ft_share(Cache *c, int k) {
+    long layer = k / c->E;
+    long n = c->wlen[layer];
+    if (!n) return 0.0;
+    return (double)c->cnt[k] / (double)n;
+}
+
+static inline int ft_less(State *S, Cache *c, int a, int b) {   /* (share, last access) */
+    double sa = ft_share(c, a), sb = ft_share(c, b);
+    return sa < sb || (sa == sb && S->ht[a] < S->ht[b]);
+}
+
+static int ft_evict(State *S, Cache *c) {
+    int best = -1;
+    for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) {
+        if (excluded(S, k)) continue;
+        if (best < 0 || ft_less(S, c, k, best)) best = k;
+    }
+    if (best >= 0) l_remove(S, best);
+    return best;
+}
+
+/* ---------------------------------------------------------------- the store protocol */
+static void st_hit(State *S, Cache *c, int k, double w);
+static void st_miss(State *S, Cache *c, int k);
+static int st_evict(State *S, Cache *c, int incoming);
+static void st_insert(State *S, Cache *c, int k, double w);
+static void st_discard(State *S, Cache *c, int k);
+static long st_len(State *S, Cache *c);
+
+static inline int needs_miss(Cache *c) {
+    return c->rule == R_LFU || c->rule == R_ARC || c->rule == R_LFRU || c->rule == R_FT ||
+           c->rule == R_SEG;
+}
+
+/* Segmented._demote: a over its share -> its victims (sparing ``protect``) move to b */
+static void seg_demote(State *S, Cache *c, int protect) {
+    Cache *a = c->sub[0], *b = c->sub[1];
+    while (st_len(S, a) > c->a_cap) {
+        int m = S->exmode, x = S->exkey;
+        S->exmode = 1;
+        S->exkey = protect;
+        int v = st_evict(S, a, -1);
+        S->exmode = m;
+        S->exkey = x;
+        if (v < 0) break;
+        st_insert(S, b, v, 0.0);
+        S->side[v] = 2;
+    }
+}
+
+static void seg_hit(State *S, Cache *c, int k, double w) {
+    Cache *a = c->sub[0], *b = c->sub[1];
+    if (S->side[k] == 1) { st_hit(S, a, k, w); return; }
+    st_discard(S, b, k);               /* promotion: b -> a (the access still counts in a) */
+    if (needs_miss(a)) st_miss(S, a, k);
+    st_insert(S, a, k, w);
+    S->side[k] = 1;
+    seg_demote(S, c, k);
+}
+
+static int seg_evict(State *S, Cache *c) {
+    int v = st_evict(S, c->sub[1], -1);
+    if (v < 0) v = st_evict(S, c->sub[0], -1);
+    if (v >= 0) S->side[v] = 0;
+    return v;
+}
+
+static void st_hit(State *S, Cache *c, int k, double w) {
+    switch (c->rule) {
+    case R_LRU:
+        l_remove(S, k); l_push(S, c->lbase, k);
+        break;
+    case R_LFU:
+        S->hf[k] = S->hf[k] + c->inc;
+        S->ht[k] = ++c->tick;
+        h_down(S, c, S->pos[k]);
+        lfu_clock(S, c);
+        break;
+    case R_SCORE: {
+        double a = c->alpha;
+        S->hf[k] = a * w + (1.0 - a) * S->hf[k];
+        S->ht[k] = ++c->tick;
+        long i = S->pos[k];
+        h_up(S, c, i);
+        h_down(S, c, S->pos[k]);
+        break;
+    }
+    case R_ARC:
+        l_remove(S, k); l_push(S, T2(c), k);
+        break;
+    case R_S3FIFO:
+        if (S->freq[k] < 3) S->freq[k]++;
+        break;
+    case R_LFRU:
+        c->tick++;
+        if (S->lid[k] == PRIV(c)) { l_remove(S, k); l_push(S, PRIV(c), k); }
+        else { l_remove(S, k); l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
+        lfru_clock(S, c);
+        break;
+    case R_FT:
+        ft_observe(c, k);
+        S->ht[k] = ++c->tick;
+        break;
+    case R_SEG:
+        seg_hit(S, c, k, w);
+        break;
+    }
+}
+
+static void st_miss(State *S, Cache *c, int k) {
+    if (c->rule == R_LFU) lfu_clock(S, c);
+    else if (c->rule == R_ARC) arc_miss(S, c, k);
+    else if (c->rule == R_LFRU) lfru_clock(S, c);
+    else if (c->rule == R_FT) ft_observe(c, k);
+    else if (c->rule == R_SEG && needs_miss(c->sub[0])) st_miss(S, c->sub[0], k);
+}
+
+static int st_evict(State *S, Cache *c, int incoming) {
+    switch (c->rule) {
+    case R_LRU: {
+        int v = l_first_free(S, c->lbase);
+        if (v >= 0) l_remove(S, v);
+        return v;
+    }
+    case R_LFU: case R_SCORE: return h_evict(S, c);
+    case R_ARC: return arc_evict(S, c, incoming);
+    case R_LFRU: return lfru_evict(S, c);
+    case R_FT: return ft_evict(S, c);
+    case R_SEG: return seg_evict(S, c);
+    default: return s3_evict(S, c);
+    }
+}
+
+static void st_insert(State *S, Cache *c, int k, double w) {
+    switch (c->rule) {
+    case R_LRU: l_push(S, c->lbase, k); break;
+    case R_LFU: S->hf[k] = c->inc; S->ht[k] = ++c->tick; h_push(S, c, k); break;
+    case R_SCORE: S->hf[k] = w; S->ht[k] = ++c->tick; h_push(S, c, k); break;
+    case R_ARC: arc_insert(S, c, k); break;
+    case R_FT: S->ht[k] = ++c->tick; l_push(S, c->lbase, k); break;
+    case R_SEG:
+        st_insert(S, c->sub[0], k, w);
+        S->side[k] = 1;
+        seg_demote(S, c, k);
+        break;
+    case R_LFRU:
+        c->tick++;
+        if (c->u_cap == 0) { l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
+        else { S->hf[k] = 1.0; S->ht[k] = c->tick; l_push(S, UNPRIV(c), k); }
+        break;
+    default:
+        if (S->lid[k] == GQ(c)) { l_remove(S, k); l_push(S, MQ(c), k); }
+        else l_push(S, SQ(c), k);
+        S->freq[k] = 0;
+        break;
+    }
+}
+
+/* Store.discard: a key removed from outside (TTL) */
+static void st_discard(State *S, Cache *c, int k) {
+    switch (c->rule) {
+    case R_SEG:
+        st_discard(S, S->side[k] == 1 ? c->sub[0] : c->sub[1], k);
+        S->side[k] = 0;
+        break;
+    case R_LFU: case R_SCORE:
+        if (S->pos[k] >= 0) h_remove_at(S, c, S->pos[k]);
+        break;
+    case R_S3FIFO:
+        S->freq[k] = 0;
+        /* fall through: leave S or M */
+    default:
+        if (S->lid[k] >= 0 && S->lid[k] < c->lbase + 2) l_remove(S, k);   /* lru; arc t1/t2 */
+        break;
+    }
+}
+
+/* len(store) */
+static long st_len(State *S, Cache *c) {
+    switch (c->rule) {
+    case R_SEG: return st_len(S, c->sub[0]) + st_len(S, c->sub[1]);
+    case R_LRU: return S->ln[c->lbase];
+    case R_LFU: case R_SCORE: return c->hn;
+    default: return S->ln[c->lbase] + S->ln[c->lbase + 1];
+    }
+}
+
+static inline void t_unlink(State *S, int k) {
+    if (!S->tin[k]) return;
+    int p = S->tprv[k], n = S->tnxt[k];
+    if (p >= 0) S->tnxt[p] = n; else S->thead = n;
+    if (n >= 0) S->tprv[n] = p; else S->ttail = p;
+    S->tin[k] = 0;
+}
+
+static inline void t_touch(State *S, int k, long long stamp) {   /* ttl[key] = stamp; move_to_end */
+    t_unlink(S, k);
+    S->tstamp[k] = stamp;
+    S->tin[k] = 1;
+    S->tnxt[k] = -1;
+    S->tprv[k] = S->ttail;
+    if (S->ttail >= 0) S->tnxt[S->ttail] = k; else S->thead = k;
+    S->ttail = k;
+}
+
+/* Store.admits (frequency_threshold, alone or as a segmented pair's a) */
+static inline int st_admits(Cache *c, int k) {
+    if (c->rule == R_SEG) c = c->sub[0];
+    if (c->rule != R_FT) return 1;
+    return ft_share(c, k) >= c->thr;
+}
+
+/* residents of the store from coldest to hottest (as Store.keys()) */
+static long st_keys(State *S, Cache *c, int *out) {
+    long n = 0;
+    switch (c->rule) {
+    case R_SEG: {                    /* b's keys, then a's */
+        long nb = st_keys(S, c->sub[1], out);
+        if (nb < 0) return -1;
+        long na = st_keys(S, c->sub[0], out + nb);
+        if (na < 0) return -1;
+        return nb + na;
+    }
+    case R_FT: {
+        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        for (long i = 1; i < n; i++) {
+            int x = out[i];
+            long q = i;
+            while (q > 0 && ft_less(S, c, x, out[q - 1])) { out[q] = out[q - 1]; q--; }
+            out[q] = x;
+        }
+        break;
+    }
+    case R_LRU:
+        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        break;
+    case R_LFU: case R_SCORE: {
+        /* sorted by (value, tick): a copy of the heap popped in order */
+        long hn = c->hn;
+        int *save = malloc(sizeof(int) * (hn ? hn : 1));
+        if (!save) return -1;
+        memcpy(save, c->heap, sizeof(int) * hn);
+        while (c->hn) {
+            int k = c->heap[0];
+            out[n++] = k;
+            h_remove_at(S, c, 0);
+        }
+        memcpy(c->heap, save, sizeof(int) * hn);
+        c->hn = hn;
+        for (long i = 0; i < hn; i++) S->pos[c->heap[i]] = (int)i;
+        free(save);
+        break;
+    }
+    case R_LFRU: {   /* unprivileged by (frequency, tick), then privileged oldest first */
+        long nu = 0;
+        for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) out[nu++] = k;
+        for (long i = 1; i < nu; i++) {          /* insertion sort (small partition) */
+            int x = out[i];
+            long q = i;
+            while (q > 0 && h_less(S, x, out[q - 1])) { out[q] = out[q - 1]; q--; }
+            out[q] = x;
+        }
+        n = nu;
+        for (int k = S->lh[PRIV(c)]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        break;
+    }
+    default:    /* arc: t1 + t2; s3fifo: s + m */
+        for (int j = 0; j < 2; j++)
+            for (int k = S->lh[c->lbase + j]; k >= 0; k = S->nxt[k]) out[n++] = k;
+        break;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- set-up */
+typedef struct {
+    double decay, alpha, thr;
+    long long interval;
+    long W, L, E, K, heap_cap;
+} Params;
+
+static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, int side_a,
+                      int side_b) {
+    c->rule = rule; c->cap = cap; c->lbase = lbase;
+    c->inc = 1.0; c->decay = P->decay; c->interval = P->interval; c->alpha = P->alpha;
+    c->s_limit = 0.1 * (double)cap;
+    c->m_limit = (double)cap - c->s_limit;
+    { double g = 0.9 * (double)cap; long gi = (long)g; c->g_cap = gi > 1 ? gi : 1; }
+    c->u_cap = cap / 3;
+    c->p_cap = cap - c->u_cap;
+    c->a_cap = cap - cap / 3;
+    c->E = P->E;
+    c->thr = P->thr;
+    c->W = P->W;
+    if (rule == R_LFU || rule == R_SCORE) {
+        c->heap = malloc(sizeof(int) * P->heap_cap);
+        if (!c->heap) return -1;
+    }
+    if (rule == R_FT) {
+        c->win = malloc(sizeof(int) * P->L * P->W);
+        c->whead = calloc(P->L, sizeof(long));
+        c->wlen = calloc(P->L, sizeof(long));
+        c->cnt = calloc(P->K, sizeof(int));
+        if (!c->win || !c->whead || !c->wlen || !c->cnt) return -1;
+    }
+    if (rule == R_SEG) {
+        for (int j = 0; j < 2; j++) {
+            c->sub[j] = calloc(1, sizeof(Cache));
+            if (!c->sub[j]) return -1;
+            if (cache_init(c->sub[j], j ? side_b : side_a, cap, lbase + 2 * j, P, 0, 0) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void cache_free(Cache *c) {
+    free(c->heap); free(c->win); free(c->whead); free(c->wlen); free(c->cnt);
+    for (int j = 0; j < 2; j++)
+        if (c->sub[j]) { cache_free(c->sub[j]); free(c->sub[j]); }
+}
+
+/* ---------------------------------------------------------------- buffers */
+typedef struct { Py_buffer b; int held; } Buf;
+
+static int get_buf(PyObject *o, Buf *x, Py_ssize_t itemsize, Py_ssize_t min_len, const char *what) {
+    x->held = 0;
+    if (o == Py_None) return 0;
+    if (PyObject_GetBuffer(o, &x->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    x->held = 1;
+    if (x->b.itemsize != itemsize || x->b.len / itemsize < min_len) {
+        PyErr_Format(PyExc_ValueError, "_fast.replay: %s has items of %zd bytes and %zd items "
+                     "(need %zd-byte items, at least %zd)", what, x->b.itemsize,
+                     x->b.len / (x->b.itemsize ? x->b.itemsize : 1), itemsize, min_len);
+        return -1;
+    }
+    return 0;
+}
+
+static void rel_buf(Buf *x) { if (x->held) PyBuffer_Release(&x->b); x->held = 0; }
+
+/* ---------------------------------------------------------------- replay */
+static const char *replay_doc =
+"replay(cfg, caps, pins, layers, offs, experts, weights, steps, tokens, comp, dense, clocks)\n"
+"Run the packed records through the caches; see mpl/runtime/fast.py (the only caller).";
+
+static PyObject *fast_replay(PyObject *self, PyObject *args) {
+    PyObject *cfg, *caps_o, *pins_o, *o_layers, *o_offs, *o_exp, *o_w, *o_steps, *o_tok, *o_comp,
+        *o_dense, *clocks_o, *o_rec = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOOOOOOO!|O", &PyTuple_Type, &cfg, &PyList_Type, &caps_o,
+                          &pins_o, &o_layers, &o_offs, &o_exp, &o_w, &o_steps, &o_tok, &o_comp,
+                          &o_dense, &PyTuple_Type, &clocks_o, &o_rec))
+        return NULL;
+    int rule, per_layer, priority;
+    long L, E, pool_size;
+    long long cur_step, last_layer;
+    double decay, alpha, wdef, rstall;
+    long long interval;
+    int protect;      /* 0: no in-use protection (a test-only mode, for the libCacheSim oracle) */
+    long long rebalance, dispatches;   /* per-layer: uniform rebalance every n dispatches */
+    long long ttl_n, accesses;         /* ttl_n < 0: no TTL */
+    int ttl_steps;
+    double mem_thr, mem_headroom, mem_budget, expert_bytes;   /* mem_thr < 0: no trigger */
+    int side_a, side_b;                /* segmented: the sides' rules */
+    double ft_thr;
+    long ft_window;
+    int mode;                          /* 0 gpu_only, 1 cpu_fallback, 2 hybrid */
+    double cpu_limit;                  /* hybrid: the CPU iff tokens < cpu_limit */
+    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLddddiidlid", &rule, &per_layer, &priority, &L,
+                          &E, &pool_size, &decay, &interval, &alpha, &wdef, &cur_step,
+                          &last_layer, &rstall, &protect, &rebalance, &dispatches, &ttl_n,
+                          &ttl_steps, &accesses, &mem_thr, &mem_headroom, &mem_budget,
+                          &expert_bytes, &side_a, &side_b, &ft_thr, &ft_window, &mode, &cpu_limit))
+        return NULL;
+    double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer, cpu1, tl_cpu, tl_cpu_wait;
+    int wait_all;
+    if (!PyArg_ParseTuple(clocks_o, "dddpdddddddd", &dense1, &gpu1, &txf, &wait_all, &now, &link,
+                          &tl_stall, &tl_gpu, &tl_xfer, &cpu1, &tl_cpu, &tl_cpu_wait))
+        return NULL;
+    int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
+    int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
+    if (rule < 0 || rule > R_SEG || L < 1 || E < 1 || L * E > (1L << 26) || ft_window < 1 ||
+        (rule == R_SEG && (!basic_a || !basic_b))) {
+        PyErr_SetString(PyExc_ValueError, "_fast.replay: bad configuration");
+        return NULL;
+    }
+    long K = L * E;
+    long ncaches = per_layer ? L : 1;
+    if (PyList_GET_SIZE(caps_o) != ncaches) {
+        PyErr_SetString(PyExc_ValueError, "_fast.replay: one capacity per cache");
+        return NULL;
+    }
+    Buf bl, bo, be, bw, bs, bt, bc, bd, bp, ro, rv, rsl, bcc;
+    Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp, &ro, &rv, &rsl, &bcc};
+    for (int i = 0; i < 13; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    State S;
+    memset(&S, 0, sizeof S);
+    Cache *C = NULL;
+    unsigned char *pinned = NULL;
+    unsigned char *outc = NULL;
+    long long *l_acc = NULL, *l_hit = NULL;
+    int *keys = NULL, *ordbuf = NULL, *bgl = NULL, *evl = NULL;
+    double *arrival = NULL;   /* key -> landing time of its background load, < 0: none */
+    long narrival = 0;
+    double *lready = NULL, *lcomp = NULL;
+
+    if (get_buf(o_layers, &bl, 4, 0, "layers") < 0) goto done;
+    Py_ssize_t D = bl.b.len / 4;
+    if (get_buf(o_offs, &bo, 4, D + 1, "offs") < 0) goto done;
+    const int *layers = bl.b.buf, *offs = bo.b.buf;
+    Py_ssize_t A = offs[D];
+    if (get_buf(o_exp, &be, 4, A, "experts") < 0) goto done;
+    if (get_buf(o_w, &bw, 8, A, "weights") < 0) goto done;
+    if (get_buf(o_steps, &bs, 8, D, "steps") < 0) goto done;
+    if (get_buf(o_tok, &bt, 4, D, "tokens") < 0) goto done;
+    PyObject *o_comp_gpu = o_comp, *o_comp_cpu = Py_None;
+    if (PyTuple_Check(o_comp)) {        /* (gpu costs, cpu costs) per access */
+        if (!PyArg_ParseTuple(o_comp, "OO", &o_comp_gpu, &o_comp_cpu)) goto done;
+    }
+    if (get_buf(o_comp_gpu, &bc, 8, A, "comp") < 0) goto done;
+    if (get_buf(o_comp_cpu, &bcc, 8, A, "comp_cpu") < 0) goto done;
+    if (get_buf(o_dense, &bd, 8, D, "dense") < 0) goto done;
+    if (get_buf(pins_o, &bp, 1, E, "pins") < 0) goto done;
+    /* optional decision record, per access: outcome (1 hit, 2 load, 0 stream), victim key
+     * (-1 none) and slot (-1 streamed) */
+    signed char *rec_out = NULL;
+    int *rec_victim = NULL, *rec_slot = NULL;
+    if (o_rec != Py_None) {
+        PyObject *x0, *x1, *x2;
+        if (!PyArg_ParseTuple(o_rec, "OOO", &x0, &x1, &x2)) goto done;
+        if (get_buf(x0, &ro, 1, A, "record outcomes") < 0 || get_buf(x1, &rv, 4, A, "record victims") < 0 ||
+            get_buf(x2, &rsl, 4, A, "record slots") < 0)
+            goto done;
+        if (!ro.held || !rv.held || !rsl.held || ro.b.readonly || rv.b.readonly || rsl.b.readonly) {
+            PyErr_SetString(PyExc_ValueError, "_fast.replay: the decision record needs writable buffers");
+            goto done;
+        }
+        rec_out = ro.b.buf; rec_victim = rv.b.buf; rec_slot = rsl.b.buf;
+    }
+    const int *experts = be.b.buf, *tokens = bt.b.buf;
+    const double *weights = bw.held ? bw.b.buf : NULL;
+    const long long *steps = bs.b.buf;
+    const double *comp = bc.held ? bc.b.buf : NULL, *rdense = bd.held ? bd.b.buf : NULL;
+    const double *comp_cpu = bcc.held ? bcc.b.buf : NULL;
+    pinned = calloc(E, 1);
+    if (!pinned) { PyErr_NoMemory(); goto done; }
+    if (bp.held) memcpy(pinned, bp.b.buf, E);
+    /* validate the records once (a bad pack is a bug of the caller, never a crash) */
+    long maxn = 1;
+    for (Py_ssize_t r = 0; r < D; r++) {
+        if (layers[r] < 0 || layers[r] >= L || offs[r] < 0 || offs[r] > offs[r + 1] ||
+            (tokens[r] > 1 && (!comp || !rdense || (mode && !comp_cpu)))) {
+            PyErr_Format(PyExc_ValueError, "_fast.replay: bad record %zd", r);
+            goto done;
+        }
+        if (offs[r + 1] - offs[r] > maxn) maxn = offs[r + 1] - offs[r];
+    }
+    for (Py_ssize_t a = 0; a < A; a++)
+        if (experts[a] < 0 || experts[a] >= E) {
+            PyErr_Format(PyExc_ValueError, "_fast.replay: bad expert id at %zd", a);
+            goto done;
+        }
+
+    /* state */
+    S.K = K;
+    long nl = ncaches * 4;
+    S.slot = malloc(sizeof(int) * K); S.lid = malloc(sizeof(int) * K);
+    S.prv = malloc(sizeof(int) * K); S.nxt = malloc(sizeof(int) * K);
+    S.pos = malloc(sizeof(int) * K); S.hf = calloc(K, sizeof(double));
+    S.ht = calloc(K, sizeof(long long)); S.freq = calloc(K, 1);
+    S.mark = calloc(K, sizeof(long long));
+    S.lh = malloc(sizeof(int) * nl); S.lt = malloc(sizeof(int) * nl);
+    S.ln = calloc(nl, sizeof(long));
+    S.frontier = malloc(sizeof(int) * (maxn + E + 4));
+    C = calloc(ncaches, sizeof(Cache));
+    outc = malloc(maxn);
+    l_acc = calloc(L, sizeof(long long)); l_hit = calloc(L, sizeof(long long));
+    keys = malloc(sizeof(int) * K);
+    S.tprv = malloc(sizeof(int) * K); S.tnxt = malloc(sizeof(int) * K);
+    S.tstamp = calloc(K, sizeof(long long)); S.tin = calloc(K, 1);
+    S.side = calloc(K, 1);
+    S.fstack = malloc(sizeof(int) * (pool_size > 0 ? pool_size : 1));
+    S.thead = S.ttail = -1;
+    ordbuf = malloc(sizeof(int) * maxn);
+    bgl = malloc(sizeof(int) * maxn);
+    evl = malloc(sizeof(int) * (K + maxn + 1));
+    arrival = malloc(sizeof(double) * K);
+    lready = malloc(sizeof(double) * maxn); lcomp = malloc(sizeof(double) * maxn);
+    if (!S.slot || !S.lid || !S.prv || !S.nxt || !S.pos || !S.hf || !S.ht || !S.freq || !S.mark ||
+        !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit || !keys ||
+        !ordbuf || !lready || !lcomp || !S.tprv || !S.tnxt || !S.tstamp || !S.tin || !S.fstack ||
+        !S.side || !bgl || !evl || !arrival) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (long k = 0; k < K; k++) { S.slot[k] = -1; S.lid[k] = -1; S.pos[k] = -1; arrival[k] = -1.0; }
+    S.ftop = 0;
+    for (long i = pool_size - 1; i >= 0; i--) S.fstack[S.ftop++] = (int)i;   /* SlotPool() */
+    for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
+    Params P = {decay, alpha, ft_thr, interval, ft_window, L, E, K, per_layer ? E : K};
+    for (long i = 0; i < ncaches; i++) {
+        Cache *c = &C[i];
+        long cap = PyLong_AsLong(PyList_GET_ITEM(caps_o, i));
+        if (cap == -1 && PyErr_Occurred()) goto done;
+        if (cap < 1) { PyErr_SetString(PyExc_ValueError, "_fast.replay: capacity < 1"); goto done; }
+        if (cache_init(c, rule, cap, (int)(i * 4), &P, side_a, side_b) < 0) { PyErr_NoMemory(); goto done; }
+    }
+
+    long long demand = 0, streamed = 0, evictions = 0, nx = 0, background = 0, cpu_computes = 0;
+    const int link_bound = txf >= gpu1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < D; r++) {
+        long layer = layers[r];
+        long long st = steps[r];
+        if (st < 0) { if (layer <= last_layer) cur_step++; }
+        else cur_step = st;
+        last_layer = layer;
+        int a0 = offs[r], n = offs[r + 1] - a0;
+        Cache *c = per_layer ? &C[layer] : &C[0];
+        long base = layer * E;
+        S.stamp++;
+        if (protect)
+            for (int j = 0; j < n; j++) S.mark[base + experts[a0 + j]] = S.stamp;
+        /* processing order: router order, or heaviest first with priority routing */
+        int *ord = NULL;
+        if (priority && weights && n > 1) {
+            ord = ordbuf;
+            for (int j = 0; j < n; j++) {
+                int x = j, q = j;
+                double wx = weights[a0 + j];
+                while (q > 0 && weights[a0 + ord[q - 1]] < wx) { ord[q] = ord[q - 1]; q--; }
+                ord[q] = x;
+            }
+        }
+        long hits = 0, nd = 0, nst = 0, nbg = 0, ncpu = 0, nev = 0;
+        const int to_cpu = mode == 1 || (mode == 2 && (double)tokens[r] < cpu_limit);
+        for (int jj = 0; jj < n; jj++) {
+            int j = ord ? ord[jj] : jj;
+            int e = experts[a0 + j];
+            int k = (int)(base + e);
+            double w = weights ? weights[a0 + j] : wdef;
+            accesses++;
+            if (S.slot[k] >= 0) {
+                hits++;
+                if (ttl_n >= 0 && !pinned[e]) t_touch(&S, k, ttl_steps ? cur_step : accesses);
+                outc[j] = 1;
+                if (rec_out) { rec_out[a0 + j] = 1; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = S.slot[k]; }
+                if (!pinned[e]) st_hit(&S, c, k, w);
+                continue;
+            }
+            /* a miss: computed from a transfer (gpu_only, or hybrid over the limit: a demand
+             * load, else a stream), or on the CPU with a background load if one is admitted */
+            outc[j] = to_cpu ? 3 : 0;
+            if (to_cpu) ncpu++;
+            if (!pinned[e]) st_miss(&S, c, k);
+            int slot;
+            if (!st_admits(c, k)) goto not_admitted;     /* frequency_threshold's filter */
+            if (c->nres >= c->cap || S.ftop == 0) {
+                int v = st_evict(&S, c, k);
+                if (v < 0) goto not_admitted;
+                if (rec_out) rec_victim[a0 + j] = v;
+                slot = S.slot[v];
+                S.slot[v] = -1;
+                c->nres--;
+                evictions++;
+                evl[nev++] = v;
+                t_unlink(&S, v);
+            } else {
+                slot = S.fstack[--S.ftop];
+                if (rec_out) rec_victim[a0 + j] = -1;
+            }
+            if (rec_out) { rec_out[a0 + j] = to_cpu ? 3 : 2; rec_slot[a0 + j] = slot; }
+            S.slot[k] = slot;
+            c->nres++;
+            if (!pinned[e]) {
+                st_insert(&S, c, k, w);
+                if (ttl_n >= 0) t_touch(&S, k, ttl_steps ? cur_step : accesses);
+            }
+            if (to_cpu) bgl[nbg++] = k;
+            else nd++;
+            continue;
+        not_admitted:
+            if (!to_cpu) nst++;
+            if (rec_out) { rec_out[a0 + j] = to_cpu ? 4 : 0; rec_victim[a0 + j] = -1; rec_slot[a0 + j] = -1; }
+        }
+        background += nbg;
+        cpu_computes += ncpu;
+        demand += nd;
+        streamed += nst;
+        l_acc[layer] += n;
+        l_hit[layer] += hits;
+        if (ttl_n >= 0) {                /* Runtime._ttl_sweep: expired keys not in use */
+            long long limit = (ttl_steps ? cur_step : accesses) - ttl_n;
+            int k = S.thead;
+            while (k >= 0 && S.tstamp[k] <= limit) {
+                int nxt = S.tnxt[k];
+                if (!excluded(&S, k)) {
+                    Cache *ck = per_layer ? &C[k / E] : &C[0];
+                    S.fstack[S.ftop++] = S.slot[k];
+                    S.slot[k] = -1;
+                    ck->nres--;
+                    st_discard(&S, ck, k);
+                    t_unlink(&S, k);
+                    evictions++;
+                    evl[nev++] = k;
+                }
+                k = nxt;
+            }
+        }
+        if (mem_thr >= 0 && (double)(pool_size - S.ftop) * expert_bytes >= mem_thr * mem_budget) {
+            /* Runtime._pressure: evict down to the headroom, from the cache with the most
+             * evictable residents (ties: the lower layer), else any other */
+            double target = mem_headroom * mem_budget;
+            while ((double)(pool_size - S.ftop) * expert_bytes > target) {
+                Cache *best = NULL;
+                for (long i = 0; i < ncaches; i++) {
+                    long nn = st_len(&S, &C[i]);
+                    if (nn && (!best || nn > st_len(&S, best))) best = &C[i];
+                }
+                if (!best) break;
+                int v = st_evict(&S, best, -1);
+                Cache *from = best;
+                if (v < 0) {
+                    for (long i = 0; i < ncaches && v < 0; i++) {
+                        if (&C[i] == best || !st_len(&S, &C[i])) continue;
+                        v = st_evict(&S, &C[i], -1);
+                        from = &C[i];
+                    }
+                }
+                if (v < 0) break;
+                S.fstack[S.ftop++] = S.slot[v];
+                S.slot[v] = -1;
+                from->nres--;
+                t_unlink(&S, v);
+                evictions++;
+                evl[nev++] = v;
+            }
+        }
+        long m = nd + nst;
+        double stall;
+        if (tokens[r] <= 1 && narrival == 0 && ncpu == 0) {   /* Timeline.demand's formula */
+            double t0 = now + dense1;
+            double busy = n * gpu1;
+            double t = t0 + busy;
+            if (m) {
+                double s0 = t0 > link ? t0 : link;
+                link = s0 + m * txf;
+                double last;
+                if (wait_all) last = link + busy;
+                else if (link_bound) last = link + gpu1;
+                else last = s0 + txf + m * gpu1;
+                if (last > t) t = last;
+                nx += m;
+                tl_xfer += m * txf;
+            }
+            stall = t - t0 - busy;
+            tl_gpu += busy + dense1;
+            tl_stall += stall;
+            now = t;
+        } else {                         /* Timeline.dispatch's general path */
+            const int one = tokens[r] <= 1;
+            double dense = one ? dense1 : rdense[r];
+            double t0 = now + dense;
+            double early = 0.0, busy, t, cpu_busy = 0.0;
+            long nlate = 0, nxr = 0;
+            int unsorted = 0;
+            for (int j = 0; j < n; j++) {   /* router order, as the Plan lists the experts */
+                int k = (int)(base + experts[a0 + j]);
+                if (outc[j] >= 3) {         /* on the CPU */
+                    cpu_busy += one ? cpu1 : comp_cpu[a0 + j];
+                    continue;
+                }
+                double cp = one ? gpu1 : comp[a0 + j];
+                double ready;
+                if (outc[j] == 1) ready = (narrival && arrival[k] >= 0.0) ? arrival[k] : 0.0;
+                else if (narrival == 0 || arrival[k] < 0.0) {   /* a demand load or a stream */
+                    link = (t0 > link ? t0 : link) + txf;
+                    nxr++;
+                    ready = link;
+                } else ready = arrival[k];  /* a miss already in flight */
+                if (ready <= t0) early += cp;
+                else {
+                    if (nlate && ready < lready[nlate - 1]) unsorted = 1;
+                    lready[nlate] = ready; lcomp[nlate] = cp; nlate++;
+                }
+            }
+            for (long q = 0; q < nbg; q++) {   /* background loads start with the dispatch */
+                link = (t0 > link ? t0 : link) + txf;
+                nxr++;
+                if (arrival[bgl[q]] < 0.0) narrival++;
+                arrival[bgl[q]] = link;
+            }
+            busy = early;
+            if (!nlate) t = t0 + early;
+            else if (!wait_all) {
+                if (unsorted) {             /* late.sort(): by (ready, compute) */
+                    for (long i = 1; i < nlate; i++) {
+                        double rx = lready[i], cx = lcomp[i];
+                        long q = i;
+                        while (q > 0 && (rx < lready[q - 1] || (rx == lready[q - 1] && cx < lcomp[q - 1]))) {
+                            lready[q] = lready[q - 1]; lcomp[q] = lcomp[q - 1]; q--;
+                        }
+                        lready[q] = rx; lcomp[q] = cx;
+                    }
+                }
+                t = t0 + early;
+                for (long q = 0; q < nlate; q++) {
+                    if (lready[q] > t) t = lready[q];
+                    t += lcomp[q];
+                    busy += lcomp[q];
+                }
+            } else {
+                double last = lready[0], sum = 0.0;
+                for (long q = 0; q < nlate; q++) {
+                    if (lready[q] > last) last = lready[q];
+                    sum += lcomp[q];
+                }
+                busy += sum;
+                t = last + busy;
+            }
+            stall = t - t0 - busy;
+            double cpu_end = t0 + cpu_busy;
+            double end = t >= cpu_end ? t : cpu_end;
+            if (cpu_busy != 0.0) {
+                tl_cpu_wait += end - t;
+                tl_cpu += cpu_busy;
+            }
+            tl_gpu += busy + dense;
+            tl_stall += stall;
+            if (narrival) {
+                for (long q = 0; q < nev; q++)
+                    if (arrival[evl[q]] >= 0.0) { arrival[evl[q]] = -1.0; narrival--; }
+                if (narrival > 4096) {      /* forget transfers that have long landed */
+                    for (long k = 0; k < K; k++)
+                        if (arrival[k] >= 0.0 && !(arrival[k] > end)) { arrival[k] = -1.0; narrival--; }
+                }
+            }
+            if (nxr) {
+                nx += nxr;
+                tl_xfer += nxr * txf;
+            }
+            now = end;
+        }
+        if (stall > 0) rstall += stall;
+        if (rebalance > 0 && ++dispatches % rebalance == 0 && rule == R_ARC) {
+            /* a uniform rebalance gives every cache its capacity again: Cache.set_capacity
+             * -> ARC.resize trims the ghost lists to the capacity (the other rules' resize
+             * changes nothing at the same capacity) */
+            for (long i = 0; i < ncaches; i++) {
+                Cache *ci = &C[i];
+                while (S.ln[B1(ci)] + S.ln[B2(ci)] > ci->cap)
+                    l_remove(&S, S.ln[B1(ci)] ? S.lh[B1(ci)] : S.lh[B2(ci)]);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+
+    /* results */
+    {
+        PyObject *pla = PyList_New(L), *plh = PyList_New(L), *res = PyList_New(ncaches);
+        if (!pla || !plh || !res) { Py_XDECREF(pla); Py_XDECREF(plh); Py_XDECREF(res); goto done; }
+        for (long i = 0; i < L; i++) {
+            PyList_SET_ITEM(pla, i, PyLong_FromLongLong(l_acc[i]));
+            PyList_SET_ITEM(plh, i, PyLong_FromLongLong(l_hit[i]));
+        }
+        int fail = 0;
+        for (long i = 0; i < ncaches; i++) {
+            /* (store keys cold -> hot, all residents as (key, slot)) */
+            long nk = st_keys(&S, &C[i], keys);
+            PyObject *ks = nk >= 0 ? PyList_New(nk) : NULL;
+            PyObject *rs = PyList_New(0);
+            if (!ks || !rs) { Py_XDECREF(ks); Py_XDECREF(rs); fail = 1; break; }
+            for (long j = 0; j < nk; j++) PyList_SET_ITEM(ks, j, PyLong_FromLong(keys[j]));
+            long lo = per_layer ? i * E : 0, hi = per_layer ? (i + 1) * E : K;
+            for (long k = lo; k < hi && !fail; k++) {
+                if (S.slot[k] < 0) continue;
+                PyObject *pair = Py_BuildValue("(li)", k, S.slot[k]);
+                if (!pair || PyList_Append(rs, pair) < 0) fail = 1;
+                Py_XDECREF(pair);
+            }
+            long nb = C[i].rule == R_SEG ? st_len(&S, C[i].sub[1]) : 0;   /* b's keys first */
+            PyList_SET_ITEM(res, i, Py_BuildValue("(NNl)", ks, rs, nb));
+        }
+        if (fail || PyErr_Occurred()) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        PyObject *fl = PyList_New(S.ftop);
+        if (!fl) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        for (long i = 0; i < S.ftop; i++) PyList_SET_ITEM(fl, i, PyLong_FromLong(S.fstack[i]));
+        PyObject *tl_o = PyList_New(0);       /* the TTL order: (key, stamp), oldest first */
+        if (!tl_o) { Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        for (int k = S.thead; k >= 0; k = S.tnxt[k]) {
+            PyObject *pair = Py_BuildValue("(iL)", k, S.tstamp[k]);
+            if (!pair || PyList_Append(tl_o, pair) < 0) fail = 1;
+            Py_XDECREF(pair);
+            if (fail) break;
+        }
+        if (fail) { Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        PyObject *arr = PyDict_New();
+        if (!arr) { Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        for (long k = 0; k < K && narrival; k++) {
+            if (arrival[k] < 0.0) continue;
+            PyObject *kk = PyLong_FromLong(k), *vv = PyFloat_FromDouble(arrival[k]);
+            if (!kk || !vv || PyDict_SetItem(arr, kk, vv) < 0) fail = 1;
+            Py_XDECREF(kk); Py_XDECREF(vv);
+            if (fail) break;
+        }
+        if (fail) { Py_DECREF(arr); Py_DECREF(tl_o); Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
+        result = Py_BuildValue("{s:N,s:N,s:L,s:L,s:L,s:d,s:L,s:L,s:N,s:N,s:(ddddd),s:L,s:N,"
+                               "s:L,s:L,s:d,s:d,s:N}",
+                               "l_acc", pla, "l_hit", plh, "demand_loads", demand,
+                               "streamed", streamed, "evictions", evictions, "stall", rstall,
+                               "step", cur_step, "last_layer", last_layer, "free", fl,
+                               "caches", res, "clocks", now, link, tl_stall, tl_gpu, tl_xfer,
+                               "accesses", accesses, "ttl", tl_o,
+                               "background_loads", background, "cpu_computes", cpu_computes,
+                               "cpu_ms", tl_cpu, "cpu_wait_ms", tl_cpu_wait, "arrival", arr);
+        if (result) {
+            PyObject *v = PyLong_FromLongLong(nx);
+            if (!v || PyDict_SetItemString(result, "transfers", v) < 0) Py_CLEAR(result);
+            Py_XDECREF(v);
+        }
+    }
+
+done:
+    for (int i = 0; i < 13; i++) rel_buf(all[i]);
+    free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
+    free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
+    free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack); free(S.side);
+    if (C) for (long i = 0; i < ncaches; i++) cache_free(&C[i]);
+    free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys);
+    free(ordbuf); free(lready); free(lcomp); free(bgl); free(evl); free(arrival);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"replay", fast_replay, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "mpl.runtime._fast",
+    "The compiled replay kernel of the policy runtime (see mpl/runtime/fast.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fast(void) {
+    methods[0].ml_doc = replay_doc;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", 3)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}

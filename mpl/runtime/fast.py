@@ -1,0 +1,461 @@
+"""The backend switch and the glue of the compiled replay kernel (``mpl.runtime._fast``).
+
+The pure-Python runtime (``mpl.runtime.core`` and the generated modules) is the reference
+and the fallback. When the C extension ``mpl.runtime._fast`` is importable (it is built by
+``pip install`` where a C compiler is present, see setup.py) and ``MPL_PURE`` is not set, a
+replay of a policy the kernel covers runs whole in C: the records are packed into arrays
+(:func:`pack`; once per trace while a sweep or a tune holds it, :func:`hold`), the kernel makes the same decisions as the pure
+path (same victims, same slots, same float sums in the same order) and plays each dispatch
+on the simulated timeline, and the results are written back into the Runtime and the
+Timeline. ``tests/test_fast_equivalence.py`` holds the two backends equal.
+
+The kernel covers policies without prefetch (:func:`unsupported` says why one is not
+covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no prefetch; no monitor block and no adapt rules; eviction ``lru``,
+``lfu``, ``score``, ``frequency_threshold``, ``arc``, ``s3fifo``, ``lfru`` or a segmented
+``a | b``; TTL and memory-pressure triggers; a shared cache or
+per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
+records of one or several tokens. Everything else replays on the pure path, and live
+``dispatch()`` is always the pure path.
+
+After a compiled replay the runtime's counters, statistics, residents and slot pool are
+those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
+first (exact for lru; for the other rules the frequencies, scores and ghost lists restart):
+a runtime that goes on dispatching after a replay continues from that store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from array import array
+from contextlib import contextmanager
+
+from mpl.runtime.core import distinct
+from mpl.runtime.eviction import SEGMENT_RULES, make_store
+
+ENV_PURE = "MPL_PURE"
+#: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
+#: an older source is not used)
+KERNEL_ABI = 3
+
+
+def _import_kernel():
+    """(the C extension module or None, why it is not used)."""
+    if os.environ.get(ENV_PURE, "") not in ("", "0"):
+        return None, f"{ENV_PURE} is set"
+    try:
+        mod = importlib.import_module("mpl.runtime._fast")
+        if getattr(mod, "ABI", None) != KERNEL_ABI:
+            return None, ("the built mpl.runtime._fast is out of date for this source "
+                          "(rebuild it: pip install -e .)")
+        return mod, None
+    except ModuleNotFoundError as e:
+        if e.name == "mpl.runtime._fast":
+            return None, ("the C extension mpl.runtime._fast is not built (no C compiler at "
+                          "install time?)")
+        return None, f"the C extension mpl.runtime._fast does not load ({e})"
+    except ImportError as e:           # built for another Python, a broken file, ...
+        return None, f"the C extension mpl.runtime._fast does not load ({e})"
+
+
+_kernel, _WHY = _import_kernel()
+
+_forced_pure = False
+
+#: replays the kernel has run in this process (the tests check that it was used)
+kernel_runs = 0
+
+#: eviction rule -> the kernel's code
+RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
+         "frequency_threshold": 6}
+MODES = {"gpu_only": 0, "cpu_fallback": 1, "hybrid": 2}
+SEGMENTED = 7            # "a | b" with a and b single-queue rules (eviction.SEGMENT_RULES)
+
+
+def rule_code(rule: str) -> tuple[int, int, int] | None:
+    """(kernel rule, side a, side b) for an eviction rule as the IR spells it; None if the
+    kernel does not have it."""
+    if "|" in rule:
+        a, b = (x.strip() for x in rule.split("|", 1))
+        if a in SEGMENT_RULES and b in SEGMENT_RULES:
+            return SEGMENTED, RULES[a], RULES[b]
+        return None
+    code = RULES.get(rule)
+    return None if code is None else (code, 0, 0)
+
+MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
+
+
+def available() -> bool:
+    """True when the compiled kernel is importable and not switched off."""
+    return _kernel is not None and not _forced_pure
+
+
+def backend() -> str:
+    """``"compiled"`` (the C replay kernel is in use where it covers a policy) or ``"pure"``."""
+    return "compiled" if available() else "pure"
+
+
+def backend_info() -> dict:
+    """What ``mplc doctor`` prints: the backend, why it is pure, what the kernel covers."""
+    why = None
+    if _kernel is None:
+        why = _WHY
+    elif _forced_pure:
+        why = "forced by mpl.runtime.fast.pure()"
+    return {"backend": backend(), "reason": why,
+            "covers": "replay of policies without prefetch, monitor or adapt (any one "
+                      "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
+                      "memory triggers; "
+                      "shared or static per-layer caches; pins; priority routing); "
+                      "live dispatch() is pure Python"}
+
+
+@contextmanager
+def pure():
+    """Run the enclosed code on the pure-Python path (tests compare the two backends)."""
+    global _forced_pure
+    old = _forced_pure
+    _forced_pure = True
+    try:
+        yield
+    finally:
+        _forced_pure = old
+
+
+def unsupported(rt, packed: "Packed | None" = None) -> str | None:
+    """Why the kernel cannot replay this runtime (over these packed records; None: it can)."""
+    if not available():
+        return "the compiled backend is not in use"
+    f = rt.features
+    if f.get("monitor") or f.get("rules"):
+        return "a monitor block or adapt rules (the kernel has no monitor window)"
+    if len(tuple(f.get("modes", ()))) != 1 or rt.mode not in MODES:
+        return "a schedule.mode that changes"
+    if f.get("prefetch"):
+        return "prefetch"
+    if f.get("signal"):
+        return "per-layer capacities that rebalance on a signal"
+    rule = rt.p["cache.eviction"]
+    if rule_code(rule) is None:
+        return f"eviction {rule!r}"
+    if rt.num_layers * rt.num_experts > MAX_KEYS:
+        return "more keys than the kernel's tables hold"
+    if rt.step != -1 or any(rt.l_acc) or rt.dispatches or any(c.resident for c in rt._distinct_caches()):
+        return "the runtime has already dispatched (the kernel starts from a fresh runtime)"
+    if "frequency_threshold" in rule and rt.num_layers * int(rt.p["cache.freq_window"]) * \
+            (rt.num_layers if rt.per_layer else 1) > MAX_KEYS:
+        return "frequency_threshold windows larger than the kernel's tables"
+    if packed is not None and packed.weights_mixed and _reads_weights(rt):
+        return "records with and without router weights, for a rule or order that reads them"
+    return None
+
+
+def _reads_weights(rt) -> bool:
+    """The router weights matter: a score store (alone or a side) or priority routing."""
+    return rt.priority or "score" in (x.strip() for x in rt.p["cache.eviction"].split("|"))
+
+
+class Packed:
+    """Trace records as arrays: per record its layer, step (-1: None), token count and the
+    offset of its distinct experts (router order) in ``experts``/``weights``; ``multi``: the
+    records of several tokens with their tokens-per-expert (for the timeline's costs)."""
+
+    __slots__ = ("layers", "offs", "experts", "weights", "steps", "tokens", "multi",
+                 "weights_mixed", "records")
+
+    def __init__(self):
+        self.layers = array("i")
+        self.offs = array("i", [0])
+        self.experts = array("i")
+        self.weights = array("d")
+        self.steps = array("q")
+        self.tokens = array("i")
+        self.multi: list = []           # (record index, {expert: tokens})
+        self.weights_mixed = False      # some records with weights, some without
+        self.records = 0
+
+    def __len__(self):
+        return self.records
+
+
+def pack(records, num_experts: int) -> Packed:
+    """Pack ``(layer, experts, weights, tokens, step, predictions, tokens_of)`` records
+    (mpl.sim.replay.records_of). Expert ids out of range raise ValueError."""
+    p = Packed()
+    layers, offs, exps, ws, steps, toks = p.layers, p.offs, p.experts, p.weights, p.steps, p.tokens
+    with_w = without_w = 0
+    off = 0
+    for i, (layer, experts, weights, tokens, step, _pred, tokens_of) in enumerate(records):
+        n = len(experts)
+        if n > 1 and len(set(experts)) != n:
+            experts, weights = distinct(experts, weights)
+            n = len(experts)
+        layers.append(layer)
+        exps.extend(experts)
+        off += n
+        offs.append(off)
+        if weights is None:
+            without_w += 1
+        else:
+            with_w += 1
+            ws.extend(weights)
+        steps.append(-1 if step is None else step)
+        toks.append(tokens if tokens_of is not None else 1)
+        if tokens_of is not None:
+            p.multi.append((i, tokens_of))
+    p.records = len(layers)
+    if with_w and without_w:
+        p.weights_mixed = True
+    if not with_w:
+        p.weights = None
+    if exps and (min(exps) < 0 or max(exps) >= num_experts):
+        raise ValueError("an expert id out of range in the records")
+    return p
+
+
+def pack_dispatches(dispatches, num_experts: int) -> Packed:
+    """Pack trace Dispatches (mpl.trace) directly: the records ``records_of`` would give,
+    without building them (one-token dispatches, the common case, take the short path)."""
+    p = Packed()
+    layers, offs, exps, ws, steps, toks = p.layers, p.offs, p.experts, p.weights, p.steps, p.tokens
+    multi = []
+    with_w = without_w = 0
+    off = 0
+    for d in dispatches:
+        rows = d.experts
+        wrows = d.weights
+        if len(rows) == 1:
+            experts = rows[0]
+            weights = wrows[0] if wrows is not None else None
+            n = len(experts)
+            if n > 1 and len(set(experts)) != n:
+                experts, weights = distinct(experts, weights)
+                n = len(experts)
+            toks.append(1)
+        else:
+            fe = [e for row in rows for e in row]
+            fw = [w for row in wrows for w in row] if wrows is not None else None
+            experts, weights = distinct(fe, fw)
+            n = len(experts)
+            tokens_of: dict = {}
+            for row in rows:
+                for e in set(row):
+                    tokens_of[e] = tokens_of.get(e, 0) + 1
+            multi.append((len(layers), tokens_of))
+            toks.append(len(rows))
+        layers.append(d.layer)
+        exps.extend(experts)
+        off += n
+        offs.append(off)
+        steps.append(d.step)
+        if weights is None:
+            without_w += 1
+        else:
+            with_w += 1
+            ws.extend(weights)
+    p.multi = multi
+    p.records = len(layers)
+    p.weights_mixed = bool(with_w and without_w)
+    if not with_w:
+        p.weights = None
+    if exps and (min(exps) < 0 or max(exps) >= num_experts):
+        raise ValueError("an expert id out of range in the dispatches")
+    return p
+
+
+# ------------------------------------------------------------------ per-trace reuse
+_HELD: dict = {}        # id(trace) -> [trace, depth, {key: derived value}]
+
+
+def hold(trace) -> None:
+    """From now until :func:`release`, values derived from ``trace`` (its pack, its step
+    count) are computed once: the caller promises not to change the trace meanwhile (a sweep
+    or a tune replays one trace many times). Holding keeps the trace alive."""
+    ent = _HELD.get(id(trace))
+    if ent is not None and ent[0] is trace:
+        ent[1] += 1
+    else:
+        _HELD[id(trace)] = [trace, 1, {}]
+
+
+def release(trace) -> None:
+    ent = _HELD.get(id(trace))
+    if ent is not None and ent[0] is trace:
+        ent[1] -= 1
+        if ent[1] <= 0:
+            del _HELD[id(trace)]
+
+
+@contextmanager
+def reusing(trace):
+    """``hold(trace)`` for the enclosed block."""
+    hold(trace)
+    try:
+        yield trace
+    finally:
+        release(trace)
+
+
+def per_trace(trace, key, make):
+    """``make()``, memoised under ``key`` while ``trace`` is held (computed afresh otherwise)."""
+    ent = _HELD.get(id(trace))
+    if ent is None or ent[0] is not trace:
+        return make()
+    memo = ent[2]
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+def pack_trace(trace, num_experts: int) -> Packed:
+    """The pack of a Trace's dispatches (computed once while the trace is held)."""
+    return per_trace(trace, ("pack", num_experts),
+                     lambda: pack_dispatches(trace.dispatches, num_experts))
+
+
+def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
+                  _record=None) -> int | None:
+    """Run the packed records through ``rt`` on timeline ``tl`` in the kernel; the record
+    count, or None (nothing changed) when the kernel does not cover this runtime.
+    ``_protect=False`` is a test-only mode without in-use protection (a victim may be a key
+    of the same dispatch), to compare with simulators that have none (libCacheSim).
+    ``_record``: a :class:`Decisions` the kernel fills with every access's decision (the
+    tests compare them with the pure path's Plans)."""
+    if unsupported(rt, p) is not None:
+        return None
+    if tl.arrival:       # transfers in flight from an earlier replay on this timeline
+        return None
+    weighted = _reads_weights(rt)
+    if p.records == 0:
+        return 0
+    comp = dense = None
+    c = tl.c
+    cpu1 = c.cpu_expert_ms(1)
+    mode = MODES[rt.mode]
+    if p.multi:       # the timeline's costs of the records of several tokens, per expert
+        gpu1 = tl.unit_costs()[1]
+        gpu = array("d", bytes(8 * len(p.experts)))
+        cpu = array("d", bytes(8 * len(p.experts))) if mode else None
+        dense = array("d", bytes(8 * p.records))
+        memo: dict = {}
+        offs = p.offs
+        for r, tokens_of in p.multi:
+            dense[r] = c.dense_ms(p.tokens[r])
+            for a in range(offs[r], offs[r + 1]):
+                k = tokens_of.get(p.experts[a], 1)
+                if k == 1:
+                    g, u = gpu1, cpu1
+                else:
+                    v = memo.get(k)
+                    if v is None:
+                        v = memo[k] = (c.gpu_expert_ms(k), c.cpu_expert_ms(k) if mode else 0.0)
+                    g, u = v
+                gpu[a] = g
+                if cpu is not None:
+                    cpu[a] = u
+        comp = gpu if cpu is None else (gpu, cpu)
+    E = rt.num_experts
+    pins = bytearray(E)
+    for e in rt.pins:
+        pins[e] = 1
+    caches = rt._distinct_caches()
+    code, side_a, side_b = rule_code(rt.p["cache.eviction"])
+    cfg = (code, rt.per_layer, rt.priority, rt.num_layers, E,
+           rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
+           float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect,
+           rt.rebalance_interval if rt.features.get("rebalance") else 0, rt.dispatches,
+           -1 if rt.ttl_n is None or rt._ttl is None else rt.ttl_n, rt.ttl_steps, rt.accesses,
+           -1.0 if rt.mem_threshold is None else float(rt.mem_threshold), rt.mem_headroom,
+           rt.mem_budget, rt.expert_bytes, side_a, side_b, float(rt.p["cache.freq_threshold"]),
+           int(rt.p["cache.freq_window"]), mode, float(rt._cpu_limit))
+    dense1, gpu1, txf = tl.unit_costs()
+    clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks() + (cpu1, tl.cpu_ms, tl.cpu_wait_ms)
+    out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
+                         p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
+                         None if _record is None else _record.buffers(len(p.experts)))
+    global kernel_runs
+    kernel_runs += 1
+    _write_back(rt, out, p.records)
+    tl.set_clocks(*out["clocks"], out["transfers"])
+    tl.cpu_ms, tl.cpu_wait_ms = out["cpu_ms"], out["cpu_wait_ms"]
+    E = rt.num_experts
+    tl.arrival = {(k // E, k % E): t for k, t in out["arrival"].items()}
+    if tick is not None and every:    # the progress ticks of the pure loop, after the fact
+        for i in range(every, p.records + 1, every):
+            tick(i)
+    return p.records
+
+
+class Decisions:
+    """Per packed access (router order within each record): ``outcome`` 1 hit, 2 load,
+    0 streamed, 3 on the CPU with a background load, 4 on the CPU without; ``victim`` the
+    evicted key as an int (-1 none); ``slot`` (-1 when nothing was loaded)."""
+
+    def __init__(self):
+        self.outcome = self.victim = self.slot = None
+
+    def buffers(self, n: int):
+        self.outcome = bytearray(n)
+        self.victim = array("i", bytes(4 * n))
+        self.slot = array("i", bytes(4 * n))
+        return self.outcome, self.victim, self.slot
+
+
+def _write_back(rt, out: dict, records: int) -> None:
+    E = rt.num_experts
+    for i, (a, h) in enumerate(zip(out["l_acc"], out["l_hit"])):
+        rt.l_acc[i] += a
+        rt.l_hit[i] += h
+    rt.demand_loads += out["demand_loads"]
+    rt.background_loads += out["background_loads"]
+    rt.cpu_computes += out["cpu_computes"]
+    rt.streamed += out["streamed"]
+    rt.evictions += out["evictions"]
+    rt.stall = out["stall"]
+    rt.step = out["step"]
+    rt._last_layer = out["last_layer"]
+    if rt.features.get("rebalance"):
+        rt.dispatches += records          # (uniform rebalances move nothing)
+    rule = rt.p["cache.eviction"]
+    for cache, (cold_to_hot, resident, nb) in zip(rt._distinct_caches(), out["caches"]):
+        cache.resident = {(k // E, k % E): slot for k, slot in resident}
+        store = make_store(rule, cache.capacity, rt.p)
+        keys = [(k // E, k % E) for k in cold_to_hot]
+        if "|" in rule:        # each side gets its own keys (Segmented.keys(): b's, then a's)
+            for side, part in ((store.b, keys[:nb]), (store.a, keys[nb:])):
+                for key in part:
+                    side.insert(key, rt.w_default)
+        else:
+            for key in keys:
+                store.insert(key, rt.w_default)
+        cache.store = store
+    rt.pool.free = out["free"]
+    if rt._ttl is not None:        # the runtime counts accesses only for a TTL's stamps
+        rt.accesses = out["accesses"]
+        ttl = rt._ttl
+        ttl.clear()
+        for k, stamp in out["ttl"]:
+            ttl[(k // E, k % E)] = stamp
+
+
+def replay_records(rt, records, tl, tick=None, every=0):
+    """The generated ``replay_records``' fast path: ``(count, records)``; count None when
+    the kernel does not cover the runtime (``records``, possibly now a list, are then
+    replayed on the pure path by the caller)."""
+    if unsupported(rt) is not None:
+        return None, records
+    records = records if isinstance(records, list) else list(records)
+    try:
+        p = pack(records, rt.num_experts)
+    except (TypeError, ValueError):     # unusual records: the pure path reports them
+        return None, records
+    n = replay_packed(rt, p, tl, tick, every)
+    return n, records
+
+
+def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
+    """Replay a Trace's dispatches in the kernel (its pack cached); None if not covered."""
+    if unsupported(rt) is not None:
+        return None
+    return replay_packed(rt, pack_trace(trace, rt.num_experts), tl, tick, every)

@@ -1,0 +1,49 @@
+"""Build configuration beyond pyproject.toml: the optional compiled replay kernel.
+
+``mpl.runtime._fast`` (mpl/runtime/_fast.c, plain C against the CPython API: no build
+requirement but a C compiler) is built when a compiler is present. Without one, or when the
+build fails for any reason, the install still succeeds and the package runs on the
+pure-Python runtime (``mpl.runtime.backend()`` and ``mplc doctor`` say which is in use).
+``MPL_NO_EXT=1`` skips the build on purpose.
+"""
+
+import os
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class optional_build_ext(build_ext):
+    """build_ext that never fails the install: a compile error leaves the pure path."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as e:          # no compiler, no Python headers, ...
+            self._skip(e)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:
+            self._skip(e)
+
+    @staticmethod
+    def _skip(e):
+        sys.stderr.write(
+            "\n*** mpl: the compiled replay kernel (mpl.runtime._fast) was not built "
+            f"({type(e).__name__}: {e}).\n*** The install continues on the pure-Python "
+            "runtime: identical results, slower replays.\n\n")
+
+
+ext_modules = []
+if os.environ.get("MPL_NO_EXT", "") in ("", "0"):
+    ext_modules.append(Extension(
+        "mpl.runtime._fast", ["mpl/runtime/_fast.c"],
+        # no contraction into fused multiply-adds: the kernel's sums must round exactly as
+        # the pure-Python runtime's do
+        extra_compile_args=["-O2", "-ffp-contract=off"] if os.name != "nt" else [],
+        optional=True))
+
+setup(ext_modules=ext_modules, cmdclass={"build_ext": optional_build_ext})
