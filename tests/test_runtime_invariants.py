@@ -54,7 +54,10 @@ def random_policy(r: random.Random):
     return make_ir(vals, blocks=tuple(blocks), adapt=tuple(adapt))
 
 
-@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("MPL_FUZZ_SEEDS", "40"))))
+# 553, 836, 1033: a rebalance finishing a deferred capacity cut evicted keys the Plan did not
+# list (found with MPL_FUZZ_SEEDS=1100; kept as regression cases)
+@pytest.mark.parametrize("seed", sorted({*range(int(__import__("os").environ.get("MPL_FUZZ_SEEDS", "40"))),
+                                         553, 836, 1033}))
 def test_plans_are_consistent(seed):
     from mpl.api import from_ir
     r = random.Random(seed)

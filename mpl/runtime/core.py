@@ -578,8 +578,9 @@ class Runtime:
                 for key, slot in c.set_capacity(n, inuse):
                     self._gone(key, slot, evicted)
         for c, n in zip(self.caches, caps):
-            if n >= c.capacity:
-                c.set_capacity(n, inuse)
+            if n >= c.capacity:   # a cache still above its capacity (a cut that met keys in
+                for key, slot in c.set_capacity(n, inuse):   # use) finishes its cut here
+                    self._gone(key, slot, evicted)
 
     # ------------------------------------------------------------------ adapt
     def set_value(self, key, value, inuse, evicted) -> None:
