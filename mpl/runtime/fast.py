@@ -371,7 +371,9 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
            int(rt.p["cache.freq_window"]), mode, float(rt._cpu_limit))
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks() + (cpu1, tl.cpu_ms, tl.cpu_wait_ms)
-    out = _kernel.replay(cfg, [c.capacity for c in caches], bytes(pins), p.layers, p.offs,
+    # a cache never holds more than every expert (rt.max_slots): a larger capacity (a huge
+    # size budget) never evicts, exactly as at rt.max_slots, and fits the kernel's C long
+    out = _kernel.replay(cfg, [min(c.capacity, rt.max_slots) for c in caches], bytes(pins), p.layers, p.offs,
                          p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
                          None if _record is None else _record.buffers(len(p.experts)))
     global kernel_runs
