@@ -1216,20 +1216,25 @@ typedef struct {
     PyObject *pure;        /* the pure bound dispatch */
     PyTypeObject *plan;    /* mpl.runtime.plan.Plan */
     Py_ssize_t off[8];     /* Plan slot offsets: step layer experts where hit raw_loads evicted _typed */
+    PyTypeObject *cache_t, *lru_t, *pool_t;   /* Cache, LRU, SlotFreeList: their slots are read directly */
+    Py_ssize_t c_res, c_store, c_pool, c_cap, l_od, p_free;
     long num_layers, num_experts;
     int rebalance;         /* per-layer caches with a rebalance interval */
 } LiveObject;
 
-static PyObject *s_step, *s_last, *s_dl, *s_st, *s_ev, *s_lacc, *s_lhit, *s_caches, *s_resident,
+static PyObject *m_popitem, *m_mte;   /* OrderedDict.popitem, OrderedDict.move_to_end */
+static PyObject *s_popitem, *s_step, *s_last, *s_dl, *s_st, *s_ev, *s_lacc, *s_lhit, *s_caches, *s_resident,
     *s_store, *s_od, *s_pool, *s_free, *s_capacity, *s_mte, *s_demand, *s_disp, *s_rbi,
     *s_rebalance, *s_alloc, *s_trim;
 
 static int live_traverse(LiveObject *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT((PyObject *)o->plan);
+    Py_VISIT((PyObject *)o->cache_t); Py_VISIT((PyObject *)o->lru_t); Py_VISIT((PyObject *)o->pool_t);
     return 0;
 }
 static int live_clear(LiveObject *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->plan);
+    Py_CLEAR(o->cache_t); Py_CLEAR(o->lru_t); Py_CLEAR(o->pool_t);
     return 0;
 }
 static void live_dealloc(LiveObject *o) {
@@ -1249,6 +1254,84 @@ static void live_dealloc(LiveObject *o) {
 #define DSET(d, k, v, h) PyDict_SetItem(d, k, v)
 #define DDEL(d, k, h) PyDict_DelItem(d, k)
 #endif
+
+/* a __slots__ member of an object of the expected exact type (a new reference), by its
+ * offset; any other type goes through getattr */
+static PyObject *slot_get(PyObject *obj, PyTypeObject *t, Py_ssize_t off, PyObject *name) {
+    if (Py_TYPE(obj) == t) {
+        PyObject *v = *(PyObject **)((char *)obj + off);
+        if (v) { Py_INCREF(v); return v; }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* res.pop(key): a new reference, or NULL with KeyError */
+static PyObject *dict_pop(PyObject *d, PyObject *key) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_Pop(d, key, NULL);
+#else
+    PyObject *v;
+    int r = PyDict_Pop(d, key, &v);
+    if (r == 0) PyErr_SetObject(PyExc_KeyError, key);
+    return r > 0 ? v : NULL;
+#endif
+}
+
+static int in_use(PyObject *k, long layer, const long *ex, Py_ssize_t n) {
+    if (!PyTuple_CheckExact(k) || PyTuple_GET_SIZE(k) != 2) return 0;
+    long kl = PyLong_AsLong(PyTuple_GET_ITEM(k, 0));
+    if (kl == -1 && PyErr_Occurred()) return -1;
+    if (kl != layer) return 0;
+    long ke = PyLong_AsLong(PyTuple_GET_ITEM(k, 1));
+    if (ke == -1 && PyErr_Occurred()) return -1;
+    if (kl == layer) for (Py_ssize_t j = 0; j < n; j++) if (ex[j] == ke) return 1;
+    return 0;
+}
+
+/* The lru store's victim (``for victim in od: if not in use: del od[victim]``), removed from
+ * od: *victim a new reference, or NULL when every key is in use. The oldest key is taken by
+ * popitem(last=False); if it is in use it goes back to the front and the keys are scanned. */
+static int lru_victim(PyObject *od, long layer, const long *ex, Py_ssize_t n, PyObject **victim) {
+    *victim = NULL;
+    if (PyDict_GET_SIZE(od) == 0) return 0;
+    PyObject *a[3] = {od, Py_False, NULL};
+    PyObject *r = PyObject_Vectorcall(m_popitem, a, 2, NULL);
+    if (!r) return -1;
+    PyObject *k = PyTuple_GET_ITEM(r, 0);
+    Py_INCREF(k);
+    Py_DECREF(r);
+    int u = in_use(k, layer, ex, n);
+    if (u == 0) { *victim = k; return 0; }
+    /* in use (or an error): restore it at the front, then scan */
+    if (PyODict_SetItem(od, k, Py_None) < 0) { Py_DECREF(k); return -1; }
+    a[1] = k; a[2] = Py_False;
+    r = PyObject_Vectorcall(m_mte, a, 3, NULL);
+    Py_DECREF(k);
+    if (!r || u < 0) { Py_XDECREF(r); return -1; }
+    Py_DECREF(r);
+    PyObject *it = PyObject_GetIter(od);
+    if (!it) return -1;
+    while ((k = PyIter_Next(it))) {
+        u = in_use(k, layer, ex, n);
+        if (u < 0) { Py_DECREF(k); Py_DECREF(it); return -1; }
+        if (!u) break;
+        Py_DECREF(k);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) { Py_XDECREF(k); return -1; }
+    if (k && PyODict_DelItem(od, k) < 0) { Py_DECREF(k); return -1; }
+    *victim = k;
+    return 0;
+}
+
+/* a cache's capacity (a count; one beyond a C long is as good as unbounded here) */
+static int cap_of(PyObject *capo, long *cap) {
+    int ovf;
+    *cap = PyLong_AsLongAndOverflow(capo, &ovf);
+    if (ovf > 0) { *cap = LONG_MAX; return 0; }
+    if (ovf < 0) { *cap = LONG_MIN; return 0; }
+    return (*cap == -1 && PyErr_Occurred()) ? -1 : 0;
+}
 
 static PyObject *pure_call(LiveObject *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
     return PyObject_Vectorcall(o->pure, args, nargsf, kw);
@@ -1336,25 +1419,29 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
     if (!cache) return NULL;
     PyObject *res = NULL, *store = NULL, *od = NULL, *pool = NULL, *free_ = NULL, *capo = NULL;
     PyObject *where = NULL, *hit = NULL, *loads = NULL, *evicted = NULL, *result = NULL;
-    res = PyObject_GetAttr(cache, s_resident);
+    res = slot_get(cache, o->cache_t, o->c_res, s_resident);
     if (!res) goto fail;
     if (!PyDict_CheckExact(res)) { PyErr_SetString(PyExc_TypeError, "live dispatch: resident is not a dict"); goto fail; }
-    store = PyObject_GetAttr(cache, s_store);
+    store = slot_get(cache, o->cache_t, o->c_store, s_store);
     if (!store) goto fail;
-    od = PyObject_GetAttr(store, s_od);
+    od = slot_get(store, o->lru_t, o->l_od, s_od);
     if (!od) goto fail;
     if (!PyODict_CheckExact(od)) { PyErr_SetString(PyExc_TypeError, "live dispatch: the lru store is not an OrderedDict"); goto fail; }
-    capo = PyObject_GetAttr(cache, s_capacity);
+    capo = slot_get(cache, o->cache_t, o->c_cap, s_capacity);
     if (!capo) goto fail;
-    long cap = PyLong_AsLong(capo);
-    if (cap == -1 && PyErr_Occurred()) goto fail;
-    where = PyList_New(n); hit = PyList_New(n); loads = PyList_New(0); evicted = PyList_New(0);
+    long cap;
+    if (cap_of(capo, &cap) < 0) goto fail;
+    /* loads and evicted: room for n items (at most one each per expert here; a rebalance or
+     * a trim appends through list.append) */
+    where = PyList_New(n); hit = PyList_New(n); loads = PyList_New(n); evicted = PyList_New(n);
     if (!where || !hit || !loads || !evicted) goto fail;
+    Py_SET_SIZE(loads, 0); Py_SET_SIZE(evicted, 0);
     long long nd = 0, nev = 0, nst = 0, nhit = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PyList_GET_ITEM(experts, i);
         PyObject *key = PyTuple_Pack(2, layer_o, e);
         if (!key) goto fail;
+        PyObject_GC_UnTrack(key);          /* two ints */
         Py_hash_t kh = PyObject_Hash(key);
         if (kh == -1) { Py_DECREF(key); goto fail; }
         PyObject *slot = DGET(res, key, kh);
@@ -1363,7 +1450,7 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
             Py_INCREF(Py_True); PyList_SET_ITEM(hit, i, Py_True);
             nhit++;
             PyObject *a[2] = {od, key};
-            PyObject *r = PyObject_VectorcallMethod(s_mte, a, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            PyObject *r = PyObject_Vectorcall(m_mte, a, 2, NULL);
             Py_DECREF(key);
             if (!r) goto fail;
             Py_DECREF(r);
@@ -1372,29 +1459,15 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
         if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
         Py_INCREF(Py_False); PyList_SET_ITEM(hit, i, Py_False);
         if (!pool) {
-            pool = PyObject_GetAttr(cache, s_pool);
+            pool = slot_get(cache, o->cache_t, o->c_pool, s_pool);
             if (!pool) { Py_DECREF(key); goto fail; }
-            free_ = PyObject_GetAttr(pool, s_free);
+            free_ = slot_get(pool, o->pool_t, o->p_free, s_free);
             if (!free_) { Py_DECREF(key); goto fail; }
             if (!PyList_CheckExact(free_)) { Py_DECREF(key); PyErr_SetString(PyExc_TypeError, "live dispatch: pool.free is not a list"); goto fail; }
         }
         PyObject *victim = NULL, *vslot = NULL;
         if (PyDict_GET_SIZE(res) >= cap || PyList_GET_SIZE(free_) == 0) {
-            PyObject *it = PyObject_GetIter(od);
-            if (!it) { Py_DECREF(key); goto fail; }
-            PyObject *k;
-            while ((k = PyIter_Next(it))) {
-                int keep = 0;   /* in use by this dispatch */
-                if (PyTuple_CheckExact(k) && PyTuple_GET_SIZE(k) == 2) {
-                    long kl = PyLong_AsLong(PyTuple_GET_ITEM(k, 0));
-                    long ke = PyLong_AsLong(PyTuple_GET_ITEM(k, 1));
-                    if (PyErr_Occurred()) { Py_DECREF(k); Py_DECREF(it); Py_DECREF(key); goto fail; }
-                    if (kl == layer) for (Py_ssize_t j = 0; j < n; j++) if (ex[j] == ke) { keep = 1; break; }
-                }
-                if (!keep) { victim = k; break; }
-                Py_DECREF(k);
-            }
-            Py_DECREF(it);
+            if (lru_victim(od, layer, ex, n, &victim) < 0) { Py_DECREF(key); goto fail; }
             if (PyErr_Occurred()) { Py_XDECREF(victim); Py_DECREF(key); goto fail; }
             if (!victim) {     /* nothing evictable: streamed */
                 PyObject *sv = PyLong_FromLong(-2);
@@ -1404,15 +1477,13 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
                 if (!sv) goto fail;
                 continue;
             }
-            if (PyODict_DelItem(od, victim) < 0) { Py_DECREF(victim); Py_DECREF(key); goto fail; }
-            Py_hash_t vh = PyObject_Hash(victim);
-            vslot = vh == -1 ? NULL : DGET(res, victim, vh);
-            if (!vslot) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, victim); Py_DECREF(victim); Py_DECREF(key); goto fail; }
-            Py_INCREF(vslot);
-            if (DDEL(res, victim, vh) < 0) { Py_DECREF(vslot); Py_DECREF(victim); Py_DECREF(key); goto fail; }
+            vslot = dict_pop(res, victim);
+            if (!vslot) { Py_DECREF(victim); Py_DECREF(key); goto fail; }
             PyObject *evt = PyTuple_Pack(2, victim, vslot);
-            if (!evt || PyList_Append(evicted, evt) < 0) { Py_XDECREF(evt); Py_DECREF(vslot); Py_DECREF(victim); Py_DECREF(key); goto fail; }
-            Py_DECREF(evt);
+            if (!evt) { Py_DECREF(vslot); Py_DECREF(victim); Py_DECREF(key); goto fail; }
+            PyObject_GC_UnTrack(evt);      /* ints and an untracked key: never in a cycle */
+            PyList_SET_ITEM(evicted, PyList_GET_SIZE(evicted), evt);
+            Py_SET_SIZE(evicted, PyList_GET_SIZE(evicted) + 1);
             nev++;
         } else {
             Py_ssize_t m = PyList_GET_SIZE(free_);
@@ -1426,8 +1497,10 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
         PyObject *ld = PyTuple_Pack(4, key, vslot, victim ? victim : Py_None, s_demand);
         Py_XDECREF(victim);
         Py_DECREF(key);
-        if (!ld || PyList_Append(loads, ld) < 0) { Py_XDECREF(ld); Py_DECREF(vslot); goto fail; }
-        Py_DECREF(ld);
+        if (!ld) { Py_DECREF(vslot); goto fail; }
+        PyObject_GC_UnTrack(ld);
+        PyList_SET_ITEM(loads, PyList_GET_SIZE(loads), ld);
+        Py_SET_SIZE(loads, PyList_GET_SIZE(loads) + 1);
         nd++;
         PyList_SET_ITEM(where, i, vslot);     /* the reference of vslot */
     }
@@ -1457,8 +1530,7 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
             Py_DECREF(capo);
             capo = PyObject_GetAttr(cache, s_capacity);
             if (!capo) goto fail;
-            cap = PyLong_AsLong(capo);
-            if (cap == -1 && PyErr_Occurred()) goto fail;
+            if (cap_of(capo, &cap) < 0) goto fail;
         }
     }
     if (PyDict_GET_SIZE(res) > cap) {        /* a deferred cut completes (pure _trim) */
@@ -1490,11 +1562,25 @@ static PyObject *live_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) 
 
 static const char *plan_slots[8] = {"step", "layer", "experts", "where", "hit", "raw_loads", "evicted", "_typed"};
 
+/* the offset of an object slot of type t, or -1 with an exception */
+static Py_ssize_t slot_offset(PyObject *t, const char *name) {
+    PyObject *desc = PyObject_GetAttrString(t, name);
+    if (!desc) return -1;
+    Py_ssize_t off = -1;
+    if (Py_TYPE(desc) == &PyMemberDescr_Type && ((PyMemberDescrObject *)desc)->d_member->type == T_OBJECT_EX)
+        off = ((PyMemberDescrObject *)desc)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "live dispatch: %R.%s is not a __slots__ member", t, name);
+    Py_DECREF(desc);
+    return off;
+}
+
 static PyObject *live_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *rt, *pure, *plan;
+    PyObject *rt, *pure, *plan, *ct, *lt, *pt;
     long nl, ne;
     int reb;
-    if (!PyArg_ParseTuple(args, "OOO!llp", &rt, &pure, &PyType_Type, &plan, &nl, &ne, &reb)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO!llpO!O!O!", &rt, &pure, &PyType_Type, &plan, &nl, &ne, &reb,
+                          &PyType_Type, &ct, &PyType_Type, &lt, &PyType_Type, &pt)) return NULL;
     PyObject *d = PyObject_GenericGetDict(rt, NULL);
     if (!d) return NULL;
     LiveObject *o = (LiveObject *)type->tp_alloc(type, 0);
@@ -1503,6 +1589,13 @@ static PyObject *live_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(rt); o->rt = rt; o->dict = d; Py_INCREF(pure); o->pure = pure;
     Py_INCREF(plan); o->plan = (PyTypeObject *)plan;
     o->num_layers = nl; o->num_experts = ne; o->rebalance = reb;
+    Py_INCREF(ct); o->cache_t = (PyTypeObject *)ct; Py_INCREF(lt); o->lru_t = (PyTypeObject *)lt;
+    Py_INCREF(pt); o->pool_t = (PyTypeObject *)pt;
+    if ((o->c_res = slot_offset(ct, "resident")) < 0 || (o->c_store = slot_offset(ct, "store")) < 0 ||
+        (o->c_pool = slot_offset(ct, "pool")) < 0 || (o->c_cap = slot_offset(ct, "capacity")) < 0 ||
+        (o->l_od = slot_offset(lt, "od")) < 0 || (o->p_free = slot_offset(pt, "free")) < 0) {
+        Py_DECREF(o); return NULL;
+    }
     for (int i = 0; i < 8; i++) {
         PyObject *desc = PyObject_GetAttrString(plan, plan_slots[i]);
         if (!desc) { Py_DECREF(o); return NULL; }
@@ -1529,7 +1622,8 @@ static PyTypeObject LiveType = {
     .tp_traverse = (traverseproc)live_traverse,
     .tp_clear = (inquiry)live_clear,
     .tp_free = PyObject_GC_Del,
-    .tp_doc = "LiveLRU(runtime, pure_dispatch, Plan, num_layers, num_experts, rebalance): the "
+    .tp_doc = "LiveLRU(runtime, pure_dispatch, Plan, num_layers, num_experts, rebalance, Cache, LRU, "
+              "SlotFreeList): the "
               "compiled dispatch() of an lru demand-only policy (see mpl/runtime/fast.py).",
     .tp_new = live_new,
 };
@@ -1542,8 +1636,10 @@ static int live_init_module(PyObject *m) {
     INTERN(s_pool, "pool") INTERN(s_free, "free") INTERN(s_capacity, "capacity")
     INTERN(s_mte, "move_to_end") INTERN(s_demand, "demand") INTERN(s_disp, "dispatches")
     INTERN(s_rbi, "rebalance_interval") INTERN(s_rebalance, "_rebalance") INTERN(s_alloc, "allocation")
-    INTERN(s_trim, "_trim")
+    INTERN(s_trim, "_trim") INTERN(s_popitem, "popitem")
 #undef INTERN
+    if (!(m_popitem = PyObject_GetAttrString((PyObject *)&PyODict_Type, "popitem"))) return -1;
+    if (!(m_mte = PyObject_GetAttrString((PyObject *)&PyODict_Type, "move_to_end"))) return -1;
     if (PyType_Ready(&LiveType) < 0) return -1;
     Py_INCREF(&LiveType);
     if (PyModule_AddObject(m, "LiveLRU", (PyObject *)&LiveType) < 0) { Py_DECREF(&LiveType); return -1; }

@@ -14,8 +14,12 @@ covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no p
 ``lfu``, ``score``, ``frequency_threshold``, ``arc``, ``s3fifo``, ``lfru`` or a segmented
 ``a | b``; TTL and memory-pressure triggers; a shared cache or
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
-records of one or several tokens. Everything else replays on the pure path, and live
-``dispatch()`` is always the pure path.
+records of one or several tokens. Everything else replays on the pure path.
+
+Live ``dispatch()``: for lru, gpu_only, demand-only policies (:func:`live_unsupported` says why
+one is not covered) ``Runtime.__init__`` installs ``_fast.LiveLRU`` as the instance's
+``dispatch`` (:func:`install_live`): the generated dispatch in C, acting on the runtime's own
+pure structures, handing every unusual argument to the pure dispatch before any state changes.
 
 After a compiled replay the runtime's counters, statistics, residents and slot pool are
 those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
@@ -108,7 +112,8 @@ def backend_info() -> dict:
                       "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
-                      "live dispatch() is pure Python"}
+                      "live dispatch() of lru gpu_only demand-only policies without pins or "
+                      "triggers (shared or per-layer caches); other live dispatch() is pure Python"}
 
 
 @contextmanager
@@ -497,10 +502,13 @@ def install_live(rt) -> bool:
     else changes; ``del rt.dispatch`` goes back to the pure dispatch at any point."""
     if live_unsupported(rt) is not None:
         return False
+    from mpl.runtime.cache import Cache, SlotFreeList
+    from mpl.runtime.eviction_basic import LRU
     from mpl.runtime.plan import Plan
     pure_dispatch = type(rt).dispatch.__get__(rt)
     rebalance = bool(rt.per_layer and rt.features.get("rebalance"))
-    rt.dispatch = _kernel.LiveLRU(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, rebalance)
+    rt.dispatch = _kernel.LiveLRU(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, rebalance,
+                                  Cache, LRU, SlotFreeList)
     return True
 
 
