@@ -86,7 +86,7 @@ def calls(L, E, K):
         kw = {}
         kind = draw(st.sampled_from(["plain"] * 6 + ["weights", "tokens", "bad_layer", "bad_id",
                                                      "float_id", "bool_id", "dup", "bad_w",
-                                                     "nan_w", "int_w", "step", "tuple",
+                                                     "nan_w", "int_w", "step", "tuple", "kw",
                                                      "tokens0", "predictions"]))
         if kind == "weights":
             args.append(draw(weights_for(len(ex))))
@@ -111,6 +111,12 @@ def calls(L, E, K):
             args.append([1] * len(ex))
         elif kind == "step":
             kw["step"] = draw(st.sampled_from([0, 3, 10, -1]))
+        elif kind == "kw":   # the mechanism's call: weights=, tokens=, step=, predictions=
+            kw["weights"] = draw(weights_for(len(ex)))
+            kw["tokens"] = draw(st.integers(1, 4))
+            if draw(st.booleans()):
+                kw["step"] = draw(st.integers(0, 12))
+            kw["predictions"] = draw(st.sampled_from([None, {}]))
         elif kind == "tuple":
             args[1] = tuple(ex)
         elif kind == "tokens0":

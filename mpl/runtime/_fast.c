@@ -1223,6 +1223,7 @@ typedef struct {
 } LiveObject;
 
 static PyObject *m_popitem, *m_mte;   /* OrderedDict.popitem, OrderedDict.move_to_end */
+static PyObject *s_kw_weights, *s_kw_tokens, *s_kw_predictions;
 static PyObject *s_popitem, *s_step, *s_last, *s_dl, *s_st, *s_ev, *s_lacc, *s_lhit, *s_caches, *s_resident,
     *s_store, *s_od, *s_pool, *s_free, *s_capacity, *s_mte, *s_demand, *s_disp, *s_rbi,
     *s_rebalance, *s_alloc, *s_trim;
@@ -1370,9 +1371,31 @@ static int list_add(PyObject *lst, long i, long long n) {
 static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
-    if (kw || nargs < 2 || nargs > 4) return pure_call(o, args, nargsf, kw);
+    if (nargs < 2 || nargs > 4) return pure_call(o, args, nargsf, kw);
     PyObject *layer_o = args[0], *experts = args[1];
     PyObject *weights = nargs > 2 ? args[2] : Py_None;
+    PyObject *tokens_o = nargs > 3 ? args[3] : NULL, *step_o = Py_None;
+    if (kw) {   /* weights=, tokens=, step=, predictions= (empty or None); anything else: pure */
+        Py_ssize_t nk = PyTuple_GET_SIZE(kw);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject *name = PyTuple_GET_ITEM(kw, i), *v = args[nargs + i];
+            if (PyUnicode_Compare(name, s_kw_weights) == 0 && nargs < 3) weights = v;
+            else if (PyUnicode_Compare(name, s_kw_tokens) == 0 && nargs < 4) tokens_o = v;
+            else if (PyUnicode_Compare(name, s_step) == 0) step_o = v;
+            else if (PyUnicode_Compare(name, s_kw_predictions) == 0) {
+                if (v != Py_None && !(PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0))
+                    return pure_call(o, args, nargsf, kw);
+            }
+            else { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+        }
+    }
+    long long step_given = -1;
+    if (step_o != Py_None) {
+        if (!PyLong_CheckExact(step_o)) return pure_call(o, args, nargsf, kw);
+        int sov;
+        step_given = PyLong_AsLongLongAndOverflow(step_o, &sov);
+        if (sov || step_given < 0) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+    }
     if (!PyLong_CheckExact(layer_o) || !PyList_CheckExact(experts)) return pure_call(o, args, nargsf, kw);
     int ovf;
     long layer = PyLong_AsLongAndOverflow(layer_o, &ovf);
@@ -1398,8 +1421,8 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
         }
         if (s * 0.0 != 0.0) return pure_call(o, args, nargsf, kw);
     }
-    if (nargs > 3) {
-        PyObject *t = args[3];
+    if (tokens_o) {
+        PyObject *t = tokens_o;
         if (!PyLong_CheckExact(t)) return pure_call(o, args, nargsf, kw);
         long tv = PyLong_AsLongAndOverflow(t, &ovf);
         if (!ovf && tv == -1 && PyErr_Occurred()) PyErr_Clear();
@@ -1410,7 +1433,8 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
     PyObject *d = o->dict;
     long long step, last;
     if (dget_ll(d, s_step, &step) < 0 || dget_ll(d, s_last, &last) < 0) return NULL;
-    if (layer <= last) { step += 1; if (dset_ll(d, s_step, step) < 0) return NULL; }
+    if (step_given >= 0) { step = step_given; if (PyDict_SetItem(d, s_step, step_o) < 0) return NULL; }
+    else if (layer <= last) { step += 1; if (dset_ll(d, s_step, step) < 0) return NULL; }
     if (PyDict_SetItem(d, s_last, layer_o) < 0) return NULL;
 
     PyObject *caches = PyDict_GetItemWithError(d, s_caches);
@@ -1637,6 +1661,7 @@ static int live_init_module(PyObject *m) {
     INTERN(s_mte, "move_to_end") INTERN(s_demand, "demand") INTERN(s_disp, "dispatches")
     INTERN(s_rbi, "rebalance_interval") INTERN(s_rebalance, "_rebalance") INTERN(s_alloc, "allocation")
     INTERN(s_trim, "_trim") INTERN(s_popitem, "popitem")
+    INTERN(s_kw_weights, "weights") INTERN(s_kw_tokens, "tokens") INTERN(s_kw_predictions, "predictions")
 #undef INTERN
     if (!(m_popitem = PyObject_GetAttrString((PyObject *)&PyODict_Type, "popitem"))) return -1;
     if (!(m_mte = PyObject_GetAttrString((PyObject *)&PyODict_Type, "move_to_end"))) return -1;
