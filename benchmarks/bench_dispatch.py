@@ -203,7 +203,7 @@ def main(argv=None) -> int:
         why = f"no interpreter at {exe!r} (pip install moe-policylang==1.15.0 into a venv)"
     for _ in range(args.repeat):
         for k, v in bench_ours(trace, 1).items():
-            ours[k] = v if k.endswith(":hit_rate") else min(v, ours.get(k, float("inf")))
+            ours[k] = v if not isinstance(v, float) or k.endswith(":hit_rate") else min(v, ours.get(k, float("inf")))
         if why:
             continue
         cmd = [exe, os.path.abspath(__file__), "--worker-original", "--steps", str(args.steps),
