@@ -116,6 +116,9 @@ def bench_ours(trace, repeat: int) -> dict:
         for layer, ex, w in trace:
             rt.dispatch(layer, ex, w)
         res[name + ":hit_rate"] = rt.stats()["hit_rate"]
+        from mpl.runtime.fast import live_backend, live_unsupported
+        res[name + ":live"] = live_backend(rt)
+        res[name + ":why"] = live_unsupported(rt)
     return res
 
 
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
         why = f"no interpreter at {exe!r} (pip install moe-policylang==1.15.0 into a venv)"
     for _ in range(args.repeat):
         for k, v in bench_ours(trace, 1).items():
-            ours[k] = v if k.endswith(":hit_rate") else min(v, ours.get(k, float("inf")))
+            ours[k] = v if not isinstance(v, float) or k.endswith(":hit_rate") else min(v, ours.get(k, float("inf")))
         if why:
             continue
         cmd = [exe, os.path.abspath(__file__), "--worker-original", "--steps", str(args.steps),
@@ -220,8 +223,9 @@ def main(argv=None) -> int:
                 if isinstance(v, float) and isinstance(orig.get(k), float):
                     orig[k] = min(orig[k], v)
     from mpl.runtime import backend
-    print(f"runtime backend: {backend()} (live dispatch() runs the pure-Python runtime on both "
-          f"backends; the compiled kernel takes replays only)")
+    print(f"runtime backend: {backend()}; live dispatch() per policy: "
+          + ", ".join(f"{n} {ours[n + ':live']}" + (f" ({ours[n + ':why']})" if ours[n + ':why'] else "")
+                      for n in POLICIES))
     print(f"trace: {len(trace)} dispatches ({args.steps} steps x {LAYERS} layers), "
           f"{EXPERTS} experts, top-{TOP_K}; best of {args.repeat} interleaved rounds; "
           f"CPU microseconds per dispatch")

@@ -224,6 +224,9 @@ class Runtime:
         self.rules = [_Rule(armed=inv is None) for inv in rules]
         self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)
         self._partner = {inv: i for i, inv in enumerate(rules) if inv is not None}
+        if hasattr(type(self), "dispatch"):      # a compiled policy module's class
+            from mpl.runtime.fast import install_live       # (fast imports this module)
+            install_live(self)       # the C live dispatch where it covers the policy
 
     # ------------------------------------------------------------------ argument checks
     # The compiled dispatch tests its arguments cheaply and calls these only when a test

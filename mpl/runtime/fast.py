@@ -14,8 +14,12 @@ covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no p
 ``lfu``, ``score``, ``frequency_threshold``, ``arc``, ``s3fifo``, ``lfru`` or a segmented
 ``a | b``; TTL and memory-pressure triggers; a shared cache or
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
-records of one or several tokens. Everything else replays on the pure path, and live
-``dispatch()`` is always the pure path.
+records of one or several tokens. Everything else replays on the pure path.
+
+Live ``dispatch()``: for lru, gpu_only, demand-only policies (:func:`live_unsupported` says why
+one is not covered) ``Runtime.__init__`` installs ``_fast.LiveLRU`` as the instance's
+``dispatch`` (:func:`install_live`): the generated dispatch in C, acting on the runtime's own
+pure structures, handing every unusual argument to the pure dispatch before any state changes.
 
 After a compiled replay the runtime's counters, statistics, residents and slot pool are
 those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
@@ -108,7 +112,8 @@ def backend_info() -> dict:
                       "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
-                      "live dispatch() is pure Python"}
+                      "live dispatch() of lru gpu_only demand-only policies without pins or "
+                      "triggers (shared or per-layer caches); other live dispatch() is pure Python"}
 
 
 @contextmanager
@@ -461,3 +466,55 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
     if unsupported(rt) is not None:
         return None
     return replay_packed(rt, pack_trace(trace, rt.num_experts), tl, tick, every)
+
+
+# ---------------------------------------------------------------------- live dispatch
+#: features that take a policy's dispatch() off the compiled live path
+_LIVE_OFF = ("prefetch", "monitor", "rules", "ttl", "memory", "filters", "priority", "signal",
+             "pins", "history", "affinity", "lookahead_strategy", "rebalance_off")
+
+
+def live_unsupported(rt) -> str | None:
+    """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveLRU``); None: it
+    can. It covers the generated dispatch of lru, gpu_only, demand-only policies (no pins,
+    triggers, prefetch, monitor or adapt rules) on a shared cache or on per-layer caches
+    whose allocation does not move on a signal."""
+    if not available():
+        return "the compiled backend is not in use"
+    if not hasattr(_kernel, "LiveLRU"):
+        return "the built mpl.runtime._fast has no live dispatch (rebuild it: pip install -e .)"
+    f = rt.features
+    for name in _LIVE_OFF:
+        if f.get(name):
+            return f"{name.replace('_', ' ')} (the live C dispatch covers lru demand paths only)"
+    if tuple(f.get("modes", ())) != ("gpu_only",) or rt.mode != "gpu_only":
+        return "a schedule.mode other than gpu_only"
+    if not f.get("lru_only") or rt.p["cache.eviction"] != "lru":
+        return f"eviction {rt.p['cache.eviction']!r} (the live C dispatch covers lru)"
+    if rt.pins:
+        return "pins"
+    if rt.num_experts >= 1 << 30 or rt.num_layers >= 1 << 30:
+        return "a model shape beyond the live dispatch's ints"
+    return None
+
+
+def install_live(rt) -> bool:
+    """Make ``rt.dispatch`` the compiled live dispatch where it covers the policy (called at
+    the end of Runtime.__init__). It acts on the runtime's own pure structures, so nothing
+    else changes; ``del rt.dispatch`` goes back to the pure dispatch at any point."""
+    if live_unsupported(rt) is not None:
+        return False
+    from mpl.runtime.cache import Cache, SlotFreeList
+    from mpl.runtime.eviction_basic import LRU
+    from mpl.runtime.plan import Plan
+    pure_dispatch = type(rt).dispatch.__get__(rt)
+    rebalance = bool(rt.per_layer and rt.features.get("rebalance"))
+    rt.dispatch = _kernel.LiveLRU(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, rebalance,
+                                  Cache, LRU, SlotFreeList)
+    return True
+
+
+def live_backend(rt) -> str:
+    """``"compiled"`` when ``rt.dispatch`` is the C live dispatch, else ``"pure"``."""
+    d = rt.__dict__.get("dispatch")
+    return "compiled" if d is not None and type(d).__name__ == "LiveLRU" else "pure"

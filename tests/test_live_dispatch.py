@@ -1,0 +1,198 @@
+"""The compiled live dispatch (``mpl.runtime._fast.LiveLRU``, installed by
+``mpl.runtime.fast.install_live``) against the pure generated dispatch, the reference: for
+random lru demand-only policies (shared or per-layer caches, rebalancing) and random call
+sequences, good and bad arguments mixed, every call returns an equal Plan (every field) or
+raises the same DispatchError with the same message, and the end state (stats, residents,
+store order, slot pool, step) is the same. Derandomized (property_profiles.prop)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import weakref
+
+import pytest
+from hypothesis import HealthCheck, given, strategies as st
+
+import mpl
+from mpl.runtime import fast
+from mpl.runtime.core import DispatchError, RuntimeConfigError
+from property_profiles import prop
+
+needs_live = pytest.mark.skipif(fast._kernel is None or not hasattr(fast._kernel, "LiveLRU"),
+                                reason=f"the compiled live dispatch is not available: {fast._WHY}")
+
+SETTINGS = prop(int(os.environ.get("MPL_LIVE_EXAMPLES", "120")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def pair(text, L, E, K):
+    """(live runtime, pure runtime) of one policy."""
+    pol = mpl.loads(text)
+    a = pol.runtime(L, E, K)
+    with fast.pure():
+        b = pol.runtime(L, E, K)
+    return a, b
+
+
+def fields(p):
+    return (p.step, p.layer, list(p.experts), p.where, p.hit, p.raw_loads, p.evicted,
+            [tuple(x) for x in p.loads])
+
+
+def call(rt, args, kw):
+    try:
+        return ("plan", fields(rt.dispatch(*args, **kw)))
+    except DispatchError as e:
+        return ("error", str(e))
+
+
+def end_state(rt):
+    caches = rt.caches if rt.per_layer else rt.caches[:1]
+    return (rt.stats(), rt.resident(), rt.capacities(), [c.store.keys() for c in caches],
+            sorted(rt.pool.free), rt.step, rt._last_layer, rt.dispatches)
+
+
+@st.composite
+def policies(draw):
+    L = draw(st.integers(1, 4))
+    E = draw(st.integers(2, 12))
+    K = draw(st.integers(1, min(6, E)))
+    cap = draw(st.integers(1, 10))
+    if draw(st.booleans()):
+        lo = 1
+        hi = cap + draw(st.integers(0, 3))
+        budget = draw(st.integers(L * lo, L * hi))
+        text = (f"policy p {{ cache {{ capacity = {cap} eviction = lru }} per_layer {{ "
+                f"allocation = uniform total_budget = {budget} min_capacity = {lo} "
+                f"max_capacity = {hi} rebalance_interval = {draw(st.integers(1, 7))} }} }}")
+    else:
+        text = f"policy p {{ cache {{ capacity = {cap} eviction = lru }} }}"
+    return text, L, E, K
+
+
+def calls(L, E, K):
+    """One dispatch call: mostly good, some of every kind of bad argument."""
+    ids = st.integers(0, E - 1)
+    good = st.tuples(st.integers(0, L - 1), st.lists(ids, min_size=0, max_size=K, unique=True))
+
+    def weights_for(n):
+        return st.one_of(st.none(), st.lists(st.floats(0.01, 1.0), min_size=n, max_size=n))
+
+    @st.composite
+    def one(draw):
+        layer, ex = draw(good)
+        args = [layer, ex]
+        kw = {}
+        kind = draw(st.sampled_from(["plain"] * 6 + ["weights", "tokens", "bad_layer", "bad_id",
+                                                     "float_id", "bool_id", "dup", "bad_w",
+                                                     "nan_w", "int_w", "step", "tuple", "kw",
+                                                     "tokens0", "predictions"]))
+        if kind == "weights":
+            args.append(draw(weights_for(len(ex))))
+        elif kind == "tokens":
+            args += [draw(weights_for(len(ex))), draw(st.integers(1, 5))]
+        elif kind == "bad_layer":
+            args[0] = draw(st.sampled_from([-1, L, L + 3, 1.0, True, "0", None]))
+        elif kind == "bad_id":
+            args[1] = ex + [draw(st.sampled_from([-1, E, E + 5]))]
+        elif kind == "float_id":
+            args[1] = ex + [float(draw(ids))]
+        elif kind == "bool_id":
+            args[1] = ex + [True]
+        elif kind == "dup" and ex:
+            args[1] = ex + [ex[0]]
+            args.append([0.5] * len(args[1]) if draw(st.booleans()) else None)
+        elif kind == "bad_w":
+            args.append([0.5] * (len(ex) + 1))
+        elif kind == "nan_w" and ex:
+            args.append([float("nan")] + [0.5] * (len(ex) - 1))
+        elif kind == "int_w" and ex:
+            args.append([1] * len(ex))
+        elif kind == "step":
+            kw["step"] = draw(st.sampled_from([0, 3, 10, -1]))
+        elif kind == "kw":   # the mechanism's call: weights=, tokens=, step=, predictions=
+            kw["weights"] = draw(weights_for(len(ex)))
+            kw["tokens"] = draw(st.integers(1, 4))
+            if draw(st.booleans()):
+                kw["step"] = draw(st.integers(0, 12))
+            kw["predictions"] = draw(st.sampled_from([None, {}]))
+        elif kind == "tuple":
+            args[1] = tuple(ex)
+        elif kind == "tokens0":
+            args += [None, draw(st.sampled_from([0, -2, 1.5]))]
+        elif kind == "predictions":
+            kw["predictions"] = {0: list(ex)}
+        return tuple(args), kw
+    return one()
+
+
+@needs_live
+@given(st.data())
+@SETTINGS
+def test_live_dispatch_equals_pure_call_by_call(data):
+    text, L, E, K = data.draw(policies())
+    try:
+        a, b = pair(text, L, E, K)
+    except RuntimeConfigError:
+        return
+    assert fast.live_backend(a) == "compiled", fast.live_unsupported(a)
+    assert fast.live_backend(b) == "pure"
+    seq = data.draw(st.lists(calls(L, E, K), min_size=1, max_size=60))
+    for args, kw in seq:
+        assert call(a, args, kw) == call(b, args, kw), (args, kw)
+    assert end_state(a) == end_state(b)
+
+
+BENCH = {
+    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", True),
+    "per_layer_864": ("policy per_layer_864 { cache { capacity = 32 } per_layer { allocation = "
+                      "uniform total_budget = 864 } }", True),
+    "lfu_history": ("policy lfu_history { cache { capacity = 16 eviction = lfu frequency_decay "
+                    "= 0.9 } prefetch { strategy = history budget = 4 } }", False),
+    "pins": ("policy pins { cache { capacity = 8 eviction = lru pin = [0] } }", False),
+}
+
+
+@needs_live
+@pytest.mark.parametrize("name", sorted(BENCH))
+def test_coverage_is_reported(name):
+    text, covered = BENCH[name]
+    rt = mpl.loads(text).runtime(27, 64, 6)
+    assert (fast.live_backend(rt) == "compiled") == covered
+    assert (fast.live_unsupported(rt) is None) == covered
+    with fast.pure():
+        rt2 = mpl.loads(text).runtime(27, 64, 6)
+        assert fast.live_unsupported(rt2) == "the compiled backend is not in use"
+    assert fast.live_backend(rt2) == "pure"
+    # the reason names what takes it off the live path
+    assert covered or "live C dispatch" in fast.live_unsupported(rt) or "pins" in fast.live_unsupported(rt)
+
+
+@needs_live
+def test_switching_back_to_pure_continues_exactly():
+    """The live dispatch keeps its state in the pure structures: dropping it mid-run (the pure
+    dispatch takes over) gives the same Plans as a pure runtime all along."""
+    text = BENCH["per_layer_864"][0].replace("864", "60")
+    a, b = pair(text, 6, 16, 4)
+    import random
+    r = random.Random(5)
+    for i in range(600):
+        layer = i % 6
+        ex = r.sample(range(16), 4)
+        if i == 300:
+            del a.dispatch
+            assert fast.live_backend(a) == "pure"
+        assert fields(a.dispatch(layer, ex)) == fields(b.dispatch(layer, ex))
+    assert end_state(a) == end_state(b)
+
+
+@needs_live
+def test_a_live_runtime_is_collected():
+    """The live dispatch and its runtime reference each other: the cycle is collectable."""
+    rt = mpl.loads(BENCH["lru16"][0]).runtime(4, 8, 2)
+    rt.dispatch(0, [1, 2])
+    ref = weakref.ref(rt)
+    del rt
+    gc.collect()
+    assert ref() is None
