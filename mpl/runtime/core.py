@@ -24,6 +24,7 @@ from mpl.runtime.eviction import make_store
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History
+from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
 from mpl.schema import REQUIRED_KEYS
 
 log = logging.getLogger("mpl.runtime")
@@ -37,22 +38,6 @@ class RuntimeConfigError(ValueError):
 
 class DispatchError(ValueError):
     """A dispatch the runtime cannot take (layer out of range, weights not aligned)."""
-
-
-def distinct(experts, weights):
-    """Distinct experts in first-occurrence order; a repeated expert's weight is the mean."""
-    seen: dict = {}
-    for i, e in enumerate(experts):
-        w = weights[i] if weights is not None else 0.0
-        a = seen.get(e)
-        if a is None:
-            seen[e] = [w, 1]
-        else:
-            a[0] += w
-            a[1] += 1
-    ex = list(seen)
-    ws = [a[0] / a[1] for a in seen.values()] if weights is not None else None
-    return ex, ws
 
 
 # Model shapes beyond these are refused (no MoE model comes near them; the .mpltrace format
@@ -225,7 +210,7 @@ class Runtime:
         self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)
         self._partner = {inv: i for i, inv in enumerate(rules) if inv is not None}
         if hasattr(type(self), "dispatch"):      # a compiled policy module's class
-            from mpl.runtime.fast import install_live       # (fast imports this module)
+            from mpl.runtime.fast import install_live
             install_live(self)       # the C live dispatch where it covers the policy
 
     # ------------------------------------------------------------------ argument checks

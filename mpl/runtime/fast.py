@@ -34,7 +34,7 @@ import os
 from array import array
 from contextlib import contextmanager
 
-from mpl.runtime.core import distinct
+from mpl.runtime.routing import distinct
 from mpl.runtime.eviction import SEGMENT_RULES, make_store
 
 ENV_PURE = "MPL_PURE"
