@@ -17,6 +17,7 @@ import re
 
 from mpl import ir as _ir
 from mpl import schema
+from mpl.features import Features, features, reachable  # noqa: F401  (re-exported)
 
 GENERATOR_VERSION = 6
 
@@ -50,68 +51,12 @@ def identifier(name: str) -> str:
     return s
 
 
-# ---------------------------------------------------------------- reachability
-def reachable(pir: _ir.PolicyIR, key: str) -> list:
-    """The values ``key`` can take: the initial one, then those adapt rules set (in order)."""
-    vals = [pir.values[key]]
-    for rule in pir.adapt:
-        for a in rule.actions:
-            if isinstance(a, _ir.SetAction) and a.key == key and a.value not in vals:
-                vals.append(a.value)
-            if (key == "per_layer.allocation" and isinstance(a, _ir.RebalanceAction)
-                    and a.allocation not in vals):
-                vals.append(a.allocation)
-    return vals
-
-
-def _triggers(pir) -> set:
-    return {a.trigger for r in pir.adapt for a in r.actions if isinstance(a, _ir.TriggerAction)}
-
-
-def features(pir: _ir.PolicyIR) -> dict:
-    """What the generated dispatch must contain (and the runtime must track)."""
-    ev = reachable(pir, "cache.eviction")
-    rules = [p for v in ev for p in str(v).split("|")]
-    strategies = [s for s in reachable(pir, "prefetch.strategy") if s != "none"]
-    per_layer = pir.per_layer
-    allocs = reachable(pir, "per_layer.allocation") if per_layer else []
-    trig = _triggers(pir)
-    return {
-        "per_layer": per_layer,
-        "modes": tuple(reachable(pir, "schedule.mode")),
-        "lru_only": all(r == "lru" for r in rules) and not any("|" in str(v) for v in ev),
-        "weighted": any(r == "score" for r in rules),
-        "filters": any(r == "frequency_threshold" for r in rules),
-        "pins": bool(pir.values["cache.pin"]),
-        "prefetch": bool(strategies),
-        "history": any(s in ("history", "lookahead") for s in strategies),
-        "affinity": "affinity" in strategies,
-        "history_next_only": (strategies in (["history"], ["lookahead"])
-                              and reachable(pir, "prefetch.lookahead") == [1]),
-        "lookahead_strategy": "lookahead" in strategies,
-        "affinity_depth": max(int(x) for x in reachable(pir, "prefetch.lookahead")),
-        "ttl": any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
-        "memory": any(v is not None for v in reachable(pir, "cache.memory_threshold")),
-        "monitor": "monitor" in pir.blocks or bool(pir.adapt),
-        "rules": bool(pir.adapt),
-        "signal": per_layer and any(a in ("entropy", "frequency") for a in allocs),
-        "rebalance": per_layer and any(int(v) > 0 for v in reachable(pir, "per_layer.rebalance_interval")),
-        # an adapt rule can set the interval to 0 (never) while the runtime runs
-        "rebalance_off": per_layer and 0 in reachable(pir, "per_layer.rebalance_interval"),
-        "priority": any(bool(v) for v in reachable(pir, "schedule.priority_routing")),
-        "capacities": tuple(v for v in reachable(pir, "cache.capacity")[1:]),
-        # per-layer budgets and bounds adapt rules set (the slot pool holds the largest split)
-        "budgets": tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
-        "min_capacities": tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),
-        "max_capacities": tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
-    }
-
-
 # ---------------------------------------------------------------- emitters
 class _W:
     def __init__(self):
         self.lines: list[str] = []
         self.base = 0            # added to every indent (the replay loop nests the body)
+        self.replay = False      # writing replay_records (not dispatch): see _emit_replay
 
     def __call__(self, indent: int, text: str = "") -> None:
         self.lines.append(("    " * (indent + self.base) + text) if text else "")
@@ -120,8 +65,8 @@ class _W:
         return "\n".join(self.lines) + "\n"
 
 
-def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
-    modes = f["modes"]
+def _emit_dispatch(w: _W, f: Features, pir: _ir.PolicyIR) -> None:
+    modes = f.modes
     w(1, "def dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
     w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan)."""')
     # Bad arguments raise DispatchError (a ValueError) before any state changes; the common
@@ -156,31 +101,31 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     _emit_body(w, f)
 
 
-def _counts_only(f: dict) -> bool:
+def _counts_only(w: _W, f: Features) -> bool:
     """The replay loop of a policy that only ever makes demand loads (gpu_only, no
     prefetch): it times a one-token dispatch from its counts, with the timeline's formula
     inline (``_emit_timeline``), and keeps no load list (the timeline reads only background
     and prefetch loads from a Plan)."""
-    return bool(f.get("_replay")) and f["modes"] == ("gpu_only",) and not f["prefetch"]
+    return w.replay and f.modes == ("gpu_only",) and not f.prefetch
 
 
-def _lean(f: dict) -> bool:
+def _lean(w: _W, f: Features) -> bool:
     """A counts-only replay loop with no monitor: nothing reads a dispatch's per-expert
     outcome (no Plan, no monitor window), so it counts hits and keeps no where/hit/evicted
     lists; a record of several tokens (the timeline needs its Plan) goes through dispatch()."""
-    return _counts_only(f) and not f["monitor"]
+    return _counts_only(w, f) and not f.monitor
 
 
 _CLOCKS = "now, link, tl_stall, tl_gpu, tl_xfer"
 
 
-def _local_step(f: dict) -> bool:
+def _local_step(w: _W, f: Features) -> bool:
     """The lean loop keeps the step counter in locals (nothing in it reads ``self.step``
     but a TTL counted in steps)."""
-    return _lean(f) and not f["ttl"]
+    return _lean(w, f) and not f.ttl
 
 
-def _emit_replay(w: _W, f: dict) -> None:
+def _emit_replay(w: _W, f: Features) -> None:
     """``replay_records``: the dispatch body in a loop over trace records, each played on
     the simulated timeline at once. The decisions are the same code as ``dispatch`` (the
     same emitter); only the argument checks are left out (a trace is validated when read)."""
@@ -191,11 +136,11 @@ def _emit_replay(w: _W, f: dict) -> None:
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
     w(2, "No argument checks: the records come from a trace validated when it was read")
     w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
-    f = dict(f, _replay=True)
+    w.replay = True
     _emit_fast_path(w)
     w(2, "tl_dispatch = tl.dispatch")
-    counts_only = _counts_only(f)
-    lean = _lean(f)
+    counts_only = _counts_only(w, f)
+    lean = _lean(w, f)
     if counts_only:
         w(2, "dense1, gpu1, txf = tl.unit_costs()")
         w(2, "wait_all = not tl.overlap   # overlap off: compute waits for every transfer")
@@ -203,13 +148,13 @@ def _emit_replay(w: _W, f: dict) -> None:
         w(2, f"{_CLOCKS} = tl.clocks()")
         w(2, "nx = 0   # transfers since the clocks were last handed back")
     if lean:   # no adapt rules: no cache, map or store is replaced during the replay
-        touch = "c.store.od.move_to_end" if f["lru_only"] else "c.store.hit"
+        touch = "c.store.od.move_to_end" if f.lru_only else "c.store.hit"
         w(2, f"views = [(c, c.resident, {touch}) for c in self.caches]")
         w(2, "l_acc = self.l_acc")
         w(2, "l_hit = self.l_hit")
         w(2, "rstall = self.stall")
         w(2, "r_nd = r_nst = r_nev = 0   # demand loads, streams, evictions (added at the end)")
-    if _local_step(f):
+    if _local_step(w, f):
         w(2, "cur_step = self.step")
         w(2, "last_layer = self._last_layer")
     w(2, "count = 0")
@@ -237,11 +182,12 @@ def _emit_replay(w: _W, f: dict) -> None:
             w(2, "self.demand_loads += r_nd")
             w(2, "self.streamed += r_nst")
             w(2, "self.evictions += r_nev")
-        if _local_step(f):
+        if _local_step(w, f):
             w(2, "self.step = cur_step")
             w(2, "self._last_layer = last_layer")
         w.base -= 1
     w(2, "return count")
+    w.replay = False
 
 
 def _emit_fast_path(w: _W) -> None:
@@ -252,18 +198,18 @@ def _emit_fast_path(w: _W) -> None:
     w(3, "return count")
 
 
-def _emit_general_timeline(w: _W, f: dict, d: int, plan: str) -> None:
+def _emit_general_timeline(w: _W, f: Features, d: int, plan: str) -> None:
     """At indent ``d``, in a loop that keeps the clocks (and the lean loop's step counter) in
     locals: hand them back, play the Plan ``plan`` on the timeline's general path (``stall``),
     take them again."""
     w(d, f"tl.set_clocks({_CLOCKS}, nx)")
     w(d, "nx = 0")
-    if _local_step(f):
+    if _local_step(w, f):
         w(d, "self.step = cur_step")
         w(d, "self._last_layer = last_layer")
     w(d, f"stall = tl_dispatch({plan}, tokens_of, tokens)")
     w(d, f"{_CLOCKS} = tl.clocks()")
-    if _local_step(f):
+    if _local_step(w, f):
         w(d, "cur_step = self.step")
         w(d, "last_layer = self._last_layer")
 
@@ -300,15 +246,15 @@ def _emit_timeline(w: _W, d: int) -> None:
     w(d, "now = t")
 
 
-def _emit_body(w: _W, f: dict) -> None:
+def _emit_body(w: _W, f: Features) -> None:
     """The dispatch after its argument checks (``n`` is the number of experts); with
-    ``f["_replay"]``, the body of the replay loop (see _emit_replay)."""
-    modes = f["modes"]
-    replay = bool(f.get("_replay"))
-    counts_only = _counts_only(f)
-    lean = _lean(f)
+    ``w.replay``, the body of the replay loop (see _emit_replay)."""
+    modes = f.modes
+    replay = w.replay
+    counts_only = _counts_only(w, f)
+    lean = _lean(w, f)
     ev = "[]" if lean else "evicted"   # lean: nothing reads what a trigger or a cut evicts
-    cur, last = ("cur_step", "last_layer") if _local_step(f) else ("self.step", "self._last_layer")
+    cur, last = ("cur_step", "last_layer") if _local_step(w, f) else ("self.step", "self._last_layer")
     w(2, "if step is None:")
     w(3, f"if layer <= {last}:")
     w(4, f"{cur} += 1")
@@ -323,12 +269,12 @@ def _emit_body(w: _W, f: dict) -> None:
     else:
         w(2, "cache = self.caches[layer]")
         w(2, "res = cache.resident")
-        if f["lru_only"]:
+        if f.lru_only:
             w(2, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
         else:
             w(2, "touch = cache.store.hit")
     single = len(modes) == 1
-    need_w = not (f["lru_only"] and single)
+    need_w = not (f.lru_only and single)
     if not single:
         w(2, "miss = self._miss   # schedule.mode can change (adapt)")
     if lean:
@@ -347,28 +293,28 @@ def _emit_body(w: _W, f: dict) -> None:
     if single:
         counters = {"gpu_only": "nd = nev = nst = 0", "cpu_fallback": "nbg = ncpu = nev = 0",
                     "hybrid": "nd = nev = nst = nbg = ncpu = 0"}[modes[0]]
-    if f["prefetch"]:
+    if f.prefetch:
         w(2, "pf = self._pf")
-    if f["ttl"]:
+    if f.ttl:
         w(2, "ttl = self._ttl")
-    if f["priority"]:
+    if f.priority:
         w(2, "if self.priority and weights is not None:   # priority_routing: heaviest first")
         w(3, "order = sorted(range(n), key=weights.__getitem__, reverse=True)")
         w(2, "else:")
         w(3, "order = range(n)")
         w(2, "for i in order:")
-    elif lean and not f["weighted"]:   # nothing is stored per position
+    elif lean and not f.weighted:   # nothing is stored per position
         w(2, "for e in experts:")
     else:
         w(2, "for i in range(n):")
-    if f["priority"] or not lean or f["weighted"]:
+    if f.priority or not lean or f.weighted:
         w(3, "e = experts[i]")
     w(3, "key = (layer, e)")
-    if f["weighted"]:
+    if f.weighted:
         w(3, "w = weights[i] if weights is not None else wdef")
     elif need_w:
         w(3, "w = wdef")
-    if f["ttl"]:
+    if f.ttl:
         w(3, "self.accesses += 1")
     if lean:   # a hit's slot is not needed
         w(3, "if key in res:")
@@ -378,25 +324,25 @@ def _emit_body(w: _W, f: dict) -> None:
         w(3, "if slot is not None:")
         w(4, "where[i] = slot")
         w(4, "hit[i] = True")
-    call = "touch(key)" if f["lru_only"] else "touch(key, w)"
-    if f["pins"]:
+    call = "touch(key)" if f.lru_only else "touch(key, w)"
+    if f.pins:
         w(4, f"if e not in _PINS:")
         w(5, call)
-        if f["ttl"]:
+        if f.ttl:
             w(5, "ttl[key] = self._stamp()")
             w(5, "ttl.move_to_end(key)")
     else:
         w(4, call)
-        if f["ttl"]:
+        if f.ttl:
             w(4, "ttl[key] = self._stamp()")
             w(4, "ttl.move_to_end(key)")
-    if f["prefetch"]:
+    if f.prefetch:
         w(4, "if pf and key in pf:   # a prefetched key used before its eviction")
         w(5, "del pf[key]")
         w(5, "self.prefetch_useful += 1")
     w(3, "else:")
     w(4, "if inuse is None:   # the first miss of the dispatch: bind the miss path")
-    if f["lru_only"] and single:
+    if f.lru_only and single:
         w(5, "inuse = True   # lru tests 'in use' against the dispatch's experts directly")
     else:
         w(5, "inuse = {(layer, x) for x in experts}")
@@ -405,13 +351,13 @@ def _emit_body(w: _W, f: dict) -> None:
             w(5, "to_cpu = tokens < self._cpu_limit")
         w(5, "store = cache.store")
         w(5, "free = cache.pool.free")
-        if f["lru_only"]:
+        if f.lru_only:
             w(5, "od = store.od")
         else:
             w(5, "evict = store.evict")
             w(5, "insert = store.insert")
             w(5, "smiss = store.miss if store.needs_miss else None")
-        if f["filters"]:
+        if f.filters:
             w(5, "admits = store.admits if store.filters else None")
         w(5, counters)
     if len(modes) == 1:
@@ -434,27 +380,27 @@ def _emit_body(w: _W, f: dict) -> None:
     else:
         w(2, "self.l_acc[layer] += n")
         w(2, "self.l_hit[layer] += hit.count(True)")
-    if f["rebalance"]:
+    if f.rebalance:
         w(2, "self.dispatches += 1")
-    if f["history"]:
+    if f.history:
         w(2, "self.history.observe(layer, experts)")
-    if f["affinity"]:
+    if f.affinity:
         w(2, "self.affinity.observe(layer, self.step, experts)")
-    if f["signal"]:
+    if f.signal:
         w(2, "self.signal.observe(layer, experts)")
-    tail = f["prefetch"] or f["ttl"] or f["memory"] or f["rebalance"] or f["monitor"]
+    tail = f.prefetch or f.ttl or f.memory or f.rebalance or f.monitor
     if tail:
-        if f["lru_only"] and len(modes) == 1:
+        if f.lru_only and len(modes) == 1:
             w(2, "inuse = {(layer, x) for x in experts}")
         else:
             w(2, "if inuse is None:")
             w(3, "inuse = {(layer, x) for x in experts}")
-    if f["prefetch"] and f["history_next_only"]:
+    if f.prefetch and f.history_next_only:
         w(2, "if self.strategy != 'none':   # one layer ahead")
         w(3, "t = layer + 1")
         w(3, "if t == self.num_layers:")
         w(4, "t = 0")
-        if f["lookahead_strategy"]:
+        if f.lookahead_strategy:
             w(3, "if predictions and t in predictions:   # lookahead: the caller's predictions")
             w(4, "props = [(t, e) for e in dict.fromkeys(predictions[t])][:self.budget]")
             w(3, "else:   # no prediction for the target: history")
@@ -463,23 +409,23 @@ def _emit_body(w: _W, f: dict) -> None:
             w(3, "props = [(t, e) for e in self.history.top(t, self.budget)]")
         w(3, "if props:")
         w(4, f"self._issue(props, inuse, loads, {ev})")
-    elif f["prefetch"]:
+    elif f.prefetch:
         w(2, "if self.strategy != 'none':")
         w(3, f"self._prefetch(layer, experts, predictions, inuse, loads, {ev})")
-    if f["ttl"]:
+    if f.ttl:
         w(2, "if self.ttl_n is not None:")
         w(3, f"self._ttl_sweep(inuse, {ev})")
-    if f["memory"]:
+    if f.memory:
         w(2, "thr = self.mem_threshold")
         w(2, "if thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget:")
         w(3, f"self._pressure(inuse, {ev})")
-    if f["rebalance"] and f["rebalance_off"]:
+    if f.rebalance and f.rebalance_off:
         w(2, "if self.rebalance_interval and self.dispatches % self.rebalance_interval == 0:")
         w(3, f"self._rebalance(self.allocation, inuse, {ev})")
-    elif f["rebalance"]:
+    elif f.rebalance:
         w(2, "if self.dispatches % self.rebalance_interval == 0:")
         w(3, f"self._rebalance(self.allocation, inuse, {ev})")
-    if f["monitor"]:
+    if f.monitor:
         w(2, "if n:")
         w(3, "self._observe(hit, tokens, inuse, evicted)")
     w(2, "if len(res) > cache.capacity:   # a capacity cut that met keys in use completes now")
@@ -504,15 +450,15 @@ def _emit_body(w: _W, f: dict) -> None:
     _emit_count(w, 2)
 
 
-def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
+def _emit_admit(w: _W, f: Features, d: int, kind: str, on_fail: list[str]) -> None:
     """Inline admission at indent ``d``: filter, victim (never a key in use), slot, load.
     ``on_fail`` are the statements when the key cannot be admitted (they end the access)."""
-    if f["filters"]:
+    if f.filters:
         w(d, "if admits is not None and not admits(key):   # admission filter")
         for line in on_fail:
             w(d + 1, line)
     w(d, "if len(res) >= cache.capacity or not free:   # full (or the shared pool is)")
-    if f["lru_only"]:
+    if f.lru_only:
         w(d + 1, "for victim in od:   # lru: the least recent key not in use by this dispatch")
         w(d + 2, "if victim[0] != layer or victim[1] not in experts:")
         w(d + 3, "del od[victim]")
@@ -525,41 +471,41 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
     for line in on_fail:
         w(d + 2, line)
     w(d + 1, "slot = res.pop(victim)")
-    if not _lean(f):
+    if not _lean(w, f):
         w(d + 1, "evicted.append((victim, slot))")
     w(d + 1, "nev += 1")
-    if f["prefetch"]:
+    if f.prefetch:
         w(d + 1, "if pf:")
         w(d + 2, "pf.pop(victim, None)")
-    if f["ttl"]:
+    if f.ttl:
         w(d + 1, "ttl.pop(victim, None)")
     w(d, "else:")
     w(d + 1, "victim = None")
     w(d + 1, "slot = cache.pool.take()")
     w(d, "res[key] = slot")
-    ins = "od[key] = None" if f["lru_only"] else "insert(key, w)"
-    if f["pins"]:
+    ins = "od[key] = None" if f.lru_only else "insert(key, w)"
+    if f.pins:
         w(d, "if e not in _PINS:")
         w(d + 1, ins)
-        if f["ttl"]:
+        if f.ttl:
             w(d + 1, "ttl[key] = self._stamp()")
     else:
         w(d, ins)
-        if f["ttl"]:
+        if f.ttl:
             w(d, "ttl[key] = self._stamp()")
-    if not _counts_only(f):
+    if not _counts_only(w, f):
         w(d, f"loads.append((key, slot, victim, {kind!r}))   # a Load (Plan.raw_loads)")
 
 
-def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
+def _emit_inline_miss(w: _W, f: Features, mode: str) -> None:
     """The miss path for a policy with one reachable schedule mode, inlined."""
-    if not f["lru_only"]:
-        if f["pins"]:
+    if not f.lru_only:
+        if f.pins:
             w(4, "if smiss is not None and e not in _PINS:")
         else:
             w(4, "if smiss is not None:")
         w(5, "smiss(key, w)")
-    lean = _lean(f)
+    lean = _lean(w, f)
     gpu_fail = ([] if lean else ["where[i] = _STREAM   # computed from a transient buffer, not admitted"]) + \
         ["nst += 1", "continue"]
     cpu_fail = ["continue"]
@@ -689,8 +635,9 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0)
     w(0, "# What this policy can reach (its values and every value an adapt rule can set).")
     w(0, "FEATURES = {")
-    for k in sorted(f):
-        w(1, f"{k!r}: {literal(f[k])},")
+    table = f.runtime_dict()
+    for k in sorted(table):
+        w(1, f"{k!r}: {literal(table[k])},")
     w(0, "}")
     w(0)
     w(0, f"_PINS = frozenset({literal(tuple(pir.values['cache.pin']))})")
