@@ -76,6 +76,8 @@ class Features:
     max_capacities: tuple
     # an adapt rule (or a conditional value) sets cache.capacity (even to its initial value)
     adapts_capacity: bool = _client()
+    # prefetch.strategy can be none (initially or by an adapt rule): dispatch tests it
+    prefetch_off: bool = _client()
 
     def runtime_dict(self) -> dict:
         """The plain dict the runtime receives (the generated module's ``FEATURES``)."""
@@ -119,4 +121,5 @@ def features(pir: _ir.PolicyIR) -> Features:
         max_capacities=tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
         adapts_capacity=any(isinstance(a, _ir.SetAction) and a.key == "cache.capacity"
                             for r in pir.adapt for a in r.actions),
+        prefetch_off="none" in reachable(pir, "prefetch.strategy"),
     )
