@@ -23,3 +23,11 @@ def generate(model, prompt: torch.Tensor, n: int = 5):
 def teacher_forced_logits(model, seq: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return model(input_ids=seq).logits
+
+
+def fake_ir(values: dict):
+    """A real PolicyIR with ``values`` set, for a fake policy that brings its own runtime
+    (attach reads what the policy can reach from its IR: ``mpl.features``)."""
+    import dataclasses
+    base = mpl.loads("policy fake { cache { capacity = 1 } }").ir
+    return dataclasses.replace(base, values={**base.values, **values})

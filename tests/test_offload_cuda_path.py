@@ -21,7 +21,7 @@ from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.runtime.plan import DEMAND, Load, Plan  # noqa: E402
 
 from offload_cuda_double import FakeCudaOps  # noqa: E402
-from offload_helpers import generate  # noqa: E402
+from offload_helpers import fake_ir, generate  # noqa: E402
 from offload_helpers import policy as pol  # noqa: E402
 
 torch.set_num_threads(1)
@@ -65,9 +65,7 @@ class _SpreadPolicy:
     name = "spread"
     source = None
 
-    class ir(dict):
-        adapt = ()
-    ir = ir({"cache.eviction": "lru", "schedule.mode": "gpu_only", "prefetch.strategy": "none"})
+    ir = fake_ir({"cache.eviction": "lru", "schedule.mode": "gpu_only", "prefetch.strategy": "none"})
 
     def runtime(self, L, E, K, **kw):
         return _SpreadRuntime(L, E, K, 3000)

@@ -83,9 +83,7 @@ class FakeRuntime:
                 "stall_ms": self.stall}
 
 
-class _IR(dict):
-    adapt = ()
-    source_path = None
+from offload_helpers import fake_ir as _IR  # noqa: E402
 
 
 class FakePolicy:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import keyword
 import re
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from mpl import ir as _ir
 from mpl import schema
+from mpl.features import Features, features, reachable  # noqa: F401  (re-exported)
 
-GENERATOR_VERSION = 6
+GENERATOR_VERSION = 7
 
 
 # ---------------------------------------------------------------- values
@@ -50,78 +53,33 @@ def identifier(name: str) -> str:
     return s
 
 
-# ---------------------------------------------------------------- reachability
-def reachable(pir: _ir.PolicyIR, key: str) -> list:
-    """The values ``key`` can take: the initial one, then those adapt rules set (in order)."""
-    vals = [pir.values[key]]
-    for rule in pir.adapt:
-        for a in rule.actions:
-            if isinstance(a, _ir.SetAction) and a.key == key and a.value not in vals:
-                vals.append(a.value)
-            if (key == "per_layer.allocation" and isinstance(a, _ir.RebalanceAction)
-                    and a.allocation not in vals):
-                vals.append(a.allocation)
-    return vals
-
-
-def _triggers(pir) -> set:
-    return {a.trigger for r in pir.adapt for a in r.actions if isinstance(a, _ir.TriggerAction)}
-
-
-def features(pir: _ir.PolicyIR) -> dict:
-    """What the generated dispatch must contain (and the runtime must track)."""
-    ev = reachable(pir, "cache.eviction")
-    rules = [p for v in ev for p in str(v).split("|")]
-    strategies = [s for s in reachable(pir, "prefetch.strategy") if s != "none"]
-    per_layer = pir.per_layer
-    allocs = reachable(pir, "per_layer.allocation") if per_layer else []
-    trig = _triggers(pir)
-    return {
-        "per_layer": per_layer,
-        "modes": tuple(reachable(pir, "schedule.mode")),
-        "lru_only": all(r == "lru" for r in rules) and not any("|" in str(v) for v in ev),
-        "weighted": any(r == "score" for r in rules),
-        "filters": any(r == "frequency_threshold" for r in rules),
-        "pins": bool(pir.values["cache.pin"]),
-        "prefetch": bool(strategies),
-        "history": any(s in ("history", "lookahead") for s in strategies),
-        "affinity": "affinity" in strategies,
-        "history_next_only": (strategies in (["history"], ["lookahead"])
-                              and reachable(pir, "prefetch.lookahead") == [1]),
-        "lookahead_strategy": "lookahead" in strategies,
-        "affinity_depth": max(int(x) for x in reachable(pir, "prefetch.lookahead")),
-        "ttl": any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
-        "memory": any(v is not None for v in reachable(pir, "cache.memory_threshold")),
-        "monitor": "monitor" in pir.blocks or bool(pir.adapt),
-        "rules": bool(pir.adapt),
-        "signal": per_layer and any(a in ("entropy", "frequency") for a in allocs),
-        "rebalance": per_layer and any(int(v) > 0 for v in reachable(pir, "per_layer.rebalance_interval")),
-        # an adapt rule can set the interval to 0 (never) while the runtime runs
-        "rebalance_off": per_layer and 0 in reachable(pir, "per_layer.rebalance_interval"),
-        "priority": any(bool(v) for v in reachable(pir, "schedule.priority_routing")),
-        "capacities": tuple(v for v in reachable(pir, "cache.capacity")[1:]),
-        # per-layer budgets and bounds adapt rules set (the slot pool holds the largest split)
-        "budgets": tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
-        "min_capacities": tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),
-        "max_capacities": tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
-    }
-
-
 # ---------------------------------------------------------------- emitters
 class _W:
     def __init__(self):
         self.lines: list[str] = []
-        self.base = 0            # added to every indent (the replay loop nests the body)
+        self.base = 0            # the current block's indent (see indent())
+        self.replay = False      # writing replay_records (not dispatch): see _emit_replay
 
     def __call__(self, indent: int, text: str = "") -> None:
+        """Write ``text`` ``indent`` levels below the current block."""
         self.lines.append(("    " * (indent + self.base) + text) if text else "")
+
+    @contextmanager
+    def indent(self, levels: int = 1):
+        """Nest what is written inside the ``with`` by ``levels`` (emitters write relative
+        to the block they are given, so one emitter serves dispatch and the replay loop)."""
+        self.base += levels
+        try:
+            yield
+        finally:
+            self.base -= levels
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
 
-def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
-    modes = f["modes"]
+def _emit_dispatch(w: _W, f: Features, pir: _ir.PolicyIR) -> None:
+    modes = f.modes
     w(1, "def dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
     w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan)."""')
     # Bad arguments raise DispatchError (a ValueError) before any state changes; the common
@@ -153,34 +111,35 @@ def _emit_dispatch(w: _W, f: dict, pir: _ir.PolicyIR) -> None:
     w(3, "step = self._check_step(step)")
     w(2, "if predictions:")
     w(3, "self._check_predictions(predictions)")
-    _emit_body(w, f)
+    with w.indent(2):
+        _emit_body(w, f)
 
 
-def _counts_only(f: dict) -> bool:
+def _counts_only(w: _W, f: Features) -> bool:
     """The replay loop of a policy that only ever makes demand loads (gpu_only, no
     prefetch): it times a one-token dispatch from its counts, with the timeline's formula
     inline (``_emit_timeline``), and keeps no load list (the timeline reads only background
     and prefetch loads from a Plan)."""
-    return bool(f.get("_replay")) and f["modes"] == ("gpu_only",) and not f["prefetch"]
+    return w.replay and f.modes == ("gpu_only",) and not f.prefetch
 
 
-def _lean(f: dict) -> bool:
+def _lean(w: _W, f: Features) -> bool:
     """A counts-only replay loop with no monitor: nothing reads a dispatch's per-expert
     outcome (no Plan, no monitor window), so it counts hits and keeps no where/hit/evicted
     lists; a record of several tokens (the timeline needs its Plan) goes through dispatch()."""
-    return _counts_only(f) and not f["monitor"]
+    return _counts_only(w, f) and not f.monitor
 
 
 _CLOCKS = "now, link, tl_stall, tl_gpu, tl_xfer"
 
 
-def _local_step(f: dict) -> bool:
+def _local_step(w: _W, f: Features) -> bool:
     """The lean loop keeps the step counter in locals (nothing in it reads ``self.step``
     but a TTL counted in steps)."""
-    return _lean(f) and not f["ttl"]
+    return _lean(w, f) and not f.ttl
 
 
-def _emit_replay(w: _W, f: dict) -> None:
+def _emit_replay(w: _W, f: Features) -> None:
     """``replay_records``: the dispatch body in a loop over trace records, each played on
     the simulated timeline at once. The decisions are the same code as ``dispatch`` (the
     same emitter); only the argument checks are left out (a trace is validated when read)."""
@@ -191,11 +150,11 @@ def _emit_replay(w: _W, f: dict) -> None:
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
     w(2, "No argument checks: the records come from a trace validated when it was read")
     w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
-    f = dict(f, _replay=True)
+    w.replay = True
     _emit_fast_path(w)
     w(2, "tl_dispatch = tl.dispatch")
-    counts_only = _counts_only(f)
-    lean = _lean(f)
+    counts_only = _counts_only(w, f)
+    lean = _lean(w, f)
     if counts_only:
         w(2, "dense1, gpu1, txf = tl.unit_costs()")
         w(2, "wait_all = not tl.overlap   # overlap off: compute waits for every transfer")
@@ -203,45 +162,44 @@ def _emit_replay(w: _W, f: dict) -> None:
         w(2, f"{_CLOCKS} = tl.clocks()")
         w(2, "nx = 0   # transfers since the clocks were last handed back")
     if lean:   # no adapt rules: no cache, map or store is replaced during the replay
-        touch = "c.store.od.move_to_end" if f["lru_only"] else "c.store.hit"
+        touch = "c.store.od.move_to_end" if f.lru_only else "c.store.hit"
         w(2, f"views = [(c, c.resident, {touch}) for c in self.caches]")
         w(2, "l_acc = self.l_acc")
         w(2, "l_hit = self.l_hit")
         w(2, "rstall = self.stall")
         w(2, "r_nd = r_nst = r_nev = 0   # demand loads, streams, evictions (added at the end)")
-    if _local_step(f):
+    if _local_step(w, f):
         w(2, "cur_step = self.step")
         w(2, "last_layer = self._last_layer")
     w(2, "count = 0")
     if counts_only:
         w(2, "try:")
-        w.base += 1
-    w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
-    if lean:
-        w(3, "if tokens_of is not None:   # several tokens: the timeline plays dispatch()'s Plan")
-        _emit_general_timeline(w, f, 4, "self.dispatch(layer, experts, weights, tokens, step=step, "
-                                        "predictions=predictions)")
-        w(4, "if stall > 0:")
-        w(5, "rstall += stall")
-        _emit_count(w, 4)
-        w(4, "continue")
-    w(3, "n = len(experts)")
-    w.base += 1
-    _emit_body(w, f)
-    w.base -= 1
-    if counts_only:
-        w(1, "finally:")
-        w(2, f"tl.set_clocks({_CLOCKS}, nx)")
+    with w.indent(1 if counts_only else 0):
+        w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
         if lean:
-            w(2, "self.stall = rstall")
-            w(2, "self.demand_loads += r_nd")
-            w(2, "self.streamed += r_nst")
-            w(2, "self.evictions += r_nev")
-        if _local_step(f):
-            w(2, "self.step = cur_step")
-            w(2, "self._last_layer = last_layer")
-        w.base -= 1
+            w(3, "if tokens_of is not None:   # several tokens: the timeline plays dispatch()'s Plan")
+            _emit_general_timeline(w, f, 4, "self.dispatch(layer, experts, weights, tokens, step=step, "
+                                            "predictions=predictions)")
+            w(4, "if stall > 0:")
+            w(5, "rstall += stall")
+            _emit_count(w, 4)
+            w(4, "continue")
+        w(3, "n = len(experts)")
+        with w.indent(3):
+            _emit_body(w, f)
+        if counts_only:
+            w(1, "finally:")
+            w(2, f"tl.set_clocks({_CLOCKS}, nx)")
+            if lean:
+                w(2, "self.stall = rstall")
+                w(2, "self.demand_loads += r_nd")
+                w(2, "self.streamed += r_nst")
+                w(2, "self.evictions += r_nev")
+            if _local_step(w, f):
+                w(2, "self.step = cur_step")
+                w(2, "self._last_layer = last_layer")
     w(2, "return count")
+    w.replay = False
 
 
 def _emit_fast_path(w: _W) -> None:
@@ -252,18 +210,18 @@ def _emit_fast_path(w: _W) -> None:
     w(3, "return count")
 
 
-def _emit_general_timeline(w: _W, f: dict, d: int, plan: str) -> None:
+def _emit_general_timeline(w: _W, f: Features, d: int, plan: str) -> None:
     """At indent ``d``, in a loop that keeps the clocks (and the lean loop's step counter) in
     locals: hand them back, play the Plan ``plan`` on the timeline's general path (``stall``),
     take them again."""
     w(d, f"tl.set_clocks({_CLOCKS}, nx)")
     w(d, "nx = 0")
-    if _local_step(f):
+    if _local_step(w, f):
         w(d, "self.step = cur_step")
         w(d, "self._last_layer = last_layer")
     w(d, f"stall = tl_dispatch({plan}, tokens_of, tokens)")
     w(d, f"{_CLOCKS} = tl.clocks()")
-    if _local_step(f):
+    if _local_step(w, f):
         w(d, "cur_step = self.step")
         w(d, "last_layer = self._last_layer")
 
@@ -300,219 +258,282 @@ def _emit_timeline(w: _W, d: int) -> None:
     w(d, "now = t")
 
 
-def _emit_body(w: _W, f: dict) -> None:
-    """The dispatch after its argument checks (``n`` is the number of experts); with
-    ``f["_replay"]``, the body of the replay loop (see _emit_replay)."""
-    modes = f["modes"]
-    replay = bool(f.get("_replay"))
-    counts_only = _counts_only(f)
-    lean = _lean(f)
-    ev = "[]" if lean else "evicted"   # lean: nothing reads what a trigger or a cut evicts
-    cur, last = ("cur_step", "last_layer") if _local_step(f) else ("self.step", "self._last_layer")
-    w(2, "if step is None:")
-    w(3, f"if layer <= {last}:")
-    w(4, f"{cur} += 1")
-    w(2, "else:")
-    w(3, f"{cur} = step")
-    w(2, f"{last} = layer")
-    w(2, "if n > 1 and len(set(experts)) != n:")
-    w(3, "experts, weights = _distinct(experts, weights)")
-    w(3, "n = len(experts)")
-    if lean:
-        w(2, "cache, res, touch = views[layer]")
+@dataclass(frozen=True)
+class _Body:
+    """What the body's emitters share: derived once from the features and the writer."""
+    modes: tuple
+    single: bool          # one reachable schedule mode: the miss path is inlined
+    need_w: bool          # the loop binds ``w`` (a store or a miss path reads the weight)
+    replay: bool
+    counts_only: bool
+    lean: bool
+    local_step: bool
+    ev: str               # where triggers and cuts put what they evict
+    counters: str         # the inlined miss path's counters ("" when not inlined)
+
+
+_COUNTERS = {"gpu_only": "nd = nev = nst = 0", "cpu_fallback": "nbg = ncpu = nev = 0",
+             "hybrid": "nd = nev = nst = nbg = ncpu = 0"}
+
+
+def _body(w: _W, f: Features) -> _Body:
+    single = len(f.modes) == 1
+    lean = _lean(w, f)
+    return _Body(modes=f.modes, single=single, need_w=not (f.lru_only and single),
+                 replay=w.replay, counts_only=_counts_only(w, f), lean=lean,
+                 local_step=_local_step(w, f),
+                 ev="[]" if lean else "evicted",   # lean: nothing reads what a trigger or a cut evicts
+                 counters=_COUNTERS[f.modes[0]] if single else "")
+
+
+def _emit_body(w: _W, f: Features) -> None:
+    """The decisions of one dispatch at the writer's indent (``n`` is the number of experts):
+    ``dispatch``'s body after its argument checks and, with ``w.replay``, the body of the
+    replay loop (see _emit_replay). Each part has its emitter, each writing relative to the
+    indent it is given."""
+    b = _body(w, f)
+    _emit_step(w, b)
+    _emit_locals(w, f, b)
+    _emit_loop_head(w, f, b)
+    with w.indent():
+        _emit_hit(w, f, b)
+        _emit_miss(w, f, b)
+    _emit_stats(w, f, b)
+    _emit_prefetch(w, f, b)
+    _emit_triggers(w, f, b)
+    _emit_result(w, f, b)
+
+
+def _emit_needed(w: _W, *lines: tuple[bool, str]) -> None:
+    """Each ``(needed, line)``'s line, in order, where it is needed."""
+    for needed, line in lines:
+        if needed:
+            w(0, line)
+
+
+def _emit_step(w: _W, b: _Body) -> None:
+    """Step inference (a layer at or below the previous one starts a step) and distinct ids."""
+    cur, last = ("cur_step", "last_layer") if b.local_step else ("self.step", "self._last_layer")
+    w(0, "if step is None:")
+    w(1, f"if layer <= {last}:")
+    w(2, f"{cur} += 1")
+    w(0, "else:")
+    w(1, f"{cur} = step")
+    w(0, f"{last} = layer")
+    w(0, "if n > 1 and len(set(experts)) != n:")
+    w(1, "experts, weights = _distinct(experts, weights)")
+    w(1, "n = len(experts)")
+
+
+def _emit_locals(w: _W, f: Features, b: _Body) -> None:
+    """The layer's cache and the dispatch's outcome lists, bound once before the loop."""
+    if b.lean:
+        w(0, "cache, res, touch = views[layer]")
     else:
-        w(2, "cache = self.caches[layer]")
-        w(2, "res = cache.resident")
-        if f["lru_only"]:
-            w(2, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
+        w(0, "cache = self.caches[layer]")
+        w(0, "res = cache.resident")
+        if f.lru_only:
+            w(0, "touch = cache.store.od.move_to_end   # lru: a hit moves the key to the MRU end")
         else:
-            w(2, "touch = cache.store.hit")
-    single = len(modes) == 1
-    need_w = not (f["lru_only"] and single)
-    if not single:
-        w(2, "miss = self._miss   # schedule.mode can change (adapt)")
-    if lean:
-        w(2, "hits = 0")
+            w(0, "touch = cache.store.hit")
+    if not b.single:
+        w(0, "miss = self._miss   # schedule.mode can change (adapt)")
+    if b.lean:
+        w(0, "hits = 0")
     else:
-        w(2, "where = [0] * n")
-        w(2, "hit = [False] * n")
-    if not counts_only:
-        w(2, "loads = []")
-    if not lean:
-        w(2, "evicted = []")
-    w(2, "inuse = None")
-    if need_w:
-        w(2, "wdef = self.w_default")
-    counters = ""
-    if single:
-        counters = {"gpu_only": "nd = nev = nst = 0", "cpu_fallback": "nbg = ncpu = nev = 0",
-                    "hybrid": "nd = nev = nst = nbg = ncpu = 0"}[modes[0]]
-    if f["prefetch"]:
-        w(2, "pf = self._pf")
-    if f["ttl"]:
-        w(2, "ttl = self._ttl")
-    if f["priority"]:
-        w(2, "if self.priority and weights is not None:   # priority_routing: heaviest first")
-        w(3, "order = sorted(range(n), key=weights.__getitem__, reverse=True)")
-        w(2, "else:")
-        w(3, "order = range(n)")
-        w(2, "for i in order:")
-    elif lean and not f["weighted"]:   # nothing is stored per position
-        w(2, "for e in experts:")
+        w(0, "where = [0] * n")
+        w(0, "hit = [False] * n")
+    _emit_needed(w, (not b.counts_only, "loads = []"), (not b.lean, "evicted = []"),
+                 (True, "inuse = None"), (b.need_w, "wdef = self.w_default"),
+                 (f.prefetch, "pf = self._pf"), (f.ttl, "ttl = self._ttl"))
+
+
+def _emit_loop_head(w: _W, f: Features, b: _Body) -> None:
+    """The loop over the dispatch's experts (heaviest first under priority routing)."""
+    if f.priority:
+        w(0, "if self.priority and weights is not None:   # priority_routing: heaviest first")
+        w(1, "order = sorted(range(n), key=weights.__getitem__, reverse=True)")
+        w(0, "else:")
+        w(1, "order = range(n)")
+        w(0, "for i in order:")
+    elif b.lean and not f.weighted:   # nothing is stored per position
+        w(0, "for e in experts:")
     else:
-        w(2, "for i in range(n):")
-    if f["priority"] or not lean or f["weighted"]:
-        w(3, "e = experts[i]")
-    w(3, "key = (layer, e)")
-    if f["weighted"]:
-        w(3, "w = weights[i] if weights is not None else wdef")
-    elif need_w:
-        w(3, "w = wdef")
-    if f["ttl"]:
-        w(3, "self.accesses += 1")
-    if lean:   # a hit's slot is not needed
-        w(3, "if key in res:")
-        w(4, "hits += 1")
+        w(0, "for i in range(n):")
+
+
+def _emit_hit(w: _W, f: Features, b: _Body) -> None:
+    """One expert's key, weight and hit test; a hit refreshes the store (pins excepted)."""
+    if f.priority or not b.lean or f.weighted:
+        w(0, "e = experts[i]")
+    w(0, "key = (layer, e)")
+    if f.weighted:
+        w(0, "w = weights[i] if weights is not None else wdef")
+    elif b.need_w:
+        w(0, "w = wdef")
+    if f.ttl:
+        w(0, "self.accesses += 1")
+    if b.lean:   # a hit's slot is not needed
+        w(0, "if key in res:")
+        w(1, "hits += 1")
     else:
-        w(3, "slot = res.get(key)")
-        w(3, "if slot is not None:")
-        w(4, "where[i] = slot")
-        w(4, "hit[i] = True")
-    call = "touch(key)" if f["lru_only"] else "touch(key, w)"
-    if f["pins"]:
-        w(4, f"if e not in _PINS:")
-        w(5, call)
-        if f["ttl"]:
-            w(5, "ttl[key] = self._stamp()")
-            w(5, "ttl.move_to_end(key)")
-    else:
-        w(4, call)
-        if f["ttl"]:
-            w(4, "ttl[key] = self._stamp()")
-            w(4, "ttl.move_to_end(key)")
-    if f["prefetch"]:
-        w(4, "if pf and key in pf:   # a prefetched key used before its eviction")
-        w(5, "del pf[key]")
-        w(5, "self.prefetch_useful += 1")
-    w(3, "else:")
-    w(4, "if inuse is None:   # the first miss of the dispatch: bind the miss path")
-    if f["lru_only"] and single:
-        w(5, "inuse = True   # lru tests 'in use' against the dispatch's experts directly")
-    else:
-        w(5, "inuse = {(layer, x) for x in experts}")
-    if single:
-        if modes[0] == "hybrid":
-            w(5, "to_cpu = tokens < self._cpu_limit")
-        w(5, "store = cache.store")
-        w(5, "free = cache.pool.free")
-        if f["lru_only"]:
-            w(5, "od = store.od")
+        w(0, "slot = res.get(key)")
+        w(0, "if slot is not None:")
+        w(1, "where[i] = slot")
+        w(1, "hit[i] = True")
+    with w.indent():
+        call = "touch(key)" if f.lru_only else "touch(key, w)"
+        if f.pins:
+            w(0, "if e not in _PINS:")
+        with w.indent(1 if f.pins else 0):
+            w(0, call)
+            if f.ttl:
+                w(0, "ttl[key] = self._stamp()")
+                w(0, "ttl.move_to_end(key)")
+        if f.prefetch:
+            w(0, "if pf and key in pf:   # a prefetched key used before its eviction")
+            w(1, "del pf[key]")
+            w(1, "self.prefetch_useful += 1")
+
+
+def _emit_miss(w: _W, f: Features, b: _Body) -> None:
+    """A miss: the first one binds the miss path; one reachable mode is inlined."""
+    w(0, "else:")
+    with w.indent():
+        w(0, "if inuse is None:   # the first miss of the dispatch: bind the miss path")
+        if f.lru_only and b.single:
+            w(1, "inuse = True   # lru tests 'in use' against the dispatch's experts directly")
         else:
-            w(5, "evict = store.evict")
-            w(5, "insert = store.insert")
-            w(5, "smiss = store.miss if store.needs_miss else None")
-        if f["filters"]:
-            w(5, "admits = store.admits if store.filters else None")
-        w(5, counters)
-    if len(modes) == 1:
-        _emit_inline_miss(w, f, modes[0])
-    else:
-        w(4, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
-    if single:
-        w(2, "if inuse is not None:   # there was a miss")
+            w(1, "inuse = {(layer, x) for x in experts}")
+        if b.single:
+            with w.indent():
+                lru = f.lru_only
+                _emit_needed(w, (b.modes[0] == "hybrid", "to_cpu = tokens < self._cpu_limit"),
+                             (True, "store = cache.store"), (True, "free = cache.pool.free"),
+                             (lru, "od = store.od"), (not lru, "evict = store.evict"),
+                             (not lru, "insert = store.insert"),
+                             (not lru, "smiss = store.miss if store.needs_miss else None"),
+                             (f.filters, "admits = store.admits if store.filters else None"),
+                             (True, b.counters))
+            _emit_inline_miss(w, f, b.modes[0])
+        else:
+            w(0, "where[i] = miss(cache, key, w, tokens, inuse, loads, evicted)")
+
+
+def _emit_stats(w: _W, f: Features, b: _Body) -> None:
+    """The dispatch's counts into the stats, and what the signals observe."""
+    if b.single:
+        w(0, "if inuse is not None:   # there was a miss")
         for var, attr in (("nd", "demand_loads"), ("nst", "streamed"), ("nbg", "background_loads"),
                           ("ncpu", "cpu_computes"), ("nev", "evictions")):
-            if var in counters:
-                w(3, f"r_{var} += {var}" if lean else f"self.{attr} += {var}")
-    if counts_only:   # the transfers the timeline plays: demand loads and streams
-        w(3, "m = nd + nst")
-        w(2, "else:")
-        w(3, "m = 0")
-    if lean:
-        w(2, "l_acc[layer] += n")
-        w(2, "l_hit[layer] += hits")
+            if var in b.counters:
+                w(1, f"r_{var} += {var}" if b.lean else f"self.{attr} += {var}")
+    if b.counts_only:   # the transfers the timeline plays: demand loads and streams
+        w(1, "m = nd + nst")
+        w(0, "else:")
+        w(1, "m = 0")
+    if b.lean:
+        w(0, "l_acc[layer] += n")
+        w(0, "l_hit[layer] += hits")
     else:
-        w(2, "self.l_acc[layer] += n")
-        w(2, "self.l_hit[layer] += hit.count(True)")
-    if f["rebalance"]:
-        w(2, "self.dispatches += 1")
-    if f["history"]:
-        w(2, "self.history.observe(layer, experts)")
-    if f["affinity"]:
-        w(2, "self.affinity.observe(layer, self.step, experts)")
-    if f["signal"]:
-        w(2, "self.signal.observe(layer, experts)")
-    tail = f["prefetch"] or f["ttl"] or f["memory"] or f["rebalance"] or f["monitor"]
-    if tail:
-        if f["lru_only"] and len(modes) == 1:
-            w(2, "inuse = {(layer, x) for x in experts}")
+        w(0, "self.l_acc[layer] += n")
+        w(0, "self.l_hit[layer] += hit.count(True)")
+    _emit_needed(w, (f.rebalance, "self.dispatches += 1"),
+                 (f.history, "self.history.observe(layer, experts)"),
+                 (f.affinity, "self.affinity.observe(layer, self.step, experts)"),
+                 (f.signal, "self.signal.observe(layer, experts)"))
+    if f.prefetch or f.ttl or f.memory or f.rebalance or f.monitor:   # what follows needs inuse
+        if f.lru_only and b.single:
+            w(0, "inuse = {(layer, x) for x in experts}")
         else:
-            w(2, "if inuse is None:")
-            w(3, "inuse = {(layer, x) for x in experts}")
-    if f["prefetch"] and f["history_next_only"]:
-        w(2, "if self.strategy != 'none':   # one layer ahead")
-        w(3, "t = layer + 1")
-        w(3, "if t == self.num_layers:")
-        w(4, "t = 0")
-        if f["lookahead_strategy"]:
-            w(3, "if predictions and t in predictions:   # lookahead: the caller's predictions")
-            w(4, "props = [(t, e) for e in dict.fromkeys(predictions[t])][:self.budget]")
-            w(3, "else:   # no prediction for the target: history")
-            w(4, "props = [(t, e) for e in self.history.top(t, self.budget)]")
-        else:
-            w(3, "props = [(t, e) for e in self.history.top(t, self.budget)]")
-        w(3, "if props:")
-        w(4, f"self._issue(props, inuse, loads, {ev})")
-    elif f["prefetch"]:
-        w(2, "if self.strategy != 'none':")
-        w(3, f"self._prefetch(layer, experts, predictions, inuse, loads, {ev})")
-    if f["ttl"]:
-        w(2, "if self.ttl_n is not None:")
-        w(3, f"self._ttl_sweep(inuse, {ev})")
-    if f["memory"]:
-        w(2, "thr = self.mem_threshold")
-        w(2, "if thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget:")
-        w(3, f"self._pressure(inuse, {ev})")
-    if f["rebalance"] and f["rebalance_off"]:
-        w(2, "if self.rebalance_interval and self.dispatches % self.rebalance_interval == 0:")
-        w(3, f"self._rebalance(self.allocation, inuse, {ev})")
-    elif f["rebalance"]:
-        w(2, "if self.dispatches % self.rebalance_interval == 0:")
-        w(3, f"self._rebalance(self.allocation, inuse, {ev})")
-    if f["monitor"]:
-        w(2, "if n:")
-        w(3, "self._observe(hit, tokens, inuse, evicted)")
-    w(2, "if len(res) > cache.capacity:   # a capacity cut that met keys in use completes now")
-    w(3, f"self._trim(cache, layer, experts, {ev})")
-    if not replay:
-        w(2, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
+            w(0, "if inuse is None:")
+            w(1, "inuse = {(layer, x) for x in experts}")
+
+
+def _emit_prefetch(w: _W, f: Features, b: _Body) -> None:
+    """Prefetch proposals after the demand path (guarded only where an adapt rule or the
+    initial value can make the strategy none)."""
+    if not f.prefetch:
         return
-    if lean:   # one token (several went through dispatch() at the top of the loop)
-        _emit_timeline(w, 2)
-        w(2, "if stall > 0:")
-        w(3, "rstall += stall")
-    else:
-        if counts_only:
-            w(2, "if tokens_of is None:   # one token: every miss a demand load or a stream")
-            _emit_timeline(w, 3)
-            w(2, "else:")
-            _emit_general_timeline(w, f, 3, "_Plan(self.step, layer, experts, where, hit, [], evicted)")
+    guard = f.prefetch_off
+    if f.history_next_only:
+        if guard:
+            w(0, "if self.strategy != 'none':   # one layer ahead")
         else:
-            w(2, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
-        w(2, "if stall > 0:")
-        w(3, "self.stall += stall")
-    _emit_count(w, 2)
+            w(0, "# one layer ahead")
+        with w.indent(1 if guard else 0):
+            w(0, "t = layer + 1")
+            w(0, "if t == self.num_layers:")
+            w(1, "t = 0")
+            if f.lookahead_strategy:
+                w(0, "if predictions and t in predictions:   # lookahead: the caller's predictions")
+                w(1, "props = [(t, e) for e in dict.fromkeys(predictions[t])][:self.budget]")
+                w(0, "else:   # no prediction for the target: history")
+                w(1, "props = [(t, e) for e in self.history.top(t, self.budget)]")
+            else:
+                w(0, "props = [(t, e) for e in self.history.top(t, self.budget)]")
+            w(0, "if props:")
+            w(1, f"self._issue(props, inuse, loads, {b.ev})")
+    else:
+        if guard:
+            w(0, "if self.strategy != 'none':")
+        w(1 if guard else 0, f"self._prefetch(layer, experts, predictions, inuse, loads, {b.ev})")
 
 
-def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
+def _emit_triggers(w: _W, f: Features, b: _Body) -> None:
+    """TTL expiry, memory pressure, rebalancing, the monitor, and a pending capacity cut:
+    each ``(needed, set-up line, test, action)`` where the policy can reach it."""
+    ev = b.ev
+    every = "self.dispatches % self.rebalance_interval == 0"
+    for needed, setup, test, action in (
+            (f.ttl, None, "self.ttl_n is not None", f"self._ttl_sweep(inuse, {ev})"),
+            (f.memory, "thr = self.mem_threshold",
+             "thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget",
+             f"self._pressure(inuse, {ev})"),
+            (f.rebalance, None, f"self.rebalance_interval and {every}" if f.rebalance_off else every,
+             f"self._rebalance(self.allocation, inuse, {ev})"),
+            (f.monitor, None, "n", "self._observe(hit, tokens, inuse, evicted)"),
+            (True, None, "len(res) > cache.capacity   # a capacity cut that met keys in use completes now",
+             f"self._trim(cache, layer, experts, {ev})")):
+        if needed:
+            if setup:
+                w(0, setup)
+            cond, _, note = test.partition("   # ")
+            w(0, f"if {cond}:" + (f"   # {note}" if note else ""))
+            w(1, action)
+
+
+def _emit_result(w: _W, f: Features, b: _Body) -> None:
+    """dispatch returns the Plan; the replay loop plays it on the timeline and counts it."""
+    if not b.replay:
+        w(0, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
+        return
+    if b.lean:   # one token (several went through dispatch() at the top of the loop)
+        _emit_timeline(w, 0)
+        w(0, "if stall > 0:")
+        w(1, "rstall += stall")
+    else:
+        if b.counts_only:
+            w(0, "if tokens_of is None:   # one token: every miss a demand load or a stream")
+            _emit_timeline(w, 1)
+            w(0, "else:")
+            _emit_general_timeline(w, f, 1, "_Plan(self.step, layer, experts, where, hit, [], evicted)")
+        else:
+            w(0, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
+        w(0, "if stall > 0:")
+        w(1, "self.stall += stall")
+    _emit_count(w, 0)
+
+
+def _emit_admit(w: _W, f: Features, d: int, kind: str, on_fail: list[str]) -> None:
     """Inline admission at indent ``d``: filter, victim (never a key in use), slot, load.
     ``on_fail`` are the statements when the key cannot be admitted (they end the access)."""
-    if f["filters"]:
+    if f.filters:
         w(d, "if admits is not None and not admits(key):   # admission filter")
         for line in on_fail:
             w(d + 1, line)
     w(d, "if len(res) >= cache.capacity or not free:   # full (or the shared pool is)")
-    if f["lru_only"]:
+    if f.lru_only:
         w(d + 1, "for victim in od:   # lru: the least recent key not in use by this dispatch")
         w(d + 2, "if victim[0] != layer or victim[1] not in experts:")
         w(d + 3, "del od[victim]")
@@ -525,41 +546,41 @@ def _emit_admit(w: _W, f: dict, d: int, kind: str, on_fail: list[str]) -> None:
     for line in on_fail:
         w(d + 2, line)
     w(d + 1, "slot = res.pop(victim)")
-    if not _lean(f):
+    if not _lean(w, f):
         w(d + 1, "evicted.append((victim, slot))")
     w(d + 1, "nev += 1")
-    if f["prefetch"]:
+    if f.prefetch:
         w(d + 1, "if pf:")
         w(d + 2, "pf.pop(victim, None)")
-    if f["ttl"]:
+    if f.ttl:
         w(d + 1, "ttl.pop(victim, None)")
     w(d, "else:")
     w(d + 1, "victim = None")
     w(d + 1, "slot = cache.pool.take()")
     w(d, "res[key] = slot")
-    ins = "od[key] = None" if f["lru_only"] else "insert(key, w)"
-    if f["pins"]:
+    ins = "od[key] = None" if f.lru_only else "insert(key, w)"
+    if f.pins:
         w(d, "if e not in _PINS:")
         w(d + 1, ins)
-        if f["ttl"]:
+        if f.ttl:
             w(d + 1, "ttl[key] = self._stamp()")
     else:
         w(d, ins)
-        if f["ttl"]:
+        if f.ttl:
             w(d, "ttl[key] = self._stamp()")
-    if not _counts_only(f):
+    if not _counts_only(w, f):
         w(d, f"loads.append((key, slot, victim, {kind!r}))   # a Load (Plan.raw_loads)")
 
 
-def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
-    """The miss path for a policy with one reachable schedule mode, inlined."""
-    if not f["lru_only"]:
-        if f["pins"]:
-            w(4, "if smiss is not None and e not in _PINS:")
+def _emit_inline_miss(w: _W, f: Features, mode: str) -> None:
+    """The miss path for a policy with one reachable schedule mode, inlined (at the miss's indent)."""
+    if not f.lru_only:
+        if f.pins:
+            w(0, "if smiss is not None and e not in _PINS:")
         else:
-            w(4, "if smiss is not None:")
-        w(5, "smiss(key, w)")
-    lean = _lean(f)
+            w(0, "if smiss is not None:")
+        w(1, "smiss(key, w)")
+    lean = _lean(w, f)
     gpu_fail = ([] if lean else ["where[i] = _STREAM   # computed from a transient buffer, not admitted"]) + \
         ["nst += 1", "continue"]
     cpu_fail = ["continue"]
@@ -577,14 +598,14 @@ def _emit_inline_miss(w: _W, f: dict, mode: str) -> None:
         w(d, "nbg += 1")
 
     if mode == "gpu_only":
-        gpu(4)
+        gpu(0)
     elif mode == "cpu_fallback":
-        cpu(4)
+        cpu(0)
     else:
-        w(4, "if to_cpu:   # hybrid: the cost model chose the CPU for this token count")
-        cpu(5)
-        w(4, "else:")
-        gpu(5)
+        w(0, "if to_cpu:   # hybrid: the cost model chose the CPU for this token count")
+        cpu(1)
+        w(0, "else:")
+        gpu(1)
 
 
 def _action_literal(a) -> str:
@@ -681,7 +702,7 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0, f"GENERATOR_VERSION = {GENERATOR_VERSION}")
     w(0, f"IR_JSON = {ir_json!r}")
     w(0)
-    w(0, "# Every schema parameter, as lowered (sizes in bytes, times in ms, sizes in GB).")
+    w(0, "# Every schema parameter, as lowered (a size capacity in bytes, times in ms, *_gb in GB).")
     w(0, "PARAMS = {")
     for key in schema.PARAMS:
         w(1, f"{key!r}: {literal(pir.values[key])},")
@@ -689,8 +710,9 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0)
     w(0, "# What this policy can reach (its values and every value an adapt rule can set).")
     w(0, "FEATURES = {")
-    for k in sorted(f):
-        w(1, f"{k!r}: {literal(f[k])},")
+    table = f.runtime_dict()
+    for k in sorted(table):
+        w(1, f"{k!r}: {literal(table[k])},")
     w(0, "}")
     w(0)
     w(0, f"_PINS = frozenset({literal(tuple(pir.values['cache.pin']))})")

@@ -18,6 +18,7 @@ from collections import OrderedDict
 
 import torch
 
+from mpl.features import features
 from mpl.shapes import ModelShape
 
 from .cpu import CpuExperts
@@ -173,33 +174,6 @@ def _gpus_of(model) -> set:
                     continue
                 devs.add(torch.device(dev.type, dev.index if dev.index is not None else 0))
     return devs
-
-
-def _uses(policy, key: str, value) -> bool:
-    """Whether the policy sets ``key`` to ``value`` directly or by an adapt rule."""
-    ir = policy.ir
-    if ir.get(key) == value:
-        return True
-    for rule in ir.adapt:
-        for a in rule.actions:
-            if getattr(a, "key", None) == key and getattr(a, "value", None) == value:
-                return True
-    return False
-
-
-def _uses_score(policy) -> bool:
-    ir = policy.ir
-    vals = [ir.get("cache.eviction")] + [getattr(a, "value", None) for r in ir.adapt for a in r.actions
-                                          if getattr(a, "key", None) == "cache.eviction"]
-    return any(isinstance(v, str) and "score" in v.split("|") for v in vals)
-
-
-def _max_lookahead(policy) -> int:
-    from mpl.schema import PARAMS
-    key = PARAMS["prefetch.lookahead"].key
-    vals = [policy.ir.get(key) or 1] + [a.value for r in policy.ir.adapt for a in r.actions
-                                        if getattr(a, "key", None) == key]
-    return max(int(v) for v in vals if isinstance(v, (int, float)))
 
 
 def _replay_only_eviction(policy) -> str | None:
@@ -402,7 +376,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
 
     E, K = layers[0].num_experts, layers[0].top_k
     expert_bytes = sum(p[0].numel() * p.element_size() for p in layers[0].module.parameters(recurse=False))
-    if cost is None and _uses(policy, "schedule.mode", "hybrid"):
+    feats = features(policy.ir)   # what the policy can reach, adapt rules included
+    if cost is None and "hybrid" in feats.modes:
         from .calibrate import calibrate
         cost = calibrate(layers[0], dev)
     kw = {"expert_bytes": expert_bytes}
@@ -449,10 +424,10 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
             b.cpu = CpuExperts(b.module, b.host)
         pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev, ops)
         look = None
-        if _uses(policy, "prefetch.strategy", "lookahead"):
-            look = Lookahead([b.router for b in layers], _max_lookahead(policy))
-        cpu_capable = _uses(policy, "schedule.mode", "cpu_fallback") or _uses(policy, "schedule.mode", "hybrid")
-        engine = Engine(runtime, layers, pool, lookahead=look, need_weights=_uses_score(policy),
+        if feats.lookahead_strategy:
+            look = Lookahead([b.router for b in layers], feats.affinity_depth)
+        cpu_capable = "cpu_fallback" in feats.modes or "hybrid" in feats.modes
+        engine = Engine(runtime, layers, pool, lookahead=look, need_weights=feats.weighted,
                         cpu_capable=cpu_capable)
         for b in layers:
             b.module.forward = _engine_forward(engine, b)

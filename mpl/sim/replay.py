@@ -18,6 +18,7 @@ from mpl.runtime import fast as _fast
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import traceio
+from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
@@ -191,11 +192,6 @@ def check_fits(policy, header) -> None:
                           f"({header.model}): {errs[0].message} [{errs[0].code}]")
 
 
-def _adapts_capacity(ir) -> bool:
-    """True when an adapt rule (or a conditional value) can change cache.capacity."""
-    return any(getattr(a, "key", None) == "cache.capacity" for r in ir.adapt for a in r.actions)
-
-
 def _uses_belady(ir) -> bool:
     if ir.get("cache.eviction") == "belady":
         return True
@@ -279,7 +275,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # the shared optimum's capacity: the policy's own, or the largest an adapt rule can
         # set (the runtime's slot pool), so that the optimum stays an upper bound
         # (at most the slot pool: a capacity above every expert is every expert)
-        cap0 = rt.num_slots if _adapts_capacity(ir) else min(rt.capacities()[0], rt.num_slots)
+        cap0 = rt.num_slots if features(ir).adapts_capacity else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
         every = bar.every if bar.on else 0
         # the compiled kernel on the trace's cached pack where it covers the policy

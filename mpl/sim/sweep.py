@@ -180,10 +180,10 @@ def _initial_caps(pol, trace) -> list[int]:
 
 def _shared_slots(pol, trace) -> int:
     """The shared optimum's capacity (as replay(): the largest an adapt rule can set)."""
-    from mpl.sim.replay import _adapts_capacity
+    from mpl.features import features
 
     h = trace.header
-    if _adapts_capacity(pol.ir) and hasattr(pol, "runtime"):
+    if features(pol.ir).adapts_capacity and hasattr(pol, "runtime"):
         return pol.runtime(h.num_moe_layers, h.num_experts, h.top_k,
                            expert_bytes=h.expert_bytes or None).num_slots
     cap = pol.ir["cache.capacity"]

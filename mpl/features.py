@@ -1,0 +1,125 @@
+"""What a policy can reach: one frozen :class:`Features`, computed once from the IR.
+
+A feature is reachable when the policy's initial values *or any value an adapt rule can set*
+need it (``reachable`` lists those values for one parameter). The code generator emits only
+the code paths a policy's features name; the HuggingFace adapter (``mpl.offload.hf``) builds
+only the machinery they need (a lookahead over the routers, CPU experts, routing weights);
+the replayer (``mpl.sim.replay``) reads them to decide what a trace replay needs.
+
+The runtime never imports this module (it imports only ``mpl.runtime`` and ``mpl.schema``): a
+compiled module passes it the plain dict :meth:`Features.runtime_dict` returns (the
+``FEATURES`` table of the generated module), which ``mpl.runtime.core`` reads with
+``features.get(name)``. The fields marked ``runtime=False`` serve the compiler's clients only
+and are not part of that dict.
+
+Imports only :mod:`mpl.ir` (no compiler, no lark, no torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from mpl import ir as _ir
+
+
+def reachable(pir: _ir.PolicyIR, key: str) -> list:
+    """The values ``key`` can take: the initial one, then those adapt rules set (in order)."""
+    vals = [pir.values[key]]
+    for rule in pir.adapt:
+        for a in rule.actions:
+            if isinstance(a, _ir.SetAction) and a.key == key and a.value not in vals:
+                vals.append(a.value)
+            if (key == "per_layer.allocation" and isinstance(a, _ir.RebalanceAction)
+                    and a.allocation not in vals):
+                vals.append(a.allocation)
+    return vals
+
+
+def _triggers(pir) -> set:
+    return {a.trigger for r in pir.adapt for a in r.actions if isinstance(a, _ir.TriggerAction)}
+
+
+def _client(default=False):
+    """A field for the compiler's clients only (not passed to the runtime)."""
+    return field(default=default, metadata={"runtime": False})
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the generated dispatch must contain (and the runtime must track)."""
+
+    per_layer: bool
+    modes: tuple                 # schedule.mode values, initial first
+    lru_only: bool               # every reachable eviction is plain lru
+    weighted: bool               # a score eviction (needs the routing weights)
+    filters: bool                # a frequency_threshold admission filter
+    pins: bool
+    prefetch: bool               # some strategy other than none
+    history: bool                # history or lookahead prefetch (history as fallback)
+    affinity: bool
+    history_next_only: bool      # history/lookahead one layer ahead only
+    lookahead_strategy: bool
+    affinity_depth: int          # the largest prefetch.lookahead
+    ttl: bool
+    memory: bool
+    monitor: bool
+    rules: bool
+    signal: bool                 # per-layer entropy/frequency allocation
+    rebalance: bool
+    # an adapt rule can set the interval to 0 (never) while the runtime runs
+    rebalance_off: bool
+    priority: bool
+    capacities: tuple            # cache.capacity values adapt rules set
+    # per-layer budgets and bounds adapt rules set (the slot pool holds the largest split)
+    budgets: tuple
+    min_capacities: tuple
+    max_capacities: tuple
+    # an adapt rule (or a conditional value) sets cache.capacity (even to its initial value)
+    adapts_capacity: bool = _client()
+    # prefetch.strategy can be none (initially or by an adapt rule): dispatch tests it
+    prefetch_off: bool = _client()
+
+    def runtime_dict(self) -> dict:
+        """The plain dict the runtime receives (the generated module's ``FEATURES``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.metadata.get("runtime", True)}
+
+
+def features(pir: _ir.PolicyIR) -> Features:
+    """The features of ``pir`` (see the module docstring)."""
+    ev = reachable(pir, "cache.eviction")
+    rules = [p for v in ev for p in str(v).split("|")]
+    strategies = [s for s in reachable(pir, "prefetch.strategy") if s != "none"]
+    per_layer = pir.per_layer
+    allocs = reachable(pir, "per_layer.allocation") if per_layer else []
+    trig = _triggers(pir)
+    return Features(
+        per_layer=per_layer,
+        modes=tuple(reachable(pir, "schedule.mode")),
+        lru_only=all(r == "lru" for r in rules) and not any("|" in str(v) for v in ev),
+        weighted=any(r == "score" for r in rules),
+        filters=any(r == "frequency_threshold" for r in rules),
+        pins=bool(pir.values["cache.pin"]),
+        prefetch=bool(strategies),
+        history=any(s in ("history", "lookahead") for s in strategies),
+        affinity="affinity" in strategies,
+        history_next_only=(strategies in (["history"], ["lookahead"])
+                           and reachable(pir, "prefetch.lookahead") == [1]),
+        lookahead_strategy="lookahead" in strategies,
+        affinity_depth=max(int(x) for x in reachable(pir, "prefetch.lookahead")),
+        ttl=any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
+        memory=any(v is not None for v in reachable(pir, "cache.memory_threshold")),
+        monitor="monitor" in pir.blocks or bool(pir.adapt),
+        rules=bool(pir.adapt),
+        signal=per_layer and any(a in ("entropy", "frequency") for a in allocs),
+        rebalance=per_layer and any(int(v) > 0 for v in reachable(pir, "per_layer.rebalance_interval")),
+        rebalance_off=per_layer and 0 in reachable(pir, "per_layer.rebalance_interval"),
+        priority=any(bool(v) for v in reachable(pir, "schedule.priority_routing")),
+        capacities=tuple(v for v in reachable(pir, "cache.capacity")[1:]),
+        budgets=tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
+        min_capacities=tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),
+        max_capacities=tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
+        adapts_capacity=any(isinstance(a, _ir.SetAction) and a.key == "cache.capacity"
+                            for r in pir.adapt for a in r.actions),
+        prefetch_off="none" in reachable(pir, "prefetch.strategy"),
+    )
