@@ -100,17 +100,45 @@ class TextEdit:
     file: str | None = None       # None: the diagnostic's file
 
 
+#: the most characters of a diagnostic's message (or fix title, related note): a message
+#: quoting a huge token (a 1 MB name) is cut in the middle, where the quote is, when the
+#: diagnostic is made
+MESSAGE_LIMIT = 1000
+
+
+def clip_text(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` when it has at most ``limit`` characters; else its start and end (two thirds
+    and one third of ``limit``) around :data:`ELLIPSIS`."""
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    tail = limit - head - len(ELLIPSIS)
+    return text[:head] + ELLIPSIS + text[len(text) - tail:]
+
+
+def _clip_field(obj, name: str) -> None:
+    text = getattr(obj, name)
+    if isinstance(text, str) and len(text) > MESSAGE_LIMIT:
+        object.__setattr__(obj, name, clip_text(text))
+
+
 @dataclass(frozen=True, slots=True)
 class Fix:
-    title: str                    # "Replace 'capcity' with 'capacity'"
-    edits: tuple[TextEdit, ...]
+    title: str                    # "Replace 'capcity' with 'capacity'" (clipped: clip_text)
+    edits: tuple[TextEdit, ...]   # whole: an edit's new_text is never cut
+
+    def __post_init__(self):
+        _clip_field(self, "title")
 
 
 @dataclass(frozen=True, slots=True)
 class Related:
-    message: str                  # "first defined here"
+    message: str                  # "first defined here" (clipped: clip_text)
     span: Span
     file: str | None = None       # None: the diagnostic's file
+
+    def __post_init__(self):
+        _clip_field(self, "message")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +150,11 @@ class Diagnostic:
     file: str | None = None
     related: tuple[Related, ...] = ()
     fixes: tuple[Fix, ...] = ()
+
+    def __post_init__(self):
+        # a message quoting a huge token (a 1 MB name) is cut where it is made, so every
+        # consumer (text, JSON, LSP, PolicyError) carries a bounded message
+        _clip_field(self, "message")
 
     @property
     def is_error(self) -> bool:
@@ -224,21 +257,6 @@ def snippet_window(line: str, start: int, end: int | None,
     else:                                   # past the end of a line shown to its end
         de = pre + _cols(line, lo, n) + (end - n)
     return SnippetLine(text, ds, max(de, ds + 1), lo > 0, hi < n)
-
-
-#: the most characters of a message (or fix title, note) the text renderer prints: a message
-#: quoting a huge token (a 1 MB name) is cut in the middle, where the quote is
-MESSAGE_LIMIT = 1000
-
-
-def clip_text(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``text`` when it has at most ``limit`` characters; else its start and end (two thirds
-    and one third of ``limit``) around :data:`ELLIPSIS`."""
-    if len(text) <= limit:
-        return text
-    head = (2 * limit) // 3
-    tail = limit - head - len(ELLIPSIS)
-    return text[:head] + ELLIPSIS + text[len(text) - tail:]
 
 
 def has_errors(diags) -> bool:

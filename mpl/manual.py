@@ -272,10 +272,12 @@ has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
 
 - The text output shows each diagnostic with its source line and an underline, rustc-style.
   A line wider than {snippet_width} columns is cut to a window around the span, each cut
-  marked with `...` (about {snippet_context} columns of context before the span), and a
-  message longer than {message_limit} characters (one quoting a huge token) is cut in the
-  middle, so every diagnostic prints a bounded amount of text however long its line; the
-  JSON output gives spans (line, column, offsets) and whole messages, not snippets.
+  marked with `...` (about {snippet_context} columns of context before the span), so every
+  diagnostic prints a bounded amount of text however long its line; the JSON output gives
+  spans (line, column, offsets), not snippets. A message (or a fix's title, a related note)
+  longer than {message_limit} characters (one quoting a huge token) is cut in the middle
+  wherever it appears: the text and JSON output, the language server, `PolicyError`. A
+  quick fix's edit is never cut.
 - `std/NAME` as a FILE (here and in `mplc compile`, `replay`, `sweep`, `run`, `mpl.load`,
   `mpl.check`) names a standard-library policy ({stdlib}) unless a local file has that path;
   `mplc compile std/NAME` without `-o` writes `NAME_policy.py` in the current folder.

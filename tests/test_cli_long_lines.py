@@ -7,6 +7,8 @@ Costs are compared as ratios against a baseline measured in the same test (CPU t
 
 from __future__ import annotations
 
+import json
+
 import random
 import resource
 
@@ -103,6 +105,12 @@ def test_a_message_quoting_a_megabyte_token_is_cut_in_the_middle(tmp_path):
         assert len(r.stdout) < MESSAGE_LIMIT + 1000, (name, len(r.stdout))     # was 1 MB
         head = r.stdout.splitlines()[0]
         assert ELLIPSIS in head and head.endswith(tail), head[-80:]
+        # the JSON output carries the cut message too (it carried the whole 1 MB token)
+        j = mplc("check", "--json", name, cwd=tmp_path)
+        assert j.returncode == 1 and len(j.stdout) < MESSAGE_LIMIT + 3000, (name, len(j.stdout))
+        msgs = [d["message"] for d in json.loads(j.stdout)]
+        assert msgs and all(len(m) <= MESSAGE_LIMIT for m in msgs)
+        assert any(ELLIPSIS in m and m.endswith(tail) for m in msgs), [m[-80:] for m in msgs]
 
 
 def test_policy_error_message_of_the_api_is_bounded_too():

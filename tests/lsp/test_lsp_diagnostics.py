@@ -218,3 +218,16 @@ async def test_imports_outside_the_workspace_are_refused_until_a_root_allows_the
         settings={"mpl": {"importRoots": None}}))
     await diagnostics(client, uri, predicate=lambda d: [x.code for x in d] == ["MPL100"])
     no_internal_errors(client)
+
+
+async def test_a_message_quoting_a_huge_token_is_cut(client):
+    # the checker quotes the unknown value; the server must not send it whole (it was 200 kB)
+    from mpl.diagnostics import ELLIPSIS, MESSAGE_LIMIT
+    big = "x" * 200_000
+    text = f"policy p {{ cache {{ capacity = 8 eviction = {big} }} }}\n"
+    uri = open_doc(client, "huge_token.moe", text)
+    got = await diagnostics(client, uri)
+    d = next(d for d in got if d.code == "MPL202")
+    assert len(d.message) <= MESSAGE_LIMIT and ELLIPSIS in d.message
+    assert d.range.end.character - d.range.start.character == len(big)    # the span stays whole
+    no_internal_errors(client)
