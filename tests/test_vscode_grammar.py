@@ -208,15 +208,18 @@ def test_initialization_options_are_the_servers_settings():
     those lsp.settings accepts, without a complaint."""
     settings = pytest.importorskip("lsp.settings")
     props = _package()["contributes"]["configuration"]["properties"]
-    sent = {"model": None, "debounceMs": props["mpl.debounceMs"]["default"], "inlayHints": {}}
+    sent = {"model": None, "debounceMs": props["mpl.debounceMs"]["default"], "inlayHints": {},
+            "importRoots": None}
     for key, spec in props.items():
         if key.startswith("mpl.inlayHints."):
             sent["inlayHints"][key.rsplit(".", 1)[1]] = spec["default"]
     client_only = {k for k in props if k.startswith(("mpl.server.", "mpl.trace."))}
-    assert set(props) - client_only == {"mpl.model", "mpl.debounceMs"} | {
+    assert set(props) - client_only == {"mpl.model", "mpl.debounceMs", "mpl.importRoots"} | {
         f"mpl.inlayHints.{k}" for k in sent["inlayHints"]}
     loaded = settings.update(settings.Settings(), sent)
     assert loaded.messages == []
+    roots = settings.update(settings.Settings(), {**sent, "importRoots": ["/ws/policies", "/shared"]})
+    assert roots.messages == [] and roots.settings.import_roots == ("/ws/policies", "/shared")
     flipped = {**sent, "inlayHints": {k: False for k in sent["inlayHints"]}}
     off = settings.update(settings.Settings(), flipped).settings
     assert not any(v for k, v in vars(off).items() if k.startswith("hint_"))

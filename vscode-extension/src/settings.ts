@@ -1,7 +1,7 @@
 /**
  * The extension's settings, read once per server start, and the initialization options the
- * language server receives: `{model, debounceMs, inlayHints: {defaults, perLayer}}`, the
- * names lsp/settings.py reads.
+ * language server receives: `{model, debounceMs, inlayHints: {defaults, perLayer},
+ * importRoots}`, the names lsp/settings.py reads.
  */
 import * as os from "os";
 import * as path from "path";
@@ -45,6 +45,7 @@ export interface ExtensionSettings {
   importStrategy: ImportStrategy;
   pythonPath: string;
   model: string;
+  importRoots: string[];
   debounceMs: number;
   inlayHints: { defaults: boolean; perLayer: boolean };
 }
@@ -54,6 +55,8 @@ export interface InitializationOptions {
   model: string | null;
   debounceMs: number;
   inlayHints: { defaults: boolean; perLayer: boolean };
+  /** null: the server's default (the workspace folders) */
+  importRoots: string[] | null;
 }
 
 export const DEFAULT_DEBOUNCE_MS = 200;
@@ -64,6 +67,7 @@ export const MAX_DEBOUNCE_MS = 60000;
 export const RESTART_SECTIONS = [
   "mpl.server",
   "mpl.model",
+  "mpl.importRoots",
   "mpl.debounceMs",
   "mpl.inlayHints",
 ];
@@ -71,10 +75,15 @@ export const RESTART_SECTIONS = [
 export function readSettings(config: ConfigReader): ExtensionSettings {
   const strategy = config.get<string>("server.importStrategy");
   const debounce = config.get<number>("debounceMs");
+  const roots = config.get<unknown>("importRoots");
   return {
     importStrategy: IMPORT_STRATEGIES.includes(strategy as ImportStrategy) ? (strategy as ImportStrategy) : "auto",
     pythonPath: (config.get<string>("server.pythonPath") ?? "").trim(),
     model: (config.get<string>("model") ?? "").trim(),
+    // a single string is one folder; non-strings and blanks are dropped
+    importRoots: (typeof roots === "string" ? [roots] : Array.isArray(roots) ? roots : [])
+      .filter((r): r is string => typeof r === "string" && r.trim() !== "")
+      .map((r) => r.trim()),
     debounceMs:
       typeof debounce === "number" && Number.isFinite(debounce) && debounce >= 0
         ? Math.min(Math.round(debounce), MAX_DEBOUNCE_MS)
@@ -102,6 +111,15 @@ export function expandPath(value: string, workspaceFolder: string | undefined): 
   return out;
 }
 
+/** A folder setting: expanded, and a relative path resolved against the workspace folder. */
+export function resolveFolder(value: string, workspaceFolder: string | undefined): string {
+  const expanded = expandPath(value, workspaceFolder);
+  if (!path.isAbsolute(expanded) && workspaceFolder !== undefined) {
+    return path.join(workspaceFolder, expanded);
+  }
+  return expanded;
+}
+
 /** A model setting is a preset name or a path; only paths are expanded and resolved. */
 export function resolveModel(model: string, workspaceFolder: string | undefined): string | null {
   if (model === "") {
@@ -111,11 +129,7 @@ export function resolveModel(model: string, workspaceFolder: string | undefined)
   if (!looksLikePath) {
     return model;
   }
-  const expanded = expandPath(model, workspaceFolder);
-  if (!path.isAbsolute(expanded) && workspaceFolder !== undefined) {
-    return path.join(workspaceFolder, expanded);
-  }
-  return expanded;
+  return resolveFolder(model, workspaceFolder);
 }
 
 export function initializationOptions(
@@ -126,5 +140,7 @@ export function initializationOptions(
     model: resolveModel(settings.model, workspaceFolder),
     debounceMs: settings.debounceMs,
     inlayHints: { ...settings.inlayHints },
+    importRoots:
+      settings.importRoots.length === 0 ? null : settings.importRoots.map((r) => resolveFolder(r, workspaceFolder)),
   };
 }

@@ -23,6 +23,7 @@ void test("defaults when nothing is set", () => {
     importStrategy: "auto",
     pythonPath: "",
     model: "",
+    importRoots: [],
     debounceMs: 200,
     inlayHints: { defaults: true, perLayer: true },
   });
@@ -77,7 +78,22 @@ void test("initializationOptions carry exactly the server's settings", () => {
     model: path.join("/ws", "cfg/config.json"),
     debounceMs: 50,
     inlayHints: { defaults: true, perLayer: false },
+    importRoots: null,
   });
+});
+
+void test("importRoots: a list or one folder, expanded, relative ones resolved; empty is the default", () => {
+  const s = readSettings(config({ importRoots: [" policies ", "", 7, "~/shared", "/abs", "${workspaceFolder}/x"] }));
+  assert.deepEqual(s.importRoots, ["policies", "~/shared", "/abs", "${workspaceFolder}/x"]);
+  assert.deepEqual(initializationOptions(s, "/ws").importRoots, [
+    path.join("/ws", "policies"),
+    path.join(os.homedir(), "shared"),
+    "/abs",
+    "/ws/x",
+  ]);
+  assert.deepEqual(readSettings(config({ importRoots: "/one" })).importRoots, ["/one"]);
+  assert.equal(initializationOptions(readSettings(config({ importRoots: [] })), "/ws").importRoots, null);
+  assert.equal(initializationOptions(readSettings(config({ importRoots: 3 })), "/ws").importRoots, null);
 });
 
 void test("settingSource names the settings tab a value comes from", () => {
