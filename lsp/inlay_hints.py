@@ -7,7 +7,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from mpl import schema
-from mpl.ir import Size
+from mpl.rules.base import capacity_slots
 from mpl.syntax import ast
 
 from . import analysis, render
@@ -100,10 +100,10 @@ def per_layer_capacities(values, shape) -> list[int]:
     layers = shape.num_moe_layers
     if layers <= 0:
         return []
-    cap = values.get("cache.capacity")
-    if isinstance(cap, Size):
-        cap = max(1, cap.bytes // max(1, shape.expert_bytes))
-    if not isinstance(cap, int):
+    # the checker's slot count (a size over the written expert size, else the model's): a
+    # size that gives no slot is an error (MPL507) and shows no capacities
+    cap = capacity_slots(values, shape)
+    if not cap:
         return []
     total = values.get("per_layer.total_budget") or layers * cap
     lo = values.get("per_layer.min_capacity") or 1

@@ -141,6 +141,23 @@ def test_per_layer_capacities_uniform_split():
     assert per_layer_capacities(vals, shape) == [3] * 26
 
 
+def test_per_layer_capacities_of_a_size_use_the_checkers_slot_count():
+    from mpl import schema
+    from mpl.ir import Size
+    shape = shapes.preset("deepseek-v2-lite")
+    gb = schema.UNITS["GB"].factor
+    vals = {"cache.capacity": Size(int(10 * shape.expert_bytes)), "per_layer.total_budget": None,
+            "per_layer.min_capacity": 1, "per_layer.max_capacity": 64}
+    assert per_layer_capacities(vals, shape) == [10] * 26
+    # a written expert size wins over the model's (as in the checker and the runtime)
+    vals["cache.expert_size_gb"] = 5 * shape.expert_bytes / gb
+    assert per_layer_capacities(vals, shape) == [2] * 26
+    # a size smaller than one expert gives no slot (an error, MPL507): no capacities, not 1
+    vals["cache.capacity"] = Size(int(shape.expert_bytes // 2))
+    vals.pop("cache.expert_size_gb")
+    assert per_layer_capacities(vals, shape) == []
+
+
 def test_command_line():
     env = server_env()
     out = subprocess.run([sys.executable, "-m", "lsp.server", "--version"], capture_output=True, text=True,
