@@ -122,3 +122,28 @@ def test_the_shadow_beside_the_engine_equals_a_replay_of_its_trace(policy):
     r = replay(mpl.loads(text, name, path=path), trace, hardware="a100-80gb", belady=False)
     assert live["dispatches"] == len(trace) and live["stats"]["hits"] + live["stats"]["misses"] > 0
     assert (live["stats"], live["sim"], live["costs"]) == (r.stats, r.sim, r.costs)
+
+
+def test_the_shadow_prices_a_trace_of_a_model_given_by_shape_like_replay():
+    # a served model that is no preset (its name is the engine's) with its shape known from
+    # its config: the shadow and replay take the costs from one place
+    # (mpl.timemodel.hardware.costs_for_trace), so the dense part is priced in both
+    import dataclasses
+
+    import mpl
+    from mpl.sim import replay, synthesize
+    from mpl.sim.tracemodel import with_model
+    from mpl.trace import Trace
+    from mpl.vllm.shadow import Shadow
+
+    base = synthesize("olmoe", steps=6, seed=5)
+    renamed = Trace(dataclasses.replace(base.header, model="my-org/olmoe-finetune"), base.dispatches)
+    trace = with_model(renamed, "olmoe")
+    assert trace.header.shape is not None
+    text = "policy p { cache { capacity = 6 } }"
+    shadow = Shadow(text, trace.header, hardware="a100-80gb")
+    for d in trace:
+        shadow.feed(d)
+    live = shadow.report()
+    r = replay(mpl.loads(text), trace, hardware="a100-80gb", belady=False)
+    assert r.costs == live["costs"] and (live["stats"], live["sim"]) == (r.stats, r.sim)

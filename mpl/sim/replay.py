@@ -22,7 +22,6 @@ from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
-from mpl.timemodel.hardware import expert_bytes_for
 from mpl.timemodel.timeline import Timeline, summary as _sim_summary
 from mpl.trace import Trace, records_of, steps_and_tokens, tokens_of as _tokens_of
 
@@ -257,10 +256,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     check_fits(policy, h)
     ir = policy.ir
     profile = hw.resolve(hardware)
-    eb = expert_bytes_for(ir, h)
-    # the model's shape prices the dense part and the expert's FLOPs, unless the policy
-    # sets another expert size (then only that size is known)
-    costs = hw.costs_for(profile, expert_bytes=eb, shape=h.shape if eb == h.expert_bytes else None)
+    eb, costs = hw.costs_for_trace(profile, ir, h)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
     steps, tokens = _steps_and_tokens(trace)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))

@@ -244,6 +244,20 @@ def costs_for(profile: Profile, *, model: str = "", expert_bytes: int = 0,
     return Costs(profile, int(eb), float(eb), 0.0)
 
 
+def costs_for_trace(profile: Profile, ir, header) -> tuple[int, Costs]:
+    """(expert bytes, costs) for replaying a policy over a trace (or a live engine's stream)
+    with ``header``: the expert size of :func:`expert_bytes_for`; the model's shape (the
+    header's, filled by mpl.sim.tracemodel.with_model, else the preset its model names)
+    prices the dense part and the expert's FLOPs, unless the policy sets another expert
+    size (then only that size is known). The one place replay and the vLLM shadow get
+    their costs from, so the same trace gets the same prices in both."""
+    eb = expert_bytes_for(ir, header)
+    shape = header.shape if header.shape is not None else shapes.preset(header.model or "")
+    if shape is not None and eb != shape.expert_bytes:
+        shape = None
+    return eb, costs_for(profile, expert_bytes=eb, shape=shape)
+
+
 def runtime_cost_model(costs: Costs):
     """The runtime's CostModel (mpl.runtime.cost) with these numbers, for the hybrid
     schedule's decisions (the same numbers the timeline charges)."""

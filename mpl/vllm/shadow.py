@@ -25,8 +25,7 @@ class Shadow:
         self.policy = mpl.loads(policy_text, policy_name, path=policy_path)
         ir = self.policy.ir            # checked for a live runtime (no belady) by preflight
         self.profile = hw.resolve(hardware)
-        eb = hw.expert_bytes_for(ir, header)
-        self.costs = hw.costs_for(self.profile, model=header.model, expert_bytes=eb)
+        eb, self.costs = hw.costs_for_trace(self.profile, ir, header)
         self.rt = self.policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
                                       expert_bytes=eb, cost=hw.runtime_cost_model(self.costs))
         self.tl = Timeline(self.costs, overlap=bool(ir["schedule.overlap"]))
