@@ -136,6 +136,13 @@ class History:
 
 
 class Affinity:
+    """Per source ``(d, e at L)`` a row ``[n, cnt, cand, w]``: ``n`` observations of the
+    source, ``cnt[e2]`` of them followed by ``e2`` at ``L+d``, and the candidate set ``cand``
+    = every target with ``cnt >= w``. The watermark ``w`` stays at or below ``threshold * n``
+    (less one, against rounding), so ``cand`` holds every target a prediction can keep
+    (``cnt / n >= threshold``): an observation adds a target to it when its count reaches
+    ``w`` (one comparison), and a prediction reads ``cand``, not every target ever seen,
+    raising ``w`` (a rescan of the row) only when it lags a quarter behind."""
     __slots__ = ("num_layers", "depth", "threshold", "last", "table")
 
     def __init__(self, num_layers: int, depth: int, threshold: float):
@@ -143,10 +150,11 @@ class Affinity:
         self.depth = depth
         self.threshold = threshold
         self.last: list = [None] * num_layers          # layer -> (step, experts)
-        self.table: dict = {}                          # (d, src layer) -> {e: [n, {e2: c}]}
+        self.table: dict = {}                          # (d, src layer) -> {e: row}
 
     def observe(self, layer: int, step: int, experts) -> None:
         L = self.num_layers
+        experts = tuple(experts)
         for d in range(1, min(self.depth, L) + 1):
             src = layer - d
             src_step = step
@@ -162,15 +170,20 @@ class Affinity:
             for e in prev[1]:
                 row = tab.get(e)
                 if row is None:
-                    row = tab[e] = [0, {}]
+                    row = tab[e] = [0, {}, set(), 1]
                 row[0] += 1
-                nxt = row[1]
+                cnt = row[1]
+                w = row[3]
                 for e2 in experts:
-                    nxt[e2] = nxt.get(e2, 0) + 1
-        self.last[layer] = (step, tuple(experts))
+                    c = cnt.get(e2, 0) + 1
+                    cnt[e2] = c
+                    if c == w:
+                        row[2].add(e2)
+        self.last[layer] = (step, experts)
 
     def probabilities(self, layer: int, experts, d: int) -> dict:
-        """Target expert -> P(target at layer+d | an expert of ``experts`` at ``layer``)."""
+        """Target expert -> P(target at layer+d | an expert of ``experts`` at ``layer``): the
+        maximum over ``experts`` of ``count(e -> target) / count(e)``, over every target seen."""
         tab = self.table.get((d, layer))
         best: dict = {}
         if not tab:
@@ -187,9 +200,29 @@ class Affinity:
         return best
 
     def predict(self, layer: int, experts, d: int) -> list:
-        """Experts predicted at ``layer + d``, most probable first (ties: lower id)."""
-        probs = self.probabilities(layer, experts, d)
+        """Experts predicted at ``layer + d``, most probable first (ties: lower id): those of
+        :meth:`probabilities` with ``P >= threshold`` (the same quotients, read from each
+        source's candidates only, so the same set and order)."""
+        tab = self.table.get((d, layer))
+        if not tab:
+            return []
         thr = self.threshold
-        good = [(-p, e) for e, p in probs.items() if p >= thr]
+        best: dict = {}
+        for e in experts:
+            row = tab.get(e)
+            if row is None:
+                continue
+            n, cnt, cand, w = row
+            target = int(thr * n) - 1
+            if target < 1:
+                target = 1
+            if w > target or 4 * (target - w) > target:     # threshold fell, or w lags
+                row[3] = w = target
+                cand = row[2] = {e2 for e2, c in cnt.items() if c >= w}
+            for e2 in cand:
+                p = cnt[e2] / n
+                if p >= thr and p > best.get(e2, -1.0):
+                    best[e2] = p
+        good = [(-p, e) for e, p in best.items()]
         good.sort()
         return [e for _, e in good]
