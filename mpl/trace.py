@@ -87,6 +87,9 @@ class Trace:
 
 def steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:
     """Distinct steps, and tokens decoded (per step: its widest dispatch)."""
+    counted = getattr(dispatches, "steps_and_tokens", None)   # mpl.tracecols.LazyDispatches
+    if counted is not None:
+        return counted()
     per: dict[int, int] = {}
     get = per.get
     for d in dispatches:

@@ -761,12 +761,15 @@ def kind_of(path: str) -> str:
                            f"or {JSONL_EXT} extension")
 
 
-def load(path: str) -> Trace:
-    """Read a trace file (by extension). Raises TraceFormatError with a located message."""
-    return load_versioned(path)[0]
+def load(path: str, *, lazy: bool = False) -> Trace:
+    """Read a trace file (by extension). Raises TraceFormatError with a located message.
+    ``lazy``: a native file whose records are all alike is held as its bytes and columns
+    (:class:`mpl.tracecols.LazyDispatches`: the Dispatch objects are built only if iterated)
+    — for readers that replay it (replay, sweep, tune); the same trace either way."""
+    return load_versioned(path, lazy=lazy)[0]
 
 
-def load_versioned(path: str) -> tuple[Trace, int | None]:
+def load_versioned(path: str, *, lazy: bool = False) -> tuple[Trace, int | None]:
     """``load``, plus the native format version the file has (None for JSONL)."""
     if kind_of(path) == "jsonl":
         return load_jsonl(path), None
@@ -775,7 +778,23 @@ def load_versioned(path: str) -> tuple[Trace, int | None]:
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     with f:
+        if lazy:
+            return _read_native_lazy(f, path)
         return _read_native(f, path)
+
+
+def _read_native_lazy(f: IO[bytes], path: str) -> tuple[Trace, int]:
+    from mpl.tracecols import LazyDispatches, decode_uniform
+
+    header, version, crc = read_native_start(f, path)
+    start = f.tell()
+    raw = f.read()
+    cols = decode_uniform(raw, header, version, crc)
+    if cols is None:             # mixed records or a damaged file: the record reader
+        f.seek(start)
+        return Trace(header, list(iter_native(f, header, path, version=version, crc=crc))), version
+    return Trace(header, LazyDispatches(raw, header, path, version, crc, cols, start,
+                                        iter_native)), version
 
 
 def _read_native(f: IO[bytes], path: str) -> tuple[Trace, int]:

@@ -95,7 +95,7 @@ def run(args) -> int:
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
         policies = [load_policy(p, name=args.policy_name) for p in args.policy]
-        trace = with_model(traceio.load(args.trace), model)
+        trace = with_model(traceio.load(args.trace, lazy=True), model)
     except (ValueError, PolicyLoadError, TraceFormatError, HardwareError, TraceModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -71,7 +71,7 @@ def run(args) -> int:
         print(f"error: --name: {why}", file=sys.stderr)
         return 1
     try:
-        trace = with_model(traceio.load(args.trace), model)
+        trace = with_model(traceio.load(args.trace, lazy=True), model)
         bar = Progress(100, "tune")
         state = {"n": 0}
 

@@ -270,26 +270,30 @@ def pack_dispatches(dispatches, num_experts: int) -> Packed:
 
 
 # ------------------------------------------------------------------ per-trace reuse
-_HELD: dict = {}        # id(trace) -> [trace, depth, {key: derived value}]
+_HELD: dict = {}        # id(trace.dispatches) -> [dispatches, depth, {key: derived value}]
 
 
 def hold(trace) -> None:
     """From now until :func:`release`, values derived from ``trace`` (its pack, its step
     count) are computed once: the caller promises not to change the trace meanwhile (a sweep
-    or a tune replays one trace many times). Holding keeps the trace alive."""
-    ent = _HELD.get(id(trace))
-    if ent is not None and ent[0] is trace:
+    or a tune replays one trace many times). Holding keeps the trace alive. The values
+    depend only on the dispatches, so a copy of the trace with another header (a replay
+    fills in the model: mpl.sim.tracemodel.with_model) that shares them shares them too."""
+    d = trace.dispatches
+    ent = _HELD.get(id(d))
+    if ent is not None and ent[0] is d:
         ent[1] += 1
     else:
-        _HELD[id(trace)] = [trace, 1, {}]
+        _HELD[id(d)] = [d, 1, {}]
 
 
 def release(trace) -> None:
-    ent = _HELD.get(id(trace))
-    if ent is not None and ent[0] is trace:
+    d = trace.dispatches
+    ent = _HELD.get(id(d))
+    if ent is not None and ent[0] is d:
         ent[1] -= 1
         if ent[1] <= 0:
-            del _HELD[id(trace)]
+            del _HELD[id(d)]
 
 
 @contextmanager
@@ -304,8 +308,9 @@ def reusing(trace):
 
 def per_trace(trace, key, make):
     """``make()``, memoised under ``key`` while ``trace`` is held (computed afresh otherwise)."""
-    ent = _HELD.get(id(trace))
-    if ent is None or ent[0] is not trace:
+    d = trace.dispatches
+    ent = _HELD.get(id(d))
+    if ent is None or ent[0] is not d:
         return make()
     memo = ent[2]
     if key not in memo:
@@ -314,9 +319,19 @@ def per_trace(trace, key, make):
 
 
 def pack_trace(trace, num_experts: int) -> Packed:
-    """The pack of a Trace's dispatches (computed once while the trace is held)."""
-    return per_trace(trace, ("pack", num_experts),
-                     lambda: pack_dispatches(trace.dispatches, num_experts))
+    """The pack of a Trace's dispatches (computed once while the trace is held; a trace
+    read lazily, mpl.tracecols, brings its columns: no Dispatch is built)."""
+    return per_trace(trace, ("pack", num_experts), lambda: _pack_of(trace.dispatches, num_experts))
+
+
+def _pack_of(dispatches, num_experts: int) -> Packed:
+    cols = getattr(dispatches, "columns", None)
+    if cols is None or cols.num_experts != num_experts:
+        return pack_dispatches(dispatches, num_experts)
+    p = Packed()
+    for name in Packed.__slots__:
+        setattr(p, name, getattr(cols, name))
+    return p
 
 
 def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,

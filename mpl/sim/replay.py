@@ -143,7 +143,7 @@ def _as_trace(trace) -> Trace:
     if isinstance(trace, Trace):
         return trace
     if isinstance(trace, (str, os.PathLike)):
-        return traceio.load(os.fspath(trace))
+        return traceio.load(os.fspath(trace), lazy=True)
     raise TypeError(f"trace must be a Trace or a path, not {type(trace).__name__}")
 
 

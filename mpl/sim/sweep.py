@@ -205,7 +205,7 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
     from mpl.sim.tracemodel import with_model
 
     if not isinstance(trace, Trace):
-        trace = traceio.load(os.fspath(trace))
+        trace = traceio.load(os.fspath(trace), lazy=True)
     trace = with_model(trace, model)
     points = grid(list(capacities) or [None], params or {})
     work = [(policy_text, policy, trace, cap, ps, hardware, total) for cap, ps in points]

@@ -1,0 +1,231 @@
+"""A native trace's records as columns, without a Python object per dispatch.
+
+A replay, a sweep or a tune only needs a trace's records as arrays (the compiled kernel's
+input, :class:`mpl.runtime.fast.Packed`), its step and token counts, and its length; building
+a :class:`mpl.trace.Dispatch` (and its lists) for each of a million records costs several
+seconds, far more than the kernel's replay. :func:`decode_uniform` reads the records of a
+``.mpltrace`` (docs/traces.md) straight into columns when they are all alike (one token each,
+the same number of experts, the same weight encoding, no predictions: what the recorder and
+the synthesiser write for decode steps), with C-speed byte slicing (a record has a fixed size,
+so each field is every ``R``-th byte from its offset), and checks everything the record
+reader checks (layers and expert ids in range, finite weights, the end marker's count and
+checksum). Anything else (mixed records, a damaged file) returns None: the record reader
+(:func:`mpl.traceio.iter_native`) then reads the file and reports any problem where it lies.
+
+:class:`LazyDispatches` is a trace's dispatch sequence backed by the file's bytes and those
+columns: its length, step and token counts, and pack come from the columns; the Dispatch
+objects are built (by the record reader) only when something iterates or indexes them (the
+Belady optimum, a pure-path replay). ``mpl.traceio.load(path, lazy=True)`` returns a Trace
+holding one (the replay, sweep and tune commands read traces so).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Sequence
+from math import isfinite
+
+#: record fields (mpl.traceio: u8 rflags, u32 step, u16 layer, u16 tokens, u8 k)
+_HEAD = 10
+_OFF_STEP, _OFF_LAYER, _OFF_TOKENS, _OFF_K = 1, 5, 7, 9
+_WFMT = {1: ("e", 2), 2: ("f", 4), 3: ("d", 8)}   # weight code -> (struct code, bytes)
+#: f64 weights above this magnitude take the record reader (its per-record finite-sum check)
+_HUGE = 1e300
+
+
+class Columns:
+    """The arrays :class:`mpl.runtime.fast.Packed` holds (the same names), for one-token
+    records: ``offs`` every ``k``, ``tokens`` all 1, no ``multi``."""
+
+    __slots__ = ("layers", "offs", "experts", "weights", "steps", "tokens", "multi",
+                 "weights_mixed", "records", "num_experts")
+
+    def __init__(self, layers, k, experts, weights, steps, num_experts):
+        n = len(layers)
+        self.layers = layers
+        self.offs = array("i", range(0, k * n + 1, k)) if k else array("i", bytes(4 * (n + 1)))
+        self.experts = experts
+        self.weights = weights
+        self.steps = steps
+        self.tokens = array("i", [1]) * n
+        self.multi: list = []
+        self.weights_mixed = False
+        self.records = n
+        self.num_experts = num_experts
+
+
+def _le(fmt: str, data: bytes | bytearray) -> array:
+    a = array(fmt)
+    a.frombytes(data)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
+def _widen(data: bytes | bytearray, width: int, fmt: str) -> array:
+    """Little-endian unsigned ints of ``width`` bytes as an array of the wider signed
+    ``fmt`` ("i" or "q"), by placing the bytes into zeroed wider lanes (C-speed slicing)."""
+    to = array(fmt).itemsize
+    out = bytearray(len(data) // width * to)
+    for b in range(width):
+        out[b::to] = data[b::width]
+    return _le(fmt, out)
+
+
+def _field(raw, n: int, R: int, off: int, width: int, count: int = 1) -> bytearray:
+    """``count`` consecutive little-endian fields of ``width`` bytes at ``off`` in each of
+    ``n`` records of ``R`` bytes, as one buffer (record-major)."""
+    span = width * count
+    out = bytearray(n * span)
+    for b in range(span):
+        out[b::span] = raw[off + b: off + b + (n - 1) * R + 1: R]
+    return out
+
+
+def _distinct_rows(ids, n: int, k: int, w: int) -> bool:
+    """Whether every record's ``k`` ids (``w`` bytes each, ``ids`` record-major) are
+    distinct. Compares id columns pairwise as big integers: a lane of ``a ^ b`` is zero
+    exactly where two ids are equal, and ``(x - ONES) & ~x & HIGHS`` is non-zero exactly
+    when some lane of ``x`` is zero (the classic zero-byte test, exact for "any")."""
+    if k < 2:
+        return True
+    span = k * w
+    cols = []
+    for j in range(k):
+        col = bytearray(n * w)
+        for b in range(w):
+            col[b::w] = ids[j * w + b::span]
+        cols.append(int.from_bytes(col, "little"))
+    one = (1).to_bytes(w, "little")
+    ones = int.from_bytes(one * n, "little")
+    highs = ones << (8 * w - 1)
+    for j in range(k):
+        a = cols[j]
+        for j2 in range(j + 1, k):
+            x = a ^ cols[j2]
+            if (x - ones) & ~x & highs:
+                return False
+    return True
+
+
+def decode_uniform(raw: bytes, header, version: int, crc: int) -> Columns | None:
+    """The columns of the records in ``raw`` (the file's bytes after the header; ``crc``
+    the CRC-32 of the header bytes, ``version`` the format version), or None when the
+    records are not all alike or anything does not check (the record reader decides)."""
+    size = len(raw)
+    if size < _HEAD:
+        return None
+    rflags, k = raw[0], raw[_OFF_K]
+    if rflags & ~0x03 or k < 1 or k > header.top_k:
+        return None
+    w = 1 if header.num_experts <= 256 else 2
+    wcode = rflags & 3
+    wsize = _WFMT[wcode][1] if wcode else 0
+    R = _HEAD + k * (w + wsize)
+    END = 20                                       # "MPLTEND\0" u64 count u32 crc
+    body = size - END if version >= 2 else size
+    if body < R or body % R:
+        return None
+    n = body // R
+    rec = memoryview(raw)[:body]
+    if version >= 2:
+        magic, count, stored = struct.unpack_from("<8sQI", raw, body)
+        if magic != b"MPLTEND\x00" or count != n or zlib.crc32(rec, crc) != stored:
+            return None
+    # every record alike: same flags, one token, k experts
+    if (raw[0:body:R].count(rflags) != n or raw[_OFF_TOKENS:body:R].count(1) != n
+            or raw[_OFF_TOKENS + 1:body:R].count(0) != n or raw[_OFF_K:body:R].count(k) != n):
+        return None
+    layers = _widen(_field(raw, n, R, _OFF_LAYER, 2), 2, "i")
+    if max(layers) >= header.num_moe_layers:
+        return None
+    steps = _widen(_field(raw, n, R, _OFF_STEP, 4), 4, "q")
+    ids = _field(raw, n, R, _HEAD, w, k)
+    if (max(ids) if w == 1 else max(_le("H", ids))) >= header.num_experts \
+            or not _distinct_rows(ids, n, k, w):
+        return None
+    experts = _widen(ids, w, "i")
+    weights = None
+    if wcode:
+        code, ws = _WFMT[wcode]
+        buf = _field(raw, n, R, _HEAD + k * w, ws, k)
+        if code == "e":
+            weights = array("d", struct.unpack(f"<{n * k}e", buf))
+        else:
+            weights = array("d", _le(code, buf))
+        if not isfinite(sum(weights)):
+            return None
+        # a record's own sum (the record reader's check) can overflow only for f64 weights
+        # (k * the f32 maximum is finite)
+        if code == "d" and (max(weights) > _HUGE or min(weights) < -_HUGE):
+            return None
+    return Columns(layers, k, experts, weights, steps, header.num_experts)
+
+
+class _At(io.BytesIO):
+    """The records' bytes read as the file at their offset ``start`` (byte offsets in the
+    record reader's messages are the file's)."""
+
+    def __init__(self, raw: bytes, start: int):
+        super().__init__(raw)
+        self._base = start
+
+    def tell(self) -> int:
+        return self._base + super().tell()
+
+
+class LazyDispatches(Sequence):
+    """A trace's dispatches, read from the file's bytes only when iterated or indexed."""
+
+    def __init__(self, raw: bytes, header, path: str, version: int, crc: int, columns: Columns,
+                 start: int, reader):
+        """``reader``: the record reader (mpl.traceio.iter_native), given by the caller so
+        that this module does not import mpl.traceio (which imports it)."""
+        self._raw, self._header, self._path = raw, header, path
+        self._version, self._crc, self._start = version, crc, start
+        self._reader = reader
+        self.columns = columns
+        self._list = None
+
+    def _materialise(self) -> list:
+        if self._list is None:
+            self._list = list(self._reader(_At(self._raw, self._start), self._header, self._path,
+                                           version=self._version, crc=self._crc))
+        return self._list
+
+    def __len__(self) -> int:
+        return self.columns.records
+
+    def __getitem__(self, i):
+        return self._materialise()[i]
+
+    def __iter__(self):
+        return iter(self._materialise())
+
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple, LazyDispatches)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __radd__(self, other):
+        return list(other) + list(self)
+
+    def __reduce__(self):      # pickled as the bytes (a process pool's workers get those)
+        return (LazyDispatches, (self._raw, self._header, self._path, self._version,
+                                 self._crc, self.columns, self._start, self._reader))
+
+    def steps_and_tokens(self) -> tuple[int, int]:
+        """mpl.trace.steps_and_tokens: one token per record, so steps and tokens are the
+        distinct steps."""
+        n = len(set(self.columns.steps))
+        return n, n
+
+    def __repr__(self) -> str:
+        return f"LazyDispatches({len(self)} records of {self._path})"

@@ -1,0 +1,186 @@
+"""Lazy trace reading (mpl.tracecols): a native file of like records read straight into
+columns gives the same trace, the same pack, the same step and token counts and the same
+replay as the record reader; any other file takes the record reader, and a damaged file
+gets the record reader's error, whatever the records are."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+
+from mpl import traceio
+from mpl.runtime import fast
+from mpl.sim.synth import synthesize
+from mpl.trace import Dispatch, Trace, TraceHeader, steps_and_tokens
+from mpl.tracecols import LazyDispatches, decode_uniform
+
+
+def _write(tmp_path, trace, name="t.mpltrace", **kw):
+    p = tmp_path / name
+    traceio.save(trace, str(p), **kw)
+    return str(p)
+
+
+def _same_everywhere(path):
+    """The lazy and the eager read of ``path`` agree on everything a consumer reads."""
+    eager, lazy = traceio.load(path), traceio.load(path, lazy=True)
+    assert isinstance(lazy.dispatches, LazyDispatches)
+    E = eager.header.num_experts
+    assert len(lazy) == len(eager) and lazy.header == eager.header
+    assert steps_and_tokens(lazy.dispatches) == steps_and_tokens(eager.dispatches)
+    pl, pe = fast._pack_of(lazy.dispatches, E), fast.pack_dispatches(eager.dispatches, E)
+    for name in fast.Packed.__slots__:
+        assert getattr(pl, name) == getattr(pe, name), name
+    assert list(lazy.dispatches) == eager.dispatches and lazy == eager
+    assert lazy.dispatches[3] == eager.dispatches[3] and lazy.dispatches[-2:] == eager.dispatches[-2:]
+    back = pickle.loads(pickle.dumps(lazy))
+    assert back == eager and len(back.dispatches) == len(eager)
+    return eager, lazy
+
+
+@pytest.mark.parametrize("preset", ["mixtral-8x7b", "deepseek-v2-lite", "qwen3-30b-a3b", "olmoe-1b-7b"])
+@pytest.mark.parametrize("weights", ["f16", "f32", "f64"])
+def test_like_records_read_as_columns_equal_the_record_reader(tmp_path, preset, weights):
+    _same_everywhere(_write(tmp_path, synthesize(preset, steps=7, seed=4), weights=weights))
+
+
+def _custom(num_experts, k, layers=3, steps=40, *, weights=True, seed=0, dup=False):
+    r = random.Random(seed)
+    h = TraceHeader("custom", layers, tuple(range(layers)), num_experts, k)
+    ds = []
+    for s in range(steps):
+        for layer in range(layers):
+            ex = r.sample(range(num_experts), k)
+            if dup and s == steps // 2 and layer == 1:
+                ex[-1] = ex[0]                 # a repeated id in one record
+            ws = [r.random() for _ in range(k)] if weights else None
+            ds.append(Dispatch(s, layer, [ex], [ws] if weights else None))
+    return Trace(h, ds)
+
+
+def test_two_byte_ids_and_no_weights(tmp_path):
+    _same_everywhere(_write(tmp_path, _custom(300, 8), name="wide.mpltrace"))
+    _same_everywhere(_write(tmp_path, _custom(300, 8, weights=False), name="wide_nw.mpltrace"))
+    _same_everywhere(_write(tmp_path, _custom(16, 1, weights=False), name="k1.mpltrace"))
+
+
+def test_version_1_files_read_as_columns(tmp_path):
+    data = traceio.to_bytes(synthesize("olmoe", steps=5, seed=2))
+    import struct
+    p = tmp_path / "v1.mpltrace"
+    p.write_bytes(data[:8] + struct.pack("<H", 1) + data[10:-traceio._END.size])
+    _same_everywhere(str(p))
+
+
+@pytest.mark.parametrize("kind", ["duplicate id", "two tokens", "predictions", "different k"])
+def test_unlike_records_take_the_record_reader(tmp_path, kind):
+    tr = _custom(64, 4, seed=1, dup=(kind == "duplicate id"))
+    if kind == "two tokens":
+        d = tr.dispatches[10]
+        tr.dispatches[10] = Dispatch(d.step, d.layer, d.experts * 2, d.weights * 2)
+    elif kind == "predictions":
+        tr.dispatches[7].predictions = {2: [1, 5]}
+    elif kind == "different k":
+        d = tr.dispatches[5]
+        tr.dispatches[5] = Dispatch(d.step, d.layer, [d.experts[0][:3]], [d.weights[0][:3]])
+    path = _write(tmp_path, tr)
+    lazy, eager = traceio.load(path, lazy=True), traceio.load(path)
+    assert type(lazy.dispatches) is list and lazy == eager
+    E = eager.header.num_experts
+    pl, pe = fast.pack_trace(lazy, E), fast.pack_dispatches(eager.dispatches, E)
+    assert all(getattr(pl, n) == getattr(pe, n) for n in fast.Packed.__slots__)
+
+
+def test_a_damaged_file_gets_the_record_readers_error(tmp_path):
+    tr = synthesize("deepseek-v2-lite", steps=2, seed=1)
+    data = traceio.to_bytes(tr)
+    p = tmp_path / "bad.mpltrace"
+    start = len(data) - traceio._END.size - 2 * 52 * 28     # inside the records
+    cases = [data[:-3], data[:-30], data + b"\x00", data[:-4] + bytes(4)]
+    for i in list(range(start, start + 60)) + [len(data) - 12, len(data) - 6]:
+        for bit in (0, 3, 7):
+            b = bytearray(data)
+            b[i] ^= 1 << bit
+            cases.append(bytes(b))
+    for case in cases:
+        p.write_bytes(case)
+        with pytest.raises(traceio.TraceFormatError) as eager:
+            traceio.load(str(p))
+        with pytest.raises(traceio.TraceFormatError) as lazy:
+            traceio.load(str(p), lazy=True)
+        assert str(lazy.value) == str(eager.value)
+
+
+def test_columns_check_what_the_record_reader_checks():
+    tr = _custom(64, 4, seed=3)
+    data = traceio.to_bytes(tr, weights="f16")
+    with open_start(data) as (header, version, crc, raw):
+        assert decode_uniform(raw, header, version, crc) is not None
+        # as version 1 (no end marker, no checksum) the records alone decode ...
+        raw = raw[:-traceio._END.size]
+        R = 10 + 4 * (1 + 2)                   # 4 one-byte ids, 4 f16 weights
+        assert decode_uniform(raw, header, 1, crc).records == len(raw) // R == len(tr)
+        # ... but not with a layer or an expert outside the header, or a non-finite weight
+        for field, value in ((5, 3), (10, 64), (10, 200)):
+            b = bytearray(raw)
+            b[field + R * 3] = value
+            assert decode_uniform(bytes(b), header, 1, crc) is None, (field, value)
+        import struct
+        for bad in (float("inf"), float("nan")):
+            b = bytearray(raw)
+            struct.pack_into("<e", b, 10 + 4 + 2 + R * 2, bad)
+            assert decode_uniform(bytes(b), header, 1, crc) is None
+
+
+class open_start:
+    """(header, version, crc, the bytes after the header) of an in-memory native file."""
+
+    def __init__(self, data):
+        import io
+        self.f = io.BytesIO(data)
+
+    def __enter__(self):
+        header, version, crc = traceio.read_native_start(self.f)
+        return header, version, crc, self.f.read()
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_replay_and_sweep_of_a_lazy_trace_equal_the_eager_ones(tmp_path):
+    import mpl
+    from mpl.sim import replay
+    from mpl.sim.sweep import run_sweep
+
+    path = _write(tmp_path, synthesize("deepseek-v2-lite", steps=30, seed=6))
+    eager = traceio.load(path)
+    for text in ("policy a { cache { capacity = 64 eviction = lru } }",
+                 "policy b { cache { capacity = 40 eviction = lfu } prefetch { strategy = history budget = 2 } }"):
+        r1 = replay(mpl.loads(text), path)                     # a path is read lazily
+        r2 = replay(mpl.loads(text), eager)
+        assert (r1.stats, r1.sim, r1.belady, r1.trace) == (r2.stats, r2.sim, r2.belady, r2.trace)
+    text = "policy s { cache { capacity = 8 } }"
+    a = run_sweep(text, path, [16, 64, 200], jobs=1)
+    b = run_sweep(text, eager, [16, 64, 200], jobs=1)
+    assert a == b and all(p.error is None and p.belady is not None for p in a)
+
+
+def test_a_held_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
+    # replay() fills the model in (with_model copies the Trace, sharing its dispatches): the
+    # pack a sweep or tune holds must still be computed once, not once per replay
+    import mpl
+    from mpl.sim import replay
+
+    calls = []
+    real = fast.pack_dispatches
+    monkeypatch.setattr(fast, "pack_dispatches", lambda d, E: calls.append(1) or real(d, E))
+    tr = synthesize("deepseek-v2-lite", steps=4, seed=1)
+    assert tr.header.shape is None            # each replay makes its own copy with the shape
+    pol = mpl.loads("policy a { cache { capacity = 64 } }")
+    with fast.reusing(tr):
+        reports = [replay(pol, tr, belady=False).stats for _ in range(3)]
+    assert len(calls) == 1 and reports[0] == reports[1] == reports[2]
+    replay(pol, tr, belady=False)             # released: packed afresh
+    assert len(calls) == 2
