@@ -108,3 +108,49 @@ def test_100k_dispatch_trace_is_complete_and_beats_lru():
     lru = rt.stats()
     head = belady(tr.dispatches[:20_000], 64, capacity=128)
     assert head.hits >= lru["hits"] and head.accesses == lru["accesses"]
+
+# ------------------------------------------------------- the compiled optimum (_belady.c)
+def _requests(r, E, L, n, kmax):
+    if E:
+        return [[l * E + e for e in r.sample(range(E), r.randint(0, min(kmax, E)))]
+                for l in (r.randrange(L) for _ in range(n))]
+    nk = r.randint(2, 40)
+    return [r.sample(range(nk), r.randint(0, min(kmax, nk))) for _ in range(n)]
+
+
+def test_compiled_simulate_equals_the_reference_decision_by_decision():
+    import random
+
+    from mpl.runtime import fast
+    from mpl.sim.belady import simulate_pure
+    if fast.belady_kernel() is None:
+        import pytest
+        pytest.skip("the compiled backend is not in use")
+    r = random.Random(7)
+    for case in range(3000):
+        E = r.choice([0, 8, 64])
+        reqs = _requests(r, E, r.randint(1, 4), r.randint(1, 80), r.choice([3, 6, 20]))
+        cap = r.randint(0, 12)
+        pins = frozenset(r.sample(range(max(4 * E, 40)), r.randint(0, 3)))
+        got, want = [None] * len(reqs), [None] * len(reqs)
+        a = simulate(reqs, cap, pins, E, got)
+        b = simulate_pure(reqs, cap, pins, E, want)
+        assert a == b and got == want, (case, reqs, cap, pins, E)
+
+
+def test_compiled_belady_equals_the_reference_on_traces(tmp_path):
+    from mpl import traceio
+    from mpl.runtime import fast
+
+    tr = synthesize("deepseek-v2-lite", steps=60, seed=3)
+    path = str(tmp_path / "t.mpltrace")
+    traceio.save(tr, path)
+    lazy = traceio.load(path, lazy=True)
+    cases = [dict(capacity=100), dict(capacity=7, pin=[1, 5]), dict(capacity=0),
+             dict(capacities=[4] * 26, pin=[3]), dict(capacities=list(range(26)))]
+    for kw in cases:
+        with fast.pure():
+            want = belady(tr.dispatches, 64, num_layers=26, **kw)
+        assert belady(tr.dispatches, 64, num_layers=26, **kw) == want, kw
+        assert belady(lazy.dispatches, 64, num_layers=26, **kw) == want, kw
+    assert type(lazy.dispatches).__name__ == "LazyDispatches" and lazy.dispatches._list is None

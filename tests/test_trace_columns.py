@@ -30,7 +30,7 @@ def _same_everywhere(path):
     E = eager.header.num_experts
     assert len(lazy) == len(eager) and lazy.header == eager.header
     assert steps_and_tokens(lazy.dispatches) == steps_and_tokens(eager.dispatches)
-    pl, pe = fast._pack_of(lazy.dispatches, E), fast.pack_dispatches(eager.dispatches, E)
+    pl, pe = fast.pack_of(lazy.dispatches, E), fast.pack_dispatches(eager.dispatches, E)
     for name in fast.Packed.__slots__:
         assert getattr(pl, name) == getattr(pe, name), name
     assert list(lazy.dispatches) == eager.dispatches and lazy == eager

@@ -1671,8 +1671,11 @@ static int live_init_module(PyObject *m) {
     return 0;
 }
 
+#include "_belady.c"
+
 static PyMethodDef methods[] = {
     {"replay", fast_replay, METH_VARARGS, NULL},
+    {"belady", fast_belady, METH_VARARGS, belady_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -95,6 +95,12 @@ def available() -> bool:
     return _kernel is not None and not _forced_pure
 
 
+def belady_kernel():
+    """The compiled Belady optimum (``_fast.belady``, mpl/runtime/_belady.c) when the
+    compiled backend is in use, else None (mpl.sim.belady then runs its pure reference)."""
+    return getattr(_kernel, "belady", None) if available() else None
+
+
 def backend() -> str:
     """``"compiled"`` (the C replay kernel is in use where it covers a policy) or ``"pure"``."""
     return "compiled" if available() else "pure"
@@ -113,7 +119,8 @@ def backend_info() -> dict:
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
                       "live dispatch() of lru gpu_only demand-only policies without pins or "
-                      "triggers (shared or per-layer caches); other live dispatch() is pure Python"}
+                      "triggers (shared or per-layer caches); other live dispatch() is pure Python; "
+                      "the Belady optimum (mpl.sim.belady)"}
 
 
 @contextmanager
@@ -321,10 +328,12 @@ def per_trace(trace, key, make):
 def pack_trace(trace, num_experts: int) -> Packed:
     """The pack of a Trace's dispatches (computed once while the trace is held; a trace
     read lazily, mpl.tracecols, brings its columns: no Dispatch is built)."""
-    return per_trace(trace, ("pack", num_experts), lambda: _pack_of(trace.dispatches, num_experts))
+    return per_trace(trace, ("pack", num_experts), lambda: pack_of(trace.dispatches, num_experts))
 
 
-def _pack_of(dispatches, num_experts: int) -> Packed:
+def pack_of(dispatches, num_experts: int) -> Packed:
+    """:func:`pack_dispatches`, or the columns of a lazily read trace's dispatches
+    (mpl.tracecols) as they are."""
     cols = getattr(dispatches, "columns", None)
     if cols is None or cols.num_experts != num_experts:
         return pack_dispatches(dispatches, num_experts)

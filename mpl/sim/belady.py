@@ -15,11 +15,18 @@ every eviction rule of the runtime on random ones.
 Cache structures: ``shared`` (one cache over every layer's keys) or per-layer (one cache per
 MoE layer with its own capacity; the layers are independent, so the optimum is the per-layer
 optimum on each layer's sub-sequence).
+
+Where the compiled backend is in use (mpl.runtime.fast), the same algorithm runs in C
+(``mpl/runtime/_belady.c``: the same priorities, heap order and decisions; the functions here
+are its reference, ``MPL_PURE=1`` forces them, ``tests/test_belady.py`` holds the two equal
+decision by decision); ``belady()`` then reads a lazily read trace's columns without building
+its dispatches.
 """
 
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -86,6 +93,83 @@ def requests_of(dispatches: Iterable[Dispatch], num_experts: int) -> tuple[list[
 
 def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset[int] = frozenset(),
              num_experts: int = 0, outcomes: list | None = None) -> BeladyResult:
+    """Belady with bypass and in-use protection over one cache (compiled where the backend
+    is; see :func:`simulate_pure`, the reference, for the arguments)."""
+    kernel = _kernel()
+    if kernel is not None:
+        arrays = _arrays_of_requests(requests, num_experts)
+        if arrays is not None:
+            offs, layers, experts, E, used = arrays
+            pins = (sum(1 for k in pinned if k // E in used) if num_experts else len(pinned))
+            return _run_kernel(kernel, offs, layers, experts, E, capacity - pins, pinned, -1,
+                               num_experts, outcomes, capacity)
+    return simulate_pure(requests, capacity, pinned, num_experts, outcomes)
+
+
+def _kernel():
+    from mpl.runtime.fast import belady_kernel
+    return belady_kernel()
+
+
+def _arrays_of_requests(requests, num_experts: int):
+    """(offs, layers, experts, E, the layers with keys) for the kernel: keys are
+    ``layer * E + expert`` (``E`` the model's experts, or one past the largest key when
+    per-layer counts are not wanted); None when a request mixes layers or holds a negative
+    key (the reference takes any keys)."""
+    E = num_experts or (max((max(ks) for ks in requests if ks), default=0) + 1)
+    offs = array("q", [0])
+    layers = array("i")
+    experts = array("i")
+    used = set()
+    t = 0
+    for ks in requests:
+        if ks:
+            layer = ks[0] // E
+            base = layer * E
+            row = [k - base for k in ks]
+            if layer < 0 or min(row) < 0 or max(row) >= E:
+                return None
+            experts.extend(row)
+            t += len(row)
+            used.add(layer)
+        else:
+            layer = 0
+        layers.append(layer)
+        offs.append(t)
+    return offs, layers, experts, E, used
+
+
+def _run_kernel(kernel, offs, layers, experts, E, slots, pinned, only_layer, num_experts,
+                outcomes, capacity) -> BeladyResult:
+    """One cache's optimum in C over the dispatches of ``only_layer`` (-1: all): ``slots``
+    left once the pins take theirs (as :func:`simulate_pure` counts them), ``pinned`` keys
+    (``layer * E + expert``), ``outcomes`` as there; ``capacity`` is reported."""
+    nl = (max(layers) + 1) if len(layers) else 0
+    mask = None
+    if pinned:
+        m = bytearray(nl * E)
+        for k in pinned:
+            if 0 <= k < nl * E:
+                m[k] = 1
+        mask = bytes(m)
+    oc = bytearray(offs[-1]) if outcomes is not None else None
+    acc, hits, loads, streamed, evictions, lacc, lhit, order = kernel(
+        offs, layers, experts, E, max(slots, 0), mask, only_layer, oc)
+    if oc is not None:           # per dispatch kept, its keys' codes
+        at = 0
+        for d in range(len(layers)):
+            if only_layer >= 0 and layers[d] != only_layer:
+                continue
+            m = offs[d + 1] - offs[d]
+            outcomes[d] = list(oc[at:at + m])
+            at += m
+    per_layer = {l: [lacc[l], lhit[l]] for l in order} if num_experts else {}
+    return BeladyResult(acc, hits, acc - hits, loads, streamed, evictions, per_layer, "shared",
+                        capacity)
+
+
+def simulate_pure(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset[int] = frozenset(),
+                  num_experts: int = 0, outcomes: list | None = None) -> BeladyResult:
     """Belady with bypass and in-use protection over one cache. ``requests``: per dispatch,
     its distinct keys. ``pinned`` keys are always hits and take slots. ``num_experts`` (when
     > 0) lets the result count per-layer hits (key // num_experts). ``outcomes`` (a list of
@@ -232,8 +316,13 @@ def belady(dispatches: Sequence[Dispatch], num_experts: int, *, capacity: int | 
            num_layers: int | None = None) -> BeladyResult:
     """The optimum for a shared cache of ``capacity`` slots, or for per-layer caches with
     ``capacities[layer]`` slots each. ``pin``: expert ids pinned in every layer."""
-    reqs, layers = requests_of(dispatches, num_experts)
     pin = tuple(pin)
+    if capacities is None and capacity is None:
+        raise ValueError("give capacity (shared cache) or capacities (per-layer caches)")
+    kernel = _kernel()
+    if kernel is not None:
+        return _belady_compiled(kernel, dispatches, num_experts, capacity, capacities, pin, num_layers)
+    reqs, layers = requests_of(dispatches, num_experts)
     if capacities is None:
         if capacity is None:
             raise ValueError("give capacity (shared cache) or capacities (per-layer caches)")
@@ -252,4 +341,30 @@ def belady(dispatches: Sequence[Dispatch], num_experts: int, *, capacity: int | 
         pinned = frozenset(l * num_experts + e for e in pin if e < num_experts)
         r = simulate(lr, capacities[l], pinned, num_experts)
         total.merge(r)
+    return total
+
+
+def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layers) -> BeladyResult:
+    """:func:`belady` in C, on the dispatches' pack (a lazily read trace's columns)."""
+    from mpl.runtime.fast import pack_of
+
+    p = pack_of(dispatches, E)
+    offs = array("q", p.offs)
+    layers, experts = p.layers, p.experts
+    with_keys = {layers[d] for d in range(len(layers)) if offs[d + 1] > offs[d]} if len(layers) else set()
+    if capacities is None:
+        nl = num_layers if num_layers is not None else (max(layers) + 1 if len(layers) else 0)
+        pinned = frozenset(l * E + e for l in range(nl) for e in pin if e < E)
+        pins = sum(1 for k in pinned if k // E in with_keys)
+        r = _run_kernel(kernel, offs, layers, experts, E, capacity - pins, pinned, -1, E, None, capacity)
+        r.structure, r.capacities = "shared", capacity
+        return r
+    total = BeladyResult(structure="per_layer", capacities=list(capacities))
+    for l in sorted(set(layers)):
+        if l >= len(capacities):
+            raise ValueError(f"trace has layer {l} but only {len(capacities)} capacities")
+        pinned = frozenset(l * E + e for e in pin if e < E)
+        pins = len(pinned) if l in with_keys else 0
+        total.merge(_run_kernel(kernel, offs, layers, experts, E, capacities[l] - pins, pinned, l,
+                                E, None, capacities[l]))
     return total
