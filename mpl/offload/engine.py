@@ -39,6 +39,12 @@ from .staging import Staging
 from .view import ExpertsView
 
 GROUP_LIMIT = 1023     # torch's CUDA grouped GEMM refuses 1024 groups or more
+_VIEW_CACHE = 4096     # window views kept (a handful per layer in practice)
+# the layout flags transformers' use_experts_implementation sets on an experts module at
+# construction (the store's layout depends on them): copied into the engine's views, so the
+# experts function reads them without falling through to the module
+_LAYOUT_FLAGS = ("has_gate", "has_bias", "has_post_expert_norm", "is_transposed",
+                 "is_concatenated")
 
 
 @dataclass
@@ -76,6 +82,12 @@ def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
     return out
 
 
+def _disagree(layer, expert, slot, held) -> RuntimeError:
+    return RuntimeError(
+        f"plan places expert {expert} of MoE layer {layer} in slot {slot}, but the slot holds "
+        f"{held}: the runtime and the mechanism disagree")
+
+
 class Engine:
     def __init__(self, runtime, layers: list[LayerBinding], pool: SlotPool, *,
                  lookahead=None, need_weights: bool = False, cpu_capable: bool = False) -> None:
@@ -96,11 +108,19 @@ class Engine:
         self.layer_accesses = [0] * len(layers)
         self.layer_hits = [0] * len(layers)
         self.modes: dict[str, int] = {}
+        # the common case: the Plan needs the ids alone (no weights, no lookahead picks, no
+        # hidden states for the CPU), read with Ops.read_ids; decode steps whose experts all
+        # stay on the device then take the lean path (_lean_decode)
+        self.ids_only = not need_weights and not cpu_capable and lookahead is None
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
         self._functions = ALL_EXPERTS_FUNCTIONS
+        self._views: dict = {}
+        self._flags = {b.ordinal: {f: vars(b.module)[f] for f in _LAYOUT_FLAGS if f in vars(b.module)}
+                       for b in layers}
         for b in layers:
             b.math = ExpertMath(b.module)
-            b.slot_view = ExpertsView(b.module, {**pool.tensors, "num_experts": pool.size})
+            b.slot_view = ExpertsView(b.module, {**self._flags[b.ordinal], **pool.tensors,
+                                                 "num_experts": pool.size})
 
     def release(self) -> None:
         """Drop every reference to the pool's tensors (detach)."""
@@ -108,23 +128,33 @@ class Engine:
             b.slot_view = None
             b.math = None
         self.staging = None
+        self._views = {}
         self.pool.clear()
 
     # ------------------------------------------------------------------ the hot path
     def forward(self, b: LayerBinding, hidden: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
-        pool = self.pool
-        rt = self.runtime
         ordinal = b.ordinal
         if ordinal <= self._prev:
             self.step += 1
         self._prev = ordinal
-        step = self.step
         self.dispatches += 1
-        tokens = hidden.shape[0]
-        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
+        mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
+        if self.ids_only:
+            # ---- 1. the one blocking read: the ids alone (the common case)
+            flat = self.ops.read_ids(top_k_index)
+            plan = self.runtime.dispatch(ordinal, list(dict.fromkeys(flat)), None,
+                                         tokens=hidden.shape[0], step=self.step, predictions=None)
+            if mode != "eager" and len(flat) <= b.num_experts:
+                out = self._lean_decode(b, mode, plan, flat, hidden, top_k_index, top_k_weights)
+                if out is not None:
+                    return out
+            return self._execute(b, mode, plan, flat, None, None, hidden, top_k_index, top_k_weights)
 
         # ---- 1. the one blocking read: ids (+ weights, lookahead picks, hidden states)
+        step = self.step
+        tokens = hidden.shape[0]
+        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
         want_w = self.need_weights or self.cpu_capable
         parts = [top_k_index.reshape(-1)]
         if want_w:
@@ -149,10 +179,52 @@ class Engine:
         if picks is not None:
             predictions = self.lookahead.decode(picks[0], got[2 if want_w else 1], tokens)
 
-        plan = rt.dispatch(ordinal, experts, weights, tokens=tokens, step=step,
-                           predictions=predictions)
+        plan = self.runtime.dispatch(ordinal, experts, weights, tokens=tokens, step=step,
+                                     predictions=predictions)
+        return self._execute(b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
+                             top_k_weights)
 
-        # ---- 2. transfers
+    def _lean_decode(self, b, mode, plan, flat, hidden, top_k_index, top_k_weights):
+        """A decode step of an ids-only policy in a non-eager mode whose Plan keeps every
+        expert on the device (resident, or loaded into its slot now): the ids remapped to
+        slots in one small upload, grouped_mm on a cached window view. Returns None, having
+        changed nothing, when the dispatch needs :meth:`_execute` (STREAM or CPU placements,
+        a window over ``GROUP_LIMIT``, the CPU multi-thread grouped_mm staging)."""
+        where = plan.where
+        if min(where) < 0:
+            return None
+        pool = self.pool
+        grouped = mode == "grouped_mm"
+        if grouped:
+            lo = min(where)
+            hi = max(where) + 1
+            if hi - lo > GROUP_LIMIT or (not pool.cuda and torch.get_num_threads() > 1):
+                return None
+        stall = self._transfers(plan)
+        ordinal = b.ordinal
+        content = pool.content
+        for e, w in zip(plan.experts, where):
+            if content[w] != (ordinal, e):
+                raise _disagree(ordinal, e, w, content[w])
+        slot_of = dict(zip(plan.experts, where))
+        self._account(ordinal, mode, len(where), sum(plan.hit), stall)
+        if grouped:
+            view = self._window(b, lo, hi, False)
+            ids = [slot_of[e] - lo for e in flat] if lo else [slot_of[e] for e in flat]
+        else:
+            view = b.slot_view
+            ids = [slot_of[e] for e in flat]
+        slot_ids = self.staging.upload(ids, top_k_index.dtype).view(top_k_index.shape)
+        fn = self._functions.get_interface(mode, b.orig_forward)
+        pool.wait_for(where)
+        out = fn(view, hidden, slot_ids, top_k_weights)
+        pool.release(where)
+        return out
+
+    def _transfers(self, plan) -> float:
+        """Issue the Plan's evictions (bookkeeping) and loads, in order. Returns the host ms
+        demand loads blocked (CPU path) plus the CUDA stalls measured since the last call."""
+        pool = self.pool
         stall = pool.collect_stalls() if pool.cuda else 0.0
         for _key, slot in plan.evicted:
             pool.evict(slot)
@@ -161,7 +233,40 @@ class Engine:
             ms = pool.copy_in(slot, layers[lkey[0]].host, lkey[1], lkey, kind)
             if kind == DEMAND:
                 stall += ms
+        return stall
 
+    def _account(self, ordinal, mode, accesses, hits, stall) -> None:
+        self.modes[mode] = self.modes.get(mode, 0) + 1
+        self.layer_accesses[ordinal] += accesses
+        self.layer_hits[ordinal] += hits
+        if stall:
+            self.stall_ms += stall
+            self.runtime.add_stall(stall)
+
+    def _window(self, b, lo, hi, split) -> ExpertsView:
+        """The experts view of pool entries ``[lo, hi)`` for layer ``b`` (cached: the pool's
+        tensors never change while attached)."""
+        key = (b.ordinal, lo, hi, split)
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) >= _VIEW_CACHE:
+                self._views.clear()
+            over = {name: t[lo:hi] for name, t in self.pool.tensors.items()}
+            over["num_experts"] = hi - lo
+            over["_is_expert_parallel"] = split
+            view = self._views[key] = ExpertsView(b.module, {**self._flags[b.ordinal], **over})
+        return view
+
+    def _execute(self, b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
+                 top_k_weights):
+        """Every other dispatch: transfers, STREAM and CPU placements, the device pass of
+        ``mode``, the CPU pass meanwhile."""
+        pool = self.pool
+        ordinal = b.ordinal
+        tokens = hidden.shape[0]
+        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
+        # ---- 2. transfers
+        stall = self._transfers(plan)
         lut = [pool.zero] * b.num_experts
         used: list[int] = []
         cpu_experts: list[int] = []
@@ -171,9 +276,7 @@ class Engine:
         for e, w, h in zip(plan.experts, plan.where, plan.hit):
             if w >= 0:
                 if content[w] != (ordinal, e):
-                    raise RuntimeError(
-                        f"plan places expert {e} of MoE layer {ordinal} in slot {w}, but the slot "
-                        f"holds {content[w]}: the runtime and the mechanism disagree")
+                    raise _disagree(ordinal, e, w, content[w])
                 lut[e] = w
                 used.append(w)
             elif w == STREAM:
@@ -185,8 +288,6 @@ class Engine:
             hits += bool(h)
         if len(streamed) > pool.stream_slots:
             raise RuntimeError("more streamed experts in one dispatch than transient slots")
-        mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
-        self.modes[mode] = self.modes.get(mode, 0) + 1
         if mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1:
             # CPU grouped_mm with several threads gives results that depend on where each
             # group's rows sit in the sorted input: stage the dispatch's experts in
@@ -199,11 +300,7 @@ class Engine:
                 lut[e] = sidx
                 used.append(sidx)
                 sidx += 1
-        self.layer_accesses[ordinal] += len(plan.experts)
-        self.layer_hits[ordinal] += hits
-        if stall:
-            self.stall_ms += stall
-            rt.add_stall(stall)
+        self._account(ordinal, mode, len(plan.experts), hits, stall)
 
         # ---- 3. the device pass is queued first, 4. then the CPU computes meanwhile
         positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
@@ -279,10 +376,7 @@ class Engine:
                 slot_ids = up([lut[e] - lo for e in flat] if decode else [x - lo for x in lut], idt)
                 if not decode:
                     slot_ids = slot_ids[top_k_index]
-            over = {name: t[lo:hi] for name, t in pool.tensors.items()}
-            over["num_experts"] = n
-            over["_is_expert_parallel"] = split
-            part = fn(ExpertsView(b.module, over), hidden, slot_ids.view(top_k_index.shape), weights)
+            part = fn(self._window(b, lo, hi, split), hidden, slot_ids.view(top_k_index.shape), weights)
             out = part if out is None else out + part
         pool.release(used)
         return out
