@@ -102,7 +102,10 @@ class SyncOps:
         """The values of the integer device tensor ``t``, flattened, as a host list: the
         common case of :meth:`fetch` (one blocking host synchronisation)."""
         self.reads += 1
-        return t.reshape(-1).tolist()
+        if t.dim() != 2:
+            return t.reshape(-1).tolist()
+        rows = t.tolist()          # [T, K]: cheaper than reshape(-1) first
+        return rows[0] if len(rows) == 1 else [x for r in rows for x in r]
 
 
 class CudaOps(SyncOps):

@@ -82,6 +82,25 @@ def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
     return out
 
 
+_MODE_FIELD = "_experts_implementation_internal"
+
+
+def _plain_mode_field(cfg) -> bool:
+    """Whether ``cfg._experts_implementation`` (the experts mode in force, read on every
+    dispatch) is transformers' own property over the plain field ``_MODE_FIELD``: then the
+    engine reads the field from the config's ``__dict__`` (a dict lookup instead of the
+    property behind two ``__getattribute__`` overrides), and still sees every switch
+    (``set_experts_implementation``, generate()'s decode switch) at call time."""
+    try:
+        from transformers.configuration_utils import PreTrainedConfig
+    except ImportError:
+        return False
+    prop = PreTrainedConfig.__dict__.get("_experts_implementation")
+    d = getattr(cfg, "__dict__", {})
+    return (isinstance(prop, property) and getattr(type(cfg), "_experts_implementation", None) is prop
+            and _MODE_FIELD in d and d[_MODE_FIELD] == cfg._experts_implementation)
+
+
 def _disagree(layer, expert, slot, held) -> RuntimeError:
     return RuntimeError(
         f"plan places expert {expert} of MoE layer {layer} in slot {slot}, but the slot holds "
@@ -115,6 +134,8 @@ class Engine:
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
         self._functions = ALL_EXPERTS_FUNCTIONS
         self._views: dict = {}
+        self._plain_configs = {type(b.module.config) for b in layers
+                               if _plain_mode_field(getattr(b.module, "config", None))}
         self._flags = {b.ordinal: {f: vars(b.module)[f] for f in _LAYOUT_FLAGS if f in vars(b.module)}
                        for b in layers}
         for b in layers:
@@ -139,13 +160,17 @@ class Engine:
             self.step += 1
         self._prev = ordinal
         self.dispatches += 1
-        mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
+        cfg = b.module.config
+        if type(cfg) in self._plain_configs:
+            mode = cfg.__dict__.get(_MODE_FIELD) or "eager"
+        else:
+            mode = getattr(cfg, "_experts_implementation", None) or "eager"
         if self.ids_only:
             # ---- 1. the one blocking read: the ids alone (the common case)
             flat = self.ops.read_ids(top_k_index)
             plan = self.runtime.dispatch(ordinal, list(dict.fromkeys(flat)), None,
                                          tokens=hidden.shape[0], step=self.step, predictions=None)
-            if mode != "eager" and len(flat) <= b.num_experts:
+            if mode != "eager" and 0 < len(flat) <= b.num_experts:
                 out = self._lean_decode(b, mode, plan, flat, hidden, top_k_index, top_k_weights)
                 if out is not None:
                     return out
@@ -191,30 +216,32 @@ class Engine:
         changed nothing, when the dispatch needs :meth:`_execute` (STREAM or CPU placements,
         a window over ``GROUP_LIMIT``, the CPU multi-thread grouped_mm staging)."""
         where = plan.where
-        if min(where) < 0:
+        lo = min(where)
+        if lo < 0:
             return None
         pool = self.pool
-        grouped = mode == "grouped_mm"
-        if grouped:
-            lo = min(where)
+        if mode == "grouped_mm":
             hi = max(where) + 1
             if hi - lo > GROUP_LIMIT or (not pool.cuda and torch.get_num_threads() > 1):
                 return None
-        stall = self._transfers(plan)
+            view = self._window(b, lo, hi, False)
+        else:                 # batched_mm & co. index the whole pool
+            lo = 0
+            view = b.slot_view
+        stall = self._transfers(plan) if (plan.raw_loads or plan.evicted or pool.cuda) else 0.0
         ordinal = b.ordinal
         content = pool.content
-        for e, w in zip(plan.experts, where):
+        experts = plan.experts
+        for e, w in zip(experts, where):
             if content[w] != (ordinal, e):
                 raise _disagree(ordinal, e, w, content[w])
-        slot_of = dict(zip(plan.experts, where))
-        self._account(ordinal, mode, len(where), sum(plan.hit), stall)
-        if grouped:
-            view = self._window(b, lo, hi, False)
-            ids = [slot_of[e] - lo for e in flat] if lo else [slot_of[e] for e in flat]
+        if experts == flat:            # one token (or no repeated expert): where is per id
+            ids = [w - lo for w in where] if lo else where
         else:
-            view = b.slot_view
-            ids = [slot_of[e] for e in flat]
-        slot_ids = self.staging.upload(ids, top_k_index.dtype).view(top_k_index.shape)
+            slot_of = dict(zip(experts, where))
+            ids = [slot_of[e] - lo for e in flat]
+        self._account(ordinal, mode, len(where), sum(plan.hit), stall)
+        slot_ids = self.staging.upload_like(ids, top_k_index)
         fn = self._functions.get_interface(mode, b.orig_forward)
         pool.wait_for(where)
         out = fn(view, hidden, slot_ids, top_k_weights)
