@@ -73,7 +73,7 @@ class Op:
     non_blocking: bool = False
     src_pinned: bool = False
     dst_pinned: bool = False
-    buffer: tuple | None = None   # (start, end) bytes of a reusable host buffer it touches
+    buffer: tuple | None = None   # (start, end, buffer start): bytes of a reusable host buffer it touches
     event: FakeEvent | None = None
 
 
@@ -193,11 +193,12 @@ class FakeCudaOps(CudaOps):
         return t
 
     def _buffer_range(self, t):
-        """The bytes of a reusable host buffer ``t`` covers, or None."""
+        """(start, end, the buffer's start): the bytes of a reusable host buffer ``t``
+        covers, or None."""
         p = t.data_ptr()
         for start, end in self._buffers:
             if start <= p < end:
-                return (p, p + t.numel() * t.element_size())
+                return (p, p + t.numel() * t.element_size(), start)
         return None
 
     def is_pinned(self, t) -> bool:
@@ -304,9 +305,9 @@ def host_buffer_reused_in_flight(log) -> list[str]:
     for op in log:
         if op.kind != "copy" or op.buffer is None:
             continue
-        a, z = op.buffer
+        a, z, _ = op.buffer
         for prev in touched:
-            pa, pz = prev.buffer
+            pa, pz, _ = prev.buffer
             done = prev.clock.get(prev.stream, 0) <= op.host.get(prev.stream, 0)
             if pa < z and a < pz and not done:
                 bad.append(f"copy #{op.seq} ({op.tag}) reuses host buffer bytes that copy "
