@@ -121,6 +121,7 @@ class Engine:
         self.step = -1
         self._prev = 1 << 30
         self.dispatches = 0
+        self.lean_dispatches = 0     # dispatches served by _lean_decode
         self.cpu_computes = 0
         self.cpu_tokens = 0
         self.stall_ms = 0.0
@@ -241,8 +242,11 @@ class Engine:
             slot_of = dict(zip(experts, where))
             ids = [slot_of[e] - lo for e in flat]
         self._account(ordinal, mode, len(where), sum(plan.hit), stall)
+        self.lean_dispatches += 1
         slot_ids = self.staging.upload_like(ids, top_k_index)
         fn = self._functions.get_interface(mode, b.orig_forward)
+        if not pool.cuda:                  # no queues: nothing to wait for or to mark
+            return fn(view, hidden, slot_ids, top_k_weights)
         pool.wait_for(where)
         out = fn(view, hidden, slot_ids, top_k_weights)
         pool.release(where)
@@ -459,6 +463,7 @@ class Engine:
         copies = dict(pool.copies)
         return {
             "dispatches": self.dispatches,
+            "lean_dispatches": self.lean_dispatches,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],
