@@ -81,6 +81,8 @@ def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
     assert stats["host_syncs"] == stats["dispatches"]
     if label == "cpu_fallback":
         assert stats["cpu_computes"] > 0
+    if impl != "eager" and label in ("lru capacity 3", "history prefetch", "per-layer lfu"):
+        assert stats["lean_dispatches"] > 0       # the lean decode path is among what is checked
 
 
 def test_demand_and_prefetch_use_different_streams(models):
