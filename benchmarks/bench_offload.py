@@ -119,13 +119,15 @@ def own_time(family, impl, reps=7, decode_steps=32):
         wrapped.append((b.module, vars(b.module).get("forward")))
         b.module.forward = timed_call(b.module.forward)
     registry[impl] = timed_fn
-    res = {"base": [], "policy": []}
+    res = {"base": [], "policy": [], "fn_base": [], "fn_policy": []}
     try:
         for _ in range(reps):
             for name, m in (("base", base), ("policy", mod)):
                 acc[0] = acc[1] = 0
                 _time_decode(m, ids, decode_steps)
-                res[name].append((acc[0] - acc[1]) / (decode_steps * len(handle.layers)) / 1e3)
+                calls = decode_steps * len(handle.layers)
+                res[name].append((acc[0] - acc[1]) / calls / 1e3)
+                res["fn_" + name].append(acc[1] / calls / 1e3)
     finally:
         registry[impl] = real
         for module, fwd in wrapped:
@@ -136,7 +138,8 @@ def own_time(family, impl, reps=7, decode_steps=32):
         handle.detach()
     med = statistics.median
     return {"family": family, "impl": impl, "own_us_base": med(res["base"]),
-            "own_us_policy": med(res["policy"])}
+            "own_us_policy": med(res["policy"]), "fn_us_base": med(res["fn_base"]),
+            "fn_us_policy": med(res["fn_policy"])}
 
 
 def bench(family, impl, reps, decode_steps, prompt_len=32, layers=4):
@@ -183,7 +186,9 @@ def main(argv=None) -> int:
                     continue
                 r = own_time(fam, impl, args.reps)
                 print(f"{fam:18s} {impl:10s} own time per MoE-layer decode call: unmodified "
-                      f"{r['own_us_base']:6.1f} us, attached {r['own_us_policy']:6.1f} us", flush=True)
+                      f"{r['own_us_base']:6.1f} us, attached {r['own_us_policy']:6.1f} us   "
+                      f"(the experts function: {r['fn_us_base']:6.1f} / {r['fn_us_policy']:6.1f} us)",
+                      flush=True)
         return 0
     rows = []
     for fam in args.families.split(","):
