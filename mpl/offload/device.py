@@ -10,8 +10,10 @@ pinned memory and blocking host reads goes through an ``Ops`` object:
 
 Tests run the mechanism against a CUDA-semantics double of this interface
 (``tests/offload_cuda_double.py``), which logs every call and checks the ordering
-invariants on the CPU. ``reads`` counts the blocking host synchronisations: the engine
-makes exactly one per MoE dispatch (:meth:`Ops.fetch`).
+invariants on the CPU; it subclasses :class:`CudaOps` and replaces only its CUDA
+primitives, so ``CudaOps.fetch``/``read_ids`` run in the tests as on a GPU. ``reads``
+counts the blocking host synchronisations: the engine makes exactly one per MoE dispatch
+(:meth:`Ops.fetch`, or :meth:`Ops.read_ids` for the ids alone).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
    needs: the expert ids, plus the routing weights when the policy scores or may compute on
    the CPU, the lookahead routers' picks when it pre-gates, and the hidden states when it
    may compute on the CPU (so those start towards the host before the device pass is
-   queued); asks the runtime for a Plan (the runtime alone decides hits, slots, victims,
-   CPU placement, prefetches);
+   queued); for the ids alone (the common case) ``Ops.read_ids``; asks the runtime for a
+   Plan (the runtime alone decides hits, slots, victims, CPU placement, prefetches);
 2. issues the Plan's transfers in order (demand loads and STREAM experts on the demand copy
    stream, background and prefetch loads on the prefetch stream);
 3. makes compute wait for exactly the entries it reads, then queues the device pass of the
@@ -19,6 +19,10 @@ For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
 4. computes the experts placed on the CPU on the CPU while the device pass runs, from the
    host copy, and adds the result (uploaded ``non_blocking`` from pinned memory);
 5. records what it did (copies, bytes, CPU computes, stalls, per-layer hits).
+
+A decode step of an ids-only policy in a non-eager mode whose Plan keeps every expert on the
+device takes a lean path (:meth:`Engine._lean_decode`) doing the same with less Python:
+the Plan's slots as the remapped ids, a cached window view, one small upload.
 
 Every index, mask and CPU result reaches the device through :class:`Staging` (pre-allocated
 pinned and device buffers): nothing is allocated on the device per step by the mechanism.
