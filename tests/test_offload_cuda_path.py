@@ -197,7 +197,10 @@ def test_inductor_mechanism_adds_no_numeric_change():
     for b in discover(ref_model):          # the reference: break the graph at the experts call
         b.module.forward = torch.compiler.disable(type(b.module).forward.__get__(b.module))
     counters.clear()
-    ref = _compiled_gen(ref_model, 3)
+    try:
+        ref = _compiled_gen(ref_model, 3)
+    except torch._dynamo.exc.BackendCompilerFailed as e:    # the unmodified model, no mpl code
+        pytest.skip(f"inductor cannot compile here: {str(e).splitlines()[0]}")
     assert counters["stats"]["unique_graphs"] > 0      # inductor compiled the skeleton
     model = build_model("tiny-mixtral", layers=2, experts_implementation="grouped_mm")
     h = attach(pol("cache { capacity = 3 }"), model)
