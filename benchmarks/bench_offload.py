@@ -8,6 +8,7 @@ the blocking host synchronisations the mechanism made per MoE layer and forward 
 engine's ``Ops.fetch`` count / dispatches; the design and the tests say exactly 1).
 
     python benchmarks/bench_offload.py [--families tiny-mixtral,tiny-qwen3-moe] [--reps 7] [--json]
+    python benchmarks/bench_offload.py --own-time    # us per MoE-layer call outside the experts function
 
 Both models are built from the same seed; measurements alternate between them so that
 machine noise hits both; each figure is the median over ``--reps`` repetitions. Times are
@@ -70,7 +71,8 @@ def _time_decode(model, ids, steps):
         return (CLOCK() - t0) / steps
 
 
-def bench(family, impl, reps, decode_steps, prompt_len=32, layers=4):
+def _pair(family, impl, prompt_len=32, layers=4):
+    """(unmodified model, attached model, handle, prompt ids), both warmed up."""
     base = build_model(family, layers=layers, experts_implementation=impl, **_overrides(family))
     mod = build_model(family, layers=layers, experts_implementation=impl, **_overrides(family))
     from mpl.offload.hf import discover
@@ -82,6 +84,66 @@ def bench(family, impl, reps, decode_steps, prompt_len=32, layers=4):
     for m in (base, mod):          # warm-up (and fills the cache of the attached one)
         _time_prefill(m, ids)
         _time_decode(m, ids, 2)
+    return base, mod, handle, ids
+
+
+def own_time(family, impl, reps=7, decode_steps=32):
+    """Microseconds per MoE-layer call of a decode step spent outside the experts function
+    itself: in the unmodified model, the experts class's dispatching wrapper; attached, the
+    mechanism (hook, read, runtime dispatch, remap, bookkeeping). Wall clock, medians over
+    ``reps`` decode loops; the registered experts function is wrapped by the same timer in
+    both models. Not for ``eager`` (the engine runs the eager loop's math itself)."""
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+    registry = ALL_EXPERTS_FUNCTIONS._global_mapping
+    real = registry[impl]
+    base, mod, handle, ids = _pair(family, impl)
+    clock = time.perf_counter_ns
+    acc = [0, 0]                   # ns in experts calls, ns in the experts function
+
+    def timed_fn(*a, **k):
+        t0 = clock()
+        out = real(*a, **k)
+        acc[1] += clock() - t0
+        return out
+
+    def timed_call(forward):
+        def call(*a, **k):
+            t0 = clock()
+            out = forward(*a, **k)
+            acc[0] += clock() - t0
+            return out
+        return call
+    from mpl.offload.hf import discover
+    wrapped = []
+    for b in discover(base) + handle.layers:
+        wrapped.append((b.module, vars(b.module).get("forward")))
+        b.module.forward = timed_call(b.module.forward)
+    registry[impl] = timed_fn
+    res = {"base": [], "policy": [], "fn_base": [], "fn_policy": []}
+    try:
+        for _ in range(reps):
+            for name, m in (("base", base), ("policy", mod)):
+                acc[0] = acc[1] = 0
+                _time_decode(m, ids, decode_steps)
+                calls = decode_steps * len(handle.layers)
+                res[name].append((acc[0] - acc[1]) / calls / 1e3)
+                res["fn_" + name].append(acc[1] / calls / 1e3)
+    finally:
+        registry[impl] = real
+        for module, fwd in wrapped:
+            if fwd is None:
+                module.__dict__.pop("forward", None)
+            else:
+                module.forward = fwd
+        handle.detach()
+    med = statistics.median
+    return {"family": family, "impl": impl, "own_us_base": med(res["base"]),
+            "own_us_policy": med(res["policy"]), "fn_us_base": med(res["fn_base"]),
+            "fn_us_policy": med(res["fn_policy"])}
+
+
+def bench(family, impl, reps, decode_steps, prompt_len=32, layers=4):
+    base, mod, handle, ids = _pair(family, impl, prompt_len, layers)
     pb, pm, db, dm = [], [], [], []
     for _ in range(reps):
         pb.append(_time_prefill(base, ids))
@@ -109,11 +171,25 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--wall", action="store_true", help="wall-clock time instead of CPU time")
+    ap.add_argument("--own-time", action="store_true",
+                    help="instead: microseconds per MoE-layer decode call outside the experts "
+                         "function (the unmodified model's wrapper vs the mechanism)")
     args = ap.parse_args(argv)
     global CLOCK
     if args.wall:
         CLOCK = time.perf_counter
     torch.set_num_threads(args.threads)
+    if args.own_time:
+        for fam in args.families.split(","):
+            for impl in args.impls.split(","):
+                if impl == "eager":
+                    continue
+                r = own_time(fam, impl, args.reps)
+                print(f"{fam:18s} {impl:10s} own time per MoE-layer decode call: unmodified "
+                      f"{r['own_us_base']:6.1f} us, attached {r['own_us_policy']:6.1f} us   "
+                      f"(the experts function: {r['fn_us_base']:6.1f} / {r['fn_us_policy']:6.1f} us)",
+                      flush=True)
+        return 0
     rows = []
     for fam in args.families.split(","):
         for impl in args.impls.split(","):

@@ -2,7 +2,10 @@
 
 ``FakeCudaOps`` is what the engine sees on a GPU (``cuda = True``: streams, events,
 ``non_blocking`` copies, pinned memory, one blocking read per dispatch), but every copy and
-compute runs at once on CPU tensors, so the model's outputs stay exact. What it adds is a
+compute runs at once on CPU tensors, so the model's outputs stay exact. It subclasses the
+real ``CudaOps`` and replaces only the CUDA primitives (streams, events, copies, memory):
+what ``CudaOps`` builds from them (``fetch``, ``read_ids``: the reused pinned read buffer)
+runs as on a GPU. What it adds is a
 log of every call and a model of CUDA's ordering: each stream is a FIFO queue; an event
 captures the point of its stream where it was recorded; ``wait`` makes a stream's later work
 start after that point; a host synchronisation (``fetch`` waits for the current stream,
@@ -19,9 +22,14 @@ The invariant checks at the bottom replay a log and return the violations (empty
   reads;
 * ``demand_delayed_by_prefetch``: no demand load is queued (same FIFO stream) behind a
   prefetch or background copy into another slot still in flight;
-* ``unpinned_async_copies``: every ``non_blocking`` copy reads pinned host memory;
+* ``unpinned_async_copies``: every ``non_blocking`` copy has its host side (source of an
+  upload, destination of a read) in pinned memory;
+* ``host_buffer_reused_in_flight``: a reusable pinned buffer (``host_buffer``: staging, the
+  read buffer) is touched by a new copy (and so possibly rewritten by the host just
+  before) only after every earlier copy touching the same bytes has completed as the host
+  knows it (an event wait or a query that found it complete);
 * allocations: ``ops.allocations`` / the ``alloc`` entries of the log (no per-step device
-  allocation).
+  allocation), ``ops.host_allocations`` (no per-step pinned host allocation).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mpl.offload.device import SyncOps
+from mpl.offload.device import CudaOps, SyncOps
 
 
 class FakeStream:
@@ -64,6 +72,8 @@ class Op:
     reads: frozenset = frozenset()
     non_blocking: bool = False
     src_pinned: bool = False
+    dst_pinned: bool = False
+    buffer: tuple | None = None   # (start, end, buffer start): bytes of a reusable host buffer it touches
     event: FakeEvent | None = None
 
 
@@ -77,11 +87,13 @@ def happens_before(a: Op, b: Op) -> bool:
     return a.clock.get(a.stream, 0) <= b.clock.get(a.stream, 0)
 
 
-class FakeCudaOps(SyncOps):
+class FakeCudaOps(CudaOps):
     cuda = True
 
     def __init__(self, device=torch.device("cpu")) -> None:
         super().__init__(torch.device("cpu"))
+        self.host_allocations = 0          # pinned host buffers allocated (host_buffer)
+        self._buffers: list[tuple[int, int]] = []     # byte ranges of host_buffer()s
         self.log: list[Op] = []
         self.compute_stream = FakeStream("compute")
         self._current = self.compute_stream
@@ -164,15 +176,30 @@ class FakeCudaOps(SyncOps):
         return torch.zeros(shape, dtype=dtype)
 
     def host_arena(self, nbytes: int):
-        t = super().host_arena(nbytes)
+        t = SyncOps.host_arena(self, nbytes)
         self.pinned.add(self._ptr(t))
         self.arena_bytes = t.numel()
         return t
 
+    def release_arena(self, arena) -> None:
+        pass
+
     def host_buffer(self, numel: int, dtype):
-        t = super().host_buffer(numel, dtype)
+        t = SyncOps.host_buffer(self, numel, dtype)
+        self.host_allocations += 1
         self.pinned.add(self._ptr(t))
+        start = t.untyped_storage().data_ptr()
+        self._buffers.append((start, start + t.untyped_storage().nbytes()))
         return t
+
+    def _buffer_range(self, t):
+        """(start, end, the buffer's start): the bytes of a reusable host buffer ``t``
+        covers, or None."""
+        p = t.data_ptr()
+        for start, end in self._buffers:
+            if start <= p < end:
+                return (p, p + t.numel() * t.element_size(), start)
+        return None
 
     def is_pinned(self, t) -> bool:
         return self._ptr(t) in self.pinned
@@ -180,16 +207,16 @@ class FakeCudaOps(SyncOps):
     def copy(self, dst, src, *, non_blocking=False, tag=None) -> None:
         dst.copy_(src)
         self._issue("copy", self._current, tag=tag, non_blocking=non_blocking,
-                    src_pinned=self.is_pinned(src))
+                    src_pinned=self.is_pinned(src), dst_pinned=self.is_pinned(dst),
+                    buffer=self._buffer_range(src) or self._buffer_range(dst))
 
     def compute(self, reads) -> None:
         self._issue("compute", self._current, reads=frozenset(reads))
 
     def fetch(self, tensors):
-        self.reads += 1
-        _merge(self.host_clock, self._current.clock)
+        out = super().fetch(tensors)          # CudaOps.fetch: copies, event, wait
         self._note("fetch", self._current)
-        return [t.detach().clone() for t in tensors]
+        return out
 
 
 # ---------------------------------------------------------------------------- invariants
@@ -267,5 +294,24 @@ def demand_delayed_by_prefetch(log) -> list[str]:
 
 
 def unpinned_async_copies(log) -> list[str]:
-    return [f"non_blocking copy #{op.seq} ({op.tag}) from pageable memory"
-            for op in log if op.kind == "copy" and op.non_blocking and not op.src_pinned]
+    return [f"non_blocking copy #{op.seq} ({op.tag}) from/to pageable memory"
+            for op in log if op.kind == "copy" and op.non_blocking
+            and not (op.src_pinned or op.dst_pinned)]
+
+
+def host_buffer_reused_in_flight(log) -> list[str]:
+    bad = []
+    touched: list[Op] = []
+    for op in log:
+        if op.kind != "copy" or op.buffer is None:
+            continue
+        a, z, _ = op.buffer
+        for prev in touched:
+            pa, pz, _ = prev.buffer
+            done = prev.clock.get(prev.stream, 0) <= op.host.get(prev.stream, 0)
+            if pa < z and a < pz and not done:
+                bad.append(f"copy #{op.seq} ({op.tag}) reuses host buffer bytes that copy "
+                           f"#{prev.seq} ({prev.tag}) may still be reading or writing")
+        touched = [p for p in touched if p.clock.get(p.stream, 0) > op.host.get(p.stream, 0)]
+        touched.append(op)
+    return bad

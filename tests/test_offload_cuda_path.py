@@ -139,20 +139,33 @@ def test_compiled_module_forward_matches_eager():
     assert dispatches == 3
 
 
-def _compiled_run(model, body, **compile_kw):
-    """Attach ``body``, generate with the model's forward compiled, detach: (output, stats)."""
-    h = attach(pol(body), model)
+def _compiled_gen(model, n=4, **compile_kw):
+    """generate() with the model's forward compiled (static shapes), then put back."""
     eager_forward = model.forward
     try:
         torch._dynamo.reset()
         model.forward = torch.compile(eager_forward, dynamic=False, **compile_kw)
-        out = gen(model)
-        st = h.get_stats()["mechanism"]
+        return gen(model, n)
     finally:
         model.forward = eager_forward
         torch._dynamo.reset()
+
+
+def _compiled_run(model, body, **compile_kw):
+    """Attach ``body``, generate with the model's forward compiled, detach: (output, stats)."""
+    h = attach(pol(body), model)
+    try:
+        out = _compiled_gen(model, **compile_kw)
+        st = h.get_stats()["mechanism"]
+    finally:
         h.detach()
     return out, st
+
+
+def _need_inductor():
+    import shutil
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        pytest.skip("inductor needs a C++ compiler on the CPU")
 
 
 @pytest.mark.slow
@@ -160,15 +173,44 @@ def test_inductor_compiled_forward_matches_eager():
     """The default backend (inductor, C++ on the CPU): about two minutes on a 2-core machine.
     Inductor fuses the skeleton's ops differently from eager, so the logits are compared
     within float rounding; the tokens exactly."""
-    import shutil
-    if shutil.which("g++") is None and shutil.which("c++") is None:
-        pytest.skip("inductor needs a C++ compiler on the CPU")
+    _need_inductor()
     model = build_model("tiny-mixtral", experts_implementation="batched_mm")
     ref = gen(model)
     out, st = _compiled_run(model, "cache { capacity = 4 }")
     assert torch.equal(ref[0], out[0])
     assert torch.allclose(ref[1], out[1], atol=1e-5)
     assert st["dispatches"] == 3 * 4
+
+
+@pytest.mark.slow
+def test_inductor_mechanism_adds_no_numeric_change():
+    """Under inductor even the unmodified model differs from eager in the last bits, and the
+    attached model's graph break at the experts call changes what inductor fuses. Against the
+    unmodified model compiled with the same graph break at the same place (its experts'
+    forward run under ``torch.compiler.disable``), the attached model is bit-identical:
+    tokens and logits (about 15 s: two decoder layers, three new tokens)."""
+    from torch._dynamo.utils import counters
+
+    from mpl.offload.hf import discover
+    _need_inductor()
+    ref_model = build_model("tiny-mixtral", layers=2, experts_implementation="grouped_mm")
+    for b in discover(ref_model):          # the reference: break the graph at the experts call
+        b.module.forward = torch.compiler.disable(type(b.module).forward.__get__(b.module))
+    counters.clear()
+    try:
+        ref = _compiled_gen(ref_model, 3)
+    except torch._dynamo.exc.BackendCompilerFailed as e:    # the unmodified model, no mpl code
+        pytest.skip(f"inductor cannot compile here: {str(e).splitlines()[0]}")
+    assert counters["stats"]["unique_graphs"] > 0      # inductor compiled the skeleton
+    model = build_model("tiny-mixtral", layers=2, experts_implementation="grouped_mm")
+    h = attach(pol("cache { capacity = 3 }"), model)
+    try:
+        out = _compiled_gen(model, 3)
+        st = h.get_stats()["mechanism"]
+    finally:
+        h.detach()
+    assert st["dispatches"] == 2 * 3 and st["demand_copies"] > 0   # the engine ran, and offloaded
+    assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
 
 
 def test_generated_policy_modules_are_importable_by_name():

@@ -17,7 +17,8 @@ from mpl.offload.models import build_model, encode  # noqa: E402
 
 from offload_helpers import generate, policy, teacher_forced_logits  # noqa: E402
 from offload_cuda_double import (FakeCudaOps, compute_before_copy, demand_delayed_by_prefetch,  # noqa: E402
-                                 foreign_waits, slot_write_while_read, unpinned_async_copies)
+                                 foreign_waits, host_buffer_reused_in_flight,
+                                 slot_write_while_read, unpinned_async_copies)
 
 torch.set_num_threads(1)
 PROMPT = torch.tensor([encode("Streams, events and slots")])
@@ -70,6 +71,7 @@ def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
     assert foreign_waits(log, ops.compute_stream) == []
     assert demand_delayed_by_prefetch(log) == []
     assert unpinned_async_copies(log) == []
+    assert host_buffer_reused_in_flight(log) == []
     # the log really exercised the queues (the checks above are not vacuous)
     copies = [op for op in log if op.kind == "copy" and op.non_blocking]
     assert copies and any(op.kind == "compute" for op in log)
@@ -79,6 +81,8 @@ def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
     assert stats["host_syncs"] == stats["dispatches"]
     if label == "cpu_fallback":
         assert stats["cpu_computes"] > 0
+    if impl != "eager" and label in ("lru capacity 3", "history prefetch", "per-layer lfu"):
+        assert stats["lean_dispatches"] > 0       # the lean decode path is among what is checked
 
 
 def test_demand_and_prefetch_use_different_streams(models):
@@ -131,6 +135,61 @@ def test_cpu_experts_inputs_leave_before_the_device_pass(models):
         assert up.tag[0] == "upload" and up.non_blocking and up.src_pinned
     assert overlapped > 0
     assert st["host_syncs"] == st["dispatches"]
+
+
+@pytest.mark.parametrize("label", ["lru capacity 3", "lookahead prefetch", "cpu_fallback"])
+def test_reads_reuse_one_pinned_buffer(models, label, monkeypatch):
+    """CudaOps.fetch / read_ids (run as on a GPU: the double replaces only the CUDA
+    primitives): once the read buffer has grown to the largest read, a generate allocates
+    no pinned host memory at all, and no read copies into bytes an earlier copy may still be
+    writing. (Before: ``torch.empty(..., pin_memory=True)`` per tensor per read.)"""
+    real_empty = torch.empty
+    pinned = []
+
+    def empty(*a, **k):               # the caching host allocator's way in
+        if k.pop("pin_memory", False):
+            pinned.append(a)
+        return real_empty(*a, **k)
+    monkeypatch.setattr(torch, "empty", empty)
+    ops = FakeCudaOps()
+    model = models["grouped_mm"]
+    h = attach(policy(POLICIES[label]), model, ops=ops)
+    try:
+        _gen(model)                   # the prompt's read is the largest: the buffer grows once
+        before = ops.host_allocations
+        _gen(model)
+        st = h.get_stats()["mechanism"]
+    finally:
+        h.detach()
+    assert pinned == [], "pinned host memory allocated outside Ops.host_buffer"
+    assert ops.host_allocations == before, "pinned host buffers allocated per step"
+    reads = [op for op in ops.log if op.kind == "copy" and op.tag == ("read", None)]
+    assert len(reads) >= st["dispatches"]
+    assert all(op.non_blocking and op.dst_pinned and op.buffer for op in reads)
+    assert len({op.buffer[2] for op in reads[-st["dispatches"] // 2:]}) == 1   # one buffer, reused
+    assert host_buffer_reused_in_flight(ops.log) == []
+    assert st["host_syncs"] == st["dispatches"]
+
+
+def test_checks_catch_a_host_buffer_reused_in_flight():
+    ops = FakeCudaOps()
+    dst = ops.alloc((4,), torch.float32)
+    buf = ops.host_buffer(4, torch.float32)
+    ops.copy(dst, buf, non_blocking=True, tag=("upload", None))
+    ev = ops.event()
+    ops.record(ev)
+    ops.synchronize(ev)                     # the copy out of buf is done: buf may be rewritten
+    ops.copy(dst, buf, non_blocking=True, tag=("upload", None))
+    assert host_buffer_reused_in_flight(ops.log) == []
+    ops.copy(dst, buf, non_blocking=True, tag=("upload", None))    # no wait: still in flight
+    assert len(host_buffer_reused_in_flight(ops.log)) == 1
+    # a fetch that did not wait for its copies before the next one reuses its buffer
+    ops = FakeCudaOps()
+    ops.synchronize = lambda event=None: None
+    ids = torch.tensor([[1, 2]])
+    ops.fetch([ids])
+    ops.fetch([ids])
+    assert len(host_buffer_reused_in_flight(ops.log)) == 1
 
 
 # ---------------------------------------------------------------------------- sync counting

@@ -330,6 +330,42 @@ def test_follows_the_mode_in_force_at_call_time():
     h.detach()
 
 
+@pytest.mark.parametrize("impl", ["grouped_mm", "batched_mm"])
+def test_decode_takes_the_lean_path(impl):
+    """An ids-only policy caching every expert: every decode dispatch is served by the lean
+    path (after the prefill's loads), bit-identical, one read per dispatch, and the slot ids
+    go through one held tensor on the CPU."""
+    model = build_model("tiny-mixtral", experts_implementation=impl)
+    ref = gen(model, n=4)
+    h = attach(pol("cache { capacity = 24 }"), model)
+    try:
+        out = gen(model, n=4)
+        st = h.get_stats()["mechanism"]
+        held = dict(h.engine.staging._held)
+    finally:
+        h.detach()
+    assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
+    layers = len(discover(model))
+    assert st["lean_dispatches"] == st["dispatches"] - layers     # all but the prefill
+    assert st["host_syncs"] == st["dispatches"]
+    assert [tuple(shape) for shape, _ in held] == [(1, 2)]          # [tokens, top-k] of a decode step
+
+
+def test_lean_upload_is_fresh_while_autograd_records():
+    from mpl.offload.device import SyncOps
+    from mpl.offload.staging import Staging
+    st = Staging(SyncOps(torch.device("cpu")))
+    like = torch.zeros(1, 2, dtype=torch.long)
+    with torch.no_grad():
+        a = st.upload_like([3, 4], like)
+        b = st.upload_like([5, 6], like)
+    assert a is b and b.tolist() == [[5, 6]]                      # one held tensor, rewritten
+    with torch.enable_grad():
+        c = st.upload_like([7, 8], like)
+        d = st.upload_like([9, 1], like)
+    assert c is not d and c.tolist() == [[7, 8]] and d.tolist() == [[9, 1]]
+
+
 def test_public_names_and_model_loading(tmp_path):
     """mpl.record / Policy.attach are the public spellings; the CLI loader takes a saved
     model folder (weights) or a bare config.json (random init), offline."""

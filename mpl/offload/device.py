@@ -10,8 +10,10 @@ pinned memory and blocking host reads goes through an ``Ops`` object:
 
 Tests run the mechanism against a CUDA-semantics double of this interface
 (``tests/offload_cuda_double.py``), which logs every call and checks the ordering
-invariants on the CPU. ``reads`` counts the blocking host synchronisations: the engine
-makes exactly one per MoE dispatch (:meth:`Ops.fetch`).
+invariants on the CPU; it subclasses :class:`CudaOps` and replaces only its CUDA
+primitives, so ``CudaOps.fetch``/``read_ids`` run in the tests as on a GPU. ``reads``
+counts the blocking host synchronisations: the engine makes exactly one per MoE dispatch
+(:meth:`Ops.fetch`, or :meth:`Ops.read_ids` for the ids alone).
 """
 
 from __future__ import annotations
@@ -93,9 +95,19 @@ class SyncOps:
         test double's log; nothing to do on a real device)."""
 
     def fetch(self, tensors) -> list[torch.Tensor]:
-        """Host copies of device ``tensors``: the one blocking host synchronisation."""
+        """Host copies of device ``tensors``: the one blocking host synchronisation. The
+        results are valid until the next ``fetch`` or ``read_ids``."""
         self.reads += 1
         return [t if t.device.type == "cpu" else t.to("cpu") for t in tensors]
+
+    def read_ids(self, t: torch.Tensor) -> list[int]:
+        """The values of the integer device tensor ``t``, flattened, as a host list: the
+        common case of :meth:`fetch` (one blocking host synchronisation)."""
+        self.reads += 1
+        if t.dim() != 2:
+            return t.reshape(-1).tolist()
+        rows = t.tolist()          # [T, K]: cheaper than reshape(-1) first
+        return rows[0] if len(rows) == 1 else [x for r in rows for x in r]
 
 
 class CudaOps(SyncOps):
@@ -106,7 +118,7 @@ class CudaOps(SyncOps):
     def __init__(self, device: torch.device) -> None:
         super().__init__(device)
         self._registered: list[int] = []
-        self._reads_buf: torch.Tensor | None = None
+        self._read_buf: torch.Tensor | None = None     # pinned, grow-only (fetch)
 
     def stream(self, priority: int = 0):
         return torch.cuda.Stream(device=self.device, priority=priority)
@@ -170,16 +182,33 @@ class CudaOps(SyncOps):
         dst.copy_(src, non_blocking=non_blocking)
 
     def fetch(self, tensors) -> list[torch.Tensor]:
-        """Every tensor into one pinned buffer with ``non_blocking`` copies on the current
-        stream, then one event wait: one synchronisation for all of them."""
+        """Every tensor into one reused pinned buffer with ``non_blocking`` copies on the
+        current stream, then one event wait: one synchronisation for all of them, and no
+        host allocation once the buffer has reached the largest size asked for (it grows,
+        doubling, only then). Each tensor gets an ``ALIGN``-aligned part of the buffer; the
+        results are views of it, valid until the next ``fetch``. The buffer is rewritten
+        only by a later fetch, after this one's copies have completed (the event wait)."""
         self.reads += 1
-        out = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
-        for o, t in zip(out, tensors):
-            o.copy_(t, non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(self.current_stream())
-        ev.synchronize()
+        sizes = [t.numel() * t.element_size() for t in tensors]
+        need = sum(-(-n // ALIGN) * ALIGN for n in sizes)
+        buf = self._read_buf
+        if buf is None or buf.numel() < need:
+            grown = max(need, 2 * buf.numel() if buf is not None else 0, 4 * ALIGN)
+            buf = self._read_buf = self.host_buffer(grown, torch.uint8)
+        out = []
+        off = 0
+        for t, n in zip(tensors, sizes):
+            o = buf[off:off + n].view(t.dtype).view(t.shape)
+            self.copy(o, t, non_blocking=True, tag=("read", None))
+            out.append(o)
+            off += -(-n // ALIGN) * ALIGN
+        ev = self.event()
+        self.record(ev)
+        self.synchronize(ev)
         return out
+
+    def read_ids(self, t: torch.Tensor) -> list[int]:
+        return self.fetch((t.reshape(-1),))[0].tolist()
 
 
 def ops_for(device: torch.device) -> SyncOps:

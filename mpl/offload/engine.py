@@ -7,8 +7,8 @@ For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
    needs: the expert ids, plus the routing weights when the policy scores or may compute on
    the CPU, the lookahead routers' picks when it pre-gates, and the hidden states when it
    may compute on the CPU (so those start towards the host before the device pass is
-   queued); asks the runtime for a Plan (the runtime alone decides hits, slots, victims,
-   CPU placement, prefetches);
+   queued); for the ids alone (the common case) ``Ops.read_ids``; asks the runtime for a
+   Plan (the runtime alone decides hits, slots, victims, CPU placement, prefetches);
 2. issues the Plan's transfers in order (demand loads and STREAM experts on the demand copy
    stream, background and prefetch loads on the prefetch stream);
 3. makes compute wait for exactly the entries it reads, then queues the device pass of the
@@ -19,6 +19,10 @@ For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
 4. computes the experts placed on the CPU on the CPU while the device pass runs, from the
    host copy, and adds the result (uploaded ``non_blocking`` from pinned memory);
 5. records what it did (copies, bytes, CPU computes, stalls, per-layer hits).
+
+A decode step of an ids-only policy in a non-eager mode whose Plan keeps every expert on the
+device takes a lean path (:meth:`Engine._lean_decode`) doing the same with less Python:
+the Plan's slots as the remapped ids, a cached window view, one small upload.
 
 Every index, mask and CPU result reaches the device through :class:`Staging` (pre-allocated
 pinned and device buffers): nothing is allocated on the device per step by the mechanism.
@@ -39,6 +43,12 @@ from .staging import Staging
 from .view import ExpertsView
 
 GROUP_LIMIT = 1023     # torch's CUDA grouped GEMM refuses 1024 groups or more
+_VIEW_CACHE = 4096     # window views kept (a handful per layer in practice)
+# the layout flags transformers' use_experts_implementation sets on an experts module at
+# construction (the store's layout depends on them): copied into the engine's views, so the
+# experts function reads them without falling through to the module
+_LAYOUT_FLAGS = ("has_gate", "has_bias", "has_post_expert_norm", "is_transposed",
+                 "is_concatenated")
 
 
 @dataclass
@@ -76,6 +86,31 @@ def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
     return out
 
 
+_MODE_FIELD = "_experts_implementation_internal"
+
+
+def _plain_mode_field(cfg) -> bool:
+    """Whether ``cfg._experts_implementation`` (the experts mode in force, read on every
+    dispatch) is transformers' own property over the plain field ``_MODE_FIELD``: then the
+    engine reads the field from the config's ``__dict__`` (a dict lookup instead of the
+    property behind two ``__getattribute__`` overrides), and still sees every switch
+    (``set_experts_implementation``, generate()'s decode switch) at call time."""
+    try:
+        from transformers.configuration_utils import PreTrainedConfig
+    except ImportError:
+        return False
+    prop = PreTrainedConfig.__dict__.get("_experts_implementation")
+    d = getattr(cfg, "__dict__", {})
+    return (isinstance(prop, property) and getattr(type(cfg), "_experts_implementation", None) is prop
+            and _MODE_FIELD in d and d[_MODE_FIELD] == cfg._experts_implementation)
+
+
+def _disagree(layer, expert, slot, held) -> RuntimeError:
+    return RuntimeError(
+        f"plan places expert {expert} of MoE layer {layer} in slot {slot}, but the slot holds "
+        f"{held}: the runtime and the mechanism disagree")
+
+
 class Engine:
     def __init__(self, runtime, layers: list[LayerBinding], pool: SlotPool, *,
                  lookahead=None, need_weights: bool = False, cpu_capable: bool = False) -> None:
@@ -90,17 +125,28 @@ class Engine:
         self.step = -1
         self._prev = 1 << 30
         self.dispatches = 0
+        self.lean_dispatches = 0     # dispatches served by _lean_decode
         self.cpu_computes = 0
         self.cpu_tokens = 0
         self.stall_ms = 0.0
         self.layer_accesses = [0] * len(layers)
         self.layer_hits = [0] * len(layers)
         self.modes: dict[str, int] = {}
+        # the common case: the Plan needs the ids alone (no weights, no lookahead picks, no
+        # hidden states for the CPU), read with Ops.read_ids; decode steps whose experts all
+        # stay on the device then take the lean path (_lean_decode)
+        self.ids_only = not need_weights and not cpu_capable and lookahead is None
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
         self._functions = ALL_EXPERTS_FUNCTIONS
+        self._views: dict = {}
+        self._plain_configs = {type(b.module.config) for b in layers
+                               if _plain_mode_field(getattr(b.module, "config", None))}
+        self._flags = {b.ordinal: {f: vars(b.module)[f] for f in _LAYOUT_FLAGS if f in vars(b.module)}
+                       for b in layers}
         for b in layers:
             b.math = ExpertMath(b.module)
-            b.slot_view = ExpertsView(b.module, {**pool.tensors, "num_experts": pool.size})
+            b.slot_view = ExpertsView(b.module, {**self._flags[b.ordinal], **pool.tensors,
+                                                 "num_experts": pool.size})
 
     def release(self) -> None:
         """Drop every reference to the pool's tensors (detach)."""
@@ -108,23 +154,37 @@ class Engine:
             b.slot_view = None
             b.math = None
         self.staging = None
+        self._views = {}
         self.pool.clear()
 
     # ------------------------------------------------------------------ the hot path
     def forward(self, b: LayerBinding, hidden: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
-        pool = self.pool
-        rt = self.runtime
         ordinal = b.ordinal
         if ordinal <= self._prev:
             self.step += 1
         self._prev = ordinal
-        step = self.step
         self.dispatches += 1
-        tokens = hidden.shape[0]
-        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
+        cfg = b.module.config
+        if type(cfg) in self._plain_configs:
+            mode = cfg.__dict__.get(_MODE_FIELD) or "eager"
+        else:
+            mode = getattr(cfg, "_experts_implementation", None) or "eager"
+        if self.ids_only:
+            # ---- 1. the one blocking read: the ids alone (the common case)
+            flat = self.ops.read_ids(top_k_index)
+            plan = self.runtime.dispatch(ordinal, list(dict.fromkeys(flat)), None,
+                                         tokens=hidden.shape[0], step=self.step, predictions=None)
+            if mode != "eager" and 0 < len(flat) <= b.num_experts:
+                out = self._lean_decode(b, mode, plan, flat, hidden, top_k_index, top_k_weights)
+                if out is not None:
+                    return out
+            return self._execute(b, mode, plan, flat, None, None, hidden, top_k_index, top_k_weights)
 
         # ---- 1. the one blocking read: ids (+ weights, lookahead picks, hidden states)
+        step = self.step
+        tokens = hidden.shape[0]
+        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
         want_w = self.need_weights or self.cpu_capable
         parts = [top_k_index.reshape(-1)]
         if want_w:
@@ -149,10 +209,57 @@ class Engine:
         if picks is not None:
             predictions = self.lookahead.decode(picks[0], got[2 if want_w else 1], tokens)
 
-        plan = rt.dispatch(ordinal, experts, weights, tokens=tokens, step=step,
-                           predictions=predictions)
+        plan = self.runtime.dispatch(ordinal, experts, weights, tokens=tokens, step=step,
+                                     predictions=predictions)
+        return self._execute(b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
+                             top_k_weights)
 
-        # ---- 2. transfers
+    def _lean_decode(self, b, mode, plan, flat, hidden, top_k_index, top_k_weights):
+        """A decode step of an ids-only policy in a non-eager mode whose Plan keeps every
+        expert on the device (resident, or loaded into its slot now): the ids remapped to
+        slots in one small upload, grouped_mm on a cached window view. Returns None, having
+        changed nothing, when the dispatch needs :meth:`_execute` (STREAM or CPU placements,
+        a window over ``GROUP_LIMIT``, the CPU multi-thread grouped_mm staging)."""
+        where = plan.where
+        lo = min(where)
+        if lo < 0:
+            return None
+        pool = self.pool
+        if mode == "grouped_mm":
+            hi = max(where) + 1
+            if hi - lo > GROUP_LIMIT or (not pool.cuda and torch.get_num_threads() > 1):
+                return None
+            view = self._window(b, lo, hi, False)
+        else:                 # batched_mm & co. index the whole pool
+            lo = 0
+            view = b.slot_view
+        stall = self._transfers(plan) if (plan.raw_loads or plan.evicted or pool.cuda) else 0.0
+        ordinal = b.ordinal
+        content = pool.content
+        experts = plan.experts
+        for e, w in zip(experts, where):
+            if content[w] != (ordinal, e):
+                raise _disagree(ordinal, e, w, content[w])
+        if experts == flat:            # one token (or no repeated expert): where is per id
+            ids = [w - lo for w in where] if lo else where
+        else:
+            slot_of = dict(zip(experts, where))
+            ids = [slot_of[e] - lo for e in flat]
+        self._account(ordinal, mode, len(where), sum(plan.hit), stall)
+        self.lean_dispatches += 1
+        slot_ids = self.staging.upload_like(ids, top_k_index)
+        fn = self._functions.get_interface(mode, b.orig_forward)
+        if not pool.cuda:                  # no queues: nothing to wait for or to mark
+            return fn(view, hidden, slot_ids, top_k_weights)
+        pool.wait_for(where)
+        out = fn(view, hidden, slot_ids, top_k_weights)
+        pool.release(where)
+        return out
+
+    def _transfers(self, plan) -> float:
+        """Issue the Plan's evictions (bookkeeping) and loads, in order. Returns the host ms
+        demand loads blocked (CPU path) plus the CUDA stalls measured since the last call."""
+        pool = self.pool
         stall = pool.collect_stalls() if pool.cuda else 0.0
         for _key, slot in plan.evicted:
             pool.evict(slot)
@@ -161,7 +268,40 @@ class Engine:
             ms = pool.copy_in(slot, layers[lkey[0]].host, lkey[1], lkey, kind)
             if kind == DEMAND:
                 stall += ms
+        return stall
 
+    def _account(self, ordinal, mode, accesses, hits, stall) -> None:
+        self.modes[mode] = self.modes.get(mode, 0) + 1
+        self.layer_accesses[ordinal] += accesses
+        self.layer_hits[ordinal] += hits
+        if stall:
+            self.stall_ms += stall
+            self.runtime.add_stall(stall)
+
+    def _window(self, b, lo, hi, split) -> ExpertsView:
+        """The experts view of pool entries ``[lo, hi)`` for layer ``b`` (cached: the pool's
+        tensors never change while attached)."""
+        key = (b.ordinal, lo, hi, split)
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) >= _VIEW_CACHE:
+                self._views.clear()
+            over = {name: t[lo:hi] for name, t in self.pool.tensors.items()}
+            over["num_experts"] = hi - lo
+            over["_is_expert_parallel"] = split
+            view = self._views[key] = ExpertsView(b.module, {**self._flags[b.ordinal], **over})
+        return view
+
+    def _execute(self, b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
+                 top_k_weights):
+        """Every other dispatch: transfers, STREAM and CPU placements, the device pass of
+        ``mode``, the CPU pass meanwhile."""
+        pool = self.pool
+        ordinal = b.ordinal
+        tokens = hidden.shape[0]
+        top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
+        # ---- 2. transfers
+        stall = self._transfers(plan)
         lut = [pool.zero] * b.num_experts
         used: list[int] = []
         cpu_experts: list[int] = []
@@ -171,9 +311,7 @@ class Engine:
         for e, w, h in zip(plan.experts, plan.where, plan.hit):
             if w >= 0:
                 if content[w] != (ordinal, e):
-                    raise RuntimeError(
-                        f"plan places expert {e} of MoE layer {ordinal} in slot {w}, but the slot "
-                        f"holds {content[w]}: the runtime and the mechanism disagree")
+                    raise _disagree(ordinal, e, w, content[w])
                 lut[e] = w
                 used.append(w)
             elif w == STREAM:
@@ -185,8 +323,6 @@ class Engine:
             hits += bool(h)
         if len(streamed) > pool.stream_slots:
             raise RuntimeError("more streamed experts in one dispatch than transient slots")
-        mode = getattr(b.module.config, "_experts_implementation", None) or "eager"
-        self.modes[mode] = self.modes.get(mode, 0) + 1
         if mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1:
             # CPU grouped_mm with several threads gives results that depend on where each
             # group's rows sit in the sorted input: stage the dispatch's experts in
@@ -199,11 +335,7 @@ class Engine:
                 lut[e] = sidx
                 used.append(sidx)
                 sidx += 1
-        self.layer_accesses[ordinal] += len(plan.experts)
-        self.layer_hits[ordinal] += hits
-        if stall:
-            self.stall_ms += stall
-            rt.add_stall(stall)
+        self._account(ordinal, mode, len(plan.experts), hits, stall)
 
         # ---- 3. the device pass is queued first, 4. then the CPU computes meanwhile
         positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
@@ -279,10 +411,7 @@ class Engine:
                 slot_ids = up([lut[e] - lo for e in flat] if decode else [x - lo for x in lut], idt)
                 if not decode:
                     slot_ids = slot_ids[top_k_index]
-            over = {name: t[lo:hi] for name, t in pool.tensors.items()}
-            over["num_experts"] = n
-            over["_is_expert_parallel"] = split
-            part = fn(ExpertsView(b.module, over), hidden, slot_ids.view(top_k_index.shape), weights)
+            part = fn(self._window(b, lo, hi, split), hidden, slot_ids.view(top_k_index.shape), weights)
             out = part if out is None else out + part
         pool.release(used)
         return out
@@ -338,6 +467,7 @@ class Engine:
         copies = dict(pool.copies)
         return {
             "dispatches": self.dispatches,
+            "lean_dispatches": self.lean_dispatches,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],

@@ -8,7 +8,8 @@ stream into the matching device buffer, records an event, and returns a view. A 
 is rewritten only after the copy out of it has completed: with ``RING`` entries and one
 blocking read per dispatch on the compute stream, it always has (a wait that would block is
 counted in ``ops.reads``). On a device without queues (``SyncOps``: the device is host
-memory) an upload is just the tensor.
+memory) an upload is just the tensor, and the slot ids of the lean decode path
+(``upload_like``) are written into one held tensor per shape.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from __future__ import annotations
 import torch
 
 RING = 4
+try:
+    import numpy as _np
+except ImportError:          # torch runs without numpy: a tensor per dispatch then
+    _np = None
 
 
 class _Slot:
@@ -30,6 +35,7 @@ class Staging:
         self.ops = ops
         self._rings: dict = {}
         self._next: dict = {}
+        self._held: dict = {}        # (shape, dtype) -> (tensor, its flat numpy view): CPU only
 
     def _slot(self, dtype, numel: int) -> _Slot:
         ring = self._rings.get(dtype)
@@ -55,6 +61,28 @@ class Staging:
                 r.host = ops.host_buffer(n, dtype)
                 r.dev = ops.alloc((n,), dtype)
         return s
+
+    def upload_like(self, values: list, like: torch.Tensor) -> torch.Tensor:
+        """A device tensor of ``like``'s shape and dtype holding ``values`` (row-major):
+        the slot ids of a dispatch, shaped like its ``top_k_index``, for one call of an
+        experts function.
+
+        On a device without queues (the CPU) the experts function has finished with the
+        tensor when it returns, so one held tensor per shape is rewritten in place through
+        its numpy view (creating a tensor per dispatch costs about twice as much in a
+        decode step); while autograd records, a fresh tensor (one it saves must not
+        change)."""
+        if self.ops.cuda:
+            return self.upload(values, like.dtype).view(like.shape)
+        if _np is not None and not torch.is_grad_enabled():
+            key = (like.shape, like.dtype)
+            held = self._held.get(key)
+            if held is None:
+                t = torch.empty(like.shape, dtype=like.dtype)
+                held = self._held[key] = (t, t.numpy().reshape(-1))
+            held[1][:] = values
+            return held[0]
+        return torch.tensor(values, dtype=like.dtype).view(like.shape)
 
     def upload(self, values, dtype) -> torch.Tensor:
         """A device tensor holding ``values`` (a list, or a host tensor)."""
