@@ -145,28 +145,40 @@ def test_live_dispatch_equals_pure_call_by_call(data):
 
 
 BENCH = {
-    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", True),
+    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", "LiveLRU"),
     "per_layer_864": ("policy per_layer_864 { cache { capacity = 32 } per_layer { allocation = "
-                      "uniform total_budget = 864 } }", True),
+                      "uniform total_budget = 864 } }", "LiveLRU"),
     "lfu_history": ("policy lfu_history { cache { capacity = 16 eviction = lfu frequency_decay "
-                    "= 0.9 } prefetch { strategy = history budget = 4 } }", False),
-    "pins": ("policy pins { cache { capacity = 8 eviction = lru pin = [0] } }", False),
+                    "= 0.9 } prefetch { strategy = history budget = 4 } }", "LiveState"),
+    "pins": ("policy pins { cache { capacity = 8 eviction = lru pin = [0] } }", "LiveState"),
+    "composed": ("policy composed { cache { capacity = 32 eviction = lfu frequency_decay = 0.9 "
+                 "pin = [0, 1] memory_threshold = 0.9 memory_headroom = 0.7 memory_budget_gb = 40 "
+                 "ttl = 2000 } prefetch { strategy = lookahead budget = 4 lookahead = 1 } schedule "
+                 "{ mode = hybrid } monitor { metrics = [hit_rate, miss_rate] window = 100 } adapt "
+                 "{ when hit_rate < 0.3 for 200 accesses { eviction = lru } } }", "LiveState"),
+    "arc": ("policy arc { cache { capacity = 8 eviction = arc } }", None),
+    "affinity": ("policy aff { cache { capacity = 8 } prefetch { strategy = affinity budget = 2 } }",
+                 None),
+    "rebalancing": ("policy rb { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
+                    "uniform total_budget = 100 } }", None),
 }
 
 
 @needs_live
 @pytest.mark.parametrize("name", sorted(BENCH))
 def test_coverage_is_reported(name):
-    text, covered = BENCH[name]
+    text, kind = BENCH[name]
     rt = mpl.loads(text).runtime(27, 64, 6)
-    assert (fast.live_backend(rt) == "compiled") == covered
-    assert (fast.live_unsupported(rt) is None) == covered
+    assert (fast.live_backend(rt) == "compiled") == (kind is not None)
+    assert (fast.live_unsupported(rt) is None) == (kind is not None)
+    if kind is not None:
+        assert type(rt.dispatch).__name__ == kind
     with fast.pure():
         rt2 = mpl.loads(text).runtime(27, 64, 6)
         assert fast.live_unsupported(rt2) == "the compiled backend is not in use"
     assert fast.live_backend(rt2) == "pure"
     # the reason names what takes it off the live path
-    assert covered or "live C dispatch" in fast.live_unsupported(rt) or "pins" in fast.live_unsupported(rt)
+    assert kind is not None or "live C dispatch" in fast.live_unsupported(rt)
 
 
 @needs_live

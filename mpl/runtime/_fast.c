@@ -1368,10 +1368,23 @@ static int list_add(PyObject *lst, long i, long long n) {
     return PyList_SetItem(lst, i, y);
 }
 
-static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+/* The arguments of a dispatch call as the fast paths take them (the generated dispatch's
+ * cheap checks): exact ints and a list of distinct exact ints in range, weights None or a
+ * list of floats with a finite sum, tokens an int >= 1, step None or an int >= 0,
+ * predictions None or empty, positionally or as the mechanism's keywords. 1: taken; 0:
+ * anything else (the caller hands the call to the pure dispatch, before any state change). */
+typedef struct {
+    PyObject *layer_o, *experts, *weights, *tokens_o, *step_o;
+    long layer;
+    Py_ssize_t n;
+    long long step_given;      /* -1: step=None */
+    long tokens;
+} Args;
+
+static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long num_layers,
+                      long num_experts, long *ex, Py_ssize_t cap, Args *A) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
-    if (nargs < 2 || nargs > 4) return pure_call(o, args, nargsf, kw);
+    if (nargs < 2 || nargs > 4) return 0;
     PyObject *layer_o = args[0], *experts = args[1];
     PyObject *weights = nargs > 2 ? args[2] : Py_None;
     PyObject *tokens_o = nargs > 3 ? args[3] : NULL, *step_o = Py_None;
@@ -1383,51 +1396,73 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
             else if (PyUnicode_Compare(name, s_kw_tokens) == 0 && nargs < 4) tokens_o = v;
             else if (PyUnicode_Compare(name, s_step) == 0) step_o = v;
             else if (PyUnicode_Compare(name, s_kw_predictions) == 0) {
-                if (v != Py_None && !(PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0))
-                    return pure_call(o, args, nargsf, kw);
+                if (v != Py_None && !(PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0)) return 0;
             }
-            else { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+            else { PyErr_Clear(); return 0; }
         }
     }
-    long long step_given = -1;
+    A->step_given = -1;
     if (step_o != Py_None) {
-        if (!PyLong_CheckExact(step_o)) return pure_call(o, args, nargsf, kw);
+        if (!PyLong_CheckExact(step_o)) return 0;
         int sov;
-        step_given = PyLong_AsLongLongAndOverflow(step_o, &sov);
-        if (sov || step_given < 0) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+        A->step_given = PyLong_AsLongLongAndOverflow(step_o, &sov);
+        if (sov || A->step_given < 0) { PyErr_Clear(); return 0; }
     }
-    if (!PyLong_CheckExact(layer_o) || !PyList_CheckExact(experts)) return pure_call(o, args, nargsf, kw);
+    if (!PyLong_CheckExact(layer_o) || !PyList_CheckExact(experts)) return 0;
     int ovf;
     long layer = PyLong_AsLongAndOverflow(layer_o, &ovf);
-    if (ovf || layer < 0 || layer >= o->num_layers) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+    if (ovf || layer < 0 || layer >= num_layers) { PyErr_Clear(); return 0; }
     Py_ssize_t n = PyList_GET_SIZE(experts);
-    if (n > 64) return pure_call(o, args, nargsf, kw);
-    long ex[64];
+    if (n > cap) return 0;
+    unsigned char *seen = NULL;
+    if (n > 64 && !(seen = calloc(num_experts, 1))) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PyList_GET_ITEM(experts, i);
-        if (!PyLong_CheckExact(e)) return pure_call(o, args, nargsf, kw);
-        long v = PyLong_AsLongAndOverflow(e, &ovf);
-        if (ovf || v < 0 || v >= o->num_experts) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
-        for (Py_ssize_t j = 0; j < i; j++) if (ex[j] == v) return pure_call(o, args, nargsf, kw);
+        long v = PyLong_CheckExact(e) ? PyLong_AsLongAndOverflow(e, &ovf) : -1;
+        if (!PyLong_CheckExact(e) || ovf || v < 0 || v >= num_experts) { PyErr_Clear(); free(seen); return 0; }
+        if (seen) {
+            if (seen[v]) { free(seen); return 0; }
+            seen[v] = 1;
+        } else {
+            for (Py_ssize_t j = 0; j < i; j++) if (ex[j] == v) return 0;
+        }
         ex[i] = v;
     }
+    free(seen);
     if (weights != Py_None) {
-        if (!PyList_CheckExact(weights) || PyList_GET_SIZE(weights) != n) return pure_call(o, args, nargsf, kw);
+        if (!PyList_CheckExact(weights) || PyList_GET_SIZE(weights) != n) return 0;
         double s = 0.0;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *w = PyList_GET_ITEM(weights, i);
-            if (!PyFloat_CheckExact(w)) return pure_call(o, args, nargsf, kw);
+            if (!PyFloat_CheckExact(w)) return 0;
             s += PyFloat_AS_DOUBLE(w);
         }
-        if (s * 0.0 != 0.0) return pure_call(o, args, nargsf, kw);
+        if (s * 0.0 != 0.0) return 0;
     }
+    A->tokens = 1;
     if (tokens_o) {
         PyObject *t = tokens_o;
-        if (!PyLong_CheckExact(t)) return pure_call(o, args, nargsf, kw);
+        if (!PyLong_CheckExact(t)) return 0;
         long tv = PyLong_AsLongAndOverflow(t, &ovf);
         if (!ovf && tv == -1 && PyErr_Occurred()) PyErr_Clear();
-        if (ovf < 0 || (!ovf && tv < 1)) return pure_call(o, args, nargsf, kw);
+        if (ovf < 0 || (!ovf && tv < 1)) return 0;
+        A->tokens = ovf > 0 ? LONG_MAX : tv;
     }
+    A->layer_o = layer_o; A->experts = experts; A->weights = weights; A->tokens_o = tokens_o;
+    A->step_o = step_o; A->layer = layer; A->n = n;
+    return 1;
+}
+
+static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
+    long ex[64];
+    Args A;
+    if (!parse_args(args, nargsf, kw, o->num_layers, o->num_experts, ex, 64, &A))
+        return pure_call(o, args, nargsf, kw);
+    PyObject *layer_o = A.layer_o, *experts = A.experts, *step_o = A.step_o;
+    long layer = A.layer;
+    Py_ssize_t n = A.n;
+    long long step_given = A.step_given;
 
     /* ---- the checks passed: from here on it is the generated lru dispatch */
     PyObject *d = o->dict;
@@ -1671,6 +1706,8 @@ static int live_init_module(PyObject *m) {
     return 0;
 }
 
+#include "_live.c"
+
 static PyMethodDef methods[] = {
     {"replay", fast_replay, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -1686,5 +1723,6 @@ PyMODINIT_FUNC PyInit__fast(void) {
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "ABI", 3)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
     if (m && live_init_module(m) < 0) { Py_DECREF(m); return NULL; }
+    if (m && ls_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }
