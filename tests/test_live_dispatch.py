@@ -160,7 +160,9 @@ BENCH = {
     "affinity": ("policy aff { cache { capacity = 8 } prefetch { strategy = affinity budget = 2 } }",
                  None),
     "rebalancing": ("policy rb { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
-                    "uniform total_budget = 100 } }", None),
+                    "uniform total_budget = 100 } }", "LiveState"),
+    "entropy": ("policy en { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
+                "entropy total_budget = 100 } }", None),
 }
 
 
@@ -208,3 +210,177 @@ def test_a_live_runtime_is_collected():
     del rt
     gc.collect()
     assert ref() is None
+
+
+# ------------------------------------------------------------------ LiveState (state in C)
+STATE_EVICTIONS = ["lru", "lfu", "score"]
+
+
+def state_policy(r):
+    """A random policy over what LiveState holds (lru/lfu/score stores, pins, TTL in accesses
+    or steps, memory pressure, history/lookahead prefetch one or more layers ahead, one
+    schedule mode, per-layer caches with rebalancing, a monitor, adapt rules of every unit
+    with every kind of action, some of which take the policy off LiveState: an eviction rule
+    it does not hold, a rebalance, a capacity cut, triggers)."""
+    from mpl import ir as _ir
+    from runtime_helpers import make_ir
+    vals = {"cache.capacity": r.choice([1, 2, 3, 5, 8]),
+            "cache.eviction": r.choice(STATE_EVICTIONS),
+            "cache.pin": tuple(r.sample(range(4), r.choice([0, 0, 1, 2]))),
+            "cache.decay_interval": r.choice([1, 3, 50]),
+            "cache.frequency_decay": r.choice([0.5, 0.9]),
+            "cache.score_ema_alpha": r.choice([0.3, 0.8]),
+            "schedule.mode": r.choice(["gpu_only", "gpu_only", "cpu_fallback", "hybrid"]),
+            "prefetch.strategy": r.choice(["none", "history", "history", "lookahead"]),
+            "prefetch.budget": r.choice([1, 2, 3, 5]),
+            "prefetch.lookahead": r.choice([1, 1, 2, 3]),
+            "prefetch.history_window": r.choice([1, 3, 20])}
+    blocks = {"cache", "prefetch", "schedule"}
+    if r.random() < 0.4:
+        vals["cache.ttl"] = _ir.Count(r.choice([2, 5, 20]), r.choice(["accesses", "steps"]))
+    if r.random() < 0.4:
+        vals["cache.memory_threshold"] = r.choice([0.3, 0.5, 0.9])
+        vals["cache.memory_headroom"] = r.choice([0.1, 0.3])
+        vals["cache.memory_budget_gb"] = 2.0
+    if r.random() < 0.35:
+        blocks.add("per_layer")
+        vals["per_layer.min_capacity"] = 1
+        vals["per_layer.max_capacity"] = 6
+        vals["per_layer.allocation"] = "uniform"
+        vals["per_layer.rebalance_interval"] = r.choice([0, 3, 7])
+    if r.random() < 0.6:
+        blocks.add("monitor")
+        vals["monitor.window"] = r.choice([1, 4, 30])
+        vals["monitor.log_interval"] = r.choice([1, 7, 50])
+        vals["monitor.metrics"] = tuple(r.sample(["hit_rate", "miss_rate", "eviction_rate",
+                                                  "prefetch_accuracy", "transfer_rate",
+                                                  "stall_ms"], r.randint(1, 3)))
+    adapt = []
+    if r.random() < 0.6:
+        blocks.add("adapt")
+        blocks.add("monitor")
+        for i in range(r.choice([1, 1, 2])):
+            act = r.choice([_ir.SetAction("cache.capacity", r.choice([1, 4, 9])),
+                            _ir.SetAction("cache.eviction", r.choice(STATE_EVICTIONS + ["arc"])),
+                            _ir.SetAction("prefetch.budget", r.choice([1, 4])),
+                            _ir.SetAction("prefetch.strategy", r.choice(["none", "history"])),
+                            _ir.SetAction("cache.frequency_decay", 0.7),
+                            _ir.SetAction("monitor.window", r.choice([2, 10])),
+                            _ir.SetAction("prefetch.history_window", r.choice([1, 5])),
+                            _ir.TriggerAction(r.choice(["flush", "ttl", "memory_pressure"]))])
+            metric = r.choice(["hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy",
+                               "transfer_rate", "stall_ms"])
+            op = r.choice(["<", ">", "<=", ">=", "!=", "=="])
+            thr = r.choice([0.0, 0.2, 0.5, 0.6, 1.0])
+            adapt.append(_ir.AdaptRule(i, _ir.Condition(metric, op, thr),
+                                       _ir.Count(r.choice([0, 1, 5, 20]),
+                                                 r.choice(["accesses", "steps", "tokens"])),
+                                       (act,)))
+    return make_ir(vals, blocks=tuple(blocks), adapt=tuple(adapt))
+
+
+def full_state(rt):
+    """Everything a dispatch can change, as the pure structures hold it (reading it syncs a
+    LiveState runtime: the attributes come back through Runtime.__getattr__)."""
+    caches = rt.caches if rt.per_layer else rt.caches[:1]
+
+    def store(s):
+        name = type(s).__name__
+        if name == "LRU":
+            return (name, list(s.od))
+        if name in ("LFU", "Score"):
+            ent = sorted((e[0], e[1], e[2]) for e in s.cur.values())
+            extra = (s.inc, s.clock, s.decay, s.interval) if name == "LFU" else (s.alpha,)
+            return (name, ent, s.tick, extra)
+        return (name, s.keys())
+    h = rt.history
+    hist = None if h is None else (h.window, [list(w) for w in h.win], h.cnt,
+                                   [[sorted(b) for b in bk] for bk in h.bk], h.mask)
+    m = rt.monitor
+    mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped,
+                                  list(m.events), m.ev, m.ld, m.pfl, m.pfu, m.stall,
+                                  list(m.seen), m.log)
+    return (rt.stats(), rt.resident(), rt.capacities(), [store(c.store) for c in caches],
+            [c.resident for c in caches], list(rt.pool.free), rt.step, rt._last_layer,
+            rt.dispatches, rt.accesses, dict(rt._pf),
+            None if rt._ttl is None else list(rt._ttl.items()), hist, mon,
+            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p)
+
+
+@needs_live
+@given(st.integers(0, 2 ** 32 - 1), st.data())
+@SETTINGS
+def test_live_state_equals_pure_call_by_call(seed, data):
+    """LiveState against the pure dispatch: random policies over what it holds (and adapt
+    rules that take a policy off it mid-run), random calls (good and bad arguments,
+    predictions, several tokens, explicit steps), the state read in the middle (which syncs
+    it back) and reported stalls; every Plan or error is the same, and so is the full state."""
+    import random as _random
+    from mpl.api import from_ir
+    r = _random.Random(seed)
+    pol = from_ir(state_policy(r))
+    L, E, K = r.choice([(1, 4, 2), (2, 8, 2), (3, 10, 3), (4, 6, 1), (3, 12, 6)])
+    a = pol.runtime(L, E, K, expert_bytes=2e8)
+    with fast.pure():
+        b = pol.runtime(L, E, K, expert_bytes=2e8)
+    assert fast.live_backend(b) == "pure"
+    if fast.live_backend(a) == "pure":      # a rule it does not hold: said why
+        assert fast.live_unsupported(a)
+    seq = data.draw(st.lists(st.one_of(calls(L, E, K), st.sampled_from(["read", "stall"])),
+                             min_size=1, max_size=80))
+    for item in seq:
+        if item == "read":
+            assert full_state(a) == full_state(b)
+        elif item == "stall":
+            a.add_stall(1.5)
+            b.add_stall(1.5)
+        else:
+            args, kw = item
+            assert call(a, args, kw) == call(b, args, kw), (args, kw)
+    assert full_state(a) == full_state(b)
+
+
+@needs_live
+def test_live_state_holds_the_bench_policies_and_an_adapt_firing():
+    """The bench's lfu_history and composed take LiveState; composed's rule fires after 200
+    accesses (the pure monitor phase), switches to lru and LiveState takes the state again."""
+    import random as _random
+    for name in ("lfu_history", "composed"):
+        a, b = pair(BENCH[name][0], 27, 64, 6)
+        assert type(a.dispatch).__name__ == "LiveState"
+        r = _random.Random(3)
+        for i in range(27 * 30):
+            ex = r.sample(range(64), 6)
+            w = [r.random() + 0.01 for _ in ex]
+            assert fields(a.dispatch(i % 27, ex, w)) == fields(b.dispatch(i % 27, ex, w))
+            if i == 27 * 15:
+                assert full_state(a) == full_state(b)     # a sync in the middle
+        assert a.__dict__["_live"].owns            # the state is in C again
+        assert full_state(a) == full_state(b)
+        assert not a.__dict__["_live"].owns        # ... and back after a read
+    assert a.stats()["adapt_log"] and a.p["cache.eviction"] == "lru"
+    assert type(a.dispatch).__name__ == "LiveState"
+
+
+@needs_live
+def test_live_state_detaches_and_pure_replays_turn_it_off():
+    """``del rt.dispatch`` in the middle of a run: the pure dispatch reads the state (which
+    syncs it) and continues exactly; a pure replay_records loop turns LiveState off."""
+    import random as _random
+    text = BENCH["lfu_history"][0]
+    a, b = pair(text, 6, 16, 4)
+    r = _random.Random(5)
+    for i in range(600):
+        layer = i % 6
+        ex = r.sample(range(16), 4)
+        if i == 300:
+            del a.dispatch
+            assert fast.live_backend(a) == "pure"
+        assert fields(a.dispatch(layer, ex)) == fields(b.dispatch(layer, ex))
+    assert full_state(a) == full_state(b)
+    from mpl.timemodel.timeline import Timeline
+    from test_fast_equivalence import costs
+    c = mpl.loads(text).runtime(6, 16, 4)
+    c.dispatch(0, [1, 2, 3, 4])
+    c.replay_records([(1, [1, 2], None, 1, None, None, None)], Timeline(costs()))
+    assert fast.live_backend(c) == "pure" and "replay_records" in c._live_why

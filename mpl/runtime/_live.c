@@ -58,9 +58,11 @@ typedef struct {
     long long ttl_n;                      /* < 0: no sweep */
     double cpu_limit, mem_thr, mem_headroom, mem_budget, expert_bytes, wdef;
     long budget, lookahead;
+    int f_rebalance, rb_guard;            /* per-layer rebalancing (its interval may be 0) */
+    long long rb_interval;
     /* counters */
     long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
-        cpu_computes, streamed;
+        cpu_computes, streamed, dispatches;
     long long *l_acc, *l_hit;
     unsigned char *pf;
     long npf;
@@ -72,6 +74,7 @@ typedef struct {
     int *hrown, *hrowcap;
     int *hcnt;                            /* L * E counts */
     long *hbk;                            /* per layer: len(bk) - 1 (the largest count reached) */
+    int *hdelta, *htouched;               /* scratch: per expert the net change of a window move */
     /* monitor and adapt rules */
     int has_mon;
     long mwin, mlogint;
@@ -122,6 +125,7 @@ static void ls_free_state(LiveState *o) {
     free(o->hrows); free(o->hrown); free(o->hrowcap); free(o->hcnt); free(o->hbk);
     free(o->hhead); free(o->hlen);
     o->hrows = NULL; o->hrown = o->hrowcap = o->hcnt = NULL; o->hbk = o->hhead = o->hlen = NULL;
+    free(o->hdelta); free(o->htouched); o->hdelta = o->htouched = NULL;
     free(o->ring); o->ring = NULL;
     free(o->events); o->events = NULL;
     free(o->rules); o->rules = NULL;
@@ -185,12 +189,9 @@ static inline void ls_gone_state(LiveState *o, int k) {
 }
 
 /* ------------------------------------------------------------------ history */
-static void h_delta(LiveState *o, long layer, int e, int d) {
-    int *cnt = o->hcnt + layer * o->E;
-    cnt[e] += d;
-    if (cnt[e] > o->hbk[layer]) o->hbk[layer] = cnt[e];
-}
-
+/* History.observe: the row enters the window and the rows beyond it leave; counts move by
+ * the net change of each expert (in and out: none), and the largest count reached is that
+ * of History's buckets (they grow one at a time, never past a final count) */
 static int h_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
     long R = o->R;
     long pos = (o->hhead[layer] + o->hlen[layer]) % R;
@@ -201,16 +202,32 @@ static int h_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
         o->hrows[ri] = p;
         o->hrowcap[ri] = (int)n;
     }
-    for (Py_ssize_t j = 0; j < n; j++) { o->hrows[ri][j] = (int)ex[j]; h_delta(o, layer, (int)ex[j], +1); }
+    int *delta = o->hdelta, *touched = o->htouched;
+    long nt = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int e = (int)ex[j];
+        o->hrows[ri][j] = e;
+        if (!delta[e]++) touched[nt++] = e;
+    }
     o->hrown[ri] = (int)n;
     o->hlen[layer]++;
-    /* counts are a delta: +1 for each new row's expert, -1 for each leaving row's; the
-     * largest count is the same as History's bucket growth (one step at a time) */
     while (o->hlen[layer] > o->W) {
         long oi = layer * R + o->hhead[layer];
-        for (int j = 0; j < o->hrown[oi]; j++) o->hcnt[layer * o->E + o->hrows[oi][j]]--;
+        for (int j = 0; j < o->hrown[oi]; j++) {
+            int e = o->hrows[oi][j];
+            if (!delta[e]--) touched[nt++] = e;
+        }
         o->hhead[layer] = (o->hhead[layer] + 1) % R;
         o->hlen[layer]--;
+    }
+    int *cnt = o->hcnt + layer * o->E;
+    for (long q = 0; q < nt; q++) {
+        int e = touched[q];
+        if (delta[e]) {
+            cnt[e] += delta[e];
+            if (cnt[e] > o->hbk[layer]) o->hbk[layer] = cnt[e];
+            delta[e] = 0;
+        }
     }
     return 0;
 }
@@ -698,6 +715,7 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     o->demand += nd; o->streamed += nst; o->background += nbg; o->cpu_computes += ncpu;
     o->l_acc[layer] += n;
     o->l_hit[layer] += nhit;
+    if (o->f_rebalance) o->dispatches++;
     if (o->has_hist && h_observe(o, layer, ex, n) < 0) goto fail;
     if (o->prefetch_on) {
         long np = ls_proposals(o, layer);
@@ -707,18 +725,22 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     if (o->f_ttl && o->ttl_n >= 0 && ls_ttl_sweep(o, evicted) < 0) goto fail;
     if (o->mem_on && (double)(o->pool_size - S->ftop) * o->expert_bytes >= o->mem_thr * o->mem_budget &&
             ls_pressure(o, evicted) < 0) goto fail;
-    if (o->has_mon && n) {
+    int tail = -1;   /* the pure tail of the dispatch from: 1 the rebalance, 0 the monitor */
+    if (o->f_rebalance && (o->rb_interval == 0 ? !o->rb_guard : o->dispatches % o->rb_interval == 0))
+        tail = 1;        /* rare (every rebalance_interval dispatches): the pure _rebalance */
+    else if (o->has_mon && n) {
         int r = ls_observe(o, hit, A.tokens);
         if (r < 0) goto fail;
-        if (r == 1) {   /* an adapt rule fires: the pure monitor phase (and the trim) */
-            if (ls_sync(o) < 0) goto fail;
-            PyObject *x = PyObject_CallFunction(o->observe, "OOOOOO", o->rt, hit,
-                                                A.tokens_o ? A.tokens_o : s_one_o, A.layer_o,
-                                                A.experts, evicted);
-            if (!x) goto fail;
-            Py_DECREF(x);
-            goto plan;
-        }
+        if (r == 1) tail = 0;   /* an adapt rule fires: the pure monitor phase */
+    }
+    if (tail >= 0) {     /* synced, the rest of the dispatch on the pure path (trim included) */
+        if (ls_sync(o) < 0) goto fail;
+        PyObject *x = PyObject_CallFunction(o->observe, "OOOOOOO", o->rt, tail ? Py_True : Py_False,
+                                            hit, A.tokens_o ? A.tokens_o : s_one_o, A.layer_o,
+                                            A.experts, evicted);
+        if (!x) goto fail;
+        Py_DECREF(x);
+        goto plan;
     }
     if (c->nres > c->cap && ls_trim(o, c, evicted) < 0) goto fail;
 plan:
@@ -760,10 +782,11 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlll", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppL", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
-                          &o->budget, &o->lookahead, &o->pool_size))
+                          &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
+                          &o->rb_interval))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
@@ -814,12 +837,12 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         PyBuffer_Release(&pb);
     }
     /* counters */
-    long long cv[10];
-    if (!PyArg_ParseTuple(ctr, "LLLLLLLLLL", &cv[0], &cv[1], &cv[2], &cv[3], &cv[4], &cv[5], &cv[6],
-                          &cv[7], &cv[8], &cv[9])) goto bad;
+    long long cv[11];
+    if (!PyArg_ParseTuple(ctr, "LLLLLLLLLLL", &cv[0], &cv[1], &cv[2], &cv[3], &cv[4], &cv[5], &cv[6],
+                          &cv[7], &cv[8], &cv[9], &cv[10])) goto bad;
     o->step = cv[0]; o->last_layer = cv[1]; o->accesses = cv[2]; o->evictions = cv[3]; o->demand = cv[4];
     o->background = cv[5]; o->pf_loads = cv[6]; o->pf_useful = cv[7]; o->cpu_computes = cv[8];
-    o->streamed = cv[9];
+    o->streamed = cv[9]; o->dispatches = cv[10];
     for (long i = 0; i < L; i++) {
         if (ll_item(lacc, i, &o->l_acc[i]) < 0 || ll_item(lhit, i, &o->l_hit[i]) < 0) goto bad;
     }
@@ -902,7 +925,9 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         o->hrows = calloc(L * R, sizeof(int *)); o->hrown = calloc(L * R, sizeof(int));
         o->hrowcap = calloc(L * R, sizeof(int)); o->hcnt = calloc(L * E, sizeof(int));
         o->hbk = calloc(L, sizeof(long));
-        if (!o->hhead || !o->hlen || !o->hrows || !o->hrown || !o->hrowcap || !o->hcnt || !o->hbk) {
+        o->hdelta = calloc(E, sizeof(int));
+        o->htouched = malloc(sizeof(int) * (2 * E + 1));   /* an expert at most twice */
+        if (!o->hdelta || !o->htouched || !o->hhead || !o->hlen || !o->hrows || !o->hrown || !o->hrowcap || !o->hcnt || !o->hbk) {
             PyErr_NoMemory();
             goto bad;
         }
@@ -1009,9 +1034,9 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
     PyObject *out = PyDict_New(), *x = NULL;
     if (!out) return NULL;
 #define PUT(name, expr) do { x = (expr); if (!x || PyDict_SetItemString(out, name, x) < 0) goto bad; Py_CLEAR(x); } while (0)
-    PUT("counters", Py_BuildValue("(LLLLLLLLLL)", o->step, o->last_layer, o->accesses, o->evictions,
+    PUT("counters", Py_BuildValue("(LLLLLLLLLLL)", o->step, o->last_layer, o->accesses, o->evictions,
                                   o->demand, o->background, o->pf_loads, o->pf_useful, o->cpu_computes,
-                                  o->streamed));
+                                  o->streamed, o->dispatches));
     PUT("l_acc", ll_list(o->l_acc, L));
     PUT("l_hit", ll_list(o->l_hit, L));
     {

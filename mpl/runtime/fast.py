@@ -505,7 +505,7 @@ def _lru_unsupported(rt) -> str | None:
 #: eviction stores LiveState holds (their state moves exactly between Python and C)
 _STATE_STORES = {"lru": 0, "lfu": 1, "score": 2}
 #: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("filters", "priority", "signal", "affinity", "rebalance")
+_STATE_OFF = ("filters", "priority", "signal", "affinity")
 
 
 def _state_unsupported(rt) -> str | None:
@@ -569,7 +569,7 @@ def install_live(rt) -> bool:
                                       Cache, LRU, SlotFreeList)
         return True
     live = _kernel.LiveState(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, _live_take,
-                             live_sync, _live_observe)
+                             live_sync, _live_tail)
     rt.__dict__["_live_held"] = None
     rt._live = live
     rt.dispatch = live
@@ -580,9 +580,9 @@ def install_live(rt) -> bool:
 #: the runtime attributes LiveState holds while it owns the state (absent from the instance
 #: __dict__ then: a read reaches Runtime.__getattr__, which syncs)
 _OWNED = ("step", "_last_layer", "accesses", "evictions", "demand_loads", "background_loads",
-          "prefetch_loads", "prefetch_useful", "cpu_computes", "streamed", "l_acc", "l_hit",
-          "caches", "pool", "_pf", "_ttl", "history", "monitor", "rules")
-_COUNTERS = _OWNED[:10]
+          "prefetch_loads", "prefetch_useful", "cpu_computes", "streamed", "dispatches", "l_acc",
+          "l_hit", "caches", "pool", "_pf", "_ttl", "history", "monitor", "rules")
+_COUNTERS = _OWNED[:11]
 _CMP = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4, "!=": 5}
 _UNITS = {"accesses": 0, "steps": 1, "tokens": 2}
 _METRICS = ("hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy", "transfer_rate",
@@ -659,7 +659,8 @@ def _live_take(rt) -> None:
            rt.ttl_steps, rt.ttl_n if ttl_on else -1,
            float(thr) if (thr is not None and f.get("memory")) else -1.0, float(rt.mem_headroom),
            float(rt.mem_budget), float(rt.expert_bytes), float(rt.w_default), float(rt._cpu_limit),
-           int(rt.budget), int(rt.lookahead), rt.pool.size)
+           int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
+           bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0)
     pins = bytearray(E)
     for e in rt.pins:
         pins[e] = 1
@@ -752,11 +753,15 @@ def live_sync(rt) -> None:
     d.update(held)
 
 
-def _live_observe(rt, hit, tokens, layer, experts, evicted) -> None:
-    """An adapt rule fires in this dispatch's monitor phase: the pure phase runs it (the state
-    was synced just before it, as the dispatch left it), then the pure trim."""
+def _live_tail(rt, rebalance, hit, tokens, layer, experts, evicted) -> None:
+    """The end of a LiveState dispatch on the pure path, from the state as the dispatch left
+    it (synced just before): a rebalance at its interval (``rebalance``), the monitor phase
+    (an adapt rule fires in it), the trim of a cache over its capacity."""
     inuse = {(layer, x) for x in experts}
-    rt._observe(hit, tokens, inuse, evicted)
+    if rebalance:
+        rt._rebalance(rt.allocation, inuse, evicted)
+    if rt.monitor is not None and hit:
+        rt._observe(hit, tokens, inuse, evicted)
     cache = rt.caches[layer]
     if len(cache.resident) > cache.capacity:
         rt._trim(cache, layer, experts, evicted)
