@@ -1,9 +1,12 @@
-"""The compiled live dispatch (``mpl.runtime._fast.LiveLRU``, installed by
-``mpl.runtime.fast.install_live``) against the pure generated dispatch, the reference: for
-random lru demand-only policies (shared or per-layer caches, rebalancing) and random call
-sequences, good and bad arguments mixed, every call returns an equal Plan (every field) or
-raises the same DispatchError with the same message, and the end state (stats, residents,
-store order, slot pool, step) is the same. Derandomized (property_profiles.prop)."""
+"""The compiled live dispatch (``mpl.runtime._fast.LiveState``, installed by
+``mpl.runtime.fast.install_live``; it holds the dispatch state in C) against the pure
+generated dispatch, the reference: for random policies (lru demand-only ones with shared or
+per-layer caches and rebalancing; then every feature LiveState holds, with adapt rules that
+fire and some that take a policy off it) and random call sequences, good and bad arguments
+mixed, the state read in the middle, every call returns an equal Plan (every field) or raises
+the same DispatchError with the same message, and the end state (stats, residents, store
+internals, slot pool, counters, history, monitor, rules) is the same. Derandomized
+(property_profiles.prop)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from mpl.runtime import fast
 from mpl.runtime.core import DispatchError, RuntimeConfigError
 from property_profiles import prop
 
-needs_live = pytest.mark.skipif(fast._kernel is None or not hasattr(fast._kernel, "LiveLRU"),
+needs_live = pytest.mark.skipif(fast._kernel is None or not hasattr(fast._kernel, "LiveState"),
                                 reason=f"the compiled live dispatch is not available: {fast._WHY}")
 
 SETTINGS = prop(int(os.environ.get("MPL_LIVE_EXAMPLES", "120")), deadline=None,
@@ -145,9 +148,9 @@ def test_live_dispatch_equals_pure_call_by_call(data):
 
 
 BENCH = {
-    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", "LiveLRU"),
+    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", "LiveState"),
     "per_layer_864": ("policy per_layer_864 { cache { capacity = 32 } per_layer { allocation = "
-                      "uniform total_budget = 864 } }", "LiveLRU"),
+                      "uniform total_budget = 864 } }", "LiveState"),
     "lfu_history": ("policy lfu_history { cache { capacity = 16 eviction = lfu frequency_decay "
                     "= 0.9 } prefetch { strategy = history budget = 4 } }", "LiveState"),
     "pins": ("policy pins { cache { capacity = 8 eviction = lru pin = [0] } }", "LiveState"),
@@ -185,8 +188,8 @@ def test_coverage_is_reported(name):
 
 @needs_live
 def test_switching_back_to_pure_continues_exactly():
-    """The live dispatch keeps its state in the pure structures: dropping it mid-run (the pure
-    dispatch takes over) gives the same Plans as a pure runtime all along."""
+    """Dropping the live dispatch mid-run (the pure dispatch takes over, reading the state,
+    which syncs it) gives the same Plans as a pure runtime all along."""
     text = BENCH["per_layer_864"][0].replace("864", "60")
     a, b = pair(text, 6, 16, 4)
     import random

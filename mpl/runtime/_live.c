@@ -1,8 +1,7 @@
 /* mpl.runtime._fast.LiveState: the general compiled live dispatch (included by _fast.c: it
  * uses the replay kernel's State, Cache and store functions, not a copy of them).
  *
- * Unlike LiveLRU (which acts on the pure runtime's own Python objects), LiveState holds the
- * runtime's whole dispatch state in C while it "owns" it: the caches (residents, slots, the
+ * LiveState holds the runtime's whole dispatch state in C while it "owns" it: the caches (residents, slots, the
  * eviction stores of the kernel), the slot pool's free stack, the counters, the prefetched
  * keys, the TTL order, the routing history and the monitor window with the adapt rules'
  * counters. The Python glue (mpl/runtime/fast.py) moves the state between the two
@@ -60,6 +59,7 @@ typedef struct {
     long budget, lookahead;
     int f_rebalance, rb_guard;            /* per-layer rebalancing (its interval may be 0) */
     long long rb_interval;
+    long *rb_caps;                        /* the capacities a rebalance gives (NULL: the pure one) */
     /* counters */
     long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
         cpu_computes, streamed, dispatches;
@@ -132,6 +132,7 @@ static void ls_free_state(LiveState *o) {
     free(o->props); o->props = NULL;
     free(o->hsort); o->hsort = NULL;
     free(o->pcn); o->pcn = NULL;
+    free(o->rb_caps); o->rb_caps = NULL;
     Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
     o->owns = 0;
 }
@@ -478,6 +479,28 @@ static int ls_pressure(LiveState *o, PyObject *evicted) {
     return 0;
 }
 
+/* Cache.set_capacity (lru, lfu, score: the store's resize changes nothing else): a cut
+ * evicts down to it, sparing the keys in use */
+static int ls_set_capacity(LiveState *o, Cache *c, long cap, PyObject *evicted) {
+    c->cap = cap;
+    while (c->nres > c->cap) {
+        int v = st_evict(&o->S, c, -1);
+        if (v < 0) break;
+        if (ls_drop(o, c, v, evicted) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Runtime._rebalance without a signal: the same split every time (rb_caps); shrink first,
+ * then grow (and finish the cuts of caches still above their capacity) */
+static int ls_rebalance(LiveState *o, PyObject *evicted) {
+    for (long i = 0; i < o->ncaches; i++)
+        if (o->rb_caps[i] < o->C[i].cap && ls_set_capacity(o, &o->C[i], o->rb_caps[i], evicted) < 0) return -1;
+    for (long i = 0; i < o->ncaches; i++)
+        if (o->rb_caps[i] >= o->C[i].cap && ls_set_capacity(o, &o->C[i], o->rb_caps[i], evicted) < 0) return -1;
+    return 0;
+}
+
 /* Runtime._trim: the dispatch's cache is over its capacity (a cut that met keys in use) */
 static int ls_trim(LiveState *o, Cache *c, PyObject *evicted) {
     while (c->nres > c->cap) {
@@ -726,9 +749,11 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     if (o->mem_on && (double)(o->pool_size - S->ftop) * o->expert_bytes >= o->mem_thr * o->mem_budget &&
             ls_pressure(o, evicted) < 0) goto fail;
     int tail = -1;   /* the pure tail of the dispatch from: 1 the rebalance, 0 the monitor */
-    if (o->f_rebalance && (o->rb_interval == 0 ? !o->rb_guard : o->dispatches % o->rb_interval == 0))
-        tail = 1;        /* rare (every rebalance_interval dispatches): the pure _rebalance */
-    else if (o->has_mon && n) {
+    if (o->f_rebalance && (o->rb_interval == 0 ? !o->rb_guard : o->dispatches % o->rb_interval == 0)) {
+        if (o->rb_interval == 0 || !o->rb_caps) tail = 1;     /* the pure _rebalance */
+        else if (ls_rebalance(o, evicted) < 0) goto fail;
+    }
+    if (tail < 0 && o->has_mon && n) {
         int r = ls_observe(o, hit, A.tokens);
         if (r < 0) goto fail;
         if (r == 1) tail = 0;   /* an adapt rule fires: the pure monitor phase */
@@ -782,11 +807,12 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppL", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    PyObject *rb_caps;
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval))
+                          &o->rb_interval, &rb_caps))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
@@ -992,6 +1018,19 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         Py_INCREF(metrics); o->mmetrics = metrics;
         Py_INCREF(mlog); o->mlog = mlog;
     }
+    if (rb_caps != Py_None) {
+        if (!PyList_Check(rb_caps) || PyList_GET_SIZE(rb_caps) != o->ncaches) {
+            PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad rebalance capacities");
+            goto bad;
+        }
+        o->rb_caps = malloc(sizeof(long) * o->ncaches);
+        if (!o->rb_caps) { PyErr_NoMemory(); goto bad; }
+        for (long i = 0; i < o->ncaches; i++) {
+            long long v;
+            if (ll_item(rb_caps, i, &v) < 0) goto bad;
+            o->rb_caps[i] = (long)v;
+        }
+    }
     o->nrules = (int)PyList_GET_SIZE(rules);
     o->rules = calloc(o->nrules ? o->nrules : 1, sizeof(LRule));
     if (!o->rules) { PyErr_NoMemory(); goto bad; }
@@ -1079,7 +1118,7 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
                 }
             }
             if (!st) { Py_DECREF(res); goto bad; }
-            PyList_SET_ITEM(cl, i, Py_BuildValue("(NN)", res, st));
+            PyList_SET_ITEM(cl, i, Py_BuildValue("(lNN)", c->cap, res, st));
         }
         x = NULL;
         PUT("caches", cl);
@@ -1233,6 +1272,8 @@ static PyTypeObject LiveStateType = {
 
 static int ls_init_module(PyObject *m) {
 #define INTERN(v, s) if (!(v = PyUnicode_InternFromString(s))) return -1;
+    INTERN(s_kw_weights, "weights") INTERN(s_kw_tokens, "tokens") INTERN(s_kw_predictions, "predictions")
+    INTERN(s_step, "step")
     INTERN(s_kind[PK_DEMAND], "demand") INTERN(s_kind[PK_BACKGROUND], "background")
     INTERN(s_kind[PK_PREFETCH], "prefetch") INTERN(s_stall, "stall") INTERN(s_debug, "debug")
     INTERN(s_access, "access")

@@ -16,10 +16,14 @@ covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no p
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
 records of one or several tokens. Everything else replays on the pure path.
 
-Live ``dispatch()``: for lru, gpu_only, demand-only policies (:func:`live_unsupported` says why
-one is not covered) ``Runtime.__init__`` installs ``_fast.LiveLRU`` as the instance's
-``dispatch`` (:func:`install_live`): the generated dispatch in C, acting on the runtime's own
-pure structures, handing every unusual argument to the pure dispatch before any state changes.
+Live ``dispatch()``: where :func:`live_unsupported` allows (one schedule mode; lru, lfu or
+score stores; pins, TTL and memory triggers, history/lookahead prefetch, the monitor and adapt
+rules, shared or per-layer caches without a signal) ``Runtime.__init__`` installs
+``_fast.LiveState`` as the instance's ``dispatch`` (:func:`install_live`): the generated
+dispatch in C with the state held in C (the kernel's stores). :func:`_live_take` moves the
+pure structures into it and :func:`live_sync` back, exactly; ``Runtime.__getattr__`` syncs on
+any read of the state. Every unusual argument, predictions, an adapt rule firing and a
+rebalance the kernel cannot compute go to the pure path on the synced state.
 
 After a compiled replay the runtime's counters, statistics, residents and slot pool are
 those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
@@ -112,8 +116,10 @@ def backend_info() -> dict:
                       "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
-                      "live dispatch() of lru gpu_only demand-only policies without pins or "
-                      "triggers (shared or per-layer caches); other live dispatch() is pure Python"}
+                      "live dispatch() of one-mode policies with lru, lfu or score stores (pins, "
+                      "TTL and memory triggers, history/lookahead prefetch, monitor, adapt rules, "
+                      "shared or per-layer caches without a signal); other live dispatch() is "
+                      "pure Python"}
 
 
 @contextmanager
@@ -482,26 +488,6 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 
 
 # ---------------------------------------------------------------------- live dispatch
-#: features that take a policy's dispatch() off the compiled live path
-_LIVE_OFF = ("prefetch", "monitor", "rules", "ttl", "memory", "filters", "priority", "signal",
-             "pins", "history", "affinity", "lookahead_strategy", "rebalance_off")
-
-
-def _lru_unsupported(rt) -> str | None:
-    """Why LiveLRU (the lru demand-only live dispatch on the pure objects) does not cover rt."""
-    f = rt.features
-    for name in _LIVE_OFF:
-        if f.get(name):
-            return f"{name.replace('_', ' ')} (the live C dispatch covers lru demand paths only)"
-    if tuple(f.get("modes", ())) != ("gpu_only",) or rt.mode != "gpu_only":
-        return "a schedule.mode other than gpu_only"
-    if not f.get("lru_only") or rt.p["cache.eviction"] != "lru":
-        return f"eviction {rt.p['cache.eviction']!r} (the live C dispatch covers lru)"
-    if rt.pins:
-        return "pins"
-    return None
-
-
 #: eviction stores LiveState holds (their state moves exactly between Python and C)
 _STATE_STORES = {"lru": 0, "lfu": 1, "score": 2}
 #: features LiveState does not hold (the pure dispatch runs them)
@@ -509,7 +495,7 @@ _STATE_OFF = ("filters", "priority", "signal", "affinity")
 
 
 def _state_unsupported(rt) -> str | None:
-    """Why LiveState (the general live dispatch holding the state in C) does not cover rt now."""
+    """Why LiveState does not hold rt's policy as it is now (None: it does)."""
     f = rt.features
     for name in _STATE_OFF:
         if f.get(name):
@@ -528,46 +514,29 @@ def _state_unsupported(rt) -> str | None:
 
 
 def live_unsupported(rt) -> str | None:
-    """Why ``rt.dispatch`` cannot be a compiled live dispatch; None: it can. ``_fast.LiveLRU``
-    covers lru, gpu_only, demand-only policies (no pins, triggers, prefetch, monitor or adapt
-    rules) on a shared cache or on per-layer caches whose allocation does not move on a
-    signal; ``_fast.LiveState`` covers the rest of one schedule mode with lru, lfu or score
-    stores: pins, TTL and memory triggers, history / lookahead prefetch, the monitor and adapt
-    rules, shared or per-layer caches that do not rebalance (see docs/internals.md)."""
+    """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveState``); None: it
+    can. It holds one schedule mode with lru, lfu or score stores, pins, TTL and memory
+    triggers, history / lookahead prefetch, the monitor and adapt rules, shared or per-layer
+    caches (rebalancing without a signal); see docs/internals.md, "Live dispatch"."""
     if not available():
         return "the compiled backend is not in use"
-    if not hasattr(_kernel, "LiveLRU"):
-        return "the built mpl.runtime._fast has no live dispatch (rebuild it: pip install -e .)"
-    if rt.num_experts >= 1 << 30 or rt.num_layers >= 1 << 30:
-        return "a model shape beyond the live dispatch's ints"
-    why = _lru_unsupported(rt)
-    if why is None:
-        return None
     if not hasattr(_kernel, "LiveState"):
-        return why
+        return "the built mpl.runtime._fast has no live dispatch (rebuild it: pip install -e .)"
     if rt.num_layers * rt.num_experts > MAX_KEYS:
         return "more keys than the live dispatch's tables hold"
-    why2 = _state_unsupported(rt)
-    return None if why2 is None else why2
+    return _state_unsupported(rt)
 
 
 def install_live(rt) -> bool:
     """Make ``rt.dispatch`` the compiled live dispatch where it covers the policy (called at
-    the end of Runtime.__init__). LiveLRU acts on the runtime's own pure structures;
-    LiveState takes the state into C on its first call (and after every hand-back) and gives
-    it back whenever anything reads it (``Runtime.__getattr__`` -> :func:`live_sync`).
-    ``del rt.dispatch`` goes back to the pure dispatch at any point."""
+    the end of Runtime.__init__). LiveState takes the state into C on its first call (and the
+    first after every sync) and gives it back whenever anything reads it
+    (``Runtime.__getattr__`` -> :func:`live_sync`). ``del rt.dispatch`` goes back to the pure
+    dispatch at any point."""
     if live_unsupported(rt) is not None:
         return False
     from mpl.runtime.plan import Plan
     pure_dispatch = type(rt).dispatch.__get__(rt)
-    if _lru_unsupported(rt) is None:
-        from mpl.runtime.cache import Cache, SlotFreeList
-        from mpl.runtime.eviction_basic import LRU
-        rebalance = bool(rt.per_layer and rt.features.get("rebalance"))
-        rt.dispatch = _kernel.LiveLRU(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, rebalance,
-                                      Cache, LRU, SlotFreeList)
-        return True
     live = _kernel.LiveState(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, _live_take,
                              live_sync, _live_tail)
     rt.__dict__["_live_held"] = None
@@ -620,6 +589,21 @@ def _uninstall(rt, why: str) -> None:
     d["_live_why"] = why
 
 
+def _uniform_split(rt):
+    """The capacities Runtime._rebalance gives without a signal (the same every time while
+    the budget and bounds stay: an adapt rule moving them hands back to Python first), or
+    None (no rebalancing, or a split the pure path refuses)."""
+    if not (rt.per_layer and rt.features.get("rebalance")) or rt.signal is not None:
+        return None
+    from mpl.runtime.budgets import allocate
+    lo = min(rt.min_cap, rt.total_budget // rt.num_layers)
+    try:
+        caps = allocate([1.0] * rt.num_layers, rt.total_budget, lo, max(lo, rt.max_cap))
+    except ValueError:
+        return None
+    return [min(int(c), 1 << 62) for c in caps]
+
+
 def _live_take(rt) -> None:
     """LiveState's first call (and the first after a sync): the pure structures into C."""
     d = rt.__dict__
@@ -660,7 +644,8 @@ def _live_take(rt) -> None:
            float(thr) if (thr is not None and f.get("memory")) else -1.0, float(rt.mem_headroom),
            float(rt.mem_budget), float(rt.expert_bytes), float(rt.w_default), float(rt._cpu_limit),
            int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
-           bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0)
+           bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
+           _uniform_split(rt))
     pins = bytearray(E)
     for e in rt.pins:
         pins[e] = 1
@@ -706,7 +691,10 @@ def live_sync(rt) -> None:
     held["l_hit"][:] = out["l_hit"]
     held["pool"].free[:] = out["free"]
     caches = held["caches"] if rt.per_layer else held["caches"][:1]
-    for c, (res, data) in zip(caches, out["caches"]):
+    for c, (cap, res, data) in zip(caches, out["caches"]):
+        if min(c.capacity, 1 << 62) != cap:     # a rebalance moved it (C clamps to 2**62)
+            c.capacity = cap
+            c.store.resize(cap)
         c.resident = {key(k): slot for k, slot in res}
         st = c.store
         if type(st).__name__ == "LRU":
@@ -768,7 +756,6 @@ def _live_tail(rt, rebalance, hit, tokens, layer, experts, evicted) -> None:
 
 
 def live_backend(rt) -> str:
-    """``"compiled"`` when ``rt.dispatch`` is a C live dispatch (LiveLRU or LiveState), else
-    ``"pure"``."""
+    """``"compiled"`` when ``rt.dispatch`` is the C live dispatch (LiveState), else ``"pure"``."""
     d = rt.__dict__.get("dispatch")
-    return "compiled" if d is not None and type(d).__name__ in ("LiveLRU", "LiveState") else "pure"
+    return "compiled" if d is not None and type(d).__name__ == "LiveState" else "pure"
