@@ -387,3 +387,18 @@ def test_live_state_detaches_and_pure_replays_turn_it_off():
     c.dispatch(0, [1, 2, 3, 4])
     c.replay_records([(1, [1, 2], None, 1, None, None, None)], Timeline(costs()))
     assert fast.live_backend(c) == "pure" and "replay_records" in c._live_why
+
+
+@needs_live
+def test_an_attribute_set_while_the_state_is_in_c_is_kept():
+    """Setting a counter the C state holds (here the step) while LiveState owns the state:
+    the next call sees the runtime's __dict__ changed, syncs, keeps the value set and goes on
+    from it, as the pure runtime does."""
+    a, b = pair(BENCH["lfu_history"][0], 4, 16, 2)
+    for rt in (a, b):
+        rt.dispatch(0, [1, 2])
+        rt.dispatch(1, [3, 4])
+        rt.step = 7
+        rt.dispatch(2, [1, 5])
+    assert a.step == b.step == 7
+    assert full_state(a) == full_state(b)

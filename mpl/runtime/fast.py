@@ -738,7 +738,8 @@ def live_sync(rt) -> None:
         m.events = deque(events)
     for r, (armed, hold, mark) in zip(held["rules"], out["rules"]):
         r.armed, r.held, r.mark = armed, hold, None if mark == -1 else mark
-    d.update(held)
+    for name, v in held.items():       # an attribute set meanwhile keeps the value it was given
+        d.setdefault(name, v)
 
 
 def _live_tail(rt, rebalance, hit, tokens, layer, experts, evicted) -> None:
