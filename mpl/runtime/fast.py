@@ -72,6 +72,8 @@ _forced_pure = False
 
 #: replays the kernel has run in this process (the tests check that it was used)
 kernel_runs = 0
+#: replays run through the live dispatch (:func:`_live_replay`)
+live_replays = 0
 
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
@@ -456,19 +458,51 @@ def replay_records(rt, records, tl, tick=None, every=0):
     """The generated ``replay_records``' fast path: ``(count, records)``; count None when
     the kernel does not cover the runtime (``records``, possibly now a list, are then
     replayed on the pure path by the caller)."""
-    if unsupported(rt) is not None:
-        _pure_loop(rt)
-        return None, records
-    records = records if isinstance(records, list) else list(records)
-    try:
-        p = pack(records, rt.num_experts)
-    except (TypeError, ValueError):     # unusual records: the pure path reports them
-        _pure_loop(rt)
-        return None, records
-    n = replay_packed(rt, p, tl, tick, every)
-    if n is None:
-        _pure_loop(rt)
-    return n, records
+    if unsupported(rt) is None:
+        records = records if isinstance(records, list) else list(records)
+        try:
+            p = pack(records, rt.num_experts)
+        except (TypeError, ValueError):     # unusual records: the pure path reports them
+            p = None
+        if p is not None:
+            n = replay_packed(rt, p, tl, tick, every)
+            if n is not None:
+                return n, records
+    if live_backend(rt) == "compiled":
+        records = records if isinstance(records, list) else list(records)
+        if _live_replayable(records):
+            return _live_replay(rt, records, tl, tick, every), records
+    _pure_loop(rt)
+    return None, records
+
+
+def _live_replayable(records) -> bool:
+    """Records the live dispatch takes in C, every one (no predictions, lists of distinct
+    ids): each other record would sync and take the whole state."""
+    for rec in records:
+        experts = rec[1]
+        if rec[5] or type(experts) is not list or (len(experts) > 1 and len(set(experts)) != len(experts)):
+            return False
+    return True
+
+
+def _live_replay(rt, records, tl, tick, every) -> int:
+    """The generated replay loop's decisions through the live dispatch (the same Plans: the
+    generated dispatch in C) with the timeline in Python: for the policies the replay kernel
+    does not cover and LiveState does (prefetch, the monitor and adapt rules)."""
+    global live_replays
+    live_replays += 1
+    d = rt.dispatch
+    tl_dispatch = tl.dispatch
+    count = 0
+    for layer, experts, weights, tokens, step, predictions, tokens_of in records:
+        stall = tl_dispatch(d(layer, experts, weights, tokens, step=step), tokens_of, tokens)
+        if stall > 0:
+            rt.stall += stall
+        count += 1
+        if every and count % every == 0:
+            tick(count)
+    return count
 
 
 def _pure_loop(rt) -> None:
@@ -607,7 +641,9 @@ def _uniform_split(rt):
 def _live_take(rt) -> None:
     """LiveState's first call (and the first after a sync): the pure structures into C."""
     d = rt.__dict__
-    live = d["_live"]
+    live = d.get("_live")
+    if live is None:          # turned off (a caller kept the bound dispatch): the pure path
+        return
     why = _state_unsupported(rt)
     caches = rt._distinct_caches()
     E = rt.num_experts
