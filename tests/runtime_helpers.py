@@ -91,7 +91,8 @@ def state_policy(r):
             "cache.frequency_decay": r.choice([0.5, 0.9]),
             "cache.score_ema_alpha": r.choice([0.3, 0.8]),
             "schedule.mode": r.choice(["gpu_only", "gpu_only", "cpu_fallback", "hybrid"]),
-            "prefetch.strategy": r.choice(["none", "history", "history", "lookahead"]),
+            "prefetch.strategy": r.choice(["none", "history", "history", "lookahead", "affinity"]),
+            "prefetch.affinity_threshold": r.choice([0.0, 0.2, 0.5]),
             "prefetch.budget": r.choice([1, 2, 3, 5]),
             "prefetch.lookahead": r.choice([1, 1, 2, 3]),
             "prefetch.history_window": r.choice([1, 3, 20])}
@@ -106,7 +107,8 @@ def state_policy(r):
         blocks.add("per_layer")
         vals["per_layer.min_capacity"] = 1
         vals["per_layer.max_capacity"] = 6
-        vals["per_layer.allocation"] = "uniform"
+        vals["per_layer.allocation"] = r.choice(["uniform", "uniform", "entropy", "frequency"])
+        vals["per_layer.entropy_window"] = r.choice([1, 4, 10])
         vals["per_layer.rebalance_interval"] = r.choice([0, 3, 7])
     if r.random() < 0.6:
         blocks.add("monitor")
@@ -123,7 +125,8 @@ def state_policy(r):
             act = r.choice([_ir.SetAction("cache.capacity", r.choice([1, 4, 9])),
                             _ir.SetAction("cache.eviction", r.choice(STATE_EVICTIONS + ["arc"])),
                             _ir.SetAction("prefetch.budget", r.choice([1, 4])),
-                            _ir.SetAction("prefetch.strategy", r.choice(["none", "history"])),
+                            _ir.SetAction("prefetch.strategy", r.choice(["none", "history", "affinity"])),
+                            _ir.RebalanceAction(r.choice(["uniform", "entropy"])),
                             _ir.SetAction("cache.frequency_decay", 0.7),
                             _ir.SetAction("monitor.window", r.choice([2, 10])),
                             _ir.SetAction("prefetch.history_window", r.choice([1, 5])),

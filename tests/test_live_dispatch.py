@@ -162,11 +162,15 @@ BENCH = {
                  "{ when hit_rate < 0.3 for 200 accesses { eviction = lru } } }", "LiveState"),
     "arc": ("policy arc { cache { capacity = 8 eviction = arc } }", None),
     "affinity": ("policy aff { cache { capacity = 8 } prefetch { strategy = affinity budget = 2 } }",
-                 None),
+                 "LiveState"),
+    "filter": ("policy ft { cache { capacity = 8 eviction = frequency_threshold } }", None),
+    "priority": ("policy pr { cache { capacity = 8 } schedule { priority_routing = true } }", None),
+    "modes": ("policy md { cache { capacity = 8 } monitor { metrics = [hit_rate] } adapt { when "
+              "hit_rate < 0.5 { schedule.mode = cpu_fallback } } }", None),
     "rebalancing": ("policy rb { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
                     "uniform total_budget = 100 } }", "LiveState"),
     "entropy": ("policy en { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
-                "entropy total_budget = 100 } }", None),
+                "entropy total_budget = 100 } }", "LiveState"),
 }
 
 

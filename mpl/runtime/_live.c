@@ -60,6 +60,9 @@ typedef struct {
     int f_rebalance, rb_guard;            /* per-layer rebalancing (its interval may be 0) */
     long long rb_interval;
     long *rb_caps;                        /* the capacities a rebalance gives (NULL: the pure one) */
+    /* Python objects the state does not include (they stay the runtime's): the affinity
+     * table (its observe and predict) and the per-layer signal (its observe) */
+    PyObject *aff_observe, *aff_predict, *sig_observe;
     /* counters */
     long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
         cpu_computes, streamed, dispatches;
@@ -103,11 +106,13 @@ static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
 static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
     Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
+    Py_VISIT(o->aff_observe); Py_VISIT(o->aff_predict); Py_VISIT(o->sig_observe);
     return 0;
 }
 static int ls_clear(LiveState *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
     Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
+    Py_CLEAR(o->aff_observe); Py_CLEAR(o->aff_predict); Py_CLEAR(o->sig_observe);
     return 0;
 }
 
@@ -133,6 +138,7 @@ static void ls_free_state(LiveState *o) {
     free(o->hsort); o->hsort = NULL;
     free(o->pcn); o->pcn = NULL;
     free(o->rb_caps); o->rb_caps = NULL;
+    Py_CLEAR(o->aff_observe); Py_CLEAR(o->aff_predict); Py_CLEAR(o->sig_observe);
     Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
     o->owns = 0;
 }
@@ -349,23 +355,55 @@ static void ls_mark_inuse(LiveState *o, long base, const long *ex, Py_ssize_t n)
     for (Py_ssize_t j = 0; j < n; j++) S->mark[base + ex[j]] = S->stamp;
 }
 
-/* Runtime._proposals (history, and lookahead without predictions): into o->props */
-static long ls_proposals(LiveState *o, long layer) {
+/* the affinity table's candidates for target distance d (Affinity.predict, in Python): at
+ * most b of them into out (round-robin by rank never reads further: the targets differ, so
+ * every rank that progresses adds a key); their number, -1 on error */
+static long aff_top(LiveState *o, PyObject *layer_o, PyObject *experts, long d, long b, int *out) {
+    PyObject *r = PyObject_CallFunction(o->aff_predict, "OOl", layer_o, experts, d);
+    if (!r) return -1;
+    PyObject *seq = PySequence_Fast(r, "Affinity.predict returns a list");
+    Py_DECREF(r);
+    if (!seq) return -1;
+    long m = (long)PySequence_Fast_GET_SIZE(seq);
+    if (m > b) m = b;
+    for (long j = 0; j < m; j++) {
+        long e = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (e == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (e < 0 || e >= o->E) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "live dispatch: a prediction out of range"); return -1; }
+        out[j] = (int)e;
+    }
+    Py_DECREF(seq);
+    return m;
+}
+
+/* Runtime._proposals (history, lookahead without predictions, affinity): into o->props;
+ * their number, -1 on error */
+static long ls_proposals(LiveState *o, long layer, PyObject *layer_o, PyObject *experts) {
     long L = o->L, b = o->budget, np = 0;
     if (b <= 0) return 0;
+    if (o->aff_predict && !o->next_only) {
+        long D = o->lookahead < L ? o->lookahead : L;
+        for (long d = 1; d <= D; d++) {
+            long m = aff_top(o, layer_o, experts, d, b, o->hsort + (d - 1) * b);
+            if (m < 0) return -1;
+            o->pcn[d - 1] = m;
+        }
+        goto merge;
+    }
     if (o->next_only) {
         long t = layer + 1 == L ? 0 : layer + 1;
         long m = o->has_hist ? h_top(o, t, b, o->hsort) : 0;
         for (long j = 0; j < m; j++) o->props[np++] = (int)(t * o->E + o->hsort[j]);
         return np;
     }
-    long D = o->lookahead < L ? o->lookahead : L;
     /* per target its candidates (history top-b), then round-robin by rank, distinct keys */
-    long *cn = o->pcn;
-    for (long d = 1; d <= D; d++) {
+    for (long d = 1; d <= (o->lookahead < L ? o->lookahead : L); d++) {
         long t = (layer + d) % L;
-        cn[d - 1] = o->has_hist ? h_top(o, t, b, o->hsort + (d - 1) * b) : 0;
+        o->pcn[d - 1] = o->has_hist ? h_top(o, t, b, o->hsort + (d - 1) * b) : 0;
     }
+merge:;
+    long D = o->lookahead < L ? o->lookahead : L;
+    long *cn = o->pcn;
     State *S = &o->S;
     S->stamp++;                                        /* 'seen' */
     for (long rank = 0; np < b; rank++) {
@@ -740,8 +778,21 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     o->l_hit[layer] += nhit;
     if (o->f_rebalance) o->dispatches++;
     if (o->has_hist && h_observe(o, layer, ex, n) < 0) goto fail;
+    if (o->aff_observe) {          /* Affinity.observe(layer, step, experts) */
+        PyObject *stepo = PyLong_FromLongLong(o->step);
+        PyObject *x = stepo ? PyObject_CallFunctionObjArgs(o->aff_observe, A.layer_o, stepo, A.experts, NULL) : NULL;
+        Py_XDECREF(stepo);
+        if (!x) goto fail;
+        Py_DECREF(x);
+    }
+    if (o->sig_observe) {          /* Signal.observe(layer, experts) */
+        PyObject *x = PyObject_CallFunctionObjArgs(o->sig_observe, A.layer_o, A.experts, NULL);
+        if (!x) goto fail;
+        Py_DECREF(x);
+    }
     if (o->prefetch_on) {
-        long np = ls_proposals(o, layer);
+        long np = ls_proposals(o, layer, A.layer_o, A.experts);
+        if (np < 0) goto fail;
         if (np) { if (ls_issue(o, np, base, ex, n, loads, evicted) < 0) goto fail; }
         else if (!o->next_only) ls_mark_inuse(o, base, ex, n);   /* the proposals' marks */
     }
@@ -807,15 +858,18 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    PyObject *rb_caps;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    PyObject *rb_caps, *aff_obs, *aff_pred, *sig_obs;
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval, &rb_caps))
+                          &o->rb_interval, &rb_caps, &aff_obs, &aff_pred, &sig_obs))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
+    if (aff_obs != Py_None) { Py_INCREF(aff_obs); o->aff_observe = aff_obs; }
+    if (aff_pred != Py_None) { Py_INCREF(aff_pred); o->aff_predict = aff_pred; }
+    if (sig_obs != Py_None) { Py_INCREF(sig_obs); o->sig_observe = sig_obs; }
     long L = o->L, E = o->E, K = o->K;
     o->ncaches = o->per_layer ? L : 1;
     if (PyList_GET_SIZE(caches) != o->ncaches || PyList_GET_SIZE(lacc) != L || PyList_GET_SIZE(lhit) != L ||

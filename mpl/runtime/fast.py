@@ -94,6 +94,7 @@ def rule_code(rule: str) -> tuple[int, int, int] | None:
     return None if code is None else (code, 0, 0)
 
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
+LIVE_MAX_KEYS = 1 << 22  # ... and the live dispatch, which keeps its tables between calls
 
 
 def available() -> bool:
@@ -525,7 +526,7 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 #: eviction stores LiveState holds (their state moves exactly between Python and C)
 _STATE_STORES = {"lru": 0, "lfu": 1, "score": 2}
 #: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("filters", "priority", "signal", "affinity")
+_STATE_OFF = ("filters", "priority")
 
 
 def _state_unsupported(rt) -> str | None:
@@ -540,8 +541,8 @@ def _state_unsupported(rt) -> str | None:
     rule = rt.p["cache.eviction"]
     if rule not in _STATE_STORES:
         return f"eviction {rule!r} (the live C dispatch holds lru, lfu and score stores)"
-    if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "none"):
-        return f"prefetch strategy {rt.strategy!r} (the live C dispatch proposes from the history)"
+    if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "affinity", "none"):
+        return f"prefetch strategy {rt.strategy!r}"
     if f.get("rules") and _rules_of(rt) is None:
         return "adapt rules the live C dispatch cannot evaluate"
     return None
@@ -556,7 +557,7 @@ def live_unsupported(rt) -> str | None:
         return "the compiled backend is not in use"
     if not hasattr(_kernel, "LiveState"):
         return "the built mpl.runtime._fast has no live dispatch (rebuild it: pip install -e .)"
-    if rt.num_layers * rt.num_experts > MAX_KEYS:
+    if rt.num_layers * rt.num_experts > LIVE_MAX_KEYS:
         return "more keys than the live dispatch's tables hold"
     return _state_unsupported(rt)
 
@@ -681,7 +682,10 @@ def _live_take(rt) -> None:
            float(rt.mem_budget), float(rt.expert_bytes), float(rt.w_default), float(rt._cpu_limit),
            int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
            bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
-           _uniform_split(rt))
+           _uniform_split(rt),
+           rt.affinity.observe if rt.affinity is not None else None,
+           rt.affinity.predict if rt.affinity is not None and rt.strategy == "affinity" else None,
+           rt.signal.observe if rt.signal is not None else None)
     pins = bytearray(E)
     for e in rt.pins:
         pins[e] = 1
