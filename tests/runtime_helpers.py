@@ -159,6 +159,8 @@ def full_state(rt):
     h = rt.history
     hist = None if h is None else (h.window, [list(w) for w in h.win], h.cnt,
                                    [[sorted(b) for b in bk] for bk in h.bk], h.mask)
+    a = rt.affinity
+    aff = None if a is None else (a.depth, a.threshold, a.last, a.table)
     m = rt.monitor
     mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped,
                                   list(m.events), m.ev, m.ld, m.pfl, m.pfu, m.stall,
@@ -167,4 +169,4 @@ def full_state(rt):
             [c.resident for c in caches], list(rt.pool.free), rt.step, rt._last_layer,
             rt.dispatches, rt.accesses, dict(rt._pf),
             None if rt._ttl is None else list(rt._ttl.items()), hist, mon,
-            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p)
+            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff)

@@ -60,9 +60,20 @@ typedef struct {
     int f_rebalance, rb_guard;            /* per-layer rebalancing (its interval may be 0) */
     long long rb_interval;
     long *rb_caps;                        /* the capacities a rebalance gives (NULL: the pure one) */
-    /* Python objects the state does not include (they stay the runtime's): the affinity
-     * table (its observe and predict) and the per-layer signal (its observe) */
-    PyObject *aff_observe, *aff_predict, *sig_observe;
+    /* the affinity table (prefetch.Affinity): per (distance, source layer) the row counts n
+     * of each source expert and the transition counts to each target expert; per layer its
+     * last dispatch (step, experts) */
+    int has_aff, aff_predict;             /* the table is kept / the strategy reads it */
+    long aff_depth;
+    double aff_thr;
+    long long *aff_n, *aff_c;             /* D*L*E, D*L*E*E */
+    unsigned char *aff_tab;               /* D*L: the (d, src) table exists */
+    long long *aff_step;                  /* per layer the step of its last dispatch */
+    unsigned char *aff_has;               /* per layer: a last dispatch is known */
+    int *aff_last, *aff_lastn;            /* per layer its experts (E each), their number */
+    double *aff_best;                     /* scratch: E */
+    /* the per-layer signal stays the runtime's Python object (its observe is called) */
+    PyObject *sig_observe;
     /* counters */
     long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
         cpu_computes, streamed, dispatches;
@@ -106,13 +117,13 @@ static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
 static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
     Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
-    Py_VISIT(o->aff_observe); Py_VISIT(o->aff_predict); Py_VISIT(o->sig_observe);
+    Py_VISIT(o->sig_observe);
     return 0;
 }
 static int ls_clear(LiveState *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
     Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
-    Py_CLEAR(o->aff_observe); Py_CLEAR(o->aff_predict); Py_CLEAR(o->sig_observe);
+    Py_CLEAR(o->sig_observe);
     return 0;
 }
 
@@ -138,7 +149,12 @@ static void ls_free_state(LiveState *o) {
     free(o->hsort); o->hsort = NULL;
     free(o->pcn); o->pcn = NULL;
     free(o->rb_caps); o->rb_caps = NULL;
-    Py_CLEAR(o->aff_observe); Py_CLEAR(o->aff_predict); Py_CLEAR(o->sig_observe);
+    Py_CLEAR(o->sig_observe);
+    free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
+    free(o->aff_last); free(o->aff_lastn); free(o->aff_best);
+    o->aff_n = o->aff_c = o->aff_step = NULL; o->aff_tab = o->aff_has = NULL;
+    o->aff_last = o->aff_lastn = NULL; o->aff_best = NULL;
+    o->has_aff = o->aff_predict = 0;
     Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
     o->owns = 0;
 }
@@ -355,39 +371,73 @@ static void ls_mark_inuse(LiveState *o, long base, const long *ex, Py_ssize_t n)
     for (Py_ssize_t j = 0; j < n; j++) S->mark[base + ex[j]] = S->stamp;
 }
 
-/* the affinity table's candidates for target distance d (Affinity.predict, in Python): at
- * most b of them into out (round-robin by rank never reads further: the targets differ, so
- * every rank that progresses adds a key); their number, -1 on error */
-static long aff_top(LiveState *o, PyObject *layer_o, PyObject *experts, long d, long b, int *out) {
-    PyObject *r = PyObject_CallFunction(o->aff_predict, "OOl", layer_o, experts, d);
-    if (!r) return -1;
-    PyObject *seq = PySequence_Fast(r, "Affinity.predict returns a list");
-    Py_DECREF(r);
-    if (!seq) return -1;
-    long m = (long)PySequence_Fast_GET_SIZE(seq);
-    if (m > b) m = b;
-    for (long j = 0; j < m; j++) {
-        long e = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
-        if (e == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
-        if (e < 0 || e >= o->E) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "live dispatch: a prediction out of range"); return -1; }
-        out[j] = (int)e;
+/* Affinity.observe(layer, step, experts) */
+static void aff_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
+    long L = o->L, E = o->E;
+    long D = o->aff_depth < L ? o->aff_depth : L;
+    for (long d = 1; d <= D; d++) {
+        long src = layer - d;
+        long long src_step = o->step;
+        if (src < 0) { src += L; src_step = o->step - 1; }
+        if (!o->aff_has[src] || o->aff_step[src] != src_step) continue;
+        long t = (d - 1) * L + src;
+        o->aff_tab[t] = 1;
+        for (int j = 0; j < o->aff_lastn[src]; j++) {
+            int e = o->aff_last[src * E + j];
+            o->aff_n[t * E + e]++;
+            long long *c = o->aff_c + (t * E + e) * E;
+            for (Py_ssize_t q = 0; q < n; q++) c[ex[q]]++;
+        }
     }
-    Py_DECREF(seq);
+    o->aff_has[layer] = 1;
+    o->aff_step[layer] = o->step;
+    for (Py_ssize_t q = 0; q < n; q++) o->aff_last[layer * E + q] = (int)ex[q];
+    o->aff_lastn[layer] = (int)n;
+}
+
+/* Affinity.predict(layer, experts, d): targets with P >= threshold, most probable first
+ * (ties: lower id), at most b of them (round-robin by rank never reads further: the targets
+ * differ, so every rank that progresses adds a key) */
+static long aff_top(LiveState *o, long layer, const long *ex, Py_ssize_t n, long d, long b, int *out) {
+    long L = o->L, E = o->E;
+    long D = o->aff_depth < L ? o->aff_depth : L;
+    if (d > D) return 0;                         /* no table at that distance */
+    long t = (d - 1) * L + layer;
+    if (!o->aff_tab[t]) return 0;
+    double *best = o->aff_best;
+    for (long e2 = 0; e2 < E; e2++) best[e2] = -1.0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        long long rn = o->aff_n[t * E + ex[q]];
+        if (!rn) continue;
+        const long long *c = o->aff_c + (t * E + ex[q]) * E;
+        for (long e2 = 0; e2 < E; e2++) {
+            if (!c[e2]) continue;
+            double p = (double)c[e2] / (double)rn;
+            if (p > best[e2]) best[e2] = p;
+        }
+    }
+    long m = 0;
+    for (long e2 = 0; e2 < E; e2++) {
+        double p = best[e2];
+        if (!(p >= 0.0) || !(p >= o->aff_thr)) continue;
+        long q = m < b ? m : b;
+        if (q == b && !(p > best[out[b - 1]])) continue;
+        if (q == b) q = b - 1;
+        while (q > 0 && best[out[q - 1]] < p) { out[q] = out[q - 1]; q--; }
+        out[q] = (int)e2;
+        if (m < b) m++;
+    }
     return m;
 }
 
 /* Runtime._proposals (history, lookahead without predictions, affinity): into o->props;
  * their number, -1 on error */
-static long ls_proposals(LiveState *o, long layer, PyObject *layer_o, PyObject *experts) {
+static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
     long L = o->L, b = o->budget, np = 0;
     if (b <= 0) return 0;
     if (o->aff_predict && !o->next_only) {
         long D = o->lookahead < L ? o->lookahead : L;
-        for (long d = 1; d <= D; d++) {
-            long m = aff_top(o, layer_o, experts, d, b, o->hsort + (d - 1) * b);
-            if (m < 0) return -1;
-            o->pcn[d - 1] = m;
-        }
+        for (long d = 1; d <= D; d++) o->pcn[d - 1] = aff_top(o, layer, ex, n, d, b, o->hsort + (d - 1) * b);
         goto merge;
     }
     if (o->next_only) {
@@ -778,20 +828,14 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     o->l_hit[layer] += nhit;
     if (o->f_rebalance) o->dispatches++;
     if (o->has_hist && h_observe(o, layer, ex, n) < 0) goto fail;
-    if (o->aff_observe) {          /* Affinity.observe(layer, step, experts) */
-        PyObject *stepo = PyLong_FromLongLong(o->step);
-        PyObject *x = stepo ? PyObject_CallFunctionObjArgs(o->aff_observe, A.layer_o, stepo, A.experts, NULL) : NULL;
-        Py_XDECREF(stepo);
-        if (!x) goto fail;
-        Py_DECREF(x);
-    }
+    if (o->has_aff) aff_observe(o, layer, ex, n);
     if (o->sig_observe) {          /* Signal.observe(layer, experts) */
         PyObject *x = PyObject_CallFunctionObjArgs(o->sig_observe, A.layer_o, A.experts, NULL);
         if (!x) goto fail;
         Py_DECREF(x);
     }
     if (o->prefetch_on) {
-        long np = ls_proposals(o, layer, A.layer_o, A.experts);
+        long np = ls_proposals(o, layer, ex, n);
         if (np < 0) goto fail;
         if (np) { if (ls_issue(o, np, base, ex, n, loads, evicted) < 0) goto fail; }
         else if (!o->next_only) ls_mark_inuse(o, base, ex, n);   /* the proposals' marks */
@@ -858,17 +902,15 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    PyObject *rb_caps, *aff_obs, *aff_pred, *sig_obs;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    PyObject *rb_caps, *aff, *sig_obs;
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval, &rb_caps, &aff_obs, &aff_pred, &sig_obs))
+                          &o->rb_interval, &rb_caps, &aff, &sig_obs))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
-    if (aff_obs != Py_None) { Py_INCREF(aff_obs); o->aff_observe = aff_obs; }
-    if (aff_pred != Py_None) { Py_INCREF(aff_pred); o->aff_predict = aff_pred; }
     if (sig_obs != Py_None) { Py_INCREF(sig_obs); o->sig_observe = sig_obs; }
     long L = o->L, E = o->E, K = o->K;
     o->ncaches = o->per_layer ? L : 1;
@@ -1085,6 +1127,68 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
             o->rb_caps[i] = (long)v;
         }
     }
+    /* affinity: (depth, threshold, predicts, [(d, src, [(e, n, [(e2, c)])])],
+     * [(layer, step, experts)]) */
+    if (aff != Py_None) {
+        PyObject *tabs, *lasts;
+        int predicts;
+        if (!PyArg_ParseTuple(aff, "ldpO!O!", &o->aff_depth, &o->aff_thr, &predicts, &PyList_Type, &tabs,
+                              &PyList_Type, &lasts)) goto bad;
+        long D = o->aff_depth < L ? o->aff_depth : L;
+        if (D < 1) D = 1;
+        o->has_aff = 1;
+        o->aff_predict = predicts;
+        o->aff_n = calloc(D * L * E, sizeof(long long));
+        o->aff_c = calloc(D * L * E * E, sizeof(long long));
+        o->aff_tab = calloc(D * L, 1);
+        o->aff_step = calloc(L, sizeof(long long));
+        o->aff_has = calloc(L, 1);
+        o->aff_last = malloc(sizeof(int) * L * E);
+        o->aff_lastn = calloc(L, sizeof(int));
+        o->aff_best = malloc(sizeof(double) * E);
+        if (!o->aff_n || !o->aff_c || !o->aff_tab || !o->aff_step || !o->aff_has || !o->aff_last ||
+            !o->aff_lastn || !o->aff_best) { PyErr_NoMemory(); goto bad; }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tabs); j++) {
+            long d, src;
+            PyObject *rows;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(tabs, j), "llO!", &d, &src, &PyList_Type, &rows)) goto bad;
+            if (d < 1 || d > D || src < 0 || src >= L) {
+                PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad affinity table");
+                goto bad;
+            }
+            long t = (d - 1) * L + src;
+            o->aff_tab[t] = 1;
+            for (Py_ssize_t q = 0; q < PyList_GET_SIZE(rows); q++) {
+                long e;
+                long long rn;
+                PyObject *nx;
+                if (!PyArg_ParseTuple(PyList_GET_ITEM(rows, q), "lLO!", &e, &rn, &PyList_Type, &nx)) goto bad;
+                o->aff_n[t * E + e] = rn;
+                for (Py_ssize_t z = 0; z < PyList_GET_SIZE(nx); z++) {
+                    long e2;
+                    long long cc;
+                    if (!PyArg_ParseTuple(PyList_GET_ITEM(nx, z), "lL", &e2, &cc)) goto bad;
+                    o->aff_c[(t * E + e) * E + e2] = cc;
+                }
+            }
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lasts); j++) {
+            long l;
+            long long stp;
+            PyObject *exs;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(lasts, j), "lLO", &l, &stp, &exs)) goto bad;
+            Py_ssize_t m = PySequence_Size(exs);
+            if (m < 0 || m > E || l < 0 || l >= L) goto bad;
+            o->aff_has[l] = 1;
+            o->aff_step[l] = stp;
+            o->aff_lastn[l] = (int)m;
+            for (Py_ssize_t q = 0; q < m; q++) {
+                long long e;
+                if (ll_item(exs, q, &e) < 0) goto bad;
+                o->aff_last[l * E + q] = (int)e;
+            }
+        }
+    }
     o->nrules = (int)PyList_GET_SIZE(rules);
     o->rules = calloc(o->nrules ? o->nrules : 1, sizeof(LRule));
     if (!o->rules) { PyErr_NoMemory(); goto bad; }
@@ -1235,6 +1339,40 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
         PUT("mon", Py_BuildValue("(y#LLLNLLLLd[LLLLd])", (const char *)o->ring, (Py_ssize_t)o->mwin, o->macc,
                                  o->mhits, o->mskipped, ev, o->mev, o->mld, o->mpfl, o->mpfu, o->mstall,
                                  o->seen[0], o->seen[1], o->seen[2], o->seen[3], o->seen_stall));
+    }
+    if (o->has_aff) {
+        long D = o->aff_depth < L ? o->aff_depth : L;
+        if (D < 1) D = 1;
+        PyObject *tabs = PyList_New(0), *lasts = PyList_New(0);
+        if (!tabs || !lasts) { Py_XDECREF(tabs); Py_XDECREF(lasts); goto bad; }
+        int err = 0;
+        for (long t = 0; t < D * L && !err; t++) {
+            if (!o->aff_tab[t]) continue;
+            PyObject *rows = PyList_New(0);
+            if (!rows) { err = 1; break; }
+            for (long e = 0; e < E && !err; e++) {
+                long long rn = o->aff_n[t * E + e];
+                if (!rn) continue;
+                PyObject *nx = PyList_New(0);
+                if (!nx) { err = 1; break; }
+                const long long *c = o->aff_c + (t * E + e) * E;
+                for (long e2 = 0; e2 < E && !err; e2++) {
+                    if (!c[e2]) continue;
+                    if (lappend(nx, Py_BuildValue("(lL)", e2, c[e2])) < 0) err = 1;
+                }
+                if (lappend(rows, Py_BuildValue("(lLN)", e, rn, nx)) < 0) err = 1;
+            }
+            if (lappend(tabs, Py_BuildValue("(llN)", t / L + 1, t % L, rows)) < 0) err = 1;
+        }
+        for (long l = 0; l < L && !err; l++) {
+            if (!o->aff_has[l]) continue;
+            PyObject *exs = PyTuple_New(o->aff_lastn[l]);
+            if (!exs) { err = 1; break; }
+            for (int q = 0; q < o->aff_lastn[l]; q++) PyTuple_SET_ITEM(exs, q, PyLong_FromLong(o->aff_last[l * E + q]));
+            if (lappend(lasts, Py_BuildValue("(lLN)", l, o->aff_step[l], exs)) < 0) err = 1;
+        }
+        if (err) { Py_DECREF(tabs); Py_DECREF(lasts); goto bad; }
+        PUT("aff", Py_BuildValue("(NN)", tabs, lasts));
     }
     {
         PyObject *rl = PyList_New(o->nrules);

@@ -545,6 +545,9 @@ def _state_unsupported(rt) -> str | None:
         return f"prefetch strategy {rt.strategy!r}"
     if f.get("rules") and _rules_of(rt) is None:
         return "adapt rules the live C dispatch cannot evaluate"
+    if rt.affinity is not None and \
+            min(rt.affinity.depth, rt.num_layers) * rt.num_layers * rt.num_experts ** 2 > 1 << 23:
+        return "an affinity table larger than the live C dispatch keeps (64 MiB)"
     return None
 
 
@@ -585,7 +588,7 @@ def install_live(rt) -> bool:
 #: __dict__ then: a read reaches Runtime.__getattr__, which syncs)
 _OWNED = ("step", "_last_layer", "accesses", "evictions", "demand_loads", "background_loads",
           "prefetch_loads", "prefetch_useful", "cpu_computes", "streamed", "dispatches", "l_acc",
-          "l_hit", "caches", "pool", "_pf", "_ttl", "history", "monitor", "rules")
+          "l_hit", "caches", "pool", "_pf", "_ttl", "history", "affinity", "monitor", "rules")
 _COUNTERS = _OWNED[:11]
 _CMP = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4, "!=": 5}
 _UNITS = {"accesses": 0, "steps": 1, "tokens": 2}
@@ -622,6 +625,17 @@ def _uninstall(rt, why: str) -> None:
     d.pop("_live", None)
     d.pop("_live_held", None)
     d["_live_why"] = why
+
+
+def _affinity_state(rt):
+    """The affinity table as LiveState.load takes it (None without one)."""
+    a = rt.affinity
+    if a is None:
+        return None
+    tabs = [(d, src, [(e, row[0], list(row[1].items())) for e, row in tab.items()])
+            for (d, src), tab in a.table.items()]
+    lasts = [(layer, last[0], last[1]) for layer, last in enumerate(a.last) if last is not None]
+    return (a.depth, float(a.threshold), rt.strategy == "affinity", tabs, lasts)
 
 
 def _uniform_split(rt):
@@ -682,9 +696,7 @@ def _live_take(rt) -> None:
            float(rt.mem_budget), float(rt.expert_bytes), float(rt.w_default), float(rt._cpu_limit),
            int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
            bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
-           _uniform_split(rt),
-           rt.affinity.observe if rt.affinity is not None else None,
-           rt.affinity.predict if rt.affinity is not None and rt.strategy == "affinity" else None,
+           _uniform_split(rt), _affinity_state(rt),
            rt.signal.observe if rt.signal is not None else None)
     pins = bytearray(E)
     for e in rt.pins:
@@ -771,6 +783,13 @@ def live_sync(rt) -> None:
                     mask |= 1 << c
             h.bk[layer] = bk
             h.mask[layer] = mask
+    a = held["affinity"]
+    if a is not None:
+        tabs, lasts = out["aff"]
+        a.table = {(d, src): {e: [n, dict(nx)] for e, n, nx in rows} for d, src, rows in tabs}
+        a.last = [None] * rt.num_layers
+        for layer, step, experts in lasts:
+            a.last[layer] = (step, experts)
     m = held["monitor"]
     if m is not None:
         ring, m.acc, m.hits, m.skipped, events, m.ev, m.ld, m.pfl, m.pfu, m.stall, m.seen = out["mon"]
