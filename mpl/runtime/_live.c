@@ -59,7 +59,8 @@ typedef struct {
     long budget, lookahead;
     int f_rebalance, rb_guard;            /* per-layer rebalancing (its interval may be 0) */
     long long rb_interval;
-    long *rb_caps;                        /* the capacities a rebalance gives (NULL: the pure one) */
+    long *rb_caps;                        /* scratch: the capacities of a rebalance */
+    PyObject *split;                      /* fast._live_split(rt): those capacities (Python) */
     /* the affinity table (prefetch.Affinity): per (distance, source layer) the row counts n
      * of each source expert and the transition counts to each target expert; per layer its
      * last dispatch (step, experts) */
@@ -117,13 +118,13 @@ static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
 static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
     Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
-    Py_VISIT(o->sig_observe);
+    Py_VISIT(o->sig_observe); Py_VISIT(o->split);
     return 0;
 }
 static int ls_clear(LiveState *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
     Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
-    Py_CLEAR(o->sig_observe);
+    Py_CLEAR(o->sig_observe); Py_CLEAR(o->split);
     return 0;
 }
 
@@ -149,7 +150,7 @@ static void ls_free_state(LiveState *o) {
     free(o->hsort); o->hsort = NULL;
     free(o->pcn); o->pcn = NULL;
     free(o->rb_caps); o->rb_caps = NULL;
-    Py_CLEAR(o->sig_observe);
+    Py_CLEAR(o->sig_observe); Py_CLEAR(o->split);
     free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
     free(o->aff_last); free(o->aff_lastn); free(o->aff_best);
     o->aff_n = o->aff_c = o->aff_step = NULL; o->aff_tab = o->aff_has = NULL;
@@ -579,7 +580,7 @@ static int ls_set_capacity(LiveState *o, Cache *c, long cap, PyObject *evicted) 
     return 0;
 }
 
-/* Runtime._rebalance without a signal: the same split every time (rb_caps); shrink first,
+/* Runtime._rebalance with the split of fast._live_split (rb_caps); shrink first,
  * then grow (and finish the cuts of caches still above their capacity) */
 static int ls_rebalance(LiveState *o, PyObject *evicted) {
     for (long i = 0; i < o->ncaches; i++)
@@ -845,8 +846,20 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
             ls_pressure(o, evicted) < 0) goto fail;
     int tail = -1;   /* the pure tail of the dispatch from: 1 the rebalance, 0 the monitor */
     if (o->f_rebalance && (o->rb_interval == 0 ? !o->rb_guard : o->dispatches % o->rb_interval == 0)) {
-        if (o->rb_interval == 0 || !o->rb_caps) tail = 1;     /* the pure _rebalance */
-        else if (ls_rebalance(o, evicted) < 0) goto fail;
+        /* the split (the signal's weights, water-filling) from Python, the cuts here; a split
+         * the pure path refuses (its error) and an interval of 0 take the pure _rebalance */
+        PyObject *caps = o->rb_interval ? PyObject_CallOneArg(o->split, o->rt) : NULL;
+        if (!caps && o->rb_interval) goto fail;
+        if (!caps || caps == Py_None || !PyList_Check(caps) || PyList_GET_SIZE(caps) != o->ncaches) tail = 1;
+        else {
+            for (long i = 0; i < o->ncaches; i++) {
+                long long v = PyLong_AsLongLong(PyList_GET_ITEM(caps, i));
+                if (v == -1 && PyErr_Occurred()) { Py_DECREF(caps); goto fail; }
+                o->rb_caps[i] = v > LONG_MAX ? LONG_MAX : (long)v;
+            }
+            if (ls_rebalance(o, evicted) < 0) { Py_DECREF(caps); goto fail; }
+        }
+        Py_XDECREF(caps);
     }
     if (tail < 0 && o->has_mon && n) {
         int r = ls_observe(o, hit, A.tokens);
@@ -902,16 +915,17 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    PyObject *rb_caps, *aff, *sig_obs;
+    PyObject *split, *aff, *sig_obs;
     if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval, &rb_caps, &aff, &sig_obs))
+                          &o->rb_interval, &split, &aff, &sig_obs))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
     if (sig_obs != Py_None) { Py_INCREF(sig_obs); o->sig_observe = sig_obs; }
+    Py_INCREF(split); o->split = split;
     long L = o->L, E = o->E, K = o->K;
     o->ncaches = o->per_layer ? L : 1;
     if (PyList_GET_SIZE(caches) != o->ncaches || PyList_GET_SIZE(lacc) != L || PyList_GET_SIZE(lhit) != L ||
@@ -1114,19 +1128,8 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         Py_INCREF(metrics); o->mmetrics = metrics;
         Py_INCREF(mlog); o->mlog = mlog;
     }
-    if (rb_caps != Py_None) {
-        if (!PyList_Check(rb_caps) || PyList_GET_SIZE(rb_caps) != o->ncaches) {
-            PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad rebalance capacities");
-            goto bad;
-        }
-        o->rb_caps = malloc(sizeof(long) * o->ncaches);
-        if (!o->rb_caps) { PyErr_NoMemory(); goto bad; }
-        for (long i = 0; i < o->ncaches; i++) {
-            long long v;
-            if (ll_item(rb_caps, i, &v) < 0) goto bad;
-            o->rb_caps[i] = (long)v;
-        }
-    }
+    o->rb_caps = malloc(sizeof(long) * o->ncaches);
+    if (!o->rb_caps) { PyErr_NoMemory(); goto bad; }
     /* affinity: (depth, threshold, predicts, [(d, src, [(e, n, [(e2, c)])])],
      * [(layer, step, experts)]) */
     if (aff != Py_None) {

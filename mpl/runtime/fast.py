@@ -638,16 +638,16 @@ def _affinity_state(rt):
     return (a.depth, float(a.threshold), rt.strategy == "affinity", tabs, lasts)
 
 
-def _uniform_split(rt):
-    """The capacities Runtime._rebalance gives without a signal (the same every time while
-    the budget and bounds stay: an adapt rule moving them hands back to Python first), or
-    None (no rebalancing, or a split the pure path refuses)."""
-    if not (rt.per_layer and rt.features.get("rebalance")) or rt.signal is not None:
-        return None
+def _live_split(rt):
+    """The capacities Runtime._rebalance gives now (the signal's weights, or uniform, then the
+    water-filling split), computed from what LiveState does not hold; None where the pure
+    rebalance raises (it then runs, and raises, on the synced state)."""
     from mpl.runtime.budgets import allocate
+    weights = (rt.signal.weights(rt.allocation) if rt.signal is not None
+               else [1.0] * rt.num_layers)
     lo = min(rt.min_cap, rt.total_budget // rt.num_layers)
     try:
-        caps = allocate([1.0] * rt.num_layers, rt.total_budget, lo, max(lo, rt.max_cap))
+        caps = allocate(weights, rt.total_budget, lo, max(lo, rt.max_cap))
     except ValueError:
         return None
     return [min(int(c), 1 << 62) for c in caps]
@@ -696,7 +696,7 @@ def _live_take(rt) -> None:
            float(rt.mem_budget), float(rt.expert_bytes), float(rt.w_default), float(rt._cpu_limit),
            int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
            bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
-           _uniform_split(rt), _affinity_state(rt),
+           _live_split, _affinity_state(rt),
            rt.signal.observe if rt.signal is not None else None)
     pins = bytearray(E)
     for e in rt.pins:
