@@ -288,17 +288,21 @@ static void m_expire(LiveState *o) {
     if (!o->elen) o->mstall = 0.0;
 }
 
+/* twice the room for event records (their order kept) */
+static int m_grow(LiveState *o) {
+    long nc = o->ecap * 2;
+    MEvent *ne = malloc(sizeof(MEvent) * nc);
+    if (!ne) { PyErr_NoMemory(); return -1; }
+    for (long i = 0; i < o->elen; i++) ne[i] = o->events[(o->ehead + i) % o->ecap];
+    free(o->events);
+    o->events = ne; o->ecap = nc; o->ehead = 0;
+    return 0;
+}
+
 static int m_push_events(LiveState *o, long long ev, long long ld, long long pfl, long long pfu,
                          double st) {
     if (ev || ld || pfl || pfu || st != 0.0) {
-        if (o->elen == o->ecap) {     /* grow the ring */
-            long nc = o->ecap * 2;
-            MEvent *ne = malloc(sizeof(MEvent) * nc);
-            if (!ne) { PyErr_NoMemory(); return -1; }
-            for (long i = 0; i < o->elen; i++) ne[i] = o->events[(o->ehead + i) % o->ecap];
-            free(o->events);
-            o->events = ne; o->ecap = nc; o->ehead = 0;
-        }
+        if (o->elen == o->ecap && m_grow(o) < 0) return -1;
         MEvent *x = &o->events[(o->ehead + o->elen) % o->ecap];
         x->acc_index = o->macc; x->ev = ev; x->ld = ld; x->pfl = pfl; x->pfu = pfu; x->stall = st;
         o->elen++;
@@ -677,14 +681,8 @@ static int ls_monitor_loop(LiveState *o, PyObject *hit, long long tokens, double
  * then, undone, again with the records. */
 static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
     Py_ssize_t n = PyList_GET_SIZE(hit);
-    if (o->elen == o->ecap) {     /* room for the phase's record (growing changes nothing) */
-        long nc = o->ecap * 2;
-        MEvent *ne = malloc(sizeof(MEvent) * nc);
-        if (!ne) { PyErr_NoMemory(); return -1; }
-        for (long i = 0; i < o->elen; i++) ne[i] = o->events[(o->ehead + i) % o->ecap];
-        free(o->events);
-        o->events = ne; o->ecap = nc; o->ehead = 0;
-    }
+    /* room for the phase's record (growing changes nothing) */
+    if (o->elen == o->ecap && m_grow(o) < 0) return -1;
     double stall_now;
     {
         PyObject *sv = PyDict_GetItemWithError(o->dict, s_stall);
