@@ -168,6 +168,7 @@ static void ls_dealloc(LiveState *o) {
         for (long k = 0; k < o->K; k++) Py_XDECREF(o->keys[k]);
         free(o->keys);
     }
+    free(o->ex);
     Py_TYPE(o)->tp_free((PyObject *)o);
 }
 

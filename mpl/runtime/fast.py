@@ -17,13 +17,14 @@ per-layer caches whose capacities do not move (uniform allocation); pins; priori
 records of one or several tokens. Everything else replays on the pure path.
 
 Live ``dispatch()``: where :func:`live_unsupported` allows (one schedule mode; lru, lfu or
-score stores; pins, TTL and memory triggers, history/lookahead prefetch, the monitor and adapt
-rules, shared or per-layer caches without a signal) ``Runtime.__init__`` installs
+score stores; pins, TTL and memory triggers, history/lookahead/affinity prefetch, the monitor
+and adapt rules, shared or per-layer caches) ``Runtime.__init__`` installs
 ``_fast.LiveState`` as the instance's ``dispatch`` (:func:`install_live`): the generated
 dispatch in C with the state held in C (the kernel's stores). :func:`_live_take` moves the
 pure structures into it and :func:`live_sync` back, exactly; ``Runtime.__getattr__`` syncs on
 any read of the state. Every unusual argument, predictions, an adapt rule firing and a
-rebalance the kernel cannot compute go to the pure path on the synced state.
+rebalance the pure path refuses go to the pure path on the synced state. A replay the kernel
+does not cover runs through the live dispatch (:func:`_live_replay`).
 
 After a compiled replay the runtime's counters, statistics, residents and slot pool are
 those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
@@ -119,10 +120,10 @@ def backend_info() -> dict:
                       "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
-                      "live dispatch() of one-mode policies with lru, lfu or score stores (pins, "
-                      "TTL and memory triggers, history/lookahead prefetch, monitor, adapt rules, "
-                      "shared or per-layer caches without a signal); other live dispatch() is "
-                      "pure Python"}
+                      "live dispatch() (and the replay of what the kernel does not cover) of "
+                      "one-mode policies with lru, lfu or score stores (pins, TTL and memory "
+                      "triggers, history/lookahead/affinity prefetch, monitor, adapt rules, "
+                      "shared or per-layer caches); other live dispatch() is pure Python"}
 
 
 @contextmanager
@@ -554,8 +555,8 @@ def _state_unsupported(rt) -> str | None:
 def live_unsupported(rt) -> str | None:
     """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveState``); None: it
     can. It holds one schedule mode with lru, lfu or score stores, pins, TTL and memory
-    triggers, history / lookahead prefetch, the monitor and adapt rules, shared or per-layer
-    caches (rebalancing without a signal); see docs/internals.md, "Live dispatch"."""
+    triggers, history / lookahead / affinity prefetch, the monitor and adapt rules, shared or
+    per-layer caches with any allocation; see docs/internals.md, "Live dispatch"."""
     if not available():
         return "the compiled backend is not in use"
     if not hasattr(_kernel, "LiveState"):
