@@ -125,8 +125,12 @@ def calls(L, E, K):
             args[1] = tuple(ex)
         elif kind == "tokens0":
             args += [None, draw(st.sampled_from([0, -2, 1.5]))]
-        elif kind == "predictions":
-            kw["predictions"] = {0: list(ex)}
+        elif kind == "predictions":     # the lookahead's picks (the mechanism passes them)
+            t = (layer + 1) % L
+            pick = draw(st.lists(ids, max_size=K + 2))
+            kw["predictions"] = draw(st.sampled_from([
+                {0: list(ex)}, {t: pick}, {t: tuple(pick), (t + 1) % L: pick[::-1]},
+                {t: pick + pick[:1]}, {L: pick}, {t: pick + [E]}, {t: set(pick)}, {t: [1.0]}]))
         return tuple(args), kw
     return one()
 
@@ -280,7 +284,7 @@ def test_live_state_holds_the_bench_policies_and_an_adapt_firing():
 @needs_live
 def test_replays_go_through_the_live_dispatch_or_turn_it_off():
     """A replay_records the kernel does not take runs through the live dispatch; one with
-    records it would hand back (predictions) runs the pure loop and turns LiveState off."""
+    records it would hand back (a repeated id) runs the pure loop and turns LiveState off."""
     text = BENCH["lfu_history"][0]
     from mpl.timemodel.timeline import Timeline
     from test_fast_equivalence import costs
@@ -289,6 +293,8 @@ def test_replays_go_through_the_live_dispatch_or_turn_it_off():
     c.replay_records([(1, [1, 2], None, 1, None, None, None)], Timeline(costs()))
     assert fast.live_backend(c) == "compiled"          # replayed through the live dispatch
     c.replay_records([(2, [1, 2], None, 1, None, {3: [1]}, None)], Timeline(costs()))
+    assert fast.live_backend(c) == "compiled"          # predictions are taken in C too
+    c.replay_records([(3, [1, 2, 1], None, 1, None, None, None)], Timeline(costs()))
     assert fast.live_backend(c) == "pure" and "replay_records" in c._live_why
 
 

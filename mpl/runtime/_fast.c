@@ -1207,10 +1207,12 @@ static PyObject *s_kw_weights, *s_kw_tokens, *s_kw_predictions, *s_step;
 /* The arguments of a dispatch call as the fast paths take them (the generated dispatch's
  * cheap checks): exact ints and a list of distinct exact ints in range, weights None or a
  * list of floats with a finite sum, tokens an int >= 1, step None or an int >= 0,
- * predictions None or empty, positionally or as the mechanism's keywords. 1: taken; 0:
+ * predictions None or a dict (non-empty ones only where the caller takes them: with_preds),
+ * positionally or as the mechanism's keywords. 1: taken; 0:
  * anything else (the caller hands the call to the pure dispatch, before any state change). */
 typedef struct {
     PyObject *layer_o, *experts, *weights, *tokens_o, *step_o;
+    PyObject *preds;           /* non-empty predictions (borrowed; NULL: none) */
     long layer;
     Py_ssize_t n;
     long long step_given;      /* -1: step=None */
@@ -1218,7 +1220,8 @@ typedef struct {
 } Args;
 
 static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long num_layers,
-                      long num_experts, long *ex, Py_ssize_t cap, Args *A) {
+                      long num_experts, long *ex, Py_ssize_t cap, int with_preds, Args *A) {
+    A->preds = NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 2 || nargs > 4) return 0;
     PyObject *layer_o = args[0], *experts = args[1];
@@ -1232,7 +1235,9 @@ static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long n
             else if (PyUnicode_Compare(name, s_kw_tokens) == 0 && nargs < 4) tokens_o = v;
             else if (PyUnicode_Compare(name, s_step) == 0) step_o = v;
             else if (PyUnicode_Compare(name, s_kw_predictions) == 0) {
-                if (v != Py_None && !(PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0)) return 0;
+                if (v == Py_None || (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0)) continue;
+                if (!with_preds || !PyDict_CheckExact(v)) return 0;
+                A->preds = v;
             }
             else { PyErr_Clear(); return 0; }
         }

@@ -65,6 +65,7 @@ typedef struct {
      * of each source expert and the transition counts to each target expert; per layer its
      * last dispatch (step, experts) */
     int has_aff, aff_predict;             /* the table is kept / the strategy reads it */
+    int f_lookahead, strategy_la;         /* lookahead reachable / the strategy now */
     long aff_depth;
     double aff_thr;
     long long *aff_n, *aff_c;             /* D*L*E, D*L*E*E */
@@ -436,31 +437,83 @@ static long aff_top(LiveState *o, long layer, const long *ex, Py_ssize_t n, long
     return m;
 }
 
-/* Runtime._proposals (history, lookahead without predictions, affinity): into o->props;
- * their number, -1 on error */
-static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
-    long L = o->L, b = o->budget, np = 0;
-    if (b <= 0) return 0;
-    if (o->aff_predict && !o->next_only) {
-        long D = o->lookahead < L ? o->lookahead : L;
-        for (long d = 1; d <= D; d++) o->pcn[d - 1] = aff_top(o, layer, ex, n, d, b, o->hsort + (d - 1) * b);
-        goto merge;
+/* the predictions for target layer t as ints (borrowed sequence items; NULL: none for t) */
+static PyObject *pred_for(PyObject *preds, long t) {
+    if (!preds) return NULL;
+    PyObject *k = PyLong_FromLong(t);
+    if (!k) return NULL;
+    PyObject *v = PyDict_GetItemWithError(preds, k);
+    Py_DECREF(k);
+    return v;
+}
+
+/* Runtime._check_predictions would take them unchanged: layers exact ints in range, each a
+ * list or tuple of exact ints in range (1); anything else goes to the pure dispatch (0) */
+static int preds_ok(LiveState *o, PyObject *preds) {
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(preds, &pos, &key, &val)) {
+        if (!PyLong_CheckExact(key)) return 0;
+        int ovf;
+        long l = PyLong_AsLongAndOverflow(key, &ovf);
+        if (ovf || l < 0 || l >= o->L) { PyErr_Clear(); return 0; }
+        if (!PyList_CheckExact(val) && !PyTuple_CheckExact(val)) return 0;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(val);
+        PyObject **items = PySequence_Fast_ITEMS(val);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (!PyLong_CheckExact(items[j])) return 0;
+            long e = PyLong_AsLongAndOverflow(items[j], &ovf);
+            if (ovf || e < 0 || e >= o->E) { PyErr_Clear(); return 0; }
+        }
     }
+    return 1;
+}
+
+/* Runtime._proposals (history; lookahead: the caller's predictions for a target, else the
+ * history; affinity) into o->props; their number, -1 on error. One layer ahead with the
+ * lookahead strategy reachable (the generated code's shortcut), the predictions for the
+ * target are read whatever the strategy is now, their duplicates dropped. */
+static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n, PyObject *preds) {
+    long L = o->L, b = o->budget, np = 0;
+    State *S = &o->S;
+    if (b <= 0) return 0;
     if (o->next_only) {
         long t = layer + 1 == L ? 0 : layer + 1;
+        PyObject *pl = o->f_lookahead ? pred_for(preds, t) : NULL;
+        if (!pl && PyErr_Occurred()) return -1;
+        if (pl) {                       /* dict.fromkeys(predictions[t])[:budget] */
+            S->stamp++;
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(pl);
+            PyObject **items = PySequence_Fast_ITEMS(pl);
+            for (Py_ssize_t j = 0; j < m && np < b; j++) {
+                int k = (int)(t * o->E + PyLong_AsLong(items[j]));
+                if (S->mark[k] == S->stamp) continue;
+                S->mark[k] = S->stamp;
+                o->props[np++] = k;
+            }
+            return np;
+        }
         long m = o->has_hist ? h_top(o, t, b, o->hsort) : 0;
         for (long j = 0; j < m; j++) o->props[np++] = (int)(t * o->E + o->hsort[j]);
         return np;
     }
-    /* per target its candidates (history top-b), then round-robin by rank, distinct keys */
-    for (long d = 1; d <= (o->lookahead < L ? o->lookahead : L); d++) {
-        long t = (layer + d) % L;
-        o->pcn[d - 1] = o->has_hist ? h_top(o, t, b, o->hsort + (d - 1) * b) : 0;
-    }
-merge:;
+    /* per target its candidates, then round-robin by rank, distinct keys */
     long D = o->lookahead < L ? o->lookahead : L;
     long *cn = o->pcn;
-    State *S = &o->S;
+    PyObject *plist[64];                /* a target's predictions (more targets: history) */
+    for (long d = 1; d <= D; d++) {
+        long t = (layer + d) % L;
+        if (d <= 64) plist[d - 1] = NULL;
+        if (o->aff_predict) cn[d - 1] = aff_top(o, layer, ex, n, d, b, o->hsort + (d - 1) * b);
+        else {
+            PyObject *pl = (o->strategy_la && d <= 64) ? pred_for(preds, t) : NULL;
+            if (!pl && PyErr_Occurred()) return -1;
+            if (pl) {                   /* list(predictions[t]): every entry, duplicates too */
+                plist[d - 1] = pl;
+                cn[d - 1] = (long)PySequence_Fast_GET_SIZE(pl);
+            } else cn[d - 1] = o->has_hist ? h_top(o, t, b, o->hsort + (d - 1) * b) : 0;
+        }
+    }
     S->stamp++;                                        /* 'seen' */
     for (long rank = 0; np < b; rank++) {
         int progressed = 0;
@@ -468,7 +521,9 @@ merge:;
             if (rank >= cn[d - 1]) continue;
             progressed = 1;
             long t = (layer + d) % L;
-            int k = (int)(t * o->E + o->hsort[(d - 1) * b + rank]);
+            long e = (d <= 64 && plist[d - 1]) ? PyLong_AsLong(PySequence_Fast_ITEMS(plist[d - 1])[rank])
+                                               : o->hsort[(d - 1) * b + rank];
+            int k = (int)(t * o->E + e);
             if (S->mark[k] == S->stamp) continue;
             S->mark[k] = S->stamp;
             o->props[np++] = k;
@@ -728,7 +783,8 @@ static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
 static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
     if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
     Args A;
-    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->E, &A)) return ls_pure(o, args, nargsf, kw);
+    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->E, 1, &A) || (A.preds && !preds_ok(o, A.preds)))
+        return ls_pure(o, args, nargsf, kw);
     if (o->owns && PyDict_GET_SIZE(o->dict) != o->dict_size) {
         /* an attribute was set on the runtime meanwhile: the pure structures decide again */
         if (ls_sync(o) < 0) return NULL;
@@ -835,7 +891,7 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
         Py_DECREF(x);
     }
     if (o->prefetch_on) {
-        long np = ls_proposals(o, layer, ex, n);
+        long np = ls_proposals(o, layer, ex, n, A.preds);
         if (np < 0) goto fail;
         if (np) { if (ls_issue(o, np, base, ex, n, loads, evicted) < 0) goto fail; }
         else if (!o->next_only) ls_mark_inuse(o, base, ex, n);   /* the proposals' marks */
@@ -915,11 +971,11 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     ls_free_state(o);
     long long ttl_n;
     PyObject *split, *aff, *sig_obs;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOO", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOpp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval, &split, &aff, &sig_obs))
+                          &o->rb_interval, &split, &aff, &sig_obs, &o->f_lookahead, &o->strategy_la))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;

@@ -479,11 +479,13 @@ def replay_records(rt, records, tl, tick=None, every=0):
 
 
 def _live_replayable(records) -> bool:
-    """Records the live dispatch takes in C, every one (no predictions, lists of distinct
-    ids): each other record would sync and take the whole state."""
+    """Records the live dispatch takes in C, every one (lists of distinct ids, predictions
+    a dict or none): each other record would sync and take the whole state."""
     for rec in records:
-        experts = rec[1]
-        if rec[5] or type(experts) is not list or (len(experts) > 1 and len(set(experts)) != len(experts)):
+        experts, preds = rec[1], rec[5]
+        if type(experts) is not list or (len(experts) > 1 and len(set(experts)) != len(experts)):
+            return False
+        if preds and type(preds) is not dict:
             return False
     return True
 
@@ -498,7 +500,8 @@ def _live_replay(rt, records, tl, tick, every) -> int:
     tl_dispatch = tl.dispatch
     count = 0
     for layer, experts, weights, tokens, step, predictions, tokens_of in records:
-        stall = tl_dispatch(d(layer, experts, weights, tokens, step=step), tokens_of, tokens)
+        stall = tl_dispatch(d(layer, experts, weights, tokens, step=step, predictions=predictions),
+                            tokens_of, tokens)
         if stall > 0:
             rt.stall += stall
         count += 1
@@ -544,6 +547,8 @@ def _state_unsupported(rt) -> str | None:
         return f"eviction {rule!r} (the live C dispatch holds lru, lfu and score stores)"
     if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "affinity", "none"):
         return f"prefetch strategy {rt.strategy!r}"
+    if f.get("prefetch") and rt.lookahead > 64:
+        return "a lookahead beyond 64 layers (the live C dispatch's proposals)"
     if f.get("rules") and _rules_of(rt) is None:
         return "adapt rules the live C dispatch cannot evaluate"
     if rt.affinity is not None and \
@@ -698,7 +703,8 @@ def _live_take(rt) -> None:
            int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
            bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
            _live_split, _affinity_state(rt),
-           rt.signal.observe if rt.signal is not None else None)
+           rt.signal.observe if rt.signal is not None else None,
+           bool(f.get("lookahead_strategy")), rt.strategy == "lookahead")
     pins = bytearray(E)
     for e in rt.pins:
         pins[e] = 1
