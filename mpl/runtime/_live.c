@@ -783,7 +783,8 @@ static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
 static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
     if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
     Args A;
-    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->E, 1, &A) || (A.preds && !preds_ok(o, A.preds)))
+    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->E, 1, &A) || (A.preds && !preds_ok(o, A.preds)) ||
+            A.tokens > (1L << 53))      /* (token counts a double holds exactly: the hybrid test) */
         return ls_pure(o, args, nargsf, kw);
     if (o->owns && PyDict_GET_SIZE(o->dict) != o->dict_size) {
         /* an attribute was set on the runtime meanwhile: the pure structures decide again */
