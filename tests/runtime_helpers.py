@@ -161,6 +161,9 @@ def full_state(rt):
                                    [[sorted(b) for b in bk] for bk in h.bk], h.mask)
     a = rt.affinity
     aff = None if a is None else (a.depth, a.threshold, a.last, a.table)
+    sg = rt.signal
+    sig = None if sg is None else (sg.window, [list(w) for w in sg.win],
+                                   [list(c.items()) for c in sg.cnt], sg.total)
     m = rt.monitor
     mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped,
                                   list(m.events), m.ev, m.ld, m.pfl, m.pfu, m.stall,
@@ -169,4 +172,4 @@ def full_state(rt):
             [c.resident for c in caches], list(rt.pool.free), rt.step, rt._last_layer,
             rt.dispatches, rt.accesses, dict(rt._pf),
             None if rt._ttl is None else list(rt._ttl.items()), hist, mon,
-            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff)
+            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff, sig)

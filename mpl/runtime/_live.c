@@ -74,8 +74,15 @@ typedef struct {
     unsigned char *aff_has;               /* per layer: a last dispatch is known */
     int *aff_last, *aff_lastn;            /* per layer its experts (E each), their number */
     double *aff_best;                     /* scratch: E */
-    /* the per-layer signal stays the runtime's Python object (its observe is called) */
-    PyObject *sig_observe;
+    /* the per-layer signal (budgets.Signal): per layer a ring of its last dispatches, the
+     * counts per expert, their total, and the experts with a count in the order the Python
+     * dict holds them (first count, after any deletion: its entropy sums in that order) */
+    int has_sig;
+    long sW, sR;
+    long *shead, *slen, *stotal, *sn;
+    int **srows;
+    int *srown, *srowcap;
+    int *scnt, *sprev, *snext, *sfirst, *slast;
     /* counters */
     long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
         cpu_computes, streamed, dispatches;
@@ -119,13 +126,13 @@ static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
 static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
     Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
-    Py_VISIT(o->sig_observe); Py_VISIT(o->split);
+    Py_VISIT(o->split);
     return 0;
 }
 static int ls_clear(LiveState *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
     Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
-    Py_CLEAR(o->sig_observe); Py_CLEAR(o->split);
+    Py_CLEAR(o->split);
     return 0;
 }
 
@@ -151,7 +158,13 @@ static void ls_free_state(LiveState *o) {
     free(o->hsort); o->hsort = NULL;
     free(o->pcn); o->pcn = NULL;
     free(o->rb_caps); o->rb_caps = NULL;
-    Py_CLEAR(o->sig_observe); Py_CLEAR(o->split);
+    Py_CLEAR(o->split);
+    if (o->srows) for (long i = 0; i < o->L * o->sR; i++) free(o->srows[i]);
+    free(o->srows); free(o->srown); free(o->srowcap); free(o->shead); free(o->slen); free(o->stotal);
+    free(o->sn); free(o->scnt); free(o->sprev); free(o->snext); free(o->sfirst); free(o->slast);
+    o->srows = NULL; o->srown = o->srowcap = o->scnt = o->sprev = o->snext = o->sfirst = o->slast = NULL;
+    o->shead = o->slen = o->stotal = o->sn = NULL;
+    o->has_sig = 0;
     free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
     free(o->aff_last); free(o->aff_lastn); free(o->aff_best);
     o->aff_n = o->aff_c = o->aff_step = NULL; o->aff_tab = o->aff_has = NULL;
@@ -640,6 +653,166 @@ static int ls_set_capacity(LiveState *o, Cache *c, long cap, PyObject *evicted) 
     return 0;
 }
 
+/* ------------------------------------------------------------------ the signal */
+static int ll_item(PyObject *seq, Py_ssize_t i, long long *out);
+
+static void s_link(LiveState *o, long layer, int e) {     /* a first count: at the end */
+    long E = o->E, b = layer * E;
+    o->sprev[b + e] = o->slast[layer];
+    o->snext[b + e] = -1;
+    if (o->slast[layer] >= 0) o->snext[b + o->slast[layer]] = e; else o->sfirst[layer] = e;
+    o->slast[layer] = e;
+    o->sn[layer]++;
+}
+
+static void s_unlink(LiveState *o, long layer, int e) {   /* del cnt[e] */
+    long E = o->E, b = layer * E;
+    int p = o->sprev[b + e], q = o->snext[b + e];
+    if (p >= 0) o->snext[b + p] = q; else o->sfirst[layer] = q;
+    if (q >= 0) o->sprev[b + q] = p; else o->slast[layer] = p;
+    o->sn[layer]--;
+}
+
+/* Signal.observe(layer, experts) */
+static int s_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
+    long E = o->E, R = o->sR;
+    int *cnt = o->scnt + layer * E;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (!cnt[ex[j]]++) s_link(o, layer, (int)ex[j]);
+    }
+    o->stotal[layer] += n;
+    long ri = layer * R + (o->shead[layer] + o->slen[layer]) % R;
+    if (o->srowcap[ri] < n) {
+        int *p = realloc(o->srows[ri], sizeof(int) * (n ? n : 1));
+        if (!p) { PyErr_NoMemory(); return -1; }
+        o->srows[ri] = p;
+        o->srowcap[ri] = (int)n;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) o->srows[ri][j] = (int)ex[j];
+    o->srown[ri] = (int)n;
+    o->slen[layer]++;
+    while (o->slen[layer] > o->sW) {
+        long oi = layer * R + o->shead[layer];
+        o->stotal[layer] -= o->srown[oi];
+        for (int j = 0; j < o->srown[oi]; j++) {
+            int e = o->srows[oi][j];
+            if (!--cnt[e]) s_unlink(o, layer, e);
+        }
+        o->shead[layer] = (o->shead[layer] + 1) % R;
+        o->slen[layer]--;
+    }
+    return 0;
+}
+
+/* Signal.weights(runtime.allocation) as a list (NULL with an error set, or NULL: uniform) */
+static PyObject *s_weights(LiveState *o) {
+    if (!o->has_sig) return NULL;
+    PyObject *alloc = PyDict_GetItemString(o->dict, "allocation");
+    if (!alloc || !PyUnicode_Check(alloc)) return NULL;
+    int entropy = PyUnicode_CompareWithASCIIString(alloc, "entropy") == 0;
+    int freq = PyUnicode_CompareWithASCIIString(alloc, "frequency") == 0;
+    if (!entropy && !freq) return NULL;
+    PyObject *wl = PyList_New(o->L);
+    if (!wl) return NULL;
+    for (long l = 0; l < o->L; l++) {
+        double h = 0.0;
+        if (freq) h = (double)o->sn[l];
+        else if (o->stotal[l]) {         /* Signal.entropy: in the dict's order */
+            double t = (double)o->stotal[l];
+            for (int e = o->sfirst[l]; e >= 0; e = o->snext[l * o->E + e]) {
+                double p = (double)o->scnt[l * o->E + e] / t;
+                h -= p * log(p);
+            }
+        }
+        PyObject *x = PyFloat_FromDouble(h);
+        if (!x) { Py_DECREF(wl); return NULL; }
+        PyList_SET_ITEM(wl, l, x);
+    }
+    return wl;
+}
+
+/* (window, [per layer [rows]], [per layer [(expert, count)] in dict order], [totals]) */
+static int s_load(LiveState *o, PyObject *sig) {
+    PyObject *rows, *cnts, *tots;
+    long W, L = o->L, E = o->E;
+    if (!PyArg_ParseTuple(sig, "lO!O!O!", &W, &PyList_Type, &rows, &PyList_Type, &cnts, &PyList_Type, &tots))
+        return -1;
+    long R = W + 1;
+    for (long l = 0; l < L; l++) {
+        Py_ssize_t m = PySequence_Size(PyList_GET_ITEM(rows, l));
+        if (m < 0) return -1;
+        if (m + 1 > R) R = m + 1;
+    }
+    o->has_sig = 1;
+    o->sW = W; o->sR = R;
+    o->shead = calloc(L, sizeof(long)); o->slen = calloc(L, sizeof(long));
+    o->stotal = calloc(L, sizeof(long)); o->sn = calloc(L, sizeof(long));
+    o->srows = calloc(L * R, sizeof(int *)); o->srown = calloc(L * R, sizeof(int));
+    o->srowcap = calloc(L * R, sizeof(int)); o->scnt = calloc(L * E, sizeof(int));
+    o->sprev = malloc(sizeof(int) * L * E); o->snext = malloc(sizeof(int) * L * E);
+    o->sfirst = malloc(sizeof(int) * L); o->slast = malloc(sizeof(int) * L);
+    if (!o->shead || !o->slen || !o->stotal || !o->sn || !o->srows || !o->srown || !o->srowcap ||
+        !o->scnt || !o->sprev || !o->snext || !o->sfirst || !o->slast) { PyErr_NoMemory(); return -1; }
+    for (long l = 0; l < L; l++) {
+        o->sfirst[l] = o->slast[l] = -1;
+        PyObject *lr = PyList_GET_ITEM(rows, l), *lc = PyList_GET_ITEM(cnts, l);
+        Py_ssize_t m = PySequence_Size(lr);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *row = PySequence_GetItem(lr, j);
+            if (!row) return -1;
+            Py_ssize_t rn = PySequence_Size(row);
+            int *buf = malloc(sizeof(int) * (rn > 0 ? rn : 1));
+            if (!buf) { Py_DECREF(row); PyErr_NoMemory(); return -1; }
+            o->srows[l * R + j] = buf;
+            o->srowcap[l * R + j] = o->srown[l * R + j] = (int)rn;
+            for (Py_ssize_t q = 0; q < rn; q++) {
+                long long e;
+                if (ll_item(row, q, &e) < 0) { Py_DECREF(row); return -1; }
+                buf[q] = (int)e;
+            }
+            Py_DECREF(row);
+        }
+        o->slen[l] = m;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lc); j++) {
+            long e, c;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(lc, j), "ll", &e, &c)) return -1;
+            if (e < 0 || e >= E || c < 1) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad signal"); return -1; }
+            o->scnt[l * E + e] = (int)c;
+            s_link(o, l, (int)e);
+        }
+        long long t;
+        if (ll_item(tots, l, &t) < 0) return -1;
+        o->stotal[l] = (long)t;
+    }
+    return 0;
+}
+
+static PyObject *s_dump(LiveState *o) {
+    long L = o->L, E = o->E;
+    PyObject *rows = PyList_New(L), *cnts = PyList_New(L), *tots = PyList_New(L);
+    if (!rows || !cnts || !tots) { Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(tots); return NULL; }
+    for (long l = 0; l < L; l++) {
+        PyObject *lr = PyList_New(o->slen[l]), *lc = PyList_New(0);
+        PyList_SET_ITEM(rows, l, lr);
+        PyList_SET_ITEM(cnts, l, lc);
+        PyList_SET_ITEM(tots, l, PyLong_FromLong(o->stotal[l]));
+        if (!lr || !lc) goto bad;
+        for (long j = 0; j < o->slen[l]; j++) {
+            long ri = l * o->sR + (o->shead[l] + j) % o->sR;
+            PyObject *row = PyTuple_New(o->srown[ri]);
+            if (!row) goto bad;
+            for (int q = 0; q < o->srown[ri]; q++) PyTuple_SET_ITEM(row, q, PyLong_FromLong(o->srows[ri][q]));
+            PyList_SET_ITEM(lr, j, row);
+        }
+        for (int e = o->sfirst[l]; e >= 0; e = o->snext[l * E + e])
+            if (lappend(lc, Py_BuildValue("(ii)", e, o->scnt[l * E + e])) < 0) goto bad;
+    }
+    return Py_BuildValue("(NNN)", rows, cnts, tots);
+bad:
+    Py_DECREF(rows); Py_DECREF(cnts); Py_DECREF(tots);
+    return NULL;
+}
+
 /* Runtime._rebalance with the split of fast._live_split (rb_caps); shrink first,
  * then grow (and finish the cuts of caches still above their capacity) */
 static int ls_rebalance(LiveState *o, PyObject *evicted) {
@@ -886,11 +1059,7 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     if (o->f_rebalance) o->dispatches++;
     if (o->has_hist && h_observe(o, layer, ex, n) < 0) goto fail;
     if (o->has_aff) aff_observe(o, layer, ex, n);
-    if (o->sig_observe) {          /* Signal.observe(layer, experts) */
-        PyObject *x = PyObject_CallFunctionObjArgs(o->sig_observe, A.layer_o, A.experts, NULL);
-        if (!x) goto fail;
-        Py_DECREF(x);
-    }
+    if (o->has_sig && s_observe(o, layer, ex, n) < 0) goto fail;
     if (o->prefetch_on) {
         long np = ls_proposals(o, layer, ex, n, A.preds);
         if (np < 0) goto fail;
@@ -904,7 +1073,10 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     if (o->f_rebalance && (o->rb_interval == 0 ? !o->rb_guard : o->dispatches % o->rb_interval == 0)) {
         /* the split (the signal's weights, water-filling) from Python, the cuts here; a split
          * the pure path refuses (its error) and an interval of 0 take the pure _rebalance */
-        PyObject *caps = o->rb_interval ? PyObject_CallOneArg(o->split, o->rt) : NULL;
+        PyObject *wl = o->rb_interval ? s_weights(o) : NULL;
+        if (!wl && o->rb_interval && PyErr_Occurred()) goto fail;
+        PyObject *caps = o->rb_interval ? PyObject_CallFunctionObjArgs(o->split, o->rt, wl ? wl : Py_None, NULL) : NULL;
+        Py_XDECREF(wl);
         if (!caps && o->rb_interval) goto fail;
         if (!caps || caps == Py_None || !PyList_Check(caps) || PyList_GET_SIZE(caps) != o->ncaches) tail = 1;
         else {
@@ -971,16 +1143,15 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    PyObject *split, *aff, *sig_obs;
+    PyObject *split, *aff, *sig;
     if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOpp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval, &split, &aff, &sig_obs, &o->f_lookahead, &o->strategy_la))
+                          &o->rb_interval, &split, &aff, &sig, &o->f_lookahead, &o->strategy_la))
         return NULL;
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
-    if (sig_obs != Py_None) { Py_INCREF(sig_obs); o->sig_observe = sig_obs; }
     Py_INCREF(split); o->split = split;
     long L = o->L, E = o->E, K = o->K;
     o->ncaches = o->per_layer ? L : 1;
@@ -1248,6 +1419,7 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
             }
         }
     }
+    if (sig != Py_None && s_load(o, sig) < 0) goto bad;
     o->nrules = (int)PyList_GET_SIZE(rules);
     o->rules = calloc(o->nrules ? o->nrules : 1, sizeof(LRule));
     if (!o->rules) { PyErr_NoMemory(); goto bad; }
@@ -1433,6 +1605,7 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
         if (err) { Py_DECREF(tabs); Py_DECREF(lasts); goto bad; }
         PUT("aff", Py_BuildValue("(NN)", tabs, lasts));
     }
+    if (o->has_sig) PUT("sig", s_dump(o));
     {
         PyObject *rl = PyList_New(o->nrules);
         if (!rl) goto bad;

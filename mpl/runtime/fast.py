@@ -594,7 +594,8 @@ def install_live(rt) -> bool:
 #: __dict__ then: a read reaches Runtime.__getattr__, which syncs)
 _OWNED = ("step", "_last_layer", "accesses", "evictions", "demand_loads", "background_loads",
           "prefetch_loads", "prefetch_useful", "cpu_computes", "streamed", "dispatches", "l_acc",
-          "l_hit", "caches", "pool", "_pf", "_ttl", "history", "affinity", "monitor", "rules")
+          "l_hit", "caches", "pool", "_pf", "_ttl", "history", "affinity", "signal", "monitor",
+          "rules")
 _COUNTERS = _OWNED[:11]
 _CMP = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4, "!=": 5}
 _UNITS = {"accesses": 0, "steps": 1, "tokens": 2}
@@ -633,6 +634,14 @@ def _uninstall(rt, why: str) -> None:
     d["_live_why"] = why
 
 
+def _signal_state(sig):
+    """The per-layer signal as LiveState.load takes it (None without one)."""
+    if sig is None:
+        return None
+    return (sig.window, [list(w) for w in sig.win], [list(c.items()) for c in sig.cnt],
+            list(sig.total))
+
+
 def _affinity_state(rt):
     """The affinity table as LiveState.load takes it (None without one)."""
     a = rt.affinity
@@ -644,13 +653,14 @@ def _affinity_state(rt):
     return (a.depth, float(a.threshold), rt.strategy == "affinity", tabs, lasts)
 
 
-def _live_split(rt):
-    """The capacities Runtime._rebalance gives now (the signal's weights, or uniform, then the
-    water-filling split), computed from what LiveState does not hold; None where the pure
-    rebalance raises (it then runs, and raises, on the synced state)."""
+def _live_split(rt, weights):
+    """The capacities Runtime._rebalance gives now: the water-filling split of the signal's
+    weights (computed in C; None: uniform) within the budget and bounds, which LiveState does
+    not hold; None where the pure rebalance raises (it then runs, and raises, on the synced
+    state)."""
     from mpl.runtime.budgets import allocate
-    weights = (rt.signal.weights(rt.allocation) if rt.signal is not None
-               else [1.0] * rt.num_layers)
+    if weights is None:
+        weights = [1.0] * rt.num_layers
     lo = min(rt.min_cap, rt.total_budget // rt.num_layers)
     try:
         caps = allocate(weights, rt.total_budget, lo, max(lo, rt.max_cap))
@@ -703,7 +713,7 @@ def _live_take(rt) -> None:
            int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
            bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
            _live_split, _affinity_state(rt),
-           rt.signal.observe if rt.signal is not None else None,
+           _signal_state(rt.signal),
            bool(f.get("lookahead_strategy")), rt.strategy == "lookahead")
     pins = bytearray(E)
     for e in rt.pins:
@@ -790,6 +800,12 @@ def live_sync(rt) -> None:
                     mask |= 1 << c
             h.bk[layer] = bk
             h.mask[layer] = mask
+    sig = held["signal"]
+    if sig is not None:
+        rows, cnts, tots = out["sig"]
+        sig.win = [deque(r) for r in rows]
+        sig.cnt = [dict(c) for c in cnts]
+        sig.total = tots
     a = held["affinity"]
     if a is not None:
         tabs, lasts = out["aff"]
