@@ -311,3 +311,27 @@ def test_an_attribute_set_while_the_state_is_in_c_is_kept():
         rt.dispatch(2, [1, 5])
     assert a.step == b.step == 7
     assert full_state(a) == full_state(b)
+
+
+@needs_live
+def test_monitor_log_records_are_logged_once_each(caplog):
+    """The monitor's log records (every log_interval accesses) reach the runtime's logger the
+    same from both dispatches, an adapt rule firing in the same phase included (LiveState
+    runs such a phase on the pure path: no record is logged twice)."""
+    import logging
+    import random as _random
+    text = ("policy m { cache { capacity = 4 eviction = lfu } prefetch { strategy = history "
+            "budget = 2 } monitor { metrics = [hit_rate, prefetch_accuracy] window = 5 "
+            "log_interval = 3 } adapt { when hit_rate < 0.5 for 7 accesses { eviction = lru } "
+            "when miss_rate < 0.9 { prefetch.budget = 1 } } }")
+    a, b = pair(text, 3, 8, 2)
+    logs = []
+    for rt in (a, b):
+        r = _random.Random(11)
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="mpl.runtime"):
+            for i in range(120):
+                rt.dispatch(i % 3, r.sample(range(8), 2))
+        logs.append([rec.getMessage() for rec in caplog.records if rec.name == "mpl.runtime"])
+    assert logs[0] == logs[1] and len(logs[0]) == 240 // 3
+    assert full_state(a) == full_state(b) and a.stats()["adapt_log"]
