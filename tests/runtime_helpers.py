@@ -71,3 +71,109 @@ def both_backends(request, monkeypatch):
             pytest.skip(f"the compiled kernel is not available: {fast._WHY}")
         monkeypatch.delenv(fast.ENV_PURE, raising=False)
         yield "compiled"
+
+
+# ------------------------------------------------------------------ the live dispatch (LiveState)
+STATE_EVICTIONS = ["lru", "lfu", "score"]
+
+
+def state_policy(r):
+    """A random policy over what LiveState holds (lru/lfu/score stores, pins, TTL in accesses
+    or steps, memory pressure, history/lookahead prefetch one or more layers ahead, one
+    schedule mode, per-layer caches with rebalancing, a monitor, adapt rules of every unit
+    with every kind of action, some of which take the policy off LiveState: an eviction rule
+    it does not hold, a rebalance, a capacity cut, triggers)."""
+    from mpl import ir as _ir
+    vals = {"cache.capacity": r.choice([1, 2, 3, 5, 8]),
+            "cache.eviction": r.choice(STATE_EVICTIONS),
+            "cache.pin": tuple(r.sample(range(4), r.choice([0, 0, 1, 2]))),
+            "cache.decay_interval": r.choice([1, 3, 50]),
+            "cache.frequency_decay": r.choice([0.5, 0.9]),
+            "cache.score_ema_alpha": r.choice([0.3, 0.8]),
+            "schedule.mode": r.choice(["gpu_only", "gpu_only", "cpu_fallback", "hybrid"]),
+            "prefetch.strategy": r.choice(["none", "history", "history", "lookahead", "affinity"]),
+            "prefetch.affinity_threshold": r.choice([0.0, 0.2, 0.5]),
+            "prefetch.budget": r.choice([1, 2, 3, 5]),
+            "prefetch.lookahead": r.choice([1, 1, 2, 3]),
+            "prefetch.history_window": r.choice([1, 3, 20])}
+    blocks = {"cache", "prefetch", "schedule"}
+    if r.random() < 0.4:
+        vals["cache.ttl"] = _ir.Count(r.choice([2, 5, 20]), r.choice(["accesses", "steps"]))
+    if r.random() < 0.4:
+        vals["cache.memory_threshold"] = r.choice([0.3, 0.5, 0.9])
+        vals["cache.memory_headroom"] = r.choice([0.1, 0.3])
+        vals["cache.memory_budget_gb"] = 2.0
+    if r.random() < 0.35:
+        blocks.add("per_layer")
+        vals["per_layer.min_capacity"] = 1
+        vals["per_layer.max_capacity"] = 6
+        vals["per_layer.allocation"] = r.choice(["uniform", "uniform", "entropy", "frequency"])
+        vals["per_layer.entropy_window"] = r.choice([1, 4, 10])
+        vals["per_layer.rebalance_interval"] = r.choice([0, 3, 7])
+    if r.random() < 0.6:
+        blocks.add("monitor")
+        vals["monitor.window"] = r.choice([1, 4, 30])
+        vals["monitor.log_interval"] = r.choice([1, 7, 50])
+        vals["monitor.metrics"] = tuple(r.sample(["hit_rate", "miss_rate", "eviction_rate",
+                                                  "prefetch_accuracy", "transfer_rate",
+                                                  "stall_ms"], r.randint(1, 3)))
+    adapt = []
+    if r.random() < 0.6:
+        blocks.add("adapt")
+        blocks.add("monitor")
+        for i in range(r.choice([1, 1, 2])):
+            act = r.choice([_ir.SetAction("cache.capacity", r.choice([1, 4, 9])),
+                            _ir.SetAction("cache.eviction", r.choice(STATE_EVICTIONS + ["arc"])),
+                            _ir.SetAction("prefetch.budget", r.choice([1, 4])),
+                            _ir.SetAction("prefetch.strategy", r.choice(["none", "history", "affinity"])),
+                            _ir.RebalanceAction(r.choice(["uniform", "entropy"])),
+                            _ir.SetAction("cache.frequency_decay", 0.7),
+                            _ir.SetAction("monitor.window", r.choice([2, 10])),
+                            _ir.SetAction("prefetch.history_window", r.choice([1, 5])),
+                            _ir.TriggerAction(r.choice(["flush", "ttl", "memory_pressure"]))])
+            metric = r.choice(["hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy",
+                               "transfer_rate", "stall_ms"])
+            op = r.choice(["<", ">", "<=", ">=", "!=", "=="])
+            thr = r.choice([0.0, 0.2, 0.5, 0.6, 1.0])
+            adapt.append(_ir.AdaptRule(i, _ir.Condition(metric, op, thr),
+                                       _ir.Count(r.choice([0, 1, 5, 20]),
+                                                 r.choice(["accesses", "steps", "tokens"])),
+                                       (act,)))
+    return make_ir(vals, blocks=tuple(blocks), adapt=tuple(adapt))
+
+
+def full_state(rt):
+    """Everything a dispatch can change, as the pure structures hold it (reading it syncs a
+    LiveState runtime: the attributes come back through Runtime.__getattr__)."""
+    caches = rt.caches if rt.per_layer else rt.caches[:1]
+
+    def store(s):
+        name = type(s).__name__
+        if name == "LRU":
+            return (name, list(s.od))
+        if name in ("LFU", "Score"):
+            ent = sorted((e[0], e[1], e[2]) for e in s.cur.values())
+            extra = (s.inc, s.clock, s.decay, s.interval) if name == "LFU" else (s.alpha,)
+            return (name, ent, s.tick, extra)
+        return (name, s.keys())
+    h = rt.history
+    hist = None if h is None else (h.window, [list(w) for w in h.win], h.cnt,
+                                   [[sorted(b) for b in bk] for bk in h.bk], h.mask)
+    a = rt.affinity
+    # per source its observations and target counts (the candidate set and its watermark
+    # are a cache of those: mpl.runtime.prefetch.Affinity)
+    aff = None if a is None else (a.depth, a.threshold, a.last,
+                                  {ds: {e: (row[0], row[1]) for e, row in tab.items()}
+                                   for ds, tab in a.table.items()})
+    sg = rt.signal
+    sig = None if sg is None else (sg.window, [list(w) for w in sg.win],
+                                   [list(c.items()) for c in sg.cnt], sg.total)
+    m = rt.monitor
+    mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped,
+                                  list(m.events), m.ev, m.ld, m.pfl, m.pfu, m.stall,
+                                  list(m.seen), m.log)
+    return (rt.stats(), rt.resident(), rt.capacities(), [store(c.store) for c in caches],
+            [c.resident for c in caches], list(rt.pool.free), rt.step, rt._last_layer,
+            rt.dispatches, rt.accesses, dict(rt._pf),
+            None if rt._ttl is None else list(rt._ttl.items()), hist, mon,
+            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff, sig)

@@ -30,7 +30,7 @@ from mpl.trace import records_of
 from mpl.timemodel.timeline import Timeline
 from mpl.trace import Dispatch
 from property_profiles import prop
-from runtime_helpers import make_ir, zipf_trace
+from runtime_helpers import full_state, make_ir, state_policy, zipf_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -205,6 +205,36 @@ def test_every_policy_replays_identically_on_both_backends(seed):
     runs = fast.kernel_runs
     assert run(b, Timeline(costs())) == want
     assert fast.kernel_runs == runs + (1 if covered else 0)
+
+
+@SETTINGS
+@given(st.integers(0, 2 ** 32 - 1))
+def test_replays_through_the_live_dispatch_equal_the_pure_loop(seed):
+    """Policies the kernel does not cover but the live dispatch holds (prefetch, monitor,
+    adapt rules) replay through it (fast._live_replay: the C dispatch, the Python timeline):
+    the same state, clocks and stats as the generated pure loop."""
+    from test_replay_kernel import L, E, K, random_dispatches
+
+    r = random.Random(seed)
+    policy = from_ir(state_policy(r))
+    records = [rec for rec in records_of(random_dispatches(r, 150)) if len(set(rec[1])) == len(rec[1])]
+
+    def run(rt, tl):
+        assert rt.replay_records(iter(records), tl) == len(records)
+        return state(rt, tl), full_state(rt)
+
+    with fast.pure():
+        want = run(policy.runtime(L, E, K, expert_bytes=2e8), Timeline(costs()))
+    b = policy.runtime(L, E, K, expert_bytes=2e8)
+    live = fast.live_backend(b) == "compiled"
+    runs, kruns = fast.live_replays, fast.kernel_runs
+    got = run(b, Timeline(costs()))
+    assert got[0] == want[0]
+    if fast.kernel_runs == kruns:      # the kernel did not take it: the live dispatch did
+        assert fast.live_replays == runs + (1 if live else 0)
+        assert got[1] == want[1]       # exact to the last store tick (the kernel's write-back
+    else:                              # restarts frequencies: docs/internals.md)
+        assert fast.live_replays == runs
 
 
 def test_what_the_kernel_does_not_cover_is_said():

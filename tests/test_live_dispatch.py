@@ -1,9 +1,12 @@
-"""The compiled live dispatch (``mpl.runtime._fast.LiveLRU``, installed by
-``mpl.runtime.fast.install_live``) against the pure generated dispatch, the reference: for
-random lru demand-only policies (shared or per-layer caches, rebalancing) and random call
-sequences, good and bad arguments mixed, every call returns an equal Plan (every field) or
-raises the same DispatchError with the same message, and the end state (stats, residents,
-store order, slot pool, step) is the same. Derandomized (property_profiles.prop)."""
+"""The compiled live dispatch (``mpl.runtime._fast.LiveState``, installed by
+``mpl.runtime.fast.install_live``; it holds the dispatch state in C) against the pure
+generated dispatch, the reference: for random policies (lru demand-only ones with shared or
+per-layer caches and rebalancing; then every feature LiveState holds, with adapt rules that
+fire and some that take a policy off it) and random call sequences, good and bad arguments
+mixed, the state read in the middle, every call returns an equal Plan (every field) or raises
+the same DispatchError with the same message, and the end state (stats, residents, store
+internals, slot pool, counters, history, monitor, rules) is the same. Derandomized
+(property_profiles.prop)."""
 
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ import mpl
 from mpl.runtime import fast
 from mpl.runtime.core import DispatchError, RuntimeConfigError
 from property_profiles import prop
+from runtime_helpers import full_state, state_policy
 
-needs_live = pytest.mark.skipif(fast._kernel is None or not hasattr(fast._kernel, "LiveLRU"),
+needs_live = pytest.mark.skipif(fast._kernel is None or not hasattr(fast._kernel, "LiveState"),
                                 reason=f"the compiled live dispatch is not available: {fast._WHY}")
 
 SETTINGS = prop(int(os.environ.get("MPL_LIVE_EXAMPLES", "120")), deadline=None,
@@ -121,8 +125,12 @@ def calls(L, E, K):
             args[1] = tuple(ex)
         elif kind == "tokens0":
             args += [None, draw(st.sampled_from([0, -2, 1.5]))]
-        elif kind == "predictions":
-            kw["predictions"] = {0: list(ex)}
+        elif kind == "predictions":     # the lookahead's picks (the mechanism passes them)
+            t = (layer + 1) % L
+            pick = draw(st.lists(ids, max_size=K + 2))
+            kw["predictions"] = draw(st.sampled_from([
+                {0: list(ex)}, {t: pick}, {t: tuple(pick), (t + 1) % L: pick[::-1]},
+                {t: pick + pick[:1]}, {L: pick}, {t: pick + [E]}, {t: set(pick)}, {t: [1.0]}]))
         return tuple(args), kw
     return one()
 
@@ -145,35 +153,54 @@ def test_live_dispatch_equals_pure_call_by_call(data):
 
 
 BENCH = {
-    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", True),
+    "lru16": ("policy lru16 { cache { capacity = 16 eviction = lru } }", "LiveState"),
     "per_layer_864": ("policy per_layer_864 { cache { capacity = 32 } per_layer { allocation = "
-                      "uniform total_budget = 864 } }", True),
+                      "uniform total_budget = 864 } }", "LiveState"),
     "lfu_history": ("policy lfu_history { cache { capacity = 16 eviction = lfu frequency_decay "
-                    "= 0.9 } prefetch { strategy = history budget = 4 } }", False),
-    "pins": ("policy pins { cache { capacity = 8 eviction = lru pin = [0] } }", False),
+                    "= 0.9 } prefetch { strategy = history budget = 4 } }", "LiveState"),
+    "pins": ("policy pins { cache { capacity = 8 eviction = lru pin = [0] } }", "LiveState"),
+    "composed": ("policy composed { cache { capacity = 32 eviction = lfu frequency_decay = 0.9 "
+                 "pin = [0, 1] memory_threshold = 0.9 memory_headroom = 0.7 memory_budget_gb = 40 "
+                 "ttl = 2000 } prefetch { strategy = lookahead budget = 4 lookahead = 1 } schedule "
+                 "{ mode = hybrid } monitor { metrics = [hit_rate, miss_rate] window = 100 } adapt "
+                 "{ when hit_rate < 0.3 for 200 accesses { eviction = lru } } }", "LiveState"),
+    "arc": ("policy arc { cache { capacity = 8 eviction = arc } }", None),
+    "affinity": ("policy aff { cache { capacity = 8 } prefetch { strategy = affinity budget = 2 } }",
+                 "LiveState"),
+    "filter": ("policy ft { cache { capacity = 8 eviction = frequency_threshold } }", None),
+    "priority": ("policy pr { cache { capacity = 8 } schedule { priority_routing = true } }", None),
+    "modes": ("policy md { cache { capacity = 8 } monitor { metrics = [hit_rate] } adapt { when "
+              "hit_rate < 0.5 { schedule.mode = cpu_fallback } } }", None),
+    "rebalancing": ("policy rb { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
+                    "uniform total_budget = 100 } }", "LiveState"),
+    "entropy": ("policy en { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
+                "entropy total_budget = 100 } }", "LiveState"),
 }
 
 
 @needs_live
 @pytest.mark.parametrize("name", sorted(BENCH))
 def test_coverage_is_reported(name):
-    text, covered = BENCH[name]
+    text, kind = BENCH[name]
     rt = mpl.loads(text).runtime(27, 64, 6)
-    assert (fast.live_backend(rt) == "compiled") == covered
-    assert (fast.live_unsupported(rt) is None) == covered
+    assert (fast.live_backend(rt) == "compiled") == (kind is not None)
+    assert (fast.live_unsupported(rt) is None) == (kind is not None)
+    if kind is not None:
+        assert type(rt.dispatch).__name__ == kind
     with fast.pure():
         rt2 = mpl.loads(text).runtime(27, 64, 6)
         assert fast.live_unsupported(rt2) == "the compiled backend is not in use"
     assert fast.live_backend(rt2) == "pure"
     # the reason names what takes it off the live path
-    assert covered or "live C dispatch" in fast.live_unsupported(rt) or "pins" in fast.live_unsupported(rt)
+    assert kind is not None or "live C dispatch" in fast.live_unsupported(rt)
 
 
 @needs_live
-def test_switching_back_to_pure_continues_exactly():
-    """The live dispatch keeps its state in the pure structures: dropping it mid-run (the pure
-    dispatch takes over) gives the same Plans as a pure runtime all along."""
-    text = BENCH["per_layer_864"][0].replace("864", "60")
+@pytest.mark.parametrize("name", ["per_layer_864", "lfu_history"])
+def test_switching_back_to_pure_continues_exactly(name):
+    """Dropping the live dispatch mid-run (the pure dispatch takes over, reading the state,
+    which syncs it) gives the same Plans and the same full state as a pure runtime all along."""
+    text = BENCH[name][0].replace("864", "60")
     a, b = pair(text, 6, 16, 4)
     import random
     r = random.Random(5)
@@ -184,7 +211,7 @@ def test_switching_back_to_pure_continues_exactly():
             del a.dispatch
             assert fast.live_backend(a) == "pure"
         assert fields(a.dispatch(layer, ex)) == fields(b.dispatch(layer, ex))
-    assert end_state(a) == end_state(b)
+    assert end_state(a) == end_state(b) and full_state(a) == full_state(b)
 
 
 @needs_live
@@ -196,3 +223,115 @@ def test_a_live_runtime_is_collected():
     del rt
     gc.collect()
     assert ref() is None
+
+
+# ------------------------------------------------------------------ LiveState (state in C)
+@needs_live
+@given(st.integers(0, 2 ** 32 - 1), st.data())
+@SETTINGS
+def test_live_state_equals_pure_call_by_call(seed, data):
+    """LiveState against the pure dispatch: random policies over what it holds (and adapt
+    rules that take a policy off it mid-run), random calls (good and bad arguments,
+    predictions, several tokens, explicit steps), the state read in the middle (which syncs
+    it back) and reported stalls; every Plan or error is the same, and so is the full state."""
+    import random as _random
+    from mpl.api import from_ir
+    r = _random.Random(seed)
+    pol = from_ir(state_policy(r))
+    L, E, K = r.choice([(1, 4, 2), (2, 8, 2), (3, 10, 3), (4, 6, 1), (3, 12, 6)])
+    a = pol.runtime(L, E, K, expert_bytes=2e8)
+    with fast.pure():
+        b = pol.runtime(L, E, K, expert_bytes=2e8)
+    assert fast.live_backend(b) == "pure"
+    if fast.live_backend(a) == "pure":      # a rule it does not hold: said why
+        assert fast.live_unsupported(a)
+    seq = data.draw(st.lists(st.one_of(calls(L, E, K), st.sampled_from(["read", "stall"])),
+                             min_size=1, max_size=80))
+    for item in seq:
+        if item == "read":
+            assert full_state(a) == full_state(b)
+        elif item == "stall":
+            a.add_stall(1.5)
+            b.add_stall(1.5)
+        else:
+            args, kw = item
+            assert call(a, args, kw) == call(b, args, kw), (args, kw)
+    assert full_state(a) == full_state(b)
+
+
+@needs_live
+def test_live_state_holds_the_bench_policies_and_an_adapt_firing():
+    """The bench's lfu_history and composed take LiveState; composed's rule fires after 200
+    accesses (the pure monitor phase), switches to lru and LiveState takes the state again."""
+    import random as _random
+    for name in ("lfu_history", "composed"):
+        a, b = pair(BENCH[name][0], 27, 64, 6)
+        assert type(a.dispatch).__name__ == "LiveState"
+        r = _random.Random(3)
+        for i in range(27 * 30):
+            ex = r.sample(range(64), 6)
+            w = [r.random() + 0.01 for _ in ex]
+            assert fields(a.dispatch(i % 27, ex, w)) == fields(b.dispatch(i % 27, ex, w))
+            if i == 27 * 15:
+                assert full_state(a) == full_state(b)     # a sync in the middle
+        assert a.__dict__["_live"].owns            # the state is in C again
+        assert full_state(a) == full_state(b)
+        assert not a.__dict__["_live"].owns        # ... and back after a read
+    assert a.stats()["adapt_log"] and a.p["cache.eviction"] == "lru"
+    assert type(a.dispatch).__name__ == "LiveState"
+
+
+@needs_live
+def test_replays_go_through_the_live_dispatch_or_turn_it_off():
+    """A replay_records the kernel does not take runs through the live dispatch; one with
+    records it would hand back (a repeated id) runs the pure loop and turns LiveState off."""
+    text = BENCH["lfu_history"][0]
+    from mpl.timemodel.timeline import Timeline
+    from test_fast_equivalence import costs
+    c = mpl.loads(text).runtime(6, 16, 4)
+    c.dispatch(0, [1, 2, 3, 4])
+    c.replay_records([(1, [1, 2], None, 1, None, None, None)], Timeline(costs()))
+    assert fast.live_backend(c) == "compiled"          # replayed through the live dispatch
+    c.replay_records([(2, [1, 2], None, 1, None, {3: [1]}, None)], Timeline(costs()))
+    assert fast.live_backend(c) == "compiled"          # predictions are taken in C too
+    c.replay_records([(3, [1, 2, 1], None, 1, None, None, None)], Timeline(costs()))
+    assert fast.live_backend(c) == "pure" and "replay_records" in c._live_why
+
+
+@needs_live
+def test_an_attribute_set_while_the_state_is_in_c_is_kept():
+    """Setting a counter the C state holds (here the step) while LiveState owns the state:
+    the next call sees the runtime's __dict__ changed, syncs, keeps the value set and goes on
+    from it, as the pure runtime does."""
+    a, b = pair(BENCH["lfu_history"][0], 4, 16, 2)
+    for rt in (a, b):
+        rt.dispatch(0, [1, 2])
+        rt.dispatch(1, [3, 4])
+        rt.step = 7
+        rt.dispatch(2, [1, 5])
+    assert a.step == b.step == 7
+    assert full_state(a) == full_state(b)
+
+
+@needs_live
+def test_monitor_log_records_are_logged_once_each(caplog):
+    """The monitor's log records (every log_interval accesses) reach the runtime's logger the
+    same from both dispatches, an adapt rule firing in the same phase included (LiveState
+    runs such a phase on the pure path: no record is logged twice)."""
+    import logging
+    import random as _random
+    text = ("policy m { cache { capacity = 4 eviction = lfu } prefetch { strategy = history "
+            "budget = 2 } monitor { metrics = [hit_rate, prefetch_accuracy] window = 5 "
+            "log_interval = 3 } adapt { when hit_rate < 0.5 for 7 accesses { eviction = lru } "
+            "when miss_rate < 0.9 { prefetch.budget = 1 } } }")
+    a, b = pair(text, 3, 8, 2)
+    logs = []
+    for rt in (a, b):
+        r = _random.Random(11)
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="mpl.runtime"):
+            for i in range(120):
+                rt.dispatch(i % 3, r.sample(range(8), 2))
+        logs.append([rec.getMessage() for rec in caplog.records if rec.name == "mpl.runtime"])
+    assert logs[0] == logs[1] and len(logs[0]) == 240 // 3
+    assert full_state(a) == full_state(b) and a.stats()["adapt_log"]

@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
@@ -1200,178 +1201,30 @@ done:
 }
 
 /* ------------------------------------------------------------------ live dispatch
- * LiveLRU: the generated dispatch() of an lru, gpu_only, demand-only policy (no pins,
- * triggers, prefetch, monitor or adapt; a shared cache or static per-layer caches), in C,
- * acting on the pure runtime's own structures (each cache's resident dict, its LRU store's
- * OrderedDict, the pool's free list, the runtime's counters), so the state stays the pure
- * runtime's and stats(), resident(), a replay or a switch back to pure read it as they are.
- * Any argument the fast checks do not take (a non-list, a numpy id, a duplicate id, keyword
- * arguments, predictions, an int weight, ...) goes to the pure dispatch before any state
- * changes, so the validation and its errors are the pure path's. See mpl/runtime/fast.py. */
+ * dispatch() in C: _fast.LiveState (mpl/runtime/_live.c), the runtime's dispatch state held
+ * in the kernel's structures above. */
+static PyObject *s_kw_weights, *s_kw_tokens, *s_kw_predictions, *s_step;
+
+/* The arguments of a dispatch call as the fast paths take them (the generated dispatch's
+ * cheap checks): exact ints and a list of distinct exact ints in range, weights None or a
+ * list of floats with a finite sum, tokens an int >= 1, step None or an int >= 0,
+ * predictions None or a dict (non-empty ones only where the caller takes them: with_preds),
+ * positionally or as the mechanism's keywords. 1: taken; 0:
+ * anything else (the caller hands the call to the pure dispatch, before any state change). */
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *rt;          /* the Runtime */
-    PyObject *dict;        /* its instance __dict__ */
-    PyObject *pure;        /* the pure bound dispatch */
-    PyTypeObject *plan;    /* mpl.runtime.plan.Plan */
-    Py_ssize_t off[8];     /* Plan slot offsets: step layer experts where hit raw_loads evicted _typed */
-    PyTypeObject *cache_t, *lru_t, *pool_t;   /* Cache, LRU, SlotFreeList: their slots are read directly */
-    Py_ssize_t c_res, c_store, c_pool, c_cap, l_od, p_free;
-    long num_layers, num_experts;
-    int rebalance;         /* per-layer caches with a rebalance interval */
-} LiveObject;
+    PyObject *layer_o, *experts, *weights, *tokens_o, *step_o;
+    PyObject *preds;           /* non-empty predictions (borrowed; NULL: none) */
+    long layer;
+    Py_ssize_t n;
+    long long step_given;      /* -1: step=None */
+    long tokens;
+} Args;
 
-static PyObject *m_popitem, *m_mte;   /* OrderedDict.popitem, OrderedDict.move_to_end */
-static PyObject *s_kw_weights, *s_kw_tokens, *s_kw_predictions;
-static PyObject *s_popitem, *s_step, *s_last, *s_dl, *s_st, *s_ev, *s_lacc, *s_lhit, *s_caches, *s_resident,
-    *s_store, *s_od, *s_pool, *s_free, *s_capacity, *s_mte, *s_demand, *s_disp, *s_rbi,
-    *s_rebalance, *s_alloc, *s_trim;
-
-static int live_traverse(LiveObject *o, visitproc visit, void *arg) {
-    Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT((PyObject *)o->plan);
-    Py_VISIT((PyObject *)o->cache_t); Py_VISIT((PyObject *)o->lru_t); Py_VISIT((PyObject *)o->pool_t);
-    return 0;
-}
-static int live_clear(LiveObject *o) {
-    Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->plan);
-    Py_CLEAR(o->cache_t); Py_CLEAR(o->lru_t); Py_CLEAR(o->pool_t);
-    return 0;
-}
-static void live_dealloc(LiveObject *o) {
-    PyObject_GC_UnTrack(o);
-    live_clear(o);
-    Py_TYPE(o)->tp_free((PyObject *)o);
-}
-
-/* dict operations with a hash computed once (the private known-hash API where this Python
- * has it; the public calls elsewhere) */
-#if PY_VERSION_HEX < 0x030D0000
-#define DGET(d, k, h) _PyDict_GetItem_KnownHash(d, k, h)
-#define DSET(d, k, v, h) _PyDict_SetItem_KnownHash(d, k, v, h)
-#define DDEL(d, k, h) _PyDict_DelItem_KnownHash(d, k, h)
-#else
-#define DGET(d, k, h) PyDict_GetItemWithError(d, k)
-#define DSET(d, k, v, h) PyDict_SetItem(d, k, v)
-#define DDEL(d, k, h) PyDict_DelItem(d, k)
-#endif
-
-/* a __slots__ member of an object of the expected exact type (a new reference), by its
- * offset; any other type goes through getattr */
-static PyObject *slot_get(PyObject *obj, PyTypeObject *t, Py_ssize_t off, PyObject *name) {
-    if (Py_TYPE(obj) == t) {
-        PyObject *v = *(PyObject **)((char *)obj + off);
-        if (v) { Py_INCREF(v); return v; }
-    }
-    return PyObject_GetAttr(obj, name);
-}
-
-/* res.pop(key): a new reference, or NULL with KeyError */
-static PyObject *dict_pop(PyObject *d, PyObject *key) {
-#if PY_VERSION_HEX < 0x030D0000
-    return _PyDict_Pop(d, key, NULL);
-#else
-    PyObject *v;
-    int r = PyDict_Pop(d, key, &v);
-    if (r == 0) PyErr_SetObject(PyExc_KeyError, key);
-    return r > 0 ? v : NULL;
-#endif
-}
-
-static int in_use(PyObject *k, long layer, const long *ex, Py_ssize_t n) {
-    if (!PyTuple_CheckExact(k) || PyTuple_GET_SIZE(k) != 2) return 0;
-    long kl = PyLong_AsLong(PyTuple_GET_ITEM(k, 0));
-    if (kl == -1 && PyErr_Occurred()) return -1;
-    if (kl != layer) return 0;
-    long ke = PyLong_AsLong(PyTuple_GET_ITEM(k, 1));
-    if (ke == -1 && PyErr_Occurred()) return -1;
-    if (kl == layer) for (Py_ssize_t j = 0; j < n; j++) if (ex[j] == ke) return 1;
-    return 0;
-}
-
-/* The lru store's victim (``for victim in od: if not in use: del od[victim]``), removed from
- * od: *victim a new reference, or NULL when every key is in use. The oldest key is taken by
- * popitem(last=False); if it is in use it goes back to the front and the keys are scanned. */
-static int lru_victim(PyObject *od, long layer, const long *ex, Py_ssize_t n, PyObject **victim) {
-    *victim = NULL;
-    if (PyDict_GET_SIZE(od) == 0) return 0;
-    PyObject *a[3] = {od, Py_False, NULL};
-    PyObject *r = PyObject_Vectorcall(m_popitem, a, 2, NULL);
-    if (!r) return -1;
-    PyObject *k = PyTuple_GET_ITEM(r, 0);
-    Py_INCREF(k);
-    Py_DECREF(r);
-    int u = in_use(k, layer, ex, n);
-    if (u == 0) { *victim = k; return 0; }
-    /* in use (or an error): restore it at the front, then scan */
-    if (PyODict_SetItem(od, k, Py_None) < 0) { Py_DECREF(k); return -1; }
-    a[1] = k; a[2] = Py_False;
-    r = PyObject_Vectorcall(m_mte, a, 3, NULL);
-    Py_DECREF(k);
-    if (!r || u < 0) { Py_XDECREF(r); return -1; }
-    Py_DECREF(r);
-    PyObject *it = PyObject_GetIter(od);
-    if (!it) return -1;
-    while ((k = PyIter_Next(it))) {
-        u = in_use(k, layer, ex, n);
-        if (u < 0) { Py_DECREF(k); Py_DECREF(it); return -1; }
-        if (!u) break;
-        Py_DECREF(k);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred()) { Py_XDECREF(k); return -1; }
-    if (k && PyODict_DelItem(od, k) < 0) { Py_DECREF(k); return -1; }
-    *victim = k;
-    return 0;
-}
-
-/* a cache's capacity (a count; one beyond a C long is as good as unbounded here) */
-static int cap_of(PyObject *capo, long *cap) {
-    int ovf;
-    *cap = PyLong_AsLongAndOverflow(capo, &ovf);
-    if (ovf > 0) { *cap = LONG_MAX; return 0; }
-    if (ovf < 0) { *cap = LONG_MIN; return 0; }
-    return (*cap == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static PyObject *pure_call(LiveObject *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
-    return PyObject_Vectorcall(o->pure, args, nargsf, kw);
-}
-
-/* an int attribute of the runtime (from its __dict__) */
-static int dget_ll(PyObject *d, PyObject *name, long long *out) {
-    PyObject *v = PyDict_GetItemWithError(d, name);
-    if (!v) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, name); return -1; }
-    *out = PyLong_AsLongLong(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-static int dset_ll(PyObject *d, PyObject *name, long long v) {
-    PyObject *x = PyLong_FromLongLong(v);
-    if (!x) return -1;
-    int r = PyDict_SetItem(d, name, x);
-    Py_DECREF(x);
-    return r;
-}
-static int dadd(PyObject *d, PyObject *name, long long n) {
-    long long v;
-    if (n == 0) return 0;
-    if (dget_ll(d, name, &v) < 0) return -1;
-    return dset_ll(d, name, v + n);
-}
-static int list_add(PyObject *lst, long i, long long n) {
-    PyObject *v = PyList_GetItem(lst, i);
-    if (!v) return -1;
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred()) return -1;
-    PyObject *y = PyLong_FromLongLong(x + n);
-    if (!y) return -1;
-    return PyList_SetItem(lst, i, y);
-}
-
-static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long num_layers,
+                      long num_experts, long *ex, Py_ssize_t cap, int with_preds, Args *A) {
+    A->preds = NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
-    if (nargs < 2 || nargs > 4) return pure_call(o, args, nargsf, kw);
+    if (nargs < 2 || nargs > 4) return 0;
     PyObject *layer_o = args[0], *experts = args[1];
     PyObject *weights = nargs > 2 ? args[2] : Py_None;
     PyObject *tokens_o = nargs > 3 ? args[3] : NULL, *step_o = Py_None;
@@ -1383,293 +1236,68 @@ static PyObject *live_call(LiveObject *o, PyObject *const *args, size_t nargsf, 
             else if (PyUnicode_Compare(name, s_kw_tokens) == 0 && nargs < 4) tokens_o = v;
             else if (PyUnicode_Compare(name, s_step) == 0) step_o = v;
             else if (PyUnicode_Compare(name, s_kw_predictions) == 0) {
-                if (v != Py_None && !(PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0))
-                    return pure_call(o, args, nargsf, kw);
+                if (v == Py_None || (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0)) continue;
+                if (!with_preds || !PyDict_CheckExact(v)) return 0;
+                A->preds = v;
             }
-            else { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+            else { PyErr_Clear(); return 0; }
         }
     }
-    long long step_given = -1;
+    A->step_given = -1;
     if (step_o != Py_None) {
-        if (!PyLong_CheckExact(step_o)) return pure_call(o, args, nargsf, kw);
+        if (!PyLong_CheckExact(step_o)) return 0;
         int sov;
-        step_given = PyLong_AsLongLongAndOverflow(step_o, &sov);
-        if (sov || step_given < 0) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+        A->step_given = PyLong_AsLongLongAndOverflow(step_o, &sov);
+        if (sov || A->step_given < 0) { PyErr_Clear(); return 0; }
     }
-    if (!PyLong_CheckExact(layer_o) || !PyList_CheckExact(experts)) return pure_call(o, args, nargsf, kw);
+    if (!PyLong_CheckExact(layer_o) || !PyList_CheckExact(experts)) return 0;
     int ovf;
     long layer = PyLong_AsLongAndOverflow(layer_o, &ovf);
-    if (ovf || layer < 0 || layer >= o->num_layers) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
+    if (ovf || layer < 0 || layer >= num_layers) { PyErr_Clear(); return 0; }
     Py_ssize_t n = PyList_GET_SIZE(experts);
-    if (n > 64) return pure_call(o, args, nargsf, kw);
-    long ex[64];
+    if (n > cap) return 0;
+    unsigned char *seen = NULL;
+    if (n > 64 && !(seen = calloc(num_experts, 1))) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PyList_GET_ITEM(experts, i);
-        if (!PyLong_CheckExact(e)) return pure_call(o, args, nargsf, kw);
-        long v = PyLong_AsLongAndOverflow(e, &ovf);
-        if (ovf || v < 0 || v >= o->num_experts) { PyErr_Clear(); return pure_call(o, args, nargsf, kw); }
-        for (Py_ssize_t j = 0; j < i; j++) if (ex[j] == v) return pure_call(o, args, nargsf, kw);
+        long v = PyLong_CheckExact(e) ? PyLong_AsLongAndOverflow(e, &ovf) : -1;
+        if (!PyLong_CheckExact(e) || ovf || v < 0 || v >= num_experts) { PyErr_Clear(); free(seen); return 0; }
+        if (seen) {
+            if (seen[v]) { free(seen); return 0; }
+            seen[v] = 1;
+        } else {
+            for (Py_ssize_t j = 0; j < i; j++) if (ex[j] == v) return 0;
+        }
         ex[i] = v;
     }
+    free(seen);
     if (weights != Py_None) {
-        if (!PyList_CheckExact(weights) || PyList_GET_SIZE(weights) != n) return pure_call(o, args, nargsf, kw);
+        if (!PyList_CheckExact(weights) || PyList_GET_SIZE(weights) != n) return 0;
         double s = 0.0;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *w = PyList_GET_ITEM(weights, i);
-            if (!PyFloat_CheckExact(w)) return pure_call(o, args, nargsf, kw);
+            if (!PyFloat_CheckExact(w)) return 0;
             s += PyFloat_AS_DOUBLE(w);
         }
-        if (s * 0.0 != 0.0) return pure_call(o, args, nargsf, kw);
+        if (s * 0.0 != 0.0) return 0;
     }
+    A->tokens = 1;
     if (tokens_o) {
         PyObject *t = tokens_o;
-        if (!PyLong_CheckExact(t)) return pure_call(o, args, nargsf, kw);
+        if (!PyLong_CheckExact(t)) return 0;
         long tv = PyLong_AsLongAndOverflow(t, &ovf);
         if (!ovf && tv == -1 && PyErr_Occurred()) PyErr_Clear();
-        if (ovf < 0 || (!ovf && tv < 1)) return pure_call(o, args, nargsf, kw);
+        if (ovf < 0 || (!ovf && tv < 1)) return 0;
+        A->tokens = ovf > 0 ? LONG_MAX : tv;
     }
-
-    /* ---- the checks passed: from here on it is the generated lru dispatch */
-    PyObject *d = o->dict;
-    long long step, last;
-    if (dget_ll(d, s_step, &step) < 0 || dget_ll(d, s_last, &last) < 0) return NULL;
-    if (step_given >= 0) { step = step_given; if (PyDict_SetItem(d, s_step, step_o) < 0) return NULL; }
-    else if (layer <= last) { step += 1; if (dset_ll(d, s_step, step) < 0) return NULL; }
-    if (PyDict_SetItem(d, s_last, layer_o) < 0) return NULL;
-
-    PyObject *caches = PyDict_GetItemWithError(d, s_caches);
-    if (!caches) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, s_caches); return NULL; }
-    PyObject *cache = PySequence_GetItem(caches, layer);
-    if (!cache) return NULL;
-    PyObject *res = NULL, *store = NULL, *od = NULL, *pool = NULL, *free_ = NULL, *capo = NULL;
-    PyObject *where = NULL, *hit = NULL, *loads = NULL, *evicted = NULL, *result = NULL;
-    res = slot_get(cache, o->cache_t, o->c_res, s_resident);
-    if (!res) goto fail;
-    if (!PyDict_CheckExact(res)) { PyErr_SetString(PyExc_TypeError, "live dispatch: resident is not a dict"); goto fail; }
-    store = slot_get(cache, o->cache_t, o->c_store, s_store);
-    if (!store) goto fail;
-    od = slot_get(store, o->lru_t, o->l_od, s_od);
-    if (!od) goto fail;
-    if (!PyODict_CheckExact(od)) { PyErr_SetString(PyExc_TypeError, "live dispatch: the lru store is not an OrderedDict"); goto fail; }
-    capo = slot_get(cache, o->cache_t, o->c_cap, s_capacity);
-    if (!capo) goto fail;
-    long cap;
-    if (cap_of(capo, &cap) < 0) goto fail;
-    /* loads and evicted: room for n items (at most one each per expert here; a rebalance or
-     * a trim appends through list.append) */
-    where = PyList_New(n); hit = PyList_New(n); loads = PyList_New(n); evicted = PyList_New(n);
-    if (!where || !hit || !loads || !evicted) goto fail;
-    Py_SET_SIZE(loads, 0); Py_SET_SIZE(evicted, 0);
-    long long nd = 0, nev = 0, nst = 0, nhit = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyList_GET_ITEM(experts, i);
-        PyObject *key = PyTuple_Pack(2, layer_o, e);
-        if (!key) goto fail;
-        PyObject_GC_UnTrack(key);          /* two ints */
-        Py_hash_t kh = PyObject_Hash(key);
-        if (kh == -1) { Py_DECREF(key); goto fail; }
-        PyObject *slot = DGET(res, key, kh);
-        if (slot) {
-            Py_INCREF(slot); PyList_SET_ITEM(where, i, slot);
-            Py_INCREF(Py_True); PyList_SET_ITEM(hit, i, Py_True);
-            nhit++;
-            PyObject *a[2] = {od, key};
-            PyObject *r = PyObject_Vectorcall(m_mte, a, 2, NULL);
-            Py_DECREF(key);
-            if (!r) goto fail;
-            Py_DECREF(r);
-            continue;
-        }
-        if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
-        Py_INCREF(Py_False); PyList_SET_ITEM(hit, i, Py_False);
-        if (!pool) {
-            pool = slot_get(cache, o->cache_t, o->c_pool, s_pool);
-            if (!pool) { Py_DECREF(key); goto fail; }
-            free_ = slot_get(pool, o->pool_t, o->p_free, s_free);
-            if (!free_) { Py_DECREF(key); goto fail; }
-            if (!PyList_CheckExact(free_)) { Py_DECREF(key); PyErr_SetString(PyExc_TypeError, "live dispatch: pool.free is not a list"); goto fail; }
-        }
-        PyObject *victim = NULL, *vslot = NULL;
-        if (PyDict_GET_SIZE(res) >= cap || PyList_GET_SIZE(free_) == 0) {
-            if (lru_victim(od, layer, ex, n, &victim) < 0) { Py_DECREF(key); goto fail; }
-            if (PyErr_Occurred()) { Py_XDECREF(victim); Py_DECREF(key); goto fail; }
-            if (!victim) {     /* nothing evictable: streamed */
-                PyObject *sv = PyLong_FromLong(-2);
-                PyList_SET_ITEM(where, i, sv);
-                nst++;
-                Py_DECREF(key);
-                if (!sv) goto fail;
-                continue;
-            }
-            vslot = dict_pop(res, victim);
-            if (!vslot) { Py_DECREF(victim); Py_DECREF(key); goto fail; }
-            PyObject *evt = PyTuple_Pack(2, victim, vslot);
-            if (!evt) { Py_DECREF(vslot); Py_DECREF(victim); Py_DECREF(key); goto fail; }
-            PyObject_GC_UnTrack(evt);      /* ints and an untracked key: never in a cycle */
-            PyList_SET_ITEM(evicted, PyList_GET_SIZE(evicted), evt);
-            Py_SET_SIZE(evicted, PyList_GET_SIZE(evicted) + 1);
-            nev++;
-        } else {
-            Py_ssize_t m = PyList_GET_SIZE(free_);
-            vslot = PyList_GET_ITEM(free_, m - 1);
-            Py_INCREF(vslot);
-            if (PyList_SetSlice(free_, m - 1, m, NULL) < 0) { Py_DECREF(vslot); Py_DECREF(key); goto fail; }
-        }
-        if (DSET(res, key, vslot, kh) < 0 || PyODict_SetItem(od, key, Py_None) < 0) {
-            Py_XDECREF(victim); Py_DECREF(vslot); Py_DECREF(key); goto fail;
-        }
-        PyObject *ld = PyTuple_Pack(4, key, vslot, victim ? victim : Py_None, s_demand);
-        Py_XDECREF(victim);
-        Py_DECREF(key);
-        if (!ld) { Py_DECREF(vslot); goto fail; }
-        PyObject_GC_UnTrack(ld);
-        PyList_SET_ITEM(loads, PyList_GET_SIZE(loads), ld);
-        Py_SET_SIZE(loads, PyList_GET_SIZE(loads) + 1);
-        nd++;
-        PyList_SET_ITEM(where, i, vslot);     /* the reference of vslot */
-    }
-    if (dadd(d, s_dl, nd) < 0 || dadd(d, s_st, nst) < 0 || dadd(d, s_ev, nev) < 0) goto fail;
-    {
-        PyObject *la = PyDict_GetItemWithError(d, s_lacc), *lh = PyDict_GetItemWithError(d, s_lhit);
-        if (!la || !lh) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, s_lacc); goto fail; }
-        if (list_add(la, layer, n) < 0 || list_add(lh, layer, nhit) < 0) goto fail;
-    }
-    if (o->rebalance) {
-        long long disp, rbi;
-        if (dget_ll(d, s_disp, &disp) < 0 || dset_ll(d, s_disp, disp + 1) < 0) goto fail;
-        if (dget_ll(d, s_rbi, &rbi) < 0) goto fail;
-        if (rbi && (disp + 1) % rbi == 0) {   /* rare: the pure rebalance */
-            PyObject *inuse = PySet_New(NULL);
-            if (!inuse) goto fail;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                PyObject *k = PyTuple_Pack(2, layer_o, PyList_GET_ITEM(experts, i));
-                if (!k || PySet_Add(inuse, k) < 0) { Py_XDECREF(k); Py_DECREF(inuse); goto fail; }
-                Py_DECREF(k);
-            }
-            PyObject *alloc = PyObject_GetAttr(o->rt, s_alloc);
-            PyObject *r = alloc ? PyObject_CallMethodObjArgs(o->rt, s_rebalance, alloc, inuse, evicted, NULL) : NULL;
-            Py_XDECREF(alloc); Py_DECREF(inuse);
-            if (!r) goto fail;
-            Py_DECREF(r);
-            Py_DECREF(capo);
-            capo = PyObject_GetAttr(cache, s_capacity);
-            if (!capo) goto fail;
-            if (cap_of(capo, &cap) < 0) goto fail;
-        }
-    }
-    if (PyDict_GET_SIZE(res) > cap) {        /* a deferred cut completes (pure _trim) */
-        PyObject *r = PyObject_CallMethodObjArgs(o->rt, s_trim, cache, layer_o, experts, evicted, NULL);
-        if (!r) goto fail;
-        Py_DECREF(r);
-    }
-    {
-        PyObject *stepo = PyLong_FromLongLong(step);
-        if (!stepo) goto fail;
-        result = o->plan->tp_alloc(o->plan, 0);
-        if (!result) { Py_DECREF(stepo); goto fail; }
-        PyObject *vals[8] = {stepo, layer_o, experts, where, hit, loads, evicted, Py_False};
-        for (int i = 0; i < 8; i++) {
-            if (i != 0) Py_INCREF(vals[i]);
-            *(PyObject **)((char *)result + o->off[i]) = vals[i];
-        }
-    }
-fail:
-    Py_DECREF(cache); Py_XDECREF(res); Py_XDECREF(store); Py_XDECREF(od); Py_XDECREF(capo);
-    Py_XDECREF(pool); Py_XDECREF(free_);
-    Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(evicted);
-    return result;
-}
-
-static PyObject *live_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-    return PyVectorcall_Call(self, args, kwargs);
+    A->layer_o = layer_o; A->experts = experts; A->weights = weights; A->tokens_o = tokens_o;
+    A->step_o = step_o; A->layer = layer; A->n = n;
+    return 1;
 }
 
 static const char *plan_slots[8] = {"step", "layer", "experts", "where", "hit", "raw_loads", "evicted", "_typed"};
 
-/* the offset of an object slot of type t, or -1 with an exception */
-static Py_ssize_t slot_offset(PyObject *t, const char *name) {
-    PyObject *desc = PyObject_GetAttrString(t, name);
-    if (!desc) return -1;
-    Py_ssize_t off = -1;
-    if (Py_TYPE(desc) == &PyMemberDescr_Type && ((PyMemberDescrObject *)desc)->d_member->type == T_OBJECT_EX)
-        off = ((PyMemberDescrObject *)desc)->d_member->offset;
-    else
-        PyErr_Format(PyExc_TypeError, "live dispatch: %R.%s is not a __slots__ member", t, name);
-    Py_DECREF(desc);
-    return off;
-}
-
-static PyObject *live_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *rt, *pure, *plan, *ct, *lt, *pt;
-    long nl, ne;
-    int reb;
-    if (!PyArg_ParseTuple(args, "OOO!llpO!O!O!", &rt, &pure, &PyType_Type, &plan, &nl, &ne, &reb,
-                          &PyType_Type, &ct, &PyType_Type, &lt, &PyType_Type, &pt)) return NULL;
-    PyObject *d = PyObject_GenericGetDict(rt, NULL);
-    if (!d) return NULL;
-    LiveObject *o = (LiveObject *)type->tp_alloc(type, 0);
-    if (!o) { Py_DECREF(d); return NULL; }
-    o->vectorcall = (vectorcallfunc)live_call;
-    Py_INCREF(rt); o->rt = rt; o->dict = d; Py_INCREF(pure); o->pure = pure;
-    Py_INCREF(plan); o->plan = (PyTypeObject *)plan;
-    o->num_layers = nl; o->num_experts = ne; o->rebalance = reb;
-    Py_INCREF(ct); o->cache_t = (PyTypeObject *)ct; Py_INCREF(lt); o->lru_t = (PyTypeObject *)lt;
-    Py_INCREF(pt); o->pool_t = (PyTypeObject *)pt;
-    if ((o->c_res = slot_offset(ct, "resident")) < 0 || (o->c_store = slot_offset(ct, "store")) < 0 ||
-        (o->c_pool = slot_offset(ct, "pool")) < 0 || (o->c_cap = slot_offset(ct, "capacity")) < 0 ||
-        (o->l_od = slot_offset(lt, "od")) < 0 || (o->p_free = slot_offset(pt, "free")) < 0) {
-        Py_DECREF(o); return NULL;
-    }
-    for (int i = 0; i < 8; i++) {
-        PyObject *desc = PyObject_GetAttrString(plan, plan_slots[i]);
-        if (!desc) { Py_DECREF(o); return NULL; }
-        if (Py_TYPE(desc) != &PyMemberDescr_Type ||
-                ((PyMemberDescrObject *)desc)->d_member->type != T_OBJECT_EX) {
-            Py_DECREF(desc); Py_DECREF(o);
-            PyErr_SetString(PyExc_TypeError, "live dispatch: Plan's slots are not what it expects");
-            return NULL;
-        }
-        o->off[i] = ((PyMemberDescrObject *)desc)->d_member->offset;
-        Py_DECREF(desc);
-    }
-    return (PyObject *)o;
-}
-
-static PyTypeObject LiveType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mpl.runtime._fast.LiveLRU",
-    .tp_basicsize = sizeof(LiveObject),
-    .tp_dealloc = (destructor)live_dealloc,
-    .tp_vectorcall_offset = offsetof(LiveObject, vectorcall),
-    .tp_call = live_tp_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)live_traverse,
-    .tp_clear = (inquiry)live_clear,
-    .tp_free = PyObject_GC_Del,
-    .tp_doc = "LiveLRU(runtime, pure_dispatch, Plan, num_layers, num_experts, rebalance, Cache, LRU, "
-              "SlotFreeList): the "
-              "compiled dispatch() of an lru demand-only policy (see mpl/runtime/fast.py).",
-    .tp_new = live_new,
-};
-
-static int live_init_module(PyObject *m) {
-#define INTERN(v, s) if (!(v = PyUnicode_InternFromString(s))) return -1;
-    INTERN(s_step, "step") INTERN(s_last, "_last_layer") INTERN(s_dl, "demand_loads")
-    INTERN(s_st, "streamed") INTERN(s_ev, "evictions") INTERN(s_lacc, "l_acc") INTERN(s_lhit, "l_hit")
-    INTERN(s_caches, "caches") INTERN(s_resident, "resident") INTERN(s_store, "store") INTERN(s_od, "od")
-    INTERN(s_pool, "pool") INTERN(s_free, "free") INTERN(s_capacity, "capacity")
-    INTERN(s_mte, "move_to_end") INTERN(s_demand, "demand") INTERN(s_disp, "dispatches")
-    INTERN(s_rbi, "rebalance_interval") INTERN(s_rebalance, "_rebalance") INTERN(s_alloc, "allocation")
-    INTERN(s_trim, "_trim") INTERN(s_popitem, "popitem")
-    INTERN(s_kw_weights, "weights") INTERN(s_kw_tokens, "tokens") INTERN(s_kw_predictions, "predictions")
-#undef INTERN
-    if (!(m_popitem = PyObject_GetAttrString((PyObject *)&PyODict_Type, "popitem"))) return -1;
-    if (!(m_mte = PyObject_GetAttrString((PyObject *)&PyODict_Type, "move_to_end"))) return -1;
-    if (PyType_Ready(&LiveType) < 0) return -1;
-    Py_INCREF(&LiveType);
-    if (PyModule_AddObject(m, "LiveLRU", (PyObject *)&LiveType) < 0) { Py_DECREF(&LiveType); return -1; }
-    return 0;
-}
+#include "_live.c"
 
 #include "_belady.c"
 
@@ -1688,6 +1316,6 @@ PyMODINIT_FUNC PyInit__fast(void) {
     methods[0].ml_doc = replay_doc;
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "ABI", 3)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
-    if (m && live_init_module(m) < 0) { Py_DECREF(m); return NULL; }
+    if (m && ls_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

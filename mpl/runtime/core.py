@@ -213,6 +213,17 @@ class Runtime:
             from mpl.runtime.fast import install_live
             install_live(self)       # the C live dispatch where it covers the policy
 
+    def __getattr__(self, name):
+        # Only for attributes not in the instance __dict__: while the compiled live dispatch
+        # (mpl.runtime.fast, LiveState) holds the dispatch state in C, its attributes are
+        # absent; a read of one brings the whole state back first (fast.live_sync).
+        live = self.__dict__.get("_live")
+        if live is not None and live.owns:
+            from mpl.runtime.fast import live_sync
+            live_sync(self)
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # ------------------------------------------------------------------ argument checks
     # The compiled dispatch tests its arguments cheaply and calls these only when a test
     # fails (or an argument has an unusual type): they convert what is usable (a numpy

@@ -16,10 +16,15 @@ covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no p
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
 records of one or several tokens. Everything else replays on the pure path.
 
-Live ``dispatch()``: for lru, gpu_only, demand-only policies (:func:`live_unsupported` says why
-one is not covered) ``Runtime.__init__`` installs ``_fast.LiveLRU`` as the instance's
-``dispatch`` (:func:`install_live`): the generated dispatch in C, acting on the runtime's own
-pure structures, handing every unusual argument to the pure dispatch before any state changes.
+Live ``dispatch()``: where :func:`live_unsupported` allows (one schedule mode; lru, lfu or
+score stores; pins, TTL and memory triggers, history/lookahead/affinity prefetch, the monitor
+and adapt rules, shared or per-layer caches) ``Runtime.__init__`` installs
+``_fast.LiveState`` as the instance's ``dispatch`` (:func:`install_live`): the generated
+dispatch in C with the state held in C (the kernel's stores). :func:`_live_take` moves the
+pure structures into it and :func:`live_sync` back, exactly; ``Runtime.__getattr__`` syncs on
+any read of the state. Every unusual argument, predictions, an adapt rule firing and a
+rebalance the pure path refuses go to the pure path on the synced state. A replay the kernel
+does not cover runs through the live dispatch (:func:`_live_replay`).
 
 After a compiled replay the runtime's counters, statistics, residents and slot pool are
 those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
@@ -68,6 +73,8 @@ _forced_pure = False
 
 #: replays the kernel has run in this process (the tests check that it was used)
 kernel_runs = 0
+#: replays run through the live dispatch (:func:`_live_replay`)
+live_replays = 0
 
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
@@ -88,6 +95,7 @@ def rule_code(rule: str) -> tuple[int, int, int] | None:
     return None if code is None else (code, 0, 0)
 
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
+LIVE_MAX_KEYS = 1 << 22  # ... and the live dispatch, which keeps its tables between calls
 
 
 def available() -> bool:
@@ -118,8 +126,10 @@ def backend_info() -> dict:
                       "schedule mode; eviction " + ", ".join(RULES) + ", segmented a | b; TTL and "
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
-                      "live dispatch() of lru gpu_only demand-only policies without pins or "
-                      "triggers (shared or per-layer caches); other live dispatch() is pure Python; "
+                      "live dispatch() (and the replay of what the kernel does not cover) of "
+                      "one-mode policies with lru, lfu or score stores (pins, TTL and memory "
+                      "triggers, history/lookahead/affinity prefetch, monitor, adapt rules, "
+                      "shared or per-layer caches); other live dispatch() is pure Python; "
                       "the Belady optimum (mpl.sim.belady)"}
 
 
@@ -474,15 +484,63 @@ def replay_records(rt, records, tl, tick=None, every=0):
     """The generated ``replay_records``' fast path: ``(count, records)``; count None when
     the kernel does not cover the runtime (``records``, possibly now a list, are then
     replayed on the pure path by the caller)."""
-    if unsupported(rt) is not None:
-        return None, records
-    records = records if isinstance(records, list) else list(records)
-    try:
-        p = pack(records, rt.num_experts)
-    except (TypeError, ValueError):     # unusual records: the pure path reports them
-        return None, records
-    n = replay_packed(rt, p, tl, tick, every)
-    return n, records
+    if unsupported(rt) is None:
+        records = records if isinstance(records, list) else list(records)
+        try:
+            p = pack(records, rt.num_experts)
+        except (TypeError, ValueError):     # unusual records: the pure path reports them
+            p = None
+        if p is not None:
+            n = replay_packed(rt, p, tl, tick, every)
+            if n is not None:
+                return n, records
+    if live_backend(rt) == "compiled":
+        records = records if isinstance(records, list) else list(records)
+        if _live_replayable(records):
+            return _live_replay(rt, records, tl, tick, every), records
+    _pure_loop(rt)
+    return None, records
+
+
+def _live_replayable(records) -> bool:
+    """Records the live dispatch takes in C, every one (lists of distinct ids, predictions
+    a dict or none): each other record would sync and take the whole state."""
+    for rec in records:
+        experts, preds = rec[1], rec[5]
+        if type(experts) is not list or (len(experts) > 1 and len(set(experts)) != len(experts)):
+            return False
+        if preds and type(preds) is not dict:
+            return False
+    return True
+
+
+def _live_replay(rt, records, tl, tick, every) -> int:
+    """The generated replay loop's decisions through the live dispatch (the same Plans: the
+    generated dispatch in C) with the timeline in Python: for the policies the replay kernel
+    does not cover and LiveState does (prefetch, the monitor and adapt rules)."""
+    global live_replays
+    live_replays += 1
+    d = rt.dispatch
+    tl_dispatch = tl.dispatch
+    count = 0
+    for layer, experts, weights, tokens, step, predictions, tokens_of in records:
+        stall = tl_dispatch(d(layer, experts, weights, tokens, step=step, predictions=predictions),
+                            tokens_of, tokens)
+        if stall > 0:
+            rt.stall += stall
+        count += 1
+        if every and count % every == 0:
+            tick(count)
+    return count
+
+
+def _pure_loop(rt) -> None:
+    """The generated replay loop runs on the pure structures, holding them in locals while it
+    hands several-token records to ``dispatch()``: a LiveState there would take the state
+    from under it, so the runtime's live dispatch turns pure (synced) for good."""
+    if type(rt.__dict__.get("dispatch")).__name__ == "LiveState":
+        live_sync(rt)
+        _uninstall(rt, "a pure replay_records loop ran on this runtime")
 
 
 def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
@@ -493,52 +551,318 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 
 
 # ---------------------------------------------------------------------- live dispatch
-#: features that take a policy's dispatch() off the compiled live path
-_LIVE_OFF = ("prefetch", "monitor", "rules", "ttl", "memory", "filters", "priority", "signal",
-             "pins", "history", "affinity", "lookahead_strategy", "rebalance_off")
+#: eviction stores LiveState holds (their state moves exactly between Python and C)
+_STATE_STORES = {"lru": 0, "lfu": 1, "score": 2}
+#: features LiveState does not hold (the pure dispatch runs them)
+_STATE_OFF = ("filters", "priority")
+
+
+def _state_unsupported(rt) -> str | None:
+    """Why LiveState does not hold rt's policy as it is now (None: it does)."""
+    f = rt.features
+    for name in _STATE_OFF:
+        if f.get(name):
+            return f"{name} (the live C dispatch does not hold it)"
+    modes = tuple(f.get("modes", ()))
+    if len(modes) != 1 or rt.mode != modes[0] or rt.mode not in MODES:
+        return "a schedule.mode that changes (the live C dispatch holds one mode)"
+    rule = rt.p["cache.eviction"]
+    if rule not in _STATE_STORES:
+        return f"eviction {rule!r} (the live C dispatch holds lru, lfu and score stores)"
+    if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "affinity", "none"):
+        return f"prefetch strategy {rt.strategy!r}"
+    if f.get("prefetch") and rt.lookahead > 64:
+        return "a lookahead beyond 64 layers (the live C dispatch's proposals)"
+    if f.get("rules") and _rules_of(rt) is None:
+        return "adapt rules the live C dispatch cannot evaluate"
+    if rt.affinity is not None and \
+            min(rt.affinity.depth, rt.num_layers) * rt.num_layers * rt.num_experts ** 2 > 1 << 23:
+        return "an affinity table larger than the live C dispatch keeps (64 MiB)"
+    return None
 
 
 def live_unsupported(rt) -> str | None:
-    """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveLRU``); None: it
-    can. It covers the generated dispatch of lru, gpu_only, demand-only policies (no pins,
-    triggers, prefetch, monitor or adapt rules) on a shared cache or on per-layer caches
-    whose allocation does not move on a signal."""
+    """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveState``); None: it
+    can. It holds one schedule mode with lru, lfu or score stores, pins, TTL and memory
+    triggers, history / lookahead / affinity prefetch, the monitor and adapt rules, shared or
+    per-layer caches with any allocation; see docs/internals.md, "Live dispatch"."""
     if not available():
         return "the compiled backend is not in use"
-    if not hasattr(_kernel, "LiveLRU"):
+    if not hasattr(_kernel, "LiveState"):
         return "the built mpl.runtime._fast has no live dispatch (rebuild it: pip install -e .)"
-    f = rt.features
-    for name in _LIVE_OFF:
-        if f.get(name):
-            return f"{name.replace('_', ' ')} (the live C dispatch covers lru demand paths only)"
-    if tuple(f.get("modes", ())) != ("gpu_only",) or rt.mode != "gpu_only":
-        return "a schedule.mode other than gpu_only"
-    if not f.get("lru_only") or rt.p["cache.eviction"] != "lru":
-        return f"eviction {rt.p['cache.eviction']!r} (the live C dispatch covers lru)"
-    if rt.pins:
-        return "pins"
-    if rt.num_experts >= 1 << 30 or rt.num_layers >= 1 << 30:
-        return "a model shape beyond the live dispatch's ints"
-    return None
+    if rt.num_layers * rt.num_experts > LIVE_MAX_KEYS:
+        return "more keys than the live dispatch's tables hold"
+    return _state_unsupported(rt)
 
 
 def install_live(rt) -> bool:
     """Make ``rt.dispatch`` the compiled live dispatch where it covers the policy (called at
-    the end of Runtime.__init__). It acts on the runtime's own pure structures, so nothing
-    else changes; ``del rt.dispatch`` goes back to the pure dispatch at any point."""
+    the end of Runtime.__init__). LiveState takes the state into C on its first call (and the
+    first after every sync) and gives it back whenever anything reads it
+    (``Runtime.__getattr__`` -> :func:`live_sync`). ``del rt.dispatch`` goes back to the pure
+    dispatch at any point."""
     if live_unsupported(rt) is not None:
         return False
-    from mpl.runtime.cache import Cache, SlotFreeList
-    from mpl.runtime.eviction_basic import LRU
     from mpl.runtime.plan import Plan
     pure_dispatch = type(rt).dispatch.__get__(rt)
-    rebalance = bool(rt.per_layer and rt.features.get("rebalance"))
-    rt.dispatch = _kernel.LiveLRU(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, rebalance,
-                                  Cache, LRU, SlotFreeList)
+    live = _kernel.LiveState(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, _live_take,
+                             live_sync, _live_tail)
+    rt.__dict__["_live_held"] = None
+    rt._live = live
+    rt.dispatch = live
     return True
 
 
+# ------------------------------------------------------------- LiveState: moving the state
+#: the runtime attributes LiveState holds while it owns the state (absent from the instance
+#: __dict__ then: a read reaches Runtime.__getattr__, which syncs)
+_OWNED = ("step", "_last_layer", "accesses", "evictions", "demand_loads", "background_loads",
+          "prefetch_loads", "prefetch_useful", "cpu_computes", "streamed", "dispatches", "l_acc",
+          "l_hit", "caches", "pool", "_pf", "_ttl", "history", "affinity", "signal", "monitor",
+          "rules")
+_COUNTERS = _OWNED[:11]
+_CMP = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4, "!=": 5}
+_UNITS = {"accesses": 0, "steps": 1, "tokens": 2}
+_METRICS = ("hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy", "transfer_rate",
+            "stall_ms")
+
+
+def _rules_of(rt):
+    """The adapt rules of rt's policy as LiveState evaluates them: per rule (metric, op,
+    unit, re-armed when false, threshold, count), from the module's IR; None if unusual."""
+    import json
+    import sys
+    mod = sys.modules.get(type(rt).__module__)
+    ir = getattr(mod, "IR_JSON", None)
+    if ir is None:
+        return None
+    out = []
+    for r in json.loads(ir).get("adapt", ()):
+        c, d = r["condition"], r["duration"]
+        if c["metric"] not in _METRICS or c["op"] not in _CMP or d["unit"] not in _UNITS:
+            return None
+        out.append((_METRICS.index(c["metric"]), _CMP[c["op"]], _UNITS[d["unit"]],
+                    r["inverse_of"] is None, float(c["threshold"]), int(d["count"])))
+    if len(out) != len(rt.rules):
+        return None
+    return out
+
+
+def _uninstall(rt, why: str) -> None:
+    """The policy left what LiveState holds (an adapt rule moved it): pure from now on."""
+    d = rt.__dict__
+    if type(d.get("dispatch")).__name__ == "LiveState":
+        del d["dispatch"]
+    d.pop("_live", None)
+    d.pop("_live_held", None)
+    d["_live_why"] = why
+
+
+def _signal_state(sig):
+    """The per-layer signal as LiveState.load takes it (None without one)."""
+    if sig is None:
+        return None
+    return (sig.window, [list(w) for w in sig.win], [list(c.items()) for c in sig.cnt],
+            list(sig.total))
+
+
+def _affinity_state(rt):
+    """The affinity table as LiveState.load takes it (None without one)."""
+    a = rt.affinity
+    if a is None:
+        return None
+    tabs = [(d, src, [(e, row[0], list(row[1].items())) for e, row in tab.items()])
+            for (d, src), tab in a.table.items()]
+    lasts = [(layer, last[0], last[1]) for layer, last in enumerate(a.last) if last is not None]
+    return (a.depth, float(a.threshold), rt.strategy == "affinity", tabs, lasts)
+
+
+def _live_split(rt, weights):
+    """The capacities Runtime._rebalance gives now: the water-filling split of the signal's
+    weights (computed in C; None: uniform) within the budget and bounds, which LiveState does
+    not hold; None where the pure rebalance raises (it then runs, and raises, on the synced
+    state)."""
+    from mpl.runtime.budgets import allocate
+    if weights is None:
+        weights = [1.0] * rt.num_layers
+    lo = min(rt.min_cap, rt.total_budget // rt.num_layers)
+    try:
+        caps = allocate(weights, rt.total_budget, lo, max(lo, rt.max_cap))
+    except ValueError:
+        return None
+    return [min(int(c), 1 << 62) for c in caps]
+
+
+def _live_take(rt) -> None:
+    """LiveState's first call (and the first after a sync): the pure structures into C."""
+    d = rt.__dict__
+    live = d.get("_live")
+    if live is None:          # turned off (a caller kept the bound dispatch): the pure path
+        return
+    why = _state_unsupported(rt)
+    caches = rt._distinct_caches()
+    E = rt.num_experts
+    if why is None:
+        for c in caches:
+            if type(c.store).__name__ not in ("LRU", "LFU", "Score") or c.pins != rt.pins:
+                why = f"a {type(c.store).__name__} store (the live C dispatch holds lru, lfu and score)"
+                break
+    if why is not None:
+        _uninstall(rt, why)
+        return
+    f = rt.features
+    packed = []
+    for c in caches:
+        st = c.store
+        name = type(st).__name__
+        res = [(k[0] * E + k[1], slot) for k, slot in c.resident.items()]
+        if name == "LRU":
+            data = [k[0] * E + k[1] for k in st.od]
+            code = 0
+        else:
+            ents = [(k[0] * E + k[1], e[0], e[1]) for k, e in st.cur.items()]
+            if name == "LFU":
+                data, code = (ents, st.inc, st.tick, st.clock, st.decay, st.interval, 0.0), 1
+            else:
+                data, code = (ents, 1.0, st.tick, 0, 1.0, 1, st.alpha), 2
+        packed.append((code, min(c.capacity, 1 << 62), res, data))
+    mode = MODES[rt.mode]
+    thr = rt.mem_threshold
+    ttl_on = rt.ttl_n is not None and rt._ttl is not None
+    cfg = (rt.per_layer, mode, bool(f.get("ttl")), bool(f.get("weighted")),
+           bool(f.get("prefetch")) and rt.strategy != "none", bool(f.get("history_next_only")),
+           rt.ttl_steps, rt.ttl_n if ttl_on else -1,
+           float(thr) if (thr is not None and f.get("memory")) else -1.0, float(rt.mem_headroom),
+           float(rt.mem_budget), float(rt.expert_bytes), float(rt.w_default), float(rt._cpu_limit),
+           int(rt.budget), int(rt.lookahead), rt.pool.size, bool(f.get("rebalance")),
+           bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
+           _live_split, _affinity_state(rt),
+           _signal_state(rt.signal),
+           bool(f.get("lookahead_strategy")), rt.strategy == "lookahead")
+    pins = bytearray(E)
+    for e in rt.pins:
+        pins[e] = 1
+    h = rt.history
+    hist = None if h is None else (h.window, [list(w) for w in h.win], [list(c) for c in h.cnt],
+                                   [len(b) - 1 for b in h.bk])
+    m = rt.monitor
+    mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped, list(m.events),
+                                  m.ev, m.ld, m.pfl, m.pfu, float(m.stall), tuple(m.seen),
+                                  m.log_interval, tuple(m.metrics), m.log)
+    rules = []
+    if rt.rules:
+        defs = _rules_of(rt)
+        for (metric, cmp, unit, rearm, value, n), r in zip(defs, rt.rules):
+            rules.append((metric, cmp, unit, rearm, value, n, r.armed, r.held,
+                          -1 if r.mark is None else r.mark))
+    ttl = [] if rt._ttl is None else [(k[0] * E + k[1], t) for k, t in rt._ttl.items()]
+    live.load(cfg, packed, list(rt.pool.free), bytes(pins), tuple(getattr(rt, n) for n in _COUNTERS),
+              list(rt.l_acc), list(rt.l_hit), [k[0] * E + k[1] for k in rt._pf], ttl, hist, mon, rules)
+    d["_live_held"] = {name: d.pop(name) for name in _OWNED}
+    live.mark_owned()
+
+
+def live_sync(rt) -> None:
+    """Bring the state LiveState holds back into the pure structures (exactly: residents,
+    slots, the store order or frequencies with their ticks, the free list, counters, the
+    prefetched keys, TTL stamps, the history window, the monitor window, the rules'
+    counters); a no-op when nothing is held in C. Reads of the runtime call it."""
+    d = rt.__dict__
+    live = d.get("_live")
+    if live is None or not live.owns:
+        return
+    from heapq import heapify
+    from collections import deque
+    out = live.dump()
+    held = d["_live_held"]
+    d["_live_held"] = None
+    E = rt.num_experts
+    key = lambda k: (k // E, k % E)   # noqa: E731
+    for name, v in zip(_COUNTERS, out["counters"]):
+        held[name] = v
+    held["l_acc"][:] = out["l_acc"]
+    held["l_hit"][:] = out["l_hit"]
+    held["pool"].free[:] = out["free"]
+    caches = held["caches"] if rt.per_layer else held["caches"][:1]
+    for c, (cap, res, data) in zip(caches, out["caches"]):
+        if min(c.capacity, 1 << 62) != cap:     # a rebalance moved it (C clamps to 2**62)
+            c.capacity = cap
+            c.store.resize(cap)
+        c.resident = {key(k): slot for k, slot in res}
+        st = c.store
+        if type(st).__name__ == "LRU":
+            from collections import OrderedDict
+            st.od = OrderedDict((key(k), None) for k in data)
+        else:
+            ents, inc, tick, clock, decay, interval, alpha = data
+            st.cur = {key(k): [f, t, key(k)] for k, f, t in ents}
+            st.heap = list(st.cur.values())
+            heapify(st.heap)
+            st.aside = []
+            st.tick = tick
+            if type(st).__name__ == "LFU":
+                st.inc, st.clock, st.decay, st.interval = inc, clock, decay, interval
+            else:
+                st.alpha = alpha
+    pf = held["_pf"]
+    pf.clear()
+    pf.update((key(k), True) for k in out["pf"])
+    if held["_ttl"] is not None:
+        held["_ttl"].clear()
+        held["_ttl"].update((key(k), t) for k, t in out["ttl"])
+    h = held["history"]
+    if h is not None:
+        rows, cnts, bks = out["hist"]
+        for layer in range(rt.num_layers):
+            h.win[layer] = deque(rows[layer])
+            h.cnt[layer] = cnts[layer]
+            bk = [set() for _ in range(bks[layer] + 1)]
+            mask = 0
+            for e, c in enumerate(cnts[layer]):
+                if c > 0:
+                    bk[c].add(e)
+                    mask |= 1 << c
+            h.bk[layer] = bk
+            h.mask[layer] = mask
+    sig = held["signal"]
+    if sig is not None:
+        rows, cnts, tots = out["sig"]
+        sig.win = [deque(r) for r in rows]
+        sig.cnt = [dict(c) for c in cnts]
+        sig.total = tots
+    a = held["affinity"]
+    if a is not None:
+        tabs, lasts = out["aff"]
+        a.table = {(d, src): {e: a.row(n, dict(nx)) for e, n, nx in rows} for d, src, rows in tabs}
+        a.last = [None] * rt.num_layers
+        for layer, step, experts in lasts:
+            a.last[layer] = (step, experts)
+    m = held["monitor"]
+    if m is not None:
+        ring, m.acc, m.hits, m.skipped, events, m.ev, m.ld, m.pfl, m.pfu, m.stall, m.seen = out["mon"]
+        m.ring = bytearray(ring)
+        m.events = deque(events)
+    for r, (armed, hold, mark) in zip(held["rules"], out["rules"]):
+        r.armed, r.held, r.mark = armed, hold, None if mark == -1 else mark
+    for name, v in held.items():       # an attribute set meanwhile keeps the value it was given
+        d.setdefault(name, v)
+
+
+def _live_tail(rt, rebalance, hit, tokens, layer, experts, evicted) -> None:
+    """The end of a LiveState dispatch on the pure path, from the state as the dispatch left
+    it (synced just before): a rebalance at its interval (``rebalance``), the monitor phase
+    (an adapt rule fires in it), the trim of a cache over its capacity."""
+    inuse = {(layer, x) for x in experts}
+    if rebalance:
+        rt._rebalance(rt.allocation, inuse, evicted)
+    if rt.monitor is not None and hit:
+        rt._observe(hit, tokens, inuse, evicted)
+    cache = rt.caches[layer]
+    if len(cache.resident) > cache.capacity:
+        rt._trim(cache, layer, experts, evicted)
+
+
 def live_backend(rt) -> str:
-    """``"compiled"`` when ``rt.dispatch`` is the C live dispatch, else ``"pure"``."""
+    """``"compiled"`` when ``rt.dispatch`` is the C live dispatch (LiveState), else ``"pure"``."""
     d = rt.__dict__.get("dispatch")
-    return "compiled" if d is not None and type(d).__name__ == "LiveLRU" else "pure"
+    return "compiled" if d is not None and type(d).__name__ == "LiveState" else "pure"

@@ -152,6 +152,13 @@ class Affinity:
         self.last: list = [None] * num_layers          # layer -> (step, experts)
         self.table: dict = {}                          # (d, src layer) -> {e: row}
 
+    @staticmethod
+    def row(n: int, counts: dict) -> list:
+        """A source's row from its observations ``n`` and target counts (as the compiled
+        live dispatch hands the table back): the watermark at 1, so every target is a
+        candidate until a prediction raises it."""
+        return [n, counts, set(counts), 1]
+
     def observe(self, layer: int, step: int, experts) -> None:
         L = self.num_layers
         experts = tuple(experts)
@@ -170,7 +177,7 @@ class Affinity:
             for e in prev[1]:
                 row = tab.get(e)
                 if row is None:
-                    row = tab[e] = [0, {}, set(), 1]
+                    row = tab[e] = self.row(0, {})
                 row[0] += 1
                 cnt = row[1]
                 w = row[3]

@@ -1,0 +1,1723 @@
+/* mpl.runtime._fast.LiveState: the general compiled live dispatch (included by _fast.c: it
+ * uses the replay kernel's State, Cache and store functions, not a copy of them).
+ *
+ * LiveState holds the runtime's whole dispatch state in C while it "owns" it: the caches (residents, slots, the
+ * eviction stores of the kernel), the slot pool's free stack, the counters, the prefetched
+ * keys, the TTL order, the routing history and the monitor window with the adapt rules'
+ * counters. The Python glue (mpl/runtime/fast.py) moves the state between the two
+ * representations, exactly:
+ *
+ *   take (fast._live_take): the pure structures -> load(); the owned attributes are then
+ *       deleted from the runtime's __dict__, so that any read of them reaches
+ *       Runtime.__getattr__, which syncs first;
+ *   sync (fast.live_sync): dump() -> the pure structures, put back into __dict__.
+ *
+ * A call the C path does not take (an unusual argument, predictions, an adapt rule about to
+ * fire) syncs and runs the pure dispatch (or, for a firing rule, the pure monitor phase);
+ * the next call takes the state again. */
+
+enum { PK_DEMAND = 0, PK_BACKGROUND = 1, PK_PREFETCH = 2 };
+
+/* metric codes of an adapt condition (monitor.METRIC_NAMES order) */
+enum { M_HIT = 0, M_MISS = 1, M_EVICT = 2, M_PFACC = 3, M_XFER = 4, M_STALL = 5 };
+/* comparisons */
+enum { C_LT = 0, C_LE = 1, C_GT = 2, C_GE = 3, C_EQ = 4, C_NE = 5 };
+/* units of "for N ..." */
+enum { U_ACC = 0, U_STEPS = 1, U_TOKENS = 2 };
+
+typedef struct {
+    int metric, cmp, unit, rearm;   /* rearm: edge-triggered (not a pair's restoring half) */
+    double value;
+    long long n;
+    /* state (core._Rule) */
+    int armed;
+    long long held;
+    long long mark;     /* -1: None */
+} LRule;
+
+typedef struct {
+    long long acc_index;   /* the access index the record is attributed to */
+    long long ev, ld, pfl, pfu;
+    double stall;
+} MEvent;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *rt, *dict, *pure, *take, *sync, *observe;
+    PyTypeObject *plan;
+    Py_ssize_t off[8];
+    int owns;
+    Py_ssize_t dict_size;
+    long L, E, K, ncaches, pool_size;
+    State S;
+    Cache *C;
+    unsigned char *pinned;
+    int per_layer, mode, f_ttl, f_weighted, prefetch_on, next_only, ttl_steps, mem_on;
+    long long ttl_n;                      /* < 0: no sweep */
+    double cpu_limit, mem_thr, mem_headroom, mem_budget, expert_bytes, wdef;
+    long budget, lookahead;
+    int f_rebalance, rb_guard;            /* per-layer rebalancing (its interval may be 0) */
+    long long rb_interval;
+    long *rb_caps;                        /* scratch: the capacities of a rebalance */
+    PyObject *split;                      /* fast._live_split(rt): those capacities (Python) */
+    /* the affinity table (prefetch.Affinity): per (distance, source layer) the row counts n
+     * of each source expert and the transition counts to each target expert; per layer its
+     * last dispatch (step, experts) */
+    int has_aff, aff_predict;             /* the table is kept / the strategy reads it */
+    int f_lookahead, strategy_la;         /* lookahead reachable / the strategy now */
+    long aff_depth;
+    double aff_thr;
+    long long *aff_n, *aff_c;             /* D*L*E, D*L*E*E */
+    unsigned char *aff_tab;               /* D*L: the (d, src) table exists */
+    long long *aff_step;                  /* per layer the step of its last dispatch */
+    unsigned char *aff_has;               /* per layer: a last dispatch is known */
+    int *aff_last, *aff_lastn;            /* per layer its experts (E each), their number */
+    double *aff_best;                     /* scratch: E */
+    /* the per-layer signal (budgets.Signal): per layer a ring of its last dispatches, the
+     * counts per expert, their total, and the experts with a count in the order the Python
+     * dict holds them (first count, after any deletion: its entropy sums in that order) */
+    int has_sig;
+    long sW, sR;
+    long *shead, *slen, *stotal, *sn;
+    int **srows;
+    int *srown, *srowcap;
+    int *scnt, *sprev, *snext, *sfirst, *slast;
+    /* counters */
+    long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
+        cpu_computes, streamed, dispatches;
+    long long *l_acc, *l_hit;
+    unsigned char *pf;
+    long npf;
+    /* routing history: per layer a ring of rows (the window's dispatches) */
+    int has_hist;
+    long W, R;                            /* window, ring capacity */
+    long *hhead, *hlen;
+    int **hrows;                          /* L * R rows */
+    int *hrown, *hrowcap;
+    int *hcnt;                            /* L * E counts */
+    long *hbk;                            /* per layer: len(bk) - 1 (the largest count reached) */
+    int *hdelta, *htouched;               /* scratch: per expert the net change of a window move */
+    /* monitor and adapt rules */
+    int has_mon;
+    long mwin, mlogint;
+    unsigned char *ring;
+    long long macc, mhits, mskipped;
+    MEvent *events;                       /* a ring of event records */
+    long ecap, ehead, elen;
+    long long mev, mld, mpfl, mpfu;
+    double mstall;
+    long long seen[4];
+    double seen_stall;
+    int nrules;
+    LRule *rules;
+    PyObject *mlog, *mmetrics;            /* the monitor's log list, its logged metric names */
+    /* scratch */
+    PyObject **keys;                      /* key tuples, made on first use */
+    int *props;
+    int *hsort;
+    long *pcn;
+    long *ex;                             /* the dispatch's experts */
+} LiveState;
+
+static PyObject *s_kind[3];
+static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
+
+static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
+    Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
+    Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
+    Py_VISIT(o->split);
+    return 0;
+}
+static int ls_clear(LiveState *o) {
+    Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
+    Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
+    Py_CLEAR(o->split);
+    return 0;
+}
+
+static void ls_free_state(LiveState *o) {
+    State *S = &o->S;
+    free(S->slot); free(S->lid); free(S->prv); free(S->nxt); free(S->pos); free(S->hf); free(S->ht);
+    free(S->freq); free(S->mark); free(S->lh); free(S->lt); free(S->ln); free(S->frontier);
+    free(S->tprv); free(S->tnxt); free(S->tstamp); free(S->tin); free(S->fstack); free(S->side);
+    memset(S, 0, sizeof *S);
+    if (o->C) for (long i = 0; i < o->ncaches; i++) cache_free(&o->C[i]);
+    free(o->C); o->C = NULL;
+    free(o->pinned); o->pinned = NULL;
+    free(o->l_acc); free(o->l_hit); free(o->pf); o->l_acc = o->l_hit = NULL; o->pf = NULL;
+    if (o->hrows) for (long i = 0; i < o->L * o->R; i++) free(o->hrows[i]);
+    free(o->hrows); free(o->hrown); free(o->hrowcap); free(o->hcnt); free(o->hbk);
+    free(o->hhead); free(o->hlen);
+    o->hrows = NULL; o->hrown = o->hrowcap = o->hcnt = NULL; o->hbk = o->hhead = o->hlen = NULL;
+    free(o->hdelta); free(o->htouched); o->hdelta = o->htouched = NULL;
+    free(o->ring); o->ring = NULL;
+    free(o->events); o->events = NULL;
+    free(o->rules); o->rules = NULL;
+    free(o->props); o->props = NULL;
+    free(o->hsort); o->hsort = NULL;
+    free(o->pcn); o->pcn = NULL;
+    free(o->rb_caps); o->rb_caps = NULL;
+    Py_CLEAR(o->split);
+    if (o->srows) for (long i = 0; i < o->L * o->sR; i++) free(o->srows[i]);
+    free(o->srows); free(o->srown); free(o->srowcap); free(o->shead); free(o->slen); free(o->stotal);
+    free(o->sn); free(o->scnt); free(o->sprev); free(o->snext); free(o->sfirst); free(o->slast);
+    o->srows = NULL; o->srown = o->srowcap = o->scnt = o->sprev = o->snext = o->sfirst = o->slast = NULL;
+    o->shead = o->slen = o->stotal = o->sn = NULL;
+    o->has_sig = 0;
+    free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
+    free(o->aff_last); free(o->aff_lastn); free(o->aff_best);
+    o->aff_n = o->aff_c = o->aff_step = NULL; o->aff_tab = o->aff_has = NULL;
+    o->aff_last = o->aff_lastn = NULL; o->aff_best = NULL;
+    o->has_aff = o->aff_predict = 0;
+    Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
+    o->owns = 0;
+}
+
+static void ls_dealloc(LiveState *o) {
+    PyObject_GC_UnTrack(o);
+    ls_clear(o);
+    ls_free_state(o);
+    if (o->keys) {
+        for (long k = 0; k < o->K; k++) Py_XDECREF(o->keys[k]);
+        free(o->keys);
+    }
+    free(o->ex);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+/* the key tuple (layer, expert) of key k: a borrowed reference (NULL on error) */
+static PyObject *ls_key(LiveState *o, int k) {
+    PyObject *t = o->keys[k];
+    if (t) return t;
+    t = Py_BuildValue("(ll)", (long)(k / o->E), (long)(k % o->E));
+    if (!t) return NULL;
+    PyObject_GC_UnTrack(t);
+    o->keys[k] = t;
+    return t;
+}
+
+static inline long long ls_stamp(LiveState *o) { return o->ttl_steps ? o->step : o->accesses; }
+
+/* append to a list made with room (PyList_New(n) then size 0); grows through PyList_Append
+ * beyond its allocation */
+static int lappend(PyObject *lst, PyObject *item) {   /* steals item */
+    if (!item) return -1;
+    int r = PyList_Append(lst, item);
+    Py_DECREF(item);
+    return r;
+}
+
+static int ls_evicted(LiveState *o, PyObject *evicted, int k, int slot) {
+    PyObject *key = ls_key(o, k);
+    if (!key) return -1;
+    PyObject *sl = PyLong_FromLong(slot);
+    if (!sl) return -1;
+    PyObject *t = PyTuple_Pack(2, key, sl);
+    Py_DECREF(sl);
+    if (!t) return -1;
+    PyObject_GC_UnTrack(t);
+    return lappend(evicted, t);
+}
+
+/* Runtime._gone after the caller removed k from its cache and store: */
+static inline void ls_gone_state(LiveState *o, int k) {
+    o->evictions++;
+    if (o->pf[k]) { o->pf[k] = 0; o->npf--; }
+    if (o->f_ttl) t_unlink(&o->S, k);
+}
+
+/* ------------------------------------------------------------------ history */
+/* History.observe: the row enters the window and the rows beyond it leave; counts move by
+ * the net change of each expert (in and out: none), and the largest count reached is that
+ * of History's buckets (they grow one at a time, never past a final count) */
+static int h_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
+    long R = o->R;
+    long pos = (o->hhead[layer] + o->hlen[layer]) % R;
+    long ri = layer * R + pos;
+    if (o->hrowcap[ri] < n) {
+        int *p = realloc(o->hrows[ri], sizeof(int) * (n ? n : 1));
+        if (!p) { PyErr_NoMemory(); return -1; }
+        o->hrows[ri] = p;
+        o->hrowcap[ri] = (int)n;
+    }
+    int *delta = o->hdelta, *touched = o->htouched;
+    long nt = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int e = (int)ex[j];
+        o->hrows[ri][j] = e;
+        if (!delta[e]++) touched[nt++] = e;
+    }
+    o->hrown[ri] = (int)n;
+    o->hlen[layer]++;
+    while (o->hlen[layer] > o->W) {
+        long oi = layer * R + o->hhead[layer];
+        for (int j = 0; j < o->hrown[oi]; j++) {
+            int e = o->hrows[oi][j];
+            if (!delta[e]--) touched[nt++] = e;
+        }
+        o->hhead[layer] = (o->hhead[layer] + 1) % R;
+        o->hlen[layer]--;
+    }
+    int *cnt = o->hcnt + layer * o->E;
+    for (long q = 0; q < nt; q++) {
+        int e = touched[q];
+        if (delta[e]) {
+            cnt[e] += delta[e];
+            if (cnt[e] > o->hbk[layer]) o->hbk[layer] = cnt[e];
+            delta[e] = 0;
+        }
+    }
+    return 0;
+}
+
+/* History.top(layer, b): experts by count desc, then id; into out, their number */
+static long h_top(LiveState *o, long layer, long b, int *out) {
+    if (b <= 0) return 0;
+    const int *cnt = o->hcnt + layer * o->E;
+    long n = 0;
+    for (long e = 0; e < o->E; e++) {
+        int c = cnt[e];
+        if (c <= 0) continue;
+        /* insertion into the first min(n, b) places */
+        long q = n < b ? n : b;
+        if (q == b && !(c > cnt[out[b - 1]])) continue;   /* not better than the last kept */
+        if (q == b) q = b - 1;
+        while (q > 0 && cnt[out[q - 1]] < c) { out[q] = out[q - 1]; q--; }
+        out[q] = (int)e;
+        if (n < b) n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ monitor */
+static void m_expire(LiveState *o) {
+    long long lo = o->macc - o->mwin;
+    while (o->elen && o->events[o->ehead].acc_index <= lo) {
+        MEvent *x = &o->events[o->ehead];
+        o->mev -= x->ev; o->mld -= x->ld; o->mpfl -= x->pfl; o->mpfu -= x->pfu;
+        o->mstall -= x->stall;
+        o->ehead = (o->ehead + 1) % o->ecap;
+        o->elen--;
+    }
+    if (!o->elen) o->mstall = 0.0;
+}
+
+/* twice the room for event records (their order kept) */
+static int m_grow(LiveState *o) {
+    long nc = o->ecap * 2;
+    MEvent *ne = malloc(sizeof(MEvent) * nc);
+    if (!ne) { PyErr_NoMemory(); return -1; }
+    for (long i = 0; i < o->elen; i++) ne[i] = o->events[(o->ehead + i) % o->ecap];
+    free(o->events);
+    o->events = ne; o->ecap = nc; o->ehead = 0;
+    return 0;
+}
+
+static int m_push_events(LiveState *o, long long ev, long long ld, long long pfl, long long pfu,
+                         double st) {
+    if (ev || ld || pfl || pfu || st != 0.0) {
+        if (o->elen == o->ecap && m_grow(o) < 0) return -1;
+        MEvent *x = &o->events[(o->ehead + o->elen) % o->ecap];
+        x->acc_index = o->macc; x->ev = ev; x->ld = ld; x->pfl = pfl; x->pfu = pfu; x->stall = st;
+        o->elen++;
+        o->mev += ev; o->mld += ld; o->mpfl += pfl; o->mpfu += pfu; o->mstall += st;
+    }
+    m_expire(o);
+    return 0;
+}
+
+/* a metric's value (the generated _eval_rules' expressions); *none when it is None */
+static double m_value(LiveState *o, int metric, int *none) {
+    long long n = o->macc < o->mwin ? o->macc : o->mwin;
+    *none = 0;
+    switch (metric) {
+    case M_HIT: return (double)o->mhits / (double)n;
+    case M_MISS: return 1.0 - (double)o->mhits / (double)n;
+    case M_EVICT: return (double)o->mev / (double)n;
+    case M_XFER: return (double)o->mld / (double)n;
+    case M_STALL: return o->mstall;
+    default:
+        if (o->mpfl > 0) {
+            double a = (double)o->mpfu / (double)o->mpfl;
+            return a < 1.0 ? a : 1.0;
+        }
+        *none = 1;
+        return 0.0;
+    }
+}
+
+static int cmp_holds(int cmp, double x, double v) {
+    switch (cmp) {
+    case C_LT: return x < v;
+    case C_LE: return x <= v;
+    case C_GT: return x > v;
+    case C_GE: return x >= v;
+    case C_EQ: return x == v;
+    default: return x != v;
+    }
+}
+
+/* one access's rule evaluation (the generated _eval_rules); returns the index of a rule
+ * that fires now (its state not yet changed), -1 when none; dry: on a copy */
+static int rules_eval(LiveState *o, LRule *rs, long long tokens) {
+    for (int i = 0; i < o->nrules; i++) {
+        LRule *r = &rs[i];
+        int none;
+        double x = m_value(o, r->metric, &none);
+        if (!none && cmp_holds(r->cmp, x, r->value)) {
+            if (r->armed) {                     /* core.Runtime._advance */
+                if (r->unit == U_ACC) r->held += 1;
+                else if (r->mark != o->step) {
+                    if (r->mark != -1) r->held += r->unit == U_STEPS ? 1 : tokens;
+                    r->mark = o->step;
+                }
+                if (r->held >= r->n) return i;
+            }
+        } else {
+            r->held = 0;
+            r->mark = -1;
+            if (r->rearm) r->armed = 1;
+        }
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the phases */
+/* mark the dispatch's keys in use (a new stamp) */
+static void ls_mark_inuse(LiveState *o, long base, const long *ex, Py_ssize_t n) {
+    State *S = &o->S;
+    S->stamp++;
+    for (Py_ssize_t j = 0; j < n; j++) S->mark[base + ex[j]] = S->stamp;
+}
+
+/* Affinity.observe(layer, step, experts) */
+static void aff_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
+    long L = o->L, E = o->E;
+    long D = o->aff_depth < L ? o->aff_depth : L;
+    for (long d = 1; d <= D; d++) {
+        long src = layer - d;
+        long long src_step = o->step;
+        if (src < 0) { src += L; src_step = o->step - 1; }
+        if (!o->aff_has[src] || o->aff_step[src] != src_step) continue;
+        long t = (d - 1) * L + src;
+        o->aff_tab[t] = 1;
+        for (int j = 0; j < o->aff_lastn[src]; j++) {
+            int e = o->aff_last[src * E + j];
+            o->aff_n[t * E + e]++;
+            long long *c = o->aff_c + (t * E + e) * E;
+            for (Py_ssize_t q = 0; q < n; q++) c[ex[q]]++;
+        }
+    }
+    o->aff_has[layer] = 1;
+    o->aff_step[layer] = o->step;
+    for (Py_ssize_t q = 0; q < n; q++) o->aff_last[layer * E + q] = (int)ex[q];
+    o->aff_lastn[layer] = (int)n;
+}
+
+/* Affinity.predict(layer, experts, d): targets with P >= threshold, most probable first
+ * (ties: lower id), at most b of them (round-robin by rank never reads further: the targets
+ * differ, so every rank that progresses adds a key) */
+static long aff_top(LiveState *o, long layer, const long *ex, Py_ssize_t n, long d, long b, int *out) {
+    long L = o->L, E = o->E;
+    long D = o->aff_depth < L ? o->aff_depth : L;
+    if (d > D) return 0;                         /* no table at that distance */
+    long t = (d - 1) * L + layer;
+    if (!o->aff_tab[t]) return 0;
+    double *best = o->aff_best;
+    for (long e2 = 0; e2 < E; e2++) best[e2] = -1.0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        long long rn = o->aff_n[t * E + ex[q]];
+        if (!rn) continue;
+        const long long *c = o->aff_c + (t * E + ex[q]) * E;
+        for (long e2 = 0; e2 < E; e2++) {
+            if (!c[e2]) continue;
+            double p = (double)c[e2] / (double)rn;
+            if (p > best[e2]) best[e2] = p;
+        }
+    }
+    long m = 0;
+    for (long e2 = 0; e2 < E; e2++) {
+        double p = best[e2];
+        if (!(p >= 0.0) || !(p >= o->aff_thr)) continue;
+        long q = m < b ? m : b;
+        if (q == b && !(p > best[out[b - 1]])) continue;
+        if (q == b) q = b - 1;
+        while (q > 0 && best[out[q - 1]] < p) { out[q] = out[q - 1]; q--; }
+        out[q] = (int)e2;
+        if (m < b) m++;
+    }
+    return m;
+}
+
+/* the predictions for target layer t as ints (borrowed sequence items; NULL: none for t) */
+static PyObject *pred_for(PyObject *preds, long t) {
+    if (!preds) return NULL;
+    PyObject *k = PyLong_FromLong(t);
+    if (!k) return NULL;
+    PyObject *v = PyDict_GetItemWithError(preds, k);
+    Py_DECREF(k);
+    return v;
+}
+
+/* Runtime._check_predictions would take them unchanged: layers exact ints in range, each a
+ * list or tuple of exact ints in range (1); anything else goes to the pure dispatch (0) */
+static int preds_ok(LiveState *o, PyObject *preds) {
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(preds, &pos, &key, &val)) {
+        if (!PyLong_CheckExact(key)) return 0;
+        int ovf;
+        long l = PyLong_AsLongAndOverflow(key, &ovf);
+        if (ovf || l < 0 || l >= o->L) { PyErr_Clear(); return 0; }
+        if (!PyList_CheckExact(val) && !PyTuple_CheckExact(val)) return 0;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(val);
+        PyObject **items = PySequence_Fast_ITEMS(val);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (!PyLong_CheckExact(items[j])) return 0;
+            long e = PyLong_AsLongAndOverflow(items[j], &ovf);
+            if (ovf || e < 0 || e >= o->E) { PyErr_Clear(); return 0; }
+        }
+    }
+    return 1;
+}
+
+/* Runtime._proposals (history; lookahead: the caller's predictions for a target, else the
+ * history; affinity) into o->props; their number, -1 on error. One layer ahead with the
+ * lookahead strategy reachable (the generated code's shortcut), the predictions for the
+ * target are read whatever the strategy is now, their duplicates dropped. */
+static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n, PyObject *preds) {
+    long L = o->L, b = o->budget, np = 0;
+    State *S = &o->S;
+    if (b <= 0) return 0;
+    if (o->next_only) {
+        long t = layer + 1 == L ? 0 : layer + 1;
+        PyObject *pl = o->f_lookahead ? pred_for(preds, t) : NULL;
+        if (!pl && PyErr_Occurred()) return -1;
+        if (pl) {                       /* dict.fromkeys(predictions[t])[:budget] */
+            S->stamp++;
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(pl);
+            PyObject **items = PySequence_Fast_ITEMS(pl);
+            for (Py_ssize_t j = 0; j < m && np < b; j++) {
+                int k = (int)(t * o->E + PyLong_AsLong(items[j]));
+                if (S->mark[k] == S->stamp) continue;
+                S->mark[k] = S->stamp;
+                o->props[np++] = k;
+            }
+            return np;
+        }
+        long m = o->has_hist ? h_top(o, t, b, o->hsort) : 0;
+        for (long j = 0; j < m; j++) o->props[np++] = (int)(t * o->E + o->hsort[j]);
+        return np;
+    }
+    /* per target its candidates, then round-robin by rank, distinct keys */
+    long D = o->lookahead < L ? o->lookahead : L;
+    long *cn = o->pcn;
+    PyObject *plist[64];                /* a target's predictions (more targets: history) */
+    for (long d = 1; d <= D; d++) {
+        long t = (layer + d) % L;
+        if (d <= 64) plist[d - 1] = NULL;
+        if (o->aff_predict) cn[d - 1] = aff_top(o, layer, ex, n, d, b, o->hsort + (d - 1) * b);
+        else {
+            PyObject *pl = (o->strategy_la && d <= 64) ? pred_for(preds, t) : NULL;
+            if (!pl && PyErr_Occurred()) return -1;
+            if (pl) {                   /* list(predictions[t]): every entry, duplicates too */
+                plist[d - 1] = pl;
+                cn[d - 1] = (long)PySequence_Fast_GET_SIZE(pl);
+            } else cn[d - 1] = o->has_hist ? h_top(o, t, b, o->hsort + (d - 1) * b) : 0;
+        }
+    }
+    S->stamp++;                                        /* 'seen' */
+    for (long rank = 0; np < b; rank++) {
+        int progressed = 0;
+        for (long d = 1; d <= D && np < b; d++) {
+            if (rank >= cn[d - 1]) continue;
+            progressed = 1;
+            long t = (layer + d) % L;
+            long e = (d <= 64 && plist[d - 1]) ? PyLong_AsLong(PySequence_Fast_ITEMS(plist[d - 1])[rank])
+                                               : o->hsort[(d - 1) * b + rank];
+            int k = (int)(t * o->E + e);
+            if (S->mark[k] == S->stamp) continue;
+            S->mark[k] = S->stamp;
+            o->props[np++] = k;
+        }
+        if (!progressed) break;
+    }
+    return np;
+}
+
+/* Runtime._issue: proposals -> PREFETCH loads (never evicting a key in use or proposed) */
+static int ls_issue(LiveState *o, long np, long base, const long *ex, Py_ssize_t n,
+                    PyObject *loads, PyObject *evicted) {
+    State *S = &o->S;
+    ls_mark_inuse(o, base, ex, n);
+    for (long j = 0; j < np; j++) S->mark[o->props[j]] = S->stamp;
+    for (long j = 0; j < np; j++) {
+        int k = o->props[j];
+        Cache *c = o->per_layer ? &o->C[k / o->E] : &o->C[0];
+        if (S->slot[k] >= 0) continue;
+        if (c->nres > c->cap) continue;              /* over capacity: a deferred cut */
+        int slot, v = -1;
+        if (c->nres >= c->cap || S->ftop == 0) {
+            v = st_evict(S, c, k);
+            if (v < 0) continue;
+            slot = S->slot[v];
+            S->slot[v] = -1;
+            c->nres--;
+            if (ls_evicted(o, evicted, v, slot) < 0) return -1;
+            ls_gone_state(o, v);
+        } else slot = S->fstack[--S->ftop];
+        S->slot[k] = slot;
+        c->nres++;
+        if (!o->pinned[k % o->E]) {
+            st_insert(S, c, k, o->wdef);
+            if (o->f_ttl) t_touch(S, k, ls_stamp(o));
+        }
+        PyObject *key = ls_key(o, k), *sl = PyLong_FromLong(slot);
+        PyObject *vk = v >= 0 ? ls_key(o, v) : Py_None;
+        if (!key || !sl || !vk) { Py_XDECREF(sl); return -1; }
+        PyObject *ld = PyTuple_Pack(4, key, sl, vk, s_kind[PK_PREFETCH]);
+        Py_DECREF(sl);
+        if (!ld) return -1;
+        PyObject_GC_UnTrack(ld);
+        if (lappend(loads, ld) < 0) return -1;
+        o->pf_loads++;
+        if (!o->pf[k]) { o->pf[k] = 1; o->npf++; }
+    }
+    ls_mark_inuse(o, base, ex, n);                     /* the triggers spare only the keys in use */
+    return 0;
+}
+
+/* remove resident k from cache c (Cache.remove / evict_one): the slot back to the pool */
+static int ls_drop(LiveState *o, Cache *c, int k, PyObject *evicted) {
+    State *S = &o->S;
+    int slot = S->slot[k];
+    S->fstack[S->ftop++] = slot;
+    S->slot[k] = -1;
+    c->nres--;
+    if (ls_evicted(o, evicted, k, slot) < 0) return -1;
+    ls_gone_state(o, k);
+    return 0;
+}
+
+static int ls_ttl_sweep(LiveState *o, PyObject *evicted) {
+    State *S = &o->S;
+    long long limit = ls_stamp(o) - o->ttl_n;
+    int k = S->thead;
+    while (k >= 0 && S->tstamp[k] <= limit) {
+        int nxt = S->tnxt[k];
+        if (!excluded(S, k)) {
+            Cache *c = o->per_layer ? &o->C[k / o->E] : &o->C[0];
+            st_discard(S, c, k);
+            if (ls_drop(o, c, k, evicted) < 0) return -1;
+        }
+        k = nxt;
+    }
+    return 0;
+}
+
+static int ls_pressure(LiveState *o, PyObject *evicted) {
+    State *S = &o->S;
+    double target = o->mem_headroom * o->mem_budget;
+    while ((double)(o->pool_size - S->ftop) * o->expert_bytes > target) {
+        Cache *best = NULL;
+        for (long i = 0; i < o->ncaches; i++) {
+            long nn = st_len(S, &o->C[i]);
+            if (nn && (!best || nn > st_len(S, best))) best = &o->C[i];
+        }
+        if (!best) break;
+        int v = st_evict(S, best, -1);
+        Cache *from = best;
+        if (v < 0) {
+            for (long i = 0; i < o->ncaches && v < 0; i++) {
+                if (&o->C[i] == best || !st_len(S, &o->C[i])) continue;
+                v = st_evict(S, &o->C[i], -1);
+                from = &o->C[i];
+            }
+        }
+        if (v < 0) break;
+        if (ls_drop(o, from, v, evicted) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Cache.set_capacity (lru, lfu, score: the store's resize changes nothing else): a cut
+ * evicts down to it, sparing the keys in use */
+static int ls_set_capacity(LiveState *o, Cache *c, long cap, PyObject *evicted) {
+    c->cap = cap;
+    while (c->nres > c->cap) {
+        int v = st_evict(&o->S, c, -1);
+        if (v < 0) break;
+        if (ls_drop(o, c, v, evicted) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the signal */
+static int ll_item(PyObject *seq, Py_ssize_t i, long long *out);
+
+static void s_link(LiveState *o, long layer, int e) {     /* a first count: at the end */
+    long E = o->E, b = layer * E;
+    o->sprev[b + e] = o->slast[layer];
+    o->snext[b + e] = -1;
+    if (o->slast[layer] >= 0) o->snext[b + o->slast[layer]] = e; else o->sfirst[layer] = e;
+    o->slast[layer] = e;
+    o->sn[layer]++;
+}
+
+static void s_unlink(LiveState *o, long layer, int e) {   /* del cnt[e] */
+    long E = o->E, b = layer * E;
+    int p = o->sprev[b + e], q = o->snext[b + e];
+    if (p >= 0) o->snext[b + p] = q; else o->sfirst[layer] = q;
+    if (q >= 0) o->sprev[b + q] = p; else o->slast[layer] = p;
+    o->sn[layer]--;
+}
+
+/* Signal.observe(layer, experts) */
+static int s_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
+    long E = o->E, R = o->sR;
+    int *cnt = o->scnt + layer * E;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (!cnt[ex[j]]++) s_link(o, layer, (int)ex[j]);
+    }
+    o->stotal[layer] += n;
+    long ri = layer * R + (o->shead[layer] + o->slen[layer]) % R;
+    if (o->srowcap[ri] < n) {
+        int *p = realloc(o->srows[ri], sizeof(int) * (n ? n : 1));
+        if (!p) { PyErr_NoMemory(); return -1; }
+        o->srows[ri] = p;
+        o->srowcap[ri] = (int)n;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) o->srows[ri][j] = (int)ex[j];
+    o->srown[ri] = (int)n;
+    o->slen[layer]++;
+    while (o->slen[layer] > o->sW) {
+        long oi = layer * R + o->shead[layer];
+        o->stotal[layer] -= o->srown[oi];
+        for (int j = 0; j < o->srown[oi]; j++) {
+            int e = o->srows[oi][j];
+            if (!--cnt[e]) s_unlink(o, layer, e);
+        }
+        o->shead[layer] = (o->shead[layer] + 1) % R;
+        o->slen[layer]--;
+    }
+    return 0;
+}
+
+/* Signal.weights(runtime.allocation) as a list (NULL with an error set, or NULL: uniform) */
+static PyObject *s_weights(LiveState *o) {
+    if (!o->has_sig) return NULL;
+    PyObject *alloc = PyDict_GetItemString(o->dict, "allocation");
+    if (!alloc || !PyUnicode_Check(alloc)) return NULL;
+    int entropy = PyUnicode_CompareWithASCIIString(alloc, "entropy") == 0;
+    int freq = PyUnicode_CompareWithASCIIString(alloc, "frequency") == 0;
+    if (!entropy && !freq) return NULL;
+    PyObject *wl = PyList_New(o->L);
+    if (!wl) return NULL;
+    for (long l = 0; l < o->L; l++) {
+        double h = 0.0;
+        if (freq) h = (double)o->sn[l];
+        else if (o->stotal[l]) {         /* Signal.entropy: in the dict's order */
+            double t = (double)o->stotal[l];
+            for (int e = o->sfirst[l]; e >= 0; e = o->snext[l * o->E + e]) {
+                double p = (double)o->scnt[l * o->E + e] / t;
+                h -= p * log(p);
+            }
+        }
+        PyObject *x = PyFloat_FromDouble(h);
+        if (!x) { Py_DECREF(wl); return NULL; }
+        PyList_SET_ITEM(wl, l, x);
+    }
+    return wl;
+}
+
+/* (window, [per layer [rows]], [per layer [(expert, count)] in dict order], [totals]) */
+static int s_load(LiveState *o, PyObject *sig) {
+    PyObject *rows, *cnts, *tots;
+    long W, L = o->L, E = o->E;
+    if (!PyArg_ParseTuple(sig, "lO!O!O!", &W, &PyList_Type, &rows, &PyList_Type, &cnts, &PyList_Type, &tots))
+        return -1;
+    long R = W + 1;
+    for (long l = 0; l < L; l++) {
+        Py_ssize_t m = PySequence_Size(PyList_GET_ITEM(rows, l));
+        if (m < 0) return -1;
+        if (m + 1 > R) R = m + 1;
+    }
+    o->has_sig = 1;
+    o->sW = W; o->sR = R;
+    o->shead = calloc(L, sizeof(long)); o->slen = calloc(L, sizeof(long));
+    o->stotal = calloc(L, sizeof(long)); o->sn = calloc(L, sizeof(long));
+    o->srows = calloc(L * R, sizeof(int *)); o->srown = calloc(L * R, sizeof(int));
+    o->srowcap = calloc(L * R, sizeof(int)); o->scnt = calloc(L * E, sizeof(int));
+    o->sprev = malloc(sizeof(int) * L * E); o->snext = malloc(sizeof(int) * L * E);
+    o->sfirst = malloc(sizeof(int) * L); o->slast = malloc(sizeof(int) * L);
+    if (!o->shead || !o->slen || !o->stotal || !o->sn || !o->srows || !o->srown || !o->srowcap ||
+        !o->scnt || !o->sprev || !o->snext || !o->sfirst || !o->slast) { PyErr_NoMemory(); return -1; }
+    for (long l = 0; l < L; l++) {
+        o->sfirst[l] = o->slast[l] = -1;
+        PyObject *lr = PyList_GET_ITEM(rows, l), *lc = PyList_GET_ITEM(cnts, l);
+        Py_ssize_t m = PySequence_Size(lr);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *row = PySequence_GetItem(lr, j);
+            if (!row) return -1;
+            Py_ssize_t rn = PySequence_Size(row);
+            int *buf = malloc(sizeof(int) * (rn > 0 ? rn : 1));
+            if (!buf) { Py_DECREF(row); PyErr_NoMemory(); return -1; }
+            o->srows[l * R + j] = buf;
+            o->srowcap[l * R + j] = o->srown[l * R + j] = (int)rn;
+            for (Py_ssize_t q = 0; q < rn; q++) {
+                long long e;
+                if (ll_item(row, q, &e) < 0) { Py_DECREF(row); return -1; }
+                buf[q] = (int)e;
+            }
+            Py_DECREF(row);
+        }
+        o->slen[l] = m;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lc); j++) {
+            long e, c;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(lc, j), "ll", &e, &c)) return -1;
+            if (e < 0 || e >= E || c < 1) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad signal"); return -1; }
+            o->scnt[l * E + e] = (int)c;
+            s_link(o, l, (int)e);
+        }
+        long long t;
+        if (ll_item(tots, l, &t) < 0) return -1;
+        o->stotal[l] = (long)t;
+    }
+    return 0;
+}
+
+static PyObject *s_dump(LiveState *o) {
+    long L = o->L, E = o->E;
+    PyObject *rows = PyList_New(L), *cnts = PyList_New(L), *tots = PyList_New(L);
+    if (!rows || !cnts || !tots) { Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(tots); return NULL; }
+    for (long l = 0; l < L; l++) {
+        PyObject *lr = PyList_New(o->slen[l]), *lc = PyList_New(0);
+        PyList_SET_ITEM(rows, l, lr);
+        PyList_SET_ITEM(cnts, l, lc);
+        PyList_SET_ITEM(tots, l, PyLong_FromLong(o->stotal[l]));
+        if (!lr || !lc) goto bad;
+        for (long j = 0; j < o->slen[l]; j++) {
+            long ri = l * o->sR + (o->shead[l] + j) % o->sR;
+            PyObject *row = PyTuple_New(o->srown[ri]);
+            if (!row) goto bad;
+            for (int q = 0; q < o->srown[ri]; q++) PyTuple_SET_ITEM(row, q, PyLong_FromLong(o->srows[ri][q]));
+            PyList_SET_ITEM(lr, j, row);
+        }
+        for (int e = o->sfirst[l]; e >= 0; e = o->snext[l * E + e])
+            if (lappend(lc, Py_BuildValue("(ii)", e, o->scnt[l * E + e])) < 0) goto bad;
+    }
+    return Py_BuildValue("(NNN)", rows, cnts, tots);
+bad:
+    Py_DECREF(rows); Py_DECREF(cnts); Py_DECREF(tots);
+    return NULL;
+}
+
+/* Runtime._rebalance with the split of fast._live_split (rb_caps); shrink first,
+ * then grow (and finish the cuts of caches still above their capacity) */
+static int ls_rebalance(LiveState *o, PyObject *evicted) {
+    for (long i = 0; i < o->ncaches; i++)
+        if (o->rb_caps[i] < o->C[i].cap && ls_set_capacity(o, &o->C[i], o->rb_caps[i], evicted) < 0) return -1;
+    for (long i = 0; i < o->ncaches; i++)
+        if (o->rb_caps[i] >= o->C[i].cap && ls_set_capacity(o, &o->C[i], o->rb_caps[i], evicted) < 0) return -1;
+    return 0;
+}
+
+/* Runtime._trim: the dispatch's cache is over its capacity (a cut that met keys in use) */
+static int ls_trim(LiveState *o, Cache *c, PyObject *evicted) {
+    while (c->nres > c->cap) {
+        int v = st_evict(&o->S, c, -1);
+        if (v < 0) break;
+        if (ls_drop(o, c, v, evicted) < 0) return -1;
+    }
+    return 0;
+}
+
+/* the monitor's log record at this access (Monitor.value of each logged metric) */
+static PyObject *s_access, *s_debug, *s_fmt, *g_log, *g_metric_names[6];
+static int ls_log(LiveState *o) {
+    PyObject *mlog = o->mlog, *metrics = o->mmetrics;
+    PyObject *rec = Py_BuildValue("{s:L,s:L}", "access", o->macc + o->mskipped, "step", o->step);
+    if (!rec) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(metrics); i++) {
+        PyObject *name = PyTuple_GET_ITEM(metrics, i);
+        int code = -1;
+        for (int j = 0; j < 6; j++)
+            if (PyUnicode_Compare(name, g_metric_names[j]) == 0) { code = j; break; }
+        if (code < 0) { Py_DECREF(rec); PyErr_SetString(PyExc_ValueError, "live dispatch: unknown metric"); return -1; }
+        int none;
+        double x = m_value(o, code, &none);
+        PyObject *v = none ? (Py_INCREF(Py_None), Py_None) : PyFloat_FromDouble(x);
+        if (!v || PyDict_SetItem(rec, name, v) < 0) { Py_XDECREF(v); Py_DECREF(rec); return -1; }
+        Py_DECREF(v);
+    }
+    if (PyList_Append(mlog, rec) < 0) { Py_DECREF(rec); return -1; }
+    PyObject *r = PyObject_CallMethodObjArgs(g_log, s_debug, s_fmt, rec, NULL);
+    Py_DECREF(rec);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* a sync (the state back into the pure structures) through the glue */
+static int ls_sync(LiveState *o) {
+    if (!o->owns) return 0;
+    PyObject *r = PyObject_CallOneArg(o->sync, o->rt);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *ls_pure(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    if (ls_sync(o) < 0) return NULL;
+    return PyObject_Vectorcall(o->pure, args, nargsf, kw);
+}
+
+/* the accesses of the monitor phase (Runtime._observe's loop); 1: a rule fires at one of
+ * them (stopped there), 0: none, -1 error. do_log: write the log records (else the first
+ * access that logs is noted in *log_at). */
+static int ls_monitor_loop(LiveState *o, PyObject *hit, long long tokens, double stall_now,
+                           int do_log, long *log_at) {
+    Py_ssize_t n = PyList_GET_SIZE(hit);
+    long long loads = o->demand + o->background + o->pf_loads;
+    long long ev = o->evictions - o->seen[0], ld = loads - o->seen[1];
+    long long pfl = o->pf_loads - o->seen[2], pfu = o->pf_useful - o->seen[3];
+    double st = stall_now - o->seen_stall;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        long i = (long)(o->macc % o->mwin);
+        int v = PyList_GET_ITEM(hit, j) == Py_True;
+        o->mhits += v - o->ring[i];
+        o->ring[i] = (unsigned char)v;
+        o->macc++;
+        if (o->elen && o->events[o->ehead].acc_index <= o->macc - o->mwin) m_expire(o);
+        if (j == n - 1) {
+            if (m_push_events(o, ev, ld, pfl, pfu, st) < 0) return -1;
+            o->seen[0] = o->evictions; o->seen[1] = loads; o->seen[2] = o->pf_loads;
+            o->seen[3] = o->pf_useful; o->seen_stall = stall_now;
+        }
+        if (o->nrules && rules_eval(o, o->rules, tokens) >= 0) return 1;
+        if ((o->macc + o->mskipped) % o->mlogint == 0) {
+            if (!do_log) { if (*log_at < 0) *log_at = (long)j; }
+            else if (ls_log(o) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* the monitor phase in C; 1: a rule fires during it (everything the phase changed is
+ * undone: the caller runs the pure phase), 0 done, -1 error. A phase that writes a log
+ * record runs twice: once to find whether a rule fires (no side effect outside the state),
+ * then, undone, again with the records. */
+static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
+    Py_ssize_t n = PyList_GET_SIZE(hit);
+    /* room for the phase's record (growing changes nothing) */
+    if (o->elen == o->ecap && m_grow(o) < 0) return -1;
+    double stall_now;
+    {
+        PyObject *sv = PyDict_GetItemWithError(o->dict, s_stall);
+        if (!sv) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, s_stall); return -1; }
+        stall_now = PyFloat_AsDouble(sv);
+        if (stall_now == -1.0 && PyErr_Occurred()) return -1;
+    }
+    long long s_macc = o->macc, s_mhits = o->mhits, s_mev = o->mev, s_mld = o->mld,
+        s_mpfl = o->mpfl, s_mpfu = o->mpfu, s_seen[4];
+    double s_mstall = o->mstall, s_seen_stall = o->seen_stall;
+    long s_ehead = o->ehead, s_elen = o->elen;
+    memcpy(s_seen, o->seen, sizeof s_seen);
+    LRule rbuf[16];
+    LRule *saved = o->nrules <= 16 ? rbuf : malloc(sizeof(LRule) * o->nrules);
+    long nring = n < o->mwin ? (long)n : o->mwin;
+    unsigned char rsave_buf[256];
+    unsigned char *rsave = nring <= 256 ? rsave_buf : malloc(nring);
+    if (!saved || !rsave) {
+        if (saved && saved != rbuf) free(saved);
+        if (rsave && rsave != rsave_buf) free(rsave);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(saved, o->rules, sizeof(LRule) * o->nrules);
+    for (long j = 0; j < nring; j++) rsave[j] = o->ring[(s_macc + j) % o->mwin];
+    long log_at = -1;
+    int r = ls_monitor_loop(o, hit, tokens, stall_now, 0, &log_at);
+    if (r == 1 || (r == 0 && log_at >= 0)) {     /* undo */
+        for (long j = nring - 1; j >= 0; j--) o->ring[(s_macc + j) % o->mwin] = rsave[j];
+        o->macc = s_macc; o->mhits = s_mhits; o->mev = s_mev; o->mld = s_mld; o->mpfl = s_mpfl;
+        o->mpfu = s_mpfu; o->mstall = s_mstall; o->seen_stall = s_seen_stall;
+        o->ehead = s_ehead; o->elen = s_elen;
+        memcpy(o->seen, s_seen, sizeof s_seen);
+        memcpy(o->rules, saved, sizeof(LRule) * o->nrules);
+        if (r == 0) r = ls_monitor_loop(o, hit, tokens, stall_now, 1, &log_at);
+    }
+    if (saved != rbuf) free(saved);
+    if (rsave != rsave_buf) free(rsave);
+    return r;
+}
+
+static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
+    Args A;
+    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->E, 1, &A) || (A.preds && !preds_ok(o, A.preds)) ||
+            A.tokens > (1L << 53))      /* (token counts a double holds exactly: the hybrid test) */
+        return ls_pure(o, args, nargsf, kw);
+    if (o->owns && PyDict_GET_SIZE(o->dict) != o->dict_size) {
+        /* an attribute was set on the runtime meanwhile: the pure structures decide again */
+        if (ls_sync(o) < 0) return NULL;
+    }
+    if (!o->owns) {
+        PyObject *r = PyObject_CallOneArg(o->take, o->rt);
+        if (!r) return NULL;
+        Py_DECREF(r);
+        if (!o->owns) return PyObject_Vectorcall(o->pure, args, nargsf, kw);   /* not covered now */
+    }
+    State *S = &o->S;
+    const long *ex = o->ex;
+    Py_ssize_t n = A.n;
+    long layer = A.layer;
+    if (A.step_given >= 0) o->step = A.step_given;
+    else if (layer <= o->last_layer) o->step++;
+    o->last_layer = layer;
+    Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
+    long base = layer * o->E;
+    const double *wv = NULL;
+    double wbuf[64];
+    PyObject *where = PyList_New(n), *hit = PyList_New(n), *loads = PyList_New(0),
+        *evicted = PyList_New(0), *result = NULL;
+    if (!where || !hit || !loads || !evicted) goto fail;
+    if (o->f_weighted && A.weights != Py_None && n <= 64) {
+        for (Py_ssize_t j = 0; j < n; j++) wbuf[j] = PyFloat_AS_DOUBLE(PyList_GET_ITEM(A.weights, j));
+        wv = wbuf;
+    }
+    ls_mark_inuse(o, base, ex, n);
+    long long nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0;
+    int first_miss = 1, to_cpu = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int e = (int)ex[i];
+        int k = (int)(base + e);
+        double w = wv ? wv[i] : (o->f_weighted && A.weights != Py_None ?
+                                 PyFloat_AS_DOUBLE(PyList_GET_ITEM(A.weights, i)) : o->wdef);
+        if (o->f_ttl) o->accesses++;
+        if (S->slot[k] >= 0) {
+            PyObject *sl = PyLong_FromLong(S->slot[k]);
+            if (!sl) goto fail;
+            PyList_SET_ITEM(where, i, sl);
+            Py_INCREF(Py_True); PyList_SET_ITEM(hit, i, Py_True);
+            nhit++;
+            if (!o->pinned[e]) {
+                st_hit(S, c, k, w);
+                if (o->f_ttl) t_touch(S, k, ls_stamp(o));
+            }
+            if (o->pf[k]) { o->pf[k] = 0; o->npf--; o->pf_useful++; }
+            continue;
+        }
+        Py_INCREF(Py_False); PyList_SET_ITEM(hit, i, Py_False);
+        if (first_miss) {
+            first_miss = 0;
+            to_cpu = o->mode == 1 || (o->mode == 2 && (double)A.tokens < o->cpu_limit);
+        }
+        if (!o->pinned[e] && needs_miss(c)) st_miss(S, c, k);
+        if (to_cpu) {
+            Py_INCREF(s_cpu_o); PyList_SET_ITEM(where, i, s_cpu_o);
+            ncpu++;
+        }
+        int slot, v = -1;
+        if (c->nres >= c->cap || S->ftop == 0) {
+            v = st_evict(S, c, k);
+            if (v < 0) {
+                if (!to_cpu) {
+                    Py_INCREF(s_stream_o); PyList_SET_ITEM(where, i, s_stream_o);
+                    nst++;
+                }
+                continue;
+            }
+            slot = S->slot[v];
+            S->slot[v] = -1;
+            c->nres--;
+            if (ls_evicted(o, evicted, v, slot) < 0) goto fail;
+            o->evictions++;
+            if (o->pf[v]) { o->pf[v] = 0; o->npf--; }
+            if (o->f_ttl) t_unlink(S, v);
+        } else slot = S->fstack[--S->ftop];
+        S->slot[k] = slot;
+        c->nres++;
+        if (!o->pinned[e]) {
+            st_insert(S, c, k, w);
+            if (o->f_ttl) t_touch(S, k, ls_stamp(o));
+        }
+        PyObject *key = ls_key(o, k), *sl = PyLong_FromLong(slot);
+        PyObject *vk = v >= 0 ? ls_key(o, v) : Py_None;
+        if (!key || !sl || !vk) { Py_XDECREF(sl); goto fail; }
+        PyObject *ldt = PyTuple_Pack(4, key, sl, vk, s_kind[to_cpu ? PK_BACKGROUND : PK_DEMAND]);
+        if (!ldt) { Py_DECREF(sl); goto fail; }
+        PyObject_GC_UnTrack(ldt);
+        if (lappend(loads, ldt) < 0) { Py_DECREF(sl); goto fail; }
+        if (to_cpu) { nbg++; Py_DECREF(sl); }
+        else { nd++; PyList_SET_ITEM(where, i, sl); }
+    }
+    o->demand += nd; o->streamed += nst; o->background += nbg; o->cpu_computes += ncpu;
+    o->l_acc[layer] += n;
+    o->l_hit[layer] += nhit;
+    if (o->f_rebalance) o->dispatches++;
+    if (o->has_hist && h_observe(o, layer, ex, n) < 0) goto fail;
+    if (o->has_aff) aff_observe(o, layer, ex, n);
+    if (o->has_sig && s_observe(o, layer, ex, n) < 0) goto fail;
+    if (o->prefetch_on) {
+        long np = ls_proposals(o, layer, ex, n, A.preds);
+        if (np < 0) goto fail;
+        if (np) { if (ls_issue(o, np, base, ex, n, loads, evicted) < 0) goto fail; }
+        else if (!o->next_only) ls_mark_inuse(o, base, ex, n);   /* the proposals' marks */
+    }
+    if (o->f_ttl && o->ttl_n >= 0 && ls_ttl_sweep(o, evicted) < 0) goto fail;
+    if (o->mem_on && (double)(o->pool_size - S->ftop) * o->expert_bytes >= o->mem_thr * o->mem_budget &&
+            ls_pressure(o, evicted) < 0) goto fail;
+    int tail = -1;   /* the pure tail of the dispatch from: 1 the rebalance, 0 the monitor */
+    if (o->f_rebalance && (o->rb_interval == 0 ? !o->rb_guard : o->dispatches % o->rb_interval == 0)) {
+        /* the split (the signal's weights, water-filling) from Python, the cuts here; a split
+         * the pure path refuses (its error) and an interval of 0 take the pure _rebalance */
+        PyObject *wl = o->rb_interval ? s_weights(o) : NULL;
+        if (!wl && o->rb_interval && PyErr_Occurred()) goto fail;
+        PyObject *caps = o->rb_interval ? PyObject_CallFunctionObjArgs(o->split, o->rt, wl ? wl : Py_None, NULL) : NULL;
+        Py_XDECREF(wl);
+        if (!caps && o->rb_interval) goto fail;
+        if (!caps || caps == Py_None || !PyList_Check(caps) || PyList_GET_SIZE(caps) != o->ncaches) tail = 1;
+        else {
+            for (long i = 0; i < o->ncaches; i++) {
+                long long v = PyLong_AsLongLong(PyList_GET_ITEM(caps, i));
+                if (v == -1 && PyErr_Occurred()) { Py_DECREF(caps); goto fail; }
+                o->rb_caps[i] = v > LONG_MAX ? LONG_MAX : (long)v;
+            }
+            if (ls_rebalance(o, evicted) < 0) { Py_DECREF(caps); goto fail; }
+        }
+        Py_XDECREF(caps);
+    }
+    if (tail < 0 && o->has_mon && n) {
+        int r = ls_observe(o, hit, A.tokens);
+        if (r < 0) goto fail;
+        if (r == 1) tail = 0;   /* an adapt rule fires: the pure monitor phase */
+    }
+    if (tail >= 0) {     /* synced, the rest of the dispatch on the pure path (trim included) */
+        if (ls_sync(o) < 0) goto fail;
+        PyObject *x = PyObject_CallFunction(o->observe, "OOOOOOO", o->rt, tail ? Py_True : Py_False,
+                                            hit, A.tokens_o ? A.tokens_o : s_one_o, A.layer_o,
+                                            A.experts, evicted);
+        if (!x) goto fail;
+        Py_DECREF(x);
+        goto plan;
+    }
+    if (c->nres > c->cap && ls_trim(o, c, evicted) < 0) goto fail;
+plan:
+    {
+        PyObject *stepo = PyLong_FromLongLong(o->step);
+        if (!stepo) goto fail;
+        result = o->plan->tp_alloc(o->plan, 0);
+        if (!result) { Py_DECREF(stepo); goto fail; }
+        PyObject *vals[8] = {stepo, A.layer_o, A.experts, where, hit, loads, evicted, Py_False};
+        for (int i = 0; i < 8; i++) {
+            if (i != 0) Py_INCREF(vals[i]);
+            *(PyObject **)((char *)result + o->off[i]) = vals[i];
+        }
+    }
+fail:
+    Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(evicted);
+    return result;
+}
+
+/* ------------------------------------------------------------------ load / dump */
+static int ll_item(PyObject *seq, Py_ssize_t i, long long *out) {
+    PyObject *v = PySequence_GetItem(seq, i);
+    if (!v) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static const char *load_doc =
+"load(cfg, caches, free, pins, counters, l_acc, l_hit, pf, ttl, hist, mon, rules): take the\n"
+"runtime's state (see mpl/runtime/fast.py, _live_take, the only caller).";
+
+static PyObject *ls_load(LiveState *o, PyObject *args) {
+    PyObject *cfg, *caches, *free_o, *pins_o, *ctr, *lacc, *lhit, *pf_o, *ttl_o, *hist, *mon, *rules;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!OOO!", &PyTuple_Type, &cfg, &PyList_Type, &caches,
+                          &PyList_Type, &free_o, &pins_o, &PyTuple_Type, &ctr, &PyList_Type, &lacc,
+                          &PyList_Type, &lhit, &PyList_Type, &pf_o, &PyList_Type, &ttl_o, &hist, &mon,
+                          &PyList_Type, &rules))
+        return NULL;
+    ls_free_state(o);
+    long long ttl_n;
+    PyObject *split, *aff, *sig;
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOpp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+                          &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
+                          &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
+                          &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
+                          &o->rb_interval, &split, &aff, &sig, &o->f_lookahead, &o->strategy_la))
+        return NULL;
+    o->ttl_n = ttl_n;
+    o->mem_on = o->mem_thr >= 0.0;
+    Py_INCREF(split); o->split = split;
+    long L = o->L, E = o->E, K = o->K;
+    o->ncaches = o->per_layer ? L : 1;
+    if (PyList_GET_SIZE(caches) != o->ncaches || PyList_GET_SIZE(lacc) != L || PyList_GET_SIZE(lhit) != L ||
+            o->pool_size < 0 || PyList_GET_SIZE(free_o) > o->pool_size) {
+        PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad state");
+        return NULL;
+    }
+    State *S = &o->S;
+    S->K = K;
+    long nl = o->ncaches * 4;
+    long D = o->lookahead < L ? o->lookahead : L;
+    long hb = (o->budget > 0 ? o->budget : 1) * (D > 0 ? D : 1) + 1;
+    S->slot = malloc(sizeof(int) * K); S->lid = malloc(sizeof(int) * K);
+    S->prv = malloc(sizeof(int) * K); S->nxt = malloc(sizeof(int) * K);
+    S->pos = malloc(sizeof(int) * K); S->hf = calloc(K, sizeof(double));
+    S->ht = calloc(K, sizeof(long long)); S->freq = calloc(K, 1);
+    S->mark = calloc(K, sizeof(long long));
+    S->lh = malloc(sizeof(int) * nl); S->lt = malloc(sizeof(int) * nl); S->ln = calloc(nl, sizeof(long));
+    S->frontier = malloc(sizeof(int) * (K + 4));
+    S->tprv = malloc(sizeof(int) * K); S->tnxt = malloc(sizeof(int) * K);
+    S->tstamp = calloc(K, sizeof(long long)); S->tin = calloc(K, 1);
+    S->side = calloc(K, 1);
+    S->fstack = malloc(sizeof(int) * (o->pool_size > 0 ? o->pool_size : 1));
+    S->thead = S->ttail = -1;
+    o->C = calloc(o->ncaches, sizeof(Cache));
+    o->pinned = calloc(E, 1);
+    o->l_acc = calloc(L, sizeof(long long)); o->l_hit = calloc(L, sizeof(long long));
+    o->pf = calloc(K, 1);
+    o->props = malloc(sizeof(int) * hb);
+    o->hsort = malloc(sizeof(int) * hb);
+    o->pcn = malloc(sizeof(long) * (D > 0 ? D : 1));
+    if (!S->slot || !S->lid || !S->prv || !S->nxt || !S->pos || !S->hf || !S->ht || !S->freq || !S->mark ||
+        !S->lh || !S->lt || !S->ln || !S->frontier || !S->tprv || !S->tnxt || !S->tstamp || !S->tin ||
+        !S->side || !S->fstack || !o->C || !o->pinned || !o->l_acc || !o->l_hit || !o->pf || !o->props ||
+        !o->hsort || !o->pcn) {
+        ls_free_state(o);
+        return PyErr_NoMemory();
+    }
+    for (long k = 0; k < K; k++) { S->slot[k] = -1; S->lid[k] = -1; S->pos[k] = -1; }
+    for (long l = 0; l < nl; l++) S->lh[l] = S->lt[l] = -1;
+    if (pins_o != Py_None) {
+        Py_buffer pb;
+        if (PyObject_GetBuffer(pins_o, &pb, PyBUF_SIMPLE) < 0) goto bad;
+        if (pb.len == E) memcpy(o->pinned, pb.buf, E);
+        PyBuffer_Release(&pb);
+    }
+    /* counters */
+    long long cv[11];
+    if (!PyArg_ParseTuple(ctr, "LLLLLLLLLLL", &cv[0], &cv[1], &cv[2], &cv[3], &cv[4], &cv[5], &cv[6],
+                          &cv[7], &cv[8], &cv[9], &cv[10])) goto bad;
+    o->step = cv[0]; o->last_layer = cv[1]; o->accesses = cv[2]; o->evictions = cv[3]; o->demand = cv[4];
+    o->background = cv[5]; o->pf_loads = cv[6]; o->pf_useful = cv[7]; o->cpu_computes = cv[8];
+    o->streamed = cv[9]; o->dispatches = cv[10];
+    for (long i = 0; i < L; i++) {
+        if (ll_item(lacc, i, &o->l_acc[i]) < 0 || ll_item(lhit, i, &o->l_hit[i]) < 0) goto bad;
+    }
+    /* the pool's free stack */
+    S->ftop = PyList_GET_SIZE(free_o);
+    for (long i = 0; i < S->ftop; i++) {
+        long long v;
+        if (ll_item(free_o, i, &v) < 0) goto bad;
+        S->fstack[i] = (int)v;
+    }
+    /* caches: (rule, capacity, [(key, slot)], store) */
+    Params P = {1.0, 0.0, 0.0, 1, 1, L, E, K, o->per_layer ? E : K};
+    for (long i = 0; i < o->ncaches; i++) {
+        Cache *c = &o->C[i];
+        int rule;
+        long long cap;
+        PyObject *res, *store;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(caches, i), "iLO!O", &rule, &cap, &PyList_Type, &res, &store)) goto bad;
+        if (rule != R_LRU && rule != R_LFU && rule != R_SCORE) {
+            PyErr_SetString(PyExc_ValueError, "live dispatch: load: a store it does not hold");
+            goto bad;
+        }
+        if (cache_init(c, rule, cap > LONG_MAX ? LONG_MAX : (long)cap, (int)(i * 4), &P, 0, 0) < 0) {
+            PyErr_NoMemory();
+            goto bad;
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(res); j++) {
+            long k, sl;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(res, j), "ll", &k, &sl)) goto bad;
+            if (k < 0 || k >= K) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad key"); goto bad; }
+            S->slot[k] = (int)sl;
+            c->nres++;
+        }
+        if (rule == R_LRU) {          /* keys, oldest first */
+            for (Py_ssize_t j = 0; j < PyList_GET_SIZE(store); j++) {
+                long long k;
+                if (ll_item(store, j, &k) < 0) goto bad;
+                l_push(S, c->lbase, (int)k);
+            }
+        } else {                      /* ([(key, value, tick)], inc, tick, clock, decay, interval, alpha) */
+            PyObject *ents;
+            if (!PyArg_ParseTuple(store, "O!dLLdLd", &PyList_Type, &ents, &c->inc, &c->tick, &c->clock,
+                                  &c->decay, &c->interval, &c->alpha)) goto bad;
+            for (Py_ssize_t j = 0; j < PyList_GET_SIZE(ents); j++) {
+                long k;
+                double f;
+                long long t;
+                if (!PyArg_ParseTuple(PyList_GET_ITEM(ents, j), "ldL", &k, &f, &t)) goto bad;
+                S->hf[k] = f;
+                S->ht[k] = t;
+                h_push(S, c, (int)k);
+            }
+        }
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(pf_o); j++) {
+        long long k;
+        if (ll_item(pf_o, j, &k) < 0) goto bad;
+        if (!o->pf[k]) { o->pf[k] = 1; o->npf++; }
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(ttl_o); j++) {   /* (key, stamp), oldest first */
+        long k;
+        long long stamp;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(ttl_o, j), "lL", &k, &stamp)) goto bad;
+        t_touch(S, (int)k, stamp);
+    }
+    /* history: (window, [per layer [rows]], [per layer counts], [per layer len(bk) - 1]) */
+    o->has_hist = hist != Py_None;
+    if (o->has_hist) {
+        PyObject *rows, *cnts, *bks;
+        long W;
+        if (!PyArg_ParseTuple(hist, "lO!O!O!", &W, &PyList_Type, &rows, &PyList_Type, &cnts, &PyList_Type, &bks)) goto bad;
+        long R = W + 1;
+        for (long l = 0; l < L; l++) {
+            Py_ssize_t m = PySequence_Size(PyList_GET_ITEM(rows, l));
+            if (m < 0) goto bad;
+            if (m + 1 > R) R = m + 1;
+        }
+        o->W = W; o->R = R;
+        o->hhead = calloc(L, sizeof(long)); o->hlen = calloc(L, sizeof(long));
+        o->hrows = calloc(L * R, sizeof(int *)); o->hrown = calloc(L * R, sizeof(int));
+        o->hrowcap = calloc(L * R, sizeof(int)); o->hcnt = calloc(L * E, sizeof(int));
+        o->hbk = calloc(L, sizeof(long));
+        o->hdelta = calloc(E, sizeof(int));
+        o->htouched = malloc(sizeof(int) * (2 * E + 1));   /* an expert at most twice */
+        if (!o->hdelta || !o->htouched || !o->hhead || !o->hlen || !o->hrows || !o->hrown || !o->hrowcap || !o->hcnt || !o->hbk) {
+            PyErr_NoMemory();
+            goto bad;
+        }
+        for (long l = 0; l < L; l++) {
+            PyObject *lr = PyList_GET_ITEM(rows, l), *lc = PyList_GET_ITEM(cnts, l);
+            Py_ssize_t m = PySequence_Size(lr);
+            for (Py_ssize_t j = 0; j < m; j++) {
+                PyObject *row = PySequence_GetItem(lr, j);
+                if (!row) goto bad;
+                Py_ssize_t rn = PySequence_Size(row);
+                int *buf = malloc(sizeof(int) * (rn ? rn : 1));
+                if (!buf) { Py_DECREF(row); PyErr_NoMemory(); goto bad; }
+                o->hrows[l * R + j] = buf;
+                o->hrowcap[l * R + j] = (int)rn;
+                o->hrown[l * R + j] = (int)rn;
+                for (Py_ssize_t q = 0; q < rn; q++) {
+                    long long e;
+                    if (ll_item(row, q, &e) < 0) { Py_DECREF(row); goto bad; }
+                    buf[q] = (int)e;
+                }
+                Py_DECREF(row);
+            }
+            o->hlen[l] = m;
+            for (long e = 0; e < E; e++) {
+                long long v;
+                if (ll_item(lc, e, &v) < 0) goto bad;
+                o->hcnt[l * E + e] = (int)v;
+            }
+            long long b;
+            if (ll_item(bks, l, &b) < 0) goto bad;
+            o->hbk[l] = (long)b;
+        }
+    }
+    /* monitor: (window, ring, acc, hits, skipped, events, ev, ld, pfl, pfu, stall, seen,
+     * log_interval, metrics, log) */
+    o->has_mon = mon != Py_None;
+    if (o->has_mon) {
+        PyObject *ring, *events, *seen, *metrics, *mlog;
+        long long sv[4];
+        if (!PyArg_ParseTuple(mon, "lOLLLO!LLLLdO!lO!O!", &o->mwin, &ring, &o->macc, &o->mhits,
+                              &o->mskipped, &PyList_Type, &events, &o->mev, &o->mld, &o->mpfl,
+                              &o->mpfu, &o->mstall, &PyTuple_Type, &seen, &o->mlogint, &PyTuple_Type,
+                              &metrics, &PyList_Type, &mlog)) goto bad;
+        if (o->mwin < 1 || o->mlogint < 1) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad monitor"); goto bad; }
+        Py_buffer rb;
+        if (PyObject_GetBuffer(ring, &rb, PyBUF_SIMPLE) < 0) goto bad;
+        o->ring = malloc(o->mwin);
+        if (!o->ring || rb.len != o->mwin) { PyBuffer_Release(&rb); PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad ring"); goto bad; }
+        memcpy(o->ring, rb.buf, o->mwin);
+        PyBuffer_Release(&rb);
+        o->ecap = PyList_GET_SIZE(events) + 16;
+        o->events = malloc(sizeof(MEvent) * o->ecap);
+        if (!o->events) { PyErr_NoMemory(); goto bad; }
+        o->ehead = 0; o->elen = PyList_GET_SIZE(events);
+        for (long j = 0; j < o->elen; j++) {
+            MEvent *x = &o->events[j];
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(events, j), "LLLLLd", &x->acc_index, &x->ev, &x->ld,
+                                  &x->pfl, &x->pfu, &x->stall)) goto bad;
+        }
+        if (!PyArg_ParseTuple(seen, "LLLLd", &sv[0], &sv[1], &sv[2], &sv[3], &o->seen_stall)) goto bad;
+        memcpy(o->seen, sv, sizeof sv);
+        Py_INCREF(metrics); o->mmetrics = metrics;
+        Py_INCREF(mlog); o->mlog = mlog;
+    }
+    o->rb_caps = malloc(sizeof(long) * o->ncaches);
+    if (!o->rb_caps) { PyErr_NoMemory(); goto bad; }
+    /* affinity: (depth, threshold, predicts, [(d, src, [(e, n, [(e2, c)])])],
+     * [(layer, step, experts)]) */
+    if (aff != Py_None) {
+        PyObject *tabs, *lasts;
+        int predicts;
+        if (!PyArg_ParseTuple(aff, "ldpO!O!", &o->aff_depth, &o->aff_thr, &predicts, &PyList_Type, &tabs,
+                              &PyList_Type, &lasts)) goto bad;
+        long D = o->aff_depth < L ? o->aff_depth : L;
+        if (D < 1) D = 1;
+        o->has_aff = 1;
+        o->aff_predict = predicts;
+        o->aff_n = calloc(D * L * E, sizeof(long long));
+        o->aff_c = calloc(D * L * E * E, sizeof(long long));
+        o->aff_tab = calloc(D * L, 1);
+        o->aff_step = calloc(L, sizeof(long long));
+        o->aff_has = calloc(L, 1);
+        o->aff_last = malloc(sizeof(int) * L * E);
+        o->aff_lastn = calloc(L, sizeof(int));
+        o->aff_best = malloc(sizeof(double) * E);
+        if (!o->aff_n || !o->aff_c || !o->aff_tab || !o->aff_step || !o->aff_has || !o->aff_last ||
+            !o->aff_lastn || !o->aff_best) { PyErr_NoMemory(); goto bad; }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tabs); j++) {
+            long d, src;
+            PyObject *rows;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(tabs, j), "llO!", &d, &src, &PyList_Type, &rows)) goto bad;
+            if (d < 1 || d > D || src < 0 || src >= L) {
+                PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad affinity table");
+                goto bad;
+            }
+            long t = (d - 1) * L + src;
+            o->aff_tab[t] = 1;
+            for (Py_ssize_t q = 0; q < PyList_GET_SIZE(rows); q++) {
+                long e;
+                long long rn;
+                PyObject *nx;
+                if (!PyArg_ParseTuple(PyList_GET_ITEM(rows, q), "lLO!", &e, &rn, &PyList_Type, &nx)) goto bad;
+                o->aff_n[t * E + e] = rn;
+                for (Py_ssize_t z = 0; z < PyList_GET_SIZE(nx); z++) {
+                    long e2;
+                    long long cc;
+                    if (!PyArg_ParseTuple(PyList_GET_ITEM(nx, z), "lL", &e2, &cc)) goto bad;
+                    o->aff_c[(t * E + e) * E + e2] = cc;
+                }
+            }
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lasts); j++) {
+            long l;
+            long long stp;
+            PyObject *exs;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(lasts, j), "lLO", &l, &stp, &exs)) goto bad;
+            Py_ssize_t m = PySequence_Size(exs);
+            if (m < 0 || m > E || l < 0 || l >= L) goto bad;
+            o->aff_has[l] = 1;
+            o->aff_step[l] = stp;
+            o->aff_lastn[l] = (int)m;
+            for (Py_ssize_t q = 0; q < m; q++) {
+                long long e;
+                if (ll_item(exs, q, &e) < 0) goto bad;
+                o->aff_last[l * E + q] = (int)e;
+            }
+        }
+    }
+    if (sig != Py_None && s_load(o, sig) < 0) goto bad;
+    o->nrules = (int)PyList_GET_SIZE(rules);
+    o->rules = calloc(o->nrules ? o->nrules : 1, sizeof(LRule));
+    if (!o->rules) { PyErr_NoMemory(); goto bad; }
+    for (int i = 0; i < o->nrules; i++) {
+        LRule *r = &o->rules[i];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(rules, i), "iiipdLpLL", &r->metric, &r->cmp, &r->unit,
+                              &r->rearm, &r->value, &r->n, &r->armed, &r->held, &r->mark)) goto bad;
+    }
+    if (o->nrules && !o->has_mon) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: rules without a monitor"); goto bad; }
+    o->owns = 1;
+    o->dict_size = -1;          /* set by mark_owned(), once the glue removed the attributes */
+    Py_RETURN_NONE;
+bad:
+    ls_free_state(o);
+    return NULL;
+}
+
+static PyObject *ls_mark_owned(LiveState *o, PyObject *noarg) {
+    o->dict_size = PyDict_GET_SIZE(o->dict);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ll_list(const long long *v, long n) {
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (long i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) { Py_DECREF(l); return NULL; }
+        PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/* dump(): the state as plain Python values (the glue rebuilds the pure structures); the
+ * C state is given up (owns = False) */
+static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
+    if (!o->owns) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: dump without the state"); return NULL; }
+    State *S = &o->S;
+    long L = o->L, E = o->E, K = o->K;
+    PyObject *out = PyDict_New(), *x = NULL;
+    if (!out) return NULL;
+#define PUT(name, expr) do { x = (expr); if (!x || PyDict_SetItemString(out, name, x) < 0) goto bad; Py_CLEAR(x); } while (0)
+    PUT("counters", Py_BuildValue("(LLLLLLLLLLL)", o->step, o->last_layer, o->accesses, o->evictions,
+                                  o->demand, o->background, o->pf_loads, o->pf_useful, o->cpu_computes,
+                                  o->streamed, o->dispatches));
+    PUT("l_acc", ll_list(o->l_acc, L));
+    PUT("l_hit", ll_list(o->l_hit, L));
+    {
+        PyObject *fl = PyList_New(S->ftop);
+        if (!fl) goto bad;
+        for (long i = 0; i < S->ftop; i++) PyList_SET_ITEM(fl, i, PyLong_FromLong(S->fstack[i]));
+        PUT("free", fl);
+    }
+    {
+        PyObject *cl = PyList_New(o->ncaches);
+        if (!cl) goto bad;
+        x = cl;
+        for (long i = 0; i < o->ncaches; i++) {
+            Cache *c = &o->C[i];
+            long lo = o->per_layer ? i * E : 0, hi = o->per_layer ? (i + 1) * E : K;
+            PyObject *res = PyList_New(0), *st = NULL;
+            if (!res) goto bad;
+            for (long k = lo; k < hi; k++) {
+                if (S->slot[k] < 0) continue;
+                PyObject *pr = Py_BuildValue("(li)", k, S->slot[k]);
+                if (!pr || PyList_Append(res, pr) < 0) { Py_XDECREF(pr); Py_DECREF(res); goto bad; }
+                Py_DECREF(pr);
+            }
+            if (c->rule == R_LRU) {
+                st = PyList_New(0);
+                for (int k = S->lh[c->lbase]; st && k >= 0; k = S->nxt[k]) {
+                    PyObject *kk = PyLong_FromLong(k);
+                    if (!kk || PyList_Append(st, kk) < 0) { Py_XDECREF(kk); Py_CLEAR(st); break; }
+                    Py_DECREF(kk);
+                }
+            } else {
+                PyObject *ents = PyList_New(c->hn);
+                if (ents) {
+                    for (long j = 0; j < c->hn; j++) {
+                        int k = c->heap[j];
+                        PyList_SET_ITEM(ents, j, Py_BuildValue("(ldL)", (long)k, S->hf[k], S->ht[k]));
+                    }
+                    st = Py_BuildValue("(NdLLdLd)", ents, c->inc, c->tick, c->clock, c->decay, c->interval,
+                                       c->alpha);
+                }
+            }
+            if (!st) { Py_DECREF(res); goto bad; }
+            PyList_SET_ITEM(cl, i, Py_BuildValue("(lNN)", c->cap, res, st));
+        }
+        x = NULL;
+        PUT("caches", cl);
+    }
+    {
+        PyObject *pl = PyList_New(0);
+        if (!pl) goto bad;
+        x = pl;
+        for (long k = 0; k < K && o->npf; k++) {
+            if (!o->pf[k]) continue;
+            PyObject *kk = PyLong_FromLong(k);
+            if (!kk || PyList_Append(pl, kk) < 0) { Py_XDECREF(kk); goto bad; }
+            Py_DECREF(kk);
+        }
+        x = NULL;
+        PUT("pf", pl);
+    }
+    {
+        PyObject *tl = PyList_New(0);
+        if (!tl) goto bad;
+        x = tl;
+        for (int k = S->thead; k >= 0; k = S->tnxt[k]) {
+            PyObject *pr = Py_BuildValue("(iL)", k, S->tstamp[k]);
+            if (!pr || PyList_Append(tl, pr) < 0) { Py_XDECREF(pr); goto bad; }
+            Py_DECREF(pr);
+        }
+        x = NULL;
+        PUT("ttl", tl);
+    }
+    if (o->has_hist) {
+        PyObject *rows = PyList_New(L), *cnts = PyList_New(L);
+        if (!rows || !cnts) { Py_XDECREF(rows); Py_XDECREF(cnts); goto bad; }
+        for (long l = 0; l < L; l++) {
+            PyObject *lr = PyList_New(o->hlen[l]);
+            PyObject *lc = PyList_New(E);
+            PyList_SET_ITEM(rows, l, lr);
+            PyList_SET_ITEM(cnts, l, lc);
+            if (!lr || !lc) { Py_DECREF(rows); Py_DECREF(cnts); goto bad; }
+            for (long j = 0; j < o->hlen[l]; j++) {
+                long ri = l * o->R + (o->hhead[l] + j) % o->R;
+                PyObject *row = PyTuple_New(o->hrown[ri]);
+                if (!row) { Py_DECREF(rows); Py_DECREF(cnts); goto bad; }
+                for (int q = 0; q < o->hrown[ri]; q++) PyTuple_SET_ITEM(row, q, PyLong_FromLong(o->hrows[ri][q]));
+                PyList_SET_ITEM(lr, j, row);
+            }
+            for (long e = 0; e < E; e++) PyList_SET_ITEM(lc, e, PyLong_FromLong(o->hcnt[l * E + e]));
+        }
+        PyObject *bks = PyList_New(L);
+        if (!bks) { Py_DECREF(rows); Py_DECREF(cnts); goto bad; }
+        for (long l = 0; l < L; l++) PyList_SET_ITEM(bks, l, PyLong_FromLong(o->hbk[l]));
+        PUT("hist", Py_BuildValue("(NNN)", rows, cnts, bks));
+    }
+    if (o->has_mon) {
+        PyObject *ev = PyList_New(o->elen);
+        if (!ev) goto bad;
+        for (long j = 0; j < o->elen; j++) {
+            MEvent *m = &o->events[(o->ehead + j) % o->ecap];
+            PyList_SET_ITEM(ev, j, Py_BuildValue("(LLLLLd)", m->acc_index, m->ev, m->ld, m->pfl, m->pfu, m->stall));
+        }
+        PUT("mon", Py_BuildValue("(y#LLLNLLLLd[LLLLd])", (const char *)o->ring, (Py_ssize_t)o->mwin, o->macc,
+                                 o->mhits, o->mskipped, ev, o->mev, o->mld, o->mpfl, o->mpfu, o->mstall,
+                                 o->seen[0], o->seen[1], o->seen[2], o->seen[3], o->seen_stall));
+    }
+    if (o->has_aff) {
+        long D = o->aff_depth < L ? o->aff_depth : L;
+        if (D < 1) D = 1;
+        PyObject *tabs = PyList_New(0), *lasts = PyList_New(0);
+        if (!tabs || !lasts) { Py_XDECREF(tabs); Py_XDECREF(lasts); goto bad; }
+        int err = 0;
+        for (long t = 0; t < D * L && !err; t++) {
+            if (!o->aff_tab[t]) continue;
+            PyObject *rows = PyList_New(0);
+            if (!rows) { err = 1; break; }
+            for (long e = 0; e < E && !err; e++) {
+                long long rn = o->aff_n[t * E + e];
+                if (!rn) continue;
+                PyObject *nx = PyList_New(0);
+                if (!nx) { err = 1; break; }
+                const long long *c = o->aff_c + (t * E + e) * E;
+                for (long e2 = 0; e2 < E && !err; e2++) {
+                    if (!c[e2]) continue;
+                    if (lappend(nx, Py_BuildValue("(lL)", e2, c[e2])) < 0) err = 1;
+                }
+                if (lappend(rows, Py_BuildValue("(lLN)", e, rn, nx)) < 0) err = 1;
+            }
+            if (lappend(tabs, Py_BuildValue("(llN)", t / L + 1, t % L, rows)) < 0) err = 1;
+        }
+        for (long l = 0; l < L && !err; l++) {
+            if (!o->aff_has[l]) continue;
+            PyObject *exs = PyTuple_New(o->aff_lastn[l]);
+            if (!exs) { err = 1; break; }
+            for (int q = 0; q < o->aff_lastn[l]; q++) PyTuple_SET_ITEM(exs, q, PyLong_FromLong(o->aff_last[l * E + q]));
+            if (lappend(lasts, Py_BuildValue("(lLN)", l, o->aff_step[l], exs)) < 0) err = 1;
+        }
+        if (err) { Py_DECREF(tabs); Py_DECREF(lasts); goto bad; }
+        PUT("aff", Py_BuildValue("(NN)", tabs, lasts));
+    }
+    if (o->has_sig) PUT("sig", s_dump(o));
+    {
+        PyObject *rl = PyList_New(o->nrules);
+        if (!rl) goto bad;
+        for (int i = 0; i < o->nrules; i++) {
+            LRule *r = &o->rules[i];
+            PyList_SET_ITEM(rl, i, Py_BuildValue("(NLL)", PyBool_FromLong(r->armed), r->held, r->mark));
+        }
+        PUT("rules", rl);
+    }
+#undef PUT
+    ls_free_state(o);
+    return out;
+bad:
+    Py_XDECREF(x);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *ls_owns(LiveState *o, void *closure) { return PyBool_FromLong(o->owns); }
+
+static PyObject *ls_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyObject *ls_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *rt, *pure, *plan, *take, *sync, *observe;
+    long nl, ne;
+    if (!PyArg_ParseTuple(args, "OOO!llOOO", &rt, &pure, &PyType_Type, &plan, &nl, &ne, &take, &sync, &observe))
+        return NULL;
+    if (nl < 1 || ne < 1 || nl * ne > (1L << 26)) { PyErr_SetString(PyExc_ValueError, "LiveState: bad shape"); return NULL; }
+    PyObject *d = PyObject_GenericGetDict(rt, NULL);
+    if (!d) return NULL;
+    LiveState *o = (LiveState *)type->tp_alloc(type, 0);
+    if (!o) { Py_DECREF(d); return NULL; }
+    o->vectorcall = (vectorcallfunc)ls_call;
+    Py_INCREF(rt); o->rt = rt; o->dict = d;
+    Py_INCREF(pure); o->pure = pure; Py_INCREF(take); o->take = take;
+    Py_INCREF(sync); o->sync = sync; Py_INCREF(observe); o->observe = observe;
+    Py_INCREF(plan); o->plan = (PyTypeObject *)plan;
+    o->L = nl; o->E = ne; o->K = nl * ne;
+    o->keys = calloc(o->K, sizeof(PyObject *));
+    o->ex = malloc(sizeof(long) * ne);
+    if (!o->keys || !o->ex) { Py_DECREF(o); return PyErr_NoMemory(); }
+    for (int i = 0; i < 8; i++) {
+        PyObject *desc = PyObject_GetAttrString(plan, plan_slots[i]);
+        if (!desc) { Py_DECREF(o); return NULL; }
+        if (Py_TYPE(desc) != &PyMemberDescr_Type ||
+                ((PyMemberDescrObject *)desc)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(desc); Py_DECREF(o);
+            PyErr_SetString(PyExc_TypeError, "live dispatch: Plan's slots are not what it expects");
+            return NULL;
+        }
+        o->off[i] = ((PyMemberDescrObject *)desc)->d_member->offset;
+        Py_DECREF(desc);
+    }
+    return (PyObject *)o;
+}
+
+static PyMethodDef ls_methods[] = {
+    {"load", (PyCFunction)ls_load, METH_VARARGS, NULL},
+    {"dump", (PyCFunction)ls_dump, METH_NOARGS, "the state as Python values; the C state is given up"},
+    {"mark_owned", (PyCFunction)ls_mark_owned, METH_NOARGS, "the runtime's __dict__ is as the glue left it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef ls_getset[] = {
+    {"owns", (getter)ls_owns, NULL, "True while the state is held in C", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LiveStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mpl.runtime._fast.LiveState",
+    .tp_basicsize = sizeof(LiveState),
+    .tp_dealloc = (destructor)ls_dealloc,
+    .tp_vectorcall_offset = offsetof(LiveState, vectorcall),
+    .tp_call = ls_tp_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)ls_traverse,
+    .tp_clear = (inquiry)ls_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_methods = ls_methods,
+    .tp_getset = ls_getset,
+    .tp_doc = "LiveState(runtime, pure_dispatch, Plan, num_layers, num_experts, take, sync, observe): "
+              "the compiled dispatch() holding the runtime's state in C (see mpl/runtime/fast.py).",
+    .tp_new = ls_new,
+};
+
+static int ls_init_module(PyObject *m) {
+#define INTERN(v, s) if (!(v = PyUnicode_InternFromString(s))) return -1;
+    INTERN(s_kw_weights, "weights") INTERN(s_kw_tokens, "tokens") INTERN(s_kw_predictions, "predictions")
+    INTERN(s_step, "step")
+    INTERN(s_kind[PK_DEMAND], "demand") INTERN(s_kind[PK_BACKGROUND], "background")
+    INTERN(s_kind[PK_PREFETCH], "prefetch") INTERN(s_stall, "stall") INTERN(s_debug, "debug")
+    INTERN(s_access, "access")
+    INTERN(g_metric_names[0], "hit_rate") INTERN(g_metric_names[1], "miss_rate")
+    INTERN(g_metric_names[2], "eviction_rate") INTERN(g_metric_names[3], "prefetch_accuracy")
+    INTERN(g_metric_names[4], "transfer_rate") INTERN(g_metric_names[5], "stall_ms")
+#undef INTERN
+    if (!(s_fmt = PyUnicode_FromString("monitor %s"))) return -1;
+    {   /* the runtime's logger (core.log): the monitor's records are logged at debug level */
+        PyObject *logging = PyImport_ImportModule("logging");
+        if (!logging) return -1;
+        g_log = PyObject_CallMethod(logging, "getLogger", "s", "mpl.runtime");
+        Py_DECREF(logging);
+        if (!g_log) return -1;
+    }
+    if (!(s_cpu_o = PyLong_FromLong(-1)) || !(s_stream_o = PyLong_FromLong(-2)) || !(s_one_o = PyLong_FromLong(1)))
+        return -1;
+    ls_methods[0].ml_doc = load_doc;
+    if (PyType_Ready(&LiveStateType) < 0) return -1;
+    Py_INCREF(&LiveStateType);
+    if (PyModule_AddObject(m, "LiveState", (PyObject *)&LiveStateType) < 0) { Py_DECREF(&LiveStateType); return -1; }
+    return 0;
+}
