@@ -373,8 +373,13 @@ def _oracle_general(path, keys):
 def test_hit_counts_equal_libcachesim(rule, protect, tmp_path):
     """With in-use protection off (the kernel's test-only mode) on a top-6 trace, or on a
     top-1 trace (where it cannot matter), our hit counts are libCacheSim's exactly."""
-    lcs = pytest.importorskip("libcachesim", reason="libCacheSim is not installed "
-                                                    "(pip install libcachesim)")
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        if os.environ.get("MPL_LIBCACHESIM_REQUIRED") == "1":    # tests/run_libcachesim_oracle.sh
+            pytest.fail("libCacheSim is required here but does not import")
+        pytest.skip("libCacheSim is not installed (bash tests/run_libcachesim_oracle.sh "
+                    "installs it and runs these)")
     trace = synthesize("deepseek-v2-lite", steps=120, seed=7)
     if protect:    # top-1: the only key in use is the one that misses
         trace.dispatches[:] = [Dispatch(d.step, d.layer, [d.experts[0][:1]]) for d in trace.dispatches]
