@@ -150,9 +150,15 @@ def main(argv=None) -> int:
     pol = mpl.loads(text)
     rt = pol.runtime(L, E, K, expert_bytes=h.expert_bytes, cost=cost_model)
     why = fast.unsupported(rt)
+    if why is None:
+        path = "the replay kernel"
+    elif fast.live_backend(rt) == "compiled":
+        path = f"the compiled live dispatch with the Python timeline (the kernel: {why})"
+    else:
+        path = f"the pure path ({why}; live: {fast.live_unsupported(rt)})"
     _, t_c = best(lambda: replay(text, trace, belady=False), 1)
     print(f"\ncomposed policy (bench_dispatch.py): replay() {n / t_c / 1e6:.2f} M accesses/s "
-          f"({len(trace) / t_c / 1e3:.0f}k dispatches/s) on the {'kernel' if why is None else 'pure path: ' + why}")
+          f"({len(trace) / t_c / 1e3:.0f}k dispatches/s) on {path}")
     if args.sweep:
         sweep_vs_libcachesim(args, lcs, tmp)
     return 0
