@@ -521,6 +521,10 @@ def _live_replay(rt, records, tl, tick, every) -> int:
     global live_replays
     live_replays += 1
     d = rt.dispatch
+    if _loop_in_c(d, tl):
+        count = d.replay(records, tl, tick, every)
+        if count is not None:
+            return count
     tl_dispatch = tl.dispatch
     count = 0
     for layer, experts, weights, tokens, step, predictions, tokens_of in records:
@@ -532,6 +536,15 @@ def _live_replay(rt, records, tl, tick, every) -> int:
         if every and count % every == 0:
             tick(count)
     return count
+
+
+def _loop_in_c(d, tl) -> bool:
+    """Whether ``LiveState.replay`` can run the loop: d the compiled live dispatch, tl a
+    plain :class:`~mpl.timemodel.timeline.Timeline` (whose ``dispatch`` it carries in C; it
+    still declines, returning None, a timeline whose state has unusual types)."""
+    t = type(tl)      # (by name: the runtime layer does not import the time model)
+    return (type(d).__name__ == "LiveState" and hasattr(d, "replay") and t.__name__ == "Timeline"
+            and t.__module__ == "mpl.timemodel.timeline" and "dispatch" not in tl.__dict__)
 
 
 def _pure_loop(rt) -> None:
