@@ -75,6 +75,8 @@ _forced_pure = False
 kernel_runs = 0
 #: replays run through the live dispatch (:func:`_live_replay`)
 live_replays = 0
+#: ... of which LiveState.replay ran the record loop in C
+live_loops_in_c = 0
 
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
@@ -518,12 +520,13 @@ def _live_replay(rt, records, tl, tick, every) -> int:
     """The generated replay loop's decisions through the live dispatch (the same Plans: the
     generated dispatch in C) with the timeline in Python: for the policies the replay kernel
     does not cover and LiveState does (prefetch, the monitor and adapt rules)."""
-    global live_replays
+    global live_replays, live_loops_in_c
     live_replays += 1
     d = rt.dispatch
     if _loop_in_c(d, tl):
         count = d.replay(records, tl, tick, every)
         if count is not None:
+            live_loops_in_c += 1
             return count
     tl_dispatch = tl.dispatch
     count = 0
