@@ -521,3 +521,32 @@ def test_a_stale_build_is_not_used(monkeypatch):
     assert fast._import_kernel() == (fake, None)
     monkeypatch.setenv(fast.ENV_PURE, "1")
     assert fast._import_kernel() == (None, "MPL_PURE is set")
+
+
+@needs_kernel
+def test_live_replayable_in_c_judges_records_as_the_python_check():
+    """LiveState.replayable (the check of a replay's records before the loop in C) agrees with
+    fast._live_replayable's Python loop on lists of every kind of record."""
+    rt = mpl.loads("policy a { cache { capacity = 4 } prefetch { strategy = history } }").runtime(4, 64, 2)
+    d = rt.dispatch
+    if not hasattr(d, "replayable"):
+        pytest.skip("the runtime's dispatch is not the compiled LiveState")
+    r = random.Random(3)
+    kinds = 0
+    for _ in range(400):
+        recs = []
+        for _ in range(r.randint(0, 6)):
+            n = r.choice([0, 1, 2, 6, 17, 40])
+            ex = r.sample(range(64), n)
+            if n > 1 and r.random() < 0.15:
+                ex[r.randrange(n)] = ex[0] if ex[0] != ex[-1] else ex[1]      # an id twice
+            ex = r.choice([ex, ex, ex, tuple(ex)]) if r.random() < 0.1 else ex
+            if ex and r.random() < 0.05:
+                ex = list(ex[:-1]) + [2 ** 70]      # not a C long: the Python check judges
+            preds = r.choice([None, None, {}, {1: [2]}, [], [[1]], 0])
+            rec = (0, ex, None, 1, 0, preds, None)
+            recs.append(list(rec) if r.random() < 0.03 else rec)
+        want = fast._live_replayable(recs)
+        kinds |= 1 << want
+        assert fast._live_replayable(recs, d) == want, recs
+    assert kinds == 3

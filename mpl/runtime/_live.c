@@ -2170,6 +2170,60 @@ fail_noflush:
     return result;
 }
 
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* fast._live_replayable over a list of record tuples: True / False, None where a record is
+ * not one it judges (the Python function does) */
+static PyObject *ls_replayable(LiveState *o, PyObject *records) {
+    if (!PyList_CheckExact(records)) Py_RETURN_NONE;
+    long buf[64];
+    long *v = buf;
+    Py_ssize_t cap = 64;
+    PyObject *res = Py_True;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) < 6) { res = Py_None; break; }
+        PyObject *experts = PyTuple_GET_ITEM(rec, 1), *preds = PyTuple_GET_ITEM(rec, 5);
+        if (!PyList_CheckExact(experts)) { res = Py_False; break; }
+        Py_ssize_t n = PyList_GET_SIZE(experts);
+        if (n > 1) {
+            if (n > cap) {
+                long *nb = v == buf ? malloc(sizeof(long) * n) : realloc(v, sizeof(long) * n);
+                if (!nb) { if (v != buf) free(v); return PyErr_NoMemory(); }
+                v = nb; cap = n;
+            }
+            int odd = 0;
+            for (Py_ssize_t j = 0; j < n && !odd; j++) {
+                PyObject *e = PyList_GET_ITEM(experts, j);
+                int of = 0;
+                if (!PyLong_CheckExact(e)) odd = 1;
+                else { v[j] = PyLong_AsLongAndOverflow(e, &of); odd = of; }
+            }
+            if (odd) { res = Py_None; break; }
+            int dup = 0;
+            if (n <= 16) {
+                for (Py_ssize_t j = 1; j < n && !dup; j++)
+                    for (Py_ssize_t k = 0; k < j; k++) if (v[k] == v[j]) { dup = 1; break; }
+            } else {
+                qsort(v, n, sizeof(long), cmp_long);
+                for (Py_ssize_t j = 1; j < n; j++) if (v[j] == v[j - 1]) { dup = 1; break; }
+            }
+            if (dup) { res = Py_False; break; }
+        }
+        if (preds != Py_None && !PyDict_CheckExact(preds)) {
+            int t = PyObject_IsTrue(preds);
+            if (t < 0) { if (v != buf) free(v); return NULL; }
+            if (t) { res = Py_False; break; }
+        }
+    }
+    if (v != buf) free(v);
+    Py_INCREF(res);
+    return res;
+}
+
 static PyObject *ls_owns(LiveState *o, void *closure) { return PyBool_FromLong(o->owns); }
 
 static PyObject *ls_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -2216,6 +2270,8 @@ static PyMethodDef ls_methods[] = {
     {"mark_owned", (PyCFunction)ls_mark_owned, METH_NOARGS, "the runtime's __dict__ is as the glue left it"},
     {"replay", (PyCFunction)ls_replay, METH_VARARGS,
      "replay(records, timeline, tick, every): fast._live_replay's loop in C (the count; None: not taken)"},
+    {"replayable", (PyCFunction)ls_replayable, METH_O,
+     "fast._live_replayable(records) in C (None: a record it does not judge)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -498,15 +498,19 @@ def replay_records(rt, records, tl, tick=None, every=0):
                 return n, records
     if live_backend(rt) == "compiled":
         records = records if isinstance(records, list) else list(records)
-        if _live_replayable(records):
+        if _live_replayable(records, rt.dispatch):
             return _live_replay(rt, records, tl, tick, every), records
     _pure_loop(rt)
     return None, records
 
 
-def _live_replayable(records) -> bool:
+def _live_replayable(records, d=None) -> bool:
     """Records the live dispatch takes in C, every one (lists of distinct ids, predictions
-    a dict or none): each other record would sync and take the whole state."""
+    a dict or none): each other record would sync and take the whole state. ``d``: the
+    runtime's dispatch; a LiveState judges a list of record tuples in C."""
+    judged = d.replayable(records) if hasattr(d, "replayable") else None
+    if judged is not None:
+        return judged
     for rec in records:
         experts, preds = rec[1], rec[5]
         if type(experts) is not list or (len(experts) > 1 and len(set(experts)) != len(experts)):
