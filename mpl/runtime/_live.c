@@ -2030,10 +2030,8 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
     if (PyDict_GET_SIZE(arrival)) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(evicted); i++) {
             PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(evicted, i), 0);
-            if (PyDict_DelItem(arrival, key) < 0) {
-                if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
-                PyErr_Clear();
-            }
+            int has = PyDict_Contains(arrival, key);     /* pop(key, None), without a KeyError */
+            if (has < 0 || (has && PyDict_DelItem(arrival, key) < 0)) return -1;
         }
         if (PyDict_GET_SIZE(arrival) > 4096) {     /* forget transfers that have long landed */
             PyObject *na = PyDict_New();
