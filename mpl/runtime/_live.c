@@ -1725,6 +1725,18 @@ static int tl_load(TL *T, PyObject *tl) {
     return 1;
 }
 
+/* tl.<name> += d (Python ints: exact in any order) */
+static int tl_add_int(PyObject *tl, PyObject *name, long long d) {
+    PyObject *old = PyObject_GetAttr(tl, name);
+    if (!old) return -1;
+    PyObject *dv = PyLong_FromLongLong(d);
+    PyObject *nv = dv ? PyNumber_Add(old, dv) : NULL;
+    Py_DECREF(old); Py_XDECREF(dv);
+    int r = nv ? PyObject_SetAttr(tl, name, nv) : -1;
+    Py_XDECREF(nv);
+    return r;
+}
+
 /* T's state back into the timeline (T stays valid: a later tl_load takes it again) */
 static int tl_store(TL *T) {
     PyObject *tl = T->tl;
@@ -1736,23 +1748,11 @@ static int tl_store(TL *T) {
     }
     if (PyObject_SetAttr(tl, s_tl_names[T_ARRIVAL], T->arrival) < 0) return -1;
     if (T->transfers) {
-        PyObject *old = PyObject_GetAttr(tl, s_tl_names[T_TRANSFERS]);
-        if (!old) return -1;
-        PyObject *d = PyLong_FromLongLong(T->transfers);
-        PyObject *nv = d ? PyNumber_Add(old, d) : NULL;
-        Py_DECREF(old); Py_XDECREF(d);
-        if (!nv || PyObject_SetAttr(tl, s_tl_names[T_TRANSFERS], nv) < 0) { Py_XDECREF(nv); return -1; }
-        Py_DECREF(nv);
+        if (tl_add_int(tl, s_tl_names[T_TRANSFERS], T->transfers) < 0) return -1;
         T->transfers = 0;
     }
     if (T->eb_int && T->dbytes_i) {
-        PyObject *old = PyObject_GetAttr(tl, s_tl_names[T_BYTES]);
-        if (!old) return -1;
-        PyObject *d = PyLong_FromLongLong(T->dbytes_i);
-        PyObject *nv = d ? PyNumber_Add(old, d) : NULL;
-        Py_DECREF(old); Py_XDECREF(d);
-        if (!nv || PyObject_SetAttr(tl, s_tl_names[T_BYTES], nv) < 0) { Py_XDECREF(nv); return -1; }
-        Py_DECREF(nv);
+        if (tl_add_int(tl, s_tl_names[T_BYTES], T->dbytes_i) < 0) return -1;
         T->dbytes_i = 0;
     } else if (!T->eb_int && T->bytes_float) {
         PyObject *v = PyFloat_FromDouble(T->bytes_f);
@@ -1838,6 +1838,25 @@ static PyObject *tl_key_of(LiveState *o, PyObject *layer, long lv, PyObject *e) 
         }
     }
     return PyTuple_Pack(2, layer, e);
+}
+
+/* the loads of one kind, issued one after another from time `from` (Timeline.dispatch's
+ * background and prefetch loops): each lands at *link, noted in the arrival map */
+static int tl_issue(PyObject *loads, PyObject *kind, double from, double txf, double *link,
+                    long long *nx, PyObject *arrival) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(loads); i++) {
+        PyObject *ld = PyList_GET_ITEM(loads, i);
+        int b = PyObject_RichCompareBool(PyTuple_GET_ITEM(ld, 3), kind, Py_EQ);
+        if (b < 0) return -1;
+        if (b) {
+            *link = (from > *link ? from : *link) + txf;
+            (*nx)++;
+            PyObject *v = PyFloat_FromDouble(*link);
+            if (!v || PyDict_SetItem(arrival, PyTuple_GET_ITEM(ld, 0), v) < 0) { Py_XDECREF(v); return -1; }
+            Py_DECREF(v);
+        }
+    }
+    return 0;
 }
 
 /* Timeline.dispatch(plan, tokens_of, tokens); 1 done, 0 unusual (nothing changed: the
@@ -1965,18 +1984,7 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
     if (nlate && !T->overlap) return 0;    /* sum() of floats is compensated from 3.12 on */
 #endif
     /* background loads start with the dispatch */
-    for (Py_ssize_t i = 0; i < nl; i++) {
-        PyObject *ld = PyList_GET_ITEM(loads, i);
-        int b = PyObject_RichCompareBool(PyTuple_GET_ITEM(ld, 3), s_kind[PK_BACKGROUND], Py_EQ);
-        if (b < 0) return -1;
-        if (b) {
-            link = (t0 > link ? t0 : link) + txf;
-            nx++;
-            PyObject *v = PyFloat_FromDouble(link);
-            if (!v || PyDict_SetItem(arrival, PyTuple_GET_ITEM(ld, 0), v) < 0) { Py_XDECREF(v); return -1; }
-            Py_DECREF(v);
-        }
-    }
+    if (nl && tl_issue(loads, s_kind[PK_BACKGROUND], t0, txf, &link, &nx, arrival) < 0) return -1;
     double busy = early, t;
     if (!nlate) t = t0 + early;
     else if (T->overlap) {
@@ -2015,18 +2023,7 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
     T->gpu_ms += busy + dense;
     T->stall_ms += st;
     /* prefetches are issued when the dispatch ends */
-    for (Py_ssize_t i = 0; i < nl; i++) {
-        PyObject *ld = PyList_GET_ITEM(loads, i);
-        int b = PyObject_RichCompareBool(PyTuple_GET_ITEM(ld, 3), s_kind[PK_PREFETCH], Py_EQ);
-        if (b < 0) return -1;
-        if (b) {
-            link = (end > link ? end : link) + txf;
-            nx++;
-            PyObject *v = PyFloat_FromDouble(link);
-            if (!v || PyDict_SetItem(arrival, PyTuple_GET_ITEM(ld, 0), v) < 0) { Py_XDECREF(v); return -1; }
-            Py_DECREF(v);
-        }
-    }
+    if (nl && tl_issue(loads, s_kind[PK_PREFETCH], end, txf, &link, &nx, arrival) < 0) return -1;
     if (PyDict_GET_SIZE(arrival)) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(evicted); i++) {
             PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(evicted, i), 0);
