@@ -550,3 +550,43 @@ def test_live_replayable_in_c_judges_records_as_the_python_check():
         kinds |= 1 << want
         assert fast._live_replayable(recs, d) == want, recs
     assert kinds == 3
+
+
+@needs_kernel
+@pytest.mark.parametrize("mode", ["gpu_only", "cpu_fallback", "hybrid"])
+def test_a_live_replay_in_c_shows_ticks_the_timeline_of_the_python_loop(mode):
+    """The clocks, counters and arrival map a tick callback reads are those of fast._live_replay's
+    Python loop (what a timeline whose dispatch is overridden gets), record for record; a
+    timeline holding an int clock gets the Python loop (LiveState.replay declines it)."""
+    pol = mpl.loads("policy a { cache { capacity = 10 eviction = lfu } prefetch { strategy = history budget = 3 } "
+                    f"schedule {{ mode = {mode} }} monitor {{ window = 20 }} }}")
+    r = random.Random(11)
+    ds = []
+    for i in range(600):
+        t = 1 if r.random() < 0.7 else 2
+        ids = r.sample(range(16), 3 * t)
+        ds.append(Dispatch(i // 4, i % 4, [ids[j * 3:(j + 1) * 3] for j in range(t)]))
+    records = list(records_of(ds))
+
+    def run(python_loop=False, int_clock=False):
+        rt, tl = pol.runtime(4, 16, 3), Timeline(costs())
+        if python_loop:
+            tl.dispatch = tl.dispatch          # (an instance attribute: not the C loop's)
+        if int_clock:
+            tl.now = 0
+        seen = []
+        tick = lambda n: seen.append((n, tl.clocks(), tl.cpu_ms, tl.cpu_wait_ms, tl.transfers,
+                                      tl.bytes, dict(tl.arrival), rt.__dict__.get("stall")))
+        before = fast.live_loops_in_c
+        assert rt.replay_records(records, tl, tick, 13) == len(records)
+        return (seen, tl.to_dict(), rt.stats()), fast.live_loops_in_c - before
+
+    want, n = run(python_loop=True)
+    assert n == 0
+    got, n = run()
+    assert n == 1
+    assert got == want
+    assert want[1]["transfers"] > 0 and len(want[0]) == len(records) // 13
+    got, n = run(int_clock=True)
+    assert n == 0
+    assert got == want
