@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
 import shutil
 import struct
 import subprocess
@@ -218,23 +219,76 @@ def test_replays_through_the_live_dispatch_equal_the_pure_loop(seed):
     r = random.Random(seed)
     policy = from_ir(state_policy(r))
     records = [rec for rec in records_of(random_dispatches(r, 150)) if len(set(rec[1])) == len(rec[1])]
+    if r.random() < 0.3:   # tokens_of not a plain dict: those plans take Timeline.dispatch in Python
+        records = [rec[:6] + (Counter(rec[6]),) if rec[6] and r.random() < 0.5 else rec
+                   for rec in records]
+    every = r.choice([0, 0, 1, 7, 40])
+    overlap = r.random() < 0.8
 
     def run(rt, tl):
-        assert rt.replay_records(iter(records), tl) == len(records)
-        return state(rt, tl), full_state(rt)
+        ticks = []
+
+        assert rt.replay_records(iter(records), tl, ticks.append, every) == len(records)
+        return state(rt, tl), ticks, full_state(rt)
 
     with fast.pure():
-        want = run(policy.runtime(L, E, K, expert_bytes=2e8), Timeline(costs()))
+        want = run(policy.runtime(L, E, K, expert_bytes=2e8), Timeline(costs(), overlap=overlap))
     b = policy.runtime(L, E, K, expert_bytes=2e8)
     live = fast.live_backend(b) == "compiled"
-    runs, kruns = fast.live_replays, fast.kernel_runs
-    got = run(b, Timeline(costs()))
+    runs, kruns, cruns = fast.live_replays, fast.kernel_runs, fast.live_loops_in_c
+    got = run(b, Timeline(costs(), overlap=overlap))
     assert got[0] == want[0]
-    if fast.kernel_runs == kruns:      # the kernel did not take it: the live dispatch did
-        assert fast.live_replays == runs + (1 if live else 0)
-        assert got[1] == want[1]       # exact to the last store tick (the kernel's write-back
+    if fast.kernel_runs == kruns:      # the kernel did not take it: the live dispatch did,
+        assert fast.live_replays == runs + (1 if live else 0)      # its record loop in C
+        assert fast.live_loops_in_c == cruns + (1 if live else 0)
+        assert got[1:] == want[1:]     # exact to the last store tick (the kernel's write-back
     else:                              # restarts frequencies: docs/internals.md)
         assert fast.live_replays == runs
+        assert got[1] == want[1]
+
+
+@needs_kernel
+@pytest.mark.parametrize("mode", ["cpu_fallback", "hybrid"])
+def test_a_live_replay_prunes_the_arrival_map_as_the_timeline_does(mode):
+    """A long replay with more than 4096 transfers in the arrival map (a cache of 7000 slots,
+    background loads, history prefetch): the C loop forgets the landed ones at the same
+    dispatches as Timeline.dispatch (which changes which later misses count as in flight)."""
+    L2, E2, K2 = 64, 128, 8
+    policy = from_ir(make_ir({"cache.capacity": 7000, "cache.eviction": "lru",
+                              "schedule.mode": mode, "prefetch.strategy": "history",
+                              "prefetch.budget": 12, "prefetch.history_window": 3},
+                             blocks=("cache", "prefetch", "schedule")))
+    r = random.Random(7)
+    ds = []
+    for i in range(5000):
+        t = 1 if r.random() < 0.8 else 3    # several tokens, no id twice (the C loop's records)
+        ids = r.sample(range(E2), K2 * t)
+        rows = [ids[j * K2:(j + 1) * K2] for j in range(t)]
+        ds.append(Dispatch(i // L2, i % L2, rows))
+    records = list(records_of(ds))
+
+    def run(tl):
+        rt = policy.runtime(L2, E2, K2, expert_bytes=2e8)
+        assert rt.replay_records(iter(records), tl) == len(records)
+        return state(rt, tl), dict(tl.arrival)
+
+    with fast.pure():
+        want = run(Timeline(costs()))
+        # the same plans through Timeline.dispatch itself, counting its prunes (a new map)
+        rt, tl = policy.runtime(L2, E2, K2, expert_bytes=2e8), Timeline(costs())
+        prunes = 0
+        for layer, experts, weights, tokens, step, preds, tok in records:
+            before = tl.arrival
+            stall = tl.dispatch(rt.dispatch(layer, experts, weights, tokens, step=step), tok, tokens)
+            if stall > 0:
+                rt.stall += stall
+            prunes += tl.arrival is not before
+        assert (state(rt, tl), dict(tl.arrival)) == want
+    assert prunes >= 2
+    cruns = fast.live_loops_in_c
+    got = run(Timeline(costs()))
+    assert fast.live_loops_in_c == cruns + 1
+    assert got == want
 
 
 def test_what_the_kernel_does_not_cover_is_said():
@@ -472,3 +526,72 @@ def test_a_stale_build_is_not_used(monkeypatch):
     assert fast._import_kernel() == (fake, None)
     monkeypatch.setenv(fast.ENV_PURE, "1")
     assert fast._import_kernel() == (None, "MPL_PURE is set")
+
+
+@needs_kernel
+def test_live_replayable_in_c_judges_records_as_the_python_check():
+    """LiveState.replayable (the check of a replay's records before the loop in C) agrees with
+    fast._live_replayable's Python loop on lists of every kind of record."""
+    rt = mpl.loads("policy a { cache { capacity = 4 } prefetch { strategy = history } }").runtime(4, 64, 2)
+    d = rt.dispatch
+    if not hasattr(d, "replayable"):
+        pytest.skip("the runtime's dispatch is not the compiled LiveState")
+    r = random.Random(3)
+    kinds = 0
+    for _ in range(400):
+        recs = []
+        for _ in range(r.randint(0, 6)):
+            n = r.choice([0, 1, 2, 6, 17, 40])
+            ex = r.sample(range(64), n)
+            if n > 1 and r.random() < 0.15:
+                ex[r.randrange(n)] = ex[0] if ex[0] != ex[-1] else ex[1]      # an id twice
+            ex = r.choice([ex, ex, ex, tuple(ex)]) if r.random() < 0.1 else ex
+            if ex and r.random() < 0.05:
+                ex = list(ex[:-1]) + [2 ** 70]      # not a C long: the Python check judges
+            preds = r.choice([None, None, {}, {1: [2]}, [], [[1]], 0])
+            rec = (0, ex, None, 1, 0, preds, None)
+            recs.append(list(rec) if r.random() < 0.03 else rec)
+        want = fast._live_replayable(recs)
+        kinds |= 1 << want
+        assert fast._live_replayable(recs, d) == want, recs
+    assert kinds == 3
+
+
+@needs_kernel
+@pytest.mark.parametrize("mode", ["gpu_only", "cpu_fallback", "hybrid"])
+def test_a_live_replay_in_c_shows_ticks_the_timeline_of_the_python_loop(mode):
+    """The clocks, counters and arrival map a tick callback reads are those of fast._live_replay's
+    Python loop (what a timeline whose dispatch is overridden gets), record for record; a
+    timeline holding an int clock gets the Python loop (LiveState.replay declines it)."""
+    pol = mpl.loads("policy a { cache { capacity = 10 eviction = lfu } prefetch { strategy = history budget = 3 } "
+                    f"schedule {{ mode = {mode} }} monitor {{ window = 20 }} }}")
+    r = random.Random(11)
+    ds = []
+    for i in range(600):
+        t = 1 if r.random() < 0.7 else 2
+        ids = r.sample(range(16), 3 * t)
+        ds.append(Dispatch(i // 4, i % 4, [ids[j * 3:(j + 1) * 3] for j in range(t)]))
+    records = list(records_of(ds))
+
+    def run(python_loop=False, int_clock=False):
+        rt, tl = pol.runtime(4, 16, 3), Timeline(costs())
+        if python_loop:
+            tl.dispatch = tl.dispatch          # (an instance attribute: not the C loop's)
+        if int_clock:
+            tl.now = 0
+        seen = []
+        tick = lambda n: seen.append((n, tl.clocks(), tl.cpu_ms, tl.cpu_wait_ms, tl.transfers,
+                                      tl.bytes, dict(tl.arrival), rt.__dict__.get("stall")))
+        before = fast.live_loops_in_c
+        assert rt.replay_records(records, tl, tick, 13) == len(records)
+        return (seen, tl.to_dict(), rt.stats()), fast.live_loops_in_c - before
+
+    want, n = run(python_loop=True)
+    assert n == 0
+    got, n = run()
+    assert n == 1
+    assert got == want
+    assert want[1]["transfers"] > 0 and len(want[0]) == len(records) // 13
+    got, n = run(int_clock=True)
+    assert n == 0
+    assert got == want

@@ -1624,6 +1624,601 @@ bad:
     return NULL;
 }
 
+/* ------------------------------------------------------------ replay: the record loop in C
+ * LiveState.replay(records, tl, tick, every): fast._live_replay's loop (each record through
+ * this dispatch, then Timeline.dispatch, the stall added to the runtime, the ticks) with the
+ * timeline's state held here: the same floating-point operations in the same order as
+ * Timeline.dispatch and Timeline.demand (compiled with -ffp-contract=off), the arrival dict
+ * worked on in place (the same dict operations, the same pruning). A plan or record of an
+ * unusual shape goes to tl.dispatch in Python (the clocks moved out and back exactly).
+ * Returns the count, or None (nothing done) when the timeline's state is not what it holds. */
+typedef struct {
+    PyObject *tl, *costs, *arrival;      /* arrival: a new reference */
+    double now, link, stall_ms, transfer_ms, gpu_ms, cpu_ms, cpu_wait_ms;
+    double txf, gpu1, cpu1, dense1;
+    int overlap;
+    long long transfers;                 /* transfers added since the last move out */
+    int eb_int;                          /* expert_bytes an int (else a float) */
+    long long eb_i, dbytes_i;            /* bytes added since the last move out (int) */
+    double eb_f, bytes_f;                /* the bytes (float: they add up in order) */
+    int bytes_float;                     /* tl.bytes now a float (bytes_f holds it) */
+} TL;
+
+static PyObject *s_tl_names[12], *s_dense_ms, *s_gpu_ms, *s_cpu_ms, *s_dispatch_name;
+enum { T_NOW, T_LINK, T_STALL, T_XMS, T_GPU, T_CPU, T_CWAIT, T_TRANSFERS, T_BYTES, T_ARRIVAL,
+       T_OVERLAP, T_C };
+
+static int tl_float(PyObject *tl, PyObject *name, double *out) {   /* 1 ok, 0 not a float, -1 */
+    PyObject *v = PyObject_GetAttr(tl, name);
+    if (!v) return -1;
+    int ok = PyFloat_CheckExact(v);
+    if (ok) *out = PyFloat_AS_DOUBLE(v);
+    Py_DECREF(v);
+    return ok;
+}
+
+/* the timeline's state into T; 1 taken, 0 not (an unusual state), -1 error */
+static int tl_load(TL *T, PyObject *tl) {
+    static const char *priv[4] = {"_t_xfer", "_gpu1", "_cpu1", "_dense1"};
+    double *dst[7] = {&T->now, &T->link, &T->stall_ms, &T->transfer_ms, &T->gpu_ms, &T->cpu_ms,
+                      &T->cpu_wait_ms};
+    double *pdst[4] = {&T->txf, &T->gpu1, &T->cpu1, &T->dense1};
+    for (int i = 0; i < 7; i++) {
+        int r = tl_float(tl, s_tl_names[i], dst[i]);
+        if (r <= 0) return r;
+    }
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyObject_GetAttrString(tl, priv[i]);
+        if (!v) return -1;
+        int ok = PyFloat_CheckExact(v);
+        if (ok) *pdst[i] = PyFloat_AS_DOUBLE(v);
+        Py_DECREF(v);
+        if (!ok) return 0;
+    }
+    PyObject *v = PyObject_GetAttr(tl, s_tl_names[T_TRANSFERS]);
+    if (!v) return -1;
+    int ok = PyLong_CheckExact(v);
+    Py_DECREF(v);
+    if (!ok) return 0;
+    v = PyObject_GetAttr(tl, s_tl_names[T_BYTES]);
+    if (!v) return -1;
+    T->bytes_float = PyFloat_CheckExact(v);
+    if (T->bytes_float) T->bytes_f = PyFloat_AS_DOUBLE(v);
+    ok = T->bytes_float || PyLong_CheckExact(v);
+    Py_DECREF(v);
+    if (!ok) return 0;
+    v = PyObject_GetAttr(tl, s_tl_names[T_OVERLAP]);
+    if (!v) return -1;
+    T->overlap = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (T->overlap < 0) return -1;
+    PyObject *c = PyObject_GetAttr(tl, s_tl_names[T_C]);
+    if (!c) return -1;
+    v = PyObject_GetAttrString(c, "expert_bytes");
+    if (!v) { Py_DECREF(c); return -1; }
+    if (PyLong_CheckExact(v)) {
+        int of = 0;
+        T->eb_i = PyLong_AsLongLongAndOverflow(v, &of);
+        ok = !of && T->eb_i >= 0 && T->eb_i < (1LL << 40) && !PyErr_Occurred();
+        T->eb_int = 1;
+    } else if (PyFloat_CheckExact(v)) {
+        T->eb_f = PyFloat_AS_DOUBLE(v);
+        T->eb_int = 0;
+        ok = 1;
+    } else ok = 0;
+    Py_DECREF(v);
+    if (!ok || (T->eb_int && T->bytes_float)) { Py_DECREF(c); return PyErr_Occurred() ? -1 : 0; }
+    PyObject *a = PyObject_GetAttr(tl, s_tl_names[T_ARRIVAL]);
+    if (!a) { Py_DECREF(c); return -1; }
+    ok = PyDict_CheckExact(a);
+    if (ok) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(a, &pos, &k, &x)) if (!PyFloat_CheckExact(x)) { ok = 0; break; }
+    }
+    if (!ok) { Py_DECREF(a); Py_DECREF(c); return 0; }
+    T->tl = tl;
+    Py_XSETREF(T->costs, c);
+    Py_XSETREF(T->arrival, a);
+    T->transfers = 0;
+    T->dbytes_i = 0;
+    return 1;
+}
+
+/* tl.<name> += d (Python ints: exact in any order) */
+static int tl_add_int(PyObject *tl, PyObject *name, long long d) {
+    PyObject *old = PyObject_GetAttr(tl, name);
+    if (!old) return -1;
+    PyObject *dv = PyLong_FromLongLong(d);
+    PyObject *nv = dv ? PyNumber_Add(old, dv) : NULL;
+    Py_DECREF(old); Py_XDECREF(dv);
+    int r = nv ? PyObject_SetAttr(tl, name, nv) : -1;
+    Py_XDECREF(nv);
+    return r;
+}
+
+/* T's state back into the timeline (T stays valid: a later tl_load takes it again) */
+static int tl_store(TL *T) {
+    PyObject *tl = T->tl;
+    double src[7] = {T->now, T->link, T->stall_ms, T->transfer_ms, T->gpu_ms, T->cpu_ms, T->cpu_wait_ms};
+    for (int i = 0; i < 7; i++) {
+        PyObject *v = PyFloat_FromDouble(src[i]);
+        if (!v || PyObject_SetAttr(tl, s_tl_names[i], v) < 0) { Py_XDECREF(v); return -1; }
+        Py_DECREF(v);
+    }
+    if (PyObject_SetAttr(tl, s_tl_names[T_ARRIVAL], T->arrival) < 0) return -1;
+    if (T->transfers) {
+        if (tl_add_int(tl, s_tl_names[T_TRANSFERS], T->transfers) < 0) return -1;
+        T->transfers = 0;
+    }
+    if (T->eb_int && T->dbytes_i) {
+        if (tl_add_int(tl, s_tl_names[T_BYTES], T->dbytes_i) < 0) return -1;
+        T->dbytes_i = 0;
+    } else if (!T->eb_int && T->bytes_float) {
+        PyObject *v = PyFloat_FromDouble(T->bytes_f);
+        if (!v || PyObject_SetAttr(tl, s_tl_names[T_BYTES], v) < 0) { Py_XDECREF(v); return -1; }
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
+/* nx transfers counted (Timeline: transfers, bytes; transfer_ms by the caller) */
+static int tl_count(TL *T, long long nx) {
+    T->transfers += nx;
+    if (T->eb_int) { T->dbytes_i += nx * T->eb_i; return 0; }
+    if (!T->bytes_float) {      /* the int tl.bytes plus a float: Python's int + float */
+        PyObject *old = PyObject_GetAttr(T->tl, s_tl_names[T_BYTES]);
+        if (!old) return -1;
+        double b = PyLong_AsDouble(old);
+        Py_DECREF(old);
+        if (b == -1.0 && PyErr_Occurred()) return -1;
+        T->bytes_f = b;
+        T->bytes_float = 1;
+    }
+    T->bytes_f += (double)nx * T->eb_f;
+    return 0;
+}
+
+/* a cost method of Costs for tokens n (a float) */
+static int tl_cost(TL *T, PyObject *meth, PyObject *n, double *out) {   /* 1, 0 unusual, -1 */
+    PyObject *v = PyObject_CallMethodOneArg(T->costs, meth, n);
+    if (!v) return -1;
+    int ok = PyFloat_CheckExact(v);
+    if (ok) *out = PyFloat_AS_DOUBLE(v);
+    Py_DECREF(v);
+    return ok;
+}
+
+static inline int is_one(PyObject *n) {     /* n == 1 */
+    if (PyLong_CheckExact(n)) {
+        int of = 0;
+        long v = PyLong_AsLongAndOverflow(n, &of);
+        return !of && v == 1;
+    }
+    return PyObject_RichCompareBool(n, s_one_o, Py_EQ);
+}
+
+/* Timeline.demand */
+static int tl_demand(TL *T, long long n, long long m, double dense, double *stall) {
+    double gpu1 = T->gpu1;
+    double t0 = T->now + dense;
+    double busy = (double)n * gpu1;
+    double t = t0 + busy;
+    if (m) {
+        double txf = T->txf, link = T->link;
+        double s0 = t0 > link ? t0 : link;
+        link = s0 + (double)m * txf;
+        double last;
+        if (!T->overlap) last = link + busy;
+        else if (txf >= gpu1) last = link + gpu1;
+        else last = s0 + txf + (double)m * gpu1;
+        if (last > t) t = last;
+        T->link = link;
+        if (tl_count(T, m) < 0) return -1;
+        T->transfer_ms += (double)m * txf;
+    }
+    double st = t - t0 - busy;
+    T->gpu_ms += busy + dense;
+    T->stall_ms += st;
+    T->now = t;
+    *stall = st;
+    return 0;
+}
+
+typedef struct { double ready, comp; } Late;
+
+static PyObject *tl_key_of(LiveState *o, PyObject *layer, long lv, PyObject *e) {  /* new ref */
+    if (lv >= 0 && PyLong_CheckExact(e)) {
+        int of = 0;
+        long ev = PyLong_AsLongAndOverflow(e, &of);
+        if (!of && ev >= 0 && ev < o->E) {
+            PyObject *k = ls_key(o, (int)(lv * o->E + ev));
+            Py_XINCREF(k);
+            return k;
+        }
+    }
+    return PyTuple_Pack(2, layer, e);
+}
+
+/* the loads of one kind, issued one after another from time `from` (Timeline.dispatch's
+ * background and prefetch loops): each lands at *link, noted in the arrival map */
+static int tl_issue(PyObject *loads, PyObject *kind, double from, double txf, double *link,
+                    long long *nx, PyObject *arrival) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(loads); i++) {
+        PyObject *ld = PyList_GET_ITEM(loads, i);
+        int b = PyObject_RichCompareBool(PyTuple_GET_ITEM(ld, 3), kind, Py_EQ);
+        if (b < 0) return -1;
+        if (b) {
+            *link = (from > *link ? from : *link) + txf;
+            (*nx)++;
+            PyObject *v = PyFloat_FromDouble(*link);
+            if (!v || PyDict_SetItem(arrival, PyTuple_GET_ITEM(ld, 0), v) < 0) { Py_XDECREF(v); return -1; }
+            Py_DECREF(v);
+        }
+    }
+    return 0;
+}
+
+/* Timeline.dispatch(plan, tokens_of, tokens); 1 done, 0 unusual (nothing changed: the
+ * caller runs the Python one), -1 error */
+static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of, PyObject *tokens,
+                       double *stall, Late **lbuf, Py_ssize_t *lcap) {
+    if (Py_TYPE(plan) != o->plan) return 0;
+    PyObject *f[7];
+    for (int i = 1; i < 7; i++) {
+        f[i] = *(PyObject **)((char *)plan + o->off[i]);
+        if (!f[i]) return 0;
+    }
+    PyObject *layer = f[1], *experts = f[2], *wh = f[3], *hits = f[4], *loads = f[5], *evicted = f[6];
+    if (!PyList_CheckExact(experts) || !PyList_CheckExact(wh) || !PyList_CheckExact(hits) ||
+            !PyList_CheckExact(loads) || !PyList_CheckExact(evicted))
+        return 0;
+    if (tokens_of != Py_None && !PyDict_CheckExact(tokens_of)) return 0;
+    Py_ssize_t n = PyList_GET_SIZE(hits);
+    if (PyList_GET_SIZE(experts) != n || PyList_GET_SIZE(wh) != n) return 0;
+    long long nfalse = 0, ns = 0, has_cpu = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *h = PyList_GET_ITEM(hits, i), *w = PyList_GET_ITEM(wh, i);
+        if ((h != Py_True && h != Py_False) || !PyLong_CheckExact(w)) return 0;
+        int of = 0;
+        long wv = PyLong_AsLongAndOverflow(w, &of);
+        if (of) return 0;
+        nfalse += h == Py_False;
+        ns += wv == -2;
+        has_cpu |= wv == -1;
+    }
+    Py_ssize_t nl = PyList_GET_SIZE(loads);
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        PyObject *ld = PyList_GET_ITEM(loads, i);
+        if (!PyTuple_CheckExact(ld) || PyTuple_GET_SIZE(ld) != 4) return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(evicted); i++) {
+        PyObject *ev = PyList_GET_ITEM(evicted, i);
+        if (!PyTuple_CheckExact(ev) || PyTuple_GET_SIZE(ev) != 2) return 0;
+    }
+    long lv = -1;
+    if (PyLong_CheckExact(layer)) {
+        int of = 0;
+        long x = PyLong_AsLongAndOverflow(layer, &of);
+        if (!of && x >= 0 && x < o->L) lv = x;
+    }
+    /* dense */
+    double dense;
+    int one = is_one(tokens);
+    if (one < 0) return -1;
+    if (one) dense = T->dense1;
+    else {
+        int r = tl_cost(T, s_dense_ms, tokens, &dense);
+        if (r <= 0) return r;
+    }
+    PyObject *arrival = T->arrival;
+    if (!PyDict_GET_SIZE(arrival) && tokens_of == Py_None && !has_cpu && nl + ns == nfalse) {
+        if (tl_demand(T, n, nl + ns, dense, stall) < 0) return -1;
+        return 1;
+    }
+    double t0 = T->now + dense, txf = T->txf, link = T->link, gpu1 = T->gpu1, cpu1 = T->cpu1;
+    long long nx = 0;
+    double early = 0.0, cpu_busy = 0.0;
+    int unsorted = 0;
+    Py_ssize_t nlate = 0;
+    int use_tok = 0;
+    if (tokens_of != Py_None) use_tok = PyDict_GET_SIZE(tokens_of) != 0;
+    if (*lcap < n) {
+        Late *nb = realloc(*lbuf, sizeof(Late) * (n ? n : 1));
+        if (!nb) { PyErr_NoMemory(); return -1; }
+        *lbuf = nb; *lcap = n;
+    }
+    Late *late = *lbuf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(experts, i);
+        long wv = PyLong_AsLong(PyList_GET_ITEM(wh, i));
+        int hit = PyList_GET_ITEM(hits, i) == Py_True;
+        PyObject *nt = s_one_o;
+        int n_one = 1;
+        if (use_tok) {
+            nt = PyDict_GetItemWithError(tokens_of, e);
+            if (!nt) { if (PyErr_Occurred()) return -1; nt = s_one_o; }
+            else if ((n_one = is_one(nt)) < 0) return -1;
+        }
+        if (wv == -1) {
+            double x = cpu1;
+            if (!n_one) { int r = tl_cost(T, s_cpu_ms, nt, &x); if (r <= 0) return r; }
+            cpu_busy += x;
+            continue;
+        }
+        double comp = gpu1;
+        if (!n_one) { int r = tl_cost(T, s_gpu_ms, nt, &comp); if (r <= 0) return r; }
+        double ready;
+        if (hit) {
+            ready = 0.0;
+            if (PyDict_GET_SIZE(arrival)) {
+                PyObject *key = tl_key_of(o, layer, lv, e);
+                if (!key) return -1;
+                PyObject *v = PyDict_GetItemWithError(arrival, key);
+                Py_DECREF(key);
+                if (v) ready = PyFloat_AS_DOUBLE(v);
+                else if (PyErr_Occurred()) return -1;
+            }
+        } else {
+            PyObject *v = NULL;
+            if (wv != -2 && PyDict_GET_SIZE(arrival)) {
+                PyObject *key = tl_key_of(o, layer, lv, e);
+                if (!key) return -1;
+                v = PyDict_GetItemWithError(arrival, key);
+                Py_DECREF(key);
+                if (!v && PyErr_Occurred()) return -1;
+            }
+            if (!v) {
+                link = (t0 > link ? t0 : link) + txf;
+                nx++;
+                ready = link;
+            } else ready = PyFloat_AS_DOUBLE(v);
+        }
+        if (ready <= t0) early += comp;
+        else {
+            if (nlate && ready < late[nlate - 1].ready) unsorted = 1;
+            late[nlate].ready = ready; late[nlate].comp = comp; nlate++;
+        }
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (nlate && !T->overlap) return 0;    /* sum() of floats is compensated from 3.12 on */
+#endif
+    /* background loads start with the dispatch */
+    if (nl && tl_issue(loads, s_kind[PK_BACKGROUND], t0, txf, &link, &nx, arrival) < 0) return -1;
+    double busy = early, t;
+    if (!nlate) t = t0 + early;
+    else if (T->overlap) {
+        if (unsorted) {     /* list.sort of (ready, comp) tuples: a stable sort on < */
+            for (Py_ssize_t i = 1; i < nlate; i++) {
+                Late x = late[i];
+                Py_ssize_t j = i;
+                while (j > 0 && (x.ready < late[j - 1].ready ||
+                                 (x.ready == late[j - 1].ready && x.comp < late[j - 1].comp))) {
+                    late[j] = late[j - 1];
+                    j--;
+                }
+                late[j] = x;
+            }
+        }
+        t = t0 + early;
+        for (Py_ssize_t i = 0; i < nlate; i++) {
+            if (late[i].ready > t) t = late[i].ready;
+            t += late[i].comp;
+            busy += late[i].comp;
+        }
+    } else {
+        double last = late[0].ready, s = 0.0;
+        for (Py_ssize_t i = 1; i < nlate; i++) if (late[i].ready > last) last = late[i].ready;
+        for (Py_ssize_t i = 0; i < nlate; i++) s += late[i].comp;
+        busy += s;
+        t = last + busy;
+    }
+    double st = t - t0 - busy;
+    double cpu_end = t0 + cpu_busy;
+    double end = t >= cpu_end ? t : cpu_end;
+    if (cpu_busy != 0.0) {
+        T->cpu_wait_ms += end - t;
+        T->cpu_ms += cpu_busy;
+    }
+    T->gpu_ms += busy + dense;
+    T->stall_ms += st;
+    /* prefetches are issued when the dispatch ends */
+    if (nl && tl_issue(loads, s_kind[PK_PREFETCH], end, txf, &link, &nx, arrival) < 0) return -1;
+    if (PyDict_GET_SIZE(arrival)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(evicted); i++) {
+            PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(evicted, i), 0);
+            int has = PyDict_Contains(arrival, key);     /* pop(key, None), without a KeyError */
+            if (has < 0 || (has && PyDict_DelItem(arrival, key) < 0)) return -1;
+        }
+        if (PyDict_GET_SIZE(arrival) > 4096) {     /* forget transfers that have long landed */
+            PyObject *na = PyDict_New();
+            if (!na) return -1;
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            while (PyDict_Next(arrival, &pos, &k, &v))
+                if (PyFloat_AS_DOUBLE(v) > end && PyDict_SetItem(na, k, v) < 0) { Py_DECREF(na); return -1; }
+            Py_SETREF(T->arrival, na);
+        }
+    }
+    T->link = link;
+    if (nx) {
+        if (tl_count(T, nx) < 0) return -1;
+        T->transfer_ms += (double)nx * txf;
+    }
+    T->now = end;
+    *stall = st;
+    return 1;
+}
+
+static PyObject *s_kwn_replay;   /* ("step", "predictions") */
+
+static PyObject *ls_replay(LiveState *o, PyObject *args) {
+    PyObject *records, *tl, *tick, *every;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyList_Type, &records, &tl, &tick, &every)) return NULL;
+    Py_ssize_t nrec = PyList_GET_SIZE(records);
+    for (Py_ssize_t i = 0; i < nrec; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 7) Py_RETURN_NONE;
+    }
+    int ev_on = PyObject_IsTrue(every);
+    if (ev_on < 0) return NULL;
+    TL T = {0};
+    int r = tl_load(&T, tl);
+    if (r <= 0) {
+        Py_XDECREF(T.costs); Py_XDECREF(T.arrival);
+        if (r < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    Late *lbuf = NULL;
+    Py_ssize_t lcap = 0;
+    long long count = 0;
+    PyObject *result = NULL;
+    Py_INCREF(records);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 7) {
+            PyErr_SetString(PyExc_ValueError, "live replay: the records changed during the replay");
+            goto done;
+        }
+        Py_INCREF(rec);
+        PyObject *a[6];
+        for (int j = 0; j < 6; j++) a[j] = PyTuple_GET_ITEM(rec, j);
+        PyObject *tokens = a[3], *tokens_of = PyTuple_GET_ITEM(rec, 6);
+        PyObject *plan = ls_call(o, a, 4, s_kwn_replay);
+        if (!plan) { Py_DECREF(rec); goto done; }
+        double st;
+        int d = tl_dispatch(o, &T, plan, tokens_of, tokens, &st, &lbuf, &lcap);
+        if (d < 0) { Py_DECREF(plan); Py_DECREF(rec); goto done; }
+        if (d == 0) {       /* Timeline.dispatch in Python */
+            if (tl_store(&T) < 0) { Py_DECREF(plan); Py_DECREF(rec); goto done; }
+            PyObject *sv = PyObject_CallMethodObjArgs(tl, s_dispatch_name, plan, tokens_of, tokens, NULL);
+            Py_DECREF(plan);
+            if (!sv) { Py_DECREF(rec); goto reload_fail; }
+            int pos = 0;
+            PyObject *z = PyFloat_FromDouble(0.0);
+            pos = z ? PyObject_RichCompareBool(sv, z, Py_GT) : -1;
+            Py_XDECREF(z);
+            if (pos > 0) {
+                PyObject *old = PyObject_GetAttr(o->rt, s_stall);
+                PyObject *nv = old ? PyNumber_InPlaceAdd(old, sv) : NULL;
+                Py_XDECREF(old);
+                if (!nv || PyObject_SetAttr(o->rt, s_stall, nv) < 0) pos = -1;
+                Py_XDECREF(nv);
+            }
+            Py_DECREF(sv);
+            if (pos < 0) { Py_DECREF(rec); goto reload_fail; }
+            r = tl_load(&T, tl);
+            if (r <= 0) {    /* the timeline changed under the loop: not resumable here */
+                if (r == 0) PyErr_SetString(PyExc_RuntimeError, "live replay: the timeline's state changed type");
+                Py_DECREF(rec);
+                goto fail_noflush;
+            }
+        } else {
+            Py_DECREF(plan);
+            if (st > 0) {
+                PyObject *old = PyObject_GetAttr(o->rt, s_stall);
+                PyObject *sv = PyFloat_FromDouble(st);
+                PyObject *nv = old && sv ? PyNumber_InPlaceAdd(old, sv) : NULL;
+                Py_XDECREF(old); Py_XDECREF(sv);
+                if (!nv || PyObject_SetAttr(o->rt, s_stall, nv) < 0) { Py_XDECREF(nv); Py_DECREF(rec); goto done; }
+                Py_DECREF(nv);
+            }
+        }
+        Py_DECREF(rec);
+        count++;
+        if (ev_on) {
+            PyObject *cnt = PyLong_FromLongLong(count);
+            if (!cnt) goto done;
+            PyObject *m = PyNumber_Remainder(cnt, every);
+            int z = m ? PyObject_Not(m) : -1;
+            Py_XDECREF(m);
+            if (z < 0) { Py_DECREF(cnt); goto done; }
+            if (z) {
+                if (tl_store(&T) < 0) { Py_DECREF(cnt); goto done; }
+                PyObject *x = PyObject_CallOneArg(tick, cnt);
+                Py_DECREF(cnt);
+                if (!x) goto reload_fail;
+                Py_DECREF(x);
+                r = tl_load(&T, tl);
+                if (r <= 0) {
+                    if (r == 0) PyErr_SetString(PyExc_RuntimeError, "live replay: the timeline's state changed type");
+                    goto fail_noflush;
+                }
+            } else Py_DECREF(cnt);
+        }
+    }
+    if (tl_store(&T) < 0) goto fail_noflush;
+    result = PyLong_FromLongLong(count);
+    goto fail_noflush;
+done:       /* an error: the timeline as of the last record done */
+    {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (tl_store(&T) < 0) { Py_XDECREF(et); Py_XDECREF(ev); Py_XDECREF(tb); goto fail_noflush; }
+        PyErr_Restore(et, ev, tb);
+    }
+reload_fail:    /* (the timeline holds the state already) */
+fail_noflush:
+    Py_DECREF(records);
+    free(lbuf);
+    Py_XDECREF(T.costs); Py_XDECREF(T.arrival);
+    return result;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* fast._live_replayable over a list of record tuples: True / False, None where a record is
+ * not one it judges (the Python function does) */
+static PyObject *ls_replayable(LiveState *o, PyObject *records) {
+    if (!PyList_CheckExact(records)) Py_RETURN_NONE;
+    long buf[64];
+    long *v = buf;
+    Py_ssize_t cap = 64;
+    PyObject *res = Py_True;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) < 6) { res = Py_None; break; }
+        PyObject *experts = PyTuple_GET_ITEM(rec, 1), *preds = PyTuple_GET_ITEM(rec, 5);
+        if (!PyList_CheckExact(experts)) { res = Py_False; break; }
+        Py_ssize_t n = PyList_GET_SIZE(experts);
+        if (n > 1) {
+            if (n > cap) {
+                long *nb = v == buf ? malloc(sizeof(long) * n) : realloc(v, sizeof(long) * n);
+                if (!nb) { if (v != buf) free(v); return PyErr_NoMemory(); }
+                v = nb; cap = n;
+            }
+            int odd = 0;
+            for (Py_ssize_t j = 0; j < n && !odd; j++) {
+                PyObject *e = PyList_GET_ITEM(experts, j);
+                int of = 0;
+                if (!PyLong_CheckExact(e)) odd = 1;
+                else { v[j] = PyLong_AsLongAndOverflow(e, &of); odd = of; }
+            }
+            if (odd) { res = Py_None; break; }
+            int dup = 0;
+            if (n <= 16) {
+                for (Py_ssize_t j = 1; j < n && !dup; j++)
+                    for (Py_ssize_t k = 0; k < j; k++) if (v[k] == v[j]) { dup = 1; break; }
+            } else {
+                qsort(v, n, sizeof(long), cmp_long);
+                for (Py_ssize_t j = 1; j < n; j++) if (v[j] == v[j - 1]) { dup = 1; break; }
+            }
+            if (dup) { res = Py_False; break; }
+        }
+        if (preds != Py_None && !PyDict_CheckExact(preds)) {
+            int t = PyObject_IsTrue(preds);
+            if (t < 0) { if (v != buf) free(v); return NULL; }
+            if (t) { res = Py_False; break; }
+        }
+    }
+    if (v != buf) free(v);
+    Py_INCREF(res);
+    return res;
+}
+
 static PyObject *ls_owns(LiveState *o, void *closure) { return PyBool_FromLong(o->owns); }
 
 static PyObject *ls_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -1668,6 +2263,10 @@ static PyMethodDef ls_methods[] = {
     {"load", (PyCFunction)ls_load, METH_VARARGS, NULL},
     {"dump", (PyCFunction)ls_dump, METH_NOARGS, "the state as Python values; the C state is given up"},
     {"mark_owned", (PyCFunction)ls_mark_owned, METH_NOARGS, "the runtime's __dict__ is as the glue left it"},
+    {"replay", (PyCFunction)ls_replay, METH_VARARGS,
+     "replay(records, timeline, tick, every): fast._live_replay's loop in C (the count; None: not taken)"},
+    {"replayable", (PyCFunction)ls_replayable, METH_O,
+     "fast._live_replayable(records) in C (None: a record it does not judge)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1704,7 +2303,15 @@ static int ls_init_module(PyObject *m) {
     INTERN(g_metric_names[0], "hit_rate") INTERN(g_metric_names[1], "miss_rate")
     INTERN(g_metric_names[2], "eviction_rate") INTERN(g_metric_names[3], "prefetch_accuracy")
     INTERN(g_metric_names[4], "transfer_rate") INTERN(g_metric_names[5], "stall_ms")
+    {
+        static const char *tln[12] = {"now", "link_free", "stall_ms", "transfer_ms", "gpu_ms", "cpu_ms",
+                                      "cpu_wait_ms", "transfers", "bytes", "arrival", "overlap", "c"};
+        for (int i = 0; i < 12; i++) INTERN(s_tl_names[i], tln[i])
+    }
+    INTERN(s_dense_ms, "dense_ms") INTERN(s_gpu_ms, "gpu_expert_ms") INTERN(s_cpu_ms, "cpu_expert_ms")
+    INTERN(s_dispatch_name, "dispatch")
 #undef INTERN
+    if (!(s_kwn_replay = PyTuple_Pack(2, s_step, s_kw_predictions))) return -1;
     if (!(s_fmt = PyUnicode_FromString("monitor %s"))) return -1;
     {   /* the runtime's logger (core.log): the monitor's records are logged at debug level */
         PyObject *logging = PyImport_ImportModule("logging");

@@ -75,6 +75,8 @@ _forced_pure = False
 kernel_runs = 0
 #: replays run through the live dispatch (:func:`_live_replay`)
 live_replays = 0
+#: ... of which LiveState.replay ran the record loop in C
+live_loops_in_c = 0
 
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
@@ -496,15 +498,19 @@ def replay_records(rt, records, tl, tick=None, every=0):
                 return n, records
     if live_backend(rt) == "compiled":
         records = records if isinstance(records, list) else list(records)
-        if _live_replayable(records):
+        if _live_replayable(records, rt.dispatch):
             return _live_replay(rt, records, tl, tick, every), records
     _pure_loop(rt)
     return None, records
 
 
-def _live_replayable(records) -> bool:
+def _live_replayable(records, d=None) -> bool:
     """Records the live dispatch takes in C, every one (lists of distinct ids, predictions
-    a dict or none): each other record would sync and take the whole state."""
+    a dict or none): each other record would sync and take the whole state. ``d``: the
+    runtime's dispatch; a LiveState judges a list of record tuples in C."""
+    judged = d.replayable(records) if hasattr(d, "replayable") else None
+    if judged is not None:
+        return judged
     for rec in records:
         experts, preds = rec[1], rec[5]
         if type(experts) is not list or (len(experts) > 1 and len(set(experts)) != len(experts)):
@@ -518,9 +524,14 @@ def _live_replay(rt, records, tl, tick, every) -> int:
     """The generated replay loop's decisions through the live dispatch (the same Plans: the
     generated dispatch in C) with the timeline in Python: for the policies the replay kernel
     does not cover and LiveState does (prefetch, the monitor and adapt rules)."""
-    global live_replays
+    global live_replays, live_loops_in_c
     live_replays += 1
     d = rt.dispatch
+    if _loop_in_c(d, tl):
+        count = d.replay(records, tl, tick, every)
+        if count is not None:
+            live_loops_in_c += 1
+            return count
     tl_dispatch = tl.dispatch
     count = 0
     for layer, experts, weights, tokens, step, predictions, tokens_of in records:
@@ -532,6 +543,15 @@ def _live_replay(rt, records, tl, tick, every) -> int:
         if every and count % every == 0:
             tick(count)
     return count
+
+
+def _loop_in_c(d, tl) -> bool:
+    """Whether ``LiveState.replay`` can run the loop: d the compiled live dispatch, tl a
+    plain :class:`~mpl.timemodel.timeline.Timeline` (whose ``dispatch`` it carries in C; it
+    still declines, returning None, a timeline whose state has unusual types)."""
+    t = type(tl)      # (by name: the runtime layer does not import the time model)
+    return (type(d).__name__ == "LiveState" and hasattr(d, "replay") and t.__name__ == "Timeline"
+            and t.__module__ == "mpl.timemodel.timeline" and "dispatch" not in tl.__dict__)
 
 
 def _pure_loop(rt) -> None:
