@@ -141,6 +141,9 @@ def test_compiled_simulate_equals_the_reference_decision_by_decision():
 def test_compiled_belady_equals_the_reference_on_traces(tmp_path):
     from mpl import traceio
     from mpl.runtime import fast
+    if fast.belady_kernel() is None:
+        import pytest
+        pytest.skip("the compiled backend is not in use")
 
     tr = synthesize("deepseek-v2-lite", steps=60, seed=3)
     path = str(tmp_path / "t.mpltrace")

@@ -100,7 +100,7 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
         arrays = _arrays_of_requests(requests, num_experts)
         if arrays is not None:
             offs, layers, experts, E, used = arrays
-            pins = (sum(1 for k in pinned if k // E in used) if num_experts else len(pinned))
+            pins = _pins_in_layers(pinned, used, E) if num_experts else len(pinned)
             return _run_kernel(kernel, offs, layers, experts, E, capacity - pins, pinned, -1,
                                num_experts, outcomes, capacity)
     return simulate_pure(requests, capacity, pinned, num_experts, outcomes)
@@ -201,7 +201,8 @@ def simulate_pure(requests: Sequence[Sequence[int]], capacity: int, pinned: froz
             for k, v in zip(ks, pr):
                 last[k] = base + idx(v)
     pinned_here = {k for k in pinned if k in last}
-    cap = capacity - (_pins_in_cache(pinned, last, num_experts) if num_experts else len(pinned))
+    cap = capacity - (_pins_in_layers(pinned, {k // num_experts for k in last}, num_experts)
+                      if num_experts else len(pinned))
     cap = max(cap, 0)
     resident: dict[int, int] = {}           # key -> its next use
     heap: list[tuple[int, int]] = []        # (-next_use, key), lazily invalidated
@@ -305,9 +306,9 @@ def simulate_pure(requests: Sequence[Sequence[int]], capacity: int, pinned: froz
                         "shared", capacity)
 
 
-def _pins_in_cache(pinned: frozenset[int], seen: dict[int, int], num_experts: int) -> int:
-    """Slots taken by pins in a cache: every pinned key of the layers this cache serves."""
-    layers = {k // num_experts for k in seen}
+def _pins_in_layers(pinned: frozenset[int], layers, num_experts: int) -> int:
+    """Slots taken by pins in a cache: every pinned key of the ``layers`` it serves (those
+    with a key in its requests)."""
     return sum(1 for k in pinned if k // num_experts in layers)
 
 
@@ -324,8 +325,6 @@ def belady(dispatches: Sequence[Dispatch], num_experts: int, *, capacity: int | 
         return _belady_compiled(kernel, dispatches, num_experts, capacity, capacities, pin, num_layers)
     reqs, layers = requests_of(dispatches, num_experts)
     if capacities is None:
-        if capacity is None:
-            raise ValueError("give capacity (shared cache) or capacities (per-layer caches)")
         nl = num_layers if num_layers is not None else (max(layers) + 1 if layers else 0)
         pinned = frozenset(l * num_experts + e for l in range(nl) for e in pin if e < num_experts)
         r = simulate(reqs, capacity, pinned, num_experts)
@@ -355,7 +354,7 @@ def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layer
     if capacities is None:
         nl = num_layers if num_layers is not None else (max(layers) + 1 if len(layers) else 0)
         pinned = frozenset(l * E + e for l in range(nl) for e in pin if e < E)
-        pins = sum(1 for k in pinned if k // E in with_keys)
+        pins = _pins_in_layers(pinned, with_keys, E)
         r = _run_kernel(kernel, offs, layers, experts, E, capacity - pins, pinned, -1, E, None, capacity)
         r.structure, r.capacities = "shared", capacity
         return r
@@ -364,7 +363,7 @@ def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layer
         if l >= len(capacities):
             raise ValueError(f"trace has layer {l} but only {len(capacities)} capacities")
         pinned = frozenset(l * E + e for e in pin if e < E)
-        pins = len(pinned) if l in with_keys else 0
+        pins = _pins_in_layers(pinned, with_keys, E)
         total.merge(_run_kernel(kernel, offs, layers, experts, E, capacities[l] - pins, pinned, l,
                                 E, None, capacities[l]))
     return total
