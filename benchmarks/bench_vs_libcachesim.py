@@ -169,7 +169,7 @@ CAPS = [32, 64, 128, 256, 384, 512, 768, 1024]
 
 def sweep_vs_libcachesim(args, lcs, tmp) -> None:
     from mpl.runtime import fast
-    from mpl import traceio
+    from mpl import tracecols, traceio
     from mpl.sim.sweep import run_sweep
 
     t0 = CLOCK()
@@ -177,7 +177,7 @@ def sweep_vs_libcachesim(args, lcs, tmp) -> None:
     t_eager = CLOCK() - t0
     del eager
     t0 = CLOCK()
-    trace = traceio.load(args.sweep, lazy=True)   # as mplc sweep / replay / tune read it
+    trace = tracecols.load(args.sweep)           # as mplc sweep / replay / tune read it
     t_load = CLOCK() - t0
     E = trace.header.num_experts
     p = fast.pack_trace(trace, E)
@@ -198,8 +198,8 @@ def sweep_vs_libcachesim(args, lcs, tmp) -> None:
     t_lcs = CLOCK() - t0
     print(f"\nsweep: {args.sweep}: {len(trace)} dispatches, {len(keys)} accesses; lru at {len(CAPS)} "
           f"capacities, CPU s")
-    print(f"  reading the trace (traceio.load(lazy=True), once) {t_load:7.2f} s   "
-          f"(the record reader, lazy=False: {t_eager:.2f} s)")
+    print(f"  reading the trace (tracecols.load, once)  {t_load:7.2f} s   "
+          f"(the record reader, traceio.load: {t_eager:.2f} s)")
     print(f"  run_sweep, 8 points (pack once + 8 replays) {t_ours:7.2f} s")
     print(f"  libCacheSim, 8 x process_trace              {t_lcs:7.2f} s   ratio ours/theirs "
           f"{t_ours / t_lcs:.2f}x (with the read: {(t_ours + t_load) / t_lcs:.2f}x)")

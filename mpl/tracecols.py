@@ -15,8 +15,8 @@ checksum). Anything else (mixed records, a damaged file) returns None: the recor
 :class:`LazyDispatches` is a trace's dispatch sequence backed by the file's bytes and those
 columns: its length, step and token counts, and pack come from the columns; the Dispatch
 objects are built (by the record reader) only when something iterates or indexes them (the
-Belady optimum, a pure-path replay). ``mpl.traceio.load(path, lazy=True)`` returns a Trace
-holding one (the replay, sweep and tune commands read traces so).
+Belady optimum, a pure-path replay). :func:`load` returns a Trace holding one (the replay,
+sweep and tune commands read traces so); the format itself is mpl.traceio's.
 """
 
 from __future__ import annotations
@@ -29,12 +29,32 @@ from array import array
 from collections.abc import Sequence
 from math import isfinite
 
-#: record fields (mpl.traceio: u8 rflags, u32 step, u16 layer, u16 tokens, u8 k)
-_HEAD = 10
-_OFF_STEP, _OFF_LAYER, _OFF_TOKENS, _OFF_K = 1, 5, 7, 9
-_WFMT = {1: ("e", 2), 2: ("f", 4), 3: ("d", 8)}   # weight code -> (struct code, bytes)
+from mpl import traceio
+from mpl.trace import Trace
+
+#: a record's fixed part (traceio._REC: u8 rflags, u32 step, u16 layer, u16 tokens, u8 k):
+#: its size and each field's offset
+_HEAD = traceio._REC.size
+_OFF_STEP, _OFF_LAYER, _OFF_TOKENS, _OFF_K = (struct.calcsize(traceio._REC.format[:i])
+                                              for i in (2, 3, 4, 5))
 #: f64 weights above this magnitude take the record reader (its per-record finite-sum check)
 _HUGE = 1e300
+
+
+def load(path: str) -> Trace:
+    """:func:`mpl.traceio.load` for a replay: the same trace (the same errors), a native file
+    of like records held as its bytes and columns (:class:`LazyDispatches`)."""
+    if traceio.kind_of(path) == "jsonl":
+        return traceio.load_jsonl(path)
+    with traceio.open_native(path) as f:
+        header, version, crc = traceio.read_native_start(f, path)
+        start = f.tell()
+        raw = f.read()
+        cols = decode_uniform(raw, header, version, crc)
+        if cols is None:         # mixed records or a damaged file: the record reader
+            f.seek(start)
+            return Trace(header, list(traceio.iter_native(f, header, path, version=version, crc=crc)))
+    return Trace(header, LazyDispatches(raw, header, path, version, crc, cols, start))
 
 
 class Columns:
@@ -120,21 +140,20 @@ def decode_uniform(raw: bytes, header, version: int, crc: int) -> Columns | None
     if size < _HEAD:
         return None
     rflags, k = raw[0], raw[_OFF_K]
-    if rflags & ~0x03 or k < 1 or k > header.top_k:
+    if rflags & ~0x03 or k < 1 or k > header.top_k:      # predictions, unknown flags, no ids
         return None
-    w = 1 if header.num_experts <= 256 else 2
+    w = traceio.id_width(header.num_experts)
     wcode = rflags & 3
-    wsize = _WFMT[wcode][1] if wcode else 0
+    wsize = traceio._WSIZE[wcode] if wcode else 0
     R = _HEAD + k * (w + wsize)
-    END = 20                                       # "MPLTEND\0" u64 count u32 crc
-    body = size - END if version >= 2 else size
+    body = size - traceio._END.size if version >= 2 else size
     if body < R or body % R:
         return None
     n = body // R
     rec = memoryview(raw)[:body]
     if version >= 2:
-        magic, count, stored = struct.unpack_from("<8sQI", raw, body)
-        if magic != b"MPLTEND\x00" or count != n or zlib.crc32(rec, crc) != stored:
+        magic, count, stored = traceio._END.unpack_from(raw, body)
+        if magic != traceio.END_MAGIC or count != n or zlib.crc32(rec, crc) != stored:
             return None
     # every record alike: same flags, one token, k experts
     if (raw[0:body:R].count(rflags) != n or raw[_OFF_TOKENS:body:R].count(1) != n
@@ -151,8 +170,8 @@ def decode_uniform(raw: bytes, header, version: int, crc: int) -> Columns | None
     experts = _widen(ids, w, "i")
     weights = None
     if wcode:
-        code, ws = _WFMT[wcode]
-        buf = _field(raw, n, R, _HEAD + k * w, ws, k)
+        code = traceio._WFMT[wcode]
+        buf = _field(raw, n, R, _HEAD + k * w, wsize, k)
         if code == "e":
             weights = array("d", struct.unpack(f"<{n * k}e", buf))
         else:
@@ -182,19 +201,16 @@ class LazyDispatches(Sequence):
     """A trace's dispatches, read from the file's bytes only when iterated or indexed."""
 
     def __init__(self, raw: bytes, header, path: str, version: int, crc: int, columns: Columns,
-                 start: int, reader):
-        """``reader``: the record reader (mpl.traceio.iter_native), given by the caller so
-        that this module does not import mpl.traceio (which imports it)."""
+                 start: int):
         self._raw, self._header, self._path = raw, header, path
         self._version, self._crc, self._start = version, crc, start
-        self._reader = reader
         self.columns = columns
         self._list = None
 
     def _materialise(self) -> list:
         if self._list is None:
-            self._list = list(self._reader(_At(self._raw, self._start), self._header, self._path,
-                                           version=self._version, crc=self._crc))
+            self._list = list(traceio.iter_native(_At(self._raw, self._start), self._header,
+                                                  self._path, version=self._version, crc=self._crc))
         return self._list
 
     def __len__(self) -> int:
@@ -219,7 +235,7 @@ class LazyDispatches(Sequence):
 
     def __reduce__(self):      # pickled as the bytes (a process pool's workers get those)
         return (LazyDispatches, (self._raw, self._header, self._path, self._version,
-                                 self._crc, self.columns, self._start, self._reader))
+                                 self._crc, self.columns, self._start))
 
     def steps_and_tokens(self) -> tuple[int, int]:
         """mpl.trace.steps_and_tokens: one token per record, so steps and tokens are the

@@ -761,40 +761,27 @@ def kind_of(path: str) -> str:
                            f"or {JSONL_EXT} extension")
 
 
-def load(path: str, *, lazy: bool = False) -> Trace:
+def load(path: str) -> Trace:
     """Read a trace file (by extension). Raises TraceFormatError with a located message.
-    ``lazy``: a native file whose records are all alike is held as its bytes and columns
-    (:class:`mpl.tracecols.LazyDispatches`: the Dispatch objects are built only if iterated)
-    — for readers that replay it (replay, sweep, tune); the same trace either way."""
-    return load_versioned(path, lazy=lazy)[0]
+    (:func:`mpl.tracecols.load` reads the same trace for a replay, without a Dispatch per
+    record where it can.)"""
+    return load_versioned(path)[0]
 
 
-def load_versioned(path: str, *, lazy: bool = False) -> tuple[Trace, int | None]:
+def open_native(path: str) -> IO[bytes]:
+    """``path`` opened for reading as a native trace; TraceFormatError when it cannot be."""
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def load_versioned(path: str) -> tuple[Trace, int | None]:
     """``load``, plus the native format version the file has (None for JSONL)."""
     if kind_of(path) == "jsonl":
         return load_jsonl(path), None
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    with f:
-        if lazy:
-            return _read_native_lazy(f, path)
+    with open_native(path) as f:
         return _read_native(f, path)
-
-
-def _read_native_lazy(f: IO[bytes], path: str) -> tuple[Trace, int]:
-    from mpl.tracecols import LazyDispatches, decode_uniform
-
-    header, version, crc = read_native_start(f, path)
-    start = f.tell()
-    raw = f.read()
-    cols = decode_uniform(raw, header, version, crc)
-    if cols is None:             # mixed records or a damaged file: the record reader
-        f.seek(start)
-        return Trace(header, list(iter_native(f, header, path, version=version, crc=crc))), version
-    return Trace(header, LazyDispatches(raw, header, path, version, crc, cols, start,
-                                        iter_native)), version
 
 
 def _read_native(f: IO[bytes], path: str) -> tuple[Trace, int]:
@@ -809,10 +796,7 @@ def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
     if kind_of(path) == "jsonl":
         t = load_jsonl(path)
         return t.header, iter(t.dispatches)
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    f = open_native(path)
     try:
         header, version, crc = read_native_start(f, path)
     except BaseException:

@@ -139,7 +139,7 @@ def test_compiled_simulate_equals_the_reference_decision_by_decision():
 
 
 def test_compiled_belady_equals_the_reference_on_traces(tmp_path):
-    from mpl import traceio
+    from mpl import tracecols, traceio
     from mpl.runtime import fast
     if fast.belady_kernel() is None:
         import pytest
@@ -148,7 +148,7 @@ def test_compiled_belady_equals_the_reference_on_traces(tmp_path):
     tr = synthesize("deepseek-v2-lite", steps=60, seed=3)
     path = str(tmp_path / "t.mpltrace")
     traceio.save(tr, path)
-    lazy = traceio.load(path, lazy=True)
+    lazy = tracecols.load(path)
     cases = [dict(capacity=100), dict(capacity=7, pin=[1, 5]), dict(capacity=0),
              dict(capacities=[4] * 26, pin=[3]), dict(capacities=list(range(26)))]
     for kw in cases:

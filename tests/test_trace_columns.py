@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from mpl import traceio
+from mpl import tracecols, traceio
 from mpl.runtime import fast
 from mpl.sim.synth import synthesize
 from mpl.trace import Dispatch, Trace, TraceHeader, steps_and_tokens
@@ -25,7 +25,7 @@ def _write(tmp_path, trace, name="t.mpltrace", **kw):
 
 def _same_everywhere(path):
     """The lazy and the eager read of ``path`` agree on everything a consumer reads."""
-    eager, lazy = traceio.load(path), traceio.load(path, lazy=True)
+    eager, lazy = traceio.load(path), tracecols.load(path)
     assert isinstance(lazy.dispatches, LazyDispatches)
     E = eager.header.num_experts
     assert len(lazy) == len(eager) and lazy.header == eager.header
@@ -86,7 +86,7 @@ def test_unlike_records_take_the_record_reader(tmp_path, kind):
         d = tr.dispatches[5]
         tr.dispatches[5] = Dispatch(d.step, d.layer, [d.experts[0][:3]], [d.weights[0][:3]])
     path = _write(tmp_path, tr)
-    lazy, eager = traceio.load(path, lazy=True), traceio.load(path)
+    lazy, eager = tracecols.load(path), traceio.load(path)
     assert type(lazy.dispatches) is list and lazy == eager
     E = eager.header.num_experts
     pl, pe = fast.pack_trace(lazy, E), fast.pack_dispatches(eager.dispatches, E)
@@ -109,7 +109,7 @@ def test_a_damaged_file_gets_the_record_readers_error(tmp_path):
         with pytest.raises(traceio.TraceFormatError) as eager:
             traceio.load(str(p))
         with pytest.raises(traceio.TraceFormatError) as lazy:
-            traceio.load(str(p), lazy=True)
+            tracecols.load(str(p))
         assert str(lazy.value) == str(eager.value)
 
 

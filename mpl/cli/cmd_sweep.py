@@ -66,7 +66,7 @@ def _caps(text: str, total: bool = False) -> list:
 
 
 def run(args) -> int:
-    from mpl import traceio
+    from mpl import tracecols
     from mpl.sim import PolicyLoadError, TraceFormatError
     from mpl.timemodel.hardware import HardwareError, resolve
     from mpl.api import load_for_replay as load_policy
@@ -95,7 +95,7 @@ def run(args) -> int:
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
         policies = [load_policy(p, name=args.policy_name) for p in args.policy]
-        trace = with_model(traceio.load(args.trace, lazy=True), model)
+        trace = with_model(tracecols.load(args.trace), model)
     except (ValueError, PolicyLoadError, TraceFormatError, HardwareError, TraceModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mpl import traceio
+    from mpl import tracecols
     from mpl.sim import TraceFormatError
     from mpl.timemodel.hardware import HardwareError
     from mpl.sim.replay import Progress
@@ -71,7 +71,7 @@ def run(args) -> int:
         print(f"error: --name: {why}", file=sys.stderr)
         return 1
     try:
-        trace = with_model(traceio.load(args.trace, lazy=True), model)
+        trace = with_model(tracecols.load(args.trace), model)
         bar = Progress(100, "tune")
         state = {"n": 0}
 

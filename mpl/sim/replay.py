@@ -17,7 +17,7 @@ from typing import Any
 from mpl.runtime import fast as _fast
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
-from mpl import traceio
+from mpl import tracecols
 from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
@@ -143,7 +143,7 @@ def _as_trace(trace) -> Trace:
     if isinstance(trace, Trace):
         return trace
     if isinstance(trace, (str, os.PathLike)):
-        return traceio.load(os.fspath(trace), lazy=True)
+        return tracecols.load(os.fspath(trace))
     raise TypeError(f"trace must be a Trace or a path, not {type(trace).__name__}")
 
 

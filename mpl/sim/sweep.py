@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mpl import traceio
+from mpl import tracecols
 from mpl.runtime import fast as _fast
 from mpl.sim.belady import belady as belady_optimum
 from mpl.trace import Trace
@@ -205,7 +205,7 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
     from mpl.sim.tracemodel import with_model
 
     if not isinstance(trace, Trace):
-        trace = traceio.load(os.fspath(trace), lazy=True)
+        trace = tracecols.load(os.fspath(trace))
     trace = with_model(trace, model)
     points = grid(list(capacities) or [None], params or {})
     work = [(policy_text, policy, trace, cap, ps, hardware, total) for cap, ps in points]
