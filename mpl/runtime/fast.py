@@ -38,6 +38,7 @@ import importlib
 import os
 from array import array
 from contextlib import contextmanager
+from functools import lru_cache
 
 from mpl.runtime.routing import distinct
 from mpl.runtime.eviction import SEGMENT_RULES, make_store
@@ -650,22 +651,30 @@ _METRICS = ("hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy", "tran
 def _rules_of(rt):
     """The adapt rules of rt's policy as LiveState evaluates them: per rule (metric, op,
     unit, re-armed when false, threshold, count), from the module's IR; None if unusual."""
-    import json
     import sys
     mod = sys.modules.get(type(rt).__module__)
     ir = getattr(mod, "IR_JSON", None)
     if ir is None:
         return None
+    out = _rules_in(ir)
+    if out is None or len(out) != len(rt.rules):
+        return None
+    return out
+
+
+@lru_cache(maxsize=64)
+def _rules_in(ir_json: str):
+    """:func:`_rules_of` from a module's IR text (parsed once per module: every take of the
+    state into C asks again)."""
+    import json
     out = []
-    for r in json.loads(ir).get("adapt", ()):
+    for r in json.loads(ir_json).get("adapt", ()):
         c, d = r["condition"], r["duration"]
         if c["metric"] not in _METRICS or c["op"] not in _CMP or d["unit"] not in _UNITS:
             return None
         out.append((_METRICS.index(c["metric"]), _CMP[c["op"]], _UNITS[d["unit"]],
                     r["inverse_of"] is None, float(c["threshold"]), int(d["count"])))
-    if len(out) != len(rt.rules):
-        return None
-    return out
+    return tuple(out)
 
 
 def _uninstall(rt, why: str) -> None:
@@ -834,16 +843,7 @@ def live_sync(rt) -> None:
     if h is not None:
         rows, cnts, bks = out["hist"]
         for layer in range(rt.num_layers):
-            h.win[layer] = deque(rows[layer])
-            h.cnt[layer] = cnts[layer]
-            bk = [set() for _ in range(bks[layer] + 1)]
-            mask = 0
-            for e, c in enumerate(cnts[layer]):
-                if c > 0:
-                    bk[c].add(e)
-                    mask |= 1 << c
-            h.bk[layer] = bk
-            h.mask[layer] = mask
+            h.load(layer, rows[layer], cnts[layer], bks[layer] + 1)
     sig = held["signal"]
     if sig is not None:
         rows, cnts, tots = out["sig"]

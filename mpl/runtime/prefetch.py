@@ -106,11 +106,27 @@ class History:
                 while len(bk) <= c:
                     bk.append(set())
                 bk[c].add(e)
+        self._set_mask(layer)
+
+    def _set_mask(self, layer: int) -> None:
         mask = 0
-        for c, s in enumerate(bk):
+        for c, s in enumerate(self.bk[layer]):
             if s:
                 mask |= 1 << c
         self.mask[layer] = mask
+
+    def load(self, layer: int, rows, counts: list, buckets: int) -> None:
+        """Set ``layer``'s window ``rows`` and per-expert ``counts`` (as the compiled live
+        dispatch hands them back), with ``buckets`` count buckets (the length the
+        incremental updates had grown them to)."""
+        self.win[layer] = deque(rows)
+        self.cnt[layer] = counts
+        bk = [set() for _ in range(buckets)]
+        for e, c in enumerate(counts):
+            if c > 0:
+                bk[c].add(e)
+        self.bk[layer] = bk
+        self._set_mask(layer)
 
     def top(self, layer: int, b: int) -> list:
         """Up to ``b`` experts of ``layer``, most often selected first (ties: lower id)."""
