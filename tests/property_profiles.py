@@ -1,9 +1,15 @@
 """Hypothesis profiles of every property test (loaded by ``tests/conftest.py`` before any test
 module is imported; selected with the ``HYPOTHESIS_PROFILE`` environment variable).
 
-* ``ci`` (the default): derandomised, no example database: every run of the suite draws the
-  same examples, so CI passes or fails on the code, never by chance. The cases a hunt found
-  are kept as explicit ``@example`` rows on the tests, which every profile runs first.
+* ``ci`` (the default): derandomised, no example database, and no pool of "local constants":
+  every run of the suite draws the same examples, so CI passes or fails on the code, never by
+  chance. Hypothesis seeds a derandomised test from the test itself, but it also mixes into
+  its draws the literals it finds in every project module imported so far
+  (``providers._get_local_constants``), so a test run alone and the same test after others
+  drew different examples; the ``ci`` profile gives that pool one fixed, empty value. The
+  cases a hunt found are kept as explicit ``@example`` rows on the tests, which every profile
+  runs first. Hypothesis is pinned (``pyproject.toml``): the examples are a function of its
+  version too.
 * ``hunt``: random (a new seed each run), each test's example count multiplied by
   ``MPL_HUNT_SCALE`` (default 50), failures saved in the local ``.hypothesis/`` database and
   printed with their ``@reproduce_failure`` blob. Run it to look for new cases::
@@ -35,6 +41,23 @@ settings.register_profile("hunt", derandomize=False, deadline=None, print_blob=T
 if PROFILE not in ("ci", "hunt"):
     raise RuntimeError(f"HYPOTHESIS_PROFILE must be 'ci' or 'hunt', not {PROFILE!r}")
 settings.load_profile(PROFILE)
+
+
+def _no_local_constants() -> None:
+    """Draws that do not depend on which modules are imported: Hypothesis's pool of constants
+    collected from the project's imported modules is made empty and fixed (``ci`` only; the
+    hunt keeps it, it finds edge values)."""
+    from hypothesis.internal.conjecture import providers
+
+    if not hasattr(providers, "_get_local_constants"):
+        return                                  # a Hypothesis without the pool
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+if PROFILE == "ci":
+    _no_local_constants()
 
 
 def prop(max_examples: int, **kw) -> settings:
