@@ -108,6 +108,23 @@ def scenarios(draw):
     return make_ir(vals, blocks=tuple(blocks)), (L, E, K), records, overlap
 
 
+def _segmented_case(rule, cap, shape, rows_list):
+    """A scenario of one layer's dispatches (rows of token routings) on one shared cache."""
+    ds = [Dispatch(i, 0, rows, None) for i, rows in enumerate(rows_list)]
+    return make_ir({"cache.capacity": cap, "cache.eviction": rule}), shape, list(records_of(ds)), True
+
+
+#: found cases: a segmented store whose cache names more slots than the model has keys
+#: (capacity 7 on 5 or 3 experts); the kernel split the segments on the pool's size instead
+#: of the capacity, so its residents' order (and later decisions) left the pure path's
+FOUND_SEGMENTED = [
+    _segmented_case("lfu|lru", 7, (1, 5, 2),
+                    [[[3, 0]], [[4, 3]], [[2, 3]], [[4, 1]], [[1, 2], [1, 0]], [[2, 4], [4, 1]],
+                     [[0, 0]], [[2, 3], [4, 0]], [[3, 2]]]),
+    _segmented_case("lfu|score", 7, (1, 3, 1), [[[2]], [[1]], [[0], [1]], [[0]], [[2]]]),
+]
+
+
 def _decisions_pure(policy, shape, records, overlap):
     """Dispatch by dispatch on the pure path: per distinct expert (hit, slot, victim)."""
     L, E, K = shape
@@ -148,6 +165,8 @@ def _decisions_kernel(rt, tl, records):
 @needs_kernel
 @SETTINGS
 @given(scenarios())
+@example(FOUND_SEGMENTED[0])
+@example(FOUND_SEGMENTED[1])
 def test_kernel_equals_pure_decision_by_decision(sc):
     pir, shape, records, overlap = sc
     policy = from_ir(pir)
@@ -164,6 +183,8 @@ def test_kernel_equals_pure_decision_by_decision(sc):
 @needs_kernel
 @SETTINGS
 @given(scenarios())
+@example(FOUND_SEGMENTED[0])
+@example(FOUND_SEGMENTED[1])
 def test_generated_replay_loop_uses_the_kernel_with_identical_results(sc):
     """The generated module's replay_records takes the kernel (compiled backend) or its own
     loop (pure backend): same end state."""

@@ -21,7 +21,7 @@ from mpl import ir as _ir
 from mpl import schema
 from mpl.features import Features, features, reachable  # noqa: F401  (re-exported)
 
-GENERATOR_VERSION = 7
+GENERATOR_VERSION = 8
 
 
 # ---------------------------------------------------------------- values
@@ -81,7 +81,18 @@ class _W:
 def _emit_dispatch(w: _W, f: Features, pir: _ir.PolicyIR) -> None:
     modes = f.modes
     w(1, "def dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
-    w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan)."""')
+    w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan), holding the runtime\'s')
+    w(2, 'guard (one dispatcher at a time: mpl.runtime.guard)."""')
+    w(2, "guard = self._guard")
+    w(2, "guard.begin('a dispatch')")
+    w(2, "try:")
+    w(3, "return self._dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)")
+    w(2, "finally:")
+    w(3, "guard.end()")
+    w(0)
+    w(1, "def _dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
+    w(2, '"""dispatch() for a caller that holds the guard (dispatch itself, the compiled live')
+    w(2, 'dispatch handing a call back)."""')
     # Bad arguments raise DispatchError (a ValueError) before any state changes; the common
     # case costs a few type tests, a range test, a type test per expert id, one subset test
     # of the ids and one sum of the weights (a NaN or an infinity makes it non-finite).
@@ -149,7 +160,17 @@ def _emit_replay(w: _W, f: Features) -> None:
     w(2, "predictions, tokens_of) with distinct-or-not expert ids as dispatch() takes them;")
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
     w(2, "No argument checks: the records come from a trace validated when it was read")
-    w(2, '(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count."""')
+    w(2, "(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count.")
+    w(2, 'Holds the runtime\'s guard for the whole replay (mpl.runtime.guard)."""')
+    w(2, "guard = self._guard")
+    w(2, "guard.begin('a replay')")
+    w(2, "try:")
+    w(3, "return self._replay_records(records, tl, tick, every)")
+    w(2, "finally:")
+    w(3, "guard.end()")
+    w(0)
+    w(1, "def _replay_records(self, records, tl, tick, every):")
+    w(2, '"""replay_records() inside the guard."""')
     w.replay = True
     _emit_fast_path(w)
     w(2, "tl_dispatch = tl.dispatch")
@@ -178,7 +199,7 @@ def _emit_replay(w: _W, f: Features) -> None:
         w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
         if lean:
             w(3, "if tokens_of is not None:   # several tokens: the timeline plays dispatch()'s Plan")
-            _emit_general_timeline(w, f, 4, "self.dispatch(layer, experts, weights, tokens, step=step, "
+            _emit_general_timeline(w, f, 4, "self._dispatch(layer, experts, weights, tokens, step=step, "
                                             "predictions=predictions)")
             w(4, "if stall > 0:")
             w(5, "rstall += stall")

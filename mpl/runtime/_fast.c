@@ -43,8 +43,10 @@ typedef struct Cache_ {
     long g_cap;
     /* lfru */
     long u_cap, p_cap;
-    /* frequency_threshold: per layer a ring of its last W accesses, counts per key */
+    /* frequency_threshold: per layer a ring of its last W accesses (room for min(W, the
+     * layer's accesses in the replay): it never holds more), counts per key */
     int *win;
+    long *woff;            /* layer l's ring: win[woff[l] .. woff[l + 1]) */
     long *whead, *wlen;
     int *cnt;
     long W, E;
@@ -350,17 +352,19 @@ static int lfru_evict(State *S, Cache *c) {
 static void ft_observe(Cache *c, int k) {
     long layer = k / c->E;
     int e = (int)(k % c->E);
-    int *w = c->win + layer * c->W;
+    int *w = c->win + c->woff[layer];
+    long room = c->woff[layer + 1] - c->woff[layer];
     int *cnt = c->cnt + layer * c->E;
-    if (c->wlen[layer] < c->W) {
-        w[(c->whead[layer] + c->wlen[layer]) % c->W] = e;
+    if (room <= 0) return;           /* (a layer the replay does not access) */
+    if (c->wlen[layer] < c->W && c->wlen[layer] < room) {
+        w[(c->whead[layer] + c->wlen[layer]) % room] = e;
         c->wlen[layer]++;
         cnt[e]++;
     } else {                         /* append, then the oldest leaves */
         cnt[e]++;
         int old = w[c->whead[layer]];
         w[c->whead[layer]] = e;
-        c->whead[layer] = (c->whead[layer] + 1) % c->W;
+        c->whead[layer] = (c->whead[layer] + 1) % room;
         cnt[old]--;
     }
 }
@@ -645,6 +649,7 @@ typedef struct {
     double decay, alpha, thr;
     long long interval;
     long W, L, E, K, heap_cap;
+    const long long *lacc;   /* per layer its accesses in the replay (NULL: W each) */
 } Params;
 
 static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, int side_a,
@@ -665,7 +670,18 @@ static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, 
         if (!c->heap) return -1;
     }
     if (rule == R_FT) {
-        c->win = malloc(sizeof(int) * P->L * P->W);
+        c->woff = malloc(sizeof(long) * (P->L + 1));
+        if (!c->woff) return -1;
+        long total = 0;
+        for (long l = 0; l < P->L; l++) {
+            long room = P->W;
+            if (P->lacc && P->lacc[l] < room) room = (long)P->lacc[l];
+            c->woff[l] = total;
+            if (room > LONG_MAX / 4 - total) return -1;
+            total += room;
+        }
+        c->woff[P->L] = total;
+        c->win = malloc(sizeof(int) * (total ? total : 1));
         c->whead = calloc(P->L, sizeof(long));
         c->wlen = calloc(P->L, sizeof(long));
         c->cnt = calloc(P->K, sizeof(int));
@@ -683,7 +699,7 @@ static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, 
 }
 
 static void cache_free(Cache *c) {
-    free(c->heap); free(c->win); free(c->whead); free(c->wlen); free(c->cnt);
+    free(c->heap); free(c->win); free(c->woff); free(c->whead); free(c->wlen); free(c->cnt);
     for (int j = 0; j < 2; j++)
         if (c->sub[j]) { cache_free(c->sub[j]); free(c->sub[j]); }
 }
@@ -706,6 +722,16 @@ static int get_buf(PyObject *o, Buf *x, Py_ssize_t itemsize, Py_ssize_t min_len,
 }
 
 static void rel_buf(Buf *x) { if (x->held) PyBuffer_Release(&x->b); x->held = 0; }
+
+/* get_buf for a buffer the call cannot do without (None: TypeError naming it) */
+static int get_req_buf(PyObject *o, Buf *x, Py_ssize_t itemsize, Py_ssize_t min_len, const char *what) {
+    x->held = 0;
+    if (o == Py_None) {
+        PyErr_Format(PyExc_TypeError, "_fast: %s must be a buffer, not None", what);
+        return -1;
+    }
+    return get_buf(o, x, itemsize, min_len, what);
+}
 
 /* ---------------------------------------------------------------- replay */
 static const char *replay_doc =
@@ -734,7 +760,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     long ft_window;
     int mode;                          /* 0 gpu_only, 1 cpu_fallback, 2 hybrid */
     double cpu_limit;                  /* hybrid: the CPU iff tokens < cpu_limit */
-    if (!PyArg_ParseTuple(cfg, "iplllLdLddLLdpLLLpLddddiidlid", &rule, &per_layer, &priority, &L,
+    if (!PyArg_ParseTuple(cfg, "ippllldLddLLdpLLLpLddddiidlid", &rule, &per_layer, &priority, &L,
                           &E, &pool_size, &decay, &interval, &alpha, &wdef, &cur_step,
                           &last_layer, &rstall, &protect, &rebalance, &dispatches, &ttl_n,
                           &ttl_steps, &accesses, &mem_thr, &mem_headroom, &mem_budget,
@@ -747,41 +773,53 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         return NULL;
     int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
     int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
-    if (rule < 0 || rule > R_SEG || L < 1 || E < 1 || L * E > (1L << 26) || ft_window < 1 ||
+    if (rule < 0 || rule > R_SEG || L < 1 || E < 1 || L > (1L << 26) || E > (1L << 26) ||
+        L * E > (1L << 26) || ft_window < 1 || mode < 0 || mode > 2 || ttl_n < -1 || rebalance < 0 ||
         (rule == R_SEG && (!basic_a || !basic_b))) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: bad configuration");
         return NULL;
     }
     long K = L * E;
+    if (pool_size < 0 || pool_size > K) {
+        PyErr_SetString(PyExc_ValueError, "_fast.replay: a slot pool larger than the keys");
+        return NULL;
+    }
     long ncaches = per_layer ? L : 1;
     if (PyList_GET_SIZE(caps_o) != ncaches) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: one capacity per cache");
         return NULL;
     }
+    /* the capacities now, as exact ints (no Python code runs to read them) */
+    for (long i = 0; i < ncaches; i++)
+        if (!PyLong_CheckExact(PyList_GET_ITEM(caps_o, i))) {
+            PyErr_SetString(PyExc_TypeError, "_fast.replay: a capacity that is not an int");
+            return NULL;
+        }
     Buf bl, bo, be, bw, bs, bt, bc, bd, bp, ro, rv, rsl, bcc;
     Buf *all[] = {&bl, &bo, &be, &bw, &bs, &bt, &bc, &bd, &bp, &ro, &rv, &rsl, &bcc};
-    for (int i = 0; i < 13; i++) all[i]->held = 0;
+    for (int i = 0; i < 13; i++) memset(all[i], 0, sizeof(Buf));
     PyObject *result = NULL;
     State S;
     memset(&S, 0, sizeof S);
     Cache *C = NULL;
     unsigned char *pinned = NULL;
     unsigned char *outc = NULL;
-    long long *l_acc = NULL, *l_hit = NULL;
+    long long *l_acc = NULL, *l_hit = NULL, *lacc_n = NULL;
     int *keys = NULL, *ordbuf = NULL, *bgl = NULL, *evl = NULL;
     double *arrival = NULL;   /* key -> landing time of its background load, < 0: none */
     long narrival = 0;
     double *lready = NULL, *lcomp = NULL;
 
-    if (get_buf(o_layers, &bl, 4, 0, "layers") < 0) goto done;
+    if (get_req_buf(o_layers, &bl, 4, 0, "layers") < 0) goto done;
     Py_ssize_t D = bl.b.len / 4;
-    if (get_buf(o_offs, &bo, 4, D + 1, "offs") < 0) goto done;
+    if (get_req_buf(o_offs, &bo, 4, D + 1, "offs") < 0) goto done;
     const int *layers = bl.b.buf, *offs = bo.b.buf;
     Py_ssize_t A = offs[D];
-    if (get_buf(o_exp, &be, 4, A, "experts") < 0) goto done;
+    if (offs[0] != 0 || A < 0) { PyErr_SetString(PyExc_ValueError, "_fast.replay: bad offsets"); goto done; }
+    if (get_req_buf(o_exp, &be, 4, A, "experts") < 0) goto done;
     if (get_buf(o_w, &bw, 8, A, "weights") < 0) goto done;
-    if (get_buf(o_steps, &bs, 8, D, "steps") < 0) goto done;
-    if (get_buf(o_tok, &bt, 4, D, "tokens") < 0) goto done;
+    if (get_req_buf(o_steps, &bs, 8, D, "steps") < 0) goto done;
+    if (get_req_buf(o_tok, &bt, 4, D, "tokens") < 0) goto done;
     PyObject *o_comp_gpu = o_comp, *o_comp_cpu = Py_None;
     if (PyTuple_Check(o_comp)) {        /* (gpu costs, cpu costs) per access */
         if (!PyArg_ParseTuple(o_comp, "OO", &o_comp_gpu, &o_comp_cpu)) goto done;
@@ -814,15 +852,19 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     pinned = calloc(E, 1);
     if (!pinned) { PyErr_NoMemory(); goto done; }
     if (bp.held) memcpy(pinned, bp.b.buf, E);
-    /* validate the records once (a bad pack is a bug of the caller, never a crash) */
+    /* validate the records once (a bad pack is a bug of the caller, never a crash); count
+     * each layer's accesses (what a frequency_threshold window can ever hold) */
+    lacc_n = calloc(L, sizeof(long long));
+    if (!lacc_n) { PyErr_NoMemory(); goto done; }
     long maxn = 1;
     for (Py_ssize_t r = 0; r < D; r++) {
-        if (layers[r] < 0 || layers[r] >= L || offs[r] < 0 || offs[r] > offs[r + 1] ||
+        if (layers[r] < 0 || layers[r] >= L || offs[r] < 0 || offs[r] > offs[r + 1] || offs[r + 1] > A ||
             (tokens[r] > 1 && (!comp || !rdense || (mode && !comp_cpu)))) {
             PyErr_Format(PyExc_ValueError, "_fast.replay: bad record %zd", r);
             goto done;
         }
         if (offs[r + 1] - offs[r] > maxn) maxn = offs[r + 1] - offs[r];
+        lacc_n[layers[r]] += offs[r + 1] - offs[r];
     }
     for (Py_ssize_t a = 0; a < A; a++)
         if (experts[a] < 0 || experts[a] >= E) {
@@ -866,7 +908,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     S.ftop = 0;
     for (long i = pool_size - 1; i >= 0; i--) S.fstack[S.ftop++] = (int)i;   /* SlotPool() */
     for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
-    Params P = {decay, alpha, ft_thr, interval, ft_window, L, E, K, per_layer ? E : K};
+    Params P = {decay, alpha, ft_thr, interval, ft_window, L, E, K, per_layer ? E : K, lacc_n};
     for (long i = 0; i < ncaches; i++) {
         Cache *c = &C[i];
         long cap = PyLong_AsLong(PyList_GET_ITEM(caps_o, i));
@@ -1148,12 +1190,15 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 Py_XDECREF(pair);
             }
             long nb = C[i].rule == R_SEG ? st_len(&S, C[i].sub[1]) : 0;   /* b's keys first */
-            PyList_SET_ITEM(res, i, Py_BuildValue("(NNl)", ks, rs, nb));
+            PyObject *ct = Py_BuildValue("(NNl)", ks, rs, nb);
+            if (!ct) { fail = 1; break; }
+            PyList_SET_ITEM(res, i, ct);
         }
         if (fail || PyErr_Occurred()) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
         PyObject *fl = PyList_New(S.ftop);
         if (!fl) { Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
         for (long i = 0; i < S.ftop; i++) PyList_SET_ITEM(fl, i, PyLong_FromLong(S.fstack[i]));
+        if (PyErr_Occurred()) { Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
         PyObject *tl_o = PyList_New(0);       /* the TTL order: (key, stamp), oldest first */
         if (!tl_o) { Py_DECREF(fl); Py_DECREF(pla); Py_DECREF(plh); Py_DECREF(res); goto done; }
         for (int k = S.thead; k >= 0; k = S.tnxt[k]) {
@@ -1195,7 +1240,7 @@ done:
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
     free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack); free(S.side);
     if (C) for (long i = 0; i < ncaches; i++) cache_free(&C[i]);
-    free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys);
+    free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys); free(lacc_n);
     free(ordbuf); free(lready); free(lcomp); free(bgl); free(evl); free(arrival);
     return result;
 }
@@ -1218,10 +1263,13 @@ typedef struct {
     Py_ssize_t n;
     long long step_given;      /* -1: step=None */
     long tokens;
+    int has_w;                 /* the weights were given: copied into wv */
 } Args;
 
+/* ex and wv (room for cap values each) receive copies of the ids and the weights: the
+ * caller's lists may change under any later call into Python, the copies cannot */
 static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long num_layers,
-                      long num_experts, long *ex, Py_ssize_t cap, int with_preds, Args *A) {
+                      long num_experts, long *ex, double *wv, Py_ssize_t cap, int with_preds, Args *A) {
     A->preds = NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 2 || nargs > 4) return 0;
@@ -1271,13 +1319,15 @@ static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long n
         ex[i] = v;
     }
     free(seen);
-    if (weights != Py_None) {
+    A->has_w = weights != Py_None;
+    if (A->has_w) {
         if (!PyList_CheckExact(weights) || PyList_GET_SIZE(weights) != n) return 0;
         double s = 0.0;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *w = PyList_GET_ITEM(weights, i);
             if (!PyFloat_CheckExact(w)) return 0;
-            s += PyFloat_AS_DOUBLE(w);
+            wv[i] = PyFloat_AS_DOUBLE(w);
+            s += wv[i];
         }
         if (s * 0.0 != 0.0) return 0;
     }
@@ -1297,6 +1347,8 @@ static int parse_args(PyObject *const *args, size_t nargsf, PyObject *kw, long n
 
 static const char *plan_slots[8] = {"step", "layer", "experts", "where", "hit", "raw_loads", "evicted", "_typed"};
 
+#include "_guard.c"
+
 #include "_live.c"
 
 #include "_belady.c"
@@ -1315,7 +1367,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fast(void) {
     methods[0].ml_doc = replay_doc;
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 3)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 4)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
+    if (m && guard_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     if (m && ls_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

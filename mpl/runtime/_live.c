@@ -35,6 +35,17 @@ typedef struct {
     long long mark;     /* -1: None */
 } LRule;
 
+/* A window of the last W dispatches of each layer (their expert ids), as the pure History
+ * and Signal keep it in a deque per layer: per layer a ring of rows with room for R of
+ * them. R grows (doubling, up to W + 1) with what the window holds, never with W itself:
+ * memory follows the dispatches seen, whatever window a policy names. */
+typedef struct {
+    long W, R;
+    long *head, *len;                     /* per layer */
+    int **rows;                           /* L * R rows (row i of layer l at l * R + i) */
+    int *rown, *rowcap;
+} Ring;
+
 typedef struct {
     long long acc_index;   /* the access index the record is attributed to */
     long long ev, ld, pfl, pfu;
@@ -46,8 +57,14 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *rt, *dict, *pure, *take, *sync, *observe;
     PyTypeObject *plan;
+    Guard *guard;                         /* the runtime's lock (_guard.c) */
     Py_ssize_t off[8];
     int owns;
+    /* in_call: a dispatch or a replay runs (the state is in use); glue: inside it, the call
+     * to the Python glue that moves the state (take, sync). Outside the glue, load() and
+     * a destructive dump() are refused while in_call: no Python code the dispatch calls
+     * (a logging handler, a finalizer, a tick) can free or move the state under it. */
+    int in_call, glue;
     Py_ssize_t dict_size;
     long L, E, K, ncaches, pool_size;
     State S;
@@ -78,10 +95,8 @@ typedef struct {
      * counts per expert, their total, and the experts with a count in the order the Python
      * dict holds them (first count, after any deletion: its entropy sums in that order) */
     int has_sig;
-    long sW, sR;
-    long *shead, *slen, *stotal, *sn;
-    int **srows;
-    int *srown, *srowcap;
+    Ring sr;                              /* its window's rows */
+    long *stotal, *sn;
     int *scnt, *sprev, *snext, *sfirst, *slast;
     /* counters */
     long long step, last_layer, accesses, evictions, demand, background, pf_loads, pf_useful,
@@ -91,10 +106,7 @@ typedef struct {
     long npf;
     /* routing history: per layer a ring of rows (the window's dispatches) */
     int has_hist;
-    long W, R;                            /* window, ring capacity */
-    long *hhead, *hlen;
-    int **hrows;                          /* L * R rows */
-    int *hrown, *hrowcap;
+    Ring hr;
     int *hcnt;                            /* L * E counts */
     long *hbk;                            /* per layer: len(bk) - 1 (the largest count reached) */
     int *hdelta, *htouched;               /* scratch: per expert the net change of a window move */
@@ -115,10 +127,22 @@ typedef struct {
     /* scratch */
     PyObject **keys;                      /* key tuples, made on first use */
     int *props;
+    long bq, bmax;                        /* min(budget, E): one target's candidates;
+                                           * min(budget, D * E): the proposals of a dispatch */
     int *hsort;
     long *pcn;
-    long *ex;                             /* the dispatch's experts */
+    long *ex;                             /* the dispatch's experts (E) */
+    double *wv;                           /* ... their weights (E) */
+    unsigned char *hv;                    /* ... hit or not (E) */
+    /* the dispatch's predictions, copied: per target layer its ids (pr_at[t] == pr_call:
+     * given in this call) */
+    long long pr_call, *pr_at;
+    long *pr_off, *pr_len;
+    int *pr_ids;
+    Py_ssize_t pr_cap;
 } LiveState;
+
+static void ring_free(Ring *r, long L);
 
 static PyObject *s_kind[3];
 static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
@@ -126,13 +150,13 @@ static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
 static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
     Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
-    Py_VISIT(o->split);
+    Py_VISIT(o->split); Py_VISIT((PyObject *)o->guard);
     return 0;
 }
 static int ls_clear(LiveState *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
     Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
-    Py_CLEAR(o->split);
+    Py_CLEAR(o->split); Py_CLEAR(o->guard);
     return 0;
 }
 
@@ -146,10 +170,9 @@ static void ls_free_state(LiveState *o) {
     free(o->C); o->C = NULL;
     free(o->pinned); o->pinned = NULL;
     free(o->l_acc); free(o->l_hit); free(o->pf); o->l_acc = o->l_hit = NULL; o->pf = NULL;
-    if (o->hrows) for (long i = 0; i < o->L * o->R; i++) free(o->hrows[i]);
-    free(o->hrows); free(o->hrown); free(o->hrowcap); free(o->hcnt); free(o->hbk);
-    free(o->hhead); free(o->hlen);
-    o->hrows = NULL; o->hrown = o->hrowcap = o->hcnt = NULL; o->hbk = o->hhead = o->hlen = NULL;
+    ring_free(&o->hr, o->L);
+    free(o->hcnt); free(o->hbk);
+    o->hcnt = NULL; o->hbk = NULL;
     free(o->hdelta); free(o->htouched); o->hdelta = o->htouched = NULL;
     free(o->ring); o->ring = NULL;
     free(o->events); o->events = NULL;
@@ -159,11 +182,11 @@ static void ls_free_state(LiveState *o) {
     free(o->pcn); o->pcn = NULL;
     free(o->rb_caps); o->rb_caps = NULL;
     Py_CLEAR(o->split);
-    if (o->srows) for (long i = 0; i < o->L * o->sR; i++) free(o->srows[i]);
-    free(o->srows); free(o->srown); free(o->srowcap); free(o->shead); free(o->slen); free(o->stotal);
+    ring_free(&o->sr, o->L);
+    free(o->stotal);
     free(o->sn); free(o->scnt); free(o->sprev); free(o->snext); free(o->sfirst); free(o->slast);
-    o->srows = NULL; o->srown = o->srowcap = o->scnt = o->sprev = o->snext = o->sfirst = o->slast = NULL;
-    o->shead = o->slen = o->stotal = o->sn = NULL;
+    o->scnt = o->sprev = o->snext = o->sfirst = o->slast = NULL;
+    o->stotal = o->sn = NULL;
     o->has_sig = 0;
     free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
     free(o->aff_last); free(o->aff_lastn); free(o->aff_best);
@@ -182,7 +205,8 @@ static void ls_dealloc(LiveState *o) {
         for (long k = 0; k < o->K; k++) Py_XDECREF(o->keys[k]);
         free(o->keys);
     }
-    free(o->ex);
+    free(o->ex); free(o->wv); free(o->hv);
+    free(o->pr_at); free(o->pr_off); free(o->pr_len); free(o->pr_ids);
     Py_TYPE(o)->tp_free((PyObject *)o);
 }
 
@@ -227,37 +251,151 @@ static inline void ls_gone_state(LiveState *o, int k) {
     if (o->f_ttl) t_unlink(&o->S, k);
 }
 
+/* ------------------------------------------------------------------ windows (Ring) */
+static void ring_free(Ring *r, long L) {
+    if (r->rows) for (long i = 0; i < L * r->R; i++) free(r->rows[i]);
+    free(r->rows); free(r->rown); free(r->rowcap); free(r->head); free(r->len);
+    memset(r, 0, sizeof *r);
+}
+
+/* room for R rows per layer (R <= W + 1); -1 with MemoryError */
+static int ring_alloc(Ring *r, long L, long W, long R) {
+    memset(r, 0, sizeof *r);
+    r->W = W;
+    r->R = R;
+    if (R < 1 || R > (long)(PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int *)) / L) { PyErr_NoMemory(); return -1; }
+    r->head = calloc(L, sizeof(long)); r->len = calloc(L, sizeof(long));
+    r->rows = calloc(L * R, sizeof(int *)); r->rown = calloc(L * R, sizeof(int));
+    r->rowcap = calloc(L * R, sizeof(int));
+    if (!r->head || !r->len || !r->rows || !r->rown || !r->rowcap) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* the room a window of W rows starts with, holding ``held`` rows already */
+static long ring_start(long W, long held) {
+    long cap = W < LONG_MAX ? W + 1 : LONG_MAX;
+    long r = held + 1 > 8 ? held + 1 : 8;
+    return r < cap ? r : cap;
+}
+
+static inline long ring_at(const Ring *r, long layer, long j) {   /* row j, oldest first */
+    return layer * r->R + (r->head[layer] + j) % r->R;
+}
+
+/* twice the room (at most W + 1, or one more row: a window an adapt action shortened keeps
+ * its rows until its next push), every layer's rows moved to the front in order */
+static int ring_grow(Ring *r, long L) {
+    if (r->R == LONG_MAX) { PyErr_NoMemory(); return -1; }
+    long cap = r->W < LONG_MAX ? r->W + 1 : LONG_MAX;
+    if (cap <= r->R) cap = r->R + 1;
+    long nr = r->R > cap / 2 ? cap : 2 * r->R;
+    Ring g;
+    if (ring_alloc(&g, L, r->W, nr) < 0) { ring_free(&g, L); return -1; }
+    for (long l = 0; l < L; l++) {
+        for (long j = 0; j < r->len[l]; j++) {
+            long oi = ring_at(r, l, j), ni = l * nr + j;
+            g.rows[ni] = r->rows[oi]; g.rown[ni] = r->rown[oi]; g.rowcap[ni] = r->rowcap[oi];
+            r->rows[oi] = NULL;
+        }
+        g.len[l] = r->len[l];
+    }
+    ring_free(r, L);       /* the rows not in use (none moved) */
+    *r = g;
+    return 0;
+}
+
+/* the row ex[0..n) enters layer's window at its end (room made first) */
+static int ring_push(Ring *r, long L, long layer, const long *ex, Py_ssize_t n) {
+    if (r->len[layer] == r->R && ring_grow(r, L) < 0) return -1;
+    long ri = ring_at(r, layer, r->len[layer]);
+    if (r->rowcap[ri] < n) {
+        int *p = realloc(r->rows[ri], sizeof(int) * (n ? n : 1));
+        if (!p) { PyErr_NoMemory(); return -1; }
+        r->rows[ri] = p;
+        r->rowcap[ri] = (int)n;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) r->rows[ri][j] = (int)ex[j];
+    r->rown[ri] = (int)n;
+    r->len[layer]++;
+    return 0;
+}
+
+/* the oldest row of layer leaves (its index, still readable until the next push) */
+static long ring_pop(Ring *r, long layer) {
+    long oi = layer * r->R + r->head[layer];
+    r->head[layer] = (r->head[layer] + 1) % r->R;
+    r->len[layer]--;
+    return oi;
+}
+
+static int ll_item(PyObject *seq, Py_ssize_t i, long long *out);
+
+/* a layer's rows from Python (a sequence of sequences of ids in 0..E), oldest first; at
+ * most one expert id per distinct expert in a row (-1 with ValueError otherwise) */
+static int ring_load_layer(Ring *r, long L, long layer, PyObject *rows, long E, const char *what) {
+    Py_ssize_t m = PySequence_Size(rows);
+    if (m < 0) return -1;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        PyObject *row = PySequence_GetItem(rows, j);
+        if (!row) return -1;
+        PyObject *t = PySequence_Tuple(row);
+        Py_DECREF(row);
+        if (!t) return -1;
+        Py_ssize_t rn = PyTuple_GET_SIZE(t);
+        if (rn > E) { Py_DECREF(t); PyErr_Format(PyExc_ValueError, "live dispatch: load: a %s row longer than the experts", what); return -1; }
+        long *buf = malloc(sizeof(long) * (rn ? rn : 1));
+        if (!buf) { Py_DECREF(t); PyErr_NoMemory(); return -1; }
+        for (Py_ssize_t q = 0; q < rn; q++) {
+            long long e;
+            if (ll_item(t, q, &e) < 0) { free(buf); Py_DECREF(t); return -1; }
+            if (e < 0 || e >= E) { free(buf); Py_DECREF(t); PyErr_Format(PyExc_ValueError, "live dispatch: load: a %s row names an expert out of range", what); return -1; }
+            buf[q] = (long)e;
+        }
+        Py_DECREF(t);
+        int rc = ring_push(r, L, layer, buf, rn);
+        free(buf);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* a layer's rows as a list of tuples, oldest first (NULL on error) */
+static PyObject *ring_dump_layer(const Ring *r, long layer) {
+    PyObject *lr = PyList_New(r->len[layer]);
+    if (!lr) return NULL;
+    for (long j = 0; j < r->len[layer]; j++) {
+        long ri = ring_at(r, layer, j);
+        PyObject *row = PyTuple_New(r->rown[ri]);
+        if (!row) { Py_DECREF(lr); return NULL; }
+        PyList_SET_ITEM(lr, j, row);
+        for (int q = 0; q < r->rown[ri]; q++) {
+            PyObject *x = PyLong_FromLong(r->rows[ri][q]);
+            if (!x) { Py_DECREF(lr); return NULL; }
+            PyTuple_SET_ITEM(row, q, x);
+        }
+    }
+    return lr;
+}
+
 /* ------------------------------------------------------------------ history */
 /* History.observe: the row enters the window and the rows beyond it leave; counts move by
  * the net change of each expert (in and out: none), and the largest count reached is that
  * of History's buckets (they grow one at a time, never past a final count) */
 static int h_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
-    long R = o->R;
-    long pos = (o->hhead[layer] + o->hlen[layer]) % R;
-    long ri = layer * R + pos;
-    if (o->hrowcap[ri] < n) {
-        int *p = realloc(o->hrows[ri], sizeof(int) * (n ? n : 1));
-        if (!p) { PyErr_NoMemory(); return -1; }
-        o->hrows[ri] = p;
-        o->hrowcap[ri] = (int)n;
-    }
+    Ring *r = &o->hr;
+    if (ring_push(r, o->L, layer, ex, n) < 0) return -1;
     int *delta = o->hdelta, *touched = o->htouched;
     long nt = 0;
     for (Py_ssize_t j = 0; j < n; j++) {
         int e = (int)ex[j];
-        o->hrows[ri][j] = e;
         if (!delta[e]++) touched[nt++] = e;
     }
-    o->hrown[ri] = (int)n;
-    o->hlen[layer]++;
-    while (o->hlen[layer] > o->W) {
-        long oi = layer * R + o->hhead[layer];
-        for (int j = 0; j < o->hrown[oi]; j++) {
-            int e = o->hrows[oi][j];
+    while (r->len[layer] > r->W) {
+        long oi = ring_pop(r, layer);
+        for (int j = 0; j < r->rown[oi]; j++) {
+            int e = r->rows[oi][j];
             if (!delta[e]--) touched[nt++] = e;
         }
-        o->hhead[layer] = (o->hhead[layer] + 1) % R;
-        o->hlen[layer]--;
     }
     int *cnt = o->hcnt + layer * o->E;
     for (long q = 0; q < nt; q++) {
@@ -450,22 +588,14 @@ static long aff_top(LiveState *o, long layer, const long *ex, Py_ssize_t n, long
     return m;
 }
 
-/* the predictions for target layer t as ints (borrowed sequence items; NULL: none for t) */
-static PyObject *pred_for(PyObject *preds, long t) {
-    if (!preds) return NULL;
-    PyObject *k = PyLong_FromLong(t);
-    if (!k) return NULL;
-    PyObject *v = PyDict_GetItemWithError(preds, k);
-    Py_DECREF(k);
-    return v;
-}
-
 /* Runtime._check_predictions would take them unchanged: layers exact ints in range, each a
- * list or tuple of exact ints in range (1); anything else goes to the pure dispatch (0) */
-static int preds_ok(LiveState *o, PyObject *preds) {
+ * list or tuple of exact ints in range (1: copied into pr_*, as of this call); anything else
+ * goes to the pure dispatch (0); -1: no memory for the copy */
+static int preds_take(LiveState *o, PyObject *preds) {
     PyObject *key, *val;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(preds, &pos, &key, &val)) {
+    Py_ssize_t pos = 0, total = 0;
+    o->pr_call++;
+    while (PyDict_Next(preds, &pos, &key, &val)) {     /* (no Python code runs in the loop) */
         if (!PyLong_CheckExact(key)) return 0;
         int ovf;
         long l = PyLong_AsLongAndOverflow(key, &ovf);
@@ -473,58 +603,80 @@ static int preds_ok(LiveState *o, PyObject *preds) {
         if (!PyList_CheckExact(val) && !PyTuple_CheckExact(val)) return 0;
         Py_ssize_t m = PySequence_Fast_GET_SIZE(val);
         PyObject **items = PySequence_Fast_ITEMS(val);
+        if (total + m > o->pr_cap) {
+            Py_ssize_t nc = o->pr_cap ? o->pr_cap : 64;
+            while (nc < total + m) {
+                if (nc > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int)) { PyErr_NoMemory(); return -1; }
+                nc *= 2;
+            }
+            int *p = realloc(o->pr_ids, sizeof(int) * nc);
+            if (!p) { PyErr_NoMemory(); return -1; }
+            o->pr_ids = p;
+            o->pr_cap = nc;
+        }
         for (Py_ssize_t j = 0; j < m; j++) {
             if (!PyLong_CheckExact(items[j])) return 0;
             long e = PyLong_AsLongAndOverflow(items[j], &ovf);
             if (ovf || e < 0 || e >= o->E) { PyErr_Clear(); return 0; }
+            o->pr_ids[total + j] = (int)e;
         }
+        o->pr_at[l] = o->pr_call;
+        o->pr_off[l] = (long)total;
+        o->pr_len[l] = (long)m;
+        total += m;
     }
     return 1;
 }
 
+/* this call's predictions for target layer t: their number (-1: none given for t), *ids */
+static inline long pr_for(LiveState *o, int given, long t, const int **ids) {
+    if (!given || o->pr_at[t] != o->pr_call) return -1;
+    *ids = o->pr_ids + o->pr_off[t];
+    return o->pr_len[t];
+}
+
 /* Runtime._proposals (history; lookahead: the caller's predictions for a target, else the
- * history; affinity) into o->props; their number, -1 on error. One layer ahead with the
- * lookahead strategy reachable (the generated code's shortcut), the predictions for the
- * target are read whatever the strategy is now, their duplicates dropped. */
-static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n, PyObject *preds) {
-    long L = o->L, b = o->budget, np = 0;
+ * history; affinity) into o->props; their number. One layer ahead with the lookahead
+ * strategy reachable (the generated code's shortcut), the predictions for the target are
+ * read whatever the strategy is now, their duplicates dropped. ``given``: the call brought
+ * predictions (pr_*). At most bmax proposals: min(budget, the distinct keys of the targets),
+ * which is what the budget allows; one target gives at most bq = min(budget, E). */
+static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n, int given) {
+    long L = o->L, b = o->bmax, bq = o->bq, np = 0;
     State *S = &o->S;
     if (b <= 0) return 0;
+    const int *ids;
     if (o->next_only) {
         long t = layer + 1 == L ? 0 : layer + 1;
-        PyObject *pl = o->f_lookahead ? pred_for(preds, t) : NULL;
-        if (!pl && PyErr_Occurred()) return -1;
-        if (pl) {                       /* dict.fromkeys(predictions[t])[:budget] */
+        long m = o->f_lookahead ? pr_for(o, given, t, &ids) : -1;
+        if (m >= 0) {                   /* dict.fromkeys(predictions[t])[:budget] */
             S->stamp++;
-            Py_ssize_t m = PySequence_Fast_GET_SIZE(pl);
-            PyObject **items = PySequence_Fast_ITEMS(pl);
-            for (Py_ssize_t j = 0; j < m && np < b; j++) {
-                int k = (int)(t * o->E + PyLong_AsLong(items[j]));
+            for (long j = 0; j < m && np < b; j++) {
+                int k = (int)(t * o->E + ids[j]);
                 if (S->mark[k] == S->stamp) continue;
                 S->mark[k] = S->stamp;
                 o->props[np++] = k;
             }
             return np;
         }
-        long m = o->has_hist ? h_top(o, t, b, o->hsort) : 0;
-        for (long j = 0; j < m; j++) o->props[np++] = (int)(t * o->E + o->hsort[j]);
+        long h = o->has_hist ? h_top(o, t, bq, o->hsort) : 0;
+        for (long j = 0; j < h && np < b; j++) o->props[np++] = (int)(t * o->E + o->hsort[j]);
         return np;
     }
     /* per target its candidates, then round-robin by rank, distinct keys */
     long D = o->lookahead < L ? o->lookahead : L;
     long *cn = o->pcn;
-    PyObject *plist[64];                /* a target's predictions (more targets: history) */
+    const int *plist[64];               /* a target's predictions (NULL: its candidates in hsort) */
     for (long d = 1; d <= D; d++) {
         long t = (layer + d) % L;
-        if (d <= 64) plist[d - 1] = NULL;
-        if (o->aff_predict) cn[d - 1] = aff_top(o, layer, ex, n, d, b, o->hsort + (d - 1) * b);
+        plist[d - 1] = NULL;
+        if (o->aff_predict) cn[d - 1] = aff_top(o, layer, ex, n, d, bq, o->hsort + (d - 1) * bq);
         else {
-            PyObject *pl = (o->strategy_la && d <= 64) ? pred_for(preds, t) : NULL;
-            if (!pl && PyErr_Occurred()) return -1;
-            if (pl) {                   /* list(predictions[t]): every entry, duplicates too */
-                plist[d - 1] = pl;
-                cn[d - 1] = (long)PySequence_Fast_GET_SIZE(pl);
-            } else cn[d - 1] = o->has_hist ? h_top(o, t, b, o->hsort + (d - 1) * b) : 0;
+            long m = o->strategy_la ? pr_for(o, given, t, &ids) : -1;
+            if (m >= 0) {               /* list(predictions[t]): every entry, duplicates too */
+                plist[d - 1] = ids;
+                cn[d - 1] = m;
+            } else cn[d - 1] = o->has_hist ? h_top(o, t, bq, o->hsort + (d - 1) * bq) : 0;
         }
     }
     S->stamp++;                                        /* 'seen' */
@@ -534,8 +686,7 @@ static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n,
             if (rank >= cn[d - 1]) continue;
             progressed = 1;
             long t = (layer + d) % L;
-            long e = (d <= 64 && plist[d - 1]) ? PyLong_AsLong(PySequence_Fast_ITEMS(plist[d - 1])[rank])
-                                               : o->hsort[(d - 1) * b + rank];
+            long e = plist[d - 1] ? plist[d - 1][rank] : o->hsort[(d - 1) * bq + rank];
             int k = (int)(t * o->E + e);
             if (S->mark[k] == S->stamp) continue;
             S->mark[k] = S->stamp;
@@ -675,31 +826,20 @@ static void s_unlink(LiveState *o, long layer, int e) {   /* del cnt[e] */
 
 /* Signal.observe(layer, experts) */
 static int s_observe(LiveState *o, long layer, const long *ex, Py_ssize_t n) {
-    long E = o->E, R = o->sR;
-    int *cnt = o->scnt + layer * E;
+    Ring *r = &o->sr;
+    if (ring_push(r, o->L, layer, ex, n) < 0) return -1;
+    int *cnt = o->scnt + layer * o->E;
     for (Py_ssize_t j = 0; j < n; j++) {
         if (!cnt[ex[j]]++) s_link(o, layer, (int)ex[j]);
     }
     o->stotal[layer] += n;
-    long ri = layer * R + (o->shead[layer] + o->slen[layer]) % R;
-    if (o->srowcap[ri] < n) {
-        int *p = realloc(o->srows[ri], sizeof(int) * (n ? n : 1));
-        if (!p) { PyErr_NoMemory(); return -1; }
-        o->srows[ri] = p;
-        o->srowcap[ri] = (int)n;
-    }
-    for (Py_ssize_t j = 0; j < n; j++) o->srows[ri][j] = (int)ex[j];
-    o->srown[ri] = (int)n;
-    o->slen[layer]++;
-    while (o->slen[layer] > o->sW) {
-        long oi = layer * R + o->shead[layer];
-        o->stotal[layer] -= o->srown[oi];
-        for (int j = 0; j < o->srown[oi]; j++) {
-            int e = o->srows[oi][j];
-            if (!--cnt[e]) s_unlink(o, layer, e);
+    while (r->len[layer] > r->W) {
+        long oi = ring_pop(r, layer);
+        o->stotal[layer] -= r->rown[oi];
+        for (int j = 0; j < r->rown[oi]; j++) {
+            int e = r->rows[oi][j];
+            if (cnt[e] > 0 && !--cnt[e]) s_unlink(o, layer, e);
         }
-        o->shead[layer] = (o->shead[layer] + 1) % R;
-        o->slen[layer]--;
     }
     return 0;
 }
@@ -731,85 +871,90 @@ static PyObject *s_weights(LiveState *o) {
     return wl;
 }
 
+/* the items of a list argument as a new tuple of exactly n items (a tuple cannot change
+ * under a later call into Python; NULL with ValueError when the length is not n) */
+static PyObject *as_tuple(PyObject *seq, Py_ssize_t n, const char *what) {
+    PyObject *t = PySequence_Tuple(seq);
+    if (!t) return NULL;
+    if (n >= 0 && PyTuple_GET_SIZE(t) != n) {
+        Py_DECREF(t);
+        PyErr_Format(PyExc_ValueError, "live dispatch: load: %s has the wrong length", what);
+        return NULL;
+    }
+    return t;
+}
+
 /* (window, [per layer [rows]], [per layer [(expert, count)] in dict order], [totals]) */
 static int s_load(LiveState *o, PyObject *sig) {
-    PyObject *rows, *cnts, *tots;
+    PyObject *rows_o, *cnts_o, *tots_o;
     long W, L = o->L, E = o->E;
-    if (!PyArg_ParseTuple(sig, "lO!O!O!", &W, &PyList_Type, &rows, &PyList_Type, &cnts, &PyList_Type, &tots))
+    if (!PyArg_ParseTuple(sig, "lO!O!O!", &W, &PyList_Type, &rows_o, &PyList_Type, &cnts_o, &PyList_Type, &tots_o))
         return -1;
-    long R = W + 1;
+    if (W < 1) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad signal window"); return -1; }
+    PyObject *rows = as_tuple(rows_o, L, "the signal's rows"), *cnts = rows ? as_tuple(cnts_o, L, "the signal's counts") : NULL;
+    PyObject *tots = cnts ? as_tuple(tots_o, L, "the signal's totals") : NULL;
+    int rc = -1;
+    if (!tots) goto out;
+    long held = 0;
     for (long l = 0; l < L; l++) {
-        Py_ssize_t m = PySequence_Size(PyList_GET_ITEM(rows, l));
-        if (m < 0) return -1;
-        if (m + 1 > R) R = m + 1;
+        Py_ssize_t m = PySequence_Size(PyTuple_GET_ITEM(rows, l));
+        if (m < 0) goto out;
+        if (m > held) held = m;
     }
     o->has_sig = 1;
-    o->sW = W; o->sR = R;
-    o->shead = calloc(L, sizeof(long)); o->slen = calloc(L, sizeof(long));
     o->stotal = calloc(L, sizeof(long)); o->sn = calloc(L, sizeof(long));
-    o->srows = calloc(L * R, sizeof(int *)); o->srown = calloc(L * R, sizeof(int));
-    o->srowcap = calloc(L * R, sizeof(int)); o->scnt = calloc(L * E, sizeof(int));
+    o->scnt = calloc(L * E, sizeof(int));
     o->sprev = malloc(sizeof(int) * L * E); o->snext = malloc(sizeof(int) * L * E);
     o->sfirst = malloc(sizeof(int) * L); o->slast = malloc(sizeof(int) * L);
-    if (!o->shead || !o->slen || !o->stotal || !o->sn || !o->srows || !o->srown || !o->srowcap ||
-        !o->scnt || !o->sprev || !o->snext || !o->sfirst || !o->slast) { PyErr_NoMemory(); return -1; }
+    if (!o->stotal || !o->sn || !o->scnt || !o->sprev || !o->snext || !o->sfirst || !o->slast) { PyErr_NoMemory(); goto out; }
+    if (ring_alloc(&o->sr, L, W, ring_start(W, held)) < 0) goto out;
+    for (long l = 0; l < L; l++) o->sfirst[l] = o->slast[l] = -1;
     for (long l = 0; l < L; l++) {
-        o->sfirst[l] = o->slast[l] = -1;
-        PyObject *lr = PyList_GET_ITEM(rows, l), *lc = PyList_GET_ITEM(cnts, l);
-        Py_ssize_t m = PySequence_Size(lr);
-        for (Py_ssize_t j = 0; j < m; j++) {
-            PyObject *row = PySequence_GetItem(lr, j);
-            if (!row) return -1;
-            Py_ssize_t rn = PySequence_Size(row);
-            int *buf = malloc(sizeof(int) * (rn > 0 ? rn : 1));
-            if (!buf) { Py_DECREF(row); PyErr_NoMemory(); return -1; }
-            o->srows[l * R + j] = buf;
-            o->srowcap[l * R + j] = o->srown[l * R + j] = (int)rn;
-            for (Py_ssize_t q = 0; q < rn; q++) {
-                long long e;
-                if (ll_item(row, q, &e) < 0) { Py_DECREF(row); return -1; }
-                buf[q] = (int)e;
-            }
-            Py_DECREF(row);
-        }
-        o->slen[l] = m;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lc); j++) {
+        if (ring_load_layer(&o->sr, L, l, PyTuple_GET_ITEM(rows, l), E, "signal") < 0) goto out;
+        PyObject *lc = PySequence_Tuple(PyTuple_GET_ITEM(cnts, l));
+        if (!lc) goto out;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(lc); j++) {
             long e, c;
-            if (!PyArg_ParseTuple(PyList_GET_ITEM(lc, j), "ll", &e, &c)) return -1;
-            if (e < 0 || e >= E || c < 1) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad signal"); return -1; }
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(lc, j), "ll", &e, &c)) { Py_DECREF(lc); goto out; }
+            if (e < 0 || e >= E || c < 1 || c > INT_MAX || o->scnt[l * E + e]) {
+                Py_DECREF(lc);
+                PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad signal");
+                goto out;
+            }
             o->scnt[l * E + e] = (int)c;
             s_link(o, l, (int)e);
         }
+        Py_DECREF(lc);
         long long t;
-        if (ll_item(tots, l, &t) < 0) return -1;
+        if (ll_item(tots, l, &t) < 0) goto out;
         o->stotal[l] = (long)t;
     }
-    return 0;
+    rc = 0;
+out:
+    Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(tots);
+    return rc;
 }
 
 static PyObject *s_dump(LiveState *o) {
     long L = o->L, E = o->E;
     PyObject *rows = PyList_New(L), *cnts = PyList_New(L), *tots = PyList_New(L);
-    if (!rows || !cnts || !tots) { Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(tots); return NULL; }
+    if (!rows || !cnts || !tots) goto bad;
     for (long l = 0; l < L; l++) {
-        PyObject *lr = PyList_New(o->slen[l]), *lc = PyList_New(0);
+        PyObject *lr = ring_dump_layer(&o->sr, l);
+        if (!lr) goto bad;
         PyList_SET_ITEM(rows, l, lr);
+        PyObject *lc = PyList_New(0);
+        if (!lc) goto bad;
         PyList_SET_ITEM(cnts, l, lc);
-        PyList_SET_ITEM(tots, l, PyLong_FromLong(o->stotal[l]));
-        if (!lr || !lc) goto bad;
-        for (long j = 0; j < o->slen[l]; j++) {
-            long ri = l * o->sR + (o->shead[l] + j) % o->sR;
-            PyObject *row = PyTuple_New(o->srown[ri]);
-            if (!row) goto bad;
-            for (int q = 0; q < o->srown[ri]; q++) PyTuple_SET_ITEM(row, q, PyLong_FromLong(o->srows[ri][q]));
-            PyList_SET_ITEM(lr, j, row);
-        }
+        PyObject *t = PyLong_FromLong(o->stotal[l]);
+        if (!t) goto bad;
+        PyList_SET_ITEM(tots, l, t);
         for (int e = o->sfirst[l]; e >= 0; e = o->snext[l * E + e])
             if (lappend(lc, Py_BuildValue("(ii)", e, o->scnt[l * E + e])) < 0) goto bad;
     }
     return Py_BuildValue("(NNN)", rows, cnts, tots);
 bad:
-    Py_DECREF(rows); Py_DECREF(cnts); Py_DECREF(tots);
+    Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(tots);
     return NULL;
 }
 
@@ -859,13 +1004,22 @@ static int ls_log(LiveState *o) {
     return 0;
 }
 
-/* a sync (the state back into the pure structures) through the glue */
-static int ls_sync(LiveState *o) {
-    if (!o->owns) return 0;
-    PyObject *r = PyObject_CallOneArg(o->sync, o->rt);
+/* a call to the glue that moves the state (take, sync): load() and dump() are allowed
+ * meanwhile; whatever it did, the caller reads the state afresh afterwards (o->owns, o->S,
+ * o->C: nothing derived from them is kept across it) */
+static int ls_glue(LiveState *o, PyObject *fn) {
+    int g = o->glue;
+    o->glue = 1;
+    PyObject *r = PyObject_CallOneArg(fn, o->rt);
+    o->glue = g;
     if (!r) return -1;
     Py_DECREF(r);
     return 0;
+}
+
+/* a sync (the state back into the pure structures) through the glue */
+static int ls_sync(LiveState *o) {
+    return o->owns ? ls_glue(o, o->sync) : 0;
 }
 
 static PyObject *ls_pure(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
@@ -873,19 +1027,30 @@ static PyObject *ls_pure(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     return PyObject_Vectorcall(o->pure, args, nargsf, kw);
 }
 
+/* a list made in C for the Plan, hidden from the garbage collector (and so from
+ * gc.get_objects / get_referrers in a finalizer) until it is handed to Python */
+static PyObject *hidden_list(Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    if (l) PyObject_GC_UnTrack(l);
+    return l;
+}
+
+static void shown(PyObject *l) {
+    if (l && !PyObject_GC_IsTracked(l)) PyObject_GC_Track(l);
+}
+
 /* the accesses of the monitor phase (Runtime._observe's loop); 1: a rule fires at one of
  * them (stopped there), 0: none, -1 error. do_log: write the log records (else the first
  * access that logs is noted in *log_at). */
-static int ls_monitor_loop(LiveState *o, PyObject *hit, long long tokens, double stall_now,
+static int ls_monitor_loop(LiveState *o, Py_ssize_t n, long long tokens, double stall_now,
                            int do_log, long *log_at) {
-    Py_ssize_t n = PyList_GET_SIZE(hit);
     long long loads = o->demand + o->background + o->pf_loads;
     long long ev = o->evictions - o->seen[0], ld = loads - o->seen[1];
     long long pfl = o->pf_loads - o->seen[2], pfu = o->pf_useful - o->seen[3];
     double st = stall_now - o->seen_stall;
     for (Py_ssize_t j = 0; j < n; j++) {
         long i = (long)(o->macc % o->mwin);
-        int v = PyList_GET_ITEM(hit, j) == Py_True;
+        int v = o->hv[j];
         o->mhits += v - o->ring[i];
         o->ring[i] = (unsigned char)v;
         o->macc++;
@@ -908,15 +1073,16 @@ static int ls_monitor_loop(LiveState *o, PyObject *hit, long long tokens, double
  * undone: the caller runs the pure phase), 0 done, -1 error. A phase that writes a log
  * record runs twice: once to find whether a rule fires (no side effect outside the state),
  * then, undone, again with the records. */
-static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
-    Py_ssize_t n = PyList_GET_SIZE(hit);
+static int ls_observe(LiveState *o, Py_ssize_t n, long long tokens) {
     /* room for the phase's record (growing changes nothing) */
     if (o->elen == o->ecap && m_grow(o) < 0) return -1;
     double stall_now;
     {
         PyObject *sv = PyDict_GetItemWithError(o->dict, s_stall);
         if (!sv) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, s_stall); return -1; }
+        Py_INCREF(sv);                 /* (a float subclass's __float__ may replace it) */
         stall_now = PyFloat_AsDouble(sv);
+        Py_DECREF(sv);
         if (stall_now == -1.0 && PyErr_Occurred()) return -1;
     }
     long long s_macc = o->macc, s_mhits = o->mhits, s_mev = o->mev, s_mld = o->mld,
@@ -938,7 +1104,7 @@ static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
     memcpy(saved, o->rules, sizeof(LRule) * o->nrules);
     for (long j = 0; j < nring; j++) rsave[j] = o->ring[(s_macc + j) % o->mwin];
     long log_at = -1;
-    int r = ls_monitor_loop(o, hit, tokens, stall_now, 0, &log_at);
+    int r = ls_monitor_loop(o, n, tokens, stall_now, 0, &log_at);
     if (r == 1 || (r == 0 && log_at >= 0)) {     /* undo */
         for (long j = nring - 1; j >= 0; j--) o->ring[(s_macc + j) % o->mwin] = rsave[j];
         o->macc = s_macc; o->mhits = s_mhits; o->mev = s_mev; o->mld = s_mld; o->mpfl = s_mpfl;
@@ -946,29 +1112,36 @@ static int ls_observe(LiveState *o, PyObject *hit, long long tokens) {
         o->ehead = s_ehead; o->elen = s_elen;
         memcpy(o->seen, s_seen, sizeof s_seen);
         memcpy(o->rules, saved, sizeof(LRule) * o->nrules);
-        if (r == 0) r = ls_monitor_loop(o, hit, tokens, stall_now, 1, &log_at);
+        if (r == 0) r = ls_monitor_loop(o, n, tokens, stall_now, 1, &log_at);
     }
     if (saved != rbuf) free(saved);
     if (rsave != rsave_buf) free(rsave);
     return r;
 }
 
-static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+/* one dispatch (the generated dispatch in C); the caller marked the call (in_call) */
+static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
     if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
     Args A;
-    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->E, 1, &A) || (A.preds && !preds_ok(o, A.preds)) ||
-            A.tokens > (1L << 53))      /* (token counts a double holds exactly: the hybrid test) */
-        return ls_pure(o, args, nargsf, kw);
+    int given = 0;
+    if (!parse_args(args, nargsf, kw, o->L, o->E, o->ex, o->wv, o->E, 1, &A) || A.tokens > (1L << 53))
+        return ls_pure(o, args, nargsf, kw);    /* (token counts a double holds exactly: the hybrid test) */
+    if (A.preds) {
+        int t = preds_take(o, A.preds);
+        if (t < 0) return NULL;
+        if (!t) return ls_pure(o, args, nargsf, kw);
+        given = 1;
+    }
     if (o->owns && PyDict_GET_SIZE(o->dict) != o->dict_size) {
         /* an attribute was set on the runtime meanwhile: the pure structures decide again */
         if (ls_sync(o) < 0) return NULL;
     }
     if (!o->owns) {
-        PyObject *r = PyObject_CallOneArg(o->take, o->rt);
-        if (!r) return NULL;
-        Py_DECREF(r);
+        if (ls_glue(o, o->take) < 0) return NULL;
         if (!o->owns) return PyObject_Vectorcall(o->pure, args, nargsf, kw);   /* not covered now */
     }
+    /* from here on no Python code can change the state: load() and dump() are refused
+     * outside the glue, and the ids, weights and predictions are C copies */
     State *S = &o->S;
     const long *ex = o->ex;
     Py_ssize_t n = A.n;
@@ -978,29 +1151,24 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     o->last_layer = layer;
     Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
     long base = layer * o->E;
-    const double *wv = NULL;
-    double wbuf[64];
-    PyObject *where = PyList_New(n), *hit = PyList_New(n), *loads = PyList_New(0),
-        *evicted = PyList_New(0), *result = NULL;
+    const double *wv = o->f_weighted && A.has_w ? o->wv : NULL;
+    PyObject *where = hidden_list(n), *hit = hidden_list(n), *loads = hidden_list(0),
+        *evicted = hidden_list(0), *result = NULL;
     if (!where || !hit || !loads || !evicted) goto fail;
-    if (o->f_weighted && A.weights != Py_None && n <= 64) {
-        for (Py_ssize_t j = 0; j < n; j++) wbuf[j] = PyFloat_AS_DOUBLE(PyList_GET_ITEM(A.weights, j));
-        wv = wbuf;
-    }
     ls_mark_inuse(o, base, ex, n);
     long long nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0;
     int first_miss = 1, to_cpu = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int e = (int)ex[i];
         int k = (int)(base + e);
-        double w = wv ? wv[i] : (o->f_weighted && A.weights != Py_None ?
-                                 PyFloat_AS_DOUBLE(PyList_GET_ITEM(A.weights, i)) : o->wdef);
+        double w = wv ? wv[i] : o->wdef;
         if (o->f_ttl) o->accesses++;
         if (S->slot[k] >= 0) {
             PyObject *sl = PyLong_FromLong(S->slot[k]);
             if (!sl) goto fail;
             PyList_SET_ITEM(where, i, sl);
             Py_INCREF(Py_True); PyList_SET_ITEM(hit, i, Py_True);
+            o->hv[i] = 1;
             nhit++;
             if (!o->pinned[e]) {
                 st_hit(S, c, k, w);
@@ -1010,6 +1178,7 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
             continue;
         }
         Py_INCREF(Py_False); PyList_SET_ITEM(hit, i, Py_False);
+        o->hv[i] = 0;
         if (first_miss) {
             first_miss = 0;
             to_cpu = o->mode == 1 || (o->mode == 2 && (double)A.tokens < o->cpu_limit);
@@ -1061,8 +1230,7 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     if (o->has_aff) aff_observe(o, layer, ex, n);
     if (o->has_sig && s_observe(o, layer, ex, n) < 0) goto fail;
     if (o->prefetch_on) {
-        long np = ls_proposals(o, layer, ex, n, A.preds);
-        if (np < 0) goto fail;
+        long np = ls_proposals(o, layer, ex, n, given);
         if (np) { if (ls_issue(o, np, base, ex, n, loads, evicted) < 0) goto fail; }
         else if (!o->next_only) ls_mark_inuse(o, base, ex, n);   /* the proposals' marks */
     }
@@ -1078,24 +1246,34 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
         PyObject *caps = o->rb_interval ? PyObject_CallFunctionObjArgs(o->split, o->rt, wl ? wl : Py_None, NULL) : NULL;
         Py_XDECREF(wl);
         if (!caps && o->rb_interval) goto fail;
-        if (!caps || caps == Py_None || !PyList_Check(caps) || PyList_GET_SIZE(caps) != o->ncaches) tail = 1;
+        if (!caps || caps == Py_None || !PyList_CheckExact(caps) || PyList_GET_SIZE(caps) != o->ncaches) tail = 1;
         else {
+            /* the capacities, read in one pass before any of them is used (the list is ours
+             * only until the next call into Python) */
             for (long i = 0; i < o->ncaches; i++) {
-                long long v = PyLong_AsLongLong(PyList_GET_ITEM(caps, i));
-                if (v == -1 && PyErr_Occurred()) { Py_DECREF(caps); goto fail; }
+                PyObject *it = PyList_GET_ITEM(caps, i);
+                long long v = PyLong_CheckExact(it) ? PyLong_AsLongLong(it) : -1;
+                if (v < 0) {
+                    Py_DECREF(caps);
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "live dispatch: a rebalance gave a capacity that is not an int >= 0");
+                    goto fail;
+                }
                 o->rb_caps[i] = v > LONG_MAX ? LONG_MAX : (long)v;
             }
-            if (ls_rebalance(o, evicted) < 0) { Py_DECREF(caps); goto fail; }
+            Py_DECREF(caps);
+            if (ls_rebalance(o, evicted) < 0) goto fail;
+            caps = NULL;
         }
         Py_XDECREF(caps);
     }
     if (tail < 0 && o->has_mon && n) {
-        int r = ls_observe(o, hit, A.tokens);
+        int r = ls_observe(o, n, A.tokens);
         if (r < 0) goto fail;
         if (r == 1) tail = 0;   /* an adapt rule fires: the pure monitor phase */
     }
     if (tail >= 0) {     /* synced, the rest of the dispatch on the pure path (trim included) */
         if (ls_sync(o) < 0) goto fail;
+        shown(hit); shown(evicted);
         PyObject *x = PyObject_CallFunction(o->observe, "OOOOOOO", o->rt, tail ? Py_True : Py_False,
                                             hit, A.tokens_o ? A.tokens_o : s_one_o, A.layer_o,
                                             A.experts, evicted);
@@ -1110,6 +1288,7 @@ plan:
         if (!stepo) goto fail;
         result = o->plan->tp_alloc(o->plan, 0);
         if (!result) { Py_DECREF(stepo); goto fail; }
+        shown(where); shown(hit); shown(loads); shown(evicted);
         PyObject *vals[8] = {stepo, A.layer_o, A.experts, where, hit, loads, evicted, Py_False};
         for (int i = 0; i < 8; i++) {
             if (i != 0) Py_INCREF(vals[i]);
@@ -1117,8 +1296,45 @@ plan:
         }
     }
 fail:
+    /* (a list PyList_New made has NULL items until set: list_dealloc skips them) */
     Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(evicted);
     return result;
+}
+
+/* the busy refusal of a dispatch or replay into a LiveState already in a call (only a
+ * hostile guard.release() lets another thread get here) */
+static int ls_enter(LiveState *o, const char *what) {
+    if (o->in_call) {
+        PyErr_Format(o->guard->busy_error ? o->guard->busy_error : PyExc_RuntimeError,
+                     "%s while the compiled live dispatch is already in a call", what);
+        return -1;
+    }
+    o->in_call = 1;
+    return 0;
+}
+
+/* rt.dispatch(...): the runtime's guard held for the call (mpl.runtime.guard) */
+static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    if (guard_begin(o->guard, "a dispatch") < 0) return NULL;
+    PyObject *r = NULL;
+    if (ls_enter(o, "a dispatch") == 0) {
+        r = ls_dispatch(o, args, nargsf, kw);
+        o->in_call = 0;
+    }
+    guard_end(o->guard);
+    return r;
+}
+
+/* held_call(...): the dispatch for a replay loop that holds the guard already (busy) */
+static PyObject *ls_held_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    if (!guard_mine(o->guard) || !o->guard->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "live dispatch: held_call() outside a replay holding the runtime's guard");
+        return NULL;
+    }
+    if (ls_enter(o, "a dispatch") < 0) return NULL;
+    PyObject *r = ls_dispatch(o, args, nargsf, kw);
+    o->in_call = 0;
+    return r;
 }
 
 /* ------------------------------------------------------------------ load / dump */
@@ -1135,11 +1351,15 @@ static const char *load_doc =
 "runtime's state (see mpl/runtime/fast.py, _live_take, the only caller).";
 
 static PyObject *ls_load(LiveState *o, PyObject *args) {
-    PyObject *cfg, *caches, *free_o, *pins_o, *ctr, *lacc, *lhit, *pf_o, *ttl_o, *hist, *mon, *rules;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!OOO!", &PyTuple_Type, &cfg, &PyList_Type, &caches,
-                          &PyList_Type, &free_o, &pins_o, &PyTuple_Type, &ctr, &PyList_Type, &lacc,
-                          &PyList_Type, &lhit, &PyList_Type, &pf_o, &PyList_Type, &ttl_o, &hist, &mon,
-                          &PyList_Type, &rules))
+    if (o->in_call && !o->glue) {
+        PyErr_SetString(PyExc_RuntimeError, "live dispatch: load() from inside a dispatch (the state is in use)");
+        return NULL;
+    }
+    PyObject *cfg, *caches_o, *free_o, *pins_o, *ctr, *lacc_o, *lhit_o, *pf_o, *ttl_o, *hist, *mon, *rules_o;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!OOO!", &PyTuple_Type, &cfg, &PyList_Type, &caches_o,
+                          &PyList_Type, &free_o, &pins_o, &PyTuple_Type, &ctr, &PyList_Type, &lacc_o,
+                          &PyList_Type, &lhit_o, &PyList_Type, &pf_o, &PyList_Type, &ttl_o, &hist, &mon,
+                          &PyList_Type, &rules_o))
         return NULL;
     ls_free_state(o);
     long long ttl_n;
@@ -1150,21 +1370,32 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
                           &o->rb_interval, &split, &aff, &sig, &o->f_lookahead, &o->strategy_la))
         return NULL;
+    long L = o->L, E = o->E, K = o->K;
+    if (o->mode < 0 || o->mode > 2 || ttl_n < -1 || o->lookahead < 1 || o->lookahead > 64 ||
+            o->pool_size < 0 || o->pool_size > K || o->rb_interval < 0) {
+        PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad configuration");
+        return NULL;
+    }
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
     Py_INCREF(split); o->split = split;
-    long L = o->L, E = o->E, K = o->K;
     o->ncaches = o->per_layer ? L : 1;
-    if (PyList_GET_SIZE(caches) != o->ncaches || PyList_GET_SIZE(lacc) != L || PyList_GET_SIZE(lhit) != L ||
-            o->pool_size < 0 || PyList_GET_SIZE(free_o) > o->pool_size) {
-        PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad state");
-        return NULL;
-    }
+    /* the arguments' items as tuples: nothing a conversion below calls can change them */
+    PyObject *caches = NULL, *freel = NULL, *lacc = NULL, *lhit = NULL, *pfl = NULL, *ttll = NULL, *rules = NULL;
+    unsigned char *used = NULL;
+    if (!(caches = as_tuple(caches_o, o->ncaches, "caches")) || !(freel = as_tuple(free_o, -1, "free")) ||
+        !(lacc = as_tuple(lacc_o, L, "l_acc")) || !(lhit = as_tuple(lhit_o, L, "l_hit")) ||
+        !(pfl = as_tuple(pf_o, -1, "pf")) || !(ttll = as_tuple(ttl_o, -1, "ttl")) ||
+        !(rules = as_tuple(rules_o, -1, "rules")))
+        goto bad;
     State *S = &o->S;
     S->K = K;
     long nl = o->ncaches * 4;
     long D = o->lookahead < L ? o->lookahead : L;
-    long hb = (o->budget > 0 ? o->budget : 1) * (D > 0 ? D : 1) + 1;
+    /* proposals: at most budget, and never more distinct keys than D target layers hold */
+    long b = o->budget > 0 ? o->budget : 0;
+    o->bq = b < E ? b : E;
+    o->bmax = b < D * E ? b : D * E;
     S->slot = malloc(sizeof(int) * K); S->lid = malloc(sizeof(int) * K);
     S->prv = malloc(sizeof(int) * K); S->nxt = malloc(sizeof(int) * K);
     S->pos = malloc(sizeof(int) * K); S->hf = calloc(K, sizeof(double));
@@ -1181,23 +1412,26 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     o->pinned = calloc(E, 1);
     o->l_acc = calloc(L, sizeof(long long)); o->l_hit = calloc(L, sizeof(long long));
     o->pf = calloc(K, 1);
-    o->props = malloc(sizeof(int) * hb);
-    o->hsort = malloc(sizeof(int) * hb);
+    o->props = malloc(sizeof(int) * (o->bmax + 1));
+    o->hsort = malloc(sizeof(int) * (D * o->bq + 1));
     o->pcn = malloc(sizeof(long) * (D > 0 ? D : 1));
+    used = calloc(o->pool_size > 0 ? o->pool_size : 1, 1);
     if (!S->slot || !S->lid || !S->prv || !S->nxt || !S->pos || !S->hf || !S->ht || !S->freq || !S->mark ||
         !S->lh || !S->lt || !S->ln || !S->frontier || !S->tprv || !S->tnxt || !S->tstamp || !S->tin ||
         !S->side || !S->fstack || !o->C || !o->pinned || !o->l_acc || !o->l_hit || !o->pf || !o->props ||
-        !o->hsort || !o->pcn) {
-        ls_free_state(o);
-        return PyErr_NoMemory();
+        !o->hsort || !o->pcn || !used) {
+        PyErr_NoMemory();
+        goto bad;
     }
     for (long k = 0; k < K; k++) { S->slot[k] = -1; S->lid[k] = -1; S->pos[k] = -1; }
     for (long l = 0; l < nl; l++) S->lh[l] = S->lt[l] = -1;
     if (pins_o != Py_None) {
         Py_buffer pb;
         if (PyObject_GetBuffer(pins_o, &pb, PyBUF_SIMPLE) < 0) goto bad;
-        if (pb.len == E) memcpy(o->pinned, pb.buf, E);
+        int ok = pb.len == E;
+        if (ok) memcpy(o->pinned, pb.buf, E);
         PyBuffer_Release(&pb);
+        if (!ok) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: one pin flag per expert"); goto bad; }
     }
     /* counters */
     long long cv[11];
@@ -1209,147 +1443,166 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     for (long i = 0; i < L; i++) {
         if (ll_item(lacc, i, &o->l_acc[i]) < 0 || ll_item(lhit, i, &o->l_hit[i]) < 0) goto bad;
     }
-    /* the pool's free stack */
-    S->ftop = PyList_GET_SIZE(free_o);
-    for (long i = 0; i < S->ftop; i++) {
-        long long v;
-        if (ll_item(free_o, i, &v) < 0) goto bad;
-        S->fstack[i] = (int)v;
-    }
-    /* caches: (rule, capacity, [(key, slot)], store) */
-    Params P = {1.0, 0.0, 0.0, 1, 1, L, E, K, o->per_layer ? E : K};
+    /* caches: (rule, capacity, [(key, slot)], store); every key of a cache its own (its
+     * layer's with per-layer caches), every slot in the pool and used once */
+    Params P = {1.0, 0.0, 0.0, 1, 1, L, E, K, o->per_layer ? E : K, NULL};
+#define LOAD_BAD(msg) do { PyErr_SetString(PyExc_ValueError, "live dispatch: load: " msg); goto bad; } while (0)
     for (long i = 0; i < o->ncaches; i++) {
         Cache *c = &o->C[i];
         int rule;
         long long cap;
-        PyObject *res, *store;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(caches, i), "iLO!O", &rule, &cap, &PyList_Type, &res, &store)) goto bad;
-        if (rule != R_LRU && rule != R_LFU && rule != R_SCORE) {
-            PyErr_SetString(PyExc_ValueError, "live dispatch: load: a store it does not hold");
-            goto bad;
-        }
+        PyObject *res_o, *store;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(caches, i), "iLO!O", &rule, &cap, &PyList_Type, &res_o, &store)) goto bad;
+        if (rule != R_LRU && rule != R_LFU && rule != R_SCORE) LOAD_BAD("a store it does not hold");
+        if (cap < 0) LOAD_BAD("a negative capacity");
         if (cache_init(c, rule, cap > LONG_MAX ? LONG_MAX : (long)cap, (int)(i * 4), &P, 0, 0) < 0) {
             PyErr_NoMemory();
             goto bad;
         }
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(res); j++) {
+        long lo = o->per_layer ? i * E : 0, hi = o->per_layer ? (i + 1) * E : K;
+        PyObject *res = as_tuple(res_o, -1, "residents");
+        if (!res) goto bad;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(res); j++) {
             long k, sl;
-            if (!PyArg_ParseTuple(PyList_GET_ITEM(res, j), "ll", &k, &sl)) goto bad;
-            if (k < 0 || k >= K) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad key"); goto bad; }
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(res, j), "ll", &k, &sl)) { Py_DECREF(res); goto bad; }
+            if (k < lo || k >= hi || S->slot[k] >= 0 || sl < 0 || sl >= o->pool_size || used[sl]) {
+                Py_DECREF(res);
+                LOAD_BAD("a resident key or slot out of place");
+            }
+            used[sl] = 1;
             S->slot[k] = (int)sl;
             c->nres++;
         }
+        Py_DECREF(res);
+        /* a store key: a resident of this cache, not pinned, stored once */
+#define STORE_KEY_OK(k) ((k) >= lo && (k) < hi && S->slot[k] >= 0 && !o->pinned[(k) % E] && \
+                         S->lid[k] < 0 && S->pos[k] < 0)
         if (rule == R_LRU) {          /* keys, oldest first */
-            for (Py_ssize_t j = 0; j < PyList_GET_SIZE(store); j++) {
+            PyObject *keys = as_tuple(store, -1, "an lru store");
+            if (!keys) goto bad;
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); j++) {
                 long long k;
-                if (ll_item(store, j, &k) < 0) goto bad;
+                if (ll_item(keys, j, &k) < 0) { Py_DECREF(keys); goto bad; }
+                if (!STORE_KEY_OK(k)) { Py_DECREF(keys); LOAD_BAD("a store key that is not a resident of its cache"); }
                 l_push(S, c->lbase, (int)k);
             }
+            Py_DECREF(keys);
         } else {                      /* ([(key, value, tick)], inc, tick, clock, decay, interval, alpha) */
-            PyObject *ents;
-            if (!PyArg_ParseTuple(store, "O!dLLdLd", &PyList_Type, &ents, &c->inc, &c->tick, &c->clock,
+            PyObject *ents_o;
+            if (!PyArg_ParseTuple(store, "O!dLLdLd", &PyList_Type, &ents_o, &c->inc, &c->tick, &c->clock,
                                   &c->decay, &c->interval, &c->alpha)) goto bad;
-            for (Py_ssize_t j = 0; j < PyList_GET_SIZE(ents); j++) {
+            PyObject *ents = as_tuple(ents_o, -1, "a store");
+            if (!ents) goto bad;
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ents); j++) {
                 long k;
                 double f;
                 long long t;
-                if (!PyArg_ParseTuple(PyList_GET_ITEM(ents, j), "ldL", &k, &f, &t)) goto bad;
+                if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ents, j), "ldL", &k, &f, &t)) { Py_DECREF(ents); goto bad; }
+                if (!STORE_KEY_OK(k)) { Py_DECREF(ents); LOAD_BAD("a store key that is not a resident of its cache"); }
                 S->hf[k] = f;
                 S->ht[k] = t;
                 h_push(S, c, (int)k);
             }
+            Py_DECREF(ents);
         }
+#undef STORE_KEY_OK
     }
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(pf_o); j++) {
+    /* the pool's free stack: the slots no resident holds */
+    S->ftop = PyTuple_GET_SIZE(freel);
+    if (S->ftop > o->pool_size) LOAD_BAD("a free list longer than the pool");
+    for (long i = 0; i < S->ftop; i++) {
+        long long v;
+        if (ll_item(freel, i, &v) < 0) goto bad;
+        if (v < 0 || v >= o->pool_size || used[v]) LOAD_BAD("a free slot out of place");
+        used[v] = 1;
+        S->fstack[i] = (int)v;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(pfl); j++) {
         long long k;
-        if (ll_item(pf_o, j, &k) < 0) goto bad;
+        if (ll_item(pfl, j, &k) < 0) goto bad;
+        if (k < 0 || k >= K) LOAD_BAD("a prefetched key out of range");
         if (!o->pf[k]) { o->pf[k] = 1; o->npf++; }
     }
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(ttl_o); j++) {   /* (key, stamp), oldest first */
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ttll); j++) {   /* (key, stamp), oldest first */
         long k;
         long long stamp;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(ttl_o, j), "lL", &k, &stamp)) goto bad;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ttll, j), "lL", &k, &stamp)) goto bad;
+        if (k < 0 || k >= K || S->slot[k] < 0 || o->pinned[k % E]) LOAD_BAD("a TTL key that is not an unpinned resident");
         t_touch(S, (int)k, stamp);
     }
     /* history: (window, [per layer [rows]], [per layer counts], [per layer len(bk) - 1]) */
     o->has_hist = hist != Py_None;
     if (o->has_hist) {
-        PyObject *rows, *cnts, *bks;
+        PyObject *rows_o, *cnts_o, *bks_o;
         long W;
-        if (!PyArg_ParseTuple(hist, "lO!O!O!", &W, &PyList_Type, &rows, &PyList_Type, &cnts, &PyList_Type, &bks)) goto bad;
-        long R = W + 1;
-        for (long l = 0; l < L; l++) {
-            Py_ssize_t m = PySequence_Size(PyList_GET_ITEM(rows, l));
-            if (m < 0) goto bad;
-            if (m + 1 > R) R = m + 1;
+        if (!PyArg_ParseTuple(hist, "lO!O!O!", &W, &PyList_Type, &rows_o, &PyList_Type, &cnts_o, &PyList_Type, &bks_o)) goto bad;
+        if (W < 1) LOAD_BAD("bad history window");
+        PyObject *rows = as_tuple(rows_o, L, "the history's rows"), *cnts = rows ? as_tuple(cnts_o, L, "the history's counts") : NULL;
+        PyObject *bks = cnts ? as_tuple(bks_o, L, "the history's buckets") : NULL;
+        int ok = bks != NULL;
+        long held = 0;
+        for (long l = 0; ok && l < L; l++) {
+            Py_ssize_t m = PySequence_Size(PyTuple_GET_ITEM(rows, l));
+            if (m < 0) ok = 0;
+            else if (m > held) held = m;
         }
-        o->W = W; o->R = R;
-        o->hhead = calloc(L, sizeof(long)); o->hlen = calloc(L, sizeof(long));
-        o->hrows = calloc(L * R, sizeof(int *)); o->hrown = calloc(L * R, sizeof(int));
-        o->hrowcap = calloc(L * R, sizeof(int)); o->hcnt = calloc(L * E, sizeof(int));
-        o->hbk = calloc(L, sizeof(long));
-        o->hdelta = calloc(E, sizeof(int));
-        o->htouched = malloc(sizeof(int) * (2 * E + 1));   /* an expert at most twice */
-        if (!o->hdelta || !o->htouched || !o->hhead || !o->hlen || !o->hrows || !o->hrown || !o->hrowcap || !o->hcnt || !o->hbk) {
-            PyErr_NoMemory();
-            goto bad;
+        if (ok) {
+            o->hcnt = calloc(L * E, sizeof(int));
+            o->hbk = calloc(L, sizeof(long));
+            o->hdelta = calloc(E, sizeof(int));
+            o->htouched = malloc(sizeof(int) * (2 * E + 1));   /* an expert at most twice */
+            if (!o->hdelta || !o->htouched || !o->hcnt || !o->hbk) { PyErr_NoMemory(); ok = 0; }
         }
-        for (long l = 0; l < L; l++) {
-            PyObject *lr = PyList_GET_ITEM(rows, l), *lc = PyList_GET_ITEM(cnts, l);
-            Py_ssize_t m = PySequence_Size(lr);
-            for (Py_ssize_t j = 0; j < m; j++) {
-                PyObject *row = PySequence_GetItem(lr, j);
-                if (!row) goto bad;
-                Py_ssize_t rn = PySequence_Size(row);
-                int *buf = malloc(sizeof(int) * (rn ? rn : 1));
-                if (!buf) { Py_DECREF(row); PyErr_NoMemory(); goto bad; }
-                o->hrows[l * R + j] = buf;
-                o->hrowcap[l * R + j] = (int)rn;
-                o->hrown[l * R + j] = (int)rn;
-                for (Py_ssize_t q = 0; q < rn; q++) {
-                    long long e;
-                    if (ll_item(row, q, &e) < 0) { Py_DECREF(row); goto bad; }
-                    buf[q] = (int)e;
-                }
-                Py_DECREF(row);
-            }
-            o->hlen[l] = m;
-            for (long e = 0; e < E; e++) {
+        if (ok && ring_alloc(&o->hr, L, W, ring_start(W, held)) < 0) ok = 0;
+        for (long l = 0; ok && l < L; l++) {
+            if (ring_load_layer(&o->hr, L, l, PyTuple_GET_ITEM(rows, l), E, "history") < 0) { ok = 0; break; }
+            PyObject *lc = as_tuple(PyTuple_GET_ITEM(cnts, l), E, "a layer's history counts");
+            if (!lc) { ok = 0; break; }
+            for (long e = 0; e < E && ok; e++) {
                 long long v;
-                if (ll_item(lc, e, &v) < 0) goto bad;
-                o->hcnt[l * E + e] = (int)v;
+                if (ll_item(lc, e, &v) < 0) ok = 0;
+                else if (v < 0 || v > INT_MAX) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: a history count out of range"); ok = 0; }
+                else o->hcnt[l * E + e] = (int)v;
             }
-            long long b;
-            if (ll_item(bks, l, &b) < 0) goto bad;
-            o->hbk[l] = (long)b;
+            Py_DECREF(lc);
+            long long bk;
+            if (ok && ll_item(bks, l, &bk) < 0) ok = 0;
+            if (ok) o->hbk[l] = (long)bk;
         }
+        Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(bks);
+        if (!ok) goto bad;
     }
     /* monitor: (window, ring, acc, hits, skipped, events, ev, ld, pfl, pfu, stall, seen,
      * log_interval, metrics, log) */
     o->has_mon = mon != Py_None;
     if (o->has_mon) {
-        PyObject *ring, *events, *seen, *metrics, *mlog;
+        PyObject *ring, *events_o, *seen, *metrics, *mlog;
         long long sv[4];
         if (!PyArg_ParseTuple(mon, "lOLLLO!LLLLdO!lO!O!", &o->mwin, &ring, &o->macc, &o->mhits,
-                              &o->mskipped, &PyList_Type, &events, &o->mev, &o->mld, &o->mpfl,
+                              &o->mskipped, &PyList_Type, &events_o, &o->mev, &o->mld, &o->mpfl,
                               &o->mpfu, &o->mstall, &PyTuple_Type, &seen, &o->mlogint, &PyTuple_Type,
                               &metrics, &PyList_Type, &mlog)) goto bad;
-        if (o->mwin < 1 || o->mlogint < 1) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad monitor"); goto bad; }
+        if (o->mwin < 1 || o->mlogint < 1 || o->macc < 0) LOAD_BAD("bad monitor");
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(metrics); i++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(metrics, i))) LOAD_BAD("a monitor metric that is not a name");
         Py_buffer rb;
         if (PyObject_GetBuffer(ring, &rb, PyBUF_SIMPLE) < 0) goto bad;
-        o->ring = malloc(o->mwin);
-        if (!o->ring || rb.len != o->mwin) { PyBuffer_Release(&rb); PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad ring"); goto bad; }
+        o->ring = rb.len == o->mwin ? malloc(o->mwin) : NULL;
+        if (!o->ring) { PyBuffer_Release(&rb); LOAD_BAD("bad ring"); }
         memcpy(o->ring, rb.buf, o->mwin);
         PyBuffer_Release(&rb);
-        o->ecap = PyList_GET_SIZE(events) + 16;
+        PyObject *events = as_tuple(events_o, -1, "the monitor's events");
+        if (!events) goto bad;
+        o->ecap = PyTuple_GET_SIZE(events) + 16;
         o->events = malloc(sizeof(MEvent) * o->ecap);
-        if (!o->events) { PyErr_NoMemory(); goto bad; }
-        o->ehead = 0; o->elen = PyList_GET_SIZE(events);
+        if (!o->events) { Py_DECREF(events); PyErr_NoMemory(); goto bad; }
+        o->ehead = 0; o->elen = PyTuple_GET_SIZE(events);
         for (long j = 0; j < o->elen; j++) {
             MEvent *x = &o->events[j];
-            if (!PyArg_ParseTuple(PyList_GET_ITEM(events, j), "LLLLLd", &x->acc_index, &x->ev, &x->ld,
-                                  &x->pfl, &x->pfu, &x->stall)) goto bad;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(events, j), "LLLLLd", &x->acc_index, &x->ev, &x->ld,
+                                  &x->pfl, &x->pfu, &x->stall)) { Py_DECREF(events); goto bad; }
         }
+        Py_DECREF(events);
         if (!PyArg_ParseTuple(seen, "LLLLd", &sv[0], &sv[1], &sv[2], &sv[3], &o->seen_stall)) goto bad;
         memcpy(o->seen, sv, sizeof sv);
         Py_INCREF(metrics); o->mmetrics = metrics;
@@ -1360,17 +1613,19 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     /* affinity: (depth, threshold, predicts, [(d, src, [(e, n, [(e2, c)])])],
      * [(layer, step, experts)]) */
     if (aff != Py_None) {
-        PyObject *tabs, *lasts;
+        PyObject *tabs_o, *lasts_o;
         int predicts;
-        if (!PyArg_ParseTuple(aff, "ldpO!O!", &o->aff_depth, &o->aff_thr, &predicts, &PyList_Type, &tabs,
-                              &PyList_Type, &lasts)) goto bad;
-        long D = o->aff_depth < L ? o->aff_depth : L;
-        if (D < 1) D = 1;
+        if (!PyArg_ParseTuple(aff, "ldpO!O!", &o->aff_depth, &o->aff_thr, &predicts, &PyList_Type, &tabs_o,
+                              &PyList_Type, &lasts_o)) goto bad;
+        long Da = o->aff_depth < L ? o->aff_depth : L;
+        if (Da < 1) Da = 1;
+        /* the table's size: fast.py refuses more than 2**23 counts; so does this */
+        if ((double)Da * (double)L * (double)E * (double)E > (double)(1L << 23)) LOAD_BAD("an affinity table too large");
         o->has_aff = 1;
         o->aff_predict = predicts;
-        o->aff_n = calloc(D * L * E, sizeof(long long));
-        o->aff_c = calloc(D * L * E * E, sizeof(long long));
-        o->aff_tab = calloc(D * L, 1);
+        o->aff_n = calloc(Da * L * E, sizeof(long long));
+        o->aff_c = calloc(Da * L * E * E, sizeof(long long));
+        o->aff_tab = calloc(Da * L, 1);
         o->aff_step = calloc(L, sizeof(long long));
         o->aff_has = calloc(L, 1);
         o->aff_last = malloc(sizeof(int) * L * E);
@@ -1378,61 +1633,97 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         o->aff_best = malloc(sizeof(double) * E);
         if (!o->aff_n || !o->aff_c || !o->aff_tab || !o->aff_step || !o->aff_has || !o->aff_last ||
             !o->aff_lastn || !o->aff_best) { PyErr_NoMemory(); goto bad; }
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tabs); j++) {
+        PyObject *tabs = as_tuple(tabs_o, -1, "the affinity tables");
+        if (!tabs) goto bad;
+        int ok = 1;
+        for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(tabs); j++) {
             long d, src;
-            PyObject *rows;
-            if (!PyArg_ParseTuple(PyList_GET_ITEM(tabs, j), "llO!", &d, &src, &PyList_Type, &rows)) goto bad;
-            if (d < 1 || d > D || src < 0 || src >= L) {
+            PyObject *rows_o;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(tabs, j), "llO!", &d, &src, &PyList_Type, &rows_o)) { ok = 0; break; }
+            if (d < 1 || d > Da || src < 0 || src >= L) {
                 PyErr_SetString(PyExc_ValueError, "live dispatch: load: bad affinity table");
-                goto bad;
+                ok = 0;
+                break;
             }
             long t = (d - 1) * L + src;
             o->aff_tab[t] = 1;
-            for (Py_ssize_t q = 0; q < PyList_GET_SIZE(rows); q++) {
+            PyObject *rows = as_tuple(rows_o, -1, "an affinity table");
+            if (!rows) { ok = 0; break; }
+            for (Py_ssize_t q = 0; ok && q < PyTuple_GET_SIZE(rows); q++) {
                 long e;
                 long long rn;
-                PyObject *nx;
-                if (!PyArg_ParseTuple(PyList_GET_ITEM(rows, q), "lLO!", &e, &rn, &PyList_Type, &nx)) goto bad;
+                PyObject *nx_o;
+                if (!PyArg_ParseTuple(PyTuple_GET_ITEM(rows, q), "lLO!", &e, &rn, &PyList_Type, &nx_o)) { ok = 0; break; }
+                if (e < 0 || e >= E) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: an affinity row out of range"); ok = 0; break; }
                 o->aff_n[t * E + e] = rn;
-                for (Py_ssize_t z = 0; z < PyList_GET_SIZE(nx); z++) {
+                PyObject *nx = as_tuple(nx_o, -1, "an affinity row");
+                if (!nx) { ok = 0; break; }
+                for (Py_ssize_t z = 0; z < PyTuple_GET_SIZE(nx); z++) {
                     long e2;
                     long long cc;
-                    if (!PyArg_ParseTuple(PyList_GET_ITEM(nx, z), "lL", &e2, &cc)) goto bad;
+                    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nx, z), "lL", &e2, &cc)) { ok = 0; break; }
+                    if (e2 < 0 || e2 >= E) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: an affinity count out of range"); ok = 0; break; }
                     o->aff_c[(t * E + e) * E + e2] = cc;
                 }
+                Py_DECREF(nx);
             }
+            Py_DECREF(rows);
         }
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lasts); j++) {
+        Py_DECREF(tabs);
+        if (!ok) goto bad;
+        PyObject *lasts = as_tuple(lasts_o, -1, "the affinity's last dispatches");
+        if (!lasts) goto bad;
+        for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(lasts); j++) {
             long l;
             long long stp;
-            PyObject *exs;
-            if (!PyArg_ParseTuple(PyList_GET_ITEM(lasts, j), "lLO", &l, &stp, &exs)) goto bad;
-            Py_ssize_t m = PySequence_Size(exs);
-            if (m < 0 || m > E || l < 0 || l >= L) goto bad;
+            PyObject *exs_o;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(lasts, j), "lLO", &l, &stp, &exs_o)) { ok = 0; break; }
+            PyObject *exs = as_tuple(exs_o, -1, "a last dispatch");
+            if (!exs) { ok = 0; break; }
+            Py_ssize_t m = PyTuple_GET_SIZE(exs);
+            if (m > E || l < 0 || l >= L) {
+                Py_DECREF(exs);
+                PyErr_SetString(PyExc_ValueError, "live dispatch: load: a last dispatch out of range");
+                ok = 0;
+                break;
+            }
             o->aff_has[l] = 1;
             o->aff_step[l] = stp;
             o->aff_lastn[l] = (int)m;
             for (Py_ssize_t q = 0; q < m; q++) {
                 long long e;
-                if (ll_item(exs, q, &e) < 0) goto bad;
+                if (ll_item(exs, q, &e) < 0) { ok = 0; break; }
+                if (e < 0 || e >= E) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: a last dispatch out of range"); ok = 0; break; }
                 o->aff_last[l * E + q] = (int)e;
             }
+            Py_DECREF(exs);
         }
+        Py_DECREF(lasts);
+        if (!ok) goto bad;
     }
     if (sig != Py_None && s_load(o, sig) < 0) goto bad;
-    o->nrules = (int)PyList_GET_SIZE(rules);
+    o->nrules = (int)PyTuple_GET_SIZE(rules);
     o->rules = calloc(o->nrules ? o->nrules : 1, sizeof(LRule));
     if (!o->rules) { PyErr_NoMemory(); goto bad; }
     for (int i = 0; i < o->nrules; i++) {
         LRule *r = &o->rules[i];
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(rules, i), "iiipdLpLL", &r->metric, &r->cmp, &r->unit,
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(rules, i), "iiipdLpLL", &r->metric, &r->cmp, &r->unit,
                               &r->rearm, &r->value, &r->n, &r->armed, &r->held, &r->mark)) goto bad;
+        if (r->metric < 0 || r->metric > M_STALL || r->cmp < 0 || r->cmp > C_NE || r->unit < 0 || r->unit > U_TOKENS)
+            LOAD_BAD("an adapt rule it cannot evaluate");
     }
-    if (o->nrules && !o->has_mon) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: rules without a monitor"); goto bad; }
+    if (o->nrules && !o->has_mon) LOAD_BAD("rules without a monitor");
+#undef LOAD_BAD
+    Py_DECREF(caches); Py_DECREF(freel); Py_DECREF(lacc); Py_DECREF(lhit); Py_DECREF(pfl); Py_DECREF(ttll);
+    Py_DECREF(rules);
+    free(used);
     o->owns = 1;
     o->dict_size = -1;          /* set by mark_owned(), once the glue removed the attributes */
     Py_RETURN_NONE;
 bad:
+    Py_XDECREF(caches); Py_XDECREF(freel); Py_XDECREF(lacc); Py_XDECREF(lhit); Py_XDECREF(pfl); Py_XDECREF(ttll);
+    Py_XDECREF(rules);
+    free(used);
     ls_free_state(o);
     return NULL;
 }
@@ -1453,10 +1744,30 @@ static PyObject *ll_list(const long long *v, long n) {
     return l;
 }
 
-/* dump(): the state as plain Python values (the glue rebuilds the pure structures); the
- * C state is given up (owns = False) */
-static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
+/* a list of n ints from v (NULL on error) */
+static PyObject *int_list(const int *v, long n) {
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (long i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLong(v[i]);
+        if (!x) { Py_DECREF(l); return NULL; }
+        PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/* dump(keep=False): the state as plain Python values (the glue rebuilds the pure structures
+ * from them). The C state is given up (owns = False) unless keep is true: a snapshot read
+ * from inside a dispatch (fast._snapshot), which changes nothing. */
+static PyObject *ls_dump(LiveState *o, PyObject *const *args, Py_ssize_t nargs) {
+    int keep = 0;
+    if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "dump(keep=False)"); return NULL; }
+    if (nargs == 1 && (keep = PyObject_IsTrue(args[0])) < 0) return NULL;
     if (!o->owns) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: dump without the state"); return NULL; }
+    if (!keep && o->in_call && !o->glue) {
+        PyErr_SetString(PyExc_RuntimeError, "live dispatch: dump() from inside a dispatch (the state is in use)");
+        return NULL;
+    }
     State *S = &o->S;
     long L = o->L, E = o->E, K = o->K;
     PyObject *out = PyDict_New(), *x = NULL;
@@ -1467,16 +1778,10 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
                                   o->streamed, o->dispatches));
     PUT("l_acc", ll_list(o->l_acc, L));
     PUT("l_hit", ll_list(o->l_hit, L));
+    PUT("free", int_list(S->fstack, S->ftop));
     {
-        PyObject *fl = PyList_New(S->ftop);
-        if (!fl) goto bad;
-        for (long i = 0; i < S->ftop; i++) PyList_SET_ITEM(fl, i, PyLong_FromLong(S->fstack[i]));
-        PUT("free", fl);
-    }
-    {
-        PyObject *cl = PyList_New(o->ncaches);
-        if (!cl) goto bad;
-        x = cl;
+        x = PyList_New(o->ncaches);
+        if (!x) goto bad;
         for (long i = 0; i < o->ncaches; i++) {
             Cache *c = &o->C[i];
             long lo = o->per_layer ? i * E : 0, hi = o->per_layer ? (i + 1) * E : K;
@@ -1484,80 +1789,60 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
             if (!res) goto bad;
             for (long k = lo; k < hi; k++) {
                 if (S->slot[k] < 0) continue;
-                PyObject *pr = Py_BuildValue("(li)", k, S->slot[k]);
-                if (!pr || PyList_Append(res, pr) < 0) { Py_XDECREF(pr); Py_DECREF(res); goto bad; }
-                Py_DECREF(pr);
+                if (lappend(res, Py_BuildValue("(li)", k, S->slot[k])) < 0) { Py_DECREF(res); goto bad; }
             }
             if (c->rule == R_LRU) {
                 st = PyList_New(0);
-                for (int k = S->lh[c->lbase]; st && k >= 0; k = S->nxt[k]) {
-                    PyObject *kk = PyLong_FromLong(k);
-                    if (!kk || PyList_Append(st, kk) < 0) { Py_XDECREF(kk); Py_CLEAR(st); break; }
-                    Py_DECREF(kk);
-                }
+                for (int k = S->lh[c->lbase]; st && k >= 0; k = S->nxt[k])
+                    if (lappend(st, PyLong_FromLong(k)) < 0) Py_CLEAR(st);
             } else {
                 PyObject *ents = PyList_New(c->hn);
-                if (ents) {
-                    for (long j = 0; j < c->hn; j++) {
-                        int k = c->heap[j];
-                        PyList_SET_ITEM(ents, j, Py_BuildValue("(ldL)", (long)k, S->hf[k], S->ht[k]));
-                    }
+                for (long j = 0; ents && j < c->hn; j++) {
+                    int k = c->heap[j];
+                    PyObject *e = Py_BuildValue("(ldL)", (long)k, S->hf[k], S->ht[k]);
+                    if (!e) { Py_CLEAR(ents); break; }
+                    PyList_SET_ITEM(ents, j, e);
+                }
+                if (ents)
                     st = Py_BuildValue("(NdLLdLd)", ents, c->inc, c->tick, c->clock, c->decay, c->interval,
                                        c->alpha);
-                }
             }
             if (!st) { Py_DECREF(res); goto bad; }
-            PyList_SET_ITEM(cl, i, Py_BuildValue("(lNN)", c->cap, res, st));
+            PyObject *ct = Py_BuildValue("(lNN)", c->cap, res, st);
+            if (!ct) goto bad;
+            PyList_SET_ITEM(x, i, ct);
         }
-        x = NULL;
-        PUT("caches", cl);
+        if (PyDict_SetItemString(out, "caches", x) < 0) goto bad;
+        Py_CLEAR(x);
     }
     {
-        PyObject *pl = PyList_New(0);
-        if (!pl) goto bad;
-        x = pl;
-        for (long k = 0; k < K && o->npf; k++) {
-            if (!o->pf[k]) continue;
-            PyObject *kk = PyLong_FromLong(k);
-            if (!kk || PyList_Append(pl, kk) < 0) { Py_XDECREF(kk); goto bad; }
-            Py_DECREF(kk);
-        }
-        x = NULL;
-        PUT("pf", pl);
+        x = PyList_New(0);
+        if (!x) goto bad;
+        for (long k = 0; k < K && o->npf; k++)
+            if (o->pf[k] && lappend(x, PyLong_FromLong(k)) < 0) goto bad;
+        if (PyDict_SetItemString(out, "pf", x) < 0) goto bad;
+        Py_CLEAR(x);
     }
     {
-        PyObject *tl = PyList_New(0);
-        if (!tl) goto bad;
-        x = tl;
-        for (int k = S->thead; k >= 0; k = S->tnxt[k]) {
-            PyObject *pr = Py_BuildValue("(iL)", k, S->tstamp[k]);
-            if (!pr || PyList_Append(tl, pr) < 0) { Py_XDECREF(pr); goto bad; }
-            Py_DECREF(pr);
-        }
-        x = NULL;
-        PUT("ttl", tl);
+        x = PyList_New(0);
+        if (!x) goto bad;
+        for (int k = S->thead; k >= 0; k = S->tnxt[k])
+            if (lappend(x, Py_BuildValue("(iL)", k, S->tstamp[k])) < 0) goto bad;
+        if (PyDict_SetItemString(out, "ttl", x) < 0) goto bad;
+        Py_CLEAR(x);
     }
     if (o->has_hist) {
-        PyObject *rows = PyList_New(L), *cnts = PyList_New(L);
-        if (!rows || !cnts) { Py_XDECREF(rows); Py_XDECREF(cnts); goto bad; }
-        for (long l = 0; l < L; l++) {
-            PyObject *lr = PyList_New(o->hlen[l]);
-            PyObject *lc = PyList_New(E);
+        PyObject *rows = PyList_New(L), *cnts = PyList_New(L), *bks = PyList_New(L);
+        int ok = rows && cnts && bks;
+        for (long l = 0; ok && l < L; l++) {
+            PyObject *lr = ring_dump_layer(&o->hr, l), *lc = lr ? int_list(o->hcnt + l * E, E) : NULL;
+            PyObject *bk = lc ? PyLong_FromLong(o->hbk[l]) : NULL;
+            if (!bk) { Py_XDECREF(lr); Py_XDECREF(lc); ok = 0; break; }
             PyList_SET_ITEM(rows, l, lr);
             PyList_SET_ITEM(cnts, l, lc);
-            if (!lr || !lc) { Py_DECREF(rows); Py_DECREF(cnts); goto bad; }
-            for (long j = 0; j < o->hlen[l]; j++) {
-                long ri = l * o->R + (o->hhead[l] + j) % o->R;
-                PyObject *row = PyTuple_New(o->hrown[ri]);
-                if (!row) { Py_DECREF(rows); Py_DECREF(cnts); goto bad; }
-                for (int q = 0; q < o->hrown[ri]; q++) PyTuple_SET_ITEM(row, q, PyLong_FromLong(o->hrows[ri][q]));
-                PyList_SET_ITEM(lr, j, row);
-            }
-            for (long e = 0; e < E; e++) PyList_SET_ITEM(lc, e, PyLong_FromLong(o->hcnt[l * E + e]));
+            PyList_SET_ITEM(bks, l, bk);
         }
-        PyObject *bks = PyList_New(L);
-        if (!bks) { Py_DECREF(rows); Py_DECREF(cnts); goto bad; }
-        for (long l = 0; l < L; l++) PyList_SET_ITEM(bks, l, PyLong_FromLong(o->hbk[l]));
+        if (!ok) { Py_XDECREF(rows); Py_XDECREF(cnts); Py_XDECREF(bks); goto bad; }
         PUT("hist", Py_BuildValue("(NNN)", rows, cnts, bks));
     }
     if (o->has_mon) {
@@ -1565,7 +1850,9 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
         if (!ev) goto bad;
         for (long j = 0; j < o->elen; j++) {
             MEvent *m = &o->events[(o->ehead + j) % o->ecap];
-            PyList_SET_ITEM(ev, j, Py_BuildValue("(LLLLLd)", m->acc_index, m->ev, m->ld, m->pfl, m->pfu, m->stall));
+            PyObject *e = Py_BuildValue("(LLLLLd)", m->acc_index, m->ev, m->ld, m->pfl, m->pfu, m->stall);
+            if (!e) { Py_DECREF(ev); goto bad; }
+            PyList_SET_ITEM(ev, j, e);
         }
         PUT("mon", Py_BuildValue("(y#LLLNLLLLd[LLLLd])", (const char *)o->ring, (Py_ssize_t)o->mwin, o->macc,
                                  o->mhits, o->mskipped, ev, o->mev, o->mld, o->mpfl, o->mpfu, o->mstall,
@@ -1591,15 +1878,22 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
                     if (!c[e2]) continue;
                     if (lappend(nx, Py_BuildValue("(lL)", e2, c[e2])) < 0) err = 1;
                 }
+                if (err) { Py_DECREF(nx); break; }
                 if (lappend(rows, Py_BuildValue("(lLN)", e, rn, nx)) < 0) err = 1;
             }
+            if (err) { Py_DECREF(rows); break; }
             if (lappend(tabs, Py_BuildValue("(llN)", t / L + 1, t % L, rows)) < 0) err = 1;
         }
         for (long l = 0; l < L && !err; l++) {
             if (!o->aff_has[l]) continue;
             PyObject *exs = PyTuple_New(o->aff_lastn[l]);
             if (!exs) { err = 1; break; }
-            for (int q = 0; q < o->aff_lastn[l]; q++) PyTuple_SET_ITEM(exs, q, PyLong_FromLong(o->aff_last[l * E + q]));
+            for (int q = 0; q < o->aff_lastn[l]; q++) {
+                PyObject *v = PyLong_FromLong(o->aff_last[l * E + q]);
+                if (!v) { err = 1; break; }
+                PyTuple_SET_ITEM(exs, q, v);
+            }
+            if (err) { Py_DECREF(exs); break; }
             if (lappend(lasts, Py_BuildValue("(lLN)", l, o->aff_step[l], exs)) < 0) err = 1;
         }
         if (err) { Py_DECREF(tabs); Py_DECREF(lasts); goto bad; }
@@ -1607,16 +1901,19 @@ static PyObject *ls_dump(LiveState *o, PyObject *noarg) {
     }
     if (o->has_sig) PUT("sig", s_dump(o));
     {
-        PyObject *rl = PyList_New(o->nrules);
-        if (!rl) goto bad;
+        x = PyList_New(o->nrules);
+        if (!x) goto bad;
         for (int i = 0; i < o->nrules; i++) {
             LRule *r = &o->rules[i];
-            PyList_SET_ITEM(rl, i, Py_BuildValue("(NLL)", PyBool_FromLong(r->armed), r->held, r->mark));
+            PyObject *t = Py_BuildValue("(NLL)", PyBool_FromLong(r->armed), r->held, r->mark);
+            if (!t) goto bad;
+            PyList_SET_ITEM(x, i, t);
         }
-        PUT("rules", rl);
+        if (PyDict_SetItemString(out, "rules", x) < 0) goto bad;
+        Py_CLEAR(x);
     }
 #undef PUT
-    ls_free_state(o);
+    if (!keep) ls_free_state(o);
     return out;
 bad:
     Py_XDECREF(x);
@@ -2052,9 +2349,39 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
 
 static PyObject *s_kwn_replay;   /* ("step", "predictions") */
 
+/* rt.stall += v, in the runtime's __dict__ itself (LiveState reads it there; while the
+ * state is in C the runtime's own __setattr__ is the one that brings the state back) */
+static int ls_add_stall(LiveState *o, PyObject *v) {
+    PyObject *old = PyDict_GetItemWithError(o->dict, s_stall);
+    if (!old) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, s_stall); return -1; }
+    Py_INCREF(old);
+    PyObject *nv = PyNumber_InPlaceAdd(old, v);
+    Py_DECREF(old);
+    if (!nv) return -1;
+    int r = PyDict_SetItem(o->dict, s_stall, nv);
+    Py_DECREF(nv);
+    return r;
+}
+
+static PyObject *ls_replay_loop(LiveState *o, PyObject *records, PyObject *tl, PyObject *tick, PyObject *every);
+
+/* replay(records, tl, tick, every): for fast._live_replay, inside a replay that holds the
+ * runtime's guard; the whole loop is one call (in_call): a tick or a Timeline that calls
+ * back into the runtime reads snapshots, and cannot dispatch */
 static PyObject *ls_replay(LiveState *o, PyObject *args) {
     PyObject *records, *tl, *tick, *every;
     if (!PyArg_ParseTuple(args, "O!OOO", &PyList_Type, &records, &tl, &tick, &every)) return NULL;
+    if (!guard_mine(o->guard) || !o->guard->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "live dispatch: replay() outside a replay holding the runtime's guard");
+        return NULL;
+    }
+    if (ls_enter(o, "a replay") < 0) return NULL;
+    PyObject *r = ls_replay_loop(o, records, tl, tick, every);
+    o->in_call = 0;
+    return r;
+}
+
+static PyObject *ls_replay_loop(LiveState *o, PyObject *records, PyObject *tl, PyObject *tick, PyObject *every) {
     Py_ssize_t nrec = PyList_GET_SIZE(records);
     for (Py_ssize_t i = 0; i < nrec; i++) {
         PyObject *r = PyList_GET_ITEM(records, i);
@@ -2084,7 +2411,7 @@ static PyObject *ls_replay(LiveState *o, PyObject *args) {
         PyObject *a[6];
         for (int j = 0; j < 6; j++) a[j] = PyTuple_GET_ITEM(rec, j);
         PyObject *tokens = a[3], *tokens_of = PyTuple_GET_ITEM(rec, 6);
-        PyObject *plan = ls_call(o, a, 4, s_kwn_replay);
+        PyObject *plan = ls_dispatch(o, a, 4, s_kwn_replay);
         if (!plan) { Py_DECREF(rec); goto done; }
         double st;
         int d = tl_dispatch(o, &T, plan, tokens_of, tokens, &st, &lbuf, &lcap);
@@ -2098,13 +2425,7 @@ static PyObject *ls_replay(LiveState *o, PyObject *args) {
             PyObject *z = PyFloat_FromDouble(0.0);
             pos = z ? PyObject_RichCompareBool(sv, z, Py_GT) : -1;
             Py_XDECREF(z);
-            if (pos > 0) {
-                PyObject *old = PyObject_GetAttr(o->rt, s_stall);
-                PyObject *nv = old ? PyNumber_InPlaceAdd(old, sv) : NULL;
-                Py_XDECREF(old);
-                if (!nv || PyObject_SetAttr(o->rt, s_stall, nv) < 0) pos = -1;
-                Py_XDECREF(nv);
-            }
+            if (pos > 0 && ls_add_stall(o, sv) < 0) pos = -1;
             Py_DECREF(sv);
             if (pos < 0) { Py_DECREF(rec); goto reload_fail; }
             r = tl_load(&T, tl);
@@ -2116,12 +2437,10 @@ static PyObject *ls_replay(LiveState *o, PyObject *args) {
         } else {
             Py_DECREF(plan);
             if (st > 0) {
-                PyObject *old = PyObject_GetAttr(o->rt, s_stall);
                 PyObject *sv = PyFloat_FromDouble(st);
-                PyObject *nv = old && sv ? PyNumber_InPlaceAdd(old, sv) : NULL;
-                Py_XDECREF(old); Py_XDECREF(sv);
-                if (!nv || PyObject_SetAttr(o->rt, s_stall, nv) < 0) { Py_XDECREF(nv); Py_DECREF(rec); goto done; }
-                Py_DECREF(nv);
+                int bad = !sv || ls_add_stall(o, sv) < 0;
+                Py_XDECREF(sv);
+                if (bad) { Py_DECREF(rec); goto done; }
             }
         }
         Py_DECREF(rec);
@@ -2226,9 +2545,10 @@ static PyObject *ls_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 }
 
 static PyObject *ls_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *rt, *pure, *plan, *take, *sync, *observe;
+    PyObject *rt, *pure, *plan, *take, *sync, *observe, *guard;
     long nl, ne;
-    if (!PyArg_ParseTuple(args, "OOO!llOOO", &rt, &pure, &PyType_Type, &plan, &nl, &ne, &take, &sync, &observe))
+    if (!PyArg_ParseTuple(args, "OOO!llOOOO!", &rt, &pure, &PyType_Type, &plan, &nl, &ne, &take, &sync, &observe,
+                          &GuardType, &guard))
         return NULL;
     if (nl < 1 || ne < 1 || nl * ne > (1L << 26)) { PyErr_SetString(PyExc_ValueError, "LiveState: bad shape"); return NULL; }
     PyObject *d = PyObject_GenericGetDict(rt, NULL);
@@ -2240,10 +2560,19 @@ static PyObject *ls_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(pure); o->pure = pure; Py_INCREF(take); o->take = take;
     Py_INCREF(sync); o->sync = sync; Py_INCREF(observe); o->observe = observe;
     Py_INCREF(plan); o->plan = (PyTypeObject *)plan;
+    Py_INCREF(guard); o->guard = (Guard *)guard;
     o->L = nl; o->E = ne; o->K = nl * ne;
     o->keys = calloc(o->K, sizeof(PyObject *));
     o->ex = malloc(sizeof(long) * ne);
-    if (!o->keys || !o->ex) { Py_DECREF(o); return PyErr_NoMemory(); }
+    o->wv = malloc(sizeof(double) * ne);
+    o->hv = malloc(ne);
+    o->pr_at = calloc(nl, sizeof(long long));
+    o->pr_off = calloc(nl, sizeof(long));
+    o->pr_len = calloc(nl, sizeof(long));
+    if (!o->keys || !o->ex || !o->wv || !o->hv || !o->pr_at || !o->pr_off || !o->pr_len) {
+        Py_DECREF(o);
+        return PyErr_NoMemory();
+    }
     for (int i = 0; i < 8; i++) {
         PyObject *desc = PyObject_GetAttrString(plan, plan_slots[i]);
         if (!desc) { Py_DECREF(o); return NULL; }
@@ -2261,17 +2590,23 @@ static PyObject *ls_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static PyMethodDef ls_methods[] = {
     {"load", (PyCFunction)ls_load, METH_VARARGS, NULL},
-    {"dump", (PyCFunction)ls_dump, METH_NOARGS, "the state as Python values; the C state is given up"},
+    {"dump", (PyCFunction)(void (*)(void))ls_dump, METH_FASTCALL,
+     "dump(keep=False): the state as Python values; the C state is given up unless keep"},
     {"mark_owned", (PyCFunction)ls_mark_owned, METH_NOARGS, "the runtime's __dict__ is as the glue left it"},
     {"replay", (PyCFunction)ls_replay, METH_VARARGS,
      "replay(records, timeline, tick, every): fast._live_replay's loop in C (the count; None: not taken)"},
     {"replayable", (PyCFunction)ls_replayable, METH_O,
      "fast._live_replayable(records) in C (None: a record it does not judge)"},
+    {"held_call", (PyCFunction)(void (*)(void))ls_held_call, METH_FASTCALL | METH_KEYWORDS,
+     "the dispatch, for a replay loop that holds the runtime's guard (fast._live_replay)"},
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *ls_in_call(LiveState *o, void *closure) { return PyBool_FromLong(o->in_call); }
+
 static PyGetSetDef ls_getset[] = {
     {"owns", (getter)ls_owns, NULL, "True while the state is held in C", NULL},
+    {"in_call", (getter)ls_in_call, NULL, "True while a dispatch or replay runs in C", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -2288,7 +2623,7 @@ static PyTypeObject LiveStateType = {
     .tp_free = PyObject_GC_Del,
     .tp_methods = ls_methods,
     .tp_getset = ls_getset,
-    .tp_doc = "LiveState(runtime, pure_dispatch, Plan, num_layers, num_experts, take, sync, observe): "
+    .tp_doc = "LiveState(runtime, pure_dispatch, Plan, num_layers, num_experts, take, sync, observe, guard): "
               "the compiled dispatch() holding the runtime's state in C (see mpl/runtime/fast.py).",
     .tp_new = ls_new,
 };

@@ -21,6 +21,8 @@ from mpl.runtime.budgets import Signal, allocate
 from mpl.runtime.cache import Cache, SlotFreeList
 from mpl.runtime.cost import CostModel
 from mpl.runtime.eviction import make_store
+from mpl.runtime.fast import make_guard
+from mpl.runtime.guard import RuntimeBusyError  # noqa: F401  (re-exported)
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History
@@ -89,6 +91,7 @@ class Runtime:
                  top_k: int, *, expert_bytes=None, cost=None, rules=(), **kw):
         if kw:
             raise TypeError(f"make_runtime() got unexpected keyword argument(s): {', '.join(sorted(kw))}")
+        self._guard = make_guard()     # one dispatcher at a time (mpl.runtime.guard)
         num_layers = _shape_int(num_layers, "num_layers")
         num_experts = _shape_int(num_experts, "num_experts")
         top_k = _shape_int(top_k, "top_k")
@@ -122,7 +125,7 @@ class Runtime:
         # ---- counters (stats)
         self.step = -1                # the first dispatch starts step 0
         self._last_layer = 1 << 60
-        self.accesses = self.hits = 0
+        self.accesses = 0
         self.evictions = 0
         self.demand_loads = self.background_loads = self.prefetch_loads = 0
         self.prefetch_useful = 0
@@ -209,19 +212,20 @@ class Runtime:
         self.rules = [_Rule(armed=inv is None) for inv in rules]
         self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)
         self._partner = {inv: i for i, inv in enumerate(rules) if inv is not None}
-        if hasattr(type(self), "dispatch"):      # a compiled policy module's class
+        if hasattr(type(self), "_dispatch"):      # a compiled policy module's class
             from mpl.runtime.fast import install_live
             install_live(self)       # the C live dispatch where it covers the policy
 
     def __getattr__(self, name):
         # Only for attributes not in the instance __dict__: while the compiled live dispatch
         # (mpl.runtime.fast, LiveState) holds the dispatch state in C, its attributes are
-        # absent; a read of one brings the whole state back first (fast.live_sync).
-        live = self.__dict__.get("_live")
-        if live is not None and live.owns:
-            from mpl.runtime.fast import live_sync
-            live_sync(self)
-            return getattr(self, name)
+        # absent; a read of one brings the whole state back first, or, from inside a
+        # dispatch (a callback), reads a snapshot of it (fast.live_read).
+        d = self.__dict__
+        live = d.get("_live")
+        if live is not None and (live.owns or d.get("_live_held") is not None):
+            from mpl.runtime.fast import live_read
+            return live_read(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ argument checks
@@ -693,25 +697,35 @@ class Runtime:
             raise DispatchError(f"a stall must be a finite number of milliseconds >= 0, got {ms!r}")
         self.stall += float(ms)
 
+    # The readers below hold the guard: another thread's dispatch finishes first, so they
+    # see the state between two dispatches; from a callback inside a dispatch of this
+    # thread they read it as it is at that moment (mpl.runtime.guard).
     def capacities(self) -> list:
-        if self.per_layer:
-            return [c.capacity for c in self.caches]
-        return [self.caches[0].capacity]
+        with self._guard:
+            if self.per_layer:
+                return [c.capacity for c in self.caches]
+            return [self.caches[0].capacity]
 
     def resident(self) -> dict:
-        out = {}
-        for c in self._distinct_caches():
-            out.update(c.resident)
-        return out
+        with self._guard:
+            out = {}
+            for c in self._distinct_caches():
+                out.update(c.resident)
+            return out
 
     def metrics(self) -> dict:
         """The windowed metrics now (needs a monitor block or adapt rules)."""
-        return self.monitor.snapshot() if self.monitor is not None else {}
+        with self._guard:
+            return self.monitor.snapshot() if self.monitor is not None else {}
 
     def stats(self) -> dict:
+        with self._guard:
+            return self._stats()
+
+    def _stats(self) -> dict:
         loads = self.demand_loads + self.background_loads + self.prefetch_loads
         acc = sum(self.l_acc)
-        self.hits = sum(self.l_hit)
+        hits = sum(self.l_hit)
         if self.per_layer:
             caps = [c.capacity for c in self.caches]
         else:
@@ -720,9 +734,9 @@ class Runtime:
                 caps[layer] += 1
         return {
             "accesses": acc,
-            "hits": self.hits,
-            "misses": acc - self.hits,
-            "hit_rate": self.hits / acc if acc else 0.0,
+            "hits": hits,
+            "misses": acc - hits,
+            "hit_rate": hits / acc if acc else 0.0,
             "evictions": self.evictions,
             "loads": loads,
             "demand_loads": self.demand_loads,

@@ -46,7 +46,7 @@ from mpl.runtime.eviction import SEGMENT_RULES, make_store
 ENV_PURE = "MPL_PURE"
 #: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
 #: an older source is not used)
-KERNEL_ABI = 3
+KERNEL_ABI = 4
 
 
 def _import_kernel():
@@ -99,6 +99,14 @@ def rule_code(rule: str) -> tuple[int, int, int] | None:
 
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
 LIVE_MAX_KEYS = 1 << 22  # ... and the live dispatch, which keeps its tables between calls
+
+
+def make_guard():
+    """A runtime's guard (mpl.runtime.guard): the compiled one where the extension is built
+    (the compiled live dispatch takes it without calling Python), else the pure one."""
+    from mpl.runtime.guard import Guard, RuntimeBusyError
+    g = getattr(_kernel, "Guard", None)
+    return g(RuntimeBusyError) if g is not None else Guard()
 
 
 def available() -> bool:
@@ -363,7 +371,27 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     ``_protect=False`` is a test-only mode without in-use protection (a victim may be a key
     of the same dispatch), to compare with simulators that have none (libCacheSim).
     ``_record``: a :class:`Decisions` the kernel fills with every access's decision (the
-    tests compare them with the pure path's Plans)."""
+    tests compare them with the pure path's Plans). Holds the runtime's guard (a replay)."""
+    with _replaying(rt):
+        return _replay_packed(rt, p, tl, tick, every, _protect=_protect, _record=_record)
+
+
+@contextmanager
+def _replaying(rt):
+    """A replay of ``rt`` from outside: its guard held and busy (mpl.runtime.guard) for the
+    whole replay, the state in the pure structures at the start (the kernel reads them)."""
+    g = rt._guard
+    g.begin("a replay")
+    try:
+        _sync_held(rt)
+        yield
+    finally:
+        g.end()
+
+
+def _replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
+                   _record=None) -> int | None:
+    """:func:`replay_packed` inside a replay that holds the guard."""
     if unsupported(rt, p) is not None:
         return None
     if tl.arrival:       # transfers in flight from an earlier replay on this timeline
@@ -413,9 +441,10 @@ def replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
            int(rt.p["cache.freq_window"]), mode, float(rt._cpu_limit))
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks() + (cpu1, tl.cpu_ms, tl.cpu_wait_ms)
-    # a cache never holds more than every expert (rt.max_slots): a larger capacity (a huge
-    # size budget) never evicts, exactly as at rt.max_slots, and fits the kernel's C long
-    out = _kernel.replay(cfg, [min(c.capacity, rt.max_slots) for c in caches], bytes(pins), p.layers, p.offs,
+    # the capacity as the stores see it (a segmented pair's split, ARC's target, S3-FIFO's
+    # and LFRU's queue sizes derive from it, not from the slots the pool can fill), clamped
+    # to the kernel's C long as LiveState's is: nothing beyond 2**62 can differ
+    out = _kernel.replay(cfg, [min(c.capacity, 1 << 62) for c in caches], bytes(pins), p.layers, p.offs,
                          p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
                          None if _record is None else _record.buffers(len(p.experts)))
     global kernel_runs
@@ -486,7 +515,9 @@ def _write_back(rt, out: dict, records: int) -> None:
 def replay_records(rt, records, tl, tick=None, every=0):
     """The generated ``replay_records``' fast path: ``(count, records)``; count None when
     the kernel does not cover the runtime (``records``, possibly now a list, are then
-    replayed on the pure path by the caller)."""
+    replayed on the pure path by the caller). The caller holds the runtime's guard (a
+    replay); the state comes back from C first, as the kernel reads the pure structures."""
+    _sync_held(rt)
     if unsupported(rt) is None:
         records = records if isinstance(records, list) else list(records)
         try:
@@ -494,7 +525,7 @@ def replay_records(rt, records, tl, tick=None, every=0):
         except (TypeError, ValueError):     # unusual records: the pure path reports them
             p = None
         if p is not None:
-            n = replay_packed(rt, p, tl, tick, every)
+            n = _replay_packed(rt, p, tl, tick, every)
             if n is not None:
                 return n, records
     if live_backend(rt) == "compiled":
@@ -534,9 +565,10 @@ def _live_replay(rt, records, tl, tick, every) -> int:
             live_loops_in_c += 1
             return count
     tl_dispatch = tl.dispatch
+    held_call = d.held_call     # the dispatch without taking the guard the replay holds
     count = 0
     for layer, experts, weights, tokens, step, predictions, tokens_of in records:
-        stall = tl_dispatch(d(layer, experts, weights, tokens, step=step, predictions=predictions),
+        stall = tl_dispatch(held_call(layer, experts, weights, tokens, step=step, predictions=predictions),
                             tokens_of, tokens)
         if stall > 0:
             rt.stall += stall
@@ -560,15 +592,17 @@ def _pure_loop(rt) -> None:
     hands several-token records to ``dispatch()``: a LiveState there would take the state
     from under it, so the runtime's live dispatch turns pure (synced) for good."""
     if type(rt.__dict__.get("dispatch")).__name__ == "LiveState":
-        live_sync(rt)
+        _sync_held(rt)
         _uninstall(rt, "a pure replay_records loop ran on this runtime")
 
 
 def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
-    """Replay a Trace's dispatches in the kernel (its pack cached); None if not covered."""
-    if unsupported(rt) is not None:
-        return None
-    return replay_packed(rt, pack_trace(trace, rt.num_experts), tl, tick, every)
+    """Replay a Trace's dispatches in the kernel (its pack cached); None if not covered.
+    Holds the runtime's guard (a replay)."""
+    with _replaying(rt):
+        if unsupported(rt) is not None:
+            return None
+        return _replay_packed(rt, pack_trace(trace, rt.num_experts), tl, tick, every)
 
 
 # ---------------------------------------------------------------------- live dispatch
@@ -625,9 +659,12 @@ def install_live(rt) -> bool:
     if live_unsupported(rt) is not None:
         return False
     from mpl.runtime.plan import Plan
-    pure_dispatch = type(rt).dispatch.__get__(rt)
+    guard = rt.__dict__.get("_guard")
+    if type(guard) is not getattr(_kernel, "Guard", None):
+        return False           # (a runtime made while the pure backend was forced)
+    pure_dispatch = type(rt)._dispatch.__get__(rt)     # the generated body, without the guard
     live = _kernel.LiveState(rt, pure_dispatch, Plan, rt.num_layers, rt.num_experts, _live_take,
-                             live_sync, _live_tail)
+                             _sync_held, _live_tail, guard)
     rt.__dict__["_live_held"] = None
     rt._live = live
     rt.dispatch = live
@@ -685,6 +722,7 @@ def _uninstall(rt, why: str) -> None:
     d.pop("_live", None)
     d.pop("_live_held", None)
     d["_live_why"] = why
+    _plain_class(rt)
 
 
 def _signal_state(sig):
@@ -787,24 +825,145 @@ def _live_take(rt) -> None:
     ttl = [] if rt._ttl is None else [(k[0] * E + k[1], t) for k, t in rt._ttl.items()]
     live.load(cfg, packed, list(rt.pool.free), bytes(pins), tuple(getattr(rt, n) for n in _COUNTERS),
               list(rt.l_acc), list(rt.l_hit), [k[0] * E + k[1] for k in rt._pf], ttl, hist, mon, rules)
-    d["_live_held"] = {name: d.pop(name) for name in _OWNED}
+    # the held values are in place before they leave the __dict__: a read at any moment in
+    # between (a finalizer) finds each of them in one of the two
+    object.__setattr__(rt, "__class__", _owned_class(type(rt)))
+    held = d["_live_held"] = {name: d[name] for name in _OWNED}
+    for name in held:
+        del d[name]
     live.mark_owned()
 
 
+# ------------------------------------------------- LiveState: one owner, reads and writes
+#: attributes LiveState reads from the runtime's __dict__ at every use: a write to one while
+#: C holds the state needs no sync
+_LIVE_READ = frozenset({"stall"})
+_OWNED_CLASSES: dict = {}
+
+
+def _owned_class(cls):
+    """``cls`` while LiveState holds an instance's state in C: the same class with attribute
+    writes and deletions that first bring the state back (:func:`_owned_setattr`), so that
+    a value set on the runtime is what the next dispatch uses (the dispatch takes the state
+    again), never silently ignored. An instance is of this class only between a take and
+    the next sync, so the pure runtime's own writes never pay for it."""
+    sub = _OWNED_CLASSES.get(cls)
+    if sub is None:
+        sub = _OWNED_CLASSES[cls] = type(cls.__name__, (cls,), {
+            "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__setattr__": _owned_setattr, "__delattr__": _owned_delattr, "_live_plain": cls,
+            "__doc__": cls.__doc__})
+    return sub
+
+
+def _plain_class(rt) -> None:
+    """The runtime's own class again (the state is in the pure structures)."""
+    plain = type(rt).__dict__.get("_live_plain")
+    if plain is not None:
+        object.__setattr__(rt, "__class__", plain)
+
+
+def _owned_write(rt, name, what: str, write) -> None:
+    g = rt._guard
+    g.acquire()                      # another thread's dispatch finishes first
+    try:
+        if g.busy:
+            from mpl.runtime.guard import RuntimeBusyError, refusal
+            raise RuntimeBusyError(refusal(f"{what} {name!r}"))
+        g.begin("changing the runtime")
+        try:
+            _sync_held(rt)
+            write()
+        finally:
+            g.end()
+    finally:
+        g.release()
+
+
+def _owned_setattr(rt, name, value) -> None:
+    if name in _LIVE_READ:
+        object.__setattr__(rt, name, value)
+        return
+    _owned_write(rt, name, "setting", lambda: object.__setattr__(rt, name, value))
+
+
+def _owned_delattr(rt, name) -> None:
+    _owned_write(rt, name, "deleting", lambda: object.__delattr__(rt, name))
+
+
+def live_read(rt, name):
+    """``Runtime.__getattr__`` of an attribute LiveState holds: the state comes back into
+    the pure structures (waiting for another thread's dispatch to finish) and the attribute
+    is read; from inside a dispatch of this thread (a callback it invoked: a logging
+    handler, a finalizer, a tick) the state stays where it is and the value is read from a
+    snapshot of it (:func:`_snapshot`) — a copy, so changing it changes nothing."""
+    g = rt._guard
+    g.acquire()
+    try:
+        if g.busy:
+            return _snapshot(rt, name)
+        g.begin("reading the runtime")
+        try:
+            _sync_held(rt)
+        finally:
+            g.end()
+        return object.__getattribute__(rt, name)
+    finally:
+        g.release()
+
+
+def _snapshot(rt, name):
+    """The value of ``name`` as the state is now, read without moving it: in the middle of a
+    take or a sync it is the held value itself; while C holds the state, a copy of the held
+    structures with the C state written into it (``LiveState.dump(True)`` keeps the state)."""
+    d = rt.__dict__
+    live = d.get("_live")
+    held = d.get("_live_held")
+    if held is not None and name in held:
+        if live is None or not live.owns:
+            return held[name]
+        import copy
+        snap = copy.deepcopy(held)
+        _apply_dump(rt, snap, live.dump(True))
+        return snap[name]
+    raise AttributeError(f"{type(rt).__name__!r} object has no attribute {name!r}")
+
+
 def live_sync(rt) -> None:
-    """Bring the state LiveState holds back into the pure structures (exactly: residents,
-    slots, the store order or frequencies with their ticks, the free list, counters, the
-    prefetched keys, TTL stamps, the history window, the monitor window, the rules'
-    counters); a no-op when nothing is held in C. Reads of the runtime call it."""
+    """Bring the state LiveState holds back into the pure structures (a no-op when nothing
+    is held in C), waiting for another thread's dispatch to finish; RuntimeBusyError from
+    inside a dispatch of this thread (a read there gets a snapshot: :func:`live_read`)."""
+    g = rt._guard
+    g.begin("moving the state out of the compiled dispatch")
+    try:
+        _sync_held(rt)
+    finally:
+        g.end()
+
+
+def _sync_held(rt) -> None:
+    """:func:`live_sync` for a caller that holds the guard (LiveState's own glue, a replay,
+    a read): the state back into the pure structures (exactly: residents, slots, the store
+    order or frequencies with their ticks, the free list, counters, the prefetched keys, TTL
+    stamps, the history window, the monitor window, the rules' counters)."""
     d = rt.__dict__
     live = d.get("_live")
     if live is None or not live.owns:
         return
-    from heapq import heapify
-    from collections import deque
     out = live.dump()
     held = d["_live_held"]
+    _apply_dump(rt, held, out)
+    for name, v in held.items():       # an attribute set meanwhile keeps the value it was given
+        d.setdefault(name, v)
     d["_live_held"] = None
+    _plain_class(rt)
+
+
+def _apply_dump(rt, held: dict, out: dict) -> None:
+    """The pure structures ``held`` (the values of the owned attributes) rebuilt from
+    ``LiveState.dump()``'s ``out``."""
+    from heapq import heapify
+    from collections import deque
     E = rt.num_experts
     key = lambda k: (k // E, k % E)   # noqa: E731
     for name, v in zip(_COUNTERS, out["counters"]):
@@ -864,8 +1023,6 @@ def live_sync(rt) -> None:
         m.events = deque(events)
     for r, (armed, hold, mark) in zip(held["rules"], out["rules"]):
         r.armed, r.held, r.mark = armed, hold, None if mark == -1 else mark
-    for name, v in held.items():       # an attribute set meanwhile keeps the value it was given
-        d.setdefault(name, v)
 
 
 def _live_tail(rt, rebalance, hit, tokens, layer, experts, evicted) -> None:

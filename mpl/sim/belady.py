@@ -144,17 +144,10 @@ def _run_kernel(kernel, offs, layers, experts, E, slots, pinned, only_layer, num
     """One cache's optimum in C over the dispatches of ``only_layer`` (-1: all): ``slots``
     left once the pins take theirs (as :func:`simulate_pure` counts them), ``pinned`` keys
     (``layer * E + expert``), ``outcomes`` as there; ``capacity`` is reported."""
-    nl = (max(layers) + 1) if len(layers) else 0
-    mask = None
-    if pinned:
-        m = bytearray(nl * E)
-        for k in pinned:
-            if 0 <= k < nl * E:
-                m[k] = 1
-        mask = bytes(m)
+    keys = array("q", sorted(pinned)) if pinned else None    # (the kernel takes any keys)
     oc = bytearray(offs[-1]) if outcomes is not None else None
     acc, hits, loads, streamed, evictions, lacc, lhit, order = kernel(
-        offs, layers, experts, E, max(slots, 0), mask, only_layer, oc)
+        offs, layers, experts, E, max(slots, 0), keys, only_layer, oc)
     if oc is not None:           # per dispatch kept, its keys' codes
         at = 0
         for d in range(len(layers)):
