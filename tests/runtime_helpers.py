@@ -74,7 +74,27 @@ def both_backends(request, monkeypatch):
 
 
 # ------------------------------------------------------------------ the live dispatch (LiveState)
-STATE_EVICTIONS = ["lru", "lfu", "score"]
+#: every eviction rule the live dispatch holds (in C) and every segmented pair kind
+STATE_EVICTIONS = ["lru", "lfu", "score", "frequency_threshold", "arc", "s3fifo", "lfru", "lfu|lru",
+                   "lru|score", "frequency_threshold|lru"]
+
+
+def store_state(store):
+    """A store's whole state (its dump, keys as they are), order-free where the store's own
+    order is (the entries of a dict the store only looks up)."""
+    d = store.dump(lambda k: k)
+    name = type(store).__name__
+    if name in ("LFU", "Score"):
+        return (name, sorted(d[0])) + tuple(d[1:])
+    if name == "FrequencyThreshold":
+        return (name, sorted(d[0]), sorted(d[1])) + tuple(d[2:])
+    if name == "LFRU":
+        return (name, d[0], sorted(d[1])) + tuple(d[2:])
+    if name == "S3FIFO":
+        return (name,) + tuple(d[:3]) + (sorted(d[3]),)
+    if name == "Segmented":
+        return (name, store_state(store.a), store_state(store.b))
+    return (name, d)
 
 
 def state_policy(r):
@@ -123,7 +143,7 @@ def state_policy(r):
         blocks.add("monitor")
         for i in range(r.choice([1, 1, 2])):
             act = r.choice([_ir.SetAction("cache.capacity", r.choice([1, 4, 9])),
-                            _ir.SetAction("cache.eviction", r.choice(STATE_EVICTIONS + ["arc"])),
+                            _ir.SetAction("cache.eviction", r.choice(STATE_EVICTIONS)),
                             _ir.SetAction("prefetch.budget", r.choice([1, 4])),
                             _ir.SetAction("prefetch.strategy", r.choice(["none", "history", "affinity"])),
                             _ir.RebalanceAction(r.choice(["uniform", "entropy"])),
@@ -148,14 +168,7 @@ def full_state(rt):
     caches = rt.caches if rt.per_layer else rt.caches[:1]
 
     def store(s):
-        name = type(s).__name__
-        if name == "LRU":
-            return (name, list(s.od))
-        if name in ("LFU", "Score"):
-            ent = sorted((e[0], e[1], e[2]) for e in s.cur.values())
-            extra = (s.inc, s.clock, s.decay, s.interval) if name == "LFU" else (s.alpha,)
-            return (name, ent, s.tick, extra)
-        return (name, s.keys())
+        return store_state(s) if hasattr(s, "dump") else (type(s).__name__, s.keys())
     h = rt.history
     hist = None if h is None else (h.window, [list(w) for w in h.win], h.cnt,
                                    [[sorted(b) for b in bk] for bk in h.bk], h.mask)

@@ -31,7 +31,7 @@ from mpl.trace import records_of
 from mpl.timemodel.timeline import Timeline
 from mpl.trace import Dispatch
 from property_profiles import prop
-from runtime_helpers import full_state, make_ir, state_policy, zipf_trace
+from runtime_helpers import full_state, make_ir, state_policy, store_state, zipf_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,7 +50,8 @@ def costs():
 def state(rt, tl):
     caches = rt.caches if rt.per_layer else rt.caches[:1]
     return (rt.stats(), tl.to_dict(), [sorted(c.resident.items()) for c in caches],
-            [c.store.keys() for c in caches], sorted(rt.pool.free), rt.step, rt._last_layer,
+            [c.store.keys() for c in caches], [store_state(c.store) for c in caches],
+            sorted(rt.pool.free), rt.step, rt._last_layer,
             None if rt._ttl is None else list(rt._ttl.items()), rt.accesses)
 
 

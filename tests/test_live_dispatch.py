@@ -164,10 +164,16 @@ BENCH = {
                  "ttl = 2000 } prefetch { strategy = lookahead budget = 4 lookahead = 1 } schedule "
                  "{ mode = hybrid } monitor { metrics = [hit_rate, miss_rate] window = 100 } adapt "
                  "{ when hit_rate < 0.3 for 200 accesses { eviction = lru } } }", "LiveState"),
-    "arc": ("policy arc { cache { capacity = 8 eviction = arc } }", None),
+    "arc": ("policy arc { cache { capacity = 8 eviction = arc } }", "LiveState"),
+    "s3fifo": ("policy s3 { cache { capacity = 8 eviction = s3fifo } prefetch { strategy = history } }",
+               "LiveState"),
+    "lfru": ("policy lf { cache { capacity = 8 eviction = lfru } }", "LiveState"),
+    "segmented": ("policy sg { cache { capacity = 8 eviction = lfu | lru } }", "LiveState"),
     "affinity": ("policy aff { cache { capacity = 8 } prefetch { strategy = affinity budget = 2 } }",
                  "LiveState"),
-    "filter": ("policy ft { cache { capacity = 8 eviction = frequency_threshold } }", None),
+    "filter": ("policy ft { cache { capacity = 8 eviction = frequency_threshold } }", "LiveState"),
+    "filter_segment": ("policy fs { cache { capacity = 8 eviction = frequency_threshold | lru } }",
+                       "LiveState"),
     "priority": ("policy pr { cache { capacity = 8 } schedule { priority_routing = true } }", None),
     "modes": ("policy md { cache { capacity = 8 } monitor { metrics = [hit_rate] } adapt { when "
               "hit_rate < 0.5 { schedule.mode = cpu_fallback } } }", None),

@@ -426,7 +426,10 @@ def test_the_live_state_refuses_to_move_during_a_call_and_validates_a_load():
     fresh.dispatch(0, [1])
     live = fresh._live
     args = list(live_load_args(fresh))
-    args[1] = [(0, 2, [(99, 0)], [99])]           # a resident key beyond the 8 keys
+    args[1] = [(0, 0, 0, 2, [(99, 0)], [99])]     # a resident key beyond the 8 keys
+    with pytest.raises(ValueError):
+        live.load(*args)
+    args[1] = [(0, 0, 0, 2, [(1, 0)], [1, 1])]    # a store key twice
     with pytest.raises(ValueError):
         live.load(*args)
     args = list(live_load_args(fresh))

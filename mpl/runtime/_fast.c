@@ -43,11 +43,12 @@ typedef struct Cache_ {
     long g_cap;
     /* lfru */
     long u_cap, p_cap;
-    /* frequency_threshold: per layer a ring of its last W accesses (room for min(W, the
-     * layer's accesses in the replay): it never holds more), counts per key */
-    int *win;
-    long *woff;            /* layer l's ring: win[woff[l] .. woff[l + 1]) */
-    long *whead, *wlen;
+    /* frequency_threshold: per layer a ring of its last W accesses, counts per key. A
+     * replay gives each layer room for min(W, its accesses in the replay): it never holds
+     * more; the live dispatch makes room before each dispatch (ft_reserve) */
+    int **wr;              /* layer l's ring (NULL: no room yet) */
+    long *wroom, *whead, *wlen;
+    long wL;               /* the layers these are allocated for */
     int *cnt;
     long W, E;
     double thr;
@@ -349,24 +350,50 @@ static int lfru_evict(State *S, Cache *c) {
 }
 
 /* ---------------------------------------------------------------- frequency_threshold */
+/* FrequencyThreshold._observe: the access enters its layer's window, the oldest entries
+ * beyond W leave (more than one after W shrank). The ring has room for the entry unless
+ * the window holds W or more (ft_reserve, or a replay's room): then the oldest is
+ * overwritten, which is the append and the first of the departures. */
 static void ft_observe(Cache *c, int k) {
     long layer = k / c->E;
     int e = (int)(k % c->E);
-    int *w = c->win + c->woff[layer];
-    long room = c->woff[layer + 1] - c->woff[layer];
+    long room = c->wroom[layer];
+    if (room <= 0) return;           /* (no room: only a layer never accessed) */
+    int *w = c->wr[layer];
     int *cnt = c->cnt + layer * c->E;
-    if (room <= 0) return;           /* (a layer the replay does not access) */
-    if (c->wlen[layer] < c->W && c->wlen[layer] < room) {
+    cnt[e]++;
+    if (c->wlen[layer] < room) {
         w[(c->whead[layer] + c->wlen[layer]) % room] = e;
         c->wlen[layer]++;
-        cnt[e]++;
-    } else {                         /* append, then the oldest leaves */
-        cnt[e]++;
-        int old = w[c->whead[layer]];
+    } else {
+        cnt[w[c->whead[layer]]]--;
         w[c->whead[layer]] = e;
         c->whead[layer] = (c->whead[layer] + 1) % room;
-        cnt[old]--;
     }
+    while (c->wlen[layer] > c->W) {
+        cnt[w[c->whead[layer]]]--;
+        c->whead[layer] = (c->whead[layer] + 1) % room;
+        c->wlen[layer]--;
+    }
+}
+
+/* room in layer's window for n more entries (up to W): -1 on MemoryError */
+static int ft_reserve(Cache *c, long layer, long n) {
+    long need = c->wlen[layer] + n;
+    if (need > c->W) need = c->W > c->wlen[layer] ? c->W : c->wlen[layer];
+    long room = c->wroom[layer];
+    if (need <= room) return 0;
+    long nr = room > c->W / 2 ? c->W : 2 * room;
+    if (nr < need) nr = need;
+    if (nr > (long)(PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int))) return -1;
+    int *nw = malloc(sizeof(int) * nr);
+    if (!nw) return -1;
+    for (long j = 0; j < c->wlen[layer]; j++) nw[j] = c->wr[layer][(c->whead[layer] + j) % room];
+    free(c->wr[layer]);
+    c->wr[layer] = nw;
+    c->wroom[layer] = nr;
+    c->whead[layer] = 0;
+    return 0;
 }
 
 static inline double ft_share(Cache *c, int k) {
@@ -582,66 +609,143 @@ static inline int st_admits(Cache *c, int k) {
     return ft_share(c, k) >= c->thr;
 }
 
-/* residents of the store from coldest to hottest (as Store.keys()) */
-static long st_keys(State *S, Cache *c, int *out) {
-    long n = 0;
+/* Store.resize(capacity) (Cache.set_capacity, a rebalance): what follows from the capacity */
+static void st_resize(State *S, Cache *c, long cap) {
+    c->cap = cap;
     switch (c->rule) {
-    case R_SEG: {                    /* b's keys, then a's */
-        long nb = st_keys(S, c->sub[1], out);
-        if (nb < 0) return -1;
-        long na = st_keys(S, c->sub[0], out + nb);
-        if (na < 0) return -1;
-        return nb + na;
+    case R_ARC:
+        if (c->p > (double)cap) c->p = (double)cap;
+        while (S->ln[B1(c)] + S->ln[B2(c)] > cap) l_remove(S, S->ln[B1(c)] ? S->lh[B1(c)] : S->lh[B2(c)]);
+        break;
+    case R_S3FIFO: {
+        c->s_limit = 0.1 * (double)cap;
+        c->m_limit = (double)cap - c->s_limit;
+        double g = 0.9 * (double)cap;
+        long gi = (long)g;
+        c->g_cap = gi > 1 ? gi : 1;
+        while (S->ln[GQ(c)] > c->g_cap) l_remove(S, S->lh[GQ(c)]);
+        break;
+    }
+    case R_LFRU:
+        c->u_cap = cap / 3;
+        c->p_cap = cap - c->u_cap;
+        lfru_demote(S, c, -1);
+        break;
+    case R_SEG:
+        c->a_cap = cap - cap / 3;
+        seg_demote(S, c, -1);
+        break;
+    default:
+        break;
+    }
+}
+
+/* a list of the keys of list l, oldest first (NULL on error) */
+static PyObject *list_keys(State *S, int l) {
+    PyObject *out = PyList_New(S->ln[l]);
+    if (!out) return NULL;
+    long i = 0;
+    for (int k = S->lh[l]; k >= 0 && i < S->ln[l]; k = S->nxt[k], i++) {
+        PyObject *x = PyLong_FromLong(k);
+        if (!x) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+/* [(key, value, tick)] of the keys of list l (lfru) or of the heap (lfu, score) */
+static PyObject *valued_keys(State *S, Cache *c, int l) {
+    long n = l >= 0 ? S->ln[l] : c->hn;
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    int k = l >= 0 ? S->lh[l] : -1;
+    for (long i = 0; i < n; i++) {
+        if (l < 0) k = c->heap[i];
+        PyObject *x = Py_BuildValue("(idL)", k, S->hf[k], S->ht[k]);
+        if (!x) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, x);
+        if (l >= 0) k = S->nxt[k];
+    }
+    return out;
+}
+
+/* the store's state in the format of its Python class's dump() (mpl/runtime/eviction*.py),
+ * keys as ints (NULL on error) */
+static PyObject *st_dump(State *S, Cache *c) {
+    switch (c->rule) {
+    case R_LRU: return list_keys(S, c->lbase);
+    case R_LFU: {
+        PyObject *ents = valued_keys(S, c, -1);
+        return ents ? Py_BuildValue("(NdLLdL)", ents, c->inc, c->tick, c->clock, c->decay, c->interval) : NULL;
+    }
+    case R_SCORE: {
+        PyObject *ents = valued_keys(S, c, -1);
+        return ents ? Py_BuildValue("(NLd)", ents, c->tick, c->alpha) : NULL;
     }
     case R_FT: {
-        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
-        for (long i = 1; i < n; i++) {
-            int x = out[i];
-            long q = i;
-            while (q > 0 && ft_less(S, c, x, out[q - 1])) { out[q] = out[q - 1]; q--; }
-            out[q] = x;
+        PyObject *wins = PyList_New(0), *last = PyList_New(S->ln[c->lbase]);
+        if (!wins || !last) { Py_XDECREF(wins); Py_XDECREF(last); return NULL; }
+        for (long l = 0; l < c->wL; l++) {
+            long n = c->wlen[l];
+            if (!n) continue;
+            PyObject *w = PyList_New(n);
+            if (!w) goto ft_bad;
+            for (long j = 0; j < n; j++) {
+                PyObject *x = PyLong_FromLong(c->wr[l][(c->whead[l] + j) % c->wroom[l]]);
+                if (!x) { Py_DECREF(w); goto ft_bad; }
+                PyList_SET_ITEM(w, j, x);
+            }
+            PyObject *t = Py_BuildValue("(lN)", l, w);
+            if (!t || PyList_Append(wins, t) < 0) { Py_XDECREF(t); goto ft_bad; }
+            Py_DECREF(t);
         }
-        break;
-    }
-    case R_LRU:
-        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) out[n++] = k;
-        break;
-    case R_LFU: case R_SCORE: {
-        /* sorted by (value, tick): a copy of the heap popped in order */
-        long hn = c->hn;
-        int *save = malloc(sizeof(int) * (hn ? hn : 1));
-        if (!save) return -1;
-        memcpy(save, c->heap, sizeof(int) * hn);
-        while (c->hn) {
-            int k = c->heap[0];
-            out[n++] = k;
-            h_remove_at(S, c, 0);
+        {
+            long i = 0;
+            for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k], i++) {
+                PyObject *t = Py_BuildValue("(iL)", k, S->ht[k]);
+                if (!t) goto ft_bad;
+                PyList_SET_ITEM(last, i, t);
+            }
         }
-        memcpy(c->heap, save, sizeof(int) * hn);
-        c->hn = hn;
-        for (long i = 0; i < hn; i++) S->pos[c->heap[i]] = (int)i;
-        free(save);
-        break;
+        return Py_BuildValue("(NNLdl)", wins, last, c->tick, c->thr, c->W);
+    ft_bad:
+        Py_DECREF(wins); Py_DECREF(last);
+        return NULL;
     }
-    case R_LFRU: {   /* unprivileged by (frequency, tick), then privileged oldest first */
-        long nu = 0;
-        for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) out[nu++] = k;
-        for (long i = 1; i < nu; i++) {          /* insertion sort (small partition) */
-            int x = out[i];
-            long q = i;
-            while (q > 0 && h_less(S, x, out[q - 1])) { out[q] = out[q - 1]; q--; }
-            out[q] = x;
-        }
-        n = nu;
-        for (int k = S->lh[PRIV(c)]; k >= 0; k = S->nxt[k]) out[n++] = k;
-        break;
+    case R_ARC: {
+        PyObject *t1 = list_keys(S, T1(c)), *t2 = list_keys(S, T2(c)), *b1 = list_keys(S, B1(c)),
+                 *b2 = list_keys(S, B2(c));
+        if (!t1 || !t2 || !b1 || !b2) { Py_XDECREF(t1); Py_XDECREF(t2); Py_XDECREF(b1); Py_XDECREF(b2); return NULL; }
+        return Py_BuildValue("(dNNNN)", c->p, t1, t2, b1, b2);
     }
-    default:    /* arc: t1 + t2; s3fifo: s + m */
-        for (int j = 0; j < 2; j++)
-            for (int k = S->lh[c->lbase + j]; k >= 0; k = S->nxt[k]) out[n++] = k;
-        break;
+    case R_S3FIFO: {
+        PyObject *sq = list_keys(S, SQ(c)), *mq = list_keys(S, MQ(c)), *gq = list_keys(S, GQ(c));
+        PyObject *fr = PyList_New(0);
+        if (!sq || !mq || !gq || !fr) { Py_XDECREF(sq); Py_XDECREF(mq); Py_XDECREF(gq); Py_XDECREF(fr); return NULL; }
+        for (int q = 0; q < 2; q++)
+            for (int k = S->lh[c->lbase + q]; k >= 0; k = S->nxt[k]) {
+                PyObject *t = Py_BuildValue("(ii)", k, (int)S->freq[k]);
+                if (!t || PyList_Append(fr, t) < 0) {
+                    Py_XDECREF(t); Py_DECREF(sq); Py_DECREF(mq); Py_DECREF(gq); Py_DECREF(fr);
+                    return NULL;
+                }
+                Py_DECREF(t);
+            }
+        return Py_BuildValue("(NNNN)", sq, mq, gq, fr);
     }
-    return n;
+    case R_LFRU: {
+        PyObject *pr = list_keys(S, PRIV(c)), *un = valued_keys(S, c, UNPRIV(c));
+        if (!pr || !un) { Py_XDECREF(pr); Py_XDECREF(un); return NULL; }
+        return Py_BuildValue("(NNLLdL)", pr, un, c->tick, c->clock, c->decay, c->interval);
+    }
+    case R_SEG: {
+        PyObject *a = st_dump(S, c->sub[0]), *b = a ? st_dump(S, c->sub[1]) : NULL;
+        if (!b) { Py_XDECREF(a); return NULL; }
+        return Py_BuildValue("(NN)", a, b);
+    }
+    }
+    PyErr_SetString(PyExc_ValueError, "_fast: a store it does not know");
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- set-up */
@@ -670,22 +774,16 @@ static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, 
         if (!c->heap) return -1;
     }
     if (rule == R_FT) {
-        c->woff = malloc(sizeof(long) * (P->L + 1));
-        if (!c->woff) return -1;
-        long total = 0;
-        for (long l = 0; l < P->L; l++) {
-            long room = P->W;
-            if (P->lacc && P->lacc[l] < room) room = (long)P->lacc[l];
-            c->woff[l] = total;
-            if (room > LONG_MAX / 4 - total) return -1;
-            total += room;
-        }
-        c->woff[P->L] = total;
-        c->win = malloc(sizeof(int) * (total ? total : 1));
+        c->wL = P->L;
+        c->wr = calloc(P->L, sizeof(int *));
+        c->wroom = calloc(P->L, sizeof(long));
         c->whead = calloc(P->L, sizeof(long));
         c->wlen = calloc(P->L, sizeof(long));
         c->cnt = calloc(P->K, sizeof(int));
-        if (!c->win || !c->whead || !c->wlen || !c->cnt) return -1;
+        if (!c->wr || !c->wroom || !c->whead || !c->wlen || !c->cnt) return -1;
+        for (long l = 0; P->lacc && l < P->L; l++) {       /* a replay: room for what it holds */
+            if (ft_reserve(c, l, P->lacc[l] < P->W ? (long)P->lacc[l] : P->W) < 0) return -1;
+        }
     }
     if (rule == R_SEG) {
         for (int j = 0; j < 2; j++) {
@@ -699,7 +797,8 @@ static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, 
 }
 
 static void cache_free(Cache *c) {
-    free(c->heap); free(c->win); free(c->woff); free(c->whead); free(c->wlen); free(c->cnt);
+    if (c->wr) for (long l = 0; l < c->wL; l++) free(c->wr[l]);
+    free(c->heap); free(c->wr); free(c->wroom); free(c->whead); free(c->wlen); free(c->cnt);
     for (int j = 0; j < 2; j++)
         if (c->sub[j]) { cache_free(c->sub[j]); free(c->sub[j]); }
 }
@@ -805,7 +904,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     unsigned char *pinned = NULL;
     unsigned char *outc = NULL;
     long long *l_acc = NULL, *l_hit = NULL, *lacc_n = NULL;
-    int *keys = NULL, *ordbuf = NULL, *bgl = NULL, *evl = NULL;
+    int *ordbuf = NULL, *bgl = NULL, *evl = NULL;
     double *arrival = NULL;   /* key -> landing time of its background load, < 0: none */
     long narrival = 0;
     double *lready = NULL, *lcomp = NULL;
@@ -886,7 +985,6 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     C = calloc(ncaches, sizeof(Cache));
     outc = malloc(maxn);
     l_acc = calloc(L, sizeof(long long)); l_hit = calloc(L, sizeof(long long));
-    keys = malloc(sizeof(int) * K);
     S.tprv = malloc(sizeof(int) * K); S.tnxt = malloc(sizeof(int) * K);
     S.tstamp = calloc(K, sizeof(long long)); S.tin = calloc(K, 1);
     S.side = calloc(K, 1);
@@ -898,7 +996,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     arrival = malloc(sizeof(double) * K);
     lready = malloc(sizeof(double) * maxn); lcomp = malloc(sizeof(double) * maxn);
     if (!S.slot || !S.lid || !S.prv || !S.nxt || !S.pos || !S.hf || !S.ht || !S.freq || !S.mark ||
-        !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit || !keys ||
+        !S.lh || !S.lt || !S.ln || !S.frontier || !C || !outc || !l_acc || !l_hit ||
         !ordbuf || !lready || !lcomp || !S.tprv || !S.tnxt || !S.tstamp || !S.tin || !S.fstack ||
         !S.side || !bgl || !evl || !arrival) {
         PyErr_NoMemory();
@@ -1153,15 +1251,10 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
             now = end;
         }
         if (stall > 0) rstall += stall;
-        if (rebalance > 0 && ++dispatches % rebalance == 0 && rule == R_ARC) {
+        if (rebalance > 0 && ++dispatches % rebalance == 0) {
             /* a uniform rebalance gives every cache its capacity again: Cache.set_capacity
-             * -> ARC.resize trims the ghost lists to the capacity (the other rules' resize
-             * changes nothing at the same capacity) */
-            for (long i = 0; i < ncaches; i++) {
-                Cache *ci = &C[i];
-                while (S.ln[B1(ci)] + S.ln[B2(ci)] > ci->cap)
-                    l_remove(&S, S.ln[B1(ci)] ? S.lh[B1(ci)] : S.lh[B2(ci)]);
-            }
+             * -> Store.resize (ARC trims its ghost lists to the capacity) */
+            for (long i = 0; i < ncaches; i++) st_resize(&S, &C[i], C[i].cap);
         }
     }
     Py_END_ALLOW_THREADS
@@ -1176,12 +1269,10 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         }
         int fail = 0;
         for (long i = 0; i < ncaches; i++) {
-            /* (store keys cold -> hot, all residents as (key, slot)) */
-            long nk = st_keys(&S, &C[i], keys);
-            PyObject *ks = nk >= 0 ? PyList_New(nk) : NULL;
+            /* (the store's state as its class dumps it, all residents as (key, slot)) */
+            PyObject *ks = st_dump(&S, &C[i]);
             PyObject *rs = PyList_New(0);
             if (!ks || !rs) { Py_XDECREF(ks); Py_XDECREF(rs); fail = 1; break; }
-            for (long j = 0; j < nk; j++) PyList_SET_ITEM(ks, j, PyLong_FromLong(keys[j]));
             long lo = per_layer ? i * E : 0, hi = per_layer ? (i + 1) * E : K;
             for (long k = lo; k < hi && !fail; k++) {
                 if (S.slot[k] < 0) continue;
@@ -1189,8 +1280,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
                 if (!pair || PyList_Append(rs, pair) < 0) fail = 1;
                 Py_XDECREF(pair);
             }
-            long nb = C[i].rule == R_SEG ? st_len(&S, C[i].sub[1]) : 0;   /* b's keys first */
-            PyObject *ct = Py_BuildValue("(NNl)", ks, rs, nb);
+            PyObject *ct = Py_BuildValue("(NN)", ks, rs);
             if (!ct) { fail = 1; break; }
             PyList_SET_ITEM(res, i, ct);
         }
@@ -1240,7 +1330,7 @@ done:
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
     free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack); free(S.side);
     if (C) for (long i = 0; i < ncaches; i++) cache_free(&C[i]);
-    free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(keys); free(lacc_n);
+    free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(lacc_n);
     free(ordbuf); free(lready); free(lcomp); free(bgl); free(evl); free(arrival);
     return result;
 }

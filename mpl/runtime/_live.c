@@ -708,6 +708,7 @@ static int ls_issue(LiveState *o, long np, long base, const long *ex, Py_ssize_t
         Cache *c = o->per_layer ? &o->C[k / o->E] : &o->C[0];
         if (S->slot[k] >= 0) continue;
         if (c->nres > c->cap) continue;              /* over capacity: a deferred cut */
+        if (!st_admits(c, k)) continue;              /* the admission filter */
         int slot, v = -1;
         if (c->nres >= c->cap || S->ftop == 0) {
             v = st_evict(S, c, k);
@@ -792,10 +793,10 @@ static int ls_pressure(LiveState *o, PyObject *evicted) {
     return 0;
 }
 
-/* Cache.set_capacity (lru, lfu, score: the store's resize changes nothing else): a cut
- * evicts down to it, sparing the keys in use */
+/* Cache.set_capacity: the store's resize (st_resize), then a cut evicts down to the
+ * capacity, sparing the keys in use */
 static int ls_set_capacity(LiveState *o, Cache *c, long cap, PyObject *evicted) {
-    c->cap = cap;
+    st_resize(&o->S, c, cap);
     while (c->nres > c->cap) {
         int v = st_evict(&o->S, c, -1);
         if (v < 0) break;
@@ -1146,6 +1147,12 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
     const long *ex = o->ex;
     Py_ssize_t n = A.n;
     long layer = A.layer;
+    {   /* a frequency window takes at most one entry per access: room first, before any
+         * state changes */
+        Cache *fc = o->per_layer ? &o->C[layer] : &o->C[0];
+        if (fc->rule == R_SEG) fc = fc->sub[0];
+        if (fc->rule == R_FT && ft_reserve(fc, layer, (long)n) < 0) { PyErr_NoMemory(); return NULL; }
+    }
     if (A.step_given >= 0) o->step = A.step_given;
     else if (layer <= o->last_layer) o->step++;
     o->last_layer = layer;
@@ -1187,6 +1194,13 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
         if (to_cpu) {
             Py_INCREF(s_cpu_o); PyList_SET_ITEM(where, i, s_cpu_o);
             ncpu++;
+        }
+        if (!st_admits(c, k)) {          /* frequency_threshold's admission filter */
+            if (!to_cpu) {
+                Py_INCREF(s_stream_o); PyList_SET_ITEM(where, i, s_stream_o);
+                nst++;
+            }
+            continue;
         }
         int slot, v = -1;
         if (c->nres >= c->cap || S->ftop == 0) {
@@ -1346,6 +1360,187 @@ static int ll_item(PyObject *seq, Py_ssize_t i, long long *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* ------------------------------------------------------------------ a store from Python */
+/* The store's state in its class's dump() format (mpl/runtime/eviction*.py, keys as ints)
+ * into cache c, checked: every key in [lo, hi) (the cache's own), a resident key once in
+ * one store and never pinned, a ghost never resident; -1 with ValueError otherwise. */
+typedef struct { LiveState *o; Cache *c; long lo, hi; } SLoad;
+
+static int sl_bad(const char *what) {
+    PyErr_Format(PyExc_ValueError, "live dispatch: load: %s", what);
+    return -1;
+}
+
+static int sl_key(SLoad *x, PyObject *item, int ghost, int *out) {
+    long k = PyLong_AsLong(item);
+    if (k == -1 && PyErr_Occurred()) return -1;
+    State *S = &x->o->S;
+    if (k < x->lo || k >= x->hi) return sl_bad("a store key out of its cache");
+    if (S->lid[k] >= 0 || S->pos[k] >= 0 || S->side[k]) return sl_bad("a key in a store twice");
+    if (ghost ? S->slot[k] >= 0 : (S->slot[k] < 0 || x->o->pinned[k % x->o->E]))
+        return sl_bad(ghost ? "a ghost key that is resident" : "a store key that is not an unpinned resident");
+    *out = (int)k;
+    return 0;
+}
+
+/* the keys of a list argument into list l, oldest first */
+static int sl_list(SLoad *x, PyObject *keys, int l, int ghost) {
+    PyObject *t = PySequence_Tuple(keys);
+    if (!t) return -1;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(t); j++) {
+        int k;
+        if (sl_key(x, PyTuple_GET_ITEM(t, j), ghost, &k) < 0) { Py_DECREF(t); return -1; }
+        l_push(&x->o->S, l, k);
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+/* [(key, value, tick)]: into the heap (l < 0) or list l */
+static int sl_valued(SLoad *x, PyObject *ents, int l) {
+    PyObject *t = PySequence_Tuple(ents);
+    if (!t) return -1;
+    State *S = &x->o->S;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(t); j++) {
+        PyObject *kk;
+        double f;
+        long long tick;
+        int k;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(t, j), "OdL", &kk, &f, &tick) || sl_key(x, kk, 0, &k) < 0) {
+            Py_DECREF(t);
+            return -1;
+        }
+        S->hf[k] = f;
+        S->ht[k] = tick;
+        if (l < 0) {
+            if (x->c->hn >= x->o->S.K) { Py_DECREF(t); return sl_bad("a heap larger than the keys"); }
+            h_push(S, x->c, k);
+        } else l_push(S, l, k);
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+static int st_load(SLoad *x, PyObject *data);
+
+static int st_load_sub(LiveState *o, Cache *sub, PyObject *data, long lo, long hi, unsigned char side) {
+    SLoad y = {o, sub, lo, hi};
+    if (st_load(&y, data) < 0) return -1;
+    State *S = &o->S;
+    for (long k = lo; k < hi; k++)     /* this side's keys (none had a side before) */
+        if (!S->side[k] && S->slot[k] >= 0 && (S->lid[k] >= 0 || S->pos[k] >= 0))
+            S->side[k] = side;
+    return 0;
+}
+
+static int st_load(SLoad *x, PyObject *data) {
+    Cache *c = x->c;
+    State *S = &x->o->S;
+    switch (c->rule) {
+    case R_LRU:
+        return sl_list(x, data, c->lbase, 0);
+    case R_LFU: {
+        PyObject *ents;
+        if (!PyArg_ParseTuple(data, "OdLLdL", &ents, &c->inc, &c->tick, &c->clock, &c->decay, &c->interval)) return -1;
+        return sl_valued(x, ents, -1);
+    }
+    case R_SCORE: {
+        PyObject *ents;
+        if (!PyArg_ParseTuple(data, "OLd", &ents, &c->tick, &c->alpha)) return -1;
+        return sl_valued(x, ents, -1);
+    }
+    case R_FT: {
+        PyObject *wins_o, *last_o;
+        if (!PyArg_ParseTuple(data, "OOLdl", &wins_o, &last_o, &c->tick, &c->thr, &c->W)) return -1;
+        if (c->W < 1) return sl_bad("a frequency window below 1");
+        PyObject *wins = PySequence_Tuple(wins_o);
+        if (!wins) return -1;
+        long L = x->o->L, E = x->o->E;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(wins); j++) {
+            long layer;
+            PyObject *w_o;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(wins, j), "lO", &layer, &w_o)) { Py_DECREF(wins); return -1; }
+            if (layer < 0 || layer >= L || (x->o->per_layer && layer * E != x->lo) || c->wlen[layer]) {
+                Py_DECREF(wins);
+                return sl_bad("a frequency window of another layer");
+            }
+            PyObject *w = PySequence_Tuple(w_o);
+            if (!w) { Py_DECREF(wins); return -1; }
+            Py_ssize_t n = PyTuple_GET_SIZE(w);
+            if (ft_reserve(c, layer, (long)n) < 0 || (n && c->wroom[layer] < n)) {
+                Py_DECREF(w); Py_DECREF(wins);
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (Py_ssize_t q = 0; q < n; q++) {
+                long e = PyLong_AsLong(PyTuple_GET_ITEM(w, q));
+                if (e == -1 && PyErr_Occurred()) { Py_DECREF(w); Py_DECREF(wins); return -1; }
+                if (e < 0 || e >= E) { Py_DECREF(w); Py_DECREF(wins); return sl_bad("a frequency window entry out of range"); }
+                c->wr[layer][q] = (int)e;
+                c->cnt[layer * E + e]++;
+            }
+            c->wlen[layer] = (long)n;
+            c->whead[layer] = 0;
+            Py_DECREF(w);
+        }
+        Py_DECREF(wins);
+        PyObject *last = PySequence_Tuple(last_o);
+        if (!last) return -1;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(last); j++) {
+            PyObject *kk;
+            long long tick;
+            int k;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(last, j), "OL", &kk, &tick) || sl_key(x, kk, 0, &k) < 0) {
+                Py_DECREF(last);
+                return -1;
+            }
+            S->ht[k] = tick;
+            l_push(S, c->lbase, k);
+        }
+        Py_DECREF(last);
+        return 0;
+    }
+    case R_ARC: {
+        PyObject *t1, *t2, *b1, *b2;
+        if (!PyArg_ParseTuple(data, "dOOOO", &c->p, &t1, &t2, &b1, &b2)) return -1;
+        if (!(c->p >= 0.0)) return sl_bad("a negative ARC target");
+        return sl_list(x, t1, T1(c), 0) < 0 || sl_list(x, t2, T2(c), 0) < 0 ||
+               sl_list(x, b1, B1(c), 1) < 0 || sl_list(x, b2, B2(c), 1) < 0 ? -1 : 0;
+    }
+    case R_S3FIFO: {
+        PyObject *sq, *mq, *gq, *fr_o;
+        if (!PyArg_ParseTuple(data, "OOOO", &sq, &mq, &gq, &fr_o)) return -1;
+        if (sl_list(x, sq, SQ(c), 0) < 0 || sl_list(x, mq, MQ(c), 0) < 0 || sl_list(x, gq, GQ(c), 1) < 0) return -1;
+        PyObject *fr = PySequence_Tuple(fr_o);
+        if (!fr) return -1;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(fr); j++) {
+            long k;
+            int f;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fr, j), "li", &k, &f)) { Py_DECREF(fr); return -1; }
+            if (k < x->lo || k >= x->hi || (S->lid[k] != SQ(c) && S->lid[k] != MQ(c)) || f < 0 || f > 3) {
+                Py_DECREF(fr);
+                return sl_bad("an S3-FIFO frequency out of place");
+            }
+            S->freq[k] = (unsigned char)f;
+        }
+        Py_DECREF(fr);
+        return 0;
+    }
+    case R_LFRU: {
+        PyObject *pr, *un;
+        if (!PyArg_ParseTuple(data, "OOLLdL", &pr, &un, &c->tick, &c->clock, &c->decay, &c->interval)) return -1;
+        return sl_list(x, pr, PRIV(c), 0) < 0 || sl_valued(x, un, UNPRIV(c)) < 0 ? -1 : 0;
+    }
+    case R_SEG: {
+        PyObject *a, *b;
+        if (!PyArg_ParseTuple(data, "OO", &a, &b)) return -1;
+        return st_load_sub(x->o, c->sub[0], a, x->lo, x->hi, 1) < 0 ||
+               st_load_sub(x->o, c->sub[1], b, x->lo, x->hi, 2) < 0 ? -1 : 0;
+    }
+    }
+    return sl_bad("a store it does not hold");
+}
+
 static const char *load_doc =
 "load(cfg, caches, free, pins, counters, l_acc, l_hit, pf, ttl, hist, mon, rules): take the\n"
 "runtime's state (see mpl/runtime/fast.py, _live_take, the only caller).";
@@ -1443,19 +1638,23 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     for (long i = 0; i < L; i++) {
         if (ll_item(lacc, i, &o->l_acc[i]) < 0 || ll_item(lhit, i, &o->l_hit[i]) < 0) goto bad;
     }
-    /* caches: (rule, capacity, [(key, slot)], store); every key of a cache its own (its
-     * layer's with per-layer caches), every slot in the pool and used once */
+    /* caches: (rule, side a, side b, capacity, [(key, slot)], store state); every key of a
+     * cache its own (its layer's with per-layer caches), every slot in the pool and used
+     * once, the store's state as its class dumps it (st_load) */
     Params P = {1.0, 0.0, 0.0, 1, 1, L, E, K, o->per_layer ? E : K, NULL};
 #define LOAD_BAD(msg) do { PyErr_SetString(PyExc_ValueError, "live dispatch: load: " msg); goto bad; } while (0)
     for (long i = 0; i < o->ncaches; i++) {
         Cache *c = &o->C[i];
-        int rule;
+        int rule, side_a, side_b;
         long long cap;
         PyObject *res_o, *store;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(caches, i), "iLO!O", &rule, &cap, &PyList_Type, &res_o, &store)) goto bad;
-        if (rule != R_LRU && rule != R_LFU && rule != R_SCORE) LOAD_BAD("a store it does not hold");
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(caches, i), "iiiLO!O", &rule, &side_a, &side_b, &cap,
+                              &PyList_Type, &res_o, &store)) goto bad;
+        int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
+        int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
+        if (rule < 0 || rule > R_SEG || (rule == R_SEG && (!basic_a || !basic_b))) LOAD_BAD("a store it does not hold");
         if (cap < 0) LOAD_BAD("a negative capacity");
-        if (cache_init(c, rule, cap > LONG_MAX ? LONG_MAX : (long)cap, (int)(i * 4), &P, 0, 0) < 0) {
+        if (cache_init(c, rule, cap > LONG_MAX ? LONG_MAX : (long)cap, (int)(i * 4), &P, side_a, side_b) < 0) {
             PyErr_NoMemory();
             goto bad;
         }
@@ -1474,38 +1673,8 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
             c->nres++;
         }
         Py_DECREF(res);
-        /* a store key: a resident of this cache, not pinned, stored once */
-#define STORE_KEY_OK(k) ((k) >= lo && (k) < hi && S->slot[k] >= 0 && !o->pinned[(k) % E] && \
-                         S->lid[k] < 0 && S->pos[k] < 0)
-        if (rule == R_LRU) {          /* keys, oldest first */
-            PyObject *keys = as_tuple(store, -1, "an lru store");
-            if (!keys) goto bad;
-            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); j++) {
-                long long k;
-                if (ll_item(keys, j, &k) < 0) { Py_DECREF(keys); goto bad; }
-                if (!STORE_KEY_OK(k)) { Py_DECREF(keys); LOAD_BAD("a store key that is not a resident of its cache"); }
-                l_push(S, c->lbase, (int)k);
-            }
-            Py_DECREF(keys);
-        } else {                      /* ([(key, value, tick)], inc, tick, clock, decay, interval, alpha) */
-            PyObject *ents_o;
-            if (!PyArg_ParseTuple(store, "O!dLLdLd", &PyList_Type, &ents_o, &c->inc, &c->tick, &c->clock,
-                                  &c->decay, &c->interval, &c->alpha)) goto bad;
-            PyObject *ents = as_tuple(ents_o, -1, "a store");
-            if (!ents) goto bad;
-            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ents); j++) {
-                long k;
-                double f;
-                long long t;
-                if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ents, j), "ldL", &k, &f, &t)) { Py_DECREF(ents); goto bad; }
-                if (!STORE_KEY_OK(k)) { Py_DECREF(ents); LOAD_BAD("a store key that is not a resident of its cache"); }
-                S->hf[k] = f;
-                S->ht[k] = t;
-                h_push(S, c, (int)k);
-            }
-            Py_DECREF(ents);
-        }
-#undef STORE_KEY_OK
+        SLoad x = {o, c, lo, hi};
+        if (st_load(&x, store) < 0) goto bad;
     }
     /* the pool's free stack: the slots no resident holds */
     S->ftop = PyTuple_GET_SIZE(freel);
@@ -1791,22 +1960,7 @@ static PyObject *ls_dump(LiveState *o, PyObject *const *args, Py_ssize_t nargs) 
                 if (S->slot[k] < 0) continue;
                 if (lappend(res, Py_BuildValue("(li)", k, S->slot[k])) < 0) { Py_DECREF(res); goto bad; }
             }
-            if (c->rule == R_LRU) {
-                st = PyList_New(0);
-                for (int k = S->lh[c->lbase]; st && k >= 0; k = S->nxt[k])
-                    if (lappend(st, PyLong_FromLong(k)) < 0) Py_CLEAR(st);
-            } else {
-                PyObject *ents = PyList_New(c->hn);
-                for (long j = 0; ents && j < c->hn; j++) {
-                    int k = c->heap[j];
-                    PyObject *e = Py_BuildValue("(ldL)", (long)k, S->hf[k], S->ht[k]);
-                    if (!e) { Py_CLEAR(ents); break; }
-                    PyList_SET_ITEM(ents, j, e);
-                }
-                if (ents)
-                    st = Py_BuildValue("(NdLLdLd)", ents, c->inc, c->tick, c->clock, c->decay, c->interval,
-                                       c->alpha);
-            }
+            st = st_dump(S, c);
             if (!st) { Py_DECREF(res); goto bad; }
             PyObject *ct = Py_BuildValue("(lNN)", c->cap, res, st);
             if (!ct) goto bad;

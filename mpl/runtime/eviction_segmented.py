@@ -107,6 +107,16 @@ class Segmented(Store):
     def keys(self):
         return self.b.keys() + self.a.keys()
 
+    def dump(self, key):
+        """(a's state, b's state)."""
+        return self.a.dump(key), self.b.dump(key)
+
+    def load(self, data, key, capacity):
+        self.capacity = capacity
+        self.a_cap, self.b_cap = split(capacity)
+        self.a.load(data[0], key, capacity)
+        self.b.load(data[1], key, capacity)
+
     def segment_of(self, key) -> str | None:
         if key in self.a:
             return "a"

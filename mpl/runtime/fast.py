@@ -491,17 +491,11 @@ def _write_back(rt, out: dict, records: int) -> None:
     if rt.features.get("rebalance"):
         rt.dispatches += records          # (uniform rebalances move nothing)
     rule = rt.p["cache.eviction"]
-    for cache, (cold_to_hot, resident, nb) in zip(rt._distinct_caches(), out["caches"]):
-        cache.resident = {(k // E, k % E): slot for k, slot in resident}
+    key = _int_key(E)
+    for cache, (dump, resident) in zip(rt._distinct_caches(), out["caches"]):
+        cache.resident = {key(k): slot for k, slot in resident}
         store = make_store(rule, cache.capacity, rt.p)
-        keys = [(k // E, k % E) for k in cold_to_hot]
-        if "|" in rule:        # each side gets its own keys (Segmented.keys(): b's, then a's)
-            for side, part in ((store.b, keys[:nb]), (store.a, keys[nb:])):
-                for key in part:
-                    side.insert(key, rt.w_default)
-        else:
-            for key in keys:
-                store.insert(key, rt.w_default)
+        store.load(dump, key, cache.capacity)         # exactly the kernel's store
         cache.store = store
     rt.pool.free = out["free"]
     if rt._ttl is not None:        # the runtime counts accesses only for a TTL's stamps
@@ -510,6 +504,16 @@ def _write_back(rt, out: dict, records: int) -> None:
         ttl.clear()
         for k, stamp in out["ttl"]:
             ttl[(k // E, k % E)] = stamp
+
+
+def _int_key(E: int):
+    """int key -> (layer, expert), for a runtime of E experts per layer."""
+    return lambda k: (k // E, k % E)
+
+
+def _key_int(E: int):
+    """(layer, expert) -> int key."""
+    return lambda k: k[0] * E + k[1]
 
 
 def replay_records(rt, records, tl, tick=None, every=0):
@@ -606,10 +610,8 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 
 
 # ---------------------------------------------------------------------- live dispatch
-#: eviction stores LiveState holds (their state moves exactly between Python and C)
-_STATE_STORES = {"lru": 0, "lfu": 1, "score": 2}
 #: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("filters", "priority")
+_STATE_OFF = ("priority",)
 
 
 def _state_unsupported(rt) -> str | None:
@@ -622,8 +624,8 @@ def _state_unsupported(rt) -> str | None:
     if len(modes) != 1 or rt.mode != modes[0] or rt.mode not in MODES:
         return "a schedule.mode that changes (the live C dispatch holds one mode)"
     rule = rt.p["cache.eviction"]
-    if rule not in _STATE_STORES:
-        return f"eviction {rule!r} (the live C dispatch holds lru, lfu and score stores)"
+    if rule_code(rule) is None:
+        return f"eviction {rule!r} (the live C dispatch holds {', '.join(RULES)} and segmented a | b stores)"
     if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "affinity", "none"):
         return f"prefetch strategy {rt.strategy!r}"
     if f.get("prefetch") and rt.lookahead > 64:
@@ -769,30 +771,21 @@ def _live_take(rt) -> None:
     why = _state_unsupported(rt)
     caches = rt._distinct_caches()
     E = rt.num_experts
+    codes = []
     if why is None:
         for c in caches:
-            if type(c.store).__name__ not in ("LRU", "LFU", "Score") or c.pins != rt.pins:
-                why = f"a {type(c.store).__name__} store (the live C dispatch holds lru, lfu and score)"
+            code = rule_code(getattr(c.store, "name", "?"))
+            if code is None or not hasattr(c.store, "dump") or c.pins != rt.pins:
+                why = f"a {type(c.store).__name__} store (the live C dispatch does not hold it)"
                 break
+            codes.append(code)
     if why is not None:
         _uninstall(rt, why)
         return
     f = rt.features
-    packed = []
-    for c in caches:
-        st = c.store
-        name = type(st).__name__
-        res = [(k[0] * E + k[1], slot) for k, slot in c.resident.items()]
-        if name == "LRU":
-            data = [k[0] * E + k[1] for k in st.od]
-            code = 0
-        else:
-            ents = [(k[0] * E + k[1], e[0], e[1]) for k, e in st.cur.items()]
-            if name == "LFU":
-                data, code = (ents, st.inc, st.tick, st.clock, st.decay, st.interval, 0.0), 1
-            else:
-                data, code = (ents, 1.0, st.tick, 0, 1.0, 1, st.alpha), 2
-        packed.append((code, min(c.capacity, 1 << 62), res, data))
+    key = _key_int(E)
+    packed = [(*code, min(c.capacity, 1 << 62), [(key(k), slot) for k, slot in c.resident.items()],
+               c.store.dump(key)) for code, c in zip(codes, caches)]
     mode = MODES[rt.mode]
     thr = rt.mem_threshold
     ttl_on = rt.ttl_n is not None and rt._ttl is not None
@@ -962,10 +955,9 @@ def _sync_held(rt) -> None:
 def _apply_dump(rt, held: dict, out: dict) -> None:
     """The pure structures ``held`` (the values of the owned attributes) rebuilt from
     ``LiveState.dump()``'s ``out``."""
-    from heapq import heapify
     from collections import deque
     E = rt.num_experts
-    key = lambda k: (k // E, k % E)   # noqa: E731
+    key = _int_key(E)
     for name, v in zip(_COUNTERS, out["counters"]):
         held[name] = v
     held["l_acc"][:] = out["l_acc"]
@@ -975,23 +967,8 @@ def _apply_dump(rt, held: dict, out: dict) -> None:
     for c, (cap, res, data) in zip(caches, out["caches"]):
         if min(c.capacity, 1 << 62) != cap:     # a rebalance moved it (C clamps to 2**62)
             c.capacity = cap
-            c.store.resize(cap)
         c.resident = {key(k): slot for k, slot in res}
-        st = c.store
-        if type(st).__name__ == "LRU":
-            from collections import OrderedDict
-            st.od = OrderedDict((key(k), None) for k in data)
-        else:
-            ents, inc, tick, clock, decay, interval, alpha = data
-            st.cur = {key(k): [f, t, key(k)] for k, f, t in ents}
-            st.heap = list(st.cur.values())
-            heapify(st.heap)
-            st.aside = []
-            st.tick = tick
-            if type(st).__name__ == "LFU":
-                st.inc, st.clock, st.decay, st.interval = inc, clock, decay, interval
-            else:
-                st.alpha = alpha
+        c.store.load(data, key, c.capacity)
     pf = held["_pf"]
     pf.clear()
     pf.update((key(k), True) for k in out["pf"])

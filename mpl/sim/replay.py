@@ -276,7 +276,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         every = bar.every if bar.on else 0
         # the compiled kernel on the trace's cached pack where it covers the policy
         if _fast.replay_trace(rt, trace, tl, upd, every) is None:
-            rt.replay_records(records_of(trace.dispatches), tl, upd, every)
+            # (built once per trace while a sweep or a tune holds it)
+            records = _fast.per_trace(trace, ("records",), lambda: list(records_of(trace.dispatches)))
+            rt.replay_records(records, tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
         bres = None
