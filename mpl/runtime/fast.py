@@ -16,8 +16,8 @@ covered): one schedule mode (``gpu_only``, ``cpu_fallback`` or ``hybrid``); no p
 per-layer caches whose capacities do not move (uniform allocation); pins; priority routing;
 records of one or several tokens. Everything else replays on the pure path.
 
-Live ``dispatch()``: where :func:`live_unsupported` allows (one schedule mode; lru, lfu or
-score stores; pins, TTL and memory triggers, history/lookahead/affinity prefetch, the monitor
+Live ``dispatch()``: where :func:`live_unsupported` allows (one schedule mode; every eviction
+rule of the kernel; pins, TTL and memory triggers, history/lookahead/affinity prefetch, the monitor
 and adapt rules, shared or per-layer caches) ``Runtime.__init__`` installs
 ``_fast.LiveState`` as the instance's ``dispatch`` (:func:`install_live`): the generated
 dispatch in C with the state held in C (the kernel's stores). :func:`_live_take` moves the
@@ -26,10 +26,8 @@ any read of the state. Every unusual argument, predictions, an adapt rule firing
 rebalance the pure path refuses go to the pure path on the synced state. A replay the kernel
 does not cover runs through the live dispatch (:func:`_live_replay`).
 
-After a compiled replay the runtime's counters, statistics, residents and slot pool are
-those of the pure path; its eviction store is rebuilt from the kernel's residents, coldest
-first (exact for lru; for the other rules the frequencies, scores and ghost lists restart):
-a runtime that goes on dispatching after a replay continues from that store.
+After a compiled replay the runtime's counters, statistics, residents, slot pool and
+stores are those of the pure path (each store loaded from the kernel's dump of it).
 """
 
 from __future__ import annotations
@@ -138,7 +136,7 @@ def backend_info() -> dict:
                       "memory triggers; "
                       "shared or static per-layer caches; pins; priority routing); "
                       "live dispatch() (and the replay of what the kernel does not cover) of "
-                      "one-mode policies with lru, lfu or score stores (pins, TTL and memory "
+                      "one-mode policies with any of those stores (pins, TTL and memory "
                       "triggers, history/lookahead/affinity prefetch, monitor, adapt rules, "
                       "shared or per-layer caches); other live dispatch() is pure Python; "
                       "the Belady optimum (mpl.sim.belady)"}
@@ -640,7 +638,7 @@ def _state_unsupported(rt) -> str | None:
 
 def live_unsupported(rt) -> str | None:
     """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveState``); None: it
-    can. It holds one schedule mode with lru, lfu or score stores, pins, TTL and memory
+    can. It holds one schedule mode with every store of the kernel, pins, TTL and memory
     triggers, history / lookahead / affinity prefetch, the monitor and adapt rules, shared or
     per-layer caches with any allocation; see docs/internals.md, "Live dispatch"."""
     if not available():
