@@ -253,8 +253,18 @@ def _register_commands(server: MplLanguageServer) -> None:
                                                  "experts": shape.num_experts, "topK": shape.top_k},
             "documents": sorted(ls.store.docs),
             "roots": ls.store.roots,
+            # the standard library's folder: the VS Code extension opens its files read-only
+            "stdlib": _stdlib_dir(),
             "heavyModules": sorted(m for m in sys.modules if m.split(".")[0] in _HEAVY or m.startswith(_HEAVY)),
         }
+
+
+def _stdlib_dir() -> str | None:
+    from mpl.stdlib_path import stdlib_dir
+    try:
+        return stdlib_dir()
+    except Exception:       # an installation without its stdlib folder
+        return None
 
 
 def create_server() -> MplLanguageServer:
