@@ -220,8 +220,10 @@ def test_package_json_commands_and_ci_script():
     assert pkg["repository"]["url"].startswith("https://")
     assert (EXT / "package-lock.json").is_file()
     assert os.access(EXT / "ci.sh", os.X_OK)
-    # the client never passes a `transport` option (the server gets exactly -m lsp.server)
-    src = (EXT / "src" / "server.ts").read_text(encoding="utf-8")
+    # the client never passes a `transport` option (the server gets exactly -m lsp.server);
+    # src/choose.ts builds the executable, src/server.ts calls it
+    src = (EXT / "src" / "choose.ts").read_text(encoding="utf-8")
+    assert "chooseFrom(" in (EXT / "src" / "server.ts").read_text(encoding="utf-8")
     assert "transport" not in re.sub(r"//.*", "", src)
     assert 'args: ["-m", "lsp.server"]' in src
 

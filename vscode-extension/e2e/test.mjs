@@ -335,6 +335,9 @@ try {
       return hits.length >= 3 ? labels : null;
     }, expected.cacheParams, "a completion list with cache parameter names");
     log(`completion items: ${shown.join(", ")}`);
+    // the file-level snippets are offered at the top of a file only (the extension ships none)
+    const fileLevel = shown.filter((l) => ["policy", "import", "extends", "version"].includes(l));
+    if (fileLevel.length > 0) throw new Error(`file-level items inside cache { }: ${fileLevel.join(", ")}`);
     await shot("completion");
     await page.keyboard.type("evic");
     const evic = await page.waitForFunction(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
@@ -420,6 +423,40 @@ try {
       const panel = document.querySelector(".markers-panel");
       return panel && codes.every((c) => panel.innerText.includes(c));
     }, expected.codes, "the codes after the restart", 60_000);
+  });
+
+  await check("Go to Definition on a standard-library policy opens it read-only; its rename is refused", async () => {
+    await openFile("stdlib_ref.moe");
+    await gotoPosition(3, 23); // in `extends lru_basic`
+    await page.keyboard.press("F12");
+    await until(() => {
+      const tab = document.querySelector(".tabs-container .tab.active");
+      return tab && tab.textContent.includes("lru_basic.moe") && document.querySelector(".editor-instance .view-lines");
+    }, null, "the standard library's lru_basic.moe in an editor");
+    const tab = await page.$eval(".tabs-container .tab.active", (t) => `${t.getAttribute("title") ?? ""} | ${t.getAttribute("aria-label") ?? ""}`);
+    log(`definition tab: ${tab}`);
+    await sleep(500);
+    const before = await editorText();
+    if (!before.includes("policy lru_basic")) throw new Error(`not the standard library's policy:\n${before}`);
+    await page.click(".editor-instance .view-lines");
+    await page.keyboard.type("zz");
+    await sleep(500);
+    const after = await editorText();
+    if (after !== before) throw new Error("the standard-library view took the typed keys (it is not read-only)");
+    await shot("stdlib-read-only");
+    await command("View: Close Editor");
+    await openFile("stdlib_ref.moe");
+    await gotoPosition(3, 23);
+    await page.keyboard.press("F2");
+    await page.waitForSelector(".rename-box input", { visible: true, timeout: 15_000 });
+    await page.keyboard.type("renamed");
+    await page.keyboard.press("Enter");
+    const msg = await until(() => document.body.innerText.match(/[^\n]*cannot be renamed[^\n]*/)?.[0] ?? "", null,
+      "the refused rename's message", 20_000);
+    log(`rename refused: ${msg}`);
+    await page.keyboard.press("Escape");
+    await untilLog("mpl-lsp: request refused: policy 'lru_basic' is defined in the standard library",
+      "one line for the refused rename");
   });
 
   await check("fresh install: a Python without the server runs the bundled one, said once", async () => {
@@ -571,6 +608,9 @@ try {
       "the failed candidate, with the settings tab it came from");
     const msg = await toast("no suitable Python", "the 'no suitable Python' notification");
     log(`notification: ${msg.replace(/\s+/g, " ")}`);
+    if (!msg.includes(bad) || !msg.includes("Workspace settings") || !msg.includes("was not found")) {
+      throw new Error("the notification does not name the path, its settings tab and the reason");
+    }
     await shot("no-python");
     if (!await clickToastButton("no suitable Python", "Open settings")) throw new Error("no 'Open settings' button on the notification");
     // the Settings editor, searching mpl.server: the import strategy's description is shown
