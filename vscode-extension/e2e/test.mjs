@@ -447,12 +447,21 @@ try {
     await command("View: Close Editor");
     await openFile("stdlib_ref.moe");
     await gotoPosition(3, 23);
+    const before2 = await editorText();
     await page.keyboard.press("F2");
-    await page.waitForSelector(".rename-box input", { visible: true, timeout: 15_000 });
+    // the rename box opens once the server's prepareRename answered; type only when it has focus
+    await until(() => Boolean(document.activeElement?.closest(".rename-box")), null, "the rename box, focused", 20_000);
+    await page.keyboard.down("Control");
+    await page.keyboard.press("KeyA");
+    await page.keyboard.up("Control");
     await page.keyboard.type("renamed");
     await page.keyboard.press("Enter");
-    const msg = await until(() => document.body.innerText.match(/[^\n]*cannot be renamed[^\n]*/)?.[0] ?? "", null,
-      "the refused rename's message", 20_000);
+    const msg = await until(() => {
+      const el = [...document.querySelectorAll(".monaco-editor-overlaymessage, .notifications-toasts .notification-toast")]
+        .find((e) => e.innerText.includes("cannot be renamed"));
+      return el ? el.innerText : "";
+    }, null, "the refused rename's message", 20_000);
+    if ((await editorText()) !== before2) throw new Error("the refused rename changed the text");
     log(`rename refused: ${msg}`);
     await page.keyboard.press("Escape");
     await untilLog("mpl-lsp: request refused: policy 'lru_basic' is defined in the standard library",
