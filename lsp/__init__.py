@@ -12,6 +12,9 @@ schema, formatter) — never torch, the runtime or the simulator:
   :mod:`lsp.folding`, :mod:`lsp.semantic_tokens`, :mod:`lsp.formatting`,
   :mod:`lsp.code_actions`, :mod:`lsp.navigation`, :mod:`lsp.inlay_hints` — the features
 * :mod:`lsp.settings`, :mod:`lsp.render`, :mod:`lsp.guard` — settings, markdown, error guard
+* :mod:`lsp.hover_text` — hover markdown without the protocol (the browser playground uses it)
 
-``import lsp`` itself imports nothing (pygls is needed only by the modules above).
+``import lsp`` itself imports nothing. pygls and lsprotocol are needed by the feature
+modules above, not by :mod:`lsp.tokens`, :mod:`lsp.context`, :mod:`lsp.render` and
+:mod:`lsp.hover_text`, which run in Pyodide with :mod:`mpl` and lark alone.
 """

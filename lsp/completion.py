@@ -108,6 +108,38 @@ _TOP_KEYWORDS = {
     "policy": "`policy NAME [extends PARENT] { blocks }`: a named policy; `extends` copies every block "
               "and parameter of the parent, then applies this policy's.",
 }
+_EXTENDS_DOC = ("`policy NAME extends PARENT { ... }`: copy every block and parameter of PARENT "
+                "(defined in this file or an imported one), then apply this policy's.")
+
+
+def _file_items(items: "_Items", doc, tokens) -> None:
+    """What can start a statement at the top of a file, each once: ``version``, ``import``,
+    ``policy``, and (as a snippet) a policy that ``extends`` another."""
+    if items.snippets:
+        versions = [str(v) for v in sorted(schema.SUPPORTED_VERSIONS, reverse=True)]
+        items.add("version", K.Snippet, _TOP_KEYWORDS["version"], insert=f"version ${{1{_choice(versions)}}}",
+                  snippet=True, detail="version N", sort="3version")
+        items.add("import", K.Snippet, _TOP_KEYWORDS["import"], insert='import "${1:std/}$0"',
+                  snippet=True, detail='import "..."', sort="2import")
+        items.add("policy", K.Snippet, _TOP_KEYWORDS["policy"] + "\n\nA whole policy with its required blocks.",
+                  insert=policy_snippet(True), snippet=True, detail="policy NAME { ... }", sort="0policy")
+        parents = sorted(_policy_names(doc, tokens)) or ["parent"]
+        parent = f"${{2{_choice(parents)}}}" if len(parents) > 1 else f"${{2:{parents[0]}}}"
+        items.add("extends", K.Snippet, _EXTENDS_DOC, insert=f"policy ${{1:name}} extends {parent} {{\n    $0\n}}",
+                  snippet=True, detail="policy NAME extends PARENT { ... }", sort="1extends")
+    else:
+        for kw, doc_md in _TOP_KEYWORDS.items():
+            items.add(kw, K.Keyword, doc_md, sort="1" + kw)
+
+
+def _next_text(tokens, offset: int) -> str | None:
+    """The text of the first token starting at or after ``offset``."""
+    for t in tokens:
+        if t.start >= offset:
+            return t.text
+    return None
+
+
 _OP_WORDS = {"<": "below", ">": "above", "<=": "at most", ">=": "at least", "==": "equal to",
              "!=": "different from"}
 
@@ -167,12 +199,9 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
     items = _Items(doc.index(ls.encoding), ctx.start, ctx.end, _snippets_ok(ls))
     kind = ctx.kind
     if kind == "top":
-        for kw, doc_md in _TOP_KEYWORDS.items():
-            items.add(kw, K.Keyword, doc_md, sort="1" + kw)
-        items.add("policy", K.Snippet, "A whole policy with its required blocks.",
-                  insert=policy_snippet(True), snippet=True, detail="policy NAME { ... }", sort="0policy")
-        items.add("import", K.Snippet, "Import a policy file (relative path or std/NAME).",
-                  insert='import "$1"', snippet=True, detail='import "..."', sort="0import")
+        _file_items(items, doc, tokens)
+    elif kind == "after_policy_name":
+        items.add("extends", K.Keyword, _EXTENDS_DOC, insert="extends ")
     elif kind == "import_path":
         for name, where in _import_candidates(ls, doc):
             items.add(name, K.File, f"{where}: `{name}`", insert=name if ctx.in_string else f'"{name}"',
@@ -183,13 +212,17 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
                 items.add(name, K.Class, f"policy `{name}` ({where})", detail=where)
     elif kind == "block_name":
         present = context.blocks_in(tokens, ctx.policy_open) if ctx.policy_open >= 0 else set()
+        # `NAME {` already written (renaming a block): the name alone, not a second body
+        braced = _next_text(tokens, ctx.end) == "{"
         for b in schema.BLOCKS.values():
             if b.name in present and b.name != ctx.prefix:
                 continue
             doc_md = render.block_markdown(b)
-            items.add(b.name, K.Module, doc_md, sort="1" + b.name)
-            items.add(b.name, K.Snippet, doc_md, insert=block_snippet(b, True), snippet=True,
-                      detail=f"{b.name} {{ ... }}", sort="0" + b.name)
+            if items.snippets and not braced:
+                items.add(b.name, K.Snippet, doc_md, insert=block_snippet(b, True), snippet=True,
+                          detail=f"{b.name} {{ ... }}", sort="0" + b.name)
+            else:
+                items.add(b.name, K.Module, doc_md, sort="0" + b.name)
     elif kind == "param_name":
         b = schema.block(ctx.block or "")
         if b is not None:

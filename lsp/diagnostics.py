@@ -89,6 +89,18 @@ class Publisher:
         self.server = server
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpl-analysis")
+        #: set by :meth:`close` (shutdown, exit, lost connection): no check is started or
+        #: handed back to the event loop after it
+        self.closed = False
+
+    def close(self) -> None:
+        """Stop checking: cancel the debounce timers and the queued checks. A check already
+        running on the worker finishes, and its result is dropped (the event loop may be
+        closed by then: handing it back would raise "Event loop is closed" in the worker)."""
+        self.closed = True
+        for uri in list(self.pending):
+            self.cancel(uri)
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     def cancel(self, uri: str) -> None:
         h = self.pending.pop(uri, None)
@@ -96,6 +108,8 @@ class Publisher:
             h.cancel()
 
     def schedule(self, uri: str, delay_ms: int | None = None, *, cascade: bool = True) -> None:
+        if self.closed:
+            return
         delay = self.server.settings.debounce_ms if delay_ms is None else delay_ms
         self.cancel(uri)
         if delay <= 0:
@@ -111,6 +125,8 @@ class Publisher:
     def publish(self, uri: str, cascade: bool = True) -> None:
         """Check ``uri`` (on the worker thread) and publish its diagnostics."""
         self.pending.pop(uri, None)
+        if self.closed:
+            return
         store = self.server.store
         doc = store.get(uri)
         if doc is None:
@@ -129,10 +145,24 @@ class Publisher:
                 return None
             return compute(store, text, path, model)
 
-        fut = self.executor.submit(work)
-        fut.add_done_callback(lambda f: loop.call_soon_threadsafe(self._finish, uri, doc, gen, f, cascade))
+        try:
+            fut = self.executor.submit(work)
+        except RuntimeError:            # the executor was shut down (the server is stopping)
+            return
+
+        def done(f) -> None:            # runs on the worker thread
+            if self.closed or f.cancelled() or loop.is_closed():
+                return
+            try:
+                loop.call_soon_threadsafe(self._finish, uri, doc, gen, f, cascade)
+            except RuntimeError:        # the loop closed between the check and the call
+                pass
+
+        fut.add_done_callback(done)
 
     def _finish(self, uri: str, doc: Doc, gen: int, fut, cascade: bool) -> None:
+        if self.closed:
+            return
         exc = fut.exception()
         if exc is not None:
             tb = "".join(traceback.format_exception(exc))

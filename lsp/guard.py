@@ -5,12 +5,36 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import traceback
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 EXCEPTION_MARK = "mpl-lsp: internal error"
+
+
+class Refusal(JsonRpcInvalidParams):
+    """A request the server answers with an error on purpose (a rename it cannot do, a bad
+    new name): the client shows the message; the log gets one line at info level
+    (``MplLanguageServer.report_server_error``), not a traceback."""
+
+
+class _NoRefusalTracebacks(logging.Filter):
+    """pygls logs every error response with ``logger.exception`` (a traceback on stderr,
+    which VS Code's output channel shows at [error]); a :class:`Refusal` is not a fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, Refusal)
+
+
+def quiet_refusals() -> None:
+    """Install the filter on the loggers of pygls that report handler errors (idempotent)."""
+    for name in ("pygls.protocol.json_rpc", "pygls.protocol", "pygls"):
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, _NoRefusalTracebacks) for f in lg.filters):
+            lg.addFilter(_NoRefusalTracebacks())
 
 
 def log(ls, message: str, kind: types.MessageType = types.MessageType.Log) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
 
 from mpl.stdlib_path import stdlib_dir, stdlib_file
 from mpl.syntax.lexer import policy_name_problem
 
 from . import context
-from .guard import guarded
+from .guard import Refusal, guarded
 from .positions import LineIndex
 from .tokens import STRING, token_at, tokenize
 from .workspace import norm_path, path_to_uri
@@ -209,7 +208,7 @@ def register(server) -> None:
         new = params.new_name
         problem = policy_name_problem(new or "")     # the tokenizer's notion (keywords name policies too)
         if problem is not None:
-            raise JsonRpcInvalidParams(problem)
+            raise Refusal(problem)
         f = _from_doc(doc)
         tok = name_at(f, doc.index(ls.encoding).offset(params.position))
         if tok is None:
@@ -219,7 +218,7 @@ def register(server) -> None:
         changes: dict[str, list[types.TextEdit]] = {}
         for g, t in refs_:
             if g.path and g.path.startswith(std + os.sep):
-                raise JsonRpcInvalidParams(f"policy '{tok.text}' is defined in the standard library; it cannot be renamed")
+                raise Refusal(f"policy '{tok.text}' is defined in the standard library; it cannot be renamed")
             rng = LineIndex(g.text, ls.encoding).range(t.start, t.end)
             changes.setdefault(g.uri, []).append(types.TextEdit(range=rng, new_text=new))
         return types.WorkspaceEdit(changes=changes)

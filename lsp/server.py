@@ -23,7 +23,7 @@ from mpl import __version__
 
 from . import settings as settings_mod
 from .diagnostics import Publisher
-from .guard import guarded, log
+from .guard import Refusal, guarded, log, quiet_refusals
 from .positions import normalize_encoding
 from .workspace import Store, uri_to_path
 
@@ -87,6 +87,9 @@ class MplLanguageServer(LanguageServer):
     def report_server_error(self, error, source):
         # out-of-band errors (bad JSON, a failing notification) and deliberate error
         # responses (a refused rename): log them, never crash
+        if isinstance(error, Refusal):
+            log(self, f"mpl-lsp: request refused: {error}", types.MessageType.Info)
+            return
         kind = types.MessageType.Info if isinstance(error, JsonRpcException) else types.MessageType.Error
         log(self, f"mpl-lsp: {type(error).__name__}: {error}", kind)
 
@@ -147,6 +150,17 @@ def _register_sync(server: MplLanguageServer) -> None:
     @guarded()
     def initialized(ls: MplLanguageServer, params):
         log(ls, f"{NAME} {__version__} ready (position encoding {ls.encoding})", types.MessageType.Info)
+
+    @server.feature(types.SHUTDOWN)
+    @guarded()
+    def shutdown(ls: MplLanguageServer, params):
+        # pending and running checks are dropped: the client stops the process next
+        ls.publisher.close()
+
+    @server.feature(types.EXIT)
+    @guarded()
+    def exit_(ls: MplLanguageServer, params):
+        ls.publisher.close()        # an exit without shutdown (the client gave up waiting)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     @guarded()
@@ -239,13 +253,24 @@ def _register_commands(server: MplLanguageServer) -> None:
                                                  "experts": shape.num_experts, "topK": shape.top_k},
             "documents": sorted(ls.store.docs),
             "roots": ls.store.roots,
+            # the standard library's folder: the VS Code extension opens its files read-only
+            "stdlib": _stdlib_dir(),
             "heavyModules": sorted(m for m in sys.modules if m.split(".")[0] in _HEAVY or m.startswith(_HEAVY)),
         }
+
+
+def _stdlib_dir() -> str | None:
+    from mpl.stdlib_path import stdlib_dir
+    try:
+        return stdlib_dir()
+    except Exception:       # an installation without its stdlib folder
+        return None
 
 
 def create_server() -> MplLanguageServer:
     from . import (code_actions, completion, folding, formatting, hover, inlay_hints,
                    navigation, semantic_tokens, symbols)
+    quiet_refusals()
     server = MplLanguageServer()
     _register_sync(server)
     _register_commands(server)
@@ -276,6 +301,7 @@ def serve(args) -> int:
         server.start_tcp(args.host, args.tcp)
     else:
         server.start_io()
+    server.publisher.close()        # the client went away without shutdown: drop pending checks
     return 0
 
 

@@ -1,10 +1,11 @@
-"""The VS Code extension's generated files (TextMate grammar, snippets) and its package.json
-stay in sync with mpl.schema and the language server's settings.
+"""The VS Code extension's generated grammar and its package.json stay in sync with
+mpl.schema and the language server's settings.
 
 The grammar itself is exercised token by token by vscode-tmgrammar-test in
 vscode-extension/ci.sh; here: the committed files equal what the generator makes from the
-schema, the grammar's name lists cover the schema, every snippet expands to a valid policy,
-and the settings the extension sends are the ones the server reads.
+schema, the grammar's name lists cover the schema, the file-level snippets (the language
+server's: the extension ships none) expand to valid policies, and the settings the extension
+sends are the ones the server reads.
 """
 
 from __future__ import annotations
@@ -41,10 +42,6 @@ def _grammar() -> dict:
     return json.loads((EXT / "syntaxes" / "moe.tmLanguage.json").read_text(encoding="utf-8"))
 
 
-def _snippets() -> dict:
-    return json.loads((EXT / "snippets" / "moe.code-snippets").read_text(encoding="utf-8"))
-
-
 def _package() -> dict:
     return json.loads((EXT / "package.json").read_text(encoding="utf-8"))
 
@@ -67,13 +64,10 @@ def test_check_mode_cli_passes_and_detects_drift(tmp_path):
     # a copy of the extension with a hand-edited grammar is reported stale
     (tmp_path / "scripts").mkdir()
     (tmp_path / "syntaxes").mkdir()
-    (tmp_path / "snippets").mkdir()
     (tmp_path / "scripts" / "gen_grammar.py").write_text(GEN.read_text(encoding="utf-8"), encoding="utf-8")
     grammar = _grammar()
     grammar["repository"]["param"]["match"] = grammar["repository"]["param"]["match"].replace("capacity|", "")
     (tmp_path / "syntaxes" / "moe.tmLanguage.json").write_text(json.dumps(grammar), encoding="utf-8")
-    (tmp_path / "snippets" / "moe.code-snippets").write_text(
-        (EXT / "snippets" / "moe.code-snippets").read_text(encoding="utf-8"), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     bad = subprocess.run([sys.executable, str(tmp_path / "scripts" / "gen_grammar.py"), "--check"],
                          capture_output=True, text=True, env=env)
@@ -179,27 +173,20 @@ def _fill_values(text: str) -> str:
 
 @pytest.mark.parametrize("pick", [0, 1, 2])
 def test_policy_snippet_expands_to_a_valid_policy(pick):
-    text = _fill_values(expand(_snippets()[gen.POLICY_SNIPPET]["body"], pick))
+    """The language server's `policy` snippet (offered at the top of a file only)."""
+    from lsp.completion import policy_snippet
+
+    text = _fill_values(expand(policy_snippet(True).split("\n"), pick))
     a = analyze(text)
     assert a.ok, (text, [str(d) for d in a.errors])
 
 
-def test_static_snippets_are_file_level_only():
-    """VS Code offers an extension's snippets in every context: a block or adapt-rule snippet
-    would be offered inside `cache { }`. Those come from the language server, in context."""
-    for name, sn in _snippets().items():
-        first = sn["body"][0]
-        head = re.match(r"[a-z_]+", first)
-        assert head and head.group(0) in ("policy", "version", "import"), (name, first)
-        assert sn["prefix"] not in schema.BLOCKS and sn["prefix"] not in ("when", "cond"), name
-
-
-def test_snippet_choices_leave_out_replay_only_values():
-    text = json.dumps(_snippets())
-    for p in schema.PARAMS.values():
-        for e in p.enum:
-            if e.replay_only:
-                assert re.search(rf"[|,]{e.name}[|,]", text) is None, e.name
+def test_extension_contributes_no_snippets():
+    """VS Code offers an extension's snippets in every context (inside `cache { }`, after
+    `eviction =`): the file-level ones (`policy`, `extends`, `import`, `version`) come from
+    the language server, which offers each where it can be typed."""
+    assert "snippets" not in _package()["contributes"]
+    assert not (EXT / "snippets").exists()
 
 
 # ------------------------------------------------------------------ the extension's package.json
@@ -233,8 +220,10 @@ def test_package_json_commands_and_ci_script():
     assert pkg["repository"]["url"].startswith("https://")
     assert (EXT / "package-lock.json").is_file()
     assert os.access(EXT / "ci.sh", os.X_OK)
-    # the client never passes a `transport` option (the server gets exactly -m lsp.server)
-    src = (EXT / "src" / "server.ts").read_text(encoding="utf-8")
+    # the client never passes a `transport` option (the server gets exactly -m lsp.server);
+    # src/choose.ts builds the executable, src/server.ts calls it
+    src = (EXT / "src" / "choose.ts").read_text(encoding="utf-8")
+    assert "chooseFrom(" in (EXT / "src" / "server.ts").read_text(encoding="utf-8")
     assert "transport" not in re.sub(r"//.*", "", src)
     assert 'args: ["-m", "lsp.server"]' in src
 

@@ -15,7 +15,7 @@ step "npm ci"
 # and vsce-sign (publishing only) would try to download binaries from outside the registry.
 npm ci --ignore-scripts --no-audit --no-fund
 
-step "generated grammar and snippets match mpl/schema.py"
+step "generated grammar matches mpl/schema.py"
 "$PY" scripts/gen_grammar.py --check
 
 step "type-check (tsc --noEmit)"
@@ -51,15 +51,32 @@ names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 need = ["extension/package.json", "extension/dist/extension.js", "extension/readme.md",
         "extension/LICENSE.txt", "extension/changelog.md",
         "extension/language-configuration.json",
-        "extension/syntaxes/moe.tmLanguage.json", "extension/snippets/moe.code-snippets",
+        "extension/syntaxes/moe.tmLanguage.json",
         "extension/images/icon.png", "extension/images/screenshot.png",
         "extension/server/libs/lsp/server.py", "extension/server/libs/mpl/schema.py",
         "extension/server/libs/pygls/__init__.py"]
 missing = [n for n in need if n not in names]
 leaked = sorted(n for n in names if n.startswith(("extension/src/", "extension/node_modules/",
-                                                   "extension/e2e/", "extension/test/")))
+                                                   "extension/e2e/", "extension/test/", "extension/snippets/")))
 if missing or leaked:
     sys.exit(f"bad .vsix: missing {missing}, should not contain {leaked[:10]}")
+z = zipfile.ZipFile(sys.argv[1])
+# the README's image is shipped and linked relative to the package, so the extension's page
+# shows it offline (vsce would rewrite it to a repository URL: --no-rewrite-relative-links)
+readme = z.read("extension/readme.md").decode()
+import re
+images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)", readme)
+if not images or any("://" in i or f"extension/{i}" not in names for i in images):
+    sys.exit(f"bad .vsix: README images must be files of the package, got {images}")
+# Open VSX takes the same .vsix: an open license, a repository, no extension dependencies
+# (which would have to exist on Open VSX too), nothing marketplace-only
+pkg = __import__("json").loads(z.read("extension/package.json"))
+problems = [k for k in ("name", "publisher", "version", "license", "repository") if not pkg.get(k)]
+problems += [k for k in ("extensionDependencies", "extensionPack") if pkg.get(k)]
+if pkg.get("license") != "MIT" or "extension/LICENSE.txt" not in names:
+    problems.append("license")
+if problems:
+    sys.exit(f"bad .vsix for Open VSX: {problems}")
 print(f"{sys.argv[1]}: {len(names)} files, contents checked")
 PY
 echo

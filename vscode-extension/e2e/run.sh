@@ -214,6 +214,11 @@ if grep -E "\[error\].*(exited with code 0|unknown message id)|Cancel notificati
     echo "FAIL: log noise (a normal stop or a cancel logged as an error)" >&2
     exit 1
 fi
+# restarts with checks pending and a refused rename leave no traceback in the log
+if grep -nE "Traceback|Event loop is closed" "$EXT_LOG" >&2; then
+    echo "FAIL: a traceback in the extension log" >&2
+    exit 1
+fi
 log "server started as asked: $(grep -F "starting the language server: $SERVER_PY " "$EXT_LOG" | head -1 | sed 's/.*server: //')"
 if [ "$UPDATE_SHOT" = 1 ]; then
     cp "$SHOTS/readme.png" "$EXT/images/screenshot.png"

@@ -335,6 +335,9 @@ try {
       return hits.length >= 3 ? labels : null;
     }, expected.cacheParams, "a completion list with cache parameter names");
     log(`completion items: ${shown.join(", ")}`);
+    // the file-level snippets are offered at the top of a file only (the extension ships none)
+    const fileLevel = shown.filter((l) => ["policy", "import", "extends", "version"].includes(l));
+    if (fileLevel.length > 0) throw new Error(`file-level items inside cache { }: ${fileLevel.join(", ")}`);
     await shot("completion");
     await page.keyboard.type("evic");
     const evic = await page.waitForFunction(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
@@ -370,17 +373,23 @@ try {
     await shot("formatted");
   });
 
-  await check("the policy snippet expands to a policy the server accepts", async () => {
+  await check("the policy snippet is offered once, at the top, and expands to a policy the server accepts", async () => {
+    // the extension ships no snippets: the server's completion offers the file-level ones
+    // where they can be typed (and nothing offers them inside a block)
     await openFile("snippet.moe");
     await gotoPosition(2, 1);
     await page.keyboard.type("polic");
     await page.keyboard.down("Control");
     await page.keyboard.press("Space");
     await page.keyboard.up("Control");
-    const row = await page.waitForFunction(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
-      .find((r) => r.querySelector(".codicon-symbol-snippet") && r.innerText.includes("policy with a cache block")),
-    { timeout: TIMEOUT, polling: 250 }).catch(() => null);
-    if (row === null) throw new Error("no 'policy with a cache block' snippet in the completion list");
+    const rows = await page.waitForFunction(() => {
+      const r = [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
+        .filter((x) => x.querySelector(".codicon-symbol-snippet") && /^policy\b/.test(x.innerText.trim()));
+      return r.length > 0 ? r.length : null;
+    }, { timeout: TIMEOUT, polling: 250 }).then((h) => h.jsonValue()).catch(() => 0);
+    if (rows !== 1) throw new Error(`expected one 'policy' snippet in the completion list, found ${rows}`);
+    const row = await page.evaluateHandle(() => [...document.querySelectorAll(".suggest-widget .monaco-list-row")]
+      .find((x) => x.querySelector(".codicon-symbol-snippet") && /^policy\b/.test(x.innerText.trim())));
     await row.asElement().click();
     // accept every placeholder's default / first choice
     for (let i = 0; i < 6; i++) {
@@ -388,7 +397,7 @@ try {
     }
     const body = await editorText();
     log(`expanded:\n${body}`);
-    if (!/^policy name \{/m.test(body) || !/^\s+capacity = \d+/m.test(body) || !/^\s+eviction = lru/m.test(body)) {
+    if (!/^policy name \{/m.test(body) || !/^\s+capacity = \d+/m.test(body)) {
       throw new Error("the snippet did not expand to a policy with a capacity");
     }
     await command("File: Save");
@@ -414,6 +423,49 @@ try {
       const panel = document.querySelector(".markers-panel");
       return panel && codes.every((c) => panel.innerText.includes(c));
     }, expected.codes, "the codes after the restart", 60_000);
+  });
+
+  await check("Go to Definition on a standard-library policy opens it read-only; its rename is refused", async () => {
+    await openFile("stdlib_ref.moe");
+    await gotoPosition(3, 23); // in `extends lru_basic`
+    await page.keyboard.press("F12");
+    await until(() => {
+      const tab = document.querySelector(".tabs-container .tab.active");
+      return tab && tab.textContent.includes("lru_basic.moe") && document.querySelector(".editor-instance .view-lines");
+    }, null, "the standard library's lru_basic.moe in an editor");
+    const tab = await page.$eval(".tabs-container .tab.active", (t) => `${t.getAttribute("title") ?? ""} | ${t.getAttribute("aria-label") ?? ""}`);
+    log(`definition tab: ${tab}`);
+    await sleep(500);
+    const before = await editorText();
+    if (!before.includes("policy lru_basic")) throw new Error(`not the standard library's policy:\n${before}`);
+    await page.click(".editor-instance .view-lines");
+    await page.keyboard.type("zz");
+    await sleep(500);
+    const after = await editorText();
+    if (after !== before) throw new Error("the standard-library view took the typed keys (it is not read-only)");
+    await shot("stdlib-read-only");
+    await command("View: Close Editor");
+    await openFile("stdlib_ref.moe");
+    await gotoPosition(3, 23);
+    const before2 = await editorText();
+    await page.keyboard.press("F2");
+    // the rename box opens once the server's prepareRename answered; type only when it has focus
+    await until(() => Boolean(document.activeElement?.closest(".rename-box")), null, "the rename box, focused", 20_000);
+    await page.keyboard.down("Control");
+    await page.keyboard.press("KeyA");
+    await page.keyboard.up("Control");
+    await page.keyboard.type("renamed");
+    await page.keyboard.press("Enter");
+    const msg = await until(() => {
+      const el = [...document.querySelectorAll(".monaco-editor-overlaymessage, .notifications-toasts .notification-toast")]
+        .find((e) => e.innerText.includes("cannot be renamed"));
+      return el ? el.innerText : "";
+    }, null, "the refused rename's message", 20_000);
+    if ((await editorText()) !== before2) throw new Error("the refused rename changed the text");
+    log(`rename refused: ${msg}`);
+    await page.keyboard.press("Escape");
+    await untilLog("mpl-lsp: request refused: policy 'lru_basic' is defined in the standard library",
+      "one line for the refused rename");
   });
 
   await check("fresh install: a Python without the server runs the bundled one, said once", async () => {
@@ -565,6 +617,9 @@ try {
       "the failed candidate, with the settings tab it came from");
     const msg = await toast("no suitable Python", "the 'no suitable Python' notification");
     log(`notification: ${msg.replace(/\s+/g, " ")}`);
+    if (!msg.includes(bad) || !msg.includes("Workspace settings") || !msg.includes("was not found")) {
+      throw new Error("the notification does not name the path, its settings tab and the reason");
+    }
     await shot("no-python");
     if (!await clickToastButton("no suitable Python", "Open settings")) throw new Error("no 'Open settings' button on the notification");
     // the Settings editor, searching mpl.server: the import strategy's description is shown

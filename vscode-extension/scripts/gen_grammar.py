@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the extension's TextMate grammar and snippets from ``mpl.schema``.
+"""Generate the extension's TextMate grammar from ``mpl.schema``.
 
 The block names, parameter names, enum values, metric names, units, trigger names,
 comparison operators and keywords of the grammar all come from the one table in
@@ -7,8 +7,8 @@ comparison operators and keywords of the grammar all come from the one table in
 
 Usage::
 
-    python vscode-extension/scripts/gen_grammar.py           # rewrite the committed files
-    python vscode-extension/scripts/gen_grammar.py --check   # exit 1 if they are stale
+    python vscode-extension/scripts/gen_grammar.py           # rewrite the committed grammar
+    python vscode-extension/scripts/gen_grammar.py --check   # exit 1 if it is stale
 
 ``tests/test_vscode_grammar.py`` runs the ``--check`` comparison in the Python test suite.
 """
@@ -30,10 +30,8 @@ if str(ROOT) not in sys.path:          # run from a checkout without installing
 from mpl import schema  # noqa: E402
 
 GRAMMAR_PATH = EXT / "syntaxes" / "moe.tmLanguage.json"
-SNIPPETS_PATH = EXT / "snippets" / "moe.code-snippets"
 
 SCOPE = "source.moe"
-POLICY_SNIPPET = "policy with a cache block"
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # A number as the language writes it: optional sign, digits, optional fraction/exponent.
 NUMBER = r"(?<![\w.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
@@ -228,98 +226,13 @@ def grammar_scopes(grammar: dict | None = None) -> set[str]:
     return found
 
 
-# ------------------------------------------------------------------ snippets
-#: placeholder for a required parameter that has no default (a snippet needs some text)
-_REQUIRED_EXAMPLE = {schema.SLOTS_OR_SIZE: "16", schema.INT: "1", schema.NUMBER: "1",
-                     schema.COUNT: "100"}
-
-
-def _esc(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
-
-
-def _choice(names) -> str:
-    return ",".join(n.replace(",", "\\,").replace("|", "\\|") for n in names)
-
-
-def _snippet_params(block: schema.Block) -> list[schema.Param]:
-    """The parameters a block snippet spells out: required ones, enums, metric lists."""
-    chosen = [p for p in block.params
-              if p.required or p.type in (schema.ENUM, schema.METRIC_LIST)]
-    return chosen or list(block.params[:1])
-
-
-def _param_line(p: schema.Param, tab: int) -> str:
-    if p.type == schema.ENUM:
-        names = [e.name for e in p.enum if not e.replay_only]
-        if p.default in names:          # the default first: accepting the snippet keeps it
-            names.remove(p.default)
-            names.insert(0, p.default)
-        value = f"${{{tab}|{_choice(names)}|}}"
-    elif p.type == schema.METRIC_LIST:
-        value = f"[${{{tab}|{_choice(_default_metric_first())}|}}]"
-    elif p.required:
-        value = f"${{{tab}:{_REQUIRED_EXAMPLE.get(p.type, '1')}}}"
-    else:
-        value = f"${{{tab}:{_esc(schema.format_value(p.default))}}}"
-    return f"{p.name} = {value}"
-
-
-def _default_metric_first() -> list[str]:
-    names = metric_names()
-    default = schema.param("monitor.metrics").default
-    first = default[0] if default else names[0]
-    return [first] + [n for n in names if n != first]
-
-
-def _block_body(block: schema.Block, first_tab: int) -> tuple[list[str], int]:
-    lines, tab = [], first_tab
-    for p in _snippet_params(block):
-        lines.append(_param_line(p, tab))
-        tab += 1
-    return lines, tab
-
-
-def build_snippets() -> dict:
-    """The file-level snippets only. VS Code offers an extension's snippets everywhere, inside
-    any block too; the snippets that belong inside a policy (one per block, an adapt rule) come
-    from the language server, which offers each where it can go."""
-    snippets: dict[str, dict] = {}
-    cache = schema.BLOCKS["cache"]
-    body, tab = _block_body(cache, 2)
-    # the key is what VS Code shows next to the prefix (and tells these apart from the
-    # language server's own snippet completions)
-    snippets[POLICY_SNIPPET] = {
-        "prefix": "policy",
-        "description": "A policy with its required cache block.",
-        "body": ["policy ${1:name} {", "\tcache {", *[f"\t\t{ln}" for ln in body], "\t}",
-                 "\t$0", "}"],
-    }
-    snippets["policy extends"] = {
-        "prefix": "extends",
-        "description": "A policy that copies another one and overrides some of it.",
-        "body": ["policy ${1:name} extends ${2:parent} {", "\t$0", "}"],
-    }
-    snippets["version"] = {
-        "prefix": "version",
-        "description": "The language version line (first line of a file).",
-        "body": [f"version ${{1|{_choice(str(v) for v in reversed(schema.SUPPORTED_VERSIONS))}|}}"],
-    }
-    snippets["import"] = {
-        "prefix": "import",
-        "description": "Import policies from another .moe file or the standard library (std/NAME).",
-        "body": ['import "${1:std/}$0"'],
-    }
-    return snippets
-
-
 # ------------------------------------------------------------------ files
 def render(obj: dict) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
 
 
 def outputs() -> dict[Path, str]:
-    return {GRAMMAR_PATH: render(build_grammar()), SNIPPETS_PATH: render(build_snippets())}
+    return {GRAMMAR_PATH: render(build_grammar())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,9 +5,12 @@
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions } from "vscode-languageclient/node";
 
+import * as fs from "fs";
+
 import { onInterpreterChange } from "./python";
 import { chooseServer, hasBundledServer, isFailure } from "./server";
 import { ImportStrategy, initializationOptions, readSettings, RESTART_SECTIONS, settingSource } from "./settings";
+import { realFile, STDLIB_SCHEME, virtualPath } from "./stdlib";
 
 const CLIENT_ID = "mpl";
 const CLIENT_NAME = "MoE-PolicyLang";
@@ -22,6 +25,44 @@ let status: vscode.LanguageStatusItem | undefined;
 let toldFallback = false;
 /** Serialises start/stop so that quick successive restarts never overlap. */
 let pending: Promise<void> = Promise.resolve();
+/** The running server's standard-library folder (its `mpl.status`), for read-only views. */
+let stdlibDir: string | undefined;
+
+/** A location in the stdlib folder becomes the read-only `mpl-std:` document of that file. */
+function readOnlyUri(uri: vscode.Uri): vscode.Uri {
+  if (uri.scheme !== "file") {
+    return uri;
+  }
+  const v = virtualPath(uri.fsPath, stdlibDir);
+  return v === undefined ? uri : vscode.Uri.from({ scheme: STDLIB_SCHEME, path: v });
+}
+
+type Found = vscode.Location | vscode.LocationLink;
+function readOnlyLocations<T extends Found | Found[] | null | undefined>(found: T): T {
+  const one = (x: Found): Found =>
+    x instanceof vscode.Location
+      ? new vscode.Location(readOnlyUri(x.uri), x.range)
+      : { ...x, targetUri: readOnlyUri(x.targetUri) };
+  if (found === null || found === undefined) {
+    return found;
+  }
+  return (Array.isArray(found) ? found.map(one) : one(found)) as T;
+}
+
+/** The text of an `mpl-std:/NAME.moe` document: the stdlib file's, read-only. */
+const stdlibProvider: vscode.TextDocumentContentProvider = {
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    const file = realFile(uri.path, stdlibDir);
+    if (file === undefined) {
+      return `# ${uri.path}: not a standard-library policy (the language server is not running?)\n`;
+    }
+    try {
+      return fs.readFileSync(file, "utf-8");
+    } catch (err) {
+      return `# ${file}: cannot be read (${String(err)})\n`;
+    }
+  },
+};
 
 function workspaceFolder(): vscode.WorkspaceFolder | undefined {
   const active = vscode.window.activeTextEditor?.document.uri;
@@ -143,6 +184,14 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     outputChannel: log,
     traceOutputChannel: log,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
+    middleware: {
+      // the standard library opens read-only (a virtual document), not as the extension's
+      // bundled or the environment's installed file
+      provideDefinition: async (document, position, token, next) =>
+        readOnlyLocations(await next(document, position, token)),
+      provideReferences: async (document, position, options, token, next) =>
+        readOnlyLocations(await next(document, position, options, token)),
+    },
     synchronize: {
       // imported .moe files and model config.json changes re-check dependants
       fileEvents: vscode.workspace.createFileSystemWatcher("**/*.{moe,policy,json}"),
@@ -153,6 +202,14 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   try {
     await next.start();
     log.info("language server running");
+    try {
+      const st = await next.sendRequest<{ stdlib?: string | null }>("workspace/executeCommand",
+        { command: "mpl.status", arguments: [] });
+      stdlibDir = st?.stdlib ?? undefined;
+    } catch (err) {
+      stdlibDir = undefined;
+      log.warn(`mpl.status: ${String(err)} (standard-library files open as plain files)`);
+    }
     setStatus("mpl-lsp", choice.summary, vscode.LanguageStatusSeverity.Information);
   } catch (err) {
     log.error(`the language server failed to start: ${String(err)}`);
@@ -182,6 +239,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   status.name = "MoE-PolicyLang language server";
   setStatus("mpl-lsp", "starting", vscode.LanguageStatusSeverity.Information);
   context.subscriptions.push(status);
+  context.subscriptions.push(vscode.workspace.registerTextDocumentContentProvider(STDLIB_SCHEME, stdlibProvider));
   context.subscriptions.push(
     vscode.commands.registerCommand("mpl.restartServer", () => restart(context, "restart command")),
     vscode.commands.registerCommand(SELECT_COMMAND, () => selectServer(context)),

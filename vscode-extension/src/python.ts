@@ -8,12 +8,9 @@
  */
 import * as vscode from "vscode";
 
-export interface Candidate {
-  /** Interpreter command or path. */
-  command: string;
-  /** Where it came from, for messages. */
-  source: string;
-}
+import type { Candidate } from "./choose";
+
+export type { Candidate } from "./choose";
 
 /** The Python extension's API, as much of it as we use (ms-python.python >= 2023.x). */
 interface PythonExtensionApi {
@@ -63,12 +60,18 @@ export async function onInterpreterChange(listener: () => void): Promise<vscode.
 }
 
 /** Candidates in the order they are tried. */
-export async function candidates(configured: string, resource?: vscode.Uri, settingFrom?: string): Promise<Candidate[]> {
+export async function candidates(
+  configured: string,
+  resource?: vscode.Uri,
+  settingFrom?: string,
+  written?: string,
+): Promise<Candidate[]> {
   const out: Candidate[] = [];
   if (configured !== "") {
     // An explicit setting is the only candidate: silently trying others would hide a typo.
     const where = settingFrom !== undefined ? ` (${settingFrom})` : "";
-    out.push({ command: configured, source: `the mpl.server.pythonPath setting${where}` });
+    out.push({ command: configured, source: `the mpl.server.pythonPath setting${where}`,
+      setting: { value: written ?? configured, scope: settingFrom ?? "settings" } });
     return out;
   }
   const active = await activeInterpreter(resource);

@@ -1,0 +1,2 @@
+; a policy, a block, an adapt rule and a list fold
+[ (policy) (block) (rule) (list) ] @fold
