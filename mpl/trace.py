@@ -69,10 +69,51 @@ class Dispatch:
         return [acc[e][0] / acc[e][1] for e in self.distinct()]
 
 
+class Dispatches(list):
+    """A trace's list of dispatches, counting its changes (``version``): what a replay
+    derives from a trace (the compiled kernel's pack, the step count: ``Trace.derived``) is
+    made again after any change of the list. A Dispatch object changed in place is not
+    counted: replace it with a new one."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.version = 0
+
+
+def _counted(name):
+    base = getattr(list, name)
+
+    def method(self, *args):
+        self.version += 1
+        return base(self, *args)
+    method.__name__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert",
+              "pop", "remove", "clear", "sort", "reverse"):
+    setattr(Dispatches, _name, _counted(_name))
+del _name
+
+
 @dataclass
 class Trace:
     header: TraceHeader
-    dispatches: list[Dispatch] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=Dispatches)
+    #: what replays derive from the dispatches (the compiled kernel's pack per expert
+    #: count, the step count), each with the identity of the dispatches it was made from
+    #: (the list object and its ``Dispatches.version``): made again when the list is
+    #: replaced or changed. A copy of the trace with another header
+    #: (mpl.sim.tracemodel.with_model) shares it.
+    derived: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __setattr__(self, name, value):
+        if name == "dispatches" and type(value) is list:    # a plain list: counted from now on
+            value = Dispatches(value)
+        object.__setattr__(self, name, value)
 
     def __len__(self) -> int:
         return len(self.dispatches)

@@ -9,12 +9,14 @@ import pickle
 import random
 
 import pytest
+from hypothesis import given, strategies as st
 
 from mpl import tracecols, traceio
 from mpl.runtime import fast
 from mpl.sim.synth import synthesize
 from mpl.trace import Dispatch, Trace, TraceHeader, steps_and_tokens
 from mpl.tracecols import LazyDispatches, decode_uniform
+from property_profiles import prop
 
 
 def _write(tmp_path, trace, name="t.mpltrace", **kw):
@@ -87,7 +89,7 @@ def test_unlike_records_take_the_record_reader(tmp_path, kind):
         tr.dispatches[5] = Dispatch(d.step, d.layer, [d.experts[0][:3]], [d.weights[0][:3]])
     path = _write(tmp_path, tr)
     lazy, eager = tracecols.load(path), traceio.load(path)
-    assert type(lazy.dispatches) is list and lazy == eager
+    assert isinstance(lazy.dispatches, list) and lazy == eager    # (the record reader: a list)
     E = eager.header.num_experts
     pl, pe = fast.pack_trace(lazy, E), fast.pack_dispatches(eager.dispatches, E)
     assert all(getattr(pl, n) == getattr(pe, n) for n in fast.Packed.__slots__)
@@ -167,9 +169,10 @@ def test_replay_and_sweep_of_a_lazy_trace_equal_the_eager_ones(tmp_path):
     assert a == b and all(p.error is None and p.belady is not None for p in a)
 
 
-def test_a_held_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
-    # replay() fills the model in (with_model copies the Trace, sharing its dispatches): the
-    # pack a sweep or tune holds must still be computed once, not once per replay
+def test_a_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
+    # replay() fills the model in (with_model copies the Trace, sharing its dispatches and
+    # what is derived from them): a trace is packed once, not once per replay, held by a
+    # sweep or not; a change of its dispatches packs it afresh
     import mpl
     from mpl.sim import replay
 
@@ -182,5 +185,45 @@ def test_a_held_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
     with fast.reusing(tr):
         reports = [replay(pol, tr, belady=False).stats for _ in range(3)]
     assert len(calls) == 1 and reports[0] == reports[1] == reports[2]
-    replay(pol, tr, belady=False)             # released: packed afresh
-    assert len(calls) == 2
+    assert replay(pol, tr, belady=False).stats == reports[0] and len(calls) == 1
+    tr.dispatches.append(tr.dispatches[0])    # changed: packed afresh, and the result follows
+    grown = replay(pol, tr, belady=False).stats
+    assert len(calls) == 2 and grown["accesses"] == reports[0]["accesses"] + 6
+    tr.dispatches = list(tr.dispatches[:-1])  # replaced: packed afresh
+    assert replay(pol, tr, belady=False).stats == reports[0] and len(calls) == 3
+    tr.dispatches[0] = tr.dispatches[1]       # an element replaced
+    replay(pol, tr, belady=False)
+    assert len(calls) == 4
+
+
+@pytest.mark.skipif(fast._kernel is None, reason="the compiled kernel is not built")
+@prop(60)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 40),
+                          st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=4), min_size=1, max_size=3),
+                          st.booleans()), max_size=40),
+       st.sampled_from(["plain", "int weight", "tuple row", "id out of range"]))
+def test_the_compiled_packer_equals_the_python_one(rows, odd):
+    """fast.pack_dispatches in C (the common shapes) gives the Python packer's arrays, multi
+    records and weights; what it does not take (an int weight, a tuple row) falls back with
+    the same result; an id out of range is the same ValueError."""
+    r = random.Random(len(rows))
+    ds = [Dispatch(step, layer, ex, [[round(r.random(), 3) for _ in row] for row in ex] if w else None)
+          for layer, step, ex, w in rows]
+    if ds and odd == "int weight" and ds[0].weights is not None:
+        ds[0].weights[0][0] = 1
+    if ds and odd == "tuple row":
+        ds[-1].experts[0] = tuple(ds[-1].experts[0])
+    if ds and odd == "id out of range":
+        ds[len(ds) // 2].experts[0][0] = 16
+
+    def packed(pure):
+        try:
+            if pure:
+                with fast.pure():
+                    p = fast.pack_dispatches(ds, 16)
+            else:
+                p = fast.pack_dispatches(ds, 16)
+        except ValueError as e:
+            return ("error", str(e))
+        return [getattr(p, n) for n in fast.Packed.__slots__]
+    assert packed(False) == packed(True)

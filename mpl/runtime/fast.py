@@ -247,7 +247,19 @@ def pack(records, num_experts: int) -> Packed:
 
 def pack_dispatches(dispatches, num_experts: int) -> Packed:
     """Pack trace Dispatches (mpl.trace) directly: the records ``records_of`` would give,
-    without building them (one-token dispatches, the common case, take the short path)."""
+    without building them. The compiled packer takes the common shapes (exact ints, lists,
+    float weights); anything else, and the pure backend, packs here (one-token dispatches
+    take the short path)."""
+    if available():
+        got = _kernel.pack_dispatches(dispatches, num_experts)
+        if got is not None:
+            p = Packed()
+            for name, code, raw in zip(("layers", "offs", "experts", "weights", "steps", "tokens"),
+                                       "iiidqi", got):
+                setattr(p, name, None if raw is None else array(code, raw))
+            p.multi, p.weights_mixed = got[6], got[7]
+            p.records = len(p.layers)
+            return p
     p = Packed()
     layers, offs, exps, ws, steps, toks = p.layers, p.offs, p.experts, p.weights, p.steps, p.tokens
     multi = []
@@ -345,9 +357,35 @@ def per_trace(trace, key, make):
 
 
 def pack_trace(trace, num_experts: int) -> Packed:
-    """The pack of a Trace's dispatches (computed once while the trace is held; a trace
-    read lazily, mpl.tracecols, brings its columns: no Dispatch is built)."""
-    return per_trace(trace, ("pack", num_experts), lambda: pack_of(trace.dispatches, num_experts))
+    """The pack of a Trace's dispatches, computed once per trace (:func:`derived`); a trace
+    read lazily (mpl.tracecols) brings its columns: no Dispatch is built."""
+    return derived(trace, ("pack", num_experts), lambda: pack_of(trace.dispatches, num_experts))
+
+
+def derived(trace, key, make):
+    """``make()``, kept in ``trace.derived`` (mpl.trace.Trace) for as long as the trace's
+    dispatches are the same list, unchanged (``Dispatches.version``; a lazily read trace's
+    never change); a trace without that record memoises only while held."""
+    store = getattr(trace, "derived", None)
+    ident = _identity(trace.dispatches)
+    if store is None or ident is None:
+        return per_trace(trace, key, make)
+    got = store.get(key)
+    if got is not None and got[0] == ident:
+        return got[1]
+    value = per_trace(trace, key, make)
+    store[key] = (ident, value)
+    return value
+
+
+def _identity(dispatches):
+    """What a value derived from ``dispatches`` is valid for (None: nothing tells)."""
+    version = getattr(dispatches, "version", None)
+    if version is not None:                      # mpl.trace.Dispatches
+        return (id(dispatches), version)
+    if hasattr(dispatches, "columns"):           # mpl.tracecols.LazyDispatches: immutable
+        return (id(dispatches),)
+    return None
 
 
 def pack_of(dispatches, num_experts: int) -> Packed:

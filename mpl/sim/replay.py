@@ -148,9 +148,9 @@ def _as_trace(trace) -> Trace:
 
 
 def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
-    """mpl.trace.steps_and_tokens of the trace's dispatches (once while a sweep or a tune
-    holds the trace: mpl.runtime.fast.hold)."""
-    return _fast.per_trace(trace, "steps_and_tokens", lambda: steps_and_tokens(trace.dispatches))
+    """mpl.trace.steps_and_tokens of the trace's dispatches (once per trace while they do not
+    change: mpl.runtime.fast.derived)."""
+    return _fast.derived(trace, "steps_and_tokens", lambda: steps_and_tokens(trace.dispatches))
 
 
 def _check_fit(header, num_experts_ok=True) -> None:

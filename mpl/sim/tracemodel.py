@@ -108,7 +108,7 @@ def with_model(trace: Trace, model=None) -> Trace:
             raise TraceModelError(f"model {shape.name} does not fit the trace ({h.model}): {why}")
     header = replace(h, expert_bytes=h.expert_bytes or shape.expert_bytes,
                      shape=_for_trace(shape, h))
-    return Trace(header, trace.dispatches)
+    return Trace(header, trace.dispatches, trace.derived)
 
 
 def expert_size_source(h: TraceHeader, from_policy: bool = False) -> str:
