@@ -75,11 +75,7 @@ class Dispatches(list):
     made again after any change of the list. A Dispatch object changed in place is not
     counted: replace it with a new one."""
 
-    __slots__ = ("version",)
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.version = 0
+    version = 0          # (a class default: an unpickled or copied list counts from 0)
 
 
 def _counted(name):
