@@ -227,3 +227,15 @@ def test_the_compiled_packer_equals_the_python_one(rows, odd):
             return ("error", str(e))
         return [getattr(p, n) for n in fast.Packed.__slots__]
     assert packed(False) == packed(True)
+
+
+def test_a_pickled_or_copied_trace_keeps_counting_its_changes():
+    import copy
+    tr = synthesize("mixtral-8x7b", steps=3, seed=1)
+    for other in (pickle.loads(pickle.dumps(tr)), copy.deepcopy(tr)):
+        assert other == tr
+        v = other.dispatches.version
+        other.dispatches.append(other.dispatches[0])
+        assert other.dispatches.version == v + 1
+        p = fast.pack_trace(other, other.header.num_experts)
+        assert len(p) == len(tr) + 1
