@@ -91,6 +91,7 @@ typedef struct {
     unsigned char *aff_has;               /* per layer: a last dispatch is known */
     int *aff_last, *aff_lastn;            /* per layer its experts (E each), their number */
     double *aff_best;                     /* scratch: E */
+    long long *aff_bc, *aff_bn;           /* scratch: E (the best fraction per target) */
     /* the per-layer signal (budgets.Signal): per layer a ring of its last dispatches, the
      * counts per expert, their total, and the experts with a count in the order the Python
      * dict holds them (first count, after any deletion: its entropy sums in that order) */
@@ -134,6 +135,17 @@ typedef struct {
     long *ex;                             /* the dispatch's experts (E) */
     double *wv;                           /* ... their weights (E) */
     unsigned char *hv;                    /* ... hit or not (E) */
+    /* a dispatch recorded in C for a replay (the lean record: no Python object): per access
+     * its slot / -1 CPU / -2 streamed (hit flags in hv), the loads (key, slot, victim or -1,
+     * kind) and the evictions (key, slot); also what a Plan's timeline view is read into */
+    long *lwh;
+    int *lk, *lsl, *lvk;
+    unsigned char *lkind;
+    Py_ssize_t ln, lcap;
+    int *xk, *xsl;
+    Py_ssize_t xn, xcap;
+    long llayer;                          /* the recorded dispatch's layer, accesses */
+    Py_ssize_t lnacc;
     /* the dispatch's predictions, copied: per target layer its ids (pr_at[t] == pr_call:
      * given in this call) */
     long long pr_call, *pr_at;
@@ -189,9 +201,9 @@ static void ls_free_state(LiveState *o) {
     o->stotal = o->sn = NULL;
     o->has_sig = 0;
     free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
-    free(o->aff_last); free(o->aff_lastn); free(o->aff_best);
+    free(o->aff_last); free(o->aff_lastn); free(o->aff_best); free(o->aff_bc); free(o->aff_bn);
     o->aff_n = o->aff_c = o->aff_step = NULL; o->aff_tab = o->aff_has = NULL;
-    o->aff_last = o->aff_lastn = NULL; o->aff_best = NULL;
+    o->aff_last = o->aff_lastn = NULL; o->aff_best = NULL; o->aff_bc = o->aff_bn = NULL;
     o->has_aff = o->aff_predict = 0;
     Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
     o->owns = 0;
@@ -205,7 +217,8 @@ static void ls_dealloc(LiveState *o) {
         for (long k = 0; k < o->K; k++) Py_XDECREF(o->keys[k]);
         free(o->keys);
     }
-    free(o->ex); free(o->wv); free(o->hv);
+    free(o->ex); free(o->wv); free(o->hv); free(o->lwh);
+    free(o->lk); free(o->lsl); free(o->lvk); free(o->lkind); free(o->xk); free(o->xsl);
     free(o->pr_at); free(o->pr_off); free(o->pr_len); free(o->pr_ids);
     Py_TYPE(o)->tp_free((PyObject *)o);
 }
@@ -232,7 +245,49 @@ static int lappend(PyObject *lst, PyObject *item) {   /* steals item */
     return r;
 }
 
+/* room for one more entry in a lean record's arrays (ints; kind bytes when given) */
+static int lrec_grow(Py_ssize_t n, Py_ssize_t *cap, int **a, int **b, int **c, unsigned char **d) {
+    if (n < *cap) return 0;
+    Py_ssize_t nc = *cap ? 2 * *cap : 64;
+    if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int)) { PyErr_NoMemory(); return -1; }
+    int *na = realloc(*a, sizeof(int) * nc);
+    if (na) *a = na;
+    int *nb = na ? realloc(*b, sizeof(int) * nc) : NULL;
+    if (nb) *b = nb;
+    int *ncc = (nb && c) ? realloc(*c, sizeof(int) * nc) : NULL;
+    if (ncc) *c = ncc;
+    unsigned char *nd = (ncc && d) ? realloc(*d, nc) : NULL;
+    if (nd) *d = nd;
+    if (!na || !nb || (c && !ncc) || (d && !nd)) { PyErr_NoMemory(); return -1; }
+    *cap = nc;
+    return 0;
+}
+
+/* a load of the dispatch: into the Plan's list, or the lean record (loads NULL) */
+static int ls_load_out(LiveState *o, PyObject *loads, int k, int slot, int v, int kind) {
+    if (!loads) {
+        if (lrec_grow(o->ln, &o->lcap, &o->lk, &o->lsl, &o->lvk, &o->lkind) < 0) return -1;
+        o->lk[o->ln] = k; o->lsl[o->ln] = slot; o->lvk[o->ln] = v; o->lkind[o->ln] = (unsigned char)kind;
+        o->ln++;
+        return 0;
+    }
+    PyObject *key = ls_key(o, k), *sl = PyLong_FromLong(slot);
+    PyObject *vk = v >= 0 ? ls_key(o, v) : Py_None;
+    if (!key || !sl || !vk) { Py_XDECREF(sl); return -1; }
+    PyObject *ld = PyTuple_Pack(4, key, sl, vk, s_kind[kind]);
+    Py_DECREF(sl);
+    if (!ld) return -1;
+    PyObject_GC_UnTrack(ld);
+    return lappend(loads, ld);
+}
+
 static int ls_evicted(LiveState *o, PyObject *evicted, int k, int slot) {
+    if (!evicted) {                    /* the lean record */
+        if (lrec_grow(o->xn, &o->xcap, &o->xk, &o->xsl, NULL, NULL) < 0) return -1;
+        o->xk[o->xn] = k; o->xsl[o->xn] = slot;
+        o->xn++;
+        return 0;
+    }
     PyObject *key = ls_key(o, k);
     if (!key) return -1;
     PyObject *sl = PyLong_FromLong(slot);
@@ -563,15 +618,36 @@ static long aff_top(LiveState *o, long layer, const long *ex, Py_ssize_t n, long
     long t = (d - 1) * L + layer;
     if (!o->aff_tab[t]) return 0;
     double *best = o->aff_best;
-    for (long e2 = 0; e2 < E; e2++) best[e2] = -1.0;
-    for (Py_ssize_t q = 0; q < n; q++) {
-        long long rn = o->aff_n[t * E + ex[q]];
-        if (!rn) continue;
-        const long long *c = o->aff_c + (t * E + ex[q]) * E;
-        for (long e2 = 0; e2 < E; e2++) {
-            if (!c[e2]) continue;
-            double p = (double)c[e2] / (double)rn;
-            if (p > best[e2]) best[e2] = p;
+    /* per target the largest P = count / row count over the dispatch's experts. While every
+     * row count is below 2**24 two distinct fractions of such integers are further apart
+     * than the doubles' rounding, so comparing them exactly as integers (no division) orders
+     * them as their doubles do; the winner's double is computed once. Otherwise: doubles. */
+    int exact = 1;
+    for (Py_ssize_t q = 0; q < n && exact; q++) exact = o->aff_n[t * E + ex[q]] < (1LL << 24);
+    if (exact) {
+        long long *bc = o->aff_bc, *bn = o->aff_bn;
+        for (long e2 = 0; e2 < E; e2++) { bc[e2] = 0; bn[e2] = 1; }
+        for (Py_ssize_t q = 0; q < n; q++) {
+            long long rn = o->aff_n[t * E + ex[q]];
+            if (!rn) continue;
+            const long long *c = o->aff_c + (t * E + ex[q]) * E;
+            for (long e2 = 0; e2 < E; e2++) {
+                long long x = c[e2];
+                if (x * bn[e2] > bc[e2] * rn) { bc[e2] = x; bn[e2] = rn; }
+            }
+        }
+        for (long e2 = 0; e2 < E; e2++) best[e2] = bc[e2] ? (double)bc[e2] / (double)bn[e2] : -1.0;
+    } else {
+        for (long e2 = 0; e2 < E; e2++) best[e2] = -1.0;
+        for (Py_ssize_t q = 0; q < n; q++) {
+            long long rn = o->aff_n[t * E + ex[q]];
+            if (!rn) continue;
+            const long long *c = o->aff_c + (t * E + ex[q]) * E;
+            for (long e2 = 0; e2 < E; e2++) {
+                if (!c[e2]) continue;
+                double p = (double)c[e2] / (double)rn;
+                if (p > best[e2]) best[e2] = p;
+            }
         }
     }
     long m = 0;
@@ -725,14 +801,7 @@ static int ls_issue(LiveState *o, long np, long base, const long *ex, Py_ssize_t
             st_insert(S, c, k, o->wdef);
             if (o->f_ttl) t_touch(S, k, ls_stamp(o));
         }
-        PyObject *key = ls_key(o, k), *sl = PyLong_FromLong(slot);
-        PyObject *vk = v >= 0 ? ls_key(o, v) : Py_None;
-        if (!key || !sl || !vk) { Py_XDECREF(sl); return -1; }
-        PyObject *ld = PyTuple_Pack(4, key, sl, vk, s_kind[PK_PREFETCH]);
-        Py_DECREF(sl);
-        if (!ld) return -1;
-        PyObject_GC_UnTrack(ld);
-        if (lappend(loads, ld) < 0) return -1;
+        if (ls_load_out(o, loads, k, slot, v, PK_PREFETCH) < 0) return -1;
         o->pf_loads++;
         if (!o->pf[k]) { o->pf[k] = 1; o->npf++; }
     }
@@ -1121,7 +1190,59 @@ static int ls_observe(LiveState *o, Py_ssize_t n, long long tokens) {
 }
 
 /* one dispatch (the generated dispatch in C); the caller marked the call (in_call) */
-static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+/* the slot (>= 0), CPU (-1) or stream (-2) of access i: into the Plan's list, or the lean
+ * record (where NULL) */
+static inline int out_where(LiveState *o, PyObject *where, Py_ssize_t i, long v) {
+    if (!where) { o->lwh[i] = v; return 0; }
+    PyObject *x;
+    if (v >= 0) { x = PyLong_FromLong(v); if (!x) return -1; }
+    else { x = v == -1 ? s_cpu_o : s_stream_o; Py_INCREF(x); }
+    PyList_SET_ITEM(where, i, x);
+    return 0;
+}
+
+/* the lean record of a dispatch of n accesses as the Plan's lists (new references; the
+ * lists are hidden from the collector, as the dispatch makes them) */
+static int ls_lists(LiveState *o, Py_ssize_t n, PyObject **where, PyObject **hit, PyObject **loads,
+                    PyObject **evicted) {
+    *where = hidden_list(n); *hit = hidden_list(n); *loads = hidden_list(0); *evicted = hidden_list(0);
+    if (!*where || !*hit || !*loads || !*evicted) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = o->hv[i] ? Py_True : Py_False;
+        Py_INCREF(b);
+        PyList_SET_ITEM(*hit, i, b);
+        if (out_where(o, *where, i, o->lwh[i]) < 0) return -1;
+    }
+    for (Py_ssize_t j = 0; j < o->ln; j++)
+        if (ls_load_out(o, *loads, o->lk[j], o->lsl[j], o->lvk[j], o->lkind[j]) < 0) return -1;
+    for (Py_ssize_t j = 0; j < o->xn; j++)
+        if (ls_evicted(o, *evicted, o->xk[j], o->xsl[j]) < 0) return -1;
+    return 0;
+}
+
+/* the Plan of the dispatch in the lean record (its layer and experts as the call gave them) */
+static PyObject *ls_lean_plan(LiveState *o, PyObject *layer_o, PyObject *experts) {
+    PyObject *where, *hit, *loads, *evicted, *result = NULL;
+    if (ls_lists(o, o->lnacc, &where, &hit, &loads, &evicted) < 0) goto out;
+    PyObject *stepo = PyLong_FromLongLong(o->step);
+    if (!stepo) goto out;
+    result = o->plan->tp_alloc(o->plan, 0);
+    if (!result) { Py_DECREF(stepo); goto out; }
+    shown(where); shown(hit); shown(loads); shown(evicted);
+    PyObject *vals[8] = {stepo, layer_o, experts, where, hit, loads, evicted, Py_False};
+    for (int i = 0; i < 8; i++) {
+        if (i != 0) Py_INCREF(vals[i]);
+        *(PyObject **)((char *)result + o->off[i]) = vals[i];
+    }
+out:
+    Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(evicted);
+    return result;
+}
+
+/* one dispatch (the generated dispatch in C); the caller marked the call (in_call). lean
+ * (a replay): the outcome is recorded in C (lwh, hv, the loads and evictions) and None is
+ * returned instead of a Plan, unless the dispatch ended on the pure path (a Plan then) */
+static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw, int lean) {
     if (!o->pure || !o->dict) { PyErr_SetString(PyExc_RuntimeError, "live dispatch: cleared"); return NULL; }
     Args A;
     int given = 0;
@@ -1159,9 +1280,12 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
     Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
     long base = layer * o->E;
     const double *wv = o->f_weighted && A.has_w ? o->wv : NULL;
-    PyObject *where = hidden_list(n), *hit = hidden_list(n), *loads = hidden_list(0),
-        *evicted = hidden_list(0), *result = NULL;
-    if (!where || !hit || !loads || !evicted) goto fail;
+    PyObject *where = NULL, *hit = NULL, *loads = NULL, *evicted = NULL, *result = NULL;
+    if (lean) o->ln = o->xn = 0;
+    else {
+        where = hidden_list(n); hit = hidden_list(n); loads = hidden_list(0); evicted = hidden_list(0);
+        if (!where || !hit || !loads || !evicted) goto fail;
+    }
     ls_mark_inuse(o, base, ex, n);
     long long nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0;
     int first_miss = 1, to_cpu = 0;
@@ -1171,10 +1295,8 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
         double w = wv ? wv[i] : o->wdef;
         if (o->f_ttl) o->accesses++;
         if (S->slot[k] >= 0) {
-            PyObject *sl = PyLong_FromLong(S->slot[k]);
-            if (!sl) goto fail;
-            PyList_SET_ITEM(where, i, sl);
-            Py_INCREF(Py_True); PyList_SET_ITEM(hit, i, Py_True);
+            if (out_where(o, where, i, S->slot[k]) < 0) goto fail;
+            if (hit) { Py_INCREF(Py_True); PyList_SET_ITEM(hit, i, Py_True); }
             o->hv[i] = 1;
             nhit++;
             if (!o->pinned[e]) {
@@ -1184,7 +1306,7 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
             if (o->pf[k]) { o->pf[k] = 0; o->npf--; o->pf_useful++; }
             continue;
         }
-        Py_INCREF(Py_False); PyList_SET_ITEM(hit, i, Py_False);
+        if (hit) { Py_INCREF(Py_False); PyList_SET_ITEM(hit, i, Py_False); }
         o->hv[i] = 0;
         if (first_miss) {
             first_miss = 0;
@@ -1192,12 +1314,12 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
         }
         if (!o->pinned[e] && needs_miss(c)) st_miss(S, c, k);
         if (to_cpu) {
-            Py_INCREF(s_cpu_o); PyList_SET_ITEM(where, i, s_cpu_o);
+            out_where(o, where, i, -1);
             ncpu++;
         }
         if (!st_admits(c, k)) {          /* frequency_threshold's admission filter */
             if (!to_cpu) {
-                Py_INCREF(s_stream_o); PyList_SET_ITEM(where, i, s_stream_o);
+                out_where(o, where, i, -2);
                 nst++;
             }
             continue;
@@ -1207,7 +1329,7 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
             v = st_evict(S, c, k);
             if (v < 0) {
                 if (!to_cpu) {
-                    Py_INCREF(s_stream_o); PyList_SET_ITEM(where, i, s_stream_o);
+                    out_where(o, where, i, -2);
                     nst++;
                 }
                 continue;
@@ -1226,15 +1348,12 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
             st_insert(S, c, k, w);
             if (o->f_ttl) t_touch(S, k, ls_stamp(o));
         }
-        PyObject *key = ls_key(o, k), *sl = PyLong_FromLong(slot);
-        PyObject *vk = v >= 0 ? ls_key(o, v) : Py_None;
-        if (!key || !sl || !vk) { Py_XDECREF(sl); goto fail; }
-        PyObject *ldt = PyTuple_Pack(4, key, sl, vk, s_kind[to_cpu ? PK_BACKGROUND : PK_DEMAND]);
-        if (!ldt) { Py_DECREF(sl); goto fail; }
-        PyObject_GC_UnTrack(ldt);
-        if (lappend(loads, ldt) < 0) { Py_DECREF(sl); goto fail; }
-        if (to_cpu) { nbg++; Py_DECREF(sl); }
-        else { nd++; PyList_SET_ITEM(where, i, sl); }
+        if (ls_load_out(o, loads, k, slot, v, to_cpu ? PK_BACKGROUND : PK_DEMAND) < 0) goto fail;
+        if (to_cpu) nbg++;
+        else {
+            nd++;
+            if (out_where(o, where, i, slot) < 0) goto fail;
+        }
     }
     o->demand += nd; o->streamed += nst; o->background += nbg; o->cpu_computes += ncpu;
     o->l_acc[layer] += n;
@@ -1286,6 +1405,10 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
         if (r == 1) tail = 0;   /* an adapt rule fires: the pure monitor phase */
     }
     if (tail >= 0) {     /* synced, the rest of the dispatch on the pure path (trim included) */
+        if (lean) {        /* the pure tail takes Python lists: the record becomes them */
+            if (ls_lists(o, n, &where, &hit, &loads, &evicted) < 0) goto fail;
+            lean = 0;
+        }
         if (ls_sync(o) < 0) goto fail;
         shown(hit); shown(evicted);
         PyObject *x = PyObject_CallFunction(o->observe, "OOOOOOO", o->rt, tail ? Py_True : Py_False,
@@ -1297,6 +1420,13 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
     }
     if (c->nres > c->cap && ls_trim(o, c, evicted) < 0) goto fail;
 plan:
+    if (lean) {            /* the record stays in C: the replay's timeline reads it */
+        o->llayer = layer;
+        o->lnacc = n;
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto fail;
+    }
     {
         PyObject *stepo = PyLong_FromLongLong(o->step);
         if (!stepo) goto fail;
@@ -1332,7 +1462,7 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     if (guard_begin(o->guard, "a dispatch") < 0) return NULL;
     PyObject *r = NULL;
     if (ls_enter(o, "a dispatch") == 0) {
-        r = ls_dispatch(o, args, nargsf, kw);
+        r = ls_dispatch(o, args, nargsf, kw, 0);
         o->in_call = 0;
     }
     guard_end(o->guard);
@@ -1346,7 +1476,7 @@ static PyObject *ls_held_call(LiveState *o, PyObject *const *args, size_t nargsf
         return NULL;
     }
     if (ls_enter(o, "a dispatch") < 0) return NULL;
-    PyObject *r = ls_dispatch(o, args, nargsf, kw);
+    PyObject *r = ls_dispatch(o, args, nargsf, kw, 0);
     o->in_call = 0;
     return r;
 }
@@ -1800,8 +1930,10 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         o->aff_last = malloc(sizeof(int) * L * E);
         o->aff_lastn = calloc(L, sizeof(int));
         o->aff_best = malloc(sizeof(double) * E);
+        o->aff_bc = malloc(sizeof(long long) * E);
+        o->aff_bn = malloc(sizeof(long long) * E);
         if (!o->aff_n || !o->aff_c || !o->aff_tab || !o->aff_step || !o->aff_has || !o->aff_last ||
-            !o->aff_lastn || !o->aff_best) { PyErr_NoMemory(); goto bad; }
+            !o->aff_lastn || !o->aff_best || !o->aff_bc || !o->aff_bn) { PyErr_NoMemory(); goto bad; }
         PyObject *tabs = as_tuple(tabs_o, -1, "the affinity tables");
         if (!tabs) goto bad;
         int ok = 1;
@@ -1823,7 +1955,7 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
                 long long rn;
                 PyObject *nx_o;
                 if (!PyArg_ParseTuple(PyTuple_GET_ITEM(rows, q), "lLO!", &e, &rn, &PyList_Type, &nx_o)) { ok = 0; break; }
-                if (e < 0 || e >= E) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: an affinity row out of range"); ok = 0; break; }
+                if (e < 0 || e >= E || rn < 0) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: an affinity row out of range"); ok = 0; break; }
                 o->aff_n[t * E + e] = rn;
                 PyObject *nx = as_tuple(nx_o, -1, "an affinity row");
                 if (!nx) { ok = 0; break; }
@@ -1831,7 +1963,8 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
                     long e2;
                     long long cc;
                     if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nx, z), "lL", &e2, &cc)) { ok = 0; break; }
-                    if (e2 < 0 || e2 >= E) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: an affinity count out of range"); ok = 0; break; }
+                    /* (a transition is counted with its source: never more often) */
+                    if (e2 < 0 || e2 >= E || cc < 0 || cc > rn) { PyErr_SetString(PyExc_ValueError, "live dispatch: load: an affinity count out of range"); ok = 0; break; }
                     o->aff_c[(t * E + e) * E + e2] = cc;
                 }
                 Py_DECREF(nx);
@@ -2278,81 +2411,98 @@ static int tl_demand(TL *T, long long n, long long m, double dense, double *stal
 
 typedef struct { double ready, comp; } Late;
 
-static PyObject *tl_key_of(LiveState *o, PyObject *layer, long lv, PyObject *e) {  /* new ref */
-    if (lv >= 0 && PyLong_CheckExact(e)) {
-        int of = 0;
-        long ev = PyLong_AsLongAndOverflow(e, &of);
-        if (!of && ev >= 0 && ev < o->E) {
-            PyObject *k = ls_key(o, (int)(lv * o->E + ev));
-            Py_XINCREF(k);
-            return k;
-        }
-    }
-    return PyTuple_Pack(2, layer, e);
+/* a key tuple of a Plan's loads or evictions as an int key (-1: not one LiveState names) */
+static long plan_key(LiveState *o, PyObject *key) {
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 2) return -1;
+    long l, e;
+    if (!exact_int(PyTuple_GET_ITEM(key, 0), 0, o->L, &l) || !exact_int(PyTuple_GET_ITEM(key, 1), 0, o->E, &e))
+        return -1;
+    return l * o->E + e;
 }
 
-/* the loads of one kind, issued one after another from time `from` (Timeline.dispatch's
- * background and prefetch loops): each lands at *link, noted in the arrival map */
-static int tl_issue(PyObject *loads, PyObject *kind, double from, double txf, double *link,
-                    long long *nx, PyObject *arrival) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(loads); i++) {
-        PyObject *ld = PyList_GET_ITEM(loads, i);
-        int b = PyObject_RichCompareBool(PyTuple_GET_ITEM(ld, 3), kind, Py_EQ);
-        if (b < 0) return -1;
-        if (b) {
-            *link = (from > *link ? from : *link) + txf;
-            (*nx)++;
-            PyObject *v = PyFloat_FromDouble(*link);
-            if (!v || PyDict_SetItem(arrival, PyTuple_GET_ITEM(ld, 0), v) < 0) { Py_XDECREF(v); return -1; }
-            Py_DECREF(v);
-        }
-    }
-    return 0;
-}
-
-/* Timeline.dispatch(plan, tokens_of, tokens); 1 done, 0 unusual (nothing changed: the
- * caller runs the Python one), -1 error */
-static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of, PyObject *tokens,
-                       double *stall, Late **lbuf, Py_ssize_t *lcap) {
+/* A Plan read into the lean record's arrays (the view tl_run times): 1 read, 0 a plan of
+ * an unusual shape (the Python Timeline.dispatch takes it), -1 error. *layer, *n: its
+ * layer and accesses; the experts into o->ex. */
+static int plan_view(LiveState *o, PyObject *plan, long *layer, Py_ssize_t *n) {
     if (Py_TYPE(plan) != o->plan) return 0;
     PyObject *f[7];
     for (int i = 1; i < 7; i++) {
         f[i] = *(PyObject **)((char *)plan + o->off[i]);
         if (!f[i]) return 0;
     }
-    PyObject *layer = f[1], *experts = f[2], *wh = f[3], *hits = f[4], *loads = f[5], *evicted = f[6];
+    PyObject *experts = f[2], *wh = f[3], *hits = f[4], *loads = f[5], *evicted = f[6];
     if (!PyList_CheckExact(experts) || !PyList_CheckExact(wh) || !PyList_CheckExact(hits) ||
             !PyList_CheckExact(loads) || !PyList_CheckExact(evicted))
         return 0;
-    if (tokens_of != Py_None && !PyDict_CheckExact(tokens_of)) return 0;
-    Py_ssize_t n = PyList_GET_SIZE(hits);
-    if (PyList_GET_SIZE(experts) != n || PyList_GET_SIZE(wh) != n) return 0;
-    long long nfalse = 0, ns = 0, has_cpu = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *h = PyList_GET_ITEM(hits, i), *w = PyList_GET_ITEM(wh, i);
-        if ((h != Py_True && h != Py_False) || !PyLong_CheckExact(w)) return 0;
-        int of = 0;
-        long wv = PyLong_AsLongAndOverflow(w, &of);
-        if (of) return 0;
-        nfalse += h == Py_False;
-        ns += wv == -2;
-        has_cpu |= wv == -1;
+    if (!exact_int(f[1], 0, o->L, layer)) return 0;
+    Py_ssize_t m = PyList_GET_SIZE(hits);
+    if (PyList_GET_SIZE(experts) != m || PyList_GET_SIZE(wh) != m || m > o->E) return 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *h = PyList_GET_ITEM(hits, i);
+        long e, w;
+        if ((h != Py_True && h != Py_False) || !exact_int(PyList_GET_ITEM(experts, i), 0, o->E, &e) ||
+                !exact_int(PyList_GET_ITEM(wh, i), -2, LONG_MAX, &w))
+            return 0;
+        o->ex[i] = e; o->lwh[i] = w; o->hv[i] = h == Py_True;
     }
-    Py_ssize_t nl = PyList_GET_SIZE(loads);
-    for (Py_ssize_t i = 0; i < nl; i++) {
+    o->ln = o->xn = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(loads); i++) {
         PyObject *ld = PyList_GET_ITEM(loads, i);
         if (!PyTuple_CheckExact(ld) || PyTuple_GET_SIZE(ld) != 4) return 0;
+        long k = plan_key(o, PyTuple_GET_ITEM(ld, 0));
+        if (k < 0) return 0;
+        int kind = 3;                   /* (a kind the timeline does not issue) */
+        for (int q = 0; q < 3; q++) {
+            int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(ld, 3), s_kind[q], Py_EQ);
+            if (eq < 0) return -1;
+            if (eq) { kind = q; break; }
+        }
+        if (lrec_grow(o->ln, &o->lcap, &o->lk, &o->lsl, &o->lvk, &o->lkind) < 0) return -1;
+        o->lk[o->ln] = (int)k; o->lsl[o->ln] = -1; o->lvk[o->ln] = -1; o->lkind[o->ln] = (unsigned char)kind;
+        o->ln++;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(evicted); i++) {
         PyObject *ev = PyList_GET_ITEM(evicted, i);
         if (!PyTuple_CheckExact(ev) || PyTuple_GET_SIZE(ev) != 2) return 0;
+        long k = plan_key(o, PyTuple_GET_ITEM(ev, 0));
+        if (k < 0) return 0;
+        if (lrec_grow(o->xn, &o->xcap, &o->xk, &o->xsl, NULL, NULL) < 0) return -1;
+        o->xk[o->xn] = (int)k; o->xsl[o->xn] = -1;
+        o->xn++;
     }
-    long lv = -1;
-    if (PyLong_CheckExact(layer)) {
-        int of = 0;
-        long x = PyLong_AsLongAndOverflow(layer, &of);
-        if (!of && x >= 0 && x < o->L) lv = x;
+    *n = m;
+    return 1;
+}
+
+/* the loads of one kind, issued one after another from time `from` (Timeline.dispatch's
+ * background and prefetch loops): each lands at *link, noted in the arrival map */
+static int tl_issue(LiveState *o, int kind, double from, double txf, double *link, long long *nx,
+                    PyObject *arrival) {
+    for (Py_ssize_t i = 0; i < o->ln; i++) {
+        if (o->lkind[i] != kind) continue;
+        *link = (from > *link ? from : *link) + txf;
+        (*nx)++;
+        PyObject *key = ls_key(o, o->lk[i]);
+        PyObject *v = key ? PyFloat_FromDouble(*link) : NULL;
+        if (!v || PyDict_SetItem(arrival, key, v) < 0) { Py_XDECREF(v); return -1; }
+        Py_DECREF(v);
     }
+    return 0;
+}
+
+/* Timeline.dispatch(plan, tokens_of, tokens) of the dispatch in the lean record (its layer
+ * and n accesses, the experts in o->ex); 1 done, 0 unusual (nothing changed: the caller
+ * runs the Python one on the Plan), -1 error */
+static int tl_run(LiveState *o, TL *T, long layer, Py_ssize_t n, PyObject *tokens_of, PyObject *tokens,
+                  double *stall, Late **lbuf, Py_ssize_t *lcap) {
+    if (tokens_of != Py_None && !PyDict_CheckExact(tokens_of)) return 0;
+    long long nfalse = 0, ns = 0, has_cpu = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        nfalse += !o->hv[i];
+        ns += o->lwh[i] == -2;
+        has_cpu |= o->lwh[i] == -1;
+    }
+    Py_ssize_t nl = o->ln;
     /* dense */
     double dense;
     int one = is_one(tokens);
@@ -2380,14 +2530,17 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
         *lbuf = nb; *lcap = n;
     }
     Late *late = *lbuf;
+    long base = layer * o->E;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyList_GET_ITEM(experts, i);
-        long wv = PyLong_AsLong(PyList_GET_ITEM(wh, i));
-        int hit = PyList_GET_ITEM(hits, i) == Py_True;
+        long wv = o->lwh[i];
+        int hit = o->hv[i];
         PyObject *nt = s_one_o;
         int n_one = 1;
         if (use_tok) {
+            PyObject *e = PyLong_FromLong(o->ex[i]);
+            if (!e) return -1;
             nt = PyDict_GetItemWithError(tokens_of, e);
+            Py_DECREF(e);
             if (!nt) { if (PyErr_Occurred()) return -1; nt = s_one_o; }
             else if ((n_one = is_one(nt)) < 0) return -1;
         }
@@ -2400,31 +2553,19 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
         double comp = gpu1;
         if (!n_one) { int r = tl_cost(T, s_gpu_ms, nt, &comp); if (r <= 0) return r; }
         double ready;
-        if (hit) {
-            ready = 0.0;
-            if (PyDict_GET_SIZE(arrival)) {
-                PyObject *key = tl_key_of(o, layer, lv, e);
-                if (!key) return -1;
-                PyObject *v = PyDict_GetItemWithError(arrival, key);
-                Py_DECREF(key);
-                if (v) ready = PyFloat_AS_DOUBLE(v);
-                else if (PyErr_Occurred()) return -1;
-            }
-        } else {
-            PyObject *v = NULL;
-            if (wv != -2 && PyDict_GET_SIZE(arrival)) {
-                PyObject *key = tl_key_of(o, layer, lv, e);
-                if (!key) return -1;
-                v = PyDict_GetItemWithError(arrival, key);
-                Py_DECREF(key);
-                if (!v && PyErr_Occurred()) return -1;
-            }
-            if (!v) {
-                link = (t0 > link ? t0 : link) + txf;
-                nx++;
-                ready = link;
-            } else ready = PyFloat_AS_DOUBLE(v);
+        PyObject *v = NULL;
+        if ((hit || wv != -2) && PyDict_GET_SIZE(arrival)) {
+            PyObject *key = ls_key(o, (int)(base + o->ex[i]));
+            if (!key) return -1;
+            v = PyDict_GetItemWithError(arrival, key);
+            if (!v && PyErr_Occurred()) return -1;
         }
+        if (hit) ready = v ? PyFloat_AS_DOUBLE(v) : 0.0;
+        else if (!v) {
+            link = (t0 > link ? t0 : link) + txf;
+            nx++;
+            ready = link;
+        } else ready = PyFloat_AS_DOUBLE(v);
         if (ready <= t0) early += comp;
         else {
             if (nlate && ready < late[nlate - 1].ready) unsorted = 1;
@@ -2435,7 +2576,7 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
     if (nlate && !T->overlap) return 0;    /* sum() of floats is compensated from 3.12 on */
 #endif
     /* background loads start with the dispatch */
-    if (nl && tl_issue(loads, s_kind[PK_BACKGROUND], t0, txf, &link, &nx, arrival) < 0) return -1;
+    if (nl && tl_issue(o, PK_BACKGROUND, t0, txf, &link, &nx, arrival) < 0) return -1;
     double busy = early, t;
     if (!nlate) t = t0 + early;
     else if (T->overlap) {
@@ -2458,10 +2599,10 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
             busy += late[i].comp;
         }
     } else {
-        double last = late[0].ready, s = 0.0;
+        double last = late[0].ready, sm = 0.0;
         for (Py_ssize_t i = 1; i < nlate; i++) if (late[i].ready > last) last = late[i].ready;
-        for (Py_ssize_t i = 0; i < nlate; i++) s += late[i].comp;
-        busy += s;
+        for (Py_ssize_t i = 0; i < nlate; i++) sm += late[i].comp;
+        busy += sm;
         t = last + busy;
     }
     double st = t - t0 - busy;
@@ -2474,10 +2615,11 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
     T->gpu_ms += busy + dense;
     T->stall_ms += st;
     /* prefetches are issued when the dispatch ends */
-    if (nl && tl_issue(loads, s_kind[PK_PREFETCH], end, txf, &link, &nx, arrival) < 0) return -1;
+    if (nl && tl_issue(o, PK_PREFETCH, end, txf, &link, &nx, arrival) < 0) return -1;
     if (PyDict_GET_SIZE(arrival)) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(evicted); i++) {
-            PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(evicted, i), 0);
+        for (Py_ssize_t i = 0; i < o->xn; i++) {
+            PyObject *key = ls_key(o, o->xk[i]);
+            if (!key) return -1;
             int has = PyDict_Contains(arrival, key);     /* pop(key, None), without a KeyError */
             if (has < 0 || (has && PyDict_DelItem(arrival, key) < 0)) return -1;
         }
@@ -2485,9 +2627,9 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
             PyObject *na = PyDict_New();
             if (!na) return -1;
             Py_ssize_t pos = 0;
-            PyObject *k, *v;
-            while (PyDict_Next(arrival, &pos, &k, &v))
-                if (PyFloat_AS_DOUBLE(v) > end && PyDict_SetItem(na, k, v) < 0) { Py_DECREF(na); return -1; }
+            PyObject *k, *x;
+            while (PyDict_Next(arrival, &pos, &k, &x))
+                if (PyFloat_AS_DOUBLE(x) > end && PyDict_SetItem(na, k, x) < 0) { Py_DECREF(na); return -1; }
             Py_SETREF(T->arrival, na);
         }
     }
@@ -2499,6 +2641,16 @@ static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of,
     T->now = end;
     *stall = st;
     return 1;
+}
+
+/* Timeline.dispatch of a Plan (read into the view first) */
+static int tl_dispatch(LiveState *o, TL *T, PyObject *plan, PyObject *tokens_of, PyObject *tokens,
+                       double *stall, Late **lbuf, Py_ssize_t *lcap) {
+    long layer;
+    Py_ssize_t n;
+    int r = plan_view(o, plan, &layer, &n);
+    if (r <= 0) return r;
+    return tl_run(o, T, layer, n, tokens_of, tokens, stall, lbuf, lcap);
 }
 
 static PyObject *s_kwn_replay;   /* ("step", "predictions") */
@@ -2565,10 +2717,18 @@ static PyObject *ls_replay_loop(LiveState *o, PyObject *records, PyObject *tl, P
         PyObject *a[6];
         for (int j = 0; j < 6; j++) a[j] = PyTuple_GET_ITEM(rec, j);
         PyObject *tokens = a[3], *tokens_of = PyTuple_GET_ITEM(rec, 6);
-        PyObject *plan = ls_dispatch(o, a, 4, s_kwn_replay);
+        PyObject *plan = ls_dispatch(o, a, 4, s_kwn_replay, 1);
         if (!plan) { Py_DECREF(rec); goto done; }
         double st;
-        int d = tl_dispatch(o, &T, plan, tokens_of, tokens, &st, &lbuf, &lcap);
+        int d;
+        if (plan == Py_None) {     /* the lean record: no Plan object */
+            d = tl_run(o, &T, o->llayer, o->lnacc, tokens_of, tokens, &st, &lbuf, &lcap);
+            if (d == 0) {          /* the Python timeline needs the Plan */
+                Py_DECREF(plan);
+                plan = ls_lean_plan(o, a[0], a[1]);
+                if (!plan) { Py_DECREF(rec); goto done; }
+            }
+        } else d = tl_dispatch(o, &T, plan, tokens_of, tokens, &st, &lbuf, &lcap);
         if (d < 0) { Py_DECREF(plan); Py_DECREF(rec); goto done; }
         if (d == 0) {       /* Timeline.dispatch in Python */
             if (tl_store(&T) < 0) { Py_DECREF(plan); Py_DECREF(rec); goto done; }
@@ -2720,10 +2880,11 @@ static PyObject *ls_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     o->ex = malloc(sizeof(long) * ne);
     o->wv = malloc(sizeof(double) * ne);
     o->hv = malloc(ne);
+    o->lwh = malloc(sizeof(long) * ne);
     o->pr_at = calloc(nl, sizeof(long long));
     o->pr_off = calloc(nl, sizeof(long));
     o->pr_len = calloc(nl, sizeof(long));
-    if (!o->keys || !o->ex || !o->wv || !o->hv || !o->pr_at || !o->pr_off || !o->pr_len) {
+    if (!o->keys || !o->ex || !o->wv || !o->hv || !o->lwh || !o->pr_at || !o->pr_off || !o->pr_len) {
         Py_DECREF(o);
         return PyErr_NoMemory();
     }
