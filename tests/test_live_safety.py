@@ -189,10 +189,11 @@ def _threads(rt, text, reader, n=400):
     switch interval is tiny so that B runs inside A's calls into Python (logging,
     allocations). Returns what B saw and any exception either thread raised."""
     errors, seen = [], []
-    done = threading.Event()
+    done, reading = threading.Event(), threading.Event()
 
     def dispatcher():
         try:
+            reading.wait(60)             # the reader runs from the first dispatch on
             for l, e in calls(n):
                 rt.dispatch(l, e)
         except BaseException as e:       # noqa: BLE001
@@ -204,6 +205,7 @@ def _threads(rt, text, reader, n=400):
         try:
             while not done.is_set():
                 seen.append(reader(rt))
+                reading.set()
         except BaseException as e:       # noqa: BLE001
             errors.append(e)
 
