@@ -4,7 +4,7 @@ long line vs the same diagnostics on short lines: time and output size.
     python benchmarks/bench_render.py [N_ERRORS] [LINE_KB]
 
 N errors (MPL001 for '@') once on N short lines (about 100 columns each: a window's
-width), once on a single line padded to LINE_KB KiB (default 8,000 errors on a 64 KiB line, the case of issue 13 item 10). Prints best-of-3
+width), once on a single line padded to LINE_KB KiB (default 8,000 errors on a 64 KiB line, a line as long as a minified policy file). Prints best-of-3
 render times measured in this run, their ratio and the ratio of the output sizes (the
 machines are shared: compare ratios, not absolute times). Each snippet shows a window of at
 most ``mpl.diagnostics.SNIPPET_WIDTH`` columns, so both ratios stay near 1.

@@ -4,7 +4,7 @@ cases: the property tests run each as an explicit ``@example`` and
 (in tests/lsp) the language server. Add every case a hunt finds here (see
 ``tests/property_profiles.py``)."""
 
-#: issue 18: a half-typed ``capacity`` followed by a pasted policy; the unclosed cache's
+#: a half-typed ``capacity`` followed by a pasted policy; the unclosed cache's
 #: invalid capacity reached lowering (``mplc check`` exited 3, ``mpl.load`` raised
 #: LoweringError)
 HALF_TYPED = """policy demo {
@@ -36,7 +36,7 @@ policy adapt_hit_rate {
 }
 """
 
-#: issue 13 item 9 (found by hand while bounding sizes): a size whose byte count does not fit
+#: found by hand while bounding sizes: a size whose byte count does not fit
 #: a float made the checker raise OverflowError (``mplc check`` exited 3)
 HUGE_SIZE = "policy p {\n    cache { capacity = " + "9" * 400 + " GiB }\n}\n"
 

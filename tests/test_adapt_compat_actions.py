@@ -1,4 +1,4 @@
-"""Issue 13, item 7: every adapt action the original accepts is accepted, and each one either
+"""Every adapt action the original accepts is accepted, and each one either
 does at runtime what it says (applied in place, like the others) or is a warning naming why it
 has no effect. Each test loads a policy through the public API, drives the runtime with a
 dispatch sequence that makes the rule fire, and observes the changed behaviour against the

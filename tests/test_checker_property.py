@@ -93,7 +93,7 @@ def mutated(draw):
         op = draw(st.sampled_from(["delete", "insert", "duplicate", "replace", "paste"]))
         if op == "delete":
             text = text[:i] + text[j:]
-        elif op == "paste":        # typing stops half-way and a whole file is pasted (issue 18)
+        elif op == "paste":        # typing stops half-way and a whole file is pasted
             text = text[:i] + draw(st.sampled_from(["", " ", "\n"])) + draw(st.sampled_from(CORPUS))
         elif op == "insert":
             text = text[:i] + draw(st.sampled_from(TOKENS)) + text[i:]

@@ -1,4 +1,4 @@
-"""Issue 13: files written for the original (1.3.2 / 1.15.0) that it accepts are accepted
+"""Files written for the original (1.3.2 / 1.15.0) that it accepts are accepted
 here (``mplc check`` as a subprocess), and hostile inputs get one clear, located diagnostic
 each: no cascades, no file echoed, no read of the standard input."""
 

@@ -21,7 +21,7 @@ from cli_helpers import GOOD, clean, mplc, trace_dir, work  # noqa: F401  (trace
 # ------------------------------------------------------------------ tune --name
 @pytest.mark.parametrize("name", ["when", "policy"])
 def test_tune_accepts_a_keyword_name(work, name):
-    # issue 13: a keyword names a policy (`policy when { ... }`), as in the original
+    # a keyword names a policy (`policy when { ... }`), as in the original
     assert name in KEYWORD_TYPES
     r = mplc("tune", "--budget", "64", "--trace", "m.mpltrace", "--name", name, "-j", "1",
              "-o", "best.moe", cwd=work)

@@ -407,7 +407,7 @@ def test_what_cannot_be_written_is_refused_with_a_located_mpl004(make):
 
 
 def test_keywords_name_policies_as_in_a_moe_file():
-    # issue 13: the original accepts `policy when { ... }`; the DSL writes what the parser reads
+    # the original accepts `policy when { ... }`; the DSL writes what the parser reads
     for kw in ("when", "policy", "extends", "true"):
         parent = dsl.policy(kw).cache(capacity=8)
         child = dsl.policy("x", extends=kw)

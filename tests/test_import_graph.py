@@ -163,7 +163,7 @@ def test_no_cycle_even_counting_imports_inside_functions():
 def test_the_runtime_imports_only_the_runtime_and_the_schema_table():
     # ARCHITECTURE: the runtime never imports the compiler; a compiled module runs with
     # mpl.runtime alone (tests/test_codegen.py checks sys.modules after importing it). The
-    # one exception is the schema, the table everything reads (issue 17: the required
+    # one exception is the schema, the table everything reads (the required
     # cache.capacity has one source): it is data and imports nothing of mpl
     modules, edges, _ = _graph(False)
     outside = [(m, t, line) for m, es in edges.items() if m.startswith("mpl.runtime")

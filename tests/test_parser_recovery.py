@@ -58,7 +58,7 @@ def test_unexpected_character_mpl001():
 
 
 def test_stray_character_after_a_block_name_is_one_error():
-    # issue 13: an invisible character after `cache` gave a false "has no cache block" too
+    # an invisible character after `cache` gave a false "has no cache block" too
     from mpl.checker import check_text
     text = "policy p {\n    cache\u200b { capacity = 8 }\n}\n"
     r = parse(text)
@@ -68,7 +68,7 @@ def test_stray_character_after_a_block_name_is_one_error():
 
 
 def test_hyphenated_names_are_one_diagnostic_with_a_fix():
-    # issue 13: the README's `cpu-fallback`, `gpu-only`, `freq-threshold`; `policy my-policy`
+    # the original README's `cpu-fallback`, `gpu-only`, `freq-threshold`; `policy my-policy`
     from mpl.checker import check_text
     for text, word, fixed, known in (
             ("policy p {\n cache { capacity = 8 }\n schedule { mode = cpu-fallback }\n}\n",
@@ -287,7 +287,7 @@ def test_every_error_in_the_file_is_reported_in_order():
 
 
 def test_semicolons_where_the_original_took_them_are_one_error_with_a_fix():
-    # issue 13 item 8: the original took ';' anywhere; here it separates items only, and a
+    # the original took ';' anywhere; here it separates items only, and a
     # misplaced one is one error whose fix removes it (or, in a list, makes it a ',')
     from mpl.checker import check_text
     for text, fix in (("policy p {\n    cache { capacity = ; 8 }\n}\n", ""),

@@ -198,7 +198,7 @@ async def test_related_information_in_another_file(client):
 
 
 async def test_imports_outside_the_workspace_are_refused_until_a_root_allows_them(client):
-    # issue 13: the server checks imports against its workspace folders (and std/) by
+    # the server checks imports against its workspace folders (and std/) by
     # default; the importRoots setting names other folders
     outside = client.root.parent / f"outside_{client.root.name}"
     outside.mkdir(exist_ok=True)
