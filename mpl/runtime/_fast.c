@@ -377,10 +377,9 @@ static void ft_observe(Cache *c, int k) {
     }
 }
 
-/* room in layer's window for n more entries (up to W): -1 on MemoryError */
-static int ft_reserve(Cache *c, long layer, long n) {
-    long need = c->wlen[layer] + n;
-    if (need > c->W) need = c->W > c->wlen[layer] ? c->W : c->wlen[layer];
+/* room for `need` entries in layer's window (its entries kept, oldest first): -1 on
+ * MemoryError */
+static int ft_room(Cache *c, long layer, long need) {
     long room = c->wroom[layer];
     if (need <= room) return 0;
     long nr = room > c->W / 2 ? c->W : 2 * room;
@@ -394,6 +393,14 @@ static int ft_reserve(Cache *c, long layer, long n) {
     c->wroom[layer] = nr;
     c->whead[layer] = 0;
     return 0;
+}
+
+/* room in layer's window for n more entries (up to W, or what it holds beyond a W that
+ * shrank): -1 on MemoryError */
+static int ft_reserve(Cache *c, long layer, long n) {
+    long need = c->wlen[layer] + n;
+    if (need > c->W) need = c->W > c->wlen[layer] ? c->W : c->wlen[layer];
+    return ft_room(c, layer, need);
 }
 
 static inline double ft_share(Cache *c, int k) {

@@ -1597,7 +1597,7 @@ static int st_load(SLoad *x, PyObject *data) {
             PyObject *w = PySequence_Tuple(w_o);
             if (!w) { Py_DECREF(wins); return -1; }
             Py_ssize_t n = PyTuple_GET_SIZE(w);
-            if (ft_reserve(c, layer, (long)n) < 0 || (n && c->wroom[layer] < n)) {
+            if (ft_room(c, layer, (long)n) < 0) {
                 Py_DECREF(w); Py_DECREF(wins);
                 PyErr_NoMemory();
                 return -1;
