@@ -239,6 +239,10 @@ _EVICTION = (
     EnumValue("arc", "Adaptive Replacement Cache (Megiddo & Modha, 2003): balances recency and frequency with ghost lists"),
     EnumValue("s3fifo", "S3-FIFO (Yang et al., 2023): small probationary FIFO, main FIFO with reinsertion, ghost queue"),
     EnumValue("lfru", "Least Frequently Recently Used: a privileged LRU partition over an unprivileged LFU partition"),
+    EnumValue("crf", "llama.cpp's expert cache: evict the lowest CRF, a use count decayed with a half-life of crf_half_life steps and kept across evictions"),
+    EnumValue("classlru", "llama.cpp's ClassLRU: a key's class is floor(log2 CRF) (at most 7) at its last use; among keys not used this step evict the largest age / 2^class"),
+    EnumValue("vllm_lfru", "vLLM's expert-cache LFRU: evict the lowest uses / (accesses since the last use + 1), counted per cache"),
+    EnumValue("farthest_layer", "layer-aware for shared caches: evict a key of the layer the forward pass reaches last from here (least recent within it); per-layer: lru"),
     EnumValue("belady", "the offline optimum (evict the key used farthest in the future); trace replay only", replay_only=True),
 )
 
@@ -287,6 +291,10 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           default_doc="from the model, else 1.2", min=0, min_open=True, units=SIZE_UNITS, unit="GB",
           adapt_no_effect="the size of an expert's weights is the model's (taken from the model "
                           "or the trace header), not something a running policy can change"),
+    Param("cache", "crf_half_life", COUNT, 128,
+          "crf, classlru: steps after which an unused key's CRF (decayed use count) has halved.",
+          min=1, units=("steps",), unit="steps", conditional=True,
+          only_with=("cache.eviction", ("crf", "classlru"))),
     Param("cache", "ttl", COUNT, OFF,
           "TTL trigger: evict a resident key not accessed in the last ttl accesses (or steps, with the `steps` unit).",
           default_doc="no TTL trigger", min=1, units=("accesses", "steps"), unit="accesses", conditional=True),

@@ -21,7 +21,7 @@ from mpl import ir as _ir
 from mpl import schema
 from mpl.features import Features, features, reachable  # noqa: F401  (re-exported)
 
-GENERATOR_VERSION = 7
+GENERATOR_VERSION = 8
 
 
 # ---------------------------------------------------------------- values
@@ -343,6 +343,8 @@ def _emit_locals(w: _W, f: Features, b: _Body) -> None:
     else:
         w(0, "where = [0] * n")
         w(0, "hit = [False] * n")
+    if f.clocked:   # crf, classlru, farthest_layer read the step and the layer the pass is at
+        w(0, f"cache.store.begin({'cur_step' if b.local_step else 'self.step'}, layer)")
     _emit_needed(w, (not b.counts_only, "loads = []"), (not b.lean, "evicted = []"),
                  (True, "inuse = None"), (b.need_w, "wdef = self.w_default"),
                  (f.prefetch, "pf = self._pf"), (f.ttl, "ttl = self._ttl"))

@@ -15,7 +15,9 @@ Every store implements the same small protocol, used by :class:`mpl.runtime.cach
 * ``keys()`` — resident keys from coldest to hottest (used to migrate residents when an adapt
   rule switches the eviction rule: the new store admits them in this order);
 * ``resize(capacity)`` — the cache's capacity changed (segment sizes follow);
-* ``set_param(key, value)`` — an adaptable schema parameter changed.
+* ``set_param(key, value)`` — an adaptable schema parameter changed;
+* ``begin(step, layer)`` — a dispatch starts (only stores with ``clocked`` set use it: the
+  MoE-aware rules of :mod:`mpl.runtime.eviction_moe`).
 
 Pinned keys never enter a store, so a store never proposes them. The basic rules (lru, lfu,
 score) select victims in O(1) / O(log n) amortised: an ``OrderedDict`` for LRU and binary
@@ -37,6 +39,12 @@ class Store:
     name = "?"
     needs_miss = False
     filters = False
+    clocked = False      # begin(step, layer) before each dispatch's accesses (see below)
+
+    def begin(self, step: int, layer: int) -> None:
+        """A dispatch of ``layer`` in step ``step`` starts (called by the generated dispatch
+        for the rules whose decisions depend on the step or the layer the forward pass is
+        at: ``clocked``; a no-op for the others)."""
 
     def miss(self, key, w):  # pragma: no cover - overridden where needed
         pass
