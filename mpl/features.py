@@ -62,6 +62,7 @@ class Features:
     prefetch: bool               # some strategy other than none
     history: bool                # history or lookahead prefetch (history as fallback)
     affinity: bool
+    learned: bool                # the learned predictor (mpl.runtime.prefetch.Learned)
     history_next_only: bool      # history/lookahead one layer ahead only
     lookahead_strategy: bool
     affinity_depth: int          # the largest prefetch.lookahead
@@ -110,6 +111,7 @@ def features(pir: _ir.PolicyIR) -> Features:
         prefetch=bool(strategies),
         history=any(s in ("history", "lookahead") for s in strategies),
         affinity="affinity" in strategies,
+        learned="learned" in strategies,
         history_next_only=(strategies in (["history"], ["lookahead"])
                            and reachable(pir, "prefetch.lookahead") == [1]),
         lookahead_strategy="lookahead" in strategies,

@@ -443,6 +443,7 @@ def _emit_stats(w: _W, f: Features, b: _Body) -> None:
     _emit_needed(w, (f.rebalance, "self.dispatches += 1"),
                  (f.history, "self.history.observe(layer, experts)"),
                  (f.affinity, "self.affinity.observe(layer, self.step, experts)"),
+                 (f.learned, "self.learned.observe(layer, self.step, experts, weights, predictions)"),
                  (f.signal, "self.signal.observe(layer, experts)"))
     if f.prefetch or f.ttl or f.memory or f.rebalance or f.monitor:   # what follows needs inuse
         if f.lru_only and b.single:

@@ -575,7 +575,7 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 #: eviction stores LiveState holds (their state moves exactly between Python and C)
 _STATE_STORES = {"lru": 0, "lfu": 1, "score": 2}
 #: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("filters", "priority")
+_STATE_OFF = ("filters", "priority", "learned")
 
 
 def _state_unsupported(rt) -> str | None:
