@@ -330,7 +330,7 @@ _PREFETCH = Block("prefetch", "Which experts to load before the router asks for 
           "learned: minimum predicted probability of use for a proposal.",
           min=0, max=1, conditional=True,
           only_with=("prefetch.strategy", ("learned",))),
-    Param("prefetch", "context_layers", INT, 3,
+    Param("prefetch", "context_layers", INT, 2,
           "learned: how many earlier layers' experts a prediction reads.",
           min=1, max=8, unit="layers",
           adapt_no_effect="the learned predictor's model has one weight per context layer, "

@@ -88,7 +88,7 @@ def test_memory_is_bounded_by_the_row_cap():
             lrn.observe(layer, step, ex, [r.random() for _ in ex])
             lrn.predict(layer, step, 1)
     assert lrn.rows
-    assert max(len(row[1]) for tab in lrn.rows.values() for row in tab.values()) <= 8
+    assert max(len(row[1]) for tab in lrn.rows.values() for row in tab.values()) <= 2 * 8
     assert {d for d, _ in lrn.rows} <= {1, 2}          # context 2, depth 1
     assert all(row[0] < 2 * 50 for tab in lrn.rows.values() for row in tab.values())
 

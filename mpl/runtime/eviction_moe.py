@@ -60,7 +60,7 @@ class _CRFTable:
         elif last == now:
             return self.crf[key]
         else:
-            c = self.crf[key] * 2.0 ** (-(now - last) / self.h) + 1.0
+            c = self.crf[key] * 2.0 ** ((last - now) / self.h) + 1.0
         self.crf[key] = c
         self.last[key] = now
         return c
@@ -149,8 +149,9 @@ class CRF(Store):
 
     def insert(self, key, w):
         self.seq += 1
-        self.res.pop(key, None)
-        self._push(key)
+        ent = self._entry(key, self.seq)
+        self.res[key] = ent
+        heappush(self.heap, ent)
 
     def discard(self, key):
         ent = self.res.pop(key, None)
@@ -189,10 +190,13 @@ class CRF(Store):
             window.append(heappop(heap))
         if not window:
             return None
-        best = min(window, key=lambda e: self._order(e[3]))
-        for ent in window:
-            if ent is not best:
-                heappush(heap, ent)
+        if len(window) == 1:
+            best = window[0]
+        else:
+            best = min(window, key=lambda e: self._order(e[3]))
+            for ent in window:
+                if ent is not best:
+                    heappush(heap, ent)
         key = best[3]
         del self.res[key]
         return key
@@ -410,8 +414,17 @@ class FarthestLayer(Store):
                       key=lambda l: (l > cur, -l))
 
     def evict(self, exclude, incoming=None):
+        by = self.by_layer
+        od = by.get(self.cur)      # the usual case: the current layer has a spare key
+        if od:
+            for key in od:
+                if exclude and key in exclude:
+                    continue
+                del od[key]
+                self.n -= 1
+                return key
         for layer in self._layers():
-            od = self.by_layer[layer]
+            od = by[layer]
             for key in od:
                 if exclude and key in exclude:
                     continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from operator import mul
 
 
 class History:
@@ -261,10 +262,10 @@ class Learned:
       ``t`` whose dispatch of the current pass is known: ``sum_x w_x P_d(e at t | x at t-d)``
       over that layer's experts ``x`` with their router weights ``w_x`` (normalised; equal
       without weights). ``P_d`` are transition counts learned online, per (distance, source
-      layer, source expert) a row of at most ``row_cap`` targets (the smallest count gives
-      way to a new target, which starts one above it: Space-Saving), halved when the row has
-      seen ``window`` observations, so the table follows a change of topic and its memory is
-      bounded by layers x distances x experts x row_cap;
+      layer, source expert) a row of targets cut back to its ``row_cap`` largest counts when
+      it exceeds twice that, and halved when it has seen ``2 x window`` observations, so the
+      table follows a change of topic and its memory is bounded by layers x distances x
+      experts x 2 row_cap;
     * ``r``: 1 if ``e`` was selected at ``t`` in the previous pass (the same layer's recent
       step);
     * ``f``: how often ``t`` selected ``e`` lately (a moving average over ``window`` passes);
@@ -274,8 +275,8 @@ class Learned:
 
     A logistic model ``p = 1 / (1 + exp(-theta . features))`` shared by every layer turns them
     into a probability that ``t`` uses ``e``; ``theta`` is learned online by one step of
-    logistic-loss gradient descent per candidate when ``t``'s routing arrives (the features
-    are the ones the last prediction for ``t`` used). ``predict`` returns the candidates with
+    logistic-loss gradient descent per candidate when ``t``'s routing arrives, at the
+    features and probability the last prediction for ``t`` gave it. ``predict`` returns the candidates with
     ``p >= confidence``, most probable first.
     """
 
@@ -286,7 +287,7 @@ class Learned:
     RATE = 0.05
 
     def __init__(self, num_layers: int, num_experts: int, context: int, window: int,
-                 confidence: float, depth: int, row_cap: int = 32):
+                 confidence: float, depth: int, row_cap: int = 16):
         self.L = num_layers
         self.E = num_experts
         self.context = max(1, int(context))
@@ -322,7 +323,7 @@ class Learned:
         got = set(experts)
         pend = self.pending.pop(layer, None)
         if pend is not None and pend[0] == step:
-            self._learn(pend[1], got)
+            self._learn(pend[1], pend[2], got)
         for d in range(1, self.maxd + 1):
             src = layer - d
             src_step = step
@@ -358,15 +359,13 @@ class Learned:
                 row = tab[x] = [0, {}]
             row[0] += 1
             cnt = row[1]
+            get = cnt.get
             for e in targets:
-                c = cnt.get(e)
-                if c is not None:
-                    cnt[e] = c + 1
-                elif len(cnt) < cap:
-                    cnt[e] = 1
-                else:                  # Space-Saving: the smallest gives way
-                    low = min(cnt, key=cnt.__getitem__)
-                    cnt[e] = cnt.pop(low) + 1
+                cnt[e] = get(e, 0) + 1
+            if len(cnt) > 2 * cap:     # keep the cap largest counts (ties: lower id)
+                keep = sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))[:cap]
+                cnt.clear()
+                cnt.update(keep)
             if row[0] >= 2 * half:     # forget half: follow a change of topic
                 row[0] //= 2
                 for e in list(cnt):
@@ -392,20 +391,26 @@ class Learned:
             s = 1.0
         self.fscale[layer] = s
 
-    def _learn(self, feats: dict, got: set) -> None:
+    def _learn(self, feats: dict, probs: dict, got: set) -> None:
+        """One gradient step of the logistic loss per candidate, at the probability the
+        prediction gave it (predict, then learn: the usual online order). A candidate
+        predicted below 2% that was not selected moves theta by less than 0.1% of the
+        rate: it is skipped."""
         th = self.theta
         rate = self.rate
         n = len(th)
         for e, f in feats.items():
-            z = 0.0
+            p = probs[e]
+            if e in got:
+                g = rate * (p - 1.0)
+            elif p < 0.02:
+                continue
+            else:
+                g = rate * p
             for j in range(n):
-                z += th[j] * f[j]
-            p = 1.0 / (1.0 + math.exp(-z)) if z > -40 else 0.0
-            g = rate * (p - (1.0 if e in got else 0.0))
-            if g:
-                for j in range(n):
-                    if f[j]:
-                        th[j] -= g * f[j]
+                v = f[j]
+                if v:
+                    th[j] -= g * v
 
     # ------------------------------------------------------------------ predicting
     def features(self, target: int, step: int) -> dict:
@@ -414,10 +419,9 @@ class Learned:
         L = self.L
         D = self.context
         n = D + 4
-        out: dict = {}
-        rank = 0
+        acc: list = []                 # per context rank: {e: evidence}
         for d in range(1, self.maxd + 1):
-            if rank >= D:
+            if len(acc) >= D:
                 break
             src = target - d
             src_step = step
@@ -427,21 +431,28 @@ class Learned:
             c = self.cur[src]
             if c is None or c[0] != src_step:
                 continue
+            a: dict = {}
+            acc.append(a)
             tab = self.rows.get((d, src))
-            if tab:
-                experts, ws = c[1], c[2]
-                k = len(experts)
-                for i, x in enumerate(experts):
-                    row = tab.get(x)
-                    if row is None or not row[0]:
-                        continue
-                    w = (ws[i] if ws is not None else 1.0 / k) / row[0]
-                    for e, cnt in row[1].items():
-                        f = out.get(e)
-                        if f is None:
-                            f = out[e] = [0.0] * n
-                        f[rank] += w * cnt
-            rank += 1
+            if not tab:
+                continue
+            experts, ws = c[1], c[2]
+            k = len(experts)
+            get = a.get
+            for i, x in enumerate(experts):
+                row = tab.get(x)
+                if row is None or not row[0]:
+                    continue
+                w = (ws[i] if ws is not None else 1.0 / k) / row[0]
+                for e, cnt in row[1].items():
+                    a[e] = get(e, 0.0) + w * cnt
+        out: dict = {}
+        for rank, a in enumerate(acc):
+            for e, v in a.items():
+                f = out.get(e)
+                if f is None:
+                    f = out[e] = [0.0] * n
+                f[rank] = v
         last = self.cur[target]       # the same layer's previous pass
         recent = last[1] if last is not None and last[0] < step else self.prev[target]
         if recent:
@@ -465,15 +476,14 @@ class Learned:
         return out
 
     def probability(self, f) -> float:
-        z = 0.0
-        for a, b in zip(self.theta, f):
-            z += a * b
+        """The model's probability for one feature vector."""
+        z = sum(map(mul, self.theta, f))
         return 1.0 / (1.0 + math.exp(-z)) if z > -40 else 0.0
 
     def predict(self, layer: int, step: int, d: int) -> list:
         """Experts predicted for ``layer + d`` (wrapping into the next pass), most probable
-        first (ties: lower id), those with probability >= ``confidence``; the features are
-        kept for learning when that layer's routing arrives."""
+        first (ties: lower id), those with probability >= ``confidence``; the features and
+        probabilities are kept for learning when that layer's routing arrives."""
         L = self.L
         t = layer + d
         st = step
@@ -481,12 +491,14 @@ class Learned:
             t -= L
             st += 1
         feats = self.features(t, st)
-        self.pending[t] = (st, feats)
-        thr = self.confidence
-        good = []
+        th = self.theta
+        exp = math.exp
+        probs: dict = {}
         for e, f in feats.items():
-            p = self.probability(f)
-            if p >= thr:
-                good.append((-p, e))
+            z = sum(map(mul, th, f))
+            probs[e] = 1.0 / (1.0 + exp(-z)) if z > -40 else 0.0
+        self.pending[t] = (st, feats, probs)
+        thr = self.confidence
+        good = [(-p, e) for e, p in probs.items() if p >= thr]
         good.sort()
         return [e for _, e in good]
