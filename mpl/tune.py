@@ -10,8 +10,10 @@ Two searches (``search=``, ``mplc tune --search``):
   experts), every prefetch strategy with several budgets, and every schedule mode; the
   candidates that survive are replayed on the whole trace. Plain LRU (shared and per-layer)
   and the engines' rules in the structure each engine uses are always replayed on the whole
-  trace, so the winner is never slower than LRU at the same budget nor behind an engine's
-  rule on the tuner's own trace.
+  trace; the winner is the best by the objective among the candidates at least as fast and
+  with at least as many hits as every one of them, when there is such a candidate (else the
+  objective's best), so it is never slower than LRU at the same budget nor behind an
+  engine's rule on the tuner's own trace.
 * ``"grid"``: the staged grid of earlier versions (54 candidates: structure x the eight
   original eviction rules, then prefetch on the best three, then schedule on the best two),
   every candidate on the whole trace; kept for comparison (``benchmarks/bench_policies.py
@@ -123,8 +125,13 @@ class TuneResult:
     expert_bytes_source: str = ""           # mpl.sim.tracemodel.expert_size_source
     search: str = "halving"
     lru: Candidate | None = None            # the faster plain LRU at this budget (whole trace)
-    # the objective's own winner when it was slower than that LRU (hit_rate objective only)
+    # the objective's own winner when another was recommended: it was slower than that LRU
+    # (hit_rate objective), or it did not match every reference row on both metrics while
+    # another candidate did
     set_aside: Candidate | None = None
+    # whether the winner is at least as fast, with at least as many hits, as every reference
+    # row (None: the search had none, as the grid)
+    dominates: bool | None = None
     predictors: list = field(default_factory=list)   # mpl.tune_predict.Score per strategy
     replayed: float = 0.0                   # whole-trace replays the search cost, in total
 
@@ -142,6 +149,7 @@ class TuneResult:
                 "belady": self.belady, "expert_bytes": self.expert_bytes,
                 "expert_bytes_source": self.expert_bytes_source, "lru": c(self.lru),
                 "set_aside": c(self.set_aside), "replayed_traces": self.replayed,
+                "dominates_references": self.dominates,
                 "predictors": [p.to_dict() for p in self.predictors],
                 "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
 
@@ -498,14 +506,25 @@ def _result(runner: Runner, objective: str, slots: int, search: str) -> TuneResu
         raise ValueError(f"no candidate policy could be replayed (first error: {first})")
     lrus = [c for c in ok if c.role == "lru"]
     lru = max(lrus, key=lambda c: (c.tokens_per_s, c.hit_rate)) if lrus else None
+    refs = [c for c in ok if c.role]
     best = ok[0]
     set_aside = None
+    dominates = None
+    if refs:
+        # prefer a policy at least as fast and with at least as many hits as every reference
+        # row (plain LRU, the engines' rules): the best such by the objective, if any
+        need_t = max(c.tokens_per_s for c in refs)
+        need_h = max(c.hit_rate for c in refs)
+        both = [c for c in ok if c.tokens_per_s >= need_t and c.hit_rate >= need_h]
+        dominates = bool(both)
+        if both and both[0] is not best:
+            set_aside, best = best, both[0]
     if lru is not None and best.tokens_per_s < lru.tokens_per_s:
         # hit_rate objective: never recommend a policy slower than plain LRU at this budget
         fast_enough = [c for c in ok if c.tokens_per_s >= lru.tokens_per_s]
         set_aside, best = best, fast_enough[0]
     res = TuneResult(best, board, objective, slots, len(runner.all), search=search, lru=lru,
-                     set_aside=set_aside, replayed=runner.replayed)
+                     set_aside=set_aside, replayed=runner.replayed, dominates=dominates)
     res.belady = best.belady
     return res
 

@@ -15,8 +15,9 @@ whole at once). Three stages, each halving on its own:
 2. **prefetch** on the best policy of stage 1: every strategy of the schema
    (``lookahead`` only when the trace carries predictions) with budgets 1, 2 and 4 (at most
    the per-cache capacity), ``learned`` at budget 2 and :data:`LEARNED_CONFIDENCE`;
-3. **schedule**: every other schedule mode on the two best whole-trace candidates so far,
-   on the longest prefix, the best two of them on the whole trace.
+3. **schedule**: every other schedule mode on the two best whole-trace candidates so far and
+   the one with the most hits, on the longest prefix, the best two of them on the whole
+   trace.
 
 In stages 2 and 3 a candidate goes on to a longer prefix only while it beats the policy it
 extends (its base, without the prefetch or the schedule) on the same prefix.
@@ -242,6 +243,9 @@ def halving(runner, trace, slots: int, *, predictions: bool, keep: int = 3) -> N
     whole = sorted((c for c in runner.all if c.fraction >= 1.0 and not c.error),
                    key=lambda c: c.score(runner.objective), reverse=True)
     tops = [c.blocks for c in _top(whole, 2)]
+    most = max(whole, key=lambda c: (c.hit_rate, c.tokens_per_s)) if whole else None
+    if most is not None and most.blocks not in tops:
+        tops.append(most.blocks)     # the most hits, made faster by the schedule
     if tops:
         _halve(runner, 3, schedule_variants(tops), sizes[-2:], 2, bases=tops,
                drop=("schedule",))

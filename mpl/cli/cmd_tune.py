@@ -131,8 +131,13 @@ def run(args) -> int:
         print(f"plain LRU at this budget: {result.lru.hit_rate:.2%}, {result.lru.tokens_per_s:.2f} "
               f"tok/s ({result.lru.describe()}); the winner: "
               f"{result.best.tokens_per_s / result.lru.tokens_per_s:.2f}x its tok/s")
+    if result.dominates is not None:
+        print("the winner is at least as fast and hits at least as often as every reference row"
+              if result.dominates else
+              "no candidate is both at least as fast and hitting at least as often as every "
+              "reference row: the winner is the objective's best")
     if result.set_aside is not None:
-        print(f"set aside (more hits but slower than plain LRU): {result.set_aside.describe()} "
+        print(f"set aside for the winner: {result.set_aside.describe()} "
               f"{result.set_aside.hit_rate:.2%}, {result.set_aside.tokens_per_s:.2f} tok/s")
     if result.predictors:
         from mpl.tune_predict import format_scores
