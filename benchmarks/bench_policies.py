@@ -9,7 +9,8 @@ a prefetch with recorded predictions of a given accuracy buys), and optionally t
 
     python benchmarks/bench_policies.py [--steps 300] [--seeds 0] [--presets a,b]
         [--budgets 25,50,75] [--trace T.mpltrace ...] [--hardware NAME] [--knobs reuse=0.4]
-        [--jobs N] [--no-tune] [--tune-time] [--ceiling] [--json]
+        [--jobs N] [--no-tune] [--tune-time | --tune-time-only] [--ceiling] [--markdown]
+        [--json]
 
 Stdlib policies are rescaled to each budget: a shared cache gets the budget's slots, a
 per-layer one ``budget // layers`` per layer with ``total_budget`` = the budget (bounds
@@ -251,7 +252,66 @@ def print_summary(rows) -> None:
               f"{fa['policy'][:17]:>17} {cell(fa)}  {cell(t) if t else '-':>19}  "
               f"{'-' if s['tuned_beats_anchors'] is None else ('yes' if s['tuned_beats_anchors'] else 'NO')}"
               + ("" if t is None or s["most_hits_anchor"] is fa else
-                 f"  (most hits: {s['most_hits_anchor']['policy']} {s['most_hits_anchor']['hit_rate']:.1%})"))
+                 f"  (most hits: {s['most_hits_anchor']['policy']} {s['most_hits_anchor']['hit_rate']:.1%})")
+              + (f"  [{t['policy'][len('tuned: '):]}]" if t else ""))
+
+
+def markdown(out) -> str:
+    """The tables of docs/choosing-a-policy.md, from one run's results."""
+    lines = ["| model | budget | plain LRU (best structure) | best anchor | tuned | tuned policy |",
+             "|---|---|---|---|---|---|"]
+
+    def cell(r):
+        return f"{r['hit_rate']:.1%} / {_pct(r['of_belady'])} / {r['tokens_per_s']:.2f}"
+    for srow in out["summary"]:
+        lru, fa, t = srow["lru"], srow["fastest_anchor"], srow["tuned"]
+        kind = "shared" if lru["policy"].endswith("shared") else "per-layer"
+        lines.append(f"| {srow['trace']} | {srow['share']}% ({srow['slots']} slots) | {cell(lru)} "
+                     f"({kind}) | {cell(fa)} ({fa['policy']}) | {cell(t) if t else '-'} | "
+                     f"{t['policy'][len('tuned: '):] if t else '-'} |")
+    lines += ["", "| model | history | affinity | learned |", "|---|---|---|---|"]
+    for p in out["predictors"]:
+        by = {s["strategy"]: s for s in p["scores"]}
+
+        def pc(name):
+            s = by.get(name)
+            if s is None:
+                return "-"
+            return ("/".join(_pct(s["accuracy"][b]) for b in (1, 2, 4)) + " (coverage "
+                    + "/".join(_pct(s["coverage"][b]) for b in (1, 2, 4)) + ")")
+        lines.append(f"| {p['trace']} | {pc('history')} | {pc('affinity')} | {pc('learned')} |")
+    if out.get("ceiling"):
+        lines += ["", "| predictions | budget | prefetch accuracy | hit rate | tok/s (gpu_only) | "
+                      "tok/s (cpu_fallback) |", "|---|---|---|---|---|---|"]
+        rows = {}
+        for r in out["ceiling"]:
+            rows.setdefault(r["predictor"], {})[r["mode"]] = r
+        for name, modes in rows.items():
+            g, c = modes.get("gpu_only"), modes.get("cpu_fallback")
+            if g is None:
+                r = modes["-"]
+                lines.append(f"| {name} | 2 | {_pct(r['accuracy'])} (coverage {_pct(r.get('coverage'))}) "
+                             f"| - | - | - |")
+                continue
+            label, _, budget = name.partition(", budget ")
+            lines.append(f"| {label} | {budget or '-'} | {_pct(g['accuracy'])} | {_pct(g['hit_rate'])} "
+                         f"| {g['tokens_per_s']:.3f} | {c['tokens_per_s']:.3f} |")
+    return "\n".join(lines)
+
+
+def print_tune_time(rows) -> None:
+    print("# mplc tune, one process, CPU seconds: the halving search against the earlier grid")
+    for r in rows:
+        g, h = r["grid"], r["halving"]
+        print(f"  {r['trace']:<18} {r['dispatches']:>7} dispatches {r['slots']:>5} slots: grid "
+              f"{g['cpu_s']:6.1f} s ({g['candidates']} candidates, best {g['hit_rate']:.2%} "
+              f"{g['tokens_per_s']:.3f} tok/s), halving {h['cpu_s']:6.1f} s ({h['candidates']} "
+              f"candidates, {h['replays']:.1f} whole-trace replays, best {h['hit_rate']:.2%} "
+              f"{h['tokens_per_s']:.3f} tok/s): {h['cpu_s'] / g['cpu_s']:.2f}x")
+    tg = sum(r["grid"]["cpu_s"] for r in rows)
+    th = sum(r["halving"]["cpu_s"] for r in rows)
+    if rows:
+        print(f"  in all: grid {tg:.1f} s, halving {th:.1f} s: {th / tg:.2f}x")
 
 
 def main(argv=None) -> int:
@@ -267,9 +327,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tune", action="store_true", help="leave out mplc tune's policy")
     ap.add_argument("--tune-time", action="store_true",
                     help="also time mplc tune (halving) against the earlier grid, one process")
+    ap.add_argument("--tune-time-only", action="store_true",
+                    help="only time mplc tune against the grid (no table)")
     ap.add_argument("--ceiling", action="store_true",
                     help="also measure the prediction ceiling (recorded predictions of each accuracy)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also print the tables of docs/choosing-a-policy.md")
     args = ap.parse_args(argv)
 
     knobs = {}
@@ -287,6 +351,13 @@ def main(argv=None) -> int:
         specs.append((("file", path, 0, 0, {}), os.path.basename(path)))
 
     t0 = time.perf_counter()
+    if args.tune_time_only:
+        rows = tune_time(specs, shares, args.hardware)
+        if args.json:
+            print(json.dumps({"tune_time": rows}, indent=1, default=str))
+            return 0
+        print_tune_time(rows)
+        return 0
     tasks = [(spec, label, share, args.hardware, not args.no_tune, 1)
              for spec, label in specs for share in shares]
     if args.jobs > 1:
@@ -331,13 +402,10 @@ def main(argv=None) -> int:
                   + (f"  coverage {_pct(r.get('coverage'))}" if r.get("coverage") is not None else ""))
     if args.tune_time:
         print()
-        print("# mplc tune, one process, CPU seconds: the halving search against the earlier grid")
-        for r in out["tune_time"]:
-            g, h = r["grid"], r["halving"]
-            print(f"  {r['trace']:<24} {r['dispatches']:>7} dispatches {r['slots']:>5} slots: grid "
-                  f"{g['cpu_s']:6.1f} s ({g['candidates']} candidates, {g['tokens_per_s']:.3f} tok/s), "
-                  f"halving {h['cpu_s']:6.1f} s ({h['candidates']} candidates, {h['replays']:.1f} "
-                  f"replays, {h['tokens_per_s']:.3f} tok/s): {h['cpu_s'] / g['cpu_s']:.2f}x")
+        print_tune_time(out["tune_time"])
+    if args.markdown:
+        print()
+        print(markdown(out))
     print(f"\n{out['wall_s']:.0f} s wall")
     return 0
 
