@@ -387,6 +387,11 @@ class Runner:
         self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                                         initargs=(trace,)) if jobs > 1 else None
 
+    @staticmethod
+    def key(blocks: dict) -> str:
+        """What identifies a candidate: its canonical text (the name aside)."""
+        return render("c", blocks)
+
     def close(self) -> None:
         from mpl.runtime import fast
         for t in self._prefixes.values():
@@ -476,7 +481,8 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
             run(3, _stage3([c.blocks for c in best2])) if best2 else []
         else:
             from mpl.tune_search import halving
-            halving(runner, trace, slots, predictions=predictions, keep=keep)
+            halving(runner, trace, _structures(slots, L, h.top_k), predictions=predictions,
+                    keep=keep)
             from mpl import tune_predict
             scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
                                                budgets=(1, 2, 4))

@@ -168,10 +168,8 @@ def _top(cands, k: int):
     return out
 
 
-def _base_key(blocks: dict, drop: tuple) -> str:
-    from mpl.tune import render
-
-    return render("b", {k: v for k, v in blocks.items() if k not in drop})
+def _base_key(runner, blocks: dict, drop: tuple) -> str:
+    return runner.key({k: v for k, v in blocks.items() if k not in drop})
 
 
 def _halve(runner, stage: int, blocks: list[dict], sizes: list, keep: int, extra=None,
@@ -188,10 +186,10 @@ def _halve(runner, stage: int, blocks: list[dict], sizes: list, keep: int, extra
     def keep_better(cands, size):
         if not bases:
             return cands
-        ref = {_base_key(c.blocks, drop): c for c in runner.run(stage, bases, size)}
+        ref = {_base_key(runner, c.blocks, drop): c for c in runner.run(stage, bases, size)}
         out = []
         for c in cands:
-            b = ref.get(_base_key(c.blocks, drop))
+            b = ref.get(_base_key(runner, c.blocks, drop))
             if b is None or b.error or c.score(obj)[:2] > b.score(obj)[:2]:
                 out.append(c)
         return out
@@ -213,14 +211,12 @@ def _halve(runner, stage: int, blocks: list[dict], sizes: list, keep: int, extra
     return cands
 
 
-def halving(runner, trace, slots: int, *, predictions: bool, keep: int = 3) -> None:
-    """Run the search (module doc) on ``runner`` (an :class:`mpl.tune.Runner`)."""
-    from mpl.tune import _structures
-
+def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: int = 3) -> None:
+    """Run the search (module doc) on ``runner`` (an :class:`mpl.tune.Runner`) from the cache
+    ``structures`` for the budget (``mpl.tune._structures``: shared first)."""
     h = trace.header
     L = h.num_moe_layers
     sizes = rung_sizes(len(trace))
-    structures = _structures(slots, L, h.top_k)
     for role, blocks in references(structures):
         runner.run(0, [blocks], None, role=role)
 
