@@ -22,6 +22,11 @@ from dataclasses import dataclass, field, fields
 from mpl import ir as _ir
 
 
+#: eviction rules whose store needs ``begin(step, layer)`` before each dispatch's accesses
+#: (``clocked`` in mpl.runtime.eviction_moe; a test keeps the two in step)
+CLOCKED_EVICTIONS = ("crf", "classlru", "farthest_layer")
+
+
 def reachable(pir: _ir.PolicyIR, key: str) -> list:
     """The values ``key`` can take: the initial one, then those adapt rules set (in order)."""
     vals = [pir.values[key]]
@@ -57,6 +62,7 @@ class Features:
     prefetch: bool               # some strategy other than none
     history: bool                # history or lookahead prefetch (history as fallback)
     affinity: bool
+    learned: bool                # the learned predictor (mpl.runtime.prefetch.Learned)
     history_next_only: bool      # history/lookahead one layer ahead only
     lookahead_strategy: bool
     affinity_depth: int          # the largest prefetch.lookahead
@@ -74,6 +80,8 @@ class Features:
     budgets: tuple
     min_capacities: tuple
     max_capacities: tuple
+    # an eviction rule that reads the step or the layer the pass is at (CLOCKED_EVICTIONS)
+    clocked: bool = _client()
     # an adapt rule (or a conditional value) sets cache.capacity (even to its initial value)
     adapts_capacity: bool = _client()
     # prefetch.strategy can be none (initially or by an adapt rule): dispatch tests it
@@ -103,6 +111,7 @@ def features(pir: _ir.PolicyIR) -> Features:
         prefetch=bool(strategies),
         history=any(s in ("history", "lookahead") for s in strategies),
         affinity="affinity" in strategies,
+        learned="learned" in strategies,
         history_next_only=(strategies in (["history"], ["lookahead"])
                            and reachable(pir, "prefetch.lookahead") == [1]),
         lookahead_strategy="lookahead" in strategies,
@@ -119,6 +128,7 @@ def features(pir: _ir.PolicyIR) -> Features:
         budgets=tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
         min_capacities=tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),
         max_capacities=tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
+        clocked=any(r in CLOCKED_EVICTIONS for r in rules),
         adapts_capacity=any(isinstance(a, _ir.SetAction) and a.key == "cache.capacity"
                             for r in pir.adapt for a in r.actions),
         prefetch_off="none" in reachable(pir, "prefetch.strategy"),

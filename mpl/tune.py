@@ -1,20 +1,32 @@
 """The autotuner: search policies for a trace and a slot budget, in parallel; write the winner
 as a checked, formatted ``.moe`` file.
 
-The search is staged (each stage keeps the best few candidates of the previous one):
+Two searches (``search=``, ``mplc tune --search``):
 
-1. cache structure x eviction rule: one shared cache of ``budget`` slots, or per-layer caches
-   splitting the same total budget (allocation uniform / entropy / frequency), crossed with
-   every live eviction rule of the schema;
-2. prefetching: every prefetch strategy of the schema (lookahead only when the trace carries
-   predictions) with a few budgets, on the best structures of stage 1;
-3. schedule: every schedule mode of the schema, on the best of stage 2.
+* ``"halving"`` (the default; :mod:`mpl.tune_search`): successive halving on prefixes of the
+  trace over cache structure (shared, per-layer with each allocation), every live eviction
+  rule of the schema (the serving engines' rules included, with a second CRF half-life),
+  static pins chosen from the trace (the experts it uses most, as KTransformers places hot
+  experts), every prefetch strategy with several budgets, and every schedule mode; the
+  candidates that survive are replayed on the whole trace. Plain LRU (shared and per-layer)
+  and the engines' rules in the structure each engine uses are always replayed on the whole
+  trace; the winner is the best by the objective among the candidates at least as fast and
+  with at least as many hits as every one of them, when there is such a candidate (else the
+  objective's best), so it is never slower than LRU at the same budget nor behind an
+  engine's rule on the tuner's own trace.
+* ``"grid"``: the staged grid of earlier versions (54 candidates: structure x the eight
+  original eviction rules, then prefetch on the best three, then schedule on the best two),
+  every candidate on the whole trace; kept for comparison (``benchmarks/bench_policies.py
+  --tune`` times both in one run).
 
 Every candidate is a .moe text built with :mod:`mpl.dsl` and checked by the checker; all
-candidates of a stage are replayed at once on a process pool (``jobs``). The score is the
+candidates of a round are replayed at once on a process pool (``jobs``). The score is the
 replay's simulated tokens/s (``objective="tokens_per_s"``, the default: what a user runs
 for) or its hit rate (``objective="hit_rate"``); the other metric breaks ties. Hit rate
-alone favours aggressive prefetching, whose extra transfers can make a policy slower.
+alone favours aggressive prefetching, whose extra transfers can make a policy slower, so with
+``hit_rate`` the winner is the most hits among the candidates at least as fast as plain LRU.
+Every row carries the Belady optimum of its cache structure on the part of the trace it was
+replayed on, and its gap to it.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import os
 import shlex
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mpl import schema
@@ -52,14 +64,30 @@ class Candidate:
     stage: int = 1
     hit_rate: float | None = None
     tokens_per_s: float | None = None
-    belady: float | None = None
+    belady: float | None = None             # optimum of its structure on what it replayed
     stall_ms_per_step: float | None = None
     error: str | None = None
     text: str = ""
+    dispatches: int = 0                     # dispatches it was replayed on (0: unknown)
+    fraction: float = 1.0                   # ... as a share of the trace
+    role: str = ""                          # "lru" / "anchor": replayed whatever the search
+    prefetch_loads: int | None = None
+
+    @property
+    def gap(self) -> float | None:
+        """Belady's hit rate minus the candidate's (negative: prefetching beat the optimum)."""
+        if self.belady is None or self.hit_rate is None:
+            return None
+        return self.belady - self.hit_rate
 
     def describe(self) -> str:
         c = self.blocks.get("cache", {})
-        parts = [f"eviction={c.get('eviction')}"]
+        ev = f"eviction={c.get('eviction')}"
+        if "crf_half_life" in c:
+            ev += f"/{c['crf_half_life']}"
+        parts = [ev]
+        if c.get("pin"):
+            parts.append(f"pin={len(c['pin'])}")
         pl = self.blocks.get("per_layer")
         if pl:
             parts.insert(0, f"per_layer({pl.get('allocation')}) {c.get('capacity')}/layer")
@@ -67,18 +95,21 @@ class Candidate:
             parts.insert(0, f"shared {c.get('capacity')}")
         pf = self.blocks.get("prefetch")
         if pf:
-            parts.append(f"prefetch={pf.get('strategy')}/{pf.get('budget')}")
+            extra = f"/p{pf['confidence']}" if "confidence" in pf else ""
+            parts.append(f"prefetch={pf.get('strategy')}/{pf.get('budget')}{extra}")
         sc = self.blocks.get("schedule")
         if sc:
             parts.append(f"schedule={sc.get('mode')}")
         return " ".join(parts)
 
-    def score(self, objective: str) -> tuple[float, float]:
-        """(objective, the other metric as a tie-breaker); errors rank last."""
+    def score(self, objective: str) -> tuple:
+        """(objective, the other metric, fewer blocks): the other metric breaks ties, then the
+        simpler policy; errors rank last."""
         if self.error:
-            return (float("-inf"), float("-inf"))
+            return (float("-inf"), float("-inf"), 0)
         hr, ts = self.hit_rate or 0.0, self.tokens_per_s or 0.0
-        return (hr, ts) if objective_name(objective) == "hit_rate" else (ts, hr)
+        simple = -sum(len(v) for v in self.blocks.values())
+        return (hr, ts, simple) if objective_name(objective) == "hit_rate" else (ts, hr, simple)
 
 
 @dataclass
@@ -92,16 +123,34 @@ class TuneResult:
     belady: float | None = None             # optimum of the winner's structure
     expert_bytes: int = 0                   # the expert size replays used (see below)
     expert_bytes_source: str = ""           # mpl.sim.tracemodel.expert_size_source
+    search: str = "halving"
+    lru: Candidate | None = None            # the faster plain LRU at this budget (whole trace)
+    # the objective's own winner when another was recommended: it was slower than that LRU
+    # (hit_rate objective), or it did not match every reference row on both metrics while
+    # another candidate did
+    set_aside: Candidate | None = None
+    # whether the winner is at least as fast, with at least as many hits, as every reference
+    # row (None: the search had none, as the grid)
+    dominates: bool | None = None
+    predictors: list = field(default_factory=list)   # mpl.tune_predict.Score per strategy
+    replayed: float = 0.0                   # whole-trace replays the search cost, in total
 
     def to_dict(self) -> dict:
-        def c(x: Candidate):
+        def c(x: Candidate | None):
+            if x is None:
+                return None
             return {"name": x.name, "description": x.describe(), "stage": x.stage,
                     "hit_rate": x.hit_rate, "tokens_per_s": x.tokens_per_s,
-                    "stall_ms_per_step": x.stall_ms_per_step, "error": x.error}
+                    "stall_ms_per_step": x.stall_ms_per_step, "error": x.error,
+                    "belady": x.belady, "gap": x.gap, "fraction": x.fraction,
+                    "dispatches": x.dispatches, "role": x.role}
         return {"objective": self.objective, "budget_slots": self.budget,
-                "evaluated": self.evaluated, "best": c(self.best),
+                "evaluated": self.evaluated, "search": self.search, "best": c(self.best),
                 "belady": self.belady, "expert_bytes": self.expert_bytes,
-                "expert_bytes_source": self.expert_bytes_source,
+                "expert_bytes_source": self.expert_bytes_source, "lru": c(self.lru),
+                "set_aside": c(self.set_aside), "replayed_traces": self.replayed,
+                "dominates_references": self.dominates,
+                "predictors": [p.to_dict() for p in self.predictors],
                 "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
 
 
@@ -155,10 +204,16 @@ def _structures(budget: int, layers: int, top_k: int) -> list[dict]:
     return out
 
 
+#: the grid search's eviction rules and prefetch strategies: the schema's as they were when
+#: the grid was the tuner (``search="grid"`` is kept as that reference)
+GRID_EVICTIONS = ("lru", "lfu", "score", "frequency_threshold", "fallback", "arc", "s3fifo", "lfru")
+GRID_STRATEGIES = ("history", "affinity", "lookahead")
+
+
 def _stage1(budget, layers, top_k) -> list[dict]:
     out = []
     for st in _structures(budget, layers, top_k):
-        for ev in _enum("cache.eviction"):
+        for ev in GRID_EVICTIONS:
             blocks = {k: dict(v) for k, v in st.items()}
             blocks["cache"]["eviction"] = ev
             out.append(blocks)
@@ -173,8 +228,8 @@ def _stage2(bases: list[dict], predictions: bool) -> list[dict]:
     out = []
     for base in bases:
         cap = _per_cache_capacity(base)
-        for strat in _enum("prefetch.strategy"):
-            if strat == "none" or (strat == "lookahead" and not predictions):
+        for strat in GRID_STRATEGIES:
+            if strat == "lookahead" and not predictions:
                 continue
             for b in sorted({1, 2, 4}):
                 if b > cap:
@@ -220,45 +275,185 @@ def render(name: str, blocks: dict, comment: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------ evaluation
+def prefix(trace: Trace, n: int | None) -> Trace:
+    """The first ``n`` dispatches of ``trace``, cut at the end of a step (None or the whole
+    length: the trace itself)."""
+    d = trace.dispatches
+    if n is None or n >= len(d):
+        return trace
+    out = []
+    last = None
+    for i, x in enumerate(d):
+        if i >= n and x.step != last:
+            break
+        out.append(x)
+        last = x.step
+    return Trace(trace.header, out)
+
+
+def structure_of(pol, trace: Trace):
+    """The cache structure a replay's Belady optimum is for: ``("shared", slots)`` or
+    ``("per_layer", capacities)`` (the runtime's initial split)."""
+    from mpl.sim.sweep import _initial_caps, _shared_slots
+
+    if pol.ir.per_layer:
+        return ("per_layer", tuple(_initial_caps(pol, trace)))
+    return ("shared", _shared_slots(pol, trace))
+
+
+def belady_of(structure, trace: Trace) -> float:
+    from mpl.sim.belady import belady
+
+    h = trace.header
+    kind, caps = structure
+    if kind == "shared":
+        return belady(trace.dispatches, h.num_experts, capacity=int(caps),
+                      num_layers=h.num_moe_layers).hit_rate
+    return belady(trace.dispatches, h.num_experts, capacities=list(caps)).hit_rate
+
+
 def _evaluate(args) -> tuple:
-    text, name, trace, hardware = args
+    """Replay one candidate: (hit rate, tok/s, stall ms per step, error, Belady of its
+    structure on the same dispatches, prefetch loads)."""
+    text, name, trace, hardware, memo = args
     from mpl.api import load_for_replay as load_policy
     from mpl.sim.replay import replay
 
     try:
         pol = load_policy(text, name=name)
         r = replay(pol, trace, hardware=hardware, belady=False)
+        key = (structure_of(pol, trace), len(trace))
+        b = memo.get(key) if memo is not None else None
+        if b is None:
+            b = belady_of(key[0], trace)
+            if memo is not None:
+                memo[key] = b
     except Exception as e:
-        return (None, None, None, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return (None, None, None, str(e).splitlines()[0] if str(e) else type(e).__name__,
+                None, None)
     steps = max(r.sim["steps"], 1)
-    return (r.stats["hit_rate"], r.sim["tokens_per_s"], r.sim["stall_ms"] / steps, None)
+    return (r.stats["hit_rate"], r.sim["tokens_per_s"], r.sim["stall_ms"] / steps, None, b,
+            r.stats["prefetch_loads"])
 
 
 _POOL_TRACE: Trace | None = None
+_POOL_PREFIXES: dict = {}
+_POOL_BELADY: dict = {}
 
 
 def _init_worker(trace):
     global _POOL_TRACE
     _POOL_TRACE = trace
+    _POOL_PREFIXES.clear()
+    _POOL_BELADY.clear()
     from mpl.runtime import fast
     fast.hold(trace)        # the worker's trace never changes: pack it once
 
 
+def _prefix_held(trace, n, cache: dict):
+    """``prefix(trace, n)``, made once per process and held (packed once) from then on."""
+    if n is None or n >= len(trace):
+        return trace
+    t = cache.get(n)
+    if t is None:
+        from mpl.runtime import fast
+        t = cache[n] = prefix(trace, n)
+        fast.hold(t)
+    return t
+
+
 def _evaluate_in_worker(args):
-    text, name, hardware = args
-    return _evaluate((text, name, _POOL_TRACE, hardware))
+    text, name, hardware, n = args
+    tr = _prefix_held(_POOL_TRACE, n, _POOL_PREFIXES)
+    return _evaluate((text, name, tr, hardware, _POOL_BELADY))
+
+
+class Runner:
+    """Replays candidates on the whole trace or a prefix, in parallel when ``jobs > 1``; the
+    candidates evaluated so far are in ``all``; ``replayed`` sums the dispatches replayed, as
+    a number of whole traces."""
+
+    def __init__(self, trace: Trace, hardware, objective: str, jobs: int, progress=None):
+        self.trace = trace
+        self.hardware = hardware
+        self.objective = objective
+        self.progress = progress
+        self.all: list[Candidate] = []
+        self.replayed = 0.0
+        self._n = 0
+        self._prefixes: dict = {}
+        self._belady: dict = {}
+        self._seen: dict = {}          # (text without the name, dispatches) -> Candidate
+        self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
+                                        initargs=(trace,)) if jobs > 1 else None
+
+    @staticmethod
+    def key(blocks: dict) -> str:
+        """What identifies a candidate: its canonical text (the name aside)."""
+        return render("c", blocks)
+
+    def close(self) -> None:
+        from mpl.runtime import fast
+        for t in self._prefixes.values():
+            fast.release(t)
+        self._prefixes.clear()
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def run(self, stage: int, blocks_list: list[dict], n: int | None = None,
+            role: str = "") -> list[Candidate]:
+        """Replay ``blocks_list`` on the first ``n`` dispatches (None: all); -> the
+        candidates, best first (a candidate already replayed on the same dispatches is not
+        replayed again: the earlier one is returned)."""
+        total = len(self.trace)
+        tr = _prefix_held(self.trace, n, self._prefixes)
+        size = len(tr)
+        cands, fresh = [], []
+        for blocks in blocks_list:
+            body = render("c", blocks)
+            old = self._seen.get((body, size))
+            if old is not None:
+                if role and not old.role:
+                    old.role = role
+                if old not in cands:
+                    cands.append(old)
+                continue
+            self._n += 1
+            c = Candidate(f"c{self._n}", blocks, stage, role=role)
+            c.text = render(c.name, c.blocks)
+            c.dispatches, c.fraction = size, size / total if total else 1.0
+            self._seen[(body, size)] = c
+            cands.append(c)
+            fresh.append(c)
+        work = [(c.text, c.name, self.hardware, n if size < total else None) for c in fresh]
+        if self.pool is not None:
+            results = self.pool.map(_evaluate_in_worker, work)
+        else:
+            results = (_evaluate((t, nm, tr, hw_, self._belady)) for t, nm, hw_, _n in work)
+        for i, (c, res) in enumerate(zip(fresh, results)):
+            (c.hit_rate, c.tokens_per_s, c.stall_ms_per_step, c.error, c.belady,
+             c.prefetch_loads) = res
+            if self.progress:
+                self.progress(stage, i + 1, len(fresh))
+        self.replayed += len(fresh) * size / max(total, 1)
+        self.all.extend(fresh)
+        return sorted(cands, key=lambda c: c.score(self.objective), reverse=True)
 
 
 def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEFAULT_OBJECTIVE,
          jobs: int | None = None, keep: int = 3, name: str = "tuned",
-         progress: Callable[[int, int, int], None] | None = None, model=None) -> TuneResult:
+         progress: Callable[[int, int, int], None] | None = None, model=None,
+         search: str = "halving") -> TuneResult:
     """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc.
     ``objective``: ``"tokens_per_s"`` (default) or ``"hit_rate"``. ``model``: the trace's
     model (preset name, config.json path or ModelShape) when its header names no preset: it
-    gives the expert size (size budgets, transfer times) and the shape (the cost model)."""
+    gives the expert size (size budgets, transfer times) and the shape (the cost model).
+    ``search``: ``"halving"`` (default) or ``"grid"``."""
     from mpl.sim.tracemodel import trace_expert_size, with_model
 
     objective = objective_name(objective)
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, not {search!r}")
     why = policy_name_problem(name)
     if why is not None:                   # before the search, not after it
         raise ValueError(f"name: {why}")
@@ -270,53 +465,74 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     L = h.num_moe_layers
     predictions = any(d.predictions for d in trace.dispatches)
     jobs = jobs or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(trace,)) \
-        if jobs > 1 else None
-    all_c: list[Candidate] = []
-    counter = [0]
-
-    def run(stage: int, blocks_list: list[dict]) -> list[Candidate]:
-        cands = []
-        for blocks in blocks_list:
-            counter[0] += 1
-            cands.append(Candidate(f"c{counter[0]}", blocks, stage))
-        work = []
-        for c in cands:
-            c.text = render(c.name, c.blocks)
-            work.append((c.text, c.name, hardware))
-        if pool is not None:
-            results = pool.map(_evaluate_in_worker, work)
-        else:
-            results = (_evaluate((t, n, trace, hw_)) for t, n, hw_ in work)
-        for i, (c, res) in enumerate(zip(cands, results)):
-            c.hit_rate, c.tokens_per_s, c.stall_ms_per_step, c.error = res
-            if progress:
-                progress(stage, i + 1, len(cands))
-        all_c.extend(cands)
-        return sorted(cands, key=lambda c: c.score(objective), reverse=True)
 
     from mpl.runtime import fast
     fast.hold(trace)              # every candidate replays this trace: pack it once
+    runner = Runner(trace, hardware, objective, jobs, progress)
+    scores = []
     try:
-        s1 = run(1, _stage1(slots, L, h.top_k))
-        top1 = [c for c in s1 if not c.error][:keep]
-        s2 = run(2, _stage2([c.blocks for c in top1], predictions)) if top1 else []
-        best2 = sorted(top1 + [c for c in s2 if not c.error], key=lambda c: c.score(objective),
-                       reverse=True)[: max(1, keep - 1)]
-        run(3, _stage3([c.blocks for c in best2])) if best2 else []
+        if search == "grid":
+            run = runner.run
+            s1 = run(1, _stage1(slots, L, h.top_k))
+            top1 = [c for c in s1 if not c.error][:keep]
+            s2 = run(2, _stage2([c.blocks for c in top1], predictions)) if top1 else []
+            best2 = sorted(top1 + [c for c in s2 if not c.error], key=lambda c: c.score(objective),
+                           reverse=True)[: max(1, keep - 1)]
+            run(3, _stage3([c.blocks for c in best2])) if best2 else []
+        else:
+            from mpl.tune_search import halving
+            halving(runner, trace, _structures(slots, L, h.top_k), predictions=predictions,
+                    keep=keep)
+            from mpl import tune_predict
+            scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
+                                               budgets=(1, 2, 4))
     finally:
+        runner.close()
         fast.release(trace)
-        if pool is not None:
-            pool.shutdown()
-    board = sorted(all_c, key=lambda c: c.score(objective), reverse=True)
-    ok = [c for c in board if not c.error]
-    if not ok:
-        first = board[0].error if board else "no candidates"
-        raise ValueError(f"no candidate policy could be replayed (first error: {first})")
-    best = ok[0]
+    result = _result(runner, objective, slots, search)
+    result.predictors = scores
     eb, source = trace_expert_size(h)
-    return TuneResult(best, board, objective, slots, len(all_c), expert_bytes=eb,
-                      expert_bytes_source=source)
+    result.expert_bytes, result.expert_bytes_source = eb, source
+    return result
+
+
+SEARCHES = ("halving", "grid")
+#: the predictors' accuracy in the report is measured on this many dispatches (at most)
+PREDICTOR_DISPATCHES = 4000
+
+
+def _result(runner: Runner, objective: str, slots: int, search: str) -> TuneResult:
+    """The leaderboard (candidates replayed on the whole trace first, best first, then the
+    ones the search left on a prefix, by how much of the trace they saw) and the winner."""
+    board = sorted(runner.all, key=lambda c: (c.fraction >= 1.0, c.fraction) +
+                   c.score(objective), reverse=True)
+    ok = [c for c in board if not c.error and c.fraction >= 1.0]
+    if not ok:
+        first = next((c.error for c in board if c.error), "no candidates")
+        raise ValueError(f"no candidate policy could be replayed (first error: {first})")
+    lrus = [c for c in ok if c.role == "lru"]
+    lru = max(lrus, key=lambda c: (c.tokens_per_s, c.hit_rate)) if lrus else None
+    refs = [c for c in ok if c.role]
+    best = ok[0]
+    set_aside = None
+    dominates = None
+    if refs:
+        # prefer a policy at least as fast and with at least as many hits as every reference
+        # row (plain LRU, the engines' rules): the best such by the objective, if any
+        need_t = max(c.tokens_per_s for c in refs)
+        need_h = max(c.hit_rate for c in refs)
+        both = [c for c in ok if c.tokens_per_s >= need_t and c.hit_rate >= need_h]
+        dominates = bool(both)
+        if both and both[0] is not best:
+            set_aside, best = best, both[0]
+    if lru is not None and best.tokens_per_s < lru.tokens_per_s:
+        # hit_rate objective: never recommend a policy slower than plain LRU at this budget
+        fast_enough = [c for c in ok if c.tokens_per_s >= lru.tokens_per_s]
+        set_aside, best = best, fast_enough[0]
+    res = TuneResult(best, board, objective, slots, len(runner.all), search=search, lru=lru,
+                     set_aside=set_aside, replayed=runner.replayed, dominates=dominates)
+    res.belady = best.belady
+    return res
 
 
 def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "tuned") -> str:

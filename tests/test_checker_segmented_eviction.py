@@ -21,8 +21,9 @@ SINGLE = {"lru", "lfu", "score", "frequency_threshold"}   # the rules a segment 
 
 
 def test_the_schema_has_the_rules_this_test_is_about():
-    assert len(RULES) == 9 and SINGLE < set(RULES)
-    assert {"fallback", "arc", "s3fifo", "lfru", "belady"} < set(RULES)
+    assert len(RULES) == 13 and SINGLE < set(RULES)
+    assert {"fallback", "arc", "s3fifo", "lfru", "crf", "classlru", "vllm_lfru",
+            "farthest_layer", "belady"} < set(RULES)
 
 
 def test_schema_segment_rules_are_the_runtime_single_queue_stores():

@@ -294,3 +294,40 @@ def test_adapt_rules_fire_as_documented_when_routing_is_unpredictable(name, expe
 def test_fixed_policies_never_adapt():
     rt = uniform_run(mpl.load(stdlib_file("lfu_history")))
     assert rt.stats()["adapt_log"] == []
+
+
+# ---------------------------------------------------------------- the engines' rules
+def test_crf_per_layer_keeps_a_keys_count_across_its_eviction():
+    policy = mpl.load(stdlib_file("crf_per_layer"))
+    assert policy.ir["cache.eviction"] == "crf" and policy.ir["cache.crf_half_life"] == 128
+    rt, plans = run(policy, steps=30, **DEEPSEEK)
+    evicted = {key for p in plans for key, _ in p.evicted}
+    assert evicted
+    table = rt.caches[0].store.table
+    assert any(k in table.crf for k in evicted if k[0] == 0)
+
+
+def test_layer_aware_beats_lru_on_a_shared_cache_smaller_than_a_step():
+    """DeepSeek's shape: 27 layers x top-6 = 162 keys a step against 64 slots."""
+    aware, _ = run(mpl.load(stdlib_file("layer_aware")), steps=30, **DEEPSEEK)
+    lru, _ = run(mpl.loads("policy p { cache { capacity = 64 } }"), steps=30, **DEEPSEEK)
+    assert aware.stats()["hit_rate"] > lru.stats()["hit_rate"] + 0.02
+
+
+def test_classlru_shared_streams_rather_than_evict_this_steps_keys():
+    rt, _ = run(mpl.load(stdlib_file("classlru_shared")), steps=20, **DEEPSEEK)
+    assert rt.stats()["streamed"] > 0
+
+
+def test_learned_prefetch_prefetches_a_predictable_pattern():
+    policy = mpl.load(stdlib_file("learned_prefetch"))
+    rt = policy.runtime(**SMALL)
+    # each layer cycles through 6 sets of 4 experts (24 > its 8 slots), each fixed by the
+    # previous layer's set in the same step
+    for step in range(80):
+        for layer in range(SMALL["num_layers"]):
+            base = 3 * layer + 4 * (step % 6)
+            rt.dispatch(layer, [(base + i) % 32 for i in range(4)])
+    stats = rt.stats()
+    assert stats["prefetch_loads"] > 0 and stats["prefetch_accuracy"] > 0.5
+

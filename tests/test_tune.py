@@ -27,9 +27,9 @@ def test_every_candidate_checks_clean(budget, layers):
         text = T.render("c", blocks)
         an = analyze(text)
         assert not an.errors, (text, [d.message for d in an.errors])
-    # every live eviction rule and every prefetch strategy is searched
+    # the grid: the eight rules and three prefetch strategies it always had
     evs = {b["cache"]["eviction"] for b in s1}
-    assert {"lru", "lfu", "arc", "s3fifo", "lfru", "score"} <= evs and "belady" not in evs
+    assert evs == set(T.GRID_EVICTIONS) and "belady" not in evs
     assert {b["prefetch"]["strategy"] for b in s2} == {"history", "affinity", "lookahead"}
 
 
@@ -38,14 +38,23 @@ def test_lookahead_only_with_predictions():
     assert all(b["prefetch"]["strategy"] != "lookahead" for b in T._stage2(s1, predictions=False))
 
 
-def test_tune_in_process_prefers_per_layer_on_a_many_layer_trace():
+@pytest.mark.parametrize("search", ["halving", "grid"])
+def test_tune_in_process_prefers_per_layer_on_a_many_layer_trace(search):
+    # 96 slots: less than one step's accesses (16 layers x top-8) in a shared cache, and
+    # 6 per layer (below top-8: 128 would make every rule keep exactly the last dispatch)
     tr = synthesize("olmoe-1b-7b", steps=25, seed=4)
-    res = T.tune(tr, 128, jobs=1, objective="hit_rate")
+    res = T.tune(tr, 96, jobs=1, objective="hit_rate", search=search)
     assert res.evaluated == len(res.leaderboard) > 30
-    scores = [c.score("hit_rate") for c in res.leaderboard]
+    assert res.search == search
+    # the rows replayed on the whole trace first, best first; then the rest by trace share
+    whole = [c for c in res.leaderboard if c.fraction >= 1.0]
+    assert res.leaderboard[:len(whole)] == whole
+    scores = [c.score("hit_rate") for c in whole]
     assert scores == sorted(scores, reverse=True)
+    shares = [c.fraction for c in res.leaderboard]
+    assert shares == sorted(shares, reverse=True)
     assert "per_layer" in res.best.blocks
-    text = T.winner_text(res, "test trace", "mplc tune --trace x --budget 128")
+    text = T.winner_text(res, "test trace", "mplc tune --trace x --budget 96")
     assert text.startswith("# Tuned by mplc tune") and "per_layer" in text
     assert not analyze(text).errors
 

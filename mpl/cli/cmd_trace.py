@@ -81,6 +81,13 @@ def add_arguments(parser) -> None:
                         "tiny-mixtral) or a local model folder / config.json")
     p.add_argument("--prompt", default="The quick brown fox", help="prompt text")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate")
+    p.add_argument("--policy", metavar="POLICY.moe",
+                   help="attach this policy while recording (hf engine): the trace is its run, "
+                        "and its pre-gating predictions are recorded at its lookahead distance")
+    p.add_argument("--lookahead", type=int, metavar="N",
+                   help="record pre-gating predictions (the next layers' routers applied to the "
+                        "current hidden state) N layers ahead; 0: none (default: the policy's "
+                        "distance when it pre-gates, else 1)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output trace file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     add_engine_arguments(p)
@@ -203,6 +210,10 @@ def run(args) -> int:
             return 0
         if cmd == "record":
             if args.engine == "vllm":
+                if args.policy or args.lookahead is not None:
+                    print("mplc trace record: --policy and --lookahead need the hf engine "
+                          "(the vLLM capture records the routing only)", file=sys.stderr)
+                    return 2
                 from mpl.vllm.launch import record
                 return record(args)
             if args.dtype is not None:

@@ -1,8 +1,10 @@
 """``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME] [--model PRESET|config.json]
-[--objective tokens_per_s|hit_rate] [-o best.moe [--force]] [--jobs N] [--json]``: search
-policies for a trace and write the winner. The default objective is the simulated tokens/s
-on the hardware profile (``tok_s`` is accepted for ``tokens_per_s``); the leaderboard shows
-both hit rate and tok/s. ``-o`` does not replace an existing file without ``--force``."""
+[--objective tokens_per_s|hit_rate] [--search halving|grid] [-o best.moe [--force]]
+[--jobs N] [--json]``: search policies for a trace and write the winner. The default
+objective is the simulated tokens/s on the hardware profile (``tok_s`` is accepted for
+``tokens_per_s``); the leaderboard shows hit rate, the Belady optimum of each row's cache
+structure and the gap to it, tok/s, and how much of the trace the row was replayed on.
+``-o`` does not replace an existing file without ``--force``."""
 
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--name", default="tuned", help="name of the written policy")
     parser.add_argument("--jobs", "-j", type=int, default=0,
                         help="parallel processes (default: every core)")
+    parser.add_argument("--search", choices=("halving", "grid"), default="halving",
+                        help="halving (default): successive halving on prefixes of the trace "
+                             "over every rule, pins, prefetch and schedule; grid: the earlier "
+                             "54-candidate staged grid")
     parser.add_argument("--top", type=int, default=10, help="leaderboard rows to print")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -42,7 +48,6 @@ def run(args) -> int:
     from mpl.sim import TraceFormatError
     from mpl.timemodel.hardware import HardwareError
     from mpl.sim.replay import Progress
-    from mpl.sim.belady import belady
     from mpl import tune as T
     from mpl.cli.cmd_replay import model_of
     from mpl.sim.tracemodel import TraceModelError, describe_expert_size, with_model
@@ -82,21 +87,13 @@ def run(args) -> int:
             bar.update(i)
 
         result = T.tune(trace, args.budget, hardware=args.hardware, objective=args.objective,
-                        jobs=args.jobs or None, name=args.name, progress=progress)
+                        jobs=args.jobs or None, name=args.name, progress=progress,
+                        search=args.search)
         bar.close()
     except (TraceFormatError, HardwareError, TraceModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     b = result.best
-    E = trace.header.num_experts
-    if b.blocks.get("per_layer"):
-        from mpl.api import load_for_replay as load_policy
-        from mpl.sim.sweep import _initial_caps
-        caps = _initial_caps(load_policy(b.text, name=b.name), trace)
-        result.belady = belady(trace.dispatches, E, capacities=caps).hit_rate
-    else:
-        result.belady = belady(trace.dispatches, E, capacity=int(b.blocks["cache"]["capacity"]),
-                               num_layers=trace.header.num_moe_layers).hit_rate
     desc = f"{trace.header.model} trace {os.path.basename(args.trace)} ({len(trace)} dispatches)"
     text = T.winner_text(result, desc, T.command_line(), name=args.name)
     if args.output:
@@ -114,16 +111,39 @@ def run(args) -> int:
         return 0
     from mpl.timemodel.hardware import DEFAULT as hw_default
     print(f"tuned for {desc}, budget {result.budget} slots, objective {result.objective} "
-          f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates")
+          f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates, "
+          f"{result.search} search ({result.replayed:.1f} whole-trace replays)")
     print(f"expert size {describe_expert_size(result.expert_bytes, result.expert_bytes_source)}")
-    print(f"{'#':>3}  {'hit rate':>8}  {'tok/s':>8}  policy")
+    print(f"{'#':>3}  {'hit rate':>8}  {'Belady':>7}  {'gap pp':>6}  {'tok/s':>8}  {'trace':>5}  policy")
     for i, c in enumerate(result.leaderboard[: args.top], 1):
+        note = f"  [{c.role}]" if c.role else ""
         if c.error:
-            print(f"{i:>3}  {'-':>8}  {'-':>8}  {c.describe()}  (error: {c.error})")
+            print(f"{i:>3}  {'-':>8}  {'-':>7}  {'-':>6}  {'-':>8}  {c.fraction:5.0%}  {c.describe()}  "
+                  f"(error: {c.error})")
         else:
-            print(f"{i:>3}  {c.hit_rate:8.2%}  {c.tokens_per_s:8.2f}  {c.describe()}")
+            bel = f"{c.belady:7.2%}" if c.belady is not None else f"{'-':>7}"
+            gap = f"{c.gap * 100:+6.2f}" if c.gap is not None else f"{'-':>6}"
+            print(f"{i:>3}  {c.hit_rate:8.2%}  {bel}  {gap}  {c.tokens_per_s:8.2f}  "
+                  f"{c.fraction:5.0%}  {c.describe()}{note}")
     print(f"Belady (demand-only) optimum for the winner's cache structure: {result.belady:.2%}"
           + ("; prefetching can exceed it" if b.blocks.get("prefetch") else ""))
+    if result.lru is not None:
+        print(f"plain LRU at this budget: {result.lru.hit_rate:.2%}, {result.lru.tokens_per_s:.2f} "
+              f"tok/s ({result.lru.describe()}); the winner: "
+              f"{result.best.tokens_per_s / result.lru.tokens_per_s:.2f}x its tok/s")
+    if result.dominates is not None:
+        print("the winner is at least as fast and hits at least as often as every reference row"
+              if result.dominates else
+              "no candidate is both at least as fast and hitting at least as often as every "
+              "reference row: the winner is the objective's best")
+    if result.set_aside is not None:
+        print(f"set aside for the winner: {result.set_aside.describe()} "
+              f"{result.set_aside.hit_rate:.2%}, {result.set_aside.tokens_per_s:.2f} tok/s")
+    if result.predictors:
+        from mpl.tune_predict import format_scores
+        print("next-layer prediction on this trace (accuracy and coverage per prefetch budget):")
+        for line in format_scores(result.predictors).splitlines():
+            print("  " + line)
     if args.output:
         print(f"wrote {args.output}")
     else:

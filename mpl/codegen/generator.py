@@ -364,6 +364,8 @@ def _emit_locals(w: _W, f: Features, b: _Body) -> None:
     else:
         w(0, "where = [0] * n")
         w(0, "hit = [False] * n")
+    if f.clocked:   # crf, classlru, farthest_layer read the step and the layer the pass is at
+        w(0, f"cache.store.begin({'cur_step' if b.local_step else 'self.step'}, layer)")
     _emit_needed(w, (not b.counts_only, "loads = []"), (not b.lean, "evicted = []"),
                  (True, "inuse = None"), (b.need_w, "wdef = self.w_default"),
                  (f.prefetch, "pf = self._pf"), (f.ttl, "ttl = self._ttl"))
@@ -462,6 +464,7 @@ def _emit_stats(w: _W, f: Features, b: _Body) -> None:
     _emit_needed(w, (f.rebalance, "self.dispatches += 1"),
                  (f.history, "self.history.observe(layer, experts)"),
                  (f.affinity, "self.affinity.observe(layer, self.step, experts)"),
+                 (f.learned, "self.learned.observe(layer, self.step, experts, weights, predictions)"),
                  (f.signal, "self.signal.observe(layer, experts)"))
     if f.prefetch or f.ttl or f.memory or f.rebalance or f.monitor:   # what follows needs inuse
         if f.lru_only and b.single:

@@ -424,11 +424,12 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
             b.cpu = CpuExperts(b.module, b.host)
         pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev, ops)
         look = None
-        if feats.lookahead_strategy:
+        if feats.lookahead_strategy or feats.learned:   # learned reads the pre-gate predictions
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
         cpu_capable = "cpu_fallback" in feats.modes or "hybrid" in feats.modes
-        engine = Engine(runtime, layers, pool, lookahead=look, need_weights=feats.weighted,
-                        cpu_capable=cpu_capable)
+        # score and learned read the router weights (a replay of the recorded trace has them)
+        engine = Engine(runtime, layers, pool, lookahead=look,
+                        need_weights=feats.weighted or feats.learned, cpu_capable=cpu_capable)
         for b in layers:
             b.module.forward = _engine_forward(engine, b)
     except Exception as e:

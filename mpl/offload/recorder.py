@@ -103,7 +103,11 @@ def record(model, inputs, *, lookahead: int | None = None, **generate_kwargs) ->
 
 
 def cli_record(args) -> int:
-    """``mplc trace record --model M --prompt P --max-new-tokens N -o FILE``."""
+    """``mplc trace record --model M --prompt P --max-new-tokens N [--policy P.moe]
+    [--lookahead N] -o FILE``. With ``--policy`` the policy is attached while the model runs
+    (the trace is its run: a replay of it gives the live statistics), and the pre-gating
+    predictions are recorded at the policy's lookahead distance when it pre-gates;
+    ``--lookahead N`` records them N layers ahead (0: none; default 1 without a policy)."""
     from mpl import traceio
 
     from .errors import AttachError
@@ -118,11 +122,23 @@ def cli_record(args) -> int:
     if max_new < 1:
         print("mplc trace record: --max-new-tokens must be >= 1", file=sys.stderr)
         return 2
+    lookahead = getattr(args, "lookahead", None)
+    if lookahead is not None and lookahead < 0:
+        print("mplc trace record: --lookahead must be >= 0 (0: no predictions)", file=sys.stderr)
+        return 2
     try:
         traceio.kind_of(out)          # a bad extension fails before the model runs
     except traceio.TraceFormatError as e:
         print(f"mplc trace record: {e}", file=sys.stderr)
         return 1
+    policy = None
+    if getattr(args, "policy", None):
+        import mpl
+        try:
+            policy = mpl.load(args.policy)
+        except (mpl.PolicyError, OSError, ValueError) as e:
+            print(f"mplc trace record: {args.policy}: {str(e).splitlines()[0]}", file=sys.stderr)
+            return 1
     try:
         model, tok = load_model(args.model)
     except ModelLoadError as e:
@@ -130,11 +146,17 @@ def cli_record(args) -> int:
         return 1
     prompt = getattr(args, "prompt", None) or "The quick brown fox jumps over the lazy dog"
     ids = tok.encode(prompt)
+    handle = None
     try:
-        trace = record(model, ids, max_new_tokens=max_new)
+        if policy is not None:
+            handle = policy.attach(model)
+        trace = record(model, ids, max_new_tokens=max_new, lookahead=lookahead)
     except AttachError as e:
         print(f"mplc trace record: {e}", file=sys.stderr)
         return 1
+    finally:
+        if handle is not None:
+            handle.detach()
     try:
         traceio.save(trace, out)
     except OSError as e:

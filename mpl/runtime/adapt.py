@@ -58,6 +58,13 @@ def _sets_on(part: str, attr: str, convert=int):
     return action
 
 
+def _windows(rt, key, value, inuse, evicted) -> None:
+    """prefetch.history_window: the history's window and the learned predictor's memory."""
+    for part in (rt.history, rt.learned):
+        if part is not None:
+            part.window = int(value)
+
+
 def _memory_budget(rt, key, value, inuse, evicted) -> None:
     rt.mem_budget = float(value) * 1e9
 
@@ -120,6 +127,7 @@ ACTIONS = MappingProxyType({
     "cache.freq_threshold": _store_param,
     "cache.freq_window": _store_param,
     "cache.score_ema_alpha": _store_param,
+    "cache.crf_half_life": _store_param,
     "cache.memory_threshold": _sets("mem_threshold"),
     "cache.memory_headroom": _sets("mem_headroom", float),
     "cache.memory_budget_gb": _memory_budget,
@@ -128,7 +136,8 @@ ACTIONS = MappingProxyType({
     "prefetch.budget": _sets("budget", int),
     "prefetch.lookahead": _sets("lookahead", int),
     "prefetch.affinity_threshold": _sets_on("affinity", "threshold", float),
-    "prefetch.history_window": _sets_on("history", "window"),
+    "prefetch.history_window": _windows,
+    "prefetch.confidence": _sets_on("learned", "confidence", float),
     "schedule.mode": _mode,
     "schedule.offload_threshold_ms": _offload_threshold,
     "schedule.priority_routing": _sets("priority", bool),

@@ -25,7 +25,7 @@ from mpl.runtime.fast import make_guard
 from mpl.runtime.guard import RuntimeBusyError  # noqa: F401  (re-exported)
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
-from mpl.runtime.prefetch import Affinity, History
+from mpl.runtime.prefetch import Affinity, History, Learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
 from mpl.schema import REQUIRED_KEYS
 
@@ -197,6 +197,11 @@ class Runtime:
         self.affinity = (Affinity(L, int(features.get("affinity_depth", self.lookahead)),
                                   float(params["prefetch.affinity_threshold"]))
                          if features.get("affinity") else None)
+        self.learned = (Learned(L, num_experts, int(params["prefetch.context_layers"]),
+                                int(params["prefetch.history_window"]),
+                                float(params["prefetch.confidence"]),
+                                int(features.get("affinity_depth", self.lookahead)))
+                        if features.get("learned") else None)
         self._pf: dict = {}          # prefetched keys not yet accessed
 
         # ---- triggers
@@ -425,6 +430,8 @@ class Runtime:
             t = (layer + d) % L
             if strategy == "affinity":
                 cand = self.affinity.predict(layer, experts, d)
+            elif strategy == "learned":
+                cand = self.learned.predict(layer, self.step, d)
             elif strategy == "lookahead" and predictions and t in predictions:
                 cand = list(predictions[t])
             else:                      # history, and lookahead's fallback

@@ -1,11 +1,12 @@
 """The eviction rules by name: the one registry the runtime builds its stores from.
 
-The rules live in three modules that import nothing of each other but the protocol:
+The rules live in four modules that import nothing of each other but the protocol:
 :mod:`mpl.runtime.eviction_basic` (the ``Store`` protocol and the single-queue rules lru, lfu,
-score, frequency_threshold), :mod:`mpl.runtime.eviction_published` (arc, s3fifo, lfru) and
-:mod:`mpl.runtime.eviction_segmented` (a segmented pair ``a | b`` of single-queue rules).
-This module imports all three and is imported by none of them, so the eviction modules form
-no cycle. ``make_store(rule, capacity, params)`` is what the runtime (and an adapt action that
+score, frequency_threshold), :mod:`mpl.runtime.eviction_published` (arc, s3fifo, lfru),
+:mod:`mpl.runtime.eviction_moe` (the serving engines' rules crf, classlru, vllm_lfru and the
+layer-aware farthest_layer) and :mod:`mpl.runtime.eviction_segmented` (a segmented pair
+``a | b`` of single-queue rules). This module imports all four and is imported by none of
+them, so the eviction modules form no cycle. ``make_store(rule, capacity, params)`` is what the runtime (and an adapt action that
 switches the rule) calls.
 """
 
@@ -14,13 +15,14 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from mpl.runtime.eviction_basic import BASIC, Store
+from mpl.runtime.eviction_moe import MOE
 from mpl.runtime.eviction_published import PUBLISHED
 from mpl.runtime.eviction_segmented import SEGMENT_RULES, Segmented, segment_side_error
 
 __all__ = ["RULES", "SEGMENT_RULES", "Store", "make_store", "segment_side_error"]
 
 #: eviction rule name (as the IR spells it) -> its store class; ``"a|b"`` is a segmented pair
-RULES = MappingProxyType({**BASIC, **PUBLISHED})
+RULES = MappingProxyType({**BASIC, **PUBLISHED, **MOE})
 
 
 def make_store(rule: str, capacity: int, params):

@@ -19,7 +19,9 @@ Every store implements the same small protocol, used by :class:`mpl.runtime.cach
 * ``dump(key)`` / ``load(data, key, capacity)`` — the store's whole state as plain data
   (lists, numbers, keys mapped through ``key``) and back, exactly: the compiled core takes a
   store's state from ``dump`` and gives it back through ``load`` (mpl.runtime.fast), so each
-  store alone knows its internals. ``load`` is called on a fresh store of the same rule.
+  store alone knows its internals. ``load`` is called on a fresh store of the same rule;
+* ``begin(step, layer)`` — a dispatch starts (only stores with ``clocked`` set use it: the
+  MoE-aware rules of :mod:`mpl.runtime.eviction_moe`).
 
 Pinned keys never enter a store, so a store never proposes them. The basic rules (lru, lfu,
 score) select victims in O(1) / O(log n) amortised: an ``OrderedDict`` for LRU and binary
@@ -41,6 +43,12 @@ class Store:
     name = "?"
     needs_miss = False
     filters = False
+    clocked = False      # begin(step, layer) before each dispatch's accesses (see below)
+
+    def begin(self, step: int, layer: int) -> None:
+        """A dispatch of ``layer`` in step ``step`` starts (called by the generated dispatch
+        for the rules whose decisions depend on the step or the layer the forward pass is
+        at: ``clocked``; a no-op for the others)."""
 
     def miss(self, key, w):  # pragma: no cover - overridden where needed
         pass

@@ -13,7 +13,8 @@ from __future__ import annotations
 from mpl.runtime.eviction_basic import BASIC, Store
 
 #: the rules one side of a segmented ``a | b`` can be: single-queue rules. ``fallback`` is
-#: itself a pair, arc / s3fifo / lfru are complete multi-queue policies and belady is the
+#: itself a pair, arc / s3fifo / lfru and the engines' rules (eviction_moe) are complete
+#: policies with their own queues or tables and belady is the
 #: offline optimum over the whole cache; the checker refuses them as a side (MPL208).
 SEGMENT_RULES = tuple(BASIC)
 
@@ -23,8 +24,9 @@ def segment_side_error(rule: str, side: str) -> str | None:
     if side in BASIC:
         return None
     return (f"eviction {rule!r}: {side!r} cannot be one side of a segmented pair 'a | b'; "
-            f"each side must be one of {', '.join(SEGMENT_RULES)} (fallback, arc, s3fifo and "
-            f"lfru are complete policies: use them alone)")
+            f"each side must be one of {', '.join(SEGMENT_RULES)} (fallback, arc, s3fifo, "
+            f"lfru, crf, classlru, vllm_lfru and farthest_layer are complete policies: use them "
+            f"alone)")
 
 
 def split(capacity: int) -> tuple[int, int]:

@@ -647,7 +647,7 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 
 # ---------------------------------------------------------------------- live dispatch
 #: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("priority",)
+_STATE_OFF = ("priority", "learned")
 
 
 def _state_unsupported(rt) -> str | None:

@@ -15,7 +15,9 @@ Both only *predict*; :class:`mpl.runtime.core.Runtime` turns proposals into PREF
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from operator import mul
 
 
 class History:
@@ -247,5 +249,256 @@ class Affinity:
                 if p >= thr and p > best.get(e2, -1.0):
                     best[e2] = p
         good = [(-p, e) for e, p in best.items()]
+        good.sort()
+        return [e for _, e in good]
+
+
+class Learned:
+    """An online predictor of the next layers' experts from more than the previous layer.
+
+    For a target layer ``t`` every candidate expert ``e`` gets a feature vector:
+
+    * ``a_1 .. a_D``: cross-layer evidence from the ``D`` (``context``) nearest layers before
+      ``t`` whose dispatch of the current pass is known: ``sum_x w_x P_d(e at t | x at t-d)``
+      over that layer's experts ``x`` with their router weights ``w_x`` (normalised; equal
+      without weights). ``P_d`` are transition counts learned online, per (distance, source
+      layer, source expert) a row of targets cut back to its ``row_cap`` largest counts when
+      it exceeds twice that, and halved when it has seen ``2 x window`` observations, so the
+      table follows a change of topic and its memory is bounded by layers x distances x
+      experts x 2 row_cap;
+    * ``r``: 1 if ``e`` was selected at ``t`` in the previous pass (the same layer's recent
+      step);
+    * ``f``: how often ``t`` selected ``e`` lately (a moving average over ``window`` passes);
+    * ``g``: 1 if the caller's speculative predictions for ``t`` (a pre-gate lookahead live, or
+      the trace's recorded predictions in replay) name ``e``;
+    * a constant.
+
+    A logistic model ``p = 1 / (1 + exp(-theta . features))`` shared by every layer turns them
+    into a probability that ``t`` uses ``e``; ``theta`` is learned online by one step of
+    logistic-loss gradient descent per candidate when ``t``'s routing arrives, at the
+    features and probability the last prediction for ``t`` gave it. ``predict`` returns the candidates with
+    ``p >= confidence``, most probable first.
+    """
+
+    __slots__ = ("L", "E", "context", "window", "confidence", "row_cap", "maxd", "rows", "cur",
+                 "prev", "freq", "fscale", "theta", "pending", "rate", "gate")
+
+    #: the learning rate of the logistic model
+    RATE = 0.05
+
+    def __init__(self, num_layers: int, num_experts: int, context: int, window: int,
+                 confidence: float, depth: int, row_cap: int = 16):
+        self.L = num_layers
+        self.E = num_experts
+        self.context = max(1, int(context))
+        self.window = max(1, int(window))
+        self.confidence = float(confidence)
+        self.row_cap = max(1, int(row_cap))
+        # a prediction for L+d (d <= depth, prefetch.lookahead) reads the sources d .. d +
+        # context - 1 layers back: the table keeps those distances
+        self.maxd = min(num_layers, max(1, int(depth)) + self.context - 1)
+        # (distance, source layer) -> {source expert: [n, {target: count}]}; distances up to
+        # the prefetch depth + context - 1
+        self.rows: dict = {}
+        self.cur: list = [None] * num_layers      # layer -> (step, experts, weights) now
+        self.prev: list = [None] * num_layers     # layer -> experts of its previous dispatch
+        self.freq: list = [dict() for _ in range(num_layers)]   # layer -> {e: f * fscale}
+        self.fscale = [1.0] * num_layers
+        n = self.context + 4
+        self.theta = [0.0] * n
+        self.theta[0] = 2.0            # prior: the nearest layer's transitions, the last pass
+        self.theta[self.context] = 1.0
+        self.theta[-1] = -2.0
+        self.pending: dict = {}                   # target layer -> (step, {e: features})
+        self.rate = self.RATE
+        self.gate: dict = {}                      # target layer -> (step, set of predicted)
+
+    # ------------------------------------------------------------------ learning
+    def observe(self, layer: int, step: int, experts, weights=None, predictions=None) -> None:
+        """``layer``'s dispatch of ``step`` selected ``experts`` (distinct ids, with their
+        router weights or None; ``predictions``: the caller's speculative ones for later
+        layers)."""
+        L = self.L
+        experts = tuple(experts)
+        got = set(experts)
+        pend = self.pending.pop(layer, None)
+        if pend is not None and pend[0] == step:
+            self._learn(pend[1], pend[2], got)
+        for d in range(1, self.maxd + 1):
+            src = layer - d
+            src_step = step
+            if src < 0:
+                src += L
+                src_step = step - 1
+            c = self.cur[src]
+            if c is not None and c[0] == src_step:
+                self._count(d, src, c[1], experts)
+        self._frequency(layer, experts)
+        old = self.cur[layer]
+        self.prev[layer] = old[1] if old is not None else None
+        if weights is not None:
+            total = float(sum(weights))
+            ws = tuple(float(x) / total for x in weights) if total > 0 else None
+        else:
+            ws = None
+        self.cur[layer] = (step, experts, ws)
+        if predictions:
+            for t, ids in predictions.items():
+                st = step if t > layer else step + 1
+                self.gate[t] = (st, set(ids))
+
+    def _count(self, d: int, src: int, sources, targets) -> None:
+        tab = self.rows.get((d, src))
+        if tab is None:
+            tab = self.rows[(d, src)] = {}
+        cap = self.row_cap
+        half = self.window
+        for x in sources:
+            row = tab.get(x)
+            if row is None:
+                row = tab[x] = [0, {}]
+            row[0] += 1
+            cnt = row[1]
+            get = cnt.get
+            for e in targets:
+                cnt[e] = get(e, 0) + 1
+            if len(cnt) > 2 * cap:     # keep the cap largest counts (ties: lower id)
+                keep = sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))[:cap]
+                cnt.clear()
+                cnt.update(keep)
+            if row[0] >= 2 * half:     # forget half: follow a change of topic
+                row[0] //= 2
+                for e in list(cnt):
+                    v = cnt[e] / 2
+                    if v < 0.5:
+                        del cnt[e]
+                    else:
+                        cnt[e] = v
+
+    def _frequency(self, layer: int, experts) -> None:
+        a = 1.0 / self.window
+        s = self.fscale[layer] / (1.0 - a)
+        f = self.freq[layer]
+        for e in experts:
+            f[e] = f.get(e, 0.0) + a * s
+        if s > 1e12:                   # renormalise (and drop what has faded)
+            for e in list(f):
+                v = f[e] / s
+                if v < 1e-4:
+                    del f[e]
+                else:
+                    f[e] = v
+            s = 1.0
+        self.fscale[layer] = s
+
+    def _learn(self, feats: dict, probs: dict, got: set) -> None:
+        """One gradient step of the logistic loss per candidate, at the probability the
+        prediction gave it (predict, then learn: the usual online order). A candidate
+        predicted below 2% that was not selected moves theta by less than 0.1% of the
+        rate: it is skipped."""
+        th = self.theta
+        rate = self.rate
+        n = len(th)
+        for e, f in feats.items():
+            p = probs[e]
+            if e in got:
+                g = rate * (p - 1.0)
+            elif p < 0.02:
+                continue
+            else:
+                g = rate * p
+            for j in range(n):
+                v = f[j]
+                if v:
+                    th[j] -= g * v
+
+    # ------------------------------------------------------------------ predicting
+    def features(self, target: int, step: int) -> dict:
+        """Candidate expert -> feature vector for ``target`` in pass ``step`` (see the class
+        docstring)."""
+        L = self.L
+        D = self.context
+        n = D + 4
+        acc: list = []                 # per context rank: {e: evidence}
+        for d in range(1, self.maxd + 1):
+            if len(acc) >= D:
+                break
+            src = target - d
+            src_step = step
+            if src < 0:
+                src += L
+                src_step = step - 1
+            c = self.cur[src]
+            if c is None or c[0] != src_step:
+                continue
+            a: dict = {}
+            acc.append(a)
+            tab = self.rows.get((d, src))
+            if not tab:
+                continue
+            experts, ws = c[1], c[2]
+            k = len(experts)
+            get = a.get
+            for i, x in enumerate(experts):
+                row = tab.get(x)
+                if row is None or not row[0]:
+                    continue
+                w = (ws[i] if ws is not None else 1.0 / k) / row[0]
+                for e, cnt in row[1].items():
+                    a[e] = get(e, 0.0) + w * cnt
+        out: dict = {}
+        for rank, a in enumerate(acc):
+            for e, v in a.items():
+                f = out.get(e)
+                if f is None:
+                    f = out[e] = [0.0] * n
+                f[rank] = v
+        last = self.cur[target]       # the same layer's previous pass
+        recent = last[1] if last is not None and last[0] < step else self.prev[target]
+        if recent:
+            for e in recent:
+                f = out.get(e)
+                if f is None:
+                    f = out[e] = [0.0] * n
+                f[D] = 1.0
+        g = self.gate.get(target)
+        if g is not None and g[0] == step:
+            for e in g[1]:
+                f = out.get(e)
+                if f is None:
+                    f = out[e] = [0.0] * n
+                f[D + 2] = 1.0
+        fr = self.freq[target]
+        s = self.fscale[target]
+        for e, f in out.items():
+            f[D + 1] = fr.get(e, 0.0) / s
+            f[D + 3] = 1.0
+        return out
+
+    def probability(self, f) -> float:
+        """The model's probability for one feature vector."""
+        z = sum(map(mul, self.theta, f))
+        return 1.0 / (1.0 + math.exp(-z)) if z > -40 else 0.0
+
+    def predict(self, layer: int, step: int, d: int) -> list:
+        """Experts predicted for ``layer + d`` (wrapping into the next pass), most probable
+        first (ties: lower id), those with probability >= ``confidence``; the features and
+        probabilities are kept for learning when that layer's routing arrives."""
+        L = self.L
+        t = layer + d
+        st = step
+        while t >= L:
+            t -= L
+            st += 1
+        feats = self.features(t, st)
+        th = self.theta
+        exp = math.exp
+        probs: dict = {}
+        for e, f in feats.items():
+            z = sum(map(mul, th, f))
+            probs[e] = 1.0 / (1.0 + exp(-z)) if z > -40 else 0.0
+        self.pending[t] = (st, feats, probs)
+        thr = self.confidence
+        good = [(-p, e) for e, p in probs.items() if p >= thr]
         good.sort()
         return [e for _, e in good]

@@ -1,0 +1,132 @@
+"""How well a prefetch predictor predicts a trace: accuracy and coverage per budget.
+
+For each dispatch of layer ``l`` the predictor, having observed everything before it, names
+the experts it expects at the next layer (``l + 1``, the next pass's first layer after the
+last), best first; when that layer's dispatch arrives its first ``b`` names are scored:
+
+* **accuracy@b** = predicted experts that the target dispatch selected / experts predicted
+  (what a prefetch of ``b`` keys would waste: 1 - accuracy);
+* **coverage@b** = predicted experts that it selected / experts it selected (how many of the
+  target's accesses a prefetch of ``b`` keys could have covered).
+
+The predictors are the runtime's own (:mod:`mpl.runtime.prefetch`): ``history`` (the target
+layer's most frequent experts over ``window`` steps), ``affinity`` (the transition table,
+every target ranked, no threshold), ``learned`` (every candidate ranked by its probability),
+and ``recorded`` (the trace's speculative predictions: a pre-gate lookahead recorded by
+``mplc trace record``, or the synthetic ``--pred-accuracy``). The first dispatches of a trace
+teach the online predictors; ``warmup`` (a fraction of the dispatches) are not scored.
+
+Used by ``mplc tune`` (its report) and ``benchmarks/bench_policies.py`` (the table in
+docs/choosing-a-policy.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mpl.trace import Trace
+
+STRATEGIES = ("history", "affinity", "learned", "recorded")
+BUDGETS = (1, 2, 4, 8)
+
+
+@dataclass
+class Score:
+    strategy: str
+    budgets: tuple
+    hits: dict = field(default_factory=dict)       # b -> predicted and selected
+    predicted: dict = field(default_factory=dict)  # b -> predicted
+    actual: dict = field(default_factory=dict)     # b -> selected (of the scored targets)
+    scored: int = 0                                # target dispatches scored
+
+    def accuracy(self, b: int) -> float | None:
+        return self.hits[b] / self.predicted[b] if self.predicted.get(b) else None
+
+    def coverage(self, b: int) -> float | None:
+        return self.hits[b] / self.actual[b] if self.actual.get(b) else None
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "scored": self.scored,
+                "accuracy": {b: self.accuracy(b) for b in self.budgets},
+                "coverage": {b: self.coverage(b) for b in self.budgets}}
+
+
+def _distinct_weights(d):
+    ws = d.mean_weights()
+    return d.distinct(), ws
+
+
+def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
+             context: int = 3, warmup: float = 0.1) -> Score:
+    """Score ``strategy``'s next-layer predictions over ``trace`` (see the module doc)."""
+    from mpl.runtime.prefetch import Affinity, History, Learned
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    h = trace.header
+    L, E = h.num_moe_layers, h.num_experts
+    budgets = tuple(sorted(set(int(b) for b in budgets)))
+    top = max(budgets)
+    sc = Score(strategy, budgets, {b: 0 for b in budgets}, {b: 0 for b in budgets},
+               {b: 0 for b in budgets})
+    hist = History(L, window, E) if strategy == "history" else None
+    aff = Affinity(L, 1, 0.0) if strategy == "affinity" else None
+    lrn = Learned(L, E, context, window, 0.0, 1) if strategy == "learned" else None
+    pending: dict = {}              # target layer -> (step, ranked predictions)
+    dispatches = trace.dispatches
+    skip = int(len(dispatches) * warmup)
+    prev_layer = None
+    step = -1
+    for i, d in enumerate(dispatches):
+        layer = d.layer
+        step = d.step if d.step is not None else (step + 1 if prev_layer is None or
+                                                  layer <= prev_layer else step)
+        prev_layer = layer
+        experts, ws = _distinct_weights(d)
+        p = pending.pop(layer, None)
+        if p is not None and p[0] == step and i >= skip:
+            got = set(experts)
+            sc.scored += 1
+            for b in budgets:
+                pred = p[1][:b]
+                sc.hits[b] += sum(1 for e in pred if e in got)
+                sc.predicted[b] += len(pred)
+                sc.actual[b] += len(got)
+        target = layer + 1
+        tstep = step
+        if target == L:
+            target, tstep = 0, step + 1
+        if hist is not None:
+            hist.observe(layer, experts)
+            ranked = hist.top(target, top)
+        elif aff is not None:
+            aff.observe(layer, step, experts)
+            ranked = aff.predict(layer, experts, 1)[:top]
+        elif lrn is not None:
+            lrn.observe(layer, step, experts, ws, d.predictions)
+            ranked = lrn.predict(layer, step, 1)[:top]
+        else:
+            ranked = list(dict.fromkeys((d.predictions or {}).get(target, ())))[:top]
+        pending[target] = (tstep, ranked)
+    return sc
+
+
+def evaluate_all(trace: Trace, budgets=BUDGETS, **kw) -> list[Score]:
+    """Every strategy that applies to the trace (``recorded`` only when it has predictions)."""
+    has = any(d.predictions for d in trace.dispatches)
+    return [evaluate(trace, s, budgets, **kw) for s in STRATEGIES if s != "recorded" or has]
+
+
+def format_scores(scores: list[Score]) -> str:
+    budgets = scores[0].budgets if scores else BUDGETS
+    head = ["predictor"] + [f"acc@{b}" for b in budgets] + [f"cov@{b}" for b in budgets]
+    rows = []
+    for s in scores:
+        def pct(x):
+            return "-" if x is None else f"{x:.1%}"
+        rows.append([s.strategy] + [pct(s.accuracy(b)) for b in budgets]
+                    + [pct(s.coverage(b)) for b in budgets])
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+                     + [fmt.format(*r) for r in rows])

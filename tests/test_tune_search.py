@@ -1,0 +1,159 @@
+"""The tuner's search (successive halving on prefixes, mpl.tune_search): what it covers
+(every live eviction rule, pins, every prefetch strategy, every schedule mode), the reference
+rows (plain LRU and the engines' rules on the whole trace), the floor (never slower than
+LRU at the same budget), and every row's Belady optimum and gap."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from mpl import schema, tune as T, tune_search as S
+from mpl.checker import analyze
+from mpl.sim import synthesize
+from mpl.trace import Dispatch, Trace, TraceHeader
+
+from cli_helpers import clean, mplc
+
+
+@pytest.fixture(scope="module")
+def mx():
+    return synthesize("mixtral-8x7b", steps=80, seed=2)
+
+
+@pytest.fixture(scope="module")
+def res(mx):
+    return T.tune(mx, 128, jobs=1)
+
+
+def test_rung_sizes():
+    assert S.rung_sizes(500) == [None]
+    assert S.rung_sizes(3000) == [1000, None]
+    assert S.rung_sizes(64000) == [4000, 16000, None]
+
+
+def test_candidates_cover_every_rule_strategy_and_mode_and_check_clean():
+    structures = T._structures(128, 32, 2)
+    s1 = S.structure_rules(structures)
+    live = {e.name for e in schema.param("cache.eviction").enum if not e.replay_only}
+    assert {b["cache"]["eviction"] for b in s1} == live
+    assert {b["cache"].get("crf_half_life") for b in s1} >= {None, *S.HALF_LIVES}
+    assert {"shared", "uniform", "entropy", "frequency"} == {
+        b["per_layer"]["allocation"] if "per_layer" in b else "shared" for b in s1}
+    s2 = S.prefetch_variants(s1[:2], predictions=True)
+    strategies = set(schema.param("prefetch.strategy").enum_names()) - {"none"}
+    assert {b["prefetch"]["strategy"] for b in s2} == strategies
+    assert "lookahead" not in {b["prefetch"]["strategy"] for b in S.prefetch_variants(s1[:2], False)}
+    s3 = S.schedule_variants(s1[:1])
+    assert {b["schedule"]["mode"] for b in s3} == set(schema.param("schedule.mode").enum_names()) - {"gpu_only"}
+    for blocks in s1 + s2 + s3:
+        an = analyze(T.render("c", blocks))
+        assert not an.errors, (blocks, [d.message for d in an.errors])
+
+
+def test_reference_rows_are_replayed_on_the_whole_trace(res):
+    roles = {(c.role, c.describe()) for c in res.leaderboard if c.role}
+    lru = [d for r, d in roles if r == "lru"]
+    assert len(lru) == 2 and any(d.startswith("shared") for d in lru)
+    anchors = {d for r, d in roles if r == "anchor"}
+    for rule in ("crf", "classlru", "vllm_lfru"):
+        assert any(d.startswith("per_layer(uniform)") and f"eviction={rule}" in d for d in anchors)
+    assert any(d.startswith("shared") and "eviction=farthest_layer" in d for d in anchors)
+    assert all(c.fraction == 1.0 for c in res.leaderboard if c.role)
+
+
+def test_the_winner_beats_every_reference_and_lru(res):
+    refs = [c for c in res.leaderboard if c.role and not c.error]
+    assert refs and res.lru is not None
+    assert res.best.fraction == 1.0
+    for c in refs:
+        assert res.best.tokens_per_s >= c.tokens_per_s
+    assert res.best.tokens_per_s >= res.lru.tokens_per_s
+
+
+def test_every_row_has_its_structures_optimum(res, mx):
+    from mpl.api import load_for_replay
+
+    rows = [c for c in res.leaderboard if not c.error]
+    assert all(c.belady is not None and c.gap == pytest.approx(c.belady - c.hit_rate) for c in rows)
+    # the winner's optimum is the one of its structure on the whole trace
+    pol = load_for_replay(res.best.text, name=res.best.name)
+    assert res.belady == T.belady_of(T.structure_of(pol, mx), mx)
+    # a prefix row's optimum is that of the prefix
+    short = next(c for c in rows if c.fraction < 1.0)
+    part = T.prefix(mx, short.dispatches)
+    pol = load_for_replay(short.text, name=short.name)
+    assert short.belady == T.belady_of(T.structure_of(pol, part), part)
+    assert len(part) == short.dispatches and part.dispatches[-1].step != mx.dispatches[len(part)].step
+
+
+def test_halving_costs_fewer_whole_trace_replays_than_the_grid(res):
+    assert res.search == "halving" and res.replayed < 54
+    assert res.evaluated > 54            # while looking at more candidates
+
+
+def test_hit_rate_objective_never_recommends_slower_than_lru(mx):
+    r = T.tune(mx, 64, jobs=1, objective="hit_rate")
+    assert r.best.tokens_per_s >= r.lru.tokens_per_s
+    if r.set_aside is not None:
+        assert r.set_aside.hit_rate >= r.best.hit_rate
+        assert r.set_aside.tokens_per_s < r.lru.tokens_per_s
+
+
+def _hot_zero(steps=120, L=8, E=32, seed=0):
+    """Expert 0 is one of the two experts of every layer at every step; the other is random:
+    a shared cache smaller than one step keeps the zeros only if they are pinned (or a rule
+    protects them)."""
+    r = random.Random(seed)
+    h = TraceHeader(model="t", num_layers=L, moe_layers=tuple(range(L)), num_experts=E, top_k=2)
+    out = [Dispatch(s, l, [[0, r.randrange(1, E)]]) for s in range(steps) for l in range(L)]
+    return Trace(h, out)
+
+
+def test_pins_are_the_most_used_ids_and_pinned_twins_are_searched():
+    tr = _hot_zero()
+    assert S.pin_ids(tr, 1) == [0]
+    assert S.pins_for({"cache": {"capacity": 12, "eviction": "lru"}}, 8) == 0
+    assert S.pins_for({"cache": {"capacity": 32, "eviction": "lru"}}, 8) == 1
+    assert S.pins_for({"cache": {"capacity": 4}, "per_layer": {}}, 8) == 1
+    r = T.tune(tr, 32, jobs=1)
+    pinned = [c for c in r.leaderboard if c.blocks["cache"].get("pin")]
+    assert len(pinned) >= 3 and all(c.blocks["cache"]["pin"] == (0,) for c in pinned)
+    for c in pinned:
+        assert not analyze(c.text).errors and "pin = [0]" in c.text
+    # what a static placement is worth where the rule alone fails: a shared LRU cache
+    # smaller than one step evicts the hot expert every step; pinned, every zero hits
+    from mpl.api import load_for_replay
+    from mpl.sim.replay import replay
+
+    lru = replay(load_for_replay(T.render("a", {"cache": {"capacity": 12, "eviction": "lru"}})),
+                 tr, belady=False)
+    pin = replay(load_for_replay(T.render("b", {"cache": {"capacity": 12, "eviction": "lru",
+                                                          "pin": (0,)}})), tr, belady=False)
+    assert lru.hit_rate < 0.05 and pin.hit_rate > 0.45
+
+
+def test_cli_json_keeps_its_keys_and_adds_the_search(tmp_path, mx):
+    from mpl import traceio
+
+    traceio.save(mx, str(tmp_path / "mx.mpltrace"))
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "128", "-j", "1", "--json", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for key in ("objective", "budget_slots", "evaluated", "best", "belady", "expert_bytes",
+                "expert_bytes_source", "leaderboard", "policy_text"):
+        assert key in d
+    assert d["search"] == "halving" and d["lru"]["role"] == "lru"
+    assert {p["strategy"] for p in d["predictors"]} == {"history", "affinity", "learned"}
+    row = d["leaderboard"][0]
+    assert {"hit_rate", "tokens_per_s", "belady", "gap", "fraction", "description"} <= set(row)
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "128", "-j", "1", "--search", "grid",
+             "--top", "3", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    assert "54 candidates, grid search" in r.stdout and "Belady" in r.stdout
+    r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "128", "--search", "random", cwd=tmp_path)
+    assert r.returncode == 2
