@@ -76,7 +76,8 @@ def both_backends(request, monkeypatch):
 # ------------------------------------------------------------------ the live dispatch (LiveState)
 #: every eviction rule the live dispatch holds (in C) and every segmented pair kind
 STATE_EVICTIONS = ["lru", "lfu", "score", "frequency_threshold", "arc", "s3fifo", "lfru", "lfu|lru",
-                   "lru|score", "frequency_threshold|lru"]
+                   "lru|score", "frequency_threshold|lru", "crf", "classlru", "vllm_lfru",
+                   "farthest_layer"]
 
 
 def store_state(store):
@@ -94,6 +95,10 @@ def store_state(store):
         return (name,) + tuple(d[:3]) + (sorted(d[3]),)
     if name == "Segmented":
         return (name, store_state(store.a), store_state(store.b))
+    if name == "CRF":
+        return (name, sorted(d[0]), sorted(d[1])) + tuple(d[2:])
+    if name == "ClassLRU":
+        return (name, sorted(d[0]), d[1], sorted(d[2])) + tuple(d[3:])
     return (name, d)
 
 

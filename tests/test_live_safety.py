@@ -393,7 +393,7 @@ def test_the_private_entry_points_refuse_bad_arguments():
     rt = mpl.loads("policy p { cache { capacity = 2 } }").runtime(2, 4, 1)
     p = fast.pack([(0, [1], None, 1, None, None, None)], 4)
     cfg_rt = (0, False, False, 2, 4, 8, 0.9, 10, 0.3, 1.0, -1, 1 << 60, 0.0, True, 0, 0, -1,
-              False, 0, -1.0, 0.7, 1e9, 1.0, 0, 0, 0.05, 100, 0, 0.0)
+              False, 0, -1.0, 0.7, 1e9, 1.0, 0, 0, 0.05, 100, 0, 0.0, 128.0)
     clocks = (1.0, 1.0, 1.0, False) + (0.0,) * 5 + (1.0, 0.0, 0.0)
     with pytest.raises(TypeError):
         k.replay(cfg_rt, [2], bytes(4), None, None, None, None, None, None, None, None, clocks)

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <structmember.h>
 
-enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4, R_LFRU = 5, R_FT = 6, R_SEG = 7 };
+enum { R_LRU = 0, R_LFU = 1, R_SCORE = 2, R_ARC = 3, R_S3FIFO = 4, R_LFRU = 5, R_FT = 6, R_SEG = 7,
+       R_CRF = 8, R_CLASSLRU = 9, R_VLFRU = 10, R_FAR = 11 };
+#define R_LAST R_FAR
 
 typedef struct Cache_ {
     int rule;
@@ -52,6 +54,15 @@ typedef struct Cache_ {
     int *cnt;
     long W, E;
     double thr;
+    /* crf, classlru, farthest_layer (eviction_moe.py): the step and the layer the pass is
+     * at (Store.begin), the CRF half-life; the keys this cache holds are [klo, khi);
+     * farthest_layer's LRU lists: fspan of them from fbase (one per layer of a shared
+     * cache) */
+    long long now;
+    long cur;
+    double h;
+    long klo, khi;
+    int fbase, fspan;
     /* segmented a | b: the two single-queue stores, a's share */
     struct Cache_ *sub[2];
     long a_cap;
@@ -72,6 +83,8 @@ typedef struct {
     long long stamp;
     int exmode, exkey;  /* exmode 1: only exkey is excluded (-1: none), not the keys in use */
     unsigned char *side;  /* segmented: 1 in a, 2 in b */
+    double *kcrf;         /* crf, classlru: per key its CRF and the step of its last use */
+    long long *klast;     /*   (-1: never used), kept across evictions */
     int *frontier;
     /* TTL: keys by last access (oldest first), with their stamps */
     int *tprv, *tnxt;
@@ -115,9 +128,13 @@ static inline int l_first_free(State *S, int l) {
 }
 
 /* ---------------------------------------------------------------- heap */
-static inline int h_less(State *S, int a, int b) {
+/* the heap order: (value, tick) for lfu and score; (g, last use, load order) for crf, whose
+ * value is g = log2(CRF at its last use) + last / H (hf), tick its load order (ht) */
+static inline int h_less(State *S, Cache *c, int a, int b) {
     double fa = S->hf[a], fb = S->hf[b];
-    return fa < fb || (fa == fb && S->ht[a] < S->ht[b]);
+    if (fa != fb) return fa < fb;
+    if (c->rule == R_CRF && S->klast[a] != S->klast[b]) return S->klast[a] < S->klast[b];
+    return S->ht[a] < S->ht[b];
 }
 
 static inline void h_set(State *S, Cache *c, long i, int k) { c->heap[i] = k; S->pos[k] = (int)i; }
@@ -127,7 +144,7 @@ static void h_up(State *S, Cache *c, long i) {
     while (i > 0) {
         long p = (i - 1) >> 1;
         int pk = c->heap[p];
-        if (!h_less(S, k, pk)) break;
+        if (!h_less(S, c, k, pk)) break;
         h_set(S, c, i, pk);
         i = p;
     }
@@ -141,8 +158,8 @@ static void h_down(State *S, Cache *c, long i) {
         long l = 2 * i + 1;
         if (l >= n) break;
         long m = l;
-        if (l + 1 < n && h_less(S, c->heap[l + 1], c->heap[l])) m = l + 1;
-        if (!h_less(S, c->heap[m], k)) break;
+        if (l + 1 < n && h_less(S, c, c->heap[l + 1], c->heap[l])) m = l + 1;
+        if (!h_less(S, c, c->heap[m], k)) break;
         h_set(S, c, i, c->heap[m]);
         i = m;
     }
@@ -172,7 +189,7 @@ static void h_rebuild(State *S, Cache *c) {
 
 /* the smallest (value, tick) key not in use: best-first search from the root (expands at
  * most one node per excluded key), removed from the heap; -1 when every key is in use */
-static int h_evict(State *S, Cache *c) {
+static long h_first_free(State *S, Cache *c) {   /* its heap index, -1 */
     if (c->hn == 0) return -1;
     int *fr = S->frontier;
     long nf = 0;
@@ -180,18 +197,22 @@ static int h_evict(State *S, Cache *c) {
     while (nf) {
         long bi = 0;
         for (long j = 1; j < nf; j++)
-            if (h_less(S, c->heap[fr[j]], c->heap[fr[bi]])) bi = j;
+            if (h_less(S, c, c->heap[fr[j]], c->heap[fr[bi]])) bi = j;
         long i = fr[bi];
         fr[bi] = fr[--nf];
-        int k = c->heap[i];
-        if (!excluded(S, k)) {
-            h_remove_at(S, c, i);
-            return k;
-        }
+        if (!excluded(S, c->heap[i])) return i;
         if (2 * i + 1 < c->hn) fr[nf++] = (int)(2 * i + 1);
         if (2 * i + 2 < c->hn) fr[nf++] = (int)(2 * i + 2);
     }
     return -1;
+}
+
+static int h_evict(State *S, Cache *c) {
+    long i = h_first_free(S, c);
+    if (i < 0) return -1;
+    int k = c->heap[i];
+    h_remove_at(S, c, i);
+    return k;
 }
 
 /* ---------------------------------------------------------------- lfu */
@@ -341,12 +362,143 @@ static int lfru_evict(State *S, Cache *c) {
     int best = -1;
     for (int k = S->lh[UNPRIV(c)]; k >= 0; k = S->nxt[k]) {
         if (excluded(S, k)) continue;
-        if (best < 0 || h_less(S, k, best)) best = k;
+        if (best < 0 || h_less(S, c, k, best)) best = k;
     }
     if (best >= 0) { l_remove(S, best); return best; }
     int v = l_first_free(S, PRIV(c));
     if (v >= 0) l_remove(S, v);
     return v;
+}
+
+/* ---------------------------------------------------------------- crf, classlru, vllm_lfru,
+ * farthest_layer: the rules of serving engines (mpl/runtime/eviction_moe.py, the reference) */
+/* _CRFTable.use: a use of key k at the cache's step -> its CRF (at most one per step) */
+static double crf_use(State *S, Cache *c, int k) {
+    long long last = S->klast[k], now = c->now;
+    double v;
+    if (last < 0) v = 1.0;
+    else if (last == now) return S->kcrf[k];
+    else v = S->kcrf[k] * pow(2.0, (double)(last - now) / c->h) + 1.0;
+    S->kcrf[k] = v;
+    S->klast[k] = now;
+    return v;
+}
+
+/* _CRFTable.value: the CRF decayed to the cache's step (0 for a key never used) */
+static inline double crf_value(State *S, Cache *c, int k) {
+    long long last = S->klast[k];
+    if (last < 0) return 0.0;
+    return S->kcrf[k] * pow(2.0, (double)(last - c->now) / c->h);
+}
+
+/* CRF._entry: the heap value of k from its table row */
+static inline void crf_g(State *S, Cache *c, int k) {
+    long long last = S->klast[k];
+    S->hf[k] = last < 0 ? -INFINITY : log2(S->kcrf[k]) + (double)last / c->h;
+}
+
+/* CRF.evict: among the residents not in use whose g is within 1e-9 of the smallest such g,
+ * the lowest (decayed CRF, last use, load order): no heap node below one past the limit
+ * can be in the window */
+static int crf_evict(State *S, Cache *c) {
+    long i0 = h_first_free(S, c);
+    if (i0 < 0) return -1;
+    double lim = S->hf[c->heap[i0]] + 1e-9;
+    int *st = S->frontier;
+    long ns = 0;
+    st[ns++] = 0;
+    int best = -1;
+    double bv = 0.0;
+    while (ns) {
+        long i = st[--ns];
+        int k = c->heap[i];
+        if (S->hf[k] > lim) continue;
+        if (!excluded(S, k)) {
+            double v = crf_value(S, c, k);
+            if (best < 0 || v < bv || (v == bv && (S->klast[k] < S->klast[best] ||
+                                                   (S->klast[k] == S->klast[best] && S->ht[k] < S->ht[best])))) {
+                best = k;
+                bv = v;
+            }
+        }
+        if (2 * i + 1 < c->hn) st[ns++] = (int)(2 * i + 1);
+        if (2 * i + 2 < c->hn) st[ns++] = (int)(2 * i + 2);
+    }
+    h_remove_at(S, c, S->pos[best]);
+    return best;
+}
+
+/* ClassLRU.class_of */
+static inline int cls_of(double crf) {
+    if (crf < 1.0) return 0;
+    int e;
+    frexp(crf, &e);
+    return e - 1 < 7 ? e - 1 : 7;
+}
+
+#define CLS(c, j) ((c)->lbase + (j))
+
+static inline int cls_has(Cache *c, State *S, int k) {
+    return S->lid[k] >= CLS(c, 0) && S->lid[k] <= CLS(c, 7);
+}
+
+/* ClassLRU._place; hf: the admission order (the order of ClassLRU.cls, its keys()'s ties) */
+static void cls_place(State *S, Cache *c, int k, int cl) {
+    if (cls_has(c, S, k)) l_remove(S, k);
+    else S->hf[k] = (double)++c->tick;
+    S->freq[k] = (unsigned char)cl;
+    l_push(S, CLS(c, cl), k);
+    S->ht[k] = c->now;
+}
+
+/* ClassLRU.evict: per class its least recent key used before this step and not in use;
+ * the largest age / 2^class, ties to the lower class */
+static int cls_evict(State *S, Cache *c) {
+    int best = -1, best_c = 0;
+    long long best_age = 0;
+    for (int cl = 0; cl <= 7; cl++) {
+        int cand = -1;
+        for (int k = S->lh[CLS(c, cl)]; k >= 0; k = S->nxt[k]) {
+            if (S->ht[k] >= c->now) break;      /* this one and every later one: used this step */
+            if (excluded(S, k)) continue;
+            cand = k;
+            break;
+        }
+        if (cand < 0) continue;
+        long long age = c->now - S->ht[cand];
+        if (best < 0 || (age << best_c) > (best_age << cl)) { best = cand; best_age = age; best_c = cl; }
+    }
+    if (best >= 0) l_remove(S, best);
+    return best;
+}
+
+/* VLLMLFRU.evict: the lowest freq / (clock - last + 1) not in use, ties to the earliest
+ * loaded (the list is in load order) */
+static int vl_evict(State *S, Cache *c) {
+    int best = -1;
+    double bs = 0.0;
+    for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k]) {
+        if (excluded(S, k)) continue;
+        double sc = S->hf[k] / (double)(c->tick - S->ht[k] + 1);
+        if (best < 0 || sc < bs) { best = k; bs = sc; }
+    }
+    if (best >= 0) l_remove(S, best);
+    return best;
+}
+
+static inline int far_list(Cache *c, int k) {
+    return c->fbase + (c->fspan == 1 ? 0 : (int)(k / c->E));
+}
+
+/* FarthestLayer.evict: the current layer's least recent key not in use, else the layers
+ * below it downwards, then from the highest down to the one above it */
+static int far_evict(State *S, Cache *c) {
+    for (long j = 0; j < c->fspan; j++) {
+        long l = c->fspan == 1 ? 0 : ((c->cur - j) % c->fspan + c->fspan) % c->fspan;
+        int v = l_first_free(S, c->fbase + (int)l);
+        if (v >= 0) { l_remove(S, v); return v; }
+    }
+    return -1;
 }
 
 /* ---------------------------------------------------------------- frequency_threshold */
@@ -435,7 +587,13 @@ static long st_len(State *S, Cache *c);
 
 static inline int needs_miss(Cache *c) {
     return c->rule == R_LFU || c->rule == R_ARC || c->rule == R_LFRU || c->rule == R_FT ||
-           c->rule == R_SEG;
+           c->rule == R_SEG || c->rule == R_CRF || c->rule == R_CLASSLRU;
+}
+
+/* Store.begin(step, layer): a dispatch starts (the rules that read the step or the layer) */
+static inline void st_begin(Cache *c, long long step, long layer) {
+    c->now = step;
+    c->cur = layer;
 }
 
 /* Segmented._demote: a over its share -> its victims (sparing ``protect``) move to b */
@@ -510,6 +668,24 @@ static void st_hit(State *S, Cache *c, int k, double w) {
     case R_SEG:
         seg_hit(S, c, k, w);
         break;
+    case R_CRF:
+        crf_use(S, c, k);
+        crf_g(S, c, k);
+        h_down(S, c, S->pos[k]);
+        h_up(S, c, S->pos[k]);
+        break;
+    case R_CLASSLRU:
+        cls_place(S, c, k, cls_of(crf_use(S, c, k)));
+        break;
+    case R_VLFRU:
+        c->tick++;
+        S->hf[k] += 1.0;
+        S->ht[k] = c->tick;
+        break;
+    case R_FAR:
+        l_remove(S, k);
+        l_push(S, far_list(c, k), k);
+        break;
     }
 }
 
@@ -519,6 +695,7 @@ static void st_miss(State *S, Cache *c, int k) {
     else if (c->rule == R_LFRU) lfru_clock(S, c);
     else if (c->rule == R_FT) ft_observe(c, k);
     else if (c->rule == R_SEG && needs_miss(c->sub[0])) st_miss(S, c->sub[0], k);
+    else if (c->rule == R_CRF || c->rule == R_CLASSLRU) crf_use(S, c, k);
 }
 
 static int st_evict(State *S, Cache *c, int incoming) {
@@ -533,6 +710,10 @@ static int st_evict(State *S, Cache *c, int incoming) {
     case R_LFRU: return lfru_evict(S, c);
     case R_FT: return ft_evict(S, c);
     case R_SEG: return seg_evict(S, c);
+    case R_CRF: return crf_evict(S, c);
+    case R_CLASSLRU: return cls_evict(S, c);
+    case R_VLFRU: return vl_evict(S, c);
+    case R_FAR: return far_evict(S, c);
     default: return s3_evict(S, c);
     }
 }
@@ -554,6 +735,23 @@ static void st_insert(State *S, Cache *c, int k, double w) {
         if (c->u_cap == 0) { l_push(S, PRIV(c), k); lfru_demote(S, c, k); }
         else { S->hf[k] = 1.0; S->ht[k] = c->tick; l_push(S, UNPRIV(c), k); }
         break;
+    case R_CRF:
+        S->ht[k] = ++c->tick;          /* its load order */
+        crf_g(S, c, k);
+        h_push(S, c, k);
+        break;
+    case R_CLASSLRU:                   /* its class as of its last use */
+        cls_place(S, c, k, S->klast[k] < 0 ? 0 : cls_of(S->kcrf[k]));
+        break;
+    case R_VLFRU:
+        c->tick++;
+        S->hf[k] = 1.0;
+        S->ht[k] = c->tick;
+        l_push(S, c->lbase, k);
+        break;
+    case R_FAR:
+        l_push(S, far_list(c, k), k);
+        break;
     default:
         if (S->lid[k] == GQ(c)) { l_remove(S, k); l_push(S, MQ(c), k); }
         else l_push(S, SQ(c), k);
@@ -569,8 +767,17 @@ static void st_discard(State *S, Cache *c, int k) {
         st_discard(S, S->side[k] == 1 ? c->sub[0] : c->sub[1], k);
         S->side[k] = 0;
         break;
-    case R_LFU: case R_SCORE:
+    case R_LFU: case R_SCORE: case R_CRF:
         if (S->pos[k] >= 0) h_remove_at(S, c, S->pos[k]);
+        break;
+    case R_CLASSLRU:
+        if (cls_has(c, S, k)) l_remove(S, k);
+        break;
+    case R_VLFRU:
+        if (S->lid[k] == c->lbase) l_remove(S, k);
+        break;
+    case R_FAR:
+        if (S->lid[k] >= c->fbase && S->lid[k] < c->fbase + c->fspan) l_remove(S, k);
         break;
     case R_S3FIFO:
         S->freq[k] = 0;
@@ -585,8 +792,18 @@ static void st_discard(State *S, Cache *c, int k) {
 static long st_len(State *S, Cache *c) {
     switch (c->rule) {
     case R_SEG: return st_len(S, c->sub[0]) + st_len(S, c->sub[1]);
-    case R_LRU: return S->ln[c->lbase];
-    case R_LFU: case R_SCORE: return c->hn;
+    case R_LRU: case R_VLFRU: return S->ln[c->lbase];
+    case R_LFU: case R_SCORE: case R_CRF: return c->hn;
+    case R_CLASSLRU: {
+        long n = 0;
+        for (int cl = 0; cl <= 7; cl++) n += S->ln[CLS(c, cl)];
+        return n;
+    }
+    case R_FAR: {
+        long n = 0;
+        for (int j = 0; j < c->fspan; j++) n += S->ln[c->fbase + j];
+        return n;
+    }
     default: return S->ln[c->lbase] + S->ln[c->lbase + 1];
     }
 }
@@ -676,6 +893,19 @@ static PyObject *valued_keys(State *S, Cache *c, int l) {
     return out;
 }
 
+/* [(key, crf, last use)] of the keys of c ever used (the CRF table, kept across evictions) */
+static PyObject *crf_table(State *S, Cache *c) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (long k = c->klo; k < c->khi; k++) {
+        if (S->klast[k] < 0) continue;
+        PyObject *t = Py_BuildValue("(ldL)", k, S->kcrf[k], S->klast[k]);
+        if (!t || PyList_Append(out, t) < 0) { Py_XDECREF(t); Py_DECREF(out); return NULL; }
+        Py_DECREF(t);
+    }
+    return out;
+}
+
 /* the store's state in the format of its Python class's dump() (mpl/runtime/eviction*.py),
  * keys as ints (NULL on error) */
 static PyObject *st_dump(State *S, Cache *c) {
@@ -750,6 +980,71 @@ static PyObject *st_dump(State *S, Cache *c) {
         if (!b) { Py_XDECREF(a); return NULL; }
         return Py_BuildValue("(NN)", a, b);
     }
+    case R_CRF: case R_CLASSLRU: {
+        PyObject *table = crf_table(S, c);
+        if (!table) return NULL;
+        if (c->rule == R_CRF) {
+            PyObject *res = PyList_New(c->hn);
+            if (!res) { Py_DECREF(table); return NULL; }
+            for (long i = 0; i < c->hn; i++) {
+                int k = c->heap[i];
+                PyObject *t = Py_BuildValue("(iL)", k, S->ht[k]);
+                if (!t) { Py_DECREF(table); Py_DECREF(res); return NULL; }
+                PyList_SET_ITEM(res, i, t);
+            }
+            return Py_BuildValue("(NNLLd)", table, res, c->now, c->tick, c->h);
+        }
+        PyObject *lists = PyList_New(8);
+        long nst = st_len(S, c), j = 0;
+        int *order = malloc(sizeof(int) * (nst ? nst : 1));
+        if (!lists || !order) { Py_DECREF(table); Py_XDECREF(lists); free(order); return PyErr_NoMemory(); }
+        for (int cl = 0; cl <= 7; cl++) {
+            PyObject *l = list_keys(S, CLS(c, cl));
+            if (!l) { Py_DECREF(table); Py_DECREF(lists); free(order); return NULL; }
+            PyList_SET_ITEM(lists, cl, l);
+            for (int k = S->lh[CLS(c, cl)]; k >= 0; k = S->nxt[k]) order[j++] = k;
+        }
+        for (long a = 1; a < nst; a++) {        /* by admission (insertion sort: a cache's keys) */
+            int x = order[a];
+            long q = a;
+            while (q > 0 && S->hf[order[q - 1]] > S->hf[x]) { order[q] = order[q - 1]; q--; }
+            order[q] = x;
+        }
+        PyObject *stamps = PyList_New(nst);
+        for (long a = 0; stamps && a < nst; a++) {
+            PyObject *t = Py_BuildValue("(iL)", order[a], S->ht[order[a]]);
+            if (!t) { Py_CLEAR(stamps); break; }
+            PyList_SET_ITEM(stamps, a, t);
+        }
+        free(order);
+        if (!stamps) { Py_DECREF(table); Py_DECREF(lists); return NULL; }
+        return Py_BuildValue("(NNNLd)", table, lists, stamps, c->now, c->h);
+    }
+    case R_VLFRU: {
+        PyObject *ents = PyList_New(S->ln[c->lbase]);
+        if (!ents) return NULL;
+        long i = 0;
+        for (int k = S->lh[c->lbase]; k >= 0; k = S->nxt[k], i++) {
+            PyObject *t = Py_BuildValue("(iLL)", k, (long long)S->hf[k], S->ht[k]);
+            if (!t) { Py_DECREF(ents); return NULL; }
+            PyList_SET_ITEM(ents, i, t);
+        }
+        return Py_BuildValue("(NL)", ents, c->tick);
+    }
+    case R_FAR: {
+        PyObject *layers = PyList_New(0);
+        if (!layers) return NULL;
+        for (int j = 0; j < c->fspan; j++) {
+            int l = c->fbase + j;
+            if (!S->ln[l]) continue;
+            PyObject *keys = list_keys(S, l);
+            long layer = c->fspan == 1 ? c->klo / c->E : j;
+            PyObject *t = keys ? Py_BuildValue("(lN)", layer, keys) : NULL;
+            if (!t || PyList_Append(layers, t) < 0) { Py_XDECREF(t); Py_DECREF(layers); return NULL; }
+            Py_DECREF(t);
+        }
+        return Py_BuildValue("(Nl)", layers, c->cur);
+    }
     }
     PyErr_SetString(PyExc_ValueError, "_fast: a store it does not know");
     return NULL;
@@ -761,6 +1056,7 @@ typedef struct {
     long long interval;
     long W, L, E, K, heap_cap;
     const long long *lacc;   /* per layer its accesses in the replay (NULL: W each) */
+    double h;                /* crf, classlru: the CRF half-life (steps) */
 } Params;
 
 static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, int side_a,
@@ -776,7 +1072,8 @@ static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, 
     c->E = P->E;
     c->thr = P->thr;
     c->W = P->W;
-    if (rule == R_LFU || rule == R_SCORE) {
+    c->h = P->h;
+    if (rule == R_LFU || rule == R_SCORE || rule == R_CRF) {
         c->heap = malloc(sizeof(int) * P->heap_cap);
         if (!c->heap) return -1;
     }
@@ -801,6 +1098,19 @@ static int cache_init(Cache *c, int rule, long cap, int lbase, const Params *P, 
         }
     }
     return 0;
+}
+
+/* the lists each cache has (lbase: LISTS_PER_CACHE of them), and after them one list per
+ * layer for a shared farthest_layer cache */
+#define LISTS_PER_CACHE 8
+static inline long lists_needed(long ncaches, long L) { return ncaches * LISTS_PER_CACHE + L; }
+
+/* cache i's place: its lists, its keys, farthest_layer's per-layer lists */
+static void cache_layout(Cache *c, long i, long ncaches, int per_layer, long L, long E) {
+    c->klo = per_layer ? i * E : 0;
+    c->khi = per_layer ? (i + 1) * E : L * E;
+    c->fbase = per_layer ? c->lbase : (int)(ncaches * LISTS_PER_CACHE);
+    c->fspan = per_layer ? 1 : (int)L;
 }
 
 static void cache_free(Cache *c) {
@@ -866,11 +1176,13 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     long ft_window;
     int mode;                          /* 0 gpu_only, 1 cpu_fallback, 2 hybrid */
     double cpu_limit;                  /* hybrid: the CPU iff tokens < cpu_limit */
-    if (!PyArg_ParseTuple(cfg, "ippllldLddLLdpLLLpLddddiidlid", &rule, &per_layer, &priority, &L,
+    double half_life;                  /* crf, classlru */
+    if (!PyArg_ParseTuple(cfg, "ippllldLddLLdpLLLpLddddiidlidd", &rule, &per_layer, &priority, &L,
                           &E, &pool_size, &decay, &interval, &alpha, &wdef, &cur_step,
                           &last_layer, &rstall, &protect, &rebalance, &dispatches, &ttl_n,
                           &ttl_steps, &accesses, &mem_thr, &mem_headroom, &mem_budget,
-                          &expert_bytes, &side_a, &side_b, &ft_thr, &ft_window, &mode, &cpu_limit))
+                          &expert_bytes, &side_a, &side_b, &ft_thr, &ft_window, &mode, &cpu_limit,
+                          &half_life))
         return NULL;
     double dense1, gpu1, txf, now, link, tl_stall, tl_gpu, tl_xfer, cpu1, tl_cpu, tl_cpu_wait;
     int wait_all;
@@ -879,7 +1191,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         return NULL;
     int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
     int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
-    if (rule < 0 || rule > R_SEG || L < 1 || E < 1 || L > (1L << 26) || E > (1L << 26) ||
+    if (rule < 0 || rule > R_LAST || L < 1 || E < 1 || L > (1L << 26) || E > (1L << 26) || !(half_life > 0.0) ||
         L * E > (1L << 26) || ft_window < 1 || mode < 0 || mode > 2 || ttl_n < -1 || rebalance < 0 ||
         (rule == R_SEG && (!basic_a || !basic_b))) {
         PyErr_SetString(PyExc_ValueError, "_fast.replay: bad configuration");
@@ -980,7 +1292,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
 
     /* state */
     S.K = K;
-    long nl = ncaches * 4;
+    long nl = lists_needed(ncaches, L);
     S.slot = malloc(sizeof(int) * K); S.lid = malloc(sizeof(int) * K);
     S.prv = malloc(sizeof(int) * K); S.nxt = malloc(sizeof(int) * K);
     S.pos = malloc(sizeof(int) * K); S.hf = calloc(K, sizeof(double));
@@ -988,7 +1300,14 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     S.mark = calloc(K, sizeof(long long));
     S.lh = malloc(sizeof(int) * nl); S.lt = malloc(sizeof(int) * nl);
     S.ln = calloc(nl, sizeof(long));
-    S.frontier = malloc(sizeof(int) * (maxn + E + 4));
+    /* (crf's window search walks a heap of up to every key) */
+    S.frontier = malloc(sizeof(int) * (maxn + (rule == R_CRF ? K : E) + 4));
+    if (rule == R_CRF || rule == R_CLASSLRU) {
+        S.kcrf = malloc(sizeof(double) * K);
+        S.klast = malloc(sizeof(long long) * K);
+        if (!S.kcrf || !S.klast) { PyErr_NoMemory(); goto done; }
+        for (long k = 0; k < K; k++) S.klast[k] = -1;
+    }
     C = calloc(ncaches, sizeof(Cache));
     outc = malloc(maxn);
     l_acc = calloc(L, sizeof(long long)); l_hit = calloc(L, sizeof(long long));
@@ -1013,13 +1332,14 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
     S.ftop = 0;
     for (long i = pool_size - 1; i >= 0; i--) S.fstack[S.ftop++] = (int)i;   /* SlotPool() */
     for (long l = 0; l < nl; l++) { S.lh[l] = S.lt[l] = -1; }
-    Params P = {decay, alpha, ft_thr, interval, ft_window, L, E, K, per_layer ? E : K, lacc_n};
+    Params P = {decay, alpha, ft_thr, interval, ft_window, L, E, K, per_layer ? E : K, lacc_n, half_life};
     for (long i = 0; i < ncaches; i++) {
         Cache *c = &C[i];
         long cap = PyLong_AsLong(PyList_GET_ITEM(caps_o, i));
         if (cap == -1 && PyErr_Occurred()) goto done;
         if (cap < 1) { PyErr_SetString(PyExc_ValueError, "_fast.replay: capacity < 1"); goto done; }
-        if (cache_init(c, rule, cap, (int)(i * 4), &P, side_a, side_b) < 0) { PyErr_NoMemory(); goto done; }
+        if (cache_init(c, rule, cap, (int)(i * LISTS_PER_CACHE), &P, side_a, side_b) < 0) { PyErr_NoMemory(); goto done; }
+        cache_layout(c, i, ncaches, per_layer, L, E);
     }
 
     long long demand = 0, streamed = 0, evictions = 0, nx = 0, background = 0, cpu_computes = 0;
@@ -1033,6 +1353,7 @@ static PyObject *fast_replay(PyObject *self, PyObject *args) {
         last_layer = layer;
         int a0 = offs[r], n = offs[r + 1] - a0;
         Cache *c = per_layer ? &C[layer] : &C[0];
+        st_begin(c, cur_step, layer);
         long base = layer * E;
         S.stamp++;
         if (protect)
@@ -1336,6 +1657,7 @@ done:
     free(S.slot); free(S.lid); free(S.prv); free(S.nxt); free(S.pos); free(S.hf); free(S.ht);
     free(S.freq); free(S.mark); free(S.lh); free(S.lt); free(S.ln); free(S.frontier);
     free(S.tprv); free(S.tnxt); free(S.tstamp); free(S.tin); free(S.fstack); free(S.side);
+    free(S.kcrf); free(S.klast);
     if (C) for (long i = 0; i < ncaches; i++) cache_free(&C[i]);
     free(C); free(pinned); free(outc); free(l_acc); free(l_hit); free(lacc_n);
     free(ordbuf); free(lready); free(lcomp); free(bgl); free(evl); free(arrival);

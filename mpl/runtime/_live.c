@@ -177,6 +177,7 @@ static void ls_free_state(LiveState *o) {
     free(S->slot); free(S->lid); free(S->prv); free(S->nxt); free(S->pos); free(S->hf); free(S->ht);
     free(S->freq); free(S->mark); free(S->lh); free(S->lt); free(S->ln); free(S->frontier);
     free(S->tprv); free(S->tnxt); free(S->tstamp); free(S->tin); free(S->fstack); free(S->side);
+    free(S->kcrf); free(S->klast);
     memset(S, 0, sizeof *S);
     if (o->C) for (long i = 0; i < o->ncaches; i++) cache_free(&o->C[i]);
     free(o->C); o->C = NULL;
@@ -1278,6 +1279,7 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
     else if (layer <= o->last_layer) o->step++;
     o->last_layer = layer;
     Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
+    st_begin(c, o->step, layer);
     long base = layer * o->E;
     const double *wv = o->f_weighted && A.has_w ? o->wv : NULL;
     PyObject *where = NULL, *hit = NULL, *loads = NULL, *evicted = NULL, *result = NULL;
@@ -1553,6 +1555,24 @@ static int sl_valued(SLoad *x, PyObject *ents, int l) {
 
 static int st_load(SLoad *x, PyObject *data);
 
+/* a CRF table [(key, crf, last use)] (keys of the cache, resident or not) */
+static int sl_table(SLoad *x, PyObject *table_o) {
+    State *S = &x->o->S;
+    PyObject *t = PySequence_Tuple(table_o);
+    if (!t) return -1;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(t); j++) {
+        long k;
+        double crf;
+        long long last;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(t, j), "ldL", &k, &crf, &last)) { Py_DECREF(t); return -1; }
+        if (k < x->lo || k >= x->hi || last < 0 || S->klast[k] >= 0) { Py_DECREF(t); return sl_bad("a CRF table entry out of place"); }
+        S->kcrf[k] = crf;
+        S->klast[k] = last;
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
 static int st_load_sub(LiveState *o, Cache *sub, PyObject *data, long lo, long hi, unsigned char side) {
     SLoad y = {o, sub, lo, hi};
     if (st_load(&y, data) < 0) return -1;
@@ -1667,6 +1687,93 @@ static int st_load(SLoad *x, PyObject *data) {
         return st_load_sub(x->o, c->sub[0], a, x->lo, x->hi, 1) < 0 ||
                st_load_sub(x->o, c->sub[1], b, x->lo, x->hi, 2) < 0 ? -1 : 0;
     }
+    case R_CRF: {
+        PyObject *table, *res_o;
+        if (!PyArg_ParseTuple(data, "OOLLd", &table, &res_o, &c->now, &c->tick, &c->h)) return -1;
+        if (!(c->h > 0.0) || sl_table(x, table) < 0) return c->h > 0.0 ? -1 : sl_bad("a CRF half-life not above 0");
+        PyObject *res = PySequence_Tuple(res_o);
+        if (!res) return -1;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(res); j++) {
+            PyObject *kk;
+            long long seq;
+            int k;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(res, j), "OL", &kk, &seq) || sl_key(x, kk, 0, &k) < 0) {
+                Py_DECREF(res);
+                return -1;
+            }
+            if (c->hn >= S->K) { Py_DECREF(res); return sl_bad("a heap larger than the keys"); }
+            S->ht[k] = seq;
+            crf_g(S, c, k);
+            h_push(S, c, k);
+        }
+        Py_DECREF(res);
+        return 0;
+    }
+    case R_CLASSLRU: {
+        PyObject *table, *lists_o, *stamps_o;
+        if (!PyArg_ParseTuple(data, "OOOLd", &table, &lists_o, &stamps_o, &c->now, &c->h)) return -1;
+        if (!(c->h > 0.0)) return sl_bad("a CRF half-life not above 0");
+        if (sl_table(x, table) < 0) return -1;
+        PyObject *lists = PySequence_Tuple(lists_o);
+        if (!lists) return -1;
+        if (PyTuple_GET_SIZE(lists) != 8) { Py_DECREF(lists); return sl_bad("ClassLRU has 8 classes"); }
+        for (int cl = 0; cl < 8; cl++) {
+            if (sl_list(x, PyTuple_GET_ITEM(lists, cl), CLS(c, cl), 0) < 0) { Py_DECREF(lists); return -1; }
+            for (int k = S->lh[CLS(c, cl)]; k >= 0; k = S->nxt[k]) S->freq[k] = (unsigned char)cl;
+        }
+        Py_DECREF(lists);
+        PyObject *stamps = PySequence_Tuple(stamps_o);
+        if (!stamps) return -1;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(stamps); j++) {
+            long k;
+            long long st;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(stamps, j), "lL", &k, &st)) { Py_DECREF(stamps); return -1; }
+            if (k < x->lo || k >= x->hi || !cls_has(c, S, (int)k)) { Py_DECREF(stamps); return sl_bad("a ClassLRU stamp of a key it does not hold"); }
+            S->ht[k] = st;
+            S->hf[k] = (double)++c->tick;      /* the admission order, as listed */
+        }
+        Py_DECREF(stamps);
+        return 0;
+    }
+    case R_VLFRU: {
+        PyObject *ents_o;
+        if (!PyArg_ParseTuple(data, "OL", &ents_o, &c->tick)) return -1;
+        PyObject *ents = PySequence_Tuple(ents_o);
+        if (!ents) return -1;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ents); j++) {
+            PyObject *kk;
+            long long f, last;
+            int k;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ents, j), "OLL", &kk, &f, &last) || sl_key(x, kk, 0, &k) < 0) {
+                Py_DECREF(ents);
+                return -1;
+            }
+            if (f < 1 || f > (1LL << 53) || last > c->tick) { Py_DECREF(ents); return sl_bad("a vllm_lfru entry out of range"); }
+            S->hf[k] = (double)f;
+            S->ht[k] = last;
+            l_push(S, c->lbase, k);
+        }
+        Py_DECREF(ents);
+        return 0;
+    }
+    case R_FAR: {
+        PyObject *layers_o;
+        if (!PyArg_ParseTuple(data, "Ol", &layers_o, &c->cur)) return -1;
+        if (c->cur < 0 || c->cur >= x->o->L) return sl_bad("a layer out of range");
+        PyObject *layers = PySequence_Tuple(layers_o);
+        if (!layers) return -1;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(layers); j++) {
+            long layer;
+            PyObject *keys;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(layers, j), "lO", &layer, &keys)) { Py_DECREF(layers); return -1; }
+            if (layer < x->lo / x->o->E || layer >= (x->hi + x->o->E - 1) / x->o->E) { Py_DECREF(layers); return sl_bad("a layer out of range"); }
+            int l = c->fspan == 1 ? c->fbase : c->fbase + (int)layer;
+            SLoad y = {x->o, c, layer * x->o->E, (layer + 1) * x->o->E};   /* its own layer's keys */
+            if (sl_list(&y, keys, l, 0) < 0) { Py_DECREF(layers); return -1; }
+        }
+        Py_DECREF(layers);
+        return 0;
+    }
     }
     return sl_bad("a store it does not hold");
 }
@@ -1715,7 +1822,7 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         goto bad;
     State *S = &o->S;
     S->K = K;
-    long nl = o->ncaches * 4;
+    long nl = lists_needed(o->ncaches, L);
     long D = o->lookahead < L ? o->lookahead : L;
     /* proposals: at most budget, and never more distinct keys than D target layers hold */
     long b = o->budget > 0 ? o->budget : 0;
@@ -1771,7 +1878,7 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     /* caches: (rule, side a, side b, capacity, [(key, slot)], store state); every key of a
      * cache its own (its layer's with per-layer caches), every slot in the pool and used
      * once, the store's state as its class dumps it (st_load) */
-    Params P = {1.0, 0.0, 0.0, 1, 1, L, E, K, o->per_layer ? E : K, NULL};
+    Params P = {1.0, 0.0, 0.0, 1, 1, L, E, K, o->per_layer ? E : K, NULL, 128.0};
 #define LOAD_BAD(msg) do { PyErr_SetString(PyExc_ValueError, "live dispatch: load: " msg); goto bad; } while (0)
     for (long i = 0; i < o->ncaches; i++) {
         Cache *c = &o->C[i];
@@ -1782,11 +1889,18 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
                               &PyList_Type, &res_o, &store)) goto bad;
         int basic_a = side_a == R_LRU || side_a == R_LFU || side_a == R_SCORE || side_a == R_FT;
         int basic_b = side_b == R_LRU || side_b == R_LFU || side_b == R_SCORE || side_b == R_FT;
-        if (rule < 0 || rule > R_SEG || (rule == R_SEG && (!basic_a || !basic_b))) LOAD_BAD("a store it does not hold");
+        if (rule < 0 || rule > R_LAST || (rule == R_SEG && (!basic_a || !basic_b))) LOAD_BAD("a store it does not hold");
         if (cap < 0) LOAD_BAD("a negative capacity");
-        if (cache_init(c, rule, cap > LONG_MAX ? LONG_MAX : (long)cap, (int)(i * 4), &P, side_a, side_b) < 0) {
+        if (cache_init(c, rule, cap > LONG_MAX ? LONG_MAX : (long)cap, (int)(i * LISTS_PER_CACHE), &P, side_a, side_b) < 0) {
             PyErr_NoMemory();
             goto bad;
+        }
+        cache_layout(c, i, o->ncaches, o->per_layer, L, E);
+        if ((rule == R_CRF || rule == R_CLASSLRU) && !S->kcrf) {
+            S->kcrf = calloc(K, sizeof(double));
+            S->klast = malloc(sizeof(long long) * K);
+            if (!S->kcrf || !S->klast) { PyErr_NoMemory(); goto bad; }
+            for (long k = 0; k < K; k++) S->klast[k] = -1;
         }
         long lo = o->per_layer ? i * E : 0, hi = o->per_layer ? (i + 1) * E : K;
         PyObject *res = as_tuple(res_o, -1, "residents");

@@ -79,7 +79,7 @@ live_loops_in_c = 0
 
 #: eviction rule -> the kernel's code
 RULES = {"lru": 0, "lfu": 1, "score": 2, "arc": 3, "s3fifo": 4, "lfru": 5,
-         "frequency_threshold": 6}
+         "frequency_threshold": 6, "crf": 8, "classlru": 9, "vllm_lfru": 10, "farthest_layer": 11}
 MODES = {"gpu_only": 0, "cpu_fallback": 1, "hybrid": 2}
 SEGMENTED = 7            # "a | b" with a and b single-queue rules (eviction.SEGMENT_RULES)
 
@@ -97,6 +97,12 @@ def rule_code(rule: str) -> tuple[int, int, int] | None:
 
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
 LIVE_MAX_KEYS = 1 << 22  # ... and the live dispatch, which keeps its tables between calls
+
+
+def _half_life(p) -> float:
+    """cache.crf_half_life in steps (the crf and classlru rules)."""
+    v = p.get("cache.crf_half_life", 128)
+    return float(getattr(v, "n", v))
 
 
 def make_guard():
@@ -474,7 +480,7 @@ def _replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
            -1 if rt.ttl_n is None or rt._ttl is None else rt.ttl_n, rt.ttl_steps, rt.accesses,
            -1.0 if rt.mem_threshold is None else float(rt.mem_threshold), rt.mem_headroom,
            rt.mem_budget, rt.expert_bytes, side_a, side_b, float(rt.p["cache.freq_threshold"]),
-           int(rt.p["cache.freq_window"]), mode, float(rt._cpu_limit))
+           int(rt.p["cache.freq_window"]), mode, float(rt._cpu_limit), _half_life(rt.p))
     dense1, gpu1, txf = tl.unit_costs()
     clocks = (dense1, gpu1, txf, not tl.overlap) + tl.clocks() + (cpu1, tl.cpu_ms, tl.cpu_wait_ms)
     # the capacity as the stores see it (a segmented pair's split, ARC's target, S3-FIFO's
