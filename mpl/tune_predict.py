@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpl.trace import Trace
+from mpl.trace import Trace, has_predictions
 
 STRATEGIES = ("history", "affinity", "learned", "recorded")
 BUDGETS = (1, 2, 4, 8)
@@ -113,7 +113,7 @@ def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
 
 def evaluate_all(trace: Trace, budgets=BUDGETS, **kw) -> list[Score]:
     """Every strategy that applies to the trace (``recorded`` only when it has predictions)."""
-    has = any(d.predictions for d in trace.dispatches)
+    has = has_predictions(trace.dispatches)
     return [evaluate(trace, s, budgets, **kw) for s in STRATEGIES if s != "recorded" or has]
 
 

@@ -6,7 +6,10 @@ Both only *predict*; :class:`mpl.runtime.core.Runtime` turns proposals into PREF
   ``history_window`` steps (one entry per dispatch of that layer). Counts change by one per
   entering or leaving expert, so experts are kept in buckets by count: an update is two set
   operations, a bit mask marks the non-empty buckets, and the top-``b`` (count desc, then
-  expert id) visits only non-empty buckets from the highest down.
+  expert id) visits only non-empty buckets from the highest down. The counts are a dict per
+  layer holding the experts in the window (never ``num_experts`` entries up front: a trace
+  whose header declares 65,536 experts costs what its dispatches select), and the window
+  grows with the dispatches it holds.
 * :class:`Affinity` — transition counts ``(e at L) -> (e' at L+d)`` for ``d = 1 ..
   lookahead``, learned online from consecutive dispatches of the same step (``L+d`` wraps into
   the next step). ``P(e' | e) = count(e -> e') / count(e)``; a target expert's probability is
@@ -21,12 +24,13 @@ from operator import mul
 
 
 class History:
-    __slots__ = ("window", "win", "cnt", "bk", "mask")
+    __slots__ = ("window", "win", "cnt", "bk", "mask", "num_experts")
 
     def __init__(self, num_layers: int, window: int, num_experts: int):
         self.window = window
+        self.num_experts = num_experts
         self.win = [deque() for _ in range(num_layers)]
-        self.cnt = [[0] * num_experts for _ in range(num_layers)]   # expert -> count
+        self.cnt = [{} for _ in range(num_layers)]         # expert -> count (> 0 only)
         self.bk = [[set()] for _ in range(num_layers)]     # bk[c]: experts with count c
         self.mask = [0] * num_layers                       # bit c set: bk[c] is not empty
 
@@ -55,7 +59,7 @@ class History:
         for e in new:
             if e in so:
                 continue                        # in and out of the window: no change
-            c = cnt[e]
+            c = cnt.get(e, 0)
             if c:
                 s = bk[c]
                 s.discard(e)
@@ -78,12 +82,14 @@ class History:
             if not s:
                 mask ^= 1 << c
             c -= 1
-            cnt[e] = c
             if c:
+                cnt[e] = c
                 s = bk[c]
                 if not s:
                     mask |= 1 << c
                 s.add(e)
+            else:
+                del cnt[e]
         self.mask[layer] = mask
 
     def _apply(self, layer: int, new, gone) -> None:
@@ -99,15 +105,17 @@ class History:
         for e, d in delta.items():
             if not d:
                 continue
-            c = cnt[e]
+            c = cnt.get(e, 0)
             if c:
                 bk[c].discard(e)
             c += d
-            cnt[e] = c
             if c > 0:
+                cnt[e] = c
                 while len(bk) <= c:
                     bk.append(set())
                 bk[c].add(e)
+            else:
+                cnt.pop(e, None)
         self._set_mask(layer)
 
     def _set_mask(self, layer: int) -> None:
@@ -118,17 +126,27 @@ class History:
         self.mask[layer] = mask
 
     def load(self, layer: int, rows, counts: list, buckets: int) -> None:
-        """Set ``layer``'s window ``rows`` and per-expert ``counts`` (as the compiled live
-        dispatch hands them back), with ``buckets`` count buckets (the length the
-        incremental updates had grown them to)."""
+        """Set ``layer``'s window ``rows`` and per-expert ``counts`` (a list of
+        ``num_experts`` counts, as the compiled live dispatch hands them back), with
+        ``buckets`` count buckets (the length the incremental updates had grown them to)."""
         self.win[layer] = deque(rows)
-        self.cnt[layer] = counts
+        cnt = {}
         bk = [set() for _ in range(buckets)]
         for e, c in enumerate(counts):
             if c > 0:
+                cnt[e] = c
                 bk[c].add(e)
+        self.cnt[layer] = cnt
         self.bk[layer] = bk
         self._set_mask(layer)
+
+    def counts(self, layer: int) -> list:
+        """``layer``'s count of every expert, a list of ``num_experts`` (what the compiled
+        live dispatch takes; it holds models of at most fast.LIVE_MAX_KEYS keys)."""
+        out = [0] * self.num_experts
+        for e, c in self.cnt[layer].items():
+            out[e] = c
+        return out
 
     def top(self, layer: int, b: int) -> list:
         """Up to ``b`` experts of ``layer``, most often selected first (ties: lower id)."""
@@ -150,7 +168,7 @@ class History:
         return out
 
     def count(self, layer: int, expert: int) -> int:
-        return self.cnt[layer][expert]
+        return self.cnt[layer].get(expert, 0)
 
 
 class Affinity:

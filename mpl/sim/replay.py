@@ -23,7 +23,7 @@ from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, 
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
 from mpl.timemodel.timeline import Timeline, summary as _sim_summary
-from mpl.trace import Trace, records_of, steps_and_tokens, tokens_of as _tokens_of
+from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
 
 
 class ReplayError(ValueError):
@@ -277,7 +277,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # the compiled kernel on the trace's cached pack where it covers the policy
         if _fast.replay_trace(rt, trace, tl, upd, every) is None:
             # (built once per trace while a sweep or a tune holds it)
-            records = _fast.per_trace(trace, ("records",), lambda: list(records_of(trace.dispatches)))
+            records = _fast.per_trace(trace, ("records",), lambda: record_list(trace.dispatches))
             rt.replay_records(records, tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
@@ -320,8 +320,10 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
         res.structure, res.capacities = "shared", cap
     else:
         res = BeladyResult(structure="per_layer", capacities=caps)
-        for l in range(L):
-            idx = [i for i, x in enumerate(layers) if x == l]
+        by_layer: dict[int, list[int]] = {}      # the layers that occur, not the header's
+        for i, x in enumerate(layers):
+            by_layer.setdefault(x, []).append(i)
+        for l, idx in sorted(by_layer.items()):
             sub_out: list = [None] * len(idx)
             r = simulate([reqs[i] for i in idx], caps[l], frozenset(), E, outcomes=sub_out)
             res.merge(r)
