@@ -189,20 +189,50 @@ static void h_rebuild(State *S, Cache *c) {
 
 /* the smallest (value, tick) key not in use: best-first search from the root (expands at
  * most one node per excluded key), removed from the heap; -1 when every key is in use */
+/* The least resident not excluded, found best-first: a frontier of heap indices whose
+ * parents were all excluded, itself kept as a binary heap (ordered as the cache's heap), so
+ * that X excluded residents cost O(X log X), not O(X^2). The frontier never holds more than
+ * the cache's residents plus one (each visit removes one index and adds at most two). */
+#define FR_LESS(a, b) h_less(S, c, c->heap[(a)], c->heap[(b)])
+static inline void fr_push(State *S, Cache *c, int *fr, long *nf, int v) {
+    long i = (*nf)++;
+    while (i > 0) {
+        long p = (i - 1) >> 1;
+        if (!FR_LESS(v, fr[p])) break;
+        fr[i] = fr[p];
+        i = p;
+    }
+    fr[i] = v;
+}
+
+static inline int fr_pop(State *S, Cache *c, int *fr, long *nf) {
+    int top = fr[0], v = fr[--(*nf)];
+    long n = *nf, i = 0;
+    if (n == 0) return top;
+    for (;;) {
+        long l = 2 * i + 1, m = i;
+        int best = v;
+        if (l < n && FR_LESS(fr[l], best)) { m = l; best = fr[l]; }
+        if (l + 1 < n && FR_LESS(fr[l + 1], best)) m = l + 1;
+        if (m == i) break;
+        fr[i] = fr[m];
+        i = m;
+    }
+    fr[i] = v;
+    return top;
+}
+#undef FR_LESS
+
 static long h_first_free(State *S, Cache *c) {   /* its heap index, -1 */
     if (c->hn == 0) return -1;
     int *fr = S->frontier;
     long nf = 0;
     fr[nf++] = 0;
     while (nf) {
-        long bi = 0;
-        for (long j = 1; j < nf; j++)
-            if (h_less(S, c, c->heap[fr[j]], c->heap[fr[bi]])) bi = j;
-        long i = fr[bi];
-        fr[bi] = fr[--nf];
+        long i = fr_pop(S, c, fr, &nf);
         if (!excluded(S, c->heap[i])) return i;
-        if (2 * i + 1 < c->hn) fr[nf++] = (int)(2 * i + 1);
-        if (2 * i + 2 < c->hn) fr[nf++] = (int)(2 * i + 2);
+        if (2 * i + 1 < c->hn) fr_push(S, c, fr, &nf, (int)(2 * i + 1));
+        if (2 * i + 2 < c->hn) fr_push(S, c, fr, &nf, (int)(2 * i + 2));
     }
     return -1;
 }

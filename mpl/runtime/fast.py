@@ -1157,7 +1157,7 @@ def _apply_dump(rt, held: dict, out: dict) -> None:
     a = held["affinity"]
     if a is not None:
         tabs, lasts = out["aff"]
-        a.table = {(d, src): {e: a.row(n, dict(nx)) for e, n, nx in rows} for d, src, rows in tabs}
+        a.table = {(d, src): {e: a.row(n, nx) for e, n, nx in rows} for d, src, rows in tabs}
         a.last = [None] * rt.num_layers
         for layer, step, experts in lasts:
             a.last[layer] = (step, experts)
