@@ -280,3 +280,22 @@ def test_tune_of_a_lazy_trace_equals_the_eager_one_without_reading_its_records(t
     assert a.text == b.text and a.evaluated == b.evaluated
     assert [(c.describe(), c.hit_rate, c.tokens_per_s) for c in a.leaderboard] == \
         [(c.describe(), c.hit_rate, c.tokens_per_s) for c in b.leaderboard]
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4)), max_size=60), st.booleans())
+@prop(100)
+def test_steps_and_tokens_from_a_pack_equal_those_of_the_dispatches(rows, shuffle):
+    """A replay counts a trace's steps and tokens from the pack it made (in C when compiled):
+    the same as mpl.trace.steps_and_tokens, in order or not, with several-token records."""
+    r = random.Random(len(rows))
+    ds = [Dispatch(s, r.randrange(3), [r.sample(range(8), 2) for _ in range(t)]) for s, t in rows]
+    if not shuffle:
+        ds.sort(key=lambda d: d.step)
+    p = fast.pack_dispatches(ds, 8)
+    assert fast.steps_and_tokens_of(p) == steps_and_tokens(ds)
+    if fast._kernel is not None:      # the pure fallback too
+        kernel, fast._kernel = fast._kernel, None
+        try:
+            assert fast.steps_and_tokens_of(p) == steps_and_tokens(ds)
+        finally:
+            fast._kernel = kernel

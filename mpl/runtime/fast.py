@@ -44,7 +44,7 @@ from mpl.runtime.eviction import SEGMENT_RULES, make_store
 ENV_PURE = "MPL_PURE"
 #: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
 #: an older source is not used)
-KERNEL_ABI = 4
+KERNEL_ABI = 5
 
 
 def _import_kernel():
@@ -383,6 +383,33 @@ def pack_trace(trace, num_experts: int) -> Packed:
     """The pack of a Trace's dispatches, computed once per trace (:func:`derived`); a trace
     read lazily (mpl.tracecols) brings its columns: no Dispatch is built."""
     return derived(trace, ("pack", num_experts), lambda: pack_of(trace.dispatches, num_experts))
+
+
+def cached_pack(trace, num_experts: int) -> "Packed | None":
+    """The pack :func:`pack_trace` keeps for ``trace``, if it has made it (None: not made,
+    or the dispatches changed since)."""
+    store = getattr(trace, "derived", None)
+    ident = _identity(trace.dispatches)
+    if store is not None and ident is not None:
+        got = store.get(("pack", num_experts))
+        if got is not None and got[0] == ident:
+            return got[1]
+    ent = _HELD.get(id(trace.dispatches))
+    if ent is not None and ent[0] is trace.dispatches:
+        return ent[2].get(("pack", num_experts))
+    return None
+
+
+def steps_and_tokens_of(p: Packed) -> tuple[int, int]:
+    """mpl.trace.steps_and_tokens of the dispatches ``p`` packs, from its step and token
+    arrays (a step of None is packed as -1)."""
+    if _kernel is not None:
+        return _kernel.steps_tokens(p.steps, p.tokens)
+    per: dict = {}
+    for s, t in zip(p.steps, p.tokens):
+        if per.get(s, 0) < t:
+            per[s] = t
+    return len(per), sum(per.values())
 
 
 def derived(trace, key, make):

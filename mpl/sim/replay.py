@@ -150,7 +150,10 @@ def _as_trace(trace) -> Trace:
 def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
     """mpl.trace.steps_and_tokens of the trace's dispatches (once per trace while they do not
     change: mpl.runtime.fast.derived)."""
-    return _fast.derived(trace, "steps_and_tokens", lambda: steps_and_tokens(trace.dispatches))
+    def count():
+        p = _fast.cached_pack(trace, trace.header.num_experts)     # (a replay made it)
+        return steps_and_tokens(trace.dispatches) if p is None else _fast.steps_and_tokens_of(p)
+    return _fast.derived(trace, "steps_and_tokens", count)
 
 
 def _check_fit(header, num_experts_ok=True) -> None:
@@ -258,7 +261,6 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     profile = hw.resolve(hardware)
     eb, costs = hw.costs_for_trace(profile, ir, h)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    steps, tokens = _steps_and_tokens(trace)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
@@ -292,6 +294,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                 cap = cap0
                 bres = belady_optimum(trace.dispatches, E, capacity=int(cap), num_layers=L)
     bar.close()
+    steps, tokens = _steps_and_tokens(trace)     # (after the replay: from its pack, if made)
     return ReplayReport(
         policy=policy.name,
         trace={"model": h.model, "dispatches": len(trace), "steps": steps, "tokens": tokens,
