@@ -2116,6 +2116,8 @@ done:
 
 #include "_belady.c"
 
+#include "_learned.c"
+
 static PyMethodDef methods[] = {
     {"replay", fast_replay, METH_VARARGS, NULL},
     {"belady", fast_belady, METH_VARARGS, belady_doc},
@@ -2140,5 +2142,6 @@ PyMODINIT_FUNC PyInit__fast(void) {
               !(s_weights_a = PyUnicode_InternFromString("weights")))) { Py_DECREF(m); return NULL; }
     if (m && guard_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     if (m && ls_init_module(m) < 0) { Py_DECREF(m); return NULL; }
+    if (m && lrn_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -25,7 +25,7 @@ from mpl.runtime.fast import make_guard
 from mpl.runtime.guard import RuntimeBusyError  # noqa: F401  (re-exported)
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
-from mpl.runtime.prefetch import Affinity, History, Learned
+from mpl.runtime.prefetch import Affinity, History, learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
 from mpl.schema import REQUIRED_KEYS, SLOT_POOL_MAX
 
@@ -197,7 +197,7 @@ class Runtime:
         self.affinity = (Affinity(L, int(features.get("affinity_depth", self.lookahead)),
                                   float(params["prefetch.affinity_threshold"]))
                          if features.get("affinity") else None)
-        self.learned = (Learned(L, num_experts, int(params["prefetch.context_layers"]),
+        self.learned = (learned(L, num_experts, int(params["prefetch.context_layers"]),
                                 int(params["prefetch.history_window"]),
                                 float(params["prefetch.confidence"]),
                                 int(features.get("affinity_depth", self.lookahead)))

@@ -271,6 +271,14 @@ class Affinity:
         return [e for _, e in good]
 
 
+def _dot(a, b) -> float:
+    """The dot product, added left to right (as the compiled predictor adds it)."""
+    z = 0.0
+    for x, y in zip(a, b):
+        z += x * y
+    return z
+
+
 class Learned:
     """An online predictor of the next layers' experts from more than the previous layer.
 
@@ -355,7 +363,9 @@ class Learned:
         old = self.cur[layer]
         self.prev[layer] = old[1] if old is not None else None
         if weights is not None:
-            total = float(sum(weights))
+            total = 0.0                # left to right (sum() compensates on Python 3.12+;
+            for x in weights:          # the compiled predictor adds as this does)
+                total += x
             ws = tuple(float(x) / total for x in weights) if total > 0 else None
         else:
             ws = None
@@ -363,7 +373,7 @@ class Learned:
         if predictions:
             for t, ids in predictions.items():
                 st = step if t > layer else step + 1
-                self.gate[t] = (st, set(ids))
+                self.gate[t] = (st, tuple(dict.fromkeys(ids)))   # distinct, in their order
 
     def _count(self, d: int, src: int, sources, targets) -> None:
         tab = self.rows.get((d, src))
@@ -395,8 +405,14 @@ class Learned:
 
     def _frequency(self, layer: int, experts) -> None:
         a = 1.0 / self.window
-        s = self.fscale[layer] / (1.0 - a)
         f = self.freq[layer]
+        if a >= 1.0:                   # a window of one pass: the pass itself
+            f.clear()
+            for e in experts:
+                f[e] = 1.0
+            self.fscale[layer] = 1.0
+            return
+        s = self.fscale[layer] / (1.0 - a)
         for e in experts:
             f[e] = f.get(e, 0.0) + a * s
         if s > 1e12:                   # renormalise (and drop what has faded)
@@ -495,7 +511,7 @@ class Learned:
 
     def probability(self, f) -> float:
         """The model's probability for one feature vector."""
-        z = sum(map(mul, self.theta, f))
+        z = _dot(self.theta, f)
         return 1.0 / (1.0 + math.exp(-z)) if z > -40 else 0.0
 
     def predict(self, layer: int, step: int, d: int) -> list:
@@ -513,10 +529,44 @@ class Learned:
         exp = math.exp
         probs: dict = {}
         for e, f in feats.items():
-            z = sum(map(mul, th, f))
+            z = _dot(th, f)
             probs[e] = 1.0 / (1.0 + exp(-z)) if z > -40 else 0.0
         self.pending[t] = (st, feats, probs)
         thr = self.confidence
         good = [(-p, e) for e, p in probs.items() if p >= thr]
         good.sort()
         return [e for _, e in good]
+
+    def dump(self) -> dict:
+        """The whole state in one canonical form (the compiled predictor's ``dump()`` gives
+        the same for the same calls): rows in their targets' order, features and
+        probabilities of the pending predictions in their candidates' order."""
+        return {
+            "theta": list(self.theta), "window": self.window, "confidence": self.confidence,
+            "rate": self.rate,
+            "rows": sorted(((d, src, x), row[0], tuple(row[1].items()))
+                           for (d, src), tab in self.rows.items() for x, row in tab.items()),
+            "cur": [None if c is None else (c[0], tuple(c[1]), c[2]) for c in self.cur],
+            "prev": [None if p is None else tuple(p) for p in self.prev],
+            "freq": [tuple(sorted(f.items())) for f in self.freq],
+            "fscale": list(self.fscale),
+            "pending": {t: (st, tuple((e, tuple(f), probs[e]) for e, f in feats.items()))
+                        for t, (st, feats, probs) in self.pending.items()},
+            "gate": {t: (st, tuple(ids)) for t, (st, ids) in self.gate.items()},
+        }
+
+
+def learned(num_layers: int, num_experts: int, context: int, window: int, confidence: float,
+            depth: int, row_cap: int = 16):
+    """A learned predictor: the compiled one (``_fast.Learned``, mpl/runtime/_learned.c: the
+    same predictions and state as :class:`Learned`, which is its reference) when the
+    compiled backend is in use and the shape fits its tables, else :class:`Learned`."""
+    from mpl.runtime import fast
+
+    if fast.available():
+        C = fast._kernel.Learned
+        maxd = min(num_layers, max(1, int(depth)) + max(1, int(context)) - 1)
+        if 1 <= num_layers * num_experts and \
+                maxd * num_layers * num_experts <= fast._kernel.LEARNED_MAX_KEYS and context <= 1024:
+            return C(num_layers, num_experts, context, window, confidence, depth, row_cap)
+    return Learned(num_layers, num_experts, context, window, confidence, depth, row_cap)
