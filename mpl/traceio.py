@@ -534,11 +534,16 @@ def _rows(value, path: str, lineno: int, what: str) -> tuple[list[list], bool]:
     """A flat list (one token) or a list of lists -> (rows, was_flat)."""
     if not isinstance(value, list):
         raise TraceFormatError(f"{path}:{lineno}: '{what}' must be a list")
-    if value and all(isinstance(x, list) for x in value):
+    types = set(map(type, value))          # (JSON's values: exact types; one pass in C)
+    if list in types:
+        if len(types) > 1:
+            raise TraceFormatError(f"{path}:{lineno}: '{what}' mixes numbers and lists")
         return [list(r) for r in value], False
-    if any(isinstance(x, list) for x in value):
-        raise TraceFormatError(f"{path}:{lineno}: '{what}' mixes numbers and lists")
     return [list(value)], True
+
+
+_INT_TYPE = frozenset((int,))              # a JSON integer (bool is its own type)
+_NUMBER_TYPES = frozenset((int, float))
 
 
 def _no_constant(name: str):
@@ -661,7 +666,7 @@ def load_jsonl(path: str) -> Trace:
                                        f"ids are below {MAX_LAYERS})")
             rows, flat = _rows(e, path, lineno, "e")
             for r in rows:
-                if not all(isinstance(x, int) and not isinstance(x, bool) for x in r):
+                if not _INT_TYPE.issuperset(map(type, r)):
                     raise TraceFormatError(f"{path}:{lineno}: expert ids must be integers")
             if len({len(r) for r in rows}) > 1:
                 raise TraceFormatError(f"{path}:{lineno}: the tokens of a dispatch select different "
@@ -672,10 +677,10 @@ def load_jsonl(path: str) -> Trace:
                 if [len(r) for r in ws] != [len(r) for r in rows]:
                     raise TraceFormatError(f"{path}:{lineno}: 's' and 'e' differ in shape")
                 for r in ws:
-                    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r):
+                    if not _NUMBER_TYPES.issuperset(map(type, r)):
                         raise TraceFormatError(f"{path}:{lineno}: weights must be numbers")
-                ws = [[float(x) for x in r] for r in ws]
-                if not all(isfinite(x) for r in ws for x in r):
+                ws = [list(map(float, r)) for r in ws]
+                if not all(all(map(isfinite, r)) for r in ws):
                     raise TraceFormatError(f"{path}:{lineno}: weights must be finite numbers")
             preds = None
             if obj.get("p") is not None:
@@ -716,10 +721,10 @@ def load_jsonl(path: str) -> Trace:
             if len(r) > header.top_k:
                 raise TraceFormatError(f"{path}:{lineno}: {len(r)} experts per token, more than "
                                        f"the header's top_k {header.top_k}")
-            for x in r:
-                if not 0 <= x < header.num_experts:
-                    raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
-                                           f"0..{header.num_experts - 1}")
+            if r and (min(r) < 0 or max(r) >= header.num_experts):
+                x = next(x for x in r if not 0 <= x < header.num_experts)
+                raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
+                                       f"0..{header.num_experts - 1}")
         if preds:
             for k, v in preds.items():
                 if k not in ordinal:
