@@ -134,6 +134,7 @@ def test_the_factory_takes_the_compiled_predictor_where_it_can():
     (lambda o: setattr(o, "window", "x"), TypeError),
     (lambda o: setattr(o, "confidence", None), TypeError),
     (lambda o: o.observe(0, 0, None), TypeError),
+    (lambda o: o.observe(0, 0, [1], None, {t: [1] for t in range(-3, 9)}), ValueError),
 ])
 def test_bad_calls_are_exceptions_and_change_nothing(call, error):
     o = fast._kernel.Learned(4, 8, 2, 10, 0.0, 1)
@@ -152,6 +153,21 @@ def test_bad_calls_are_exceptions_and_change_nothing(call, error):
 def test_shapes_beyond_the_tables_are_refused(args):
     with pytest.raises((ValueError, OverflowError)):
         fast._kernel.Learned(*args)
+
+
+@needs_kernel
+def test_windows_of_2_62_and_beyond_are_taken():
+    """A window too long to halve a row within any stream (2 x window would overflow C's
+    64 bits): rows never halve; the same predictions as the reference."""
+    c, p = _pair(2, 4, 1, 2 ** 62, 0.0, 1, 16)
+    c.window = p.window = 2 ** 70
+    for step in range(3):
+        for o in (c, p):
+            o.observe(0, step, [1])
+            o.observe(1, step, [2])
+        assert c.predict(1, step, 1) == p.predict(1, step, 1)
+    assert c.window == 2 ** 63 - 1
+    assert c.dump()["rows"] == p.dump()["rows"]
 
 
 @needs_kernel

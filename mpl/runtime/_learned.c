@@ -215,7 +215,8 @@ static int lrn_count(Learned *o, int d, long src, const int *sources, int ns, co
             qsort(r->ent, (size_t)r->len, sizeof(LEnt), lent_cmp);
             r->len = cap;
         }
-        if (r->n >= 2 * (long long)o->window) {   /* forget half: follow a change of topic */
+        /* forget half: follow a change of topic (n >= 2 x window, without overflowing) */
+        if (o->window <= LLONG_MAX / 2 && r->n >= 2 * (long long)o->window) {
             r->n /= 2;
             int k = 0;
             for (int j = 0; j < r->len; j++) {
@@ -309,6 +310,11 @@ static PyObject *lrn_observe(Learned *o, PyObject *args, PyObject *kw) {
         items = PyMapping_Items(pr_o);
         if (!items) return NULL;
         ng = PyList_GET_SIZE(items);
+        if (ng > o->L) {                 /* distinct keys: one at least is not a layer */
+            Py_DECREF(items);
+            PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", o->L - 1);
+            return NULL;
+        }
         if ((size_t)ng > SIZE_MAX / sizeof(GateArg) / 2 ||
             (size_t)ng > SIZE_MAX / sizeof(int) / (size_t)o->E) { Py_DECREF(items); return PyErr_NoMemory(); }
         gates = malloc(sizeof(GateArg) * (size_t)(ng ? ng : 1));
