@@ -38,6 +38,7 @@ from mpl.runtime.plan import CPU, STREAM
 from mpl.trace import Dispatch
 
 from .cpu import CpuExperts, ExpertMath, _Row, positions_of
+from .device import SyncOps
 from .pool import DEMAND, STREAMED, SlotPool
 from .staging import Staging
 from .view import ExpertsView
@@ -150,6 +151,10 @@ class Engine:
                                if _plain_mode_field(getattr(b.module, "config", None))}
         self._flags = {b.ordinal: {f: vars(b.module)[f] for f in _LAYOUT_FLAGS if f in vars(b.module)}
                        for b in layers}
+        for b in layers:        # the gate the experts functions call, bound once (no fall-through)
+            gate = getattr(type(b.module), "_apply_gate", None)
+            if gate is not None and "_apply_gate" not in vars(b.module):
+                self._flags[b.ordinal]["_apply_gate"] = gate.__get__(b.module)
         # home placement: a pool of exactly one entry per key (the runtime caps its pool at
         # layers x E, so this is a policy that can hold every expert) puts key (layer, e) in
         # entry layer * E + e, whatever slot number the runtime gives it. A layer's entries
@@ -567,7 +572,11 @@ class Engine:
         cuda = pool.cuda
         content = pool.content
         resident = self.resident
-        read = self.ops.read_ids
+        ops = self.ops
+        read = ops.read_ids
+        # a device without queues reads a [tokens, top-k] index with tolist() itself (what
+        # SyncOps.read_ids does, one call less)
+        host_read = type(ops) is SyncOps
         runtime = self.runtime
         local, glob = self._local_fns, self._global_fns
         modes = self.modes
@@ -584,7 +593,12 @@ class Engine:
                 engine.step += 1
             engine._prev = ordinal
             engine.dispatches += 1
-            flat = read(top_k_index)         # the one blocking read
+            if host_read and top_k_index.dim() == 2:     # the one blocking read
+                ops.reads += 1
+                rows = top_k_index.tolist()
+                flat = rows[0] if len(rows) == 1 else [x for r in rows for x in r]
+            else:
+                flat = read(top_k_index)
             tokens = hidden_states.shape[0]
             # one token's top-k ids are distinct (a repeat would take the runtime's pure
             # path, which removes it, so the Plan is the same)
