@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mpl.offload import engine as engine_mod  # noqa: E402
+from mpl.runtime import fast  # noqa: E402
 from mpl.offload.hf import attach, discover  # noqa: E402
 from mpl.offload.models import PRESETS, build_model, encode  # noqa: E402
 
@@ -133,3 +134,38 @@ def test_home_path_checks_what_the_plan_says(monkeypatch):
         h.pool.content[lo + 3] = key
         h.engine.resident[0] += 1
         h.detach()
+
+
+@pytest.mark.parametrize("label", list(BODIES))
+def test_compiled_and_pure_runtimes_give_the_same_home_run(label):
+    """The home closure asks the compiled live dispatch's hits() (no Plan when every access
+    hit and nothing moved) where the runtime has it, the Plan of the pure dispatch
+    otherwise: the same outputs, statistics and mechanism counts."""
+    runs = []
+    for pure in (False, True):
+        model = build_model("tiny-olmoe", experts_implementation="grouped_mm")
+        ref = generate(model, PROMPT, 6)
+        if pure:
+            with fast.pure():
+                h = attach(policy(BODIES[label]), model)
+        else:
+            h = attach(policy(BODIES[label]), model)
+        live = type(h.runtime.__dict__.get("dispatch")).__name__ == "LiveState"
+        try:
+            out = generate(model, PROMPT, 6)
+            st = h.get_stats()
+            assert _resident_counts_match(h)
+        finally:
+            h.detach()
+        assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
+        mech = st.pop("mechanism")
+        st.pop("memory")
+        for k in _TIMES:
+            st.pop(k, None)
+            mech.pop(k, None)
+        assert mech["home_dispatches"] == mech["dispatches"]
+        runs.append((live, st, mech))
+    (live_a, st_a, mech_a), (live_b, st_b, mech_b) = runs
+    assert live_b is False
+    assert live_a is (fast._kernel is not None and hasattr(fast._kernel, "LiveState"))
+    assert st_a == st_b and mech_a == mech_b

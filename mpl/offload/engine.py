@@ -20,9 +20,14 @@ For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
    host copy, and adds the result (uploaded ``non_blocking`` from pinned memory);
 5. records what it did (copies, bytes, CPU computes, stalls, per-layer hits).
 
-A decode step of an ids-only policy in a non-eager mode whose Plan keeps every expert on the
-device takes a lean path (:meth:`Engine._lean_decode`) doing the same with less Python:
-the Plan's slots as the remapped ids, a cached window view, one small upload.
+With a pool of one entry per key (a policy that can hold every expert) the engine uses home
+placement: key (layer, e) lives in entry layer * E + e, so a dispatch whose Plan keeps every
+expert on the device runs the experts function on the layer's window of the pool with the
+router's own ids (:meth:`Engine._home`, and the per-layer closure of
+:meth:`Engine.layer_forward`): no remap, no upload. Without it, a decode step of an ids-only
+policy in a non-eager mode whose Plan keeps every expert on the device takes a lean path
+(:meth:`Engine._lean_decode`) doing the same with less Python: the Plan's slots as the
+remapped ids, a cached window view, one small upload.
 
 Every index, mask and CPU result reaches the device through :class:`Staging` (pre-allocated
 pinned and device buffers): nothing is allocated on the device per step by the mechanism.
@@ -279,11 +284,7 @@ class Engine:
         fn = self._function(mode, b)
         if not pool.cuda:
             return fn(b.home_view, hidden, top_k_index, top_k_weights)
-        entries = [base + e for e in experts]
-        pool.wait_for(entries)
-        out = fn(b.home_view, hidden, top_k_index, top_k_weights)
-        pool.release(entries)
-        return out
+        return self._home_call(fn, b.home_view, base, experts, hidden, top_k_index, top_k_weights)
 
     def _lean_decode(self, b, mode, plan, flat, hidden, top_k_index, top_k_weights):
         """A decode step of an ids-only policy in a non-eager mode whose Plan keeps every
@@ -550,9 +551,10 @@ class Engine:
         With home placement, an ids-only policy and the mode in the config's plain field,
         the closure does what :meth:`forward` and :meth:`_home` do with everything fixed per
         layer bound once (the view, the config's field, the counters): one read, the
-        runtime's dispatch, and the experts function on the home window; any other Plan
-        goes to :meth:`_execute`, and eager (or a mode read another way) to
-        :meth:`forward`."""
+        runtime's dispatch (with the compiled live dispatch, its ``hits``, which answers True
+        instead of building a Plan when every access hit and nothing moved), and the experts
+        function on the home window; any other Plan goes to :meth:`_execute`, and eager (or
+        a mode read another way) to :meth:`forward`."""
         engine = self
         is_compiling = torch.compiler.is_compiling
         cfg = getattr(b.module, "config", None)
@@ -578,6 +580,11 @@ class Engine:
         # SyncOps.read_ids does, one call less)
         host_read = type(ops) is SyncOps
         runtime = self.runtime
+        # the compiled live dispatch's hits(): True instead of a Plan when every access hit
+        # and nothing moved (used while it is still the runtime's dispatch)
+        rtd = getattr(runtime, "__dict__", {})
+        live = rtd.get("dispatch")
+        hits = getattr(live, "hits", None) if type(live).__name__ == "LiveState" else None
         local, glob = self._local_fns, self._global_fns
         modes = self.modes
         accesses, hits_of = self.layer_accesses, self.layer_hits
@@ -602,8 +609,26 @@ class Engine:
             tokens = hidden_states.shape[0]
             # one token's top-k ids are distinct (a repeat would take the runtime's pure
             # path, which removes it, so the Plan is the same)
-            plan = runtime.dispatch(ordinal, flat if tokens == 1 else list(dict.fromkeys(flat)),
-                                    None, tokens, step=engine.step)
+            experts = flat if tokens == 1 else list(dict.fromkeys(flat))
+            if hits is not None and rtd.get("dispatch") is live:
+                plan = hits(ordinal, experts, None, tokens, step=engine.step)
+                if plan is True:                 # every access hit, nothing moved
+                    n = len(experts)
+                    if resident[ordinal] != E:
+                        for e in experts:
+                            if content[base + e] != (ordinal, e):
+                                raise _disagree(ordinal, e, base + e, content[base + e])
+                    modes[mode] = modes.get(mode, 0) + 1
+                    accesses[ordinal] += n
+                    hits_of[ordinal] += n
+                    engine.home_dispatches += 1
+                    fn = local.get(mode) or glob.get(mode) or engine._function(mode, b)
+                    if not cuda:
+                        return fn(view, hidden_states, top_k_index, top_k_weights)
+                    return engine._home_call(fn, view, base, experts, hidden_states,
+                                             top_k_index, top_k_weights)
+            else:
+                plan = runtime.dispatch(ordinal, experts, None, tokens, step=engine.step)
             where = plan.where
             if not where or min(where) < 0:      # STREAM or CPU placements
                 return execute(b, mode, plan, flat, None, None, hidden_states, top_k_index,
@@ -625,12 +650,19 @@ class Engine:
             fn = local.get(mode) or glob.get(mode) or engine._function(mode, b)
             if not cuda:
                 return fn(view, hidden_states, top_k_index, top_k_weights)
-            entries = [base + e for e in plan.experts]
-            pool.wait_for(entries)
-            out = fn(view, hidden_states, top_k_index, top_k_weights)
-            pool.release(entries)
-            return out
+            return engine._home_call(fn, view, base, plan.experts, hidden_states, top_k_index,
+                                     top_k_weights)
         return forward
+
+    def _home_call(self, fn, view, base, experts, hidden, top_k_index, top_k_weights):
+        """The experts function on a home window, with queues: compute waits for the
+        copies into the entries it reads and marks them read."""
+        pool = self.pool
+        entries = [base + e for e in experts]
+        pool.wait_for(entries)
+        out = fn(view, hidden, top_k_index, top_k_weights)
+        pool.release(entries)
+        return out
 
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
