@@ -69,16 +69,26 @@ def test_home_placement_is_bit_identical(family, impl):
     assert st["evictions"] == 0 and mech["copies"] == st["misses"]    # every miss loaded once
 
 
-def _run(family, impl, body, home, monkeypatch):
-    monkeypatch.setattr(engine_mod, "HOME_PLACEMENT", home)
+def _run(family, impl, body, home=True, monkeypatch=None, pure=False):
+    """(model, output, stats) of a generation with ``body`` attached (home placement on or
+    off; the pure runtime instead of the compiled live dispatch), checked for its resident
+    counts, the model detached again."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(engine_mod, "HOME_PLACEMENT", home)
     model = build_model(family, experts_implementation=impl)
-    h = attach(policy(body), model)
+    if pure:
+        with fast.pure():
+            h = attach(policy(body), model)
+    else:
+        h = attach(policy(body), model)
+    live = type(h.runtime.__dict__.get("dispatch")).__name__ == "LiveState"
     try:
         out = generate(model, PROMPT, 6)
         st = h.get_stats()
         assert _resident_counts_match(h)
     finally:
         h.detach()
+    st["live"] = live
     return model, out, st
 
 
@@ -101,6 +111,7 @@ def test_home_path_equals_the_remap_path(label, impl, monkeypatch):
         assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
     hm, rm = home.pop("mechanism"), remap.pop("mechanism")
     home.pop("memory"), remap.pop("memory")
+    home.pop("live"), remap.pop("live")
     for k in _TIMES:
         home.pop(k, None), remap.pop(k, None)
     assert home == remap                      # the runtime's statistics
@@ -143,20 +154,8 @@ def test_compiled_and_pure_runtimes_give_the_same_home_run(label):
     otherwise: the same outputs, statistics and mechanism counts."""
     runs = []
     for pure in (False, True):
-        model = build_model("tiny-olmoe", experts_implementation="grouped_mm")
+        model, out, st = _run("tiny-olmoe", "grouped_mm", BODIES[label], pure=pure)
         ref = generate(model, PROMPT, 6)
-        if pure:
-            with fast.pure():
-                h = attach(policy(BODIES[label]), model)
-        else:
-            h = attach(policy(BODIES[label]), model)
-        live = type(h.runtime.__dict__.get("dispatch")).__name__ == "LiveState"
-        try:
-            out = generate(model, PROMPT, 6)
-            st = h.get_stats()
-            assert _resident_counts_match(h)
-        finally:
-            h.detach()
         assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
         mech = st.pop("mechanism")
         st.pop("memory")
@@ -164,7 +163,7 @@ def test_compiled_and_pure_runtimes_give_the_same_home_run(label):
             st.pop(k, None)
             mech.pop(k, None)
         assert mech["home_dispatches"] == mech["dispatches"]
-        runs.append((live, st, mech))
+        runs.append((st.pop("live"), st, mech))
     (live_a, st_a, mech_a), (live_b, st_b, mech_b) = runs
     assert live_b is False
     assert live_a is (fast._kernel is not None and hasattr(fast._kernel, "LiveState"))
