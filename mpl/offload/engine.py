@@ -275,16 +275,22 @@ class Engine:
         base = ordinal * E
         experts = plan.experts
         if self.resident[ordinal] != E:      # (a full layer holds whatever it routes to)
-            content = pool.content
-            for e in experts:
-                if content[base + e] != (ordinal, e):
-                    raise _disagree(ordinal, e, base + e, content[base + e])
+            self._check_home(ordinal, experts)
         self._account(ordinal, mode, len(where), sum(plan.hit) if loads else len(where), stall)
         self.home_dispatches += 1
         fn = self._function(mode, b)
         if not pool.cuda:
             return fn(b.home_view, hidden, top_k_index, top_k_weights)
         return self._home_call(fn, b.home_view, base, experts, hidden, top_k_index, top_k_weights)
+
+    def _check_home(self, ordinal, experts) -> None:
+        """Every expert of ``experts`` is in its home entry (else the runtime and the
+        mechanism disagree: raise instead of computing with the wrong weights)."""
+        content = self.pool.content
+        base = ordinal * self.E
+        for e in experts:
+            if content[base + e] != (ordinal, e):
+                raise _disagree(ordinal, e, base + e, content[base + e])
 
     def _lean_decode(self, b, mode, plan, flat, hidden, top_k_index, top_k_weights):
         """A decode step of an ids-only policy in a non-eager mode whose Plan keeps every
@@ -572,7 +578,6 @@ class Engine:
         cfgd = cfg.__dict__
         pool = self.pool
         cuda = pool.cuda
-        content = pool.content
         resident = self.resident
         ops = self.ops
         read = ops.read_ids
@@ -588,7 +593,7 @@ class Engine:
         local, glob = self._local_fns, self._global_fns
         modes = self.modes
         accesses, hits_of = self.layer_accesses, self.layer_hits
-        execute = self._execute
+        execute, home = self._execute, self._home
 
         def forward(hidden_states, top_k_index, top_k_weights):
             if is_compiling():
@@ -615,9 +620,7 @@ class Engine:
                 if plan is True:                 # every access hit, nothing moved
                     n = len(experts)
                     if resident[ordinal] != E:
-                        for e in experts:
-                            if content[base + e] != (ordinal, e):
-                                raise _disagree(ordinal, e, base + e, content[base + e])
+                        engine._check_home(ordinal, experts)
                     modes[mode] = modes.get(mode, 0) + 1
                     accesses[ordinal] += n
                     hits_of[ordinal] += n
@@ -629,29 +632,12 @@ class Engine:
                                              top_k_index, top_k_weights)
             else:
                 plan = runtime.dispatch(ordinal, experts, None, tokens, step=engine.step)
-            where = plan.where
-            if not where or min(where) < 0:      # STREAM or CPU placements
-                return execute(b, mode, plan, flat, None, None, hidden_states, top_k_index,
-                               top_k_weights)
-            loads = plan.raw_loads
-            stall = engine._transfers(plan) if (loads or plan.evicted or cuda) else 0.0
-            n = len(where)
-            if resident[ordinal] != E:           # (a full layer holds whatever it routes to)
-                for e in plan.experts:
-                    if content[base + e] != (ordinal, e):
-                        raise _disagree(ordinal, e, base + e, content[base + e])
-            modes[mode] = modes.get(mode, 0) + 1
-            accesses[ordinal] += n
-            hits_of[ordinal] += sum(plan.hit) if loads else n
-            if stall:
-                engine.stall_ms += stall
-                runtime.add_stall(stall)
-            engine.home_dispatches += 1
-            fn = local.get(mode) or glob.get(mode) or engine._function(mode, b)
-            if not cuda:
-                return fn(view, hidden_states, top_k_index, top_k_weights)
-            return engine._home_call(fn, view, base, plan.experts, hidden_states, top_k_index,
-                                     top_k_weights)
+            # a Plan (loads, evictions, STREAM or CPU placements; or the pure runtime)
+            out = home(b, mode, plan, hidden_states, top_k_index, top_k_weights)
+            if out is not None:
+                return out
+            return execute(b, mode, plan, flat, None, None, hidden_states, top_k_index,
+                           top_k_weights)
         return forward
 
     def _home_call(self, fn, view, base, experts, hidden, top_k_index, top_k_weights):
