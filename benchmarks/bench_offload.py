@@ -3,11 +3,12 @@
 For small random-initialised MoE models on the CPU, times a 32-token prefill and a decode
 loop with a policy attached whose cache holds every expert (capacity = all experts, so the
 mechanism runs but never misses after warm-up), divided by the same model without it, for
-each experts implementation. Targets: prefill within 1.15x, decode within 1.10x. Also prints
+each experts implementation. Targets: prefill within 1.15x, decode within 1.05x. Also prints
 the blocking host synchronisations the mechanism made per MoE layer and forward (the
 engine's ``Ops.fetch`` count / dispatches; the design and the tests say exactly 1).
 
     python benchmarks/bench_offload.py [--families tiny-mixtral,tiny-qwen3-moe] [--reps 7] [--json]
+    python benchmarks/bench_offload.py --hidden 64 --intermediate 128 --layers 8   # other sizes
     python benchmarks/bench_offload.py --own-time    # us per MoE-layer call outside the experts function
 
 Both models are built from the same seed; measurements alternate between them so that
@@ -33,12 +34,15 @@ from mpl.offload.hf import attach
 from mpl.offload.models import build_model
 
 SIZE = dict(hidden_size=128, intermediate_size=256)   # small, not toy-small: compute matters
+DECODE_TARGET = 1.05
+PREFILL_TARGET = 1.15
+FAMILIES = "tiny-mixtral,tiny-qwen3-moe,tiny-olmoe,tiny-deepseek-v2,tiny-gpt-oss"
 
 
 def _overrides(family):
     o = dict(SIZE)
     if family in ("tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3"):
-        o["moe_intermediate_size"] = 128
+        o["moe_intermediate_size"] = o["intermediate_size"] // 2
     return o
 
 
@@ -87,7 +91,7 @@ def _pair(family, impl, prompt_len=32, layers=4):
     return base, mod, handle, ids
 
 
-def own_time(family, impl, reps=7, decode_steps=32):
+def own_time(family, impl, reps=7, decode_steps=32, layers=4):
     """Microseconds per MoE-layer call of a decode step spent outside the experts function
     itself: in the unmodified model, the experts class's dispatching wrapper; attached, the
     mechanism (hook, read, runtime dispatch, remap, bookkeeping). Wall clock, medians over
@@ -96,7 +100,7 @@ def own_time(family, impl, reps=7, decode_steps=32):
     from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
     registry = ALL_EXPERTS_FUNCTIONS._global_mapping
     real = registry[impl]
-    base, mod, handle, ids = _pair(family, impl)
+    base, mod, handle, ids = _pair(family, impl, layers=layers)
     clock = time.perf_counter_ns
     acc = [0, 0]                   # ns in experts calls, ns in the experts function
 
@@ -159,16 +163,26 @@ def bench(family, impl, reps, decode_steps, prompt_len=32, layers=4):
             "prefill_ratio": med(pm) / med(pb),
             "decode_ms": med(db) * 1e3, "decode_ms_policy": med(dm) * 1e3,
             "decode_ratio": med(dm) / med(db), "hit_rate": stats["hit_rate"],
-            "syncs_per_layer": mech["host_syncs"] / mech["dispatches"]}
+            "syncs_per_layer": mech["host_syncs"] / mech["dispatches"],
+            # which path served the dispatches: the home window (router's ids), the lean
+            # remap, or the general one
+            "home_share": mech.get("home_dispatches", 0) / mech["dispatches"],
+            "lean_share": mech.get("lean_dispatches", 0) / mech["dispatches"]}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--families", default="tiny-mixtral,tiny-qwen3-moe,tiny-gpt-oss")
+    ap.add_argument("--families", default=FAMILIES)
     ap.add_argument("--impls", default="eager,batched_mm,grouped_mm")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--decode-steps", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=4, help="decoder layers (default 4)")
+    ap.add_argument("--hidden", type=int, default=SIZE["hidden_size"],
+                    help=f"hidden size (default {SIZE['hidden_size']})")
+    ap.add_argument("--intermediate", type=int, default=SIZE["intermediate_size"],
+                    help=f"expert intermediate size (default {SIZE['intermediate_size']}; "
+                         "half of it for the families with a separate MoE size)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--wall", action="store_true", help="wall-clock time instead of CPU time")
     ap.add_argument("--own-time", action="store_true",
@@ -179,12 +193,13 @@ def main(argv=None) -> int:
     if args.wall:
         CLOCK = time.perf_counter
     torch.set_num_threads(args.threads)
+    SIZE.update(hidden_size=args.hidden, intermediate_size=args.intermediate)
     if args.own_time:
         for fam in args.families.split(","):
             for impl in args.impls.split(","):
                 if impl == "eager":
                     continue
-                r = own_time(fam, impl, args.reps)
+                r = own_time(fam, impl, args.reps, layers=args.layers)
                 print(f"{fam:18s} {impl:10s} own time per MoE-layer decode call: unmodified "
                       f"{r['own_us_base']:6.1f} us, attached {r['own_us_policy']:6.1f} us   "
                       f"(the experts function: {r['fn_us_base']:6.1f} / {r['fn_us_policy']:6.1f} us)",
@@ -193,23 +208,27 @@ def main(argv=None) -> int:
     rows = []
     for fam in args.families.split(","):
         for impl in args.impls.split(","):
-            rows.append(bench(fam, impl, args.reps, args.decode_steps))
+            rows.append(bench(fam, impl, args.reps, args.decode_steps, layers=args.layers))
             r = rows[-1]
             if not args.json:
                 print(f"{fam:18s} {impl:10s} prefill {r['prefill_ms']:7.2f} -> {r['prefill_ms_policy']:7.2f} ms "
                       f"x{r['prefill_ratio']:.3f}   decode {r['decode_ms']:6.2f} -> {r['decode_ms_policy']:6.2f} ms/token "
-                      f"x{r['decode_ratio']:.3f}   syncs/layer {r['syncs_per_layer']:.2f}", flush=True)
+                      f"x{r['decode_ratio']:.3f}   syncs/layer {r['syncs_per_layer']:.2f}   "
+                      f"home {r['home_share']:.2f} lean {r['lean_share']:.2f}", flush=True)
     worst_p = max(r["prefill_ratio"] for r in rows)
     worst_d = max(r["decode_ratio"] for r in rows)
     worst_s = max(r["syncs_per_layer"] for r in rows)
     summary = {"rows": rows, "worst_prefill_ratio": worst_p, "worst_decode_ratio": worst_d,
                "max_syncs_per_layer": worst_s,
-               "prefill_target_met": worst_p <= 1.15, "decode_target_met": worst_d <= 1.10}
+               "prefill_target_met": worst_p <= PREFILL_TARGET,
+               "decode_target_met": worst_d <= DECODE_TARGET}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"worst prefill ratio x{worst_p:.3f} (target 1.15: {'met' if worst_p <= 1.15 else 'NOT met'}), "
-              f"worst decode ratio x{worst_d:.3f} (target 1.10: {'met' if worst_d <= 1.10 else 'NOT met'}), "
+        print(f"worst prefill ratio x{worst_p:.3f} (target {PREFILL_TARGET}: "
+              f"{'met' if worst_p <= PREFILL_TARGET else 'NOT met'}), "
+              f"worst decode ratio x{worst_d:.3f} (target {DECODE_TARGET}: "
+              f"{'met' if worst_d <= DECODE_TARGET else 'NOT met'}), "
               f"at most {worst_s:.2f} blocking host syncs per MoE layer and forward")
     return 0
 

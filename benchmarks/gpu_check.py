@@ -303,7 +303,9 @@ def speed(device: str, layers: int, hidden: int | None, cap_fraction: float, bud
     h.detach()
     out["reference_mpl_all_experts"] = {"decode_tok_s": tps_all, "prefill_s": prefill_all,
                                         "peak_gib": _peak(device), "syncs_per_dispatch": st["host_syncs_per_dispatch"],
-                                        # the share of dispatches the engine's lean decode path served
+                                        # the shares of dispatches the engine's home path (a pool
+                                        # of every expert) and lean remap path served
+                                        "home_share": st["home_dispatches"] / max(1, st["dispatches"]),
                                         "lean_share": st["lean_dispatches"] / max(1, st["dispatches"]),
                                         "overhead_vs_unmodified": tps_ref / tps_all if tps_all > 0 else None}
     log(f"mpl, every expert cached: {tps_all:.2f} tok/s")

@@ -232,14 +232,45 @@ def test_a_live_runtime_is_collected():
 
 
 # ------------------------------------------------------------------ LiveState (state in C)
+def call_hits(rt, args, kw):
+    """LiveState.hits: True (checked below against the pure Plan) or the Plan's fields."""
+    try:
+        r = rt._live.hits(*args, **kw)
+    except DispatchError as e:
+        return ("error", str(e))
+    return ("hits", None) if r is True else ("plan", fields(r))
+
+
+def _all_hits(plan_fields) -> bool:
+    _step, _layer, _experts, where, hit, raw_loads, evicted, _loads = plan_fields
+    return all(hit) and not raw_loads and not evicted and all(w >= 0 for w in where)
+
+
+def same_call(a, b, args, kw, via):
+    """One call into a (live) and b (pure): the same Plan or error. ``via="hits"``: a's call
+    is LiveState.hits while it has one, whose True must be a pure Plan that hit every access
+    and moved nothing."""
+    if via == "hits" and "_live" in a.__dict__:
+        got, want = call_hits(a, args, kw), call(b, args, kw)
+        if got[0] == "hits":
+            assert want[0] == "plan" and _all_hits(want[1]), (args, kw, want)
+            return
+    else:
+        got, want = call(a, args, kw), call(b, args, kw)
+    assert got == want, (args, kw)      # (unusual arguments: hits gives the pure path's Plan)
+
+
 @needs_live
+@pytest.mark.parametrize("via", ["dispatch", "hits"])
 @given(st.integers(0, 2 ** 32 - 1), st.data())
 @SETTINGS
-def test_live_state_equals_pure_call_by_call(seed, data):
+def test_live_state_equals_pure_call_by_call(via, seed, data):
     """LiveState against the pure dispatch: random policies over what it holds (and adapt
     rules that take a policy off it mid-run), random calls (good and bad arguments,
     predictions, several tokens, explicit steps), the state read in the middle (which syncs
-    it back) and reported stalls; every Plan or error is the same, and so is the full state."""
+    it back) and reported stalls; every Plan or error is the same, and so is the full state.
+    ``hits`` (the offload engine's call on a pool that holds the model) answers True exactly
+    where the pure Plan hit every access and moved nothing, else the same Plan."""
     import random as _random
     from mpl.api import from_ir
     r = _random.Random(seed)
@@ -261,7 +292,7 @@ def test_live_state_equals_pure_call_by_call(seed, data):
             b.add_stall(1.5)
         else:
             args, kw = item
-            assert call(a, args, kw) == call(b, args, kw), (args, kw)
+            same_call(a, b, args, kw, via)
     assert full_state(a) == full_state(b)
 
 
@@ -341,3 +372,23 @@ def test_monitor_log_records_are_logged_once_each(caplog):
         logs.append([rec.getMessage() for rec in caplog.records if rec.name == "mpl.runtime"])
     assert logs[0] == logs[1] and len(logs[0]) == 240 // 3
     assert full_state(a) == full_state(b) and a.stats()["adapt_log"]
+
+
+@needs_live
+def test_hits_on_a_cache_holding_every_expert():
+    """The engine's case: every key resident, every later dispatch True, counters as the
+    pure dispatch's."""
+    pol = mpl.loads("policy p { cache { capacity = 24 } }")
+    a = pol.runtime(3, 8, 2)
+    with fast.pure():
+        b = pol.runtime(3, 8, 2)
+    for layer in range(3):
+        for e in range(0, 8, 2):
+            for rt in (a, b):
+                rt.dispatch(layer, [e, e + 1])
+    for step in range(3):
+        for layer in range(3):
+            assert a._live.hits(layer, [7 - layer, layer], None, 1, step=step + 1) is True
+            b.dispatch(layer, [7 - layer, layer], None, 1, step=step + 1)
+    assert full_state(a) == full_state(b)
+    assert a.stats()["hits"] == 18

@@ -33,6 +33,9 @@ POLICIES = {
     "hybrid": "cache { capacity = 3 }\n schedule { mode = hybrid }",
     "per-layer lfu": ("cache { capacity = 3\n eviction = lfu }\n per_layer { allocation = entropy\n"
                       " min_capacity = 2\n max_capacity = 8\n rebalance_interval = 4 }"),
+    # a pool of one entry per key (3 layers x 8 experts): home placement
+    "every expert": "cache { capacity = 24 }",
+    "every expert, ttl": "cache { capacity = 24\n ttl = 5 }",
 }
 
 
@@ -83,6 +86,8 @@ def test_dispatch_sequences_keep_cuda_invariants(models, impl, label):
         assert stats["cpu_computes"] > 0
     if impl != "eager" and label in ("lru capacity 3", "history prefetch", "per-layer lfu"):
         assert stats["lean_dispatches"] > 0       # the lean decode path is among what is checked
+    if impl != "eager" and label.startswith("every expert"):
+        assert stats["home_placement"] and stats["home_dispatches"] > 0
 
 
 def test_demand_and_prefetch_use_different_streams(models):
@@ -220,17 +225,21 @@ def test_one_blocking_read_per_moe_layer(models, impl, label, fake):
     ops = FakeCudaOps() if fake else None
     h = attach(policy(POLICIES[label]), model, ops=ops)
     counter = SyncCounter()
-    engine = h.engine
-    real = type(engine).forward.__get__(engine)
+    calls = {b.module: b.module.forward for b in h.layers}     # the engine's per-layer forward
 
-    def counted(*a):
-        with counter:
-            return real(*a)
-    engine.forward = counted
+    def counting(call):
+        def counted(*a):
+            with counter:
+                return call(*a)
+        return counted
+    for module, call in calls.items():
+        module.forward = counting(call)
     try:
         _gen(model, 4)
         st = h.get_stats()["mechanism"]
     finally:
+        for module, call in calls.items():
+            module.forward = call
         h.detach()
     assert counter.hits == [], f"syncing ops in the engine: {sorted(set(counter.hits))}"
     assert st["dispatches"] > 0

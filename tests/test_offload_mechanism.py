@@ -332,12 +332,12 @@ def test_follows_the_mode_in_force_at_call_time():
 
 @pytest.mark.parametrize("impl", ["grouped_mm", "batched_mm"])
 def test_decode_takes_the_lean_path(impl):
-    """An ids-only policy caching every expert: every decode dispatch is served by the lean
-    path (after the prefill's loads), bit-identical, one read per dispatch, and the slot ids
-    go through one held tensor on the CPU."""
+    """An ids-only policy whose pool is smaller than the model (so no home placement): every
+    decode dispatch is served by the lean path (after the prefill's loads), bit-identical,
+    one read per dispatch, and the slot ids go through one held tensor on the CPU."""
     model = build_model("tiny-mixtral", experts_implementation=impl)
     ref = gen(model, n=4)
-    h = attach(pol("cache { capacity = 24 }"), model)
+    h = attach(pol("cache { capacity = 20 }"), model)
     try:
         out = gen(model, n=4)
         st = h.get_stats()["mechanism"]
@@ -346,6 +346,7 @@ def test_decode_takes_the_lean_path(impl):
         h.detach()
     assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
     layers = len(discover(model))
+    assert not st["home_placement"] and st["home_dispatches"] == 0
     assert st["lean_dispatches"] == st["dispatches"] - layers     # all but the prefill
     assert st["host_syncs"] == st["dispatches"]
     assert [tuple(shape) for shape, _ in held] == [(1, 2)]          # [tokens, top-k] of a decode step

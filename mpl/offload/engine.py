@@ -20,9 +20,14 @@ For one call of an experts module (``hidden [T,H]``, ``top_k_index [T,K]``,
    host copy, and adds the result (uploaded ``non_blocking`` from pinned memory);
 5. records what it did (copies, bytes, CPU computes, stalls, per-layer hits).
 
-A decode step of an ids-only policy in a non-eager mode whose Plan keeps every expert on the
-device takes a lean path (:meth:`Engine._lean_decode`) doing the same with less Python:
-the Plan's slots as the remapped ids, a cached window view, one small upload.
+With a pool of one entry per key (a policy that can hold every expert) the engine uses home
+placement: key (layer, e) lives in entry layer * E + e, so a dispatch whose Plan keeps every
+expert on the device runs the experts function on the layer's window of the pool with the
+router's own ids (:meth:`Engine._home`, and the per-layer closure of
+:meth:`Engine.layer_forward`): no remap, no upload. Without it, a decode step of an ids-only
+policy in a non-eager mode whose Plan keeps every expert on the device takes a lean path
+(:meth:`Engine._lean_decode`) doing the same with less Python: the Plan's slots as the
+remapped ids, a cached window view, one small upload.
 
 Every index, mask and CPU result reaches the device through :class:`Staging` (pre-allocated
 pinned and device buffers): nothing is allocated on the device per step by the mechanism.
@@ -38,11 +43,14 @@ from mpl.runtime.plan import CPU, STREAM
 from mpl.trace import Dispatch
 
 from .cpu import CpuExperts, ExpertMath, _Row, positions_of
+from .device import SyncOps
 from .pool import DEMAND, STREAMED, SlotPool
 from .staging import Staging
 from .view import ExpertsView
 
 GROUP_LIMIT = 1023     # torch's CUDA grouped GEMM refuses 1024 groups or more
+#: home placement for pools of one entry per key (tests switch it off to compare the paths)
+HOME_PLACEMENT = True
 _VIEW_CACHE = 4096     # window views kept (a handful per layer in practice)
 # the layout flags transformers' use_experts_implementation sets on an experts module at
 # construction (the store's layout depends on them): copied into the engine's views, so the
@@ -67,6 +75,7 @@ class LayerBinding:
     cpu: CpuExperts | None = None
     math: ExpertMath | None = None
     slot_view: ExpertsView | None = None
+    home_view: ExpertsView | None = None     # the layer's home window (home placement only)
 
 
 def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
@@ -138,15 +147,39 @@ class Engine:
         self.ids_only = not need_weights and not cpu_capable and lookahead is None
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
         self._functions = ALL_EXPERTS_FUNCTIONS
+        # the registry's two mappings (transformers changes them in place: register() and
+        # item assignment update them), read on every call as get_interface does
+        self._local_fns = getattr(ALL_EXPERTS_FUNCTIONS, "_local_mapping", {})
+        self._global_fns = getattr(type(ALL_EXPERTS_FUNCTIONS), "_global_mapping", {})
         self._views: dict = {}
         self._plain_configs = {type(b.module.config) for b in layers
                                if _plain_mode_field(getattr(b.module, "config", None))}
         self._flags = {b.ordinal: {f: vars(b.module)[f] for f in _LAYOUT_FLAGS if f in vars(b.module)}
                        for b in layers}
+        for b in layers:        # the gate the experts functions call, bound once (no fall-through)
+            gate = getattr(type(b.module), "_apply_gate", None)
+            if gate is not None and "_apply_gate" not in vars(b.module):
+                self._flags[b.ordinal]["_apply_gate"] = gate.__get__(b.module)
+        # home placement: a pool of exactly one entry per key (the runtime caps its pool at
+        # layers x E, so this is a policy that can hold every expert) puts key (layer, e) in
+        # entry layer * E + e, whatever slot number the runtime gives it. A layer's entries
+        # are then its experts in id order: the experts function runs on the layer's window
+        # of the pool with the router's own ids, no remap (see _home)
+        E = layers[0].num_experts if layers else 0
+        self.E = E
+        self.home = HOME_PLACEMENT and bool(layers) and pool.num_slots == len(layers) * E and all(
+            b.num_experts == E for b in layers)
+        self.home_dispatches = 0     # dispatches computed on a home window (no remap)
+        self.resident = [0] * len(layers)     # keys of each layer resident in the pool
         for b in layers:
             b.math = ExpertMath(b.module)
             b.slot_view = ExpertsView(b.module, {**self._flags[b.ordinal], **pool.tensors,
                                                  "num_experts": pool.size})
+            if self.home:
+                lo = b.ordinal * E
+                b.home_view = ExpertsView(b.module, {
+                    **self._flags[b.ordinal], "num_experts": E, "_is_expert_parallel": False,
+                    **{name: t[lo:lo + E] for name, t in pool.tensors.items()}})
 
     def release(self) -> None:
         """Drop every reference to the pool's tensors (detach)."""
@@ -175,10 +208,15 @@ class Engine:
             flat = self.ops.read_ids(top_k_index)
             plan = self.runtime.dispatch(ordinal, list(dict.fromkeys(flat)), None,
                                          tokens=hidden.shape[0], step=self.step, predictions=None)
-            if mode != "eager" and 0 < len(flat) <= b.num_experts:
-                out = self._lean_decode(b, mode, plan, flat, hidden, top_k_index, top_k_weights)
-                if out is not None:
-                    return out
+            if mode != "eager":
+                if self.home:
+                    out = self._home(b, mode, plan, hidden, top_k_index, top_k_weights)
+                    if out is not None:
+                        return out
+                elif 0 < len(flat) <= b.num_experts:
+                    out = self._lean_decode(b, mode, plan, flat, hidden, top_k_index, top_k_weights)
+                    if out is not None:
+                        return out
             return self._execute(b, mode, plan, flat, None, None, hidden, top_k_index, top_k_weights)
 
         # ---- 1. the one blocking read: ids (+ weights, lookahead picks, hidden states)
@@ -214,6 +252,46 @@ class Engine:
         return self._execute(b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
                              top_k_weights)
 
+    def _function(self, mode, b):
+        """The registered experts function of ``mode`` (what ``get_interface`` returns: the
+        local mapping first, then the global one; its errors for an unknown mode)."""
+        fn = self._local_fns.get(mode) or self._global_fns.get(mode)
+        return fn if fn is not None else self._functions.get_interface(mode, b.orig_forward)
+
+    def _home(self, b, mode, plan, hidden, top_k_index, top_k_weights):
+        """Home placement, a non-eager mode, a Plan keeping every expert on the device
+        (resident, or loaded into its home entry now): the experts function on the layer's
+        home window with the router's own ids (no remap, no upload), for decode and prefill
+        alike. Returns None, having changed nothing, when the Plan has STREAM or CPU
+        placements (or grouped_mm would get more than ``GROUP_LIMIT`` groups)."""
+        where = plan.where
+        if not where or min(where) < 0 or (mode == "grouped_mm" and self.E > GROUP_LIMIT):
+            return None
+        pool = self.pool
+        loads = plan.raw_loads
+        stall = self._transfers(plan) if (loads or plan.evicted or pool.cuda) else 0.0
+        ordinal = b.ordinal
+        E = self.E
+        base = ordinal * E
+        experts = plan.experts
+        if self.resident[ordinal] != E:      # (a full layer holds whatever it routes to)
+            self._check_home(ordinal, experts)
+        self._account(ordinal, mode, len(where), sum(plan.hit) if loads else len(where), stall)
+        self.home_dispatches += 1
+        fn = self._function(mode, b)
+        if not pool.cuda:
+            return fn(b.home_view, hidden, top_k_index, top_k_weights)
+        return self._home_call(fn, b.home_view, base, experts, hidden, top_k_index, top_k_weights)
+
+    def _check_home(self, ordinal, experts) -> None:
+        """Every expert of ``experts`` is in its home entry (else the runtime and the
+        mechanism disagree: raise instead of computing with the wrong weights)."""
+        content = self.pool.content
+        base = ordinal * self.E
+        for e in experts:
+            if content[base + e] != (ordinal, e):
+                raise _disagree(ordinal, e, base + e, content[base + e])
+
     def _lean_decode(self, b, mode, plan, flat, hidden, top_k_index, top_k_weights):
         """A decode step of an ids-only policy in a non-eager mode whose Plan keeps every
         expert on the device (resident, or loaded into its slot now): the ids remapped to
@@ -248,7 +326,7 @@ class Engine:
         self._account(ordinal, mode, len(where), sum(plan.hit), stall)
         self.lean_dispatches += 1
         slot_ids = self.staging.upload_like(ids, top_k_index)
-        fn = self._functions.get_interface(mode, b.orig_forward)
+        fn = self._function(mode, b)
         if not pool.cuda:                  # no queues: nothing to wait for or to mark
             return fn(view, hidden, slot_ids, top_k_weights)
         pool.wait_for(where)
@@ -257,15 +335,28 @@ class Engine:
         return out
 
     def _transfers(self, plan) -> float:
-        """Issue the Plan's evictions (bookkeeping) and loads, in order. Returns the host ms
-        demand loads blocked (CPU path) plus the CUDA stalls measured since the last call."""
+        """Issue the Plan's evictions (bookkeeping) and loads, in order, into the pool entries
+        they map to (the runtime's slot, or the key's home entry). Returns the host ms demand
+        loads blocked (CPU path) plus the CUDA stalls measured since the last call."""
         pool = self.pool
         stall = pool.collect_stalls() if pool.cuda else 0.0
-        for _key, slot in plan.evicted:
-            pool.evict(slot)
+        content = pool.content
+        resident = self.resident
+        E = self.E if self.home else 0
+        for key, slot in plan.evicted:
+            i = key[0] * E + key[1] if E else slot
+            held = content[i]
+            if held is not None:
+                resident[held[0]] -= 1
+            pool.evict(i)
         layers = self.layers
         for lkey, slot, _victim, kind in plan.raw_loads:     # Load fields, as plain tuples
-            ms = pool.copy_in(slot, layers[lkey[0]].host, lkey[1], lkey, kind)
+            i = lkey[0] * E + lkey[1] if E else slot
+            held = content[i]
+            if held is not None:
+                resident[held[0]] -= 1
+            resident[lkey[0]] += 1
+            ms = pool.copy_in(i, layers[lkey[0]].host, lkey[1], lkey, kind)
             if kind == DEMAND:
                 stall += ms
         return stall
@@ -308,8 +399,11 @@ class Engine:
         streamed: list[int] = []
         hits = 0
         content = pool.content
+        base = ordinal * self.E if self.home else -1
         for e, w, h in zip(plan.experts, plan.where, plan.hit):
             if w >= 0:
+                if base >= 0:                  # home placement: the key's own entry
+                    w = base + e
                 if content[w] != (ordinal, e):
                     raise _disagree(ordinal, e, w, content[w])
                 lut[e] = w
@@ -379,7 +473,7 @@ class Engine:
             return out
         up = self.staging.upload
         idt = top_k_index.dtype
-        fn = self._functions.get_interface(mode, b.orig_forward)
+        fn = self._function(mode, b)
         weights = top_k_weights
         decode = len(flat) <= b.num_experts
         if cpu_experts:       # their device contribution: weight 0 (on the zero entry)
@@ -453,6 +547,109 @@ class Engine:
         """:meth:`forward`, never traced: under torch.compile Dynamo breaks the graph here."""
         return self.forward(b, hidden, top_k_index, top_k_weights)
 
+    def layer_forward(self, b: LayerBinding):
+        """The experts module's forward while attached, for layer ``b``: the engine, outside
+        any torch.compile graph (while Dynamo traces, ``is_compiling()`` is true and the call
+        goes through :meth:`forward_outside_graph`, which is ``torch.compiler.disable``d:
+        the graph breaks there and the policy is never traced; eager calls skip the disable
+        wrapper's cost).
+
+        With home placement, an ids-only policy and the mode in the config's plain field,
+        the closure does what :meth:`forward` and :meth:`_home` do with everything fixed per
+        layer bound once (the view, the config's field, the counters): one read, the
+        runtime's dispatch (with the compiled live dispatch, its ``hits``, which answers True
+        instead of building a Plan when every access hit and nothing moved), and the experts
+        function on the home window; any other Plan goes to :meth:`_execute`, and eager (or
+        a mode read another way) to :meth:`forward`."""
+        engine = self
+        is_compiling = torch.compiler.is_compiling
+        cfg = getattr(b.module, "config", None)
+        if not (self.home and self.ids_only and type(cfg) in self._plain_configs
+                and self.E <= GROUP_LIMIT):
+            def forward(hidden_states, top_k_index, top_k_weights):
+                if is_compiling():
+                    return engine.forward_outside_graph(b, hidden_states, top_k_index, top_k_weights)
+                return engine.forward(b, hidden_states, top_k_index, top_k_weights)
+            return forward
+
+        ordinal, E = b.ordinal, self.E
+        base = ordinal * E
+        view = b.home_view
+        cfgd = cfg.__dict__
+        pool = self.pool
+        cuda = pool.cuda
+        resident = self.resident
+        ops = self.ops
+        read = ops.read_ids
+        # a device without queues reads a [tokens, top-k] index with tolist() itself (what
+        # SyncOps.read_ids does, one call less)
+        host_read = type(ops) is SyncOps
+        runtime = self.runtime
+        # the compiled live dispatch's hits(): True instead of a Plan when every access hit
+        # and nothing moved (used while it is still the runtime's dispatch)
+        rtd = getattr(runtime, "__dict__", {})
+        live = rtd.get("dispatch")
+        hits = getattr(live, "hits", None) if type(live).__name__ == "LiveState" else None
+        local, glob = self._local_fns, self._global_fns
+        modes = self.modes
+        accesses, hits_of = self.layer_accesses, self.layer_hits
+        execute, home = self._execute, self._home
+
+        def forward(hidden_states, top_k_index, top_k_weights):
+            if is_compiling():
+                return engine.forward_outside_graph(b, hidden_states, top_k_index, top_k_weights)
+            mode = cfgd.get(_MODE_FIELD)
+            if mode is None or mode == "eager":
+                return engine.forward(b, hidden_states, top_k_index, top_k_weights)
+            if ordinal <= engine._prev:
+                engine.step += 1
+            engine._prev = ordinal
+            engine.dispatches += 1
+            if host_read and top_k_index.dim() == 2:     # the one blocking read
+                ops.reads += 1
+                rows = top_k_index.tolist()
+                flat = rows[0] if len(rows) == 1 else [x for r in rows for x in r]
+            else:
+                flat = read(top_k_index)
+            tokens = hidden_states.shape[0]
+            # one token's top-k ids are distinct (a repeat would take the runtime's pure
+            # path, which removes it, so the Plan is the same)
+            experts = flat if tokens == 1 else list(dict.fromkeys(flat))
+            if hits is not None and rtd.get("dispatch") is live:
+                plan = hits(ordinal, experts, None, tokens, step=engine.step)
+                if plan is True:                 # every access hit, nothing moved
+                    n = len(experts)
+                    if resident[ordinal] != E:
+                        engine._check_home(ordinal, experts)
+                    modes[mode] = modes.get(mode, 0) + 1
+                    accesses[ordinal] += n
+                    hits_of[ordinal] += n
+                    engine.home_dispatches += 1
+                    fn = local.get(mode) or glob.get(mode) or engine._function(mode, b)
+                    if not cuda:
+                        return fn(view, hidden_states, top_k_index, top_k_weights)
+                    return engine._home_call(fn, view, base, experts, hidden_states,
+                                             top_k_index, top_k_weights)
+            else:
+                plan = runtime.dispatch(ordinal, experts, None, tokens, step=engine.step)
+            # a Plan (loads, evictions, STREAM or CPU placements; or the pure runtime)
+            out = home(b, mode, plan, hidden_states, top_k_index, top_k_weights)
+            if out is not None:
+                return out
+            return execute(b, mode, plan, flat, None, None, hidden_states, top_k_index,
+                           top_k_weights)
+        return forward
+
+    def _home_call(self, fn, view, base, experts, hidden, top_k_index, top_k_weights):
+        """The experts function on a home window, with queues: compute waits for the
+        copies into the entries it reads and marks them read."""
+        pool = self.pool
+        entries = [base + e for e in experts]
+        pool.wait_for(entries)
+        out = fn(view, hidden, top_k_index, top_k_weights)
+        pool.release(entries)
+        return out
+
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
         """Collect every pending CUDA stall measurement (waits for the copies)."""
@@ -468,6 +665,8 @@ class Engine:
         return {
             "dispatches": self.dispatches,
             "lean_dispatches": self.lean_dispatches,
+            "home_dispatches": self.home_dispatches,
+            "home_placement": self.home,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],

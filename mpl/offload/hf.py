@@ -258,17 +258,9 @@ class Handle:
 
 
 def _engine_forward(engine, b):
-    """The experts module's forward while attached: the engine, outside any torch.compile
-    graph (while Dynamo traces, ``is_compiling()`` is true and the call goes through
-    ``Engine.forward_outside_graph``, which is ``torch.compiler.disable``d: the graph breaks
-    there and the policy is never traced; eager calls skip the disable wrapper's cost)."""
-    is_compiling = torch.compiler.is_compiling
-
-    def forward(hidden_states, top_k_index, top_k_weights):
-        if is_compiling():
-            return engine.forward_outside_graph(b, hidden_states, top_k_index, top_k_weights)
-        return engine.forward(b, hidden_states, top_k_index, top_k_weights)
-    return forward
+    """The experts module's forward while attached (``Engine.layer_forward``: the engine,
+    outside any torch.compile graph)."""
+    return engine.layer_forward(b)
 
 
 def _restore(layers, saved, placement) -> None:

@@ -1471,6 +1471,32 @@ static PyObject *ls_call(LiveState *o, PyObject *const *args, size_t nargsf, PyO
     return r;
 }
 
+/* hits(...): rt.dispatch(...) for a caller that needs no Plan when every access hit and the
+ * dispatch moved nothing (the offload engine on a pool that holds the model): True then,
+ * else the Plan dispatch() returns. The dispatch runs as a replay's does (its outcome in
+ * the lean record), so the state, the counters and any Plan are dispatch()'s; the record
+ * is read before the call ends (no Python code runs in between) */
+static PyObject *ls_hits_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    if (guard_begin(o->guard, "a dispatch") < 0) return NULL;
+    PyObject *r = NULL;
+    if (ls_enter(o, "a dispatch") == 0) {
+        r = ls_dispatch(o, args, nargsf, kw, 1);
+        if (r == Py_None) {      /* the lean record (its arguments were parsed: args[0], [1]) */
+            int all = o->ln == 0 && o->xn == 0;
+            for (Py_ssize_t i = 0; all && i < o->lnacc; i++)
+                all = o->hv[i] != 0;
+            Py_DECREF(r);
+            if (all) {
+                Py_INCREF(Py_True);
+                r = Py_True;
+            } else r = ls_lean_plan(o, args[0], args[1]);
+        }
+        o->in_call = 0;
+    }
+    guard_end(o->guard);
+    return r;
+}
+
 /* held_call(...): the dispatch for a replay loop that holds the guard already (busy) */
 static PyObject *ls_held_call(LiveState *o, PyObject *const *args, size_t nargsf, PyObject *kw) {
     if (!guard_mine(o->guard) || !o->guard->busy) {
@@ -3032,6 +3058,9 @@ static PyMethodDef ls_methods[] = {
      "fast._live_replayable(records) in C (None: a record it does not judge)"},
     {"held_call", (PyCFunction)(void (*)(void))ls_held_call, METH_FASTCALL | METH_KEYWORDS,
      "the dispatch, for a replay loop that holds the runtime's guard (fast._live_replay)"},
+    {"hits", (PyCFunction)(void (*)(void))ls_hits_call, METH_FASTCALL | METH_KEYWORDS,
+     "hits(layer, experts, weights=None, tokens=1, step=None): the dispatch; True when every "
+     "access hit and nothing moved, else its Plan"},
     {NULL, NULL, 0, NULL},
 };
 
