@@ -13,7 +13,7 @@ Layout: one device tensor per expert parameter name, ``[num_slots + stream_slots
 
 Nothing is allocated after construction: a miss copies into an existing slot.
 
-Every operation goes through an ``Ops`` object (``mpl.offload.device``). With CUDA:
+Every operation goes through an ``Ops`` object (``mpl.mechanism.device``). With CUDA:
 
 * two copy streams: **demand** loads and streamed experts on a high-priority stream,
   **prefetch** and background loads on a low-priority one, so a demand load never queues
