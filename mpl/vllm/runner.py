@@ -60,29 +60,8 @@ class PolicyRunner:
                  hardware=None, offload: bool = False, stream_slots: int | None = None,
                  **llm_kwargs) -> None:
         self.model = os.fspath(model)
-        self.offload = bool(offload)
-        if self.offload and policy is None:
-            raise VllmIntegrationError("offload=True needs a policy: its runtime decides which "
-                                       "experts the engine holds")
-        if stream_slots is not None and (isinstance(stream_slots, bool)
-                                         or not isinstance(stream_slots, int) or stream_slots < 1):
-            raise VllmIntegrationError(f"stream_slots must be an integer >= 1, got {stream_slots!r}")
-        if stream_slots is not None and not self.offload:
-            raise VllmIntegrationError("stream_slots sizes the live offload pool: it needs offload=True")
-        self.policy_text = self.policy_path = None
-        self.policy_name = policy_name
-        if policy is not None:
-            text, path, name = policy_source(policy)
-            self.policy_name = policy_name or name
-            check_policy(text, path, self.policy_name, model_shape(self.model))
-            self.policy_text, self.policy_path = text, path
-        self.hardware = hardware
-        if hardware is not None:
-            from mpl.timemodel import hardware as hw
-            try:
-                hw.resolve(hardware)
-            except hw.HardwareError as e:
-                raise VllmIntegrationError(str(e)) from None
+        self.llm = None
+        config = self._session_config(policy, policy_name, hardware, offload, stream_slots)
         if llm_kwargs.get("enforce_eager") is False:
             raise VllmIntegrationError(
                 "enforce_eager=False: vLLM traces the MoE routers into the compiled graph, so "
@@ -94,15 +73,55 @@ class PolicyRunner:
         if kw["worker_extension_cls"] != EXTENSION:
             raise VllmIntegrationError("worker_extension_cls is mpl's own; do not pass another")
         self.llm = vllm.LLM(model=self.model, **kw)
+        self._start(config)
+
+    def _session_config(self, policy, policy_name, hardware, offload, stream_slots) -> dict:
+        """Check the arguments (before any engine starts) and return the workers' config."""
+        offload = bool(offload)
+        if offload and policy is None:
+            raise VllmIntegrationError("offload=True needs a policy: its runtime decides which "
+                                       "experts the engine holds")
+        if stream_slots is not None and (isinstance(stream_slots, bool)
+                                         or not isinstance(stream_slots, int) or stream_slots < 1):
+            raise VllmIntegrationError(f"stream_slots must be an integer >= 1, got {stream_slots!r}")
+        if stream_slots is not None and not offload:
+            raise VllmIntegrationError("stream_slots sizes the live offload pool: it needs offload=True")
+        text = path = None
+        if policy is not None:
+            text, path, name = policy_source(policy)
+            policy_name = policy_name or name
+            check_policy(text, path, policy_name, model_shape(self.model))
+        if hardware is not None:
+            from mpl.timemodel import hardware as hw
+            try:
+                hw.resolve(hardware)
+            except hw.HardwareError as e:
+                raise VllmIntegrationError(str(e)) from None
+        self.offload = offload
+        self.policy_text, self.policy_path, self.policy_name = text, path, policy_name
+        self.hardware = hardware
+        return {"policy_text": text, "policy_name": policy_name, "policy_path": path,
+                "hardware": hardware, "offload": offload, "stream_slots": stream_slots,
+                "model_name": os.path.basename(os.path.normpath(self.model)) or self.model}
+
+    def _start(self, config: dict) -> None:
         try:
-            self.layout = self.llm.collective_rpc("mpl_start", args=({
-                "policy_text": self.policy_text, "policy_name": self.policy_name,
-                "policy_path": self.policy_path, "hardware": hardware,
-                "offload": self.offload, "stream_slots": stream_slots,
-                "model_name": os.path.basename(os.path.normpath(self.model)) or self.model},))
+            self.layout = self.llm.collective_rpc("mpl_start", args=(config,))
         except Exception as e:
             self.close()
             raise VllmIntegrationError(_remote_message(e)) from None
+
+    def switch(self, policy=None, *, policy_name: str | None = None, hardware=None,
+               offload: bool = False, stream_slots: int | None = None) -> None:
+        """Replace the policy (or the live/shadow mode) without restarting the engine: every
+        worker puts its experts back on its layers and starts afresh (a new trace, a new
+        runtime; with ``offload`` a new store and pool sized by the new policy)."""
+        config = self._session_config(policy, policy_name, hardware, offload, stream_slots)
+        try:
+            self.llm.collective_rpc("mpl_stop")
+        except Exception as e:
+            raise VllmIntegrationError(_remote_message(e)) from None
+        self._start(config)
 
     def generate(self, prompts, max_tokens: int = 16, sampling_params=None, **sampling) -> Result:
         """Generate for ``prompts`` (strings, or lists of token ids), greedy unless
