@@ -40,6 +40,10 @@ CASES = [
     ("per-layer-25", per_layer_policy(2), {}),
     ("per-layer-50", per_layer_policy(4), {}),
     ("per-layer-100", per_layer_policy(8), {}),
+    # a step's experts beyond the cache through 2 transient slots: passes
+    ("passes-25", shared_policy(6), {"stream_slots": 2}),
+    # misses computed on the CPU from the host store (and loaded in the background)
+    ("cpu-fallback-25", "policy cf { cache { capacity = 6 }  schedule { mode = cpu_fallback } }\n", {}),
 ]
 MODELS = ("qwen3-moe", "mixtral")
 
@@ -93,7 +97,7 @@ def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
     assert mech["copies"] == stats["loads"]
     # host-to-device bytes: the loads (the runtime's bytes_loaded) and the streamed experts
     assert mech["bytes_copied"] == (stats["loads"] + stats["streamed"]) * mech["expert_bytes"]
-    assert stats["bytes_loaded"] == stats["loads"] * mech["expert_bytes"]
+    assert stats["bytes_loaded"] == mech["bytes_copied"]
     assert mech["stream_copies"] == stats["streamed"]
     assert mech["demand_copies"] == stats["demand_loads"]
     assert mech["dispatches"] == len(many.trace)        # every dispatch of the run was planned
@@ -106,8 +110,13 @@ def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
     if case.endswith("-100"):
         # every expert fits: after the first touch of each, everything hits
         assert stats["evictions"] == 0 and stats["loads"] <= LAYERS * EXPERTS
-    if case.endswith("-25"):
+    if case.endswith("-25") and case != "cpu-fallback-25":
         assert stats["evictions"] > 0 and mech["stream_copies"] > 0
+    if case == "passes-25":
+        assert mech["multi_pass_dispatches"] > 0 and mech["passes"] > mech["dispatches"]
+    if case == "cpu-fallback-25":
+        assert mech["cpu_computes"] == stats["cpu_computes"] > 0
+        assert mech["background_copies"] == stats["background_loads"] > 0
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
@@ -118,7 +127,50 @@ def test_expert_memory_is_the_pool(runs, case):
     eb = mech["expert_bytes"]
     assert mech["layer_bytes_before"] == LAYERS * EXPERTS * eb == mech["expert_bytes_total"]
     assert mech["layer_bytes_after"] == mech["pool_slots"] * eb == mech["pool_bytes"]
-    # the pool: the runtime's slots, one transient entry per expert of a layer, one zero entry
-    assert mech["pool_slots"] == mech["cache_slots"] + EXPERTS + 1
+    # the pool: the runtime's slots, one transient entry per expert of a layer (unless told
+    # otherwise), one zero entry
+    assert mech["stream_slots"] == (2 if case == "passes-25" else EXPERTS)
+    assert mech["pool_slots"] == mech["cache_slots"] + mech["stream_slots"] + 1
     want = {"25": 6, "50": 12, "100": 24}[case.rsplit("-", 1)[1]]
     assert mech["cache_slots"] == want
+
+
+def test_refusals_before_any_engine_starts(tiny):
+    """What live offload refuses is said before an engine starts (these return at once)."""
+    from mpl.vllm import PolicyDoesNotFit, PolicyRunner, VllmIntegrationError
+
+    path = tiny("qwen3-moe")
+    with pytest.raises(VllmIntegrationError, match="offload=True needs a policy"):
+        PolicyRunner(model=path, offload=True)
+    with pytest.raises(PolicyDoesNotFit, match="belady"):
+        PolicyRunner(model=path, offload=True,
+                     policy="policy b { cache { capacity = 4  eviction = belady } }")
+    with pytest.raises(VllmIntegrationError, match="stream_slots must be an integer >= 1"):
+        PolicyRunner(model=path, offload=True, stream_slots=0, policy=shared_policy(6))
+    with pytest.raises(VllmIntegrationError, match="needs offload=True"):
+        PolicyRunner(model=path, stream_slots=2, policy=shared_policy(6))
+    with pytest.raises(VllmIntegrationError, match="enforce_eager=False"):
+        PolicyRunner(model=path, offload=True, policy=shared_policy(6), enforce_eager=False)
+    with pytest.raises(PolicyDoesNotFit, match="MPL501"):       # pinned expert 9 of 8
+        PolicyRunner(model=path, offload=True,
+                     policy="policy p { cache { capacity = 6  pin = [9] } }")
+
+
+def test_plugin_environment_is_checked():
+    from mpl.vllm import VllmIntegrationError
+    from mpl.vllm.plugin import config_from_env
+
+    pol = shared_policy(6)
+    with pytest.raises(VllmIntegrationError, match="MPL_VLLM_OFFLOAD=1 needs MPL_VLLM_POLICY"):
+        config_from_env({"MPL_VLLM_TRACE": "x.mpltrace", "MPL_VLLM_OFFLOAD": "1"})
+    with pytest.raises(VllmIntegrationError, match="MPL_VLLM_OFFLOAD must be 1 or 0"):
+        config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_OFFLOAD": "maybe"})
+    with pytest.raises(VllmIntegrationError, match="MPL_VLLM_STREAM_SLOTS must be an integer"):
+        config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_OFFLOAD": "1",
+                         "MPL_VLLM_STREAM_SLOTS": "none"})
+    with pytest.raises(VllmIntegrationError, match="it needs MPL_VLLM_OFFLOAD=1"):
+        config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_STREAM_SLOTS": "2"})
+    cfg = config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_OFFLOAD": "1",
+                           "MPL_VLLM_STREAM_SLOTS": "3"})
+    assert cfg["offload"] is True and cfg["stream_slots"] == 3
+    assert config_from_env({"MPL_VLLM_POLICY": pol})["offload"] is False
