@@ -1,0 +1,111 @@
+"""Live expert offload in vLLM's CPU build: decode time per token with the pool at 100% of
+the experts against the unmodified engine, and the mechanism's own time per MoE-layer call.
+
+One engine (``PolicyRunner``) serves both sides: the unmodified engine is the same engine
+with mpl uninstalled from its workers (``mpl_stop``: no capture, no offload), the live side
+is ``PolicyRunner.switch(policy, offload=True)`` with a cache of every expert (the
+mechanism runs on every layer, the runtime decides, nothing is evicted after warm-up).
+The sides alternate ``--reps`` times; each figure is the median. Decode time per token:
+(time of a generate with ``--tokens`` new tokens - time of one with 1) / (tokens - 1), for
+``--batch`` concurrent requests, wall-clock in the main process (the engine runs in its own
+process). Target (docs/performance.md): at most 1.10x.
+
+The mechanism's time per layer call is what ``LiveExecutor.forward`` spends outside vLLM's
+kernel (reading the Plan, copies, the id table, the remap), from the live side's stats.
+
+    python benchmarks/bench_vllm_offload.py [--model qwen3-moe] [--reps 5] [--tokens 32] [--batch 1] [--json]
+
+Needs vLLM (run it with the vLLM environment's Python, e.g. .venv-vllm/bin/python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_suite"))
+
+#: a larger shape than the tests' (compute matters): 4 MoE layers of 8 experts, top-2
+SHAPE = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=256, head_dim=64,
+             num_attention_heads=4, num_key_value_heads=2)
+
+
+def _decode_ms(runner, prompts, tokens: int) -> float:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    ins = [TokensPrompt(prompt_token_ids=p) for p in prompts]
+
+    def once(n):
+        sp = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)
+        t = time.perf_counter()
+        runner.llm.generate(ins, sp, use_tqdm=False)
+        return time.perf_counter() - t
+
+    once(2)                                   # warm
+    return (once(tokens) - once(1)) / (tokens - 1) * 1e3
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="qwen3-moe", choices=("qwen3-moe", "mixtral"))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.tokens < 2 or args.reps < 1 or args.batch < 1:
+        ap.error("--tokens must be >= 2, --reps and --batch >= 1")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import tiny_models
+
+    from mpl.vllm import PolicyRunner
+
+    layers = 4
+    folder = os.path.join(tempfile.gettempdir(), f"mpl-bench-vllm-{args.model}")
+    path = tiny_models.build(args.model, folder, layers=layers, **SHAPE)
+    total = layers * 8
+    policy = f"policy everything {{ cache {{ capacity = {total}  eviction = lru }} }}\n"
+    prompts = [[(7 * i + j) % 500 + 3 for j in range(12 + 3 * i)] for i in range(args.batch)]
+    runner = PolicyRunner(model=path, dtype="float32", max_model_len=512, seed=0,
+                          enable_prefix_caching=False)
+    base, live, per_call, kernel_call = [], [], [], []
+    try:
+        for _ in range(args.reps):
+            runner.llm.collective_rpc("mpl_stop")           # the unmodified engine
+            base.append(_decode_ms(runner, prompts, args.tokens))
+            runner.switch(policy, offload=True)
+            live.append(_decode_ms(runner, prompts, args.tokens))
+            _, rep = runner.collect()
+            per_call.append(rep["offload"]["us_per_layer_call"])
+            kernel_call.append(rep["offload"]["kernel_us_per_layer_call"])
+    finally:
+        runner.close()
+    b, lv = statistics.median(base), statistics.median(live)
+    out = {"model": args.model, "layers": layers, "experts": 8, "batch": args.batch,
+           "tokens": args.tokens, "reps": args.reps,
+           "decode_ms_per_token_unmodified": round(b, 4), "decode_ms_per_token_offload_100": round(lv, 4),
+           "ratio": round(lv / b, 4), "target": 1.10,
+           "mechanism_us_per_layer_call": round(statistics.median(per_call), 2),
+           "kernel_us_per_layer_call": round(statistics.median(kernel_call), 2)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{args.model} ({layers} MoE layers x 8 experts, batch {args.batch}), vLLM CPU build, "
+              f"median of {args.reps}:")
+        print(f"  decode per token: unmodified {b:.3f} ms, live offload (pool 100%) {lv:.3f} ms "
+              f"-> {lv / b:.3f}x (target <= 1.10x)")
+        print(f"  mechanism {out['mechanism_us_per_layer_call']:.1f} us per layer call "
+              f"(vLLM's kernel on the pool: {out['kernel_us_per_layer_call']:.1f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
