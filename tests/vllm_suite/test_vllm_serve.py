@@ -191,7 +191,7 @@ def test_vllm_serve_with_live_offload_answers_like_the_plain_server(tiny, tmp_pa
             time.sleep(0.2)
     finally:
         _stop(proc)
-    assert all(want) and got == want
+    assert any(want) and got == want             # (a prompt may stream undecodable bytes only)
     rep = json.loads(stats_out.read_text())       # rewritten at shutdown: every request
     assert rep["mode"] == "offload" and rep["policy"] == "quarter"
     s, m = rep["stats"], rep["offload"]
