@@ -71,7 +71,13 @@ def check_supported(runners) -> None:
         if re_.use_ep or re_.expert_map is not None:
             raise VllmIntegrationError(f"{where}: expert parallelism is on; live offload "
                                        "does not combine with it (drop --enable-expert-parallel)")
-        if getattr(re_.moe_config.moe_parallel_config, "enable_eplb", False):
+        mpc = re_.moe_config.moe_parallel_config
+        if int(getattr(mpc, "dp_size", 1) or 1) > 1 or int(getattr(mpc, "pcp_size", 1) or 1) > 1:
+            raise VllmIntegrationError(
+                f"{where}: data (or context) parallelism: vLLM gathers every rank's tokens and "
+                "routing inside the MoE kernel, so one rank's ids would index another rank's "
+                "pool; live offload runs with tensor parallelism only")
+        if getattr(mpc, "enable_eplb", False):
             raise VllmIntegrationError(f"{where}: EPLB rearranges the experts itself; turn it "
                                        "off to offload")
         if getattr(re_, "w13_bias", None) is not None or getattr(re_, "w2_bias", None) is not None:

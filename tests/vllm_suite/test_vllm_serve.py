@@ -199,3 +199,30 @@ def test_vllm_serve_with_live_offload_answers_like_the_plain_server(tiny, tmp_pa
     assert m["cache_slots"] == 6 and m["layer_bytes_after"] == m["pool_slots"] * m["expert_bytes"]
     assert m["dispatches"] > 0 and m["stream_copies"] == s["streamed"] > 0
     assert "mpl: policy quarter (live offload)" in logpath.read_text()
+
+
+def test_data_parallel_live_offload_is_refused_at_start_up(tiny, tmp_path):
+    """vLLM gathers the data-parallel ranks' tokens and routing inside the MoE kernel (its
+    naive DP dispatch), so one rank's remapped ids would index another's pool: the server
+    with MPL_VLLM_OFFLOAD=1 and --data-parallel-size 2 stops at start-up with mpl's reason.
+    (On this CPU build vLLM itself fails the first request of a DP 2 MoE server:
+    ``all_gatherv`` is not implemented by its CPU communicator; docs/vllm.md.)"""
+    _need_plugin()
+    path = tiny("qwen3-moe")
+    pol = tmp_path / "quarter.moe"
+    pol.write_text("policy quarter { cache { capacity = 6 } }\n")
+    env = dict(os.environ, MPL_VLLM_POLICY=str(pol), MPL_VLLM_OFFLOAD="1", PYTHONPATH=ROOT,
+               VLLM_CPU_OMP_THREADS_BIND="0|1")
+    logpath = tmp_path / "dp.log"
+    with open(logpath, "w") as log:
+        proc = subprocess.Popen([*_serve(path), "--enforce-eager", "--dtype", "float32",
+                                 "--max-model-len", "256", "--port", str(_free_port()),
+                                 "--host", "127.0.0.1", "--data-parallel-size", "2"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp_path))
+        try:
+            rc = proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            pytest.fail("the server came up: " + logpath.read_text()[-3000:])
+    assert rc != 0
+    assert "data (or context) parallelism" in logpath.read_text()
