@@ -127,7 +127,7 @@ def test_a_slot_that_does_not_hold_the_planned_expert_is_an_error():
     ex.plan(Dispatch(50, 0, [[0, 1]], None))
     ex.forward(0, x, w, torch.tensor([[0, 1]], dtype=torch.int32))
     ex.plan(Dispatch(51, 0, [[0, 1]], None))          # both hit now
-    plan = ex._plans[0]
+    plan = ex._plans[0][0]
     assert all(plan.hit)
     ex.pool.content[plan.where[0]] = (2, 7)            # the slot no longer holds expert 0
     with pytest.raises(LiveError, match="the runtime and the mechanism disagree"):

@@ -119,7 +119,7 @@ class LiveExecutor:
         layer, experts, weights, tokens, step, predictions, _ = next(records_of((d,)))
         plan = self.runtime.dispatch(layer, experts, weights, tokens, step=step,
                                      predictions=predictions)
-        self._plans[layer] = plan
+        self._plans[layer] = (plan, d.experts)
         self.digest = zlib.crc32(repr((plan.experts, plan.where, plan.raw_loads,
                                        plan.evicted)).encode(), self.digest)
 
@@ -131,11 +131,14 @@ class LiveExecutor:
                 topk_ids: torch.Tensor, shared=None) -> torch.Tensor:
         t0 = time.perf_counter()
         k0 = self.kernel_s
-        plan = self._plans.pop(ordinal, None)
-        if plan is None:
+        got = self._plans.pop(ordinal, None)
+        if got is None:
             out = self._unplanned(ordinal, x, topk_weights, topk_ids, shared)
         else:
-            out = self._planned(ordinal, plan, x, topk_weights, topk_ids, shared)
+            # the router's rows as the host read them: the slot ids are built on the host
+            # when they cover every row of the call (no padding rows)
+            rows = got[1] if len(got[1]) == topk_ids.shape[0] else None
+            out = self._planned(ordinal, got[0], rows, x, topk_weights, topk_ids, shared)
         self.mechanism_s += (time.perf_counter() - t0) - (self.kernel_s - k0)
         return out
 
@@ -145,7 +148,7 @@ class LiveExecutor:
         self.kernel_s += time.perf_counter() - t
         return out
 
-    def _planned(self, ordinal, plan, x, topk_weights, topk_ids, shared):
+    def _planned(self, ordinal, plan, rows, x, topk_weights, topk_ids, shared):
         pool = self.pool
         self.dispatches += 1
         stall = 0.0
@@ -180,7 +183,8 @@ class LiveExecutor:
         calls = [(resident, head)] + [([], g) for g in groups]
         out = None
         for i, (res, g) in enumerate(calls):
-            part = self._pass(ordinal, x, topk_weights, topk_ids, res, g, i == 0, shared, count=True)
+            part = self._pass(ordinal, x, topk_weights, topk_ids, res, g, i == 0, shared,
+                              count=True, rows=rows)
             out = part if out is None else out + part
         if len(calls) > 1:
             self.multi_pass_dispatches += 1
@@ -192,10 +196,12 @@ class LiveExecutor:
         return out
 
     def _pass(self, ordinal, x, topk_weights, topk_ids, resident, streamed, first, shared,
-              count: bool):
+              count: bool, rows=None):
         """One kernel call on the pool: ``resident`` (expert, slot) pairs and ``streamed``
         experts copied into the transient entries now; every other expert of the layer maps
-        to the zero entry."""
+        to the zero entry. ``rows``: the call's ids as host lists, when known (the slot ids
+        are then written on the host and uploaded once; else the table is uploaded and
+        indexed on the device)."""
         pool = self.pool
         lut = [pool.zero] * self.num_experts
         used = []
@@ -218,8 +224,11 @@ class LiveExecutor:
         self.passes += 1
         if not used:                    # every expert of the dispatch is on the CPU
             return torch.zeros_like(x)
-        table = self.staging.upload(lut, topk_ids.dtype)
-        slot_ids = table[topk_ids.long()] if topk_ids.dtype != torch.long else table[topk_ids]
+        if rows is not None:
+            slot_ids = self.staging.upload_like([lut[e] for r in rows for e in r], topk_ids)
+        else:
+            table = self.staging.upload(lut, topk_ids.dtype)
+            slot_ids = table[topk_ids.long()] if topk_ids.dtype != torch.long else table[topk_ids]
         reads = used + [pool.zero]
         pool.wait_for(used)
         out = self._run(ordinal, x, pool.tensors, topk_weights, slot_ids, first, shared)
