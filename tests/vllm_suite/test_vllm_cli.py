@@ -94,13 +94,3 @@ def test_run_engine_vllm_offload_reports_the_mechanism(tiny, tmp_path):
     assert ({k: v for k, v in live["stats"].items() if k not in drop}
             == {k: v for k, v in replayed["stats"].items() if k not in drop})
 
-
-def test_run_offload_usage_errors_before_any_engine(tiny):
-    r = mplc("run", "std/balanced", "--model", "tiny-mixtral", "--offload")
-    assert r.returncode == 2 and "--offload needs --engine vllm" in r.stderr
-    r = mplc("run", "std/balanced", "--engine", "vllm", "--model", tiny("qwen3-moe"),
-             "--stream-slots", "2")
-    assert r.returncode == 2 and "--stream-slots needs --offload" in r.stderr
-    r = mplc("run", "std/balanced", "--engine", "vllm", "--model", tiny("qwen3-moe"),
-             "--offload", "--stream-slots", "0")
-    assert r.returncode == 2 and "--stream-slots must be >= 1" in r.stderr
