@@ -5,12 +5,14 @@ One engine (``PolicyRunner``) serves both sides: the unmodified engine is the sa
 with mpl uninstalled from its workers (``mpl_stop``: no capture, no offload), the live side
 is ``PolicyRunner.switch(policy, offload=True)`` with a cache of every expert (the
 mechanism runs on every layer, the runtime decides, nothing is evicted after warm-up).
-The sides alternate ``--reps`` times. Decode time per token:
-(time of a generate with ``--tokens`` new tokens - time of one with 1) / (tokens - 1), for
-``--batch`` concurrent requests, wall-clock in the main process (the engine runs in its own
-process). Wall-clock on a shared machine is disturbed by other work in bursts, so the ratio
-of the fastest repetitions (the least disturbed) is the figure compared with the target, at
-most 1.10x (docs/performance.md); the medians' ratio is printed beside it.
+The sides alternate ``--reps`` times. Decode time per token: (time of a generate with
+``--tokens`` new tokens - time of one with 1) / (tokens - 1), for ``--batch`` concurrent
+requests, measured two ways: the CPU time of the worker's thread inside ``execute_model``
+(a timer wrapped around the runner's own ``execute_model`` on both sides, read over
+``collective_rpc``; torch runs on one thread, so waiting for a core on a shared machine does
+not count), which is the figure compared with the target, at most 1.10x (docs/performance.md);
+and wall-clock in the main process (the engine runs in its own processes), which a shared
+machine disturbs in bursts, printed beside it (fastest and median repetitions).
 
 The mechanism's time per layer call is what ``LiveExecutor.forward`` spends outside vLLM's
 kernel (reading the Plan, copies, the id table, the remap), from the live side's stats.
@@ -38,7 +40,32 @@ SHAPE = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=256, 
              num_attention_heads=4, num_key_value_heads=2)
 
 
-def _decode_ms(runner, prompts, tokens: int) -> float:
+def _install_timer(worker) -> None:
+    """In the worker: wrap the model runner's own execute_model with a thread-CPU-time
+    counter (installed once, before any mpl session, so a session wraps it in turn)."""
+    import time as _t
+
+    r = worker.model_runner
+    if getattr(r, "_bench_cpu", None) is not None:
+        return
+    inner = r.execute_model
+    r._bench_cpu = [0.0]
+
+    def execute_model(*a, **kw):
+        t = _t.thread_time()
+        try:
+            return inner(*a, **kw)
+        finally:
+            r._bench_cpu[0] += _t.thread_time() - t
+    r.execute_model = execute_model
+
+
+def _read_timer(worker) -> float:
+    return worker.model_runner._bench_cpu[0]
+
+
+def _decode_ms(runner, prompts, tokens: int) -> tuple[float, float]:
+    """(worker CPU ms, wall ms) per decode token."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -46,12 +73,15 @@ def _decode_ms(runner, prompts, tokens: int) -> float:
 
     def once(n):
         sp = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)
+        c = runner.llm.collective_rpc(_read_timer)[0]
         t = time.perf_counter()
         runner.llm.generate(ins, sp, use_tqdm=False)
-        return time.perf_counter() - t
+        return runner.llm.collective_rpc(_read_timer)[0] - c, time.perf_counter() - t
 
     once(2)                                   # warm
-    return (once(tokens) - once(1)) / (tokens - 1) * 1e3
+    c1, w1 = once(1)
+    cn, wn = once(tokens)
+    return (cn - c1) / (tokens - 1) * 1e3, (wn - w1) / (tokens - 1) * 1e3
 
 
 def main(argv=None) -> int:
@@ -66,6 +96,7 @@ def main(argv=None) -> int:
         ap.error("--tokens must be >= 2, --reps and --batch >= 1")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"   # the timer goes over collective_rpc
     import tiny_models
 
     from mpl.vllm import PolicyRunner
@@ -80,6 +111,8 @@ def main(argv=None) -> int:
                           enable_prefix_caching=False)
     base, live, per_call, kernel_call = [], [], [], []
     try:
+        runner.llm.collective_rpc("mpl_stop")
+        runner.llm.collective_rpc(_install_timer)
         for _ in range(args.reps):
             runner.llm.collective_rpc("mpl_stop")           # the unmodified engine
             base.append(_decode_ms(runner, prompts, args.tokens))
@@ -90,14 +123,18 @@ def main(argv=None) -> int:
             kernel_call.append(rep["offload"]["kernel_us_per_layer_call"])
     finally:
         runner.close()
-    b, lv = min(base), min(live)
-    mb, ml = statistics.median(base), statistics.median(live)
+    cb, cl = statistics.median(c for c, _ in base), statistics.median(c for c, _ in live)
+    b, lv = min(w for _, w in base), min(w for _, w in live)
+    mb, ml = statistics.median(w for _, w in base), statistics.median(w for _, w in live)
     out = {"model": args.model, "layers": layers, "experts": 8, "batch": args.batch,
            "tokens": args.tokens, "reps": args.reps,
-           "decode_ms_per_token_unmodified": round(b, 4), "decode_ms_per_token_offload_100": round(lv, 4),
-           "ratio": round(lv / b, 4), "target": 1.10,
-           "median_ms_unmodified": round(mb, 4), "median_ms_offload_100": round(ml, 4),
-           "median_ratio": round(ml / mb, 4),
+           "worker_cpu_ms_per_token_unmodified": round(cb, 4),
+           "worker_cpu_ms_per_token_offload_100": round(cl, 4),
+           "ratio": round(cl / cb, 4), "target": 1.10,
+           "wall_ms_fastest_unmodified": round(b, 4), "wall_ms_fastest_offload_100": round(lv, 4),
+           "wall_ratio_fastest": round(lv / b, 4),
+           "wall_ms_median_unmodified": round(mb, 4), "wall_ms_median_offload_100": round(ml, 4),
+           "wall_ratio_median": round(ml / mb, 4),
            "mechanism_us_per_layer_call": round(statistics.median(per_call), 2),
            "kernel_us_per_layer_call": round(statistics.median(kernel_call), 2)}
     if args.json:
@@ -105,9 +142,11 @@ def main(argv=None) -> int:
     else:
         print(f"{args.model} ({layers} MoE layers x 8 experts, batch {args.batch}), vLLM CPU build, "
               f"{args.reps} alternating repetitions:")
-        print(f"  decode per token, fastest: unmodified {b:.3f} ms, live offload (pool 100%) "
-              f"{lv:.3f} ms -> {lv / b:.3f}x (target <= 1.10x)")
-        print(f"  decode per token, median:  unmodified {mb:.3f} ms, live offload (pool 100%) "
+        print(f"  decode per token, worker CPU (median): unmodified {cb:.3f} ms, live offload "
+              f"(pool 100%) {cl:.3f} ms -> {cl / cb:.3f}x (target <= 1.10x)")
+        print(f"  decode per token, wall, fastest:      unmodified {b:.3f} ms, live offload "
+              f"{lv:.3f} ms -> {lv / b:.3f}x")
+        print(f"  decode per token, wall, median:       unmodified {mb:.3f} ms, live offload "
               f"{ml:.3f} ms -> {ml / mb:.3f}x")
         print(f"  mechanism {out['mechanism_us_per_layer_call']:.1f} us per layer call "
               f"(vLLM's kernel on the pool: {out['kernel_us_per_layer_call']:.1f} us; medians)")
