@@ -110,7 +110,10 @@ class LiveExecutor:
         self.unplanned_copies = 0
         self.mechanism_s = 0.0         # host time in forward() outside the kernel calls
         self.kernel_s = 0.0
+        self.copy_free_calls = 0       # planned calls that copied nothing (every expert hit)
+        self.copy_free_s = 0.0         # their host time outside the kernel
         self.digest = 0                # crc32 of every decision, in order (ranks compare it)
+        self._cpu_this_call = False
 
     # ------------------------------------------------------------------ decisions
     def plan(self, d) -> None:
@@ -131,6 +134,7 @@ class LiveExecutor:
                 topk_ids: torch.Tensor, shared=None) -> torch.Tensor:
         t0 = time.perf_counter()
         k0 = self.kernel_s
+        c0 = self.pool.bytes_copied
         got = self._plans.pop(ordinal, None)
         if got is None:
             out = self._unplanned(ordinal, x, topk_weights, topk_ids, shared)
@@ -139,7 +143,11 @@ class LiveExecutor:
             # when they cover every row of the call (no padding rows)
             rows = got[1] if len(got[1]) == topk_ids.shape[0] else None
             out = self._planned(ordinal, got[0], rows, x, topk_weights, topk_ids, shared)
-        self.mechanism_s += (time.perf_counter() - t0) - (self.kernel_s - k0)
+        own = (time.perf_counter() - t0) - (self.kernel_s - k0)
+        self.mechanism_s += own
+        if got is not None and self.pool.bytes_copied == c0 and not self._cpu_this_call:
+            self.copy_free_calls += 1
+            self.copy_free_s += own
         return out
 
     def _run(self, ordinal, x, tensors, weights, ids, first, shared):
@@ -191,6 +199,7 @@ class LiveExecutor:
         if stall:
             self.stall_ms += stall
             self.runtime.add_stall(stall)
+        self._cpu_this_call = bool(cpu)
         if cpu:
             out = out + self._cpu_pass(ordinal, x, topk_weights, topk_ids, cpu)
         return out
@@ -306,6 +315,8 @@ class LiveExecutor:
             "unplanned_dispatches": self.unplanned_dispatches,
             "unplanned_copies": self.unplanned_copies,
             "us_per_layer_call": (self.mechanism_s / calls * 1e6) if calls else 0.0,
+            "us_per_copy_free_call": (self.copy_free_s / self.copy_free_calls * 1e6)
+            if self.copy_free_calls else 0.0,
             "kernel_us_per_layer_call": (self.kernel_s / calls * 1e6) if calls else 0.0,
             "decision_digest": self.digest,
         }
