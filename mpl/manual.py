@@ -38,7 +38,7 @@ def _range(p: schema.Param) -> str:
         return "see values below"
     r = p.range_text()
     extra = []
-    if p.max_ref and p.max is None and "<=" not in r:
+    if p.max_ref and "<=" not in r:
         extra.append(f"<= {p.max_ref}")
     if p.min_ref:
         extra.append(f">= {p.min_ref}")
@@ -191,7 +191,8 @@ adapt {
 
 A rule `when METRIC OP NUMBER [for N UNIT] {{ actions }}` fires when its condition has held on
 the windowed metric (over the last `monitor.window` accesses) for `N` consecutive
-{duration_units} (no `for`: at once). Firing applies its actions in place: the cache keeps
+{duration_units} (no `for`: at once); `N` is 0..{duration_max} (a condition held longer than a
+run lasts never makes the rule fire; MPL203 beyond). Firing applies its actions in place: the cache keeps
 its residents (a capacity cut evicts down to the new size) and statistics go on. A rule is
 edge-triggered: it fires again only after its condition has been false. Every firing is
 logged with the step, the rule, and the old and new values.
@@ -337,6 +338,7 @@ def generate() -> str:
     allocs = ", ".join(f"`{n}`" for n in schema.PARAMS[schema.REBALANCE].enum_names())
     units = [f"`{u}`" for u in schema.RULE_DURATION_UNITS]
     out.append(_fill(ADAPT, duration_units=", ".join(units[:-1]) + " or " + units[-1],
+                            duration_max=f"{schema.RULE_DURATION_MAX:,}",
                             adaptable=adaptable, max_states=str(ADAPT_STATE_LIMIT), aliases=aliases, triggers=triggers,
                             allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS),
                             no_effect="\n".join(f"  - `{p.key}`: {p.adapt_no_effect}"

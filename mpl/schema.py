@@ -92,6 +92,20 @@ UNITS: Mapping[str, Unit] = MappingProxyType({u.name: u for u in (
 SIZE_UNITS = tuple(n for n, u in UNITS.items() if u.kind == "size")
 TIME_UNITS = tuple(n for n, u in UNITS.items() if u.kind == "time")
 
+#: The largest memory size memory_budget_gb takes, in GB: 100 TB, more than the memory of
+#: any device or host (the largest hosts have tens of TB).
+SIZE_MAX_GB = 100_000
+#: The largest count an interval, TTL or adapt-rule duration takes: 10^9 accesses is days of
+#: decoding (at 10,000 accesses/s, 28 hours); a longer interval never comes round in a run.
+INTERVAL_MAX = 1_000_000_000
+#: The largest window (held in memory, one entry per access or per dispatch of a layer).
+ACCESS_WINDOW_MAX = 1_000_000
+DISPATCH_WINDOW_MAX = 100_000
+#: The most slots a runtime's slot pool holds (per_layer.total_budget; the runtime refuses a
+#: policy whose layers x capacity asks for more for a model's shape): 4,194,304 slots are 64
+#: layers of 65,536, far beyond any device's memory even for the smallest experts.
+SLOT_POOL_MAX = 1 << 22
+
 
 @dataclass(frozen=True)
 class EnumValue:
@@ -248,28 +262,28 @@ _EVICTION = (
 
 _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, params=(
     Param("cache", "capacity", SLOTS_OR_SIZE, REQUIRED,
-          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is the default per-layer capacity. A size (e.g. 12GiB) means as many experts as fit once the expert size is known.",
+          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is the default per-layer capacity. A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there).",
           min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True),
     Param("cache", "eviction", ENUM, "lru",
           "Which resident expert to evict when a slot is needed. `a | b` builds a segmented cache.",
           enum=_EVICTION, fallback=True, conditional=True),
     Param("cache", "pin", INT_LIST, (),
-          "Expert ids pinned in every MoE layer: they occupy slots and are never evicted.",
-          min=0, count_max_ref="cache.capacity"),
+          "Expert ids pinned in every MoE layer: they occupy slots and are never evicted. Ids are 0..65535: a model has at most 65,536 experts per layer.",
+          min=0, max=65535, count_max_ref="cache.capacity"),
     Param("cache", "frequency_decay", NUMBER, 0.95,
           "LFU: multiply every frequency by this factor every decay_interval accesses.",
           min=0, max=1, min_open=True, conditional=True, aliases=("lfu_decay",),
           only_with=("cache.eviction", ("lfu", "fallback", "lfru"))),
     Param("cache", "decay_interval", COUNT, 100,
-          "LFU: accesses between two decays.", min=1, units=("accesses",), unit="accesses", conditional=True,
+          "LFU: accesses between two decays. At most 10^9: an interval is a counter, and a longer one never comes round in a run (10^9 accesses is over a day of decoding).", min=1, max=INTERVAL_MAX, units=("accesses",), unit="accesses", conditional=True,
           only_with=("cache.eviction", ("lfu", "fallback", "lfru"))),
     Param("cache", "freq_threshold", NUMBER, 0.05,
           "frequency_threshold: minimum share of the layer's recent accesses for admission.",
           min=0, max=1, conditional=True,
           only_with=("cache.eviction", ("frequency_threshold",))),
     Param("cache", "freq_window", COUNT, 100,
-          "frequency_threshold: number of recent accesses of a layer the share is measured over.",
-          min=1, units=("accesses",), unit="accesses", conditional=True,
+          "frequency_threshold: number of recent accesses of a layer the share is measured over. At most 10^6: the window is held in memory, one entry per access.",
+          min=1, max=ACCESS_WINDOW_MAX, units=("accesses",), unit="accesses", conditional=True,
           only_with=("cache.eviction", ("frequency_threshold",))),
     Param("cache", "score_ema_alpha", NUMBER, 0.3,
           "score: weight of the newest router weight in the moving average s = a*w + (1-a)*s.",
@@ -279,25 +293,25 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           "Memory-pressure trigger: when resident bytes / memory_budget_gb reaches this fraction, evict down to memory_headroom.",
           default_doc="no memory-pressure trigger", min=0, max=1, min_open=True, conditional=True),
     Param("cache", "memory_headroom", NUMBER, 0.7,
-          "Memory-pressure trigger: the fraction of the budget to evict down to.",
-          min=0, min_open=True, max_ref="cache.memory_threshold", conditional=True,
+          "Memory-pressure trigger: the fraction of the budget to evict down to. At most memory_threshold, and so at most 1.",
+          min=0, min_open=True, max=1, max_ref="cache.memory_threshold", conditional=True,
           only_with=("cache.memory_threshold", (SET,))),
     Param("cache", "memory_budget_gb", NUMBER, 16,
-          "Device memory (GB) the memory-pressure trigger measures resident expert bytes against.",
-          min=0, min_open=True, units=SIZE_UNITS, unit="GB", conditional=True,
+          "Device memory (GB) the memory-pressure trigger measures resident expert bytes against. At most 100,000 GB: more memory than any device or host has.",
+          min=0, min_open=True, max=SIZE_MAX_GB, units=SIZE_UNITS, unit="GB", conditional=True,
           only_with=("cache.memory_threshold", (SET,))),
     Param("cache", "expert_size_gb", NUMBER, DERIVED,
-          "Bytes of one expert's weights, in GB. Taken from the model when attached or from the trace header.",
-          default_doc="from the model, else 1.2", min=0, min_open=True, units=SIZE_UNITS, unit="GB",
+          "Bytes of one expert's weights, in GB. Taken from the model when attached or from the trace header. At least 1e-9 GB (one byte) and at most 1,000 GB: one expert larger than that fits no device's memory.",
+          default_doc="from the model, else 1.2", min=1e-9, max=1000, units=SIZE_UNITS, unit="GB",
           adapt_no_effect="the size of an expert's weights is the model's (taken from the model "
                           "or the trace header), not something a running policy can change"),
     Param("cache", "crf_half_life", COUNT, 128,
-          "crf, classlru: steps after which an unused key's CRF (decayed use count) has halved.",
-          min=1, units=("steps",), unit="steps", conditional=True,
+          "crf, classlru: steps after which an unused key's CRF (decayed use count) has halved. At most 10^9: a key unused for longer than a run lasts has faded anyway.",
+          min=1, max=INTERVAL_MAX, units=("steps",), unit="steps", conditional=True,
           only_with=("cache.eviction", ("crf", "classlru"))),
     Param("cache", "ttl", COUNT, OFF,
-          "TTL trigger: evict a resident key not accessed in the last ttl accesses (or steps, with the `steps` unit).",
-          default_doc="no TTL trigger", min=1, units=("accesses", "steps"), unit="accesses", conditional=True),
+          "TTL trigger: evict a resident key not accessed in the last ttl accesses (or steps, with the `steps` unit). At most 10^9: a key unused for longer than a run lasts never expires anyway.",
+          default_doc="no TTL trigger", min=1, max=INTERVAL_MAX, units=("accesses", "steps"), unit="accesses", conditional=True),
 ))
 
 _PREFETCH = Block("prefetch", "Which experts to load before the router asks for them.", params=(
@@ -311,27 +325,29 @@ _PREFETCH = Block("prefetch", "Which experts to load before the router asks for 
               EnumValue("learned", "an online logistic model over several earlier layers' experts (weighted by router weight), the target layer's last step and recent frequency, and any speculative predictions; keeps predictions >= confidence"),
           ), conditional=True, aliases=("prefetch_strategy",)),
     Param("prefetch", "budget", INT, 4,
-          "Most keys proposed after each dispatch.",
-          min=1, max_ref="cache.capacity", conditional=True, aliases=("prefetch_budget",),
+          "Most keys proposed after each dispatch. At most 65,536 (and the cache's capacity): no cache holds more.",
+          min=1, max=65536, max_ref="cache.capacity", conditional=True, aliases=("prefetch_budget",),
           only_with=("prefetch.strategy", ("history", "affinity", "lookahead", "learned"))),
     Param("prefetch", "lookahead", INT, 1,
-          "How many layers ahead to prefetch (L+1 .. L+lookahead, wrapping into the next step).",
-          min=1, unit="layers", conditional=True,
+          "How many layers ahead to prefetch (L+1 .. L+lookahead, wrapping into the next step). At most 128: more than the MoE layers of today's largest models (94), and the runtime stops at the model's layers anyway.",
+          min=1, max=128, unit="layers", conditional=True,
           only_with=("prefetch.strategy", ("affinity", "lookahead", "learned"))),
     Param("prefetch", "affinity_threshold", NUMBER, 0.3,
           "affinity: minimum transition probability for a proposal.",
           min=0, max=1, conditional=True,
           only_with=("prefetch.strategy", ("affinity",))),
     Param("prefetch", "history_window", COUNT, 50,
-          "history: number of recent steps counted.",
-          min=1, units=("steps",), unit="steps", conditional=True,
+          "history: number of recent steps counted. At most 100,000: the window is held in memory, one row per dispatch of each layer, and 100,000 steps already measure a long-run frequency.",
+          min=1, max=DISPATCH_WINDOW_MAX, units=("steps",), unit="steps", conditional=True,
           only_with=("prefetch.strategy", ("history", "lookahead", "learned"))),
     Param("prefetch", "confidence", NUMBER, 0.5,
           "learned: minimum predicted probability of use for a proposal.",
           min=0, max=1, conditional=True,
           only_with=("prefetch.strategy", ("learned",))),
     Param("prefetch", "context_layers", INT, 2,
-          "learned: how many earlier layers' experts a prediction reads.",
+          "learned: how many earlier layers' experts a prediction reads. At most 8: each "
+          "context layer is one weight of the model, and layers further back predict no "
+          "better than the recent steps of the same layer.",
           min=1, max=8, unit="layers",
           adapt_no_effect="the learned predictor's model has one weight per context layer, "
                           "fixed when the policy starts",
@@ -347,8 +363,8 @@ _SCHEDULE = Block("schedule", "What to do on a miss: wait for the transfer, or c
               EnumValue("hybrid", "per miss, the cheaper of transfer and CPU compute by the cost model; transfers above offload_threshold_ms go to the CPU"),
           ), conditional=True, aliases=("schedule_mode",)),
     Param("schedule", "offload_threshold_ms", NUMBER, 50,
-          "hybrid: a transfer estimated above this many milliseconds always goes to the CPU.",
-          min=0, min_open=True, units=TIME_UNITS, unit="ms", conditional=True,
+          "hybrid: a transfer estimated above this many milliseconds always goes to the CPU. At most 3,600,000 ms (an hour): no expert transfer takes longer.",
+          min=0, min_open=True, max=3_600_000, units=TIME_UNITS, unit="ms", conditional=True,
           only_with=("schedule.mode", ("hybrid",))),
     Param("schedule", "overlap", BOOL, True,
           "Overlap transfers with compute on a separate copy stream. hybrid requires it.",
@@ -373,10 +389,10 @@ _MONITOR = Block("monitor", "Which metrics to track and over what window (used b
     Param("monitor", "metrics", METRIC_LIST, ("hit_rate",),
           "Metrics to compute and log. A name that is not a metric is a warning (the original recorded any name) and is not recorded."),
     Param("monitor", "window", COUNT, 100,
-          "Sliding window, in accesses, of every metric. An adapt rule that changes it keeps the most recent accesses the new window can hold.",
-          min=1, units=("accesses",), unit="accesses", conditional=True),
+          "Sliding window, in accesses, of every metric. An adapt rule that changes it keeps the most recent accesses the new window can hold. At most 10^6: the window is held in memory, one entry per access.",
+          min=1, max=ACCESS_WINDOW_MAX, units=("accesses",), unit="accesses", conditional=True),
     Param("monitor", "log_interval", COUNT, 50,
-          "Accesses between two metric log records.", min=1, units=("accesses",), unit="accesses",
+          "Accesses between two metric log records. At most 10^9: an interval is a counter, and a longer one never comes round in a run.", min=1, max=INTERVAL_MAX, units=("accesses",), unit="accesses",
           conditional=True),
 ))
 
@@ -389,19 +405,19 @@ _PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budg
               EnumValue("frequency", "proportional to the number of distinct experts each layer used in the window"),
           ), conditional=True),
     Param("per_layer", "total_budget", INT, DERIVED,
-          "Total slots over all layers. An adapt rule that changes it rebalances at once.",
-          default_doc="layers x cache.capacity", min=1, unit="slots", conditional=True),
+          "Total slots over all layers. An adapt rule that changes it rebalances at once. At most 4,194,304 (2^22, 64 layers of 65,536 slots): the most slots a runtime's slot pool holds.",
+          default_doc="layers x cache.capacity", min=1, max=SLOT_POOL_MAX, unit="slots", conditional=True),
     Param("per_layer", "min_capacity", INT, 2,
-          "Smallest capacity a layer may get. An adapt rule that changes it rebalances at once.",
-          min=1, max_ref="per_layer.max_capacity", unit="slots", conditional=True),
+          "Smallest capacity a layer may get. An adapt rule that changes it rebalances at once. At most 65,536, the range of cache.capacity.",
+          min=1, max=65536, max_ref="per_layer.max_capacity", unit="slots", conditional=True),
     Param("per_layer", "max_capacity", INT, 64,
-          "Largest capacity a layer may get. An adapt rule that changes it rebalances at once.",
-          min=1, min_ref="per_layer.min_capacity", unit="slots", conditional=True),
+          "Largest capacity a layer may get. An adapt rule that changes it rebalances at once. At most 65,536, the range of cache.capacity.",
+          min=1, max=65536, min_ref="per_layer.min_capacity", unit="slots", conditional=True),
     Param("per_layer", "rebalance_interval", INT, 500,
-          "Dispatches between two rebalancings; 0 = never.", min=0, unit="dispatches",
+          "Dispatches between two rebalancings; 0 = never. At most 10^9: an interval is a counter, and a longer one never comes round in a run.", min=0, max=INTERVAL_MAX, unit="dispatches",
           conditional=True),
     Param("per_layer", "entropy_window", INT, 200,
-          "Dispatches per layer the allocation signal is measured over.", min=1, unit="dispatches",
+          "Dispatches per layer the allocation signal is measured over. At most 100,000: the window is held in memory, one row per dispatch of each layer.", min=1, max=DISPATCH_WINDOW_MAX, unit="dispatches",
           conditional=True, only_with=("per_layer.allocation", ("entropy", "frequency"))),
 ))
 
@@ -473,6 +489,10 @@ COMPARISON_OPS: tuple[str, ...] = ("<", ">", "<=", ">=", "!=", "==")
 
 #: units allowed after `for N` in an adapt rule
 RULE_DURATION_UNITS: tuple[str, ...] = ("accesses", "steps", "tokens")
+
+#: the longest `for N` an adapt rule takes (a condition held longer than a run lasts never
+#: makes the rule fire); the runtime counts up to it
+RULE_DURATION_MAX = INTERVAL_MAX
 
 SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
 

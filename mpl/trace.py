@@ -162,6 +162,26 @@ def records_of(dispatches: Iterable[Dispatch]):
             yield (d.layer, fe, fw, d.tokens, d.step, d.predictions, tokens_of(d))
 
 
+def record_list(dispatches) -> list:
+    """``list(records_of(dispatches))``; a lazily read trace's dispatches (mpl.tracecols)
+    build them from their columns, without a Dispatch object each."""
+    make = getattr(dispatches, "records", None)
+    return make() if make is not None else list(records_of(dispatches))
+
+
+def has_predictions(dispatches) -> bool:
+    """Whether any dispatch carries speculative predictions (a lazily read trace's columns
+    tell without building its dispatches)."""
+    ask = getattr(dispatches, "has_predictions", None)
+    return ask() if ask is not None else any(d.predictions for d in dispatches)
+
+
+def has_weights(dispatches) -> bool:
+    """Whether any dispatch carries router weights (a lazily read trace's columns tell)."""
+    ask = getattr(dispatches, "has_weights", None)
+    return ask() if ask is not None else any(d.weights is not None for d in dispatches)
+
+
 def tokens_of(d: Dispatch) -> dict | None:
     """Per expert, how many of the dispatch's tokens selected it (None for one token)."""
     if d.tokens == 1:

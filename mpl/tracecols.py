@@ -21,12 +21,14 @@ sweep and tune commands read traces so); the format itself is mpl.traceio's.
 
 from __future__ import annotations
 
+import gc
 import io
 import struct
 import sys
 import zlib
 from array import array
 from collections.abc import Sequence
+from itertools import islice
 from math import isfinite
 
 from mpl import traceio
@@ -198,20 +200,72 @@ class _At(io.BytesIO):
 
 
 class LazyDispatches(Sequence):
-    """A trace's dispatches, read from the file's bytes only when iterated or indexed."""
+    """A trace's dispatches, read from the file's bytes only when iterated or indexed
+    (``limit``: only the first so many records, a :meth:`head`)."""
 
     def __init__(self, raw: bytes, header, path: str, version: int, crc: int, columns: Columns,
-                 start: int):
+                 start: int, limit: int | None = None):
         self._raw, self._header, self._path = raw, header, path
         self._version, self._crc, self._start = version, crc, start
+        self._limit = limit
         self.columns = columns
         self._list = None
 
     def _materialise(self) -> list:
         if self._list is None:
-            self._list = list(traceio.iter_native(_At(self._raw, self._start), self._header,
-                                                  self._path, version=self._version, crc=self._crc))
+            it = traceio.iter_native(_At(self._raw, self._start), self._header, self._path,
+                                     version=self._version, crc=self._crc)
+            # (a head stops before the end marker: decode_uniform checked the whole file)
+            self._list = list(it if self._limit is None else islice(it, self._limit))
         return self._list
+
+    def head(self, n: int) -> "LazyDispatches":
+        """The first ``n`` records, as columns sliced from these (no record is read)."""
+        c = self.columns
+        n = max(0, min(int(n), c.records))
+        k = c.offs[1] - c.offs[0] if c.records else 0
+        cols = Columns(c.layers[:n], k, c.experts[:n * k],
+                       None if c.weights is None or n == 0 else c.weights[:n * k], c.steps[:n], c.num_experts)
+        return LazyDispatches(self._raw, self._header, self._path, self._version, self._crc,
+                              cols, self._start, n)
+
+    def step_cut(self, n: int) -> int:
+        """The length of the shortest head of at least ``n`` records that ends with a step
+        (the records of one step are never split)."""
+        steps = self.columns.steps
+        total = len(steps)
+        i = max(0, min(int(n), total))
+        while 0 < i < total and steps[i] == steps[i - 1]:
+            i += 1
+        return i
+
+    def has_predictions(self) -> bool:
+        """False: like records carry no predictions (decode_uniform takes none)."""
+        return False
+
+    def has_weights(self) -> bool:
+        """Whether the records carry router weights (like records: all or none)."""
+        return self.columns.weights is not None and self.columns.records > 0
+
+    def records(self) -> list:
+        """mpl.trace.records_of over these dispatches, from the columns."""
+        c = self.columns
+        ex = c.experts.tolist()
+        ws = c.weights.tolist() if c.weights is not None else None
+        offs = c.offs
+        # millions of small acyclic containers: the cycle collector would walk them again
+        # and again while they are made (5x the building time); it runs after
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            if ws is None:
+                return [(layer, ex[a:b], None, 1, step, None, None)
+                        for layer, a, b, step in zip(c.layers, offs, offs[1:], c.steps)]
+            return [(layer, ex[a:b], ws[a:b], 1, step, None, None)
+                    for layer, a, b, step in zip(c.layers, offs, offs[1:], c.steps)]
+        finally:
+            if was:
+                gc.enable()
 
     def __len__(self) -> int:
         return self.columns.records
@@ -235,7 +289,7 @@ class LazyDispatches(Sequence):
 
     def __reduce__(self):      # pickled as the bytes (a process pool's workers get those)
         return (LazyDispatches, (self._raw, self._header, self._path, self._version,
-                                 self._crc, self.columns, self._start))
+                                 self._crc, self.columns, self._start, self._limit))
 
     def steps_and_tokens(self) -> tuple[int, int]:
         """mpl.trace.steps_and_tokens: one token per record, so steps and tokens are the

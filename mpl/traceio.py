@@ -65,6 +65,13 @@ MAX_HEADER_BYTES = 64 << 20
 #: weights, takes about 7 MB); an endless or binary file is refused, never read whole.
 MAX_JSONL_LINE_BYTES = 64 << 20
 _LINE_PIECE = 1 << 16
+#: The largest model shape a trace header may declare (docs/traces.md, "Limits"): decoder
+#: layers, MoE layers and experts per layer up to 65,536 each (the format's u16 layer and
+#: expert ids; no model comes near), and an expert of at most 10^12 bytes (1,000 GB, the
+#: schema's largest cache.expert_size_gb). A header beyond them is refused, naming the limit.
+MAX_LAYERS = 65536
+MAX_EXPERTS = 65536
+MAX_EXPERT_BYTES = 10 ** 12
 #: The keys of a JSONL dispatch row: the original's t, l, e, s and our p (predictions).
 ROW_KEYS = ("t", "l", "e", "s", "p")
 _ROW_KEYS = frozenset(ROW_KEYS)
@@ -114,12 +121,15 @@ def _header_from_json(d: dict, where: str) -> TraceHeader:
 
 
 def validate_header(h: TraceHeader, where: str = "trace") -> None:
-    if h.num_experts < 1 or h.num_experts > 65536:
-        raise TraceFormatError(f"{where}: num_experts must be in 1..65536, got {h.num_experts}")
+    if h.num_experts < 1 or h.num_experts > MAX_EXPERTS:
+        raise TraceFormatError(f"{where}: num_experts must be in 1..{MAX_EXPERTS}, got {h.num_experts}")
     if not h.moe_layers:
         raise TraceFormatError(f"{where}: the header lists no MoE layers")
-    if h.num_moe_layers > 65536:
-        raise TraceFormatError(f"{where}: at most 65536 MoE layers, got {h.num_moe_layers}")
+    if h.num_moe_layers > MAX_LAYERS:
+        raise TraceFormatError(f"{where}: at most {MAX_LAYERS} MoE layers, got {h.num_moe_layers}")
+    if h.num_layers > MAX_LAYERS:
+        raise TraceFormatError(f"{where}: num_layers must be in 1..{MAX_LAYERS} (decoder layers), "
+                               f"got {h.num_layers}")
     if min(h.moe_layers) < 0:
         raise TraceFormatError(f"{where}: moe_layers must be non-negative layer ids, got {min(h.moe_layers)}")
     if len(set(h.moe_layers)) != len(h.moe_layers):
@@ -135,6 +145,9 @@ def validate_header(h: TraceHeader, where: str = "trace") -> None:
         raise TraceFormatError(f"{where}: top_k must be in 1..num_experts, got {h.top_k}")
     if h.expert_bytes < 0:
         raise TraceFormatError(f"{where}: expert_bytes must be >= 0, got {h.expert_bytes}")
+    if h.expert_bytes > MAX_EXPERT_BYTES:
+        raise TraceFormatError(f"{where}: expert_bytes must be at most {MAX_EXPERT_BYTES:,} "
+                               f"(1,000 GB; 0: unknown), got {h.expert_bytes}")
 
 
 def id_width(num_experts: int) -> int:
@@ -316,6 +329,8 @@ def read_native_start(f: IO[bytes], path: str = "trace") -> tuple[TraceHeader, i
         d = json.loads(blob.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise TraceFormatError(f"{path}: header is not valid JSON ({e})") from None
+    except RecursionError:
+        raise TraceFormatError(f"{path}: header is not valid JSON (nested too deeply)") from None
     if not isinstance(d, dict):
         raise TraceFormatError(f"{path}: header is not a JSON object")
     return _header_from_json(d, path), version, zlib.crc32(head + blob)
@@ -410,7 +425,7 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
         weights = None
         if wcode:
             ws = struct.unpack_from(f"<{n}{_WFMT[wcode]}", buf, p)
-            if not isfinite(sum(ws)):
+            if not isfinite(sum(ws)) and not all(map(isfinite, ws)):   # (a sum may overflow)
                 raise TraceFormatError(f"{path}: record {index} at byte {start}: a router weight "
                                        f"is not a finite number")
             p += n * _WSIZE[wcode]
@@ -432,10 +447,14 @@ def iter_native(f: IO[bytes], header: TraceHeader, path: str = "trace",
                     raise TraceFormatError(f"{path}: truncated predictions in record {index}")
                 p = pos + pos_rel
                 pids = list(struct.unpack_from(f"<{cnt}{idc}", buf, p))
-                if tl >= nl or (pids and max(pids) >= ne):
+                if tl >= nl:
                     raise TraceFormatError(f"{path}: record {index} at byte {start}: a prediction "
-                                           f"names layer {tl} or an expert outside the header's "
-                                           f"{nl} layers x {ne} experts")
+                                           f"names layer {tl}, outside the header's layers "
+                                           f"0..{nl - 1}")
+                if pids and max(pids) >= ne:
+                    raise TraceFormatError(f"{path}: record {index} at byte {start}: a prediction "
+                                           f"for layer {tl} names expert id {max(pids)}, outside "
+                                           f"0..{ne - 1}")
                 preds[tl] = pids
                 p += cnt * w
         if checked:
@@ -515,11 +534,16 @@ def _rows(value, path: str, lineno: int, what: str) -> tuple[list[list], bool]:
     """A flat list (one token) or a list of lists -> (rows, was_flat)."""
     if not isinstance(value, list):
         raise TraceFormatError(f"{path}:{lineno}: '{what}' must be a list")
-    if value and all(isinstance(x, list) for x in value):
+    types = set(map(type, value))          # (JSON's values: exact types; one pass in C)
+    if list in types:
+        if len(types) > 1:
+            raise TraceFormatError(f"{path}:{lineno}: '{what}' mixes numbers and lists")
         return [list(r) for r in value], False
-    if any(isinstance(x, list) for x in value):
-        raise TraceFormatError(f"{path}:{lineno}: '{what}' mixes numbers and lists")
     return [list(value)], True
+
+
+_INT_TYPE = frozenset((int,))              # a JSON integer (bool is its own type)
+_NUMBER_TYPES = frozenset((int, float))
 
 
 def _no_constant(name: str):
@@ -637,9 +661,12 @@ def load_jsonl(path: str) -> Trace:
                 raise TraceFormatError(f"{path}:{lineno}: 't' and 'l' must be non-negative integers")
             if t >= 2 ** 32:
                 raise TraceFormatError(f"{path}:{lineno}: step 't' = {t} is too large (at most 2^32-1)")
+            if l >= MAX_LAYERS:
+                raise TraceFormatError(f"{path}:{lineno}: layer 'l' = {l} is too large (decoder-layer "
+                                       f"ids are below {MAX_LAYERS})")
             rows, flat = _rows(e, path, lineno, "e")
             for r in rows:
-                if not all(isinstance(x, int) and not isinstance(x, bool) for x in r):
+                if not _INT_TYPE.issuperset(map(type, r)):
                     raise TraceFormatError(f"{path}:{lineno}: expert ids must be integers")
             if len({len(r) for r in rows}) > 1:
                 raise TraceFormatError(f"{path}:{lineno}: the tokens of a dispatch select different "
@@ -650,10 +677,10 @@ def load_jsonl(path: str) -> Trace:
                 if [len(r) for r in ws] != [len(r) for r in rows]:
                     raise TraceFormatError(f"{path}:{lineno}: 's' and 'e' differ in shape")
                 for r in ws:
-                    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r):
+                    if not _NUMBER_TYPES.issuperset(map(type, r)):
                         raise TraceFormatError(f"{path}:{lineno}: weights must be numbers")
-                ws = [[float(x) for x in r] for r in ws]
-                if not all(isfinite(x) for r in ws for x in r):
+                ws = [list(map(float, r)) for r in ws]
+                if not all(all(map(isfinite, r)) for r in ws):
                     raise TraceFormatError(f"{path}:{lineno}: weights must be finite numbers")
             preds = None
             if obj.get("p") is not None:
@@ -694,10 +721,10 @@ def load_jsonl(path: str) -> Trace:
             if len(r) > header.top_k:
                 raise TraceFormatError(f"{path}:{lineno}: {len(r)} experts per token, more than "
                                        f"the header's top_k {header.top_k}")
-            for x in r:
-                if not 0 <= x < header.num_experts:
-                    raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
-                                           f"0..{header.num_experts - 1}")
+            if r and (min(r) < 0 or max(r) >= header.num_experts):
+                x = next(x for x in r if not 0 <= x < header.num_experts)
+                raise TraceFormatError(f"{path}:{lineno}: expert id {x} outside "
+                                       f"0..{header.num_experts - 1}")
         if preds:
             for k, v in preds.items():
                 if k not in ordinal:

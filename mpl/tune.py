@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from mpl import schema
 from mpl.syntax.lexer import policy_name_problem  # noqa: F401  (mplc tune checks --name with it)
-from mpl.trace import Trace
+from mpl.trace import Trace, has_predictions
 
 #: what tune() maximises: simulated tokens/s (the default) or hit rate
 OBJECTIVES = ("tokens_per_s", "hit_rate")
@@ -281,6 +281,8 @@ def prefix(trace: Trace, n: int | None) -> Trace:
     d = trace.dispatches
     if n is None or n >= len(d):
         return trace
+    if hasattr(d, "step_cut"):      # a lazily read trace: a head of its columns
+        return Trace(trace.header, d.head(d.step_cut(n)))
     out = []
     last = None
     for i, x in enumerate(d):
@@ -463,7 +465,7 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     hw.resolve(hardware)          # fail early on a bad profile
     slots = budget_slots(budget, h.expert_bytes or hw.DEFAULT_EXPERT_BYTES)
     L = h.num_moe_layers
-    predictions = any(d.predictions for d in trace.dispatches)
+    predictions = has_predictions(trace.dispatches)
     jobs = jobs or os.cpu_count() or 1
 
     from mpl.runtime import fast

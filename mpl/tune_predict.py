@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpl.trace import Trace
+from mpl.trace import Trace, has_predictions
 
 STRATEGIES = ("history", "affinity", "learned", "recorded")
 BUDGETS = (1, 2, 4, 8)
@@ -59,7 +59,7 @@ def _distinct_weights(d):
 def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
              context: int = 3, warmup: float = 0.1) -> Score:
     """Score ``strategy``'s next-layer predictions over ``trace`` (see the module doc)."""
-    from mpl.runtime.prefetch import Affinity, History, Learned
+    from mpl.runtime.prefetch import Affinity, History, learned
 
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
@@ -71,7 +71,7 @@ def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
                {b: 0 for b in budgets})
     hist = History(L, window, E) if strategy == "history" else None
     aff = Affinity(L, 1, 0.0) if strategy == "affinity" else None
-    lrn = Learned(L, E, context, window, 0.0, 1) if strategy == "learned" else None
+    lrn = learned(L, E, context, window, 0.0, 1) if strategy == "learned" else None
     pending: dict = {}              # target layer -> (step, ranked predictions)
     dispatches = trace.dispatches
     skip = int(len(dispatches) * warmup)
@@ -113,7 +113,7 @@ def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
 
 def evaluate_all(trace: Trace, budgets=BUDGETS, **kw) -> list[Score]:
     """Every strategy that applies to the trace (``recorded`` only when it has predictions)."""
-    has = any(d.predictions for d in trace.dispatches)
+    has = has_predictions(trace.dispatches)
     return [evaluate(trace, s, budgets, **kw) for s in STRATEGIES if s != "recorded" or has]
 
 

@@ -67,10 +67,12 @@ def pin_ids(trace, count: int) -> list[int]:
     """The ``count`` expert ids the trace uses most over all layers (ties: lower id)."""
     if count < 1:
         return []
-    uses: dict = {}
-    for d in trace.dispatches:
-        for e in d.distinct():
-            uses[e] = uses.get(e, 0) + 1
+    from collections import Counter
+
+    from mpl.runtime import fast
+    # the pack holds each dispatch's distinct experts (cached on the trace, which the
+    # tuner holds: every candidate's replay uses it)
+    uses = Counter(fast.pack_trace(trace, trace.header.num_experts).experts)
     return [e for e, _ in sorted(uses.items(), key=lambda kv: (-kv[1], kv[0]))[:count]]
 
 

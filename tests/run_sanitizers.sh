@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compiled core under AddressSanitizer + UndefinedBehaviorSanitizer: builds
 # mpl.runtime._fast with -fsanitize=address,undefined in a copy of the checkout and runs the
-# kernel, live-dispatch, Belady and callback/thread-safety tests there. Any sanitizer report
+# kernel, live-dispatch, Belady, learned-predictor, trace-packing and callback/thread-safety
+# tests there. Any sanitizer report
 # stops the run with a non-zero exit (halt_on_error); a test failure fails it too.
 #   bash tests/run_sanitizers.sh              # the default test set
 #   bash tests/run_sanitizers.sh -k threads   # extra pytest arguments
@@ -43,4 +44,6 @@ cd "$work"
 "$PY" -c "import mpl.runtime.fast as f, sys; sys.exit(0 if f._kernel is not None else 'sanitizers: the instrumented kernel does not load: ' + str(f._WHY))"
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
     tests/test_live_safety.py tests/test_live_dispatch.py tests/test_fast_equivalence.py \
-    tests/test_replay_kernel.py tests/test_belady.py tests/test_runtime_equivalence.py "$@"
+    tests/test_replay_kernel.py tests/test_belady.py tests/test_runtime_equivalence.py \
+    tests/test_prefetch_learned_compiled.py tests/test_prefetch_learned.py tests/test_trace_columns.py \
+    tests/test_trace_wide_headers.py "$@"

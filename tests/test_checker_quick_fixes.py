@@ -91,9 +91,15 @@ def test_in_range_whole_number_is_that_integer():
 
 
 def test_exact_integer_for_a_large_exponent():
-    """1e20 is 100000000000000000000 exactly (not the float's digits)."""
+    """2.5e8 is the integer 250000000; 1e20 is 100000000000000000000 exactly, above
+    decay_interval's range (10^9), clamped to its bound."""
+    a = analyze("policy p { cache { capacity = 8 eviction = lfu decay_interval = 2.5e8 } }")
+    assert a.diagnostics == [] and a.ir["p"].values["cache.decay_interval"] == 250_000_000
+    assert type(a.ir["p"].values["cache.decay_interval"]) is int
     a = analyze("policy p { cache { capacity = 8 eviction = lfu decay_interval = 1e20 } }")
-    assert a.diagnostics == [] and a.ir["p"].values["cache.decay_interval"] == 10 ** 20
+    [d] = a.diagnostics
+    assert d.code == "MPL203" and "got 1e20" in d.message
+    assert [e.new_text for f in d.fixes for e in f.edits] == ["1000000000"]
 
 
 def test_cli_json_carries_the_in_range_fix(tmp_path):

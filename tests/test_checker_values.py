@@ -31,15 +31,15 @@ def cache(body):
     ("eviction = 3", "MPL201", "'eviction' expects one of lru, lfu"),
     ("pin = 3", "MPL201", "write [3]"),
     ("pin = [1.5]", "MPL201", "holds integers"),
-    ("pin = [-1]", "MPL203", "'pin element' must be >= 0"),
-    ("ttl = 0", "MPL203", "'ttl' must be >= 1"),
+    ("pin = [-1]", "MPL203", "'pin element' must be in [0, 65535]"),
+    ("ttl = 0", "MPL203", "'ttl' must be in [1, 1000000000]"),
     ("ttl = 5 tokens", "MPL204", "unit 'tokens' is not allowed for 'ttl'"),
     ("ttl = 5stepz", "MPL204", "unknown unit 'stepz'; did you mean 'steps'?"),
     ("eviction = lfu; frequency_decay = 0", "MPL203", "must be in (0, 1], got 0; choose a value in (0, 1]"),
     ("eviction = lfu; decay_interval = 2.5", "MPL201", "'decay_interval' expects an integer count, got a number '2.5'"),
     ("eviction = lfu | fallback", "MPL208", "'fallback' is already the segmented pair"),
     ("eviction = lfu | nope", "MPL202", "unknown eviction 'nope'"),
-    ("expert_size_gb = 0GB", "MPL203", "'expert_size_gb' must be > 0"),
+    ("expert_size_gb = 0GB", "MPL203", "'expert_size_gb' must be in [1e-09, 1000] GB"),
     ("memory_threshold = 0.9; memory_budget_gb = 8 ms", "MPL204", "unit 'ms' is not allowed"),
 ])
 def test_cache_values(body, code, fragment):
@@ -242,11 +242,14 @@ def test_mpl306_pairs_of_rules():
 
 
 def test_denormal_expert_size_with_size_capacity_does_not_crash(tmp_path):
-    # capacity in slots = 1 GiB / 1e-320 GB overflows a float: no traceback, no bogus error
+    # capacity in slots = 1 GiB / 1e-320 GB would overflow a float: an expert below one byte
+    # is out of expert_size_gb's range, reported as such, with no traceback
     text = "policy p { cache { capacity = 1GiB  expert_size_gb = 1e-320 } }"
-    assert [d for d in analyze(text).diagnostics if d.is_error] == []
+    errs = [d for d in analyze(text).diagnostics if d.is_error]
+    assert [(d.code, "'expert_size_gb' must be in [1e-09, 1000] GB" in d.message) for d in errs] == \
+        [("MPL203", True)]
     f = tmp_path / "p.moe"
     f.write_text(text)
     out = subprocess.run([sys.executable, "-m", "mpl", "check", str(f)],
                          capture_output=True, text=True)
-    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr

@@ -3,8 +3,8 @@
 file (exit status 1 or 2, no traceback, no "internal error"), never an exhausted memory.
 
 ``mplc`` runs as a subprocess with its address space capped at 1 GiB and a timeout, so an
-unbounded read fails the test (MemoryError is an "internal error"; a hang is a timeout)
-instead of taking the machine's memory or hanging CI."""
+unbounded read fails the test (a MemoryError is "out of memory" from mplc's last-resort
+guard; a hang is a timeout) instead of taking the machine's memory or hanging CI."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def mplc(args, cwd, status=1):
     r = subprocess.run([sys.executable, "-m", "mpl.cli.main", *args], cwd=cwd, capture_output=True,
                        text=True, timeout=120, preexec_fn=_limit_memory)
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
+    assert "out of memory" not in r.stderr, r.stderr[-2000:]
     assert r.returncode == status, (r.returncode, r.stdout[-1000:], r.stderr[-1000:])
     return r.stderr + r.stdout
 

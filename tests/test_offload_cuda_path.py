@@ -1,4 +1,4 @@
-"""Defects of the CUDA path that a CPU run can show (issue 12): grouped_mm's group limit on
+"""Defects of the CUDA path that a CPU run can show: grouped_mm's group limit on
 large pools, torch.compile, the pinned host arena, detach() freeing the pool, placement and
 refusals, auto_attach's memory budget. (The stream/event ordering and the host
 synchronisations are in test_offload_cuda_semantics.py.)"""

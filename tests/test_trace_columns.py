@@ -239,3 +239,63 @@ def test_a_pickled_or_copied_trace_keeps_counting_its_changes():
         assert other.dispatches.version == v + 1
         p = fast.pack_trace(other, other.header.num_experts)
         assert len(p) == len(tr) + 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 25, 26, 27, 130, 10_000])
+def test_a_lazy_head_equals_the_eager_prefix(tmp_path, n):
+    """tune's trace prefixes of a lazily read trace are heads of its columns: the same
+    dispatches, records and pack as the eager prefix (cut at the end of a step), read without
+    building the whole trace's dispatches."""
+    from mpl.trace import has_predictions, has_weights, record_list, records_of
+    from mpl.tune import prefix
+
+    path = _write(tmp_path, synthesize("deepseek-v2-lite", steps=20, seed=3))
+    eager, lazy = traceio.load(path), tracecols.load(path)
+    pe, pl = prefix(eager, n), prefix(lazy, n)
+    assert isinstance(pl.dispatches, LazyDispatches) or pl is lazy
+    assert pl.dispatches._list is None or pl is lazy        # nothing read record by record
+    assert record_list(pl.dispatches) == list(records_of(pe.dispatches))
+    assert len(pl) == len(pe) and list(pl.dispatches) == pe.dispatches
+    E = eager.header.num_experts
+    a, b = fast.pack_of(pl.dispatches, E), fast.pack_dispatches(pe.dispatches, E)
+    for name in fast.Packed.__slots__:
+        assert getattr(a, name) == getattr(b, name), name
+    assert has_predictions(pl.dispatches) is has_predictions(pe.dispatches) is False
+    assert has_weights(pl.dispatches) is has_weights(pe.dispatches) is (n > 0)
+    back = pickle.loads(pickle.dumps(pl))           # a process pool's worker gets the head
+    assert list(back.dispatches) == pe.dispatches
+
+
+def test_tune_of_a_lazy_trace_equals_the_eager_one_without_reading_its_records(tmp_path):
+    from mpl.tune import tune
+
+    from mpl.tune import PREDICTOR_DISPATCHES
+
+    path = _write(tmp_path, synthesize("mixtral-8x7b", steps=150, seed=8))
+    eager, lazy = traceio.load(path), tracecols.load(path)
+    assert len(lazy) > PREDICTOR_DISPATCHES       # (the predictors read a head of that size)
+    a = tune(eager, 16, jobs=1)
+    b = tune(lazy, 16, jobs=1)
+    assert lazy.dispatches._list is None          # the columns were enough
+    assert a.text == b.text and a.evaluated == b.evaluated
+    assert [(c.describe(), c.hit_rate, c.tokens_per_s) for c in a.leaderboard] == \
+        [(c.describe(), c.hit_rate, c.tokens_per_s) for c in b.leaderboard]
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4)), max_size=60), st.booleans())
+@prop(100)
+def test_steps_and_tokens_from_a_pack_equal_those_of_the_dispatches(rows, shuffle):
+    """A replay counts a trace's steps and tokens from the pack it made (in C when compiled):
+    the same as mpl.trace.steps_and_tokens, in order or not, with several-token records."""
+    r = random.Random(len(rows))
+    ds = [Dispatch(s, r.randrange(3), [r.sample(range(8), 2) for _ in range(t)]) for s, t in rows]
+    if not shuffle:
+        ds.sort(key=lambda d: d.step)
+    p = fast.pack_dispatches(ds, 8)
+    assert fast.steps_and_tokens_of(p) == steps_and_tokens(ds)
+    if fast._kernel is not None:      # the pure fallback too
+        kernel, fast._kernel = fast._kernel, None
+        try:
+            assert fast.steps_and_tokens_of(p) == steps_and_tokens(ds)
+        finally:
+            fast._kernel = kernel

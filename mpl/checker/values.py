@@ -141,13 +141,29 @@ def _range_check(sink, p: schema.Param, node: ast.Number, x: float, *, label: st
     if clamp is not None:
         c = int(clamp) if (p.type in (schema.INT, schema.COUNT, schema.SLOTS_OR_SIZE, schema.INT_LIST)
                            or float(clamp).is_integer()) else clamp
-        tail = f"; use {fmt_num(c)}"
-        if node.unit is None:
+        unit = schema.UNITS.get(node.unit.text) if node.unit is not None else None
+        if unit is None or unit.kind == "count":
+            # a count keeps its unit (the range is in that unit): the digits are clamped
+            tail = f"; use {fmt_num(c)}"
             fixes = (replace_fix(f"Clamp to {fmt_num(c)}", number_span(sink, node), fmt_num(c)),)
+        else:
+            # a size or a time: the range is in the parameter's base unit (GB, ms)
+            text = f"{fmt_num(c)} {p.unit}" if p.unit else fmt_num(c)
+            tail = f"; use {text}"
+            fixes = (replace_fix(f"Clamp to {text}", node.span, text),)
     else:
         tail = "; choose a value " + must
-    sink.emit("MPL203", f"'{name}' must be {must}, got {describe(node)}{tail}", node.span, fixes=fixes)
+    sink.emit("MPL203", f"'{name}' must be {must}{_in_unit(p)}, got {describe(node)}{tail}",
+              node.span, fixes=fixes)
     return False
+
+
+def _in_unit(p: schema.Param) -> str:
+    """" GB" / " ms" after a range a sized or timed value is compared in (its base unit)."""
+    if p.type == schema.NUMBER and p.unit and \
+            any(schema.UNITS[u].kind in ("size", "time") for u in p.units if u in schema.UNITS):
+        return f" {p.unit}"
+    return ""
 
 
 def _unit_check(sink, allowed: tuple[str, ...], node: ast.Number, owner: str) -> schema.Unit | None | _Invalid_t:
@@ -181,13 +197,16 @@ def _to_base(p: schema.Param, value: float, unit: schema.Unit | None):
     """Normalise a number with a unit to the parameter's base unit."""
     if unit is None:
         return value
-    if unit.kind == "size":          # *_gb parameters are in GB
-        base = schema.UNITS["GB"].factor
-        out = value * unit.factor / base
-    elif unit.kind == "time":        # time parameters are in ms
-        out = value * unit.factor
-    else:
-        return value
+    try:
+        if unit.kind == "size":          # *_gb parameters are in GB
+            base = schema.UNITS["GB"].factor
+            out = value * unit.factor / base
+        elif unit.kind == "time":        # time parameters are in ms
+            out = value * unit.factor
+        else:
+            return value
+    except OverflowError:            # an integer beyond any float: out of every range
+        return math.inf
     if isinstance(value, int) and float(out).is_integer():
         return int(out)
     return out
@@ -618,5 +637,13 @@ def check_duration(sink: Sink | None, node) -> Any:
         if sink is not None:
             sink.emit("MPL203", f"a rule's duration must be >= 0, got {describe(node)}; use 0 to "
                       f"fire at once", node.span)
+        return INVALID
+    top = schema.RULE_DURATION_MAX
+    if value > top:
+        if sink is not None:
+            sink.emit("MPL203", f"a rule's duration must be in [0, {top}], got {describe(node)}: "
+                      f"a condition held that long never makes the rule fire in a run; use "
+                      f"{top}", node.span,
+                      fixes=(replace_fix(f"Clamp to {top}", number_span(sink, node), str(top)),))
         return INVALID
     return ir.Count(value, unit.name if unit is not None else "accesses")

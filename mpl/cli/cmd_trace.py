@@ -18,6 +18,7 @@ import json
 import sys
 
 from mpl import shapes
+from mpl.trace import has_predictions, has_weights
 
 
 def add_arguments(parser) -> None:
@@ -113,8 +114,8 @@ def summary(trace, path: str | None = None) -> dict:
             "moe_layers": len(h.moe_layers), "num_experts": h.num_experts, "top_k": h.top_k,
             "expert_bytes": h.expert_bytes, "source": h.source, "dispatches": len(trace),
             "steps": trace.num_steps,
-            "weights": any(d.weights is not None for d in trace.dispatches),
-            "predictions": any(d.predictions for d in trace.dispatches)}
+            "weights": has_weights(trace.dispatches),
+            "predictions": has_predictions(trace.dispatches)}
 
 
 def details(trace, path: str, version: int | None) -> dict:

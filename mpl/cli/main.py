@@ -123,8 +123,49 @@ def _run(only: str | None, mod, argv: list[str]) -> int:
         if e.filename is not None:
             print(f"mplc {only}: cannot write {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 1
+    except (MemoryError, OverflowError) as e:
+        return _resource_error(only, e, args)
     except Exception as e:   # noqa: BLE001 — last resort: bad input is reported where it is read
         return _internal_error(only, e)
+
+
+def _resource_error(command: str | None, e: BaseException, args) -> int:
+    """The last resort for what the schema's ranges and the trace limits cannot bound
+    statically (a trace's content, a value of the model's shape times the policy's): a
+    MemoryError or an OverflowError is bad input too big for this machine, not a bug. One
+    line naming the inputs (the trace's size and declared shape), exit 1."""
+    what = "out of memory" if isinstance(e, MemoryError) else f"a number too large ({e})"
+    parts = []
+    trace = getattr(args, "trace", None)
+    if isinstance(trace, str):
+        parts.append(f"trace {trace}: {_describe_trace(trace)}")
+    policy = getattr(args, "policy", None)
+    for p in (policy if isinstance(policy, list) else [policy] if isinstance(policy, str) else []):
+        parts.append(f"policy {p}")
+    inputs = f" with {'; '.join(parts)}" if parts else ""
+    print(f"mplc {command}: error: {what}{inputs}: the input is too large for this process; "
+          f"replay a shorter trace or lower the policy's capacities and windows", file=sys.stderr)
+    return 1
+
+
+def _describe_trace(path: str) -> str:
+    """The size of a trace file and the shape its header declares (what made the work
+    large), as far as they can be read."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return "unreadable"
+    out = f"{size:,} bytes"
+    try:
+        from mpl import traceio
+        if traceio.kind_of(path) == "native":
+            with traceio.open_native(path) as f:
+                h = traceio.read_native_header(f, path)
+            out += (f", {h.num_moe_layers:,} MoE layers x {h.num_experts:,} experts, "
+                    f"top-{h.top_k}")
+    except Exception:  # noqa: BLE001 — a description only: the file's own error comes elsewhere
+        pass
+    return out
 
 
 class _PipeGuard:

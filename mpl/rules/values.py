@@ -42,7 +42,13 @@ policy fast {
 """),
     rule("MPL203", E, "value", "value out of range", """
 A number is outside the parameter's range (for example a decay factor above 1 or a capacity
-of 0). Where the range has a closed bound the quick fix clamps the value to it.
+of 0). Every integer and real parameter has a range a real deployment can use, with its
+reason in docs/MANUAL.md: windows are held in memory (at most 10^6 accesses, or 100,000
+dispatches of a layer), intervals, TTLs and an adapt rule's `for N` duration count up to
+10^9, `memory_budget_gb` stops at 100,000 GB (more memory than any device or host has) and
+an expert at 1,000 GB. The same range holds for a value an adapt action or a conditional value sets, and
+for a size unit the range is in the parameter's base unit (GB, ms). Where the range has a
+closed bound the quick fix clamps the value to it.
 """, """
 policy fast {
     cache {

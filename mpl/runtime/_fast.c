@@ -139,8 +139,29 @@ static inline int h_less(State *S, Cache *c, int a, int b) {
 
 static inline void h_set(State *S, Cache *c, long i, int k) { c->heap[i] = k; S->pos[k] = (int)i; }
 
+/* h_less for lfu and score, (value, tick), without branches on the data: the comparisons
+ * of a sift are as good as random to the branch predictor (most of the time of an lfu
+ * replay was its mispredictions) */
+#define VT_LESS(fa, ta, fb, tb) (((fa) < (fb)) | (((fa) == (fb)) & ((ta) < (tb))))
+
 static void h_up(State *S, Cache *c, long i) {
     int k = c->heap[i];
+    if (c->rule != R_CRF) {
+        int *heap = c->heap, *pos = S->pos;
+        const double *hf = S->hf;
+        const long long *ht = S->ht;
+        double fk = hf[k];
+        long long tk = ht[k];
+        while (i > 0) {
+            long p = (i - 1) >> 1;
+            int pk = heap[p];
+            if (!VT_LESS(fk, tk, hf[pk], ht[pk])) break;
+            heap[i] = pk; pos[pk] = (int)i;
+            i = p;
+        }
+        heap[i] = k; pos[k] = (int)i;
+        return;
+    }
     while (i > 0) {
         long p = (i - 1) >> 1;
         int pk = c->heap[p];
@@ -154,6 +175,28 @@ static void h_up(State *S, Cache *c, long i) {
 static void h_down(State *S, Cache *c, long i) {
     int k = c->heap[i];
     long n = c->hn;
+    if (c->rule != R_CRF) {
+        int *heap = c->heap, *pos = S->pos;
+        const double *hf = S->hf;
+        const long long *ht = S->ht;
+        double fk = hf[k];
+        long long tk = ht[k];
+        for (;;) {
+            long l = 2 * i + 1;
+            if (l >= n) break;
+            long m = l;
+            if (l + 1 < n) {
+                int a = heap[l + 1], b = heap[l];
+                m = l + VT_LESS(hf[a], ht[a], hf[b], ht[b]);
+            }
+            int mk = heap[m];
+            if (!VT_LESS(hf[mk], ht[mk], fk, tk)) break;
+            heap[i] = mk; pos[mk] = (int)i;
+            i = m;
+        }
+        heap[i] = k; pos[k] = (int)i;
+        return;
+    }
     for (;;) {
         long l = 2 * i + 1;
         if (l >= n) break;
@@ -187,22 +230,50 @@ static void h_rebuild(State *S, Cache *c) {
     for (long i = c->hn / 2 - 1; i >= 0; i--) h_down(S, c, i);
 }
 
-/* the smallest (value, tick) key not in use: best-first search from the root (expands at
- * most one node per excluded key), removed from the heap; -1 when every key is in use */
+/* The least resident not excluded, found best-first: a frontier of heap indices whose
+ * parents were all excluded, itself kept as a binary heap (ordered as the cache's heap), so
+ * that X excluded residents cost O(X log X), not O(X^2). The frontier never holds more than
+ * the cache's residents plus one (each visit removes one index and adds at most two). */
+#define FR_LESS(a, b) h_less(S, c, c->heap[(a)], c->heap[(b)])
+static inline void fr_push(State *S, Cache *c, int *fr, long *nf, int v) {
+    long i = (*nf)++;
+    while (i > 0) {
+        long p = (i - 1) >> 1;
+        if (!FR_LESS(v, fr[p])) break;
+        fr[i] = fr[p];
+        i = p;
+    }
+    fr[i] = v;
+}
+
+static inline int fr_pop(State *S, Cache *c, int *fr, long *nf) {
+    int top = fr[0], v = fr[--(*nf)];
+    long n = *nf, i = 0;
+    if (n == 0) return top;
+    for (;;) {
+        long l = 2 * i + 1, m = i;
+        int best = v;
+        if (l < n && FR_LESS(fr[l], best)) { m = l; best = fr[l]; }
+        if (l + 1 < n && FR_LESS(fr[l + 1], best)) m = l + 1;
+        if (m == i) break;
+        fr[i] = fr[m];
+        i = m;
+    }
+    fr[i] = v;
+    return top;
+}
+#undef FR_LESS
+
 static long h_first_free(State *S, Cache *c) {   /* its heap index, -1 */
     if (c->hn == 0) return -1;
     int *fr = S->frontier;
     long nf = 0;
     fr[nf++] = 0;
     while (nf) {
-        long bi = 0;
-        for (long j = 1; j < nf; j++)
-            if (h_less(S, c, c->heap[fr[j]], c->heap[fr[bi]])) bi = j;
-        long i = fr[bi];
-        fr[bi] = fr[--nf];
+        long i = fr_pop(S, c, fr, &nf);
         if (!excluded(S, c->heap[i])) return i;
-        if (2 * i + 1 < c->hn) fr[nf++] = (int)(2 * i + 1);
-        if (2 * i + 2 < c->hn) fr[nf++] = (int)(2 * i + 2);
+        if (2 * i + 1 < c->hn) fr_push(S, c, fr, &nf, (int)(2 * i + 1));
+        if (2 * i + 2 < c->hn) fr_push(S, c, fr, &nf, (int)(2 * i + 2));
     }
     return -1;
 }
@@ -1149,6 +1220,54 @@ static int get_req_buf(PyObject *o, Buf *x, Py_ssize_t itemsize, Py_ssize_t min_
     return get_buf(o, x, itemsize, min_len, what);
 }
 
+/* ---------------------------------------------------------------- steps and tokens */
+typedef struct { long long step; int tokens; } StepTok;
+
+static int steptok_cmp(const void *a, const void *b) {
+    long long x = ((const StepTok *)a)->step, y = ((const StepTok *)b)->step;
+    return (x > y) - (x < y);
+}
+
+/* steps_tokens(steps, tokens): mpl.trace.steps_and_tokens over a pack's arrays (int64 steps,
+ * -1 for None; int32 tokens per record): (distinct steps, the sum over steps of their widest
+ * record). Steps in order (a recorded or synthetic trace) are one pass; any other order is
+ * sorted first. */
+static PyObject *fast_steps_tokens(PyObject *self, PyObject *args) {
+    PyObject *so, *to;
+    if (!PyArg_ParseTuple(args, "OO", &so, &to)) return NULL;
+    Buf sb, tb;
+    if (get_req_buf(so, &sb, 8, 0, "steps") < 0) { rel_buf(&sb); return NULL; }
+    Py_ssize_t n = sb.b.len / 8;
+    if (get_req_buf(to, &tb, 4, n, "tokens") < 0) { rel_buf(&sb); rel_buf(&tb); return NULL; }
+    const long long *st = sb.b.buf;
+    const int *tk = tb.b.buf;
+    long long distinct = 0, total = 0;
+    int sorted = 1;
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (st[i] < st[i - 1]) { sorted = 0; break; }
+    StepTok *v = NULL;
+    if (!sorted) {
+        if ((size_t)n > SIZE_MAX / sizeof(StepTok)) { rel_buf(&sb); rel_buf(&tb); return PyErr_NoMemory(); }
+        v = malloc(sizeof(StepTok) * (size_t)(n ? n : 1));
+        if (!v) { rel_buf(&sb); rel_buf(&tb); return PyErr_NoMemory(); }
+        for (Py_ssize_t i = 0; i < n; i++) { v[i].step = st[i]; v[i].tokens = tk[i]; }
+        qsort(v, (size_t)n, sizeof(StepTok), steptok_cmp);
+    }
+    for (Py_ssize_t i = 0; i < n;) {
+        long long s = v ? v[i].step : st[i];
+        int w = 0;
+        for (; i < n && (v ? v[i].step : st[i]) == s; i++) {
+            int t = v ? v[i].tokens : tk[i];
+            if (t > w) w = t;
+        }
+        distinct++;
+        total += w;
+    }
+    free(v);
+    rel_buf(&sb); rel_buf(&tb);
+    return Py_BuildValue("(LL)", distinct, total);
+}
+
 /* ---------------------------------------------------------------- replay */
 static const char *replay_doc =
 "replay(cfg, caps, pins, layers, offs, experts, weights, steps, tokens, comp, dense, clocks)\n"
@@ -1997,9 +2116,13 @@ done:
 
 #include "_belady.c"
 
+#include "_learned.c"
+
 static PyMethodDef methods[] = {
     {"replay", fast_replay, METH_VARARGS, NULL},
     {"belady", fast_belady, METH_VARARGS, belady_doc},
+    {"steps_tokens", fast_steps_tokens, METH_VARARGS,
+     "steps_tokens(steps, tokens): mpl.trace.steps_and_tokens over a pack's arrays"},
     {"pack_dispatches", fast_pack_dispatches, METH_VARARGS,
      "pack_dispatches(dispatches, num_experts): fast.pack_dispatches's arrays as bytes (None: not taken)"},
     {NULL, NULL, 0, NULL},
@@ -2013,11 +2136,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fast(void) {
     methods[0].ml_doc = replay_doc;
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 4)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 5)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
     if (m && (!(s_layer_a = PyUnicode_InternFromString("layer")) || !(s_step_a = PyUnicode_InternFromString("step")) ||
               !(s_experts_a = PyUnicode_InternFromString("experts")) ||
               !(s_weights_a = PyUnicode_InternFromString("weights")))) { Py_DECREF(m); return NULL; }
     if (m && guard_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     if (m && ls_init_module(m) < 0) { Py_DECREF(m); return NULL; }
+    if (m && lrn_init_module(m) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

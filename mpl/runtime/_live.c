@@ -2272,12 +2272,16 @@ static PyObject *ls_dump(LiveState *o, PyObject *const *args, Py_ssize_t nargs) 
             for (long e = 0; e < E && !err; e++) {
                 long long rn = o->aff_n[t * E + e];
                 if (!rn) continue;
-                PyObject *nx = PyList_New(0);
+                /* the row's target counts as the dict Affinity.row keeps (built here, not
+                 * as a list the glue would copy: a wide table is hundreds of MB of them) */
+                PyObject *nx = PyDict_New();
                 if (!nx) { err = 1; break; }
                 const long long *c = o->aff_c + (t * E + e) * E;
                 for (long e2 = 0; e2 < E && !err; e2++) {
                     if (!c[e2]) continue;
-                    if (lappend(nx, Py_BuildValue("(lL)", e2, c[e2])) < 0) err = 1;
+                    PyObject *kk = PyLong_FromLong(e2), *vv = PyLong_FromLongLong(c[e2]);
+                    if (!kk || !vv || PyDict_SetItem(nx, kk, vv) < 0) err = 1;
+                    Py_XDECREF(kk); Py_XDECREF(vv);
                 }
                 if (err) { Py_DECREF(nx); break; }
                 if (lappend(rows, Py_BuildValue("(lLN)", e, rn, nx)) < 0) err = 1;

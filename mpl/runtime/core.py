@@ -25,9 +25,9 @@ from mpl.runtime.fast import make_guard
 from mpl.runtime.guard import RuntimeBusyError  # noqa: F401  (re-exported)
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
-from mpl.runtime.prefetch import Affinity, History, Learned
+from mpl.runtime.prefetch import Affinity, History, learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
-from mpl.schema import REQUIRED_KEYS
+from mpl.schema import REQUIRED_KEYS, SLOT_POOL_MAX
 
 log = logging.getLogger("mpl.runtime")
 
@@ -164,7 +164,7 @@ class Runtime:
             lo = max([self.min_cap] + [int(x) for x in features.get("min_capacities", ())])
             hi = max([self.max_cap] + [int(x) for x in features.get("max_capacities", ())])
             self.requested_slots = max(L * lo, min(max(totals), L * hi))
-            self.pool = SlotFreeList(min(self.requested_slots, self.max_slots))
+            self.pool = self._pool(f"{L} MoE layers' caches")
             self.allocation = params["per_layer.allocation"]
             self.rebalance_interval = int(params["per_layer.rebalance_interval"])
             self.signal = Signal(L, int(params["per_layer.entropy_window"])) if features.get("signal") else None
@@ -176,7 +176,7 @@ class Runtime:
                                  self.pins, layer=i) for i, c in enumerate(caps)]
         else:
             self.requested_slots = max(slots)
-            self.pool = SlotFreeList(min(self.requested_slots, self.max_slots))
+            self.pool = self._pool("the shared cache")
             shared = Cache(cap, make_store(params["cache.eviction"], cap, self.p), self.pool, self.pins)
             self.caches = [shared] * L
             self.signal = None
@@ -197,7 +197,7 @@ class Runtime:
         self.affinity = (Affinity(L, int(features.get("affinity_depth", self.lookahead)),
                                   float(params["prefetch.affinity_threshold"]))
                          if features.get("affinity") else None)
-        self.learned = (Learned(L, num_experts, int(params["prefetch.context_layers"]),
+        self.learned = (learned(L, num_experts, int(params["prefetch.context_layers"]),
                                 int(params["prefetch.history_window"]),
                                 float(params["prefetch.confidence"]),
                                 int(features.get("affinity_depth", self.lookahead)))
@@ -351,6 +351,19 @@ class Runtime:
                     raise DispatchError(f"predictions for layer {layer}: {e}") from None
 
     # ------------------------------------------------------------------ helpers
+    def _pool(self, what: str) -> SlotFreeList:
+        """The slot pool: the slots the policy asks for, at most every key of the model, and
+        at most SLOT_POOL_MAX (a free list the runtime holds, and device memory the mechanism
+        allocates): RuntimeConfigError beyond, naming both numbers."""
+        n = min(self.requested_slots, self.max_slots)
+        if n > SLOT_POOL_MAX:
+            raise RuntimeConfigError(
+                f"the policy asks for {self.requested_slots:,} slots for {what} on a model of "
+                f"{self.num_layers:,} MoE layers x {self.num_experts:,} experts, more than the "
+                f"{SLOT_POOL_MAX:,} slots a runtime's slot pool holds: lower cache.capacity "
+                f"(or per_layer.total_budget, per_layer.max_capacity)")
+        return SlotFreeList(n)
+
     def _slots(self, capacity) -> int:
         return capacity_slots(capacity, self.expert_bytes)
 

@@ -44,7 +44,7 @@ from mpl.runtime.eviction import SEGMENT_RULES, make_store
 ENV_PURE = "MPL_PURE"
 #: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
 #: an older source is not used)
-KERNEL_ABI = 4
+KERNEL_ABI = 5
 
 
 def _import_kernel():
@@ -95,8 +95,20 @@ def rule_code(rule: str) -> tuple[int, int, int] | None:
     code = RULES.get(rule)
     return None if code is None else (code, 0, 0)
 
+#: rules whose stores' dumps name layers and expert ids besides keys: the kernel's results for
+#: a renumbered (wide) shape are not read back into them
+_RAW_IDS = ("frequency_threshold", "farthest_layer")
 MAX_KEYS = 1 << 26       # layers x experts the kernel accepts (its per-key tables)
 LIVE_MAX_KEYS = 1 << 22  # ... and the live dispatch, which keeps its tables between calls
+#: The replay kernel's tables take about 90 bytes per key (layers x experts it is given):
+#: beyond REMAP_KEYS keys of the model's shape it is given only the layers and experts the
+#: records name (see "Keys that occur" below), and beyond KERNEL_KEYS even then (760 MB)
+#: the replay takes the pure path, whose memory grows with the keys that occur
+REMAP_KEYS = 1 << 20
+KERNEL_KEYS = 1 << 23
+#: The live dispatch allocates its history and signal windows up front (16 bytes per layer
+#: and window row): beyond LIVE_RING_ROWS rows (64 MiB) the pure dispatch holds them
+LIVE_RING_ROWS = 1 << 22
 
 
 def _half_life(p) -> float:
@@ -176,12 +188,17 @@ def unsupported(rt, packed: "Packed | None" = None) -> str | None:
     rule = rt.p["cache.eviction"]
     if rule_code(rule) is None:
         return f"eviction {rule!r}"
-    if rt.num_layers * rt.num_experts > MAX_KEYS:
-        return "more keys than the kernel's tables hold"
+    L, keys = _kernel_keys(rt, packed)
+    if keys > KERNEL_KEYS:
+        return "more keys (layers x experts) than the kernel's tables hold"
+    if rt.num_layers * rt.num_experts > REMAP_KEYS and \
+            any(r.strip() in _RAW_IDS for r in rule.split("|")):
+        return (f"eviction {rule!r} on a model shape the kernel renumbers (its store names "
+                "layers and experts, not only keys)")
     if rt.step != -1 or any(rt.l_acc) or rt.dispatches or any(c.resident for c in rt._distinct_caches()):
         return "the runtime has already dispatched (the kernel starts from a fresh runtime)"
-    if "frequency_threshold" in rule and rt.num_layers * int(rt.p["cache.freq_window"]) * \
-            (rt.num_layers if rt.per_layer else 1) > MAX_KEYS:
+    if "frequency_threshold" in rule and L * int(rt.p["cache.freq_window"]) * \
+            (L if rt.per_layer else 1) > MAX_KEYS:
         return "frequency_threshold windows larger than the kernel's tables"
     if packed is not None and packed.weights_mixed and _reads_weights(rt):
         return "records with and without router weights, for a rule or order that reads them"
@@ -368,6 +385,33 @@ def pack_trace(trace, num_experts: int) -> Packed:
     return derived(trace, ("pack", num_experts), lambda: pack_of(trace.dispatches, num_experts))
 
 
+def cached_pack(trace, num_experts: int) -> "Packed | None":
+    """The pack :func:`pack_trace` keeps for ``trace``, if it has made it (None: not made,
+    or the dispatches changed since)."""
+    store = getattr(trace, "derived", None)
+    ident = _identity(trace.dispatches)
+    if store is not None and ident is not None:
+        got = store.get(("pack", num_experts))
+        if got is not None and got[0] == ident:
+            return got[1]
+    ent = _HELD.get(id(trace.dispatches))
+    if ent is not None and ent[0] is trace.dispatches:
+        return ent[2].get(("pack", num_experts))
+    return None
+
+
+def steps_and_tokens_of(p: Packed) -> tuple[int, int]:
+    """mpl.trace.steps_and_tokens of the dispatches ``p`` packs, from its step and token
+    arrays (a step of None is packed as -1)."""
+    if _kernel is not None:
+        return _kernel.steps_tokens(p.steps, p.tokens)
+    per: dict = {}
+    for s, t in zip(p.steps, p.tokens):
+        if per.get(s, 0) < t:
+            per[s] = t
+    return len(per), sum(per.values())
+
+
 def derived(trace, key, make):
     """``make()``, kept in ``trace.derived`` (mpl.trace.Trace) for as long as the trace's
     dispatches are the same list, unchanged (``Dispatches.version``; a lazily read trace's
@@ -468,13 +512,26 @@ def _replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
                     cpu[a] = u
         comp = gpu if cpu is None else (gpu, cpu)
     E = rt.num_experts
+    L = rt.num_layers
+    caches = rt._distinct_caches()
+    occ = _dense(rt, p)            # a wide model shape: the layers and experts that occur
+    layers, experts = p.layers, p.experts
+    if occ is not None:
+        L, E, layers, experts = len(occ.layers), len(occ.experts), occ.lay, occ.exp
+        if rt.per_layer:
+            caches = [caches[layer] for layer in occ.layers]
     pins = bytearray(E)
     for e in rt.pins:
-        pins[e] = 1
-    caches = rt._distinct_caches()
+        if occ is None:
+            pins[e] = 1
+        elif e in occ.emap:
+            pins[occ.emap[e]] = 1
     code, side_a, side_b = rule_code(rt.p["cache.eviction"])
-    cfg = (code, rt.per_layer, rt.priority, rt.num_layers, E,
-           rt.pool.size, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
+    # the slots the kernel can hand out: on the dense keys no more than there are keys (a
+    # pool larger than that is never filled; its slots beyond go back below the free list)
+    psize = rt.pool.size if occ is None else min(rt.pool.size, L * E)
+    cfg = (code, rt.per_layer, rt.priority, L, E,
+           psize, float(rt.p["cache.frequency_decay"]), int(rt.p["cache.decay_interval"]),
            float(rt.p["cache.score_ema_alpha"]), rt.w_default, rt.step, rt._last_layer, rt.stall, _protect,
            rt.rebalance_interval if rt.features.get("rebalance") else 0, rt.dispatches,
            -1 if rt.ttl_n is None or rt._ttl is None else rt.ttl_n, rt.ttl_steps, rt.accesses,
@@ -486,11 +543,15 @@ def _replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
     # the capacity as the stores see it (a segmented pair's split, ARC's target, S3-FIFO's
     # and LFRU's queue sizes derive from it, not from the slots the pool can fill), clamped
     # to the kernel's C long as LiveState's is: nothing beyond 2**62 can differ
-    out = _kernel.replay(cfg, [min(c.capacity, 1 << 62) for c in caches], bytes(pins), p.layers, p.offs,
-                         p.experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
+    out = _kernel.replay(cfg, [min(c.capacity, 1 << 62) for c in caches], bytes(pins), layers, p.offs,
+                         experts, p.weights if weighted else None, p.steps, p.tokens, comp, dense, clocks,
                          None if _record is None else _record.buffers(len(p.experts)))
     global kernel_runs
     kernel_runs += 1
+    if occ is not None:
+        _keys_back(rt, out, occ, _record)
+        if psize < rt.pool.size:      # SlotPool hands out its lowest free slot first
+            out["free"] = list(range(rt.pool.size - 1, psize - 1, -1)) + out["free"]
     _write_back(rt, out, p.records)
     tl.set_clocks(*out["clocks"], out["transfers"])
     tl.cpu_ms, tl.cpu_wait_ms = out["cpu_ms"], out["cpu_wait_ms"]
@@ -500,6 +561,87 @@ def _replay_packed(rt, p: Packed, tl, tick=None, every=0, *, _protect=True,
         for i in range(every, p.records + 1, every):
             tick(i)
     return p.records
+
+
+# ------------------------------------------------------------ keys that occur (wide shapes)
+# A trace header may declare 65,536 layers x 65,536 experts and hold one dispatch: the
+# kernel's per-key tables must not follow the header. Beyond REMAP_KEYS keys the kernel is
+# given the layers and experts the records name, numbered densely in their order (so every
+# key keeps its place among the others: ties broken by key, the residents' order, the step
+# inference from layer order are those of the model's numbering), and its results are
+# numbered back. A cache of a layer no record names is never touched by the kernel (it has
+# no prefetch), so it is left out.
+class _Dense:
+    """The layers and experts a pack's records name, sorted (``layers``, ``experts``), the
+    expert -> dense id map (``emap``) and the pack's layer and expert arrays renumbered."""
+    __slots__ = ("layers", "experts", "emap", "lay", "exp")
+
+
+_dense_memo: list = [None, None]     # (the pack's experts array, its _Dense): the last pack
+
+
+def _dense(rt, p) -> "_Dense | None":
+    """None when rt's model shape fits the kernel's tables as it is (at most REMAP_KEYS keys),
+    else the layers and experts ``p``'s records name (computed once for the last pack)."""
+    if rt.num_layers * rt.num_experts <= REMAP_KEYS:
+        return None
+    if _dense_memo[0] is p.experts and len(_dense_memo[1].lay) == len(p.layers):
+        return _dense_memo[1]
+    d = _Dense()
+    d.layers = sorted(set(p.layers)) or [0]
+    d.experts = sorted(set(p.experts)) or [0]
+    lmap = {x: i for i, x in enumerate(d.layers)}
+    d.emap = emap = {x: i for i, x in enumerate(d.experts)}
+    d.lay = array("i", [lmap[x] for x in p.layers])
+    d.exp = array("i", [emap[x] for x in p.experts])
+    _dense_memo[:] = [p.experts, d]
+    return d
+
+
+def _kernel_keys(rt, packed) -> tuple[int, int]:
+    """(layers, keys) of the tables the kernel would build for rt (over ``packed``'s keys
+    that occur, for a wide shape; without a pack a wide shape is judged on its records
+    later: replay_packed asks again)."""
+    L, keys = rt.num_layers, rt.num_layers * rt.num_experts
+    if keys > REMAP_KEYS:
+        if packed is None:
+            return L, 0
+        d = _dense(rt, packed)
+        L, keys = len(d.layers), len(d.layers) * len(d.experts)
+    return L, keys
+
+
+def _keys_back(rt, out: dict, d: "_Dense", record) -> None:
+    """The kernel's results over the dense layers and experts, in the model's numbering (as
+    _write_back reads them: keys layer * num_experts + expert, one entry per layer)."""
+    E2, E, L = len(d.experts), rt.num_experts, rt.num_layers
+    lays, exps = d.layers, d.experts
+
+    def key(k):
+        return lays[k // E2] * E + exps[k % E2]
+    for name in ("l_acc", "l_hit"):
+        full = [0] * L
+        for i, v in zip(lays, out[name]):
+            full[i] = v
+        out[name] = full
+
+    def cache(entry):
+        dump, resident = entry
+        return dump, [(key(k), slot) for k, slot in resident]
+    if rt.per_layer:            # (None: a layer no record names, its cache untouched)
+        full = [None] * L
+        for i, entry in zip(lays, out["caches"]):
+            full[i] = cache(entry)
+        out["caches"] = full
+    else:
+        out["caches"] = [cache(out["caches"][0])]
+    out["dump_key"] = key       # the stores' dumps name dense keys
+    out["ttl"] = [(key(k), stamp) for k, stamp in out["ttl"]]
+    out["arrival"] = {key(k): t for k, t in out["arrival"].items()}
+    if 0 <= out["last_layer"] < len(lays):
+        out["last_layer"] = lays[out["last_layer"]]
+    if record is not None:
+        record.victim = [key(v) if v >= 0 else v for v in record.victim]
 
 
 class Decisions:
@@ -533,9 +675,15 @@ def _write_back(rt, out: dict, records: int) -> None:
     if rt.features.get("rebalance"):
         rt.dispatches += records          # (uniform rebalances move nothing)
     rule = rt.p["cache.eviction"]
-    key = _int_key(E)
-    for cache, (dump, resident) in zip(rt._distinct_caches(), out["caches"]):
-        cache.resident = {key(k): slot for k, slot in resident}
+    key = ikey = _int_key(E)
+    dense = out.get("dump_key")
+    if dense is not None:
+        key = lambda k: ikey(dense(k))      # noqa: E731
+    for cache, entry in zip(rt._distinct_caches(), out["caches"]):
+        if entry is None:
+            continue
+        dump, resident = entry
+        cache.resident = {ikey(k): slot for k, slot in resident}
         store = make_store(rule, cache.capacity, rt.p)
         store.load(dump, key, cache.capacity)         # exactly the kernel's store
         cache.store = store
@@ -677,6 +825,10 @@ def _state_unsupported(rt) -> str | None:
     if rt.affinity is not None and \
             min(rt.affinity.depth, rt.num_layers) * rt.num_layers * rt.num_experts ** 2 > 1 << 23:
         return "an affinity table larger than the live C dispatch keeps (64 MiB)"
+    for part in (rt.history, rt.signal):      # (their windows can move: asked at every take)
+        if part is not None and rt.num_layers * (part.window + 1) > LIVE_RING_ROWS:
+            return (f"a {type(part).__name__.lower()} window of layers x rows larger than the "
+                    f"live C dispatch allocates up front (64 MiB)")
     return None
 
 
@@ -845,7 +997,8 @@ def _live_take(rt) -> None:
     for e in rt.pins:
         pins[e] = 1
     h = rt.history
-    hist = None if h is None else (h.window, [list(w) for w in h.win], [list(c) for c in h.cnt],
+    hist = None if h is None else (h.window, [list(w) for w in h.win],
+                                   [h.counts(layer) for layer in range(len(h.cnt))],
                                    [len(b) - 1 for b in h.bk])
     m = rt.monitor
     mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped, list(m.events),
@@ -1031,7 +1184,7 @@ def _apply_dump(rt, held: dict, out: dict) -> None:
     a = held["affinity"]
     if a is not None:
         tabs, lasts = out["aff"]
-        a.table = {(d, src): {e: a.row(n, dict(nx)) for e, n, nx in rows} for d, src, rows in tabs}
+        a.table = {(d, src): {e: a.row(n, nx) for e, n, nx in rows} for d, src, rows in tabs}
         a.last = [None] * rt.num_layers
         for layer, step, experts in lasts:
             a.last[layer] = (step, experts)

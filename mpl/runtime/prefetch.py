@@ -6,7 +6,10 @@ Both only *predict*; :class:`mpl.runtime.core.Runtime` turns proposals into PREF
   ``history_window`` steps (one entry per dispatch of that layer). Counts change by one per
   entering or leaving expert, so experts are kept in buckets by count: an update is two set
   operations, a bit mask marks the non-empty buckets, and the top-``b`` (count desc, then
-  expert id) visits only non-empty buckets from the highest down.
+  expert id) visits only non-empty buckets from the highest down. The counts are a dict per
+  layer holding the experts in the window (never ``num_experts`` entries up front: a trace
+  whose header declares 65,536 experts costs what its dispatches select), and the window
+  grows with the dispatches it holds.
 * :class:`Affinity` — transition counts ``(e at L) -> (e' at L+d)`` for ``d = 1 ..
   lookahead``, learned online from consecutive dispatches of the same step (``L+d`` wraps into
   the next step). ``P(e' | e) = count(e -> e') / count(e)``; a target expert's probability is
@@ -21,12 +24,13 @@ from operator import mul
 
 
 class History:
-    __slots__ = ("window", "win", "cnt", "bk", "mask")
+    __slots__ = ("window", "win", "cnt", "bk", "mask", "num_experts")
 
     def __init__(self, num_layers: int, window: int, num_experts: int):
         self.window = window
+        self.num_experts = num_experts
         self.win = [deque() for _ in range(num_layers)]
-        self.cnt = [[0] * num_experts for _ in range(num_layers)]   # expert -> count
+        self.cnt = [{} for _ in range(num_layers)]         # expert -> count (> 0 only)
         self.bk = [[set()] for _ in range(num_layers)]     # bk[c]: experts with count c
         self.mask = [0] * num_layers                       # bit c set: bk[c] is not empty
 
@@ -55,7 +59,7 @@ class History:
         for e in new:
             if e in so:
                 continue                        # in and out of the window: no change
-            c = cnt[e]
+            c = cnt.get(e, 0)
             if c:
                 s = bk[c]
                 s.discard(e)
@@ -78,12 +82,14 @@ class History:
             if not s:
                 mask ^= 1 << c
             c -= 1
-            cnt[e] = c
             if c:
+                cnt[e] = c
                 s = bk[c]
                 if not s:
                     mask |= 1 << c
                 s.add(e)
+            else:
+                del cnt[e]
         self.mask[layer] = mask
 
     def _apply(self, layer: int, new, gone) -> None:
@@ -99,15 +105,17 @@ class History:
         for e, d in delta.items():
             if not d:
                 continue
-            c = cnt[e]
+            c = cnt.get(e, 0)
             if c:
                 bk[c].discard(e)
             c += d
-            cnt[e] = c
             if c > 0:
+                cnt[e] = c
                 while len(bk) <= c:
                     bk.append(set())
                 bk[c].add(e)
+            else:
+                cnt.pop(e, None)
         self._set_mask(layer)
 
     def _set_mask(self, layer: int) -> None:
@@ -118,17 +126,27 @@ class History:
         self.mask[layer] = mask
 
     def load(self, layer: int, rows, counts: list, buckets: int) -> None:
-        """Set ``layer``'s window ``rows`` and per-expert ``counts`` (as the compiled live
-        dispatch hands them back), with ``buckets`` count buckets (the length the
-        incremental updates had grown them to)."""
+        """Set ``layer``'s window ``rows`` and per-expert ``counts`` (a list of
+        ``num_experts`` counts, as the compiled live dispatch hands them back), with
+        ``buckets`` count buckets (the length the incremental updates had grown them to)."""
         self.win[layer] = deque(rows)
-        self.cnt[layer] = counts
+        cnt = {}
         bk = [set() for _ in range(buckets)]
         for e, c in enumerate(counts):
             if c > 0:
+                cnt[e] = c
                 bk[c].add(e)
+        self.cnt[layer] = cnt
         self.bk[layer] = bk
         self._set_mask(layer)
+
+    def counts(self, layer: int) -> list:
+        """``layer``'s count of every expert, a list of ``num_experts`` (what the compiled
+        live dispatch takes; it holds models of at most fast.LIVE_MAX_KEYS keys)."""
+        out = [0] * self.num_experts
+        for e, c in self.cnt[layer].items():
+            out[e] = c
+        return out
 
     def top(self, layer: int, b: int) -> list:
         """Up to ``b`` experts of ``layer``, most often selected first (ties: lower id)."""
@@ -150,7 +168,7 @@ class History:
         return out
 
     def count(self, layer: int, expert: int) -> int:
-        return self.cnt[layer][expert]
+        return self.cnt[layer].get(expert, 0)
 
 
 class Affinity:
@@ -253,6 +271,14 @@ class Affinity:
         return [e for _, e in good]
 
 
+def _dot(a, b) -> float:
+    """The dot product, added left to right (as the compiled predictor adds it)."""
+    z = 0.0
+    for x, y in zip(a, b):
+        z += x * y
+    return z
+
+
 class Learned:
     """An online predictor of the next layers' experts from more than the previous layer.
 
@@ -337,7 +363,9 @@ class Learned:
         old = self.cur[layer]
         self.prev[layer] = old[1] if old is not None else None
         if weights is not None:
-            total = float(sum(weights))
+            total = 0.0                # left to right (sum() compensates on Python 3.12+;
+            for x in weights:          # the compiled predictor adds as this does)
+                total += x
             ws = tuple(float(x) / total for x in weights) if total > 0 else None
         else:
             ws = None
@@ -345,7 +373,7 @@ class Learned:
         if predictions:
             for t, ids in predictions.items():
                 st = step if t > layer else step + 1
-                self.gate[t] = (st, set(ids))
+                self.gate[t] = (st, tuple(dict.fromkeys(ids)))   # distinct, in their order
 
     def _count(self, d: int, src: int, sources, targets) -> None:
         tab = self.rows.get((d, src))
@@ -377,8 +405,14 @@ class Learned:
 
     def _frequency(self, layer: int, experts) -> None:
         a = 1.0 / self.window
-        s = self.fscale[layer] / (1.0 - a)
         f = self.freq[layer]
+        if a >= 1.0:                   # a window of one pass: the pass itself
+            f.clear()
+            for e in experts:
+                f[e] = 1.0
+            self.fscale[layer] = 1.0
+            return
+        s = self.fscale[layer] / (1.0 - a)
         for e in experts:
             f[e] = f.get(e, 0.0) + a * s
         if s > 1e12:                   # renormalise (and drop what has faded)
@@ -477,7 +511,7 @@ class Learned:
 
     def probability(self, f) -> float:
         """The model's probability for one feature vector."""
-        z = sum(map(mul, self.theta, f))
+        z = _dot(self.theta, f)
         return 1.0 / (1.0 + math.exp(-z)) if z > -40 else 0.0
 
     def predict(self, layer: int, step: int, d: int) -> list:
@@ -495,10 +529,44 @@ class Learned:
         exp = math.exp
         probs: dict = {}
         for e, f in feats.items():
-            z = sum(map(mul, th, f))
+            z = _dot(th, f)
             probs[e] = 1.0 / (1.0 + exp(-z)) if z > -40 else 0.0
         self.pending[t] = (st, feats, probs)
         thr = self.confidence
         good = [(-p, e) for e, p in probs.items() if p >= thr]
         good.sort()
         return [e for _, e in good]
+
+    def dump(self) -> dict:
+        """The whole state in one canonical form (the compiled predictor's ``dump()`` gives
+        the same for the same calls): rows in their targets' order, features and
+        probabilities of the pending predictions in their candidates' order."""
+        return {
+            "theta": list(self.theta), "window": self.window, "confidence": self.confidence,
+            "rate": self.rate,
+            "rows": sorted(((d, src, x), row[0], tuple(row[1].items()))
+                           for (d, src), tab in self.rows.items() for x, row in tab.items()),
+            "cur": [None if c is None else (c[0], tuple(c[1]), c[2]) for c in self.cur],
+            "prev": [None if p is None else tuple(p) for p in self.prev],
+            "freq": [tuple(sorted(f.items())) for f in self.freq],
+            "fscale": list(self.fscale),
+            "pending": {t: (st, tuple((e, tuple(f), probs[e]) for e, f in feats.items()))
+                        for t, (st, feats, probs) in self.pending.items()},
+            "gate": {t: (st, tuple(ids)) for t, (st, ids) in self.gate.items()},
+        }
+
+
+def learned(num_layers: int, num_experts: int, context: int, window: int, confidence: float,
+            depth: int, row_cap: int = 16):
+    """A learned predictor: the compiled one (``_fast.Learned``, mpl/runtime/_learned.c: the
+    same predictions and state as :class:`Learned`, which is its reference) when the
+    compiled backend is in use and the shape fits its tables, else :class:`Learned`."""
+    from mpl.runtime import fast
+
+    if fast.available():
+        C = fast._kernel.Learned
+        maxd = min(num_layers, max(1, int(depth)) + max(1, int(context)) - 1)
+        if 1 <= num_layers * num_experts and \
+                maxd * num_layers * num_experts <= fast._kernel.LEARNED_MAX_KEYS and context <= 1024:
+            return C(num_layers, num_experts, context, window, confidence, depth, row_cap)
+    return Learned(num_layers, num_experts, context, window, confidence, depth, row_cap)

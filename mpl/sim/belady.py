@@ -140,14 +140,32 @@ def _arrays_of_requests(requests, num_experts: int):
 
 
 def _run_kernel(kernel, offs, layers, experts, E, slots, pinned, only_layer, num_experts,
-                outcomes, capacity) -> BeladyResult:
+                outcomes, capacity, dense=None) -> BeladyResult:
     """One cache's optimum in C over the dispatches of ``only_layer`` (-1: all): ``slots``
     left once the pins take theirs (as :func:`simulate_pure` counts them), ``pinned`` keys
-    (``layer * E + expert``), ``outcomes`` as there; ``capacity`` is reported."""
+    (``layer * E + expert``), ``outcomes`` as there; ``capacity`` is reported. ``dense``
+    (:class:`_Dense`): ``layers`` and ``experts`` are already numbered densely (a wide model
+    shape, see DENSE_KEYS; computed here when it is wide and none is given)."""
+    nl = (max(layers) + 1) if len(layers) else 0
+    if dense is None and nl * E > DENSE_KEYS:
+        dense = _Dense(layers, experts)
+        layers, experts = dense.lay, dense.exp
+    if dense is not None and len(dense.layers) * len(dense.experts) > DENSE_MAX_KEYS:
+        return _run_pure(offs, dense, E, pinned, only_layer, num_experts, outcomes, capacity)
+    if dense is not None:      # the model's keys and layer -> the dense ones
+        pinned = dense.keys(pinned, E)
+        if only_layer >= 0:      # (a layer no dispatch has: none kept)
+            only_layer = dense.lmap.get(only_layer, len(dense.layers))
+        E, nl = len(dense.experts), len(dense.layers)
     keys = array("q", sorted(pinned)) if pinned else None    # (the kernel takes any keys)
     oc = bytearray(offs[-1]) if outcomes is not None else None
     acc, hits, loads, streamed, evictions, lacc, lhit, order = kernel(
         offs, layers, experts, E, max(slots, 0), keys, only_layer, oc)
+    if dense is not None:      # per-layer counts in the model's layer numbering
+        lays = dense.layers
+        lacc = {lays[l]: lacc[l] for l in order}
+        lhit = {lays[l]: lhit[l] for l in order}
+        order = [lays[l] for l in order]
     if oc is not None:           # per dispatch kept, its keys' codes
         at = 0
         for d in range(len(layers)):
@@ -159,6 +177,58 @@ def _run_kernel(kernel, offs, layers, experts, E, slots, pinned, only_layer, num
     per_layer = {l: [lacc[l], lhit[l]] for l in order} if num_experts else {}
     return BeladyResult(acc, hits, acc - hits, loads, streamed, evictions, per_layer, "shared",
                         capacity)
+
+
+#: The compiled optimum's tables take 20 bytes per key of the layers x experts it is given:
+#: beyond DENSE_KEYS it is given the layers and experts the requests name, numbered densely
+#: in their order (every key keeps its place among the others, so ties break as in the
+#: model's numbering): a header that declares 65,536 x 65,536 for one dispatch costs that
+#: dispatch, not the header
+DENSE_KEYS = 1 << 20
+#: ... and beyond DENSE_MAX_KEYS even then (layers and experts that occur all over a wide
+#: shape: 160 MB of tables) the optimum is the reference's, whose memory grows with the keys
+#: requested
+DENSE_MAX_KEYS = 1 << 23
+
+
+def _run_pure(offs, dense, E, pinned, only_layer, num_experts, outcomes, capacity) -> BeladyResult:
+    """:func:`_run_kernel`'s answer from :func:`simulate_pure` (the same decisions), over the
+    dispatches of ``only_layer`` (-1: all) of dense arrays, in the model's keys."""
+    lays, exps, lay, exp = dense.layers, dense.experts, dense.lay, dense.exp
+    kept, reqs = [], []
+    for d in range(len(lay)):
+        layer = lays[lay[d]]
+        if only_layer >= 0 and layer != only_layer:
+            continue
+        base = layer * E
+        kept.append(d)
+        reqs.append([base + exps[exp[a]] for a in range(offs[d], offs[d + 1])])
+    sub = [None] * len(reqs) if outcomes is not None else None
+    r = simulate_pure(reqs, capacity, pinned, num_experts, sub)
+    if sub is not None:
+        for d, o in zip(kept, sub):
+            outcomes[d] = o
+    return r
+
+
+class _Dense:
+    """The layers and experts that occur (sorted), their maps to dense ids, and the layer and
+    expert arrays renumbered (``lay``, ``exp``)."""
+
+    def __init__(self, layers, experts):
+        self.layers = sorted(set(layers)) or [0]
+        self.experts = sorted(set(experts)) or [0]
+        self.lmap = {x: i for i, x in enumerate(self.layers)}
+        self.emap = {x: i for i, x in enumerate(self.experts)}
+        self.lay = array("i", [self.lmap[x] for x in layers])
+        self.exp = array("i", [self.emap[x] for x in experts])
+
+    def keys(self, keys, E: int) -> frozenset:
+        """Keys ``layer * E + expert`` of the model in the dense numbering (those whose layer
+        and expert occur: no request names the others)."""
+        lmap, emap, E2 = self.lmap, self.emap, len(self.experts)
+        return frozenset(lmap[k // E] * E2 + emap[k % E] for k in keys
+                         if k // E in lmap and k % E in emap)
 
 
 def simulate_pure(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset[int] = frozenset(),
@@ -344,11 +414,15 @@ def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layer
     offs = array("q", p.offs)
     layers, experts = p.layers, p.experts
     with_keys = {layers[d] for d in range(len(layers)) if offs[d + 1] > offs[d]} if len(layers) else set()
+    dense = None
+    if len(layers) and (max(layers) + 1) * E > DENSE_KEYS:    # once for every layer's call
+        dense = _Dense(layers, experts)
     if capacities is None:
         nl = num_layers if num_layers is not None else (max(layers) + 1 if len(layers) else 0)
         pinned = frozenset(l * E + e for l in range(nl) for e in pin if e < E)
         pins = _pins_in_layers(pinned, with_keys, E)
-        r = _run_kernel(kernel, offs, layers, experts, E, capacity - pins, pinned, -1, E, None, capacity)
+        r = _run_kernel(kernel, offs, *_given(layers, experts, dense), E, capacity - pins, pinned,
+                        -1, E, None, capacity, dense)
         r.structure, r.capacities = "shared", capacity
         return r
     total = BeladyResult(structure="per_layer", capacities=list(capacities))
@@ -357,6 +431,11 @@ def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layer
             raise ValueError(f"trace has layer {l} but only {len(capacities)} capacities")
         pinned = frozenset(l * E + e for e in pin if e < E)
         pins = _pins_in_layers(pinned, with_keys, E)
-        total.merge(_run_kernel(kernel, offs, layers, experts, E, capacities[l] - pins, pinned, l,
-                                E, None, capacities[l]))
+        total.merge(_run_kernel(kernel, offs, *_given(layers, experts, dense), E,
+                                capacities[l] - pins, pinned, l, E, None, capacities[l], dense))
     return total
+
+
+def _given(layers, experts, dense):
+    """The layer and expert arrays :func:`_run_kernel` is given (dense ones with ``dense``)."""
+    return (layers, experts) if dense is None else (dense.lay, dense.exp)

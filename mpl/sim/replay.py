@@ -23,7 +23,7 @@ from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, 
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
 from mpl.timemodel.timeline import Timeline, summary as _sim_summary
-from mpl.trace import Trace, records_of, steps_and_tokens, tokens_of as _tokens_of
+from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
 
 
 class ReplayError(ValueError):
@@ -150,7 +150,10 @@ def _as_trace(trace) -> Trace:
 def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
     """mpl.trace.steps_and_tokens of the trace's dispatches (once per trace while they do not
     change: mpl.runtime.fast.derived)."""
-    return _fast.derived(trace, "steps_and_tokens", lambda: steps_and_tokens(trace.dispatches))
+    def count():
+        p = _fast.cached_pack(trace, trace.header.num_experts)     # (a replay made it)
+        return steps_and_tokens(trace.dispatches) if p is None else _fast.steps_and_tokens_of(p)
+    return _fast.derived(trace, "steps_and_tokens", count)
 
 
 def _check_fit(header, num_experts_ok=True) -> None:
@@ -258,7 +261,6 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     profile = hw.resolve(hardware)
     eb, costs = hw.costs_for_trace(profile, ir, h)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    steps, tokens = _steps_and_tokens(trace)
     tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
@@ -277,7 +279,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # the compiled kernel on the trace's cached pack where it covers the policy
         if _fast.replay_trace(rt, trace, tl, upd, every) is None:
             # (built once per trace while a sweep or a tune holds it)
-            records = _fast.per_trace(trace, ("records",), lambda: list(records_of(trace.dispatches)))
+            records = _fast.per_trace(trace, ("records",), lambda: record_list(trace.dispatches))
             rt.replay_records(records, tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
@@ -292,6 +294,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                 cap = cap0
                 bres = belady_optimum(trace.dispatches, E, capacity=int(cap), num_layers=L)
     bar.close()
+    steps, tokens = _steps_and_tokens(trace)     # (after the replay: from its pack, if made)
     return ReplayReport(
         policy=policy.name,
         trace={"model": h.model, "dispatches": len(trace), "steps": steps, "tokens": tokens,
@@ -320,8 +323,10 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
         res.structure, res.capacities = "shared", cap
     else:
         res = BeladyResult(structure="per_layer", capacities=caps)
-        for l in range(L):
-            idx = [i for i, x in enumerate(layers) if x == l]
+        by_layer: dict[int, list[int]] = {}      # the layers that occur, not the header's
+        for i, x in enumerate(layers):
+            by_layer.setdefault(x, []).append(i)
+        for l, idx in sorted(by_layer.items()):
             sub_out: list = [None] * len(idx)
             r = simulate([reqs[i] for i in idx], caps[l], frozenset(), E, outcomes=sub_out)
             res.merge(r)

@@ -1,0 +1,155 @@
+"""A trace whose header declares far more layers and experts than its records name (a wide
+header): the compiled kernels are given only the keys that occur, numbered densely in their
+order (mpl.runtime.fast, "Keys that occur"; mpl.sim.belady.DENSE_KEYS), and decide exactly as
+the pure runtime does on the header's shape, decision by decision; the same records under a
+narrow header decide the same; the Belady optimum too, in C, through its dense numbering and
+through the reference it falls back to. The memory and time such headers cost through
+``mplc`` are measured by tests/test_hostile_inputs.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given
+
+from mpl.api import from_ir
+from mpl.runtime import fast
+from mpl.sim import belady as B
+from mpl.timemodel.timeline import Timeline
+from mpl.trace import Dispatch
+from property_profiles import prop
+from runtime_helpers import make_ir
+from test_fast_equivalence import _decisions_kernel, _decisions_pure, costs, scenarios, state
+
+needs_kernel = pytest.mark.skipif(fast._kernel is None,
+                                  reason=f"the compiled kernel is not available: {fast._WHY}")
+
+SETTINGS = prop(40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                          HealthCheck.data_too_large])
+
+#: the wide shape: 2048 layers x 1024 experts = 2^21 keys, beyond fast.REMAP_KEYS
+WL, WE = 2048, 1024
+
+
+def _layer(l):
+    return l * 511 + 1
+
+
+def _expert(e):
+    return e * 80 + 7
+
+
+def widen(pir, records):
+    """The scenario's policy and records on the wide shape: layers and experts spread out in
+    the same order (pins too); a per-layer budget derived from the layers."""
+    vals = dict(pir.values)
+    vals["cache.pin"] = tuple(_expert(e) for e in vals["cache.pin"])
+    vals["per_layer.total_budget"] = None
+    wide = make_ir(vals, blocks=tuple(pir.blocks))
+    recs = []
+    for layer, experts, weights, tokens, step, preds, tokens_of in records:
+        recs.append((_layer(layer), [_expert(e) for e in experts], weights, tokens, step, preds,
+                     None if tokens_of is None else {_expert(e): n for e, n in tokens_of.items()}))
+    return wide, recs
+
+
+@needs_kernel
+@SETTINGS
+@given(scenarios())
+def test_kernel_on_a_wide_shape_decides_as_the_pure_runtime(sc):
+    pir, _shape, records, overlap = sc
+    wide, recs = widen(pir, records)
+    policy = from_ir(wide)
+    K = _shape[2]
+    a, tl_a, want = _decisions_pure(policy, (WL, WE, K), recs, overlap)
+    b = policy.runtime(WL, WE, K, expert_bytes=2e8)
+    if any(r.strip() in fast._RAW_IDS for r in wide.values["cache.eviction"].split("|")):
+        # their stores name layers and experts: the kernel does not renumber them, the
+        # replay takes the pure path (and says why)
+        assert "renumbers" in fast.unsupported(b)
+        return
+    assert fast.unsupported(b) is None
+    assert fast._dense(b, fast.pack(recs, WE)) is not None      # the kernel got the dense keys
+    tl_b = Timeline(costs(), overlap=overlap)
+    assert _decisions_kernel(b, tl_b, recs) == want
+    assert state(a, tl_a) == state(b, tl_b)
+
+
+COUNTS = ("accesses", "hits", "misses", "evictions", "loads", "demand_loads",
+          "background_loads", "streamed", "cpu_computes")
+
+
+@needs_kernel
+@SETTINGS
+@given(scenarios())
+def test_the_header_changes_no_decision(sc):
+    """The same records under the narrow header and a wide one: the same counts."""
+    pir, (L, E, K), records, overlap = sc
+    if "per_layer" in pir.blocks:        # (a derived budget follows the header's layers)
+        return
+    wide, recs = widen(pir, records)
+    narrow = from_ir(pir).runtime(L, E, K, expert_bytes=2e8)
+    narrow.replay_records(iter(records), Timeline(costs(), overlap=overlap))
+    w = from_ir(wide).runtime(WL, WE, K, expert_bytes=2e8)
+    runs = fast.kernel_runs
+    w.replay_records(iter(recs), Timeline(costs(), overlap=overlap))
+    raw_ids = any(r.strip() in fast._RAW_IDS for r in wide.values["cache.eviction"].split("|"))
+    assert fast.kernel_runs == runs + (0 if raw_ids else 1)     # (those take the pure path)
+    a, b = narrow.stats(), w.stats()
+    assert {k: a[k] for k in COUNTS} == {k: b[k] for k in COUNTS}
+    assert sum(a["per_layer"][i]["hits"] for i in range(L)) == \
+        sum(b["per_layer"][_layer(i)]["hits"] for i in range(L))
+
+
+def _wide_dispatches(seed: int, n: int, L: int, E: int, K: int) -> list[Dispatch]:
+    r = random.Random(seed)
+    layers = r.sample(range(L), 5)
+    experts = r.sample(range(E), 40)
+    out = []
+    for i in range(n):
+        rows = [r.sample(experts, K) for _ in range(1 if r.random() < 0.9 else 3)]
+        out.append(Dispatch(i // 5, layers[i % 5], rows))
+    return out
+
+
+@needs_kernel
+@pytest.mark.parametrize("seed", range(6))
+def test_belady_on_a_wide_shape_equals_the_reference(seed, monkeypatch):
+    L, E, K = 65536, 65536, 4
+    ds = _wide_dispatches(seed, 400, L, E, K)
+    caps = [3] * L
+    with fast.pure():
+        shared = B.belady(ds, E, capacity=7, num_layers=L).to_dict()
+        per_layer = B.belady(ds, E, capacities=caps).to_dict()
+    assert B.belady(ds, E, capacity=7, num_layers=L).to_dict() == shared
+    assert B.belady(ds, E, capacities=caps).to_dict() == per_layer
+    # keys that occur all over the shape: the reference, through the kernel's entry point
+    monkeypatch.setattr(B, "DENSE_MAX_KEYS", 1)
+    assert B.belady(ds, E, capacity=7, num_layers=L).to_dict() == shared
+    assert B.belady(ds, E, capacities=caps).to_dict() == per_layer
+    reqs, _ = B.requests_of(ds, E)
+    out_c, out_p = [None] * len(reqs), [None] * len(reqs)
+    r_c = B.simulate(reqs, 7, frozenset({ds[0].layer * E + ds[0].experts[0][0]}), E, outcomes=out_c)
+    r_p = B.simulate_pure(reqs, 7, frozenset({ds[0].layer * E + ds[0].experts[0][0]}), E,
+                          outcomes=out_p)
+    assert (r_c.to_dict(), out_c) == (r_p.to_dict(), out_p)
+
+
+@needs_kernel
+def test_a_replay_spread_over_too_many_keys_takes_the_pure_path():
+    """Records naming more than fast.KERNEL_KEYS layers x experts of a wide shape: the kernel
+    is not used, the replay is the pure one."""
+    L, E = 4096, 4096
+    r = random.Random(1)
+    recs = [(l, r.sample(range(E), 8), None, 1, i, None, None)
+            for i, l in enumerate(r.sample(range(L), 3000))]
+    pol = from_ir(make_ir({"cache.capacity": 8}))
+    rt = pol.runtime(L, E, 8)
+    p = fast.pack(recs, E)
+    assert "more keys" in fast.unsupported(rt, p)
+    with fast.pure():
+        a = pol.runtime(L, E, 8)
+        a.replay_records(iter(recs), Timeline(costs()))
+    rt.replay_records(iter(recs), Timeline(costs()))
+    assert a.stats() == rt.stats()
