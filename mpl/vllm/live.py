@@ -126,9 +126,6 @@ class LiveExecutor:
         self.digest = zlib.crc32(repr((plan.experts, plan.where, plan.raw_loads,
                                        plan.evicted)).encode(), self.digest)
 
-    def pending(self) -> int:
-        return len(self._plans)
-
     # ------------------------------------------------------------------ the hot path
     def forward(self, ordinal: int, x: torch.Tensor, topk_weights: torch.Tensor,
                 topk_ids: torch.Tensor, shared=None) -> torch.Tensor:
