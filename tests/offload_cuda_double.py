@@ -1,4 +1,4 @@
-"""A CUDA-semantics test double of ``mpl.offload.device``'s operations, for the CPU.
+"""A CUDA-semantics test double of ``mpl.mechanism.device``'s operations, for the CPU.
 
 ``FakeCudaOps`` is what the engine sees on a GPU (``cuda = True``: streams, events,
 ``non_blocking`` copies, pinned memory, one blocking read per dispatch), but every copy and
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mpl.offload.device import CudaOps, SyncOps
+from mpl.mechanism.device import CudaOps, SyncOps
 
 
 class FakeStream:

@@ -145,7 +145,7 @@ def test_the_walker_reads_both_kinds_of_import():
     api = {(t, top) for t, top, _ in edges["mpl.api"]}
     assert ("mpl.schema", True) in api and ("mpl.sim.replay", False) in api
     engine = {t for t, _, _ in edges["mpl.offload.engine"]}
-    assert "mpl.offload.pool" in engine                       # from .pool import (relative)
+    assert "mpl.offload.cpu" in engine                        # from .cpu import (relative)
 
 
 def test_module_level_imports_have_no_cycle():
@@ -188,7 +188,7 @@ def test_replay_takes_a_policy_and_never_imports_the_api():
 
 _CONSUMERS = ("mpl.offload", "mpl.vllm", "mpl.sim")
 #: what they share instead: the trace data and its file formats, and the simulated-time model
-_SHARED = ("mpl.trace", "mpl.traceio", "mpl.engine_formats", "mpl.timemodel")
+_SHARED = ("mpl.trace", "mpl.traceio", "mpl.engine_formats", "mpl.timemodel", "mpl.mechanism")
 
 
 def _within(module: str, packages) -> str | None:

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
-from mpl.offload.device import ALIGN  # noqa: E402
+from mpl.mechanism.device import ALIGN  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.hf import _resolve_device, attach  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402

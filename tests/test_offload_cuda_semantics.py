@@ -249,7 +249,7 @@ def test_one_blocking_read_per_moe_layer(models, impl, label, fake):
 
 # ---------------------------------------------------------------------------- the checks catch
 def _pool(ops, slots=4):
-    from mpl.offload.pool import SlotPool
+    from mpl.mechanism.pool import SlotPool
     tmpl = {"w": torch.zeros(8, 4, 4)}
     store = ops.host_arena(8 * 4 * 4 * 4).view(torch.float32).view(8, 4, 4)
     return SlotPool(tmpl, slots, 2, torch.device("cpu"), ops), {"w": store}

@@ -353,8 +353,8 @@ def test_decode_takes_the_lean_path(impl):
 
 
 def test_lean_upload_is_fresh_while_autograd_records():
-    from mpl.offload.device import SyncOps
-    from mpl.offload.staging import Staging
+    from mpl.mechanism.device import SyncOps
+    from mpl.mechanism.staging import Staging
     st = Staging(SyncOps(torch.device("cpu")))
     like = torch.zeros(1, 2, dtype=torch.long)
     with torch.no_grad():

@@ -80,6 +80,58 @@ def test_vllm_only_options_need_the_engine(tmp_path):
     assert r.returncode == 2 and "--dtype needs --engine vllm" in r.stderr
 
 
+def test_offload_options_are_checked_before_any_engine(tmp_path, model):
+    env = {"MPL_VLLM_PYTHON": "/nonexistent/python"}      # never reached
+    r = mplc("run", "std/balanced", "--model", "tiny-mixtral", "--offload", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 2 and "--offload needs --engine vllm" in r.stderr
+    r = mplc("run", "std/balanced", "--engine", "vllm", "--model", model, "--stream-slots", "2",
+             cwd=tmp_path, env=env)
+    clean(r)
+    assert r.returncode == 2 and "--stream-slots needs --offload" in r.stderr
+    r = mplc("run", "std/balanced", "--engine", "vllm", "--model", model, "--offload",
+             "--stream-slots", "0", cwd=tmp_path, env=env)
+    clean(r)
+    assert r.returncode == 2 and "--stream-slots must be >= 1" in r.stderr
+
+
+def test_runner_refuses_bad_offload_arguments_before_importing_vllm(model):
+    from mpl.vllm import PolicyDoesNotFit, PolicyRunner, VllmIntegrationError
+
+    pol = "policy p { cache { capacity = 6 } }"
+    with pytest.raises(VllmIntegrationError, match="offload=True needs a policy"):
+        PolicyRunner(model=str(model), offload=True)
+    with pytest.raises(VllmIntegrationError, match="stream_slots must be an integer >= 1"):
+        PolicyRunner(model=str(model), offload=True, stream_slots=0, policy=pol)
+    with pytest.raises(VllmIntegrationError, match="needs offload=True"):
+        PolicyRunner(model=str(model), stream_slots=2, policy=pol)
+    with pytest.raises(PolicyDoesNotFit, match="MPL307"):
+        PolicyRunner(model=str(model), offload=True,
+                     policy="policy b { cache { capacity = 4  eviction = belady } }")
+    with pytest.raises(VllmIntegrationError, match="enforce_eager=False"):
+        PolicyRunner(model=str(model), offload=True, policy=pol, enforce_eager=False)
+
+
+def test_plugin_environment_is_checked():
+    from mpl.vllm import VllmIntegrationError
+    from mpl.vllm.plugin import config_from_env
+
+    pol = "policy p { cache { capacity = 6 } }"
+    with pytest.raises(VllmIntegrationError, match="MPL_VLLM_OFFLOAD=1 needs MPL_VLLM_POLICY"):
+        config_from_env({"MPL_VLLM_TRACE": "x.mpltrace", "MPL_VLLM_OFFLOAD": "1"})
+    with pytest.raises(VllmIntegrationError, match="MPL_VLLM_OFFLOAD must be 1 or 0"):
+        config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_OFFLOAD": "maybe"})
+    with pytest.raises(VllmIntegrationError, match="MPL_VLLM_STREAM_SLOTS must be an integer"):
+        config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_OFFLOAD": "1",
+                         "MPL_VLLM_STREAM_SLOTS": "none"})
+    with pytest.raises(VllmIntegrationError, match="it needs MPL_VLLM_OFFLOAD=1"):
+        config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_STREAM_SLOTS": "2"})
+    cfg = config_from_env({"MPL_VLLM_POLICY": pol, "MPL_VLLM_OFFLOAD": "1",
+                           "MPL_VLLM_STREAM_SLOTS": "3"})
+    assert cfg["offload"] is True and cfg["stream_slots"] == 3
+    assert config_from_env({"MPL_VLLM_POLICY": pol})["offload"] is False
+
+
 def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model):
     from mpl.vllm import PolicyDoesNotFit, PolicyRunner, VllmIntegrationError
 

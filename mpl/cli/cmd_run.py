@@ -6,7 +6,8 @@ greedily, print the text and what the mechanism did.
 fixed seed, built offline; the prompt becomes token ids by its UTF-8 bytes), a local
 HuggingFace model folder, or a ``config.json`` (random-initialised from it). Nothing is
 downloaded. POLICY is a .moe file or ``std/NAME``. ``--engine vllm`` runs the policy in shadow mode
-beside a vLLM engine instead (``mpl.vllm.launch``; docs/vllm.md).
+beside a vLLM engine instead, or with ``--offload`` live inside it: the engine's experts move to a
+host store and a slot pool the policy drives (``mpl.vllm.launch``; docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -31,9 +32,17 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     from mpl.cli.cmd_trace import add_engine_arguments
     add_engine_arguments(p)
-    v = p.add_argument_group("with --engine vllm (the policy runs in shadow mode beside the engine)")
-    v.add_argument("--hardware", metavar="PROFILE", help="hardware profile of the simulated stalls (default rtx-4090)")
+    v = p.add_argument_group("with --engine vllm (the policy runs in shadow mode beside the engine, "
+                             "or live with --offload)")
+    v.add_argument("--hardware", metavar="PROFILE", help="hardware profile of the simulated stalls, and of "
+                   "the hybrid schedule's cost model (default rtx-4090)")
     v.add_argument("--trace", metavar="OUT", help="also write the routing vLLM recorded to OUT")
+    v.add_argument("--offload", action="store_true",
+                   help="run the policy live: the engine's experts move to a host store and a slot "
+                        "pool sized by the policy, whose runtime decides what the engine holds")
+    v.add_argument("--stream-slots", type=int, metavar="N",
+                   help="with --offload: transient pool entries for streamed experts (default: one "
+                        "per expert of a layer; fewer computes large steps in passes)")
 
 
 def load_policy(spec: str, name: str | None, prog: str, name_option: str | None = "--policy-name"):
@@ -106,7 +115,8 @@ def run(args) -> int:
     if args.engine == "vllm":
         from mpl.vllm.launch import run as run_vllm
         return run_vllm(args, prog)
-    for opt, val in (("--hardware", args.hardware), ("--trace", args.trace), ("--dtype", args.dtype)):
+    for opt, val in (("--hardware", args.hardware), ("--trace", args.trace), ("--dtype", args.dtype),
+                     ("--offload", args.offload or None), ("--stream-slots", args.stream_slots)):
         if val is not None:
             print(f"{prog}: {opt} needs --engine vllm", file=sys.stderr)
             return 2

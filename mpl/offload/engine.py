@@ -43,9 +43,9 @@ from mpl.runtime.plan import CPU, STREAM
 from mpl.trace import Dispatch
 
 from .cpu import CpuExperts, ExpertMath, _Row, positions_of
-from .device import SyncOps
-from .pool import DEMAND, STREAMED, SlotPool
-from .staging import Staging
+from mpl.mechanism.device import SyncOps
+from mpl.mechanism.pool import DEMAND, STREAMED, SlotPool
+from mpl.mechanism.staging import Staging
 from .view import ExpertsView
 
 GROUP_LIMIT = 1023     # torch's CUDA grouped GEMM refuses 1024 groups or more

@@ -26,8 +26,8 @@ from .engine import Engine, LayerBinding
 from .errors import AttachError
 from .lookahead import Lookahead
 from .memory import MemoryMeter
-from .pool import SlotPool
-from .store import HostStore
+from mpl.mechanism.pool import SlotPool
+from mpl.mechanism.store import HostStore
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -345,7 +345,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     where the model is). ``offload_device``: where the expert weights live (the CPU).
     ``remove_hooks``: remove accelerate hooks instead of refusing the model. ``cost``: a
     ``mpl.runtime.cost.CostModel`` for hybrid schedules (default: calibrated here).
-    ``ops``: the device operations (``mpl.offload.device``; default: CUDA's for a CUDA
+    ``ops``: the device operations (``mpl.mechanism.device``; default: CUDA's for a CUDA
     device, synchronous ones otherwise; tests pass a CUDA-semantics double).
 
     Every refusal happens before anything on the model changes.
@@ -388,7 +388,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     # ---- from here on the model changes; everything is recorded for detach() (and for
     #      rolling back if something fails half-way, e.g. the pool does not fit the device)
     if ops is None:
-        from .device import ops_for
+        from mpl.mechanism.device import ops_for
         ops = ops_for(dev)
     store = HostStore(ops)
     saved: dict = {}

@@ -2,7 +2,7 @@
 
 ``pool_bytes`` is what the device slot pool's tensors take (``runtime.num_slots`` slots, the
 transient STREAM entries and the zero entry), ``store_bytes`` what the host store holds: its
-one host arena (the experts' weights copied in, each tensor aligned; mpl/offload/store.py),
+one host arena (the experts' weights copied in, each tensor aligned; mpl/mechanism/store.py),
 or the experts' bytes where no arena is held. Both are allocated
 at attach and sized from the runtime's capped slot count, so they never grow; the peaks are
 still measured (at attach and at every ``get_stats``), not assumed.

@@ -14,7 +14,7 @@ class SlotFreeList:
     """Free-list of device slot indices ``0 .. size-1`` (lowest index handed out first).
 
     It hands out slot *numbers* only (a runtime's ``pool``); the device tensors those numbers
-    index belong to the mechanism (``mpl.offload.pool.SlotPool``)."""
+    index belong to the mechanism (``mpl.mechanism.pool.SlotPool``)."""
 
     __slots__ = ("size", "free")
 

@@ -71,8 +71,8 @@ class Capture:
                     "--enable-return-routed-experts on, or is mpl bound twice?)")
             by_layer[int(r.layer_id)] = r
         self.layer_ids = tuple(sorted(by_layer))
-        self._runners = [by_layer[i] for i in self.layer_ids]
-        first = self._runners[0].router
+        self.runners = [by_layer[i] for i in self.layer_ids]     # in ordinal order
+        first = self.runners[0].router
         self.num_experts = int(first.global_num_experts)
         self.top_k = int(first.top_k)
         text_cfg = getattr(hf_config, "get_text_config", lambda: hf_config)()
@@ -92,7 +92,7 @@ class Capture:
 
     # ------------------------------------------------------------------ binding
     def _bind(self) -> None:
-        for ordinal, r in enumerate(self._runners):
+        for ordinal, r in enumerate(self.runners):
             router = r.router
             orig = router._compute_routing
 
@@ -104,7 +104,7 @@ class Capture:
             router.set_capture_fn(self._capture_fn(ordinal))
 
     def unbind(self) -> None:
-        for r in self._runners:
+        for r in self.runners:
             r.router.set_capture_fn(None)
             r.router.__dict__.pop("_compute_routing", None)
 

@@ -3,7 +3,7 @@ vllm`` and ``mplc run --engine vllm`` (mpl.vllm.launch starts it in a Python tha
 
 * ``record --model PATH [--prompt TEXT]... [--max-new-tokens N] -o OUT [--json]``
 * ``run POLICY --model PATH [--prompt TEXT]... [--max-new-tokens N] [--hardware H]
-  [--trace OUT] [--policy-name NAME] [--json]``
+  [--trace OUT] [--policy-name NAME] [--offload [--stream-slots N]] [--json]``
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--policy-name")
             s.add_argument("--hardware")
             s.add_argument("--trace")
+            s.add_argument("--offload", action="store_true")
+            s.add_argument("--stream-slots", type=int)
         else:
             s.add_argument("-o", "--output", required=True)
         s.add_argument("--model", required=True)
@@ -50,10 +52,11 @@ def main(argv=None) -> int:
     prompts = args.prompt or ["The quick brown fox jumps over the lazy dog"]
     policy = args.policy if args.cmd == "run" else None
     out = args.output if args.cmd == "record" else args.trace
+    live = {"offload": True, "stream_slots": args.stream_slots} if getattr(args, "offload", False) else {}
     try:
         runner = PolicyRunner(model=args.model, policy=policy,
                               policy_name=getattr(args, "policy_name", None),
-                              hardware=getattr(args, "hardware", None), dtype=args.dtype)
+                              hardware=getattr(args, "hardware", None), dtype=args.dtype, **live)
     except VllmIntegrationError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
@@ -76,8 +79,12 @@ def main(argv=None) -> int:
               "steps": tr.num_steps, "moe_layers": list(h.moe_layers), "num_experts": h.num_experts,
               "top_k": h.top_k, "expert_bytes": h.expert_bytes, "source": h.source,
               "requests": _requests(res)}
-    if res.report is not None:
-        report.update(policy=res.report["policy"], stats=res.stats,
+    if res.report is not None and live:
+        report.update(policy=res.report["policy"], mode="offload", stats=res.stats,
+                      hardware=res.report["hardware"]["name"], offload=res.report["offload"],
+                      ranks=res.report.get("ranks", 1))
+    elif res.report is not None:
+        report.update(policy=res.report["policy"], mode="shadow", stats=res.stats,
                       hardware=res.report["hardware"]["name"], sim=res.report["sim"])
     if args.json:
         print(json.dumps(report, indent=2, default=str))
@@ -87,13 +94,24 @@ def main(argv=None) -> int:
               f"({h.num_experts} experts x {h.num_moe_layers} MoE layers, top-{h.top_k}) -> {out}")
         return 0
     s = res.stats
-    print(f"policy {res.report['policy']} in shadow mode beside vLLM on {args.model} "
-          f"({h.num_moe_layers} MoE layers), simulated on {res.report['hardware']['name']}")
+    if live:
+        m = res.report["offload"]
+        print(f"policy {res.report['policy']} live in vLLM on {args.model} ({h.num_moe_layers} MoE "
+              f"layers): {m['cache_slots']} cache slots + {m['stream_slots']} transient "
+              f"({m['pool_bytes']} bytes on {m['device']}) for {m['expert_bytes_total']} bytes of experts")
+    else:
+        print(f"policy {res.report['policy']} in shadow mode beside vLLM on {args.model} "
+              f"({h.num_moe_layers} MoE layers), simulated on {res.report['hardware']['name']}")
     for r in report["requests"]:
         print(f"output: {r['text']!r}")
     print(f"accesses {s['accesses']}  hits {s['hits']}  hit rate {s['hit_rate']:.3f}  "
           f"loads {s['loads']}  evictions {s['evictions']}  prefetch accuracy "
-          f"{s['prefetch_accuracy']:.3f}  stall {s['stall_ms']:.2f} ms (simulated)")
+          f"{s['prefetch_accuracy']:.3f}  stall {s['stall_ms']:.2f} ms "
+          f"({'measured' if live else 'simulated'})")
+    if live:
+        print(f"copies {m['copies']}  streamed {m['stream_copies']}  bytes copied {m['bytes_copied']}  "
+              f"passes {m['passes']}  cpu computes {m['cpu_computes']}  "
+              f"mechanism {m['us_per_layer_call']:.1f} us per layer call")
     if out:
         print(f"trace: {len(tr)} dispatches over {tr.num_steps} steps -> {out}")
     return 0

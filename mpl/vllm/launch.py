@@ -135,6 +135,14 @@ def record(args, prog: str = "mplc trace record") -> int:
 
 
 def run(args, prog: str = "mplc run") -> int:
+    slots = getattr(args, "stream_slots", None)
+    if slots is not None and not getattr(args, "offload", False):
+        print(f"{prog}: --stream-slots needs --offload", file=sys.stderr)
+        return 2
+    if slots is not None and slots < 1:
+        print(f"{prog}: --stream-slots must be >= 1 (streamed experts go through the transient "
+              f"slots), got {slots}", file=sys.stderr)
+        return 2
     rc = preflight(args.policy, args.policy_name, args.model, prog)
     if rc is not None:
         return rc
@@ -149,4 +157,8 @@ def run(args, prog: str = "mplc run") -> int:
         argv += ["--hardware", args.hardware]
     if getattr(args, "trace", None):
         argv += ["--trace", args.trace]
+    if getattr(args, "offload", False):
+        argv.append("--offload")
+    if getattr(args, "stream_slots", None) is not None:
+        argv += ["--stream-slots", str(args.stream_slots)]
     return launch(py, argv)

@@ -11,6 +11,11 @@ capture and a shadow policy in ``vllm serve``, configured by environment variabl
 * ``MPL_VLLM_POLICY=FILE_OR_STD`` (optional ``MPL_VLLM_POLICY_NAME``, ``MPL_VLLM_HARDWARE``)
   — run the policy in shadow mode; ``MPL_VLLM_STATS=PATH`` writes its report (JSON) when
   the server stops; a one-line summary is logged either way.
+* ``MPL_VLLM_OFFLOAD=1`` (with ``MPL_VLLM_POLICY``) — run the policy live instead: every
+  worker moves its experts to a host store and a slot pool sized by the policy, whose
+  runtime decides what the engine holds (``MPL_VLLM_STREAM_SLOTS=N``: transient entries,
+  default one per expert of a layer); the stats file then has the mechanism's ``offload``
+  block.
 
 Without ``MPL_VLLM_TRACE`` and ``MPL_VLLM_POLICY`` the plugin does nothing. vLLM loads it in
 every process; only the model runners of the workers are patched (``load_model`` installs
@@ -36,6 +41,8 @@ ENV_POLICY_NAME = "MPL_VLLM_POLICY_NAME"
 ENV_HARDWARE = "MPL_VLLM_HARDWARE"
 ENV_STATS = "MPL_VLLM_STATS"
 ENV_FLUSH_IDLE = "MPL_VLLM_FLUSH_IDLE"
+ENV_OFFLOAD = "MPL_VLLM_OFFLOAD"
+ENV_STREAM_SLOTS = "MPL_VLLM_STREAM_SLOTS"
 
 log = logging.getLogger("mpl.vllm")
 _patched = False
@@ -56,10 +63,30 @@ def config_from_env(environ=os.environ) -> dict | None:
         cfg.update(policy_text=text, policy_path=path, policy_name=cfg["policy_name"] or name)
     if trace:
         traceio.kind_of(trace)
+    from .errors import VllmIntegrationError
+
+    off = (environ.get(ENV_OFFLOAD) or "0").strip().lower()
+    if off not in ("0", "1", "true", "false", "yes", "no", ""):
+        raise VllmIntegrationError(f"{ENV_OFFLOAD} must be 1 or 0, got {environ.get(ENV_OFFLOAD)!r}")
+    cfg["offload"] = off in ("1", "true", "yes")
+    if cfg["offload"] and not policy:
+        raise VllmIntegrationError(f"{ENV_OFFLOAD}=1 needs {ENV_POLICY}: the policy's runtime "
+                                   "decides which experts the engine holds")
+    slots = environ.get(ENV_STREAM_SLOTS)
+    cfg["stream_slots"] = None
+    if slots:
+        if not cfg["offload"]:
+            raise VllmIntegrationError(f"{ENV_STREAM_SLOTS} sizes the live offload pool: it needs "
+                                       f"{ENV_OFFLOAD}=1")
+        try:
+            cfg["stream_slots"] = int(slots)
+        except ValueError:
+            cfg["stream_slots"] = -1
+        if cfg["stream_slots"] < 1:
+            raise VllmIntegrationError(f"{ENV_STREAM_SLOTS} must be an integer >= 1, got {slots!r}")
     try:
         cfg["flush_idle"] = float(environ.get(ENV_FLUSH_IDLE) or 0.5)
     except ValueError:
-        from .errors import VllmIntegrationError
         raise VllmIntegrationError(f"{ENV_FLUSH_IDLE} must be a number of seconds, got "
                                    f"{environ.get(ENV_FLUSH_IDLE)!r}") from None
     return cfg
@@ -128,7 +155,13 @@ class Writer:
 def _log_final(trace, path, rep) -> None:
     if trace is not None and path:
         log.warning("mpl: wrote %d dispatches over %d steps to %s", len(trace), trace.num_steps, path)
-    if rep is not None:
+    if rep is not None and rep.get("mode") == "offload":
+        s, m = rep["stats"], rep["offload"]
+        log.warning("mpl: policy %s (live offload): accesses %d hit rate %.3f loads %d evictions %d "
+                    "copies %d streamed %d pool %d slots (%d bytes) stall %.2f ms measured",
+                    rep["policy"], s["accesses"], s["hit_rate"], s["loads"], s["evictions"],
+                    m["copies"], m["stream_copies"], m["pool_slots"], m["pool_bytes"], s["stall_ms"])
+    elif rep is not None:
         s = rep["stats"]
         log.warning("mpl: policy %s (shadow, %s): accesses %d hit rate %.3f loads %d evictions %d "
                     "prefetch accuracy %.3f stall %.2f ms simulated", rep["policy"],

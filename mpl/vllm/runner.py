@@ -27,8 +27,9 @@ class Result:
     texts: list[str]                      # per prompt, the generated text
     token_ids: list[list[int]]            # per prompt, the generated token ids
     request_ids: list[str]                # per prompt, the request id the trace's batches use
-    stats: dict | None                    # the shadow policy's statistics (SPEC §5), or None
-    report: dict | None                   # stats plus hardware, simulated time, costs
+    stats: dict | None                    # the policy's statistics (SPEC §5), or None
+    report: dict | None                   # shadow: stats plus hardware, simulated time, costs;
+                                          # live offload: stats plus the mechanism's ("offload")
     trace: Trace                          # the routing of every step since the engine started
     outputs: list = field(default_factory=list, repr=False)   # vLLM's RequestOutput objects
 
@@ -49,26 +50,18 @@ def _env_defaults() -> None:
 class PolicyRunner:
     """A ``vllm.LLM`` with mpl's worker extension: every step's routing is recorded and,
     when ``policy`` is given, fed to the policy's runtime in shadow mode (its simulated
-    statistics on ``hardware``). Other keyword arguments go to ``vllm.LLM``;
+    statistics on ``hardware``) or, with ``offload=True``, live: every worker moves the
+    experts to a host store and a slot pool sized by the policy, whose runtime decides what
+    the engine holds (``stream_slots``: transient pool entries, default one per expert of a
+    layer; fewer means passes). Other keyword arguments go to ``vllm.LLM``;
     ``enforce_eager`` defaults to True (compiled mode cannot be recorded)."""
 
     def __init__(self, model: str, policy=None, *, policy_name: str | None = None,
-                 hardware=None, **llm_kwargs) -> None:
+                 hardware=None, offload: bool = False, stream_slots: int | None = None,
+                 **llm_kwargs) -> None:
         self.model = os.fspath(model)
-        self.policy_text = self.policy_path = None
-        self.policy_name = policy_name
-        if policy is not None:
-            text, path, name = policy_source(policy)
-            self.policy_name = policy_name or name
-            check_policy(text, path, self.policy_name, model_shape(self.model))
-            self.policy_text, self.policy_path = text, path
-        self.hardware = hardware
-        if hardware is not None:
-            from mpl.timemodel import hardware as hw
-            try:
-                hw.resolve(hardware)
-            except hw.HardwareError as e:
-                raise VllmIntegrationError(str(e)) from None
+        self.llm = None
+        config = self._session_config(policy, policy_name, hardware, offload, stream_slots)
         if llm_kwargs.get("enforce_eager") is False:
             raise VllmIntegrationError(
                 "enforce_eager=False: vLLM traces the MoE routers into the compiled graph, so "
@@ -80,14 +73,55 @@ class PolicyRunner:
         if kw["worker_extension_cls"] != EXTENSION:
             raise VllmIntegrationError("worker_extension_cls is mpl's own; do not pass another")
         self.llm = vllm.LLM(model=self.model, **kw)
+        self._start(config)
+
+    def _session_config(self, policy, policy_name, hardware, offload, stream_slots) -> dict:
+        """Check the arguments (before any engine starts) and return the workers' config."""
+        offload = bool(offload)
+        if offload and policy is None:
+            raise VllmIntegrationError("offload=True needs a policy: its runtime decides which "
+                                       "experts the engine holds")
+        if stream_slots is not None and (isinstance(stream_slots, bool)
+                                         or not isinstance(stream_slots, int) or stream_slots < 1):
+            raise VllmIntegrationError(f"stream_slots must be an integer >= 1, got {stream_slots!r}")
+        if stream_slots is not None and not offload:
+            raise VllmIntegrationError("stream_slots sizes the live offload pool: it needs offload=True")
+        text = path = None
+        if policy is not None:
+            text, path, name = policy_source(policy)
+            policy_name = policy_name or name
+            check_policy(text, path, policy_name, model_shape(self.model))
+        if hardware is not None:
+            from mpl.timemodel import hardware as hw
+            try:
+                hw.resolve(hardware)
+            except hw.HardwareError as e:
+                raise VllmIntegrationError(str(e)) from None
+        self.offload = offload
+        self.policy_text, self.policy_path, self.policy_name = text, path, policy_name
+        self.hardware = hardware
+        return {"policy_text": text, "policy_name": policy_name, "policy_path": path,
+                "hardware": hardware, "offload": offload, "stream_slots": stream_slots,
+                "model_name": os.path.basename(os.path.normpath(self.model)) or self.model}
+
+    def _start(self, config: dict) -> None:
         try:
-            self.layout = self.llm.collective_rpc("mpl_start", args=({
-                "policy_text": self.policy_text, "policy_name": self.policy_name,
-                "policy_path": self.policy_path, "hardware": hardware,
-                "model_name": os.path.basename(os.path.normpath(self.model)) or self.model},))
+            self.layout = self.llm.collective_rpc("mpl_start", args=(config,))
         except Exception as e:
             self.close()
             raise VllmIntegrationError(_remote_message(e)) from None
+
+    def switch(self, policy=None, *, policy_name: str | None = None, hardware=None,
+               offload: bool = False, stream_slots: int | None = None) -> None:
+        """Replace the policy (or the live/shadow mode) without restarting the engine: every
+        worker puts its experts back on its layers and starts afresh (a new trace, a new
+        runtime; with ``offload`` a new store and pool sized by the new policy)."""
+        config = self._session_config(policy, policy_name, hardware, offload, stream_slots)
+        try:
+            self.llm.collective_rpc("mpl_stop")
+        except Exception as e:
+            raise VllmIntegrationError(_remote_message(e)) from None
+        self._start(config)
 
     def generate(self, prompts, max_tokens: int = 16, sampling_params=None, **sampling) -> Result:
         """Generate for ``prompts`` (strings, or lists of token ids), greedy unless
@@ -136,6 +170,17 @@ class PolicyRunner:
         trace = traceio.from_bytes(main["trace"], "<vllm worker>")
         if not trace.dispatches and main["steps"]:
             raise VllmIntegrationError("the engine ran steps but no routing was recorded")
+        if self.offload:
+            lives = [p["live"] for p in parts]
+            digests = {lv["offload"]["decision_digest"] for lv in lives}
+            if len(digests) > 1:
+                raise VllmIntegrationError(
+                    "tensor-parallel ranks made different offload decisions for the same routing: "
+                    + ", ".join(f"rank {lv['rank']}: {lv['offload']['decision_digest']:#010x}"
+                                for lv in lives))
+            rep = next(lv for lv in lives if lv["rank"] == main["rank"])
+            rep = dict(rep, ranks=len(lives))
+            return trace, rep
         return trace, main["shadow"]
 
     def save_trace(self, path: str) -> Trace:

@@ -1,5 +1,5 @@
-"""One recording (and optional shadow policy) installed on a vLLM model runner: the part
-that runs inside the worker, shared by the Python API's worker extension and the
+"""One recording (and optional shadow policy, or a live policy offloading the experts)
+installed on a vLLM model runner: the part that runs inside the worker, shared by the Python API's worker extension and the
 ``vllm serve`` plugin. Imports vllm."""
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ def _expert_bytes(model) -> int:
 
 class Session:
     """``config``: policy_text / policy_path / policy_name (a shadow policy, optional),
-    hardware, model_name, record (default True). ``orig``: the runner's execute_model to
+    hardware, model_name, record (default True); offload (the policy runs live: the experts
+    move to a host store and a slot pool its runtime drives) and stream_slots (transient pool
+    entries, default one per expert of a layer). ``orig``: the runner's execute_model to
     wrap (default: the bound method the runner has now)."""
 
     def __init__(self, runner, config: dict, orig=None) -> None:
@@ -67,11 +69,16 @@ class Session:
                       "tensor_parallel_size": vcfg.parallel_config.tensor_parallel_size,
                       "data_parallel_rank": getattr(vcfg.parallel_config, "data_parallel_rank", 0),
                       "dtype": str(vcfg.model_config.dtype).replace("torch.", "")}
-        if config.get("policy_text") and self.rank == 0:
+        self.offload = None
+        self.live_policy = None
+        if config.get("offload") and not config.get("policy_text"):
+            raise VllmIntegrationError("live offload needs a policy: its runtime decides which "
+                                       "experts the engine holds")
+        if config.get("policy_text") and (self.rank == 0 or config.get("offload")):
             from mpl import shapes
 
             from .preflight import check_policy
-            from .shadow import Shadow
+            from .shadow import Shadow, policy_runtime
 
             try:
                 shape = shapes.from_config_dict(_config_dict(vcfg.model_config.hf_config))
@@ -79,11 +86,27 @@ class Session:
                 shape = None      # the capture itself says what is missing
             check_policy(config["policy_text"], config.get("policy_path"),
                          config.get("policy_name"), shape)
-            self.shadow = Shadow(config["policy_text"], self.header(),
-                                 policy_name=config.get("policy_name"),
-                                 policy_path=config.get("policy_path"),
-                                 hardware=config.get("hardware"))
-            self.capture.on_dispatch = self.shadow.feed
+            if config.get("offload"):
+                # every rank: its own runtime, fed the same routing, decides for its shard
+                from mpl.features import features
+
+                from .offload import Offload
+
+                policy, self.live_profile, _, rt = policy_runtime(
+                    config["policy_text"], self.header(), policy_name=config.get("policy_name"),
+                    policy_path=config.get("policy_path"), hardware=config.get("hardware"))
+                modes = features(policy.ir).modes
+                self.offload = Offload(self.capture.runners, rt,
+                                       stream_slots=config.get("stream_slots"),
+                                       cpu_capable="cpu_fallback" in modes or "hybrid" in modes)
+                self.live_policy = policy
+                self.capture.on_dispatch = self.offload.executor.plan
+            else:
+                self.shadow = Shadow(config["policy_text"], self.header(),
+                                     policy_name=config.get("policy_name"),
+                                     policy_path=config.get("policy_path"),
+                                     hardware=config.get("hardware"))
+                self.capture.on_dispatch = self.shadow.feed
         self.lock = threading.Lock()        # held for a whole step; snapshots take it
         self._orig = orig if orig is not None else runner.execute_model
         runner.execute_model = self._execute_model
@@ -111,11 +134,26 @@ class Session:
         h.extra["batches"] = list(h.extra["batches"])
         return Trace(h, list(cap.dispatches))
 
+    def live_report(self) -> dict:
+        """The live policy's report: its runtime's statistics (what the mechanism did, stalls
+        measured) and the mechanism's own under ``offload``."""
+        rt = self.offload.executor.runtime
+        return {"policy": self.live_policy.name, "mode": "offload",
+                "hardware": self.live_profile.to_dict(), "rank": self.rank,
+                "dispatches": self.offload.executor.dispatches, "stats": rt.stats(),
+                "offload": self.offload.stats()}
+
+    def policy_report(self) -> dict | None:
+        if self.offload is not None:
+            return self.live_report()
+        return self.shadow.report() if self.shadow else None
+
     def snapshot(self) -> tuple[int, Trace | None, dict | None]:
-        """(steps so far, the trace, the shadow report), consistent: taken between steps."""
+        """(steps so far, the trace, the policy's report), consistent: taken between steps."""
         with self.lock:
             trace = self.trace() if self.capture.keep else None
-            return self.capture.step + 1, trace, (self.shadow.report() if self.shadow else None)
+            rep = self.policy_report() if self.rank == 0 else None
+            return self.capture.step + 1, trace, rep
 
     def collect(self) -> dict:
         """What this rank has: the trace (recording rank; native bytes), the shadow report,
@@ -129,9 +167,14 @@ class Session:
             out["trace"] = traceio.to_bytes(self.trace(), weights="f32")
         if self.shadow is not None:
             out["shadow"] = self.shadow.report()
+        if self.offload is not None:
+            out["live"] = self.live_report()
         return out
 
     def close(self) -> None:
+        if self.offload is not None:
+            self.offload.close()
+            self.offload = None
         self.capture.unbind()
         self.runner.execute_model = self._orig
         if getattr(self.runner, ATTR, None) is self:

@@ -15,19 +15,33 @@ from __future__ import annotations
 from mpl.trace import Dispatch, TraceHeader
 
 
+def policy_runtime(policy_text: str, header: TraceHeader, *, policy_name: str | None = None,
+                   policy_path: str | None = None, hardware=None):
+    """(policy, hardware profile, costs, runtime) for a policy beside (shadow) or inside
+    (live offload) an engine whose trace has ``header``: the runtime a replay of that trace
+    builds (the same expert size, the same cost model for the hybrid schedule), so the
+    decisions are the replay's."""
+    import mpl
+    from mpl.timemodel import hardware as hw
+
+    policy = mpl.loads(policy_text, policy_name, path=policy_path)
+    ir = policy.ir            # checked for a live runtime (no belady) by preflight
+    profile = hw.resolve(hardware)
+    eb, costs = hw.costs_for_trace(profile, ir, header)
+    rt = policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
+                        expert_bytes=eb, cost=hw.runtime_cost_model(costs))
+    return policy, profile, costs, rt
+
+
 class Shadow:
     def __init__(self, policy_text: str, header: TraceHeader, *, policy_name: str | None = None,
                  policy_path: str | None = None, hardware=None) -> None:
-        import mpl
-        from mpl.timemodel import hardware as hw
         from mpl.timemodel.timeline import Timeline
 
-        self.policy = mpl.loads(policy_text, policy_name, path=policy_path)
-        ir = self.policy.ir            # checked for a live runtime (no belady) by preflight
-        self.profile = hw.resolve(hardware)
-        eb, self.costs = hw.costs_for_trace(self.profile, ir, header)
-        self.rt = self.policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
-                                      expert_bytes=eb, cost=hw.runtime_cost_model(self.costs))
+        self.policy, self.profile, self.costs, self.rt = policy_runtime(
+            policy_text, header, policy_name=policy_name, policy_path=policy_path,
+            hardware=hardware)
+        ir = self.policy.ir
         self.tl = Timeline(self.costs, overlap=bool(ir["schedule.overlap"]))
         self.header = header
         self.dispatches = 0

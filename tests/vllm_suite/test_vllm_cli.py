@@ -60,3 +60,37 @@ def test_run_engine_vllm_stats_equal_mplc_replay(tiny, tmp_path):
     assert live["stats"]["accesses"] > 0 and live["dispatches"] == replayed["trace"]["dispatches"]
     assert live["stats"] == replayed["stats"]
     assert live["sim"] == replayed["sim"]
+
+
+def test_run_engine_vllm_offload_reports_the_mechanism(tiny, tmp_path):
+    """``mplc run --engine vllm --offload``: the policy runs live; the text is the engine's
+    without offload (the shadow run above is the same engine unchanged), and --json has the
+    mechanism under ``offload``; the live statistics equal ``mplc replay`` of the trace."""
+    path = tiny("qwen3-moe")
+    pol = tmp_path / "half.moe"
+    pol.write_text("policy half { cache { capacity = 12  eviction = lru } }\n")
+    base = ["--engine", "vllm", "--model", path, "--prompt", "hello world", "--max-new-tokens",
+            "8", "--json", "--dtype", "float32"]
+    out = tmp_path / "live.mpltrace"
+    r = mplc("run", str(pol), *base, "--offload", "--stream-slots", "3", "--trace", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    live = json.loads(r.stdout)
+    assert live["mode"] == "offload" and live["policy"] == "half"
+    m = live["offload"]
+    for key in ("copies", "bytes_copied", "pool_slots", "pool_bytes", "expert_bytes_total"):
+        assert key in m
+    assert m["copies"] == live["stats"]["loads"] > 0
+    assert m["pool_slots"] == 12 + 3 + 1 and m["stream_slots"] == 3
+    assert m["pool_bytes"] == m["pool_slots"] * m["expert_bytes"] < m["expert_bytes_total"]
+    r0 = mplc("run", str(pol), *base)
+    assert r0.returncode == 0, r0.stderr[-3000:]
+    shadow = json.loads(r0.stdout)
+    assert shadow["mode"] == "shadow"
+    assert [q["token_ids"] for q in live["requests"]] == [q["token_ids"] for q in shadow["requests"]]
+    r2 = mplc("replay", str(pol), "--trace", str(out), "--json")
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    replayed = json.loads(r2.stdout)
+    drop = ("stall_ms",)
+    assert ({k: v for k, v in live["stats"].items() if k not in drop}
+            == {k: v for k, v in replayed["stats"].items() if k not in drop})
+

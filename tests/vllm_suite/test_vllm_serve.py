@@ -52,38 +52,61 @@ def _serve(path: str) -> list[str]:
     return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path]
 
 
-def test_vllm_serve_plugin_writes_trace_and_stats(tiny, tmp_path):
-    import mpl
+def _need_plugin() -> None:
     from importlib.metadata import entry_points
-
-    from mpl import traceio
 
     if not any(e.value == "mpl.vllm.plugin:register" for e in entry_points(group="vllm.general_plugins")):
         pytest.fail("mpl is not installed in this environment with its vllm.general_plugins "
                     "entry point (pip install --no-deps -e .)")
-    path = tiny("qwen3-moe")
-    trace_out, stats_out = tmp_path / "served.mpltrace", tmp_path / "stats.json"
+
+
+def _start(path: str, env: dict, tmp_path, name: str):
+    """A server on a free port, up (its /health answers); (process, port, log path)."""
     port = _free_port()
-    env = dict(os.environ, MPL_VLLM_TRACE=str(trace_out), MPL_VLLM_POLICY="std/balanced",
-               MPL_VLLM_HARDWARE="h100", MPL_VLLM_STATS=str(stats_out), PYTHONPATH=ROOT)
-    log = open(tmp_path / "server.log", "w")
+    logpath = tmp_path / f"{name}.log"
+    log = open(logpath, "w")
     proc = subprocess.Popen([*_serve(path), "--enforce-eager", "--dtype", "float32",
                              "--max-model-len", "256", "--port", str(port), "--host", "127.0.0.1",
-                             "--served-model-name", "tiny", "--shutdown-timeout", "20"],
+                             "--served-model-name", "tiny", "--shutdown-timeout", "20",
+                             "--no-enable-prefix-caching"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp_path))
+    log.close()
+    deadline = time.monotonic() + 300
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"vllm serve exited: {logpath.read_text()[-3000:]}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+            return proc, port, logpath
+        except OSError:
+            if time.monotonic() > deadline:
+                _stop(proc)
+                pytest.fail(f"vllm serve did not come up: {logpath.read_text()[-3000:]}")
+            time.sleep(1)
+
+
+def _stop(proc) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_vllm_serve_plugin_writes_trace_and_stats(tiny, tmp_path):
+    import mpl
+
+    from mpl import traceio
+
+    _need_plugin()
+    path = tiny("qwen3-moe")
+    trace_out, stats_out = tmp_path / "served.mpltrace", tmp_path / "stats.json"
+    env = dict(os.environ, MPL_VLLM_TRACE=str(trace_out), MPL_VLLM_POLICY="std/balanced",
+               MPL_VLLM_HARDWARE="h100", MPL_VLLM_STATS=str(stats_out), PYTHONPATH=ROOT)
+    proc, port, logpath = _start(path, env, tmp_path, "server")
     prompts = [[11, 12, 13, 14, 15, 16], [200, 3, 99]]
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail("vllm serve exited: " + (tmp_path / "server.log").read_text()[-3000:])
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("vllm serve did not come up: " + (tmp_path / "server.log").read_text()[-3000:])
-                time.sleep(1)
         outs = [_post(f"http://127.0.0.1:{port}/v1/completions",
                       {"model": "tiny", "prompt": p, "max_tokens": 4, "temperature": 0,
                        "ignore_eos": True, "return_token_ids": True})
@@ -94,14 +117,8 @@ def test_vllm_serve_plugin_writes_trace_and_stats(tiny, tmp_path):
             assert time.monotonic() < deadline, "the idle flush did not write the files"
             time.sleep(0.2)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-    text = (tmp_path / "server.log").read_text()
+        _stop(proc)
+    text = logpath.read_text()
     assert trace_out.exists(), text[-3000:]
     tr = traceio.load(str(trace_out))
     assert tr.header.extra["engine"] == "vllm"
@@ -117,3 +134,95 @@ def test_vllm_serve_plugin_writes_trace_and_stats(tiny, tmp_path):
     rep = mpl.replay(mpl.load("std/balanced"), str(trace_out), hardware="h100", belady=False)
     assert live["stats"] == rep.stats and live["stats"]["accesses"] > 0
     assert "mpl: policy balanced (shadow, h100)" in text
+
+
+PROMPTS = ["the quick brown fox", "hello world", "mixture of experts decides",
+           "a policy decides which experts stay cached", "routing"]
+
+
+def _stream_all(port: int, n_tokens: int) -> list[str]:
+    """Every prompt at once, each a streaming completion, through the openai client."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    async def one(client, prompt):
+        parts = []
+        stream = await client.completions.create(model="tiny", prompt=prompt, max_tokens=n_tokens,
+                                                 temperature=0, stream=True,
+                                                 extra_body={"ignore_eos": True})
+        async for chunk in stream:
+            parts.append(chunk.choices[0].text)
+        return "".join(parts)
+
+    async def main():
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none")
+        try:
+            return await asyncio.gather(*(one(client, p) for p in PROMPTS))
+        finally:
+            await client.close()
+    return asyncio.run(main())
+
+
+def test_vllm_serve_with_live_offload_answers_like_the_plain_server(tiny, tmp_path):
+    """The openai client, five concurrent streaming requests: the server with the plugin in
+    live mode (a pool of 25% of the experts) answers the text of a server without mpl, and
+    its stats file has the mechanism's block (copies equal to the runtime's loads)."""
+    _need_plugin()
+    path = tiny("qwen3-moe")
+    plain_env = {k: v for k, v in os.environ.items() if not k.startswith("MPL_VLLM_")}
+    plain_env["PYTHONPATH"] = ROOT
+    proc, port, _ = _start(path, plain_env, tmp_path, "plain")
+    try:
+        want = _stream_all(port, 8)
+    finally:
+        _stop(proc)
+    pol = tmp_path / "quarter.moe"
+    pol.write_text("policy quarter { cache { capacity = 6  eviction = lru } }\n")
+    stats_out = tmp_path / "live-stats.json"
+    env = dict(plain_env, MPL_VLLM_POLICY=str(pol), MPL_VLLM_OFFLOAD="1",
+               MPL_VLLM_STATS=str(stats_out))
+    proc, port, logpath = _start(path, env, tmp_path, "live")
+    try:
+        got = _stream_all(port, 8)
+        deadline = time.monotonic() + 60
+        while not stats_out.exists():
+            assert time.monotonic() < deadline, "the idle flush did not write the stats file"
+            time.sleep(0.2)
+    finally:
+        _stop(proc)
+    assert any(want) and got == want             # (a prompt may stream undecodable bytes only)
+    rep = json.loads(stats_out.read_text())       # rewritten at shutdown: every request
+    assert rep["mode"] == "offload" and rep["policy"] == "quarter"
+    s, m = rep["stats"], rep["offload"]
+    assert s["accesses"] > 0 and m["copies"] == s["loads"] > 0
+    assert m["cache_slots"] == 6 and m["layer_bytes_after"] == m["pool_slots"] * m["expert_bytes"]
+    assert m["dispatches"] > 0 and m["stream_copies"] == s["streamed"] > 0
+    assert "mpl: policy quarter (live offload)" in logpath.read_text()
+
+
+def test_data_parallel_live_offload_is_refused_at_start_up(tiny, tmp_path):
+    """vLLM gathers the data-parallel ranks' tokens and routing inside the MoE kernel (its
+    naive DP dispatch), so one rank's remapped ids would index another's pool: the server
+    with MPL_VLLM_OFFLOAD=1 and --data-parallel-size 2 stops at start-up with mpl's reason.
+    (On this CPU build vLLM itself fails the first request of a DP 2 MoE server:
+    ``all_gatherv`` is not implemented by its CPU communicator; docs/vllm.md.)"""
+    _need_plugin()
+    path = tiny("qwen3-moe")
+    pol = tmp_path / "quarter.moe"
+    pol.write_text("policy quarter { cache { capacity = 6 } }\n")
+    env = dict(os.environ, MPL_VLLM_POLICY=str(pol), MPL_VLLM_OFFLOAD="1", PYTHONPATH=ROOT,
+               VLLM_CPU_OMP_THREADS_BIND="0|1")
+    logpath = tmp_path / "dp.log"
+    with open(logpath, "w") as log:
+        proc = subprocess.Popen([*_serve(path), "--enforce-eager", "--dtype", "float32",
+                                 "--max-model-len", "256", "--port", str(_free_port()),
+                                 "--host", "127.0.0.1", "--data-parallel-size", "2"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp_path))
+        try:
+            rc = proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            pytest.fail("the server came up: " + logpath.read_text()[-3000:])
+    assert rc != 0
+    assert "data (or context) parallelism" in logpath.read_text()

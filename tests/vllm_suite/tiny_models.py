@@ -41,15 +41,16 @@ def _tokenizer(path: str) -> None:
     fast.save_pretrained(path)
 
 
-def build(name: str, path: str, *, layers: int = 3, seed: int = 0):
-    """Build the tiny model ``name`` into folder ``path`` (once); returns ``path``."""
+def build(name: str, path: str, *, layers: int = 3, seed: int = 0, **overrides):
+    """Build the tiny model ``name`` into folder ``path`` (once); returns ``path``.
+    ``overrides``: config fields to change (the benchmarks' larger shapes)."""
     if os.path.isfile(os.path.join(path, "config.json")):
         return path
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     model_type, kw = SHAPES[name]
-    cfg = AutoConfig.for_model(model_type, **{**_COMMON, **kw, "num_hidden_layers": layers})
+    cfg = AutoConfig.for_model(model_type, **{**_COMMON, **kw, **overrides, "num_hidden_layers": layers})
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     with torch.no_grad():   # spread routers and experts so routing varies in a tiny model

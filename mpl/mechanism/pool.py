@@ -13,7 +13,7 @@ Layout: one device tensor per expert parameter name, ``[num_slots + stream_slots
 
 Nothing is allocated after construction: a miss copies into an existing slot.
 
-Every operation goes through an ``Ops`` object (``mpl.offload.device``). With CUDA:
+Every operation goes through an ``Ops`` object (``mpl.mechanism.device``). With CUDA:
 
 * two copy streams: **demand** loads and streamed experts on a high-priority stream,
   **prefetch** and background loads on a low-priority one, so a demand load never queues
@@ -79,11 +79,14 @@ class SlotPool:
 
     # ------------------------------------------------------------------ copies
     def copy_in(self, index: int, host: dict[str, torch.Tensor], expert: int,
-                key: tuple[int, int], kind: str) -> float:
+                key: tuple[int, int], kind: str, count: bool = True) -> float:
         """Copy expert ``expert`` of a layer's host tensors into pool entry ``index``.
-        Returns the host milliseconds the copy blocked (CPU path; 0 on CUDA)."""
-        self.copies[kind] += 1
-        self.bytes_copied += self.entry_bytes
+        Returns the host milliseconds the copy blocked (CPU path; 0 on CUDA). ``count``:
+        add it to ``copies``/``bytes_copied`` (False for a forward no Plan drove: an
+        engine's warm-up or memory-profiling run, counted by the engine itself)."""
+        if count:
+            self.copies[kind] += 1
+            self.bytes_copied += self.entry_bytes
         self.content[index] = key if kind != STREAMED else None
         ops = self.ops
         if self.cuda:
@@ -105,7 +108,8 @@ class SlotPool:
         for name, t in self.tensors.items():
             ops.copy(t[index], host[name][expert], tag=(kind, index))
         ms = (time.perf_counter() - t0) * 1e3
-        self.copy_ms += ms
+        if count:
+            self.copy_ms += ms
         return ms
 
     def stage(self, src: int, dst: int) -> None:

@@ -1,0 +1,325 @@
+"""Live offload inside a serving engine: the policy's Plans executed on a fixed slot pool
+before each MoE layer's kernel runs. Engine-independent (torch and ``mpl.mechanism``; no
+vllm import): the vLLM adapter (``mpl.vllm.offload``) hands it each layer's expert tensors
+in the layout the engine's kernel expects and a ``kernel`` callable, and calls
+:meth:`LiveExecutor.plan` with each dispatch the router produced and
+:meth:`LiveExecutor.forward` in place of the layer's expert computation.
+
+Memory: one host store (every MoE layer's experts, one arena; page-locked on CUDA) and one
+device pool of ``runtime.num_slots`` cache slots (the runtime's global slot numbers, shared or
+per-layer caches alike) + ``stream_slots`` transient entries + one all-zero entry, allocated
+once. Each layer's kernel runs on the whole pool with its ids remapped to pool entries;
+experts the dispatch does not use on the device map to the zero entry (an exact zero).
+
+Per planned dispatch:
+
+1. the Plan's evictions (bookkeeping) and loads (copies from the host store into the slots
+   it names: demand on the demand copy stream, prefetch and background on the prefetch
+   stream on CUDA; plain copies on the CPU);
+2. experts the Plan STREAMs (no slot could be freed: a step whose distinct experts exceed
+   the cache) go through the transient entries; when there are more than ``stream_slots``,
+   the dispatch is computed in **passes**, each pass holding the resident experts (first
+   pass only) or the next ``stream_slots`` streamed ones, the passes' outputs summed;
+3. the kernel runs on the pool (compute waits only for the copies into the entries it
+   reads; a later copy into one of them waits for this compute);
+4. experts the Plan places on the CPU (``cpu_fallback`` / ``hybrid``) are computed by
+   ``cpu_kernel`` from the host store, for the rows that selected them, and added.
+
+A forward without a Plan (an engine's warm-up or memory-profiling run, outside any
+scheduled step) is computed the same way with every expert streamed, and counted apart: it
+never touches the policy's runtime or the copy counts that must equal its loads.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+
+import torch
+
+from mpl.mechanism.device import SyncOps
+from mpl.mechanism.pool import DEMAND, STREAMED, SlotPool
+from mpl.mechanism.staging import Staging
+from mpl.mechanism.store import HostStore
+from mpl.runtime.plan import CPU, STREAM
+from mpl.trace import records_of
+
+
+class LiveError(RuntimeError):
+    """The runtime and the mechanism disagree, or a dispatch cannot be executed."""
+
+
+def chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def silu_experts(x: torch.Tensor, w: dict, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """A plain-torch MoE over ``w["w13_weight"] [E, 2I, H]`` (gate rows, then up rows) and
+    ``w["w2_weight"] [E, H, I]`` with SiLU-and-mul: the layout of vLLM's unquantized GPU
+    kernels. Per token, the sum over its top-k pairs of weight x expert(x), in top-k order.
+    Used to compute CPU-placed experts on a GPU build, and as the reference kernel of the
+    mechanism's own tests."""
+    w13, w2 = w["w13_weight"], w["w2_weight"]
+    out = torch.zeros_like(x)
+    half = w13.shape[1] // 2
+    for k in range(ids.shape[1]):
+        sel = ids[:, k].long()
+        h = torch.bmm(w13[sel], x.unsqueeze(-1)).squeeze(-1)
+        h = torch.nn.functional.silu(h[:, :half]) * h[:, half:]
+        y = torch.bmm(w2[sel], h.unsqueeze(-1)).squeeze(-1)
+        out = out + y * weights[:, k:k + 1].to(y.dtype)
+    return out
+
+
+class LiveExecutor:
+    """``layers``: per MoE-layer ordinal, ``{param name: [E, ...] tensor}`` as the engine's
+    kernel reads them (every layer the same names, shapes and dtypes). ``kernel(ordinal, x,
+    tensors, weights, ids, first)`` runs the engine's kernel on ``tensors`` (the pool's, or
+    the host store's for the CPU pass) and returns its output; ``first`` is True for the
+    first call of a dispatch (the engine's shared experts run there once).
+    ``cpu_kernel`` (same signature) computes CPU-placed experts from the host store; None
+    when the policy never places experts on the CPU."""
+
+    def __init__(self, runtime, layers: list[dict], device, *, kernel, cpu_kernel=None,
+                 stream_slots: int, ops: SyncOps | None = None) -> None:
+        self.runtime = runtime
+        self.device = torch.device(device)
+        self.ops = ops = ops or SyncOps(self.device)
+        self.kernel = kernel
+        self.cpu_kernel = cpu_kernel
+        self.num_layers = len(layers)
+        first = next(iter(layers[0].values()))
+        self.num_experts = int(first.shape[0])
+        self.store = HostStore(ops)
+        self.hosts = self.store.build(layers)
+        if stream_slots < 1:
+            raise LiveError(
+                f"stream_slots = {stream_slots}: at least one transient slot is needed (a step "
+                "whose distinct experts exceed the cache, and a warm-up run, stream experts "
+                "through them, in passes when there are more experts than transient slots)")
+        self.pool = SlotPool(self.hosts[0], runtime.num_slots, stream_slots, self.device, ops)
+        self.staging = Staging(ops)
+        self._plans: dict[int, object] = {}
+        self.dispatches = 0
+        self.passes = 0
+        self.multi_pass_dispatches = 0
+        self.cpu_computes = 0
+        self.cpu_tokens = 0
+        self.stall_ms = 0.0
+        self.unplanned_dispatches = 0
+        self.unplanned_copies = 0
+        self.mechanism_s = 0.0         # host time in forward() outside the kernel calls
+        self.kernel_s = 0.0
+        self.copy_free_calls = 0       # planned calls that copied nothing (every expert hit)
+        self.copy_free_s = 0.0         # their host time outside the kernel
+        self.digest = 0                # crc32 of every decision, in order (ranks compare it)
+        self._cpu_this_call = False
+
+    # ------------------------------------------------------------------ decisions
+    def plan(self, d) -> None:
+        """The router of MoE layer ``d.layer`` chose ``d``: ask the runtime for its Plan (the
+        records a replay of the recorded trace feeds it)."""
+        layer, experts, weights, tokens, step, predictions, _ = next(records_of((d,)))
+        plan = self.runtime.dispatch(layer, experts, weights, tokens, step=step,
+                                     predictions=predictions)
+        self._plans[layer] = (plan, d.experts)
+        self.digest = zlib.crc32(repr((plan.experts, plan.where, plan.raw_loads,
+                                       plan.evicted)).encode(), self.digest)
+
+    # ------------------------------------------------------------------ the hot path
+    def forward(self, ordinal: int, x: torch.Tensor, topk_weights: torch.Tensor,
+                topk_ids: torch.Tensor, shared=None) -> torch.Tensor:
+        t0 = time.perf_counter()
+        k0 = self.kernel_s
+        c0 = self.pool.bytes_copied
+        got = self._plans.pop(ordinal, None)
+        if got is None:
+            out = self._unplanned(ordinal, x, topk_weights, topk_ids, shared)
+        else:
+            # the router's rows as the host read them: the slot ids are built on the host
+            # when they cover every row of the call (no padding rows)
+            rows = got[1] if len(got[1]) == topk_ids.shape[0] else None
+            out = self._planned(ordinal, got[0], rows, x, topk_weights, topk_ids, shared)
+        own = (time.perf_counter() - t0) - (self.kernel_s - k0)
+        self.mechanism_s += own
+        if got is not None and self.pool.bytes_copied == c0 and not self._cpu_this_call:
+            self.copy_free_calls += 1
+            self.copy_free_s += own
+        return out
+
+    def _run(self, ordinal, x, tensors, weights, ids, first, shared):
+        t = time.perf_counter()
+        out = self.kernel(ordinal, x, tensors, weights, ids, first, shared)
+        self.kernel_s += time.perf_counter() - t
+        return out
+
+    def _planned(self, ordinal, plan, rows, x, topk_weights, topk_ids, shared):
+        pool = self.pool
+        self.dispatches += 1
+        stall = 0.0
+        if pool.cuda:
+            stall += pool.collect_stalls()
+        for _key, slot in plan.evicted:
+            pool.evict(slot)
+        hosts = self.hosts
+        for lkey, slot, _victim, kind in plan.raw_loads:
+            ms = pool.copy_in(slot, hosts[lkey[0]], lkey[1], lkey, kind)
+            if kind == DEMAND:
+                stall += ms
+        resident: list[tuple[int, int]] = []
+        streamed: list[int] = []
+        cpu: list[int] = []
+        content = pool.content
+        for e, w in zip(plan.experts, plan.where):
+            if w >= 0:
+                if content[w] != (ordinal, e):
+                    raise LiveError(
+                        f"the plan places expert {e} of MoE layer {ordinal} in slot {w}, but the "
+                        f"slot holds {content[w]}: the runtime and the mechanism disagree")
+                resident.append((e, w))
+            elif w == STREAM:
+                streamed.append(e)
+            elif w == CPU:
+                cpu.append(e)
+            else:
+                raise LiveError(f"the plan has an unknown placement {w} for expert {e}")
+        groups = chunks(streamed, pool.stream_slots) if streamed else []
+        head = groups.pop(0) if groups else []
+        calls = [(resident, head)] + [([], g) for g in groups]
+        out = None
+        for i, (res, g) in enumerate(calls):
+            part = self._pass(ordinal, x, topk_weights, topk_ids, res, g, i == 0, shared,
+                              count=True, rows=rows)
+            out = part if out is None else out + part
+        if len(calls) > 1:
+            self.multi_pass_dispatches += 1
+        if stall:
+            self.stall_ms += stall
+            self.runtime.add_stall(stall)
+        self._cpu_this_call = bool(cpu)
+        if cpu:
+            out = out + self._cpu_pass(ordinal, x, topk_weights, topk_ids, cpu)
+        return out
+
+    def _pass(self, ordinal, x, topk_weights, topk_ids, resident, streamed, first, shared,
+              count: bool, rows=None):
+        """One kernel call on the pool: ``resident`` (expert, slot) pairs and ``streamed``
+        experts copied into the transient entries now; every other expert of the layer maps
+        to the zero entry. ``rows``: the call's ids as host lists, when known (the slot ids
+        are then written on the host and uploaded once; else the table is uploaded and
+        indexed on the device)."""
+        pool = self.pool
+        lut = [pool.zero] * self.num_experts
+        used = []
+        for e, w in resident:
+            lut[e] = w
+            used.append(w)
+        stall = 0.0
+        for i, e in enumerate(streamed):
+            idx = pool.stream_base + i
+            ms = pool.copy_in(idx, self.hosts[ordinal], e, (ordinal, e), STREAMED, count=count)
+            if count:
+                stall += ms
+            else:
+                self.unplanned_copies += 1
+            lut[e] = idx
+            used.append(idx)
+        if stall:
+            self.stall_ms += stall
+            self.runtime.add_stall(stall)
+        self.passes += 1
+        if not used:                    # every expert of the dispatch is on the CPU
+            return torch.zeros_like(x)
+        if rows is not None:
+            slot_ids = self.staging.upload_like([lut[e] for r in rows for e in r], topk_ids)
+        else:
+            table = self.staging.upload(lut, topk_ids.dtype)
+            slot_ids = table[topk_ids.long()] if topk_ids.dtype != torch.long else table[topk_ids]
+        reads = used + [pool.zero]
+        pool.wait_for(used)
+        out = self._run(ordinal, x, pool.tensors, topk_weights, slot_ids, first, shared)
+        pool.release(reads)
+        return out
+
+    def _cpu_pass(self, ordinal, x, topk_weights, topk_ids, cpu_experts):
+        """The CPU-placed experts of a dispatch, from the host store, for the rows that
+        selected them (their weight only; the row's other pairs weigh 0 here)."""
+        if self.cpu_kernel is None:
+            raise LiveError("the plan places experts on the CPU but this engine has no CPU "
+                            "expert kernel")
+        got = self.ops.fetch([x, topk_weights, topk_ids])
+        hx, hw, hid = (t.clone() for t in got)
+        mask = torch.zeros(self.num_experts, dtype=torch.bool)
+        mask[torch.tensor(cpu_experts)] = True
+        sel = mask[hid.long()]
+        rows = sel.any(dim=1).nonzero().flatten()
+        w = hw[rows].masked_fill(~sel[rows], 0)
+        self.cpu_computes += len(cpu_experts)
+        self.cpu_tokens += int(sel.sum())
+        part = self._run(ordinal, hx[rows], self.hosts[ordinal], w, hid[rows], False, None)
+        full = torch.zeros_like(hx)
+        full.index_add_(0, rows, part.to(full.dtype))
+        return self.staging.upload(full, full.dtype).to(x.dtype)
+
+    def _unplanned(self, ordinal, x, topk_weights, topk_ids, shared):
+        """A forward outside any scheduled step (no Plan): every distinct expert streamed
+        through the transient entries, in passes."""
+        self.unplanned_dispatches += 1
+        experts = sorted(set(self.ops.read_ids(topk_ids)))
+        size = self.pool.stream_slots
+        out = None
+        first = True
+        for g in chunks(experts, size):
+            part = self._pass(ordinal, x, topk_weights, topk_ids, [], g, first, shared, count=False)
+            out = part if out is None else out + part
+            first = False
+        return out if out is not None else torch.zeros_like(x)
+
+    # ------------------------------------------------------------------ stats
+    def flush_stalls(self) -> None:
+        if self.pool.cuda:
+            ms = self.pool.collect_stalls(block=True)
+            if ms:
+                self.stall_ms += ms
+                self.runtime.add_stall(ms)
+
+    def stats(self) -> dict:
+        pool = self.pool
+        c = pool.copies
+        calls = self.dispatches + self.unplanned_dispatches
+        return {
+            "dispatches": self.dispatches,
+            "copies": c[DEMAND] + c["background"] + c["prefetch"],
+            "demand_copies": c[DEMAND],
+            "background_copies": c["background"],
+            "prefetch_copies": c["prefetch"],
+            "stream_copies": c[STREAMED],
+            "bytes_copied": pool.bytes_copied,
+            "passes": self.passes,
+            "multi_pass_dispatches": self.multi_pass_dispatches,
+            "cpu_computes": self.cpu_computes,
+            "cpu_tokens": self.cpu_tokens,
+            "stall_ms": self.stall_ms,
+            "copy_ms_host": pool.copy_ms,
+            "pool_slots": pool.size,
+            "cache_slots": pool.num_slots,
+            "stream_slots": pool.stream_slots,
+            "pool_bytes": pool.nbytes,
+            "expert_bytes": pool.entry_bytes,
+            "expert_bytes_total": self.store.nbytes,
+            "host_store_bytes": self.store.arena_bytes,
+            "device": str(pool.device),
+            "unplanned_dispatches": self.unplanned_dispatches,
+            "unplanned_copies": self.unplanned_copies,
+            "us_per_layer_call": (self.mechanism_s / calls * 1e6) if calls else 0.0,
+            "us_per_copy_free_call": (self.copy_free_s / self.copy_free_calls * 1e6)
+            if self.copy_free_calls else 0.0,
+            "kernel_us_per_layer_call": (self.kernel_s / calls * 1e6) if calls else 0.0,
+            "decision_digest": self.digest,
+        }
+
+    def release(self) -> None:
+        self.flush_stalls()
+        self.pool.clear()
+        self.staging = None
+        self.store.release()

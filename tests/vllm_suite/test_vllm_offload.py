@@ -1,0 +1,136 @@
+"""Live expert offload in vLLM's CPU build (PolicyRunner(..., offload=True)): tiny
+random-initialised Qwen3-MoE and Mixtral (float32, greedy) generate exactly the token ids of
+the same engine without offload, with the pool at 25%, 50% and 100% of the experts, shared
+and per-layer caches, for one request and for six concurrent requests of different lengths;
+the copies into slots equal the runtime's loads; the live statistics equal an mpl replay of
+the trace recorded in the same run; the expert memory the layers hold is the pool's.
+
+One engine per model: the reference runs with recording only, then ``PolicyRunner.switch``
+installs each policy live (the experts back on the layers in between)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.needs_vllm
+
+SINGLE = [[5, 17, 33, 81, 120, 7, 64, 200, 19, 3, 44]]
+CONCURRENT = [[5, 17, 33, 81, 120, 7, 64, 200, 19, 3, 44], [9, 8, 7],
+              [300, 301, 302, 303, 42, 42], [11, 12], [100, 200, 300, 400, 500, 13, 14, 15, 16],
+              [77]]
+MAX_TOKENS = 8
+LAYERS, EXPERTS = 3, 8            # tests/vllm_suite/tiny_models.py
+
+
+def shared_policy(slots: int) -> str:
+    return f"policy shared_{slots} {{ cache {{ capacity = {slots}  eviction = lru }} }}\n"
+
+
+def per_layer_policy(per_layer: int) -> str:
+    return (f"policy per_layer_{per_layer} {{\n"
+            f"    cache {{ capacity = {per_layer}  eviction = lfu }}\n"
+            f"    per_layer {{ allocation = uniform  min_capacity = {min(2, per_layer)} }}\n}}\n")
+
+
+#: (case name, policy text, extra PolicyRunner.switch arguments); 25/50/100% of the 24 experts
+CASES = [
+    ("shared-25", shared_policy(6), {}),
+    ("shared-50", shared_policy(12), {}),
+    ("shared-100", shared_policy(24), {}),
+    ("per-layer-25", per_layer_policy(2), {}),
+    ("per-layer-50", per_layer_policy(4), {}),
+    ("per-layer-100", per_layer_policy(8), {}),
+    # a step's experts beyond the cache (3 slots, 12.5%) through 2 transient slots: passes
+    ("passes-12", shared_policy(3), {"stream_slots": 2}),
+    # misses computed on the CPU from the host store (and loaded in the background)
+    ("cpu-fallback-25", "policy cf { cache { capacity = 6 }  schedule { mode = cpu_fallback } }\n", {}),
+]
+MODELS = ("qwen3-moe", "mixtral")
+
+
+def _generate(runner):
+    one = runner.generate(SINGLE, max_tokens=MAX_TOKENS, ignore_eos=True)
+    many = runner.generate(CONCURRENT, max_tokens=MAX_TOKENS, ignore_eos=True)
+    return one, many
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def runs(request, tiny):
+    """model -> {"reference": (one, many), case: (one, many)} from one engine."""
+    from mpl.vllm import PolicyRunner
+
+    runner = PolicyRunner(model=tiny(request.param), dtype="float32", max_model_len=256,
+                          seed=0, enable_prefix_caching=False)
+    try:
+        out = {"reference": _generate(runner)}
+        for name, text, kw in CASES:
+            runner.switch(text, offload=True, **kw)
+            out[name] = _generate(runner)
+        yield request.param, out
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_tokens_identical_to_the_engine_without_offload(runs, case):
+    model, out = runs
+    ref_one, ref_many = out["reference"]
+    one, many = out[case]
+    assert ref_one.report is None and one.report["mode"] == "offload"
+    # continuous batching really mixed the concurrent requests
+    assert any(len(b) > 1 for b in many.trace.header.extra["batches"])
+    assert one.token_ids == ref_one.token_ids, f"{model} {case}: one request"
+    assert many.token_ids == ref_many.token_ids, f"{model} {case}: concurrent requests"
+    assert all(len(t) == MAX_TOKENS for t in many.token_ids)
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
+    import mpl
+    from mpl import traceio
+
+    model, out = runs
+    _, many = out[case]
+    text = dict((c[0], c[1]) for c in CASES)[case]
+    stats, mech = many.stats, many.report["offload"]
+    assert stats["accesses"] > 0
+    assert mech["copies"] == stats["loads"]
+    # host-to-device bytes: the loads (the runtime's bytes_loaded) and the streamed experts
+    assert mech["bytes_copied"] == (stats["loads"] + stats["streamed"]) * mech["expert_bytes"]
+    assert stats["bytes_loaded"] == mech["bytes_copied"]
+    assert mech["stream_copies"] == stats["streamed"]
+    assert mech["demand_copies"] == stats["demand_loads"]
+    assert mech["dispatches"] == len(many.trace)        # every dispatch of the run was planned
+    path = tmp_path / "live.mpltrace"
+    traceio.save(many.trace, str(path))
+    rep = mpl.replay(mpl.loads(text), str(path), belady=False)
+    live = {k: v for k, v in stats.items() if k != "stall_ms"}
+    replayed = {k: v for k, v in rep.stats.items() if k != "stall_ms"}
+    assert live == replayed, f"{model} {case}"
+    if case.endswith("-100"):
+        # every expert fits: after the first touch of each, everything hits
+        assert stats["evictions"] == 0 and stats["loads"] <= LAYERS * EXPERTS
+    if case.endswith(("-12", "-25")) and case != "cpu-fallback-25":
+        assert stats["evictions"] > 0 and mech["stream_copies"] > 0
+    if case == "passes-12":
+        assert mech["multi_pass_dispatches"] > 0 and mech["passes"] > mech["dispatches"]
+    if case == "cpu-fallback-25":
+        assert mech["cpu_computes"] == stats["cpu_computes"] > 0
+        assert mech["background_copies"] == stats["background_loads"] > 0
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_expert_memory_is_the_pool(runs, case):
+    _, out = runs
+    _, many = out[case]
+    mech = many.report["offload"]
+    eb = mech["expert_bytes"]
+    assert mech["layer_bytes_before"] == LAYERS * EXPERTS * eb == mech["expert_bytes_total"]
+    assert mech["layer_bytes_after"] == mech["pool_slots"] * eb == mech["pool_bytes"]
+    # the pool: the runtime's slots, one transient entry per expert of a layer (unless told
+    # otherwise), one zero entry
+    assert mech["stream_slots"] == (2 if case == "passes-12" else EXPERTS)
+    assert mech["pool_slots"] == mech["cache_slots"] + mech["stream_slots"] + 1
+    want = {"12": 3, "25": 6, "50": 12, "100": 24}[case.rsplit("-", 1)[1]]
+    assert mech["cache_slots"] == want
+
