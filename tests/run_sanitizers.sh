@@ -32,7 +32,10 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
         "$PY" setup.py -q build_ext --inplace --force >/dev/null 2>&1
     so=$(ls mpl/runtime/_fast*.so 2>/dev/null | head -n 1)
     test -n "$so" || { echo "sanitizers: the extension was not built" >&2; exit 1; }
-    ldd "$so" | grep -q libasan || { echo "sanitizers: $so is not instrumented" >&2; exit 1; }
+    # (ldd's output read whole first: `ldd | grep -q` under pipefail fails when grep's early
+    # exit hands ldd a SIGPIPE)
+    deps=$(ldd "$so")
+    case "$deps" in *libasan*) ;; *) echo "sanitizers: $so is not instrumented" >&2; exit 1 ;; esac
 )
 
 export LD_PRELOAD="$asan:$ubsan"
