@@ -44,6 +44,8 @@ CASES = [
     ("passes-12", shared_policy(3), {"stream_slots": 2}),
     # misses computed on the CPU from the host store (and loaded in the background)
     ("cpu-fallback-25", "policy cf { cache { capacity = 6 }  schedule { mode = cpu_fallback } }\n", {}),
+    # each miss placed by the hybrid schedule's cost decision: loaded, or computed on the CPU
+    ("hybrid-25", "policy hy { cache { capacity = 6 }  schedule { mode = hybrid } }\n", {}),
 ]
 MODELS = ("qwen3-moe", "mixtral")
 
@@ -110,8 +112,12 @@ def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
     if case.endswith("-100"):
         # every expert fits: after the first touch of each, everything hits
         assert stats["evictions"] == 0 and stats["loads"] <= LAYERS * EXPERTS
-    if case.endswith(("-12", "-25")) and case != "cpu-fallback-25":
+    if case.endswith(("-12", "-25")) and case not in ("cpu-fallback-25", "hybrid-25"):
         assert stats["evictions"] > 0 and mech["stream_copies"] > 0
+    if case == "hybrid-25":      # each miss loaded or computed on the host, as the cost decides
+        assert stats["evictions"] > 0
+        assert mech["cpu_computes"] == stats["cpu_computes"]
+        assert mech["demand_copies"] + mech["cpu_computes"] > 0
     if case == "passes-12":
         assert mech["multi_pass_dispatches"] > 0 and mech["passes"] > mech["dispatches"]
     if case == "cpu-fallback-25":
