@@ -42,7 +42,7 @@ if os.environ.get("MPL_NO_EXT", "") in ("", "0"):
     ext_modules.append(Extension(
         "mpl.runtime._fast", ["mpl/runtime/_fast.c"],
         depends=["mpl/runtime/_guard.c", "mpl/runtime/_live.c", "mpl/runtime/_belady.c",
-                 "mpl/runtime/_learned.c"],
+                 "mpl/runtime/_learned.c", "mpl/runtime/_jsonl.c"],
         # no contraction into fused multiply-adds: the kernel's sums must round exactly as
         # the pure-Python runtime's do
         extra_compile_args=["-O2", "-ffp-contract=off"] if os.name != "nt" else [],

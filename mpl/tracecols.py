@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import gc
 import io
+import os
+import stat
 import struct
 import sys
 import zlib
@@ -32,6 +34,7 @@ from itertools import islice
 from math import isfinite
 
 from mpl import traceio
+from mpl.runtime import fast
 from mpl.trace import Trace
 
 #: a record's fixed part (traceio._REC: u8 rflags, u32 step, u16 layer, u16 tokens, u8 k):
@@ -47,7 +50,7 @@ def load(path: str) -> Trace:
     """:func:`mpl.traceio.load` for a replay: the same trace (the same errors), a native file
     of like records held as its bytes and columns (:class:`LazyDispatches`)."""
     if traceio.kind_of(path) == "jsonl":
-        return traceio.load_jsonl(path)
+        return load_jsonl(path)
     with traceio.open_native(path) as f:
         header, version, crc = traceio.read_native_start(f, path)
         start = f.tell()
@@ -57,6 +60,75 @@ def load(path: str) -> Trace:
             f.seek(start)
             return Trace(header, list(traceio.iter_native(f, header, path, version=version, crc=crc)))
     return Trace(header, LazyDispatches(raw, header, path, version, crc, cols, start))
+
+
+def load_jsonl(path: str) -> Trace:
+    """:func:`mpl.traceio.load_jsonl` for a replay: the same trace (the same errors), a file
+    of one-token rows alike (what the original and ``mplc trace convert`` write for decode
+    steps) read by the compiled row reader straight into columns (:class:`JsonlDispatches`:
+    the Dispatch objects are built from the kept bytes only when something iterates them).
+    Any other file, a row the compiled reader does not take, or any doubt -- a header it
+    refuses, a layer or expert id out of range -- and the pure backend: the Python reader,
+    which reports any problem where it lies."""
+    rows = fast.jsonl_kernel()
+    if rows is None:
+        return traceio.load_jsonl(path)
+    with traceio.open_jsonl(path) as f:
+        try:
+            regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+        except OSError:
+            regular = False
+        if not regular:        # a pipe, a device: the Python reader's bounded line reads
+            return traceio.read_jsonl(f, path)
+        try:
+            raw = f.read()
+        except OSError as e:
+            raise traceio.TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    got = _jsonl_columns(raw, path, rows)
+    if got is None:
+        return traceio.read_jsonl(io.BytesIO(raw), path)
+    header, cols = got
+    return Trace(header, JsonlDispatches(raw, header, path, cols))
+
+
+def _jsonl_columns(raw: bytes, path: str, rows):
+    """(header, Columns) of a JSONL trace's bytes by the compiled row reader ``rows``, or
+    None where the Python reader must read it (it then raises any error)."""
+    bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    nl = raw.find(b"\n", bom)
+    first = raw[bom:] if nl < 0 else raw[bom:nl + 1]
+    if nl < 0 or len(first) >= traceio.MAX_JSONL_LINE_BYTES:
+        return None
+    try:
+        obj, text = traceio._jsonl_object(first, path, 1)
+        if obj is None:                    # blank lines before the header: rare, the reader's
+            return None
+        header, given, hwhere = traceio.jsonl_header_line(obj, text, path, 1)
+    except traceio.TraceFormatError:
+        return None
+    got = rows(raw, nl + 1, traceio.MAX_JSONL_LINE_BYTES)
+    if got is None:
+        return None
+    b_layers, b_experts, b_weights, b_steps, k = got
+    layers = _le("i", b_layers)
+    if "moe_layers" not in given and "num_layers" in given and max(layers) >= header.num_layers:
+        return None
+    try:
+        traceio.complete_jsonl_header(header, given, hwhere, set(layers), k)
+    except traceio.TraceFormatError:
+        return None
+    moe = header.moe_layers
+    if k > header.top_k or max(layers) > max(moe):
+        return None
+    ordinal = [-1] * (max(moe) + 1)
+    for i, lid in enumerate(moe):
+        ordinal[lid] = i
+    layers = array("i", map(ordinal.__getitem__, layers))
+    experts = _le("i", b_experts)
+    if min(layers) < 0 or max(experts) >= header.num_experts:
+        return None
+    weights = _le("d", b_weights) if b_weights is not None else None
+    return header, Columns(layers, k, experts, weights, _le("q", b_steps), header.num_experts)
 
 
 class Columns:
@@ -226,6 +298,9 @@ class LazyDispatches(Sequence):
         k = c.offs[1] - c.offs[0] if c.records else 0
         cols = Columns(c.layers[:n], k, c.experts[:n * k],
                        None if c.weights is None or n == 0 else c.weights[:n * k], c.steps[:n], c.num_experts)
+        return self._head(cols, n)
+
+    def _head(self, cols: Columns, n: int) -> "LazyDispatches":
         return LazyDispatches(self._raw, self._header, self._path, self._version, self._crc,
                               cols, self._start, n)
 
@@ -299,3 +374,27 @@ class LazyDispatches(Sequence):
 
     def __repr__(self) -> str:
         return f"LazyDispatches({len(self)} records of {self._path})"
+
+
+class JsonlDispatches(LazyDispatches):
+    """A JSONL trace's dispatches read into columns (:func:`load_jsonl`): the Dispatch
+    objects are read from the file's bytes (kept: the file may change or go) by
+    mpl.traceio's reader only when something iterates or indexes them."""
+
+    def __init__(self, raw: bytes, header, path: str, columns: Columns, limit: int | None = None):
+        self._raw, self._header, self._path = raw, header, path
+        self._limit = limit
+        self.columns = columns
+        self._list = None
+
+    def _materialise(self) -> list:
+        if self._list is None:
+            got = traceio.read_jsonl(io.BytesIO(self._raw), self._path).dispatches
+            self._list = list(got if self._limit is None else got[:self._limit])
+        return self._list
+
+    def _head(self, cols: Columns, n: int) -> "JsonlDispatches":
+        return JsonlDispatches(self._raw, self._header, self._path, cols, n)
+
+    def __reduce__(self):
+        return (JsonlDispatches, (self._raw, self._header, self._path, self.columns, self._limit))

@@ -604,111 +604,131 @@ def _pred_layer(key: str, path: str, lineno: int) -> int:
     return int(key)
 
 
-def load_jsonl(path: str) -> Trace:
-    """Import the original's JSONL. Missing header fields are inferred from the rows: the MoE
-    layer ids are the distinct ``l`` values, ``num_layers`` the highest of them + 1,
-    ``top_k`` the widest row."""
+def open_jsonl(path: str) -> IO[bytes]:
+    """``path`` opened for reading as a JSONL trace; TraceFormatError when it cannot be."""
     try:
-        f = open(path, "rb")       # lines are decoded one by one, so an error names its line
+        return open(path, "rb")    # lines are decoded one by one, so an error names its line
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     except ValueError as e:        # open() refuses the path (a NUL character)
         raise TraceFormatError(f"{path!r}: cannot read (not a usable file path: {e})") from None
+
+
+def _jsonl_object(line: bytes, path: str, lineno: int):
+    """Line ``lineno`` of a JSONL trace decoded: a JSON object, or None for a blank line."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"{path}:{lineno}: not UTF-8 text ({e.reason} at column "
+                               f"{e.start + 1}): is it a binary file? Native traces need "
+                               f"the {NATIVE_EXT} extension") from None
+    if "\x00" in text:
+        raise TraceFormatError(f"{path}:{lineno}: a NUL byte: this is a binary file, not "
+                               f"a JSONL trace (native traces need the {NATIVE_EXT} "
+                               f"extension)")
+    if not text.strip():
+        return None, text
+    try:
+        obj = _JSON_DECODE(text)
+    except (ValueError, RecursionError) as e:
+        what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise TraceFormatError(f"{path}:{lineno}: not JSON ({what})") from None
+    if not isinstance(obj, dict):
+        raise TraceFormatError(f"{path}:{lineno}: expected a JSON object")
+    return obj, text
+
+
+def jsonl_header_line(obj: dict, text: str, path: str, lineno: int) -> tuple[TraceHeader, frozenset, str]:
+    """The header of a JSONL trace from its first non-blank line (decoded: ``obj``, its
+    text ``text``): (header, the fields the line gave, where it is)."""
+    if "e" in obj and "l" in obj:
+        raise TraceFormatError(f"{path}:{lineno}: the first line must be the header "
+                               f"(model, num_experts, top_k, ...), not a dispatch")
+    where = f"{path}:{lineno}"
+    header, given = _jsonl_header(obj, path, where, text.rstrip("\r\n"))
+    return header, given, where
+
+
+def load_jsonl(path: str) -> Trace:
+    """Import the original's JSONL. Missing header fields are inferred from the rows: the MoE
+    layer ids are the distinct ``l`` values, ``num_layers`` the highest of them + 1,
+    ``top_k`` the widest row. (:func:`mpl.tracecols.load` reads the same trace for a
+    replay, into columns where it can.)"""
+    with open_jsonl(path) as f:
+        return read_jsonl(f, path)
+
+
+def read_jsonl(f: IO[bytes], path: str) -> Trace:
+    """:func:`load_jsonl` from an open binary file (``path`` names it in messages)."""
     raw: list[tuple[int, int, list, list | None, bool, dict | None, int]] = []
     header = None
     given: frozenset = frozenset()
     hwhere = path
-    with f:
-        for lineno, line in _jsonl_lines(f, path):
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise TraceFormatError(f"{path}:{lineno}: not UTF-8 text ({e.reason} at column "
-                                       f"{e.start + 1}): is it a binary file? Native traces need "
-                                       f"the {NATIVE_EXT} extension") from None
-            if "\x00" in line:
-                raise TraceFormatError(f"{path}:{lineno}: a NUL byte: this is a binary file, not "
-                                       f"a JSONL trace (native traces need the {NATIVE_EXT} "
-                                       f"extension)")
-            if not line.strip():
-                continue
-            try:
-                obj = _JSON_DECODE(line)
-            except (ValueError, RecursionError) as e:
-                what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-                raise TraceFormatError(f"{path}:{lineno}: not JSON ({what})") from None
-            if not isinstance(obj, dict):
-                raise TraceFormatError(f"{path}:{lineno}: expected a JSON object")
-            if header is None:
-                if "e" in obj and "l" in obj:
-                    raise TraceFormatError(f"{path}:{lineno}: the first line must be the header "
-                                           f"(model, num_experts, top_k, ...), not a dispatch")
-                hwhere = f"{path}:{lineno}"
-                header, given = _jsonl_header(obj, path, hwhere, line.rstrip("\r\n"))
-                continue
-            if not _ROW_KEYS.issuperset(obj):
-                bad = next(k for k in obj if k not in _ROW_KEYS)
-                raise TraceFormatError(f"{path}:{lineno}: unknown field {json.dumps(bad)} in a "
-                                       f"dispatch row (the fields are "
-                                       f"{', '.join(ROW_KEYS)}: step, layer, experts, scores, "
-                                       f"predictions)")
-            try:
-                t, l, e = obj["t"], obj["l"], obj["e"]
-            except KeyError as k:
-                raise TraceFormatError(f"{path}:{lineno}: dispatch row has no {k} field") from None
-            if (not isinstance(t, int) or not isinstance(l, int) or isinstance(t, bool)
-                    or isinstance(l, bool) or t < 0 or l < 0):
-                raise TraceFormatError(f"{path}:{lineno}: 't' and 'l' must be non-negative integers")
-            if t >= 2 ** 32:
-                raise TraceFormatError(f"{path}:{lineno}: step 't' = {t} is too large (at most 2^32-1)")
-            if l >= MAX_LAYERS:
-                raise TraceFormatError(f"{path}:{lineno}: layer 'l' = {l} is too large (decoder-layer "
-                                       f"ids are below {MAX_LAYERS})")
-            rows, flat = _rows(e, path, lineno, "e")
-            for r in rows:
-                if not _INT_TYPE.issuperset(map(type, r)):
-                    raise TraceFormatError(f"{path}:{lineno}: expert ids must be integers")
-            if len({len(r) for r in rows}) > 1:
-                raise TraceFormatError(f"{path}:{lineno}: the tokens of a dispatch select different "
-                                       f"numbers of experts ({', '.join(str(len(r)) for r in rows)})")
-            ws = None
-            if obj.get("s") is not None:
-                ws, _ = _rows(obj["s"], path, lineno, "s")
-                if [len(r) for r in ws] != [len(r) for r in rows]:
-                    raise TraceFormatError(f"{path}:{lineno}: 's' and 'e' differ in shape")
-                for r in ws:
-                    if not _NUMBER_TYPES.issuperset(map(type, r)):
-                        raise TraceFormatError(f"{path}:{lineno}: weights must be numbers")
-                ws = [list(map(float, r)) for r in ws]
-                if not all(all(map(isfinite, r)) for r in ws):
-                    raise TraceFormatError(f"{path}:{lineno}: weights must be finite numbers")
-            preds = None
-            if obj.get("p") is not None:
-                if not isinstance(obj["p"], dict):
-                    raise TraceFormatError(f"{path}:{lineno}: 'p' must be an object")
-                preds = {}
-                for k, v in obj["p"].items():
-                    if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
-                                                        for x in v)):
-                        raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p' (write "
-                                               f'{{"LAYER": [expert ids...]}})')
-                    preds[_pred_layer(k, path, lineno)] = v
-            raw.append((t, l, rows, ws, flat, preds, lineno))
+    for lineno, line in _jsonl_lines(f, path):
+        obj, text = _jsonl_object(line, path, lineno)
+        if obj is None:
+            continue
+        if header is None:
+            header, given, hwhere = jsonl_header_line(obj, text, path, lineno)
+            continue
+        if not _ROW_KEYS.issuperset(obj):
+            bad = next(k for k in obj if k not in _ROW_KEYS)
+            raise TraceFormatError(f"{path}:{lineno}: unknown field {json.dumps(bad)} in a "
+                                   f"dispatch row (the fields are "
+                                   f"{', '.join(ROW_KEYS)}: step, layer, experts, scores, "
+                                   f"predictions)")
+        try:
+            t, l, e = obj["t"], obj["l"], obj["e"]
+        except KeyError as k:
+            raise TraceFormatError(f"{path}:{lineno}: dispatch row has no {k} field") from None
+        if (not isinstance(t, int) or not isinstance(l, int) or isinstance(t, bool)
+                or isinstance(l, bool) or t < 0 or l < 0):
+            raise TraceFormatError(f"{path}:{lineno}: 't' and 'l' must be non-negative integers")
+        if t >= 2 ** 32:
+            raise TraceFormatError(f"{path}:{lineno}: step 't' = {t} is too large (at most 2^32-1)")
+        if l >= MAX_LAYERS:
+            raise TraceFormatError(f"{path}:{lineno}: layer 'l' = {l} is too large (decoder-layer "
+                                   f"ids are below {MAX_LAYERS})")
+        rows, flat = _rows(e, path, lineno, "e")
+        for r in rows:
+            if not _INT_TYPE.issuperset(map(type, r)):
+                raise TraceFormatError(f"{path}:{lineno}: expert ids must be integers")
+        if len({len(r) for r in rows}) > 1:
+            raise TraceFormatError(f"{path}:{lineno}: the tokens of a dispatch select different "
+                                   f"numbers of experts ({', '.join(str(len(r)) for r in rows)})")
+        ws = None
+        if obj.get("s") is not None:
+            ws, _ = _rows(obj["s"], path, lineno, "s")
+            if [len(r) for r in ws] != [len(r) for r in rows]:
+                raise TraceFormatError(f"{path}:{lineno}: 's' and 'e' differ in shape")
+            for r in ws:
+                if not _NUMBER_TYPES.issuperset(map(type, r)):
+                    raise TraceFormatError(f"{path}:{lineno}: weights must be numbers")
+            ws = [list(map(float, r)) for r in ws]
+            if not all(all(map(isfinite, r)) for r in ws):
+                raise TraceFormatError(f"{path}:{lineno}: weights must be finite numbers")
+        preds = None
+        if obj.get("p") is not None:
+            if not isinstance(obj["p"], dict):
+                raise TraceFormatError(f"{path}:{lineno}: 'p' must be an object")
+            preds = {}
+            for k, v in obj["p"].items():
+                if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                    for x in v)):
+                    raise TraceFormatError(f"{path}:{lineno}: bad predictions 'p' (write "
+                                           f'{{"LAYER": [expert ids...]}})')
+                preds[_pred_layer(k, path, lineno)] = v
+        raw.append((t, l, rows, ws, flat, preds, lineno))
     if header is None:
         raise TraceFormatError(f"{path}: empty file (expected a header line)")
-    if "moe_layers" not in given:
-        if "num_layers" in given:     # 'l' is a decoder-layer id: it must exist in the model
-            for x in raw:
-                if x[1] >= header.num_layers:
-                    raise TraceFormatError(f"{path}:{x[6]}: layer {x[1]} outside the header's "
-                                           f"{header.num_layers} decoder layers (0.."
-                                           f"{header.num_layers - 1}); 'l' is a decoder-layer id")
-        header.moe_layers = tuple(sorted({r[1] for r in raw}))
-    if "num_layers" not in given:
-        header.num_layers = (max(header.moe_layers) + 1) if header.moe_layers else 0
-    if "top_k" not in given:
-        header.top_k = max((len(r) for x in raw for r in x[2]), default=1) or 1
-    validate_header(header, hwhere)
+    if "moe_layers" not in given and "num_layers" in given:
+        for x in raw:             # 'l' is a decoder-layer id: it must exist in the model
+            if x[1] >= header.num_layers:
+                raise TraceFormatError(f"{path}:{x[6]}: layer {x[1]} outside the header's "
+                                       f"{header.num_layers} decoder layers (0.."
+                                       f"{header.num_layers - 1}); 'l' is a decoder-layer id")
+    complete_jsonl_header(header, given, hwhere, {r[1] for r in raw},
+                          max((len(r) for x in raw for r in x[2]), default=1))
     ordinal = {lid: i for i, lid in enumerate(header.moe_layers)}
     moe_list = list(header.moe_layers)
     trace = Trace(header)
@@ -743,6 +763,21 @@ def load_jsonl(path: str) -> Trace:
     if nested_single:
         header.extra["jsonl_nested_single"] = nested_single
     return trace
+
+
+def complete_jsonl_header(header: TraceHeader, given: frozenset, where: str,
+                          layer_ids, widest: int) -> None:
+    """Fill in the header fields the JSONL header line did not give (``given``) from the
+    rows -- the MoE layers are the rows' distinct ``layer_ids``, ``num_layers`` the highest
+    of them + 1, ``top_k`` the ``widest`` row -- and validate the header (``where``: the
+    header line)."""
+    if "moe_layers" not in given:
+        header.moe_layers = tuple(sorted(layer_ids))
+    if "num_layers" not in given:
+        header.num_layers = (max(header.moe_layers) + 1) if header.moe_layers else 0
+    if "top_k" not in given:
+        header.top_k = widest or 1
+    validate_header(header, where)
 
 
 def dump_jsonl(trace: Trace, f: IO[str]) -> None:

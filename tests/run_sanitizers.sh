@@ -49,4 +49,4 @@ cd "$work"
     tests/test_live_safety.py tests/test_live_dispatch.py tests/test_fast_equivalence.py \
     tests/test_replay_kernel.py tests/test_belady.py tests/test_runtime_equivalence.py \
     tests/test_prefetch_learned_compiled.py tests/test_prefetch_learned.py tests/test_trace_columns.py \
-    tests/test_trace_wide_headers.py "$@"
+    tests/test_trace_wide_headers.py tests/test_trace_jsonl_columns.py "$@"

@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2118,6 +2119,8 @@ done:
 
 #include "_learned.c"
 
+#include "_jsonl.c"
+
 static PyMethodDef methods[] = {
     {"replay", fast_replay, METH_VARARGS, NULL},
     {"belady", fast_belady, METH_VARARGS, belady_doc},
@@ -2125,6 +2128,8 @@ static PyMethodDef methods[] = {
      "steps_tokens(steps, tokens): mpl.trace.steps_and_tokens over a pack's arrays"},
     {"pack_dispatches", fast_pack_dispatches, METH_VARARGS,
      "pack_dispatches(dispatches, num_experts): fast.pack_dispatches's arrays as bytes (None: not taken)"},
+    {"jsonl_rows", fast_jsonl_rows, METH_VARARGS,
+     "jsonl_rows(data, start, max_line): a JSONL trace's rows as columns (None: not taken)"},
     {NULL, NULL, 0, NULL},
 };
 

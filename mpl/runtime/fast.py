@@ -136,6 +136,13 @@ def belady_kernel():
     return getattr(_kernel, "belady", None) if available() else None
 
 
+def jsonl_kernel():
+    """The compiled JSONL row reader (``_fast.jsonl_rows``, mpl/runtime/_jsonl.c) when the
+    compiled backend is in use, else None (mpl.tracecols then leaves a JSONL trace to
+    mpl.traceio's reader)."""
+    return getattr(_kernel, "jsonl_rows", None) if available() else None
+
+
 def backend() -> str:
     """``"compiled"`` (the C replay kernel is in use where it covers a policy) or ``"pure"``."""
     return "compiled" if available() else "pure"
