@@ -78,12 +78,11 @@ def load_jsonl(path: str) -> Trace:
             regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
         except OSError:
             regular = False
-        if not regular:        # a pipe, a device: the Python reader's bounded line reads
+        raw = _read_text_file(f, path) if regular else None
+        if raw is None:        # a pipe, a device, a binary file, an endless line: the Python
+            if regular:        # reader's bounded line reads and its errors
+                f.seek(0)
             return traceio.read_jsonl(f, path)
-        try:
-            raw = f.read()
-        except OSError as e:
-            raise traceio.TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     got = _jsonl_columns(raw, path, rows)
     if got is None:
         return traceio.read_jsonl(io.BytesIO(raw), path)
@@ -91,7 +90,36 @@ def load_jsonl(path: str) -> Trace:
     return Trace(header, JsonlDispatches(raw, header, path, cols))
 
 
-def _jsonl_columns(raw: bytes, path: str, rows):
+#: the pieces a JSONL file is read in for the column reader
+_JSONL_PIECE = 1 << 22
+
+
+def _read_text_file(f, path: str) -> bytearray | None:
+    """The whole of a regular file opened for the column reader, or None as soon as it holds
+    a NUL byte or a line of MAX_JSONL_LINE_BYTES or more (a binary file, ``/dev/zero``'s
+    like, a line that never ends: the Python reader then stops at the line, with its error,
+    instead of reading the whole file)."""
+    limit = traceio.MAX_JSONL_LINE_BYTES
+    raw = bytearray()
+    last_nl = -1
+    try:
+        while True:
+            piece = f.read(_JSONL_PIECE)
+            if not piece:
+                return raw
+            if b"\x00" in piece:
+                return None
+            at = piece.rfind(b"\n")
+            if at >= 0:
+                last_nl = len(raw) + at
+            raw += piece
+            if len(raw) - 1 - last_nl >= limit:
+                return None
+    except OSError as e:
+        raise traceio.TraceFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _jsonl_columns(raw: bytes | bytearray, path: str, rows):
     """(header, Columns) of a JSONL trace's bytes by the compiled row reader ``rows``, or
     None where the Python reader must read it (it then raises any error)."""
     bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
@@ -381,7 +409,8 @@ class JsonlDispatches(LazyDispatches):
     objects are read from the file's bytes (kept: the file may change or go) by
     mpl.traceio's reader only when something iterates or indexes them."""
 
-    def __init__(self, raw: bytes, header, path: str, columns: Columns, limit: int | None = None):
+    def __init__(self, raw: bytes | bytearray, header, path: str, columns: Columns,
+                 limit: int | None = None):
         self._raw, self._header, self._path = raw, header, path
         self._limit = limit
         self.columns = columns

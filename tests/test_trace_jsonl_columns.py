@@ -209,6 +209,27 @@ def test_a_line_at_the_length_limit_takes_the_python_reader(tmp_path, monkeypatc
     assert not _same(_write(tmp_path, _rows(rows, {"num_experts": 16})))
 
 
+def test_a_nul_byte_or_an_endless_line_after_many_rows_gets_the_python_readers_error(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(tracecols, "_JSONL_PIECE", 4096)       # the file is read in many pieces
+    good = _rows([{"t": s, "l": 1 + s % 3, "e": [s % 16, (s + 7) % 16], "s": [0.5, 0.25]}
+                  for s in range(2000)])
+    path = _write(tmp_path, good + ["\x00" * 100] + good[1:])
+    assert not _same(path)
+    with open(path, "rb") as f:           # the whole file is not read: it stops at the piece
+        assert tracecols._read_text_file(f, path) is None and f.tell() < len(open(path, "rb").read())
+    with pytest.raises(traceio.TraceFormatError, match=r":2002: a NUL byte"):
+        tracecols.load(path)
+    monkeypatch.setattr(traceio, "MAX_JSONL_LINE_BYTES", 5000)
+    for long in (" " * 10000, " " * 5001):                      # a line past the limit
+        path = _write(tmp_path, good + [long] + good[1:], raw=False)
+        assert not _same(path)
+        with open(path, "rb") as f:    # (reading stops where a piece ends in the long line)
+            assert (tracecols._read_text_file(f, path) is None) == (len(long) > 4096 + 5000)
+    with open(_write(tmp_path, good), "rb") as f:
+        assert tracecols._read_text_file(f, "t.jsonl") == "".join(x + "\n" for x in good).encode()
+
+
 def test_a_pipe_takes_the_python_readers_bounded_reads(tmp_path):
     import os
     import threading
