@@ -178,6 +178,15 @@ class SlotPool:
         self._pending_stalls = keep
         return total
 
+    def flush_stalls(self) -> float:
+        """Every pending stall measurement, waiting for the copies they measure: the
+        milliseconds (``collect_stalls(block=True)``) not yet collected, each counted once.
+        0.0 without CUDA, where copies are synchronous and their blocking time is what
+        ``copy_in`` returns. The caller adds it to its own stall count and the runtime's."""
+        if not self.cuda:
+            return 0.0
+        return self.collect_stalls(block=True)
+
     def synchronize(self) -> None:
         self.ops.synchronize()
 

@@ -653,11 +653,10 @@ class Engine:
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
         """Collect every pending CUDA stall measurement (waits for the copies)."""
-        if self.pool.cuda:
-            ms = self.pool.collect_stalls(block=True)
-            if ms:
-                self.stall_ms += ms
-                self.runtime.add_stall(ms)
+        ms = self.pool.flush_stalls()
+        if ms:
+            self.stall_ms += ms
+            self.runtime.add_stall(ms)
 
     def stats(self) -> dict:
         pool = self.pool

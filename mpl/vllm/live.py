@@ -277,11 +277,11 @@ class LiveExecutor:
 
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
-        if self.pool.cuda:
-            ms = self.pool.collect_stalls(block=True)
-            if ms:
-                self.stall_ms += ms
-                self.runtime.add_stall(ms)
+        """Collect every pending CUDA stall measurement (waits for the copies)."""
+        ms = self.pool.flush_stalls()
+        if ms:
+            self.stall_ms += ms
+            self.runtime.add_stall(ms)
 
     def stats(self) -> dict:
         pool = self.pool
