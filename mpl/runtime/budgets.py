@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from math import fsum
 from itertools import repeat
 
 
@@ -20,9 +21,16 @@ class BudgetError(ValueError):
 def allocate(weights: list[float], budget: int, lo: int, hi: int) -> list[int]:
     """Integer capacities proportional to ``weights``, clamped to [lo, hi], sum <= budget.
 
-    Water-filling: layers whose proportional share falls outside [lo, hi] are fixed at the
-    bound and the rest re-split; the fractional remainders are handed out largest first (ties:
-    lower layer). Equal or all-zero weights give the uniform split.
+    Water-filling: the exact split gives every layer ``clamp(x * w, lo, hi)`` for the one
+    scale ``x`` at which they sum to the budget (or every layer ``hi``, when even that is
+    within it). Each round splits what is left over the free layers in proportion; when some
+    shares fall outside [lo, hi], the side whose total excess is larger is fixed at its bound
+    (its layers are outside at the final scale too: the shares above ``hi`` exceed it by
+    more than those below ``lo`` miss it, so the scale can only grow, and the other way
+    round), then the rest is re-split. Layers of weight zero sit at ``lo`` until every
+    weighted layer is fixed, then share what is left equally. The fractional remainders are
+    handed out largest first (ties: lower layer). Equal or all-zero weights give the uniform
+    split.
 
     The work grows with the layers whose weight is not zero, not with the layers: equal
     weights (the uniform split) and the layers of weight zero (a per-layer signal's layers no
@@ -56,13 +64,16 @@ def _allocate_each(w: list[float], budget: int, lo: int, hi: int) -> list[int]:
         tw = sum(w[i] for i in free)
         share = {i: (rest * w[i] / tw if tw > 0 else rest / max(1, len(free))) for i in free}
         over = [i for i in free if share[i] > hi]
-        under = [] if over else [i for i in free if share[i] < lo]
-        for i in over:
-            fixed[i] = hi
-        for i in under:
-            fixed[i] = lo
+        under = [i for i in free if share[i] < lo]
         if not over and not under:
             break
+        if _fix_over(over and fsum([share[i] - hi for i in over]),
+                     under and fsum([lo - share[i] for i in under])):
+            for i in over:
+                fixed[i] = hi
+        else:
+            for i in under:
+                fixed[i] = lo
     exact = [fixed[i] if i in fixed else share[i] for i in range(n)]
     caps = [min(hi, max(lo, int(math.floor(x)))) for x in exact]
     left = budget - sum(caps)
@@ -74,6 +85,16 @@ def _allocate_each(w: list[float], budget: int, lo: int, hi: int) -> list[int]:
             caps[i] += 1
             left -= 1
     return caps
+
+
+def _fix_over(excess, deficit) -> bool:
+    """Whether a round of the water-filling fixes the shares above ``hi`` (their summed
+    ``excess``; falsy: none) rather than those below ``lo`` (``deficit``). The sums are
+    math.fsum's, exact to one rounding whatever their order, so the per-layer and the block
+    versions of the split decide alike."""
+    if not excess:
+        return False
+    return not deficit or excess >= deficit
 
 
 def _allocate_equal(v: float, n: int, budget: int, lo: int, hi: int) -> list[int]:
@@ -114,19 +135,27 @@ def _allocate_sparse(w: list[float], nz: list[int], budget: int, lo: int, hi: in
         zfree = zfixed is None
         over = [i for i in free if share[i] > hi]
         zover = zfree and zshare > hi
-        any_over = bool(over) or zover
-        under = [] if any_over else [i for i in free if share[i] < lo]
-        zunder = (not any_over) and zfree and zshare < lo
-        for i in over:
-            fixed[i] = hi
-        for i in under:
-            fixed[i] = lo
-        if zover:
-            zfixed = hi
-        elif zunder:
-            zfixed = lo
-        if not any_over and not under and not zunder:
+        under = [i for i in free if share[i] < lo]
+        zunder = zfree and zshare < lo
+        if not (over or zover or under or zunder):
             break
+        # (the zero block's share exceeds hi only when it is alone, tw = 0, so its excess
+        # never meets a deficit; below lo its deficit is lo - 0.0 per layer, lo x zcount in
+        # all, an exact float, so fsum gives the per-layer sum's value)
+        excess = (over or zover) and fsum([share[i] - hi for i in over]
+                                          + ([(zshare - hi) * zcount] if zover else []))
+        deficit = (under or zunder) and fsum([lo - share[i] for i in under]
+                                             + ([float(lo * zcount)] if zunder else []))
+        if _fix_over(excess, deficit):
+            for i in over:
+                fixed[i] = hi
+            if zover:
+                zfixed = hi
+        else:
+            for i in under:
+                fixed[i] = lo
+            if zunder:
+                zfixed = lo
     zexact = zfixed if zfixed is not None else zshare
     zcap = min(hi, max(lo, int(math.floor(zexact))))
     exact = {i: (fixed[i] if i in fixed else share[i]) for i in nz}
