@@ -246,3 +246,49 @@ def test_many_layers_few_weighted_cost_the_weighted_ones():
     unseen = [c for c, x in zip(fast, weights) if not x]
     assert max(unseen) - min(unseen) <= 1
     assert t1 - t0 < (t2 - t1) / 5, (t1 - t0, t2 - t1)
+
+
+def _exact_split(weights, budget, lo, hi):
+    """The exact water-filling in rationals: every weighted layer clamp(x * w, lo, hi) at the
+    scale x where the split meets the budget (found on the piecewise-linear sum's
+    breakpoints), the layers of weight zero at lo, or sharing what the weighted layers at hi
+    leave, equally, up to hi."""
+    w = [Fraction(v) for v in weights]
+    if all(v == 0 for v in w) or len(set(w)) == 1:
+        w = [Fraction(1)] * len(w)
+    pos = [i for i, v in enumerate(w) if v > 0]
+    zero = len(w) - len(pos)
+
+    def total(x):
+        return sum(min(hi, max(lo, x * w[i])) for i in pos) + zero * lo
+
+    points = sorted({Fraction(b) / w[i] for i in pos for b in (lo, hi)})
+    out = [Fraction(lo)] * len(w)
+    if total(points[-1]) <= budget:              # every weighted layer at hi
+        for i in pos:
+            out[i] = Fraction(hi)
+        if zero:
+            each = min(Fraction(hi), max(Fraction(lo), Fraction(budget - hi * len(pos), zero)))
+            out = [v if w[i] > 0 else each for i, v in enumerate(out)]
+        return out
+    a = next(p for p in points if total(p) >= budget)
+    below = [p for p in points if p < a]
+    b = below[-1] if below else Fraction(0)
+    ta, tb = total(a), total(b)
+    x = a if ta == tb else b + (a - b) * (budget - tb) / (ta - tb)
+    for i in pos:
+        out[i] = min(Fraction(hi), max(Fraction(lo), x * w[i]))
+    return out
+
+
+@prop(300, deadline=None)
+@example(([0.0, 3.0], 10, 3, 8))
+@example(([3.0, 1.0, 0.0, 0.0], 10, 2, 4))
+@example(([5.0, 1.0, 1.0], 12, 1, 6))
+@given(splits(max_layers=12))
+def test_the_split_is_within_one_slot_of_the_exact_water_filling(case):
+    weights, budget, lo, hi = case
+    caps = allocate(weights, budget, lo, hi)
+    exact = _exact_split(weights, budget, lo, hi)
+    assert all(abs(c - e) < 1 + Fraction(1, 10 ** 9) for c, e in zip(caps, exact)), (caps, exact)
+    assert sum(caps) == (budget if sum(exact) == budget else math.floor(sum(exact)))
