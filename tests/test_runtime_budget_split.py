@@ -75,16 +75,19 @@ def check_split(weights, budget, lo, hi, caps):
     # share under that factor is not above min + 1
     inside = [i for i in range(n) if lo < caps[i] < hi and w[i] > 0]
     if inside:
-        low = max((caps[i] - 1) / w[i] for i in inside)
-        high = min((caps[i] + 1) / w[i] for i in inside)
+        # (in rationals: a subnormal weight would overflow the quotient to inf)
+        low = max(Fraction(caps[i] - 1) / Fraction(w[i]) for i in inside)
+        high = min(Fraction(caps[i] + 1) / Fraction(w[i]) for i in inside)
         assert low < high, f"no common factor for the free layers {inside}"
         for i in range(n):
             if w[i] > 0 and caps[i] == lo:
-                assert low * w[i] < lo + 1, f"layer {i} held at min, its share above min + 1"
+                assert low * Fraction(w[i]) < lo + 1, f"layer {i} held at min, its share above min + 1"
 
 
 @prop(400, deadline=None)
 @given(splits())
+@example(([5e-324, 5e-324], 3, 0, 3))          # subnormal weights (the check's own arithmetic)
+@example(([2.2250738585e-313, 2.2250738585e-313], 3, 1, 3))
 def test_the_split_keeps_its_defining_properties(case):
     weights, budget, lo, hi = case
     caps = allocate(weights, budget, lo, hi)
