@@ -261,7 +261,7 @@ static void lrn_frequency(Learned *o, long layer, const int *ex, int n) {
 
 /* ------------------------------------------------------------------ observe */
 /* a speculative prediction for layer t (of step st): its n distinct ids */
-typedef struct { long t; long long st; int n; const int *ids; } GateArg;
+typedef struct { long t; long long st; Py_ssize_t n; const int *ids; } GateArg;
 
 /* Learned.observe's state change: layer's dispatch of step (|step| <= 2^62, layer in range)
  * selected the n distinct experts in o->arg_e (n <= E), with router weights o->arg_w when
@@ -315,7 +315,7 @@ static int lrn_observe_core(Learned *o, long layer, long long step, Py_ssize_t n
     for (Py_ssize_t i = 0; i < ng; i++) {
         long t = gates[i].t;
         int *dst = o->gt_e + (size_t)t * o->E, m = 0;
-        for (int j = 0; j < gates[i].n; j++) {      /* dict.fromkeys: the first of each id */
+        for (Py_ssize_t j = 0; j < gates[i].n; j++) {   /* dict.fromkeys: the first of each id */
             int e = gates[i].ids[j];
             if (o->got[e]) continue;
             o->got[e] = 1;
@@ -424,7 +424,7 @@ static PyObject *lrn_observe(Learned *o, PyObject *args, PyObject *kw) {
             if (m < 0) goto done;
             gates[i].t = t;
             gates[i].st = t > layer ? step : step + 1;
-            gates[i].n = (int)m;
+            gates[i].n = m;
             gates[i].ids = gids + (size_t)i * o->E;
         }
     }
