@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The compiled core under AddressSanitizer + UndefinedBehaviorSanitizer: builds
 # mpl.runtime._fast with -fsanitize=address,undefined in a copy of the checkout and runs the
-# kernel, live-dispatch (learned policies too), Belady, learned-predictor, trace-packing and callback/thread-safety
-# tests there. Any sanitizer report
-# stops the run with a non-zero exit (halt_on_error); a test failure fails it too.
+# kernel, live-dispatch (learned policies too), Belady, learned-predictor, trace-packing and
+# callback/thread-safety tests there. Any sanitizer report stops the run with a non-zero
+# exit (halt_on_error); a test failure fails it too.
 #   bash tests/run_sanitizers.sh              # the default test set
 #   bash tests/run_sanitizers.sh -k threads   # extra pytest arguments
 # Needs gcc with libasan/libubsan (Debian's gcc has both). Python itself is not
