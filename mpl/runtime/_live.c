@@ -760,7 +760,7 @@ static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n,
         long t = (layer + d) % L;
         plist[d - 1] = NULL;
         if (o->aff_predict) cn[d - 1] = aff_top(o, layer, ex, n, d, bq, o->hsort + (d - 1) * bq);
-        else if (o->lrn_predict) {      /* Learned.predict(layer, step, d): its first bq */
+        else if (o->lrn_predict && o->lrn) {   /* Learned.predict(layer, step, d): its first bq */
             int m = lrn_predict_core(o->lrn, layer, o->step, d);
             if (m < 0) return -1;
             long c = m < bq ? m : bq;
