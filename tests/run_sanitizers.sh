@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The compiled core under AddressSanitizer + UndefinedBehaviorSanitizer: builds
 # mpl.runtime._fast with -fsanitize=address,undefined in a copy of the checkout and runs the
-# kernel, live-dispatch, Belady, learned-predictor, trace-packing and callback/thread-safety
-# tests there. Any sanitizer report
-# stops the run with a non-zero exit (halt_on_error); a test failure fails it too.
+# kernel, live-dispatch (learned policies too), Belady, learned-predictor, trace-packing and
+# callback/thread-safety tests there. Any sanitizer report stops the run with a non-zero
+# exit (halt_on_error); a test failure fails it too.
 #   bash tests/run_sanitizers.sh              # the default test set
 #   bash tests/run_sanitizers.sh -k threads   # extra pytest arguments
 # Needs gcc with libasan/libubsan (Debian's gcc has both). Python itself is not
@@ -48,5 +48,5 @@ cd "$work"
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
     tests/test_live_safety.py tests/test_live_dispatch.py tests/test_fast_equivalence.py \
     tests/test_replay_kernel.py tests/test_belady.py tests/test_runtime_equivalence.py \
-    tests/test_prefetch_learned_compiled.py tests/test_prefetch_learned.py tests/test_trace_columns.py \
-    tests/test_trace_wide_headers.py tests/test_trace_jsonl_columns.py "$@"
+    tests/test_prefetch_learned_compiled.py tests/test_prefetch_learned.py tests/test_live_learned.py \
+    tests/test_trace_columns.py tests/test_trace_wide_headers.py tests/test_trace_jsonl_columns.py "$@"

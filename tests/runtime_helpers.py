@@ -102,12 +102,14 @@ def store_state(store):
     return (name, d)
 
 
-def state_policy(r):
+def state_policy(r, learned=False):
     """A random policy over what LiveState holds (lru/lfu/score stores, pins, TTL in accesses
     or steps, memory pressure, history/lookahead prefetch one or more layers ahead, one
     schedule mode, per-layer caches with rebalancing, a monitor, adapt rules of every unit
     with every kind of action, some of which take the policy off LiveState: an eviction rule
-    it does not hold, a rebalance, a capacity cut, triggers)."""
+    it does not hold, a rebalance, a capacity cut, triggers). ``learned``: the learned
+    strategy mostly (its context layers and confidence drawn too), and adapt rules that
+    switch to it or change its confidence."""
     from mpl import ir as _ir
     vals = {"cache.capacity": r.choice([1, 2, 3, 5, 8]),
             "cache.eviction": r.choice(STATE_EVICTIONS),
@@ -121,6 +123,10 @@ def state_policy(r):
             "prefetch.budget": r.choice([1, 2, 3, 5]),
             "prefetch.lookahead": r.choice([1, 1, 2, 3]),
             "prefetch.history_window": r.choice([1, 3, 20])}
+    if learned:
+        vals["prefetch.strategy"] = r.choice(["learned", "learned", "learned", "history", "none"])
+        vals["prefetch.context_layers"] = r.choice([1, 2, 3])
+        vals["prefetch.confidence"] = r.choice([0.0, 0.2, 0.5, 0.9])
     blocks = {"cache", "prefetch", "schedule"}
     if r.random() < 0.4:
         vals["cache.ttl"] = _ir.Count(r.choice([2, 5, 20]), r.choice(["accesses", "steps"]))
@@ -155,7 +161,10 @@ def state_policy(r):
                             _ir.SetAction("cache.frequency_decay", 0.7),
                             _ir.SetAction("monitor.window", r.choice([2, 10])),
                             _ir.SetAction("prefetch.history_window", r.choice([1, 5])),
-                            _ir.TriggerAction(r.choice(["flush", "ttl", "memory_pressure"]))])
+                            _ir.TriggerAction(r.choice(["flush", "ttl", "memory_pressure"]))]
+                           + ([_ir.SetAction("prefetch.strategy", r.choice(["learned", "history"])),
+                               _ir.SetAction("prefetch.confidence", r.choice([0.1, 0.6]))] * 2
+                              if learned else []))
             metric = r.choice(["hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy",
                                "transfer_rate", "stall_ms"])
             op = r.choice(["<", ">", "<=", ">=", "!=", "=="])
@@ -194,4 +203,5 @@ def full_state(rt):
             [c.resident for c in caches], list(rt.pool.free), rt.step, rt._last_layer,
             rt.dispatches, rt.accesses, dict(rt._pf),
             None if rt._ttl is None else list(rt._ttl.items()), hist, mon,
-            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff, sig)
+            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff, sig,
+            None if rt.learned is None else rt.learned.dump())

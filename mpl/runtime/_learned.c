@@ -15,9 +15,12 @@
  * the target layer's routing arrives; the logistic model's weights updated candidate by
  * candidate in that order. Sums run left to right, as the Python reference writes them.
  *
- * No Python code runs once a call has parsed its arguments (ints and floats are read
- * without __index__ or __float__; the predictions mapping is copied first), so nothing can
- * change the state under a call; every size is bounded when the object is made.
+ * No Python code runs once a call has parsed its arguments (every argument is made a
+ * sequence first, the predictions mapping's items included; ints and floats are then read
+ * without __index__ or __float__), so nothing can change the state under a call; every size
+ * is bounded when the object is made. The work of observe and predict is in
+ * lrn_observe_core and lrn_predict_core, which run no Python code: the compiled live
+ * dispatch (_live.c, LiveState) calls them directly on the runtime's predictor.
  */
 
 /* the largest tables the compiled predictor keeps (layers x experts, and distances x layers
@@ -26,6 +29,7 @@
 #define LRN_STEP_MAX (1LL << 62)     /* steps beyond this are a caller's error (step +- 1 never overflows) */
 
 typedef struct { int e; double c; } LEnt;
+typedef struct { double p; int e; } PE;   /* a candidate's probability */
 typedef struct { long long n; int len, cap; LEnt *ent; } LRow;
 
 typedef struct {
@@ -56,6 +60,7 @@ typedef struct {
     double *sc_f, *sc_p;          /* E * nf, E */
     int *arg_e;                   /* E: an observe's experts */
     double *arg_w;                /* E */
+    PE *sc_pe;                    /* E: a prediction's candidates, sorted */
 } Learned;
 
 static void lrn_free_all(Learned *o) {
@@ -70,7 +75,7 @@ static void lrn_free_all(Learned *o) {
     free(o->freq); free(o->fscale); free(o->pd_has); free(o->pd_step); free(o->pd_n);
     free(o->pd_e); free(o->pd_f); free(o->pd_p); free(o->gt_has); free(o->gt_step);
     free(o->gt_n); free(o->gt_e); free(o->mark); free(o->got); free(o->sc_e); free(o->sc_f);
-    free(o->sc_p); free(o->arg_e); free(o->arg_w);
+    free(o->sc_p); free(o->arg_e); free(o->arg_w); free(o->sc_pe);
     o->rows = NULL; o->pd_e = NULL;
 }
 
@@ -126,10 +131,11 @@ static PyObject *lrn_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     o->mark = calloc(E, sizeof(int)); o->got = calloc(E, 1); o->sc_e = malloc(sizeof(int) * (size_t)E);
     o->sc_f = malloc(sizeof(double) * (size_t)E * nf); o->sc_p = malloc(sizeof(double) * (size_t)E);
     o->arg_e = malloc(sizeof(int) * (size_t)E); o->arg_w = malloc(sizeof(double) * (size_t)E);
+    o->sc_pe = malloc(sizeof(PE) * (size_t)E);
     if (!o->rows || !o->theta || !o->cur_has || !o->cur_hasw || !o->cur_step || !o->cur_n || !o->cur_e ||
         !o->cur_w || !o->prev_n || !o->prev_e || !o->freq || !o->fscale || !o->pd_has || !o->pd_step ||
         !o->pd_n || !o->pd_e || !o->pd_f || !o->pd_p || !o->gt_has || !o->gt_step || !o->gt_n || !o->gt_e ||
-        !o->mark || !o->got || !o->sc_e || !o->sc_f || !o->sc_p || !o->arg_e || !o->arg_w) {
+        !o->mark || !o->got || !o->sc_e || !o->sc_f || !o->sc_p || !o->arg_e || !o->arg_w || !o->sc_pe) {
         Py_DECREF(o);
         return PyErr_NoMemory();
     }
@@ -141,10 +147,10 @@ static PyObject *lrn_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 }
 
 /* ------------------------------------------------------------------ arguments */
-/* ids (a sequence of distinct ints in [0, E)) into buf; their count, -1 with an exception */
-static Py_ssize_t lrn_ids(Learned *o, PyObject *seq_o, int *buf, int distinct_only, const char *what) {
-    PyObject *seq = PySequence_Fast(seq_o, what);
-    if (!seq) return -1;
+/* ids (seq: a PySequence_Fast result of distinct ints in [0, E)) into buf; their count, -1
+ * with an exception. No Python code runs in it (ints are read as they are stored); at most E
+ * ids are written (each a distinct one in range) */
+static Py_ssize_t lrn_ids(Learned *o, PyObject *seq, int *buf, int distinct_only, const char *what) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = 0;
     PyObject **items = PySequence_Fast_ITEMS(seq);
     int bad = 0;
@@ -169,7 +175,6 @@ static Py_ssize_t lrn_ids(Learned *o, PyObject *seq_o, int *buf, int distinct_on
         buf[m++] = (int)e;
     }
     for (Py_ssize_t i = 0; i < m; i++) o->got[buf[i]] = 0;
-    Py_DECREF(seq);
     return bad ? -1 : m;
 }
 
@@ -255,92 +260,17 @@ static void lrn_frequency(Learned *o, long layer, const int *ex, int n) {
 }
 
 /* ------------------------------------------------------------------ observe */
-typedef struct { long t; long long st; int n; int off; } GateArg;
+/* a speculative prediction for layer t (of step st): its n distinct ids */
+typedef struct { long t; long long st; Py_ssize_t n; const int *ids; } GateArg;
 
-static PyObject *lrn_observe(Learned *o, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"layer", "step", "experts", "weights", "predictions", NULL};
-    long layer;
-    long long step;
-    PyObject *ex_o, *w_o = Py_None, *pr_o = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "lLO|OO:observe", kwlist, &layer, &step, &ex_o, &w_o, &pr_o))
-        return NULL;
-    if (layer < 0 || layer >= o->L || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
-        PyErr_Format(PyExc_ValueError, "Learned.observe: layer must be in 0 .. %ld and |step| at most 2^62",
-                     o->L - 1);
-        return NULL;
-    }
-    Py_ssize_t n = lrn_ids(o, ex_o, o->arg_e, 0, "experts");
-    if (n < 0) return NULL;
-    int hasw = 0;
-    double total = 0.0;
-    if (w_o != Py_None) {
-        PyObject *ws = PySequence_Fast(w_o, "weights must be a sequence");
-        if (!ws) return NULL;
-        if (PySequence_Fast_GET_SIZE(ws) != n) {
-            Py_DECREF(ws);
-            PyErr_SetString(PyExc_ValueError, "Learned.observe: one weight per expert");
-            return NULL;
-        }
-        PyObject **it = PySequence_Fast_ITEMS(ws);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            double v;
-            if (PyFloat_Check(it[i])) v = PyFloat_AS_DOUBLE(it[i]);
-            else if (PyLong_Check(it[i])) {
-                v = PyLong_AsDouble(it[i]);
-                if (v == -1.0 && PyErr_Occurred()) { Py_DECREF(ws); return NULL; }
-            } else {
-                Py_DECREF(ws);
-                PyErr_Format(PyExc_TypeError, "Learned.observe: weights must be numbers, not %.80s",
-                             Py_TYPE(it[i])->tp_name);
-                return NULL;
-            }
-            o->arg_w[i] = v;
-            total += v;                        /* left to right, as the reference */
-        }
-        Py_DECREF(ws);
-        hasw = total > 0;
-    }
-    /* the speculative predictions, copied before anything changes */
-    PyObject *items = NULL;
-    GateArg *gates = NULL;
-    int *gids = NULL;
-    Py_ssize_t ng = 0;
-    if (pr_o != Py_None && PyObject_IsTrue(pr_o) != 0) {
-        if (PyErr_Occurred()) return NULL;
-        items = PyMapping_Items(pr_o);
-        if (!items) return NULL;
-        ng = PyList_GET_SIZE(items);
-        if (ng > o->L) {                 /* distinct keys: one at least is not a layer */
-            Py_DECREF(items);
-            PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", o->L - 1);
-            return NULL;
-        }
-        if ((size_t)ng > SIZE_MAX / sizeof(GateArg) / 2 ||
-            (size_t)ng > SIZE_MAX / sizeof(int) / (size_t)o->E) { Py_DECREF(items); return PyErr_NoMemory(); }
-        gates = malloc(sizeof(GateArg) * (size_t)(ng ? ng : 1));
-        gids = malloc(sizeof(int) * (size_t)(ng ? ng : 1) * (size_t)o->E);
-        if (!gates || !gids) { free(gates); free(gids); Py_DECREF(items); return PyErr_NoMemory(); }
-        for (Py_ssize_t i = 0; i < ng; i++) {
-            PyObject *kv = PyList_GET_ITEM(items, i);
-            long t;
-            if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 || !PyLong_Check(PyTuple_GET_ITEM(kv, 0))) {
-                PyErr_SetString(PyExc_TypeError, "Learned.observe: predictions map layers to expert ids");
-                goto gate_bad;
-            }
-            int of = 0;
-            t = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(kv, 0), &of);
-            if (of || t < 0 || t >= o->L) {
-                PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", o->L - 1);
-                goto gate_bad;
-            }
-            Py_ssize_t m = lrn_ids(o, PyTuple_GET_ITEM(kv, 1), gids + (size_t)i * o->E, 1, "predicted experts");
-            if (m < 0) goto gate_bad;
-            gates[i].t = t;
-            gates[i].st = t > layer ? step : step + 1;
-            gates[i].n = (int)m;
-            gates[i].off = 0;
-        }
-    }
+/* Learned.observe's state change: layer's dispatch of step (|step| <= 2^62, layer in range)
+ * selected the n distinct experts in o->arg_e (n <= E), with router weights o->arg_w when
+ * hasw (their sum, left to right: total > 0); the gates are the caller's speculative
+ * predictions (distinct layers in range, each a list of distinct ids in range; ids may
+ * repeat: the first of each is kept). Runs no Python code; 0, or -1 with MemoryError (the
+ * state then is what the reference's would be at the same failure: rows counted so far). */
+static int lrn_observe_core(Learned *o, long layer, long long step, Py_ssize_t n, int hasw, double total,
+                            const GateArg *gates, Py_ssize_t ng) {
     /* learn from the prediction made for this layer */
     if (o->pd_has[layer]) {
         o->pd_has[layer] = 0;
@@ -368,7 +298,7 @@ static PyObject *lrn_observe(Learned *o, PyObject *args, PyObject *kw) {
         if (src < 0) { src += o->L; src_step = step - 1; }
         if (o->cur_has[src] && o->cur_step[src] == src_step &&
             lrn_count(o, d, src, o->cur_e + (size_t)src * o->E, o->cur_n[src], o->arg_e, (int)n) < 0)
-            goto fail;
+            return -1;
     }
     lrn_frequency(o, layer, o->arg_e, (int)n);
     size_t base = (size_t)layer * o->E;
@@ -384,19 +314,128 @@ static PyObject *lrn_observe(Learned *o, PyObject *args, PyObject *kw) {
     if (hasw) for (Py_ssize_t i = 0; i < n; i++) o->cur_w[base + i] = o->arg_w[i] / total;
     for (Py_ssize_t i = 0; i < ng; i++) {
         long t = gates[i].t;
+        int *dst = o->gt_e + (size_t)t * o->E, m = 0;
+        for (Py_ssize_t j = 0; j < gates[i].n; j++) {   /* dict.fromkeys: the first of each id */
+            int e = gates[i].ids[j];
+            if (o->got[e]) continue;
+            o->got[e] = 1;
+            dst[m++] = e;
+        }
+        for (int j = 0; j < m; j++) o->got[dst[j]] = 0;
         o->gt_has[t] = 1;
         o->gt_step[t] = gates[i].st;
-        o->gt_n[t] = gates[i].n;
-        memcpy(o->gt_e + (size_t)t * o->E, gids + (size_t)i * o->E, sizeof(int) * (size_t)gates[i].n);
+        o->gt_n[t] = m;
     }
-    free(gates); free(gids); Py_XDECREF(items);
-    Py_RETURN_NONE;
-gate_bad:
-    free(gates); free(gids); Py_XDECREF(items);
-    return NULL;
-fail:
-    free(gates); free(gids); Py_XDECREF(items);
-    return NULL;
+    return 0;
+}
+
+static PyObject *lrn_observe(Learned *o, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"layer", "step", "experts", "weights", "predictions", NULL};
+    long layer;
+    long long step;
+    PyObject *ex_o, *w_o = Py_None, *pr_o = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "lLO|OO:observe", kwlist, &layer, &step, &ex_o, &w_o, &pr_o))
+        return NULL;
+    if (layer < 0 || layer >= o->L || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
+        PyErr_Format(PyExc_ValueError, "Learned.observe: layer must be in 0 .. %ld and |step| at most 2^62",
+                     o->L - 1);
+        return NULL;
+    }
+    /* every argument as a sequence first (what may run Python code: an iterable's __iter__,
+     * a mapping's items(), __bool__), then read into the scratch buffers with no Python
+     * code in between: nothing can call into this object between the reads and their use */
+    PyObject *ex = NULL, *ws = NULL, *items = NULL, *vals = NULL, *result = NULL;
+    GateArg *gates = NULL;
+    int *gids = NULL;
+    Py_ssize_t ng = 0;
+    if (!(ex = PySequence_Fast(ex_o, "experts must be a sequence"))) return NULL;
+    if (w_o != Py_None && !(ws = PySequence_Fast(w_o, "weights must be a sequence"))) goto done;
+    if (pr_o != Py_None) {
+        int truth = PyObject_IsTrue(pr_o);
+        if (truth < 0) goto done;
+        if (truth) {
+            if (!(items = PyMapping_Items(pr_o))) goto done;
+            if (!PyList_Check(items)) {
+                PyErr_SetString(PyExc_TypeError, "Learned.observe: predictions.items() must give a list");
+                goto done;
+            }
+            ng = PyList_GET_SIZE(items);
+            if (ng > o->L) {                 /* distinct keys: one at least is not a layer */
+                PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", o->L - 1);
+                goto done;
+            }
+            if (!(vals = PyTuple_New(ng))) goto done;
+            for (Py_ssize_t i = 0; i < ng; i++) {
+                PyObject *kv = PyList_GET_ITEM(items, i);
+                if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 || !PyLong_Check(PyTuple_GET_ITEM(kv, 0))) {
+                    PyErr_SetString(PyExc_TypeError, "Learned.observe: predictions map layers to expert ids");
+                    goto done;
+                }
+                PyObject *v = PySequence_Fast(PyTuple_GET_ITEM(kv, 1), "predicted experts must be a sequence");
+                if (!v) goto done;
+                PyTuple_SET_ITEM(vals, i, v);
+            }
+        }
+    }
+    /* from here on no Python code runs */
+    Py_ssize_t n = lrn_ids(o, ex, o->arg_e, 0, "experts");
+    if (n < 0) goto done;
+    int hasw = 0;
+    double total = 0.0;
+    if (ws) {
+        if (PySequence_Fast_GET_SIZE(ws) != n) {
+            PyErr_SetString(PyExc_ValueError, "Learned.observe: one weight per expert");
+            goto done;
+        }
+        PyObject **it = PySequence_Fast_ITEMS(ws);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v;
+            if (PyFloat_Check(it[i])) v = PyFloat_AS_DOUBLE(it[i]);
+            else if (PyLong_Check(it[i])) {
+                v = PyLong_AsDouble(it[i]);
+                if (v == -1.0 && PyErr_Occurred()) goto done;
+            } else {
+                PyErr_Format(PyExc_TypeError, "Learned.observe: weights must be numbers, not %.80s",
+                             Py_TYPE(it[i])->tp_name);
+                goto done;
+            }
+            o->arg_w[i] = v;
+            total += v;                        /* left to right, as the reference */
+        }
+        hasw = total > 0;
+    }
+    if (ng) {      /* the speculative predictions, copied before anything changes */
+        if ((size_t)ng > SIZE_MAX / sizeof(GateArg) || (size_t)ng > SIZE_MAX / sizeof(int) / (size_t)o->E) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        gates = malloc(sizeof(GateArg) * (size_t)ng);
+        gids = malloc(sizeof(int) * (size_t)ng * (size_t)o->E);
+        if (!gates || !gids) { PyErr_NoMemory(); goto done; }
+        for (Py_ssize_t i = 0; i < ng; i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            int of = 0;
+            long t = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(kv, 0), &of);
+            if (of || t < 0 || t >= o->L) {
+                PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", o->L - 1);
+                goto done;
+            }
+            Py_ssize_t m = lrn_ids(o, PyTuple_GET_ITEM(vals, i), gids + (size_t)i * o->E, 1, "predicted experts");
+            if (m < 0) goto done;
+            gates[i].t = t;
+            gates[i].st = t > layer ? step : step + 1;
+            gates[i].n = m;
+            gates[i].ids = gids + (size_t)i * o->E;
+        }
+    }
+    if (lrn_observe_core(o, layer, step, n, hasw, total, gates, ng) == 0) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    free(gates); free(gids);
+    Py_XDECREF(ex); Py_XDECREF(ws); Py_XDECREF(items); Py_XDECREF(vals);
+    return result;
 }
 
 /* ------------------------------------------------------------------ predict */
@@ -454,23 +493,17 @@ static int lrn_features(Learned *o, long t, long long st) {
     return cnt;
 }
 
-typedef struct { double p; int e; } PE;
-
 static int pe_cmp(const void *a, const void *b) {     /* probability descending, then ids */
     const PE *x = a, *y = b;
     if (x->p != y->p) return x->p > y->p ? -1 : 1;
     return (x->e > y->e) - (x->e < y->e);
 }
 
-static PyObject *lrn_predict(Learned *o, PyObject *args) {
-    long layer;
-    long long step, d;
-    if (!PyArg_ParseTuple(args, "lLL:predict", &layer, &step, &d)) return NULL;
-    if (layer < 0 || layer >= o->L || d < 0 || d > LRN_STEP_MAX || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
-        PyErr_Format(PyExc_ValueError, "Learned.predict: layer must be in 0 .. %ld, 0 <= d <= 2^62 and "
-                     "|step| at most 2^62", o->L - 1);
-        return NULL;
-    }
+/* Learned.predict's work for layer's dispatch of step (|step| <= 2^62, layer in range,
+ * 0 <= d <= 2^62): the pending prediction for layer + d kept, the candidates with a
+ * probability >= confidence in o->sc_pe, most probable first (ties: the lower id); their
+ * number, or -1 with MemoryError. Runs no Python code. */
+static int lrn_predict_core(Learned *o, long layer, long long step, long long d) {
     long long tt = layer + d;
     long long st = step + tt / o->L;
     long t = (long)(tt % o->L);
@@ -489,7 +522,7 @@ static PyObject *lrn_predict(Learned *o, PyObject *args) {
         double *nfv = ne ? realloc(o->pd_f[t], sizeof(double) * (size_t)cnt * nf) : NULL;
         if (nfv) o->pd_f[t] = nfv;
         double *np = nfv ? realloc(o->pd_p[t], sizeof(double) * (size_t)cnt) : NULL;
-        if (!np) { o->pd_has[t] = 0; return PyErr_NoMemory(); }
+        if (!np) { o->pd_has[t] = 0; PyErr_NoMemory(); return -1; }
         o->pd_p[t] = np;
         memcpy(o->pd_e[t], o->sc_e, sizeof(int) * (size_t)cnt);
         memcpy(o->pd_f[t], o->sc_f, sizeof(double) * (size_t)cnt * nf);
@@ -498,20 +531,38 @@ static PyObject *lrn_predict(Learned *o, PyObject *args) {
     o->pd_has[t] = 1;
     o->pd_step[t] = st;
     o->pd_n[t] = cnt;
-    PE *good = malloc(sizeof(PE) * (cnt > 0 ? (size_t)cnt : 1));
-    if (!good) return PyErr_NoMemory();
+    PE *good = o->sc_pe;
     int ng = 0;
     for (int c = 0; c < cnt; c++)
         if (o->sc_p[c] >= o->confidence) { good[ng].p = o->sc_p[c]; good[ng].e = o->sc_e[c]; ng++; }
     qsort(good, (size_t)ng, sizeof(PE), pe_cmp);
+    return ng;
+}
+
+static PyObject *lrn_predict(Learned *o, PyObject *args) {
+    long layer;
+    long long step, d;
+    if (!PyArg_ParseTuple(args, "lLL:predict", &layer, &step, &d)) return NULL;
+    if (layer < 0 || layer >= o->L || d < 0 || d > LRN_STEP_MAX || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
+        PyErr_Format(PyExc_ValueError, "Learned.predict: layer must be in 0 .. %ld, 0 <= d <= 2^62 and "
+                     "|step| at most 2^62", o->L - 1);
+        return NULL;
+    }
+    int ng = lrn_predict_core(o, layer, step, d);
+    if (ng < 0) return NULL;
+    /* the ids out of the scratch before any Python object is made (an allocation may run a
+     * finalizer, which may call this object again) */
+    int *ids = malloc(sizeof(int) * (ng > 0 ? (size_t)ng : 1));
+    if (!ids) return PyErr_NoMemory();
+    for (int i = 0; i < ng; i++) ids[i] = o->sc_pe[i].e;
     PyObject *out = PyList_New(ng);
-    if (!out) { free(good); return NULL; }
+    if (!out) { free(ids); return NULL; }
     for (int i = 0; i < ng; i++) {
-        PyObject *v = PyLong_FromLong(good[i].e);
-        if (!v) { Py_DECREF(out); free(good); return NULL; }
+        PyObject *v = PyLong_FromLong(ids[i]);
+        if (!v) { Py_DECREF(out); free(ids); return NULL; }
         PyList_SET_ITEM(out, i, v);
     }
-    free(good);
+    free(ids);
     return out;
 }
 

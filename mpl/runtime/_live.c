@@ -92,6 +92,13 @@ typedef struct {
     int *aff_last, *aff_lastn;            /* per layer its experts (E each), their number */
     double *aff_best;                     /* scratch: E */
     long long *aff_bc, *aff_bn;           /* scratch: E (the best fraction per target) */
+    /* the learned predictor (prefetch.Learned): the runtime's _fast.Learned itself, a strong
+     * reference held while the state is (from load to the next load or a destructive
+     * dump); its state stays in it (Python code mutating it between dispatches changes
+     * what the next one reads, as on the pure path), the dispatch calls its C cores */
+    Learned *lrn;                         /* NULL: the policy observes no learned predictor */
+    int lrn_predict;                      /* the strategy now is learned */
+    GateArg *lrn_gates;                   /* scratch: L (the call's predictions, per layer) */
     /* the per-layer signal (budgets.Signal): per layer a ring of its last dispatches, the
      * counts per expert, their total, and the experts with a count in the order the Python
      * dict holds them (first count, after any deletion: its entropy sums in that order) */
@@ -162,13 +169,13 @@ static PyObject *s_stall, *s_cpu_o, *s_stream_o, *s_one_o;
 static int ls_traverse(LiveState *o, visitproc visit, void *arg) {
     Py_VISIT(o->rt); Py_VISIT(o->dict); Py_VISIT(o->pure); Py_VISIT(o->take); Py_VISIT(o->sync);
     Py_VISIT(o->observe); Py_VISIT((PyObject *)o->plan); Py_VISIT(o->mlog); Py_VISIT(o->mmetrics);
-    Py_VISIT(o->split); Py_VISIT((PyObject *)o->guard);
+    Py_VISIT(o->split); Py_VISIT((PyObject *)o->guard); Py_VISIT((PyObject *)o->lrn);
     return 0;
 }
 static int ls_clear(LiveState *o) {
     Py_CLEAR(o->rt); Py_CLEAR(o->dict); Py_CLEAR(o->pure); Py_CLEAR(o->take); Py_CLEAR(o->sync);
     Py_CLEAR(o->observe); Py_CLEAR(o->plan); Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
-    Py_CLEAR(o->split); Py_CLEAR(o->guard);
+    Py_CLEAR(o->split); Py_CLEAR(o->guard); Py_CLEAR(o->lrn);
     return 0;
 }
 
@@ -206,6 +213,9 @@ static void ls_free_state(LiveState *o) {
     o->aff_n = o->aff_c = o->aff_step = NULL; o->aff_tab = o->aff_has = NULL;
     o->aff_last = o->aff_lastn = NULL; o->aff_best = NULL; o->aff_bc = o->aff_bn = NULL;
     o->has_aff = o->aff_predict = 0;
+    Py_CLEAR(o->lrn);                     /* (a predictor's dealloc runs no Python code) */
+    o->lrn_predict = 0;
+    free(o->lrn_gates); o->lrn_gates = NULL;
     Py_CLEAR(o->mlog); Py_CLEAR(o->mmetrics);
     o->owns = 0;
 }
@@ -717,11 +727,13 @@ static inline long pr_for(LiveState *o, int given, long t, const int **ids) {
  * strategy reachable (the generated code's shortcut), the predictions for the target are
  * read whatever the strategy is now, their duplicates dropped. ``given``: the call brought
  * predictions (pr_*). At most bmax proposals: min(budget, the distinct keys of the targets),
- * which is what the budget allows; one target gives at most bq = min(budget, E). */
+ * which is what the budget allows; one target gives at most bq = min(budget, E) (a learned
+ * prediction's candidates are distinct: the round-robin never reads past rank bq). -1: an
+ * exception (no memory for a learned prediction). */
 static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n, int given) {
     long L = o->L, b = o->bmax, bq = o->bq, np = 0;
     State *S = &o->S;
-    if (b <= 0) return 0;
+    if (b <= 0 && !o->lrn_predict) return 0;   /* (a learned prediction is kept, whatever the budget) */
     const int *ids;
     if (o->next_only) {
         long t = layer + 1 == L ? 0 : layer + 1;
@@ -748,7 +760,13 @@ static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n,
         long t = (layer + d) % L;
         plist[d - 1] = NULL;
         if (o->aff_predict) cn[d - 1] = aff_top(o, layer, ex, n, d, bq, o->hsort + (d - 1) * bq);
-        else {
+        else if (o->lrn_predict && o->lrn) {   /* Learned.predict(layer, step, d): its first bq */
+            int m = lrn_predict_core(o->lrn, layer, o->step, d);
+            if (m < 0) return -1;
+            long c = m < bq ? m : bq;
+            for (long j = 0; j < c; j++) o->hsort[(d - 1) * bq + j] = o->lrn->sc_pe[j].e;
+            cn[d - 1] = c;
+        } else {
             long m = o->strategy_la ? pr_for(o, given, t, &ids) : -1;
             if (m >= 0) {               /* list(predictions[t]): every entry, duplicates too */
                 plist[d - 1] = ids;
@@ -772,6 +790,37 @@ static long ls_proposals(LiveState *o, long layer, const long *ex, Py_ssize_t n,
         if (!progressed) break;
     }
     return np;
+}
+
+/* self.learned.observe(layer, self.step, experts, weights, predictions) on the held
+ * predictor, from the call's C copies (the ids: distinct, in range, at most E; the weights:
+ * exact floats, summed left to right as Learned.observe sums them; the predictions: exact
+ * ints in range, per layer, their repeats dropped in the core). The step is within the
+ * predictor's 2^62 (ls_dispatch sends any other to the pure dispatch). */
+static int lrn_observe_live(LiveState *o, long layer, const long *ex, Py_ssize_t n, int has_w, int given) {
+    Learned *q = o->lrn;
+    for (Py_ssize_t i = 0; i < n; i++) q->arg_e[i] = (int)ex[i];
+    int hasw = 0;
+    double total = 0.0;
+    if (has_w) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            q->arg_w[i] = o->wv[i];
+            total += o->wv[i];
+        }
+        hasw = total > 0;
+    }
+    Py_ssize_t ng = 0;
+    if (given) {
+        for (long t = 0; t < o->L; t++) {
+            if (o->pr_at[t] != o->pr_call) continue;
+            GateArg *g = &o->lrn_gates[ng++];
+            g->t = t;
+            g->st = t > layer ? o->step : o->step + 1;
+            g->n = o->pr_len[t];
+            g->ids = o->pr_ids + o->pr_off[t];
+        }
+    }
+    return lrn_observe_core(q, layer, o->step, n, hasw, total, o->lrn_gates, ng);
 }
 
 /* Runtime._issue: proposals -> PREFETCH loads (never evicting a key in use or proposed) */
@@ -1263,6 +1312,11 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
         if (ls_glue(o, o->take) < 0) return NULL;
         if (!o->owns) return PyObject_Vectorcall(o->pure, args, nargsf, kw);   /* not covered now */
     }
+    if (o->lrn) {    /* a step beyond the predictor's 2^62: the pure dispatch (its error) */
+        long long ns = A.step_given >= 0 ? A.step_given : o->step;
+        int inc = A.step_given < 0 && A.layer <= o->last_layer;
+        if (ns < -LRN_STEP_MAX || ns > LRN_STEP_MAX - inc) return ls_pure(o, args, nargsf, kw);
+    }
     /* from here on no Python code can change the state: load() and dump() are refused
      * outside the glue, and the ids, weights and predictions are C copies */
     State *S = &o->S;
@@ -1363,9 +1417,11 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
     if (o->f_rebalance) o->dispatches++;
     if (o->has_hist && h_observe(o, layer, ex, n) < 0) goto fail;
     if (o->has_aff) aff_observe(o, layer, ex, n);
+    if (o->lrn && lrn_observe_live(o, layer, ex, n, A.has_w, given) < 0) goto fail;
     if (o->has_sig && s_observe(o, layer, ex, n) < 0) goto fail;
     if (o->prefetch_on) {
         long np = ls_proposals(o, layer, ex, n, given);
+        if (np < 0) goto fail;
         if (np) { if (ls_issue(o, np, base, ex, n, loads, evicted) < 0) goto fail; }
         else if (!o->next_only) ls_mark_inuse(o, base, ex, n);   /* the proposals' marks */
     }
@@ -1821,13 +1877,27 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
         return NULL;
     ls_free_state(o);
     long long ttl_n;
-    PyObject *split, *aff, *sig;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOpp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    PyObject *split, *aff, *sig, *lrn;
+    int lrn_pred;
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOppOp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
-                          &o->rb_interval, &split, &aff, &sig, &o->f_lookahead, &o->strategy_la))
+                          &o->rb_interval, &split, &aff, &sig, &o->f_lookahead, &o->strategy_la,
+                          &lrn, &lrn_pred))
         return NULL;
+    /* the learned predictor: the runtime's own _fast.Learned of this model's shape (its
+     * cores index its tables by layer and expert) */
+    if (lrn != Py_None && (!Py_IS_TYPE(lrn, &LearnedType) || ((Learned *)lrn)->L != o->L ||
+                           ((Learned *)lrn)->E != o->E)) {
+        PyErr_SetString(PyExc_ValueError, "live dispatch: load: the learned predictor must be a "
+                        "_fast.Learned of the runtime's layers and experts");
+        return NULL;
+    }
+    if (lrn_pred && lrn == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "live dispatch: load: the learned strategy without a predictor");
+        return NULL;
+    }
     long L = o->L, E = o->E, K = o->K;
     if (o->mode < 0 || o->mode > 2 || ttl_n < -1 || o->lookahead < 1 || o->lookahead > 64 ||
             o->pool_size < 0 || o->pool_size > K || o->rb_interval < 0) {
@@ -1837,6 +1907,12 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     o->ttl_n = ttl_n;
     o->mem_on = o->mem_thr >= 0.0;
     Py_INCREF(split); o->split = split;
+    if (lrn != Py_None) {
+        if (!(o->lrn_gates = malloc(sizeof(GateArg) * (size_t)o->L))) return PyErr_NoMemory();
+        Py_INCREF(lrn);
+        o->lrn = (Learned *)lrn;
+    }
+    o->lrn_predict = lrn_pred;
     o->ncaches = o->per_layer ? L : 1;
     /* the arguments' items as tuples: nothing a conversion below calls can change them */
     PyObject *caches = NULL, *freel = NULL, *lacc = NULL, *lhit = NULL, *pfl = NULL, *ttll = NULL, *rules = NULL;

@@ -44,7 +44,7 @@ from mpl.runtime.eviction import SEGMENT_RULES, make_store
 ENV_PURE = "MPL_PURE"
 #: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
 #: an older source is not used)
-KERNEL_ABI = 5
+KERNEL_ABI = 6
 
 
 def _import_kernel():
@@ -808,7 +808,7 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 
 # ---------------------------------------------------------------------- live dispatch
 #: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("priority", "learned")
+_STATE_OFF = ("priority",)
 
 
 def _state_unsupported(rt) -> str | None:
@@ -823,8 +823,17 @@ def _state_unsupported(rt) -> str | None:
     rule = rt.p["cache.eviction"]
     if rule_code(rule) is None:
         return f"eviction {rule!r} (the live C dispatch holds {', '.join(RULES)} and segmented a | b stores)"
-    if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "affinity", "none"):
+    if f.get("prefetch") and rt.strategy not in ("history", "lookahead", "affinity", "learned", "none"):
         return f"prefetch strategy {rt.strategy!r}"
+    if f.get("learned") or rt.strategy == "learned":
+        # the predictor itself is held (its C functions called on it): the compiled one of
+        # the runtime's shape; a Python one (a shape beyond its tables, or one set on the
+        # runtime) is the pure dispatch's
+        lr = rt.__dict__.get("learned")
+        if not f.get("learned") or type(lr) is not getattr(_kernel, "Learned", None) or \
+                lr.L != rt.num_layers or lr.E != rt.num_experts:
+            return ("a learned predictor that is not the compiled one of the runtime's shape "
+                    "(the live C dispatch calls _fast.Learned's C functions)")
     if f.get("prefetch") and rt.lookahead > 64:
         return "a lookahead beyond 64 layers (the live C dispatch's proposals)"
     if f.get("rules") and _rules_of(rt) is None:
@@ -842,7 +851,8 @@ def _state_unsupported(rt) -> str | None:
 def live_unsupported(rt) -> str | None:
     """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveState``); None: it
     can. It holds one schedule mode with every store of the kernel, pins, TTL and memory
-    triggers, history / lookahead / affinity prefetch, the monitor and adapt rules, shared or
+    triggers, history / lookahead / affinity / learned prefetch (the learned one through the
+    runtime's compiled predictor, ``_fast.Learned``), the monitor and adapt rules, shared or
     per-layer caches with any allocation; see docs/internals.md, "Live dispatch"."""
     if not available():
         return "the compiled backend is not in use"
@@ -876,11 +886,14 @@ def install_live(rt) -> bool:
 
 # ------------------------------------------------------------- LiveState: moving the state
 #: the runtime attributes LiveState holds while it owns the state (absent from the instance
-#: __dict__ then: a read reaches Runtime.__getattr__, which syncs)
+#: __dict__ then: a read reaches Runtime.__getattr__, which syncs). ``learned`` is the
+#: compiled predictor itself, which LiveState holds a reference to and calls: its state
+#: stays in it (nothing to move), and a predictor set on the runtime is taken at the next
+#: dispatch (the write syncs first)
 _OWNED = ("step", "_last_layer", "accesses", "evictions", "demand_loads", "background_loads",
           "prefetch_loads", "prefetch_useful", "cpu_computes", "streamed", "dispatches", "l_acc",
           "l_hit", "caches", "pool", "_pf", "_ttl", "history", "affinity", "signal", "monitor",
-          "rules")
+          "rules", "learned")
 _COUNTERS = _OWNED[:11]
 _CMP = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4, "!=": 5}
 _UNITS = {"accesses": 0, "steps": 1, "tokens": 2}
@@ -999,7 +1012,8 @@ def _live_take(rt) -> None:
            bool(f.get("rebalance_off")), int(rt.rebalance_interval) if rt.per_layer else 0,
            _live_split, _affinity_state(rt),
            _signal_state(rt.signal),
-           bool(f.get("lookahead_strategy")), rt.strategy == "lookahead")
+           bool(f.get("lookahead_strategy")), rt.strategy == "lookahead",
+           d["learned"] if f.get("learned") else None, rt.strategy == "learned")
     pins = bytearray(E)
     for e in rt.pins:
         pins[e] = 1
@@ -1110,7 +1124,8 @@ def live_read(rt, name):
 def _snapshot(rt, name):
     """The value of ``name`` as the state is now, read without moving it: in the middle of a
     take or a sync it is the held value itself; while C holds the state, a copy of the held
-    structures with the C state written into it (``LiveState.dump(True)`` keeps the state)."""
+    structures with the C state written into it (``LiveState.dump(True)`` keeps the state);
+    the learned predictor, which keeps its own state, is the runtime's own object."""
     d = rt.__dict__
     live = d.get("_live")
     held = d.get("_live_held")
@@ -1118,7 +1133,8 @@ def _snapshot(rt, name):
         if live is None or not live.owns:
             return held[name]
         import copy
-        snap = copy.deepcopy(held)
+        lr = held.get("learned")      # (the compiled predictor is not copied: it is returned)
+        snap = copy.deepcopy(held, {} if lr is None else {id(lr): lr})
         _apply_dump(rt, snap, live.dump(True))
         return snap[name]
     raise AttributeError(f"{type(rt).__name__!r} object has no attribute {name!r}")
