@@ -102,14 +102,15 @@ def store_state(store):
     return (name, d)
 
 
-def state_policy(r, learned=False):
+def state_policy(r, learned=False, priority=False):
     """A random policy over what LiveState holds (lru/lfu/score stores, pins, TTL in accesses
     or steps, memory pressure, history/lookahead prefetch one or more layers ahead, one
     schedule mode, per-layer caches with rebalancing, a monitor, adapt rules of every unit
     with every kind of action, some of which take the policy off LiveState: an eviction rule
     it does not hold, a rebalance, a capacity cut, triggers). ``learned``: the learned
     strategy mostly (its context layers and confidence drawn too), and adapt rules that
-    switch to it or change its confidence."""
+    switch to it or change its confidence. ``priority``: priority routing mostly on, and adapt
+    rules that turn it on or off."""
     from mpl import ir as _ir
     vals = {"cache.capacity": r.choice([1, 2, 3, 5, 8]),
             "cache.eviction": r.choice(STATE_EVICTIONS),
@@ -127,6 +128,8 @@ def state_policy(r, learned=False):
         vals["prefetch.strategy"] = r.choice(["learned", "learned", "learned", "history", "none"])
         vals["prefetch.context_layers"] = r.choice([1, 2, 3])
         vals["prefetch.confidence"] = r.choice([0.0, 0.2, 0.5, 0.9])
+    if priority:
+        vals["schedule.priority_routing"] = r.random() < 0.8
     blocks = {"cache", "prefetch", "schedule"}
     if r.random() < 0.4:
         vals["cache.ttl"] = _ir.Count(r.choice([2, 5, 20]), r.choice(["accesses", "steps"]))
@@ -164,7 +167,9 @@ def state_policy(r, learned=False):
                             _ir.TriggerAction(r.choice(["flush", "ttl", "memory_pressure"]))]
                            + ([_ir.SetAction("prefetch.strategy", r.choice(["learned", "history"])),
                                _ir.SetAction("prefetch.confidence", r.choice([0.1, 0.6]))] * 2
-                              if learned else []))
+                              if learned else [])
+                           + ([_ir.SetAction("schedule.priority_routing", r.random() < 0.5)] * 3
+                              if priority else []))
             metric = r.choice(["hit_rate", "miss_rate", "eviction_rate", "prefetch_accuracy",
                                "transfer_rate", "stall_ms"])
             op = r.choice(["<", ">", "<=", ">=", "!=", "=="])

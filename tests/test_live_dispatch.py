@@ -174,7 +174,8 @@ BENCH = {
     "filter": ("policy ft { cache { capacity = 8 eviction = frequency_threshold } }", "LiveState"),
     "filter_segment": ("policy fs { cache { capacity = 8 eviction = frequency_threshold | lru } }",
                        "LiveState"),
-    "priority": ("policy pr { cache { capacity = 8 } schedule { priority_routing = true } }", None),
+    "priority": ("policy pr { cache { capacity = 8 } schedule { priority_routing = true } }",
+                 "LiveState"),
     "modes": ("policy md { cache { capacity = 8 } monitor { metrics = [hit_rate] } adapt { when "
               "hit_rate < 0.5 { schedule.mode = cpu_fallback } } }", None),
     "rebalancing": ("policy rb { cache { capacity = 8 eviction = lfu } per_layer { allocation = "
@@ -290,6 +291,41 @@ def test_live_state_equals_pure_call_by_call(via, seed, data):
         elif item == "stall":
             a.add_stall(1.5)
             b.add_stall(1.5)
+        else:
+            args, kw = item
+            same_call(a, b, args, kw, via)
+    assert full_state(a) == full_state(b)
+
+
+@needs_live
+@pytest.mark.parametrize("via", ["dispatch", "hits"])
+@given(st.integers(0, 2 ** 32 - 1), st.data())
+@prop(int(os.environ.get("MPL_LIVE_EXAMPLES", "120")) // 2, deadline=None,
+      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_live_state_with_priority_routing_equals_pure_call_by_call(via, seed, data):
+    """Priority routing in LiveState (the heaviest experts served first, equal weights in
+    router order): random policies with it mostly on and adapt rules that switch it, random
+    calls with and without weights (ties among them too); every Plan, its loads' and
+    evictions' order included, and the full state are the pure dispatch's."""
+    import random as _random
+    from mpl.api import from_ir
+    r = _random.Random(seed)
+    pol = from_ir(state_policy(r, priority=True))
+    L, E, K = r.choice([(1, 4, 2), (2, 8, 2), (3, 10, 3), (3, 12, 6)])
+    a = pol.runtime(L, E, K, expert_bytes=2e8)
+    with fast.pure():
+        b = pol.runtime(L, E, K, expert_bytes=2e8)
+    if fast.live_backend(a) == "pure":
+        assert fast.live_unsupported(a)
+    tied = st.tuples(st.integers(0, L - 1), st.lists(st.integers(0, E - 1), min_size=2, max_size=K,
+                                                       unique=True)).flatmap(
+        lambda c: st.tuples(st.just(c), st.lists(st.sampled_from([0.25, 0.5, 0.75]),
+                                                 min_size=len(c[1]), max_size=len(c[1]))))
+    seq = data.draw(st.lists(st.one_of(calls(L, E, K), tied.map(lambda x: ((x[0][0], x[0][1], x[1]), {})),
+                                       st.just("read")), min_size=1, max_size=80))
+    for item in seq:
+        if item == "read":
+            assert full_state(a) == full_state(b)
         else:
             args, kw = item
             same_call(a, b, args, kw, via)

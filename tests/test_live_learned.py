@@ -234,11 +234,11 @@ def test_a_load_of_a_predictor_it_cannot_hold_is_refused():
     live = a._live
     args = list(live_load_args(a))
     cfg = list(args[0])
-    assert type(cfg[-2]) is fast._kernel.Learned and cfg[-1] is True
+    assert type(cfg[-3]) is fast._kernel.Learned and cfg[-2] is True   # (then priority routing)
     for bad, predicts in ((fast._kernel.Learned(4, 8, 2, 5, 0.1, 1), True),
                           (fast._kernel.Learned(3, 9, 2, 5, 0.1, 1), True),
                           (Learned(3, 8, 2, 5, 0.1, 1), True), ("learned", True), (None, True)):
-        args[0] = tuple(cfg[:-2] + [bad, predicts])
+        args[0] = tuple(cfg[:-3] + [bad, predicts, cfg[-1]])
         with pytest.raises(ValueError):
             live.load(*args)
         assert not live.owns

@@ -2141,7 +2141,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fast(void) {
     methods[0].ml_doc = replay_doc;
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 6)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 7)   /* = fast.KERNEL_ABI */ < 0) { Py_DECREF(m); return NULL; }
     if (m && (!(s_layer_a = PyUnicode_InternFromString("layer")) || !(s_step_a = PyUnicode_InternFromString("step")) ||
               !(s_experts_a = PyUnicode_InternFromString("experts")) ||
               !(s_weights_a = PyUnicode_InternFromString("weights")))) { Py_DECREF(m); return NULL; }

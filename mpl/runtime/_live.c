@@ -142,6 +142,9 @@ typedef struct {
     long *ex;                             /* the dispatch's experts (E) */
     double *wv;                           /* ... their weights (E) */
     unsigned char *hv;                    /* ... hit or not (E) */
+    int *ord;                             /* ... the order they are served in (E): priority
+                                           * routing serves the heaviest first */
+    int priority;                         /* schedule.priority_routing, as the runtime has it */
     /* a dispatch recorded in C for a replay (the lean record: no Python object): per access
      * its slot / -1 CPU / -2 streamed (hit flags in hv), the loads (key, slot, victim or -1,
      * kind) and the evictions (key, slot); also what a Plan's timeline view is read into */
@@ -228,7 +231,7 @@ static void ls_dealloc(LiveState *o) {
         for (long k = 0; k < o->K; k++) Py_XDECREF(o->keys[k]);
         free(o->keys);
     }
-    free(o->ex); free(o->wv); free(o->hv); free(o->lwh);
+    free(o->ex); free(o->wv); free(o->hv); free(o->ord); free(o->lwh);
     free(o->lk); free(o->lsl); free(o->lvk); free(o->lkind); free(o->xk); free(o->xsl);
     free(o->pr_at); free(o->pr_off); free(o->pr_len); free(o->pr_ids);
     Py_TYPE(o)->tp_free((PyObject *)o);
@@ -1345,7 +1348,22 @@ static PyObject *ls_dispatch(LiveState *o, PyObject *const *args, size_t nargsf,
     ls_mark_inuse(o, base, ex, n);
     long long nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0;
     int first_miss = 1, to_cpu = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    /* the order of service: router order, or with priority routing and weights the
+     * heaviest first, equal weights in router order (the generated dispatch's
+     * sorted(range(n), key=weights.__getitem__, reverse=True), which is stable) */
+    const int *ord = NULL;
+    if (o->priority && A.has_w && n > 1) {
+        int *q = o->ord;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            Py_ssize_t at = j;
+            double wj = o->wv[j];
+            while (at > 0 && o->wv[q[at - 1]] < wj) { q[at] = q[at - 1]; at--; }
+            q[at] = (int)j;
+        }
+        ord = q;
+    }
+    for (Py_ssize_t ii = 0; ii < n; ii++) {
+        Py_ssize_t i = ord ? ord[ii] : ii;
         int e = (int)ex[i];
         int k = (int)(base + e);
         double w = wv ? wv[i] : o->wdef;
@@ -1879,12 +1897,12 @@ static PyObject *ls_load(LiveState *o, PyObject *args) {
     long long ttl_n;
     PyObject *split, *aff, *sig, *lrn;
     int lrn_pred;
-    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOppOp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
+    if (!PyArg_ParseTuple(cfg, "pipppppLddddddlllppLOOOppOpp", &o->per_layer, &o->mode, &o->f_ttl, &o->f_weighted,
                           &o->prefetch_on, &o->next_only, &o->ttl_steps, &ttl_n, &o->mem_thr,
                           &o->mem_headroom, &o->mem_budget, &o->expert_bytes, &o->wdef, &o->cpu_limit,
                           &o->budget, &o->lookahead, &o->pool_size, &o->f_rebalance, &o->rb_guard,
                           &o->rb_interval, &split, &aff, &sig, &o->f_lookahead, &o->strategy_la,
-                          &lrn, &lrn_pred))
+                          &lrn, &lrn_pred, &o->priority))
         return NULL;
     /* the learned predictor: the runtime's own _fast.Learned of this model's shape (its
      * cores index its tables by layer and expert) */
@@ -3100,11 +3118,12 @@ static PyObject *ls_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     o->ex = malloc(sizeof(long) * ne);
     o->wv = malloc(sizeof(double) * ne);
     o->hv = malloc(ne);
+    o->ord = malloc(sizeof(int) * ne);
     o->lwh = malloc(sizeof(long) * ne);
     o->pr_at = calloc(nl, sizeof(long long));
     o->pr_off = calloc(nl, sizeof(long));
     o->pr_len = calloc(nl, sizeof(long));
-    if (!o->keys || !o->ex || !o->wv || !o->hv || !o->lwh || !o->pr_at || !o->pr_off || !o->pr_len) {
+    if (!o->keys || !o->ex || !o->wv || !o->hv || !o->ord || !o->lwh || !o->pr_at || !o->pr_off || !o->pr_len) {
         Py_DECREF(o);
         return PyErr_NoMemory();
     }

@@ -44,7 +44,7 @@ from mpl.runtime.eviction import SEGMENT_RULES, make_store
 ENV_PURE = "MPL_PURE"
 #: the calling convention of _fast.replay; _fast.c's ABI constant must match (a stale build of
 #: an older source is not used)
-KERNEL_ABI = 6
+KERNEL_ABI = 7
 
 
 def _import_kernel():
@@ -807,16 +807,9 @@ def replay_trace(rt, trace, tl, tick=None, every=0) -> int | None:
 
 
 # ---------------------------------------------------------------------- live dispatch
-#: features LiveState does not hold (the pure dispatch runs them)
-_STATE_OFF = ("priority",)
-
-
 def _state_unsupported(rt) -> str | None:
     """Why LiveState does not hold rt's policy as it is now (None: it does)."""
     f = rt.features
-    for name in _STATE_OFF:
-        if f.get(name):
-            return f"{name} (the live C dispatch does not hold it)"
     modes = tuple(f.get("modes", ()))
     if len(modes) != 1 or rt.mode != modes[0] or rt.mode not in MODES:
         return "a schedule.mode that changes (the live C dispatch holds one mode)"
@@ -850,8 +843,8 @@ def _state_unsupported(rt) -> str | None:
 
 def live_unsupported(rt) -> str | None:
     """Why ``rt.dispatch`` cannot be the compiled live dispatch (``_fast.LiveState``); None: it
-    can. It holds one schedule mode with every store of the kernel, pins, TTL and memory
-    triggers, history / lookahead / affinity / learned prefetch (the learned one through the
+    can. It holds one schedule mode with every store of the kernel, pins, priority routing,
+    TTL and memory triggers, history / lookahead / affinity / learned prefetch (the learned one through the
     runtime's compiled predictor, ``_fast.Learned``), the monitor and adapt rules, shared or
     per-layer caches with any allocation; see docs/internals.md, "Live dispatch"."""
     if not available():
@@ -1013,7 +1006,8 @@ def _live_take(rt) -> None:
            _live_split, _affinity_state(rt),
            _signal_state(rt.signal),
            bool(f.get("lookahead_strategy")), rt.strategy == "lookahead",
-           d["learned"] if f.get("learned") else None, rt.strategy == "learned")
+           d["learned"] if f.get("learned") else None, rt.strategy == "learned",
+           bool(rt.priority))
     pins = bytearray(E)
     for e in rt.pins:
         pins[e] = 1
