@@ -208,6 +208,44 @@ def _field(raw, n: int, R: int, off: int, width: int, count: int = 1) -> bytearr
     return out
 
 
+def _bytes_le(a: array) -> bytes:
+    """An array's items as little-endian bytes."""
+    if sys.byteorder != "little":
+        a = array(a.typecode, a)
+        a.byteswap()
+    return a.tobytes()
+
+
+def _narrow(data: bytes, width: int, to: int) -> bytes:
+    """The low ``to`` bytes of each little-endian ``width``-byte item of ``data``."""
+    if to == width:
+        return data
+    out = bytearray(len(data) // width * to)
+    for b in range(to):
+        out[b::to] = data[b::width]
+    return bytes(out)
+
+
+def _put(out: bytearray, R: int, off: int, span: int, data: bytes, stride: int) -> None:
+    """Into each of the records of ``R`` bytes in ``out``, at ``off``, the first ``span``
+    bytes of each ``stride``-byte item of ``data`` (one item per record): the inverse of
+    :func:`_field`."""
+    n = len(out) // R
+    for b in range(span):
+        out[off + b: off + b + (n - 1) * R + 1: R] = data[b::stride]
+
+
+def _exact_in(weights: array, code: str) -> bool:
+    """traceio.weights_exact_in for the columns' weights: every weight the same after a
+    round trip through the float type ``code`` (out of its range: not exact)."""
+    fmt = traceio._WFMT[traceio._WCODE[code]]
+    try:
+        packed = struct.pack(f"<{len(weights)}{fmt}", *weights)
+    except OverflowError:
+        return False
+    return array("d", struct.unpack(f"<{len(weights)}{fmt}", packed)) == weights
+
+
 def _distinct_rows(ids, n: int, k: int, w: int) -> bool:
     """Whether every record's ``k`` ids (``w`` bytes each, ``ids`` record-major) are
     distinct. Compares id columns pairwise as big integers: a lane of ``a ^ b`` is zero
@@ -369,6 +407,38 @@ class LazyDispatches(Sequence):
         finally:
             if was:
                 gc.enable()
+
+    def native_records(self, weights: str):
+        """The records of these dispatches as mpl.traceio.NativeWriter writes them, from the
+        columns: (the weight type, the bytes), with ``weights`` "auto" the smallest type that
+        holds every weight exactly (traceio.weights_exact_in's test); None where the record
+        writer must write them (more experts per record than the format holds: its error)."""
+        c = self.columns
+        n = c.records
+        k = c.offs[1] - c.offs[0] if n else 0
+        if k > 255 or n == 0:
+            return None
+        code = weights
+        if weights == "auto":         # (no weights: every type holds them, as for the writer)
+            code = next((x for x in ("f16", "f32") if c.weights is None or _exact_in(c.weights, x)),
+                        "f64")
+        w = traceio.id_width(self._header.num_experts)
+        wcode = traceio.weight_code(code) if c.weights is not None else 0
+        wsize = traceio._WSIZE[wcode] if wcode else 0
+        R = _HEAD + k * (w + wsize)
+        out = bytearray(n * R)
+        out[0::R] = bytes((wcode,)) * n
+        _put(out, R, _OFF_STEP, 4, _bytes_le(c.steps), 8)
+        _put(out, R, _OFF_LAYER, 2, _bytes_le(c.layers), 4)
+        out[_OFF_TOKENS::R] = b"\x01" * n
+        out[_OFF_K::R] = bytes((k,)) * n
+        _put(out, R, _HEAD, w * k, _narrow(_bytes_le(c.experts), 4, w), w * k)
+        if wcode:
+            fmt = traceio._WFMT[wcode]
+            data = (struct.pack(f"<{len(c.weights)}e", *c.weights) if fmt == "e"
+                    else _bytes_le(array(fmt, c.weights)))
+            _put(out, R, _HEAD + k * w, wsize * k, data, wsize * k)
+        return code, bytes(out)
 
     def __len__(self) -> int:
         return self.columns.records

@@ -156,16 +156,21 @@ def id_width(num_experts: int) -> int:
 
 
 # ------------------------------------------------------------------ native writer
+def weight_code(weights: str) -> int:
+    """The record flag of a weight type name (f16, f32, f64 and their long names)."""
+    if weights not in _WCODE:
+        raise ValueError(f"weights must be one of f16, f32, f64, got {weights!r}")
+    return _WCODE[weights]
+
+
 class NativeWriter:
     """Append dispatches to a ``.mpltrace`` file one at a time (the recorder streams)."""
 
     def __init__(self, f: IO[bytes], header: TraceHeader, *, weights: str = "f32"):
         validate_header(header)
-        if weights not in _WCODE:
-            raise ValueError(f"weights must be one of f16, f32, f64, got {weights!r}")
         self.f = f
         self.header = header
-        self.wcode = _WCODE[weights]
+        self.wcode = weight_code(weights)
         self.idc = "B" if id_width(header.num_experts) == 1 else "H"
         self.nl = header.num_moe_layers
         blob = json.dumps(_header_to_json(header), sort_keys=True,
@@ -277,7 +282,22 @@ def _auto_weights(trace: Trace, weights: str) -> str:
 
 def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
     """Write ``trace`` as ``.mpltrace``. ``weights='auto'`` picks the smallest of float16,
-    float32, float64 that holds every weight exactly, so import -> save -> load is exact."""
+    float32, float64 that holds every weight exactly, so import -> save -> load is exact.
+    A trace read into columns (mpl.tracecols) is written from them, the same bytes, without
+    a Dispatch object per record."""
+    if weights != "auto":
+        weight_code(weights)
+    records = getattr(trace.dispatches, "native_records", None)
+    body = records(weights) if records is not None else None
+    if body is not None:
+        code, data = body
+        with atomic_open(path, "wb") as f:
+            w = NativeWriter(f, trace.header, weights=code)
+            f.write(data)
+            w.crc = zlib.crc32(data, w.crc)
+            w.count = len(trace.dispatches)
+            w.close()
+        return
     weights = _auto_weights(trace, weights)
     with atomic_open(path, "wb") as f:      # a failed write leaves no partial file
         with NativeWriter(f, trace.header, weights=weights) as w:

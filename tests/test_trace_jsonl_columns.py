@@ -394,3 +394,63 @@ def test_weights_convert_to_the_doubles_float_gives(tmp_path):
     cols = tracecols.load(path).dispatches.columns
     want = [float(json.loads(x)) for x in lits[:len(cols.weights)]]
     assert [struct.pack("<d", w) for w in cols.weights] == [struct.pack("<d", w) for w in want]
+
+
+# ------------------------------------------------------------------ written from columns
+def _written(trace, path, **kw):
+    traceio.save_native(trace, path, **kw)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("weights", ["auto", "f16", "f32", "f64"])
+@pytest.mark.parametrize("source", ["jsonl", "native"])
+def test_a_column_trace_is_written_as_the_record_writer_writes_it(tmp_path, weights, source):
+    for preset, kind in (("deepseek-v2-lite", "f16"), ("qwen3-30b-a3b", "f32"), ("mixtral-8x7b", "f64"),
+                         ("olmoe-1b-7b", None)):
+        trace = synthesize(preset, steps=6, seed=2)
+        r = random.Random(1)
+        for d in trace.dispatches:      # weights that need f16, f32 or f64 to be exact
+            if kind is None:
+                d.weights = None
+            elif kind != "f16":
+                d.weights = [[float(struct.unpack("<f", struct.pack("<f", r.random()))[0])
+                              if kind == "f32" else r.random() for _ in row] for row in d.weights]
+        path = str(tmp_path / ("t.jsonl" if source == "jsonl" else "t.mpltrace"))
+        traceio.save(trace, path, **({} if source == "jsonl" else {"weights": "f64"}))
+        lazy, eager = tracecols.load(path), traceio.load(path)
+        assert hasattr(lazy.dispatches, "columns")
+        got = _written(lazy, str(tmp_path / "a.mpltrace"), weights=weights)
+        want = _written(eager, str(tmp_path / "b.mpltrace"), weights=weights)
+        assert got == want, (preset, weights)
+        assert lazy.dispatches._list is None               # written without Dispatch objects
+        if weights in ("auto", "f64"):   # a type that holds every weight: the same trace back
+            assert traceio.load(str(tmp_path / "a.mpltrace")).dispatches == eager.dispatches
+
+
+def test_two_byte_ids_and_wide_records_write_as_the_record_writer(tmp_path):
+    h = {"num_experts": 300, "top_k": 3}
+    path = _write(tmp_path, _rows([{"t": s, "l": 1, "e": [s, 299 - s, 150]} for s in range(20)], h))
+    lazy, eager = tracecols.load(path), traceio.load(path)
+    assert _written(lazy, str(tmp_path / "a.mpltrace")) == _written(eager, str(tmp_path / "b.mpltrace"))
+    wide = _write(tmp_path, _rows([{"t": 0, "l": 1, "e": list(range(256))}], {"num_experts": 300}))
+    lazy, eager = tracecols.load(wide), traceio.load(wide)
+    assert isinstance(lazy.dispatches, JsonlDispatches)
+    for t in (lazy, eager):             # more experts per record than the format holds
+        with pytest.raises(ValueError, match="too many tokens"):
+            traceio.save_native(t, str(tmp_path / "w.mpltrace"))
+    with pytest.raises(ValueError, match="weights must be one of"):
+        traceio.save_native(lazy, str(tmp_path / "w.mpltrace"), weights="f8")
+
+
+def test_mplc_trace_convert_writes_the_same_file_from_columns(tmp_path):
+    import subprocess
+    import sys
+    path = str(tmp_path / "t.jsonl")
+    traceio.save(synthesize("deepseek-v2-lite", steps=12, seed=5), path)
+    out = str(tmp_path / "c.mpltrace")
+    p = subprocess.run([sys.executable, "-m", "mpl", "trace", "convert", path, out],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "converted" in p.stdout and "12 steps" in p.stdout
+    assert open(out, "rb").read() == _written(traceio.load(path), str(tmp_path / "b.mpltrace"))

@@ -196,7 +196,10 @@ def run(args) -> int:
             return 0
         if cmd == "convert":
             traceio.kind_of(args.output)
-            trace = _engine_input(args) if args.from_format else traceio.load(args.input)
+            from mpl import tracecols
+            # to .mpltrace, a file of like records is read and written as columns
+            read = tracecols.load if traceio.kind_of(args.output) == "native" else traceio.load
+            trace = _engine_input(args) if args.from_format else read(args.input)
             kw = {"weights": args.weights} if traceio.kind_of(args.output) == "native" else {}
             _save(traceio, trace, args.output, **kw)
             _print(summary(trace, args.output), args.json, "converted")
