@@ -49,8 +49,14 @@ _HUGE = 1e300
 def load(path: str) -> Trace:
     """:func:`mpl.traceio.load` for a replay: the same trace (the same errors), a native file
     of like records held as its bytes and columns (:class:`LazyDispatches`)."""
+    return load_versioned(path)[0]
+
+
+def load_versioned(path: str) -> tuple[Trace, int | None]:
+    """:func:`load`, plus the native format version of the file (None for JSONL), as
+    :func:`mpl.traceio.load_versioned` gives it."""
     if traceio.kind_of(path) == "jsonl":
-        return load_jsonl(path)
+        return load_jsonl(path), None
     with traceio.open_native(path) as f:
         header, version, crc = traceio.read_native_start(f, path)
         start = f.tell()
@@ -58,8 +64,9 @@ def load(path: str) -> Trace:
         cols = decode_uniform(raw, header, version, crc)
         if cols is None:         # mixed records or a damaged file: the record reader
             f.seek(start)
-            return Trace(header, list(traceio.iter_native(f, header, path, version=version, crc=crc)))
-    return Trace(header, LazyDispatches(raw, header, path, version, crc, cols, start))
+            return Trace(header, list(traceio.iter_native(f, header, path, version=version,
+                                                          crc=crc))), version
+    return Trace(header, LazyDispatches(raw, header, path, version, crc, cols, start)), version
 
 
 def load_jsonl(path: str) -> Trace:

@@ -454,3 +454,17 @@ def test_mplc_trace_convert_writes_the_same_file_from_columns(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "converted" in p.stdout and "12 steps" in p.stdout
     assert open(out, "rb").read() == _written(traceio.load(path), str(tmp_path / "b.mpltrace"))
+
+
+@pytest.mark.parametrize("prompt", [0, 5])
+@pytest.mark.parametrize("ext", ["jsonl", "mpltrace"])
+def test_mplc_trace_info_from_columns_equals_the_record_readers(tmp_path, prompt, ext):
+    from mpl.cli.cmd_trace import details
+    path = str(tmp_path / f"t.{ext}")
+    traceio.save(synthesize("qwen3-30b-a3b", steps=8, seed=3, prompt_tokens=prompt), path)
+    lazy, version = tracecols.load_versioned(path)
+    assert hasattr(lazy.dispatches, "columns") == (prompt == 0)     # prefill rows: the reader
+    eager, want_version = traceio.load_versioned(path)
+    assert version == want_version
+    got, want = details(lazy, path, version), details(eager, path, want_version)
+    assert got == want and (got["prefill_dispatches"] > 0) == (prompt > 0)

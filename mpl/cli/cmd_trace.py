@@ -133,7 +133,8 @@ def details(trace, path: str, version: int | None) -> dict:
     info.update(format="jsonl" if version is None else "native", version=version,
                 bytes=os.path.getsize(path), moe_layer_ids=list(trace.header.moe_layers),
                 tokens=steps_and_tokens(trace.dispatches)[1],
-                prefill_dispatches=sum(1 for d in trace.dispatches if d.tokens > 1),
+                prefill_dispatches=(0 if hasattr(trace.dispatches, "columns")   # one token each
+                                    else sum(1 for d in trace.dispatches if d.tokens > 1)),
                 checksum=("verified" if version is not None and version >= 2 else
                           "none (version 1)" if version == 1 else "none (JSONL)"))
     return info
@@ -205,7 +206,8 @@ def run(args) -> int:
             _print(summary(trace, args.output), args.json, "converted")
             return 0
         if cmd == "info":
-            trace, version = traceio.load_versioned(args.input)   # the whole file, verified
+            from mpl import tracecols        # the whole file, verified; like records as columns
+            trace, version = tracecols.load_versioned(args.input)
             info = details(trace, args.input, version)
             if args.json:
                 print(json.dumps(info, indent=2))
