@@ -220,6 +220,15 @@ class FakeCudaOps(CudaOps):
 
 
 # ---------------------------------------------------------------------------- invariants
+def small_pool(ops, slots: int = 4):
+    """A SlotPool of ``slots`` entries of one 4 x 4 float tensor on ``ops``, and a pinned host
+    store of 8 experts to copy from (the pool tests' fixture)."""
+    from mpl.mechanism.pool import SlotPool
+    tmpl = {"w": torch.zeros(8, 4, 4)}
+    store = ops.host_arena(8 * 4 * 4 * 4).view(torch.float32).view(8, 4, 4)
+    return SlotPool(tmpl, slots, 2, torch.device("cpu"), ops), {"w": store}
+
+
 def _slot(op: Op):
     tag = op.tag
     if op.kind == "copy" and isinstance(tag, tuple) and isinstance(tag[1], int) and tag[0] != "upload":

@@ -13,9 +13,8 @@ torch = pytest.importorskip("torch")
 
 import mpl  # noqa: E402
 from mpl.mechanism.device import SyncOps  # noqa: E402
-from mpl.mechanism.pool import SlotPool  # noqa: E402
 
-from offload_cuda_double import FakeCudaOps  # noqa: E402
+from offload_cuda_double import FakeCudaOps, small_pool  # noqa: E402
 
 WAIT_MS = 1.25
 
@@ -27,15 +26,9 @@ class TimedOps(FakeCudaOps):
         return WAIT_MS
 
 
-def _pool(ops, slots=4):
-    tmpl = {"w": torch.zeros(8, 4, 4)}
-    store = ops.host_arena(8 * 4 * 4 * 4).view(torch.float32).view(8, 4, 4)
-    return SlotPool(tmpl, slots, 2, torch.device("cpu"), ops), {"w": store}
-
-
 def test_flush_collects_every_pending_wait_once():
     ops = TimedOps()
-    pool, host = _pool(ops)
+    pool, host = small_pool(ops)
     assert pool.flush_stalls() == 0.0                     # nothing waited yet
     pool.copy_in(0, host, 1, (0, 1), "demand")
     pool.copy_in(1, host, 2, (0, 2), "prefetch")
@@ -56,7 +49,7 @@ def test_flush_collects_every_pending_wait_once():
 
 def test_flush_waits_for_the_copies_it_measures():
     ops = TimedOps()
-    pool, host = _pool(ops)
+    pool, host = small_pool(ops)
     pool.copy_in(0, host, 1, (0, 1), "demand")
     ev = pool.ready[0]
     pool.wait_for([0])
@@ -67,7 +60,7 @@ def test_flush_waits_for_the_copies_it_measures():
 
 def test_flush_without_cuda_is_zero():
     ops = SyncOps(torch.device("cpu"))
-    pool, host = _pool(ops)
+    pool, host = small_pool(ops)
     pool.copy_in(0, host, 1, (0, 1), "demand")            # synchronous: its time is copy_in's
     pool.wait_for([0])
     assert pool.flush_stalls() == 0.0

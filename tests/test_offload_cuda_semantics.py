@@ -17,8 +17,8 @@ from mpl.offload.models import build_model, encode  # noqa: E402
 
 from offload_helpers import generate, policy, teacher_forced_logits  # noqa: E402
 from offload_cuda_double import (FakeCudaOps, compute_before_copy, demand_delayed_by_prefetch,  # noqa: E402
-                                 foreign_waits, host_buffer_reused_in_flight,
-                                 slot_write_while_read, unpinned_async_copies)
+                                 foreign_waits, host_buffer_reused_in_flight, slot_write_while_read,
+                                 small_pool, unpinned_async_copies)
 
 torch.set_num_threads(1)
 PROMPT = torch.tensor([encode("Streams, events and slots")])
@@ -248,21 +248,14 @@ def test_one_blocking_read_per_moe_layer(models, impl, label, fake):
 
 
 # ---------------------------------------------------------------------------- the checks catch
-def _pool(ops, slots=4):
-    from mpl.mechanism.pool import SlotPool
-    tmpl = {"w": torch.zeros(8, 4, 4)}
-    store = ops.host_arena(8 * 4 * 4 * 4).view(torch.float32).view(8, 4, 4)
-    return SlotPool(tmpl, slots, 2, torch.device("cpu"), ops), {"w": store}
-
-
 def test_checks_catch_a_single_fifo_copy_stream():
     ops = FakeCudaOps()
-    pool, host = _pool(ops)
+    pool, host = small_pool(ops)
     pool.copy_in(0, host, 1, (0, 1), "prefetch")
     pool.copy_in(1, host, 2, (0, 2), "demand")
     assert demand_delayed_by_prefetch(ops.log) == []
     ops = FakeCudaOps()
-    pool, host = _pool(ops)
+    pool, host = small_pool(ops)
     pool.prefetch_stream = pool.demand_stream          # the old design: one FIFO stream
     pool.copy_in(0, host, 1, (0, 1), "prefetch")
     pool.copy_in(1, host, 2, (0, 2), "demand")
@@ -271,7 +264,7 @@ def test_checks_catch_a_single_fifo_copy_stream():
 
 def test_checks_catch_overwrite_and_early_compute():
     ops = FakeCudaOps()
-    pool, host = _pool(ops)
+    pool, host = small_pool(ops)
     pool.copy_in(0, host, 1, (0, 1), "demand")
     pool.wait_for([0])
     pool.release([0])                                 # compute reads slot 0
