@@ -151,13 +151,13 @@ class open_start:
         return False
 
 
-def test_replay_and_sweep_of_a_lazy_trace_equal_the_eager_ones(tmp_path):
+def replays_and_sweeps_agree(path, eager):
+    """Replays and a sweep of the file ``path`` (read by the replay into columns) equal those
+    of ``eager``, the same trace read by the record reader."""
     import mpl
     from mpl.sim import replay
     from mpl.sim.sweep import run_sweep
 
-    path = _write(tmp_path, synthesize("deepseek-v2-lite", steps=30, seed=6))
-    eager = traceio.load(path)
     for text in ("policy a { cache { capacity = 64 eviction = lru } }",
                  "policy b { cache { capacity = 40 eviction = lfu } prefetch { strategy = history budget = 2 } }"):
         r1 = replay(mpl.loads(text), path)                     # a path is read lazily
@@ -167,6 +167,25 @@ def test_replay_and_sweep_of_a_lazy_trace_equal_the_eager_ones(tmp_path):
     a = run_sweep(text, path, [16, 64, 200], jobs=1)
     b = run_sweep(text, eager, [16, 64, 200], jobs=1)
     assert a == b and all(p.error is None and p.belady is not None for p in a)
+
+
+def tunes_agree(eager, lazy):
+    """``mplc tune``'s search on a trace read into columns (``lazy``) equals the one on the
+    same trace read by the record reader, without building the lazy trace's records."""
+    from mpl.tune import PREDICTOR_DISPATCHES, tune
+
+    assert len(lazy) > PREDICTOR_DISPATCHES       # (the predictors read a head of that size)
+    a = tune(eager, 16, jobs=1)
+    b = tune(lazy, 16, jobs=1)
+    assert lazy.dispatches._list is None          # the columns were enough
+    assert a.text == b.text and a.evaluated == b.evaluated
+    assert [(c.describe(), c.hit_rate, c.tokens_per_s) for c in a.leaderboard] == \
+        [(c.describe(), c.hit_rate, c.tokens_per_s) for c in b.leaderboard]
+
+
+def test_replay_and_sweep_of_a_lazy_trace_equal_the_eager_ones(tmp_path):
+    path = _write(tmp_path, synthesize("deepseek-v2-lite", steps=30, seed=6))
+    replays_and_sweeps_agree(path, traceio.load(path))
 
 
 def test_a_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
@@ -267,19 +286,8 @@ def test_a_lazy_head_equals_the_eager_prefix(tmp_path, n):
 
 
 def test_tune_of_a_lazy_trace_equals_the_eager_one_without_reading_its_records(tmp_path):
-    from mpl.tune import tune
-
-    from mpl.tune import PREDICTOR_DISPATCHES
-
     path = _write(tmp_path, synthesize("mixtral-8x7b", steps=150, seed=8))
-    eager, lazy = traceio.load(path), tracecols.load(path)
-    assert len(lazy) > PREDICTOR_DISPATCHES       # (the predictors read a head of that size)
-    a = tune(eager, 16, jobs=1)
-    b = tune(lazy, 16, jobs=1)
-    assert lazy.dispatches._list is None          # the columns were enough
-    assert a.text == b.text and a.evaluated == b.evaluated
-    assert [(c.describe(), c.hit_rate, c.tokens_per_s) for c in a.leaderboard] == \
-        [(c.describe(), c.hit_rate, c.tokens_per_s) for c in b.leaderboard]
+    tunes_agree(traceio.load(path), tracecols.load(path))
 
 
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4)), max_size=60), st.booleans())

@@ -16,12 +16,12 @@ import struct
 import pytest
 from hypothesis import example, given, strategies as st
 
-import mpl
 from mpl import tracecols, traceio
 from mpl.runtime import fast
 from mpl.sim.synth import synthesize
 from mpl.tracecols import JsonlDispatches
 from property_profiles import prop
+from test_trace_columns import replays_and_sweeps_agree, tunes_agree
 
 pytestmark = pytest.mark.skipif(fast.jsonl_kernel() is None,
                                 reason="the compiled kernel is not built or not in use")
@@ -96,29 +96,13 @@ def test_converted_traces_read_as_columns_equal_the_python_reader(tmp_path, pres
 
 
 def test_replay_sweep_and_tune_of_a_column_trace_equal_those_of_the_python_read(tmp_path):
-    from mpl.sim import replay
-    from mpl.sim.sweep import run_sweep
-    from mpl.tune import PREDICTOR_DISPATCHES, tune
-
     path = str(tmp_path / "t.jsonl")
     traceio.save(synthesize("mixtral-8x7b", steps=150, seed=8), path)
     eager = traceio.load_jsonl(path)
-    for text in ("policy a { cache { capacity = 64 eviction = lru } }",
-                 "policy b { cache { capacity = 40 eviction = lfu } prefetch { strategy = history budget = 2 } }"):
-        r1 = replay(mpl.loads(text), path)                     # a path is read into columns
-        r2 = replay(mpl.loads(text), eager)
-        assert (r1.stats, r1.sim, r1.belady, r1.trace) == (r2.stats, r2.sim, r2.belady, r2.trace)
-    text = "policy s { cache { capacity = 8 } }"
-    a = run_sweep(text, path, [16, 64, 200], jobs=1)
-    b = run_sweep(text, eager, [16, 64, 200], jobs=1)
-    assert a == b and all(p.error is None and p.belady is not None for p in a)
+    replays_and_sweeps_agree(path, eager)
     lazy = tracecols.load(path)
-    assert isinstance(lazy.dispatches, JsonlDispatches) and len(lazy) > PREDICTOR_DISPATCHES
-    a, b = tune(eager, 16, jobs=1), tune(lazy, 16, jobs=1)
-    assert lazy.dispatches._list is None          # the columns were enough
-    assert a.text == b.text and a.evaluated == b.evaluated
-    assert [(c.describe(), c.hit_rate, c.tokens_per_s) for c in a.leaderboard] == \
-        [(c.describe(), c.hit_rate, c.tokens_per_s) for c in b.leaderboard]
+    assert isinstance(lazy.dispatches, JsonlDispatches)
+    tunes_agree(eager, lazy)
 
 
 def test_the_column_path_is_the_one_taken_for_the_usual_rows(tmp_path):
