@@ -198,6 +198,15 @@ class NativeWriter:
         if exc_type is None:
             self.close()
 
+    def write_encoded(self, data: bytes, count: int) -> None:
+        """Append ``count`` records already encoded as :meth:`write` encodes them (a trace's
+        columns written at once: mpl.tracecols.LazyDispatches.native_records)."""
+        if self.closed:
+            raise ValueError("write_encoded() after close(): the end marker is written")
+        self.f.write(data)
+        self.crc = zlib.crc32(data, self.crc)
+        self.count += count
+
     def write(self, d: Dispatch) -> None:
         if self.closed:
             raise ValueError("write() after close(): the end marker is written")
@@ -285,18 +294,13 @@ def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
     float32, float64 that holds every weight exactly, so import -> save -> load is exact.
     A trace read into columns (mpl.tracecols) is written from them, the same bytes, without
     a Dispatch object per record."""
-    if weights != "auto":
-        weight_code(weights)
     records = getattr(trace.dispatches, "native_records", None)
     body = records(weights) if records is not None else None
     if body is not None:
         code, data = body
         with atomic_open(path, "wb") as f:
-            w = NativeWriter(f, trace.header, weights=code)
-            f.write(data)
-            w.crc = zlib.crc32(data, w.crc)
-            w.count = len(trace.dispatches)
-            w.close()
+            with NativeWriter(f, trace.header, weights=code) as w:
+                w.write_encoded(data, len(trace.dispatches))
         return
     weights = _auto_weights(trace, weights)
     with atomic_open(path, "wb") as f:      # a failed write leaves no partial file
