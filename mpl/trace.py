@@ -119,10 +119,7 @@ class Trace:
 
     @property
     def num_steps(self) -> int:
-        counted = getattr(self.dispatches, "steps_and_tokens", None)   # columns (mpl.tracecols)
-        if counted is not None:
-            return counted()[0]
-        return len({d.step for d in self.dispatches})
+        return steps_and_tokens(self.dispatches)[0]
 
 
 def steps_and_tokens(dispatches: Iterable[Dispatch]) -> tuple[int, int]:

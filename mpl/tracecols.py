@@ -186,6 +186,11 @@ class Columns:
         self.records = n
         self.num_experts = num_experts
 
+    @property
+    def k(self) -> int:
+        """Experts per record (all alike; 0 without records)."""
+        return self.offs[1] - self.offs[0] if self.records else 0
+
 
 def _le(fmt: str, data: bytes | bytearray) -> array:
     a = array(fmt)
@@ -368,7 +373,7 @@ class LazyDispatches(Sequence):
         """The first ``n`` records, as columns sliced from these (no record is read)."""
         c = self.columns
         n = max(0, min(int(n), c.records))
-        k = c.offs[1] - c.offs[0] if c.records else 0
+        k = c.k
         cols = Columns(c.layers[:n], k, c.experts[:n * k],
                        None if c.weights is None or n == 0 else c.weights[:n * k], c.steps[:n], c.num_experts)
         return self._head(cols, n)
@@ -421,8 +426,7 @@ class LazyDispatches(Sequence):
         holds every weight exactly (traceio.weights_exact_in's test); None where the record
         writer must write them (more experts per record than the format holds: its error)."""
         c = self.columns
-        n = c.records
-        k = c.offs[1] - c.offs[0] if n else 0
+        n, k = c.records, c.k
         if k > 255 or n == 0:
             return None
         code = weights

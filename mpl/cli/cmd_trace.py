@@ -196,12 +196,12 @@ def run(args) -> int:
             _print(summary(trace, args.output), args.json, "merged")
             return 0
         if cmd == "convert":
-            traceio.kind_of(args.output)
             from mpl import tracecols
+            native = traceio.kind_of(args.output) == "native"
             # to .mpltrace, a file of like records is read and written as columns
-            read = tracecols.load if traceio.kind_of(args.output) == "native" else traceio.load
+            read = tracecols.load if native else traceio.load
             trace = _engine_input(args) if args.from_format else read(args.input)
-            kw = {"weights": args.weights} if traceio.kind_of(args.output) == "native" else {}
+            kw = {"weights": args.weights} if native else {}
             _save(traceio, trace, args.output, **kw)
             _print(summary(trace, args.output), args.json, "converted")
             return 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from math import fsum
 from itertools import repeat
 
 
@@ -67,8 +66,8 @@ def _allocate_each(w: list[float], budget: int, lo: int, hi: int) -> list[int]:
         under = [i for i in free if share[i] < lo]
         if not over and not under:
             break
-        if _fix_over(over and fsum([share[i] - hi for i in over]),
-                     under and fsum([lo - share[i] for i in under])):
+        if _fix_over(over and math.fsum([share[i] - hi for i in over]),
+                     under and math.fsum([lo - share[i] for i in under])):
             for i in over:
                 fixed[i] = hi
         else:
@@ -142,9 +141,9 @@ def _allocate_sparse(w: list[float], nz: list[int], budget: int, lo: int, hi: in
         # (the zero block's share exceeds hi only when it is alone, tw = 0, so its excess
         # never meets a deficit; below lo its deficit is lo - 0.0 per layer, lo x zcount in
         # all, an exact float, so fsum gives the per-layer sum's value)
-        excess = (over or zover) and fsum([share[i] - hi for i in over]
+        excess = (over or zover) and math.fsum([share[i] - hi for i in over]
                                           + ([(zshare - hi) * zcount] if zover else []))
-        deficit = (under or zunder) and fsum([lo - share[i] for i in under]
+        deficit = (under or zunder) and math.fsum([lo - share[i] for i in under]
                                              + ([float(lo * zcount)] if zunder else []))
         if _fix_over(excess, deficit):
             for i in over:
