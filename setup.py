@@ -7,6 +7,7 @@ pure-Python runtime (``mpl.runtime.backend()`` and ``mplc doctor`` say which is 
 ``MPL_NO_EXT=1`` skips the build on purpose.
 """
 
+import glob
 import os
 import sys
 
@@ -45,6 +46,14 @@ if os.environ.get("MPL_NO_EXT", "") in ("", "0"):
                  "mpl/runtime/_learned.c", "mpl/runtime/_jsonl.c"],
         # no contraction into fused multiply-adds: the kernel's sums must round exactly as
         # the pure-Python runtime's do
+        extra_compile_args=["-O2", "-ffp-contract=off"] if os.name != "nt" else [],
+        optional=True))
+    # the compiled engine: one extension from the units of mpl/runtime/c (each rule family,
+    # the timeline, the predictor, the budget split and the engine in its own file)
+    ext_modules.append(Extension(
+        "mpl.runtime._engine", sorted(glob.glob("mpl/runtime/c/*.c")),
+        depends=sorted(glob.glob("mpl/runtime/c/*.h")),
+        include_dirs=["mpl/runtime/c"],
         extra_compile_args=["-O2", "-ffp-contract=off"] if os.name != "nt" else [],
         optional=True))
 

@@ -1,0 +1,32 @@
+/* mpl.runtime._engine: the compiled engine of the policy runtime (one extension module built
+ * from the units of this folder, each with its own init function below). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "budget.h"
+#include "learned.h"
+
+int stores_init_module(PyObject *m);
+int timeline_init_module(PyObject *m);
+int engine_init_module(PyObject *m);
+
+/* the calling convention between this module and mpl/runtime/compiled.py: a build of an older
+ * source is not used */
+#define ENGINE_ABI 1
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "mpl.runtime._engine",
+    "The compiled engine of the policy runtime (see mpl/runtime/compiled.py).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__engine(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddIntConstant(m, "ABI", ENGINE_ABI) < 0 || stores_init_module(m) < 0 ||
+            timeline_init_module(m) < 0 || learned_init_module(m) < 0 ||
+            budget_init_module(m) < 0 || engine_init_module(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
