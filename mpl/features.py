@@ -75,6 +75,9 @@ class Features:
     # an adapt rule can set the interval to 0 (never) while the runtime runs
     rebalance_off: bool
     priority: bool
+    evictions: tuple             # cache.eviction values, initial first
+    strategies: tuple            # prefetch.strategy values, initial first
+    allocations: tuple           # per_layer.allocation values (per-layer caches), initial first
     capacities: tuple            # cache.capacity values adapt rules set
     # per-layer budgets and bounds adapt rules set (the slot pool holds the largest split)
     budgets: tuple
@@ -124,6 +127,9 @@ def features(pir: _ir.PolicyIR) -> Features:
         rebalance=per_layer and any(int(v) > 0 for v in reachable(pir, "per_layer.rebalance_interval")),
         rebalance_off=per_layer and 0 in reachable(pir, "per_layer.rebalance_interval"),
         priority=any(bool(v) for v in reachable(pir, "schedule.priority_routing")),
+        evictions=tuple(str(v) for v in ev),
+        strategies=tuple(reachable(pir, "prefetch.strategy")),
+        allocations=tuple(allocs),
         capacities=tuple(v for v in reachable(pir, "cache.capacity")[1:]),
         budgets=tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
         min_capacities=tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),

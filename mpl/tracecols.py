@@ -1,7 +1,7 @@
 """A native trace's records as columns, without a Python object per dispatch.
 
 A replay, a sweep or a tune only needs a trace's records as arrays (the compiled kernel's
-input, :class:`mpl.runtime.fast.Packed`), its step and token counts, and its length; building
+input, :class:`mpl.runtime.packing.Packed`), its step and token counts, and its length; building
 a :class:`mpl.trace.Dispatch` (and its lists) for each of a million records costs several
 seconds, far more than the kernel's replay. :func:`decode_uniform` reads the records of a
 ``.mpltrace`` (docs/traces.md) straight into columns when they are all alike (one token each,
@@ -34,7 +34,7 @@ from itertools import islice
 from math import isfinite
 
 from mpl import traceio
-from mpl.runtime import fast
+from mpl.runtime import compiled
 from mpl.trace import Trace
 
 #: a record's fixed part (traceio._REC: u8 rflags, u32 step, u16 layer, u16 tokens, u8 k):
@@ -77,7 +77,7 @@ def load_jsonl(path: str) -> Trace:
     Any other file, a row the compiled reader does not take, or any doubt -- a header it
     refuses, a layer or expert id out of range -- and the pure backend: the Python reader,
     which reports any problem where it lies."""
-    rows = fast.jsonl_kernel()
+    rows = compiled.kernel("jsonl_rows")
     if rows is None:
         return traceio.load_jsonl(path)
     with traceio.open_jsonl(path) as f:
@@ -167,7 +167,7 @@ def _jsonl_columns(raw: bytes | bytearray, path: str, rows):
 
 
 class Columns:
-    """The arrays :class:`mpl.runtime.fast.Packed` holds (the same names), for one-token
+    """The arrays :class:`mpl.runtime.packing.Packed` holds (the same names), for one-token
     records: ``offs`` every ``k``, ``tokens`` all 1, no ``multi``."""
 
     __slots__ = ("layers", "offs", "experts", "weights", "steps", "tokens", "multi",

@@ -348,8 +348,8 @@ def _init_worker(trace):
     _POOL_TRACE = trace
     _POOL_PREFIXES.clear()
     _POOL_BELADY.clear()
-    from mpl.runtime import fast
-    fast.hold(trace)        # the worker's trace never changes: pack it once
+    from mpl.runtime import packing
+    packing.hold(trace)        # the worker's trace never changes: pack it once
 
 
 def _prefix_held(trace, n, cache: dict):
@@ -358,9 +358,9 @@ def _prefix_held(trace, n, cache: dict):
         return trace
     t = cache.get(n)
     if t is None:
-        from mpl.runtime import fast
+        from mpl.runtime import packing
         t = cache[n] = prefix(trace, n)
-        fast.hold(t)
+        packing.hold(t)
     return t
 
 
@@ -395,9 +395,9 @@ class Runner:
         return render("c", blocks)
 
     def close(self) -> None:
-        from mpl.runtime import fast
+        from mpl.runtime import packing
         for t in self._prefixes.values():
-            fast.release(t)
+            packing.release(t)
         self._prefixes.clear()
         if self.pool is not None:
             self.pool.shutdown()
@@ -468,8 +468,8 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     predictions = has_predictions(trace.dispatches)
     jobs = jobs or os.cpu_count() or 1
 
-    from mpl.runtime import fast
-    fast.hold(trace)              # every candidate replays this trace: pack it once
+    from mpl.runtime import packing
+    packing.hold(trace)              # every candidate replays this trace: pack it once
     runner = Runner(trace, hardware, objective, jobs, progress)
     scores = []
     try:
@@ -490,7 +490,7 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
                                                budgets=(1, 2, 4))
     finally:
         runner.close()
-        fast.release(trace)
+        packing.release(trace)
     result = _result(runner, objective, slots, search)
     result.predictors = scores
     eb, source = trace_expert_size(h)

@@ -69,10 +69,10 @@ def pin_ids(trace, count: int) -> list[int]:
         return []
     from collections import Counter
 
-    from mpl.runtime import fast
+    from mpl.runtime import packing
     # the pack holds each dispatch's distinct experts (cached on the trace, which the
     # tuner holds: every candidate's replay uses it)
-    uses = Counter(fast.pack_trace(trace, trace.header.num_experts).experts)
+    uses = Counter(packing.pack_trace(trace, trace.header.num_experts).experts)
     return [e for e, _ in sorted(uses.items(), key=lambda kv: (-kv[1], kv[0]))[:count]]
 
 

@@ -1,6 +1,6 @@
 """``mplc doctor``: what this installation runs on — the mplc and Python versions and the
-runtime backend (the compiled replay kernel, or the pure-Python runtime and why), with what
-the kernel covers. ``mplc --version`` prints the first lines."""
+runtime backend new runtimes get (the compiled engine, or the pure-Python runtime and why),
+with what the engine covers. ``mplc --version`` prints the first lines."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
 def version_text() -> str:
     """``mplc VERSION`` and the runtime backend in use (``mplc --version``)."""
     from mpl import __version__
-    from mpl.runtime.fast import backend_info
+    from mpl.runtime.backend import info as backend_info
 
     info = backend_info()
     line = f"runtime backend: {info['backend']}"
@@ -24,13 +24,14 @@ def version_text() -> str:
 
 
 def run(args) -> int:
-    from mpl.runtime.fast import backend_info
+    from mpl.runtime.backend import info as backend_info
+    from mpl.runtime.compiled import COVERAGE
 
     print(version_text())
     print(f"python {sys.version.split()[0]} ({sys.executable})")
     info = backend_info()
-    print(f"compiled kernel covers: {info['covers']}")
+    print(f"compiled engine covers: {COVERAGE}")
     if info["backend"] == "pure":
-        print("to use the compiled kernel: reinstall with a C compiler present "
+        print("to use the compiled engine: reinstall with a C compiler present "
               "(pip install -e .) and leave MPL_PURE unset")
     return 0

@@ -21,7 +21,7 @@ from mpl import ir as _ir
 from mpl import schema
 from mpl.features import Features, features, reachable  # noqa: F401  (re-exported)
 
-GENERATOR_VERSION = 8
+GENERATOR_VERSION = 9
 
 
 # ---------------------------------------------------------------- values
@@ -79,23 +79,15 @@ class _W:
 
 
 def _emit_dispatch(w: _W, f: Features, pir: _ir.PolicyIR) -> None:
-    modes = f.modes
     w(1, "def dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
-    w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan), holding the runtime\'s')
-    w(2, 'guard (one dispatcher at a time: mpl.runtime.guard)."""')
-    w(2, "guard = self._guard")
-    w(2, "guard.begin('a dispatch')")
-    w(2, "try:")
-    w(3, "return self._dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)")
-    w(2, "finally:")
-    w(3, "guard.end()")
-    w(0)
-    w(1, "def _dispatch(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):")
-    w(2, '"""dispatch() for a caller that holds the guard (dispatch itself, the compiled live')
-    w(2, 'dispatch handing a call back)."""')
-    # Bad arguments raise DispatchError (a ValueError) before any state changes; the common
-    # case costs a few type tests, a range test, a type test per expert id, one subset test
-    # of the ids and one sum of the weights (a NaN or an infinity makes it non-finite).
+    w(2, '"""One MoE layer\'s routing -> Plan (see mpl.runtime.plan). The arguments are checked')
+    w(2, "and converted first (DispatchError before anything changes), then the decisions run")
+    w(2, "holding the runtime's lock (mpl.runtime.guard); the monitor's log records go to the")
+    w(2, 'logger after it is released."""')
+    # Bad arguments raise DispatchError (a ValueError) before the lock is taken; the common
+    # case costs a few type tests, a range test, a type test per expert id and per weight
+    # and one subset test of the ids. What a conversion may run (__index__, __float__) runs
+    # here, on copies: it cannot change what the decisions read.
     w(2, "if type(layer) is not int or layer < 0 or layer >= self.num_layers:")
     w(3, "layer = self._check_layer(layer)")
     w(2, "if type(experts) is not list:")
@@ -109,19 +101,36 @@ def _emit_dispatch(w: _W, f: Features, pir: _ir.PolicyIR) -> None:
     w(3, "self._bad_experts(experts)")
     w(2, "if weights is not None:")
     w(3, "if type(weights) is not list or len(weights) != n:")
+    w(4, "experts = list(experts)   # (a copy: a weight's __float__ cannot change the ids)")
     w(4, "weights = self._check_weights(weights, n)")
     w(3, "else:")
-    w(4, "try:")
-    w(5, "if sum(weights, 0.0) * 0.0 != 0.0:   # a NaN or an infinity among them")
+    w(4, "for x in weights:")
+    w(5, "if type(x) is not float or x - x != 0.0:   # not a finite float: convert them all")
+    w(6, "experts = list(experts)")
     w(6, "weights = self._check_weights(weights, n)")
-    w(4, "except TypeError:   # not all numbers")
-    w(5, "weights = self._check_weights(weights, n)")
-    w(2, "if type(tokens) is not int or tokens < 1:")
+    w(6, "break")
+    w(2, "if type(tokens) is not int or tokens < 1 or tokens > 9007199254740992:")
     w(3, "tokens = self._check_tokens(tokens, n)")
-    w(2, "if step is not None and (type(step) is not int or step < 0):")
+    w(2, "if step is not None and (type(step) is not int or step < 0 or step > 4611686018427387904):")
     w(3, "step = self._check_step(step)")
     w(2, "if predictions:")
-    w(3, "self._check_predictions(predictions)")
+    w(3, "predictions = self._check_predictions(predictions)")
+    w(2, "guard = self._guard")
+    w(2, "guard.begin('a dispatch')")
+    w(2, "try:")
+    w(3, "plan = self._body(layer, experts, weights, tokens, step, predictions)")
+    w(2, "finally:")
+    w(3, "guard.end()")
+    if f.monitor:
+        w(2, "if self._log_emitted < len(self.monitor.log):")
+        w(3, "self._emit_logs()")
+    w(2, "return plan")
+    w(0)
+    w(1, "def _body(self, layer, experts, weights, tokens, step, predictions):")
+    w(2, '"""The decisions of dispatch(), its arguments checked, holding the lock."""')
+    w(2, "if step is None and layer <= self._last_layer and self.step >= _STEP_MAX:")
+    w(3, "raise _DispatchError('the step counter would pass 2**62: give steps explicitly (step=...) below it')")
+    w(2, "n = len(experts)")
     with w.indent(2):
         _emit_body(w, f)
 
@@ -161,7 +170,8 @@ def _emit_replay(w: _W, f: Features) -> None:
     w(2, "tokens_of is None for one token. ``tick(i)`` is called every ``every`` records.")
     w(2, "No argument checks: the records come from a trace validated when it was read")
     w(2, "(mpl.sim.replay.records_of); live callers use dispatch(). Returns the record count.")
-    w(2, 'Holds the runtime\'s guard for the whole replay (mpl.runtime.guard)."""')
+    w(2, "Holds the runtime's lock for the whole replay; around its callbacks (the tick, log")
+    w(2, 'handlers) the state is whole and frozen (mpl.runtime.guard)."""')
     w(2, "guard = self._guard")
     w(2, "guard.begin('a replay')")
     w(2, "try:")
@@ -172,7 +182,7 @@ def _emit_replay(w: _W, f: Features) -> None:
     w(1, "def _replay_records(self, records, tl, tick, every):")
     w(2, '"""replay_records() inside the guard."""')
     w.replay = True
-    _emit_fast_path(w)
+    w(2, "guard = self._guard")
     w(2, "tl_dispatch = tl.dispatch")
     counts_only = _counts_only(w, f)
     lean = _lean(w, f)
@@ -199,11 +209,11 @@ def _emit_replay(w: _W, f: Features) -> None:
         w(2, "for layer, experts, weights, tokens, step, predictions, tokens_of in records:")
         if lean:
             w(3, "if tokens_of is not None:   # several tokens: the timeline plays dispatch()'s Plan")
-            _emit_general_timeline(w, f, 4, "self._dispatch(layer, experts, weights, tokens, step=step, "
-                                            "predictions=predictions)")
+            _emit_general_timeline(w, f, 4, "self._body(layer, experts, weights, tokens, step, "
+                                            "predictions)")
             w(4, "if stall > 0:")
             w(5, "rstall += stall")
-            _emit_count(w, 4)
+            _emit_count(w, f, 4)
             w(4, "continue")
         w(3, "n = len(experts)")
         with w.indent(3):
@@ -223,14 +233,6 @@ def _emit_replay(w: _W, f: Features) -> None:
     w.replay = False
 
 
-def _emit_fast_path(w: _W) -> None:
-    """The compiled replay kernel (mpl.runtime.fast) takes the whole replay where it covers
-    the policy and the compiled backend is in use; otherwise the loop below runs."""
-    w(2, "count, records = _fast_replay_records(self, records, tl, tick, every)")
-    w(2, "if count is not None:")
-    w(3, "return count")
-
-
 def _emit_general_timeline(w: _W, f: Features, d: int, plan: str) -> None:
     """At indent ``d``, in a loop that keeps the clocks (and the lean loop's step counter) in
     locals: hand them back, play the Plan ``plan`` on the timeline's general path (``stall``),
@@ -247,11 +249,21 @@ def _emit_general_timeline(w: _W, f: Features, d: int, plan: str) -> None:
         w(d, "last_layer = self._last_layer")
 
 
-def _emit_count(w: _W, d: int) -> None:
-    """One more record played; the progress callback every ``every`` records."""
+def _emit_count(w: _W, f: Features, d: int) -> None:
+    """One more record played; its log records to the logger and the progress callback
+    every ``every`` records, the state frozen meanwhile (user code runs: mpl.runtime.guard)."""
     w(d, "count += 1")
+    if f.monitor:
+        w(d, "if self._log_emitted < len(self.monitor.log):")
+        w(d + 1, "with guard.frozen():")
+        w(d + 2, "self._emit_logs()")
     w(d, "if every and count % every == 0:")
-    w(d + 1, "tick(count)")
+    if _counts_only(w, f):
+        # the clocks are in locals: the timeline gets them first (a tick may read it)
+        w(d + 1, f"tl.set_clocks({_CLOCKS}, nx)")
+        w(d + 1, "nx = 0")
+    w(d + 1, "with guard.frozen():")
+    w(d + 2, "tick(count)")
 
 
 def _emit_timeline(w: _W, d: int) -> None:
@@ -514,7 +526,7 @@ def _emit_triggers(w: _W, f: Features, b: _Body) -> None:
             (f.memory, "thr = self.mem_threshold",
              "thr is not None and self.pool.used * self.expert_bytes >= thr * self.mem_budget",
              f"self._pressure(inuse, {ev})"),
-            (f.rebalance, None, f"self.rebalance_interval and {every}" if f.rebalance_off else every,
+            (f.rebalance, None, f"self.rebalance_interval and {every}",
              f"self._rebalance(self.allocation, inuse, {ev})"),
             (f.monitor, None, "n", "self._observe(hit, tokens, inuse, evicted)"),
             (True, None, "len(res) > cache.capacity   # a capacity cut that met keys in use completes now",
@@ -546,7 +558,7 @@ def _emit_result(w: _W, f: Features, b: _Body) -> None:
             w(0, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
         w(0, "if stall > 0:")
         w(1, "self.stall += stall")
-    _emit_count(w, 0)
+    _emit_count(w, f, 0)
 
 
 def _emit_admit(w: _W, f: Features, d: int, kind: str, on_fail: list[str]) -> None:
@@ -688,6 +700,7 @@ def _emit_rules(w: _W, pir: _ir.PolicyIR) -> None:
         w(4, "r.held = 0")
         w(4, "r.mark = None")
         w(4, f"self._fire({r.index}, {int(r.source_line)}, _ACTIONS[{r.index}], inuse, evicted)")
+        w(4, "n = m.acc if m.acc < m.window else m.window   # (an action may resize the window)")
         w(2, "else:")
         w(3, "r.held = 0")
         w(3, "r.mark = None")
@@ -715,9 +728,9 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0, "It needs only mpl.runtime (no compiler, no lark, no torch).")
     w(0, '"""')
     w(0)
-    w(0, "from mpl.runtime.core import DispatchError as _DispatchError, Runtime as _Runtime, distinct as _distinct")
+    w(0, "from mpl.runtime.backend import make as _make")
+    w(0, "from mpl.runtime.core import DispatchError as _DispatchError, PureRuntime as _Runtime, STEP_MAX as _STEP_MAX, distinct as _distinct")
     w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Plan as _Plan")
-    w(0, "from mpl.runtime.fast import replay_records as _fast_replay_records")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
     w(0, f"POLICY_NAME = {pir.name!r}")
@@ -748,6 +761,13 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
         acts = ", ".join(_action_literal(a) for a in r.actions)
         w(1, f"({acts}{',' if len(r.actions) == 1 else ''}),   # rule{r.index}")
     w(0, ")")
+    w(0, "# ... their conditions, for the compiled engine: (metric, op, threshold, for N, unit, line)")
+    w(0, "_CONDITIONS = (")
+    for r in pir.adapt:
+        c = r.condition
+        w(1, f"({c.metric!r}, {c.op!r}, {float(c.threshold)!r}, {int(r.duration.n)!r}, "
+             f"{r.duration.unit!r}, {int(r.source_line)!r}),   # rule{r.index}")
+    w(0, ")")
     w(0)
     w(0)
     w(0, f"class {cls}(_Runtime):")
@@ -761,8 +781,10 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
         _emit_rules(w, pir)
     w(0)
     w(0)
-    w(0, "def make_runtime(num_layers, num_experts, top_k, *, expert_bytes=None, cost=None, **kw):")
-    w(1, '"""A fresh runtime for a model with this shape (MoE layers, experts per layer, top-k)."""')
-    w(1, f"return {cls}(PARAMS, FEATURES, num_layers, num_experts, top_k, expert_bytes=expert_bytes,")
-    w(1, "                  cost=cost, rules=_RULES, **kw)")
+    w(0, "def make_runtime(num_layers, num_experts, top_k, *, expert_bytes=None, cost=None, backend=None):")
+    w(1, '"""A fresh runtime for a model with this shape (MoE layers, experts per layer, top-k), on')
+    w(1, 'the compiled engine where it covers the policy, else pure (``backend``: "pure" or')
+    w(1, '"compiled" to ask for one; mpl.runtime.backend)."""')
+    w(1, f"return _make({cls}, PARAMS, FEATURES, _CONDITIONS, _ACTIONS, _RULES, num_layers, num_experts,")
+    w(1, "             top_k, expert_bytes=expert_bytes, cost=cost, backend=backend, policy=POLICY_NAME)")
     return w.text()

@@ -585,11 +585,9 @@ class Engine:
         # SyncOps.read_ids does, one call less)
         host_read = type(ops) is SyncOps
         runtime = self.runtime
-        # the compiled live dispatch's hits(): True instead of a Plan when every access hit
-        # and nothing moved (used while it is still the runtime's dispatch)
-        rtd = getattr(runtime, "__dict__", {})
-        live = rtd.get("dispatch")
-        hits = getattr(live, "hits", None) if type(live).__name__ == "LiveState" else None
+        # the runtime's hits(): True instead of a Plan when every access hit and nothing
+        # moved (the compiled engine answers without building a Plan)
+        hits = getattr(runtime, "hits", None)
         local, glob = self._local_fns, self._global_fns
         modes = self.modes
         accesses, hits_of = self.layer_accesses, self.layer_hits
@@ -615,7 +613,7 @@ class Engine:
             # one token's top-k ids are distinct (a repeat would take the runtime's pure
             # path, which removes it, so the Plan is the same)
             experts = flat if tokens == 1 else list(dict.fromkeys(flat))
-            if hits is not None and rtd.get("dispatch") is live:
+            if hits is not None:
                 plan = hits(ordinal, experts, None, tokens, step=engine.step)
                 if plan is True:                 # every access hit, nothing moved
                     n = len(experts)

@@ -20,12 +20,12 @@ from mpl.runtime.adapt import ACTIONS as ADAPT_ACTIONS
 from mpl.runtime.budgets import Signal, allocate
 from mpl.runtime.cache import Cache, SlotFreeList
 from mpl.runtime.cost import CostModel
+from mpl.runtime.errors import DispatchError, RuntimeConfigError  # noqa: F401  (re-exported)
 from mpl.runtime.eviction import make_store
-from mpl.runtime.fast import make_guard
-from mpl.runtime.guard import RuntimeBusyError  # noqa: F401  (re-exported)
+from mpl.runtime.guard import Guard, RuntimeBusyError  # noqa: F401  (re-exported)
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
-from mpl.runtime.prefetch import Affinity, History, learned
+from mpl.runtime.prefetch import Affinity, History, Learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
 from mpl.schema import REQUIRED_KEYS, SLOT_POOL_MAX
 
@@ -34,17 +34,14 @@ log = logging.getLogger("mpl.runtime")
 DEFAULT_EXPERT_GB = 1.2   # SPEC §3: cache.expert_size_gb "from the model, else 1.2"
 
 
-class RuntimeConfigError(ValueError):
-    """The runtime cannot be built for this model shape (e.g. a budget too small)."""
-
-
-class DispatchError(ValueError):
-    """A dispatch the runtime cannot take (layer out of range, weights not aligned)."""
-
-
 # Model shapes beyond these are refused (no MoE model comes near them; the .mpltrace format
 # and the schema's capacity range stop at the same size).
 MAX_SHAPE = 65536
+#: the runtime's counters' limits (both backends): steps a caller gives or the runtime counts
+#: stay within 2^62, token counts within 2^53 (exact as floats: the hybrid schedule compares
+#: them with a float limit); beyond, a DispatchError
+STEP_MAX = 1 << 62
+TOKENS_MAX = 1 << 53
 
 
 def _shape_int(value, name: str) -> int:
@@ -84,42 +81,120 @@ class _Rule:
         self.mark = None      # last step / token count the held counter advanced at
 
 
-class Runtime:
-    """State of one policy instance for a model shape. See the module docstring."""
+class Layout:
+    """A runtime's shape and slots, computed once from the policy's values for a model shape
+    (:func:`layout`): what both backends are built from, so they agree on every slot."""
 
-    def __init__(self, params: dict, features: dict, num_layers: int, num_experts: int,
-                 top_k: int, *, expert_bytes=None, cost=None, rules=(), **kw):
-        if kw:
-            raise TypeError(f"make_runtime() got unexpected keyword argument(s): {', '.join(sorted(kw))}")
-        self._guard = make_guard()     # one dispatcher at a time (mpl.runtime.guard)
-        num_layers = _shape_int(num_layers, "num_layers")
-        num_experts = _shape_int(num_experts, "num_experts")
-        top_k = _shape_int(top_k, "top_k")
-        if top_k > num_experts:
-            raise RuntimeConfigError(f"top_k ({top_k}) is larger than num_experts ({num_experts})")
+    __slots__ = ("num_layers", "num_experts", "top_k", "expert_bytes", "cost", "pins",
+                 "per_layer", "capacity", "requested_slots", "pool_size", "capacities",
+                 "total_budget", "budget_derived", "min_cap", "max_cap", "cpu_limit")
+
+    def slots(self, capacity) -> int:
+        """The slots of a capacity (a count, or a size: as many experts as fit)."""
+        return capacity_slots(capacity, self.expert_bytes)
+
+
+def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expert_bytes=None,
+           cost=None) -> Layout:
+    """The :class:`Layout` of a policy (its lowered ``params`` and ``features``) on a model
+    shape; RuntimeConfigError for a shape, an expert size, a cost model, pins or a budget the
+    runtime cannot take."""
+    lay = Layout()
+    lay.num_layers = L = _shape_int(num_layers, "num_layers")
+    lay.num_experts = E = _shape_int(num_experts, "num_experts")
+    lay.top_k = top_k = _shape_int(top_k, "top_k")
+    if top_k > E:
+        raise RuntimeConfigError(f"top_k ({top_k}) is larger than num_experts ({E})")
+    if expert_bytes is None:
+        gb = params.get("cache.expert_size_gb")
+        expert_bytes = (gb if gb is not None else DEFAULT_EXPERT_GB) * 1e9
+    try:
+        lay.expert_bytes = float(expert_bytes)
+    except (TypeError, ValueError):
+        raise RuntimeConfigError(f"expert_bytes must be a number of bytes, got {expert_bytes!r}") from None
+    if not lay.expert_bytes > 0 or lay.expert_bytes == float("inf"):
+        raise RuntimeConfigError(f"expert_bytes must be a positive number of bytes, got {expert_bytes!r}")
+    bad_pins = sorted(e for e in params["cache.pin"] if not 0 <= e < E)
+    if bad_pins:
+        raise RuntimeConfigError(f"cache.pin lists expert {bad_pins[0]}, but the model has "
+                                 f"{E} experts per layer (ids 0..{E - 1})")
+    if cost is not None and not isinstance(cost, CostModel):
+        raise RuntimeConfigError(f"cost must be an mpl.runtime CostModel (or None), got {cost!r}")
+    lay.cost = cost if cost is not None else CostModel()
+    lay.pins = frozenset(params["cache.pin"])
+    missing = [k for k in REQUIRED_KEYS if params.get(k) is None]   # cache.capacity
+    if missing:
+        raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
+    reachable = (params["cache.capacity"], *features.get("capacities", ()))
+    slots = [lay.slots(c) for c in reachable]
+    lay.capacity = cap = slots[0]
+    # a cache never holds more keys than the model has experts (a layer's cache: that layer's;
+    # the shared cache: every MoE layer's), so the slot pool stops there: the requested slots
+    # drive every decision, the pool (and the mechanism's device memory, num_slots) is only
+    # what can ever be occupied
+    max_slots = L * E
+    lay.per_layer = bool(features.get("per_layer"))
+    if lay.per_layer:
+        lay.min_cap = int(params["per_layer.min_capacity"])
+        lay.max_cap = int(params["per_layer.max_capacity"])
+        tb = params.get("per_layer.total_budget")
+        lay.budget_derived = tb is None
+        lay.total_budget = L * cap if tb is None else int(tb)
+        totals = [lay.total_budget] + [int(b) for b in features.get("budgets", ())]
+        if lay.budget_derived:       # an adapt rule setting capacity moves the budget
+            totals += [L * c for c in slots[1:]]
+        # allocations never exceed the budget nor layers x max_capacity (adapt rules can move
+        # all three: the pool holds the largest split they reach)
+        lo = max([lay.min_cap] + [int(x) for x in features.get("min_capacities", ())])
+        hi = max([lay.max_cap] + [int(x) for x in features.get("max_capacities", ())])
+        lay.requested_slots = max(L * lo, min(max(totals), L * hi))
+        _pool_size(lay, max_slots, f"{L} MoE layers' caches")
+        try:
+            lay.capacities = allocate([1.0] * L, lay.total_budget, lay.min_cap, lay.max_cap)
+        except ValueError as e:
+            raise RuntimeConfigError(str(e)) from None
+    else:
+        lay.requested_slots = max(slots)
+        _pool_size(lay, max_slots, "the shared cache")
+        lay.capacities = [cap]
+        lay.total_budget = None
+        lay.budget_derived = True
+        lay.min_cap = lay.max_cap = 0
+    lay.cpu_limit = lay.cost.cpu_token_limit(lay.expert_bytes,
+                                             float(params["schedule.offload_threshold_ms"]))
+    return lay
+
+
+def _pool_size(lay: Layout, max_slots: int, what: str) -> None:
+    """The slot pool: the slots the policy asks for, at most every key of the model, and at
+    most SLOT_POOL_MAX (a free list the runtime holds, and device memory the mechanism
+    allocates): RuntimeConfigError beyond, naming both numbers."""
+    n = min(lay.requested_slots, max_slots)
+    if n > SLOT_POOL_MAX:
+        raise RuntimeConfigError(
+            f"the policy asks for {lay.requested_slots:,} slots for {what} on a model of "
+            f"{lay.num_layers:,} MoE layers x {lay.num_experts:,} experts, more than the "
+            f"{SLOT_POOL_MAX:,} slots a runtime's slot pool holds: lower cache.capacity "
+            f"(or per_layer.total_budget, per_layer.max_capacity)")
+    lay.pool_size = n
+
+
+class PureRuntime:
+    """The pure-Python runtime of one policy for a model shape (the reference backend). A
+    compiled policy module subclasses it with its specialised ``dispatch`` and
+    ``replay_records``; users hold it through :class:`mpl.runtime.backend.Runtime`."""
+
+    def __init__(self, lay: Layout, params: dict, features: dict, rules=()):
+        self._guard = Guard()          # one dispatcher at a time (mpl.runtime.guard)
         self.p = dict(params)
         self.features = dict(features)
-        self.num_layers = L = num_layers
-        self.num_experts = num_experts
-        self.top_k = top_k
-        self._ids = frozenset(range(num_experts))     # the valid expert ids (dispatch checks)
-        if expert_bytes is None:
-            gb = params.get("cache.expert_size_gb")
-            expert_bytes = (gb if gb is not None else DEFAULT_EXPERT_GB) * 1e9
-        try:
-            self.expert_bytes = float(expert_bytes)
-        except (TypeError, ValueError):
-            raise RuntimeConfigError(f"expert_bytes must be a number of bytes, got {expert_bytes!r}") from None
-        if not self.expert_bytes > 0 or self.expert_bytes == float("inf"):
-            raise RuntimeConfigError(f"expert_bytes must be a positive number of bytes, got {expert_bytes!r}")
-        bad_pins = sorted(e for e in params["cache.pin"] if not 0 <= e < num_experts)
-        if bad_pins:
-            raise RuntimeConfigError(f"cache.pin lists expert {bad_pins[0]}, but the model has "
-                                     f"{num_experts} experts per layer (ids 0..{num_experts - 1})")
-        if cost is not None and not isinstance(cost, CostModel):
-            raise RuntimeConfigError(f"cost must be an mpl.runtime CostModel (or None), got {cost!r}")
-        self.cost = cost if cost is not None else CostModel()
-        self.pins = frozenset(params["cache.pin"])
+        self.num_layers = L = lay.num_layers
+        self.num_experts = lay.num_experts
+        self.top_k = lay.top_k
+        self._ids = frozenset(range(lay.num_experts))     # the valid expert ids (dispatch checks)
+        self.expert_bytes = lay.expert_bytes
+        self.cost = lay.cost
+        self.pins = lay.pins
         self.w_default = 1.0 / self.top_k
 
         # ---- counters (stats)
@@ -137,46 +212,22 @@ class Runtime:
         self.adapt_log: list = []
 
         # ---- caches
-        self.per_layer = bool(features.get("per_layer"))
-        missing = [k for k in REQUIRED_KEYS if params.get(k) is None]   # cache.capacity
-        if missing:
-            raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
-        reachable = (params["cache.capacity"], *features.get("capacities", ()))
-        slots = [self._slots(c) for c in reachable]
-        cap = slots[0]
-        self.capacity = cap
-        # a cache never holds more keys than the model has experts (a layer's cache: that
-        # layer's; the shared cache: every MoE layer's), so the slot pool stops there: the
-        # requested slots drive every decision, the pool (and the mechanism's device
-        # memory, runtime.num_slots) is only what can ever be occupied
-        self.max_slots = L * num_experts
+        self.per_layer = lay.per_layer
+        self.capacity = lay.capacity
+        self.requested_slots = lay.requested_slots
+        self.pool = SlotFreeList(lay.pool_size)
         if self.per_layer:
-            self.min_cap = int(params["per_layer.min_capacity"])
-            self.max_cap = int(params["per_layer.max_capacity"])
-            tb = params.get("per_layer.total_budget")
-            self.budget_derived = tb is None
-            self.total_budget = L * cap if tb is None else int(tb)
-            totals = [self.total_budget] + [int(b) for b in features.get("budgets", ())]
-            if self.budget_derived:       # an adapt rule setting capacity moves the budget
-                totals += [L * c for c in slots[1:]]
-            # allocations never exceed the budget nor layers x max_capacity (adapt rules can
-            # move all three: the pool holds the largest split they reach)
-            lo = max([self.min_cap] + [int(x) for x in features.get("min_capacities", ())])
-            hi = max([self.max_cap] + [int(x) for x in features.get("max_capacities", ())])
-            self.requested_slots = max(L * lo, min(max(totals), L * hi))
-            self.pool = self._pool(f"{L} MoE layers' caches")
+            self.min_cap = lay.min_cap
+            self.max_cap = lay.max_cap
+            self.budget_derived = lay.budget_derived
+            self.total_budget = lay.total_budget
             self.allocation = params["per_layer.allocation"]
             self.rebalance_interval = int(params["per_layer.rebalance_interval"])
             self.signal = Signal(L, int(params["per_layer.entropy_window"])) if features.get("signal") else None
-            try:
-                caps = allocate([1.0] * L, self.total_budget, self.min_cap, self.max_cap)
-            except ValueError as e:
-                raise RuntimeConfigError(str(e)) from None
             self.caches = [Cache(c, make_store(params["cache.eviction"], c, self.p), self.pool,
-                                 self.pins, layer=i) for i, c in enumerate(caps)]
+                                 self.pins, layer=i) for i, c in enumerate(lay.capacities)]
         else:
-            self.requested_slots = max(slots)
-            self.pool = self._pool("the shared cache")
+            cap = lay.capacity
             shared = Cache(cap, make_store(params["cache.eviction"], cap, self.p), self.pool, self.pins)
             self.caches = [shared] * L
             self.signal = None
@@ -185,19 +236,19 @@ class Runtime:
         self.mode = params["schedule.mode"]
         self.offload_ms = float(params["schedule.offload_threshold_ms"])
         self.priority = bool(params["schedule.priority_routing"])
-        self._cpu_limit = self.cost.cpu_token_limit(self.expert_bytes, self.offload_ms)
+        self._cpu_limit = lay.cpu_limit
         self._miss = self._miss_for(self.mode)
 
         # ---- prefetch
         self.strategy = params["prefetch.strategy"]
         self.budget = int(params["prefetch.budget"])
         self.lookahead = int(params["prefetch.lookahead"])
-        self.history = (History(L, int(params["prefetch.history_window"]), num_experts)
+        self.history = (History(L, int(params["prefetch.history_window"]), self.num_experts)
                         if features.get("history") else None)
         self.affinity = (Affinity(L, int(features.get("affinity_depth", self.lookahead)),
                                   float(params["prefetch.affinity_threshold"]))
                          if features.get("affinity") else None)
-        self.learned = (learned(L, num_experts, int(params["prefetch.context_layers"]),
+        self.learned = (Learned(L, self.num_experts, int(params["prefetch.context_layers"]),
                                 int(params["prefetch.history_window"]),
                                 float(params["prefetch.confidence"]),
                                 int(features.get("affinity_depth", self.lookahead)))
@@ -214,30 +265,19 @@ class Runtime:
         # ---- monitor + adapt
         self.monitor = (Monitor(int(params["monitor.window"]), int(params["monitor.log_interval"]),
                                 params["monitor.metrics"]) if features.get("monitor") else None)
+        # the warm-up (monitor.warmup): adapt rules are evaluated from the first eviction on
+        self._warm = params.get("monitor.warmup", "first_eviction") != "first_eviction"
+        self._log_emitted = 0        # monitor log records handed to the logger
         self.rules = [_Rule(armed=inv is None) for inv in rules]
         self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)
         self._partner = {inv: i for i, inv in enumerate(rules) if inv is not None}
-        if hasattr(type(self), "_dispatch"):      # a compiled policy module's class
-            from mpl.runtime.fast import install_live
-            install_live(self)       # the C live dispatch where it covers the policy
-
-    def __getattr__(self, name):
-        # Only for attributes not in the instance __dict__: while the compiled live dispatch
-        # (mpl.runtime.fast, LiveState) holds the dispatch state in C, its attributes are
-        # absent; a read of one brings the whole state back first, or, from inside a
-        # dispatch (a callback), reads a snapshot of it (fast.live_read).
-        d = self.__dict__
-        live = d.get("_live")
-        if live is not None and (live.owns or d.get("_live_held") is not None):
-            from mpl.runtime.fast import live_read
-            return live_read(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ argument checks
-    # The compiled dispatch tests its arguments cheaply and calls these only when a test
+    # The generated dispatch tests its arguments cheaply and calls these only when a test
     # fails (or an argument has an unusual type): they convert what is usable (a numpy
-    # integer layer, a tuple of ids) and raise DispatchError, before any state changes, for
-    # the rest.
+    # integer layer, a tuple of ids) and raise DispatchError, before the lock is taken and
+    # before any state changes, for the rest. The compiled engine makes the same checks in
+    # the same order with the same messages (mpl/runtime/c/engine.c, conv_call).
     def _check_layer(self, layer) -> int:
         try:
             if isinstance(layer, bool):
@@ -263,7 +303,7 @@ class Runtime:
         a float (even 4.0), or anything else that is not an integer is refused, although
         Python would let it stand for an int in a set or dict."""
         out = []
-        for e in experts:
+        for e in tuple(experts):     # (a copy: an __index__ below cannot change what is read)
             if type(e) is not int:
                 if isinstance(e, (bool, float)):
                     raise DispatchError(f"expert ids must be integers, got {e!r}")
@@ -298,7 +338,7 @@ class Runtime:
                 if isinstance(x, (str, bytes)):
                     raise TypeError
                 f = float(x)                     # numpy floats and ints too
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise DispatchError(f"router weights must be finite numbers, got {x!r}") from None
             if f * 0.0 != 0.0:                   # a NaN or an infinity
                 raise DispatchError(f"router weights must be finite numbers, got {x!r}")
@@ -312,6 +352,8 @@ class Runtime:
             tokens = operator.index(tokens)      # a numpy integer is converted
         except TypeError:
             raise DispatchError(f"tokens must be an integer >= 1, got {tokens!r}") from None
+        if tokens > TOKENS_MAX:
+            raise DispatchError(f"tokens must be at most 2**53, got {tokens}")
         if tokens == 0 and n == 0:      # an empty batch routes nothing
             return tokens
         if tokens < 1:
@@ -327,43 +369,37 @@ class Runtime:
             value = -1
         if value < 0:
             raise DispatchError(f"step must be a non-negative integer (or None), got {step!r}")
+        if value > STEP_MAX:
+            raise DispatchError(f"step must be at most 2**62, got {value}")
         return value
 
-    def _check_predictions(self, predictions) -> None:
+    def _check_predictions(self, predictions) -> dict:
+        """The predictions as a dict of lists of their own (what the dispatch reads later
+        cannot be changed by anyone), or DispatchError."""
         if not isinstance(predictions, dict):
             raise DispatchError(f"predictions must be a dict of layer -> expert ids, got "
                                 f"{type(predictions).__name__}")
-        for layer, ids in predictions.items():
+        out = {}
+        for layer, ids in list(predictions.items()):
             if type(layer) is not int or not 0 <= layer < self.num_layers:
                 raise DispatchError(f"predictions name layer {layer!r}: this runtime has MoE "
                                     f"layers 0..{self.num_layers - 1}")
             if isinstance(ids, (str, bytes, dict)):
                 raise DispatchError(f"predictions for layer {layer} must be a list of expert ids")
             try:
-                ok = all(type(e) is int for e in ids) and self._ids.issuperset(ids)
+                ids = list(ids)
             except TypeError:
                 raise DispatchError(f"predictions for layer {layer} must be a list of expert "
                                     f"ids, got {ids!r}") from None
-            if not ok:
+            if not (all(type(e) is int for e in ids) and self._ids.issuperset(ids)):
                 try:
                     self._bad_experts(ids)
                 except DispatchError as e:
                     raise DispatchError(f"predictions for layer {layer}: {e}") from None
+            out[layer] = ids
+        return out
 
     # ------------------------------------------------------------------ helpers
-    def _pool(self, what: str) -> SlotFreeList:
-        """The slot pool: the slots the policy asks for, at most every key of the model, and
-        at most SLOT_POOL_MAX (a free list the runtime holds, and device memory the mechanism
-        allocates): RuntimeConfigError beyond, naming both numbers."""
-        n = min(self.requested_slots, self.max_slots)
-        if n > SLOT_POOL_MAX:
-            raise RuntimeConfigError(
-                f"the policy asks for {self.requested_slots:,} slots for {what} on a model of "
-                f"{self.num_layers:,} MoE layers x {self.num_experts:,} experts, more than the "
-                f"{SLOT_POOL_MAX:,} slots a runtime's slot pool holds: lower cache.capacity "
-                f"(or per_layer.total_budget, per_layer.max_capacity)")
-        return SlotFreeList(n)
-
     def _slots(self, capacity) -> int:
         return capacity_slots(capacity, self.expert_bytes)
 
@@ -666,7 +702,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ monitor
     def _observe(self, hit, tokens, inuse, evicted) -> None:
-        """Push this dispatch into the monitor window; evaluate the adapt rules per access."""
+        """Push this dispatch into the monitor window; evaluate the adapt rules per access;
+        a log record every log_interval accesses (handed to the logger after the dispatch,
+        :meth:`_emit_logs`). Until the warm-up ends (``monitor.warmup``: the first eviction,
+        unless the policy says ``none``) the rules are not evaluated; the dispatch that ends
+        it (an eviction happened by the end of its accesses, prefetches and triggers) clears
+        the window, so the rules judge only what came after the cold start."""
         m = self.monitor
         seen = m.seen
         loads = self.demand_loads + self.background_loads + self.prefetch_loads
@@ -676,17 +717,16 @@ class Runtime:
         pfu = self.prefetch_useful - seen[3]
         st = self.stall - seen[4]
         last = len(hit) - 1
-        rules = self.rules
-        li = m.log_interval
-        ring = m.ring
-        window = m.window
-        events = m.events
+        rules = self.rules if self._warm else None
         for j, h in enumerate(hit):
+            window = m.window            # (read at every access: an adapt rule may resize it)
             i = m.acc % window
             v = 1 if h else 0
+            ring = m.ring
             m.hits += v - ring[i]
             ring[i] = v
             m.acc += 1
+            events = m.events
             if events and events[0][0] <= m.acc - window:
                 m.expire()
             if j == last:
@@ -695,51 +735,109 @@ class Runtime:
                           self.stall]
             if rules:
                 self._eval_rules(tokens, inuse, evicted)
-            if (m.acc + m.skipped) % li == 0:
+            if (m.acc + m.skipped) % m.log_interval == 0:
                 rec = {"access": m.acc + m.skipped, "step": self.step}
                 for name in m.metrics:
                     rec[name] = m.value(name)
                 m.log.append(rec)
-                log.debug("monitor %s", rec)
+        if not self._warm and self.evictions:      # the warm-up ends: the window starts afresh
+            self._warm = True
+            m.restart()
 
     def _eval_rules(self, tokens, inuse, evicted) -> None:  # pragma: no cover - generated
         pass
+
+    def _emit_logs(self) -> None:
+        """The monitor's new log records to the logger (after a dispatch released the lock;
+        the compiled engine does the same)."""
+        m = self.monitor
+        new = m.log[self._log_emitted:]
+        self._log_emitted += len(new)
+        if new and log.isEnabledFor(logging.DEBUG):
+            for rec in new:
+                log.debug("monitor %s", dict(rec))
 
     # ------------------------------------------------------------------ public
     @property
     def num_slots(self) -> int:
         return self.pool.size
 
+    def hits(self, layer, experts, weights=None, tokens=1, *, step=None, predictions=None):
+        """dispatch() for a caller that needs no Plan when every access hit and the dispatch
+        moved nothing (the offload engine on a pool that holds the model): True then, else
+        the Plan."""
+        plan = self.dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)
+        if not plan.raw_loads and not plan.evicted and all(plan.hit):
+            return True
+        return plan
+
     def add_stall(self, ms: float) -> None:
         """The mechanism reports a measured (or the replayer a simulated) stall, in ms:
         a finite number >= 0 (anything else is a DispatchError and changes nothing)."""
         if not _finite(ms) or ms < 0:
             raise DispatchError(f"a stall must be a finite number of milliseconds >= 0, got {ms!r}")
-        self.stall += float(ms)
+        g = self._guard
+        g.begin("a stall report")
+        try:
+            self.stall += float(ms)
+        finally:
+            g.end()
+
+    def set(self, key, value) -> list:
+        """An adapt action applied between dispatches (mpl.runtime.backend.Runtime.set, which
+        checks the value): what it evicted, as (key, slot) pairs."""
+        g = self._guard
+        g.begin("a change")
+        try:
+            evicted: list = []
+            self.set_value(key, value, frozenset(), evicted)
+            return evicted
+        finally:
+            g.end()
 
     # The readers below hold the guard: another thread's dispatch finishes first, so they
-    # see the state between two dispatches; from a callback inside a dispatch of this
-    # thread they read it as it is at that moment (mpl.runtime.guard).
+    # see the state between two dispatches (mpl.runtime.guard).
     def capacities(self) -> list:
-        with self._guard:
+        with self._guard.read():
             if self.per_layer:
                 return [c.capacity for c in self.caches]
             return [self.caches[0].capacity]
 
     def resident(self) -> dict:
-        with self._guard:
+        with self._guard.read():
             out = {}
             for c in self._distinct_caches():
                 out.update(c.resident)
-            return out
+            return dict(sorted(out.items()))
+
+    def store_keys(self) -> list:
+        """Per cache its resident keys as its eviction store orders them, coldest first."""
+        with self._guard.read():
+            return [list(c.store.keys()) for c in self._distinct_caches()]
 
     def metrics(self) -> dict:
         """The windowed metrics now (needs a monitor block or adapt rules)."""
-        with self._guard:
+        with self._guard.read():
             return self.monitor.snapshot() if self.monitor is not None else {}
 
+    def monitor_log(self) -> list:
+        """The monitor's log records so far."""
+        with self._guard.read():
+            return [dict(r) for r in self.monitor.log] if self.monitor is not None else []
+
+    def values(self) -> dict:
+        """The adaptable parameters' values now, as the adapt log shows them."""
+        with self._guard.read():
+            return {k: (self.capacity if k == "cache.capacity" else _plain(self.p.get(k)))
+                    for k in ADAPT_ACTIONS}
+
+    def learned_dump(self):
+        """The learned predictor's state (None without one)."""
+        with self._guard.read():
+            return self.learned.dump() if self.learned is not None else None
+
     def stats(self) -> dict:
-        with self._guard:
+        with self._guard.read():
             return self._stats()
 
     def _stats(self) -> dict:

@@ -1,103 +1,148 @@
-"""The lock of one runtime: one dispatcher at a time, callbacks refused a second dispatch.
+"""The lock of one pure runtime (SPEC §5, "Threads and callbacks").
 
-A runtime's dispatch state is used by one dispatcher at a time (SPEC §11, "Threads and
-callbacks"). Every runtime has a :class:`Guard`:
+Every entry point of a runtime holds its lock: a change (a dispatch, a replay, ``set``,
+``add_stall``) with :meth:`Guard.begin` / :meth:`Guard.end`, a read (``stats()``,
+``resident()``, ...) with :meth:`Guard.read`. Another thread waits for it. While a change
+holds it, no user code runs:
 
-* a dispatch or a replay holds it from start to end (``begin`` / ``end``); another thread
-  that dispatches, replays, reads the statistics (``stats()``, ``resident()``, any attribute
-  the compiled live dispatch holds in C) or changes an attribute meanwhile waits for it;
-* the same thread entering again while it is busy - a callback the dispatch invoked (a
-  logging handler on ``mpl.runtime``, a finalizer run by a garbage collection, a replay's
-  tick) that dispatches, replays or changes the runtime - gets :class:`RuntimeBusyError`;
-  a *read* from there is served (a snapshot of the state as it is at that moment, see
-  ``mpl.runtime.fast.live_sync``).
+* the arguments are converted before it is taken (``__index__``, ``__float__``);
+* the garbage collector is held off (a finalizer is user code, and a collection can start at
+  any allocation of the dispatch);
+* log records are handed to the logger after it is released.
 
-The compiled extension has the same type in C (``mpl.runtime._fast.Guard``, which the
-compiled live dispatch uses without calling Python; ``mpl.runtime.fast.make_guard`` gives
-a runtime the one it can use); this module's :class:`Guard` is the pure-Python one, with the
-same semantics.
+A replay calls user code as it goes (its progress ``tick``, logging handlers, a timeline of
+the caller's): around those calls the state is whole and *frozen* (:meth:`Guard.frozen`):
+a read from any thread is served at once, a change from the replaying thread is refused
+with :class:`RuntimeBusyError`, one from another thread waits for the replay to end. So no
+runtime's lock is waited for while user code that could take another's runs, and two
+runtimes read from each other's callbacks never deadlock.
+
+The compiled engine has the same rules in C (mpl/runtime/c/engine.c, ``engine_lock``).
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 
 
 class RuntimeBusyError(RuntimeError):
-    """A dispatch, replay or change of a runtime from inside one of its own dispatches (a
-    callback it invoked called back into it)."""
+    """A dispatch, replay or change of a runtime from inside a callback of its own replay
+    (a progress tick, a logging handler) on the replaying thread."""
 
 
 def refusal(what: str) -> str:
-    """The message of a refused re-entry (the C guard words it the same way)."""
-    return (f"{what} from inside a dispatch of the same runtime: a callback the dispatch invoked "
-            f"(a logging handler, a finalizer, a tick) called back into it; read its statistics "
-            f"there, dispatch or change it after the call returns (docs/runtime.md, \"Threads "
-            f"and callbacks\")")
+    """The message of a refused re-entry (the compiled engine words it the same way)."""
+    return (f"{what} from inside a replay of the same runtime (a progress tick, a logging "
+            f"handler or a timeline called back into it): read its statistics there, dispatch "
+            f"or change it after the replay returns")
+
+
+# The collector is held off while any pure runtime changes its state: one count for the
+# process (several threads may dispatch several runtimes), the collector's own state restored
+# when the last one ends.
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_was_on = False
+
+
+def _gc_off() -> None:
+    global _gc_depth, _gc_was_on
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
+
+
+def _gc_on() -> None:
+    global _gc_depth
+    with _gc_lock:
+        _gc_depth -= 1
+        if _gc_depth == 0 and _gc_was_on:
+            gc.enable()
 
 
 class Guard:
-    """A re-entrant lock with a busy mark (see the module docstring)."""
+    """A runtime's lock, with the owner thread and the frozen mark (see the module
+    docstring)."""
 
-    __slots__ = ("_lock", "_owner", "_depth", "_busy")
+    __slots__ = ("_lock", "_owner", "_frozen")
 
     def __init__(self):
         self._lock = threading.Lock()
         self._owner = None
-        self._depth = 0
-        self._busy = False
-
-    def _mine(self) -> bool:
-        return self._depth > 0 and self._owner == threading.get_ident()
-
-    def acquire(self) -> None:
-        if self._mine():
-            self._depth += 1
-            return
-        self._lock.acquire()
-        self._owner = threading.get_ident()
-        self._depth = 1
-
-    def release(self) -> None:
-        if not self._mine():
-            raise RuntimeError("runtime guard: released by a thread that does not hold it")
-        if self._busy and self._depth == 1:
-            raise RuntimeBusyError(refusal("releasing the runtime's lock"))
-        self._drop()
-
-    def _drop(self) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            self._owner = None
-            self._busy = False
-            self._lock.release()
+        self._frozen = False
 
     def begin(self, what: str = "a dispatch") -> None:
-        if self._mine() and self._busy:
+        """A change starts: waits for the lock; RuntimeBusyError from the thread holding it
+        (a callback of its own replay)."""
+        me = threading.get_ident()
+        if self._owner == me:
             raise RuntimeBusyError(refusal(what))
-        self.acquire()
-        self._busy = True
+        self._lock.acquire()
+        self._owner = me
+        _gc_off()
 
     def end(self) -> None:
-        if not (self._mine() and self._busy):
-            raise RuntimeError("runtime guard: end() without begin()")
-        self._busy = False
-        self._drop()
+        _gc_on()
+        self._owner = None
+        self._lock.release()
+
+    def read(self) -> "_Read":
+        """``with guard.read():`` around a read: waits for a change in progress, unless the
+        state is frozen (a replay's callback runs)."""
+        return _Read(self)
+
+    def frozen(self) -> "_Frozen":
+        """``with guard.frozen():`` around the user code a replay calls (the lock stays held,
+        the collector runs again meanwhile)."""
+        return _Frozen(self)
 
     @property
     def busy(self) -> bool:
-        """The calling thread is inside a dispatch or a replay of the runtime."""
-        return self._mine() and self._busy
+        """The calling thread holds the lock (a replay's callback runs on it)."""
+        return self._owner == threading.get_ident()
 
-    @property
-    def held(self) -> bool:
-        """The calling thread holds the lock."""
-        return self._mine()
+
+class _Read:
+    __slots__ = ("g", "locked")
+
+    def __init__(self, g: Guard):
+        self.g = g
+        self.locked = False
 
     def __enter__(self):
-        self.acquire()
+        g = self.g
+        if g._frozen and g._owner is not None:
+            return self                  # a replay's callback runs: the state is whole
+        if g._owner == threading.get_ident():
+            raise RuntimeBusyError("a read while this thread changes the runtime")
+        g._lock.acquire()
+        _gc_off()                        # (a read runs no user code either)
+        self.locked = True
         return self
 
     def __exit__(self, *exc):
-        self.release()
+        if self.locked:
+            self.locked = False
+            _gc_on()
+            self.g._lock.release()
+        return False
+
+
+class _Frozen:
+    __slots__ = ("g",)
+
+    def __init__(self, g: Guard):
+        self.g = g
+
+    def __enter__(self):
+        self.g._frozen = True
+        _gc_on()
+        return self
+
+    def __exit__(self, *exc):
+        _gc_off()
+        self.g._frozen = False
         return False

@@ -36,6 +36,16 @@ class Monitor:
         """Accesses pushed so far (``acc`` restarts when the window is resized)."""
         return self.acc + self.skipped
 
+    def restart(self) -> None:
+        """An empty window (the warm-up ended): what it held counts as skipped."""
+        self.ring = bytearray(self.window)
+        self.hits = 0
+        self.events = deque()
+        self.ev = self.ld = self.pfl = self.pfu = 0
+        self.stall = 0.0
+        self.skipped += self.acc
+        self.acc = 0
+
     def set_window(self, window: int) -> None:
         """Resize the window in place (an adapt rule): it keeps the most recent accesses the
         new window can hold (all it knows when it grows: the metrics then cover those and

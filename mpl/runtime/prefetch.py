@@ -558,15 +558,16 @@ class Learned:
 
 def learned(num_layers: int, num_experts: int, context: int, window: int, confidence: float,
             depth: int, row_cap: int = 16):
-    """A learned predictor: the compiled one (``_fast.Learned``, mpl/runtime/_learned.c: the
-    same predictions and state as :class:`Learned`, which is its reference) when the
-    compiled backend is in use and the shape fits its tables, else :class:`Learned`."""
-    from mpl.runtime import fast
+    """A learned predictor on its own: the compiled one (``_engine.Learned``,
+    mpl/runtime/c/learned.c: the same predictions and state as :class:`Learned`, which is
+    its reference) when the compiled engine is built and the shape fits its tables, else
+    :class:`Learned`. (A runtime makes its own, on its backend.)"""
+    from mpl.runtime import compiled
 
-    if fast.available():
-        C = fast._kernel.Learned
+    C = getattr(compiled.engine, "Learned", None)
+    if C is not None:
         maxd = min(num_layers, max(1, int(depth)) + max(1, int(context)) - 1)
         if 1 <= num_layers * num_experts and \
-                maxd * num_layers * num_experts <= fast._kernel.LEARNED_MAX_KEYS and context <= 1024:
+                maxd * num_layers * num_experts <= compiled.engine.LEARNED_MAX_KEYS and context <= 1024:
             return C(num_layers, num_experts, context, window, confidence, depth, row_cap)
     return Learned(num_layers, num_experts, context, window, confidence, depth, row_cap)

@@ -16,7 +16,7 @@ Cache structures: ``shared`` (one cache over every layer's keys) or per-layer (o
 MoE layer with its own capacity; the layers are independent, so the optimum is the per-layer
 optimum on each layer's sub-sequence).
 
-Where the compiled backend is in use (mpl.runtime.fast), the same algorithm runs in C
+Where the compiled backend is in use (mpl.runtime.compiled), the same algorithm runs in C
 (``mpl/runtime/_belady.c``: the same priorities, heap order and decisions; the functions here
 are its reference, ``MPL_PURE=1`` forces them, ``tests/test_belady.py`` holds the two equal
 decision by decision); ``belady()`` then reads a lazily read trace's columns without building
@@ -107,8 +107,8 @@ def simulate(requests: Sequence[Sequence[int]], capacity: int, pinned: frozenset
 
 
 def _kernel():
-    from mpl.runtime.fast import belady_kernel
-    return belady_kernel()
+    from mpl.runtime.compiled import kernel
+    return kernel("belady")
 
 
 def _arrays_of_requests(requests, num_experts: int):
@@ -408,7 +408,7 @@ def belady(dispatches: Sequence[Dispatch], num_experts: int, *, capacity: int | 
 
 def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layers) -> BeladyResult:
     """:func:`belady` in C, on the dispatches' pack (a lazily read trace's columns)."""
-    from mpl.runtime.fast import pack_of
+    from mpl.runtime.packing import pack_of
 
     p = pack_of(dispatches, E)
     offs = array("q", p.offs)

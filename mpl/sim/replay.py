@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mpl.runtime import fast as _fast
+from mpl.runtime import packing as _packing
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import tracecols
@@ -149,11 +149,11 @@ def _as_trace(trace) -> Trace:
 
 def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
     """mpl.trace.steps_and_tokens of the trace's dispatches (once per trace while they do not
-    change: mpl.runtime.fast.derived)."""
+    change: mpl.runtime.packing.derived)."""
     def count():
-        p = _fast.cached_pack(trace, trace.header.num_experts)     # (a replay made it)
-        return steps_and_tokens(trace.dispatches) if p is None else _fast.steps_and_tokens_of(p)
-    return _fast.derived(trace, "steps_and_tokens", count)
+        p = _packing.cached_pack(trace, trace.header.num_experts)     # (a replay made it)
+        return steps_and_tokens(trace.dispatches) if p is None else _packing.steps_and_tokens_of(p)
+    return _packing.derived(trace, "steps_and_tokens", count)
 
 
 def _check_fit(header, num_experts_ok=True) -> None:
@@ -276,11 +276,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         cap0 = rt.num_slots if features(ir).adapts_capacity else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
         every = bar.every if bar.on else 0
-        # the compiled kernel on the trace's cached pack where it covers the policy
-        if _fast.replay_trace(rt, trace, tl, upd, every) is None:
-            # (built once per trace while a sweep or a tune holds it)
-            records = _fast.per_trace(trace, ("records",), lambda: record_list(trace.dispatches))
-            rt.replay_records(records, tl, upd, every)
+        # the runtime's backend replays the trace (its pack or its records, made once per
+        # trace while a sweep or a tune holds it)
+        rt.replay_trace(trace, tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
         bres = None

@@ -1,5 +1,1295 @@
-/* (being written) */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+/* The compiled engine: the Engine type, its construction, argument conversion, the dispatch
+ * and the Plan (see engine.h). */
+#include "engine.h"
 
-int engine_init_module(PyObject *m) { (void)m; return 0; }
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+PyObject *DispatchError, *ConfigError, *BusyError;
+static PyObject *g_plan_type, *g_logger, *s_cpu_o, *s_stream_o, *s_kind[3];
+
+/* ------------------------------------------------------------------ the lock */
+static int acquire(Engine *o, unsigned long me) {
+    if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(o->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    o->owner = me;
+    return 0;
+}
+
+int engine_lock(Engine *o, const char *what) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (o->owner == me) {
+        PyErr_Format(BusyError, "%s from inside a replay of the same runtime (a progress tick, a "
+                     "logging handler or a timeline called back into it): read its statistics "
+                     "there, dispatch or change it after the replay returns", what);
+        return -1;
+    }
+    acquire(o, me);
+    if (o->broken) {
+        o->owner = 0;
+        PyThread_release_lock(o->lock);
+        PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new "
+                     "runtime", o->broken);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_unlock(Engine *o) {
+    o->owner = 0;
+    PyThread_release_lock(o->lock);
+}
+
+int engine_read_lock(Engine *o) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (o->frozen && o->owner) return 1;       /* a replay's callback runs: the state is whole */
+    if (o->owner == me) {                      /* (cannot happen: no Python code runs while held) */
+        PyErr_SetString(BusyError, "a read while this thread changes the runtime");
+        return -1;
+    }
+    acquire(o, me);
+    if (o->broken) {
+        engine_unlock(o);
+        PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new "
+                     "runtime", o->broken);
+        return -1;
+    }
+    return 0;
+}
+
+void engine_read_unlock(Engine *o, int how) {
+    if (how == 0) engine_unlock(o);
+}
+
+void engine_broken(Engine *o, const char *why) {
+    if (!o->broken) o->broken = why;
+}
+
+/* ------------------------------------------------------------------ the record */
+static int grow(void **p, long *cap, long need, size_t item) {
+    if (need <= *cap) return 0;
+    long nc = *cap ? *cap : 16;
+    while (nc < need) {
+        if (nc > LONG_MAX / 2) return -1;
+        nc *= 2;
+    }
+    if ((size_t)nc > SIZE_MAX / item) return -1;
+    void *q = realloc(*p, (size_t)nc * item);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+int rec_load(Rec *r, int key, int slot, int victim, int kind) {
+    if (grow((void **)&r->loads, &r->cloads, r->nloads + 1, sizeof(PlanLoad)) < 0) { r->oom = 1; return -1; }
+    PlanLoad *x = &r->loads[r->nloads++];
+    x->key = key; x->slot = slot; x->victim = victim; x->kind = kind;
+    return 0;
+}
+
+int rec_evict(Rec *r, int key, int slot) {
+    if (grow((void **)&r->ev, &r->cev, r->nev + 1, sizeof(PlanEvict)) < 0) { r->oom = 1; return -1; }
+    r->ev[r->nev].key = key;
+    r->ev[r->nev].slot = slot;
+    r->nev++;
+    return 0;
+}
+
+/* room for n accesses (before the state changes) */
+int rec_size(Rec *r, long n) {
+    if (n > r->cn) {
+        long nc = r->cn ? r->cn : 16;
+        while (nc < n) nc *= 2;
+        if ((size_t)nc > SIZE_MAX / sizeof(long)) return -1;
+        long *w = realloc(r->where, sizeof(long) * (size_t)nc);
+        if (!w) return -1;
+        r->where = w;
+        long *x = realloc(r->experts, sizeof(long) * (size_t)nc);
+        if (!x) return -1;
+        r->experts = x;
+        unsigned char *h = realloc(r->hit, (size_t)nc);
+        if (!h) return -1;
+        r->hit = h;
+        r->cn = nc;
+    }
+    r->n = n;
+    r->nloads = r->nev = 0;
+    r->oom = 0;
+    return 0;
+}
+
+static void rec_free(Rec *r) {
+    free(r->experts); free(r->where); free(r->hit); free(r->loads); free(r->ev);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------------ configuration */
+/* The configuration is a dict (mpl/runtime/compiled.py `engine_config`, the one place that
+ * fills it); each reader names the key it misses. */
+static PyObject *cfg_get(PyObject *cfg, const char *key) {
+    PyObject *v = PyDict_GetItemString(cfg, key);
+    if (!v && !PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "engine configuration: no %s", key);
+    return v;
+}
+
+static int cfg_ll(PyObject *cfg, const char *key, long long *out) {
+    PyObject *v = cfg_get(cfg, key);
+    if (!v) return -1;
+    if (v == Py_None) { *out = -1; return 0; }
+    *out = PyLong_AsLongLong(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int cfg_long(PyObject *cfg, const char *key, long *out) {
+    long long x;
+    if (cfg_ll(cfg, key, &x) < 0) return -1;
+    if (x < LONG_MIN || x > LONG_MAX) { PyErr_Format(PyExc_OverflowError, "engine configuration: %s", key); return -1; }
+    *out = (long)x;
+    return 0;
+}
+
+static int cfg_int(PyObject *cfg, const char *key, int *out) {
+    long long x;
+    if (cfg_ll(cfg, key, &x) < 0) return -1;
+    if (x < INT_MIN || x > INT_MAX) { PyErr_Format(PyExc_OverflowError, "engine configuration: %s", key); return -1; }
+    *out = (int)x;
+    return 0;
+}
+
+static int cfg_double(PyObject *cfg, const char *key, double *out) {
+    PyObject *v = cfg_get(cfg, key);
+    if (!v) return -1;
+    if (v == Py_None) { *out = NAN; return 0; }
+    *out = PyFloat_AsDouble(v);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static char *dup_str(PyObject *s) {
+    const char *c = PyUnicode_AsUTF8(s);
+    if (!c) return NULL;
+    char *d = malloc(strlen(c) + 1);
+    if (!d) { PyErr_NoMemory(); return NULL; }
+    strcpy(d, c);
+    return d;
+}
+
+static void *zalloc(size_t n, size_t item) {
+    if (n == 0) n = 1;
+    if (n > SIZE_MAX / item) return NULL;
+    return calloc(n, item);
+}
+
+#define NEED(p) do { if (!(p)) { PyErr_NoMemory(); return -1; } } while (0)
+
+/* an adapt action from (code, param, i, d, d2, flag, rule, key, plain) */
+static int action_from(Action *a, PyObject *t) {
+    PyObject *rule_o;
+    if (!PyArg_ParseTuple(t, "iiLdd" "iOiOO", &a->code, &a->param, &a->i, &a->d, &a->d2, &a->flag,
+                          &rule_o, &a->kidx, &a->key, &a->plain))
+        return -1;
+    if (a->code < 0 || a->code >= A_COUNT || a->param < 0 || a->param >= SP_COUNT || a->kidx < -1) {
+        PyErr_SetString(PyExc_ValueError, "engine configuration: bad adapt action");
+        return -1;
+    }
+    a->rule = NULL;
+    if (rule_o != Py_None && !(a->rule = dup_str(rule_o))) return -1;
+    return 0;
+}
+
+static int action_check(Engine *o, const Action *a) {
+    if (a->kidx >= o->nplain) {
+        PyErr_SetString(PyExc_ValueError, "engine configuration: bad adapt action key");
+        return -1;
+    }
+    return 0;
+}
+
+static int rules_from(Engine *o, PyObject *cfg) {
+    PyObject *rs = cfg_get(cfg, "rules");
+    if (!rs) return -1;
+    if (!PyTuple_Check(rs)) { PyErr_SetString(PyExc_TypeError, "engine configuration: rules"); return -1; }
+    Py_ssize_t nr = PyTuple_GET_SIZE(rs);
+    if (nr > INT_MAX / 2) { PyErr_NoMemory(); return -1; }
+    o->nrules = (int)nr;
+    NEED(o->rules = zalloc((size_t)nr, sizeof(Rule)));
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        Rule *r = &o->rules[i];
+        PyObject *acts;
+        /* (metric, cmp, value, n, unit, inverse_of, line, actions) */
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(rs, i), "iidLiiiO!", &r->metric, &r->cmp, &r->value,
+                              &r->n, &r->unit, &r->inverse, &r->line, &PyTuple_Type, &acts))
+            return -1;
+        if (r->metric < 0 || r->metric >= M_COUNT || r->cmp < C_LT || r->cmp > C_NE ||
+                r->unit < U_ACC || r->unit > U_TOKENS || r->inverse >= nr) {
+            PyErr_SetString(PyExc_ValueError, "engine configuration: bad adapt rule");
+            return -1;
+        }
+        r->index = (int)i;
+        r->partner = -1;
+        r->rearm = r->inverse < 0;
+        r->armed = r->inverse < 0;
+        r->mark = -1;
+        Py_ssize_t na = PyTuple_GET_SIZE(acts);
+        if (na > INT_MAX) { PyErr_NoMemory(); return -1; }
+        r->nact = (int)na;
+        NEED(r->act = zalloc((size_t)na, sizeof(Action)));
+        for (Py_ssize_t j = 0; j < na; j++)
+            if (action_from(&r->act[j], PyTuple_GET_ITEM(acts, j)) < 0 || action_check(o, &r->act[j]) < 0)
+                return -1;
+    }
+    for (int i = 0; i < o->nrules; i++)
+        if (o->rules[i].inverse >= 0) o->rules[o->rules[i].inverse].partner = i;
+    return 0;
+}
+
+static int engine_build(Engine *o, PyObject *cfg) {
+    long long x;
+    if (cfg_long(cfg, "num_layers", &o->L) < 0 || cfg_long(cfg, "num_experts", &o->E) < 0 ||
+            cfg_long(cfg, "top_k", &o->top_k) < 0 || cfg_double(cfg, "expert_bytes", &o->expert_bytes) < 0)
+        return -1;
+    if (o->L < 1 || o->E < 1 || o->L > ENGINE_MAX_KEYS / o->E) {
+        PyErr_Format(ConfigError, "%ld layers x %ld experts is beyond the compiled engine's %ld keys",
+                     o->L, o->E, ENGINE_MAX_KEYS);
+        return -1;
+    }
+    long L = o->L, E = o->E, K = o->K = L * E;
+    o->wdef = 1.0 / (double)o->top_k;
+    NEED(o->pinned = zalloc((size_t)E, 1));
+    PyObject *pins = cfg_get(cfg, "pins");
+    if (!pins) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
+        long e = PyLong_AsLong(PyTuple_GET_ITEM(pins, i));
+        if (e == -1 && PyErr_Occurred()) return -1;
+        if (e < 0 || e >= E) { PyErr_SetString(ConfigError, "a pin beyond the experts"); return -1; }
+        o->pinned[e] = 1;
+        o->f_pins = 1;
+    }
+    /* slots and caches */
+    int per_layer;
+    if (cfg_int(cfg, "per_layer", &per_layer) < 0 || cfg_long(cfg, "pool_size", &o->pool_size) < 0 ||
+            cfg_long(cfg, "requested_slots", &o->requested_slots) < 0 || cfg_long(cfg, "capacity", &o->cap_param) < 0)
+        return -1;
+    o->per_layer = per_layer;
+    if (o->pool_size < 0 || o->pool_size > K || o->pool_size > INT_MAX) {
+        PyErr_SetString(ConfigError, "a slot pool beyond the model's keys");
+        return -1;
+    }
+    PyObject *caps = cfg_get(cfg, "capacities"), *rule = cfg_get(cfg, "eviction"), *sp = cfg_get(cfg, "store_params");
+    if (!caps || !rule || !sp) return -1;
+    if (!(o->rule = dup_str(rule))) return -1;
+    if (PyTuple_GET_SIZE(sp) != SP_COUNT) { PyErr_SetString(PyExc_ValueError, "engine configuration: store_params"); return -1; }
+    for (int i = 0; i < SP_COUNT; i++) {
+        o->sp[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(sp, i));
+        if (o->sp[i] == -1.0 && PyErr_Occurred()) return -1;
+    }
+    o->ncaches = per_layer ? L : 1;
+    if (PyTuple_GET_SIZE(caps) != o->ncaches) { PyErr_SetString(PyExc_ValueError, "engine configuration: capacities"); return -1; }
+    NEED(o->C = zalloc((size_t)o->ncaches, sizeof(Cache)));
+    for (long i = 0; i < o->ncaches; i++) {
+        long cap = PyLong_AsLong(PyTuple_GET_ITEM(caps, i));
+        if (cap == -1 && PyErr_Occurred()) return -1;
+        int klo = per_layer ? (int)(i * E) : 0, khi = per_layer ? (int)((i + 1) * E) : (int)K;
+        o->C[i].cap = cap;
+        int rc = store_make(&o->C[i].st, o->rule, cap, klo, khi, L, E, o->sp);
+        if (rc == -1) { PyErr_NoMemory(); return -1; }
+        if (rc < 0) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %R", rule); return -1; }
+    }
+    NEED(o->slot = malloc(sizeof(int) * (size_t)K));
+    for (long k = 0; k < K; k++) o->slot[k] = -1;
+    NEED(o->fstack = zalloc((size_t)o->pool_size, sizeof(int)));
+    for (long i = 0; i < o->pool_size; i++) o->fstack[i] = (int)(o->pool_size - 1 - i);   /* 0 on top */
+    o->ftop = o->pool_size;
+    NEED(o->mark = zalloc((size_t)K, sizeof(int64_t)));
+    NEED(o->pf = zalloc((size_t)K, 1));
+    NEED(o->l_acc = zalloc((size_t)L, sizeof(int64_t)));
+    NEED(o->l_hit = zalloc((size_t)L, sizeof(int64_t)));
+    if (cfg_int(cfg, "weighted", &o->f_weighted) < 0) return -1;
+    /* schedule */
+    if (cfg_int(cfg, "mode", &o->mode) < 0 || cfg_double(cfg, "cpu_limit", &o->cpu_limit) < 0 ||
+            cfg_int(cfg, "priority", &o->priority) < 0)
+        return -1;
+    /* prefetch */
+    if (cfg_int(cfg, "strategy", &o->strategy) < 0 || cfg_long(cfg, "budget", &o->budget) < 0 ||
+            cfg_long(cfg, "lookahead", &o->lookahead) < 0 || cfg_double(cfg, "affinity_threshold", &o->aff_thr) < 0 ||
+            cfg_int(cfg, "f_prefetch", &o->f_prefetch) < 0 || cfg_int(cfg, "f_history", &o->f_history) < 0 ||
+            cfg_int(cfg, "f_affinity", &o->f_affinity) < 0 || cfg_int(cfg, "f_learned", &o->f_learned) < 0 ||
+            cfg_int(cfg, "f_lookahead", &o->f_lookahead) < 0 || cfg_int(cfg, "next_only", &o->next_only) < 0 ||
+            cfg_long(cfg, "affinity_depth", &o->aff_depth) < 0 || cfg_long(cfg, "history_window", &o->lrn_window) < 0)
+        return -1;
+    if (prefetch_init(o) < 0) return -1;
+    if (o->f_learned) {
+        PyObject *lrn = cfg_get(cfg, "learned");
+        if (!lrn) return -1;
+        if (!PyObject_TypeCheck(lrn, &LearnedType) || lrn_layers((Learned *)lrn) != L || lrn_experts((Learned *)lrn) != E) {
+            PyErr_SetString(PyExc_TypeError, "engine configuration: learned must be a fresh _engine.Learned of the runtime's shape");
+            return -1;
+        }
+        Py_INCREF(lrn);
+        o->lrn = (Learned *)lrn;
+    }
+    /* triggers */
+    if (cfg_int(cfg, "f_ttl", &o->f_ttl) < 0 || cfg_ll(cfg, "ttl_n", &o->ttl_n) < 0 ||
+            cfg_int(cfg, "ttl_steps", &o->ttl_steps) < 0 || cfg_int(cfg, "f_memory", &o->f_memory) < 0 ||
+            cfg_double(cfg, "memory_threshold", &o->mem_thr) < 0 ||
+            cfg_double(cfg, "memory_headroom", &o->mem_headroom) < 0 ||
+            cfg_double(cfg, "memory_budget", &o->mem_budget) < 0)
+        return -1;
+    if (o->f_ttl) {
+        NEED(o->tprv = malloc(sizeof(int) * (size_t)K));
+        NEED(o->tnxt = malloc(sizeof(int) * (size_t)K));
+        NEED(o->tstamp = zalloc((size_t)K, sizeof(int64_t)));
+        NEED(o->tin = zalloc((size_t)K, 1));
+        o->thead = o->ttail = -1;
+    }
+    /* per-layer budgets */
+    if (per_layer) {
+        long sw;
+        if (cfg_int(cfg, "allocation", &o->allocation) < 0 || cfg_int(cfg, "f_signal", &o->f_signal) < 0 ||
+                cfg_int(cfg, "f_rebalance", &o->f_rebalance) < 0 || cfg_int(cfg, "budget_derived", &o->budget_derived) < 0 ||
+                cfg_ll(cfg, "total_budget", &o->total_budget) < 0 || cfg_ll(cfg, "min_capacity", &o->min_cap) < 0 ||
+                cfg_ll(cfg, "max_capacity", &o->max_cap) < 0 || cfg_ll(cfg, "rebalance_interval", &o->rb_interval) < 0 ||
+                cfg_long(cfg, "entropy_window", &sw) < 0)
+            return -1;
+        NEED(o->rb_w = zalloc((size_t)L, sizeof(double)));
+        NEED(o->rb_caps = zalloc((size_t)L, sizeof(long long)));
+        if (o->f_signal && signal_init(o, sw) < 0) return -1;
+    }
+    /* monitor and adapt */
+    if (cfg_int(cfg, "f_monitor", &o->f_monitor) < 0 || cfg_int(cfg, "warm_on_eviction", &o->warm_on_eviction) < 0)
+        return -1;
+    if (o->f_monitor) {
+        long w, li;
+        if (cfg_long(cfg, "monitor_window", &w) < 0 || cfg_long(cfg, "log_interval", &li) < 0) return -1;
+        PyObject *mets = cfg_get(cfg, "metrics");
+        if (!mets) return -1;
+        o->metric_names = mets;
+        o->nmetrics = (int)PyTuple_GET_SIZE(mets);
+        if (o->nmetrics > M_COUNT) { PyErr_SetString(PyExc_ValueError, "engine configuration: metrics"); return -1; }
+        PyObject *codes = cfg_get(cfg, "metric_codes");
+        if (!codes) return -1;
+        for (int i = 0; i < o->nmetrics; i++) {
+            o->metrics[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(codes, i));
+            if (o->metrics[i] < 0 || o->metrics[i] >= M_COUNT) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "engine configuration: metric codes");
+                return -1;
+            }
+        }
+        if (monitor_init(o, w, li) < 0) return -1;
+    }
+    o->warm = !o->warm_on_eviction;
+    /* the adaptable parameters' values as the adapt log shows them */
+    PyObject *plain = cfg_get(cfg, "plain_values");
+    if (!plain) return -1;
+    if (!PyTuple_Check(plain)) { PyErr_SetString(PyExc_TypeError, "engine configuration: plain_values"); return -1; }
+    o->nplain = (long)PyTuple_GET_SIZE(plain);
+    NEED(o->plain_now = zalloc((size_t)o->nplain, sizeof(PyObject *)));
+    for (long i = 0; i < o->nplain; i++) o->plain_now[i] = PyTuple_GET_ITEM(plain, i);
+    if (cfg_int(cfg, "kidx_capacity", &o->kidx_capacity) < 0 || cfg_int(cfg, "kidx_allocation", &o->kidx_allocation) < 0)
+        return -1;
+    if (o->f_monitor && rules_from(o, cfg) < 0) return -1;
+    /* counters */
+    o->step = -1;
+    o->last_layer = (int64_t)1 << 60;
+    (void)x;
+    /* scratch */
+    NEED(o->wv = zalloc((size_t)E, sizeof(double)));
+    NEED(o->hv = zalloc((size_t)E, 1));
+    NEED(o->ord = zalloc((size_t)E, sizeof(int)));
+    NEED(o->ex = zalloc((size_t)E, sizeof(long)));
+    NEED(o->dpos = malloc(sizeof(int) * (size_t)E));
+    for (long e = 0; e < E; e++) o->dpos[e] = -1;
+    NEED(o->dcnt = zalloc((size_t)E, sizeof(int)));
+    NEED(o->pr_at = malloc(sizeof(long long) * (size_t)L));
+    for (long l = 0; l < L; l++) o->pr_at[l] = -1;
+    NEED(o->pr_off = zalloc((size_t)L, sizeof(long)));
+    NEED(o->pr_len = zalloc((size_t)L, sizeof(long)));
+    NEED(o->gates = zalloc((size_t)L, sizeof(GateArg)));
+    if (!(o->kept = PyList_New(0))) return -1;
+    o->config = cfg;
+    Py_INCREF(cfg);
+    return 0;
+}
+
+static void engine_free_state(Engine *o) {
+    if (o->C) for (long i = 0; i < o->ncaches; i++) if (o->C[i].st) store_free(o->C[i].st);
+    free(o->C); o->C = NULL;
+    free(o->pinned); free(o->slot); free(o->fstack); free(o->mark); free(o->pf); free(o->rule);
+    free(o->l_acc); free(o->l_hit);
+    free(o->tprv); free(o->tnxt); free(o->tstamp); free(o->tin);
+    free(o->rb_w); free(o->rb_caps);
+    prefetch_free(o);
+    layers_free(o);
+    monitor_free(o);
+    if (o->rules) {
+        for (int i = 0; i < o->nrules; i++) {
+            if (o->rules[i].act) for (int j = 0; j < o->rules[i].nact; j++) free(o->rules[i].act[j].rule);
+            free(o->rules[i].act);
+        }
+        free(o->rules);
+    }
+    free(o->alog); free(o->mlog);
+    free(o->wv); free(o->hv); free(o->ord); free(o->ex); free(o->dpos); free(o->dcnt);
+    free(o->pr_at); free(o->pr_off); free(o->pr_len); free(o->pr_ids); free(o->gates);
+    rec_free(&o->rrec);
+    Py_CLEAR(o->lrn);
+    free(o->plain_now);
+    o->plain_now = NULL;
+    Py_CLEAR(o->config);
+    Py_CLEAR(o->kept);
+    o->pinned = NULL; o->slot = NULL; o->fstack = NULL; o->mark = NULL; o->pf = NULL; o->rule = NULL;
+    o->l_acc = o->l_hit = NULL; o->tprv = o->tnxt = NULL; o->tstamp = NULL; o->tin = NULL;
+    o->rb_w = NULL; o->rb_caps = NULL; o->rules = NULL; o->alog = NULL; o->mlog = NULL;
+    o->wv = NULL; o->hv = NULL; o->ord = NULL; o->ex = NULL; o->dpos = NULL; o->dcnt = NULL; o->pr_at = NULL; o->pr_off = NULL;
+    o->pr_len = NULL; o->pr_ids = NULL; o->gates = NULL;
+}
+
+static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *cfg;
+    static char *kwlist[] = {"config", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:Engine", kwlist, &PyDict_Type, &cfg)) return NULL;
+    if (!DispatchError) {
+        PyErr_SetString(PyExc_RuntimeError, "mpl.runtime._engine.setup() has not been called");
+        return NULL;
+    }
+    Engine *o = (Engine *)type->tp_alloc(type, 0);
+    if (!o) return NULL;
+    o->lock = PyThread_allocate_lock();
+    if (!o->lock) { Py_DECREF(o); PyErr_NoMemory(); return NULL; }
+    /* the configuration is read whole before the engine is used: a copy of the dict (its
+     * values are plain data that no later Python code can change under the engine) */
+    PyObject *own = PyDict_Copy(cfg);
+    if (!own) { Py_DECREF(o); return NULL; }
+    int rc = engine_build(o, own);
+    Py_DECREF(own);
+    if (rc < 0) { Py_DECREF(o); return NULL; }
+    return (PyObject *)o;
+}
+
+/* (no garbage-collector support: an engine refers to no object that could refer back to it) */
+static void engine_dealloc(Engine *o) {
+    engine_free_state(o);
+    if (o->lock) PyThread_free_lock(o->lock);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+/* ------------------------------------------------------------------ arguments */
+/* dispatch(layer, experts, weights=None, tokens=1, *, step=None, predictions=None), converted
+ * before the lock is taken (a conversion may run Python code: __index__, __float__, __repr__
+ * in a message); the checks, their order and their messages are the pure runtime's
+ * (mpl/runtime/core.py, Runtime._check_*). */
+#define NSTACK 64
+typedef struct {
+    PyObject *layer_o, *experts_o;    /* borrowed: the call's */
+    long layer, n;
+    long *ids;
+    double *w;
+    int has_w, user_code;             /* user_code: a conversion ran Python code */
+    long long tokens, step;
+    /* predictions: per layer given its ids (layers in the dict's order) */
+    long npl, *pl_layer, *pl_off, *pl_len, *pl_ids, cpl, cids;
+    long ids_stack[NSTACK];
+    double w_stack[NSTACK];
+} CallArgs;
+
+static void call_free(CallArgs *c) {
+    if (c->ids != c->ids_stack) free(c->ids);
+    if (c->w != c->w_stack) free(c->w);
+    free(c->pl_layer); free(c->pl_off); free(c->pl_len); free(c->pl_ids);
+}
+
+static int derr(const char *fmt, ...) {
+    va_list va;
+    va_start(va, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (msg) { PyErr_SetObject(DispatchError, msg); Py_DECREF(msg); }
+    return -1;
+}
+
+/* operator.index(v) for a layer, a token count or a step (a bool is refused: -2 not an
+ * integer; -1 with an exception) */
+static int as_index(PyObject *v, PyObject **out) {
+    if (PyBool_Check(v)) return -2;
+    PyObject *i = PyNumber_Index(v);
+    if (!i) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) { PyErr_Clear(); return -2; }
+        return -1;
+    }
+    *out = i;
+    return 0;
+}
+
+static int conv_layer(Engine *o, CallArgs *c, PyObject *v) {
+    c->layer_o = v;
+    int ovf;
+    if (PyLong_CheckExact(v)) {
+        long l = PyLong_AsLongAndOverflow(v, &ovf);
+        if (!ovf && l >= 0 && l < o->L) { c->layer = l; return 0; }
+    }
+    PyObject *i;
+    int rc = as_index(v, &i);
+    if (rc == -1) return -1;
+    if (rc == -2) return derr("layer must be an integer, got %R", v);
+    c->user_code = 1;
+    long l = PyLong_AsLongAndOverflow(i, &ovf);
+    if (ovf || l < 0 || l >= o->L) {
+        derr("layer %R is out of range: this runtime has MoE layers 0..%ld", i, o->L - 1);
+        Py_DECREF(i);
+        return -1;
+    }
+    Py_DECREF(i);
+    c->layer = l;
+    return 0;
+}
+
+static int bad_experts(Engine *o, PyObject *seq, const char *prefix, long layer) {
+    /* _bad_experts: the first id that is not an int, else the first out of range */
+    PyObject *fast = PySequence_Fast(seq, "ids");
+    if (!fast) return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(fast);
+    int rc = 0;
+    for (Py_ssize_t j = 0; j < m && !rc; j++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(fast, j);
+        if (!PyLong_CheckExact(e)) {
+            rc = prefix ? derr("predictions for layer %ld: expert ids must be integers, got %R", layer, e)
+                        : derr("expert ids must be integers, got %R", e);
+            break;
+        }
+        int ovf;
+        long x = PyLong_AsLongAndOverflow(e, &ovf);
+        if (ovf || x < 0 || x >= o->E) {
+            rc = prefix ? derr("predictions for layer %ld: expert id %R is out of range: the model has %ld experts per layer (ids 0..%ld)", layer, e, o->E, o->E - 1)
+                        : derr("expert id %R is out of range: the model has %ld experts per layer (ids 0..%ld)", e, o->E, o->E - 1);
+        }
+    }
+    Py_DECREF(fast);
+    return rc;
+}
+
+static int conv_experts(Engine *o, CallArgs *c, PyObject *v) {
+    c->experts_o = v;
+    PyObject *lst;
+    if (PyList_CheckExact(v)) { lst = v; Py_INCREF(lst); }
+    else {
+        if (v == Py_None || PyUnicode_Check(v) || PyBytes_Check(v) || PyByteArray_Check(v) || PyDict_Check(v))
+            return derr("experts must be a list of expert ids, got %R", v);
+        c->user_code = 1;
+        lst = PySequence_List(v);
+        if (!lst) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+            PyErr_Clear();
+            return derr("experts must be a list of expert ids, got %R", v);
+        }
+    }
+    /* the ids as C longs: exact ints read at once; anything else through __index__ (a bool
+     * or a float refused), read from the list as it is at that moment (a copy taken before
+     * any Python code runs) */
+    PyObject *tup = PyList_AsTuple(lst);
+    Py_DECREF(lst);
+    if (!tup) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(tup);
+    c->n = (long)n;
+    if (n > NSTACK) {
+        if ((size_t)n > SIZE_MAX / sizeof(long) || !(c->ids = malloc(sizeof(long) * (size_t)n))) {
+            Py_DECREF(tup);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    int range_bad = 0, rc = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *e = PyTuple_GET_ITEM(tup, j);
+        int ovf;
+        if (PyLong_CheckExact(e)) {
+            long x = PyLong_AsLongAndOverflow(e, &ovf);
+            if (ovf || x < 0 || x >= o->E) range_bad = 1;
+            c->ids[j] = ovf ? -1 : x;
+            continue;
+        }
+        if (PyBool_Check(e) || PyFloat_Check(e)) { rc = derr("expert ids must be integers, got %R", e); break; }
+        c->user_code = 1;
+        PyObject *i = PyNumber_Index(e);
+        if (!i) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) { PyErr_Clear(); rc = derr("expert ids must be integers, got %R", e); }
+            else rc = -1;
+            break;
+        }
+        long x = PyLong_AsLongAndOverflow(i, &ovf);
+        if (ovf || x < 0 || x >= o->E) range_bad = 1;
+        c->ids[j] = ovf ? -1 : x;
+        Py_DECREF(i);
+    }
+    if (!rc && range_bad) {
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (c->ids[j] < 0 || c->ids[j] >= o->E) {
+                PyObject *x = PyNumber_Index(PyTuple_GET_ITEM(tup, j));
+                if (x) { derr("expert id %R is out of range: the model has %ld experts per layer (ids 0..%ld)", x, o->E, o->E - 1); Py_DECREF(x); }
+                rc = -1;
+                break;
+            }
+        }
+    }
+    Py_DECREF(tup);
+    return rc;
+}
+
+static int conv_weights(CallArgs *c, PyObject *v) {
+    if (v == Py_None) return 0;
+    if (PyUnicode_Check(v) || PyBytes_Check(v) || PyByteArray_Check(v) || PyDict_Check(v))
+        return derr("weights must be a list of numbers, got %R", v);
+    PyObject *tup;
+    if (PyList_CheckExact(v)) tup = PyList_AsTuple(v);
+    else {
+        c->user_code = 1;
+        tup = PySequence_Tuple(v);
+        if (!tup) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+            PyErr_Clear();
+            return derr("weights must be a list of numbers (or None), got %R", v);
+        }
+    }
+    if (!tup) return -1;
+    Py_ssize_t m = PyTuple_GET_SIZE(tup);
+    if (m != c->n) {
+        Py_DECREF(tup);
+        return derr("%zd router weights for %ld experts: give one weight per expert", m, c->n);
+    }
+    if (m > NSTACK) {
+        if ((size_t)m > SIZE_MAX / sizeof(double) || !(c->w = malloc(sizeof(double) * (size_t)m))) {
+            Py_DECREF(tup);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    int rc = 0;
+    for (Py_ssize_t j = 0; j < m && !rc; j++) {
+        PyObject *x = PyTuple_GET_ITEM(tup, j);
+        double f;
+        if (PyFloat_CheckExact(x)) f = PyFloat_AS_DOUBLE(x);
+        else if (PyUnicode_Check(x) || PyBytes_Check(x)) { rc = derr("router weights must be finite numbers, got %R", x); break; }
+        else {
+            if (!PyLong_CheckExact(x)) c->user_code = 1;
+            f = PyFloat_AsDouble(x);
+            if (f == -1.0 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+                        !PyErr_ExceptionMatches(PyExc_OverflowError)) { rc = -1; break; }
+                PyErr_Clear();
+                rc = derr("router weights must be finite numbers, got %R", x);
+                break;
+            }
+        }
+        if (!isfinite(f)) { rc = derr("router weights must be finite numbers, got %R", x); break; }
+        c->w[j] = f;
+    }
+    Py_DECREF(tup);
+    if (!rc) c->has_w = 1;
+    return rc;
+}
+
+static int conv_tokens(CallArgs *c, PyObject *v) {
+    int ovf;
+    long long t;
+    PyObject *i = NULL;
+    if (PyLong_CheckExact(v)) t = PyLong_AsLongLongAndOverflow(v, &ovf);
+    else {
+        int rc = as_index(v, &i);
+        if (rc == -1) return -1;
+        if (rc == -2) return derr("tokens must be an integer >= 1, got %R", v);
+        c->user_code = 1;
+        t = PyLong_AsLongLongAndOverflow(i, &ovf);
+    }
+    PyObject *shown = i ? i : v;
+    int rc = 0;
+    if (ovf > 0 || (!ovf && t > TOKENS_MAX)) rc = derr("tokens must be at most 2**53, got %R", shown);
+    else if (ovf < 0 || (t < 1 && !(t == 0 && c->n == 0))) rc = derr("tokens must be >= 1, got %R", shown);
+    else c->tokens = t;
+    Py_XDECREF(i);
+    return rc;
+}
+
+static int conv_step(CallArgs *c, PyObject *v) {
+    c->step = -1;
+    if (v == NULL || v == Py_None) return 0;
+    int ovf;
+    long long s;
+    PyObject *i = NULL;
+    if (PyLong_CheckExact(v)) s = PyLong_AsLongLongAndOverflow(v, &ovf);
+    else {
+        int rc = as_index(v, &i);
+        if (rc == -1) return -1;
+        if (rc == -2) return derr("step must be a non-negative integer (or None), got %R", v);
+        c->user_code = 1;
+        s = PyLong_AsLongLongAndOverflow(i, &ovf);
+    }
+    int rc = 0;
+    if (ovf < 0 || (!ovf && s < 0)) rc = derr("step must be a non-negative integer (or None), got %R", v);
+    else if (ovf > 0 || s > STEP_MAX) rc = derr("step must be at most 2**62, got %R", i ? i : v);
+    else c->step = s;
+    Py_XDECREF(i);
+    return rc;
+}
+
+static int conv_predictions(Engine *o, CallArgs *c, PyObject *v) {
+    if (v == NULL || v == Py_None) return 0;
+    int truth = PyObject_IsTrue(v);
+    if (truth < 0) return -1;
+    if (!truth) return 0;
+    if (!PyDict_Check(v))
+        return derr("predictions must be a dict of layer -> expert ids, got %s", Py_TYPE(v)->tp_name);
+    PyObject *items = PyDict_Items(v);      /* (a copy: later Python code cannot change it) */
+    if (!items) return -1;
+    Py_ssize_t nl = PyList_GET_SIZE(items);
+    int rc = 0;
+    c->npl = 0;
+    if (nl > 0) {
+        c->pl_layer = malloc(sizeof(long) * (size_t)nl);
+        c->pl_off = malloc(sizeof(long) * (size_t)nl);
+        c->pl_len = malloc(sizeof(long) * (size_t)nl);
+        if (!c->pl_layer || !c->pl_off || !c->pl_len) { Py_DECREF(items); PyErr_NoMemory(); return -1; }
+    }
+    for (Py_ssize_t j = 0; j < nl && !rc; j++) {
+        PyObject *it = PyList_GET_ITEM(items, j);
+        PyObject *lo = PyTuple_GET_ITEM(it, 0), *ids = PyTuple_GET_ITEM(it, 1);
+        int ovf;
+        long l = PyLong_CheckExact(lo) ? PyLong_AsLongAndOverflow(lo, &ovf) : -1;
+        if (!PyLong_CheckExact(lo) || ovf || l < 0 || l >= o->L) {
+            rc = derr("predictions name layer %R: this runtime has MoE layers 0..%ld", lo, o->L - 1);
+            break;
+        }
+        if (PyUnicode_Check(ids) || PyBytes_Check(ids) || PyByteArray_Check(ids) || PyDict_Check(ids)) {
+            rc = derr("predictions for layer %ld must be a list of expert ids", l);
+            break;
+        }
+        PyObject *t = PySequence_Tuple(ids);
+        if (!t) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                rc = derr("predictions for layer %ld must be a list of expert ids, got %R", l, ids);
+            } else rc = -1;
+            break;
+        }
+        if (!PyList_CheckExact(ids) && !PyTuple_CheckExact(ids)) c->user_code = 1;
+        Py_ssize_t m = PyTuple_GET_SIZE(t);
+        if (grow((void **)&c->pl_ids, &c->cids, (long)(c->pl_off && c->npl ? c->pl_off[c->npl - 1] + c->pl_len[c->npl - 1] : 0) + (long)m, sizeof(long)) < 0) {
+            Py_DECREF(t);
+            PyErr_NoMemory();
+            rc = -1;
+            break;
+        }
+        long off = c->npl ? c->pl_off[c->npl - 1] + c->pl_len[c->npl - 1] : 0;
+        int bad = 0;
+        for (Py_ssize_t q = 0; q < m; q++) {
+            PyObject *e = PyTuple_GET_ITEM(t, q);
+            long x = PyLong_CheckExact(e) ? PyLong_AsLongAndOverflow(e, &ovf) : -1;
+            if (!PyLong_CheckExact(e) || ovf || x < 0 || x >= o->E) { bad = 1; break; }
+            c->pl_ids[off + q] = x;
+        }
+        if (bad) { rc = bad_experts(o, t, "p", l); Py_DECREF(t); if (!rc) rc = -1; break; }
+        Py_DECREF(t);
+        /* a layer named twice cannot happen (dict keys), but an int subclass key equal to an
+         * int key cannot either (refused above) */
+        c->pl_layer[c->npl] = l;
+        c->pl_off[c->npl] = off;
+        c->pl_len[c->npl] = (long)m;
+        c->npl++;
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+static PyObject *s_names[6];    /* "layer", "experts", "weights", "tokens", "step", "predictions" */
+
+/* the call's arguments, by position or keyword, converted and checked */
+static int conv_call(Engine *o, CallArgs *c, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                     const char *fname) {
+    Py_ssize_t np = PyVectorcall_NARGS(nargsf);
+    PyObject *v[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    if (np > 4) {
+        PyErr_Format(PyExc_TypeError, "%s() takes from 3 to 5 positional arguments but %zd were given", fname, np + 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) v[i] = args[i];
+    if (kwnames) {
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kwnames); j++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, j);
+            int at = -1;
+            for (int q = 0; q < 6; q++)
+                if (PyUnicode_Compare(k, s_names[q]) == 0) { at = q; break; }
+            if (at < 0) {
+                if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname, k);
+                return -1;
+            }
+            if (v[at]) { PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument %R", fname, k); return -1; }
+            v[at] = args[np + j];
+        }
+    }
+    if (!v[0] || !v[1]) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, v[0] ? "experts" : "layer");
+        return -1;
+    }
+    c->ids = c->ids_stack;
+    c->w = c->w_stack;
+    c->tokens = 1;
+    if (conv_layer(o, c, v[0]) < 0 || conv_experts(o, c, v[1]) < 0) return -1;
+    if (v[2] && conv_weights(c, v[2]) < 0) return -1;
+    if (v[3] && conv_tokens(c, v[3]) < 0) return -1;
+    if (!v[3] && c->n == 0) c->tokens = 1;
+    if (conv_step(c, v[4]) < 0 || conv_predictions(o, c, v[5]) < 0) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the dispatch */
+/* under the lock, no Python code: the call's converted arguments into the engine's own
+ * scratch (distinct ids, the mean weight of a repeat: routing.distinct), predictions into
+ * pr_*; the record sized; every table the dispatch may grow grown. 0; -1 out of memory
+ * (nothing changed). */
+static int prepare_call(Engine *o, const CallArgs *c, Args *a, Rec *r) {
+    long n = 0;
+    /* distinct ids, first occurrence kept (dpos: -1 between calls) */
+    long m = 0;
+    for (long j = 0; j < c->n; j++) {
+        long e = c->ids[j];
+        int at = o->dpos[e];
+        if (at < 0) {
+            o->dpos[e] = (int)m;
+            o->ex[m] = e;
+            if (c->has_w) { o->wv[m] = c->w[j]; o->dcnt[m] = 1; }
+            m++;
+        } else if (c->has_w) {
+            o->wv[at] += c->w[j];
+            o->dcnt[at]++;
+        }
+    }
+    for (long q = 0; q < m; q++) o->dpos[o->ex[q]] = -1;
+    if (c->has_w && m != c->n)
+        for (long q = 0; q < m; q++) o->wv[q] = o->wv[q] / (double)o->dcnt[q];
+    n = m;
+    a->layer = c->layer;
+    a->n = n;
+    a->ex = o->ex;
+    a->w = c->has_w ? o->wv : NULL;
+    a->tokens = c->tokens;
+    a->step = c->step;
+    a->given = 0;
+    if (c->npl) {
+        long total = 0;
+        for (long j = 0; j < c->npl; j++) total += c->pl_len[j];
+        if (grow((void **)&o->pr_ids, &o->pr_cap, total, sizeof(long)) < 0) return -1;
+        o->pr_call++;
+        for (long j = 0; j < c->npl; j++) {
+            long l = c->pl_layer[j];
+            o->pr_at[l] = o->pr_call;
+            o->pr_off[l] = c->pl_off[j];
+            o->pr_len[l] = c->pl_len[j];
+        }
+        memcpy(o->pr_ids, c->pl_ids, sizeof(long) * (size_t)total);
+        a->given = 1;
+    }
+    if (rec_size(r, n) < 0) return -1;
+    return 0;
+}
+
+/* the step a dispatch starts (-1 with *why: the counter would pass STEP_MAX) */
+static int next_step(const Engine *o, const Args *a, int64_t *out) {
+    if (a->step >= 0) { *out = a->step; return 0; }
+    if (a->layer <= o->last_layer) {
+        if (o->step >= STEP_MAX) return -1;
+        *out = o->step + 1;
+    } else *out = o->step;
+    return 0;
+}
+
+/* room for what this dispatch may add to the engine's growable tables (before any state
+ * changes): 0, -1 out of memory */
+int engine_reserve(Engine *o, const Args *a) {
+    Cache *c = o->per_layer ? &o->C[a->layer] : &o->C[0];
+    if (c->st->ops->prepare && c->st->ops->prepare(c->st, a->layer, a->n) < 0) return -1;
+    if (o->f_history && ring_reserve(&o->hr, a->layer, a->n) < 0) return -1;
+    if (o->f_signal && ring_reserve(&o->sr, a->layer, a->n) < 0) return -1;
+    if (o->f_monitor && monitor_reserve(o, a->n) < 0) return -1;
+    if (prefetch_reserve(o) < 0) return -1;
+    return 0;
+}
+
+void mark_inuse(Engine *o, long layer, const long *ex, long n) {
+    o->stamp++;
+    long base = layer * o->E;
+    for (long j = 0; j < n; j++) o->mark[base + ex[j]] = o->stamp;
+}
+
+/* The generated dispatch, in C. The record r holds the outcome. Returns 0, or -1 when memory
+ * ran out on the way (the engine is then broken: its state went on, its record did not). */
+int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
+    long layer = a->layer, n = a->n, E = o->E;
+    const long *ex = a->ex;
+    int64_t ns;
+    next_step(o, a, &ns);
+    o->step = ns;
+    o->last_layer = layer;
+    r->step = ns;
+    r->layer = layer;
+    r->n = n;
+    for (long i = 0; i < n; i++) r->experts[i] = ex[i];
+    Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
+    Store *st = c->st;
+    unsigned flags = st->flags;
+    if (flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
+    long base = layer * E;
+    const double *wv = o->f_weighted && a->w ? a->w : NULL;
+    mark_inuse(o, layer, ex, n);
+    int64_t nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0, nev = 0;
+    int first_miss = 1, to_cpu = 0;
+    /* the order of service: router order, or with priority routing and weights the heaviest
+     * first, equal weights in router order (the generated dispatch's stable sort) */
+    const int *ord = NULL;
+    if (o->priority && a->w && n > 1) {
+        int *q = o->ord;
+        for (long j = 0; j < n; j++) {
+            long at = j;
+            double wj = a->w[j];
+            while (at > 0 && a->w[q[at - 1]] < wj) { q[at] = q[at - 1]; at--; }
+            q[at] = (int)j;
+        }
+        ord = q;
+    }
+    for (long ii = 0; ii < n; ii++) {
+        long i = ord ? ord[ii] : ii;
+        int e = (int)ex[i];
+        int k = (int)(base + e);
+        double w = wv ? wv[i] : o->wdef;
+        if (o->f_ttl) o->accesses++;
+        if (o->slot[k] >= 0) {
+            r->where[i] = o->slot[k];
+            r->hit[i] = 1;
+            nhit++;
+            if (!o->pinned[e]) {
+                st->ops->hit(st, k, w);
+                if (o->f_ttl) ttl_touch(o, k);
+            }
+            if (o->pf[k]) { o->pf[k] = 0; o->pf_useful++; }
+            continue;
+        }
+        r->hit[i] = 0;
+        if (first_miss) {
+            first_miss = 0;
+            to_cpu = o->mode == MODE_CPU || (o->mode == MODE_HYBRID && (double)a->tokens < o->cpu_limit);
+        }
+        if (!o->pinned[e] && (flags & ST_NEEDS_MISS)) st->ops->miss(st, k, w);
+        if (to_cpu) {
+            r->where[i] = W_CPU;
+            ncpu++;
+        }
+        if ((flags & ST_FILTERS) && !st->ops->admits(st, k)) {    /* the admission filter */
+            if (!to_cpu) { r->where[i] = W_STREAM; nst++; }
+            continue;
+        }
+        int slot, v = -1;
+        if (c->nres >= c->cap || o->ftop == 0) {
+            Exclude x = {o->mark, o->stamp, -1};
+            v = st->ops->evict(st, &x, k);
+            if (v < 0) {
+                if (!to_cpu) { r->where[i] = W_STREAM; nst++; }
+                continue;
+            }
+            slot = o->slot[v];
+            o->slot[v] = -1;
+            c->nres--;
+            rec_evict(r, v, slot);
+            nev++;
+            o->pf[v] = 0;
+            if (o->f_ttl) ttl_unlink(o, v);
+        } else slot = o->fstack[--o->ftop];
+        o->slot[k] = slot;
+        c->nres++;
+        if (!o->pinned[e]) {
+            st->ops->insert(st, k, w);
+            if (o->f_ttl) ttl_touch(o, k);
+        }
+        rec_load(r, k, slot, v, to_cpu ? PK_BACKGROUND : PK_DEMAND);
+        if (to_cpu) nbg++;
+        else { nd++; r->where[i] = slot; }
+    }
+    o->demand += nd; o->streamed += nst; o->background += nbg; o->cpu_computes += ncpu;
+    o->evictions += nev;
+    o->l_acc[layer] += n;
+    o->l_hit[layer] += nhit;
+    if (o->f_rebalance) o->dispatches++;
+    if (o->f_history) history_observe(o, layer, ex, n);
+    if (o->f_affinity) affinity_observe(o, layer, ex, n);
+    if (o->lrn && learned_observe(o, layer, a) < 0) { engine_broken(o, "the learned predictor ran out of memory"); return -1; }
+    if (o->f_signal) signal_observe(o, layer, ex, n);
+    if (o->f_prefetch && o->strategy != STRAT_NONE && prefetch(o, layer, ex, n, a->given, r) < 0) {
+        engine_broken(o, "memory ran out during a prefetch");
+        return -1;
+    }
+    if (o->f_ttl && o->ttl_n >= 0) ttl_sweep(o, r);
+    if (o->f_memory && !isnan(o->mem_thr) &&
+            (double)(o->pool_size - o->ftop) * o->expert_bytes >= o->mem_thr * o->mem_budget)
+        mem_pressure(o, r, 0);
+    if (o->f_rebalance && o->rb_interval && o->dispatches % o->rb_interval == 0 && rebalance(o, r) < 0) {
+        engine_broken(o, "memory ran out during a rebalance");
+        return -1;
+    }
+    if (o->f_monitor && n && monitor_observe(o, r->hit, n, a->tokens, r) < 0) {
+        engine_broken(o, "memory ran out in the monitor");
+        return -1;
+    }
+    Cache *cc = o->per_layer ? &o->C[layer] : &o->C[0];   /* (an adapt action may have rebuilt nothing: the same cache) */
+    if (cc->nres > cc->cap) {
+        mark_inuse(o, layer, ex, n);
+        trim_cache(o, cc, r);
+    }
+    if (r->oom) { engine_broken(o, "memory ran out while recording a dispatch"); return -1; }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the Plan */
+static PyObject *key_tuple(long E, int k) {
+    return Py_BuildValue("(ll)", (long)(k / E), (long)(k % E));
+}
+
+static PyObject *where_obj(long v) {
+    if (v >= 0) return PyLong_FromLong(v);
+    PyObject *x = v == W_CPU ? s_cpu_o : s_stream_o;
+    Py_INCREF(x);
+    return x;
+}
+
+/* Plan(step, layer, experts, where, hit, loads, evicted) from a record (after the lock is
+ * released: the record is the call's own). experts_o: the list to show (NULL: made). */
+PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *experts_o) {
+    PyObject *where = PyList_New(r->n), *hit = PyList_New(r->n);
+    PyObject *loads = PyList_New(r->nloads), *ev = PyList_New(r->nev), *ex = NULL, *res = NULL;
+    if (!where || !hit || !loads || !ev) goto out;
+    if (experts_o) { ex = experts_o; Py_INCREF(ex); }
+    else {
+        if (!(ex = PyList_New(r->n))) goto out;
+        for (long i = 0; i < r->n; i++) {
+            PyObject *x = PyLong_FromLong(r->experts[i]);
+            if (!x) goto out;
+            PyList_SET_ITEM(ex, i, x);
+        }
+    }
+    for (long i = 0; i < r->n; i++) {
+        PyObject *w = where_obj(r->where[i]);
+        if (!w) goto out;
+        PyList_SET_ITEM(where, i, w);
+        PyObject *h = r->hit[i] ? Py_True : Py_False;
+        Py_INCREF(h);
+        PyList_SET_ITEM(hit, i, h);
+    }
+    for (long j = 0; j < r->nloads; j++) {
+        const PlanLoad *x = &r->loads[j];
+        PyObject *k = key_tuple(o->E, x->key), *v = NULL, *t;
+        if (!k) goto out;
+        if (x->victim >= 0) { if (!(v = key_tuple(o->E, x->victim))) { Py_DECREF(k); goto out; } }
+        else { v = Py_None; Py_INCREF(v); }
+        t = Py_BuildValue("(NiNO)", k, x->slot, v, s_kind[x->kind]);
+        if (!t) goto out;
+        PyList_SET_ITEM(loads, j, t);
+    }
+    for (long j = 0; j < r->nev; j++) {
+        PyObject *k = key_tuple(o->E, r->ev[j].key);
+        if (!k) goto out;
+        PyObject *t = Py_BuildValue("(Ni)", k, r->ev[j].slot);
+        if (!t) goto out;
+        PyList_SET_ITEM(ev, j, t);
+    }
+    {
+        PyObject *layer = layer_o;
+        if (!layer || !PyLong_CheckExact(layer)) layer = PyLong_FromLong(r->layer);
+        else Py_INCREF(layer);
+        if (!layer) goto out;
+        res = PyObject_CallFunction(g_plan_type, "LNOOOOO", (long long)r->step, layer, ex, where, hit, loads, ev);
+    }
+out:
+    Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(ev); Py_XDECREF(ex);
+    return res;
+}
+
+/* ------------------------------------------------------------------ entry points */
+/* one dispatch of a call: convert, lock, run, unlock; *rec holds the outcome. 0, -1. */
+static int run_call(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, const char *fname,
+                    CallArgs *c, Rec *r) {
+    memset(c, 0, sizeof *c);
+    if (conv_call(o, c, args, nargsf, kwnames, fname) < 0) return -1;
+    if (engine_lock(o, "a dispatch") < 0) return -1;
+    Args a;
+    int64_t ns = 0;
+    int err = 0;   /* 1 no memory, 2 step overflow */
+    MonRec *logs = NULL;
+    long nlogs = 0;
+    if (prepare_call(o, c, &a, r) < 0 || engine_reserve(o, &a) < 0) err = 1;
+    else if (next_step(o, &a, &ns) < 0) err = 2;
+    else if (engine_dispatch_core(o, &a, r) < 0) err = 1;
+    else if (take_monitor_log(o, &logs, &nlogs) < 0) err = 1;
+    engine_unlock(o);
+    if (err == 2) {
+        derr("the step counter would pass 2**62: give steps explicitly (step=...) below it");
+        return -1;
+    }
+    if (err) { PyErr_NoMemory(); return -1; }
+    int rc = nlogs ? emit_monitor_log(o, logs, nlogs) : 0;
+    free(logs);
+    return rc;
+}
+
+static PyObject *engine_dispatch(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    CallArgs c;
+    Rec r;
+    memset(&r, 0, sizeof r);
+    PyObject *res = NULL;
+    if (run_call(o, args, nargsf, kwnames, "dispatch", &c, &r) == 0) {
+        int same = !c.user_code && PyList_CheckExact(c.experts_o) && r.n == c.n;
+        res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
+    }
+    call_free(&c);
+    rec_free(&r);
+    return res;
+}
+
+/* hits(...): dispatch(...) for a caller that needs no Plan when every access hit and the
+ * dispatch moved nothing (the offload engine on a pool that holds the model): True then,
+ * else the Plan */
+static PyObject *engine_hits(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    CallArgs c;
+    Rec r;
+    memset(&r, 0, sizeof r);
+    PyObject *res = NULL;
+    if (run_call(o, args, nargsf, kwnames, "hits", &c, &r) == 0) {
+        int all = r.nloads == 0 && r.nev == 0;
+        for (long i = 0; all && i < r.n; i++) all = r.hit[i] != 0;
+        if (all) { res = Py_True; Py_INCREF(res); }
+        else {
+            int same = !c.user_code && PyList_CheckExact(c.experts_o) && r.n == c.n;
+            res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
+        }
+    }
+    call_free(&c);
+    rec_free(&r);
+    return res;
+}
+
+/* add_stall(ms): a measured (or simulated) stall, a finite number >= 0 */
+static PyObject *engine_add_stall(Engine *o, PyObject *v) {
+    double ms = -1.0;
+    if (!PyBool_Check(v) && (PyFloat_Check(v) || PyLong_Check(v) || PyNumber_Check(v))) {
+        ms = PyFloat_AsDouble(v);
+        if (ms == -1.0 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+                    !PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+            PyErr_Clear();
+            ms = -1.0;
+        }
+    }
+    if (!(ms >= 0.0) || !isfinite(ms))
+        return derr("a stall must be a finite number of milliseconds >= 0, got %R", v), NULL;
+    if (engine_lock(o, "a stall report") < 0) return NULL;
+    o->stall += ms;
+    engine_unlock(o);
+    Py_RETURN_NONE;
+}
+
+/* _apply(action): an adapt action applied between dispatches (Runtime.set): the action as
+ * compiled.py encodes it, checked there */
+static PyObject *engine_apply(Engine *o, PyObject *t) {
+    Action a;
+    memset(&a, 0, sizeof a);
+    if (action_from(&a, t) < 0) return NULL;
+    if (action_check(o, &a) < 0 || PyList_Append(o->kept, t) < 0) { free(a.rule); return NULL; }
+    Rec r;
+    memset(&r, 0, sizeof r);
+    if (engine_lock(o, "a change") < 0) { free(a.rule); return NULL; }
+    o->stamp++;                  /* nothing is in use between dispatches */
+    int rc = apply_action(o, &a, &r);
+    engine_unlock(o);
+    free(a.rule);
+    PyObject *res = NULL;
+    if (rc == -2) PyErr_SetString(ConfigError, "the compiled engine has no such eviction rule");
+    else if (rc < 0 || r.oom) PyErr_NoMemory();
+    else {
+        /* what it evicted, as (key, slot) pairs */
+        res = PyList_New(r.nev);
+        for (long j = 0; res && j < r.nev; j++) {
+            PyObject *k = key_tuple(o->E, r.ev[j].key);
+            PyObject *x = k ? Py_BuildValue("(Ni)", k, r.ev[j].slot) : NULL;
+            if (!x) { Py_CLEAR(res); break; }
+            PyList_SET_ITEM(res, j, x);
+        }
+    }
+    rec_free(&r);
+    return res;
+}
+
+static PyObject *engine_setup(PyObject *self, PyObject *args) {
+    PyObject *plan, *de, *ce, *be, *logger;
+    if (!PyArg_ParseTuple(args, "OOOOO:setup", &plan, &de, &ce, &be, &logger)) return NULL;
+    Py_XSETREF(g_plan_type, Py_NewRef(plan));
+    Py_XSETREF(DispatchError, Py_NewRef(de));
+    Py_XSETREF(ConfigError, Py_NewRef(ce));
+    Py_XSETREF(BusyError, Py_NewRef(be));
+    Py_XSETREF(g_logger, Py_NewRef(logger));
+    Py_RETURN_NONE;
+}
+
+PyObject *engine_logger(void) { return g_logger; }
+
+static PyObject *engine_replay_m(Engine *o, PyObject *args) { return engine_replay(o, args); }
+
+static PyMethodDef engine_methods[] = {
+    {"dispatch", (PyCFunction)(void (*)(void))engine_dispatch, METH_FASTCALL | METH_KEYWORDS,
+     "dispatch(layer, experts, weights=None, tokens=1, *, step=None, predictions=None) -> Plan"},
+    {"hits", (PyCFunction)(void (*)(void))engine_hits, METH_FASTCALL | METH_KEYWORDS,
+     "hits(...): True when every access hit and nothing moved, else the Plan"},
+    {"add_stall", (PyCFunction)engine_add_stall, METH_O, "add_stall(ms)"},
+    {"_apply", (PyCFunction)engine_apply, METH_O, "_apply(action): an adapt action between dispatches"},
+    {"replay", (PyCFunction)engine_replay_m, METH_VARARGS,
+     "replay(packed, timeline, tick, every) -> records played"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mpl.runtime._engine.Engine",
+    .tp_basicsize = sizeof(Engine),
+    .tp_dealloc = (destructor)engine_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A runtime's whole state in C (mpl/runtime/c/engine.h).",
+    .tp_methods = engine_methods,
+    .tp_new = engine_new,
+};
+
+static PyMethodDef module_functions[] = {
+    {"setup", (PyCFunction)engine_setup, METH_VARARGS,
+     "setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError, logger)"},
+    {NULL, NULL, 0, NULL},
+};
+
+int engine_init_module(PyObject *m) {
+    static const char *names[6] = {"layer", "experts", "weights", "tokens", "step", "predictions"};
+    for (int i = 0; i < 6; i++)
+        if (!(s_names[i] = PyUnicode_InternFromString(names[i]))) return -1;
+    static const char *kinds[3] = {"demand", "background", "prefetch"};
+    for (int i = 0; i < 3; i++)
+        if (!(s_kind[i] = PyUnicode_InternFromString(kinds[i]))) return -1;
+    if (!(s_cpu_o = PyLong_FromLong(W_CPU)) || !(s_stream_o = PyLong_FromLong(W_STREAM))) return -1;
+    /* the read methods join the type's own (engine_read.c) */
+    static PyMethodDef all[64];
+    int n = 0;
+    for (PyMethodDef *d = engine_methods; d->ml_name; d++) all[n++] = *d;
+    for (PyMethodDef *d = engine_read_methods; d->ml_name && n < 63; d++) all[n++] = *d;
+    EngineType.tp_methods = all;
+    EngineType.tp_getset = engine_getset;
+    if (PyType_Ready(&EngineType) < 0) return -1;
+    Py_INCREF(&EngineType);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) { Py_DECREF(&EngineType); return -1; }
+    if (PyModule_AddFunctions(m, module_functions) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "MAX_KEYS", ENGINE_MAX_KEYS) < 0) return -1;
+    return 0;
+}

@@ -9,6 +9,9 @@
 int stores_init_module(PyObject *m);
 int timeline_init_module(PyObject *m);
 int engine_init_module(PyObject *m);
+int pack_init_module(PyObject *m);
+int belady_init_module(PyObject *m);
+int jsonl_init_module(PyObject *m);
 
 /* the calling convention between this module and mpl/runtime/compiled.py: a build of an older
  * source is not used */
@@ -24,7 +27,8 @@ PyMODINIT_FUNC PyInit__engine(void) {
     if (!m) return NULL;
     if (PyModule_AddIntConstant(m, "ABI", ENGINE_ABI) < 0 || stores_init_module(m) < 0 ||
             timeline_init_module(m) < 0 || learned_init_module(m) < 0 ||
-            budget_init_module(m) < 0 || engine_init_module(m) < 0) {
+            budget_init_module(m) < 0 || engine_init_module(m) < 0 || pack_init_module(m) < 0 ||
+            belady_init_module(m) < 0 || jsonl_init_module(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

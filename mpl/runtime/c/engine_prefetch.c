@@ -1,0 +1,361 @@
+/* The engine's prefetching: the routing history (prefetch.History), the affinity table
+ * (prefetch.Affinity), the learned predictor's calls, the proposals of a dispatch
+ * (Runtime._proposals, and the generated dispatch's one-layer-ahead shortcut) and their issue
+ * as PREFETCH loads (Runtime._issue). */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int prefetch_init(Engine *o) {
+    long L = o->L, E = o->E;
+    if (o->f_history) {
+        long w = o->lrn_window;
+        if (ring_init(&o->hr, L, w) < 0) { PyErr_NoMemory(); return -1; }
+        o->hcnt = calloc((size_t)L * (size_t)E, sizeof(int));
+        o->hbk = calloc((size_t)L, sizeof(long));
+        o->hdelta = calloc((size_t)E, sizeof(int));
+        o->htouched = calloc((size_t)E * 2, sizeof(int));
+        if (!o->hcnt || !o->hbk || !o->hdelta || !o->htouched) { PyErr_NoMemory(); return -1; }
+    }
+    if (o->f_affinity) {
+        long D = o->aff_depth < L ? o->aff_depth : L;
+        size_t rows = (size_t)D * (size_t)L * (size_t)E;
+        if (D < 1 || rows > SIZE_MAX / (size_t)E / sizeof(long long)) { PyErr_NoMemory(); return -1; }
+        o->aff_n = calloc(rows, sizeof(long long));
+        o->aff_c = calloc(rows * (size_t)E, sizeof(long long));
+        o->aff_tab = calloc((size_t)D * (size_t)L, 1);
+        o->aff_step = calloc((size_t)L, sizeof(long long));
+        o->aff_has = calloc((size_t)L, 1);
+        o->aff_last = calloc((size_t)L * (size_t)E, sizeof(int));
+        o->aff_lastn = calloc((size_t)L, sizeof(int));
+        o->aff_best = calloc((size_t)E, sizeof(double));
+        o->aff_bc = calloc((size_t)E, sizeof(long long));
+        o->aff_bn = calloc((size_t)E, sizeof(long long));
+        if (!o->aff_n || !o->aff_c || !o->aff_tab || !o->aff_step || !o->aff_has || !o->aff_last ||
+                !o->aff_lastn || !o->aff_best || !o->aff_bc || !o->aff_bn) { PyErr_NoMemory(); return -1; }
+    }
+    return 0;
+}
+
+void prefetch_free(Engine *o) {
+    ring_free(&o->hr);
+    free(o->hcnt); free(o->hbk); free(o->hdelta); free(o->htouched);
+    free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
+    free(o->aff_last); free(o->aff_lastn); free(o->aff_best); free(o->aff_bc); free(o->aff_bn);
+    free(o->props); free(o->hsort); free(o->pcn);
+    o->hcnt = NULL; o->hbk = NULL; o->hdelta = o->htouched = NULL; o->aff_n = o->aff_c = NULL;
+    o->aff_tab = NULL; o->aff_step = NULL; o->aff_has = NULL; o->aff_last = o->aff_lastn = NULL;
+    o->aff_best = NULL; o->aff_bc = o->aff_bn = NULL; o->props = NULL; o->hsort = NULL; o->pcn = NULL;
+}
+
+/* the targets and candidates of a proposal round now: min(budget, E) per target, at most
+ * min(budget, D * E) proposals, D = min(lookahead, L) targets */
+static void round_shape(const Engine *o, long *D, long *bq, long *bmax) {
+    long L = o->L, E = o->E;
+    *D = o->next_only ? 1 : (o->lookahead < L ? o->lookahead : L);
+    if (*D < 1) *D = 1;
+    *bq = o->budget < E ? o->budget : E;
+    if (*bq < 0) *bq = 0;
+    long de = *D * E;
+    *bmax = o->budget < de ? o->budget : de;
+    if (*bmax < 0) *bmax = 0;
+}
+
+/* room for a proposal round (before a dispatch changes any state): 0, -1 */
+int prefetch_reserve(Engine *o) {
+    if (!o->f_prefetch) return 0;
+    long D, bq, bmax;
+    round_shape(o, &D, &bq, &bmax);
+    long need_p = bmax > 0 ? bmax : 1, need_h = D * (bq > 0 ? bq : 1);
+    if (need_p > o->cprops) {
+        int *p = realloc(o->props, sizeof(int) * (size_t)need_p);
+        if (!p) return -1;
+        o->props = p;
+        o->cprops = need_p;
+    }
+    if (need_h > o->chsort || !o->pcn) {
+        int *h = realloc(o->hsort, sizeof(int) * (size_t)need_h);
+        if (!h) return -1;
+        o->hsort = h;
+        o->chsort = need_h;
+        long *c = realloc(o->pcn, sizeof(long) * (size_t)(D > 0 ? D : 1));
+        if (!c) return -1;
+        o->pcn = c;
+    } else if (D > o->chsort) {
+        long *c = realloc(o->pcn, sizeof(long) * (size_t)D);
+        if (!c) return -1;
+        o->pcn = c;
+    }
+    /* (pcn holds D entries whenever hsort holds D * bq >= D) */
+    long *c = realloc(o->pcn, sizeof(long) * (size_t)(D > 0 ? D : 1));
+    if (!c) return -1;
+    o->pcn = c;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ history */
+/* History.observe: the row enters the window and the rows beyond it leave; counts move by
+ * the net change of each expert, and the largest count reached is that of History's
+ * buckets (they grow one at a time, never past a final count) */
+void history_observe(Engine *o, long layer, const long *ex, long n) {
+    Ring *r = &o->hr;
+    r->W = o->lrn_window;
+    ring_push(r, layer, ex, n);
+    int *delta = o->hdelta, *touched = o->htouched;
+    long nt = 0;
+    for (long j = 0; j < n; j++) {
+        int e = (int)ex[j];
+        if (!delta[e]++) touched[nt++] = e;
+    }
+    while (r->len[layer] > r->W) {
+        long oi = ring_pop(r, layer);
+        for (int j = 0; j < r->rown[oi]; j++) {
+            int e = r->rows[oi][j];
+            if (!delta[e]--) touched[nt++] = e;
+        }
+    }
+    int *cnt = o->hcnt + layer * o->E;
+    for (long q = 0; q < nt; q++) {
+        int e = touched[q];
+        if (delta[e]) {
+            cnt[e] += delta[e];
+            if (cnt[e] > o->hbk[layer]) o->hbk[layer] = cnt[e];
+            delta[e] = 0;
+        }
+    }
+}
+
+/* History.top(layer, b): experts by count desc, then id; into out, their number */
+static long history_top(Engine *o, long layer, long b, int *out) {
+    if (b <= 0) return 0;
+    const int *cnt = o->hcnt + layer * o->E;
+    long n = 0;
+    for (long e = 0; e < o->E; e++) {
+        int c = cnt[e];
+        if (c <= 0) continue;
+        long q = n < b ? n : b;
+        if (q == b && !(c > cnt[out[b - 1]])) continue;   /* not better than the last kept */
+        if (q == b) q = b - 1;
+        while (q > 0 && cnt[out[q - 1]] < c) { out[q] = out[q - 1]; q--; }
+        out[q] = (int)e;
+        if (n < b) n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ affinity */
+/* Affinity.observe(layer, step, experts) */
+void affinity_observe(Engine *o, long layer, const long *ex, long n) {
+    long L = o->L, E = o->E;
+    long D = o->aff_depth < L ? o->aff_depth : L;
+    for (long d = 1; d <= D; d++) {
+        long src = layer - d;
+        long long src_step = o->step;
+        if (src < 0) { src += L; src_step = o->step - 1; }
+        if (!o->aff_has[src] || o->aff_step[src] != src_step) continue;
+        long t = (d - 1) * L + src;
+        o->aff_tab[t] = 1;
+        for (int j = 0; j < o->aff_lastn[src]; j++) {
+            int e = o->aff_last[src * E + j];
+            o->aff_n[t * E + e]++;
+            long long *c = o->aff_c + (t * E + e) * E;
+            for (long q = 0; q < n; q++) c[ex[q]]++;
+        }
+    }
+    o->aff_has[layer] = 1;
+    o->aff_step[layer] = o->step;
+    for (long q = 0; q < n; q++) o->aff_last[layer * E + q] = (int)ex[q];
+    o->aff_lastn[layer] = (int)n;
+}
+
+/* Affinity.predict(layer, experts, d): targets with P >= threshold, most probable first
+ * (ties: lower id), at most b of them */
+static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, long b, int *out) {
+    long L = o->L, E = o->E;
+    long D = o->aff_depth < L ? o->aff_depth : L;
+    if (d > D || b <= 0) return 0;
+    long t = (d - 1) * L + layer;
+    if (!o->aff_tab[t]) return 0;
+    double *best = o->aff_best;
+    /* per target the largest P = count / row count over the dispatch's experts. While every
+     * row count is below 2**24 two distinct fractions of such integers are further apart
+     * than the doubles' rounding, so comparing them exactly as integers (no division) orders
+     * them as their doubles do; the winner's double is computed once. Otherwise: doubles. */
+    int exact = 1;
+    for (long q = 0; q < n && exact; q++) exact = o->aff_n[t * E + ex[q]] < (1LL << 24);
+    if (exact) {
+        long long *bc = o->aff_bc, *bn = o->aff_bn;
+        for (long e2 = 0; e2 < E; e2++) { bc[e2] = 0; bn[e2] = 1; }
+        for (long q = 0; q < n; q++) {
+            long long rn = o->aff_n[t * E + ex[q]];
+            if (!rn) continue;
+            const long long *c = o->aff_c + (t * E + ex[q]) * E;
+            for (long e2 = 0; e2 < E; e2++) {
+                long long x = c[e2];
+                if (x * bn[e2] > bc[e2] * rn) { bc[e2] = x; bn[e2] = rn; }
+            }
+        }
+        for (long e2 = 0; e2 < E; e2++) best[e2] = bc[e2] ? (double)bc[e2] / (double)bn[e2] : -1.0;
+    } else {
+        for (long e2 = 0; e2 < E; e2++) best[e2] = -1.0;
+        for (long q = 0; q < n; q++) {
+            long long rn = o->aff_n[t * E + ex[q]];
+            if (!rn) continue;
+            const long long *c = o->aff_c + (t * E + ex[q]) * E;
+            for (long e2 = 0; e2 < E; e2++) {
+                if (!c[e2]) continue;
+                double p = (double)c[e2] / (double)rn;
+                if (p > best[e2]) best[e2] = p;
+            }
+        }
+    }
+    long m = 0;
+    for (long e2 = 0; e2 < E; e2++) {
+        double p = best[e2];
+        if (!(p >= 0.0) || !(p >= o->aff_thr)) continue;
+        long q = m < b ? m : b;
+        if (q == b && !(p > best[out[b - 1]])) continue;
+        if (q == b) q = b - 1;
+        while (q > 0 && best[out[q - 1]] < p) { out[q] = out[q - 1]; q--; }
+        out[q] = (int)e2;
+        if (m < b) m++;
+    }
+    return m;
+}
+
+/* ------------------------------------------------------------------ learned */
+/* self.learned.observe(layer, self.step, experts, weights, predictions) */
+int learned_observe(Engine *o, long layer, const Args *a) {
+    long ng = 0;
+    if (a->given) {
+        for (long t = 0; t < o->L; t++) {
+            if (o->pr_at[t] != o->pr_call) continue;
+            GateArg *g = &o->gates[ng++];
+            g->t = t;
+            g->st = t > layer ? o->step : o->step + 1;
+            g->n = o->pr_len[t];
+            g->ids = o->pr_ids + o->pr_off[t];
+        }
+    }
+    return lrn_observe(o->lrn, layer, o->step, a->ex, a->n, a->w, o->gates, ng);
+}
+
+/* ------------------------------------------------------------------ proposals */
+/* this call's predictions for target layer t: their number (-1: none given for t), *ids */
+static inline long pr_for(const Engine *o, int given, long t, const long **ids) {
+    if (!given || o->pr_at[t] != o->pr_call) return -1;
+    *ids = o->pr_ids + o->pr_off[t];
+    return o->pr_len[t];
+}
+
+/* Runtime._proposals (and the one-layer-ahead shortcut of the generated dispatch) into
+ * o->props: their number, or -1 (the learned predictor found no memory) */
+static long proposals(Engine *o, long layer, const long *ex, long n, int given) {
+    long L = o->L, E = o->E, D, bq, b, np = 0;
+    round_shape(o, &D, &bq, &b);
+    if (b <= 0 && o->strategy != STRAT_LEARNED) return 0;   /* (a learned prediction is kept, whatever the budget) */
+    const long *ids = NULL;
+    if (o->next_only) {
+        long t = layer + 1 == L ? 0 : layer + 1;
+        long m = o->f_lookahead ? pr_for(o, given, t, &ids) : -1;
+        if (m >= 0) {                   /* dict.fromkeys(predictions[t])[:budget] */
+            o->stamp++;
+            for (long j = 0; j < m && np < b; j++) {
+                int k = (int)(t * E + ids[j]);
+                if (o->mark[k] == o->stamp) continue;
+                o->mark[k] = o->stamp;
+                o->props[np++] = k;
+            }
+            return np;
+        }
+        long h = o->f_history ? history_top(o, t, bq, o->hsort) : 0;
+        for (long j = 0; j < h && np < b; j++) o->props[np++] = (int)(t * E + o->hsort[j]);
+        return np;
+    }
+    /* per target its candidates, then round-robin by rank, distinct keys */
+    long *cn = o->pcn;
+    for (long d = 1; d <= D; d++) {
+        long t = (layer + d) % L;
+        int *dst = o->hsort + (d - 1) * bq;
+        if (o->strategy == STRAT_AFFINITY) cn[d - 1] = o->f_affinity ? affinity_top(o, layer, ex, n, d, bq, dst) : 0;
+        else if (o->strategy == STRAT_LEARNED && o->lrn) {   /* Learned.predict: its first bq */
+            const int *got;
+            long m = lrn_predict(o->lrn, layer, o->step, d, &got);
+            if (m < 0) return -1;
+            long c = m < bq ? m : bq;
+            for (long j = 0; j < c; j++) dst[j] = got[j];
+            cn[d - 1] = c;
+        } else {
+            long m = o->strategy == STRAT_LOOKAHEAD ? pr_for(o, given, t, &ids) : -1;
+            if (m >= 0) cn[d - 1] = -1 - m;    /* list(predictions[t]): every entry, read below */
+            else cn[d - 1] = o->f_history ? history_top(o, t, bq, dst) : 0;
+        }
+    }
+    o->stamp++;                                        /* 'seen' */
+    for (long rank = 0; np < b; rank++) {
+        int progressed = 0;
+        for (long d = 1; d <= D && np < b; d++) {
+            long t = (layer + d) % L, e, cnt = cn[d - 1];
+            if (cnt < 0) {                              /* the caller's predictions for t */
+                if (rank >= -1 - cnt) continue;
+                pr_for(o, given, t, &ids);
+                e = ids[rank];
+            } else {
+                if (rank >= cnt) continue;
+                e = o->hsort[(d - 1) * bq + rank];
+            }
+            progressed = 1;
+            int k = (int)(t * E + e);
+            if (o->mark[k] == o->stamp) continue;
+            o->mark[k] = o->stamp;
+            o->props[np++] = k;
+        }
+        if (!progressed) break;
+    }
+    return np;
+}
+
+/* Runtime._issue: proposals -> PREFETCH loads (a victim is never a key in use or proposed in
+ * the round); then the marks are the dispatch's keys again */
+static void issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) {
+    mark_inuse(o, layer, ex, n);
+    for (long j = 0; j < np; j++) o->mark[o->props[j]] = o->stamp;
+    for (long j = 0; j < np; j++) {
+        int k = o->props[j];
+        Cache *c = cache_of(o, k);
+        Store *st = c->st;
+        if (o->slot[k] >= 0) continue;
+        if (c->nres > c->cap) continue;               /* over capacity: a deferred cut */
+        if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) continue;
+        int slot, v = -1;
+        if (c->nres >= c->cap || o->ftop == 0) {
+            Exclude x = {o->mark, o->stamp, -1};
+            v = st->ops->evict(st, &x, k);
+            if (v < 0) continue;
+            slot = o->slot[v];
+            o->slot[v] = -1;
+            c->nres--;
+            rec_evict(r, v, slot);
+            o->evictions++;
+            gone_state(o, v);
+        } else slot = o->fstack[--o->ftop];
+        o->slot[k] = slot;
+        c->nres++;
+        if (!o->pinned[k % o->E]) {
+            st->ops->insert(st, k, o->wdef);
+            if (o->f_ttl) ttl_touch(o, k);
+        }
+        rec_load(r, k, slot, v, PK_PREFETCH);
+        o->pf_loads++;
+        o->pf[k] = 1;
+    }
+}
+
+int prefetch(Engine *o, long layer, const long *ex, long n, int given, Rec *r) {
+    long np = proposals(o, layer, ex, n, given);
+    if (np < 0) return -1;
+    if (np) issue(o, np, layer, ex, n, r);
+    mark_inuse(o, layer, ex, n);      /* the triggers spare only the keys in use */
+    return 0;
+}

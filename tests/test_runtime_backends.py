@@ -1,0 +1,202 @@
+"""The two backends of a runtime, held equal: for random policies (every eviction rule and
+segmented pair, pins, TTL, memory pressure, every prefetch strategy one or more layers ahead,
+each schedule mode, per-layer caches with every allocation and rebalancing, a monitor, adapt
+rules of every metric, comparison and unit with every kind of action) and random call
+sequences (good and bad arguments, predictions, explicit steps, several tokens, stalls,
+``set``, reads in the middle), the compiled engine and the pure runtime return equal Plans (or
+the same DispatchError), and every getter reads the same state; replays of random traces give
+the same reports. Derandomized (property_profiles.prop): this is the step-by-step net beside
+the behaviour tests, which run on both backends."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, strategies as st
+
+from mpl.api import from_ir
+from mpl.runtime import compiled
+from mpl.runtime.core import DispatchError, RuntimeConfigError
+from property_profiles import prop
+from runtime_helpers import STATE_EVICTIONS, state_policy
+
+needs_engine = pytest.mark.skipif(not compiled.available(),
+                                  reason=f"the compiled engine is not available: {compiled.WHY}")
+
+SETTINGS = prop(int(os.environ.get("MPL_BACKEND_EXAMPLES", "120")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def pair(ir, L, E, K, **kw):
+    """(compiled, pure) runtimes of one policy."""
+    pol = from_ir(ir)
+    return (pol.runtime(L, E, K, backend="compiled", **kw),
+            pol.runtime(L, E, K, backend="pure", **kw))
+
+
+def fields(p):
+    return (p.step, p.layer, list(p.experts), list(p.where), list(p.hit), list(p.raw_loads),
+            list(p.evicted), [tuple(x) for x in p.loads])
+
+
+def outcome(fn, *args, **kw):
+    """What a call gives: its value (a Plan's fields), or its error's type and message."""
+    try:
+        r = fn(*args, **kw)
+    except (DispatchError, RuntimeConfigError) as e:
+        return ("error", type(e).__name__, str(e))
+    if hasattr(r, "raw_loads"):
+        return ("plan", fields(r))
+    return ("value", r)
+
+
+def observable(rt):
+    """Everything a runtime's getters read."""
+    learned = rt.learned
+    return {"stats": rt.stats(), "resident": rt.resident(), "capacities": rt.capacities(),
+            "store_keys": rt.store_keys(), "metrics": rt.metrics(),
+            "monitor_log": rt.monitor_log(), "values": rt.values(), "step": rt.step,
+            "stall": rt.stall, "learned": None if learned is None else learned.dump()}
+
+
+def calls(L, E, K):
+    """One call: mostly a good dispatch, some of every kind of bad argument, hits(), stalls,
+    set(), reads."""
+    ids = st.integers(0, E - 1)
+    good = st.tuples(st.integers(0, L - 1), st.lists(ids, min_size=0, max_size=K, unique=True))
+
+    def weights_for(n):
+        return st.one_of(st.none(), st.lists(st.floats(0.01, 1.0), min_size=n, max_size=n))
+
+    @st.composite
+    def one(draw):
+        layer, ex = draw(good)
+        args = [layer, ex]
+        kw = {}
+        kind = draw(st.sampled_from(["plain"] * 8 + ["weights", "tokens", "bad_layer", "bad_id",
+                                                     "float_id", "bool_id", "dup", "bad_w",
+                                                     "nan_w", "int_w", "step", "tuple", "kw",
+                                                     "tokens0", "predictions", "hits", "stall",
+                                                     "set", "read", "big_step", "big_tokens"]))
+        if kind == "weights":
+            args.append(draw(weights_for(len(ex))))
+        elif kind == "tokens":
+            args += [draw(weights_for(len(ex))), draw(st.integers(1, 5))]
+        elif kind == "bad_layer":
+            args[0] = draw(st.sampled_from([-1, L, L + 3, 1.0, True, "0", None]))
+        elif kind == "bad_id":
+            args[1] = ex + [draw(st.sampled_from([-1, E, E + 5]))]
+        elif kind == "float_id":
+            args[1] = ex + [float(draw(ids))]
+        elif kind == "bool_id":
+            args[1] = ex + [True]
+        elif kind == "dup" and ex:
+            args[1] = ex + [ex[0]]
+            args.append([0.5 + 0.1 * i for i in range(len(args[1]))] if draw(st.booleans()) else None)
+        elif kind == "bad_w":
+            args.append([0.5] * (len(ex) + 1))
+        elif kind == "nan_w" and ex:
+            args.append([float("nan")] + [0.5] * (len(ex) - 1))
+        elif kind == "int_w" and ex:
+            args.append([1] * len(ex))
+        elif kind == "step":
+            kw["step"] = draw(st.sampled_from([0, 3, 10, -1]))
+        elif kind == "big_step":
+            kw["step"] = draw(st.sampled_from([2**62 - 1, 2**62, 2**62 + 1, 2**63 - 1, 2**64]))
+        elif kind == "big_tokens":
+            args += [None, draw(st.sampled_from([2**53, 2**53 + 1, 2**63]))]
+        elif kind == "kw":   # the mechanism's call: weights=, tokens=, step=, predictions=
+            kw["weights"] = draw(weights_for(len(ex)))
+            kw["tokens"] = draw(st.integers(1, 4))
+            if draw(st.booleans()):
+                kw["step"] = draw(st.integers(0, 12))
+            kw["predictions"] = draw(st.sampled_from([None, {}]))
+        elif kind == "tuple":
+            args[1] = tuple(ex)
+        elif kind == "tokens0":
+            args += [None, draw(st.sampled_from([0, -2, 1.5]))]
+        elif kind == "predictions":     # the lookahead's picks (the mechanism passes them)
+            t = (layer + 1) % L
+            pick = draw(st.lists(ids, max_size=K + 2))
+            kw["predictions"] = draw(st.sampled_from([
+                {0: list(ex)}, {t: pick}, {t: tuple(pick), (t + 1) % L: pick[::-1]},
+                {t: pick + pick[:1]}, {L: pick}, {t: pick + [E]}, {t: set(pick)}, {t: [1.0]}]))
+        elif kind == "stall":
+            return "add_stall", (draw(st.sampled_from([0.0, 0.25, 3, -1.0, float("nan"), "x"])),), {}
+        elif kind == "set":
+            return "set", draw(st.sampled_from([
+                ("cache.capacity", 3), ("cache.eviction", "lru"), ("cache.eviction", "arc"),
+                ("prefetch.budget", 2), ("prefetch.lookahead", 0), ("monitor.window", 5),
+                ("schedule.mode", "cpu_fallback"), ("per_layer.rebalance_interval", 0),
+                ("cache.frequency_decay", 0.5), ("prefetch.strategy", "history"),
+                ("cache.ttl", None), ("per_layer.total_budget", 7), ("nonsense", 1)])), {}
+        elif kind == "read":
+            return "read", (), {}
+        return ("hits" if kind == "hits" else "dispatch"), tuple(args), kw
+    return one()
+
+
+def play(a, b, seq):
+    """Each call on both runtimes: the same outcome, and (after a read) the same state."""
+    for name, args, kw in seq:
+        if name == "read":
+            assert observable(a) == observable(b)
+            continue
+        ga = outcome(getattr(a, name), *args, **kw)
+        gb = outcome(getattr(b, name), *args, **kw)
+        assert ga == gb, (name, args, kw)
+
+
+@st.composite
+def random_policies(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    r = random.Random(seed)
+    ir = state_policy(r, learned=r.random() < 0.2, priority=r.random() < 0.3)
+    L = r.randint(1, 5)
+    E = r.randint(2, 12)
+    K = r.randint(1, min(6, E))
+    return ir, L, E, K
+
+
+@needs_engine
+@given(st.data())
+@SETTINGS
+def test_the_backends_give_the_same_plans_and_state(data):
+    ir, L, E, K = data.draw(random_policies())
+    try:
+        a, b = pair(ir, L, E, K)
+    except RuntimeConfigError as e:
+        with pytest.raises(RuntimeConfigError, match=str(e)[:30].replace("(", r"\(").replace(")", r"\)")):
+            from_ir(ir).runtime(L, E, K, backend="pure")
+        return
+    assert a.backend == "compiled" and b.backend == "pure"
+    seq = data.draw(st.lists(calls(L, E, K), min_size=1, max_size=80))
+    play(a, b, seq)
+    assert observable(a) == observable(b)
+
+
+@needs_engine
+@pytest.mark.parametrize("rule", STATE_EVICTIONS)
+def test_every_rule_long_run(rule):
+    """A long run of every rule (a shared and a per-layer cache, prefetch, a monitor that
+    switches the rule): the same Plans all along."""
+    from runtime_helpers import make_ir, zipf_trace
+    from mpl import ir as _ir
+    for per_layer in (False, True):
+        vals = {"cache.capacity": 5, "cache.eviction": rule, "prefetch.strategy": "history",
+                "prefetch.budget": 2, "monitor.window": 20}
+        blocks = ["cache", "prefetch", "monitor", "adapt"]
+        if per_layer:
+            blocks.append("per_layer")
+            vals.update({"per_layer.allocation": "entropy", "per_layer.rebalance_interval": 13,
+                         "per_layer.min_capacity": 1, "per_layer.max_capacity": 8})
+        other = "lfu" if rule != "lfu" else "lru"
+        adapt = (_ir.AdaptRule(0, _ir.Condition("hit_rate", "<", 0.5), _ir.Count(10, "accesses"),
+                               (_ir.SetAction("cache.eviction", other),)),)
+        ir = make_ir(vals, blocks=tuple(blocks), adapt=adapt)
+        a, b = pair(ir, 4, 16, 3)
+        for layer, ex, w in zipf_trace(150, 4, 16, 3, seed=3, weights=True):
+            assert fields(a.dispatch(layer, ex, w)) == fields(b.dispatch(layer, ex, w))
+        assert observable(a) == observable(b)
