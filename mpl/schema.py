@@ -394,6 +394,12 @@ _MONITOR = Block("monitor", "Which metrics to track and over what window (used b
     Param("monitor", "log_interval", COUNT, 50,
           "Accesses between two metric log records. At most 10^9: an interval is a counter, and a longer one never comes round in a run.", min=1, max=INTERVAL_MAX, units=("accesses",), unit="accesses",
           conditional=True),
+    Param("monitor", "warmup", ENUM, "first_eviction",
+          "When adapt rules start judging the windowed metrics. A cold cache misses every expert it has not seen yet; those compulsory misses say nothing about the policy, and a rule such as `when hit_rate < 0.4 for 100 accesses` would fire on them at once. The window is cleared when the warm-up ends.",
+          enum=(
+              EnumValue("first_eviction", "from the dispatch after the first eviction (the cache has filled once)"),
+              EnumValue("none", "from the first access, cold misses included (the original's behaviour)"),
+          )),
 ))
 
 _PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budget by an allocation rule.", dependency="cache", params=(

@@ -224,8 +224,8 @@ class Runtime:
         while the trace is held: mpl.runtime.packing.hold)."""
         from mpl.runtime import packing
         if self.backend == PURE:
-            records = packing.per_trace(trace, ("records",),
-                                        lambda: packing.record_list(trace.dispatches))
+            from mpl.trace import record_list
+            records = packing.per_trace(trace, ("records",), lambda: record_list(trace.dispatches))
             return self._impl.replay_records(records, tl, tick, every)
         return self._impl.replay(packing.pack_trace(trace, self.num_experts), tl, tick, every)
 
