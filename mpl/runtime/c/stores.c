@@ -14,11 +14,13 @@
 
 extern const StoreOps store_lru_ops, store_lfu_ops, store_score_ops,
     store_frequency_threshold_ops, store_arc_ops, store_s3fifo_ops, store_lfru_ops,
-    store_crf_ops, store_classlru_ops, store_vllm_lfru_ops, store_farthest_layer_ops;
+    store_least_stale_ops, store_crf_ops, store_classlru_ops, store_vllm_lfru_ops,
+    store_farthest_layer_ops;
 
 static const StoreOps *const RULE_TABLE[] = {
     &store_lru_ops, &store_lfu_ops, &store_score_ops, &store_frequency_threshold_ops,
-    &store_arc_ops, &store_s3fifo_ops, &store_lfru_ops, &store_crf_ops, &store_classlru_ops, &store_vllm_lfru_ops, &store_farthest_layer_ops,
+    &store_arc_ops, &store_s3fifo_ops, &store_lfru_ops, &store_least_stale_ops,
+    &store_crf_ops, &store_classlru_ops, &store_vllm_lfru_ops, &store_farthest_layer_ops,
 };
 
 #define NRULES ((int)(sizeof(RULE_TABLE) / sizeof(RULE_TABLE[0])))
