@@ -15,10 +15,10 @@
 /* the number of keys a store serves (store_make checks 0 < khi - klo <= INT_MAX) */
 static inline int st_n(const Store *s) { return s->khi - s->klo; }
 
-/* an array of n elements of `size` bytes, zeroed; NULL when memory ran out (n >= 1) */
-static inline void *st_zalloc(long n, size_t size) {
-    if (n <= 0 || (size_t)n > SIZE_MAX / size) return NULL;
-    return calloc((size_t)n, size);
+/* an array of n >= 1 elements of `size` bytes, zeroed; NULL when memory ran out */
+static inline void *st_zalloc(size_t n, size_t size) {
+    if (n == 0 || n > SIZE_MAX / size) return NULL;
+    return calloc(n, size);
 }
 
 /* ---------------------------------------------------------------- lists */
@@ -155,7 +155,7 @@ static inline int iheap_init(IHeap *h, int n) {
     h->n = 0;
     h->a = st_zalloc(n, sizeof(int));
     h->pos = st_zalloc(n, sizeof(int));
-    h->fr = st_zalloc((long)n + 1, sizeof(int));
+    h->fr = st_zalloc((size_t)n + 1, sizeof(int));
     if (!h->a || !h->pos || !h->fr) return -1;
     for (int i = 0; i < n; i++) h->pos[i] = -1;
     return 0;

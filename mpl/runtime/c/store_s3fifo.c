@@ -69,7 +69,7 @@ static void s3_discard(Store *s, int k) {
 /* S3FIFO._evict_m: -1 when the budget ran out or M is empty */
 static int s3_evict_m(S3Store *o, const Exclude *x) {
     Lists *q = &o->q;
-    long budget = 4 * q->len[MQ] + 1;
+    long long budget = 4LL * q->len[MQ] + 1;
     while (q->len[MQ] && budget) {
         budget--;
         int t = q->head[MQ];

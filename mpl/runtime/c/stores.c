@@ -257,8 +257,10 @@ static PyObject *run_op(Run *r, PyObject *op) {
         PyErr_SetString(PyExc_TypeError, "_store_run: an op is a tuple (name, args...)");
         return NULL;
     }
-    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(op, 0));
+    Py_ssize_t nlen;
+    const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(op, 0), &nlen);
     if (!name) return NULL;
+    if ((size_t)nlen != strlen(name)) name = "";       /* an embedded NUL names no op */
     PyObject *a[4] = {NULL, NULL, NULL, NULL};     /* (borrowed: op is the caller's tuple) */
     for (Py_ssize_t j = 0; j < n && j < 4; j++) a[j] = PyTuple_GET_ITEM(op, j);
     int64_t k, v;
