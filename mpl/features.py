@@ -12,7 +12,7 @@ compiled module passes it the plain dict :meth:`Features.runtime_dict` returns (
 ``features.get(name)``. The fields marked ``runtime=False`` serve the compiler's clients only
 and are not part of that dict.
 
-Imports only :mod:`mpl.ir` (no compiler, no lark, no torch).
+Imports only :mod:`mpl.ir` and :mod:`mpl.schema` (no compiler, no lark, no torch).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from mpl import ir as _ir
+from mpl import schema as _schema
 
 
-#: eviction rules whose store needs ``begin(step, layer)`` before each dispatch's accesses
-#: (``clocked`` in mpl.runtime.eviction_moe; a test keeps the two in step)
-CLOCKED_EVICTIONS = ("crf", "classlru", "farthest_layer")
+#: eviction rules whose store needs ``begin(step, layer)`` before each dispatch's accesses:
+#: the schema's ``clocked`` values (the stores' ``clocked``; a test keeps the two in step)
+CLOCKED_EVICTIONS = tuple(e.name for e in _schema.param("cache.eviction").enum if e.clocked)
 
 
 def reachable(pir: _ir.PolicyIR, key: str) -> list:

@@ -113,6 +113,7 @@ class EnumValue:
     doc: str
     replay_only: bool = False   # e.g. belady: allowed in replay, refused at attach
     segment: bool = False       # can be one side of a segmented pair `a | b` (eviction)
+    clocked: bool = False       # its store needs begin(step, layer) before a dispatch (eviction)
 
 
 @dataclass(frozen=True)
@@ -253,10 +254,11 @@ _EVICTION = (
     EnumValue("arc", "Adaptive Replacement Cache (Megiddo & Modha, 2003): balances recency and frequency with ghost lists"),
     EnumValue("s3fifo", "S3-FIFO (Yang et al., 2023): small probationary FIFO, main FIFO with reinsertion, ghost queue"),
     EnumValue("lfru", "Least Frequently Recently Used: a privileged LRU partition over an unprivileged LFU partition"),
-    EnumValue("crf", "llama.cpp's expert cache: evict the lowest CRF, a use count decayed with a half-life of crf_half_life steps and kept across evictions"),
-    EnumValue("classlru", "llama.cpp's ClassLRU: a key's class is floor(log2 CRF) (at most 7) at its last use; among keys not used this step evict the largest age / 2^class"),
+    EnumValue("least_stale", "SpecMD's Least-Stale (Hoang et al., 2026; a reconstruction): evict the keys not touched in the current step first, oldest first, then the current step's in the order they entered it", clocked=True),
+    EnumValue("crf", "llama.cpp's expert cache: evict the lowest CRF, a use count decayed with a half-life of crf_half_life steps and kept across evictions", clocked=True),
+    EnumValue("classlru", "llama.cpp's ClassLRU: a key's class is floor(log2 CRF) (at most 7) at its last use; among keys not used this step evict the largest age / 2^class", clocked=True),
     EnumValue("vllm_lfru", "vLLM's expert-cache LFRU: evict the lowest uses / (accesses since the last use + 1), counted per cache"),
-    EnumValue("farthest_layer", "layer-aware for shared caches: evict a key of the layer the forward pass reaches last from here (least recent within it); per-layer: lru"),
+    EnumValue("farthest_layer", "layer-aware for shared caches: evict a key of the layer the forward pass reaches last from here (least recent within it); per-layer: lru", clocked=True),
     EnumValue("belady", "the offline optimum (evict the key used farthest in the future); trace replay only", replay_only=True),
 )
 

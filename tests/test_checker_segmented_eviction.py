@@ -21,8 +21,8 @@ SINGLE = {"lru", "lfu", "score", "frequency_threshold"}   # the rules a segment 
 
 
 def test_the_schema_has_the_rules_this_test_is_about():
-    assert len(RULES) == 13 and SINGLE < set(RULES)
-    assert {"fallback", "arc", "s3fifo", "lfru", "crf", "classlru", "vllm_lfru",
+    assert len(RULES) == 14 and SINGLE < set(RULES)
+    assert {"fallback", "arc", "s3fifo", "lfru", "least_stale", "crf", "classlru", "vllm_lfru",
             "farthest_layer", "belady"} < set(RULES)
 
 

@@ -265,6 +265,21 @@ def test_farthest_layer_beats_lru_on_a_cyclic_shared_cache():
     assert rate("farthest_layer") > 0.3
 
 
+def test_crf_a_dispatch_repeating_its_step_runs_alike_on_both_backends():
+    """A step given twice (rt.dispatch(..., step=s)) uses a key twice in one step: the second
+    use changes nothing (the pure store once pushed a heap entry equal to the live one and
+    compared the two entries' keys: a TypeError)."""
+    pol = mpl.loads("policy p { cache { capacity = 2 eviction = crf } }")
+    with fast.pure():
+        pure = pol.runtime(2, 4, 1)
+    comp = pol.runtime(2, 4, 1)
+    calls = [(0, [1], 0), (0, [1], 0), (0, [2], 0), (0, [1, 3], 1), (0, [1], 1), (0, [2], 2)]
+    plans = [[(p.hit, p.evicted) for p in (rt.dispatch(layer, ex, step=step)
+                                          for layer, ex, step in calls)] for rt in (pure, comp)]
+    assert plans[0] == plans[1]
+    assert plans[0][1][0] == [True]
+
+
 def test_clocked_rules_are_the_ones_the_generator_knows():
     assert set(_features.CLOCKED_EVICTIONS) == {name for name, cls in RULES.items() if cls.clocked}
 

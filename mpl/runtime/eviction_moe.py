@@ -141,6 +141,8 @@ class CRF(Store):
         heapify(self.heap)
 
     def hit(self, key, w):
+        if self.table.last.get(key) == self.now:
+            return                   # a second use in a step changes neither CRF nor entry
         self.table.use(key, self.now)
         self._push(key)
 

@@ -1,4 +1,5 @@
-"""Published replacement algorithms beyond the original: ARC, S3-FIFO, LFRU.
+"""Published replacement algorithms beyond the original: ARC, S3-FIFO, LFRU, and SpecMD's
+Least-Stale (a reconstruction: the paper's method section was not available).
 
 Each follows its paper for a cache that is kept full by demand loads; the adaptations to
 this runtime (keys in use by the current dispatch cannot be evicted, triggers may free slots
@@ -387,4 +388,77 @@ class LFRU(Store):
         self.p_cap = capacity - self.u_cap
 
 
-PUBLISHED = {"arc": ARC, "s3fifo": S3FIFO, "lfru": LFRU}
+class LeastStale(Store):
+    """Least-Stale — D. Hoang, A. Jaiswal, M. Samragh, M. Cho, "SpecMD: A Comprehensive Study
+    On Speculative Expert Prefetching", arXiv:2602.03921, 2026. A *reconstruction*: the paper's
+    method section was not available; this is the rule as its independent readers describe it.
+
+    The resident keys sit in two FIFO queues, ``current`` (touched, loaded or prefetched in the
+    ongoing step) and ``stale``. When a new step begins (``begin`` with a step other than the
+    last one seen; the first ``begin`` is one), every current key is appended to stale's tail,
+    in current's order. A hit on a stale key moves it to current's tail; a hit on a current key
+    leaves it where it is (FIFO: the order is that of entry into the step). A load or a
+    prefetch arrival (``insert``) enters current's tail. The victim is stale's first key not
+    excluded, else current's first key not excluded; ``incoming`` plays no part. Keys inserted
+    before the first ``begin`` (an eviction switch's migration) are current until it.
+    """
+
+    name = "least_stale"
+    clocked = True
+    __slots__ = ("stale", "current", "step", "capacity")
+
+    def __init__(self, capacity: int, params=None):
+        self.capacity = capacity
+        self.stale: OrderedDict = OrderedDict()      # key -> None, oldest first
+        self.current: OrderedDict = OrderedDict()
+        self.step = None                             # the step of the last begin
+
+    def __len__(self):
+        return len(self.stale) + len(self.current)
+
+    def __contains__(self, key):
+        return key in self.stale or key in self.current
+
+    def begin(self, step, layer):
+        if step != self.step:                        # a new step (the first begin is one)
+            self.step = step
+            if self.current:
+                self.stale.update(self.current)      # appended in current's order
+                self.current = OrderedDict()
+
+    def hit(self, key, w):
+        if key in self.stale:
+            del self.stale[key]
+            self.current[key] = None
+
+    def insert(self, key, w):
+        self.current[key] = None
+
+    def discard(self, key):
+        self.stale.pop(key, None)
+        self.current.pop(key, None)
+
+    def evict(self, exclude, incoming=None):
+        for q in (self.stale, self.current):
+            v = _first_free(q, exclude)
+            if v is not None:
+                del q[v]
+                return v
+        return None
+
+    def keys(self):
+        return list(self.stale) + list(self.current)
+
+    def dump(self, key):
+        """(stale keys, current keys: each oldest first; the step of the last begin, None
+        before the first)."""
+        return [key(k) for k in self.stale], [key(k) for k in self.current], self.step
+
+    def load(self, data, key, capacity):
+        stale, current, self.step = data
+        self.capacity = capacity
+        self.stale = OrderedDict((key(k), None) for k in stale)
+        self.current = OrderedDict((key(k), None) for k in current)
+
+
+PUBLISHED = {"arc": ARC, "s3fifo": S3FIFO, "lfru": LFRU, "least_stale": LeastStale}

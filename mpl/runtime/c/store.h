@@ -33,6 +33,15 @@
  *   prepare(layer, n)                room for n more accesses of `layer` (frequency windows)
  *                                    before any of them happens: 0, or -1 when memory ran out
  *                                    (then nothing changed). NULL when a rule needs none.
+ * miss, admits and begin are NULL where the flag that calls them is not set; every other op
+ * but prepare is never NULL. No op runs Python code or sets a Python exception.
+ *
+ * What a caller guarantees (the engine, and _engine._store_run, which checks each point):
+ * hit(k) only for a resident k, insert(k) only for a k not resident, miss(k) for a k not
+ * resident; every k in [klo, khi); discard(k) may name any k of the range (a no-op unless it
+ * is resident); `incoming` is -1 or any key; weights are finite; a step is any int64 and a
+ * layer is in [0, L); capacities are in [0, INT_MAX]; set_param's and store_make's values are
+ * those store_param_error accepts.
  *
  * Exclusion: the engine marks the keys in use by the current dispatch (and, during a
  * prefetch round, the round's proposals) with mark[key] == stamp; a segmented pair's
@@ -112,9 +121,15 @@ int store_rule_count(void);
 const StoreOps *store_rule_at(int i);
 const StoreOps *store_rule(const char *name);          /* NULL: no such rule */
 
+/* NULL when v is a value the stores take for parameter `param` (an SP_* code): the schema's
+ * range of that parameter (counts whole numbers); else why not, as a static string. */
+const char *store_param_error(int param, double v);
+
 /* A store for a rule as the IR spells it ("lfu", or a segmented pair "lfu|lru" / "lfu | lru").
  * Returns 0 and *out, or: -1 out of memory, -2 unknown rule, -3 a side that cannot be one of a
- * segmented pair. Nothing Python is touched (no exception is set). */
+ * segmented pair, -4 a bad argument (a capacity outside [0, INT_MAX], a key range that is not
+ * a non-empty part of [0, L * E), L * E beyond INT_MAX, a parameter store_param_error
+ * refuses). Nothing Python is touched (no exception is set). */
 int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L, long E,
                const double *params);
 void store_free(Store *s);

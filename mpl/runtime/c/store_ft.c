@@ -1,0 +1,187 @@
+/* frequency_threshold (mpl/runtime/eviction_basic.py, class FrequencyThreshold): an admission
+ * filter on recent share. Every access (hit or miss) of layer L enters L's window of its last
+ * freq_window accesses; a missed key is admitted only if its share of that window (the
+ * access included) is >= freq_threshold; the victim is the resident with the lowest share,
+ * ties to the least recently accessed (a scan of the residents).
+ *
+ * A window is a ring with room for what it may hold: prepare(layer, n) makes room for n more
+ * accesses before they happen (never more than freq_window entries, or what a window holds
+ * beyond a freq_window that shrank), so that an access never allocates. A window that holds
+ * its room is full: the next entry overwrites the oldest, which is the class's append and its
+ * first departure; more entries leave after freq_window shrank, as the class drops them, one
+ * access at a time. */
+#include "store_impl.h"
+
+typedef struct {
+    Store base;
+    Lists q;                 /* one list: the residents, in admission order (the scan's order) */
+    long long *last;         /* per index: the tick of its last access */
+    int *cnt;                /* per index: its entries in its layer's window */
+    long long tick;
+    double thr;              /* cache.freq_threshold */
+    long W;                  /* cache.freq_window */
+    long l0, nl;             /* the layers of the keys served: [l0, l0 + nl) */
+    int **wr;                /* per layer: its ring of indices (NULL: no room yet) */
+    long *wroom, *whead, *wlen;
+} FTStore;
+
+static int ft_init(Store *s, const double *params) {
+    FTStore *o = (FTStore *)s;
+    int n = st_n(s);
+    o->thr = params[SP_FREQ_THRESHOLD];
+    o->W = (long)params[SP_FREQ_WINDOW];
+    o->l0 = s->klo / s->E;
+    o->nl = (s->khi - 1) / s->E + 1 - o->l0;
+    o->last = st_zalloc(n, sizeof(long long));
+    o->cnt = st_zalloc(n, sizeof(int));
+    o->wr = st_zalloc(o->nl, sizeof(int *));
+    o->wroom = st_zalloc(o->nl, sizeof(long));
+    o->whead = st_zalloc(o->nl, sizeof(long));
+    o->wlen = st_zalloc(o->nl, sizeof(long));
+    if (!o->last || !o->cnt || !o->wr || !o->wroom || !o->whead || !o->wlen) return -1;
+    return lists_init(&o->q, n, 1);
+}
+
+static void ft_fini(Store *s) {
+    FTStore *o = (FTStore *)s;
+    if (o->wr) for (long l = 0; l < o->nl; l++) free(o->wr[l]);
+    free(o->wr); free(o->wroom); free(o->whead); free(o->wlen);
+    free(o->last); free(o->cnt);
+    lists_fini(&o->q);
+}
+
+/* room for `need` entries in window l (its entries kept, oldest first): -1 when memory ran
+ * out, and then nothing changed */
+static int ft_room(FTStore *o, long l, long need) {
+    long room = o->wroom[l];
+    if (need <= room) return 0;
+    long nr = room > o->W / 2 ? o->W : 2 * room;       /* grow geometrically up to W */
+    if (nr < need) nr = need;
+    int *nw = st_zalloc(nr, sizeof(int));
+    if (!nw) return -1;
+    for (long j = 0; j < o->wlen[l]; j++) nw[j] = o->wr[l][(o->whead[l] + j) % room];
+    free(o->wr[l]);
+    o->wr[l] = nw;
+    o->wroom[l] = nr;
+    o->whead[l] = 0;
+    return 0;
+}
+
+/* room in layer's window for n more entries, up to W (or what it holds beyond a W that
+ * shrank); a layer this store does not serve needs none */
+static int ft_prepare(Store *s, long layer, long n) {
+    FTStore *o = (FTStore *)s;
+    long l = layer - o->l0;
+    if (l < 0 || l >= o->nl || n <= 0) return 0;
+    long len = o->wlen[l], cap = o->W > len ? o->W : len;
+    long need = n <= cap - len ? len + n : cap;
+    return ft_room(o, l, need);
+}
+
+/* FrequencyThreshold._observe: index i's access enters its layer's window */
+static void ft_observe(FTStore *o, int i) {
+    long l = (o->base.klo + i) / o->base.E - o->l0;
+    long room = o->wroom[l];
+    if (room <= 0) return;                   /* (only when prepare was not called) */
+    int *w = o->wr[l];
+    o->cnt[i]++;
+    if (o->wlen[l] < room) {
+        w[(o->whead[l] + o->wlen[l]) % room] = i;
+        o->wlen[l]++;
+    } else {                                 /* full: the oldest leaves as i enters */
+        o->cnt[w[o->whead[l]]]--;
+        w[o->whead[l]] = i;
+        o->whead[l] = (o->whead[l] + 1) % room;
+    }
+    while (o->wlen[l] > o->W) {
+        o->cnt[w[o->whead[l]]]--;
+        o->whead[l] = (o->whead[l] + 1) % room;
+        o->wlen[l]--;
+    }
+}
+
+/* FrequencyThreshold.share: index i's count over its layer's window (0.0 for an empty one) */
+static inline double ft_share(const FTStore *o, int i) {
+    long n = o->wlen[(o->base.klo + i) / o->base.E - o->l0];
+    if (!n) return 0.0;
+    return (double)o->cnt[i] / (double)n;
+}
+
+/* (share, last access): the last ticks are unique */
+static inline int ft_less(const FTStore *o, int a, int b) {
+    double sa = ft_share(o, a), sb = ft_share(o, b);
+    return sa < sb || (sa == sb && o->last[a] < o->last[b]);
+}
+
+static void ft_hit(Store *s, int k, double w) {
+    (void)w;
+    FTStore *o = (FTStore *)s;
+    int i = k - s->klo;
+    ft_observe(o, i);
+    o->last[i] = ++o->tick;
+}
+
+static void ft_miss(Store *s, int k, double w) {
+    (void)w;
+    ft_observe((FTStore *)s, k - s->klo);
+}
+
+static int ft_admits(const Store *s, int k) {
+    const FTStore *o = (const FTStore *)s;
+    return ft_share(o, k - s->klo) >= o->thr;
+}
+
+static void ft_insert(Store *s, int k, double w) {
+    (void)w;
+    FTStore *o = (FTStore *)s;
+    int i = k - s->klo;
+    o->last[i] = ++o->tick;
+    l_push(&o->q, 0, i);
+}
+
+static void ft_discard(Store *s, int k) {
+    FTStore *o = (FTStore *)s;
+    if (o->q.lid[k - s->klo] >= 0) l_remove(&o->q, k - s->klo);
+}
+
+static int ft_evict(Store *s, const Exclude *x, int incoming) {
+    (void)incoming;
+    FTStore *o = (FTStore *)s;
+    int best = -1;
+    for (int i = o->q.head[0]; i >= 0; i = o->q.nxt[i]) {
+        if (ex_has(x, s->klo + i)) continue;
+        if (best < 0 || ft_less(o, i, best)) best = i;
+    }
+    if (best < 0) return -1;
+    l_remove(&o->q, best);
+    return s->klo + best;
+}
+
+static long ft_len(const Store *s) { return ((const FTStore *)s)->q.len[0]; }
+
+static int ft_key_less(const Store *s, int a, int b) { return ft_less((const FTStore *)s, a, b); }
+
+static long ft_keys(const Store *s, int *out) {
+    const FTStore *o = (const FTStore *)s;
+    long n = 0;
+    for (int i = o->q.head[0]; i >= 0; i = o->q.nxt[i]) out[n++] = i;
+    idx_sort(out, n, ft_key_less, s);
+    for (long j = 0; j < n; j++) out[j] += s->klo;
+    return n;
+}
+
+static void ft_set_param(Store *s, int param, double v) {
+    FTStore *o = (FTStore *)s;
+    if (param == SP_FREQ_THRESHOLD) o->thr = v;
+    else if (param == SP_FREQ_WINDOW) o->W = (long)v;   /* a shorter window drops its oldest
+                                                         * entries as accesses come */
+}
+
+const StoreOps store_frequency_threshold_ops = {
+    .name = "frequency_threshold", .flags = ST_NEEDS_MISS | ST_FILTERS | ST_SIDE | ST_LAYERED,
+    .size = sizeof(FTStore),
+    .init = ft_init, .fini = ft_fini, .begin = NULL, .prepare = ft_prepare,
+    .hit = ft_hit, .miss = ft_miss, .admits = ft_admits, .evict = ft_evict, .insert = ft_insert,
+    .discard = ft_discard, .len = ft_len, .keys = ft_keys, .resize = st_resize_plain,
+    .set_param = ft_set_param,
+};
