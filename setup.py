@@ -1,10 +1,10 @@
-"""Build configuration beyond pyproject.toml: the optional compiled replay kernel.
+"""Build configuration beyond pyproject.toml: the optional compiled engine.
 
-``mpl.runtime._fast`` (mpl/runtime/_fast.c, plain C against the CPython API: no build
-requirement but a C compiler) is built when a compiler is present. Without one, or when the
-build fails for any reason, the install still succeeds and the package runs on the
-pure-Python runtime (``mpl.runtime.backend()`` and ``mplc doctor`` say which is in use).
-``MPL_NO_EXT=1`` skips the build on purpose.
+``mpl.runtime._engine`` (mpl/runtime/c/, plain C against the CPython API: no build requirement
+but a C compiler) is built when a compiler is present. Without one, or when the build fails
+for any reason, the install still succeeds and every runtime is pure Python
+(``mpl.runtime.backend()`` and ``mplc doctor`` say which is in use). ``MPL_NO_EXT=1`` skips
+the build on purpose.
 """
 
 import glob
@@ -33,23 +33,17 @@ class optional_build_ext(build_ext):
     @staticmethod
     def _skip(e):
         sys.stderr.write(
-            "\n*** mpl: the compiled replay kernel (mpl.runtime._fast) was not built "
+            "\n*** mpl: the compiled engine (mpl.runtime._engine) was not built "
             f"({type(e).__name__}: {e}).\n*** The install continues on the pure-Python "
-            "runtime: identical results, slower replays.\n\n")
+            "runtime: identical results, slower dispatches and replays.\n\n")
 
 
 ext_modules = []
 if os.environ.get("MPL_NO_EXT", "") in ("", "0"):
-    ext_modules.append(Extension(
-        "mpl.runtime._fast", ["mpl/runtime/_fast.c"],
-        depends=["mpl/runtime/_guard.c", "mpl/runtime/_live.c", "mpl/runtime/_belady.c",
-                 "mpl/runtime/_learned.c", "mpl/runtime/_jsonl.c"],
-        # no contraction into fused multiply-adds: the kernel's sums must round exactly as
-        # the pure-Python runtime's do
-        extra_compile_args=["-O2", "-ffp-contract=off"] if os.name != "nt" else [],
-        optional=True))
     # the compiled engine: one extension from the units of mpl/runtime/c (each rule family,
-    # the timeline, the predictor, the budget split and the engine in its own file)
+    # the timeline, the predictor, the budget split, the engine and the helpers in its own
+    # file); no contraction into fused multiply-adds: its sums must round exactly as the
+    # pure-Python runtime's do
     ext_modules.append(Extension(
         "mpl.runtime._engine", sorted(glob.glob("mpl/runtime/c/*.c")),
         depends=sorted(glob.glob("mpl/runtime/c/*.h")),
