@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
-    from mpl.runtime.fast import backend_info
+    from mpl.runtime.backend import info as backend_info
 
     info = backend_info()
     why = f" ({info['reason']})" if info["reason"] else ""

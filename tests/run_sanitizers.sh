@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The compiled core under AddressSanitizer + UndefinedBehaviorSanitizer: builds
-# mpl.runtime._fast with -fsanitize=address,undefined in a copy of the checkout and runs the
-# kernel, live-dispatch (learned policies too), Belady, learned-predictor, trace-packing and
-# callback/thread-safety tests there. Any sanitizer report stops the run with a non-zero
-# exit (halt_on_error); a test failure fails it too.
+# The compiled engine under AddressSanitizer + UndefinedBehaviorSanitizer: builds
+# mpl.runtime._engine with -fsanitize=address,undefined and -fno-wrapv in a copy of the
+# checkout, proves that signed overflow is reported (the build must not inherit CPython's
+# -fwrapv, which makes it defined and invisible), then runs the engine's tests there: the
+# stores, timeline, predictor and budget split against their Python twins, the two backends
+# call by call, threads and callbacks, replays, Belady, packing and trace reading. Any
+# sanitizer report stops the run with a non-zero exit (halt_on_error); a test failure fails
+# it too.
 #   bash tests/run_sanitizers.sh              # the default test set
 #   bash tests/run_sanitizers.sh -k threads   # extra pytest arguments
 # Needs gcc with libasan/libubsan (Debian's gcc has both). Python itself is not
@@ -27,11 +30,16 @@ trap 'rm -rf "$work"' EXIT
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$work"
 (
     cd "$work"
-    flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
-    CC="$CC" CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
-        "$PY" setup.py -q build_ext --inplace --force >/dev/null 2>&1
-    so=$(ls mpl/runtime/_fast*.so 2>/dev/null | head -n 1)
-    test -n "$so" || { echo "sanitizers: the extension was not built" >&2; exit 1; }
+    # -fno-wrapv last on every compile line (CFLAGS follow the interpreter's own flags, which
+    # may hold -fwrapv): signed overflow stays undefined, so UBSan reports it
+    flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1 -fno-wrapv"
+    log=$(CC="$CC" CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
+        "$PY" setup.py build_ext --inplace --force 2>&1) || { echo "$log" >&2; exit 1; }
+    so=$(ls mpl/runtime/_engine*.so 2>/dev/null | head -n 1)
+    test -n "$so" || { echo "sanitizers: the extension was not built" >&2; echo "$log" >&2; exit 1; }
+    # every compile line ends its wrap flags with -fno-wrapv
+    bad=$(printf '%s\n' "$log" | grep -E '^(gcc|cc|clang|x86_64|aarch64).* -c ' | grep -Ev -- '-fno-wrapv' || true)
+    if [ -n "$bad" ]; then echo "sanitizers: a compile line without -fno-wrapv:" >&2; echo "$bad" >&2; exit 1; fi
     # (ldd's output read whole first: `ldd | grep -q` under pipefail fails when grep's early
     # exit hands ldd a SIGPIPE)
     deps=$(ldd "$so")
@@ -44,9 +52,15 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export PYTHONMALLOC=malloc
 export PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}"
 cd "$work"
-"$PY" -c "import mpl.runtime.fast as f, sys; sys.exit(0 if f._kernel is not None else 'sanitizers: the instrumented kernel does not load: ' + str(f._WHY))"
+"$PY" -c "import mpl.runtime.compiled as c, sys; sys.exit(0 if c.engine is not None else 'sanitizers: the instrumented engine does not load: ' + str(c.WHY))"
+# signed overflow is reported (-fno-wrapv in effect): the probe must die with UBSan's report
+probe=$("$PY" -c "import mpl.runtime._engine as e; e._wrap_probe(2**63 - 1, 1)" 2>&1) && {
+    echo "sanitizers: a signed overflow went unreported (is -fwrapv in effect?)" >&2; exit 1; }
+case "$probe" in *"signed integer overflow"*) ;; *)
+    echo "sanitizers: the overflow probe failed without UBSan's report:" >&2; echo "$probe" >&2; exit 1 ;; esac
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
-    tests/test_live_safety.py tests/test_live_dispatch.py tests/test_fast_equivalence.py \
-    tests/test_replay_kernel.py tests/test_belady.py tests/test_runtime_equivalence.py \
-    tests/test_prefetch_learned_compiled.py tests/test_prefetch_learned.py tests/test_live_learned.py \
-    tests/test_trace_columns.py tests/test_trace_wide_headers.py tests/test_trace_jsonl_columns.py "$@"
+    tests/test_runtime_backends.py tests/test_runtime_threads.py tests/test_store_backends.py \
+    tests/test_timeline_backends.py tests/test_budget_backends.py tests/test_learned_backends.py \
+    tests/test_sim_replay.py tests/test_belady.py tests/test_runtime_equivalence.py \
+    tests/test_prefetch_learned.py tests/test_trace_columns.py tests/test_trace_wide_headers.py \
+    tests/test_trace_jsonl_columns.py "$@"

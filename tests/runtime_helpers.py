@@ -58,48 +58,59 @@ def zipf_trace(steps, L, E, K, *, seed=0, s=1.1, reuse=0.3, weights=False):
 @pytest.fixture(params=["compiled", "pure"], autouse=True)
 def both_backends(request, monkeypatch):
     """Run every test of a module that imports this fixture on both runtime backends: the
-    compiled replay kernel (skipped where it is not built) and the pure-Python runtime
-    (forced in this process and, through MPL_PURE, in subprocesses)."""
-    from mpl.runtime import fast
+    compiled engine (skipped where it is not built) and the pure-Python runtime (forced in
+    this process and, through MPL_PURE, in subprocesses)."""
+    from mpl.runtime import compiled
+    from mpl.runtime.backend import forced
 
     if request.param == "pure":
-        monkeypatch.setenv(fast.ENV_PURE, "1")
-        with fast.pure():
+        monkeypatch.setenv(compiled.ENV_PURE, "1")
+        with forced("pure"):
             yield "pure"
     else:
-        if fast._kernel is None:
-            pytest.skip(f"the compiled kernel is not available: {fast._WHY}")
-        monkeypatch.delenv(fast.ENV_PURE, raising=False)
-        yield "compiled"
+        if not compiled.available():
+            pytest.skip(f"the compiled engine is not available: {compiled.WHY}")
+        monkeypatch.delenv(compiled.ENV_PURE, raising=False)
+        with forced("compiled"):
+            yield "compiled"
 
 
-# ------------------------------------------------------------------ the live dispatch (LiveState)
-#: every eviction rule the live dispatch holds (in C) and every segmented pair kind
-STATE_EVICTIONS = ["lru", "lfu", "score", "frequency_threshold", "arc", "s3fifo", "lfru", "lfu|lru",
-                   "lru|score", "frequency_threshold|lru", "crf", "classlru", "vllm_lfru",
-                   "farthest_layer"]
+#: every eviction rule of the registry (the compiled engine and the pure runtime have them
+#: all) and segmented pairs of every kind of side
+def _evictions():
+    from mpl import schema
+    names = [v.name for v in schema.param("cache.eviction").enum if not v.replay_only]
+    return names + ["lfu|lru", "lru|score", "frequency_threshold|lru"]
 
 
-def store_state(store):
-    """A store's whole state (its dump, keys as they are), order-free where the store's own
-    order is (the entries of a dict the store only looks up)."""
-    d = store.dump(lambda k: k)
-    name = type(store).__name__
-    if name in ("LFU", "Score"):
-        return (name, sorted(d[0])) + tuple(d[1:])
-    if name == "FrequencyThreshold":
-        return (name, sorted(d[0]), sorted(d[1])) + tuple(d[2:])
-    if name == "LFRU":
-        return (name, d[0], sorted(d[1])) + tuple(d[2:])
-    if name == "S3FIFO":
-        return (name,) + tuple(d[:3]) + (sorted(d[3]),)
-    if name == "Segmented":
-        return (name, store_state(store.a), store_state(store.b))
-    if name == "CRF":
-        return (name, sorted(d[0]), sorted(d[1])) + tuple(d[2:])
-    if name == "ClassLRU":
-        return (name, sorted(d[0]), d[1], sorted(d[2])) + tuple(d[3:])
-    return (name, d)
+STATE_EVICTIONS = _evictions()
+
+
+def random_dispatches(r: random.Random, n: int, L: int = 4, E: int = 12, K: int = 3):
+    """Random dispatches: prefill ones (several tokens), a router repeating an id now and
+    then, weights on most, speculative predictions on some, steps in order."""
+    from mpl.trace import Dispatch
+    out = []
+    step = 0
+    for i in range(n):
+        layer = i % L
+        if layer == 0 and i:
+            step += 1
+        tokens = 1 if r.random() < 0.8 else r.randint(2, 5)
+        rows = []
+        for _ in range(tokens):
+            row = r.sample(range(E), K)
+            if r.random() < 0.05:
+                row[-1] = row[0]            # a router repeating an id
+            rows.append(row)
+        ws = None
+        if r.random() < 0.7:
+            ws = [[r.random() + 0.01 for _ in row] for row in rows]
+        preds = None
+        if r.random() < 0.3:
+            preds = {(layer + 1) % L: r.sample(range(E), r.randint(1, 4))}
+        out.append(Dispatch(step, layer, rows, ws, preds))
+    return out
 
 
 def state_policy(r, learned=False, priority=False):
@@ -181,32 +192,10 @@ def state_policy(r, learned=False, priority=False):
     return make_ir(vals, blocks=tuple(blocks), adapt=tuple(adapt))
 
 
-def full_state(rt):
-    """Everything a dispatch can change, as the pure structures hold it (reading it syncs a
-    LiveState runtime: the attributes come back through Runtime.__getattr__)."""
-    caches = rt.caches if rt.per_layer else rt.caches[:1]
-
-    def store(s):
-        return store_state(s) if hasattr(s, "dump") else (type(s).__name__, s.keys())
-    h = rt.history
-    hist = None if h is None else (h.window, [list(w) for w in h.win], h.cnt,
-                                   [[sorted(b) for b in bk] for bk in h.bk], h.mask)
-    a = rt.affinity
-    # per source its observations and target counts (the candidate set and its watermark
-    # are a cache of those: mpl.runtime.prefetch.Affinity)
-    aff = None if a is None else (a.depth, a.threshold, a.last,
-                                  {ds: {e: (row[0], row[1]) for e, row in tab.items()}
-                                   for ds, tab in a.table.items()})
-    sg = rt.signal
-    sig = None if sg is None else (sg.window, [list(w) for w in sg.win],
-                                   [list(c.items()) for c in sg.cnt], sg.total)
-    m = rt.monitor
-    mon = None if m is None else (m.window, bytes(m.ring), m.acc, m.hits, m.skipped,
-                                  list(m.events), m.ev, m.ld, m.pfl, m.pfu, m.stall,
-                                  list(m.seen), m.log)
-    return (rt.stats(), rt.resident(), rt.capacities(), [store(c.store) for c in caches],
-            [c.resident for c in caches], list(rt.pool.free), rt.step, rt._last_layer,
-            rt.dispatches, rt.accesses, dict(rt._pf),
-            None if rt._ttl is None else list(rt._ttl.items()), hist, mon,
-            [(x.armed, x.held, x.mark) for x in rt.rules], rt.metrics(), rt.p, aff, sig,
-            None if rt.learned is None else rt.learned.dump())
+def observable(rt):
+    """Everything a runtime's getters read (the same on both backends)."""
+    learned = rt.learned
+    return {"stats": rt.stats(), "resident": rt.resident(), "capacities": rt.capacities(),
+            "store_keys": rt.store_keys(), "metrics": rt.metrics(),
+            "monitor_log": rt.monitor_log(), "values": rt.values(), "step": rt.step,
+            "stall": rt.stall, "learned": None if learned is None else learned.dump()}

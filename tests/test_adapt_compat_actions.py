@@ -119,7 +119,7 @@ def test_log_interval_changes_the_monitor_log():
         for _ in range(10):
             rt.dispatch(0, [0])
 
-    logs = {k: [r["access"] for r in rt.monitor.log] for k, rt in _both(body, rule, drive, layers=1).items()}
+    logs = {k: [r["access"] for r in rt.monitor_log()] for k, rt in _both(body, rule, drive, layers=1).items()}
     assert logs[False] == []
     # the rule fires at the 3rd access (2/3 > 0.5); the new interval applies from the next dispatch
     assert logs[True] == [4, 6, 8, 10]

@@ -121,9 +121,9 @@ def _requests(r, E, L, n, kmax):
 def test_compiled_simulate_equals_the_reference_decision_by_decision():
     import random
 
-    from mpl.runtime import fast
+    from mpl.runtime import compiled
     from mpl.sim.belady import simulate_pure
-    if fast.belady_kernel() is None:
+    if compiled.kernel("belady") is None:
         import pytest
         pytest.skip("the compiled backend is not in use")
     r = random.Random(7)
@@ -140,8 +140,9 @@ def test_compiled_simulate_equals_the_reference_decision_by_decision():
 
 def test_compiled_belady_equals_the_reference_on_traces(tmp_path):
     from mpl import tracecols, traceio
-    from mpl.runtime import fast
-    if fast.belady_kernel() is None:
+    from mpl.runtime import compiled
+    from mpl.runtime.backend import forced
+    if compiled.kernel("belady") is None:
         import pytest
         pytest.skip("the compiled backend is not in use")
 
@@ -152,7 +153,7 @@ def test_compiled_belady_equals_the_reference_on_traces(tmp_path):
     cases = [dict(capacity=100), dict(capacity=7, pin=[1, 5]), dict(capacity=0),
              dict(capacities=[4] * 26, pin=[3]), dict(capacities=list(range(26)))]
     for kw in cases:
-        with fast.pure():
+        with forced("pure"):
             want = belady(tr.dispatches, 64, num_layers=26, **kw)
         assert belady(tr.dispatches, 64, num_layers=26, **kw) == want, kw
         assert belady(lazy.dispatches, 64, num_layers=26, **kw) == want, kw

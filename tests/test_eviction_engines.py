@@ -11,7 +11,8 @@ from hypothesis import example, given, strategies as st
 
 import mpl
 from mpl import features as _features
-from mpl.runtime import fast
+from mpl.runtime import compiled
+from mpl.runtime.backend import forced
 from mpl.runtime.eviction import RULES
 from mpl.runtime.plan import STREAM
 from property_profiles import prop
@@ -270,8 +271,7 @@ def test_crf_a_dispatch_repeating_its_step_runs_alike_on_both_backends():
     use changes nothing (the pure store once pushed a heap entry equal to the live one and
     compared the two entries' keys: a TypeError)."""
     pol = mpl.loads("policy p { cache { capacity = 2 eviction = crf } }")
-    with fast.pure():
-        pure = pol.runtime(2, 4, 1)
+    pure = pol.runtime(2, 4, 1, backend="pure")
     comp = pol.runtime(2, 4, 1)
     calls = [(0, [1], 0), (0, [1], 0), (0, [2], 0), (0, [1, 3], 1), (0, [1], 1), (0, [2], 2)]
     plans = [[(p.hit, p.evicted) for p in (rt.dispatch(layer, ex, step=step)
@@ -286,9 +286,8 @@ def test_clocked_rules_are_the_ones_the_generator_knows():
 
 @pytest.mark.parametrize("rule", sorted(REFS))
 def test_engine_rules_replay_the_same_on_both_backends(rule):
-    """The compiled kernel (a demand-only policy) and the compiled live dispatch (with
-    prefetch) hold these rules: a replay gives the same statistics and clocks as with
-    MPL_PURE."""
+    """The compiled engine holds these rules: a replay gives the same statistics and clocks
+    as with MPL_PURE."""
     from mpl.sim import synthesize
     from mpl.sim.replay import replay
 
@@ -298,13 +297,11 @@ def test_engine_rules_replay_the_same_on_both_backends(rule):
                  f"prefetch {{ strategy = history budget = 2 }} }}"):
         pol = mpl.loads(text)
         a = replay(pol, tr, belady=False)
-        with fast.pure():
+        with forced("pure"):
             b = replay(pol, tr, belady=False)
         assert a.stats == b.stats and a.sim == b.sim
         rt = pol.runtime(16, 64, 8)
-        if fast.available():
-            assert fast.live_unsupported(rt) is None
-            assert (fast.unsupported(rt) is None) == ("prefetch" not in text)
+        assert rt.backend == ("compiled" if compiled.available() else "pure")
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mpl.runtime import fast as _fast
+from mpl.runtime import compiled as _compiled
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile"))
 
@@ -26,7 +26,7 @@ import run_all  # noqa: E402
 MEM = 2 << 30
 TIMEOUT = 60.0
 CASES = [c for c in make_corpus.build(None) if c.fast]
-BACKENDS = ("compiled", "pure") if _fast._kernel is not None else ("pure",)
+BACKENDS = ("compiled", "pure") if _compiled.available() else ("pure",)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mpl.offload import engine as engine_mod  # noqa: E402
-from mpl.runtime import fast  # noqa: E402
+from mpl.runtime import compiled  # noqa: E402
+from mpl.runtime.backend import forced  # noqa: E402
 from mpl.offload.hf import attach, discover  # noqa: E402
 from mpl.offload.models import PRESETS, build_model, encode  # noqa: E402
 
@@ -71,17 +72,17 @@ def test_home_placement_is_bit_identical(family, impl):
 
 def _run(family, impl, body, home=True, monkeypatch=None, pure=False):
     """(model, output, stats) of a generation with ``body`` attached (home placement on or
-    off; the pure runtime instead of the compiled live dispatch), checked for its resident
+    off; the pure runtime instead of the compiled engine), checked for its resident
     counts, the model detached again."""
     if monkeypatch is not None:
         monkeypatch.setattr(engine_mod, "HOME_PLACEMENT", home)
     model = build_model(family, experts_implementation=impl)
     if pure:
-        with fast.pure():
+        with forced("pure"):
             h = attach(policy(body), model)
     else:
         h = attach(policy(body), model)
-    live = type(h.runtime.__dict__.get("dispatch")).__name__ == "LiveState"
+    live = h.runtime.backend == "compiled"
     try:
         out = generate(model, PROMPT, 6)
         st = h.get_stats()
@@ -166,5 +167,5 @@ def test_compiled_and_pure_runtimes_give_the_same_home_run(label):
         runs.append((st.pop("live"), st, mech))
     (live_a, st_a, mech_a), (live_b, st_b, mech_b) = runs
     assert live_b is False
-    assert live_a is (fast._kernel is not None and hasattr(fast._kernel, "LiveState"))
+    assert live_a is compiled.available()
     assert st_a == st_b and mech_a == mech_b

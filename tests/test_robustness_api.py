@@ -193,12 +193,13 @@ def test_runtime_without_a_required_parameter():
     """The runtime refuses parameters without the schema's required ones (cache.capacity),
     with its own error, not a KeyError or TypeError from deep inside."""
     from mpl import schema
-    from mpl.runtime import Runtime
-    r = mpl.loads(LFU).runtime(2, 8, 2)
+    from mpl.runtime.core import layout
+    mod = mpl.loads(LFU).module
     assert schema.REQUIRED_KEYS == ("cache.capacity",)
-    for params in ({k: v for k, v in r.p.items() if k != "cache.capacity"}, {**r.p, "cache.capacity": None}):
+    for params in ({k: v for k, v in mod.PARAMS.items() if k != "cache.capacity"},
+                   {**mod.PARAMS, "cache.capacity": None}):
         with pytest.raises(RuntimeConfigError, match="cache.capacity is required"):
-            Runtime(params, r.features, 2, 8, 2)
+            layout(params, mod.FEATURES, 2, 8, 2)
 
 
 BAD_DISPATCHES = [

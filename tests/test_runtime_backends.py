@@ -20,7 +20,7 @@ from mpl.api import from_ir
 from mpl.runtime import compiled
 from mpl.runtime.core import DispatchError, RuntimeConfigError
 from property_profiles import prop
-from runtime_helpers import STATE_EVICTIONS, state_policy
+from runtime_helpers import STATE_EVICTIONS, observable, state_policy
 
 needs_engine = pytest.mark.skipif(not compiled.available(),
                                   reason=f"the compiled engine is not available: {compiled.WHY}")
@@ -50,15 +50,6 @@ def outcome(fn, *args, **kw):
     if hasattr(r, "raw_loads"):
         return ("plan", fields(r))
     return ("value", r)
-
-
-def observable(rt):
-    """Everything a runtime's getters read."""
-    learned = rt.learned
-    return {"stats": rt.stats(), "resident": rt.resident(), "capacities": rt.capacities(),
-            "store_keys": rt.store_keys(), "metrics": rt.metrics(),
-            "monitor_log": rt.monitor_log(), "values": rt.values(), "step": rt.step,
-            "stall": rt.stall, "learned": None if learned is None else learned.dump()}
 
 
 def calls(L, E, K):

@@ -1,11 +1,12 @@
-"""SPEC §5 semantics of the runtime, one test (at least) per rule, through real .moe text."""
+"""SPEC §5 semantics of the runtime, one test (at least) per rule, through real .moe text, on
+both backends."""
 
 from __future__ import annotations
 
 import mpl
 from mpl.runtime.cost import CostModel
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
-from runtime_helpers import zipf_trace
+from runtime_helpers import both_backends, zipf_trace  # noqa: F401  (autouse: both backends)
 
 STATS_KEYS = {"accesses", "hits", "misses", "hit_rate", "evictions", "loads", "demand_loads",
               "background_loads", "prefetch_loads", "bytes_loaded", "prefetch_issued",
@@ -15,6 +16,14 @@ STATS_KEYS = {"accesses", "hits", "misses", "hit_rate", "evictions", "loads", "d
 
 def rt(body, L=4, E=16, K=2, **kw):
     return mpl.loads(f"policy t {{ {body} }}").runtime(L, E, K, **kw)
+
+
+def cold(body: str) -> str:
+    """``body`` with adapt rules judging from the first access (monitor.warmup = none): these
+    tests are about the rules' mechanics, not the warm-up (tested on its own below)."""
+    if "monitor {" in body:
+        return body.replace("monitor {", "monitor { warmup = none", 1)
+    return body + " monitor { warmup = none }"
 
 
 def test_keys_are_layer_and_expert():
@@ -110,7 +119,10 @@ def test_segmented_demotion_moves_no_data():
     assert len(p.evicted) == 1 and r.stats()["evictions"] == 1
 
 
-def test_history_prefetch_proposes_most_frequent():
+def test_history_prefetch_proposes_most_frequent(both_backends):
+    """(The proposals are read from the pure runtime's Runtime._proposals; the compiled
+    engine's are the same: tests/test_runtime_backends.py compares their prefetch loads.)"""
+    pure = both_backends == "pure"
     r = rt("cache { capacity = 3 } prefetch { strategy = history budget = 2 history_window = 4 }",
            L=2, K=2)
     for _ in range(3):
@@ -118,11 +130,11 @@ def test_history_prefetch_proposes_most_frequent():
         r.dispatch(1, [7, 8])
     r.dispatch(0, [1, 2])
     r.dispatch(1, [8, 9])
-    assert r._proposals(0, [1, 2], None) == [(1, 8), (1, 7)]     # 8 seen 4x, 7 3x
+    assert not pure or r._impl._proposals(0, [1, 2], None) == [(1, 8), (1, 7)]   # 8 seen 4x, 7 3x
     for _ in range(4):                                            # the window forgets 7 and 8
         r.dispatch(0, [1, 2])
         p = r.dispatch(1, [3, 4])
-    assert r._proposals(0, [1, 2], None) == [(1, 3), (1, 4)]
+    assert not pure or r._impl._proposals(0, [1, 2], None) == [(1, 3), (1, 4)]
     # a proposal that is not resident becomes a PREFETCH load
     r = rt("cache { capacity = 2 } prefetch { strategy = history budget = 1 }", L=2, K=1)
     r.dispatch(0, [1])
@@ -245,17 +257,17 @@ def test_monitor_window_metrics():
     m = r.metrics()
     assert m["hit_rate"] == 0.0 and m["eviction_rate"] == 1.0 and m["transfer_rate"] == 1.0
     assert m["miss_rate"] == 1.0 and m["prefetch_accuracy"] is None   # no prefetch in window
-    log = r.monitor.log                    # log_interval defaults to 50 accesses
+    log = r.monitor_log()                  # log_interval defaults to 50 accesses
     assert log == []
     r2 = rt("cache { capacity = 1 } monitor { window = 4 log_interval = 2 metrics = [miss_rate] }",
             L=1, K=1)
     for e in (1, 1, 2, 3):
         r2.dispatch(0, [e])
-    assert [(x["access"], x["miss_rate"]) for x in r2.monitor.log] == [(2, 0.5), (4, 0.75)]
+    assert [(x["access"], x["miss_rate"]) for x in r2.monitor_log()] == [(2, 0.5), (4, 0.75)]
 
 
 def test_adapt_fires_after_duration_in_place_and_logs():
-    r = rt("cache { capacity = 4 } adapt { when hit_rate < 0.5 for 5 accesses { capacity = 2 } }",
+    r = rt(cold("cache { capacity = 4 } adapt { when hit_rate < 0.5 for 5 accesses { capacity = 2 } }"),
            L=1, K=1)
     for e in range(4):
         p = r.dispatch(0, [e])
@@ -271,23 +283,23 @@ def test_adapt_fires_after_duration_in_place_and_logs():
 
 
 def test_adapt_is_edge_triggered():
-    r = rt("cache { capacity = 2 } adapt { when miss_rate > 0.5 { trigger flush } }", L=1, K=1)
+    r = rt(cold("cache { capacity = 2 } adapt { when miss_rate > 0.5 { trigger flush } }"), L=1, K=1)
     for e in range(6):
         r.dispatch(0, [e])
     assert len(r.stats()["adapt_log"]) == 1     # held all along: fired once
 
 
 def test_eviction_switch_keeps_residents():
-    r = rt("cache { capacity = 4 } adapt { when hit_rate < 0.9 for 4 accesses { eviction = lfu } }", L=1, K=1)
+    r = rt(cold("cache { capacity = 4 } adapt { when hit_rate < 0.9 for 4 accesses { eviction = lfu } }"), L=1, K=1)
     for e in range(4):
         r.dispatch(0, [e])
-    assert type(r.caches[0].store).__name__ == "LFU"
+    assert r.values()["cache.eviction"] == "lfu"
     assert sorted(r.resident()) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     assert r.stats()["evictions"] == 0
 
 
 def test_conditional_value_pair_restores():
-    r = rt("cache { capacity = 4 : 2 when hit_rate < 0.5 } monitor { window = 4 }", L=1, K=1)
+    r = rt(cold("cache { capacity = 4 : 2 when hit_rate < 0.5 } monitor { window = 4 }"), L=1, K=1)
     r.dispatch(0, [1])                      # miss: hit_rate 0 < 0.5 -> capacity 2
     assert r.capacities() == [2]
     for _ in range(4):
@@ -352,7 +364,7 @@ def test_size_capacity_uses_expert_bytes():
 
 
 def test_num_slots_covers_adapt_capacities():
-    r = rt("cache { capacity = 4 } adapt { when hit_rate < 0.1 { capacity = 32 } }")
+    r = rt(cold("cache { capacity = 4 } adapt { when hit_rate < 0.1 { capacity = 32 } }"))
     assert r.num_slots == 32
 
 
@@ -364,7 +376,7 @@ def test_priority_routing_orders_loads_by_weight():
 
 
 def test_adapt_duration_in_steps():
-    r = rt("cache { capacity = 1 } adapt { when hit_rate < 0.5 for 2 steps { capacity = 3 } }",
+    r = rt(cold("cache { capacity = 1 } adapt { when hit_rate < 0.5 for 2 steps { capacity = 3 } }"),
            L=2, K=1)
     r.dispatch(0, [1]); r.dispatch(1, [1])       # step 0: condition holds (counter starts)
     r.dispatch(0, [2]); r.dispatch(1, [2])       # step 1: 1 step held
@@ -378,7 +390,7 @@ def test_adapt_rebalance_and_trigger_actions():
     body = ("cache { capacity = 4 } per_layer { total_budget = 8 min_capacity = 1 max_capacity = 7 "
             "rebalance_interval = 0 entropy_window = 50 } "
             "adapt { when hit_rate < 0.5 for 40 accesses { rebalance frequency } }")
-    r = rt(body, L=2, E=16, K=1)
+    r = rt(cold(body), L=2, E=16, K=1)
     assert r.capacities() == [4, 4]
     for s in range(20):
         r.dispatch(0, [0])
@@ -387,8 +399,8 @@ def test_adapt_rebalance_and_trigger_actions():
     assert r.capacities() == [1, 7]
     log = r.stats()["adapt_log"]
     assert [(x["key"], x["old"], x["new"]) for x in log] == [("per_layer.allocation", "uniform", "frequency")]
-    r2 = rt("cache { capacity = 6 memory_budget_gb = 10 } "
-            "adapt { when hit_rate < 0.5 for 4 accesses { trigger memory_pressure } }",
+    r2 = rt(cold("cache { capacity = 6 memory_budget_gb = 10 } "
+            "adapt { when hit_rate < 0.5 for 4 accesses { trigger memory_pressure } }"),
             L=1, K=1, expert_bytes=2e9)
     for e in range(4):
         p = r2.dispatch(0, [e])
@@ -397,19 +409,21 @@ def test_adapt_rebalance_and_trigger_actions():
 
 
 def test_per_layer_num_slots_covers_adapt_capacity():
-    r = rt("cache { capacity = 2 } per_layer { min_capacity = 1 } "
-           "adapt { when hit_rate < 0.1 for 8 accesses { capacity = 5 } }", L=3, K=1)
+    r = rt(cold("cache { capacity = 2 } per_layer { min_capacity = 1 } "
+           "adapt { when hit_rate < 0.1 for 8 accesses { capacity = 5 } }"), L=3, K=1)
     assert r.num_slots == 15 and r.capacities() == [2, 2, 2]
     for e in range(8):
         r.dispatch(e % 3, [e])
     assert r.capacities() == [5, 5, 5]
 
 
-def test_lfu_heap_stays_bounded():
+def test_lfu_heap_stays_bounded(both_backends):
+    if both_backends == "compiled":
+        return                      # (the compiled heap is indexed: no lazy entries)
     r = rt("cache { capacity = 8 eviction = lfu }", L=1, K=1)
     for i in range(5000):
         r.dispatch(0, [i % 8])
-    store = r.caches[0].store
+    store = r._impl.caches[0].store
     assert len(store.heap) <= 2 * len(store) + 64      # lazy entries are compacted
 
 
@@ -427,12 +441,15 @@ def test_duplicate_experts_are_one_access_each():
     r = rt("cache { capacity = 4 eviction = score }", L=1, K=2)
     p = r.dispatch(0, [3, 5, 3], weights=[0.2, 0.5, 0.4])
     assert p.experts == [3, 5] and r.stats()["accesses"] == 2
-    assert abs(r.caches[0].store.score((0, 3)) - 0.3) < 1e-12   # mean weight of expert 3
+    # expert 3's score is its mean weight, 0.3: below 5's 0.5 and a newcomer's 0.35
+    r.dispatch(0, [6], weights=[0.35])
+    r.dispatch(0, [8], weights=[0.6])          # full now
+    assert [k for k, _ in r.dispatch(0, [7], weights=[0.9]).evicted] == [(0, 3)]
 
 
 def test_window_events_expire_between_dispatch_ends():
-    r = rt("cache { capacity = 1 } monitor { window = 2 } "
-           "adapt { when eviction_rate >= 0.5 for 3 accesses { capacity = 2 } }", L=1, K=3)
+    r = rt(cold("cache { capacity = 1 } monitor { window = 2 } "
+           "adapt { when eviction_rate >= 0.5 for 3 accesses { capacity = 2 } }"), L=1, K=3)
     r.dispatch(0, [1])                 # access 1: load, no eviction
     r.dispatch(0, [2])                 # access 2: evicts (0,1) -> rate 0.5 (held 1)
     r.dispatch(0, [2, 7, 8])           # access 3: hit, rate 0.5 (held 2); access 4: the
@@ -460,7 +477,7 @@ def test_shared_cache_per_layer_stats_report_resident_share():
 
 
 def test_trigger_ttl_action_runs_the_sweep():
-    r = rt("cache { capacity = 8 ttl = 2 } adapt { when hit_rate < 0.5 for 3 accesses { trigger ttl } }",
+    r = rt(cold("cache { capacity = 8 ttl = 2 } adapt { when hit_rate < 0.5 for 3 accesses { trigger ttl } }"),
            L=1, K=1)
     r.dispatch(0, [1])
     r.dispatch(0, [2])
@@ -468,3 +485,31 @@ def test_trigger_ttl_action_runs_the_sweep():
     log = r.stats()["adapt_log"]
     assert [(x["key"], x["new"]) for x in log] == [("trigger", "ttl")]
     assert sorted(r.resident()) == [(0, 2), (0, 3)]
+
+
+def test_adapt_rules_wait_for_the_warm_up():
+    """monitor.warmup = first_eviction (the default): a cold cache's compulsory misses do not
+    fire a rule; the dispatch that makes the first eviction clears the window, and the rules
+    judge only what comes after it."""
+    body = "cache { capacity = 4 } adapt { when hit_rate < 0.4 for 3 accesses { eviction = lfu } }"
+    r = rt(body, L=1, E=32, K=1)
+    for e in range(4):                 # four compulsory misses: the cache fills, no eviction
+        r.dispatch(0, [e])
+    r.dispatch(0, [9])                 # the first eviction: the warm-up ends, the window is cleared
+    assert r.stats()["adapt_log"] == [] and r.metrics()["hit_rate"] == 0.0
+    for e in (1, 2, 3):                # three hits, then misses: 3/4, 3/5, ... 3/8 < 0.4
+        r.dispatch(0, [e])
+    fired = None
+    for i, e in enumerate(range(10, 20)):
+        r.dispatch(0, [e])
+        if r.stats()["adapt_log"] and fired is None:
+            fired = i
+    # below 0.4 from the 5th miss on (3/8), held for 3 accesses: the 7th miss fires it
+    assert fired == 6
+    entry = r.stats()["adapt_log"][0]
+    assert entry["key"] == "cache.eviction" and entry["access"] == 4 + 1 + 3 + 7
+    # the same policy judging from the first access fires at once on the cold misses
+    r2 = rt(cold(body), L=1, K=1)
+    for e in range(3):
+        r2.dispatch(0, [e])
+    assert [e["access"] for e in r2.stats()["adapt_log"]] == [3]

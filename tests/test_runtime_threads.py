@@ -81,7 +81,7 @@ def test_a_logging_handler_reads_whole_states(backend, runtime_log):
 
     def read(record):
         s = rt.stats()
-        seen.append((record.args[0]["access"], s["accesses"], rt.metrics()["hit_rate"]))
+        seen.append((record.args["access"], s["accesses"], rt.metrics()["hit_rate"]))
     runtime_log(read)
     feed(rt, 60)
     assert len(seen) == 60 * 2 // 5

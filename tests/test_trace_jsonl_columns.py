@@ -1,5 +1,5 @@
 """JSONL traces read into columns (mpl.tracecols.load_jsonl, the compiled row reader
-``_fast.jsonl_rows``): a file of one-token rows alike gives the same trace, the same pack, the
+``_engine.jsonl_rows``): a file of one-token rows alike gives the same trace, the same pack, the
 same replay as the Python reader (mpl.traceio.load_jsonl), with every weight the same double
 bit for bit; any other file -- and any file that is not a trace -- gets exactly the Python
 reader's trace or its located error."""
@@ -17,13 +17,14 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from mpl import tracecols, traceio
-from mpl.runtime import fast
+from mpl.runtime import compiled, packing
+from mpl.runtime.backend import forced
 from mpl.sim.synth import synthesize
 from mpl.tracecols import JsonlDispatches
 from property_profiles import prop
 from test_trace_columns import replays_and_sweeps_agree, tunes_agree
 
-pytestmark = pytest.mark.skipif(fast.jsonl_kernel() is None,
+pytestmark = pytest.mark.skipif(compiled.kernel("jsonl_rows") is None,
                                 reason="the compiled kernel is not built or not in use")
 
 HEADER = {"model": "m", "num_layers": 4, "moe_layers": [1, 2, 3], "num_experts": 16, "top_k": 3}
@@ -53,8 +54,8 @@ def _same(path) -> bool:
     if not isinstance(lazy.dispatches, JsonlDispatches):
         return False
     E = eager.header.num_experts
-    pl, pe = fast.pack_of(lazy.dispatches, E), fast.pack_dispatches(eager.dispatches, E)
-    for name in fast.Packed.__slots__:
+    pl, pe = packing.pack_of(lazy.dispatches, E), packing.pack_dispatches(eager.dispatches, E)
+    for name in packing.Packed.__slots__:
         if name == "weights" and pe.weights is not None:
             assert [struct.pack("<d", w) for w in pl.weights] == \
                 [struct.pack("<d", w) for w in pe.weights]
@@ -310,13 +311,13 @@ def test_any_file_reads_the_same_by_columns_and_by_the_python_reader(tmp_path_fa
 
 def test_the_pure_backend_reads_jsonl_with_the_python_reader(tmp_path):
     path = _write(tmp_path, _rows([{"t": 0, "l": 1, "e": [1, 2]}]))
-    with fast.pure():
+    with forced("pure"):
         t = tracecols.load(path)
     assert not isinstance(t.dispatches, JsonlDispatches) and t == traceio.load_jsonl(path)
 
 
 def test_bad_calls_of_the_row_reader_are_exceptions():
-    rows = fast.jsonl_kernel()
+    rows = compiled.kernel("jsonl_rows")
     data = b'{"t": 0, "l": 1, "e": [1]}\n'
     assert rows(data, 0, 1 << 20) is not None
     with pytest.raises(ValueError):

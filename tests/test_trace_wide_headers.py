@@ -1,10 +1,9 @@
 """A trace whose header declares far more layers and experts than its records name (a wide
-header): the compiled kernels are given only the keys that occur, numbered densely in their
-order (mpl.runtime.fast, "Keys that occur"; mpl.sim.belady.DENSE_KEYS), and decide exactly as
-the pure runtime does on the header's shape, decision by decision; the same records under a
-narrow header decide the same; the Belady optimum too, in C, through its dense numbering and
-through the reference it falls back to. The memory and time such headers cost through
-``mplc`` are measured by tests/test_hostile_inputs.py."""
+header): a runtime on that shape decides exactly as on a narrow one, on both backends (the
+compiled engine holds shapes of up to 2^22 layers x experts; a wider one runs pure, and says
+so); the Belady optimum too, in C, through its dense numbering of the keys that occur
+(mpl.sim.belady.DENSE_KEYS) and through the reference it falls back to. The memory and time
+such headers cost through ``mplc`` are measured by tests/test_hostile_inputs.py."""
 
 from __future__ import annotations
 
@@ -14,21 +13,22 @@ import pytest
 from hypothesis import HealthCheck, given
 
 from mpl.api import from_ir
-from mpl.runtime import fast
+from mpl.runtime import compiled
+from mpl.runtime.backend import forced
 from mpl.sim import belady as B
 from mpl.timemodel.timeline import Timeline
 from mpl.trace import Dispatch
 from property_profiles import prop
 from runtime_helpers import make_ir
-from test_fast_equivalence import _decisions_kernel, _decisions_pure, costs, scenarios, state
+from test_replay_backends import costs, scenarios, state
 
-needs_kernel = pytest.mark.skipif(fast._kernel is None,
-                                  reason=f"the compiled kernel is not available: {fast._WHY}")
+needs_engine = pytest.mark.skipif(not compiled.available(),
+                                  reason=f"the compiled engine is not available: {compiled.WHY}")
 
 SETTINGS = prop(40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                           HealthCheck.data_too_large])
 
-#: the wide shape: 2048 layers x 1024 experts = 2^21 keys, beyond fast.REMAP_KEYS
+#: the wide shape: 2048 layers x 1024 experts = 2^21 keys (the engine holds up to 2^22)
 WL, WE = 2048, 1024
 
 
@@ -54,25 +54,19 @@ def widen(pir, records):
     return wide, recs
 
 
-@needs_kernel
+@needs_engine
 @SETTINGS
 @given(scenarios())
-def test_kernel_on_a_wide_shape_decides_as_the_pure_runtime(sc):
+def test_a_wide_shape_replays_alike_on_both_backends(sc):
     pir, _shape, records, overlap = sc
     wide, recs = widen(pir, records)
     policy = from_ir(wide)
     K = _shape[2]
-    a, tl_a, want = _decisions_pure(policy, (WL, WE, K), recs, overlap)
-    b = policy.runtime(WL, WE, K, expert_bytes=2e8)
-    if any(r.strip() in fast._RAW_IDS for r in wide.values["cache.eviction"].split("|")):
-        # their stores name layers and experts: the kernel does not renumber them, the
-        # replay takes the pure path (and says why)
-        assert "renumbers" in fast.unsupported(b)
-        return
-    assert fast.unsupported(b) is None
-    assert fast._dense(b, fast.pack(recs, WE)) is not None      # the kernel got the dense keys
-    tl_b = Timeline(costs(), overlap=overlap)
-    assert _decisions_kernel(b, tl_b, recs) == want
+    a = policy.runtime(WL, WE, K, expert_bytes=2e8, backend="compiled")
+    b = policy.runtime(WL, WE, K, expert_bytes=2e8, backend="pure")
+    tl_a, tl_b = Timeline(costs(), overlap=overlap), Timeline(costs(), overlap=overlap)
+    a.replay_records(iter(recs), tl_a)
+    b.replay_records(iter(recs), tl_b)
     assert state(a, tl_a) == state(b, tl_b)
 
 
@@ -80,7 +74,6 @@ COUNTS = ("accesses", "hits", "misses", "evictions", "loads", "demand_loads",
           "background_loads", "streamed", "cpu_computes")
 
 
-@needs_kernel
 @SETTINGS
 @given(scenarios())
 def test_the_header_changes_no_decision(sc):
@@ -92,10 +85,7 @@ def test_the_header_changes_no_decision(sc):
     narrow = from_ir(pir).runtime(L, E, K, expert_bytes=2e8)
     narrow.replay_records(iter(records), Timeline(costs(), overlap=overlap))
     w = from_ir(wide).runtime(WL, WE, K, expert_bytes=2e8)
-    runs = fast.kernel_runs
     w.replay_records(iter(recs), Timeline(costs(), overlap=overlap))
-    raw_ids = any(r.strip() in fast._RAW_IDS for r in wide.values["cache.eviction"].split("|"))
-    assert fast.kernel_runs == runs + (0 if raw_ids else 1)     # (those take the pure path)
     a, b = narrow.stats(), w.stats()
     assert {k: a[k] for k in COUNTS} == {k: b[k] for k in COUNTS}
     assert sum(a["per_layer"][i]["hits"] for i in range(L)) == \
@@ -113,13 +103,13 @@ def _wide_dispatches(seed: int, n: int, L: int, E: int, K: int) -> list[Dispatch
     return out
 
 
-@needs_kernel
+@needs_engine
 @pytest.mark.parametrize("seed", range(6))
 def test_belady_on_a_wide_shape_equals_the_reference(seed, monkeypatch):
     L, E, K = 65536, 65536, 4
     ds = _wide_dispatches(seed, 400, L, E, K)
     caps = [3] * L
-    with fast.pure():
+    with forced("pure"):
         shared = B.belady(ds, E, capacity=7, num_layers=L).to_dict()
         per_layer = B.belady(ds, E, capacities=caps).to_dict()
     assert B.belady(ds, E, capacity=7, num_layers=L).to_dict() == shared
@@ -136,20 +126,19 @@ def test_belady_on_a_wide_shape_equals_the_reference(seed, monkeypatch):
     assert (r_c.to_dict(), out_c) == (r_p.to_dict(), out_p)
 
 
-@needs_kernel
-def test_a_replay_spread_over_too_many_keys_takes_the_pure_path():
-    """Records naming more than fast.KERNEL_KEYS layers x experts of a wide shape: the kernel
-    is not used, the replay is the pure one."""
+def test_a_shape_beyond_the_engine_runs_pure_with_the_same_results():
+    """A header of 4096 x 4096 layers x experts (2^24 keys, beyond the engine's tables): the
+    runtime is pure and says why; its replay is the one a pure runtime makes."""
     L, E = 4096, 4096
     r = random.Random(1)
     recs = [(l, r.sample(range(E), 8), None, 1, i, None, None)
             for i, l in enumerate(r.sample(range(L), 3000))]
     pol = from_ir(make_ir({"cache.capacity": 8}))
     rt = pol.runtime(L, E, 8)
-    p = fast.pack(recs, E)
-    assert "more keys" in fast.unsupported(rt, p)
-    with fast.pure():
-        a = pol.runtime(L, E, 8)
-        a.replay_records(iter(recs), Timeline(costs()))
+    assert rt.backend == "pure"
+    if compiled.available():
+        assert "keys" in rt.backend_reason
+    a = pol.runtime(L, E, 8, backend="pure")
+    a.replay_records(iter(recs), Timeline(costs()))
     rt.replay_records(iter(recs), Timeline(costs()))
     assert a.stats() == rt.stats()

@@ -252,7 +252,8 @@ def engine_config(lay, params: dict, features: dict, conditions, actions, invers
         "rebalance_interval": int(p["per_layer.rebalance_interval"]),
         "entropy_window": int(p["per_layer.entropy_window"]),
         "f_monitor": int(bool(features.get("monitor"))),
-        "warm_on_eviction": int(p.get("monitor.warmup", "first_eviction") == "first_eviction"),
+        "warm_on_eviction": int(p.get("monitor.warmup", "first_eviction") == "first_eviction"
+                                and bool(rules)),
         "monitor_window": int(p["monitor.window"]), "log_interval": int(p["monitor.log_interval"]),
         "metrics": metrics, "metric_codes": tuple(METRICS[m] for m in metrics),
         "rules": tuple(rules),

@@ -266,7 +266,8 @@ class PureRuntime:
         self.monitor = (Monitor(int(params["monitor.window"]), int(params["monitor.log_interval"]),
                                 params["monitor.metrics"]) if features.get("monitor") else None)
         # the warm-up (monitor.warmup): adapt rules are evaluated from the first eviction on
-        self._warm = params.get("monitor.warmup", "first_eviction") != "first_eviction"
+        # (a policy without rules has nothing to wait for)
+        self._warm = params.get("monitor.warmup", "first_eviction") != "first_eviction" or not rules
         self._log_emitted = 0        # monitor log records handed to the logger
         self.rules = [_Rule(armed=inv is None) for inv in rules]
         self._rule_inverse = list(rules)          # rule index -> inverse_of (or None)

@@ -16,12 +16,11 @@ Every store implements the same small protocol, used by :class:`mpl.runtime.cach
   rule switches the eviction rule: the new store admits them in this order);
 * ``resize(capacity)`` — the cache's capacity changed (segment sizes follow);
 * ``set_param(key, value)`` — an adaptable schema parameter changed;
-* ``dump(key)`` / ``load(data, key, capacity)`` — the store's whole state as plain data
-  (lists, numbers, keys mapped through ``key``) and back, exactly: the compiled core takes a
-  store's state from ``dump`` and gives it back through ``load`` (mpl.runtime.fast), so each
-  store alone knows its internals. ``load`` is called on a fresh store of the same rule;
 * ``begin(step, layer)`` — a dispatch starts (only stores with ``clocked`` set use it: the
   MoE-aware rules of :mod:`mpl.runtime.eviction_moe`).
+
+Each rule has a compiled twin (mpl/runtime/c/store_*.c) that makes the same decisions;
+``tests/test_store_backends.py`` runs one behaviour suite on both.
 
 Pinned keys never enter a store, so a store never proposes them. The basic rules (lru, lfu,
 score) select victims in O(1) / O(log n) amortised: an ``OrderedDict`` for LRU and binary
@@ -102,14 +101,6 @@ class LRU(Store):
 
     def keys(self):
         return list(self.od)
-
-    def dump(self, key):
-        """The keys, least recent first."""
-        return [key(k) for k in self.od]
-
-    def load(self, data, key, capacity):
-        self.capacity = capacity
-        self.od = OrderedDict((key(k), None) for k in data)
 
 
 class LFU(Store):
@@ -242,27 +233,6 @@ class LFU(Store):
     def keys(self):
         return [e[2] for e in sorted(self.cur.values(), key=lambda e: (e[0], e[1]))]
 
-    def dump(self, key):
-        """([(key, stored value, tick)], inc, tick, clock, decay, interval)."""
-        return ([(key(k), e[0], e[1]) for k, e in self.cur.items()], self.inc, self.tick,
-                self.clock, self.decay, self.interval)
-
-    def load(self, data, key, capacity):
-        ents, self.inc, self.tick, self.clock, self.decay, self.interval = data
-        self.capacity = capacity
-        self._entries(ents, key)
-
-    def _entries(self, ents, key):
-        """cur and a heap of its entries, none aside (the order the heap pops them is that of
-        (value, tick): the same victims as before the dump)."""
-        self.cur = {}
-        for k, f, t in ents:
-            kk = key(k)
-            self.cur[kk] = [f, t, kk]
-        self.heap = list(self.cur.values())
-        heapify(self.heap)
-        self.aside = []
-
 
 class Score(Store):
     """Lowest exponential moving average of the router weight: ``s = a*w + (1-a)*s``; a new
@@ -315,17 +285,6 @@ class Score(Store):
 
     def keys(self):
         return [e[2] for e in sorted(self.cur.values(), key=lambda e: (e[0], e[1]))]
-
-    def dump(self, key):
-        """([(key, score, tick)], tick, alpha)."""
-        return [(key(k), e[0], e[1]) for k, e in self.cur.items()], self.tick, self.alpha
-
-    def load(self, data, key, capacity):
-        ents, self.tick, self.alpha = data
-        self.capacity = capacity
-        self._entries(ents, key)
-
-    _entries = LFU._entries
 
 
 class FrequencyThreshold(Store):
@@ -421,23 +380,6 @@ class FrequencyThreshold(Store):
 
     def keys(self):
         return sorted(self.last, key=lambda k: (self.share(k), self.last[k]))
-
-    def dump(self, key):
-        """([(layer, [experts of its window, oldest first])], [(key, last tick)], tick,
-        threshold, window): the counts follow from the windows."""
-        return ([(layer, list(w)) for layer, w in self.windows.items()],
-                [(key(k), t) for k, t in self.last.items()], self.tick, self.threshold, self.window)
-
-    def load(self, data, key, capacity):
-        wins, last, self.tick, self.threshold, self.window = data
-        self.capacity = capacity
-        self.windows, self.counts = {}, {}
-        for layer, w in wins:
-            self.windows[layer] = deque(w)
-            cnt = self.counts[layer] = {}
-            for e in w:
-                cnt[e] = cnt.get(e, 0) + 1
-        self.last = {key(k): t for k, t in last}
 
 
 BASIC = {"lru": LRU, "lfu": LFU, "score": Score, "frequency_threshold": FrequencyThreshold}

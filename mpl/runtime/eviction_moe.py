@@ -31,6 +31,7 @@ from heapq import heapify, heappop, heappush
 
 from mpl.runtime.eviction_basic import Store
 
+
 #: classlru: the highest class
 MAX_CLASS = 7
 
@@ -38,6 +39,14 @@ MAX_CLASS = 7
 def _half_life(params) -> float:
     v = params["cache.crf_half_life"]
     return float(getattr(v, "n", v))
+
+
+def _pow2(x: float) -> float:
+    """2 ** x, an infinity where it overflows (as C's pow: the compiled stores agree)."""
+    try:
+        return 2.0 ** x
+    except OverflowError:
+        return math.inf
 
 
 class _CRFTable:
@@ -60,7 +69,7 @@ class _CRFTable:
         elif last == now:
             return self.crf[key]
         else:
-            c = self.crf[key] * 2.0 ** ((last - now) / self.h) + 1.0
+            c = self.crf[key] * _pow2((last - now) / self.h) + 1.0
         self.crf[key] = c
         self.last[key] = now
         return c
@@ -70,7 +79,7 @@ class _CRFTable:
         last = self.last.get(key)
         if last is None:
             return 0.0
-        return self.crf[key] * 2.0 ** (-(now - last) / self.h)
+        return self.crf[key] * _pow2(-(now - last) / self.h)
 
 
 class CRF(Store):
@@ -206,25 +215,6 @@ class CRF(Store):
     def keys(self):
         return sorted(self.res, key=self._order)
 
-    def dump(self, key):
-        """(the CRF table [(key, crf, last use)], the residents [(key, load order)], now, the
-        load counter, the half-life)."""
-        t = self.table
-        return ([(key(k), c, t.last[k]) for k, c in t.crf.items()],
-                [(key(k), e[2]) for k, e in self.res.items()], self.now, self.seq, t.h)
-
-    def load(self, data, key, capacity):
-        table, res, self.now, self.seq, h = data
-        self.capacity = capacity
-        self.table = _table_of(table, key, h)
-        self.res = {}
-        for k, seq in res:
-            kk = key(k)
-            self.res[kk] = self._entry(kk, seq)
-        self.heap = list(self.res.values())
-        heapify(self.heap)
-        self.aside = []
-
 
 def _table_of(entries, key, h) -> _CRFTable:
     t = _CRFTable(float(h))
@@ -340,23 +330,6 @@ class ClassLRU(Store):
         return sorted(self.cls, key=lambda k: (-(now - self.stamp[k]) / (1 << self.cls[k]),
                                                self.cls[k]))
 
-    def dump(self, key):
-        """(the CRF table [(key, crf, last use)], per class its residents least recent first,
-        [(key, stamp)] in the order the residents were admitted, now, the half-life)."""
-        t = self.table
-        return ([(key(k), c, t.last[k]) for k, c in t.crf.items()],
-                [[key(k) for k in od] for od in self.lists],
-                [(key(k), st) for k, st in self.stamp.items()], self.now, t.h)
-
-    def load(self, data, key, capacity):
-        table, lists, stamps, self.now, h = data
-        self.capacity = capacity
-        self.table = _table_of(table, key, h)
-        self.lists = [OrderedDict((key(k), None) for k in part) for part in lists]
-        of = {k: c for c, od in enumerate(self.lists) for k in od}
-        self.stamp = {key(k): st for k, st in stamps}
-        self.cls = {k: of[k] for k in self.stamp}        # (admission order: keys() ties)
-
 
 class VLLMLFRU(Store):
     """vLLM's expert-cache LFRU (``CachedWeightProvider``): one clock per cache, +1 per access
@@ -410,15 +383,6 @@ class VLLMLFRU(Store):
         order = {k: i for i, k in enumerate(self.ent)}
         return sorted(self.ent, key=lambda k: (self.ent[k][0] / (clock - self.ent[k][1] + 1),
                                                order[k]))
-
-    def dump(self, key):
-        """([(key, freq, last)] in load order, the clock)."""
-        return [(key(k), e[0], e[1]) for k, e in self.ent.items()], self.clock
-
-    def load(self, data, key, capacity):
-        ents, self.clock = data
-        self.capacity = capacity
-        self.ent = {key(k): [f, last] for k, f, last in ents}
 
 
 class FarthestLayer(Store):
@@ -494,18 +458,6 @@ class FarthestLayer(Store):
         for layer in self._layers():
             out.extend(self.by_layer[layer])
         return out           # coldest (the next victim) first
-
-    def dump(self, key):
-        """([(layer, its keys least recent first)] for the layers holding keys, by layer;
-        the layer the pass is at)."""
-        return ([(layer, [key(k) for k in od]) for layer, od in sorted(self.by_layer.items()) if od],
-                self.cur)
-
-    def load(self, data, key, capacity):
-        layers, self.cur = data
-        self.capacity = capacity
-        self.by_layer = {layer: OrderedDict((key(k), None) for k in part) for layer, part in layers}
-        self.n = sum(len(od) for od in self.by_layer.values())
 
 
 MOE = {"crf": CRF, "classlru": ClassLRU, "vllm_lfru": VLLMLFRU, "farthest_layer": FarthestLayer}

@@ -126,18 +126,6 @@ class ARC(Store):
     def keys(self):
         return list(self.t1) + list(self.t2)
 
-    def dump(self, key):
-        """(p, T1, T2, B1, B2): each list least recent first."""
-        return (self.p, [key(k) for k in self.t1], [key(k) for k in self.t2],
-                [key(k) for k in self.b1], [key(k) for k in self.b2])
-
-    def load(self, data, key, capacity):
-        p, t1, t2, b1, b2 = data
-        self.c = self.capacity = capacity
-        self.p = float(p)
-        self.t1, self.t2, self.b1, self.b2 = (OrderedDict((key(k), None) for k in part)
-                                              for part in (t1, t2, b1, b2))
-
 
 class S3FIFO(Store):
     """S3-FIFO — J. Yang, Y. Zhang, Z. Qiu, Y. Yue, K. V. Rashmi, "FIFO queues are all you
@@ -251,20 +239,6 @@ class S3FIFO(Store):
     def keys(self):
         return list(self.s) + list(self.m)
 
-    def dump(self, key):
-        """(S, M, G, [(key, frequency)]): each queue oldest first."""
-        return ([key(k) for k in self.s], [key(k) for k in self.m], [key(k) for k in self.g],
-                [(key(k), f) for k, f in self.freq.items()])
-
-    def load(self, data, key, capacity):
-        s, m, g, freq = data
-        self.s, self.m, self.g = (OrderedDict((key(k), None) for k in part) for part in (s, m, g))
-        self.freq = {key(k): f for k, f in freq}
-        self.capacity = capacity
-        self.s_limit = 0.1 * capacity
-        self.m_limit = capacity - self.s_limit
-        self.g_cap = max(1, int(0.9 * capacity))
-
 
 class LFRU(Store):
     """Least Frequently Recently Used — M. Bilal, S.-G. Kang, "A Cache Management Scheme
@@ -373,20 +347,6 @@ class LFRU(Store):
         u = sorted(self.unpriv, key=lambda k: tuple(self.unpriv[k]))
         return u + list(self.priv)
 
-    def dump(self, key):
-        """(privileged keys least recent first, [(key, frequency, tick)] unprivileged, tick,
-        clock, decay, interval)."""
-        return ([key(k) for k in self.priv], [(key(k), e[0], e[1]) for k, e in self.unpriv.items()],
-                self.tick, self.clock, self.decay, self.interval)
-
-    def load(self, data, key, capacity):
-        priv, unpriv, self.tick, self.clock, self.decay, self.interval = data
-        self.priv = OrderedDict((key(k), None) for k in priv)
-        self.unpriv = {key(k): [f, t] for k, f, t in unpriv}
-        self.capacity = capacity
-        self.u_cap = capacity // 3
-        self.p_cap = capacity - self.u_cap
-
 
 class LeastStale(Store):
     """Least-Stale — D. Hoang, A. Jaiswal, M. Samragh, M. Cho, "SpecMD: A Comprehensive Study
@@ -448,17 +408,6 @@ class LeastStale(Store):
 
     def keys(self):
         return list(self.stale) + list(self.current)
-
-    def dump(self, key):
-        """(stale keys, current keys: each oldest first; the step of the last begin, None
-        before the first)."""
-        return [key(k) for k in self.stale], [key(k) for k in self.current], self.step
-
-    def load(self, data, key, capacity):
-        stale, current, self.step = data
-        self.capacity = capacity
-        self.stale = OrderedDict((key(k), None) for k in stale)
-        self.current = OrderedDict((key(k), None) for k in current)
 
 
 PUBLISHED = {"arc": ARC, "s3fifo": S3FIFO, "lfru": LFRU, "least_stale": LeastStale}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from mpl.runtime.eviction_basic import BASIC, Store
 
+
 #: the rules one side of a segmented ``a | b`` can be: single-queue rules. ``fallback`` is
 #: itself a pair, arc / s3fifo / lfru and the engines' rules (eviction_moe) are complete
 #: policies with their own queues or tables and belady is the
@@ -108,16 +109,6 @@ class Segmented(Store):
 
     def keys(self):
         return self.b.keys() + self.a.keys()
-
-    def dump(self, key):
-        """(a's state, b's state)."""
-        return self.a.dump(key), self.b.dump(key)
-
-    def load(self, data, key, capacity):
-        self.capacity = capacity
-        self.a_cap, self.b_cap = split(capacity)
-        self.a.load(data[0], key, capacity)
-        self.b.load(data[1], key, capacity)
 
     def segment_of(self, key) -> str | None:
         if key in self.a:

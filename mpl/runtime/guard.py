@@ -80,14 +80,18 @@ class Guard:
         me = threading.get_ident()
         if self._owner == me:
             raise RuntimeBusyError(refusal(what))
-        self._lock.acquire()
+        _gc_off()                       # (first: no collection between the lock and this)
+        try:
+            self._lock.acquire()
+        except BaseException:
+            _gc_on()
+            raise
         self._owner = me
-        _gc_off()
 
     def end(self) -> None:
-        _gc_on()
         self._owner = None
         self._lock.release()
+        _gc_on()                        # (last: a finalizer it runs finds the lock free)
 
     def read(self) -> "_Read":
         """``with guard.read():`` around a read: waits for a change in progress, unless the
@@ -118,16 +122,20 @@ class _Read:
             return self                  # a replay's callback runs: the state is whole
         if g._owner == threading.get_ident():
             raise RuntimeBusyError("a read while this thread changes the runtime")
-        g._lock.acquire()
         _gc_off()                        # (a read runs no user code either)
+        try:
+            g._lock.acquire()
+        except BaseException:
+            _gc_on()
+            raise
         self.locked = True
         return self
 
     def __exit__(self, *exc):
         if self.locked:
             self.locked = False
-            _gc_on()
             self.g._lock.release()
+            _gc_on()
         return False
 
 

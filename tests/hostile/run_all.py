@@ -133,7 +133,7 @@ def verdict(case: make_corpus.Case, res: dict[str, Result], mem_mb: float,
 
 
 def _check_compiled() -> str | None:
-    r = subprocess.run([sys.executable, "-c", "from mpl.runtime.fast import backend_info as b; "
+    r = subprocess.run([sys.executable, "-c", "from mpl.runtime.backend import info as b; "
                         "i = b(); print(i['backend'], i['reason'] or '')"],
                        capture_output=True, text=True, env=_env("compiled"), cwd=ROOT)
     line = r.stdout.strip()

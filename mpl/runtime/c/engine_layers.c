@@ -246,9 +246,8 @@ int rebalance(Engine *o, Rec *r) {
     long long lo = o->total_budget / L;
     if (o->min_cap < lo) lo = o->min_cap;
     long long hi = o->max_cap > lo ? o->max_cap : lo;
-    int rc = budget_allocate(o->rb_w, L, o->total_budget, lo, hi, o->rb_caps);
-    if (rc == -2) return -1;
-    if (rc < 0) return 0;            /* (lo * L <= budget by construction: cannot happen) */
+    /* (the weights are entropies or counts and lo * L <= budget: only memory can fail) */
+    if (budget_allocate(o->rb_w, L, o->total_budget, lo, hi, o->rb_caps) != BUDGET_OK) return -1;
     for (long i = 0; i < L; i++)
         if (o->rb_caps[i] < o->C[i].cap) set_capacity(o, &o->C[i], (long)o->rb_caps[i], r);
     for (long i = 0; i < L; i++)

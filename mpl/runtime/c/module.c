@@ -17,9 +17,25 @@ int jsonl_init_module(PyObject *m);
  * source is not used */
 #define ENGINE_ABI 1
 
+/* _wrap_probe(a, b): a + b in signed 64-bit arithmetic, overflow and all. The sanitizer run
+ * (tests/run_sanitizers.sh) calls it with a sum past 2^63 - 1 and expects UBSan to report it:
+ * the proof that the build does not hide signed overflow behind -fwrapv. Never used
+ * otherwise. */
+static PyObject *wrap_probe(PyObject *self, PyObject *args) {
+    long long a, b;
+    if (!PyArg_ParseTuple(args, "LL:_wrap_probe", &a, &b)) return NULL;
+    volatile long long x = a;
+    return PyLong_FromLongLong(x + b);
+}
+
+static PyMethodDef module_methods[] = {
+    {"_wrap_probe", wrap_probe, METH_VARARGS, "test-only: a + b in signed 64 bits"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "mpl.runtime._engine",
-    "The compiled engine of the policy runtime (see mpl/runtime/compiled.py).", -1, NULL,
+    "The compiled engine of the policy runtime (see mpl/runtime/compiled.py).", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__engine(void) {
