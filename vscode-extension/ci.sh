@@ -10,6 +10,11 @@ VSIX=dist/moe-policylang.vsix
 
 step() { printf '\n== %s\n' "$*"; }
 
+step "Python: the repository installed with its lsp extra"
+# the bundled server's package versions are read from this environment (bundle_server.py):
+# without the extra, stop here with the command that fixes it, before the npm steps
+"$PY" scripts/bundle_server.py --check
+
 step "npm ci"
 # Install scripts are not needed: esbuild finds its platform binary package by itself; keytar
 # and vsce-sign (publishing only) would try to download binaries from outside the registry.
