@@ -12,7 +12,9 @@
 #    offers parameter names, hover shows the schema's docs, Format Document gives the
 #    formatter's output, semantic tokens keep the grammar's colours (pixels compared in four
 #    default themes), inlay hints of a one-line block, a refused Format Document says why,
-#    a fresh install runs the bundled server and the server choice stays reachable.
+#    a fresh install runs the bundled server and the server choice stays reachable, and
+#    Format Document while the server restarts waits for it (no "no formatter installed"
+#    dialog).
 #    Screenshots go to e2e/.work/screenshots/;
 #    --update-screenshot copies the README's one to images/screenshot.png.
 #
@@ -183,6 +185,7 @@ json.dump({
     "hoverParam": "eviction",
     "hoverDoc": schema.param("cache.eviction").doc,
     "formatted": mpl.fmt.format_text((ws / "unformatted.moe").read_text()),
+    "formattedRestart": mpl.fmt.format_text((ws / "restart_format.moe").read_text()),
 }, open(out, "w"), indent=1)
 PY
 

@@ -3,7 +3,8 @@
 // docs, Format Document, the bundled server on a fresh install (Python from User settings in
 // this remote window), semantic colours equal to the grammar's (pixels, four themes), inlay
 // hints of one-line blocks, a refused Format Document's message, the server choice command,
-// the notifications when no Python fits. Started by run.sh, which passes the URL and the expected values
+// the notifications when no Python fits, Format Document while the server restarts.
+// Started by run.sh, which passes the URL and the expected values
 // (computed from the repository: the checker's codes, the schema's names and docs, the
 // formatter's output).
 import { createRequire } from "node:module";
@@ -578,6 +579,56 @@ try {
     if (!/broken\.moe was not formatted: it has syntax errors \(line 3/.test(msg)) throw new Error(msg);
     await shot("format-refused");
     await command("Notifications: Clear All Notifications");
+  });
+
+  await check("Format Document while the server restarts waits for it: formatted, no 'no formatter' dialog", async () => {
+    // an interpreter that takes 4 s to start, each time (the probe, then the server): after the
+    // settings change below the old server is stopped and the new one is seconds away
+    const real = JSON.parse(readFileSync(args.settings, "utf8"))["mpl.server.pythonPath"];
+    const slow = join(args.workspace, "..", "slow-python");
+    writeFileSync(slow, `#!/bin/sh\nsleep 4\nexec "${real}" "$@"\n`, { mode: 0o755 });
+    const mark = "(re)starting the language server: settings changed";
+    const restarts = extensionLog().split(mark).length;
+    await openFile("restart_format.moe");
+    try {
+      setWorkspaceSettings({ "mpl.server.pythonPath": slow });
+      // the log since this restart began; "import strategy" comes once the old server has
+      // stopped, as the new start begins
+      const since = () => extensionLog().split(mark).slice(restarts).join(mark);
+      for (const t0 = Date.now(); !since().includes("import strategy:"); await sleep(250)) {
+        if (Date.now() - t0 > 30_000) throw new Error("timed out waiting for the restart to begin in the extension log");
+      }
+      if (since().includes("language server running")) throw new Error("the new server was running before Format Document");
+      await command("Format Document");
+      const dialog = () => page.evaluate(() => [...document.querySelectorAll(".monaco-dialog-box, .notifications-toasts .notification-toast")]
+        .map((e) => e.innerText).find((t) => /no formatter/i.test(t)) ?? "");
+      const want = expected.formattedRestart.split("\n").filter((l) => l.trim() !== "" && !l.includes("{"));
+      const t0 = Date.now();
+      for (;;) {
+        const shown = await dialog();
+        if (shown) throw new Error(`VS Code's dialog: ${shown.replace(/\s+/g, " ")}`);
+        const lines = (await editorText()).split("\n").map((l) => l.replace(/\s+$/, ""));
+        if (want.every((x) => lines.includes(x.replace(/\s+$/, "")))) break;
+        if (Date.now() - t0 > 60_000) throw new Error(`not formatted:\n${lines.join("\n")}`);
+        await sleep(250);
+      }
+      if (!since().includes("language server running")) throw new Error("formatted without the restarted server");
+      log(`formatted once the restarted server ran: ${since().split("\n").filter((l) => /starting the language server:|running/.test(l)).join(" | ")}`);
+      await command("File: Save");
+      let onDisk = "";
+      for (let i = 0; i < 60 && onDisk !== expected.formattedRestart; i++) {
+        await sleep(250);
+        onDisk = readFileSync(join(args.workspace, "restart_format.moe"), "utf8");
+      }
+      if (onDisk !== expected.formattedRestart) throw new Error(`saved file differs from mpl.fmt.format_text:\n${onDisk}`);
+      await shot("format-during-restart");
+    } finally {
+      await page.keyboard.press("Escape");      // a dialog, had one come
+      const running = extensionLog().split("language server running").length;
+      setWorkspaceSettings({ "mpl.server.pythonPath": undefined });
+      const t1 = Date.now();
+      while (extensionLog().split("language server running").length <= running && Date.now() - t1 < 60_000) await sleep(250);
+    }
   });
 
   await check("the server choice stays reachable: command, notification, back to automatic", async () => {
