@@ -3,8 +3,8 @@
 // docs, Format Document, the bundled server on a fresh install (Python from User settings in
 // this remote window), semantic colours equal to the grammar's (pixels, four themes), inlay
 // hints of one-line blocks, a refused Format Document's message, the server choice command,
-// the notifications when no Python fits, Format Document while the server restarts.
-// Started by run.sh, which passes the URL and the expected values
+// the notifications when no Python fits, the README's screenshot on the extension's page,
+// Format Document while the server restarts. Started by run.sh, which passes the URL and the expected values
 // (computed from the repository: the checker's codes, the schema's names and docs, the
 // formatter's output).
 import { createRequire } from "node:module";
@@ -303,6 +303,57 @@ try {
     log(`Problems panel:\n${panel}`);
     if (!/capcity/.test(panel)) throw new Error("the unknown-parameter message is missing");
     await shot("problems");
+  });
+
+  await check("the extension's page shows the README's screenshot", async () => {
+    // the package links each README image by its https: URL in the repository (the page keeps
+    // no other kind of image source); this machine has no network, so the test answers that
+    // URL with the repository's file, as the repository's host would
+    const images = new Map(expected.readmeImages.map(([, url, file]) => [url, readFileSync(file)]));
+    if (images.size === 0) throw new Error("the packaged README has no image");
+    const asked = [];
+    const answer = (req) => {
+      const body = images.get(req.url());
+      if (body !== undefined) {
+        asked.push(req.url());
+        void req.respond({ status: 200, contentType: "image/png", body });
+      } else {
+        void req.continue();
+      }
+    };
+    await page.setRequestInterception(true);
+    page.on("request", answer);
+    try {
+      await command("Extensions: Show Installed Extensions");
+      const row = await page.waitForFunction(() => [...document.querySelectorAll(".extensions-viewlet .monaco-list-row")]
+        .find((r) => r.innerText.includes("MoE-PolicyLang")), { timeout: 30_000, polling: 250 });
+      await row.asElement().click();
+      const [alt, url, file] = expected.readmeImages[0];
+      // the README is a webview (frames in frames): the image, once it has loaded or failed
+      let img = null;
+      const t0 = Date.now();
+      while (img === null && Date.now() - t0 < TIMEOUT) {
+        for (const f of page.frames()) {
+          img = await f.evaluate((a) => {
+            const el = [...document.images].find((i) => i.alt === a);
+            return el && el.complete ? { src: el.getAttribute("src"), width: el.naturalWidth } : null;
+          }, alt).catch(() => null);
+          if (img !== null) break;
+        }
+        if (img === null) await sleep(250);
+      }
+      log(`README image: ${JSON.stringify(img)}, requested: ${JSON.stringify(asked)}`);
+      if (img === null) throw new Error(`no image '${alt}' on the extension's page`);
+      if (img.src !== url) throw new Error(`the image's source is ${img.src}, not ${url} (the page drops relative and data: sources)`);
+      const width = readFileSync(file).readUInt32BE(16);   // the PNG's IHDR width
+      if (img.width !== width) throw new Error(`the image shows ${img.width} px wide, not ${width} (it did not load)`);
+      await shot("extension-page");
+    } finally {
+      page.off("request", answer);
+      await page.setRequestInterception(false);
+      await command("View: Close All Editors");
+      await command("View: Show Explorer");    // the checks below open files from the Explorer
+    }
   });
 
   await check("hover shows the parameter's docs", async () => {
