@@ -273,11 +273,15 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
 
 
 def _rule_items(items: _Items) -> None:
-    metrics = list(schema.METRICS)
-    items.add("when", K.Keyword, "An adapt rule: `when METRIC OP NUMBER [for N accesses] { actions }`.",
-              insert="when ")
-    items.add("when", K.Snippet, "An adapt rule.", snippet=True, detail="when ... { ... }",
-              insert=f"when ${{1{_choice(metrics)}}} ${{2{_choice(schema.COMPARISON_OPS)}}} ${{3:0.5}} {{\n    $0\n}}")
+    """The adapt rule, offered once: the whole rule as a snippet where the client takes
+    snippets, else the keyword (one label with two items would list `when` twice)."""
+    doc = "An adapt rule: `when METRIC OP NUMBER [for N accesses] { actions }`."
+    if items.snippets:
+        metrics = list(schema.METRICS)
+        items.add("when", K.Snippet, doc, snippet=True, detail="when ... { ... }",
+                  insert=f"when ${{1{_choice(metrics)}}} ${{2{_choice(schema.COMPARISON_OPS)}}} ${{3:0.5}} {{\n    $0\n}}")
+    else:
+        items.add("when", K.Keyword, doc, insert="when ")
 
 
 def _value_items(items: _Items, ctx: context.Context) -> None:

@@ -2,7 +2,8 @@
 # Builds the browser playground into playground/dist/ (a static site, git-ignored):
 # npm ci (CodeMirror, vscode-textmate, Oniguruma, marked, Pyodide, esbuild from the npm
 # registry), then scripts/build.mjs (the mpl wheel from this checkout, lark's wheel from PyPI,
-# the bundle). Needs Node 20+ with npm and a Python (3.11+) with pip: PYTHON=... picks it.
+# the bundle). Needs Node 20+ with npm and any Python 3.11+ with pip (PYTHON=... picks it; a
+# new virtual environment is enough: what it lacks to build the wheel, pip installs itself).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-$(command -v python || command -v python3)}"

@@ -10,8 +10,14 @@ export PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "build (npm ci + scripts/build.mjs)"
-bash build.sh
+step "build (npm ci + scripts/build.mjs) with a new virtual environment's Python"
+# what a new user's `python -m venv` gives: pip, and on Python 3.11 a setuptools too old to
+# build a wheel (on 3.12+ none): the build installs what it needs itself
+FRESH="$(mktemp -d)"
+trap 'rm -rf "$FRESH"' EXIT
+"$PYTHON" -m venv "$FRESH/venv"
+echo "   the new environment has: $("$FRESH/venv/bin/python" -m pip list --format=freeze --disable-pip-version-check | tr '\n' ' ')"
+PYTHON="$FRESH/venv/bin/python" bash build.sh
 
 step "the Python side under CPython (the glue against the CLI)"
 ( cd .. && "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_playground.py )

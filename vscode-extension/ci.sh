@@ -10,6 +10,11 @@ VSIX=dist/moe-policylang.vsix
 
 step() { printf '\n== %s\n' "$*"; }
 
+step "Python: the repository installed with its lsp extra"
+# the bundled server's package versions are read from this environment (bundle_server.py):
+# without the extra, stop here with the command that fixes it, before the npm steps
+"$PY" scripts/bundle_server.py --check
+
 step "npm ci"
 # Install scripts are not needed: esbuild finds its platform binary package by itself; keytar
 # and vsce-sign (publishing only) would try to download binaries from outside the registry.
@@ -52,7 +57,7 @@ need = ["extension/package.json", "extension/dist/extension.js", "extension/read
         "extension/LICENSE.txt", "extension/changelog.md",
         "extension/language-configuration.json",
         "extension/syntaxes/moe.tmLanguage.json",
-        "extension/images/icon.png", "extension/images/screenshot.png",
+        "extension/images/icon.png",
         "extension/server/libs/lsp/server.py", "extension/server/libs/mpl/schema.py",
         "extension/server/libs/pygls/__init__.py"]
 missing = [n for n in need if n not in names]
@@ -61,13 +66,19 @@ leaked = sorted(n for n in names if n.startswith(("extension/src/", "extension/n
 if missing or leaked:
     sys.exit(f"bad .vsix: missing {missing}, should not contain {leaked[:10]}")
 z = zipfile.ZipFile(sys.argv[1])
-# the README's image is shipped and linked relative to the package, so the extension's page
-# shows it offline (vsce would rewrite it to a repository URL: --no-rewrite-relative-links)
+# the README's images are https: URLs of the repository's raw files (scripts/package.mjs):
+# the extension's page keeps only http(s) image sources and its CSP admits only https:, so a
+# relative (or data:) image was a broken one there; each must name a file README.md links
+import json, re
+pkg = json.loads(z.read("extension/package.json"))
+repo = pkg["repository"]["url"].removeprefix("git+").removesuffix(".git")
+base = f"{repo}/raw/HEAD/{pkg['repository']['directory']}/"
 readme = z.read("extension/readme.md").decode()
-import re
 images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)", readme)
-if not images or any("://" in i or f"extension/{i}" not in names for i in images):
-    sys.exit(f"bad .vsix: README images must be files of the package, got {images}")
+linked = re.findall(r"!\[[^\]]*\]\(([^)\s]+)", open("README.md", encoding="utf-8").read())
+import os
+if not images or images != [base + i for i in linked] or not all(os.path.isfile(i) for i in linked):
+    sys.exit(f"bad .vsix: README images {images} are not {base} + README.md's {linked} (files here)")
 # Open VSX takes the same .vsix: an open license, a repository, no extension dependencies
 # (which would have to exist on Open VSX too), nothing marketplace-only
 pkg = __import__("json").loads(z.read("extension/package.json"))

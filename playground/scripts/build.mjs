@@ -38,8 +38,50 @@ function pkgDir(name) {
   return path.dirname(require.resolve(`${name}/package.json`));
 }
 
-/** The mpl wheel, built from a clean copy of the checkout's package files. */
+/**
+ * What of pyproject.toml's [build-system] requires PYTHON lacks (empty when it has them all),
+ * e.g. ["setuptools>=68 (has 65.5.0)", "wheel"]: a fresh virtual environment has pip and, on
+ * Python 3.11, an old setuptools without `bdist_wheel`; on 3.12+, no setuptools at all.
+ */
+function missingBuildRequirements() {
+  const script = `
+import sys
+if sys.version_info < (3, 11):
+    sys.exit("playground build: Python %d.%d is too old (3.11 or newer is needed): PYTHON=... picks another" % sys.version_info[:2])
+import tomllib
+from importlib import metadata
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # pip always carries a copy
+    from pip._vendor.packaging.requirements import Requirement
+with open(sys.argv[1], "rb") as f:
+    requires = tomllib.load(f)["build-system"]["requires"]
+for raw in requires:
+    req = Requirement(raw)
+    try:
+        have = metadata.version(req.name)
+    except metadata.PackageNotFoundError:
+        print(raw)
+        continue
+    if not req.specifier.contains(have, prereleases=True):
+        print(f"{raw} (has {have})")
+`;
+  const out = run(PYTHON, ["-c", script, path.join(REPO, "pyproject.toml")]);
+  return out.split("\n").map((l) => l.trim()).filter(Boolean);
+}
+
+/**
+ * The mpl wheel, built from a clean copy of the checkout's package files. When PYTHON has the
+ * build requirements, in it (offline); else pip installs them (from PyPI) into an isolated
+ * build environment first, as `pip install .` does: any Python 3.11+ with pip builds it.
+ */
 function buildMplWheel(outDir) {
+  const missing = missingBuildRequirements();
+  const isolation = missing.length === 0 ? ["--no-build-isolation"] : [];
+  if (missing.length > 0) {
+    console.log(`  ${PYTHON} lacks the build requirements ${missing.join(", ")}: ` +
+      "pip builds the mpl wheel in an isolated environment with them");
+  }
   const tmp = mkdtempSync(path.join(tmpdir(), "mpl-playground-wheel-"));
   try {
     const src = path.join(tmp, "src");
@@ -51,7 +93,7 @@ function buildMplWheel(outDir) {
     for (const d of ["mpl", "lsp", "stdlib"]) {
       cpSync(path.join(REPO, d), path.join(src, d), { recursive: true, filter: skip });
     }
-    run(PYTHON, ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", outDir, src], {
+    run(PYTHON, ["-m", "pip", "wheel", "--no-deps", ...isolation, "--quiet", "-w", outDir, src], {
       env: { ...process.env, MPL_NO_EXT: "1", PIP_DISABLE_PIP_VERSION_CHECK: "1" },
     });
   } finally {

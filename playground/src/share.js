@@ -30,20 +30,36 @@ export async function encodeShare(state) {
   return `#v=1&t=${toBase64Url(json)}`;
 }
 
-/** The state a fragment encodes, or null when there is none; throws on a damaged one. */
+/** The state a fragment encodes, or null when it is no share link; throws on a damaged one,
+ * with a message that completes "This share link could not be read: …". */
 export async function decodeShare(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
-  let bytes;
-  if (params.has("z")) {
-    bytes = await pipe(fromBase64Url(params.get("z")), new DecompressionStream("deflate-raw"));
-  } else if (params.has("t")) {
-    bytes = fromBase64Url(params.get("t"));
-  } else {
+  if (!params.has("v") && !params.has("z") && !params.has("t")) {
     return null;
   }
-  const state = JSON.parse(new TextDecoder().decode(bytes));
+  if (params.has("v") && params.get("v") !== "1") {
+    throw new Error(`it is of version ${params.get("v")}, which this page does not know`);
+  }
+  let bytes;
+  try {
+    if (params.has("z")) {
+      bytes = await pipe(fromBase64Url(params.get("z")), new DecompressionStream("deflate-raw"));
+    } else if (params.has("t")) {
+      bytes = fromBase64Url(params.get("t"));
+    } else {
+      throw new Error("no data");
+    }
+  } catch {
+    throw new Error("its data is damaged (cut short or changed when it was copied?)");
+  }
+  let state;
+  try {
+    state = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw new Error("its data is damaged (not the settings a share link holds)");
+  }
   if (typeof state !== "object" || state === null || typeof state.policy !== "string") {
-    throw new Error("no policy in the link");
+    throw new Error("it holds no policy");
   }
   return state;
 }

@@ -2,16 +2,22 @@
 // over the built site (playground/dist/, served on 127.0.0.1). What a user does, checked
 // against what the command line says for the same input:
 //   - the page starts (Pyodide, mpl's pure runtime) and loads nothing from outside 127.0.0.1;
+//     until it is ready, Replay, Format, Share and the examples are disabled;
 //   - the grammar colours the policy (the extension's TextMate scopes);
+//   - the default policy's eviction rule matters: another rule gives another hit rate, each
+//     equal to `mplc replay --json` of that policy on the default trace;
 //   - typing an error squiggles exactly its range, the tooltip and the Problems list show
 //     the code and message `mplc check --format json` gives, and its quick fix repairs it;
 //   - hover on a parameter shows the schema's doc (the language server's hover text);
 //   - Format gives `mplc fmt -` byte for byte; a text with syntax errors is refused, saying why;
 //   - Replay on a synthetic trace shows the numbers of `mplc trace synth` + `mplc replay --json`
 //     (hit rate, Belady, gap, tokens/s, time per step, accesses, loads, evictions), and the
-//     plot's points equal `mplc sweep --capacity ... --json`;
+//     plot's points equal `mplc sweep --capacity ... --json`; a failed replay then clears
+//     those numbers and the plot;
 //   - a dropped .mpltrace and .jsonl replay to `mplc replay --json` of those files;
-//   - a share link reopens with the same policy and trace settings.
+//   - a share link reopens with the same policy and trace settings; a damaged one says so,
+//     and the notice stays once the page is ready;
+//   - at 420 and 768 px wide the page does not scroll sideways.
 // Screenshots go to playground/test/screenshots/ (git-ignored). Prints "N passed, N failed".
 //
 // Usage: node test/browser.test.mjs   (after the build; CHROMIUM=/path, PYTHON=python3)
@@ -93,6 +99,8 @@ function ok(cond, what) {
 }
 
 let page;
+/** The editor's text on a page opened without a share link. */
+let defaultPolicy;
 async function shot(name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 }
@@ -113,6 +121,17 @@ async function checked(after) {
   await page.waitForFunction((n) => Number(document.body.dataset.checked) > n, after, { timeout: 30000 });
 }
 
+/** Click Replay and wait for this replay's end: true when it succeeded, false when it failed. */
+async function replayOnce() {
+  const [n, e] = await page.evaluate(() => [Number(document.body.dataset.replays ?? 0), Number(document.body.dataset.replayErrors ?? 0)]);
+  await page.click("#replay");
+  await page.waitForFunction(([n, e]) => Number(document.body.dataset.replays ?? 0) > n || Number(document.body.dataset.replayErrors ?? 0) > e,
+    [n, e], { timeout: 240000 });
+  return Number(await page.evaluate(() => document.body.dataset.replays ?? 0)) > n;
+}
+
+const RESULT_CELLS = ["r-hit-rate", "r-belady", "r-gap", "r-tokens", "r-step", "r-accesses", "r-loads", "r-evictions", "r-prefetch"];
+
 async function main() {
   rmSync(SHOTS, { recursive: true, force: true });
   mkdirSync(SHOTS, { recursive: true });
@@ -121,11 +140,20 @@ async function main() {
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, headless: true });
   const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
   const outside = [];
-  await context.route("**/*", (route) => {
+  // the first load's grammar is held back until the test lets it through: a page that is
+  // certainly not ready yet
+  let releaseGrammar;
+  const grammarHeld = new Promise((resolve) => {
+    releaseGrammar = resolve;
+  });
+  await context.route("**/*", async (route) => {
     const u = new URL(route.request().url());
     if (u.hostname !== "127.0.0.1" && u.protocol !== "data:" && u.protocol !== "blob:") {
       outside.push(u.href);
       return route.abort();
+    }
+    if (u.pathname.endsWith("/assets/moe.tmLanguage.json")) {
+      await grammarHeld;
     }
     return route.continue();
   });
@@ -139,10 +167,20 @@ async function main() {
   });
 
   try {
-    await check("the page starts: mpl on Pyodide, pure runtime, nothing from outside", async () => {
+    await check("the page starts: mpl on Pyodide, pure runtime, nothing from outside; its controls wait for it", async () => {
       const t0 = Date.now();
-      await page.goto(base);
-      await page.waitForFunction(() => document.body.dataset.ready !== undefined, null, { timeout: 180000 });
+      await page.goto(base, { waitUntil: "domcontentloaded" });
+      const controls = () => page.$$eval("#share, #examples, #format, #replay", (l) => l.map((e) => [e.id, e.disabled]));
+      try {
+        await page.waitForFunction(() => document.getElementById("status").textContent.includes("loading Python"), null, { timeout: 30000 });
+        eq(await controls(), [["share", true], ["examples", true], ["format", true], ["replay", true]],
+          "the controls while the page loads (the grammar held back)");
+        eq(await page.evaluate(() => document.body.dataset.ready), undefined, "ready while the grammar is held back");
+        await shot("00-loading");
+      } finally {
+        releaseGrammar();     // the checks after this one need a started page
+        await page.waitForFunction(() => document.body.dataset.ready !== undefined, null, { timeout: 180000 });
+      }
       eq(await page.evaluate(() => document.body.dataset.ready), "true", "ready");
       const info = await page.evaluate(() => window.playground.info);
       eq(info.backend, "pure", "runtime backend");
@@ -150,6 +188,9 @@ async function main() {
       ok((await page.textContent("#status")).includes("pure runtime"), "status line");
       await checked(0);
       eq(await page.$$eval(".problem", (l) => l.length), 0, "problems of the default policy");
+      eq(await controls(), [["share", false], ["examples", false], ["format", false], ["replay", false]], "the controls once ready");
+      eq(await page.isHidden("#notice"), true, "a notice without a share link");
+      defaultPolicy = await editorText();
       console.log(`     started in ${((Date.now() - t0) / 1000).toFixed(1)} s: mpl ${info.mpl}, Python ${info.python}, Pyodide ${info.pyodide}`);
       await shot("01-start");
     });
@@ -159,8 +200,34 @@ async function main() {
         spans.filter((s) => s.textContent === w).map((s) => s.className), word);
       ok((await cls("policy")).some((c) => c.includes("tok-definitionKeyword")), "policy keyword");
       ok((await cls("capacity")).some((c) => c.includes("tok-propertyName")), "parameter");
-      ok((await cls("lfu")).some((c) => c.includes("tok-atom")), "enum value");
+      ok((await cls("lru")).some((c) => c.includes("tok-atom")), "enum value");
       ok((await cls("cache")).some((c) => c.includes("tok-namespace")), "block name");
+    });
+
+    await check("the default policy: its eviction rule decides the hit rate (each as mplc replays it)", async () => {
+      const dflt = await editorText();
+      ok(/^\s*eviction = lru$/m.test(dflt), `the default policy's eviction: ${dflt}`);
+      const preset = await page.inputValue("#preset");
+      const [steps, seed, hw] = [await page.inputValue("#steps"), await page.inputValue("#seed"), await page.inputValue("#hardware")];
+      mplc(["trace", "synth", "--preset", preset, "--steps", steps, "--seed", seed, "-o", "default.mpltrace"]);
+      const rates = {};
+      for (const rule of ["lru", "lfu", "farthest_layer"]) {
+        const text = dflt.replace(/eviction = lru$/m, `eviction = ${rule}`);
+        if (rule !== "lru") {
+          await pasteText(text);
+        }
+        ok(await replayOnce(), `the replay with ${rule}: ${await page.textContent("#replay-status")}`);
+        rates[rule] = Number(await page.getAttribute("#r-hit-rate", "data-raw"));
+        writeFileSync(path.join(tmp, "default.moe"), text);
+        const e = mplcJson(["replay", "default.moe", "--trace", "default.mpltrace", "--hardware", hw, "--json", "--no-progress"]);
+        eq(rates[rule], e.stats.hit_rate, `${rule}: hit rate (mplc replay)`);
+        ok(e.stats.evictions > 0, `${rule}: the cache holds every expert of the trace (no eviction)`);
+        if (rule === "lru") {
+          await shot("01b-default-replay");
+        }
+      }
+      console.log(`     default policy on ${preset}: ${Object.entries(rates).map(([k, v]) => `${k} ${(100 * v).toFixed(1)} %`).join(", ")}`);
+      eq(new Set(Object.values(rates)).size, 3, `three rules, three hit rates: ${JSON.stringify(rates)}`);
     });
 
     await check("an error is squiggled, explained and fixed", async () => {
@@ -239,10 +306,7 @@ async function main() {
       await page.fill("#steps", TRACE.steps);
       await page.fill("#seed", TRACE.seed);
       await page.selectOption("#hardware", TRACE.hardware);
-      await page.click("#replay");
-      await page.waitForFunction(() => Number(document.body.dataset.replays) >= 1 || Number(document.body.dataset.replayErrors) >= 1,
-        null, { timeout: 240000 });
-      eq(await page.evaluate(() => document.body.dataset.replayErrors), undefined, `replay errors: ${await page.textContent("#replay-status")}`);
+      ok(await replayOnce(), `replay error: ${await page.textContent("#replay-status")}`);
       writeFileSync(path.join(tmp, "trial.moe"), REPLAY_POLICY);
       mplc(["trace", "synth", "--preset", TRACE.preset, "--steps", TRACE.steps, "--seed", TRACE.seed, "-o", "t.mpltrace"]);
       expectedReplay = mplcJson(["replay", "trial.moe", "--trace", "t.mpltrace", "--hardware", TRACE.hardware, "--json", "--no-progress"]);
@@ -271,15 +335,32 @@ async function main() {
       await shot("05-replay");
     });
 
+    await check("a failed replay clears the earlier results", async () => {
+      ok(await page.isVisible("#results"), "the results of the replay before");
+      ok((await page.$$eval("#plot circle", (l) => l.length)) > 0, "the plot of the replay before");
+      const broken = "policy broken { cache { capacity = = 8 } }\n";
+      await pasteText(broken);
+      try {
+        ok(!(await replayOnce()), "a policy with a syntax error replayed");
+        eq(await page.getAttribute("#replay-status", "data-kind"), "error", "the status's kind");
+        ok((await page.textContent("#replay-status")).length > 0, "the status says why");
+        eq(await page.isHidden("#results"), true, "the results are hidden");
+        eq(await page.$$eval(RESULT_CELLS.map((id) => `#${id}`).join(", "), (l) => l.map((e) => e.textContent + e.dataset.raw)),
+          RESULT_CELLS.map(() => ""), "the result cells are empty");
+        eq(await page.$$eval("#plot *", (l) => l.length), 0, "the plot is empty");
+        eq(await page.evaluate(() => [window.playground.report, window.playground.sweep]), [null, null], "the report and sweep kept");
+        await shot("05b-failed-replay");
+      } finally {
+        await pasteText(REPLAY_POLICY);     // the policy the checks below replay
+      }
+    });
+
     await check("a dropped .mpltrace and .jsonl replay as mplc replays those files", async () => {
       mplc(["trace", "convert", "t.mpltrace", "t.jsonl"]);
       for (const file of ["t.mpltrace", "t.jsonl"]) {
-        const n = Number(await page.evaluate(() => document.body.dataset.replays));
         await page.setInputFiles("#trace-file", path.join(tmp, file));
         await page.waitForFunction(() => document.getElementById("replay-status").textContent === "trace loaded", null, { timeout: 60000 });
-        await page.click("#replay");
-        await page.waitForFunction((k) => Number(document.body.dataset.replays) > k || Number(document.body.dataset.replayErrors) > 0,
-          n, { timeout: 240000 });
+        ok(await replayOnce(), `${file}: replay error: ${await page.textContent("#replay-status")}`);
         const e = mplcJson(["replay", "trial.moe", "--trace", file, "--hardware", TRACE.hardware, "--json", "--no-progress"]);
         eq(Number(await page.getAttribute("#r-hit-rate", "data-raw")), e.stats.hit_rate, `${file}: hit rate`);
         eq(Number(await page.getAttribute("#r-belady", "data-raw")), e.belady.hit_rate, `${file}: Belady`);
@@ -308,7 +389,43 @@ async function main() {
         eq(await other.inputValue(`#${k}`), TRACE[k], `shared ${k}`);
       }
       await other.screenshot({ path: path.join(SHOTS, "07-shared-link.png"), fullPage: true });
+      // the same link, cut short as a copy can cut it: the page says so, and keeps saying so
+      // once it is ready (the status line moves on), with the default policy in the editor
+      const cut = url.slice(0, url.length - 12);
+      await other.goto("about:blank");
+      await other.goto(cut);
+      await other.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 180000 });
+      ok(await other.isVisible("#notice"), "no notice for a damaged link");
+      const notice = await other.textContent("#notice-text");
+      ok(notice.includes("This share link could not be read") && notice.includes("damaged") && notice.includes("default policy"),
+        `the notice: ${notice}`);
+      ok((await other.textContent("#status")).includes("pure runtime"), "the status line once ready");
+      eq(await other.evaluate(() => window.playground.view.state.doc.toString()), defaultPolicy, "the editor's policy");
+      await other.screenshot({ path: path.join(SHOTS, "07b-damaged-link.png"), fullPage: true });
+      await other.click("#notice-close");
+      eq(await other.isHidden("#notice"), true, "the notice after dismissing it");
       await other.close();
+    });
+
+    await check("at 420 and 768 px wide nothing scrolls sideways", async () => {
+      ok(await page.isVisible("#results"), "the results are on screen (the widest content)");
+      try {
+        for (const width of [420, 768]) {
+          await page.setViewportSize({ width, height: 900 });
+          await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+          const m = await page.evaluate(() => {
+            const d = document.documentElement;
+            const wide = [...document.querySelectorAll("body *")].filter((e) => e.getBoundingClientRect().right > d.clientWidth + 0.5)
+              .map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`).slice(0, 5);
+            return { scroll: d.scrollWidth, client: d.clientWidth, editor: document.querySelector(".cm-editor").getBoundingClientRect().width, wide };
+          });
+          ok(m.scroll <= m.client, `${width} px: the page is ${m.scroll} px wide in a ${m.client} px window; past its edge: ${m.wide.join(", ")}`);
+          ok(m.editor >= width - 40, `${width} px: the editor is ${m.editor} px wide`);
+          await shot(`08-width-${width}`);
+        }
+      } finally {
+        await page.setViewportSize({ width: 1400, height: 1000 });
+      }
     });
 
     await check("no page errors and no request outside the page", async () => {

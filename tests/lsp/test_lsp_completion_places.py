@@ -2,8 +2,8 @@
 (`policy`, `extends`, `import`, `version`) at the top of a file only — never inside a block,
 after `eviction =` or in an adapt rule —, `extends` after a policy's name, and each block
 name once at the policy level (a snippet with its required parameters; the name alone where
-`NAME {` is already written). The VS Code extension ships no snippets of its own, so these
-are all a VS Code user sees."""
+`NAME {` is already written), and the adapt rule (`when`) once inside `adapt`. The VS Code
+extension ships no snippets of its own, so these are all a VS Code user sees."""
 
 from __future__ import annotations
 
@@ -84,6 +84,23 @@ async def test_block_name_before_an_existing_brace_is_the_name_alone(client):
     items = await items_at(client, "rename_block.moe", text, text.index("pref {") + 4)
     pre = [i for i in items if i.label == "prefetch"]
     assert len(pre) == 1 and pre[0].text_edit.new_text == "prefetch", pre
+
+
+async def test_adapt_rule_offered_once(client):
+    # inside `adapt { }`, an empty line and a half-typed `wh`: `when` is listed once (the
+    # whole rule as a snippet: both clients take snippets), like every other item
+    text = "policy p {\n    cache { capacity = 8 }\n    adapt {\n        \n    }\n}\n"
+    for name, typed in (("adapt.moe", ""), ("adapt_wh.moe", "wh")):
+        t = text.replace("adapt {\n        ", "adapt {\n        " + typed)
+        offset = t.index("adapt {\n") + len("adapt {\n        ") + len(typed)
+        items = await items_at(client, name, t, offset)
+        c = counts(items)
+        assert c["when"] == 1 and set(c.values()) == {1}, c
+        (when,) = [i for i in items if i.label == "when"]
+        assert when.kind == types.CompletionItemKind.Snippet
+        assert when.insert_text_format == types.InsertTextFormat.Snippet
+        assert when.text_edit.new_text.startswith("when ${1|") and when.documentation
+    no_internal_errors(client)
 
 
 async def test_extends_after_the_policy_name(client):

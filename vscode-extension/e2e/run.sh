@@ -12,7 +12,9 @@
 #    offers parameter names, hover shows the schema's docs, Format Document gives the
 #    formatter's output, semantic tokens keep the grammar's colours (pixels compared in four
 #    default themes), inlay hints of a one-line block, a refused Format Document says why,
-#    a fresh install runs the bundled server and the server choice stays reachable.
+#    a fresh install runs the bundled server and the server choice stays reachable, the
+#    extension's page shows the README's screenshot, and Format Document while the server
+#    restarts waits for it (no "no formatter installed" dialog).
 #    Screenshots go to e2e/.work/screenshots/;
 #    --update-screenshot copies the README's one to images/screenshot.png.
 #
@@ -147,12 +149,12 @@ THEMES="$DEPS/node_modules/code-server/lib/vscode/extensions/theme-defaults/them
 for t in "$EXT"/test/themes/*.json; do
     cmp -s "$t" "$THEMES/$(basename "$t")" || { echo "FAIL: $t differs from code-server's $(basename "$t"): copy it" >&2; exit 1; }
 done
-"$PY" - "$RUN/workspace" "$RUN/expected.json" "$EXT" <<'PY'
-import importlib.util, json, sys
+"$PY" - "$RUN/workspace" "$RUN/expected.json" "$EXT" "$VSIX" <<'PY'
+import importlib.util, json, re, sys, zipfile
 from pathlib import Path
 import mpl.checker, mpl.fmt
 from mpl import schema
-ws, out, ext = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+ws, out, ext, vsix = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 diags = mpl.checker.check(str(ws / "errors.moe"))
 spec = importlib.util.spec_from_file_location("theme_colors", ext / "scripts" / "theme_colors.py")
 tc = importlib.util.module_from_spec(spec)
@@ -183,6 +185,12 @@ json.dump({
     "hoverParam": "eviction",
     "hoverDoc": schema.param("cache.eviction").doc,
     "formatted": mpl.fmt.format_text((ws / "unformatted.moe").read_text()),
+    "formattedRestart": mpl.fmt.format_text((ws / "restart_format.moe").read_text()),
+    # the README's images as the package links them (ci.sh: in README.md's order), with the
+    # file each URL names
+    "readmeImages": [[alt, url, str(ext / rel)] for (alt, url), rel in zip(
+        re.findall(r"!\[([^\]]*)\]\(([^)\s]+)", zipfile.ZipFile(vsix).read("extension/readme.md").decode()),
+        re.findall(r"!\[[^\]]*\]\(([^)\s]+)", (ext / "README.md").read_text()))],
 }, open(out, "w"), indent=1)
 PY
 

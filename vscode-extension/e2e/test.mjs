@@ -3,7 +3,8 @@
 // docs, Format Document, the bundled server on a fresh install (Python from User settings in
 // this remote window), semantic colours equal to the grammar's (pixels, four themes), inlay
 // hints of one-line blocks, a refused Format Document's message, the server choice command,
-// the notifications when no Python fits. Started by run.sh, which passes the URL and the expected values
+// the notifications when no Python fits, the README's screenshot on the extension's page,
+// Format Document while the server restarts. Started by run.sh, which passes the URL and the expected values
 // (computed from the repository: the checker's codes, the schema's names and docs, the
 // formatter's output).
 import { createRequire } from "node:module";
@@ -304,6 +305,57 @@ try {
     await shot("problems");
   });
 
+  await check("the extension's page shows the README's screenshot", async () => {
+    // the package links each README image by its https: URL in the repository (the page keeps
+    // no other kind of image source); this machine has no network, so the test answers that
+    // URL with the repository's file, as the repository's host would
+    const images = new Map(expected.readmeImages.map(([, url, file]) => [url, readFileSync(file)]));
+    if (images.size === 0) throw new Error("the packaged README has no image");
+    const asked = [];
+    const answer = (req) => {
+      const body = images.get(req.url());
+      if (body !== undefined) {
+        asked.push(req.url());
+        void req.respond({ status: 200, contentType: "image/png", body });
+      } else {
+        void req.continue();
+      }
+    };
+    await page.setRequestInterception(true);
+    page.on("request", answer);
+    try {
+      await command("Extensions: Show Installed Extensions");
+      const row = await page.waitForFunction(() => [...document.querySelectorAll(".extensions-viewlet .monaco-list-row")]
+        .find((r) => r.innerText.includes("MoE-PolicyLang")), { timeout: 30_000, polling: 250 });
+      await row.asElement().click();
+      const [alt, url, file] = expected.readmeImages[0];
+      // the README is a webview (frames in frames): the image, once it has loaded or failed
+      let img = null;
+      const t0 = Date.now();
+      while (img === null && Date.now() - t0 < TIMEOUT) {
+        for (const f of page.frames()) {
+          img = await f.evaluate((a) => {
+            const el = [...document.images].find((i) => i.alt === a);
+            return el && el.complete ? { src: el.getAttribute("src"), width: el.naturalWidth } : null;
+          }, alt).catch(() => null);
+          if (img !== null) break;
+        }
+        if (img === null) await sleep(250);
+      }
+      log(`README image: ${JSON.stringify(img)}, requested: ${JSON.stringify(asked)}`);
+      if (img === null) throw new Error(`no image '${alt}' on the extension's page`);
+      if (img.src !== url) throw new Error(`the image's source is ${img.src}, not ${url} (the page drops relative and data: sources)`);
+      const width = readFileSync(file).readUInt32BE(16);   // the PNG's IHDR width
+      if (img.width !== width) throw new Error(`the image shows ${img.width} px wide, not ${width} (it did not load)`);
+      await shot("extension-page");
+    } finally {
+      page.off("request", answer);
+      await page.setRequestInterception(false);
+      await command("View: Close All Editors");
+      await command("View: Show Explorer");    // the checks below open files from the Explorer
+    }
+  });
+
   await check("hover shows the parameter's docs", async () => {
     await openFile("errors.moe");
     // line 7: "        eviction = lfru": the cursor on the parameter name
@@ -578,6 +630,56 @@ try {
     if (!/broken\.moe was not formatted: it has syntax errors \(line 3/.test(msg)) throw new Error(msg);
     await shot("format-refused");
     await command("Notifications: Clear All Notifications");
+  });
+
+  await check("Format Document while the server restarts waits for it: formatted, no 'no formatter' dialog", async () => {
+    // an interpreter that takes 4 s to start, each time (the probe, then the server): after the
+    // settings change below the old server is stopped and the new one is seconds away
+    const real = JSON.parse(readFileSync(args.settings, "utf8"))["mpl.server.pythonPath"];
+    const slow = join(args.workspace, "..", "slow-python");
+    writeFileSync(slow, `#!/bin/sh\nsleep 4\nexec "${real}" "$@"\n`, { mode: 0o755 });
+    const mark = "(re)starting the language server: settings changed";
+    const restarts = extensionLog().split(mark).length;
+    await openFile("restart_format.moe");
+    try {
+      setWorkspaceSettings({ "mpl.server.pythonPath": slow });
+      // the log since this restart began; "import strategy" comes once the old server has
+      // stopped, as the new start begins
+      const since = () => extensionLog().split(mark).slice(restarts).join(mark);
+      for (const t0 = Date.now(); !since().includes("import strategy:"); await sleep(250)) {
+        if (Date.now() - t0 > 30_000) throw new Error("timed out waiting for the restart to begin in the extension log");
+      }
+      if (since().includes("language server running")) throw new Error("the new server was running before Format Document");
+      await command("Format Document");
+      const dialog = () => page.evaluate(() => [...document.querySelectorAll(".monaco-dialog-box, .notifications-toasts .notification-toast")]
+        .map((e) => e.innerText).find((t) => /no formatter/i.test(t)) ?? "");
+      const want = expected.formattedRestart.split("\n").filter((l) => l.trim() !== "" && !l.includes("{"));
+      const t0 = Date.now();
+      for (;;) {
+        const shown = await dialog();
+        if (shown) throw new Error(`VS Code's dialog: ${shown.replace(/\s+/g, " ")}`);
+        const lines = (await editorText()).split("\n").map((l) => l.replace(/\s+$/, ""));
+        if (want.every((x) => lines.includes(x.replace(/\s+$/, "")))) break;
+        if (Date.now() - t0 > 60_000) throw new Error(`not formatted:\n${lines.join("\n")}`);
+        await sleep(250);
+      }
+      if (!since().includes("language server running")) throw new Error("formatted without the restarted server");
+      log(`formatted once the restarted server ran: ${since().split("\n").filter((l) => /starting the language server:|running/.test(l)).join(" | ")}`);
+      await command("File: Save");
+      let onDisk = "";
+      for (let i = 0; i < 60 && onDisk !== expected.formattedRestart; i++) {
+        await sleep(250);
+        onDisk = readFileSync(join(args.workspace, "restart_format.moe"), "utf8");
+      }
+      if (onDisk !== expected.formattedRestart) throw new Error(`saved file differs from mpl.fmt.format_text:\n${onDisk}`);
+      await shot("format-during-restart");
+    } finally {
+      await page.keyboard.press("Escape");      // a dialog, had one come
+      const running = extensionLog().split("language server running").length;
+      setWorkspaceSettings({ "mpl.server.pythonPath": undefined });
+      const t1 = Date.now();
+      while (extensionLog().split("language server running").length <= running && Date.now() - t1 < 60_000) await sleep(250);
+    }
   });
 
   await check("the server choice stays reachable: command, notification, back to automatic", async () => {

@@ -7,7 +7,9 @@ on ``PYTHONPATH``, so a user only needs a Python 3.11+ interpreter, not a pip in
 What goes in: the repository's ``mpl`` and ``lsp`` packages (``pip install --no-deps -t``
 from the checkout), and the closure of the ``mpl-policylang[lsp]`` requirements at the
 versions installed in the running environment (lark, pygls, lsprotocol, cattrs, attrs, ...),
-each as a universal (``py3-none-any``) wheel, so the result runs on every platform.
+each as a universal (``py3-none-any``) wheel, so the result runs on every platform. Those
+versions are read from the environment, so it needs the repository installed with its
+``lsp`` extra; ``--check`` says whether it is (``ci.sh`` asks first), without a traceback.
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-try:
-    from packaging.markers import default_environment
-    from packaging.requirements import Requirement
-except ImportError:  # pip always carries a copy
-    from pip._vendor.packaging.markers import default_environment
-    from pip._vendor.packaging.requirements import Requirement
-
 EXT = Path(__file__).resolve().parent.parent
 ROOT = EXT.parent
 DIST = "mpl-policylang"
 EXTRA = "lsp"
+INSTALL = f'pip install -e "{ROOT}[{EXTRA}]"'
+
+try:
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+except ImportError:  # pip always carries a copy
+    try:
+        from pip._vendor.packaging.markers import default_environment
+        from pip._vendor.packaging.requirements import Requirement
+    except ImportError:
+        raise SystemExit(f"bundle-server: {sys.executable} has no pip (it installs the bundle): "
+                         f"`{sys.executable} -m ensurepip`, then `{INSTALL}`")
 
 
 def _norm(name: str) -> str:
@@ -48,7 +55,7 @@ def closure(dist: str, extras: tuple[str, ...]) -> dict[str, str]:
             md = metadata.metadata(name)
         except metadata.PackageNotFoundError:
             raise SystemExit(f"bundle-server: {name} is not installed in {sys.executable}; "
-                             f"run `pip install -e \"{ROOT}[lsp]\"` first")
+                             f"run `{INSTALL}` first")
         for raw in md.get_all("Requires-Dist") or []:
             req = Requirement(raw)
             ok = req.marker is None or any(
@@ -58,7 +65,13 @@ def closure(dist: str, extras: tuple[str, ...]) -> dict[str, str]:
             key = _norm(req.name)
             if key in seen:
                 continue
-            seen[key] = metadata.version(req.name)
+            try:
+                seen[key] = metadata.version(req.name)
+            except metadata.PackageNotFoundError:
+                via = f"{name}[{','.join(want)}]" if want else name
+                raise SystemExit(
+                    f"bundle-server: {req.name} (required by {via}) is not installed in {sys.executable}. "
+                    f"The language server's dependencies come with the `{EXTRA}` extra: `{INSTALL}`")
             todo.append((req.name, tuple(req.extras)))
     seen.pop(_norm(dist), None)
     return seen
@@ -73,7 +86,14 @@ def pip(*args: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", type=Path, default=EXT / "server" / "libs")
+    ap.add_argument("--check", action="store_true",
+                    help=f"only check that {DIST}[{EXTRA}] and its dependencies are installed")
     args = ap.parse_args(argv)
+    if args.check:
+        deps = closure(DIST, (EXTRA,))
+        print(f"{DIST}[{EXTRA}] is installed in {sys.executable} "
+              f"({', '.join(f'{n} {v}' for n, v in sorted(deps.items()))})")
+        return 0
     target: Path = args.target
     if target.exists():
         shutil.rmtree(target)

@@ -1,8 +1,8 @@
 /**
- * Choosing the interpreter and the server from the candidates: each is probed under each
- * environment the import strategy allows, the first that passes is started; when none
- * passes, the message says why in words that name the fix. No vscode import: the unit tests
- * run it against real processes.
+ * Choosing the interpreter and the server from the candidates: each is probed once (one
+ * short process: its version, and whether its environment has the server), the first that
+ * passes is started; when none passes, the message says why in words that name the fix. No
+ * vscode import: the unit tests run it against real processes.
  */
 import type { Executable } from "vscode-languageclient/node";
 
@@ -35,7 +35,7 @@ export interface ServerFailure {
   details: string[];
 }
 
-export type Probe = (command: string, env: NodeJS.ProcessEnv) => Promise<ProbeResult>;
+export type Probe = (command: string, env: NodeJS.ProcessEnv, timeoutMs?: number, cwd?: string) => Promise<ProbeResult>;
 
 const INSTALL = '`pip install "mpl-policylang[lsp]"`';
 
@@ -58,7 +58,7 @@ export function failureMessage(
     const why = r?.reason ?? "unusable";
     const expanded = configured.command !== value ? ` (expanded to "${configured.command}")` : "";
     let fix = `Point mpl.server.pythonPath in ${scope} at a Python 3.11 or newer, or clear it to use python3 from PATH.`;
-    if (r?.reason?.startsWith("cannot import") && strategy === "fromEnvironment") {
+    if (r?.runs && strategy === "fromEnvironment") {
       fix = `Install the server into that environment (${INSTALL}), point mpl.server.pythonPath in ${scope} at ` +
         "an interpreter that has it, or choose the bundled server (\"MoE-PolicyLang: Choose the language server\").";
     }
@@ -76,8 +76,11 @@ export function failureMessage(
 }
 
 /**
- * The first candidate that can import the server under the import strategy (`auto`: each
- * with its own environment first, then each with the bundled libraries), or the failure.
+ * The first candidate whose environment has the server (`auto`, `fromEnvironment`) or that
+ * runs the bundled one (`useBundled`); under `auto`, when none has it, the first that runs,
+ * with the bundled server. Each candidate is probed once, in the environment it is tried
+ * with first (its own, or the bundled one's for `useBundled`): that one probe says both
+ * whether it has the server and whether it runs at all.
  */
 export async function chooseFrom(
   cands: Candidate[],
@@ -89,39 +92,42 @@ export async function chooseFrom(
 ): Promise<ServerChoice | ServerFailure> {
   const details: string[] = [];
   const results = new Map<string, ProbeResult>();
-  const order: ("fromEnvironment" | "useBundled")[] =
-    strategy === "auto" ? (bundled ? ["fromEnvironment", "useBundled"] : ["fromEnvironment"]) : [strategy];
-  for (const s of order) {
-    const env = serverEnvironment(s, libs);
-    for (const cand of cands) {
-      const result = await probe(cand.command, env);
-      if (result.ok) {
-        const where = s === "useBundled" ? `bundled server (${libs})` : "server from the environment";
-        const fellBack = strategy === "auto" && s === "useBundled";
-        return {
-          executable: {
-            command: cand.command,
-            // stdio is the server's default transport: no `transport` option, so the client
-            // appends no argument of its own.
-            args: ["-m", "lsp.server"],
-            options: { env, cwd: workspaceFolder },
-          },
-          description: `${cand.command} (Python ${result.version ?? "?"}, from ${cand.source}), ${where}`,
-          summary: `${s === "useBundled" ? "bundled server" : "server from the environment"}, Python ${result.version ?? "?"}`,
-          fallback: fellBack
-            ? `the Python environment has no MoE-PolicyLang language server (${details.join("; ")}): ` +
-              `using the server bundled with the extension. To use your own, ${INSTALL} there; ` +
-              '"MoE-PolicyLang: Choose the language server" picks one for good.'
-            : undefined,
-        };
-      }
-      // a missing or too old interpreter fails the same way under every environment: keep
-      // the first reason (the later, bundled try would only repeat it)
-      if (!results.has(cand.command) || !result.reason?.startsWith("cannot import")) {
-        results.set(cand.command, result);
-      }
-      const label = s === "useBundled" ? " with the bundled server" : " with the server from the environment";
-      details.push(`${cand.command} (from ${cand.source})${label}: ${result.reason ?? "unusable"}`);
+  const first: "fromEnvironment" | "useBundled" = strategy === "useBundled" ? "useBundled" : "fromEnvironment";
+  const label = first === "useBundled" ? " with the bundled server" : " with the server from the environment";
+  const choose = (cand: Candidate, s: "fromEnvironment" | "useBundled", result: ProbeResult): ServerChoice => {
+    const where = s === "useBundled" ? `bundled server (${libs})` : "server from the environment";
+    const fellBack = strategy === "auto" && s === "useBundled";
+    return {
+      executable: {
+        command: cand.command,
+        // stdio is the server's default transport: no `transport` option, so the client
+        // appends no argument of its own.
+        args: ["-m", "lsp.server"],
+        options: { env: serverEnvironment(s, libs), cwd: workspaceFolder },
+      },
+      description: `${cand.command} (Python ${result.version ?? "?"}, from ${cand.source}), ${where}`,
+      summary: `${s === "useBundled" ? "bundled server" : "server from the environment"}, Python ${result.version ?? "?"}`,
+      fallback: fellBack
+        ? `the Python environment has no MoE-PolicyLang language server (${details.join("; ")}): ` +
+          `using the server bundled with the extension. To use your own, ${INSTALL} there; ` +
+          '"MoE-PolicyLang: Choose the language server" picks one for good.'
+        : undefined,
+    };
+  };
+  const env = serverEnvironment(first, libs);
+  for (const cand of cands) {
+    const result = await probe(cand.command, env, undefined, workspaceFolder);
+    results.set(cand.command, result);
+    if (result.ok) {
+      return choose(cand, first, result);
+    }
+    details.push(`${cand.command} (from ${cand.source})${label}: ${result.reason ?? "unusable"}`);
+  }
+  if (strategy === "auto" && bundled) {
+    // the bundled server needs only a Python that runs and is new enough: no second probe
+    const runs = cands.find((c) => results.get(c.command)?.runs === true);
+    if (runs !== undefined) {
+      return choose(runs, "useBundled", results.get(runs.command) as ProbeResult);
     }
   }
   return { message: failureMessage(strategy, cands, results, bundled), details };

@@ -7,6 +7,7 @@ import { LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOpt
 
 import * as fs from "fs";
 
+import { MplLanguageClient, registerFormatter } from "./format";
 import { onInterpreterChange } from "./python";
 import { chooseServer, hasBundledServer, isFailure } from "./server";
 import { ImportStrategy, initializationOptions, readSettings, RESTART_SECTIONS, settingSource } from "./settings";
@@ -16,6 +17,11 @@ const CLIENT_ID = "mpl";
 const CLIENT_NAME = "MoE-PolicyLang";
 
 const SELECT_COMMAND = "mpl.selectServer";
+/** The documents the server serves (and the extension formats). */
+const DOCUMENTS: { scheme: string; language: string }[] = [
+  { scheme: "file", language: "moe" },
+  { scheme: "untitled", language: "moe" },
+];
 
 let client: LanguageClient | undefined;
 let log: vscode.LogOutputChannel;
@@ -176,10 +182,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   log.info(`starting the language server: ${choice.description}`);
   const serverOptions: ServerOptions = { run: choice.executable, debug: choice.executable };
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [
-      { scheme: "file", language: "moe" },
-      { scheme: "untitled", language: "moe" },
-    ],
+    documentSelector: DOCUMENTS,
     initializationOptions: initializationOptions(settings, folderPath),
     outputChannel: log,
     traceOutputChannel: log,
@@ -197,7 +200,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
       fileEvents: vscode.workspace.createFileSystemWatcher("**/*.{moe,policy,json}"),
     },
   };
-  const next = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+  const next = new MplLanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
   client = next;
   try {
     await next.start();
@@ -220,6 +223,17 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   }
 }
 
+/** The running client once every (re)start queued so far has finished; undefined when the
+ * server does not run (no Python could run it, or it failed to start). */
+async function runningClient(): Promise<LanguageClient | undefined> {
+  let seen: Promise<void> | undefined;
+  while (seen !== pending) {
+    seen = pending;
+    await seen;
+  }
+  return client?.isRunning() ? client : undefined;
+}
+
 /** Queue a (re)start after every earlier start/stop has finished. */
 function restart(context: vscode.ExtensionContext, reason: string): Promise<void> {
   pending = pending
@@ -235,6 +249,8 @@ function restart(context: vscode.ExtensionContext, reason: string): Promise<void
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   log = vscode.window.createOutputChannel(CLIENT_NAME, { log: true });
   context.subscriptions.push(log);
+  // first, before anything is awaited: Format Document works (waits for the server) from now on
+  context.subscriptions.push(registerFormatter(DOCUMENTS, runningClient, () => log.show()));
   status = vscode.languages.createLanguageStatusItem("mpl.server", { language: "moe" });
   status.name = "MoE-PolicyLang language server";
   setStatus("mpl-lsp", "starting", vscode.LanguageStatusSeverity.Information);
@@ -250,6 +266,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
   );
+  // the start is queued before the Python extension is asked for its events, so that a
+  // Format Document from now on waits for this start
+  const started = restart(context, "activation");
   const sub = await onInterpreterChange(() => {
     const s = readSettings(vscode.workspace.getConfiguration("mpl"));
     if (s.pythonPath === "") {
@@ -259,7 +278,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   if (sub !== undefined) {
     context.subscriptions.push(sub);
   }
-  await restart(context, "activation");
+  await started;
 }
 
 export async function deactivate(): Promise<void> {

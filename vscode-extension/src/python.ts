@@ -3,8 +3,9 @@
  *
  * Order: the `mpl.server.pythonPath` setting, then the Python extension's active interpreter
  * (when ms-python.python is installed), then `python3` (and `python`) from PATH. Every
- * candidate is probed by importing the server (`python -c "import lsp.server"`), with the
- * bundled libraries on PYTHONPATH when the import strategy is `useBundled` (see probe.ts).
+ * candidate is probed once (`python -c`: its version, and whether the server's modules can be
+ * found, without importing them), with the bundled libraries on PYTHONPATH when the import
+ * strategy is `useBundled` (see probe.ts).
  */
 import * as vscode from "vscode";
 

@@ -1,6 +1,7 @@
 // Choosing the server from the candidates, against real processes: a bad
 // mpl.server.pythonPath is named in the message with the settings tab that set it and why it
-// failed (not found, too old, no server), instead of a generic "install Python".
+// failed (not found, too old, no server), instead of a generic "install Python"; each
+// candidate is probed once, also when `auto` falls back to the bundled server.
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -8,6 +9,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 
 import { Candidate, chooseFrom, isFailure } from "../../src/choose";
+import { probe, ProbeResult, SERVER_PACKAGES, serverEnvironment } from "../../src/probe";
 
 const PYTHON = process.env.MPL_TEST_PYTHON ?? "python3";
 
@@ -19,6 +21,16 @@ function script(body: string): string {
   const file = path.join(tmpdir(), "fake-python");
   fs.writeFileSync(file, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
   return file;
+}
+
+/** A folder with a fake server: `lsp/server.py` and the packages it imports. */
+function fakeServer(): string {
+  const dir = tmpdir();
+  for (const pkg of ["lsp", ...SERVER_PACKAGES]) {
+    fs.mkdirSync(path.join(dir, pkg));
+    fs.writeFileSync(path.join(dir, pkg, pkg === "lsp" ? "server.py" : "__init__.py"), "");
+  }
+  return dir;
 }
 
 function configured(command: string, value: string, scope: string): Candidate[] {
@@ -37,9 +49,9 @@ void test("a pythonPath that does not exist: its value, expansion and settings t
   assert.ok(r.message.includes("set by mpl.server.pythonPath in Workspace settings, was not found"), r.message);
   assert.ok(r.message.includes("Point mpl.server.pythonPath in Workspace settings at a Python 3.11"), r.message);
   assert.ok(!r.message.includes("Install Python"), r.message);
-  // the log has one line per try (the environment's server, then the bundled one)
-  assert.equal(r.details.length, 2);
-  assert.ok(r.details.every((d) => d.endsWith(": not found")), r.details.join("\n"));
+  // the log has one line per candidate: one probe found that it cannot run at all
+  assert.equal(r.details.length, 1);
+  assert.ok(r.details[0].endsWith(" with the server from the environment: not found"), r.details.join("\n"));
 });
 
 void test("a pythonPath in Folder settings that is too old says so", async () => {
@@ -52,12 +64,12 @@ void test("a pythonPath in Folder settings that is too old says so", async () =>
 });
 
 void test("fromEnvironment with a pythonPath that lacks the server: install it there, or choose the bundled one", async () => {
-  const bare = script(`echo 3.12.1; echo "ModuleNotFoundError: No module named 'lsp'" >&2; exit 1`);
+  const bare = script(`echo 3.12.1; echo "missing: lsp.server, pygls"`);
   const r = await chooseFrom(configured(bare, "~/venvs/bare/bin/python", "User settings"), "fromEnvironment",
     tmpdir(), true, undefined);
   assert.ok(isFailure(r));
   assert.ok(r.message.includes(`"~/venvs/bare/bin/python" (expanded to "${bare}"), set by mpl.server.pythonPath in ` +
-    "User settings, cannot be used: cannot import the language server (ModuleNotFoundError: No module named 'lsp')"),
+    "User settings, cannot be used: the language server is not installed there (missing lsp.server, pygls)"),
   r.message);
   assert.ok(r.message.includes('pip install "mpl-policylang[lsp]"') && r.message.includes("bundled server"), r.message);
 });
@@ -70,12 +82,58 @@ void test("without a pythonPath the message is the general one", async () => {
 });
 
 void test("a good pythonPath starts the bundled server", async () => {
-  const libs = tmpdir();
-  fs.mkdirSync(path.join(libs, "lsp"));
-  fs.writeFileSync(path.join(libs, "lsp", "__init__.py"), "");
-  fs.writeFileSync(path.join(libs, "lsp", "server.py"), "");
+  const libs = fakeServer();
   const r = await chooseFrom(configured(PYTHON, PYTHON, "User settings"), "useBundled", libs, true, undefined);
   assert.ok(!isFailure(r), isFailure(r) ? r.message : "");
   assert.match(r.description, /from the mpl\.server\.pythonPath setting \(User settings\)\), bundled server/);
   assert.deepEqual(r.executable.args, ["-m", "lsp.server"]);
+});
+
+void test("auto: one probe per candidate; without the server in any environment, the first that runs gets the bundled one", async () => {
+  const libs = tmpdir();
+  fs.mkdirSync(path.join(libs, "lsp"));
+  fs.writeFileSync(path.join(libs, "lsp", "server.py"), "");
+  const missing = path.join(tmpdir(), "python3");
+  // a real interpreter without site-packages: it runs, but has no server of its own
+  const bare = script(`exec "${PYTHON}" -S "$@"`);
+  const cands: Candidate[] = [
+    { command: missing, source: "the Python extension's selected interpreter" },
+    { command: bare, source: "python3 on PATH" },
+  ];
+  const probed: [string, string | undefined][] = [];
+  const counting = (command: string, env: NodeJS.ProcessEnv, timeoutMs?: number, cwd?: string): Promise<ProbeResult> => {
+    probed.push([command, env.PYTHONPATH]);
+    return probe(command, env, timeoutMs, cwd);
+  };
+  const r = await chooseFrom(cands, "auto", libs, true, undefined, counting);
+  assert.ok(!isFailure(r), isFailure(r) ? r.message : "");
+  assert.deepEqual(probed.map(([c]) => c), [missing, bare], "one probe per candidate, in order");
+  assert.ok(probed.every(([, p]) => p === process.env.PYTHONPATH), "probed in their own environments");
+  assert.equal(r.executable.command, bare);
+  assert.match(r.description, /, bundled server \(/);
+  const env = r.executable.options?.env as NodeJS.ProcessEnv | undefined;
+  assert.equal(env?.PYTHONPATH?.split(path.delimiter)[0], libs);
+  assert.equal(env?.PYTHONNOUSERSITE, "1");
+  assert.ok(r.fallback?.includes(`${missing} (from the Python extension's selected interpreter) with the server from the environment: not found`),
+    r.fallback);
+  assert.ok(r.fallback?.includes(`${bare} (from python3 on PATH) with the server from the environment: ` +
+    "the language server is not installed there (missing lsp.server"), r.fallback);
+});
+
+void test("auto: an environment with the server runs it, after one probe", async () => {
+  const ws = fakeServer();
+  let probes = 0;
+  const counting = (command: string, env: NodeJS.ProcessEnv, timeoutMs?: number, cwd?: string): Promise<ProbeResult> => {
+    probes++;
+    return probe(command, env, timeoutMs, cwd);
+  };
+  const env = serverEnvironment("fromEnvironment", "", {});
+  assert.equal(env.PYTHONPATH, undefined);
+  // the workspace folder is the server's working folder: `python -m lsp.server` finds it there
+  const r = await chooseFrom([{ command: script(`exec "${PYTHON}" -S "$@"`), source: "python3 on PATH" }], "auto",
+    tmpdir(), true, ws, counting);
+  assert.ok(!isFailure(r), isFailure(r) ? r.message : "");
+  assert.equal(probes, 1);
+  assert.match(r.description, /, server from the environment$/);
+  assert.equal(r.fallback, undefined);
 });
