@@ -116,9 +116,8 @@ def bench_ours(trace, repeat: int) -> dict:
         for layer, ex, w in trace:
             rt.dispatch(layer, ex, w)
         res[name + ":hit_rate"] = rt.stats()["hit_rate"]
-        from mpl.runtime.fast import live_backend, live_unsupported
-        res[name + ":live"] = live_backend(rt)
-        res[name + ":why"] = live_unsupported(rt)
+        res[name + ":live"] = rt.backend
+        res[name + ":why"] = rt.backend_reason
     return res
 
 

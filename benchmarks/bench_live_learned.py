@@ -1,8 +1,8 @@
-"""Microseconds per dispatch of a learned-prefetch policy: the live compiled dispatch
-(LiveState, calling the predictor's C cores) against the pure dispatch around the same
-compiled predictor (``_fast.Learned``), on bench_dispatch.py's trace (27 MoE layers x 64
-experts, top-6, router weights). CPU time, best of ``--repeat``; the two runs must end with
-equal stats and an equal predictor state (``dump()``).
+"""Microseconds per dispatch of a learned-prefetch policy: the compiled engine (which owns its
+compiled predictor, ``_engine.Learned``, and calls it from C) against the pure runtime (the
+Python predictor), on bench_dispatch.py's trace (27 MoE layers x 64 experts, top-6, router
+weights). CPU time, best of ``--repeat``; the two runs must end with equal stats and an
+equal predictor state (``dump()``).
 
     python benchmarks/bench_live_learned.py [--steps 200] [--repeat 3]
 """
@@ -20,7 +20,6 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import bench_dispatch as bd  # noqa: E402
 import mpl  # noqa: E402
-from mpl.runtime import fast  # noqa: E402
 
 TEXT = """policy learned_lfu {
     cache { capacity = 16 eviction = lfu frequency_decay = 0.9 }
@@ -29,12 +28,8 @@ TEXT = """policy learned_lfu {
 
 
 def run(policy, trace, live: bool):
-    rt = policy.runtime(bd.LAYERS, bd.EXPERTS, bd.TOP_K)
-    if not live:
-        del rt.dispatch                  # the class's pure dispatch, not the live one
     want = "compiled" if live else "pure"
-    if fast.live_backend(rt) != want:
-        raise SystemExit(f"the runtime's dispatch is {fast.live_backend(rt)}, not {want}")
+    rt = policy.runtime(bd.LAYERS, bd.EXPERTS, bd.TOP_K, backend=want)
     d = rt.dispatch
     t0 = time.process_time()
     for layer, ex, w in trace:

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_dispatch import POLICIES  # noqa: E402  (the four policy texts)
 
 import mpl  # noqa: E402
-from mpl.runtime import fast  # noqa: E402
+from mpl.runtime import backend as _backend  # noqa: E402
 from mpl.timemodel import hardware  # noqa: E402
 from mpl.sim import replay, synthesize  # noqa: E402
 from mpl.trace import records_of  # noqa: E402
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     n = len(trace)
     h = trace.header
     print(f"trace: deepseek-v2-lite preset, {n} dispatches ({args.steps} steps), synthesized in "
-          f"{w:.2f} s wall / {c:.2f} s CPU; runtime backend {fast.backend()}")
+          f"{w:.2f} s wall / {c:.2f} s CPU; runtime backend {_backend.default()}")
     print()
     print(f"{'policy':<16}{'replay disp/s (wall / CPU)':>30}{'runtime only disp/s (wall / CPU)':>36}"
           f"{'compiled loop, CPU':>20}{'pure loop, CPU':>16}{'hit rate':>10}")
@@ -107,8 +107,8 @@ def main(argv=None) -> int:
         def kernel():
             rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=h.expert_bytes)
             rt.replay_records(records, Timeline(costs, overlap=bool(pol.ir["schedule.overlap"])))
-        _, _, c3 = timed(kernel)      # the C kernel where it covers the policy
-        with fast.pure():
+        _, _, c3 = timed(kernel)      # the compiled engine's replay
+        with _backend.forced("pure"):
             _, _, c4 = timed(kernel)  # the generated Python loop
         results[name] = (n / w, n / c, n / w2, n / c2)
         print(f"{name:<16}{n / w:>14,.0f} / {n / c:>11,.0f}{n / w2:>20,.0f} / {n / c2:>11,.0f}"

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import mpl  # noqa: E402
 from mpl import tracecols, traceio  # noqa: E402
-from mpl.runtime import fast  # noqa: E402
+from mpl.runtime import compiled, packing  # noqa: E402
 from mpl.sim.replay import replay  # noqa: E402
 from mpl.sim.synth import synthesize  # noqa: E402
 
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", help="a JSONL trace to read instead of a synthetic one")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
-    if fast.jsonl_kernel() is None:
+    if compiled.kernel("jsonl_rows") is None:
         print("the compiled kernel is not in use: nothing to compare", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as d:
@@ -66,8 +66,8 @@ def main(argv=None) -> int:
             print("the file's rows are not all alike: the column reader did not take it")
             return 1
         E = eager.header.num_experts
-        pl, pe = fast.pack_of(lazy.dispatches, E), fast.pack_dispatches(eager.dispatches, E)
-        assert all(getattr(pl, n) == getattr(pe, n) for n in fast.Packed.__slots__), "packs differ"
+        pl, pe = packing.pack_of(lazy.dispatches, E), packing.pack_dispatches(eager.dispatches, E)
+        assert all(getattr(pl, n) == getattr(pe, n) for n in packing.Packed.__slots__), "packs differ"
         pol = mpl.loads("policy p { cache { capacity = 64 eviction = lru } }")
         t_rj, r1 = best(lambda: replay(pol, jl, belady=False), a.repeat)
         t_rn, r2 = best(lambda: replay(pol, native, belady=False), a.repeat)

@@ -5,9 +5,9 @@ access stream (key = layer * 64 + expert) and written as a libCacheSim oracleGen
 libCacheSim's ``process_trace`` (its C simulation loop, reading that file) and our replay
 run lru, lfu, arc and s3fifo over a shared cache of 256 slots. Ours is timed three ways:
 
-* ``kernel``: the compiled replay kernel on the trace's packed arrays (``fast.replay_packed``:
-  a fresh runtime, every decision with in-use protection, the simulated timeline, the stats
-  written back) — the loop that corresponds to libCacheSim's;
+* ``kernel``: the compiled engine's replay on the trace's packed arrays (``rt.replay_packed``:
+  a fresh runtime, every decision with in-use protection, the simulated timeline in C) — the
+  loop that corresponds to libCacheSim's;
 * ``replay()``: the whole public ``mpl.sim.replay`` (policy check and load, kernel, report),
   the trace already packed (a Trace keeps its pack; a sweep replays one trace many times);
 * ``first replay()``: the same on a Trace never replayed before (a new in-memory Trace of the
@@ -16,7 +16,7 @@ run lru, lfu, arc and s3fifo over a shared cache of 256 slots. Ours is timed thr
 
 It also reports per-layer caches (26 x 10 slots; libCacheSim runs one cache per layer over
 each layer's stream) and the composed policy of bench_dispatch.py (prefetch, triggers,
-monitor, adapt: the pure-Python path). Ratios are measured in one run, best of ``--repeat``;
+monitor, adapt). Ratios are measured in one run, best of ``--repeat``;
 CPU time of this process (the machine may be shared). Needs ``pip install libcachesim``.
 
 With ``--sweep T.mpltrace`` it also times an 8-capacity lru sweep of that trace
@@ -75,18 +75,19 @@ def main(argv=None) -> int:
         return 1
     import mpl
     from bench_dispatch import POLICIES
-    from mpl.runtime import fast
+    from mpl.runtime import backend as _backend, packing
     from mpl.sim import replay, synthesize
     from mpl.timemodel import hardware
     from mpl.timemodel.timeline import Timeline
 
-    if fast.backend() != "compiled":
-        print(f"note: runtime backend is {fast.backend()} ({fast.backend_info()['reason']})")
+    info = _backend.info()
+    if info["backend"] != "compiled":
+        print(f"note: runtime backend is {info['backend']} ({info['reason']})")
     trace = synthesize("deepseek-v2-lite", steps=args.steps, seed=0)
     h = trace.header
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
     t0 = CLOCK()
-    p = fast.pack_trace(trace, E)
+    p = packing.pack_trace(trace, E)
     t_pack = CLOCK() - t0
     keys = [p.layers[r] * E + p.experts[a] for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
     n = len(keys)
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     cap = args.capacity
     print(f"trace: DeepSeek-V2-Lite synthetic, {len(trace)} dispatches ({args.steps} steps), "
           f"{n} accesses; shared cache {cap} slots; best of {args.repeat}; CPU time; "
-          f"backend {fast.backend()}; pack {t_pack:.2f} s ({len(trace) / t_pack / 1e3:.0f}k dispatches/s, once per trace)")
+          f"backend {info['backend']}; pack {t_pack:.2f} s ({len(trace) / t_pack / 1e3:.0f}k dispatches/s, once per trace)")
     print(f"{'rule':<8}{'libCacheSim M/s':>16}{'kernel M/s':>12}{'ratio':>8}{'replay() M/s':>14}"
           f"{'ratio':>8}{'first replay() M/s':>20}{'ratio':>8}{'hit ours':>10}{'hit theirs':>11}")
     from mpl.trace import Trace
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
         def run():
             rt = pol.runtime(L, E, K, expert_bytes=h.expert_bytes, cost=cost_model)
             tl = Timeline(costs)
-            assert fast.replay_packed(rt, p, tl) == len(trace), fast.unsupported(rt, p)
+            assert rt.replay_packed(p, tl) == len(trace)
             return rt.stats()["hit_rate"]
         return best(run, args.repeat)
 
@@ -155,13 +156,8 @@ def main(argv=None) -> int:
     text = POLICIES["composed"]
     pol = mpl.loads(text)
     rt = pol.runtime(L, E, K, expert_bytes=h.expert_bytes, cost=cost_model)
-    why = fast.unsupported(rt)
-    if why is None:
-        path = "the replay kernel"
-    elif fast.live_backend(rt) == "compiled":
-        path = f"the compiled live dispatch with the Python timeline (the kernel: {why})"
-    else:
-        path = f"the pure path ({why}; live: {fast.live_unsupported(rt)})"
+    path = (f"the {rt.backend} backend" if rt.backend_reason is None
+            else f"the {rt.backend} backend ({rt.backend_reason})")
     _, t_c = best(lambda: replay(text, trace, belady=False), 1)
     print(f"\ncomposed policy (bench_dispatch.py): replay() {n / t_c / 1e6:.2f} M accesses/s "
           f"({len(trace) / t_c / 1e3:.0f}k dispatches/s) on {path}")
@@ -174,7 +170,7 @@ CAPS = [32, 64, 128, 256, 384, 512, 768, 1024]
 
 
 def sweep_vs_libcachesim(args, lcs, tmp) -> None:
-    from mpl.runtime import fast
+    from mpl.runtime import packing
     from mpl import tracecols, traceio
     from mpl.sim.sweep import run_sweep
 
@@ -186,7 +182,7 @@ def sweep_vs_libcachesim(args, lcs, tmp) -> None:
     trace = tracecols.load(args.sweep)           # as mplc sweep / replay / tune read it
     t_load = CLOCK() - t0
     E = trace.header.num_experts
-    p = fast.pack_trace(trace, E)
+    p = packing.pack_trace(trace, E)
     keys = [p.layers[r] * E + p.experts[a] for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
     path = os.path.join(tmp, "sweep.oracleGeneral")
     write_oracle_general(path, keys)
