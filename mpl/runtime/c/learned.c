@@ -1,6 +1,1084 @@
-/* (being written) */
+/* The learned next-layer predictor (learned.h): mpl.runtime.prefetch.Learned in C.
+ *
+ * The same model, the same arithmetic in the same order, so that both give the same
+ * predictions and the same state for the same calls (tests/test_learned_backends.py compares
+ * their dump()s after random call sequences): per (distance, source layer, source expert) a
+ * row of target counts kept in the dict's insertion order (a new target at the end; cut back
+ * to its row_cap largest counts, ties to the lower id, in that order; halved, in place,
+ * dropping what falls below 0.5); per layer the experts and normalised router weights of its
+ * current dispatch and the experts of its previous one; a moving frequency per layer and
+ * expert (dense here, a dict there: an absent entry reads 0.0); the candidates of a prediction
+ * in the order the dict there makes them (the nearest context layer's targets as first met,
+ * then the next one's, then the layer's recent experts, then the caller's speculative ones),
+ * each with its feature vector and probability, kept until the target layer's routing
+ * arrives; the logistic model's weights updated candidate by candidate in that order. Sums run
+ * left to right, as the Python reference writes them.
+ *
+ * Calls and Python code. The Python methods first turn their arguments into C arrays (what may
+ * run Python code: an iterable's __iter__, a mapping's items(), __index__), then call the
+ * engine's entry points (lrn_observe, lrn_predict), which check everything before they change
+ * anything, allocate what they need before they change anything (a row is made, or grown,
+ * first; an empty row is not part of the state), and run no Python code. dump() copies the
+ * whole state into C memory first (no Python object is made while it reads), then builds the
+ * Python objects from that copy: a finalizer the allocation runs, or another thread that
+ * runs meanwhile, may call the predictor, and changes nothing dump() returns.
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "learned.h"
 
-int learned_init_module(PyObject *m) { (void)m; return 0; }
+/* memcpy of n bytes, nothing when n is 0 (a buffer never allocated may be NULL then) */
+static inline void cpy(void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); }
+
+typedef struct { int e; double c; } LEnt;
+typedef struct { double p; int e; } PE;   /* a candidate's probability */
+typedef struct { long long n; int len, cap; LEnt *ent; } LRow;   /* n == 0: not in the state */
+
+struct Learned {
+    PyObject_HEAD
+    long L, E;
+    int context, row_cap, maxd, nf;
+    long window;
+    double confidence, rate;
+    LRow **rows;                  /* maxd * L * E: ((d - 1) * L + src) * E + x */
+    double *theta;                /* nf */
+    char *cur_has, *cur_hasw;
+    long long *cur_step;
+    int *cur_n, *cur_e;           /* L, L * E */
+    double *cur_w;                /* L * E */
+    int *prev_n, *prev_e;         /* prev_n -1: None */
+    double *freq, *fscale;        /* L * E, L */
+    char *pd_has;
+    long long *pd_step;
+    int *pd_n, *pd_cap;
+    int **pd_e;
+    double **pd_f, **pd_p;        /* per target layer: its candidates, features, probabilities */
+    char *gt_has;
+    long long *gt_step;
+    int *gt_n, *gt_e;             /* L, L * E */
+    int *mark;                    /* E: 1 + candidate index while features() runs */
+    char *got;                    /* E */
+    char *lseen;                  /* L: the layers of an observe's predictions */
+    int *sc_e;                    /* E: the candidates being made */
+    double *sc_f, *sc_p;          /* E * nf, E */
+    int *arg_e;                   /* E: an observe's experts */
+    double *arg_w;                /* E */
+    PE *sc_pe;                    /* E: a prediction's candidates, sorted */
+    int *out_ids;                 /* E: what lrn_predict hands out */
+};
+
+static void lrn_free_all(Learned *o) {
+    if (o->rows) {
+        long n = (long)o->maxd * o->L * o->E;
+        for (long i = 0; i < n; i++)
+            if (o->rows[i]) { free(o->rows[i]->ent); free(o->rows[i]); }
+    }
+    for (long l = 0; l < o->L; l++) {      /* (each table may be missing: a failed make) */
+        if (o->pd_e) free(o->pd_e[l]);
+        if (o->pd_f) free(o->pd_f[l]);
+        if (o->pd_p) free(o->pd_p[l]);
+    }
+    free(o->rows); free(o->theta); free(o->cur_has); free(o->cur_hasw); free(o->cur_step);
+    free(o->cur_n); free(o->cur_e); free(o->cur_w); free(o->prev_n); free(o->prev_e);
+    free(o->freq); free(o->fscale); free(o->pd_has); free(o->pd_step); free(o->pd_n); free(o->pd_cap);
+    free(o->pd_e); free(o->pd_f); free(o->pd_p); free(o->gt_has); free(o->gt_step);
+    free(o->gt_n); free(o->gt_e); free(o->mark); free(o->got); free(o->sc_e); free(o->sc_f);
+    free(o->sc_p); free(o->arg_e); free(o->arg_w); free(o->sc_pe); free(o->out_ids);
+    free(o->lseen);
+    o->rows = NULL; o->pd_e = NULL; o->pd_f = NULL; o->pd_p = NULL;
+}
+
+static void lrn_dealloc(Learned *o) {
+    lrn_free_all(o);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static long clamp1(long long v) { return v < 1 ? 1 : (v > LONG_MAX ? LONG_MAX : (long)v); }
+
+/* an int argument (anything with __index__), saturated to the 64 bits: 0, -1 with an exception */
+static int int_arg(PyObject *x, long long *out) {
+    PyObject *i = PyNumber_Index(x);
+    if (!i) return -1;
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &of);
+    Py_DECREF(i);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = of > 0 ? LLONG_MAX : of < 0 ? LLONG_MIN : v;
+    return 0;
+}
+
+static PyObject *lrn_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"num_layers", "num_experts", "context", "window", "confidence",
+                             "depth", "row_cap", NULL};
+    long long L, E, context, window, depth, row_cap = 16;
+    PyObject *ctx_o, *win_o, *depth_o, *cap_o = NULL;
+    double confidence;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LLOOdO|O:Learned", kwlist, &L, &E, &ctx_o,
+                                     &win_o, &confidence, &depth_o, &cap_o))
+        return NULL;
+    if (int_arg(ctx_o, &context) < 0 || int_arg(win_o, &window) < 0 || int_arg(depth_o, &depth) < 0 ||
+            (cap_o && int_arg(cap_o, &row_cap) < 0))
+        return NULL;
+    /* every size checked before it is multiplied */
+    if (L < 1 || E < 1 || L > LRN_MAX_KEYS || E > LRN_MAX_KEYS || L * E > LRN_MAX_KEYS) {
+        PyErr_Format(PyExc_ValueError, "Learned: %lld layers x %lld experts is outside 1 .. %ld keys",
+                     L, E, LRN_MAX_KEYS);
+        return NULL;
+    }
+    context = clamp1(context);                 /* max(1, int(context)) */
+    row_cap = clamp1(row_cap);
+    depth = clamp1(depth);
+    if (context > 1024 || row_cap > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "Learned: context (at most 1024) or row_cap (at most 2^20) too large");
+        return NULL;
+    }
+    /* maxd = min(L, depth + context - 1), without forming the sum when depth >= L */
+    long long maxd = depth >= L ? L : depth + context - 1;     /* depth < L <= 2^22 here */
+    if (maxd > L) maxd = L;
+    if (maxd * L * E > LRN_MAX_KEYS) {         /* maxd <= L <= 2^22 and L * E <= 2^22 */
+        PyErr_Format(PyExc_ValueError, "Learned: %lld distances x %lld layers x %lld experts is more "
+                     "than %ld rows", maxd, L, E, LRN_MAX_KEYS);
+        return NULL;
+    }
+    Learned *o = (Learned *)type->tp_alloc(type, 0);
+    if (!o) return NULL;
+    o->L = (long)L; o->E = (long)E; o->context = (int)context; o->row_cap = (int)row_cap;
+    o->maxd = (int)maxd; o->nf = (int)context + 4; o->window = clamp1(window);
+    o->confidence = confidence; o->rate = 0.05;
+    size_t K = (size_t)(L * E), nf = (size_t)o->nf, Ls = (size_t)L, Es = (size_t)E;
+    o->rows = calloc((size_t)(maxd * L * E), sizeof(LRow *));
+    o->theta = calloc(nf, sizeof(double));
+    o->cur_has = calloc(Ls, 1); o->cur_hasw = calloc(Ls, 1); o->cur_step = calloc(Ls, sizeof(long long));
+    o->cur_n = calloc(Ls, sizeof(int)); o->cur_e = calloc(K, sizeof(int)); o->cur_w = calloc(K, sizeof(double));
+    o->prev_n = malloc(sizeof(int) * Ls); o->prev_e = calloc(K, sizeof(int));
+    o->freq = calloc(K, sizeof(double)); o->fscale = malloc(sizeof(double) * Ls);
+    o->pd_has = calloc(Ls, 1); o->pd_step = calloc(Ls, sizeof(long long)); o->pd_n = calloc(Ls, sizeof(int));
+    o->pd_cap = calloc(Ls, sizeof(int));
+    o->pd_e = calloc(Ls, sizeof(int *)); o->pd_f = calloc(Ls, sizeof(double *)); o->pd_p = calloc(Ls, sizeof(double *));
+    o->gt_has = calloc(Ls, 1); o->gt_step = calloc(Ls, sizeof(long long)); o->gt_n = calloc(Ls, sizeof(int));
+    o->gt_e = calloc(K, sizeof(int));
+    o->mark = calloc(Es, sizeof(int)); o->got = calloc(Es, 1); o->sc_e = malloc(sizeof(int) * Es);
+    o->sc_f = Es <= SIZE_MAX / sizeof(double) / nf ? malloc(sizeof(double) * Es * nf) : NULL;
+    o->sc_p = malloc(sizeof(double) * Es);
+    o->arg_e = malloc(sizeof(int) * Es); o->arg_w = malloc(sizeof(double) * Es);
+    o->sc_pe = malloc(sizeof(PE) * Es); o->out_ids = malloc(sizeof(int) * Es); o->lseen = calloc(Ls, 1);
+    if (!o->rows || !o->theta || !o->cur_has || !o->cur_hasw || !o->cur_step || !o->cur_n || !o->cur_e ||
+        !o->cur_w || !o->prev_n || !o->prev_e || !o->freq || !o->fscale || !o->pd_has || !o->pd_step ||
+        !o->pd_n || !o->pd_cap || !o->pd_e || !o->pd_f || !o->pd_p || !o->gt_has || !o->gt_step || !o->gt_n ||
+        !o->gt_e || !o->mark || !o->got || !o->sc_e || !o->sc_f || !o->sc_p || !o->arg_e || !o->arg_w ||
+        !o->sc_pe || !o->out_ids || !o->lseen) {
+        Py_DECREF(o);
+        return PyErr_NoMemory();
+    }
+    for (long l = 0; l < L; l++) { o->prev_n[l] = -1; o->fscale[l] = 1.0; }
+    o->theta[0] = 2.0;                 /* prior: the nearest layer's transitions, the last pass */
+    o->theta[o->context] = 1.0;
+    o->theta[o->nf - 1] = -2.0;
+    return (PyObject *)o;
+}
+
+/* ------------------------------------------------------------------ rows */
+static inline LRow **row_tab(const Learned *o, int d, long src) {
+    return o->rows + ((size_t)(d - 1) * (size_t)o->L + (size_t)src) * (size_t)o->E;
+}
+
+static int row_find(const LRow *r, int e) {
+    for (int i = 0; i < r->len; i++) if (r->ent[i].e == e) return i;
+    return -1;
+}
+
+static int lent_cmp(const void *a, const void *b) {    /* counts descending, then ids */
+    const LEnt *x = a, *y = b;
+    if (x->c != y->c) return x->c > y->c ? -1 : 1;
+    return (x->e > y->e) - (x->e < y->e);
+}
+
+/* room for nt more targets in every row the dispatch of `layer` in `step` will count into
+ * (rows made empty where missing: an empty row is not part of the state); -1: out of memory,
+ * nothing observable changed */
+static int lrn_reserve(Learned *o, long layer, long long step, long nt) {
+    for (int d = 1; d <= o->maxd; d++) {
+        long src = layer - d;
+        long long src_step = step;
+        if (src < 0) { src += o->L; src_step = step - 1; }
+        if (!o->cur_has[src] || o->cur_step[src] != src_step) continue;
+        LRow **tab = row_tab(o, d, src);
+        const int *xs = o->cur_e + (size_t)src * o->E;
+        for (int i = 0; i < o->cur_n[src]; i++) {
+            LRow *r = tab[xs[i]];
+            if (!r) {
+                if (!(r = calloc(1, sizeof(LRow)))) return -1;
+                tab[xs[i]] = r;
+            }
+            long need = (long)r->len + nt;
+            if (need > r->cap) {
+                long nc = (long)r->cap * 2;
+                if (nc < need) nc = need;
+                if (nc < 8) nc = 8;
+                LEnt *ne = realloc(r->ent, sizeof(LEnt) * (size_t)nc);
+                if (!ne) return -1;
+                r->ent = ne;
+                r->cap = (int)nc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Learned._count: sources' rows at distance d from src learn the targets (room reserved) */
+static void lrn_count(Learned *o, int d, long src, const int *sources, int ns, const int *targets, int nt) {
+    LRow **tab = row_tab(o, d, src);
+    int cap = o->row_cap;
+    for (int i = 0; i < ns; i++) {
+        LRow *r = tab[sources[i]];
+        r->n++;
+        for (int j = 0; j < nt; j++) {
+            int at = row_find(r, targets[j]);
+            if (at >= 0) r->ent[at].c = r->ent[at].c + 1.0;
+            else { r->ent[r->len].e = targets[j]; r->ent[r->len].c = 1.0; r->len++; }
+        }
+        if (r->len > 2 * (long)cap) {          /* keep the cap largest counts (ties: lower id) */
+            qsort(r->ent, (size_t)r->len, sizeof(LEnt), lent_cmp);
+            r->len = cap;
+        }
+        /* forget half: follow a change of topic (n >= 2 x window, without overflowing) */
+        if (o->window <= LLONG_MAX / 2 && r->n >= 2 * (long long)o->window) {
+            r->n /= 2;
+            int k = 0;
+            for (int j = 0; j < r->len; j++) {
+                double v = r->ent[j].c / 2;
+                if (v < 0.5) continue;
+                r->ent[k].e = r->ent[j].e;
+                r->ent[k].c = v;
+                k++;
+            }
+            r->len = k;
+        }
+    }
+}
+
+static void lrn_frequency(Learned *o, long layer, const int *ex, int n) {
+    double a = 1.0 / (double)o->window;
+    double *f = o->freq + (size_t)layer * o->E;
+    if (a >= 1.0) {                              /* a window of one pass: the pass itself */
+        memset(f, 0, sizeof(double) * (size_t)o->E);
+        for (int i = 0; i < n; i++) f[ex[i]] = 1.0;
+        o->fscale[layer] = 1.0;
+        return;
+    }
+    double s = o->fscale[layer] / (1.0 - a);
+    for (int i = 0; i < n; i++) f[ex[i]] = f[ex[i]] + a * s;
+    if (s > 1e12) {                              /* renormalise (and drop what has faded) */
+        for (long e = 0; e < o->E; e++) {
+            if (f[e] == 0.0) continue;           /* (absent) */
+            double v = f[e] / s;
+            f[e] = v < 1e-4 ? 0.0 : v;
+        }
+        s = 1.0;
+    }
+    o->fscale[layer] = s;
+}
+
+/* ------------------------------------------------------------------ observe */
+int lrn_observe(Learned *o, long layer, int64_t step, const long *ex, long n, const double *w,
+                const GateArg *gates, long ng) {
+    /* the checks, before anything changes */
+    if (layer < 0 || layer >= o->L || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
+        PyErr_Format(PyExc_ValueError, "Learned.observe: layer must be in 0 .. %ld and |step| at most 2^62",
+                     o->L - 1);
+        return -1;
+    }
+    if (n < 0 || n > o->E || ng < 0 || ng > o->L) {
+        PyErr_SetString(PyExc_ValueError, "Learned.observe: more experts or predicted layers than the shape has");
+        return -1;
+    }
+    const char *bad = NULL;
+    long m = 0;
+    for (; m < n; m++) {
+        long e = ex[m];
+        if (e < 0 || e >= o->E) { bad = "experts must be in range"; break; }
+        if (o->got[e]) { bad = "experts must be distinct"; break; }
+        o->got[e] = 1;
+    }
+    for (long i = 0; i < m; i++) o->got[ex[i]] = 0;
+    for (long i = 0; !bad && i < ng; i++) {
+        long t = gates[i].t;
+        if (t < 0 || t >= o->L) { bad = "a predicted layer must be in range"; break; }
+        if (o->lseen[t]) { bad = "predicted layers must be distinct"; break; }
+        o->lseen[t] = 1;
+        if (gates[i].st != (t > layer ? step : step + 1)) { bad = "a prediction's step must be the one observe gives it"; break; }
+        if (gates[i].n < 0 || (gates[i].n && !gates[i].ids)) { bad = "a prediction's ids are missing"; break; }
+        for (long j = 0; j < gates[i].n; j++)
+            if (gates[i].ids[j] < 0 || gates[i].ids[j] >= o->E) { bad = "predicted experts must be in range"; break; }
+    }
+    for (long i = 0; i < ng; i++) if (gates[i].t >= 0 && gates[i].t < o->L) o->lseen[gates[i].t] = 0;
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "Learned.observe: %s", bad);
+        return -1;
+    }
+    /* room for the counts, before anything changes */
+    if (lrn_reserve(o, layer, step, n) < 0) { PyErr_NoMemory(); return -1; }
+    /* from here on nothing fails */
+    for (long i = 0; i < n; i++) o->arg_e[i] = (int)ex[i];
+    int hasw = 0;
+    double total = 0.0;
+    if (w) {
+        for (long i = 0; i < n; i++) { o->arg_w[i] = w[i]; total += w[i]; }   /* left to right */
+        hasw = total > 0;
+    }
+    /* learn from the prediction made for this layer */
+    if (o->pd_has[layer]) {
+        o->pd_has[layer] = 0;
+        if (o->pd_step[layer] == step) {
+            for (long i = 0; i < n; i++) o->got[o->arg_e[i]] = 1;
+            double *th = o->theta, rate = o->rate;
+            int nf = o->nf;
+            for (int c = 0; c < o->pd_n[layer]; c++) {
+                double p = o->pd_p[layer][c], g;
+                if (o->got[o->pd_e[layer][c]]) g = rate * (p - 1.0);
+                else if (p < 0.02) continue;
+                else g = rate * p;
+                const double *f = o->pd_f[layer] + (size_t)c * nf;
+                for (int j = 0; j < nf; j++) {
+                    double v = f[j];
+                    if (v != 0.0) th[j] -= g * v;
+                }
+            }
+            for (long i = 0; i < n; i++) o->got[o->arg_e[i]] = 0;
+        }
+    }
+    for (int d = 1; d <= o->maxd; d++) {
+        long src = layer - d;
+        long long src_step = step;
+        if (src < 0) { src += o->L; src_step = step - 1; }
+        if (o->cur_has[src] && o->cur_step[src] == src_step)
+            lrn_count(o, d, src, o->cur_e + (size_t)src * o->E, o->cur_n[src], o->arg_e, (int)n);
+    }
+    lrn_frequency(o, layer, o->arg_e, (int)n);
+    size_t base = (size_t)layer * o->E;
+    if (o->cur_has[layer]) {
+        cpy(o->prev_e + base, o->cur_e + base, sizeof(int) * (size_t)o->cur_n[layer]);
+        o->prev_n[layer] = o->cur_n[layer];
+    } else o->prev_n[layer] = -1;
+    o->cur_has[layer] = 1;
+    o->cur_step[layer] = step;
+    o->cur_n[layer] = (int)n;
+    cpy(o->cur_e + base, o->arg_e, sizeof(int) * (size_t)n);
+    o->cur_hasw[layer] = (char)hasw;
+    if (hasw) for (long i = 0; i < n; i++) o->cur_w[base + i] = o->arg_w[i] / total;
+    for (long i = 0; i < ng; i++) {
+        long t = gates[i].t;
+        int *dst = o->gt_e + (size_t)t * o->E, k = 0;
+        for (long j = 0; j < gates[i].n; j++) {   /* dict.fromkeys: the first of each id */
+            int e = (int)gates[i].ids[j];
+            if (o->got[e]) continue;
+            o->got[e] = 1;
+            dst[k++] = e;
+        }
+        for (int j = 0; j < k; j++) o->got[dst[j]] = 0;
+        o->gt_has[t] = 1;
+        o->gt_step[t] = gates[i].st;
+        o->gt_n[t] = k;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ predict */
+static inline int lrn_cand(Learned *o, int e, int *cnt) {   /* e's candidate index (made if new) */
+    int at = o->mark[e];
+    if (at) return at - 1;
+    int c = (*cnt)++;
+    o->mark[e] = c + 1;
+    o->sc_e[c] = e;
+    memset(o->sc_f + (size_t)c * o->nf, 0, sizeof(double) * (size_t)o->nf);
+    return c;
+}
+
+/* Learned.features(t, st) into the scratch candidates; their count */
+static int lrn_features(Learned *o, long t, long long st) {
+    int D = o->context, nf = o->nf, cnt = 0, rank = 0;
+    long L = o->L, E = o->E;
+    for (int d = 1; d <= o->maxd && rank < D; d++) {
+        long src = t - d;
+        long long sst = st;
+        if (src < 0) { src += L; sst = st - 1; }
+        if (!o->cur_has[src] || o->cur_step[src] != sst) continue;
+        int r = rank++;
+        LRow **tab = row_tab(o, d, src);
+        int k = o->cur_n[src];
+        const int *xs = o->cur_e + (size_t)src * E;
+        const double *ws = o->cur_hasw[src] ? o->cur_w + (size_t)src * E : NULL;
+        for (int i = 0; i < k; i++) {
+            const LRow *row = tab[xs[i]];
+            if (!row || !row->n) continue;
+            double w = (ws ? ws[i] : 1.0 / (double)k) / (double)row->n;
+            for (int j = 0; j < row->len; j++) {
+                int c = lrn_cand(o, row->ent[j].e, &cnt);
+                o->sc_f[(size_t)c * nf + r] += w * row->ent[j].c;
+            }
+        }
+    }
+    const int *recent = NULL;
+    int nr = 0;
+    if (o->cur_has[t] && o->cur_step[t] < st) { recent = o->cur_e + (size_t)t * E; nr = o->cur_n[t]; }
+    else if (o->prev_n[t] >= 0) { recent = o->prev_e + (size_t)t * E; nr = o->prev_n[t]; }
+    for (int i = 0; i < nr; i++) o->sc_f[(size_t)lrn_cand(o, recent[i], &cnt) * nf + D] = 1.0;
+    if (o->gt_has[t] && o->gt_step[t] == st) {
+        const int *g = o->gt_e + (size_t)t * E;
+        for (int i = 0; i < o->gt_n[t]; i++) o->sc_f[(size_t)lrn_cand(o, g[i], &cnt) * nf + D + 2] = 1.0;
+    }
+    const double *fr = o->freq + (size_t)t * E;
+    double s = o->fscale[t];
+    for (int c = 0; c < cnt; c++) {
+        double *f = o->sc_f + (size_t)c * nf;
+        f[D + 1] = fr[o->sc_e[c]] / s;
+        f[D + 3] = 1.0;
+        o->mark[o->sc_e[c]] = 0;
+    }
+    return cnt;
+}
+
+static int pe_cmp(const void *a, const void *b) {     /* probability descending, then ids */
+    const PE *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->e > y->e) - (x->e < y->e);
+}
+
+/* the pending prediction for t: room for cnt candidates (nothing changes when there is none) */
+static int lrn_pending_room(Learned *o, long t, int cnt) {
+    if (cnt <= o->pd_cap[t]) return 0;
+    size_t nf = (size_t)o->nf;
+    int *ne = realloc(o->pd_e[t], sizeof(int) * (size_t)cnt);
+    if (!ne) return -1;
+    o->pd_e[t] = ne;
+    double *nfv = realloc(o->pd_f[t], sizeof(double) * (size_t)cnt * nf);
+    if (!nfv) return -1;
+    o->pd_f[t] = nfv;
+    double *np = realloc(o->pd_p[t], sizeof(double) * (size_t)cnt);
+    if (!np) return -1;
+    o->pd_p[t] = np;
+    o->pd_cap[t] = cnt;
+    return 0;
+}
+
+long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, const int **ids) {
+    if (layer < 0 || layer >= o->L || d < 0 || d > LRN_STEP_MAX || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
+        PyErr_Format(PyExc_ValueError, "Learned.predict: layer must be in 0 .. %ld, 0 <= d <= 2^62 and "
+                     "|step| at most 2^62", o->L - 1);
+        return -1;
+    }
+    long long tt = (long long)layer + d;       /* < 2^62 + 2^22 */
+    long long q = tt / o->L;                   /* the passes d wraps: 0 <= q <= tt */
+    if (step > LRN_STEP_MAX - q) {             /* (LRN_STEP_MAX - q >= -2^62: no overflow) */
+        PyErr_SetString(PyExc_ValueError, "Learned.predict: the target's step is beyond 2^62");
+        return -1;
+    }
+    long long st = step + q;
+    long t = (long)(tt % o->L);
+    int cnt = lrn_features(o, t, st), nf = o->nf;
+    if (lrn_pending_room(o, t, cnt) < 0) { PyErr_NoMemory(); return -1; }
+    /* from here on nothing fails */
+    const double *th = o->theta;
+    for (int c = 0; c < cnt; c++) {
+        const double *f = o->sc_f + (size_t)c * nf;
+        double z = 0.0;
+        for (int j = 0; j < nf; j++) z += th[j] * f[j];
+        o->sc_p[c] = z > -40 ? 1.0 / (1.0 + exp(-z)) : 0.0;
+    }
+    if (cnt > 0) {                             /* the pending prediction for t */
+        cpy(o->pd_e[t], o->sc_e, sizeof(int) * (size_t)cnt);
+        cpy(o->pd_f[t], o->sc_f, sizeof(double) * (size_t)cnt * nf);
+        cpy(o->pd_p[t], o->sc_p, sizeof(double) * (size_t)cnt);
+    }
+    o->pd_has[t] = 1;
+    o->pd_step[t] = st;
+    o->pd_n[t] = cnt;
+    PE *good = o->sc_pe;
+    int ng = 0;
+    for (int c = 0; c < cnt; c++)
+        if (o->sc_p[c] >= o->confidence) { good[ng].p = o->sc_p[c]; good[ng].e = o->sc_e[c]; ng++; }
+    qsort(good, (size_t)ng, sizeof(PE), pe_cmp);
+    for (int i = 0; i < ng; i++) o->out_ids[i] = good[i].e;
+    *ids = o->out_ids;
+    return ng;
+}
+
+void lrn_set_window(Learned *o, long window) { o->window = window < 1 ? 1 : window; }
+void lrn_set_confidence(Learned *o, double confidence) { o->confidence = confidence; }
+long lrn_layers(const Learned *o) { return o->L; }
+long lrn_experts(const Learned *o) { return o->E; }
+
+/* ------------------------------------------------------------------ the Python methods */
+/* ids of a sequence (a PySequence_Fast result) into buf (room for at most cap): their count,
+ * -1 with an exception (TypeError: not ints; ValueError: out of range, or more than cap) */
+static Py_ssize_t ids_of(PyObject *seq, long *buf, Py_ssize_t cap, long E, const char *what) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > cap) {
+        PyErr_Format(PyExc_ValueError, "Learned: %s must be distinct ids in 0 .. %ld", what, E - 1);
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = items[i];
+        if (!PyLong_Check(x)) {        /* (an int, or a subclass: read without __index__) */
+            PyErr_Format(PyExc_TypeError, "Learned: %s must be ints, not %.80s", what, Py_TYPE(x)->tp_name);
+            return -1;
+        }
+        int of = 0;
+        long e = PyLong_AsLongAndOverflow(x, &of);
+        if (e == -1 && PyErr_Occurred()) return -1;
+        if (of || e < 0 || e >= E) {
+            PyErr_Format(PyExc_ValueError, "Learned: %s must be in 0 .. %ld", what, E - 1);
+            return -1;
+        }
+        buf[i] = e;
+    }
+    return n;
+}
+
+static PyObject *py_observe(Learned *o, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"layer", "step", "experts", "weights", "predictions", NULL};
+    long layer;
+    long long step;
+    PyObject *ex_o, *w_o = Py_None, *pr_o = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "lLO|OO:observe", kwlist, &layer, &step, &ex_o, &w_o, &pr_o))
+        return NULL;
+    if (layer < 0 || layer >= o->L || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
+        PyErr_Format(PyExc_ValueError, "Learned.observe: layer must be in 0 .. %ld and |step| at most 2^62",
+                     o->L - 1);
+        return NULL;
+    }
+    long L = o->L, E = o->E;
+    /* every argument as a sequence first (what may run Python code: an iterable's __iter__, a
+     * mapping's items(), __bool__), then read into C arrays; lrn_observe runs no Python code */
+    PyObject *ex = NULL, *ws = NULL, *items = NULL, *vals = NULL, *result = NULL;
+    long *eids = NULL, *gids = NULL;
+    double *wv = NULL;
+    GateArg *gates = NULL;
+    Py_ssize_t ng = 0;
+    if (!(ex = PySequence_Fast(ex_o, "experts must be a sequence"))) return NULL;
+    if (w_o != Py_None && !(ws = PySequence_Fast(w_o, "weights must be a sequence"))) goto done;
+    if (pr_o != Py_None) {
+        int truth = PyObject_IsTrue(pr_o);
+        if (truth < 0) goto done;
+        if (truth) {
+            if (!(items = PyMapping_Items(pr_o))) goto done;
+            if (!PyList_Check(items)) {
+                PyErr_SetString(PyExc_TypeError, "Learned.observe: predictions.items() must give a list");
+                goto done;
+            }
+            ng = PyList_GET_SIZE(items);
+            if (ng > L) {                    /* distinct keys: one at least is not a layer */
+                PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", L - 1);
+                goto done;
+            }
+            if (!(vals = PyTuple_New(ng))) goto done;
+            for (Py_ssize_t i = 0; i < ng; i++) {
+                PyObject *kv = PyList_GET_ITEM(items, i);
+                if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 || !PyLong_Check(PyTuple_GET_ITEM(kv, 0))) {
+                    PyErr_SetString(PyExc_TypeError, "Learned.observe: predictions map layers to expert ids");
+                    goto done;
+                }
+                PyObject *v = PySequence_Fast(PyTuple_GET_ITEM(kv, 1), "predicted experts must be a sequence");
+                if (!v) goto done;
+                PyTuple_SET_ITEM(vals, i, v);
+            }
+        }
+    }
+    /* from here on no Python code runs: the C arrays */
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ex);
+    if (n > E) {
+        PyErr_Format(PyExc_ValueError, "Learned.observe: experts must be distinct ids in 0 .. %ld", E - 1);
+        goto done;
+    }
+    eids = malloc(sizeof(long) * ((size_t)n + 1));
+    if (!eids) { PyErr_NoMemory(); goto done; }
+    if (ids_of(ex, eids, n, E, "experts") < 0) goto done;
+    if (ws) {
+        if (PySequence_Fast_GET_SIZE(ws) != n) {
+            PyErr_SetString(PyExc_ValueError, "Learned.observe: one weight per expert");
+            goto done;
+        }
+        if (!(wv = malloc(sizeof(double) * ((size_t)n + 1)))) { PyErr_NoMemory(); goto done; }
+        PyObject **it = PySequence_Fast_ITEMS(ws);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (PyFloat_Check(it[i])) wv[i] = PyFloat_AS_DOUBLE(it[i]);
+            else if (PyLong_Check(it[i])) {
+                wv[i] = PyLong_AsDouble(it[i]);
+                if (wv[i] == -1.0 && PyErr_Occurred()) goto done;
+            } else {
+                PyErr_Format(PyExc_TypeError, "Learned.observe: weights must be numbers, not %.80s",
+                             Py_TYPE(it[i])->tp_name);
+                goto done;
+            }
+        }
+    }
+    if (ng) {
+        Py_ssize_t total = 0;
+        for (Py_ssize_t i = 0; i < ng; i++) {
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(vals, i));
+            if (m > PY_SSIZE_T_MAX / 2 - total) { PyErr_NoMemory(); goto done; }
+            total += m;
+        }
+        gates = malloc(sizeof(GateArg) * (size_t)ng);
+        gids = (size_t)total < SIZE_MAX / sizeof(long) ? malloc(sizeof(long) * ((size_t)total + 1)) : NULL;
+        if (!gates || !gids) { PyErr_NoMemory(); goto done; }
+        Py_ssize_t off = 0;
+        for (Py_ssize_t i = 0; i < ng; i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i), *seq = PyTuple_GET_ITEM(vals, i);
+            int of = 0;
+            long t = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(kv, 0), &of);
+            if (t == -1 && PyErr_Occurred()) goto done;
+            if (of || t < 0 || t >= L) {
+                PyErr_Format(PyExc_ValueError, "Learned.observe: a predicted layer must be in 0 .. %ld", L - 1);
+                goto done;
+            }
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+            if (ids_of(seq, gids + off, m, E, "predicted experts") < 0) goto done;
+            gates[i].t = t;
+            gates[i].st = t > layer ? step : step + 1;
+            gates[i].n = (long)m;
+            gates[i].ids = gids + off;
+            off += m;
+        }
+    }
+    if (lrn_observe(o, layer, step, eids, (long)n, wv, gates, (long)ng) == 0) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    free(eids); free(wv); free(gates); free(gids);
+    Py_XDECREF(ex); Py_XDECREF(ws); Py_XDECREF(items); Py_XDECREF(vals);
+    return result;
+}
+
+static PyObject *py_predict(Learned *o, PyObject *args) {
+    long layer;
+    long long step, d;
+    if (!PyArg_ParseTuple(args, "lLL:predict", &layer, &step, &d)) return NULL;
+    const int *got;
+    long ng = lrn_predict(o, layer, step, d, &got);
+    if (ng < 0) return NULL;
+    /* the ids out of the object before any Python object is made (an allocation may run a
+     * finalizer, which may call this object again) */
+    int *ids = malloc(sizeof(int) * (ng > 0 ? (size_t)ng : 1));
+    if (!ids) return PyErr_NoMemory();
+    cpy(ids, got, sizeof(int) * (size_t)ng);
+    PyObject *out = PyList_New(ng);
+    if (!out) { free(ids); return NULL; }
+    for (long i = 0; i < ng; i++) {
+        PyObject *v = PyLong_FromLong(ids[i]);
+        if (!v) { Py_DECREF(out); free(ids); return NULL; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    free(ids);
+    return out;
+}
+
+/* ------------------------------------------------------------------ dump */
+/* The whole state, copied into C memory (taken with no Python code running), then made into
+ * the Python objects of Learned.dump() from the copy alone. Per layer sections are packed:
+ * off[l] .. off[l + 1] in their arrays. */
+typedef struct {
+    long L, E;
+    int nf;
+    long window;
+    double confidence, rate;
+    double *theta;
+    long nrows;
+    int *rkey;                   /* 3 per row: d, src, x */
+    long long *rn;
+    long *roff;                  /* nrows + 1 */
+    LEnt *rent;
+    char *cur_has, *cur_hasw;
+    long long *cur_step;
+    long *cur_off;               /* L + 1 */
+    int *cur_e;
+    double *cur_w;
+    long *prev_off;              /* L + 1; prev_n[l] -1: None */
+    int *prev_n, *prev_e;
+    long *fr_off;                /* L + 1: the nonzero frequencies */
+    int *fr_e;
+    double *fr_v, *fscale;
+    char *pd_has;
+    long long *pd_step;
+    long *pd_off;                /* L + 1 */
+    int *pd_e;
+    double *pd_f, *pd_p;
+    char *gt_has;
+    long long *gt_step;
+    long *gt_off;
+    int *gt_e;
+} Snap;
+
+static void snap_free(Snap *s) {
+    free(s->theta); free(s->rkey); free(s->rn); free(s->roff); free(s->rent);
+    free(s->cur_has); free(s->cur_hasw); free(s->cur_step); free(s->cur_off); free(s->cur_e); free(s->cur_w);
+    free(s->prev_off); free(s->prev_n); free(s->prev_e); free(s->fr_off); free(s->fr_e); free(s->fr_v);
+    free(s->fscale); free(s->pd_has); free(s->pd_step); free(s->pd_off); free(s->pd_e); free(s->pd_f);
+    free(s->pd_p); free(s->gt_has); free(s->gt_step); free(s->gt_off); free(s->gt_e);
+}
+
+#define SNAP_ALLOC(ptr, count) \
+    ((ptr) = malloc(sizeof(*(ptr)) * ((size_t)(count) + 1)), (ptr) != NULL)
+
+/* 0, or -1 out of memory (no exception set; the copy freed by the caller) */
+static int snap_take(const Learned *o, Snap *s) {
+    long L = o->L, E = o->E, nrows_all = (long)o->maxd * L * E;
+    int nf = o->nf;
+    s->L = L; s->E = E; s->nf = nf;
+    s->window = o->window; s->confidence = o->confidence; s->rate = o->rate;
+    if (!SNAP_ALLOC(s->theta, nf)) return -1;
+    cpy(s->theta, o->theta, sizeof(double) * (size_t)nf);
+    /* rows (d, src, x ascending: the sorted order of the reference's dump) */
+    long nrows = 0, nent = 0;
+    for (long i = 0; i < nrows_all; i++) {
+        const LRow *r = o->rows[i];
+        if (r && r->n) { nrows++; nent += r->len; }
+    }
+    s->nrows = nrows;
+    if (!SNAP_ALLOC(s->rkey, 3 * nrows) || !SNAP_ALLOC(s->rn, nrows) || !SNAP_ALLOC(s->roff, nrows + 1) ||
+            !SNAP_ALLOC(s->rent, nent))
+        return -1;
+    long k = 0, off = 0;
+    for (int d = 1; d <= o->maxd; d++)
+        for (long src = 0; src < L; src++)
+            for (long x = 0; x < E; x++) {
+                const LRow *r = row_tab(o, d, src)[x];
+                if (!r || !r->n) continue;
+                s->rkey[3 * k] = d; s->rkey[3 * k + 1] = (int)src; s->rkey[3 * k + 2] = (int)x;
+                s->rn[k] = r->n;
+                s->roff[k] = off;
+                cpy(s->rent + off, r->ent, sizeof(LEnt) * (size_t)r->len);
+                off += r->len;
+                k++;
+            }
+    s->roff[k] = off;
+    /* per layer */
+    long ncur = 0, nprev = 0, nfr = 0, npd = 0, ngt = 0;
+    for (long l = 0; l < L; l++) {
+        if (o->cur_has[l]) ncur += o->cur_n[l];
+        if (o->prev_n[l] > 0) nprev += o->prev_n[l];
+        for (long e = 0; e < E; e++) nfr += o->freq[(size_t)l * E + e] != 0.0;
+        if (o->pd_has[l]) npd += o->pd_n[l];
+        if (o->gt_has[l]) ngt += o->gt_n[l];
+    }
+    if (!SNAP_ALLOC(s->cur_has, L) || !SNAP_ALLOC(s->cur_hasw, L) || !SNAP_ALLOC(s->cur_step, L) ||
+            !SNAP_ALLOC(s->cur_off, L + 1) || !SNAP_ALLOC(s->cur_e, ncur) || !SNAP_ALLOC(s->cur_w, ncur) ||
+            !SNAP_ALLOC(s->prev_off, L + 1) || !SNAP_ALLOC(s->prev_n, L) || !SNAP_ALLOC(s->prev_e, nprev) ||
+            !SNAP_ALLOC(s->fr_off, L + 1) || !SNAP_ALLOC(s->fr_e, nfr) || !SNAP_ALLOC(s->fr_v, nfr) ||
+            !SNAP_ALLOC(s->fscale, L) || !SNAP_ALLOC(s->pd_has, L) || !SNAP_ALLOC(s->pd_step, L) ||
+            !SNAP_ALLOC(s->pd_off, L + 1) || !SNAP_ALLOC(s->pd_e, npd) || !SNAP_ALLOC(s->pd_f, npd * nf) ||
+            !SNAP_ALLOC(s->pd_p, npd) || !SNAP_ALLOC(s->gt_has, L) || !SNAP_ALLOC(s->gt_step, L) ||
+            !SNAP_ALLOC(s->gt_off, L + 1) || !SNAP_ALLOC(s->gt_e, ngt))
+        return -1;
+    long oc = 0, op = 0, of = 0, od = 0, og = 0;
+    for (long l = 0; l < L; l++) {
+        size_t b = (size_t)l * E;
+        s->cur_has[l] = o->cur_has[l];
+        s->cur_hasw[l] = o->cur_hasw[l];
+        s->cur_step[l] = o->cur_step[l];
+        s->cur_off[l] = oc;
+        if (o->cur_has[l]) {
+            int n = o->cur_n[l];
+            cpy(s->cur_e + oc, o->cur_e + b, sizeof(int) * (size_t)n);
+            cpy(s->cur_w + oc, o->cur_w + b, sizeof(double) * (size_t)n);
+            oc += n;
+        }
+        s->prev_off[l] = op;
+        s->prev_n[l] = o->prev_n[l];
+        if (o->prev_n[l] > 0) {
+            cpy(s->prev_e + op, o->prev_e + b, sizeof(int) * (size_t)o->prev_n[l]);
+            op += o->prev_n[l];
+        }
+        s->fr_off[l] = of;
+        for (long e = 0; e < E; e++)
+            if (o->freq[b + e] != 0.0) { s->fr_e[of] = (int)e; s->fr_v[of] = o->freq[b + e]; of++; }
+        s->fscale[l] = o->fscale[l];
+        s->pd_has[l] = o->pd_has[l];
+        s->pd_step[l] = o->pd_step[l];
+        s->pd_off[l] = od;
+        if (o->pd_has[l]) {
+            int n = o->pd_n[l];
+            cpy(s->pd_e + od, o->pd_e[l], sizeof(int) * (size_t)n);
+            cpy(s->pd_f + od * nf, o->pd_f[l], sizeof(double) * (size_t)n * nf);
+            cpy(s->pd_p + od, o->pd_p[l], sizeof(double) * (size_t)n);
+            od += n;
+        }
+        s->gt_has[l] = o->gt_has[l];
+        s->gt_step[l] = o->gt_step[l];
+        s->gt_off[l] = og;
+        if (o->gt_has[l]) {
+            cpy(s->gt_e + og, o->gt_e + b, sizeof(int) * (size_t)o->gt_n[l]);
+            og += o->gt_n[l];
+        }
+    }
+    s->cur_off[L] = oc; s->prev_off[L] = op; s->fr_off[L] = of; s->pd_off[L] = od; s->gt_off[L] = og;
+    return 0;
+}
+
+static PyObject *ints_tuple(const int *v, long n) {
+    PyObject *t = PyTuple_New(n);
+    if (!t) return NULL;
+    for (long i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLong(v[i]);
+        if (!x) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+static PyObject *doubles_tuple(const double *v, long n) {
+    PyObject *t = PyTuple_New(n);
+    if (!t) return NULL;
+    for (long i = 0; i < n; i++) {
+        PyObject *x = PyFloat_FromDouble(v[i]);
+        if (!x) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* d[key] = value (value's reference stolen); -1 with an exception */
+static int put(PyObject *d, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int r = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static PyObject *list_of_doubles(const double *v, long n) {
+    PyObject *t = doubles_tuple(v, n);
+    if (!t) return NULL;
+    PyObject *l = PySequence_List(t);
+    Py_DECREF(t);
+    return l;
+}
+
+static PyObject *snap_build(const Snap *s) {
+    long L = s->L;
+    int nf = s->nf;
+    PyObject *d = PyDict_New(), *rows = NULL, *cur = NULL, *prev = NULL, *freq = NULL, *fs = NULL;
+    PyObject *pend = NULL, *gate = NULL;
+    if (!d) return NULL;
+    if (put(d, "theta", list_of_doubles(s->theta, nf)) < 0 || put(d, "window", PyLong_FromLong(s->window)) < 0 ||
+            put(d, "confidence", PyFloat_FromDouble(s->confidence)) < 0 ||
+            put(d, "rate", PyFloat_FromDouble(s->rate)) < 0)
+        goto bad;
+    if (!(rows = PyList_New(s->nrows))) goto bad;
+    for (long k = 0; k < s->nrows; k++) {
+        long a = s->roff[k], n = s->roff[k + 1] - a;
+        PyObject *ents = PyTuple_New(n);
+        if (!ents) goto bad;
+        for (long j = 0; j < n; j++) {
+            PyObject *p = Py_BuildValue("(id)", s->rent[a + j].e, s->rent[a + j].c);
+            if (!p) { Py_DECREF(ents); goto bad; }
+            PyTuple_SET_ITEM(ents, j, p);
+        }
+        PyObject *item = Py_BuildValue("((iii)LN)", s->rkey[3 * k], s->rkey[3 * k + 1], s->rkey[3 * k + 2],
+                                       s->rn[k], ents);
+        if (!item) goto bad;
+        PyList_SET_ITEM(rows, k, item);
+    }
+    if (PyDict_SetItemString(d, "rows", rows) < 0) goto bad;
+    if (!(cur = PyList_New(L)) || !(prev = PyList_New(L)) || !(freq = PyList_New(L)) || !(fs = PyList_New(L)))
+        goto bad;
+    for (long l = 0; l < L; l++) {
+        PyObject *c;
+        long a = s->cur_off[l], n = s->cur_off[l + 1] - a;
+        if (!s->cur_has[l]) c = Py_NewRef(Py_None);
+        else {
+            PyObject *ex = ints_tuple(s->cur_e + a, n);
+            PyObject *ws = !ex ? NULL : s->cur_hasw[l] ? doubles_tuple(s->cur_w + a, n) : Py_NewRef(Py_None);
+            c = ws ? Py_BuildValue("(LNN)", s->cur_step[l], ex, ws) : NULL;
+            if (!ws) Py_XDECREF(ex);
+            if (!c) goto bad;
+        }
+        PyList_SET_ITEM(cur, l, c);
+        a = s->prev_off[l];
+        PyObject *p = s->prev_n[l] < 0 ? Py_NewRef(Py_None) : ints_tuple(s->prev_e + a, s->prev_n[l]);
+        if (!p) goto bad;
+        PyList_SET_ITEM(prev, l, p);
+        a = s->fr_off[l];
+        n = s->fr_off[l + 1] - a;
+        PyObject *ft = PyTuple_New(n);
+        if (!ft) goto bad;
+        PyList_SET_ITEM(freq, l, ft);
+        for (long i = 0; i < n; i++) {
+            PyObject *p2 = Py_BuildValue("(id)", s->fr_e[a + i], s->fr_v[a + i]);
+            if (!p2) goto bad;
+            PyTuple_SET_ITEM(ft, i, p2);
+        }
+        PyObject *sc = PyFloat_FromDouble(s->fscale[l]);
+        if (!sc) goto bad;
+        PyList_SET_ITEM(fs, l, sc);
+    }
+    if (PyDict_SetItemString(d, "cur", cur) < 0 || PyDict_SetItemString(d, "prev", prev) < 0 ||
+            PyDict_SetItemString(d, "freq", freq) < 0 || PyDict_SetItemString(d, "fscale", fs) < 0)
+        goto bad;
+    if (!(pend = PyDict_New()) || !(gate = PyDict_New())) goto bad;
+    for (long l = 0; l < L; l++) {
+        if (s->pd_has[l]) {
+            long a = s->pd_off[l], n = s->pd_off[l + 1] - a;
+            PyObject *cs = PyTuple_New(n);
+            if (!cs) goto bad;
+            for (long c = 0; c < n; c++) {
+                PyObject *fv = doubles_tuple(s->pd_f + (a + c) * nf, nf);
+                PyObject *it = fv ? Py_BuildValue("(iNd)", s->pd_e[a + c], fv, s->pd_p[a + c]) : NULL;
+                if (!it) { Py_DECREF(cs); goto bad; }
+                PyTuple_SET_ITEM(cs, c, it);
+            }
+            PyObject *k = PyLong_FromLong(l), *v = Py_BuildValue("(LN)", s->pd_step[l], cs);
+            int r = (!k || !v) ? -1 : PyDict_SetItem(pend, k, v);
+            Py_XDECREF(k); Py_XDECREF(v);
+            if (r < 0) goto bad;
+        }
+        if (s->gt_has[l]) {
+            long a = s->gt_off[l], n = s->gt_off[l + 1] - a;
+            PyObject *ids = ints_tuple(s->gt_e + a, n);
+            PyObject *k = PyLong_FromLong(l), *v = ids ? Py_BuildValue("(LN)", s->gt_step[l], ids) : NULL;
+            int r = (!k || !v) ? -1 : PyDict_SetItem(gate, k, v);
+            Py_XDECREF(k); Py_XDECREF(v);
+            if (r < 0) goto bad;
+        }
+    }
+    if (PyDict_SetItemString(d, "pending", pend) < 0 || PyDict_SetItemString(d, "gate", gate) < 0) goto bad;
+    Py_DECREF(rows); Py_DECREF(cur); Py_DECREF(prev); Py_DECREF(freq); Py_DECREF(fs);
+    Py_DECREF(pend); Py_DECREF(gate);
+    return d;
+bad:
+    Py_XDECREF(d); Py_XDECREF(rows); Py_XDECREF(cur); Py_XDECREF(prev); Py_XDECREF(freq);
+    Py_XDECREF(fs); Py_XDECREF(pend); Py_XDECREF(gate);
+    return NULL;
+}
+
+static PyObject *py_dump(Learned *o, PyObject *unused) {
+    Snap s;
+    memset(&s, 0, sizeof(s));
+    PyObject *out = NULL;
+    if (snap_take(o, &s) < 0) PyErr_NoMemory();
+    else out = snap_build(&s);
+    snap_free(&s);
+    return out;
+}
+
+/* ------------------------------------------------------------------ attributes */
+static PyObject *get_window(Learned *o, void *c) { return PyLong_FromLong(o->window); }
+static int set_window(Learned *o, PyObject *v, void *c) {
+    if (!v || !PyLong_Check(v)) { PyErr_SetString(PyExc_TypeError, "Learned.window must be an int"); return -1; }
+    int of = 0;
+    long long w = PyLong_AsLongLongAndOverflow(v, &of);
+    if (w == -1 && PyErr_Occurred()) return -1;
+    lrn_set_window(o, of > 0 ? LONG_MAX : clamp1(w));     /* (saturated: rows never halve) */
+    return 0;
+}
+
+static int set_double(PyObject *v, double *out, const char *what) {
+    if (!v) { PyErr_Format(PyExc_TypeError, "Learned.%s cannot be deleted", what); return -1; }
+    double x = PyFloat_AsDouble(v);            /* (may run __float__: before anything changes) */
+    if (x == -1.0 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
+static PyObject *get_conf(Learned *o, void *c) { return PyFloat_FromDouble(o->confidence); }
+static int set_conf(Learned *o, PyObject *v, void *c) {
+    double x;
+    if (set_double(v, &x, "confidence") < 0) return -1;
+    lrn_set_confidence(o, x);
+    return 0;
+}
+static PyObject *get_rate(Learned *o, void *c) { return PyFloat_FromDouble(o->rate); }
+static int set_rate(Learned *o, PyObject *v, void *c) {
+    double x;
+    if (set_double(v, &x, "rate") < 0) return -1;
+    o->rate = x;
+    return 0;
+}
+
+static PyObject *get_theta(Learned *o, void *c) {
+    double tmp[1028];                          /* nf <= 1024 + 4: copied before any allocation */
+    cpy(tmp, o->theta, sizeof(double) * (size_t)o->nf);
+    return list_of_doubles(tmp, o->nf);
+}
+static int set_theta(Learned *o, PyObject *v, void *c) {
+    if (!v) { PyErr_SetString(PyExc_TypeError, "Learned.theta cannot be deleted"); return -1; }
+    PyObject *seq = PySequence_Fast(v, "Learned.theta must be a sequence of numbers");
+    if (!seq) return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != o->nf) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "Learned.theta must have %d numbers", o->nf);
+        return -1;
+    }
+    double tmp[1028];
+    for (int j = 0; j < o->nf; j++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
+        if (!PyFloat_Check(x) && !PyLong_Check(x)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "Learned.theta must be numbers");
+            return -1;
+        }
+        tmp[j] = PyFloat_Check(x) ? PyFloat_AS_DOUBLE(x) : PyLong_AsDouble(x);
+        if (tmp[j] == -1.0 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+    }
+    Py_DECREF(seq);
+    cpy(o->theta, tmp, sizeof(double) * (size_t)o->nf);
+    return 0;
+}
+
+#define LRN_RO(name, field) \
+    static PyObject *get_##name(Learned *o, void *c) { return PyLong_FromLong((long)o->field); }
+LRN_RO(L, L)
+LRN_RO(E, E)
+LRN_RO(context, context)
+LRN_RO(row_cap, row_cap)
+LRN_RO(maxd, maxd)
+
+static PyGetSetDef lrn_getset[] = {
+    {"window", (getter)get_window, (setter)set_window, "passes the frequencies average over; rows halve at 2 x window", NULL},
+    {"confidence", (getter)get_conf, (setter)set_conf, "the least probability a prediction returns", NULL},
+    {"rate", (getter)get_rate, (setter)set_rate, "the logistic model's learning rate", NULL},
+    {"theta", (getter)get_theta, (setter)set_theta, "the logistic model's weights (a copy)", NULL},
+    {"L", (getter)get_L, NULL, "layers", NULL},
+    {"E", (getter)get_E, NULL, "experts per layer", NULL},
+    {"context", (getter)get_context, NULL, "context layers a prediction reads", NULL},
+    {"row_cap", (getter)get_row_cap, NULL, "targets a row keeps when cut back", NULL},
+    {"maxd", (getter)get_maxd, NULL, "the farthest distance the rows keep", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef lrn_methods[] = {
+    {"observe", (PyCFunction)(void (*)(void))py_observe, METH_VARARGS | METH_KEYWORDS,
+     "observe(layer, step, experts, weights=None, predictions=None): layer's dispatch of step "
+     "selected experts (distinct ids; their router weights; the caller's speculative "
+     "predictions for later layers)"},
+    {"predict", (PyCFunction)py_predict, METH_VARARGS,
+     "predict(layer, step, d): experts predicted for layer + d, most probable first"},
+    {"dump", (PyCFunction)py_dump, METH_NOARGS, "the whole state, as Learned.dump() gives it"},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject LearnedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mpl.runtime._engine.Learned",
+    .tp_basicsize = sizeof(Learned),
+    .tp_dealloc = (destructor)lrn_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = lrn_methods,
+    .tp_getset = lrn_getset,
+    .tp_doc = "Learned(num_layers, num_experts, context, window, confidence, depth, row_cap=16): "
+              "mpl.runtime.prefetch.Learned in C (the same predictions and state).",
+    .tp_new = lrn_new,
+};
+
+int learned_init_module(PyObject *m) {
+    if (PyType_Ready(&LearnedType) < 0) return -1;
+    Py_INCREF(&LearnedType);
+    if (PyModule_AddObject(m, "Learned", (PyObject *)&LearnedType) < 0) { Py_DECREF(&LearnedType); return -1; }
+    return PyModule_AddIntConstant(m, "LEARNED_MAX_KEYS", LRN_MAX_KEYS);
+}
