@@ -78,9 +78,8 @@ def both_backends(request, monkeypatch):
 #: every eviction rule of the registry (the compiled engine and the pure runtime have them
 #: all) and segmented pairs of every kind of side
 def _evictions():
-    from mpl import schema
-    names = [v.name for v in schema.param("cache.eviction").enum if not v.replay_only]
-    return names + ["lfu|lru", "lru|score", "frequency_threshold|lru"]
+    from mpl.runtime.eviction import RULES
+    return list(RULES) + ["lfu|lru", "lru|score", "frequency_threshold|lru"]
 
 
 STATE_EVICTIONS = _evictions()

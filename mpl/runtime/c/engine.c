@@ -928,8 +928,8 @@ void mark_inuse(Engine *o, long layer, const long *ex, long n) {
 int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     long layer = a->layer, n = a->n, E = o->E;
     const long *ex = a->ex;
-    int64_t ns;
-    next_step(o, a, &ns);
+    int64_t ns = o->step;
+    next_step(o, a, &ns);          /* (the caller checked that it does not pass STEP_MAX) */
     o->step = ns;
     o->last_layer = layer;
     r->step = ns;
