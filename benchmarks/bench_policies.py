@@ -97,7 +97,7 @@ def _trace_for(spec):
 def measure(task) -> dict:
     """One (trace, budget): every stdlib policy, every anchor, the tuned policy."""
     import mpl
-    from mpl.runtime import packing
+    from mpl.sim import tracepack
     from mpl.stdlib_path import stdlib_file, stdlib_names
     from mpl import tune as T
 
@@ -107,7 +107,7 @@ def measure(task) -> dict:
     L, E = h.num_moe_layers, h.num_experts
     slots = max(1, round(share / 100 * L * E))
     rows = []
-    packing.hold(trace)
+    tracepack.hold(trace)
     try:
         for name, structure, rule in ANCHORS:
             text = anchor_text(structure, rule, slots, L)
@@ -132,7 +132,7 @@ def measure(task) -> dict:
                      "prefetch_accuracy": None}
             rows.append(tuned)
     finally:
-        packing.release(trace)
+        tracepack.release(trace)
     return {"trace": label, "share": share, "slots": slots, "rows": rows}
 
 

@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import mpl  # noqa: E402
 from mpl import tracecols, traceio  # noqa: E402
 from mpl.runtime import compiled, packing  # noqa: E402
+from mpl.sim import tracepack  # noqa: E402
 from mpl.sim.replay import replay  # noqa: E402
 from mpl.sim.synth import synthesize  # noqa: E402
 
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
             print("the file's rows are not all alike: the column reader did not take it")
             return 1
         E = eager.header.num_experts
-        pl, pe = packing.pack_of(lazy.dispatches, E), packing.pack_dispatches(eager.dispatches, E)
+        pl, pe = tracepack.pack_of(lazy.dispatches, E), tracepack.pack_dispatches(eager.dispatches, E)
         assert all(getattr(pl, n) == getattr(pe, n) for n in packing.Packed.__slots__), "packs differ"
         pol = mpl.loads("policy p { cache { capacity = 64 eviction = lru } }")
         t_rj, r1 = best(lambda: replay(pol, jl, belady=False), a.repeat)

@@ -75,7 +75,8 @@ def main(argv=None) -> int:
         return 1
     import mpl
     from bench_dispatch import POLICIES
-    from mpl.runtime import backend as _backend, packing
+    from mpl.runtime import backend as _backend
+    from mpl.sim import tracepack
     from mpl.sim import replay, synthesize
     from mpl.timemodel import hardware
     from mpl.timemodel.timeline import Timeline
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
     h = trace.header
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
     t0 = CLOCK()
-    p = packing.pack_trace(trace, E)
+    p = tracepack.pack_trace(trace, E)
     t_pack = CLOCK() - t0
     keys = [p.layers[r] * E + p.experts[a] for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
     n = len(keys)
@@ -170,7 +171,7 @@ CAPS = [32, 64, 128, 256, 384, 512, 768, 1024]
 
 
 def sweep_vs_libcachesim(args, lcs, tmp) -> None:
-    from mpl.runtime import packing
+    from mpl.sim import tracepack
     from mpl import tracecols, traceio
     from mpl.sim.sweep import run_sweep
 
@@ -182,7 +183,7 @@ def sweep_vs_libcachesim(args, lcs, tmp) -> None:
     trace = tracecols.load(args.sweep)           # as mplc sweep / replay / tune read it
     t_load = CLOCK() - t0
     E = trace.header.num_experts
-    p = packing.pack_trace(trace, E)
+    p = tracepack.pack_trace(trace, E)
     keys = [p.layers[r] * E + p.experts[a] for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
     path = os.path.join(tmp, "sweep.oracleGeneral")
     write_oracle_general(path, keys)

@@ -399,7 +399,7 @@ _MONITOR = Block("monitor", "Which metrics to track and over what window (used b
     Param("monitor", "warmup", ENUM, "first_eviction",
           "When adapt rules start judging the windowed metrics. A cold cache misses every expert it has not seen yet; those compulsory misses say nothing about the policy, and a rule such as `when hit_rate < 0.4 for 100 accesses` would fire on them at once. The window is cleared when the warm-up ends.",
           enum=(
-              EnumValue("first_eviction", "from the dispatch after the first eviction (the cache has filled once)"),
+              EnumValue("first_eviction", "from the dispatch after the cache has filled once: its first eviction, or every slot of its pool occupied (a cache that holds every expert)"),
               EnumValue("none", "from the first access, cold misses included (the original's behaviour)"),
           )),
 ))

@@ -60,13 +60,8 @@ class Dispatch:
         """Per distinct expert, its mean router weight over the tokens that selected it."""
         if self.weights is None:
             return None
-        acc: dict[int, list[float]] = {}
-        for row, wrow in zip(self.experts, self.weights):
-            for e, w in zip(row, wrow):
-                a = acc.setdefault(e, [0.0, 0])
-                a[0] += w
-                a[1] += 1
-        return [acc[e][0] / acc[e][1] for e in self.distinct()]
+        from mpl.runtime.routing import distinct
+        return distinct(*_flat(self))[1]
 
 
 class Dispatches(list):

@@ -348,7 +348,7 @@ def _init_worker(trace):
     _POOL_TRACE = trace
     _POOL_PREFIXES.clear()
     _POOL_BELADY.clear()
-    from mpl.runtime import packing
+    from mpl.sim import tracepack as packing
     packing.hold(trace)        # the worker's trace never changes: pack it once
 
 
@@ -358,7 +358,7 @@ def _prefix_held(trace, n, cache: dict):
         return trace
     t = cache.get(n)
     if t is None:
-        from mpl.runtime import packing
+        from mpl.sim import tracepack as packing
         t = cache[n] = prefix(trace, n)
         packing.hold(t)
     return t
@@ -395,7 +395,7 @@ class Runner:
         return render("c", blocks)
 
     def close(self) -> None:
-        from mpl.runtime import packing
+        from mpl.sim import tracepack as packing
         for t in self._prefixes.values():
             packing.release(t)
         self._prefixes.clear()
@@ -468,7 +468,7 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     predictions = has_predictions(trace.dispatches)
     jobs = jobs or os.cpu_count() or 1
 
-    from mpl.runtime import packing
+    from mpl.sim import tracepack as packing
     packing.hold(trace)              # every candidate replays this trace: pack it once
     runner = Runner(trace, hardware, objective, jobs, progress)
     scores = []

@@ -69,7 +69,7 @@ def pin_ids(trace, count: int) -> list[int]:
         return []
     from collections import Counter
 
-    from mpl.runtime import packing
+    from mpl.sim import tracepack as packing
     # the pack holds each dispatch's distinct experts (cached on the trace, which the
     # tuner holds: every candidate's replay uses it)
     uses = Counter(packing.pack_trace(trace, trace.header.num_experts).experts)

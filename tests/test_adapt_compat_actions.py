@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import mpl
 from mpl.checker import analyze
+from runtime_helpers import both_backends  # noqa: F401  (autouse: every test on both backends)
+
+
+def _cold(body: str) -> str:
+    """``body`` with adapt rules judging from the first access (monitor.warmup = none): these
+    tests drive a rule from a cold cache."""
+    if "monitor {" in body:
+        return body.replace("monitor {", "monitor { warmup = none", 1)
+    return body + "\n monitor { warmup = none }"
 
 
 def _rt(body: str, *, layers=2, experts=16, top_k=1, **kw):
-    policy = mpl.loads("policy p {\n" + body + "\n}\n")
+    policy = mpl.loads("policy p {\n" + _cold(body) + "\n}\n")
     return policy.runtime(num_layers=layers, num_experts=experts, top_k=top_k, **kw)
 
 
@@ -53,7 +62,9 @@ def test_integral_floats_set_integers():
              " adapt { when hit_rate < 0.5 { capacity = 2.0 prefetch_budget = 1. } }", layers=1)
     rt.dispatch(0, [0])
     assert _log(rt) == [("cache.capacity", 8, 2), ("prefetch.budget", 4, 1)]
-    assert rt.capacity == 2 and type(rt.capacity) is int and rt.budget == 1
+    v = rt.values()
+    assert v["cache.capacity"] == 2 and type(v["cache.capacity"]) is int
+    assert v["prefetch.budget"] == 1 and type(v["prefetch.budget"]) is int
 
 
 def test_priority_routing_orders_the_loads_by_weight_once_the_rule_fired():
@@ -182,7 +193,8 @@ def test_entropy_window_changes_the_allocation_signal():
             "min_capacity = 1 max_capacity = 7 rebalance_interval = 2 entropy_window = 200 }\n{}")
     rule = " adapt { when hit_rate > 0.5 for 30 accesses { entropy_window = 1 } }"
     rts = _both(body, rule, _skewed(40, 6))
-    assert rts[True].signal.window == 1 and rts[False].signal.window == 200
+    assert rts[True].values()["per_layer.entropy_window"] == 1
+    assert rts[False].values()["per_layer.entropy_window"] == 200
     caps = {k: rt.capacities() for k, rt in rts.items()}
     # over the whole window layer 0 has the higher entropy; over one dispatch both have none
     assert caps[False][0] > caps[False][1]

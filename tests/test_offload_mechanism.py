@@ -174,14 +174,29 @@ def test_lookahead_predicts_with_the_next_router(olmoe):
 
 
 def test_lookahead_feeds_predictions_to_runtime(olmoe):
-    h = attach(pol("cache { capacity = 8 }\nprefetch { strategy = lookahead\n budget = 2 }"), olmoe)
+    policy = pol("cache { capacity = 8 }\nprefetch { strategy = lookahead\n budget = 2 }")
     seen = []
-    real = h.runtime.dispatch
 
-    def spy(layer, experts, weights=None, tokens=1, **kw):
-        seen.append((layer, kw.get("predictions")))
-        return real(layer, experts, weights, tokens, **kw)
-    h.runtime.dispatch = spy
+    class Spy:
+        """The runtime, its dispatch() and hits() calls recorded."""
+
+        def __init__(self, rt):
+            self._rt = rt
+
+        def __getattr__(self, name):
+            return getattr(self._rt, name)
+
+        def dispatch(self, layer, experts, weights=None, tokens=1, **kw):
+            seen.append((layer, kw.get("predictions")))
+            return self._rt.dispatch(layer, experts, weights, tokens, **kw)
+
+        def hits(self, layer, experts, weights=None, tokens=1, **kw):
+            seen.append((layer, kw.get("predictions")))
+            return self._rt.hits(layer, experts, weights, tokens, **kw)
+
+    make = policy.runtime
+    policy.runtime = lambda *a, **kw: Spy(make(*a, **kw))
+    h = attach(policy, olmoe)
     gen(olmoe, n=2)
     st = h.get_stats()
     h.detach()

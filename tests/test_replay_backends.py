@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, example, given, strategies as st
 import mpl
 from mpl import ir as _ir
 from mpl.api import from_ir
-from mpl.runtime import compiled, packing
+from mpl.runtime import compiled
+from mpl.sim import tracepack
 from mpl.runtime.backend import forced
 from mpl.runtime.plan import CPU, STREAM
 from mpl.sim import replay, synthesize
@@ -373,7 +374,7 @@ def test_hit_counts_equal_libcachesim(rule, split, tmp_path):
                                for e in dict.fromkeys(d.experts[0])]
     else:          # top-1
         trace.dispatches[:] = [Dispatch(d.step, d.layer, [d.experts[0][:1]]) for d in trace.dispatches]
-    p = packing.pack_trace(trace, h.num_experts)
+    p = tracepack.pack_trace(trace, h.num_experts)
     keys = [p.layers[r] * h.num_experts + p.experts[a]
             for r in range(len(p)) for a in range(p.offs[r], p.offs[r + 1])]
     path = str(tmp_path / "t.oracleGeneral")

@@ -489,27 +489,63 @@ def test_trigger_ttl_action_runs_the_sweep():
 
 def test_adapt_rules_wait_for_the_warm_up():
     """monitor.warmup = first_eviction (the default): a cold cache's compulsory misses do not
-    fire a rule; the dispatch that makes the first eviction clears the window, and the rules
-    judge only what comes after it."""
+    fire a rule; the dispatch that fills the cache (every slot of its pool occupied, or the
+    first eviction) clears the window, and the rules judge only what comes after it."""
     body = "cache { capacity = 4 } adapt { when hit_rate < 0.4 for 3 accesses { eviction = lfu } }"
     r = rt(body, L=1, E=32, K=1)
-    for e in range(4):                 # four compulsory misses: the cache fills, no eviction
+    for e in range(4):                 # four compulsory misses: the 4th fills the cache
         r.dispatch(0, [e])
-    r.dispatch(0, [9])                 # the first eviction: the warm-up ends, the window is cleared
     assert r.stats()["adapt_log"] == [] and r.metrics()["hit_rate"] == 0.0
-    for e in (1, 2, 3):                # three hits, then misses: 3/4, 3/5, ... 3/8 < 0.4
+    r.dispatch(0, [9])                 # a miss (the first eviction: expert 0 leaves)
+    for e in (1, 2, 3):                # three hits: 3/4
         r.dispatch(0, [e])
     fired = None
     for i, e in enumerate(range(10, 20)):
         r.dispatch(0, [e])
         if r.stats()["adapt_log"] and fired is None:
             fired = i
-    # below 0.4 from the 5th miss on (3/8), held for 3 accesses: the 7th miss fires it
-    assert fired == 6
+    # 3/5, 3/6, 3/7, then below 0.4 from the 4th miss on (3/8), held for 3 accesses: the 6th
+    # miss fires it
+    assert fired == 5
     entry = r.stats()["adapt_log"][0]
-    assert entry["key"] == "cache.eviction" and entry["access"] == 4 + 1 + 3 + 7
+    assert entry["key"] == "cache.eviction" and entry["access"] == 4 + 1 + 3 + 6
     # the same policy judging from the first access fires at once on the cold misses
     r2 = rt(cold(body), L=1, K=1)
     for e in range(3):
         r2.dispatch(0, [e])
     assert [e["access"] for e in r2.stats()["adapt_log"]] == [3]
+
+
+def test_a_cache_holding_the_whole_model_ends_its_warm_up_once_it_holds_every_expert():
+    """A cache as large as the model never evicts: its warm-up ends when every slot of its
+    pool (every expert) is occupied, and a rule judges the accesses after that."""
+    body = "cache { capacity = 64 } adapt { when hit_rate > 0.9 for 4 accesses { capacity = 2 } }"
+    r = rt(body, L=2, E=4, K=1)
+    assert r.num_slots == 8
+    for layer in (0, 1):
+        for e in range(3):
+            r.dispatch(layer, [e])
+    for _ in range(10):                # six of eight experts: still warming up
+        r.dispatch(0, [1])
+    assert r.stats()["adapt_log"] == []
+    r.dispatch(0, [3])
+    r.dispatch(1, [3])                 # the eighth: the pool is full, the window cleared
+    assert r.stats()["adapt_log"] == [] and r.metrics()["hit_rate"] == 0.0
+    for _ in range(4):
+        r.dispatch(0, [1])
+    assert [(e["key"], e["new"], e["access"]) for e in r.stats()["adapt_log"]] == \
+        [("cache.capacity", 2, 6 + 10 + 2 + 4)]
+
+
+def test_a_repeated_experts_mean_weight_is_finite_where_the_sum_overflows():
+    """A repeated expert's weight is the mean of its weights: finite weights whose sum passes
+    the largest float are each divided first, so the mean stays finite (both backends, live
+    and in a replay, agree on it)."""
+    from mpl.runtime.routing import distinct
+    assert distinct([3, 3, 4], [1.7e308, 1.5e308, 0.5]) == ([3, 4], [1.6e308, 0.5])
+    assert distinct([3, 3], [0.25, 0.5]) == ([3], [0.375])
+    r = rt("cache { capacity = 2 eviction = score }", L=1, E=8, K=2)
+    plan = r.dispatch(0, [3, 3, 4], [1.7e308, 1.5e308, 0.5])
+    assert plan.experts == [3, 4]
+    r.dispatch(0, [5], [1.0])             # the score rule evicts by the weights it kept
+    assert sorted(e for (_, e) in r.resident()) == [3, 5]     # 4, the lower weight, left

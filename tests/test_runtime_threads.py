@@ -120,7 +120,8 @@ def test_a_tick_reads_but_cannot_change_its_replay(backend):
             rt.dispatch(0, [1])
         with pytest.raises(RuntimeBusyError):
             rt.add_stall(1.0)
-    rt.replay_trace(tr, tl, tick, 100)
+    from mpl.sim.tracepack import replay_trace
+    replay_trace(rt, tr, tl, tick, 100)
     assert [n for n, _, _ in got] == list(range(100, len(tr) + 1, 100))
     assert all(acc == n * 2 for n, acc, _ in got)            # top-2, one token: whole dispatches
     assert all(b > a for (_, _, a), (_, _, b) in zip(got, got[1:]))   # the clocks were handed over

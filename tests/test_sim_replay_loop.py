@@ -21,7 +21,7 @@ from mpl.timemodel.timeline import Timeline
 from mpl.stdlib_path import stdlib_names
 from mpl.trace import Dispatch
 from test_runtime_invariants import random_policy
-from runtime_helpers import both_backends  # noqa: F401  (autouse: every test on both backends)
+from runtime_helpers import both_backends, observable  # noqa: F401  (both_backends: autouse, every test on both backends)
 
 L, E, K = 4, 12, 3
 
@@ -79,9 +79,7 @@ def compiled(policy, dispatches, tl, every=0):
 
 
 def state(rt, tl):
-    caches = rt.caches if rt.per_layer else rt.caches[:1]
-    return (rt.stats(), tl.to_dict(), [sorted(c.resident.items()) for c in caches],
-            [c.store.keys() for c in caches], sorted(rt.pool.free))
+    return observable(rt), tl.to_dict()
 
 
 def costs():

@@ -13,6 +13,7 @@ from hypothesis import given, strategies as st
 
 from mpl import tracecols, traceio
 from mpl.runtime import compiled, packing
+from mpl.sim import tracepack
 from mpl.runtime.backend import forced
 from mpl.sim.synth import synthesize
 from mpl.trace import Dispatch, Trace, TraceHeader, steps_and_tokens
@@ -33,7 +34,7 @@ def _same_everywhere(path):
     E = eager.header.num_experts
     assert len(lazy) == len(eager) and lazy.header == eager.header
     assert steps_and_tokens(lazy.dispatches) == steps_and_tokens(eager.dispatches)
-    pl, pe = packing.pack_of(lazy.dispatches, E), packing.pack_dispatches(eager.dispatches, E)
+    pl, pe = tracepack.pack_of(lazy.dispatches, E), tracepack.pack_dispatches(eager.dispatches, E)
     for name in packing.Packed.__slots__:
         assert getattr(pl, name) == getattr(pe, name), name
     assert list(lazy.dispatches) == eager.dispatches and lazy == eager
@@ -92,7 +93,7 @@ def test_unlike_records_take_the_record_reader(tmp_path, kind):
     lazy, eager = tracecols.load(path), traceio.load(path)
     assert isinstance(lazy.dispatches, list) and lazy == eager    # (the record reader: a list)
     E = eager.header.num_experts
-    pl, pe = packing.pack_trace(lazy, E), packing.pack_dispatches(eager.dispatches, E)
+    pl, pe = tracepack.pack_trace(lazy, E), tracepack.pack_dispatches(eager.dispatches, E)
     assert all(getattr(pl, n) == getattr(pe, n) for n in packing.Packed.__slots__)
 
 
@@ -197,12 +198,12 @@ def test_a_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
     from mpl.sim import replay
 
     calls = []
-    real = packing.pack_dispatches
-    monkeypatch.setattr(packing, "pack_dispatches", lambda d, E: calls.append(1) or real(d, E))
+    real = tracepack.pack_dispatches
+    monkeypatch.setattr(tracepack, "pack_dispatches", lambda d, E: calls.append(1) or real(d, E))
     tr = synthesize("deepseek-v2-lite", steps=4, seed=1)
     assert tr.header.shape is None            # each replay makes its own copy with the shape
     pol = mpl.loads("policy a { cache { capacity = 64 } }")
-    with packing.reusing(tr):
+    with tracepack.reusing(tr):
         reports = [replay(pol, tr, belady=False).stats for _ in range(3)]
     assert len(calls) == 1 and reports[0] == reports[1] == reports[2]
     assert replay(pol, tr, belady=False).stats == reports[0] and len(calls) == 1
@@ -223,7 +224,7 @@ def test_a_trace_is_packed_once_even_through_the_models_copy(monkeypatch):
                           st.booleans()), max_size=40),
        st.sampled_from(["plain", "int weight", "tuple row", "id out of range"]))
 def test_the_compiled_packer_equals_the_python_one(rows, odd):
-    """packing.pack_dispatches in C (the common shapes) gives the Python packer's arrays, multi
+    """tracepack.pack_dispatches in C (the common shapes) gives the Python packer's arrays, multi
     records and weights; what it does not take (an int weight, a tuple row) falls back with
     the same result; an id out of range is the same ValueError."""
     r = random.Random(len(rows))
@@ -240,9 +241,9 @@ def test_the_compiled_packer_equals_the_python_one(rows, odd):
         try:
             if pure:
                 with forced("pure"):
-                    p = packing.pack_dispatches(ds, 16)
+                    p = tracepack.pack_dispatches(ds, 16)
             else:
-                p = packing.pack_dispatches(ds, 16)
+                p = tracepack.pack_dispatches(ds, 16)
         except ValueError as e:
             return ("error", str(e))
         return [getattr(p, n) for n in packing.Packed.__slots__]
@@ -257,7 +258,7 @@ def test_a_pickled_or_copied_trace_keeps_counting_its_changes():
         v = other.dispatches.version
         other.dispatches.append(other.dispatches[0])
         assert other.dispatches.version == v + 1
-        p = packing.pack_trace(other, other.header.num_experts)
+        p = tracepack.pack_trace(other, other.header.num_experts)
         assert len(p) == len(tr) + 1
 
 
@@ -277,7 +278,7 @@ def test_a_lazy_head_equals_the_eager_prefix(tmp_path, n):
     assert record_list(pl.dispatches) == list(records_of(pe.dispatches))
     assert len(pl) == len(pe) and list(pl.dispatches) == pe.dispatches
     E = eager.header.num_experts
-    a, b = packing.pack_of(pl.dispatches, E), packing.pack_dispatches(pe.dispatches, E)
+    a, b = tracepack.pack_of(pl.dispatches, E), tracepack.pack_dispatches(pe.dispatches, E)
     for name in packing.Packed.__slots__:
         assert getattr(a, name) == getattr(b, name), name
     assert has_predictions(pl.dispatches) is has_predictions(pe.dispatches) is False
@@ -300,7 +301,7 @@ def test_steps_and_tokens_from_a_pack_equal_those_of_the_dispatches(rows, shuffl
     ds = [Dispatch(s, r.randrange(3), [r.sample(range(8), 2) for _ in range(t)]) for s, t in rows]
     if not shuffle:
         ds.sort(key=lambda d: d.step)
-    p = packing.pack_dispatches(ds, 8)
+    p = tracepack.pack_dispatches(ds, 8)
     assert packing.steps_and_tokens_of(p) == steps_and_tokens(ds)
     if compiled.available():          # the pure fallback too
         kernel, compiled.engine = compiled.engine, None

@@ -18,6 +18,7 @@ from hypothesis import example, given, strategies as st
 
 from mpl import tracecols, traceio
 from mpl.runtime import compiled, packing
+from mpl.sim import tracepack
 from mpl.runtime.backend import forced
 from mpl.sim.synth import synthesize
 from mpl.tracecols import JsonlDispatches
@@ -54,7 +55,7 @@ def _same(path) -> bool:
     if not isinstance(lazy.dispatches, JsonlDispatches):
         return False
     E = eager.header.num_experts
-    pl, pe = packing.pack_of(lazy.dispatches, E), packing.pack_dispatches(eager.dispatches, E)
+    pl, pe = tracepack.pack_of(lazy.dispatches, E), tracepack.pack_dispatches(eager.dispatches, E)
     for name in packing.Packed.__slots__:
         if name == "weights" and pe.weights is not None:
             assert [struct.pack("<d", w) for w in pl.weights] == \

@@ -588,6 +588,8 @@ class Engine:
         # the runtime's hits(): True instead of a Plan when every access hit and nothing
         # moved (the compiled engine answers without building a Plan)
         hits = getattr(runtime, "hits", None)
+        if not callable(hits):         # a runtime of the Plan contract alone (dispatch)
+            hits = None
         local, glob = self._local_fns, self._global_fns
         modes = self.modes
         accesses, hits_of = self.layer_accesses, self.layer_hits

@@ -126,6 +126,11 @@ class Runtime:
         return self._lay.per_layer
 
     @property
+    def cost(self):
+        """The cost model the hybrid schedule decides with (mpl.runtime.cost.CostModel)."""
+        return self._lay.cost
+
+    @property
     def num_slots(self) -> int:
         """The slot pool's size (what the mechanism allocates)."""
         return self._lay.pool_size
@@ -218,16 +223,6 @@ class Runtime:
             from mpl.runtime import packing
             return self._impl.replay_records(packing.records_of(packed), tl, tick, every)
         return self._impl.replay(packed, tl, tick, every)
-
-    def replay_trace(self, trace, tl, tick=None, every=0) -> int:
-        """:meth:`replay_records` of a trace's dispatches (its pack, or its records, made once
-        while the trace is held: mpl.runtime.packing.hold)."""
-        from mpl.runtime import packing
-        if self.backend == PURE:
-            from mpl.trace import record_list
-            records = packing.per_trace(trace, ("records",), lambda: record_list(trace.dispatches))
-            return self._impl.replay_records(records, tl, tick, every)
-        return self._impl.replay(packing.pack_trace(trace, self.num_experts), tl, tick, every)
 
 
 class _LearnedView:

@@ -76,11 +76,12 @@ def _import():
     if getattr(mod, "ABI", None) != ENGINE_ABI:
         return None, ("the built mpl.runtime._engine is out of date for this source (rebuild "
                       "it: pip install -e .)")
+    from mpl.runtime.args import normalize
     from mpl.runtime.errors import DispatchError, RuntimeConfigError
     from mpl.runtime.guard import RuntimeBusyError
     from mpl.runtime.plan import Plan
     mod.setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError,
-              logging.getLogger("mpl.runtime"))
+              logging.getLogger("mpl.runtime"), normalize)
     return mod, None
 
 

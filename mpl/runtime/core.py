@@ -16,12 +16,14 @@ import logging
 import operator
 from collections import OrderedDict
 
+from mpl.runtime import args as _args
 from mpl.runtime.adapt import ACTIONS as ADAPT_ACTIONS
+from mpl.runtime.args import STEP_MAX, TOKENS_MAX  # noqa: F401  (re-exported)
 from mpl.runtime.budgets import Signal, allocate
 from mpl.runtime.cache import Cache, SlotFreeList
 from mpl.runtime.cost import CostModel
 from mpl.runtime.errors import DispatchError, RuntimeConfigError  # noqa: F401  (re-exported)
-from mpl.runtime.eviction import make_store
+from mpl.runtime.eviction import make_store, rule_error
 from mpl.runtime.guard import Guard, RuntimeBusyError  # noqa: F401  (re-exported)
 from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
@@ -37,11 +39,6 @@ DEFAULT_EXPERT_GB = 1.2   # SPEC §3: cache.expert_size_gb "from the model, else
 # Model shapes beyond these are refused (no MoE model comes near them; the .mpltrace format
 # and the schema's capacity range stop at the same size).
 MAX_SHAPE = 65536
-#: the runtime's counters' limits (both backends): steps a caller gives or the runtime counts
-#: stay within 2^62, token counts within 2^53 (exact as floats: the hybrid schedule compares
-#: them with a float limit); beyond, a DispatchError
-STEP_MAX = 1 << 62
-TOKENS_MAX = 1 << 53
 
 
 def _shape_int(value, name: str) -> int:
@@ -121,6 +118,10 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
     if cost is not None and not isinstance(cost, CostModel):
         raise RuntimeConfigError(f"cost must be an mpl.runtime CostModel (or None), got {cost!r}")
     lay.cost = cost if cost is not None else CostModel()
+    for rule in (params["cache.eviction"], *features.get("evictions", ())):
+        why = rule_error(str(rule))
+        if why is not None:
+            raise RuntimeConfigError(why)
     lay.pins = frozenset(params["cache.pin"])
     missing = [k for k in REQUIRED_KEYS if params.get(k) is None]   # cache.capacity
     if missing:
@@ -275,130 +276,23 @@ class PureRuntime:
 
     # ------------------------------------------------------------------ argument checks
     # The generated dispatch tests its arguments cheaply and calls these only when a test
-    # fails (or an argument has an unusual type): they convert what is usable (a numpy
-    # integer layer, a tuple of ids) and raise DispatchError, before the lock is taken and
-    # before any state changes, for the rest. The compiled engine makes the same checks in
-    # the same order with the same messages (mpl/runtime/c/engine.c, conv_call).
+    # fails (or an argument has an unusual type); mpl.runtime.args converts what is usable
+    # and raises DispatchError for the rest (the compiled engine's slow path is the same
+    # module's normalize()).
     def _check_layer(self, layer) -> int:
-        try:
-            if isinstance(layer, bool):
-                raise TypeError
-            value = operator.index(layer)
-        except TypeError:
-            raise DispatchError(f"layer must be an integer, got {layer!r}") from None
-        if not 0 <= value < self.num_layers:
-            raise DispatchError(f"layer {value!r} is out of range: this runtime has MoE layers "
-                                f"0..{self.num_layers - 1}")
-        return value
+        return _args.layer(layer, self.num_layers)
 
-    def _check_list(self, experts) -> list:
-        if isinstance(experts, (str, bytes, dict)) or experts is None:
-            raise DispatchError(f"experts must be a list of expert ids, got {experts!r}")
-        try:
-            return list(experts)
-        except TypeError:
-            raise DispatchError(f"experts must be a list of expert ids, got {experts!r}") from None
-
-    def _check_ids(self, experts) -> list:
-        """The ids as Python ints: a numpy integer (an array's elements) is converted; a bool,
-        a float (even 4.0), or anything else that is not an integer is refused, although
-        Python would let it stand for an int in a set or dict."""
-        out = []
-        for e in tuple(experts):     # (a copy: an __index__ below cannot change what is read)
-            if type(e) is not int:
-                if isinstance(e, (bool, float)):
-                    raise DispatchError(f"expert ids must be integers, got {e!r}")
-                try:
-                    e = operator.index(e)
-                except TypeError:
-                    raise DispatchError(f"expert ids must be integers, got {e!r}") from None
-            out.append(e)
-        return out
+    _check_list = staticmethod(_args.id_list)
+    _check_ids = staticmethod(_args.ids)
+    _check_weights = staticmethod(_args.weights)
+    _check_tokens = staticmethod(_args.tokens)
+    _check_step = staticmethod(_args.step)
 
     def _bad_experts(self, experts) -> None:
-        top = self.num_experts - 1
-        for e in experts:
-            if type(e) is not int:   # predictions: ids are not converted
-                raise DispatchError(f"expert ids must be integers, got {e!r}")
-            if not 0 <= e <= top:
-                raise DispatchError(f"expert id {e} is out of range: the model has "
-                                    f"{self.num_experts} experts per layer (ids 0..{top})")
-
-    def _check_weights(self, weights, n: int) -> list:
-        if isinstance(weights, (str, bytes, dict)):
-            raise DispatchError(f"weights must be a list of numbers, got {weights!r}")
-        try:
-            out = list(weights)
-        except TypeError:
-            raise DispatchError(f"weights must be a list of numbers (or None), got {weights!r}") from None
-        if len(out) != n:
-            raise DispatchError(f"{len(out)} router weights for {n} experts: give one weight per expert")
-        vals = []
-        for x in out:
-            try:
-                if isinstance(x, (str, bytes)):
-                    raise TypeError
-                f = float(x)                     # numpy floats and ints too
-            except (TypeError, ValueError, OverflowError):
-                raise DispatchError(f"router weights must be finite numbers, got {x!r}") from None
-            if f * 0.0 != 0.0:                   # a NaN or an infinity
-                raise DispatchError(f"router weights must be finite numbers, got {x!r}")
-            vals.append(f)
-        return vals
-
-    def _check_tokens(self, tokens, n: int) -> int:
-        try:
-            if isinstance(tokens, bool):
-                raise TypeError
-            tokens = operator.index(tokens)      # a numpy integer is converted
-        except TypeError:
-            raise DispatchError(f"tokens must be an integer >= 1, got {tokens!r}") from None
-        if tokens > TOKENS_MAX:
-            raise DispatchError(f"tokens must be at most 2**53, got {tokens}")
-        if tokens == 0 and n == 0:      # an empty batch routes nothing
-            return tokens
-        if tokens < 1:
-            raise DispatchError(f"tokens must be >= 1, got {tokens}")
-        return tokens
-
-    def _check_step(self, step) -> int:
-        try:
-            if isinstance(step, bool):
-                raise TypeError
-            value = operator.index(step)        # a numpy integer is converted
-        except TypeError:
-            value = -1
-        if value < 0:
-            raise DispatchError(f"step must be a non-negative integer (or None), got {step!r}")
-        if value > STEP_MAX:
-            raise DispatchError(f"step must be at most 2**62, got {value}")
-        return value
+        _args.bad_experts(experts, self.num_experts)
 
     def _check_predictions(self, predictions) -> dict:
-        """The predictions as a dict of lists of their own (what the dispatch reads later
-        cannot be changed by anyone), or DispatchError."""
-        if not isinstance(predictions, dict):
-            raise DispatchError(f"predictions must be a dict of layer -> expert ids, got "
-                                f"{type(predictions).__name__}")
-        out = {}
-        for layer, ids in list(predictions.items()):
-            if type(layer) is not int or not 0 <= layer < self.num_layers:
-                raise DispatchError(f"predictions name layer {layer!r}: this runtime has MoE "
-                                    f"layers 0..{self.num_layers - 1}")
-            if isinstance(ids, (str, bytes, dict)):
-                raise DispatchError(f"predictions for layer {layer} must be a list of expert ids")
-            try:
-                ids = list(ids)
-            except TypeError:
-                raise DispatchError(f"predictions for layer {layer} must be a list of expert "
-                                    f"ids, got {ids!r}") from None
-            if not (all(type(e) is int for e in ids) and self._ids.issuperset(ids)):
-                try:
-                    self._bad_experts(ids)
-                except DispatchError as e:
-                    raise DispatchError(f"predictions for layer {layer}: {e}") from None
-            out[layer] = ids
-        return out
+        return _args.predictions(predictions, self.num_layers, self.num_experts)
 
     # ------------------------------------------------------------------ helpers
     def _slots(self, capacity) -> int:
@@ -705,10 +599,11 @@ class PureRuntime:
     def _observe(self, hit, tokens, inuse, evicted) -> None:
         """Push this dispatch into the monitor window; evaluate the adapt rules per access;
         a log record every log_interval accesses (handed to the logger after the dispatch,
-        :meth:`_emit_logs`). Until the warm-up ends (``monitor.warmup``: the first eviction,
-        unless the policy says ``none``) the rules are not evaluated; the dispatch that ends
-        it (an eviction happened by the end of its accesses, prefetches and triggers) clears
-        the window, so the rules judge only what came after the cold start."""
+        :meth:`_emit_logs`). Until the warm-up ends (``monitor.warmup``: the cache has filled
+        once, unless the policy says ``none``) the rules are not evaluated; the dispatch that
+        ends it (by the end of its accesses, prefetches and triggers an eviction happened or
+        every slot of the pool is occupied) clears the window, so the rules judge only what
+        came after the cold start."""
         m = self.monitor
         seen = m.seen
         loads = self.demand_loads + self.background_loads + self.prefetch_loads
@@ -741,7 +636,9 @@ class PureRuntime:
                 for name in m.metrics:
                     rec[name] = m.value(name)
                 m.log.append(rec)
-        if not self._warm and self.evictions:      # the warm-up ends: the window starts afresh
+        if not self._warm and (self.evictions or not self.pool.free):   # the warm-up ends:
+            # the cache filled (an eviction, or the slot pool is full: it holds every expert
+            # it can); the window starts afresh
             self._warm = True
             m.restart()
 
@@ -880,6 +777,13 @@ class PureRuntime:
     get_stats = stats
 
 
+#: a size's slots saturate here (2^31 - 1, the stores' largest capacity): a cache this large
+#: holds every key of any shape the compiled engine takes (2^22) with room for the stores'
+#: smallest share of it (s3fifo's small queue, a tenth) to hold them all too, so it decides as
+#: any larger one would; far beyond every device's memory
+CAPACITY_SLOTS_MAX = (1 << 31) - 1
+
+
 def capacity_slots(capacity, expert_bytes: float) -> int:
     """The slots of a capacity: a count as it is, a size as many experts of ``expert_bytes``
     as fit; RuntimeConfigError when a size holds no expert (never silently one slot)."""
@@ -891,7 +795,7 @@ def capacity_slots(capacity, expert_bytes: float) -> int:
         raise RuntimeConfigError(f"cache.capacity of {int(b)} bytes is smaller than one expert "
                                  f"({int(expert_bytes)} bytes): it gives no slot; give at least "
                                  f"one expert's size or a slot count")
-    return n
+    return min(n, CAPACITY_SLOTS_MAX)
 
 
 def _plain(v):

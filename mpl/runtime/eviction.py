@@ -25,15 +25,30 @@ __all__ = ["RULES", "SEGMENT_RULES", "Store", "make_store", "segment_side_error"
 RULES = MappingProxyType({**BASIC, **PUBLISHED, **MOE})
 
 
+def rule_error(rule: str) -> str | None:
+    """Why a runtime cannot have the eviction rule ``rule`` as the IR spells it (None: it can);
+    both backends refuse it with this message (mpl.runtime.core.layout)."""
+    if "|" in rule:
+        a, b = (side.strip() for side in rule.split("|", 1))
+        for side in (a, b):
+            why = segment_side_error(f"{a}|{b}", side)
+            if why is not None:
+                return why
+        return None
+    if rule in RULES:
+        return None
+    if rule == "belady":
+        return ("eviction = belady is the offline optimum: it needs the future and only runs "
+                "in trace replay (mpl.sim.replay / mplc replay)")
+    return f"unknown eviction rule {rule!r}"
+
+
 def make_store(rule: str, capacity: int, params):
     """The store for an eviction rule as the IR spells it (``"lfu|lru"`` is segmented)."""
+    why = rule_error(rule)
+    if why is not None:
+        raise ValueError(why)
     if "|" in rule:
         a, b = (side.strip() for side in rule.split("|", 1))
         return Segmented(a, b, capacity, params)
-    cls = RULES.get(rule)
-    if cls is None:
-        if rule == "belady":
-            raise ValueError("eviction = belady is the offline optimum: it needs the future "
-                             "and only runs in trace replay (mpl.sim.replay / mplc replay)")
-        raise ValueError(f"unknown eviction rule {rule!r}")
-    return cls(capacity, params)
+    return RULES[rule](capacity, params)

@@ -408,7 +408,7 @@ def belady(dispatches: Sequence[Dispatch], num_experts: int, *, capacity: int | 
 
 def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layers) -> BeladyResult:
     """:func:`belady` in C, on the dispatches' pack (a lazily read trace's columns)."""
-    from mpl.runtime.packing import pack_of
+    from mpl.sim.tracepack import pack_of
 
     p = pack_of(dispatches, E)
     offs = array("q", p.offs)

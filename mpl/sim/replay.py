@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpl.runtime import packing as _packing
+from mpl.sim import tracepack as _tracepack
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import tracecols
@@ -151,9 +152,9 @@ def _steps_and_tokens(trace: Trace) -> tuple[int, int]:
     """mpl.trace.steps_and_tokens of the trace's dispatches (once per trace while they do not
     change: mpl.runtime.packing.derived)."""
     def count():
-        p = _packing.cached_pack(trace, trace.header.num_experts)     # (a replay made it)
+        p = _tracepack.cached_pack(trace, trace.header.num_experts)     # (a replay made it)
         return steps_and_tokens(trace.dispatches) if p is None else _packing.steps_and_tokens_of(p)
-    return _packing.derived(trace, "steps_and_tokens", count)
+    return _tracepack.derived(trace, "steps_and_tokens", count)
 
 
 def _check_fit(header, num_experts_ok=True) -> None:
@@ -278,7 +279,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         every = bar.every if bar.on else 0
         # the runtime's backend replays the trace (its pack or its records, made once per
         # trace while a sweep or a tune holds it)
-        rt.replay_trace(trace, tl, upd, every)
+        _tracepack.replay_trace(rt, trace, tl, upd, every)
         upd(len(trace))
         stats = rt.stats()
         bres = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from mpl import tracecols
-from mpl.runtime import packing as _packing
+from mpl.sim import tracepack as _tracepack
 from mpl.sim.belady import belady as belady_optimum
 from mpl.trace import Trace
 
@@ -218,7 +218,7 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
                     progress(i + 1, len(work))
     else:
         results = []
-        with _packing.reusing(trace):      # pack the trace once for every point
+        with _tracepack.reusing(trace):      # pack the trace once for every point
             for i, w in enumerate(work):
                 results.append(_run_point(w))
                 if progress:

@@ -203,6 +203,10 @@ static int action_from(Action *a, PyObject *t) {
 }
 
 static int action_check(Engine *o, const Action *a) {
+    if (a->i < -1 || a->i > ENGINE_COUNT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "engine configuration: an adapt action's count out of range");
+        return -1;
+    }
     if (a->kidx >= o->nplain) {
         PyErr_SetString(PyExc_ValueError, "engine configuration: bad adapt action key");
         return -1;
@@ -276,6 +280,11 @@ static int engine_build(Engine *o, PyObject *cfg) {
             cfg_long(cfg, "requested_slots", &o->requested_slots) < 0 || cfg_long(cfg, "capacity", &o->cap_param) < 0)
         return -1;
     o->per_layer = per_layer;
+    if (o->requested_slots < 0 || o->requested_slots > ENGINE_COUNT_MAX || o->cap_param < 0 ||
+            o->cap_param > ENGINE_COUNT_MAX) {
+        PyErr_SetString(ConfigError, "engine configuration: a capacity out of range");
+        return -1;
+    }
     if (o->pool_size < 0 || o->pool_size > K || o->pool_size > INT_MAX) {
         PyErr_SetString(ConfigError, "a slot pool beyond the model's keys");
         return -1;
@@ -294,11 +303,16 @@ static int engine_build(Engine *o, PyObject *cfg) {
     for (long i = 0; i < o->ncaches; i++) {
         long cap = PyLong_AsLong(PyTuple_GET_ITEM(caps, i));
         if (cap == -1 && PyErr_Occurred()) return -1;
+        if (cap < 0 || cap > INT_MAX) {      /* (the stores' range: store.h) */
+            PyErr_SetString(ConfigError, "engine configuration: a capacity out of range");
+            return -1;
+        }
         int klo = per_layer ? (int)(i * E) : 0, khi = per_layer ? (int)((i + 1) * E) : (int)K;
         o->C[i].cap = cap;
         int rc = store_make(&o->C[i].st, o->rule, cap, klo, khi, L, E, o->sp);
         if (rc == -1) { PyErr_NoMemory(); return -1; }
-        if (rc < 0) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %R", rule); return -1; }
+        if (rc == -2 || rc == -3) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %R", rule); return -1; }
+        if (rc < 0) { PyErr_Format(ConfigError, "engine configuration: the store parameters of %R", rule); return -1; }
     }
     NEED(o->slot = malloc(sizeof(int) * (size_t)K));
     for (long k = 0; k < K; k++) o->slot[k] = -1;
@@ -356,6 +370,12 @@ static int engine_build(Engine *o, PyObject *cfg) {
                 cfg_ll(cfg, "max_capacity", &o->max_cap) < 0 || cfg_ll(cfg, "rebalance_interval", &o->rb_interval) < 0 ||
                 cfg_long(cfg, "entropy_window", &sw) < 0)
             return -1;
+        if (o->total_budget < 0 || o->total_budget > ENGINE_COUNT_MAX || o->min_cap < 0 ||
+                o->min_cap > ENGINE_COUNT_MAX || o->max_cap < 0 || o->max_cap > ENGINE_COUNT_MAX ||
+                o->rb_interval < 0 || o->rb_interval > ENGINE_COUNT_MAX) {
+            PyErr_SetString(ConfigError, "engine configuration: a budget out of range");
+            return -1;
+        }
         NEED(o->rb_w = zalloc((size_t)L, sizeof(double)));
         NEED(o->rb_caps = zalloc((size_t)L, sizeof(long long)));
         if (o->f_signal && signal_init(o, sw) < 0) return -1;
@@ -480,27 +500,34 @@ static void engine_dealloc(Engine *o) {
 
 /* ------------------------------------------------------------------ arguments */
 /* dispatch(layer, experts, weights=None, tokens=1, *, step=None, predictions=None), converted
- * before the lock is taken (a conversion may run Python code: __index__, __float__, __repr__
- * in a message); the checks, their order and their messages are the pure runtime's
- * (mpl/runtime/core.py, Runtime._check_*). */
+ * before the lock is taken. conv_fast reads arguments of exact types that pass every check
+ * (the common case) and runs no Python code; anything else goes through one Python function,
+ * mpl.runtime.args.normalize (given to setup()), which converts what is usable and raises
+ * DispatchError for the rest, with the pure runtime's checks, order and messages. Its result
+ * is read by conv_fast again: C never trusts it beyond what conv_fast checks. */
 #define NSTACK 64
 typedef struct {
-    PyObject *layer_o, *experts_o;    /* borrowed: the call's */
+    PyObject *layer_o, *experts_o;    /* borrowed: the call's (or the normalized tuple's) */
+    PyObject *norm;                   /* owned: normalize()'s result, or NULL */
     long layer, n;
-    long *ids;
+    long *ids, cap_ids, cap_w;
     double *w;
-    int has_w, user_code;             /* user_code: a conversion ran Python code */
+    int has_w;
     long long tokens, step;
-    /* predictions: per layer given its ids (layers in the dict's order) */
+    /* predictions: per layer given its ids (layers in the dict's order); pl_off and pl_len
+     * share pl_layer's block */
     long npl, *pl_layer, *pl_off, *pl_len, *pl_ids, cpl, cids;
     long ids_stack[NSTACK];
     double w_stack[NSTACK];
 } CallArgs;
 
+static PyObject *g_normalize;
+
 static void call_free(CallArgs *c) {
     if (c->ids != c->ids_stack) free(c->ids);
     if (c->w != c->w_stack) free(c->w);
-    free(c->pl_layer); free(c->pl_off); free(c->pl_len); free(c->pl_ids);
+    free(c->pl_layer); free(c->pl_ids);
+    Py_CLEAR(c->norm);
 }
 
 static int derr(const char *fmt, ...) {
@@ -512,295 +539,95 @@ static int derr(const char *fmt, ...) {
     return -1;
 }
 
-/* operator.index(v) for a layer, a token count or a step (a bool is refused: -2 not an
- * integer; -1 with an exception) */
-static int as_index(PyObject *v, PyObject **out) {
-    if (PyBool_Check(v)) return -2;
-    PyObject *i = PyNumber_Index(v);
-    if (!i) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) { PyErr_Clear(); return -2; }
-        return -1;
-    }
-    *out = i;
-    return 0;
-}
-
-static int conv_layer(Engine *o, CallArgs *c, PyObject *v) {
-    c->layer_o = v;
+/* an exact int in [lo, hi] (no Python code); 0 when it is not */
+static int exact_in(PyObject *v, long long lo, long long hi, long long *out) {
+    if (!PyLong_CheckExact(v)) return 0;
     int ovf;
-    if (PyLong_CheckExact(v)) {
-        long l = PyLong_AsLongAndOverflow(v, &ovf);
-        if (!ovf && l >= 0 && l < o->L) { c->layer = l; return 0; }
-    }
-    PyObject *i;
-    int rc = as_index(v, &i);
-    if (rc == -1) return -1;
-    if (rc == -2) return derr("layer must be an integer, got %R", v);
-    c->user_code = 1;
-    long l = PyLong_AsLongAndOverflow(i, &ovf);
-    if (ovf || l < 0 || l >= o->L) {
-        derr("layer %R is out of range: this runtime has MoE layers 0..%ld", i, o->L - 1);
-        Py_DECREF(i);
-        return -1;
-    }
-    Py_DECREF(i);
-    c->layer = l;
-    return 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &ovf);
+    if (ovf || x < lo || x > hi) return 0;
+    *out = x;
+    return 1;
 }
 
-static int bad_experts(Engine *o, PyObject *seq, const char *prefix, long layer) {
-    /* _bad_experts: the first id that is not an int, else the first out of range */
-    PyObject *fast = PySequence_Fast(seq, "ids");
-    if (!fast) return -1;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(fast);
-    int rc = 0;
-    for (Py_ssize_t j = 0; j < m && !rc; j++) {
-        PyObject *e = PySequence_Fast_GET_ITEM(fast, j);
-        if (!PyLong_CheckExact(e)) {
-            rc = prefix ? derr("predictions for layer %ld: expert ids must be integers, got %R", layer, e)
-                        : derr("expert ids must be integers, got %R", e);
-            break;
-        }
-        int ovf;
-        long x = PyLong_AsLongAndOverflow(e, &ovf);
-        if (ovf || x < 0 || x >= o->E) {
-            rc = prefix ? derr("predictions for layer %ld: expert id %R is out of range: the model has %ld experts per layer (ids 0..%ld)", layer, e, o->E, o->E - 1)
-                        : derr("expert id %R is out of range: the model has %ld experts per layer (ids 0..%ld)", e, o->E, o->E - 1);
-        }
-    }
-    Py_DECREF(fast);
-    return rc;
-}
-
-static int conv_experts(Engine *o, CallArgs *c, PyObject *v) {
-    c->experts_o = v;
-    PyObject *lst;
-    if (PyList_CheckExact(v)) { lst = v; Py_INCREF(lst); }
-    else {
-        if (v == Py_None || PyUnicode_Check(v) || PyBytes_Check(v) || PyByteArray_Check(v) || PyDict_Check(v))
-            return derr("experts must be a list of expert ids, got %R", v);
-        c->user_code = 1;
-        lst = PySequence_List(v);
-        if (!lst) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-            PyErr_Clear();
-            return derr("experts must be a list of expert ids, got %R", v);
-        }
-    }
-    /* the ids as C longs: exact ints read at once; anything else through __index__ (a bool
-     * or a float refused), read from the list as it is at that moment (a copy taken before
-     * any Python code runs) */
-    PyObject *tup = PyList_AsTuple(lst);
-    Py_DECREF(lst);
-    if (!tup) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(tup);
-    c->n = (long)n;
-    if (n > NSTACK) {
-        if ((size_t)n > SIZE_MAX / sizeof(long) || !(c->ids = malloc(sizeof(long) * (size_t)n))) {
-            Py_DECREF(tup);
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    int range_bad = 0, rc = 0;
+/* exact ints in [0, E) from a list or tuple's items into ids[] (no Python code); 0 when one
+ * is not */
+static int exact_ids(PyObject *const *items, Py_ssize_t n, long E, long *ids) {
     for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *e = PyTuple_GET_ITEM(tup, j);
-        int ovf;
-        if (PyLong_CheckExact(e)) {
-            long x = PyLong_AsLongAndOverflow(e, &ovf);
-            if (ovf || x < 0 || x >= o->E) range_bad = 1;
-            c->ids[j] = ovf ? -1 : x;
-            continue;
-        }
-        if (PyBool_Check(e) || PyFloat_Check(e)) { rc = derr("expert ids must be integers, got %R", e); break; }
-        c->user_code = 1;
-        PyObject *i = PyNumber_Index(e);
-        if (!i) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) { PyErr_Clear(); rc = derr("expert ids must be integers, got %R", e); }
-            else rc = -1;
-            break;
-        }
-        long x = PyLong_AsLongAndOverflow(i, &ovf);
-        if (ovf || x < 0 || x >= o->E) range_bad = 1;
-        c->ids[j] = ovf ? -1 : x;
-        Py_DECREF(i);
+        long long x;
+        if (!exact_in(items[j], 0, E - 1, &x)) return 0;
+        ids[j] = (long)x;
     }
-    if (!rc && range_bad) {
+    return 1;
+}
+
+/* a buffer of at least n items (a stack buffer of NSTACK first, then the heap); -1 no memory */
+static int room(void **buf, void *stack, long *cap, Py_ssize_t n, size_t item) {
+    if (n <= *cap) return 0;
+    if (*buf != stack) free(*buf);
+    *buf = ((size_t)n > SIZE_MAX / item) ? NULL : malloc(item * (size_t)n);
+    if (!*buf) { *buf = stack; *cap = NSTACK; PyErr_NoMemory(); return -1; }
+    *cap = (long)n;
+    return 0;
+}
+
+/* 1: every argument read; 0: one needs normalize(); -1: out of memory. Runs no Python code,
+ * so what it reads cannot change while it reads. */
+static int conv_fast(Engine *o, CallArgs *c, PyObject *const *v) {
+    long long x;
+    if (!exact_in(v[0], 0, o->L - 1, &x)) return 0;
+    c->layer = (long)x;
+    c->layer_o = v[0];
+    if (!PyList_CheckExact(v[1])) return 0;
+    Py_ssize_t n = PyList_GET_SIZE(v[1]);
+    if (room((void **)&c->ids, c->ids_stack, &c->cap_ids, n, sizeof(long)) < 0) return -1;
+    c->n = (long)n;
+    if (!exact_ids(((PyListObject *)v[1])->ob_item, n, o->E, c->ids)) return 0;
+    c->experts_o = v[1];
+    c->has_w = 0;
+    if (v[2] && v[2] != Py_None) {
+        if (!PyList_CheckExact(v[2]) || PyList_GET_SIZE(v[2]) != n) return 0;
+        if (room((void **)&c->w, c->w_stack, &c->cap_w, n, sizeof(double)) < 0) return -1;
         for (Py_ssize_t j = 0; j < n; j++) {
-            if (c->ids[j] < 0 || c->ids[j] >= o->E) {
-                PyObject *x = PyNumber_Index(PyTuple_GET_ITEM(tup, j));
-                if (x) { derr("expert id %R is out of range: the model has %ld experts per layer (ids 0..%ld)", x, o->E, o->E - 1); Py_DECREF(x); }
-                rc = -1;
-                break;
-            }
+            PyObject *f = PyList_GET_ITEM(v[2], j);
+            if (!PyFloat_CheckExact(f) || !isfinite(PyFloat_AS_DOUBLE(f))) return 0;
+            c->w[j] = PyFloat_AS_DOUBLE(f);
         }
+        c->has_w = 1;
     }
-    Py_DECREF(tup);
-    return rc;
-}
-
-static int conv_weights(CallArgs *c, PyObject *v) {
-    if (v == Py_None) return 0;
-    if (PyUnicode_Check(v) || PyBytes_Check(v) || PyByteArray_Check(v) || PyDict_Check(v))
-        return derr("weights must be a list of numbers, got %R", v);
-    PyObject *tup;
-    if (PyList_CheckExact(v)) tup = PyList_AsTuple(v);
-    else {
-        c->user_code = 1;
-        tup = PySequence_Tuple(v);
-        if (!tup) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-            PyErr_Clear();
-            return derr("weights must be a list of numbers (or None), got %R", v);
-        }
-    }
-    if (!tup) return -1;
-    Py_ssize_t m = PyTuple_GET_SIZE(tup);
-    if (m != c->n) {
-        Py_DECREF(tup);
-        return derr("%zd router weights for %ld experts: give one weight per expert", m, c->n);
-    }
-    if (m > NSTACK) {
-        if ((size_t)m > SIZE_MAX / sizeof(double) || !(c->w = malloc(sizeof(double) * (size_t)m))) {
-            Py_DECREF(tup);
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    int rc = 0;
-    for (Py_ssize_t j = 0; j < m && !rc; j++) {
-        PyObject *x = PyTuple_GET_ITEM(tup, j);
-        double f;
-        if (PyFloat_CheckExact(x)) f = PyFloat_AS_DOUBLE(x);
-        else if (PyUnicode_Check(x) || PyBytes_Check(x)) { rc = derr("router weights must be finite numbers, got %R", x); break; }
-        else {
-            if (!PyLong_CheckExact(x)) c->user_code = 1;
-            f = PyFloat_AsDouble(x);
-            if (f == -1.0 && PyErr_Occurred()) {
-                if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
-                        !PyErr_ExceptionMatches(PyExc_OverflowError)) { rc = -1; break; }
-                PyErr_Clear();
-                rc = derr("router weights must be finite numbers, got %R", x);
-                break;
-            }
-        }
-        if (!isfinite(f)) { rc = derr("router weights must be finite numbers, got %R", x); break; }
-        c->w[j] = f;
-    }
-    Py_DECREF(tup);
-    if (!rc) c->has_w = 1;
-    return rc;
-}
-
-static int conv_tokens(CallArgs *c, PyObject *v) {
-    int ovf;
-    long long t;
-    PyObject *i = NULL;
-    if (PyLong_CheckExact(v)) t = PyLong_AsLongLongAndOverflow(v, &ovf);
-    else {
-        int rc = as_index(v, &i);
-        if (rc == -1) return -1;
-        if (rc == -2) return derr("tokens must be an integer >= 1, got %R", v);
-        c->user_code = 1;
-        t = PyLong_AsLongLongAndOverflow(i, &ovf);
-    }
-    PyObject *shown = i ? i : v;
-    int rc = 0;
-    if (ovf > 0 || (!ovf && t > TOKENS_MAX)) rc = derr("tokens must be at most 2**53, got %R", shown);
-    else if (ovf < 0 || (t < 1 && !(t == 0 && c->n == 0))) rc = derr("tokens must be >= 1, got %R", shown);
-    else c->tokens = t;
-    Py_XDECREF(i);
-    return rc;
-}
-
-static int conv_step(CallArgs *c, PyObject *v) {
+    c->tokens = 1;
+    if (v[3] && !exact_in(v[3], n == 0 ? 0 : 1, TOKENS_MAX, &c->tokens)) return 0;
     c->step = -1;
-    if (v == NULL || v == Py_None) return 0;
-    int ovf;
-    long long s;
-    PyObject *i = NULL;
-    if (PyLong_CheckExact(v)) s = PyLong_AsLongLongAndOverflow(v, &ovf);
-    else {
-        int rc = as_index(v, &i);
-        if (rc == -1) return -1;
-        if (rc == -2) return derr("step must be a non-negative integer (or None), got %R", v);
-        c->user_code = 1;
-        s = PyLong_AsLongLongAndOverflow(i, &ovf);
-    }
-    int rc = 0;
-    if (ovf < 0 || (!ovf && s < 0)) rc = derr("step must be a non-negative integer (or None), got %R", v);
-    else if (ovf > 0 || s > STEP_MAX) rc = derr("step must be at most 2**62, got %R", i ? i : v);
-    else c->step = s;
-    Py_XDECREF(i);
-    return rc;
-}
-
-static int conv_predictions(Engine *o, CallArgs *c, PyObject *v) {
-    if (v == NULL || v == Py_None) return 0;
-    int truth = PyObject_IsTrue(v);
-    if (truth < 0) return -1;
-    if (!truth) return 0;
-    if (!PyDict_Check(v))
-        return derr("predictions must be a dict of layer -> expert ids, got %s", Py_TYPE(v)->tp_name);
-    PyObject *items = PyDict_Items(v);      /* (a copy: later Python code cannot change it) */
-    if (!items) return -1;
-    Py_ssize_t nl = PyList_GET_SIZE(items);
-    int rc = 0;
+    if (v[4] && v[4] != Py_None && !exact_in(v[4], 0, STEP_MAX, &c->step)) return 0;
     c->npl = 0;
-    if (nl > 0) {
-        c->pl_layer = malloc(sizeof(long) * (size_t)nl);
-        c->pl_off = malloc(sizeof(long) * (size_t)nl);
-        c->pl_len = malloc(sizeof(long) * (size_t)nl);
-        if (!c->pl_layer || !c->pl_off || !c->pl_len) { Py_DECREF(items); PyErr_NoMemory(); return -1; }
+    PyObject *p = v[5];
+    if (!p || p == Py_None || (PyDict_CheckExact(p) && PyDict_GET_SIZE(p) == 0)) return 1;
+    if (!PyDict_CheckExact(p)) return 0;
+    Py_ssize_t nl = PyDict_GET_SIZE(p), pos = 0, total = 0;
+    PyObject *k, *ids;
+    while (PyDict_Next(p, &pos, &k, &ids)) {
+        if (!PyList_CheckExact(ids) && !PyTuple_CheckExact(ids)) return 0;
+        total += PySequence_Fast_GET_SIZE(ids);
     }
-    for (Py_ssize_t j = 0; j < nl && !rc; j++) {
-        PyObject *it = PyList_GET_ITEM(items, j);
-        PyObject *lo = PyTuple_GET_ITEM(it, 0), *ids = PyTuple_GET_ITEM(it, 1);
-        int ovf;
-        long l = PyLong_CheckExact(lo) ? PyLong_AsLongAndOverflow(lo, &ovf) : -1;
-        if (!PyLong_CheckExact(lo) || ovf || l < 0 || l >= o->L) {
-            rc = derr("predictions name layer %R: this runtime has MoE layers 0..%ld", lo, o->L - 1);
-            break;
-        }
-        if (PyUnicode_Check(ids) || PyBytes_Check(ids) || PyByteArray_Check(ids) || PyDict_Check(ids)) {
-            rc = derr("predictions for layer %ld must be a list of expert ids", l);
-            break;
-        }
-        PyObject *t = PySequence_Tuple(ids);
-        if (!t) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-                PyErr_Clear();
-                rc = derr("predictions for layer %ld must be a list of expert ids, got %R", l, ids);
-            } else rc = -1;
-            break;
-        }
-        if (!PyList_CheckExact(ids) && !PyTuple_CheckExact(ids)) c->user_code = 1;
-        Py_ssize_t m = PyTuple_GET_SIZE(t);
-        if (grow((void **)&c->pl_ids, &c->cids, (long)(c->pl_off && c->npl ? c->pl_off[c->npl - 1] + c->pl_len[c->npl - 1] : 0) + (long)m, sizeof(long)) < 0) {
-            Py_DECREF(t);
-            PyErr_NoMemory();
-            rc = -1;
-            break;
-        }
-        long off = c->npl ? c->pl_off[c->npl - 1] + c->pl_len[c->npl - 1] : 0;
-        int bad = 0;
-        for (Py_ssize_t q = 0; q < m; q++) {
-            PyObject *e = PyTuple_GET_ITEM(t, q);
-            long x = PyLong_CheckExact(e) ? PyLong_AsLongAndOverflow(e, &ovf) : -1;
-            if (!PyLong_CheckExact(e) || ovf || x < 0 || x >= o->E) { bad = 1; break; }
-            c->pl_ids[off + q] = x;
-        }
-        if (bad) { rc = bad_experts(o, t, "p", l); Py_DECREF(t); if (!rc) rc = -1; break; }
-        Py_DECREF(t);
-        /* a layer named twice cannot happen (dict keys), but an int subclass key equal to an
-         * int key cannot either (refused above) */
-        c->pl_layer[c->npl] = l;
+    if (grow((void **)&c->pl_layer, &c->cpl, 3 * (long)nl, sizeof(long)) < 0 ||
+            grow((void **)&c->pl_ids, &c->cids, (long)total, sizeof(long)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->pl_off = c->pl_layer + nl;
+    c->pl_len = c->pl_layer + 2 * nl;
+    long off = 0;
+    pos = 0;
+    while (PyDict_Next(p, &pos, &k, &ids)) {
+        if (!exact_in(k, 0, o->L - 1, &x)) return 0;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(ids);
+        if (m && !exact_ids(PySequence_Fast_ITEMS(ids), m, o->E, c->pl_ids + off)) return 0;
+        c->pl_layer[c->npl] = (long)x;
         c->pl_off[c->npl] = off;
         c->pl_len[c->npl] = (long)m;
         c->npl++;
+        off += (long)m;
     }
-    Py_DECREF(items);
-    return rc;
+    return 1;
 }
 
 static PyObject *s_names[6];    /* "layer", "experts", "weights", "tokens", "step", "predictions" */
@@ -835,13 +662,24 @@ static int conv_call(Engine *o, CallArgs *c, PyObject *const *args, size_t nargs
     }
     c->ids = c->ids_stack;
     c->w = c->w_stack;
-    c->tokens = 1;
-    if (conv_layer(o, c, v[0]) < 0 || conv_experts(o, c, v[1]) < 0) return -1;
-    if (v[2] && conv_weights(c, v[2]) < 0) return -1;
-    if (v[3] && conv_tokens(c, v[3]) < 0) return -1;
-    if (!v[3] && c->n == 0) c->tokens = 1;
-    if (conv_step(c, v[4]) < 0 || conv_predictions(o, c, v[5]) < 0) return -1;
-    return 0;
+    c->cap_ids = c->cap_w = NSTACK;
+    int rc = conv_fast(o, c, v);
+    if (rc != 0) return rc < 0 ? -1 : 0;
+    if (!g_normalize) { PyErr_SetString(PyExc_RuntimeError, "mpl.runtime._engine.setup() was not called"); return -1; }
+    PyObject *cargs[8] = {NULL, NULL, v[0], v[1], v[2] ? v[2] : Py_None, v[3], v[4] ? v[4] : Py_None,
+                          v[5] ? v[5] : Py_None};
+    PyObject *L = PyLong_FromLong(o->L), *E = PyLong_FromLong(o->E);
+    if (L && E) {
+        cargs[0] = L; cargs[1] = E;
+        if (!cargs[5]) { cargs[5] = PyLong_FromLong(1); if (cargs[5]) c->norm = PyObject_Vectorcall(g_normalize, cargs, 8, NULL); Py_XDECREF(cargs[5]); }
+        else c->norm = PyObject_Vectorcall(g_normalize, cargs, 8, NULL);
+    }
+    Py_XDECREF(L); Py_XDECREF(E);
+    if (!c->norm) return -1;
+    if (!PyTuple_CheckExact(c->norm) || PyTuple_GET_SIZE(c->norm) != 6) rc = 0;
+    else rc = conv_fast(o, c, &PyTuple_GET_ITEM(c->norm, 0));
+    if (rc == 0) PyErr_SetString(PyExc_SystemError, "mpl.runtime.args.normalize returned arguments the engine cannot read");
+    return rc > 0 ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------ the dispatch */
@@ -868,7 +706,15 @@ static int prepare_call(Engine *o, const CallArgs *c, Args *a, Rec *r) {
     }
     for (long q = 0; q < m; q++) o->dpos[o->ex[q]] = -1;
     if (c->has_w && m != c->n)
-        for (long q = 0; q < m; q++) o->wv[q] = o->wv[q] / (double)o->dcnt[q];
+        for (long q = 0; q < m; q++) {
+            o->wv[q] = o->wv[q] / (double)o->dcnt[q];
+            if (!isfinite(o->wv[q])) {      /* the sum overflowed: routing.distinct's mean */
+                double s = 0.0;
+                for (long j = 0; j < c->n; j++)
+                    if (c->ids[j] == o->ex[q]) s += c->w[j] / (double)o->dcnt[q];
+                o->wv[q] = s;
+            }
+        }
     n = m;
     a->layer = c->layer;
     a->n = n;
@@ -888,7 +734,7 @@ static int prepare_call(Engine *o, const CallArgs *c, Args *a, Rec *r) {
             o->pr_off[l] = c->pl_off[j];
             o->pr_len[l] = c->pl_len[j];
         }
-        memcpy(o->pr_ids, c->pl_ids, sizeof(long) * (size_t)total);
+        if (total) memcpy(o->pr_ids, c->pl_ids, sizeof(long) * (size_t)total);
         a->given = 1;
     }
     if (rec_size(r, n) < 0) return -1;
@@ -1146,7 +992,7 @@ static PyObject *engine_dispatch(Engine *o, PyObject *const *args, size_t nargsf
     memset(&r, 0, sizeof r);
     PyObject *res = NULL;
     if (run_call(o, args, nargsf, kwnames, "dispatch", &c, &r) == 0) {
-        int same = !c.user_code && PyList_CheckExact(c.experts_o) && r.n == c.n;
+        int same = r.n == c.n;
         res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
     }
     call_free(&c);
@@ -1167,7 +1013,7 @@ static PyObject *engine_hits(Engine *o, PyObject *const *args, size_t nargsf, Py
         for (long i = 0; all && i < r.n; i++) all = r.hit[i] != 0;
         if (all) { res = Py_True; Py_INCREF(res); }
         else {
-            int same = !c.user_code && PyList_CheckExact(c.experts_o) && r.n == c.n;
+            int same = r.n == c.n;
             res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
         }
     }
@@ -1228,8 +1074,9 @@ static PyObject *engine_apply(Engine *o, PyObject *t) {
 }
 
 static PyObject *engine_setup(PyObject *self, PyObject *args) {
-    PyObject *plan, *de, *ce, *be, *logger;
-    if (!PyArg_ParseTuple(args, "OOOOO:setup", &plan, &de, &ce, &be, &logger)) return NULL;
+    PyObject *plan, *de, *ce, *be, *logger, *normalize;
+    if (!PyArg_ParseTuple(args, "OOOOOO:setup", &plan, &de, &ce, &be, &logger, &normalize)) return NULL;
+    Py_XSETREF(g_normalize, Py_NewRef(normalize));
     Py_XSETREF(g_plan_type, Py_NewRef(plan));
     Py_XSETREF(DispatchError, Py_NewRef(de));
     Py_XSETREF(ConfigError, Py_NewRef(ce));
@@ -1267,7 +1114,7 @@ static PyTypeObject EngineType = {
 
 static PyMethodDef module_functions[] = {
     {"setup", (PyCFunction)engine_setup, METH_VARARGS,
-     "setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError, logger)"},
+     "setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError, logger, normalize)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -39,6 +39,10 @@
 #define TOKENS_MAX (1LL << 53)
 /* the largest key space (layers x experts) the engine holds in tables */
 #define ENGINE_MAX_KEYS (1L << 22)
+/* the largest count the engine takes from its configuration or an adapt action (a budget, a
+ * window, an interval; a capacity stops at INT_MAX: mpl.runtime.core.CAPACITY_SLOTS_MAX); the
+ * schema's counts are far below, and sums and products of a few stay far from overflow */
+#define ENGINE_COUNT_MAX (1LL << 40)
 
 enum { MODE_GPU = 0, MODE_CPU = 1, MODE_HYBRID = 2 };
 enum { STRAT_NONE = 0, STRAT_HISTORY, STRAT_AFFINITY, STRAT_LOOKAHEAD, STRAT_LEARNED };

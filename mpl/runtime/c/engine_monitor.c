@@ -319,10 +319,11 @@ static void log_record(Engine *o) {
 
 /* core.Runtime._observe: the dispatch's accesses enter the window, its events are attributed
  * to its last access, the rules are evaluated at each access, a log record every
- * log_interval accesses. Until the warm-up ends (monitor.warmup: the first eviction, unless
- * the policy says none) the rules are not evaluated; the dispatch that ends it (an eviction
- * happened by the end of its accesses, prefetches and triggers) clears the window, so the
- * rules judge only what came after the cold start. 0; -1 out of memory; -2 a bad rule */
+ * log_interval accesses. Until the warm-up ends (monitor.warmup: the cache has filled once,
+ * unless the policy says none) the rules are not evaluated; the dispatch that ends it (by the
+ * end of its accesses, prefetches and triggers an eviction happened or every slot of the
+ * pool is occupied) clears the window, so the rules judge only what came after the cold
+ * start. 0; -1 out of memory; -2 a bad rule */
 int monitor_observe(Engine *o, const unsigned char *hit, long n, long long tokens, Rec *rec) {
     long long loads = o->demand + o->background + o->pf_loads;
     long long ev = o->evictions - o->seen[0], ld = loads - o->seen[1];
@@ -346,7 +347,8 @@ int monitor_observe(Engine *o, const unsigned char *hit, long n, long long token
         }
         if ((o->macc + o->mskipped) % o->mlogint == 0) log_record(o);
     }
-    if (!o->warm && o->evictions) {       /* the warm-up ends: the window starts afresh */
+    if (!o->warm && (o->evictions || o->ftop == 0)) {   /* the warm-up ends (an eviction, or
+                                                         * the pool full): the window afresh */
         o->warm = 1;
         memset(o->ring, 0, (size_t)o->mwin);
         o->mhits = 0;

@@ -301,7 +301,8 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
                 o->pr_at[l] = o->pr_call;
                 o->pr_off[l] = at;
                 o->pr_len[l] = side.plen[q];
-                memcpy(o->pr_ids + at, side.pids + side.pstart[q], sizeof(long) * (size_t)side.plen[q]);
+                if (side.plen[q])
+                    memcpy(o->pr_ids + at, side.pids + side.pstart[q], sizeof(long) * (size_t)side.plen[q]);
                 at += side.plen[q];
             }
             a.given = 1;

@@ -65,7 +65,8 @@ static PyObject *pack_steps_tokens(PyObject *self, PyObject *args) {
  * else (the Python packer takes it, with its errors). Returns (layers, offs, experts,
  * weights or None, steps, tokens, multi, weights_mixed): the arrays as bytes, multi a list
  * of (record index, {expert: tokens}). The same distinct experts (first occurrence, router
- * order), the same mean weights (summed in order, then divided) as mpl.runtime.routing. */
+ * order), the same mean weights (summed in order, then divided) as mpl.runtime.routing
+ * (a sum that overflows is left to it). */
 static PyObject *s_layer_a, *s_step_a, *s_experts_a, *s_weights_a, *s_predictions_a;
 
 /* an exact int in [lo, hi) into *out; 0: not one (the Python packer decides) */
@@ -231,6 +232,8 @@ static PyObject *pack_dispatches(PyObject *self, PyObject *args) {
         signed char hflag = (signed char)has_w;
         Py_DECREF(lo); Py_DECREF(so); Py_DECREF(xo); Py_DECREF(wo);
         if (ok < 0) { Py_XDECREF(tok); goto done; }
+        for (Py_ssize_t j = 0; good && has_w && j < n; j++)
+            if (!isfinite(wsum[j])) good = 0;     /* a sum that overflowed: routing.distinct's mean */
         if (!good) { Py_XDECREF(tok); ok = 0; break; }
         int iv = (int)layer, nt = tokens == 1 ? 1 : (int)tokens;
         if (tokens != 1 && tokens > INT_MAX) { Py_XDECREF(tok); ok = 0; break; }
@@ -255,7 +258,7 @@ static PyObject *pack_dispatches(PyObject *self, PyObject *args) {
     }
 fallback:
     if (bad_range) {
-        PyErr_SetString(PyExc_ValueError, "an expert id out of range in the dispatches");
+        PyErr_SetString(PyExc_ValueError, "an expert id out of range in the records");
         goto done;
     }
     if (!ok) { result = Py_None; Py_INCREF(result); goto done; }
