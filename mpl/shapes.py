@@ -29,6 +29,7 @@ class ModelShape:
     has_gate: bool = True           # gated (SwiGLU) experts: 3 matrices; else 2
     shared_experts: int = 0
     device_memory_bytes: int | None = None   # when a device is known
+    kv_reserve_bytes: int | None = None      # kept for the KV cache (None: the default reserve)
 
     @property
     def num_moe_layers(self) -> int:
@@ -51,8 +52,10 @@ class ModelShape:
     def total_experts(self) -> int:
         return self.num_moe_layers * self.num_experts
 
-    def with_device_memory(self, nbytes: int | None) -> "ModelShape":
-        return replace(self, device_memory_bytes=nbytes)
+    def with_device_memory(self, nbytes: int | None, kv_reserve: int | None = None) -> "ModelShape":
+        """This shape on a device of ``nbytes`` (``kv_reserve``: the bytes kept for the KV
+        cache and activations; None: :func:`default_kv_reserve`)."""
+        return replace(self, device_memory_bytes=nbytes, kv_reserve_bytes=kv_reserve)
 
 
 def _shape(name, layers, first_moe, experts, top_k, hidden, inter, **kw) -> ModelShape:

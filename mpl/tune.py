@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mpl import schema
+from mpl.workers import quiet_interrupt, stop_pool
 from mpl.syntax.lexer import policy_name_problem  # noqa: F401  (mplc tune checks --name with it)
 from mpl.trace import Trace, has_predictions
 
@@ -345,6 +346,7 @@ _POOL_BELADY: dict = {}
 
 def _init_worker(trace):
     global _POOL_TRACE
+    quiet_interrupt()
     _POOL_TRACE = trace
     _POOL_PREFIXES.clear()
     _POOL_BELADY.clear()
@@ -394,13 +396,17 @@ class Runner:
         """What identifies a candidate: its canonical text (the name aside)."""
         return render("c", blocks)
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
         from mpl.runtime import fast
         for t in self._prefixes.values():
             fast.release(t)
         self._prefixes.clear()
         if self.pool is not None:
-            self.pool.shutdown()
+            if interrupted:
+                stop_pool(self.pool)
+                self.pool = None
+            else:
+                self.pool.shutdown()
 
     def run(self, stage: int, blocks_list: list[dict], n: int | None = None,
             role: str = "") -> list[Candidate]:
@@ -488,6 +494,9 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
             from mpl import tune_predict
             scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
                                                budgets=(1, 2, 4))
+    except KeyboardInterrupt:
+        runner.close(interrupted=True)
+        raise
     finally:
         runner.close()
         fast.release(trace)

@@ -121,7 +121,10 @@ class Progress:
         self.last = -1
         self.every = max(self.total // 200, 1)
 
-    def update(self, i: int) -> None:
+    def update(self, i: int, total: int | None = None) -> None:
+        """``i`` units done (of ``total``, when the caller counts: a callback ``(i, n)``)."""
+        if total is not None and total != self.total and total > 0:
+            self.total, self.every = total, max(total // 200, 1)
         if not self.on or (i % self.every and i != self.total):
             return
         pct = int(100 * i / self.total)

@@ -210,12 +210,19 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
     points = grid(list(capacities) or [None], params or {})
     work = [(policy_text, policy, trace, cap, ps, hardware, total) for cap, ps in points]
     if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as ex:
+        from mpl.workers import quiet_interrupt, stop_pool
+
+        ex = ProcessPoolExecutor(max_workers=min(jobs, len(work)), initializer=quiet_interrupt)
+        try:
             results = []
             for i, r in enumerate(ex.map(_run_point, work)):
                 results.append(r)
                 if progress:
                     progress(i + 1, len(work))
+        except KeyboardInterrupt:
+            stop_pool(ex)
+            raise
+        ex.shutdown()
     else:
         results = []
         with _fast.reusing(trace):      # pack the trace once for every point
