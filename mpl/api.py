@@ -286,6 +286,8 @@ def render_ir(pir) -> str:
             if default in (schema.OFF, schema.DERIVED):
                 default = None
             same = (v == default or (isinstance(default, tuple) and tuple(v or ()) == default))
+            if v is None and p.key not in conditional:
+                continue         # not set (cache.capacity where per_layer.total_budget gives it)
             if p.key in conditional or not same or p.required:
                 text = _value_text(p.key, v)
                 if p.key in conditional:

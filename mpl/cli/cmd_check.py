@@ -50,22 +50,9 @@ def add_arguments(p) -> None:
 
 
 def parse_size(text: str) -> int | None:
-    """``16GiB`` / ``80 GB`` / ``512MiB`` -> bytes, or None."""
-    from mpl import schema
-
-    t = text.strip()
-    for name in sorted(schema.SIZE_UNITS, key=len, reverse=True):
-        if t.endswith(name):
-            num = t[: -len(name)].strip()
-            try:
-                v = float(num)
-            except ValueError:
-                return None
-            if not 0 < v < float("inf"):       # also rejects nan, inf and 1e400
-                return None
-            b = v * schema.UNITS[name].factor
-            return int(b) if b < float("inf") else None
-    return None
+    """``16GiB`` / ``80 GB`` / ``512MiB`` -> bytes, or None (:func:`mpl.schema.parse_size`)."""
+    from mpl.schema import parse_size as parse
+    return parse(text)
 
 
 def _usage(msg: str) -> int:

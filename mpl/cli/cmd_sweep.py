@@ -110,11 +110,17 @@ def run(args) -> int:
         return error(PROG, str(e))
     per = len(caps or [None]) * max(1, _count(params))
     bar = progress_bar(args, per * len(policies), "sweep")
+    from mpl.sim.sweep import SweepError
     points = []
     for k, policy in enumerate(policies):
-        points += run_sweep(policy.text(), trace, caps or [None], params, policy=policy.name,
-                            hardware=args.hardware, jobs=args.jobs, belady=not args.no_belady,
-                            total=args.total, progress=lambda i, n, k=k: bar.update(k * per + i))
+        try:
+            points += run_sweep(policy.text(), trace, caps or [None], params, policy=policy.name,
+                                hardware=args.hardware, jobs=args.jobs, belady=not args.no_belady,
+                                total=args.total,
+                                progress=lambda i, n, k=k: bar.update(k * per + i))
+        except SweepError as e:
+            bar.close()
+            return error(PROG, f"{policy.name}: {e}")
     bar.close()
     names = ", ".join(p.name for p in policies)
     title = args.title or f"{names} on {trace.header.model} ({len(trace)} dispatches)"

@@ -113,6 +113,8 @@ def run(args) -> int:
           f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates, "
           f"{result.search} search ({result.replayed:.1f} whole-trace replays)")
     print(f"expert size {describe_expert_size(result.expert_bytes, result.expert_bytes_source)}")
+    if result.budget_note():
+        print(f"note: {result.budget_note()}")
     print(f"{'#':>3}  {'hit rate':>8}  {'Belady':>7}  {'gap pp':>6}  {'tok/s':>8}  {'trace':>5}  policy")
     for i, c in enumerate(result.leaderboard[: args.top], 1):
         note = f"  [{c.role}]" if c.role else ""

@@ -27,7 +27,7 @@ from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History, learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
-from mpl.schema import REQUIRED_KEYS, SLOT_POOL_MAX
+from mpl.schema import SLOT_POOL_MAX, missing_required
 
 log = logging.getLogger("mpl.runtime")
 
@@ -138,10 +138,17 @@ class Runtime:
 
         # ---- caches
         self.per_layer = bool(features.get("per_layer"))
-        missing = [k for k in REQUIRED_KEYS if params.get(k) is None]   # cache.capacity
+        # cache.capacity, unless per_layer.total_budget gives it (mpl.schema.missing_required)
+        missing = missing_required(lambda k: params.get(k) is not None and (
+            self.per_layer or not k.startswith("per_layer.")))
         if missing:
             raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
-        reachable = (params["cache.capacity"], *features.get("capacities", ()))
+        # [total_budget given, cache.capacity not] each layer's default capacity is its
+        # share of the budget (a size budget: as many experts as fit, over every layer)
+        first = params["cache.capacity"]
+        if first is None:
+            first = max(1, self._slots(params["per_layer.total_budget"]) // L)
+        reachable = (first, *features.get("capacities", ()))
         slots = [self._slots(c) for c in reachable]
         cap = slots[0]
         self.capacity = cap
@@ -155,8 +162,9 @@ class Runtime:
             self.max_cap = int(params["per_layer.max_capacity"])
             tb = params.get("per_layer.total_budget")
             self.budget_derived = tb is None
-            self.total_budget = L * cap if tb is None else int(tb)
-            totals = [self.total_budget] + [int(b) for b in features.get("budgets", ())]
+            # [total_budget may be a size] slots through capacity_slots, as capacity's
+            self.total_budget = L * cap if tb is None else self._slots(tb)
+            totals = [self.total_budget] + [self._slots(b) for b in features.get("budgets", ())]
             if self.budget_derived:       # an adapt rule setting capacity moves the budget
                 totals += [L * c for c in slots[1:]]
             # allocations never exceed the budget nor layers x max_capacity (adapt rules can
