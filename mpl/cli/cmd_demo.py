@@ -162,6 +162,7 @@ def run(args) -> int:
         "mechanism": {k: mech[k] for k in ("copies", "stream_copies", "bytes_copied", "cpu_computes", "pool_bytes")},
         "trace": {"dispatches": len(trace), "steps": trace.num_steps},
         "replay_hit_rate": replay_hr, "replay_note": why, "comparison": value,
+        "adapt_log": stats.get("adapt_log", []),
         "checks": checks, "seconds": time.perf_counter() - t_start,
     }
     if args.json:
@@ -188,6 +189,9 @@ def run(args) -> int:
         print(f"    {'Belady (the optimum)':<24} hit rate {bel:7.2%}  (no demand policy can do better"
               + ("; prefetching can" if pv["hit_rate"] > bel else "") + ")")
     print(f"  {loads_text(value['loads'])}")
+    from mpl.adapt_log import lines as adapt_lines
+    for line in adapt_lines(stats.get("adapt_log") or []):
+        print(f"  {line}")
     for name, good in checks.items():
         print(f"  [{'ok' if good else 'FAIL'}] {name}")
     print(f"  {'all checks passed' if ok else 'MISMATCH'} in {report['seconds']:.1f} s")

@@ -176,7 +176,7 @@ def run(args) -> int:
     report = {"policy": policy.name, "model": args.model, "prompt": args.prompt,
               "tokens": new, "text": tok.decode(new), "seconds": dt,
               "tokens_per_s": len(new) / dt if dt > 0 else None, "stats": brief_stats(stats),
-              "per_layer": stats.get("per_layer", [])}
+              "per_layer": stats.get("per_layer", []), "adapt_log": stats.get("adapt_log", [])}
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return 0
@@ -193,4 +193,7 @@ def run(args) -> int:
     print(f"mechanism: {m.get('copies')} copies into slots ({m.get('bytes_copied', 0) / 2**20:.2f} MiB), "
           f"{m.get('stream_copies')} streamed, {m.get('cpu_computes')} CPU expert computes, "
           f"stall {m.get('stall_ms', 0):.2f} ms, modes {m.get('modes')}")
+    from mpl.adapt_log import lines as adapt_lines
+    for line in adapt_lines(stats.get("adapt_log") or []):
+        print(line)
     return 0

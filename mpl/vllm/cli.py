@@ -120,6 +120,9 @@ def main(argv=None) -> int:
         print(f"copies {m['copies']}  streamed {m['stream_copies']}  bytes copied {m['bytes_copied']}  "
               f"passes {m['passes']}  cpu computes {m['cpu_computes']}  "
               f"mechanism {m['us_per_layer_call']:.1f} us per layer call")
+    from mpl.adapt_log import lines as adapt_lines
+    for line in adapt_lines(s.get("adapt_log") or []):
+        print(line)
     if out:
         print(f"trace: {len(tr)} dispatches over {tr.num_steps} steps -> {out}")
     return 0
