@@ -216,7 +216,7 @@ def load_for_replay(policy, *, name: str | None = None, overrides: dict | None =
     if name is None:
         if len(an.ir) > 1:
             raise PolicyLoadError(f"{path or '<policy>'} defines several policies "
-                                  f"({', '.join(an.ir)}): choose one with --policy")
+                                  f"({', '.join(an.ir)}): choose one with --policy-name")
         name = next(iter(an.ir))
     if name not in an.ir:
         raise PolicyLoadError(f"no policy named '{name}' (defined: {', '.join(an.ir)})")

@@ -98,6 +98,7 @@ def run(args) -> int:
     all_diags = []
     sources: dict = {}
     changed = 0
+    failed = False          # a fix that could not be written
     for spec in args.files:
         if spec == "-":
             path = "<stdin>"
@@ -118,6 +119,7 @@ def run(args) -> int:
                 if path != spec and spec.startswith("std/"):
                     print(f"mplc check: error: {spec} is a standard-library policy: --fix does not "
                           f"write it; copy it to a file of yours and fix that", file=sys.stderr)
+                    failed = True
                     all_diags.extend(analyze(text, path, model=model, purpose=purpose).diagnostics)
                     sources[path] = text
                     continue
@@ -127,6 +129,7 @@ def run(args) -> int:
                 except OSError as e:
                     print(f"mplc check: error: cannot write {path}: {e.strerror or e}",
                           file=sys.stderr)
+                    failed = True
                     all_diags.extend(analyze(text, path, model=model, purpose=purpose).diagnostics)
                     sources[path] = text
                     continue
@@ -154,7 +157,7 @@ def run(args) -> int:
             print(render_all(shown, sources, color=color))
             print()
         print(summary(shown, len(args.files)))
-    return 1 if has_errors(all_diags) else 0
+    return 1 if has_errors(all_diags) or failed else 0
 
 
 def _fixed(text: str, path: str, model, purpose) -> tuple[str, int]:

@@ -32,7 +32,7 @@ def add_arguments(p) -> None:
 
 
 def default_output(path: str, policy: str | None) -> str:
-    """FILE's stem + ``_policy.py`` next to it (``_NAME_policy.py`` with ``--policy NAME``);
+    """FILE's stem + ``_policy.py`` next to it (``_NAME_policy.py`` with ``--policy-name NAME``);
     for a standard-library policy ``std/NAME`` (no local file of that name), ``NAME_policy.py``
     in the current folder: the shipped file is not the user's to write beside."""
     from mpl.stdlib_path import resolve
