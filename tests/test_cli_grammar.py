@@ -226,11 +226,20 @@ def test_doctor_lists_every_optional_dependency(tmp_path):
 
 # ------------------------------------------------------------------ Ctrl-C
 def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
+    """The processes whose parent is ``pid`` (from /proc/N/stat)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            out.append(int(name))
+    return out
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs /proc")
