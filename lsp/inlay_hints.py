@@ -7,7 +7,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from mpl import schema
-from mpl.rules.base import capacity_slots
+from mpl.rules.base import capacity_slots, slots_of
 from mpl.syntax import ast
 
 from . import analysis, render
@@ -102,10 +102,14 @@ def per_layer_capacities(values, shape) -> list[int]:
         return []
     # the checker's slot count (a size over the written expert size, else the model's): a
     # size that gives no slot is an error (MPL507) and shows no capacities
-    cap = capacity_slots(values, shape)
-    if not cap:
+    total = slots_of(values.get("per_layer.total_budget"), values, shape)   # a size: slots
+    if total is None:
+        cap = capacity_slots(values, shape)
+        if not cap:
+            return []
+        total = layers * cap
+    if not total:
         return []
-    total = values.get("per_layer.total_budget") or layers * cap
     lo = values.get("per_layer.min_capacity") or 1
     hi = values.get("per_layer.max_capacity") or total
     base, rem = divmod(int(total), layers)

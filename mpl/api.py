@@ -216,7 +216,7 @@ def load_for_replay(policy, *, name: str | None = None, overrides: dict | None =
     if name is None:
         if len(an.ir) > 1:
             raise PolicyLoadError(f"{path or '<policy>'} defines several policies "
-                                  f"({', '.join(an.ir)}): choose one with --policy")
+                                  f"({', '.join(an.ir)}): choose one with --policy-name")
         name = next(iter(an.ir))
     if name not in an.ir:
         raise PolicyLoadError(f"no policy named '{name}' (defined: {', '.join(an.ir)})")
@@ -286,6 +286,8 @@ def render_ir(pir) -> str:
             if default in (schema.OFF, schema.DERIVED):
                 default = None
             same = (v == default or (isinstance(default, tuple) and tuple(v or ()) == default))
+            if v is None and p.key not in conditional:
+                continue         # not set (cache.capacity where per_layer.total_budget gives it)
             if p.key in conditional or not same or p.required:
                 text = _value_text(p.key, v)
                 if p.key in conditional:

@@ -241,7 +241,8 @@ def from_sglang_distribution(path: str, shape, *, prompt_tokens: int | None = No
         import torch
     except ImportError:
         raise EngineFormatError(f"{path}: an SGLang expert-distribution dump is a torch.save "
-                                "file: reading it needs torch (pip install torch)") from None
+                                "file: reading it needs torch, which is not installed: "
+                                "pip install 'mpl-policylang[hf]'") from None
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:    # torch raises many kinds for a file that is not its format

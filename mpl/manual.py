@@ -100,6 +100,7 @@ runtime and how to split the cache between layers. `mplc check FILE` checks it,
 - [Adapt rules](#adapt-rules)
 - [extends and import](#extends-and-import)
 - [Checking](#checking)
+- [The command line](#the-command-line)
 
 ## Syntax
 
@@ -267,9 +268,22 @@ policy tuned extends balanced {
 CHECKING = """\
 ## Checking
 
-`mplc check FILE... [--format json] [--model SHAPE] [--device-memory SIZE] [--purpose live|replay]
-[--no-warnings]` prints every diagnostic ([list](diagnostics.md)). Exit status: 0 when no file
-has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
+`mplc check FILE... [--format json] [--model SHAPE] [--device-memory SIZE [--kv-reserve SIZE]]
+[--purpose live|replay] [--no-warnings] [--fix | --diff]` prints every diagnostic
+([list](diagnostics.md)). Exit status: 0 when no file has an error (warnings and hints
+allowed), 1 otherwise, 2 on a usage error. `mplc explain CODE` explains one code; `mplc
+explain` alone lists every code with its severity, group and title.
+
+- `--fix` applies the machine-applicable fixes (as `ruff check --fix`): every diagnostic that
+  carries exactly one fix (a did-you-mean with one candidate, a duplicate or a parameter with
+  no effect removed, a value clamped into range, an alias renamed, ...) has it applied, the
+  same edits the language server offers as quick fixes. Fixes whose edits overlap are applied
+  over several rounds, the file checked again after each; then the diagnostics that remain are
+  printed (and decide the exit status) and `fixed N problems in FILE` goes to the standard
+  error. A diagnostic with several alternative fixes, or none, is left to you. A
+  standard-library policy (`std/NAME`) and the standard input are never written. `--diff`
+  writes nothing and prints the unified diff `--fix` would apply; it exits with 1 when there
+  is one, 0 otherwise.
 
 - The text output shows each diagnostic with its source line and an underline, rustc-style.
   A line wider than {snippet_width} columns is cut to a window around the span, each cut
@@ -286,7 +300,9 @@ has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
   resolved from the current folder). The standard input can be read once: `-` may appear
   only once among the FILEs (exit 2 otherwise).
 - `--model` enables the model-aware checks (MPL5xx) with a preset ({presets}) or a
-  HuggingFace `config.json`; `--device-memory` adds the device's memory (MPL504).
+  HuggingFace `config.json`; `--device-memory` adds the device's memory (MPL504), of which
+  `--kv-reserve` (default: 10% of the device, at least 1 GiB) is kept for the KV cache and
+  activations, and the model's skeleton (everything but the routed experts) is counted too.
 - `--purpose replay` accepts replay-only values (`eviction = belady`); by default a policy is
   checked for live use (compile and attach), where they are errors (MPL307). From Python:
   `mpl.checker.analyze(text, path, model=..., purpose="replay")`.
@@ -296,6 +312,38 @@ has an error (warnings and hints allowed), 1 otherwise, 2 on a usage error.
   gives no slot (an error, never rounded up to one), and the slots a cache can use (at most
   every expert it can hold) must be within capacity's range. A size above every expert is
   fine: the slot pool stops at the model's experts, and MPL503 says so.
+"""
+
+COMMAND_LINE = """\
+## The command line
+
+Every `mplc` command spells the same things the same way:
+
+- **A policy file** is the positional `POLICY`: a `.moe` (or `.policy`) file, or `std/NAME`
+  for a standard-library policy (`mplc check FILE...`, `fmt FILE...`, `compile POLICY`,
+  `replay POLICY`, `sweep POLICY...`, `run POLICY`; optional in `demo [POLICY]` and
+  `trace record [POLICY]`).
+- **A policy inside that file** is `--policy-name NAME` (needed when the file defines
+  several; `compile`, `replay`, `sweep`, `run`, `demo`, `trace record`).
+- The older spellings still work and print a warning naming the new one: `--policy NAME` in
+  `compile`, `replay` and `sweep`; `--policy FILE` in `demo` and `trace record`.
+- **Progress**: every long command (`replay`, `sweep`, `tune`, `run`, `demo`, `trace synth`,
+  `trace convert`, `trace merge`, `trace record`) draws a progress bar on the standard error
+  when it is a terminal; `--no-progress` turns it off.
+- **Errors** are one line on the standard error, `mplc COMMAND: error: MESSAGE` (argparse's
+  usage errors read the same, after the command's usage); a policy's diagnostics keep their
+  located form (`file:line:col: error[MPL102]: ...`). A misspelt option gets the command's own
+  usage and the closest option (`did you mean --policy-name?`). Deprecations and notes are
+  `mplc COMMAND: warning: ...` and `mplc COMMAND: note: ...`.
+- **Exit status**: 0 success; 1 the input is wrong, or an optional dependency the command
+  needs is missing (the line names it, what needs it and the extra that installs it, e.g.
+  `pip install 'mpl-policylang[hf]'`); 2 a usage error; 3 a bug in mplc (one line;
+  `MPL_DEBUG=1` prints the traceback); 130 after Ctrl-C (`mplc COMMAND: interrupted`, no
+  traceback; `tune`'s and `sweep --jobs`'s worker processes are stopped too).
+- Every positional argument has a line in `mplc COMMAND --help`.
+- `mplc doctor` prints the versions, the runtime backend and a table of the optional
+  dependencies: {dependencies}, each with its version or "not installed", the extra that
+  installs it and what it enables (`--json` for the same as JSON).
 """
 
 
@@ -349,6 +397,8 @@ def generate() -> str:
                      stdlib=", ".join(f"`std/{n}`" for n in stdlib_names()),
                      snippet_width=str(SNIPPET_WIDTH), snippet_context=str(SNIPPET_CONTEXT),
                      message_limit=f"{MESSAGE_LIMIT:,}"))
+    from mpl.extras import OPTIONAL
+    out.append(_fill(COMMAND_LINE, dependencies=", ".join(f"`{m}`" for m in OPTIONAL)))
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -144,6 +144,9 @@ class Param:
     # (("cache.eviction", ("lfu", ...))); SET means "when that parameter is given / not off".
     # Drives the "no effect under this configuration" warning.
     only_with: tuple[str, tuple[str, ...]] | None = None
+    # Another parameter that, when given, decides what this one would: this one is then not
+    # required, and given as well it has no effect (warning MPL409, naming the winner).
+    replaced_by: str | None = None
 
     @property
     def key(self) -> str:
@@ -264,8 +267,9 @@ _EVICTION = (
 
 _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, params=(
     Param("cache", "capacity", SLOTS_OR_SIZE, REQUIRED,
-          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is the default per-layer capacity. A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there).",
-          min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True),
+          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is every layer's capacity (a size: per layer), and the total is layers x capacity, unless per_layer.total_budget is given: the total then decides every layer's capacity, and capacity is neither needed nor used (MPL409). A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there).",
+          min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True,
+          replaced_by="per_layer.total_budget"),
     Param("cache", "eviction", ENUM, "lru",
           "Which resident expert to evict when a slot is needed. `a | b` builds a segmented cache.",
           enum=_EVICTION, fallback=True, conditional=True),
@@ -412,9 +416,10 @@ _PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budg
               EnumValue("entropy", "proportional to each layer's routing entropy over entropy_window dispatches"),
               EnumValue("frequency", "proportional to the number of distinct experts each layer used in the window"),
           ), conditional=True),
-    Param("per_layer", "total_budget", INT, DERIVED,
-          "Total slots over all layers. An adapt rule that changes it rebalances at once. At most 4,194,304 (2^22, 64 layers of 65,536 slots): the most slots a runtime's slot pool holds.",
-          default_doc="layers x cache.capacity", min=1, max=SLOT_POOL_MAX, unit="slots", conditional=True),
+    Param("per_layer", "total_budget", SLOTS_OR_SIZE, DERIVED,
+          "Total slots over all layers, split by allocation; or a size (e.g. 10GiB: as many experts as fit, over all layers). When given it decides every layer's capacity, and cache.capacity is not needed (written too, it has no effect: MPL409). An adapt rule that changes it rebalances at once. At most 4,194,304 slots (2^22, 64 layers of 65,536): the most slots a runtime's slot pool holds.",
+          default_doc="layers x cache.capacity", min=1, max=SLOT_POOL_MAX, units=SIZE_UNITS,
+          unit="slots", conditional=True),
     Param("per_layer", "min_capacity", INT, 2,
           "Smallest capacity a layer may get. An adapt rule that changes it rebalances at once. At most 65,536, the range of cache.capacity.",
           min=1, max=65536, max_ref="per_layer.max_capacity", unit="slots", conditional=True),
@@ -464,6 +469,15 @@ PER_LAYER_BLOCK = PARAMS[REBALANCE].block
 #: the parameters a policy must give (``default = REQUIRED``): the checker reports a missing
 #: one (MPL105), lowering refuses it, the runtime refuses parameters without it
 REQUIRED_KEYS: tuple[str, ...] = tuple(k for k, p in PARAMS.items() if p.required)
+
+
+def missing_required(given) -> list[str]:
+    """The required parameters a policy lacks, ``given(key)`` saying whether it gives a
+    parameter: a required parameter whose ``replaced_by`` is given is not missing
+    (``cache.capacity`` beside ``per_layer.total_budget``). The checker (MPL105), lowering
+    and the runtime read this one rule."""
+    return [k for k in REQUIRED_KEYS
+            if not given(k) and not (PARAMS[k].replaced_by and given(PARAMS[k].replaced_by))]
 
 #: what ``eviction = fallback`` means (the original's name for LFU with an LRU fallback)
 FALLBACK_PAIR = "lfu|lru"
@@ -521,3 +535,20 @@ def param(key: str) -> Param:
 
 def block(name: str) -> Block | None:
     return BLOCKS.get(name)
+
+
+def parse_size(text: str) -> int | None:
+    """``16GiB`` / ``80 GB`` / ``512MiB`` -> bytes, or None (not a positive finite size)."""
+    t = text.strip()
+    for name in sorted(SIZE_UNITS, key=len, reverse=True):
+        if t.endswith(name):
+            num = t[: -len(name)].strip()
+            try:
+                v = float(num)
+            except ValueError:
+                return None
+            if not 0 < v < float("inf"):       # also rejects nan, inf and 1e400
+                return None
+            b = v * UNITS[name].factor
+            return int(b) if b < float("inf") else None
+    return None

@@ -29,6 +29,11 @@ class ModelShape:
     has_gate: bool = True           # gated (SwiGLU) experts: 3 matrices; else 2
     shared_experts: int = 0
     device_memory_bytes: int | None = None   # when a device is known
+    kv_reserve_bytes: int | None = None      # kept for the KV cache (None: the default reserve)
+    # everything but the routed experts (embeddings, attention, norms, dense and shared
+    # MLPs, routers, the LM head): published totals for the presets, an estimate from a
+    # config.json; None: unknown
+    skeleton_params: int | None = None
 
     @property
     def num_moe_layers(self) -> int:
@@ -51,8 +56,43 @@ class ModelShape:
     def total_experts(self) -> int:
         return self.num_moe_layers * self.num_experts
 
-    def with_device_memory(self, nbytes: int | None) -> "ModelShape":
-        return replace(self, device_memory_bytes=nbytes)
+    @property
+    def skeleton_bytes(self) -> int:
+        """The bytes of everything the device holds besides the expert slots (0: unknown)."""
+        return (self.skeleton_params or 0) * self.bytes_per_param
+
+    @property
+    def kv_reserve(self) -> int:
+        """The device memory kept for the KV cache and activations: the stated reserve, else
+        :func:`default_kv_reserve` of the device (0 without a device)."""
+        if self.kv_reserve_bytes is not None:
+            return self.kv_reserve_bytes
+        return default_kv_reserve(self.device_memory_bytes) if self.device_memory_bytes else 0
+
+    @property
+    def expert_memory(self) -> int | None:
+        """The device memory left for expert slots: the device less the skeleton and the KV
+        reserve (None without a device; may be <= 0)."""
+        if not self.device_memory_bytes:
+            return None
+        return self.device_memory_bytes - self.skeleton_bytes - self.kv_reserve
+
+    def with_device_memory(self, nbytes: int | None, kv_reserve: int | None = None) -> "ModelShape":
+        """This shape on a device of ``nbytes`` (``kv_reserve``: the bytes kept for the KV
+        cache and activations; None: :func:`default_kv_reserve`)."""
+        return replace(self, device_memory_bytes=nbytes, kv_reserve_bytes=kv_reserve)
+
+
+#: the default KV-cache reserve: this share of the device's memory, at least KV_RESERVE_MIN
+KV_RESERVE_SHARE = 0.10
+KV_RESERVE_MIN = 1 << 30
+
+
+def default_kv_reserve(device_bytes: int) -> int:
+    """The device memory kept for the KV cache and activations when none is stated: 10% of
+    the device, at least 1 GiB (short contexts at batch 1; long contexts need more:
+    ``mplc check --kv-reserve``)."""
+    return max(KV_RESERVE_MIN, int(device_bytes * KV_RESERVE_SHARE))
 
 
 def _shape(name, layers, first_moe, experts, top_k, hidden, inter, **kw) -> ModelShape:
@@ -61,11 +101,14 @@ def _shape(name, layers, first_moe, experts, top_k, hidden, inter, **kw) -> Mode
 
 #: Published configurations (from each model's config.json on the HuggingFace hub).
 PRESETS: Mapping[str, ModelShape] = MappingProxyType({s.name: s for s in (
-    _shape("mixtral-8x7b", 32, 0, 8, 2, 4096, 14336),
-    _shape("deepseek-v2-lite", 27, 1, 64, 6, 2048, 1408, shared_experts=2),
-    _shape("qwen1.5-moe-a2.7b", 24, 0, 60, 4, 2048, 1408, shared_experts=1),
-    _shape("olmoe-1b-7b", 16, 0, 64, 8, 2048, 1024),
-    _shape("qwen3-30b-a3b", 48, 0, 128, 8, 2048, 768),
+    # skeleton_params: the published parameter count less the routed experts'
+    _shape("mixtral-8x7b", 32, 0, 8, 2, 4096, 14336, skeleton_params=1_600_000_000),
+    _shape("deepseek-v2-lite", 27, 1, 64, 6, 2048, 1408, shared_experts=2,
+           skeleton_params=1_311_632_960),
+    _shape("qwen1.5-moe-a2.7b", 24, 0, 60, 4, 2048, 1408, shared_experts=1,
+           skeleton_params=1_840_000_000),
+    _shape("olmoe-1b-7b", 16, 0, 64, 8, 2048, 1024, skeleton_params=480_000_000),
+    _shape("qwen3-30b-a3b", 48, 0, 128, 8, 2048, 768, skeleton_params=1_500_000_000),
 )})
 
 PRESET_ALIASES: Mapping[str, str] = MappingProxyType({
@@ -151,8 +194,36 @@ def from_config_dict(cfg: dict, name: str = "custom") -> ModelShape:
     if not shared and first("shared_expert_intermediate_size"):
         shared = 1
     model_type = text_cfg.get("model_type") or cfg.get("model_type") or name
+    skeleton = _skeleton_params(first, layers, len(moe), hidden, experts, shared, inter)
     return ModelShape(str(model_type) if name == "custom" else name, layers, moe, experts, top_k,
-                      hidden, inter, _DTYPE_BYTES.get(dtype, 2), shared_experts=shared)
+                      hidden, inter, _DTYPE_BYTES.get(dtype, 2), shared_experts=shared,
+                      skeleton_params=skeleton)
+
+
+def _skeleton_params(first, layers: int, moe: int, hidden: int, experts: int, shared: int,
+                     expert_inter: int) -> int | None:
+    """An estimate of the parameters besides the routed experts, from a config's keys:
+    embeddings and LM head, attention (query, key, value and output projections with the
+    config's heads), the dense layers' MLPs, the shared experts and the routers. None when a
+    key it needs is not a plain positive number."""
+    def num(*keys, default=None):
+        v = first(*keys, default=default)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    vocab = num("vocab_size")
+    heads = num("num_attention_heads", "n_heads")
+    if vocab is None or heads is None:
+        return None
+    kv = num("num_key_value_heads", default=heads) or heads
+    head_dim = num("head_dim", default=hidden // heads) or max(1, hidden // heads)
+    tied = first("tie_word_embeddings", default=False) is True
+    attention = hidden * head_dim * (2 * heads + 2 * kv)
+    dense_inter = num("intermediate_size", default=expert_inter) or expert_inter
+    shared_inter = num("shared_expert_intermediate_size",
+                       default=(shared or 0) * expert_inter) or 0
+    mlp = 3 * hidden
+    return (vocab * hidden * (1 if tied else 2) + layers * attention
+            + (layers - moe) * mlp * dense_inter + moe * (mlp * shared_inter + hidden * experts))
 
 
 #: The most bytes a model config.json or a hardware profile may have: real ones are a few

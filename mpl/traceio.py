@@ -289,7 +289,7 @@ def _auto_weights(trace: Trace, weights: str) -> str:
     return "f64"
 
 
-def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
+def save_native(trace: Trace, path: str, *, weights: str = "auto", progress=None) -> None:
     """Write ``trace`` as ``.mpltrace``. ``weights='auto'`` picks the smallest of float16,
     float32, float64 that holds every weight exactly, so import -> save -> load is exact.
     A trace read into columns (mpl.tracecols) is written from them, the same bytes, without
@@ -305,8 +305,11 @@ def save_native(trace: Trace, path: str, *, weights: str = "auto") -> None:
     weights = _auto_weights(trace, weights)
     with atomic_open(path, "wb") as f:      # a failed write leaves no partial file
         with NativeWriter(f, trace.header, weights=weights) as w:
-            for d in trace.dispatches:
+            n = len(trace.dispatches)
+            for i, d in enumerate(trace.dispatches):
                 w.write(d)
+                if progress is not None and i % PROGRESS_EVERY == 0:
+                    progress(i, n)
 
 
 # ------------------------------------------------------------------ native reader
@@ -804,9 +807,10 @@ def complete_jsonl_header(header: TraceHeader, given: frozenset, where: str,
     validate_header(header, where)
 
 
-def dump_jsonl(trace: Trace, f: IO[str]) -> None:
+def dump_jsonl(trace: Trace, f: IO[str], progress=None) -> None:
     """Write the original's JSONL: a header line, then one ``{"t","l","e","s"}`` row per
-    dispatch (``p`` holds speculative predictions, an extension of ours)."""
+    dispatch (``p`` holds speculative predictions, an extension of ours). ``progress(i, n)``
+    is called every :data:`PROGRESS_EVERY` rows (a progress bar)."""
     h = trace.header
     head = h.extra.get("jsonl_header")     # the imported header line, verbatim
     if isinstance(head, dict):             # (files of an earlier version kept the object)
@@ -830,6 +834,12 @@ def dump_jsonl(trace: Trace, f: IO[str]) -> None:
         if d.predictions:
             row["p"] = {str(moe[k]): v for k, v in d.predictions.items() if 0 <= k < len(moe)}
         f.write(dumps(row) + "\n")
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress(i, len(trace.dispatches))
+
+
+#: the records a writer writes between two calls of its progress callback
+PROGRESS_EVERY = 4096
 
 
 # ------------------------------------------------------------------ by extension
@@ -895,13 +905,16 @@ def open_stream(path: str) -> tuple[TraceHeader, Iterator[Dispatch]]:
     return header, gen()
 
 
-def save(trace: Trace, path: str, **kw) -> None:
-    """Write a trace file (by extension)."""
+def save(trace: Trace, path: str, *, progress=None, **kw) -> None:
+    """Write a trace file (by extension). ``progress(i, n)``: called as records are written
+    (a progress bar)."""
     if kind_of(path) == "jsonl":
         with atomic_open(path, "w") as f:
-            dump_jsonl(trace, f)
+            dump_jsonl(trace, f, progress)
     else:
-        save_native(trace, path, **kw)
+        save_native(trace, path, progress=progress, **kw)
+    if progress is not None:
+        progress(len(trace.dispatches), len(trace.dispatches))
 
 
 def to_bytes(trace: Trace, *, weights: str = "auto") -> bytes:

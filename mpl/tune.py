@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mpl import schema
+from mpl.workers import quiet_interrupt, stop_pool
 from mpl.syntax.lexer import policy_name_problem  # noqa: F401  (mplc tune checks --name with it)
 from mpl.trace import Trace, has_predictions
 
@@ -72,6 +73,7 @@ class Candidate:
     fraction: float = 1.0                   # ... as a share of the trace
     role: str = ""                          # "lru" / "anchor": replayed whatever the search
     prefetch_loads: int | None = None
+    layers: int = 0                         # the trace's MoE layers (0: unknown)
 
     @property
     def gap(self) -> float | None:
@@ -90,7 +92,11 @@ class Candidate:
             parts.append(f"pin={len(c['pin'])}")
         pl = self.blocks.get("per_layer")
         if pl:
-            parts.insert(0, f"per_layer({pl.get('allocation')}) {c.get('capacity')}/layer")
+            per, total = c.get("capacity"), pl.get("total_budget")
+            size = f"{per}/layer"
+            if self.layers and total is not None and per is not None and total != per * self.layers:
+                size = f"{per}-{per + 1}/layer ({total} slots)"
+            parts.insert(0, f"per_layer({pl.get('allocation')}) {size}")
         else:
             parts.insert(0, f"shared {c.get('capacity')}")
         pf = self.blocks.get("prefetch")
@@ -134,6 +140,24 @@ class TuneResult:
     dominates: bool | None = None
     predictors: list = field(default_factory=list)   # mpl.tune_predict.Score per strategy
     replayed: float = 0.0                   # whole-trace replays the search cost, in total
+    requested: int = 0                      # the budget asked for, in slots (budget: at most
+    every_expert: int = 0                   # every expert of the trace's model, this many)
+
+    @property
+    def holds_every_expert(self) -> bool:
+        """The budget holds every expert: nothing needs offloading (every policy gets the
+        cold misses only, and the tuner ran at every expert)."""
+        return bool(self.every_expert) and self.budget >= self.every_expert
+
+    def budget_note(self) -> str | None:
+        """What to say about the budget (None: nothing): it holds every expert."""
+        if not self.holds_every_expert:
+            return None
+        asked = (f"the budget ({self.requested:,} slots)" if self.requested > self.budget
+                 else "the budget")
+        return (f"{asked} holds all {self.every_expert:,} experts of the trace's model: nothing "
+                f"needs offloading (load the model without a policy); every policy gets only the "
+                f"cold misses, and the tuner ran at {self.budget:,} slots")
 
     def to_dict(self) -> dict:
         def c(x: Candidate | None):
@@ -145,6 +169,8 @@ class TuneResult:
                     "belady": x.belady, "gap": x.gap, "fraction": x.fraction,
                     "dispatches": x.dispatches, "role": x.role}
         return {"objective": self.objective, "budget_slots": self.budget,
+                "budget_requested_slots": self.requested or self.budget,
+                "holds_every_expert": self.holds_every_expert, "note": self.budget_note(),
                 "evaluated": self.evaluated, "search": self.search, "best": c(self.best),
                 "belady": self.belady, "expert_bytes": self.expert_bytes,
                 "expert_bytes_source": self.expert_bytes_source, "lru": c(self.lru),
@@ -189,14 +215,19 @@ def budget_slots(budget: str | int, expert_bytes: int) -> int:
 
 # ------------------------------------------------------------------ candidates
 def _structures(budget: int, layers: int, top_k: int) -> list[dict]:
-    """Cache blocks for the budget: shared, and per-layer splits when each layer gets >= 1."""
+    """Cache blocks for the budget: shared, and per-layer splits when each layer gets >= 1.
+    Every structure uses the whole budget: a per-layer split gives ``budget % layers`` layers
+    one slot more (``total_budget = budget``); its ``cache.capacity`` (``budget // layers``)
+    is the tuner's note of the smallest layer's capacity (prefetch budgets, the leaderboard)
+    and is not written (total_budget decides the layers' capacities)."""
     out = [{"cache": {"capacity": budget}}]
     per = budget // layers
     if per >= 1:
+        most = -(-budget // layers)                  # a layer's share, rounded up
         lo = min(int(schema.param("per_layer.min_capacity").default), per)
-        hi = max(int(schema.param("per_layer.max_capacity").default), per)
+        hi = max(int(schema.param("per_layer.max_capacity").default), most)
         for alloc in _enum("per_layer.allocation"):
-            pl = {"allocation": alloc, "total_budget": per * layers, "min_capacity": lo,
+            pl = {"allocation": alloc, "total_budget": budget, "min_capacity": lo,
                   "max_capacity": hi}
             if alloc != "uniform":
                 pl["max_capacity"] = max(hi, min(2 * per, budget))
@@ -258,10 +289,12 @@ def render(name: str, blocks: dict, comment: str | None = None) -> str:
     from mpl import dsl
 
     b = dsl.policy(name)
+    budgeted = "total_budget" in blocks.get("per_layer", {})
     for block in schema.BLOCK_ORDER:
         if block in blocks:
             vals = {k: v for k, v in blocks[block].items()
-                    if k == "capacity" or schema.param(f"{block}.{k}").default != v}
+                    if (k == "capacity" and not budgeted)
+                    or (k != "capacity" and schema.param(f"{block}.{k}").default != v)}
             b.block(block, **vals)
     text = b.to_moe()
     try:
@@ -345,6 +378,7 @@ _POOL_BELADY: dict = {}
 
 def _init_worker(trace):
     global _POOL_TRACE
+    quiet_interrupt()
     _POOL_TRACE = trace
     _POOL_PREFIXES.clear()
     _POOL_BELADY.clear()
@@ -394,13 +428,17 @@ class Runner:
         """What identifies a candidate: its canonical text (the name aside)."""
         return render("c", blocks)
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
         from mpl.sim import tracepack as packing
         for t in self._prefixes.values():
             packing.release(t)
         self._prefixes.clear()
         if self.pool is not None:
-            self.pool.shutdown()
+            if interrupted:
+                stop_pool(self.pool)
+                self.pool = None
+            else:
+                self.pool.shutdown()
 
     def run(self, stage: int, blocks_list: list[dict], n: int | None = None,
             role: str = "") -> list[Candidate]:
@@ -421,7 +459,8 @@ class Runner:
                     cands.append(old)
                 continue
             self._n += 1
-            c = Candidate(f"c{self._n}", blocks, stage, role=role)
+            c = Candidate(f"c{self._n}", blocks, stage, role=role,
+                          layers=self.trace.header.num_moe_layers)
             c.text = render(c.name, c.blocks)
             c.dispatches, c.fraction = size, size / total if total else 1.0
             self._seen[(body, size)] = c
@@ -463,8 +502,10 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     h = trace.header
     from mpl.timemodel import hardware as hw
     hw.resolve(hardware)          # fail early on a bad profile
-    slots = budget_slots(budget, h.expert_bytes or hw.DEFAULT_EXPERT_BYTES)
+    asked = budget_slots(budget, h.expert_bytes or hw.DEFAULT_EXPERT_BYTES)
     L = h.num_moe_layers
+    every = L * h.num_experts
+    slots = min(asked, every)     # a cache never holds more than every expert
     predictions = has_predictions(trace.dispatches)
     jobs = jobs or os.cpu_count() or 1
 
@@ -488,10 +529,15 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
             from mpl import tune_predict
             scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
                                                budgets=(1, 2, 4))
+    except KeyboardInterrupt:
+        runner.close(interrupted=True)
+        raise
     finally:
         runner.close()
         packing.release(trace)
     result = _result(runner, objective, slots, search)
+    result.requested = asked
+    result.every_expert = every
     result.predictors = scores
     eb, source = trace_expert_size(h)
     result.expert_bytes, result.expert_bytes_source = eb, source
@@ -551,6 +597,7 @@ def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "
              f"simulated {b.tokens_per_s:.2f} tok/s"
              + (f", Belady {result.belady:.4f}" if result.belady is not None else ""),
              f"budget {result.budget} slots; best of {result.evaluated} candidates",
+             *([f"note: {result.budget_note()}"] if result.budget_note() else []),
              f"command: {command}"]
     text = render(name, b.blocks, comment="\n".join(lines))
     an = analyze(text)

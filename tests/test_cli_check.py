@@ -69,10 +69,12 @@ def test_model_aware(tmp_path):
     cfg.write_text(json.dumps({"num_hidden_layers": 4, "num_local_experts": 8, "num_experts_per_tok": 2,
                                "hidden_size": 64, "intermediate_size": 128}))
     out = mplc("check", "--model", str(cfg), "--json", str(p))
-    assert sorted(d["code"] for d in json.loads(out.stdout)) == ["MPL501"]
+    # (4 MoE layers x top-2 = 8 accesses a step: a shared cache of 4 thrashes, MPL508)
+    assert sorted(d["code"] for d in json.loads(out.stdout)) == ["MPL501", "MPL508"]
     # device memory
     q = tmp_path / "mem.moe"
-    q.write_text("policy p { cache { capacity = 8; memory_threshold = 0.9; memory_budget_gb = 80 } }\n")
+    q.write_text("policy p { cache { capacity = 8; eviction = farthest_layer; memory_threshold = 0.9; "
+                 "memory_budget_gb = 80 } }\n")
     out = mplc("check", "--model", "mixtral", "--device-memory", "24GiB", "--json", str(q))
     assert [d["code"] for d in json.loads(out.stdout)] == ["MPL504"]
 

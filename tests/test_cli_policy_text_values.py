@@ -98,12 +98,12 @@ def test_sweep_capacity_values_are_checked(work):
 
 # ------------------------------------------------------------------ empty policy file
 @pytest.mark.parametrize("args", [["run", "empty.moe", "--model", "tiny-mixtral"],
-                                  ["demo", "--policy", "empty.moe"]])
+                                  ["demo", "empty.moe"]])
 def test_an_empty_policy_file_says_why(work, args):
     (work / "empty.moe").write_text("")
     r = mplc(*args, cwd=work)
     assert r.returncode == 1
-    assert f"mplc {args[0]}: empty.moe defines no policy" in r.stderr
+    assert f"mplc {args[0]}: error: empty.moe defines no policy" in r.stderr
     clean(r)
 
 
@@ -111,8 +111,8 @@ def test_run_with_several_policies_names_its_option(work):
     (work / "two.moe").write_text(GOOD + "policy b {\n    cache {\n        capacity = 8\n    }\n}\n")
     r = mplc("run", "two.moe", "--model", "tiny-mixtral", cwd=work)
     assert r.returncode == 1 and "choose one with --policy-name NAME" in r.stderr
-    r = mplc("demo", "--policy", "two.moe", cwd=work)
-    assert r.returncode == 1 and "give a file that defines one policy" in r.stderr
+    r = mplc("demo", "two.moe", cwd=work)
+    assert r.returncode == 1 and "choose one with --policy-name NAME" in r.stderr
 
 
 # ------------------------------------------------------------------ replay overrides

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -31,6 +32,28 @@ def test_demo_passes_every_check():
     assert rep["mechanism"]["copies"] == rep["live"]["loads"] > 0
     assert rep["slots"] < rep["moe_layers"] * rep["experts"]      # it really offloads
     assert len(rep["generated_tokens"]) == 8
+    # the value beside the proof: LRU with the same slots and Belady on the same routing
+    v = rep["comparison"]
+    assert v["policy"]["hit_rate"] == rep["replay_hit_rate"] and v["slots"] == rep["slots"]
+    assert 0 <= v["lru"]["hit_rate"] <= v["belady"] <= 1 and v["lru"]["tokens_per_s"] > 0
+    loads = v["loads"]
+    assert loads["loads"] == loads["demand_loads"] + loads["background_loads"] + loads["prefetch_loads"]
+
+
+def test_demo_text_shows_lru_belady_and_where_loads_come_from():
+    r = mplc("demo", "--max-new-tokens", "6", "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "value on the recorded routing (4 slots; simulated on rtx-4090):" in out
+    assert re.search(r"^    policy balanced +hit rate +\d+\.\d\d% +\d+\.\d tok/s$", out, re.M)
+    assert re.search(r"^    plain LRU +hit rate +\d+\.\d\d% +\d+\.\d tok/s$", out, re.M)
+    assert re.search(r"^    Belady \(the optimum\) +hit rate +\d+\.\d\d%", out, re.M)
+    m = re.search(r"^  (\d+) loads = (\d+) misses loaded on demand \+ (\d+) prefetched ahead of use "
+                  r"\((\d+) of them used before eviction\)", out, re.M)
+    assert m and int(m[1]) == int(m[2]) + int(m[3])
+    live = re.search(r"live: +(\d+) accesses, hit rate [\d.]+, (\d+) loads", out)
+    if int(live[2]) > int(live[1]):
+        assert "more loads than accesses: every prefetch is a load" in out
 
 
 def test_run_prints_text_and_stats_and_json(tmp_path):

@@ -78,7 +78,7 @@ CASES = {
     "MPL308": ("policy p {\n    cache { capacity = 4 }\n    adapt { when hit_rate < 0.5 { rebalance frequency } }\n}\n",
                (3, 35, 3, 54), ["'rebalance frequency' has no effect", "one shared cache", "per_layer"], {}),
     "MPL309": ("policy p {\n    cache { capacity = 1 }\n    per_layer { allocation = entropy }\n}\n", (2, 24, 2, 25),
-               ["per-layer budget (layers x capacity 1) is below layers x min_capacity 2"], {}),
+               ["per-layer budget (layers x capacity 1 per layer) is below layers x min_capacity 2"], {}),
     "MPL401": ("policy p {\n    cache { capacity = 4 }\n    schedule { mode = gpu_only; offload_threshold_ms = 20 }\n}\n",
                (3, 33, 3, 53), ["'offload_threshold_ms' has no effect with mode = gpu_only", "hybrid"], {}),
     "MPL402": ("policy p {\n    cache { capacity = 4 }\n    adapt { when miss_rate > 1 { eviction = lfu } }\n}\n",
@@ -103,10 +103,21 @@ CASES = {
     "MPL503": ("policy p {\n    cache { capacity = 64 }\n    per_layer { min_capacity = 2 }\n}\n", (2, 24, 2, 26),
                ["holds all 64 experts", "cannot matter"], {"model": DS}),
     "MPL504": ("policy p {\n    cache { capacity = 8; expert_size_gb = 1 }\n}\n", (2, 24, 2, 25),
-               ["the cache needs 8 x 1.0 GB = 8.0 GB, more than the device's memory (4.0 GB)"],
-               {"model": DS.with_device_memory(4 * 10 ** 9)}),
-    "MPL505": ("policy p {\n    cache { capacity = 8 }\n    per_layer { total_budget = 30 }\n}\n", (3, 32, 3, 34),
+               ["the slot pool of 8 experts x 954 MiB = 7.45 GiB is more than the 5.87 GiB that a "
+                "9.31 GiB device leaves for experts after the skeleton (2.44 GiB) and the KV-cache "
+                "reserve (1 GiB); lower capacity to at most 6, or capacity = 5.5GiB"],
+               {"model": DS.with_device_memory(10 * 10 ** 9)}),
+    "MPL505": ("policy p {\n    cache { eviction = lru }\n    per_layer { total_budget = 30 }\n}\n", (3, 32, 3, 34),
                ["total_budget 30 is below 26 MoE layers x min_capacity 2 = 52"], {"model": DS}),
+    "MPL508": ("policy p {\n    cache { capacity = 128 }\n}\n", (2, 24, 2, 27),
+               ["a shared cache of capacity 128 is below one step's accesses of deepseek-v2-lite "
+                "(26 MoE layers x top-6 = 156)", "it thrashes", "eviction = farthest_layer"], {"model": DS}),
+    "MPL509": ("policy p {\n    cache { capacity = 64 }\n    prefetch { strategy = history }\n}\n",
+               (2, 24, 2, 26), ["a shared cache of capacity 64 is below one step's accesses",
+                                "every hit would be a prefetch"], {"model": DS}),
+    "MPL409": ("policy p {\n    cache { capacity = 16 }\n    per_layer { total_budget = 416 }\n}\n",
+               (2, 13, 2, 21), ["'capacity' has no effect: per_layer.total_budget = 416 decides every "
+                                "layer's capacity", "remove capacity"], {}),
     "MPL506": ("policy p {\n    cache { capacity = 40; pin = [0, 1] }\n}\n", (2, 34, 2, 40),
                ["need 52 slots of the shared cache of 40"], {"model": DS}),
     "MPL507": ("policy p {\n    cache { capacity = 1MiB }\n}\n", (2, 24, 2, 28),

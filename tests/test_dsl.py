@@ -75,13 +75,13 @@ def seed_language_example():
 @case
 def per_layer():
     b = (dsl.policy("epcb")
-         .cache(capacity=32, eviction="lfu")
+         .cache(eviction="lfu")
          .per_layer(allocation="entropy", total_budget=864, rebalance_interval=500,
                     min_capacity=4, max_capacity=48, entropy_window=100))
     t = """policy epcb {
         per_layer { allocation = entropy; total_budget = 864; rebalance_interval = 500
                     min_capacity = 4; max_capacity = 48; entropy_window = 100 }
-        cache { eviction = lfu; capacity = 32 }
+        cache { eviction = lfu }
     }"""
     return b, t
 

@@ -100,8 +100,13 @@ DEEPSEEK = dict(num_layers=27, num_experts=64, top_k=6)
 SMALL = dict(num_layers=8, num_experts=32, top_k=4)
 
 
+#: DeepSeek-V2-Lite's expert size: a per-layer policy sized in bytes (total_budget = 10GiB)
+#: needs it to be counted in slots
+DEEPSEEK_EXPERT_BYTES = 3 * 2048 * 1408 * 2
+
+
 def shape_for(ir) -> dict:
-    return DEEPSEEK if ir.per_layer else SMALL
+    return dict(DEEPSEEK, expert_bytes=DEEPSEEK_EXPERT_BYTES) if ir.per_layer else SMALL
 
 
 def synthetic_dispatches(num_layers, num_experts, top_k, steps, seed=0):
@@ -127,8 +132,8 @@ def synthetic_dispatches(num_layers, num_experts, top_k, steps, seed=0):
             yield layer, chosen, [x / total for x in w]
 
 
-def run(policy, steps=12, **shape):
-    rt = policy.runtime(**shape)
+def run(policy, steps=12, expert_bytes=None, **shape):
+    rt = policy.runtime(**shape, **({"expert_bytes": expert_bytes} if expert_bytes else {}))
     plans = [rt.dispatch(layer, experts, weights)
              for layer, experts, weights in synthetic_dispatches(steps=steps, **shape)]
     return rt, plans

@@ -16,6 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIA_CLI = {"composed_full", "epcb_entropy", "segmented"}   # every mechanism, an import, a | b
 SHAPE = dict(num_layers=6, num_experts=16, top_k=3)
 STEPS = 15
+#: an expert size that turns the policies sized in bytes (10 GiB) into a few slots per layer
+EXPERT_BYTES = 200 * 2 ** 20
 
 # the same deterministic sequence in both processes (no shared helper: the fresh process
 # must import nothing but the compiled modules and mpl.runtime)
@@ -44,7 +46,8 @@ RUNNER = SEQUENCE + textwrap.dedent("""
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         shape = json.loads(sys.argv[2])
-        rt = mod.make_runtime(shape["num_layers"], shape["num_experts"], shape["top_k"])
+        rt = mod.make_runtime(shape["num_layers"], shape["num_experts"], shape["top_k"],
+                              expert_bytes=int(sys.argv[4]))
         for layer, experts, weights in sequence(steps=int(sys.argv[3]), **shape):
             rt.dispatch(layer, experts, weights)
         out[name] = {"stats": rt.stats(), "policy": mod.POLICY_NAME}
@@ -68,13 +71,14 @@ def test_compiled_stdlib_modules_match_mpl_load(tmp_path):
         else:
             out.write_text(mpl.compile(stdlib_file(name)))
         modules[name] = str(out)
-    r = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(modules), json.dumps(SHAPE), str(STEPS)],
+    r = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(modules), json.dumps(SHAPE), str(STEPS),
+                        str(EXPERT_BYTES)],
                        capture_output=True, text=True, cwd=str(tmp_path), timeout=300)
     assert r.returncode == 0, r.stderr
     fresh = json.loads(r.stdout)
     assert fresh["heavy"] == []
     for name in stdlib_names():
-        rt = mpl.load(stdlib_file(name)).runtime(**SHAPE)
+        rt = mpl.load(stdlib_file(name)).runtime(**SHAPE, expert_bytes=EXPERT_BYTES)
         for layer, experts, weights in sequence(steps=STEPS, **SHAPE):
             rt.dispatch(layer, experts, weights)
         here = json.loads(json.dumps(rt.stats(), default=str))

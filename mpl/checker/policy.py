@@ -52,6 +52,7 @@ def check_resolved(rp: ResolvedPolicy, sink: Sink, *, purpose: str = LIVE,
     rules = rp.all_rules()
     _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, found)
     _no_effect(rp, sink, values, rules)
+    _replaced(rp, sink, rules)
     _redundant_and_fighting(rp, sink, values, rules)
 
 
@@ -64,9 +65,9 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
         sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
                   + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))
         return
-    for key in schema.REQUIRED_KEYS:          # the parameters a policy must give
+    for key in schema.missing_required(rp.settings.__contains__):   # what a policy must give
         p = schema.PARAMS[key]
-        if key in rp.settings or p.block not in rp.blocks:
+        if p.block not in rp.blocks:
             continue
         block = rp.blocks[p.block]
         if _misspelt(block, p.name):
@@ -78,8 +79,13 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
 
 def _required_hint(p: schema.Param) -> str:
     if p.type == schema.SLOTS_OR_SIZE:
-        return f"'{p.name} = N' (slots) or a size such as '{p.name} = 12GiB'"
-    return f"'{p.name} = ...'"
+        hint = f"'{p.name} = N' (slots) or a size such as '{p.name} = 12GiB'"
+    else:
+        hint = f"'{p.name} = ...'"
+    if p.replaced_by:
+        other = schema.PARAMS[p.replaced_by]
+        hint += f" (with a {other.block} block, '{other.name}' can give it instead)"
+    return hint
 
 
 def _misspelt(block: ast.Block, name: str) -> bool:
@@ -313,6 +319,38 @@ def _no_effect(rp: ResolvedPolicy, sink: Sink, values, rules) -> None:
                    f"{oname} to {quote_list(allowed)}")
         sink.emit("MPL401", msg, s.node.name.span,
                   fixes=(remove_fix(f"Remove '{p.name}'", sink.text, s.node.span),))
+
+
+def _replaced(rp: ResolvedPolicy, sink: Sink, rules: list[RuleInfo]) -> None:
+    """MPL409: a parameter written beside the one that replaces it (``cache.capacity`` beside
+    ``per_layer.total_budget``), and an adapt action setting it there: it has no effect."""
+    for key in sorted(rp.own_keys, key=ORDER.__getitem__):
+        p = schema.PARAMS[key]
+        if p.replaced_by is None or p.replaced_by not in rp.settings:
+            continue
+        s, w = rp.settings[key], rp.settings[p.replaced_by]
+        other = schema.PARAMS[p.replaced_by]
+        sink.emit("MPL409", f"'{p.name}' has no effect: {other.block}.{other.name} = {_show(w.base)} decides "
+                  f"every layer's capacity; remove {p.name} (or remove {other.name} to give every layer "
+                  f"{p.name} = {_show(s.base)})", s.node.name.span,
+                  related=_related(rp, sink, (p.replaced_by,), None),
+                  fixes=(remove_fix(f"Remove '{p.name}'", sink.text, s.node.span),))
+    for r in rules:
+        if r.origin != "rule" or not _own_rule(rp, r):
+            continue
+        for a in r.actions:
+            if a.kind != "set" or a.key not in schema.PARAMS:
+                continue
+            p = schema.PARAMS[a.key]
+            if p.replaced_by is None or p.replaced_by not in rp.settings:
+                continue
+            w = rp.settings[p.replaced_by]
+            other = schema.PARAMS[p.replaced_by]
+            sink.emit("MPL409", f"this action has no effect: {other.block}.{other.name} = {_show(w.base)} "
+                      f"decides every layer's capacity, not {p.name}; set {other.name} in the action "
+                      f"instead", a.node.span, related=_related(rp, sink, (p.replaced_by,), None),
+                      fixes=(remove_fix(f"Remove '{p.name} = {_show(a.value)}'", sink.text, a.node.span),)
+                      if len(r.actions) > 1 else ())
 
 
 def _redundant_and_fighting(rp: ResolvedPolicy, sink: Sink, values, rules: list[RuleInfo]) -> None:

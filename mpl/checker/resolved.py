@@ -134,9 +134,8 @@ class ResolvedPolicy:
         """What cannot be lowered (a value whose error was reported, wherever its diagnostic
         lies, or a missing required parameter), else None. The checker marks a policy with
         such a part as having errors, so lowering only ever sees complete policies."""
-        for key in schema.REQUIRED_KEYS:
-            if key not in self.settings:
-                return f"{key} (not set)"
+        for key in schema.missing_required(self.settings.__contains__):
+            return f"{key} (not set)"
         for key, s in self.settings.items():
             if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
                 return key

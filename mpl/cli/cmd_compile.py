@@ -1,4 +1,5 @@
-"""``mplc compile x.moe [-o x_policy.py] [--policy NAME]``: write the compiled policy module.
+"""``mplc compile POLICY [-o x_policy.py] [--policy-name NAME]``: write the compiled policy
+module.
 
 FILE may be ``std/NAME`` (a standard-library policy); its default output is then
 ``NAME_policy.py`` in the current folder. The output is written through
@@ -19,17 +20,19 @@ from mpl.fileio import write_atomic as write_atomic_file
 
 
 def add_arguments(p) -> None:
-    p.add_argument("file", help="the .moe policy file")
+    from mpl.cli.options import add_policy, add_policy_name
+
+    add_policy(p)
     p.add_argument("-o", "--output", metavar="PATH",
                    help="output module path (default: FILE's stem + '_policy.py' next to it, "
                         "NAME_policy.py in the current folder for std/NAME; '-' for stdout); "
                         "a .moe or .policy name is refused")
-    p.add_argument("--policy", metavar="NAME", help="which policy of the file (needed when it defines several)")
+    add_policy_name(p, old_option=True)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
 
 
 def default_output(path: str, policy: str | None) -> str:
-    """FILE's stem + ``_policy.py`` next to it (``_NAME_policy.py`` with ``--policy NAME``);
+    """FILE's stem + ``_policy.py`` next to it (``_NAME_policy.py`` with ``--policy-name NAME``);
     for a standard-library policy ``std/NAME`` (no local file of that name), ``NAME_policy.py``
     in the current folder: the shipped file is not the user's to write beside."""
     from mpl.stdlib_path import resolve
@@ -84,6 +87,7 @@ def output_problem(out: str | None) -> str | None:
 def run(args) -> int:
     from mpl.api import PolicyError, load
 
+    args.file = args.policy             # the policy file (the positional POLICY)
     why = output_problem(args.output)
     if why is not None:                 # before anything is read or compiled
         print(f"mplc compile: error: {why}", file=sys.stderr)
@@ -95,30 +99,30 @@ def run(args) -> int:
             print(render_all(diags, _reader(), color=use_color(sys.stderr)), file=sys.stderr)
 
     try:
-        pol = load(args.file, args.policy)
+        pol = load(args.file, args.policy_name)
     except PolicyError as e:
         errors = [d for d in e.diagnostics if d.is_error]
         if errors:
             show(e.diagnostics)
-            print(f"mplc compile: {args.file}: not compiled ({len(errors)} error"
+            print(f"mplc compile: error: {args.file}: not compiled ({len(errors)} error"
                   f"{'s' if len(errors) > 1 else ''})", file=sys.stderr)
         else:
-            msg = str(e).replace("policy='NAME'", "--policy NAME")
-            print(f"mplc compile: {msg}", file=sys.stderr)
+            msg = str(e).replace("policy='NAME'", "--policy-name NAME")
+            print(f"mplc compile: error: {msg}", file=sys.stderr)
         return 1
     show(pol.diagnostics)
-    out = args.output or default_output(args.file, args.policy)
+    out = args.output or default_output(args.file, args.policy_name)
     if out == "-":
         sys.stdout.write(pol.source)
         return 0
     if _same_file(out, args.file):
-        print(f"mplc compile: refusing to write the module over the policy file {args.file}; "
+        print(f"mplc compile: error: refusing to write the module over the policy file {args.file}; "
               f"choose another -o", file=sys.stderr)
         return 1
     try:
         write_atomic(out, pol.source)
     except OSError as e:
-        print(f"mplc compile: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        print(f"mplc compile: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"policy": pol.name, "output": out,

@@ -21,43 +21,91 @@ import time
 
 
 def add_arguments(p) -> None:
+    from mpl.cli.options import add_no_progress, add_policy, add_policy_name
+
+    add_policy(p, optional=True, old_option=True)
+    add_policy_name(p)
     p.add_argument("--model", default="tiny-mixtral", metavar="PRESET",
                    help="tiny model preset (default tiny-mixtral)")
-    p.add_argument("--policy", default="std/balanced", metavar="POLICY",
-                   help="policy file or std/NAME (default std/balanced: 4-slot LFU + history prefetch)")
-    p.add_argument("--prompt", default="MoE-PolicyLang keeps the right experts on the GPU.")
-    p.add_argument("--max-new-tokens", type=int, default=12, metavar="N")
+    p.add_argument("--prompt", default="MoE-PolicyLang keeps the right experts on the GPU.",
+                   help="prompt text (the presets read it as UTF-8 bytes)")
+    p.add_argument("--max-new-tokens", type=int, default=12, metavar="N",
+                   help="tokens to generate (default 12)")
+    p.add_argument("--hardware", metavar="NAME|FILE",
+                   help="hardware profile of the simulated tokens/s (default rtx-4090)")
     p.add_argument("--experts-implementation", choices=("eager", "batched_mm", "grouped_mm"),
                    help="force transformers' experts implementation (default: the model's)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
+    add_no_progress(p)
 
 
-def _replay_hit_rate(policy, trace):
-    """Hit rate of replaying ``trace`` through ``policy`` (None when mpl.sim is missing)."""
-    try:
-        from mpl.sim import replay
-    except ImportError:
-        return None, "mpl.sim.replay is not available"
-    rep = replay(policy, trace, belady=False)
-    stats = getattr(rep, "stats", None)
-    if callable(stats):
-        stats = stats()
-    if stats is None and hasattr(rep, "to_dict"):
-        stats = rep.to_dict()
-    if isinstance(stats, dict) and "hit_rate" in stats:
-        return float(stats["hit_rate"]), None
-    hr = getattr(rep, "hit_rate", None)
-    return (float(hr), None) if hr is not None else (None, "the replay report has no hit rate")
+PROG = "mplc demo"
+
+#: the policy the demo runs when none is given
+DEFAULT_POLICY = "std/balanced"
+
+
+def compare(policy, trace, hardware=None) -> dict:
+    """The value of the policy on the recorded routing: its replay (hit rate, simulated
+    tokens/s, where its loads came from) beside plain LRU with the same slots and Belady's
+    optimum for the same cache structure. ``{"policy": ..., "lru": ..., "belady": ...,
+    "loads": ...}``."""
+    from mpl.sim import replay
+
+    rep = replay(policy, trace, hardware=hardware, belady=True)
+    s = rep.stats
+    slots = rep.belady["capacities"] if rep.belady else None
+    if policy.ir.per_layer:
+        caps = [x["capacity"] for x in s.get("per_layer", [])]
+        lru_text = (f"policy plain_lru {{\n    cache {{ capacity = {max(caps)}  eviction = lru }}\n"
+                    f"    per_layer {{ total_budget = {sum(caps)}  min_capacity = {min(caps)}  "
+                    f"max_capacity = {max(caps)} }}\n}}\n")
+    else:
+        lru_text = f"policy plain_lru {{\n    cache {{ capacity = {slots}  eviction = lru }}\n}}\n"
+    lru = replay(lru_text, trace, hardware=hardware, belady=False)
+    row = lambda r: {"hit_rate": r.hit_rate, "tokens_per_s": r.tokens_per_s}   # noqa: E731
+    loads = {k: s[k] for k in ("loads", "demand_loads", "background_loads", "prefetch_loads",
+                               "prefetch_useful", "accesses", "hits", "misses", "streamed")
+             if k in s}
+    return {"policy": row(rep), "lru": row(lru), "slots": slots,
+            "belady": rep.belady["hit_rate"] if rep.belady else None,
+            "hardware": rep.hardware["name"], "loads": loads}
+
+
+def loads_text(loads: dict) -> str:
+    """Why a policy loads more experts than it misses: where each load came from."""
+    n, demand = loads.get("loads", 0), loads.get("demand_loads", 0)
+    pf, bg = loads.get("prefetch_loads", 0), loads.get("background_loads", 0)
+    parts = [f"{demand} misses loaded on demand"]
+    if bg:
+        parts.append(f"{bg} loaded in the background while the CPU computed the miss")
+    if pf:
+        parts.append(f"{pf} prefetched ahead of use ({loads.get('prefetch_useful', 0)} of them "
+                     f"used before eviction)")
+    out = f"{n} loads = " + " + ".join(parts)
+    if n > loads.get("accesses", 0):
+        out += ("; more loads than accesses: every prefetch is a load, used or not, and a "
+                "prefetched key evicted before its use is loaded again when it is needed")
+    return out
 
 
 def run(args) -> int:
+    from mpl.cli.errors import error, usage
+    from mpl.cli.options import bar as progress_bar
+
     t_start = time.perf_counter()
     if args.max_new_tokens < 1:
-        print("mplc demo: --max-new-tokens must be >= 1", file=sys.stderr)
-        return 2
+        return usage(PROG, "--max-new-tokens must be >= 1")
+    if args.hardware:
+        from mpl.timemodel.hardware import HardwareError, resolve
+        try:
+            resolve(args.hardware)
+        except HardwareError as e:
+            return error(PROG, str(e))
     from mpl.cli.cmd_run import generate, load_policy
 
-    policy, rc = load_policy(args.policy, None, "mplc demo", name_option=None)
+    spec = args.policy or args.policy_option or DEFAULT_POLICY
+    policy, rc = load_policy(spec, args.policy_name, PROG)
     if policy is None:
         return rc
     import torch
@@ -68,8 +116,7 @@ def run(args) -> int:
     from mpl.offload.recorder import Recorder
 
     if args.model not in PRESETS:
-        print(f"mplc demo: unknown preset '{args.model}': use one of {', '.join(PRESETS)}", file=sys.stderr)
-        return 1
+        return error(PROG, f"unknown preset '{args.model}': use one of {', '.join(PRESETS)}")
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     model = build_model(args.model, experts_implementation=args.experts_implementation)
     ids = encode(args.prompt)
@@ -79,11 +126,10 @@ def run(args) -> int:
     try:
         handle = attach(policy, model, device="cpu")
     except AttachError as e:
-        print(f"mplc demo: {e}", file=sys.stderr)
-        return 1
+        return error(PROG, str(e))
     params_left = [name for name, _ in model.named_parameters() if ".experts." in name]
     with Recorder(model) as rec:
-        seq, logits, t_live = generate(model, ids, n)
+        seq, logits, t_live = generate(model, ids, n, progress_bar(args, n, "generate"))
     trace = rec.trace(source=f"recorded by mplc demo ({args.model})")
     stats = handle.get_stats()
     handle.detach()
@@ -99,10 +145,10 @@ def run(args) -> int:
         "copies into slots == runtime loads": mech["copies"] == stats.get("loads"),
         "identical after detach": torch.equal(ref_seq, after_seq) and torch.equal(ref_logits, after_logits),
     }
-    replay_hr, why = _replay_hit_rate(policy, trace)
+    value = compare(policy, trace, args.hardware)
+    replay_hr, why = value["policy"]["hit_rate"], None
     live_hr = float(stats.get("hit_rate", 0.0))
-    if replay_hr is not None:
-        checks["replay hit rate == live hit rate"] = abs(replay_hr - live_hr) < 1e-12
+    checks["replay hit rate == live hit rate"] = abs(replay_hr - live_hr) < 1e-12
     ok = all(checks.values())
     new = seq[0, len(ids):].tolist()
     report = {
@@ -115,7 +161,8 @@ def run(args) -> int:
                                             "prefetch_issued", "prefetch_useful", "streamed")},
         "mechanism": {k: mech[k] for k in ("copies", "stream_copies", "bytes_copied", "cpu_computes", "pool_bytes")},
         "trace": {"dispatches": len(trace), "steps": trace.num_steps},
-        "replay_hit_rate": replay_hr, "replay_note": why,
+        "replay_hit_rate": replay_hr, "replay_note": why, "comparison": value,
+        "adapt_log": stats.get("adapt_log", []),
         "checks": checks, "seconds": time.perf_counter() - t_start,
     }
     if args.json:
@@ -130,10 +177,21 @@ def run(args) -> int:
           f"{lv['evictions']} evictions, {lv['streamed']} streamed; mechanism copied "
           f"{mech['copies']} experts ({mech['bytes_copied'] / 1024:.1f} KiB) into a fixed "
           f"{mech['pool_bytes'] / 1024:.1f} KiB pool")
-    if replay_hr is not None:
-        print(f"  replay: {len(trace)} recorded dispatches over {trace.num_steps} steps, hit rate {replay_hr:.4f}")
-    else:
-        print(f"  replay: skipped ({why})")
+    print(f"  replay: {len(trace)} recorded dispatches over {trace.num_steps} steps, hit rate {replay_hr:.4f}")
+    slots = value["slots"]
+    what = (f"{slots} slot{'s' if slots != 1 else ''}" if not isinstance(slots, list) else
+            f"per-layer caches of {min(slots)}..{max(slots)} slots")
+    print(f"  value on the recorded routing ({what}; simulated on {value['hardware']}):")
+    pv, lv_, bel = value["policy"], value["lru"], value["belady"]
+    print(f"    {'policy ' + policy.name:<24} hit rate {pv['hit_rate']:7.2%}  {pv['tokens_per_s']:10.1f} tok/s")
+    print(f"    {'plain LRU':<24} hit rate {lv_['hit_rate']:7.2%}  {lv_['tokens_per_s']:10.1f} tok/s")
+    if bel is not None:
+        print(f"    {'Belady (the optimum)':<24} hit rate {bel:7.2%}  (no demand policy can do better"
+              + ("; prefetching can" if pv["hit_rate"] > bel else "") + ")")
+    print(f"  {loads_text(value['loads'])}")
+    from mpl.adapt_log import lines as adapt_lines
+    for line in adapt_lines(stats.get("adapt_log") or []):
+        print(f"  {line}")
     for name, good in checks.items():
         print(f"  [{'ok' if good else 'FAIL'}] {name}")
     print(f"  {'all checks passed' if ok else 'MISMATCH'} in {report['seconds']:.1f} s")

@@ -16,7 +16,10 @@ def run(args) -> int:
         from lsp.server import serve
     except ImportError as e:  # pygls / lsprotocol are the optional 'lsp' extra
         import sys
-        print(f"mplc lsp: {e}; install the language-server extra: pip install 'mpl-policylang[lsp]'",
-              file=sys.stderr)
-        return 2
+
+        from mpl.extras import missing_message
+        why = missing_message(e) or (f"{e}; install the language-server extra: "
+                                     f"pip install 'mpl-policylang[lsp]'")
+        print(f"mplc lsp: error: {why}", file=sys.stderr)
+        return 1
     return serve(args)

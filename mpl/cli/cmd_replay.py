@@ -1,6 +1,6 @@
-"""``mplc replay POLICY.moe --trace T [--capacity N] [--hardware NAME|FILE]
-[--model PRESET|config.json] [--json] [--no-belady]``: replay a trace through a policy; stats,
-Belady's optimum, simulated tok/s.
+"""``mplc replay POLICY --trace T [--policy-name NAME] [--capacity N] [--hardware NAME|FILE]
+[--model PRESET|config.json] [--json] [--no-belady] [--no-progress]``: replay a trace through
+a policy; stats, Belady's optimum, simulated tok/s.
 
 ``--model`` (here, in ``mplc sweep`` and ``mplc tune``) names the trace's model when its
 header names no preset: the expert size and shape for the cost model (mpl.sim.tracemodel).
@@ -15,20 +15,23 @@ import sys
 def add_arguments(parser) -> None:
     from mpl.timemodel import hardware
 
-    parser.add_argument("policy", metavar="POLICY.moe", help="policy file")
+    from mpl.cli.options import add_no_progress, add_policy, add_policy_name
+
+    add_policy(parser)
     parser.add_argument("--trace", "-t", required=True, metavar="T",
                         help="trace file (.mpltrace or .jsonl)")
-    parser.add_argument("--policy", dest="policy_name", metavar="NAME",
-                        help="which policy of the file (when it defines several)")
+    add_policy_name(parser, old_option=True)
     parser.add_argument("--capacity", type=_capacity, metavar="N",
-                        help="override cache.capacity (slots, or a size like 12GiB)")
+                        help="override cache.capacity (slots, or a size like 12GiB); on a per-layer "
+                             "policy that sets total_budget, N is each layer's capacity and replaces "
+                             "total_budget (layers x N)")
     parser.add_argument("--hardware", metavar="NAME|FILE", default=None,
                         help=f"hardware profile: {', '.join(hardware.names())} or a JSON file "
                              f"(default {hardware.DEFAULT})")
     add_model_argument(parser)
     parser.add_argument("--no-belady", action="store_true", help="skip Belady's optimum")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(parser)
 
 
 def add_model_argument(parser) -> None:
@@ -50,8 +53,8 @@ def model_of(args, command: str):
     try:
         return model_shape(args.model), None
     except ShapeError as e:
-        print(f"mplc {command}: error: --model: {e}", file=sys.stderr)
-        return None, 2
+        from mpl.cli.errors import usage
+        return None, usage(f"mplc {command}", f"--model: {e}")
 
 
 def _capacity(text: str):
@@ -87,6 +90,8 @@ def run(args) -> int:
     from mpl.timemodel.hardware import HardwareError
     from mpl.api import load_for_replay as load_policy
     from mpl.sim.tracemodel import TraceModelError
+    from mpl.cli.errors import error
+    from mpl.cli.options import progress_flag
 
     model, status = model_of(args, "replay")
     if status is not None:
@@ -95,15 +100,13 @@ def run(args) -> int:
         policy = load_policy(args.policy, name=args.policy_name)
         report = replay(policy, args.trace, hardware=args.hardware, capacity=args.capacity,
                         belady=not args.no_belady, model=model,
-                        progress=None if not args.no_progress else False)
+                        progress=progress_flag(args))
     except (PolicyLoadError, ReplayError, TraceFormatError, HardwareError, TraceModelError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return error("mplc replay", str(e))
     except Exception as e:  # a runtime refusal (e.g. a budget too small for the trace's shape)
         from mpl.runtime.core import RuntimeConfigError
         if isinstance(e, (RuntimeConfigError, ValueError)):
-            print(f"error: {e}", file=sys.stderr)
-            return 1
+            return error("mplc replay", str(e))
         raise
     print(report.to_json() if args.json else report.format_text())
     return 0

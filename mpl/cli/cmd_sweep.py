@@ -1,5 +1,6 @@
-"""``mplc sweep POLICY.moe [MORE.moe ...] --trace T --capacity 8,16,32,64
-[--param eviction=lru,lfu] [--total] [--plot out.png] [--heatmap out.png] [--json]``: a table
+"""``mplc sweep POLICY [MORE ...] --trace T --capacity 8,16,32,64
+[--param eviction=lru,lfu] [--total] [--plot out.png] [--heatmap out.png] [--json]
+[--no-progress]``: a table
 of hit rate, Belady's optimum, the gap and simulated tok/s per point, and paper-ready figures.
 With several policies (e.g. a shared and a per-layer one) and ``--total``, capacities are
 total slots: the matched-budget comparison.
@@ -21,10 +22,11 @@ def add_arguments(parser) -> None:
     from mpl.cli.cmd_replay import add_model_argument
     from mpl.timemodel import hardware
 
-    parser.add_argument("policy", metavar="POLICY.moe", nargs="+", help="policy file(s)")
+    from mpl.cli.options import add_no_progress, add_policy, add_policy_name
+
+    add_policy(parser, several=True)
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
-    parser.add_argument("--policy", dest="policy_name", metavar="NAME",
-                        help="which policy of the file (when it defines several)")
+    add_policy_name(parser, old_option=True)
     parser.add_argument("--capacity", metavar="N,N,...", default="",
                         help="capacities to sweep (default: the policy's own)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
@@ -42,6 +44,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jobs", "-j", type=int, default=1, help="parallel processes")
     parser.add_argument("--no-belady", action="store_true", help="skip Belady's optimum")
     parser.add_argument("--json", action="store_true", help="print the points as JSON")
+    add_no_progress(parser)
+
+
+PROG = "mplc sweep"
 
 
 def _caps(text: str, total: bool = False) -> list:
@@ -70,7 +76,8 @@ def run(args) -> int:
     from mpl.sim import PolicyLoadError, TraceFormatError
     from mpl.timemodel.hardware import HardwareError, resolve
     from mpl.api import load_for_replay as load_policy
-    from mpl.sim.replay import Progress
+    from mpl.cli.errors import error, usage
+    from mpl.cli.options import bar as progress_bar
     from mpl.sim.sweep import RepeatedParam, format_errors, format_table, parse_params, run_sweep
     from mpl.cli.cmd_replay import model_of
     from mpl.sim.tracemodel import TraceModelError, with_model
@@ -78,17 +85,20 @@ def run(args) -> int:
     model, status = model_of(args, "sweep")
     if status is not None:
         return status
+    if args.plot or args.heatmap:          # before the sweep, not after it
+        from mpl.extras import unavailable
+        why = unavailable("matplotlib")
+        if why is not None:
+            return error(PROG, f"{'--plot' if args.plot else '--heatmap'}: {why}")
     try:
         params = parse_params(args.param)
         if "cache.capacity" in params and args.capacity:
             raise RepeatedParam("--param capacity=... and --capacity both set cache.capacity; "
                                 "give the capacities once, with --capacity")
     except RepeatedParam as e:
-        print(f"mplc sweep: error: {e}", file=sys.stderr)
-        return 2
+        return usage(PROG, str(e))
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return error(PROG, str(e))
     try:
         caps = _caps(args.capacity, args.total)
         resolve(args.hardware)
@@ -97,15 +107,20 @@ def run(args) -> int:
         policies = [load_policy(p, name=args.policy_name) for p in args.policy]
         trace = with_model(tracecols.load(args.trace), model)
     except (ValueError, PolicyLoadError, TraceFormatError, HardwareError, TraceModelError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return error(PROG, str(e))
     per = len(caps or [None]) * max(1, _count(params))
-    bar = Progress(per * len(policies), "sweep")
+    bar = progress_bar(args, per * len(policies), "sweep")
+    from mpl.sim.sweep import SweepError
     points = []
     for k, policy in enumerate(policies):
-        points += run_sweep(policy.text(), trace, caps or [None], params, policy=policy.name,
-                            hardware=args.hardware, jobs=args.jobs, belady=not args.no_belady,
-                            total=args.total, progress=lambda i, n, k=k: bar.update(k * per + i))
+        try:
+            points += run_sweep(policy.text(), trace, caps or [None], params, policy=policy.name,
+                                hardware=args.hardware, jobs=args.jobs, belady=not args.no_belady,
+                                total=args.total,
+                                progress=lambda i, n, k=k: bar.update(k * per + i))
+        except SweepError as e:
+            bar.close()
+            return error(PROG, f"{policy.name}: {e}")
     bar.close()
     names = ", ".join(p.name for p in policies)
     title = args.title or f"{names} on {trace.header.model} ({len(trace)} dispatches)"
@@ -118,11 +133,9 @@ def run(args) -> int:
             from mpl.sim.plots import heatmap
             written.append(heatmap(points, args.heatmap, title=title))
     except OSError as e:
-        print(f"error: cannot write {e.filename or 'the figure'}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        return error(PROG, f"cannot write {e.filename or 'the figure'}: {e.strerror or e}")
     except (RuntimeError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return error(PROG, str(e))
     from mpl.timemodel.hardware import DEFAULT as hw_default
     from mpl.sim.tracemodel import describe_expert_size, trace_expert_size
     eb, eb_source = trace_expert_size(trace.header)     # unless a policy sets expert_size_gb
@@ -145,7 +158,7 @@ def run(args) -> int:
             print(f"wrote {w}")
     failed = sum(1 for p in points if p.error)
     if failed and args.json:                # the messages are in the JSON's "error" fields
-        print(f"error: {failed} of {len(points)} sweep points failed", file=sys.stderr)
+        error(PROG, f"{failed} of {len(points)} sweep points failed")
     return 1 if failed else 0
 
 

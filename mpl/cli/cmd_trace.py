@@ -5,8 +5,8 @@
   ``--from vllm-npy|vllm-response|sglang-response|sglang-distribution --model M``: an
   engine's own routing output, ``mpl.engine_formats``)
 * ``mplc trace merge IN... -o OUT`` (traces of several engines of one model)
-* ``mplc trace record --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N] -o OUT``
-  (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
+* ``mplc trace record [POLICY] --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N]
+  -o OUT`` (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
 * ``mplc trace record --engine vllm --model FOLDER ...``: the same from a vLLM engine
   (``mpl.vllm.launch``: runs in the Python vLLM is installed in)
 * ``mplc trace info T`` (header and summary)
@@ -22,6 +22,8 @@ from mpl.trace import has_predictions, has_weights
 
 
 def add_arguments(parser) -> None:
+    from mpl.cli.options import add_no_progress, add_policy, add_policy_name
+
     sub = parser.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
 
     p = sub.add_parser("synth", help="generate a synthetic trace for a model preset",
@@ -44,11 +46,15 @@ def add_arguments(parser) -> None:
                        help="record lookahead predictions of this accuracy (0: none)")
     knobs.add_argument("--prompt-tokens", type=int, help="step 0 is a prefill of this many tokens")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_no_progress(p)
+    p.set_defaults(_leaf=p)
 
     p = sub.add_parser("convert", help="convert between trace formats (by extension)",
                        description="Convert a trace: .mpltrace (native) <-> .jsonl (original).")
-    p.add_argument("input", metavar="IN")
-    p.add_argument("output", metavar="OUT")
+    p.add_argument("input", metavar="IN",
+                   help="the trace to read (.mpltrace or .jsonl; with --from, an engine's output)")
+    p.add_argument("output", metavar="OUT",
+                   help="the trace to write; its extension chooses the format (.mpltrace or .jsonl)")
     p.add_argument("--weights", choices=("auto", "f16", "f32", "f64"), default="auto",
                    help="float type of router weights in a native output (default: the "
                         "smallest exact one)")
@@ -63,40 +69,51 @@ def add_arguments(parser) -> None:
                           "or a config.json; needed with --from")
     eng.add_argument("--prompt-tokens", type=int, metavar="N",
                      help="prompt length of each request (default: from the response)")
+    add_no_progress(p)
+    p.set_defaults(_leaf=p)
 
     p = sub.add_parser("merge", help="merge the traces of several engines (data parallelism)",
                        description="Merge traces of one model (e.g. one per data-parallel "
                                    "engine): steps one trace after the other.")
-    p.add_argument("inputs", nargs="+", metavar="IN")
-    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("inputs", nargs="+", metavar="IN",
+                   help="the traces to merge, in order (.mpltrace or .jsonl), all of one model")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="the merged trace (.mpltrace or .jsonl)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_no_progress(p)
+    p.set_defaults(_leaf=p)
 
-    p = sub.add_parser("info", help="print a trace's header and summary")
-    p.add_argument("input", metavar="TRACE")
+    p = sub.add_parser("info", help="print a trace's header and summary",
+                       description="Print a trace's header and summary (the whole file is read "
+                                   "and its checksum verified).")
+    p.add_argument("input", metavar="TRACE", help="the trace to describe (.mpltrace or .jsonl)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(_leaf=p)
 
     p = sub.add_parser("record", help="record the routing of a live model (needs torch)",
                        description="Run a model and record its routing decisions.")
+    add_policy(p, optional=True, old_option=True)
     p.add_argument("--model", required=True, metavar="PRESET_OR_PATH",
                    help="a tiny random-initialised model preset (e.g. tiny-olmoe, "
                         "tiny-mixtral) or a local model folder / config.json")
     p.add_argument("--prompt", default="The quick brown fox", help="prompt text")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate")
-    p.add_argument("--policy", metavar="POLICY.moe",
-                   help="attach this policy while recording (hf engine): the trace is its run, "
-                        "and its pre-gating predictions are recorded at its lookahead distance")
+    add_policy_name(p)
     p.add_argument("--lookahead", type=int, metavar="N",
                    help="record pre-gating predictions (the next layers' routers applied to the "
                         "current hidden state) N layers ahead; 0: none (default: the policy's "
                         "distance when it pre-gates, else 1)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output trace file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_no_progress(p)
     add_engine_arguments(p)
+    p.set_defaults(_leaf=p)
     parser.set_defaults(_trace_parser=parser)
 
 
 def add_engine_arguments(p) -> None:
-    """--engine and --vllm-python (``mplc trace record`` and ``mplc run``)."""
+    """--engine, --vllm-python, --dtype and --tensor-parallel-size (``mplc trace record`` and
+    ``mplc run``)."""
     p.add_argument("--engine", choices=("hf", "vllm"), default="hf",
                    help="hf: transformers in this process (default); vllm: a vLLM engine with "
                         "mpl's routing capture (a local model folder; see docs/vllm.md)")
@@ -106,6 +123,9 @@ def add_engine_arguments(p) -> None:
     p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
                    help="with --engine vllm: the engine's dtype (default auto: vLLM's choice, "
                         "bfloat16 on its CPU build)")
+    p.add_argument("--tensor-parallel-size", type=int, metavar="N",
+                   help="with --engine vllm: the engine's tensor-parallel size (default 1): N "
+                        "ranks, each running the policy on its shard with the same decisions")
 
 
 def summary(trace, path: str | None = None) -> dict:
@@ -180,19 +200,21 @@ def _print(info: dict, as_json: bool, verb: str) -> None:
 
 def run(args) -> int:
     from mpl import traceio
+    from mpl.cli.errors import error, usage
 
     cmd = getattr(args, "trace_command", None)
     if cmd is None:
         args._trace_parser.print_help()
         return 2
+    prog = f"mplc trace {cmd}"
     try:
         if cmd == "synth":
-            return _synth(args, traceio)
+            return _synth(args, traceio, prog)
         if cmd == "merge":
             from mpl.engine_formats import merge
             traceio.kind_of(args.output)
             trace = merge([traceio.load(p) for p in args.inputs], list(args.inputs))
-            _save(traceio, trace, args.output)
+            _save(traceio, trace, args.output, args=args, label="merge: writing")
             _print(summary(trace, args.output), args.json, "merged")
             return 0
         if cmd == "convert":
@@ -202,7 +224,7 @@ def run(args) -> int:
             read = tracecols.load if native else traceio.load
             trace = _engine_input(args) if args.from_format else read(args.input)
             kw = {"weights": args.weights} if native else {}
-            _save(traceio, trace, args.output, **kw)
+            _save(traceio, trace, args.output, args=args, label="convert: writing", **kw)
             _print(summary(trace, args.output), args.json, "converted")
             return 0
         if cmd == "info":
@@ -215,32 +237,30 @@ def run(args) -> int:
                 print(format_details(info))
             return 0
         if cmd == "record":
+            policy = args.policy or getattr(args, "policy_option", None)
+            if args.tensor_parallel_size is not None and args.tensor_parallel_size < 1:
+                return usage(prog, f"--tensor-parallel-size must be >= 1, got "
+                                   f"{args.tensor_parallel_size}")
             if args.engine == "vllm":
-                if args.policy or args.lookahead is not None:
-                    print("mplc trace record: --policy and --lookahead need the hf engine "
-                          "(the vLLM capture records the routing only)", file=sys.stderr)
-                    return 2
+                if policy or args.lookahead is not None:
+                    return usage(prog, "a policy and --lookahead need the hf engine (the vLLM "
+                                       "capture records the routing only)")
                 from mpl.vllm.launch import record
                 return record(args)
-            if args.dtype is not None:
-                print("mplc trace record: --dtype needs --engine vllm", file=sys.stderr)
-                return 2
-            try:
-                from mpl.offload.recorder import cli_record
-            except ImportError as e:
-                print(f"mplc trace record: the live recorder is not available ({e})", file=sys.stderr)
-                return 1
+            for opt, val in (("--dtype", args.dtype),
+                             ("--tensor-parallel-size", args.tensor_parallel_size)):
+                if val is not None:
+                    return usage(prog, f"{opt} needs --engine vllm")
+            args.policy = policy
+            from mpl.offload.recorder import cli_record
             return int(cli_record(args) or 0)
     except (traceio.TraceFormatError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return error(prog, str(e))
     except _WriteError as e:
-        print(f"error: cannot write {e.path}: {e.reason}", file=sys.stderr)
-        return 1
+        return error(prog, f"cannot write {e.path}: {e.reason}")
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
-        return 1
+        return error(prog, f"{where}{e.strerror or e}")
     return 2
 
 
@@ -265,28 +285,39 @@ class _WriteError(Exception):
         self.path, self.reason = path, e.strerror or str(e)
 
 
-def _save(traceio, trace, out: str, **kw) -> None:
+def _save(traceio, trace, out: str, *, args=None, label: str = "writing", **kw) -> None:
     """traceio.save (through mpl.fileio: a link is followed, a FIFO or device written
-    through, a failure leaves no partial file); an OSError becomes 'cannot write OUT'."""
+    through, a failure leaves no partial file) with a progress bar (unless --no-progress);
+    an OSError becomes 'cannot write OUT'."""
+    from mpl.cli.options import bar as progress_bar
+
+    bar = progress_bar(args, len(trace.dispatches), label)
     try:
-        traceio.save(trace, out, **kw)
+        traceio.save(trace, out, progress=bar.update if bar.on else None, **kw)
     except OSError as e:
         raise _WriteError(out, e) from None
+    finally:
+        bar.close()
 
 
-def _synth(args, traceio) -> int:
+def _synth(args, traceio, prog: str) -> int:
+    from mpl.cli.errors import error
+    from mpl.cli.options import bar as progress_bar
     from mpl.sim import synth
 
     shape = shapes.preset(args.preset)
     if shape is None:
-        print(f"error: unknown preset '{args.preset}': choose one of {', '.join(shapes.PRESETS)}",
-              file=sys.stderr)
-        return 1
+        return error(prog, f"unknown preset '{args.preset}': choose one of {', '.join(shapes.PRESETS)}")
     overrides = {n: getattr(args, n) for n in synth.KNOB_NAMES}
     knobs = synth.knobs_for(shape.name, **overrides)
     out = args.output or f"{shape.name}.mpltrace"
     traceio.kind_of(out)
-    trace = synth.synthesize(shape, steps=args.steps, seed=args.seed, knobs=knobs)
-    _save(traceio, trace, out)
+    bar = progress_bar(args, max(args.steps, 1), "synth")
+    try:
+        trace = synth.synthesize(shape, steps=args.steps, seed=args.seed, knobs=knobs,
+                                 progress=bar.update if bar.on else None)
+    finally:
+        bar.close()
+    _save(traceio, trace, out, args=args, label="synth: writing")
     _print(summary(trace, out), args.json, "wrote")
     return 0

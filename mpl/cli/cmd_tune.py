@@ -41,14 +41,20 @@ def add_arguments(parser) -> None:
                              "54-candidate staged grid")
     parser.add_argument("--top", type=int, default=10, help="leaderboard rows to print")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    from mpl.cli.options import add_no_progress
+    add_no_progress(parser)
+
+
+PROG = "mplc tune"
 
 
 def run(args) -> int:
     from mpl import tracecols
     from mpl.sim import TraceFormatError
     from mpl.timemodel.hardware import HardwareError
-    from mpl.sim.replay import Progress
     from mpl import tune as T
+    from mpl.cli.errors import error, usage
+    from mpl.cli.options import bar as progress_bar
     from mpl.cli.cmd_replay import model_of
     from mpl.sim.tracemodel import TraceModelError, describe_expert_size, with_model
 
@@ -56,28 +62,23 @@ def run(args) -> int:
     if status is not None:
         return status
     if args.jobs < 0:
-        print("error: --jobs must be >= 0", file=sys.stderr)
-        return 1
+        return error(PROG, "--jobs must be >= 0")
     if args.output and os.path.exists(args.output) and os.path.exists(args.trace) \
             and os.path.samefile(args.output, args.trace):
-        print(f"error: refusing to write the tuned policy over the trace {args.trace}; "
-              f"choose another -o", file=sys.stderr)
-        return 1
+        return error(PROG, f"refusing to write the tuned policy over the trace {args.trace}; "
+                           f"choose another -o")
     if args.output and not args.force and os.path.isfile(args.output):
         # checked before the search: a hand-written policy is not replaced by accident
-        print(f"mplc tune: error: -o {args.output}: the file exists; give --force to replace "
-              f"it, or choose another -o", file=sys.stderr)
-        return 2
+        return usage(PROG, f"-o {args.output}: the file exists; give --force to replace it, or "
+                           f"choose another -o")
     if args.top < 0:
-        print("error: --top must be >= 0", file=sys.stderr)
-        return 1
+        return error(PROG, "--top must be >= 0")
     why = T.policy_name_problem(args.name)
     if why is not None:
-        print(f"error: --name: {why}", file=sys.stderr)
-        return 1
+        return error(PROG, f"--name: {why}")
     try:
         trace = with_model(tracecols.load(args.trace), model)
-        bar = Progress(100, "tune")
+        bar = progress_bar(args, 100, "tune")
         state = {"n": 0}
 
         def progress(stage, i, n):
@@ -91,8 +92,7 @@ def run(args) -> int:
                         search=args.search)
         bar.close()
     except (TraceFormatError, HardwareError, TraceModelError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return error(PROG, str(e))
     b = result.best
     desc = f"{trace.header.model} trace {os.path.basename(args.trace)} ({len(trace)} dispatches)"
     text = T.winner_text(result, desc, T.command_line(), name=args.name)
@@ -102,8 +102,7 @@ def run(args) -> int:
 
             write_atomic(args.output, text)
         except OSError as e:
-            print(f"error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
-            return 1
+            return error(PROG, f"cannot write {args.output}: {e.strerror or e}")
     if args.json:
         d = result.to_dict()
         d["output"] = args.output
@@ -114,6 +113,8 @@ def run(args) -> int:
           f"(hardware {args.hardware or hw_default + ' (default)'}); {result.evaluated} candidates, "
           f"{result.search} search ({result.replayed:.1f} whole-trace replays)")
     print(f"expert size {describe_expert_size(result.expert_bytes, result.expert_bytes_source)}")
+    if result.budget_note():
+        print(f"note: {result.budget_note()}")
     print(f"{'#':>3}  {'hit rate':>8}  {'Belady':>7}  {'gap pp':>6}  {'tok/s':>8}  {'trace':>5}  policy")
     for i, c in enumerate(result.leaderboard[: args.top], 1):
         note = f"  [{c.role}]" if c.role else ""

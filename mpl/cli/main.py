@@ -2,9 +2,12 @@
 (``mpl/cli/cmd_NAME.py`` with ``add_arguments(parser)`` and ``run(args) -> int``) and is
 imported only when it is the one asked for, so ``mplc check`` starts fast.
 
-Exit codes: 0 success, 1 the input is wrong (errors in a policy, unreadable trace, ...),
-2 usage errors (argparse's own convention), 3 an internal error (a bug in mplc: the command
-prints one line asking to report it; ``MPL_DEBUG=1`` prints the traceback too).
+Exit codes: 0 success, 1 the input is wrong (errors in a policy, unreadable trace, ...) or
+an optional dependency the command needs is missing (the line names the extra that installs
+it), 2 usage errors (argparse's own convention), 3 an internal error (a bug in mplc: the
+command prints one line asking to report it; ``MPL_DEBUG=1`` prints the traceback too), 130
+after Ctrl-C (``mplc COMMAND: interrupted``, no traceback, worker processes included).
+Every error line starts with ``mplc COMMAND: error:`` (:mod:`mpl.cli.errors`).
 
 A closed standard output (``mplc check x.moe | head -1``) is not an error: once the reader
 has gone, output is dropped quietly (the stream is pointed at the null device) and the
@@ -76,6 +79,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_leaf=p)       # the parser that reports an unknown option
         if name == only:
             _load(name).add_arguments(p)
             if name in IMPORTING_COMMANDS:
@@ -90,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             mod = _load(only)
         except ImportError as e:  # an optional dependency of this command is missing
-            print(f"mplc {only}: {e}", file=sys.stderr)
-            return 2
+            return _import_error(only, e)
     saved = sys.stdout, sys.stderr
     if only != "lsp":                    # the language server owns its streams
         sys.stdout, sys.stderr = _PipeGuard(sys.stdout), _PipeGuard(sys.stderr)
@@ -106,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(only: str | None, mod, argv: list[str]) -> int:
     parser = build_parser(only)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:       # the command's own usage and a suggestion, not the top-level usage
+        leaf = getattr(args, "_leaf", parser)
+        leaf.error(_unrecognized(leaf, unknown))
     if args.command is None:
         parser.print_help()
         return 2
@@ -116,8 +122,8 @@ def _run(only: str | None, mod, argv: list[str]) -> int:
     try:
         return int(mod.run(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print(f"mplc {only}: interrupted", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError as e:
         # Output that went around the guards (a stream's raw buffer): the result is unknown.
         if e.filename is not None:
@@ -125,8 +131,26 @@ def _run(only: str | None, mod, argv: list[str]) -> int:
         return 1
     except (MemoryError, OverflowError) as e:
         return _resource_error(only, e, args)
+    except ImportError as e:
+        return _import_error(only, e)
     except Exception as e:   # noqa: BLE001 — last resort: bad input is reported where it is read
         return _internal_error(only, e)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """``unrecognized arguments: ...``, with the closest option of the command when the first
+    unknown one is a misspelt option."""
+    import difflib
+
+    msg = f"unrecognized arguments: {' '.join(unknown)}"
+    first = next((u for u in unknown if u.startswith("--")), None)
+    if first is not None:
+        known = [o for a in parser._actions for o in a.option_strings
+                 if o.startswith("--") and a.help is not argparse.SUPPRESS]
+        close = difflib.get_close_matches(first.split("=", 1)[0], known, n=1, cutoff=0.6)
+        if close:
+            msg += f"; did you mean {close[0]}?"
+    return msg
 
 
 def _resource_error(command: str | None, e: BaseException, args) -> int:
@@ -225,6 +249,20 @@ class _PipeGuard:
 
 
 INTERNAL_ERROR = 3
+#: the exit status after Ctrl-C (128 + SIGINT, the shells' convention)
+INTERRUPTED = 130
+
+
+def _import_error(command: str | None, e: ImportError) -> int:
+    """A missing optional dependency is the installation's problem, not a bug: one line
+    naming it, what needs it and the extra that installs it (``mpl.extras``), exit 1."""
+    from mpl.extras import missing_message
+
+    msg = missing_message(e)
+    if msg is None:
+        return _internal_error(command, e)
+    print(f"mplc {command}: error: {msg}", file=sys.stderr)
+    return 1
 
 
 def _internal_error(command: str | None, e: BaseException) -> int:

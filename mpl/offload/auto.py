@@ -100,7 +100,7 @@ def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, 
         strategy = "lookahead" if has_routers else "history"
         pf_budget = max(1, min(K, cap))
         text = (f"policy {name} {{\n"
-                f"    cache {{\n        capacity = {cap}\n        eviction = {evict}\n    }}\n"
+                f"    cache {{\n        eviction = {evict}\n    }}\n"
                 f"    prefetch {{\n        strategy = {strategy}\n        budget = {pf_budget}\n    }}\n"
                 f"    per_layer {{\n        allocation = entropy\n        total_budget = {budget}\n"
                 f"        min_capacity = {minc}\n        max_capacity = {maxc}\n    }}\n"

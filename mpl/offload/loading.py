@@ -36,8 +36,65 @@ class HFTokenizer:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
 
+def available_memory() -> int | None:
+    """The host memory a new allocation can get now, in bytes (Linux: ``MemAvailable`` of
+    /proc/meminfo; elsewhere the free physical pages), or None when it cannot be known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB"
+
+
+def estimate(cfg, kw: dict) -> tuple[int, int, str]:
+    """(bytes, parameters, dtype name) of the model ``AutoModelForCausalLM.from_config(cfg)``
+    would build: the model is built on the meta device (no memory, no initialisation) and
+    its parameters and buffers counted."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(cfg, **kw)
+    n = nbytes = 0
+    dtype = None
+    for t in (*meta.parameters(), *meta.buffers()):
+        n += t.numel()
+        nbytes += t.numel() * t.element_size()
+        dtype = dtype or t.dtype
+    del meta
+    return nbytes, n, str(dtype).replace("torch.", "") if dtype is not None else "?"
+
+
+def check_fits(spec: str, nbytes: int, params: int | None, dtype: str | None,
+               available: int | None) -> None:
+    """ModelLoadError, with the numbers and what to do, when a model of ``nbytes`` cannot
+    fit in the ``available`` host memory (the whole model is built or loaded on the host
+    first; the policy then moves the skeleton to the device). Nothing when unknown."""
+    if available is None or nbytes <= available:
+        return
+    what = (f"{params / 1e9:.2f} B parameters in {dtype}" if params is not None
+            else "its weight files")
+    raise ModelLoadError(
+        f"{spec}: this model needs about {_gb(nbytes)} of host memory ({what}), more than the "
+        f"{_gb(available)} available; it was not built. Use a tiny preset ("
+        f"{', '.join(models.PRESETS)}: the same architectures, random weights), a config.json "
+        f"with fewer layers or experts, or a machine with more memory")
+
+
 def load_model(spec: str, *, experts_implementation: str | None = None, seed: int = 0):
-    """(model, tokenizer) for ``spec``; ModelLoadError with the known presets otherwise."""
+    """(model, tokenizer) for ``spec``; ModelLoadError with the known presets otherwise.
+    A model that cannot fit in the host's available memory is refused before it is built
+    (:func:`check_fits`), not left to the out-of-memory killer."""
     if spec in models.PRESETS:
         model = models.build_model(spec, seed=seed, experts_implementation=experts_implementation)
         return model, ByteTokenizer()
@@ -53,6 +110,9 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
         f.endswith((".safetensors", ".bin")) for f in os.listdir(spec))
     try:
         if has_weights:
+            weights = sum(os.path.getsize(os.path.join(spec, f)) for f in os.listdir(spec)
+                          if f.endswith((".safetensors", ".bin")))
+            check_fits(spec, weights, None, None, available_memory())
             model = AutoModelForCausalLM.from_pretrained(spec, local_files_only=True, **kw)
         else:
             cfg_path = spec if os.path.isfile(spec) else os.path.join(spec, "config.json")
@@ -64,6 +124,8 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
             cfg = AutoConfig.for_model(**cfg_dict) if "model_type" in cfg_dict else None
             if cfg is None:
                 raise ModelLoadError(f"{cfg_path} has no model_type: is it a HuggingFace config.json?")
+            nbytes, params, dtype = estimate(cfg, kw)
+            check_fits(spec, nbytes, params, dtype, available_memory())
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(cfg, **kw)
     except ModelLoadError:

@@ -115,34 +115,34 @@ def cli_record(args) -> int:
 
     out = getattr(args, "output", None) or getattr(args, "o", None)
     if not out:
-        print("mplc trace record: give the output file with -o FILE", file=sys.stderr)
+        print("mplc trace record: error: give the output file with -o FILE", file=sys.stderr)
         return 2
     max_new = getattr(args, "max_new_tokens", 16)
     max_new = 16 if max_new is None else int(max_new)
     if max_new < 1:
-        print("mplc trace record: --max-new-tokens must be >= 1", file=sys.stderr)
+        print("mplc trace record: error: --max-new-tokens must be >= 1", file=sys.stderr)
         return 2
     lookahead = getattr(args, "lookahead", None)
     if lookahead is not None and lookahead < 0:
-        print("mplc trace record: --lookahead must be >= 0 (0: no predictions)", file=sys.stderr)
+        print("mplc trace record: error: --lookahead must be >= 0 (0: no predictions)", file=sys.stderr)
         return 2
     try:
         traceio.kind_of(out)          # a bad extension fails before the model runs
     except traceio.TraceFormatError as e:
-        print(f"mplc trace record: {e}", file=sys.stderr)
+        print(f"mplc trace record: error: {e}", file=sys.stderr)
         return 1
     policy = None
     if getattr(args, "policy", None):
         import mpl
         try:
-            policy = mpl.load(args.policy)
+            policy = mpl.load(args.policy, policy=getattr(args, "policy_name", None))
         except (mpl.PolicyError, OSError, ValueError) as e:
-            print(f"mplc trace record: {args.policy}: {str(e).splitlines()[0]}", file=sys.stderr)
+            print(f"mplc trace record: error: {args.policy}: {str(e).splitlines()[0]}", file=sys.stderr)
             return 1
     try:
         model, tok = load_model(args.model)
     except ModelLoadError as e:
-        print(f"mplc trace record: {e}", file=sys.stderr)
+        print(f"mplc trace record: error: {e}", file=sys.stderr)
         return 1
     prompt = getattr(args, "prompt", None) or "The quick brown fox jumps over the lazy dog"
     ids = tok.encode(prompt)
@@ -152,7 +152,7 @@ def cli_record(args) -> int:
             handle = policy.attach(model)
         trace = record(model, ids, max_new_tokens=max_new, lookahead=lookahead)
     except AttachError as e:
-        print(f"mplc trace record: {e}", file=sys.stderr)
+        print(f"mplc trace record: error: {e}", file=sys.stderr)
         return 1
     finally:
         if handle is not None:
@@ -160,7 +160,7 @@ def cli_record(args) -> int:
     try:
         traceio.save(trace, out)
     except OSError as e:
-        print(f"mplc trace record: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        print(f"mplc trace record: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 1
     if getattr(args, "json", False):
         import json

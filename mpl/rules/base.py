@@ -117,29 +117,61 @@ def expert_gb(values: Mapping[str, Any], model) -> float | None:
     return None
 
 
-def capacity_slots(values: Mapping[str, Any], model=None) -> int | None:
-    """cache.capacity in slots (a size needs the expert size: written or from the model)."""
-    cap = values.get(_CAPACITY.key)
-    if not ok(cap):
+def slots_of(value, values: Mapping[str, Any], model=None) -> int | None:
+    """A slot count or a size (cache.capacity, per_layer.total_budget) in slots: a size is
+    as many experts as fit (it needs the expert size: written or from the model)."""
+    if not ok(value):
         return None
-    if _is_size(cap):
+    if _is_size(value):
         g = expert_gb(values, model)
         if g is None:
             return None
-        slots = cap.bytes / (g * schema.UNITS["GB"].factor)
+        slots = value.bytes / (g * schema.UNITS["GB"].factor)
         # an absurdly small expert size makes this overflow: treat as "unknown" (the range
         # check of expert_size_gb reports the value itself)
         return int(slots) if math.isfinite(slots) else None
-    return int(cap)
+    return int(value)
+
+
+def capacity_slots(values: Mapping[str, Any], model=None) -> int | None:
+    """cache.capacity in slots (a size needs the expert size: written or from the model)."""
+    return slots_of(values.get(_CAPACITY.key), values, model)
+
+
+_TOTAL = schema.PARAMS["per_layer.total_budget"]
+
+
+def size_text(b: float) -> str:
+    """A byte count the way a user writes a size, with enough digits (``16.5 MiB``,
+    ``10 GiB``, ``26.8 GiB``)."""
+    for unit in ("GiB", "MiB", "KiB"):
+        u = schema.UNITS[unit].factor if unit in schema.UNITS else 1024
+        if b >= u:
+            exact = isinstance(b, int) and b % int(u) == 0
+            x = b / u
+            return f"{b // int(u) if exact else (format(x, '.3g') if x < 100 else f'{x:,.0f}')} {unit}"
+    return f"{int(b)} bytes"
+
+
+def size_at_most(b: float) -> str:
+    """A size to write in a policy that is at most ``b`` bytes (rounded down, never up: a
+    suggestion that must fit), e.g. ``11.9GiB``, ``850MiB``."""
+    gib, mib = schema.UNITS["GiB"].factor, schema.UNITS["MiB"].factor
+    if b >= gib:
+        return f"{math.floor(b / gib * 10) / 10:g}GiB"
+    return f"{max(1, math.floor(b / mib))}MiB"
 
 
 class Facts:
     """What a check sees: the effective values of a policy (every schema key, defaults filled
     in, INVALID where the written value had an error), its blocks, the keys it writes, the
     purpose (live or replay) and the model shape (None without one). ``cap`` is the capacity
-    in slots (None when unknown or when a size gives no slot: MPL507 reports that)."""
+    in slots (None when unknown or when a size gives no slot: MPL507 reports that); with
+    per_layer it is each layer's, derived from ``total`` (total_budget in slots) when
+    total_budget is given and capacity is not (``cap_derived``)."""
 
-    __slots__ = ("values", "blocks", "given", "purpose", "model", "per_layer", "slots", "cap", "size")
+    __slots__ = ("values", "blocks", "given", "purpose", "model", "per_layer", "slots", "cap",
+                 "size", "total", "cap_derived")
 
     def __init__(self, values: Mapping[str, Any], blocks: set[str], given: set[str],
                  purpose: str = LIVE, model=None) -> None:
@@ -149,10 +181,32 @@ class Facts:
         self.purpose = purpose
         self.model = model
         self.per_layer = schema.PER_LAYER_BLOCK in blocks
+        self.total = slots_of(values.get(_TOTAL.key), values, model) if self.per_layer else None
         self.slots = capacity_slots(values, model)           # as written (may be 0)
+        self.cap_derived = False
+        if (values.get(_CAPACITY.key) is None and self.total is not None and model is not None
+                and model.num_moe_layers):
+            self.slots = max(1, self.total // model.num_moe_layers)   # each layer's share
+            self.cap_derived = True
         self.cap = self.slots if self.slots is None or self.slots >= _CAPACITY.min else None
         cap = values.get(_CAPACITY.key)
         self.size = cap if _is_size(cap) else None            # a capacity written as a size
+
+    def cap_words(self, cap=None) -> str:
+        """The capacity as a message shows it, saying "per layer" with per_layer caches:
+        ``capacity 16``, ``capacity 10 GiB = 620 slots``, ``capacity 10 GiB per layer = 620
+        slots per layer``, ``22 slots per layer (total_budget 598 over 26 layers)``."""
+        n = self.cap if cap is None else cap
+        n_text = fmt_num(n) if n is not None else "?"
+        per = " per layer" if self.per_layer else ""
+        if self.cap_derived:
+            t = self.values.get(_TOTAL.key)
+            t_text = size_text(t.bytes) if _is_size(t) else fmt_num(t)
+            return (f"{n_text} slot{'s' if n != 1 else ''} per layer (total_budget {t_text} over "
+                    f"{self.model.num_moe_layers} layers)")
+        if self.size is not None:
+            return f"capacity {size_text(self.size.bytes)}{per} = {n_text} slots{per}"
+        return f"capacity {n_text}{per}"
 
     def get(self, key: str):
         return self.values.get(key)

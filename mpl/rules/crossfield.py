@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable
 
 from mpl import schema
-from mpl.rules.base import LIVE, E, Facts, Violation, W, fmt_num, ok, rule
+from mpl.rules.base import LIVE, E, Facts, Violation, W, fmt_num, ok, rule, size_text
 
 
 #: MPL306 explores the combinations of adapt values that firing sequences of three or more
@@ -76,8 +76,9 @@ def _slots(n: int) -> str:
 
 
 _pins_in_cache = relation_check(
-    "MPL301", "cache.pin", lambda f, n, cap: f"{n} pinned experts do not fit in a cache of {_slots(cap)}; "
-                                             f"raise capacity to at least {n} or pin fewer experts")
+    "MPL301", "cache.pin", lambda f, n, cap: f"{n} pinned experts do not fit in a cache of {_slots(cap)}"
+                                             f"{' per layer' if f.per_layer else ''}; raise capacity to "
+                                             f"at least {n} or pin fewer experts")
 
 
 def check_pins_fit(f: Facts) -> list[Violation]:
@@ -120,7 +121,7 @@ policy fast {
 check_prefetch_budget = relation_check(
     "MPL302", "prefetch.budget",
     lambda f, budget, cap: f"prefetch budget {budget}{f.default_note('prefetch.budget')} exceeds the cache "
-                           f"capacity {cap}; set budget to at most {cap}")
+                           f"{f.cap_words(cap)}; set budget to at most {cap}")
 
 
 MPL303 = rule("MPL303", E, "cross-field", "hybrid schedule needs overlap", """
@@ -328,12 +329,12 @@ The per-layer budget cannot give every layer its `min_capacity`: `total_budget` 
 `min_capacity`. With a model (`--model`), MPL505 checks layers x min_capacity exactly.
 """, """
 policy fast {
-    cache { capacity = 8 }
+    cache { eviction = lru }
     per_layer { total_budget = 1 }
 }
 """, """
 policy fast {
-    cache { capacity = 8 }
+    cache { eviction = lru }
     per_layer { total_budget = 64 }
 }
 """)
@@ -344,14 +345,16 @@ def check_per_layer_budget(f: Facts) -> list[Violation]:
     if not f.per_layer:
         return []
     out = []
-    total, mn = f.get("per_layer.total_budget"), f.get("per_layer.min_capacity")
+    written, total, mn = f.get("per_layer.total_budget"), f.total, f.get("per_layer.min_capacity")
     note = f.default_note("per_layer.min_capacity")
-    if ok(total, mn) and total < mn:
-        out.append(Violation("MPL309", f"total_budget {total} is below min_capacity {mn}{note}: not even one "
+    if total is not None and ok(mn) and total < mn:
+        shown = (f"{size_text(written.bytes)} ({total} slots)" if getattr(written, "bytes", None)
+                 else f"{total}")
+        out.append(Violation("MPL309", f"total_budget {shown} is below min_capacity {mn}{note}: not even one "
                              f"layer gets its minimum; raise total_budget or lower min_capacity",
                              ("per_layer.total_budget", "per_layer.min_capacity")))
-    if total is None and f.cap is not None and ok(mn) and f.cap < mn:
-        out.append(Violation("MPL309", f"the per-layer budget (layers x capacity {f.cap_text}) is below layers "
+    if written is None and f.cap is not None and ok(mn) and f.cap < mn:
+        out.append(Violation("MPL309", f"the per-layer budget (layers x {f.cap_words()}) is below layers "
                              f"x min_capacity {mn}{note}; raise capacity to {mn}, lower min_capacity, or "
                              f"set total_budget",
                              ("cache.capacity", "per_layer.min_capacity", "per_layer.total_budget")))

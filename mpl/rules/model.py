@@ -7,7 +7,7 @@ a pure function of :class:`~mpl.rules.base.Facts` (``f.model`` is the shape).
 from __future__ import annotations
 
 from mpl import schema
-from mpl.rules.base import E, Facts, Violation, W, expert_gb, fmt_num, ok, rule
+from mpl.rules.base import E, Facts, Violation, W, expert_gb, fmt_num, ok, rule, size_at_most, size_text
 
 
 MPL501 = rule("MPL501", E, "model", "pinned expert does not exist", """
@@ -16,14 +16,14 @@ run from 0 to the number of routed experts per layer minus one.
 """, """
 policy fast {
     cache {
-        capacity = 32
+        capacity = 160
         pin = [64]
     }
 }
 """, """
 policy fast {
     cache {
-        capacity = 32
+        capacity = 160
         pin = [3]
     }
 }
@@ -50,10 +50,12 @@ unchanged) but is slow.
 """, """
 policy fast {
     cache { capacity = 4 }
+    per_layer { allocation = uniform }
 }
 """, """
 policy fast {
     cache { capacity = 8 }
+    per_layer { allocation = uniform }
 }
 """, model="deepseek-v2-lite")
 
@@ -63,9 +65,11 @@ def check_top_k(f: Facts) -> list[Violation]:
     m, cap = f.model, f.cap
     if cap is None or cap >= m.top_k:
         return []
-    return [Violation("MPL502", f"capacity {cap} is below {m.name}'s top-k of {m.top_k}: every dispatch "
-                      f"streams at least {m.top_k - cap} experts; raise capacity to {m.top_k} or more",
-                      ("cache.capacity",))]
+    raise_ = (f"raise total_budget to {m.top_k * m.num_moe_layers} or more" if f.cap_derived
+              else f"raise capacity to {m.top_k} or more")
+    return [Violation("MPL502", f"{f.cap_words()} is below {m.name}'s top-k of {m.top_k}: every dispatch "
+                      f"streams at least {m.top_k - cap} expert{'s' if m.top_k - cap != 1 else ''}; "
+                      f"{raise_}", ("cache.capacity", "per_layer.total_budget"))]
 
 
 MPL503 = rule("MPL503", W, "model", "cache holds every expert", """
@@ -89,11 +93,12 @@ def check_holds_every_expert(f: Facts) -> list[Violation]:
     m, cap, layers = f.model, f.cap, f.model.num_moe_layers
     size = f.size
     if f.per_layer:
-        total = f.get("per_layer.total_budget")
-        per = (total // layers if ok(total) and layers else cap)
+        total = f.total
+        per = (total // layers if total is not None and layers else cap)
         if per is None or per < m.num_experts:
             return []
-        held = f"{_bytes_text(size.bytes)} = {per} slots" if size is not None and per == cap else f"{per} slots"
+        held = (f"{_bytes_text(size.bytes)} per layer = {per} slots" if size is not None and per == cap
+                else f"{per} slots")
         return [Violation("MPL503", f"every layer's cache ({held}) holds all {m.num_experts} experts of "
                           f"{m.name}: the policy cannot matter, and the slot pool is capped at {layers} x "
                           f"{m.num_experts} = {m.total_experts} slots (only those are allocated); lower the "
@@ -108,25 +113,26 @@ def check_holds_every_expert(f: Facts) -> list[Violation]:
                       f"load the model without offloading", ("cache.capacity",))]
 
 
-MPL504 = rule("MPL504", W, "model", "memory budget above device memory", """
-With a known device memory (`--device-memory`, or the device at attach), the memory budget
-of the memory-pressure trigger, or the cache itself (capacity x expert size), is larger than
-the device.
+MPL504 = rule("MPL504", W, "model", "cache does not fit the device", """
+With a known device memory (`--device-memory`, or the device at attach), the slot pool the
+policy allocates does not fit in what the device leaves for experts, or the memory budget of
+the memory-pressure trigger is above the device's memory. The pool is what the runtime
+allocates: the shared cache's capacity, or with `per_layer` the per-layer total (layers x
+capacity, or `total_budget`, within layers x `min_capacity` .. layers x `max_capacity`), in
+both cases at most every expert of the model. What the device leaves for experts is its
+memory less the model's skeleton (everything but the routed experts: embeddings, attention,
+dense and shared MLPs, the LM head) and a reserve for the KV cache and activations (10% of the
+device, at least 1 GiB; `mplc check --kv-reserve SIZE` states another). The message gives
+every size and a capacity that fits.
 """, """
 policy fast {
-    cache {
-        capacity = 8
-        memory_threshold = 0.9
-        memory_budget_gb = 80
-    }
+    cache { capacity = 48 }
+    per_layer { allocation = uniform }
 }
 """, """
 policy fast {
-    cache {
-        capacity = 8
-        memory_threshold = 0.9
-        memory_budget_gb = 12
-    }
+    cache { eviction = lru }
+    per_layer { total_budget = 10GiB }
 }
 """, model="deepseek-v2-lite", device_memory_gb=16)
 
@@ -135,8 +141,26 @@ def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.1f} GB"
 
 
+def pool_slots(f: Facts) -> int | None:
+    """The slots the runtime's slot pool allocates for this policy on ``f.model`` (as
+    mpl.runtime.core does: a shared cache's capacity; per-layer caches' total, within layers x
+    min_capacity .. layers x max_capacity; at most every expert), None when unknown."""
+    m = f.model
+    L = m.num_moe_layers
+    if f.per_layer:
+        mn, mx = f.get("per_layer.min_capacity"), f.get("per_layer.max_capacity")
+        total = f.total if f.total is not None else (L * f.cap if f.cap is not None else None)
+        if total is None or not ok(mn, mx):
+            return None
+        requested = max(L * mn, min(total, L * mx))
+    else:
+        requested = f.cap
+    return None if requested is None else min(requested, m.total_experts)
+
+
 def check_device_memory(f: Facts) -> list[Violation]:
-    """MPL504: a memory budget, or the cache itself, above the device's memory."""
+    """MPL504: a memory budget above the device, or a slot pool above what the device leaves
+    for experts (its memory less the skeleton and the KV reserve)."""
     m = f.model
     dev = m.device_memory_bytes
     if not dev:
@@ -146,15 +170,42 @@ def check_device_memory(f: Facts) -> list[Violation]:
     if "cache.memory_budget_gb" in f.given and ok(budget) and budget * 1e9 > dev:
         out.append(Violation("MPL504", f"memory_budget_gb {fmt_num(budget)} is above the device's memory "
                              f"({_gb(dev)}); set it to at most {dev / 1e9:.1f}", ("cache.memory_budget_gb",)))
-    eb = m.expert_bytes
-    g = f.get("cache.expert_size_gb")
-    if ok(g):
-        eb = g * 1e9
-    need = effective_slots(f.cap, f.per_layer, m) if f.cap is not None else None
-    if need is not None and need * eb > dev:
-        out.append(Violation("MPL504", f"the cache needs {need} x {_gb(eb)} = {_gb(need * eb)}, more than "
-                             f"the device's memory ({_gb(dev)}); lower capacity to at most {int(dev // eb)}",
-                             ("cache.capacity",)))
+    eb = _expert_bytes(f)
+    pool = pool_slots(f)
+    if pool is None or not eb:
+        return out
+    room = m.expert_memory
+    need = pool * eb
+    if need <= room:
+        return out
+    L = m.num_moe_layers
+    every = " (every expert of the model)" if pool == m.total_experts else ""
+    held = (f"the slot pool of {pool:,} experts{every} x {_bytes_text(eb)} = {_bytes_text(need)}")
+    left = (f"{_bytes_text(max(room, 0))} that a {_bytes_text(dev)} device leaves for experts after "
+            f"the skeleton ({_bytes_text(m.skeleton_bytes)}) and the KV-cache reserve "
+            f"({_bytes_text(m.kv_reserve)})")
+    keys = ("per_layer.total_budget", "cache.capacity") if f.per_layer else ("cache.capacity",)
+    fit = int(room // eb) if room > 0 else 0
+    if fit < 1:
+        return out + [Violation("MPL504", f"{held} does not fit: the skeleton "
+                                f"({_bytes_text(m.skeleton_bytes)}) and the KV-cache reserve "
+                                f"({_bytes_text(m.kv_reserve)}) alone fill the {_bytes_text(dev)} "
+                                f"device; use a larger device or a smaller --kv-reserve", keys)]
+    written = f.get("per_layer.total_budget")
+    if f.per_layer and ok(written):
+        what = f"total_budget {_bytes_text(written.bytes) if hasattr(written, 'bytes') else fmt_num(written)}"
+    else:
+        what = f.cap_words() if (f.per_layer or f.size is not None) else ""
+    what = f" ({what})" if what else ""
+    if f.per_layer:
+        mn = f.get("per_layer.min_capacity")
+        how = (f"set total_budget = {fit} ({fit // L} per layer over {L} layers) or "
+               f"total_budget = {size_at_most(fit * eb)}")
+        if ok(mn) and fit < L * mn:
+            how += f", and lower min_capacity to at most {max(1, fit // L)}"
+    else:
+        how = f"lower capacity to at most {fit}, or capacity = {size_at_most(fit * eb)}"
+    out.append(Violation("MPL504", f"{held}{what} is more than the {left}; {how}", keys))
     return out
 
 
@@ -163,18 +214,18 @@ With per-layer caches, `total_budget` must give every MoE layer at least `min_ca
 slots: it must be at least layers x min_capacity.
 """, """
 policy fast {
-    cache { capacity = 8 }
+    cache { eviction = lru }
     per_layer {
-        total_budget = 40
-        min_capacity = 2
+        total_budget = 200
+        min_capacity = 8
     }
 }
 """, """
 policy fast {
-    cache { capacity = 8 }
+    cache { eviction = lru }
     per_layer {
-        total_budget = 104
-        min_capacity = 2
+        total_budget = 208
+        min_capacity = 8
     }
 }
 """, model="deepseek-v2-lite")
@@ -183,8 +234,8 @@ policy fast {
 def check_per_layer_minimum(f: Facts) -> list[Violation]:
     """MPL505: total_budget below layers x min_capacity."""
     m, layers = f.model, f.model.num_moe_layers
-    total, mn = f.get("per_layer.total_budget"), f.get("per_layer.min_capacity")
-    if not f.per_layer or not ok(total, mn) or total >= layers * mn:
+    total, mn = f.total, f.get("per_layer.min_capacity")
+    if not f.per_layer or total is None or not ok(mn) or total >= layers * mn:
         return []
     return [Violation("MPL505", f"total_budget {total} is below {layers} MoE layers x min_capacity {mn} = "
                       f"{layers * mn} for {m.name}; raise total_budget to {layers * mn} or lower "
@@ -197,15 +248,15 @@ which must fit in the capacity.
 """, """
 policy fast {
     cache {
-        capacity = 16
-        pin = [0, 1]
+        capacity = 160
+        pin = [0, 1, 2, 3, 4, 5, 6]
     }
 }
 """, """
 policy fast {
     cache {
-        capacity = 64
-        pin = [0, 1]
+        capacity = 192
+        pin = [0, 1, 2, 3, 4, 5, 6]
     }
 }
 """, model="deepseek-v2-lite")
@@ -234,18 +285,12 @@ policy fast {
 }
 """, """
 policy fast {
-    cache { capacity = 2GiB }
+    cache { capacity = 4GiB }
 }
 """, model="deepseek-v2-lite")
 
 
-def _bytes_text(b: float) -> str:
-    for unit in ("GiB", "MiB"):
-        u = schema.UNITS[unit].factor
-        if b >= u:
-            exact = isinstance(b, int) and b % int(u) == 0
-            return f"{b // int(u) if exact else format(b / u, '.3g')} {unit}"
-    return f"{int(b)} bytes"
+_bytes_text = size_text
 
 
 def _expert_bytes(f: Facts) -> float:
@@ -280,7 +325,8 @@ def check_slot_range(f: Facts) -> list[Violation]:
     n = effective_slots(f.cap, f.per_layer, f.model)
     if n <= _CAPACITY.max:
         return []
-    return [Violation("MPL507", f"capacity {_bytes_text(size.bytes)} gives {n} slots of {f.model.name}'s "
+    per = " per layer" if f.per_layer else ""
+    return [Violation("MPL507", f"capacity {_bytes_text(size.bytes)}{per} gives {n} slots{per} of {f.model.name}'s "
                       f"experts, more than the {_CAPACITY.max} a cache can have; lower it to at most "
                       f"{_bytes_text(_CAPACITY.max * _expert_bytes(f))}", ("cache.capacity",))]
 
@@ -288,9 +334,82 @@ def check_slot_range(f: Facts) -> list[Violation]:
 _CAPACITY = schema.PARAMS["cache.capacity"]
 
 
+MPL508 = rule("MPL508", W, "model", "shared cache below one step's accesses", """
+One shared cache smaller than one step's accesses (MoE layers x top-k: 26 x 6 = 156 for
+DeepSeek-V2-Lite) thrashes: every key comes back exactly one step later, after every other
+layer's keys have gone through the cache, the cyclic pattern that defeats recency and
+frequency alike, so LRU and LFU hit close to nothing while the optimum still hits a quarter of
+the accesses or more (docs/choosing-a-policy.md, sections 1 and 2). Raise the capacity above
+one step's accesses, use one cache per layer at the same budget (`per_layer`, which cannot
+thrash across layers), or the layer-aware rule (`eviction = farthest_layer`, which this
+warning leaves alone). A capacity below top-k is MPL502; with prefetching, MPL509.
+""", """
+policy fast {
+    cache { capacity = 64 }
+}
+""", """
+policy fast {
+    cache {
+        capacity = 64
+        eviction = farthest_layer
+    }
+}
+""", model="deepseek-v2-lite")
+
+
+MPL509 = rule("MPL509", W, "model", "every hit would be a prefetch", """
+A prefetching policy whose shared cache is smaller than one step's accesses (MoE layers x
+top-k) keeps no key until its layer comes back: every key is evicted by the other layers'
+accesses first. Its only hits are prefetched experts arriving just before their layer runs,
+so its hit rate measures the prefetcher, not the cache, and stays flat as the capacity grows
+(until one step's accesses fit); each wrong prefetch costs a transfer that the misses need
+(docs/choosing-a-policy.md, sections 2 and 4). Raise the capacity above one step's accesses,
+or use one cache per layer (`per_layer`).
+""", """
+policy fast {
+    cache { capacity = 16 }
+    prefetch { strategy = history }
+}
+""", """
+policy fast {
+    cache { eviction = lru }
+    per_layer { total_budget = 416 }
+    prefetch { strategy = history }
+}
+""", model="deepseek-v2-lite")
+
+
+#: eviction rules made for a shared cache smaller than a step (or that know the future)
+_STEP_SAFE_EVICTIONS = ("farthest_layer", "belady")
+
+
+def check_below_one_step(f: Facts) -> list[Violation]:
+    """MPL508 / MPL509: a shared cache below one step's accesses (thrashing; with a
+    prefetcher, every hit a prefetch)."""
+    m, cap = f.model, f.cap
+    step = m.num_moe_layers * m.top_k
+    if f.per_layer or cap is None or cap < m.top_k or cap >= step:
+        return []
+    strategy = f.get("prefetch.strategy")
+    where = (f"a shared cache of {f.cap_words()} is below one step's accesses of {m.name} "
+             f"({m.num_moe_layers} MoE layers x top-{m.top_k} = {step})")
+    if ok(strategy) and strategy != "none":
+        return [Violation("MPL509", f"{where}: every key is evicted before its layer comes back, so every "
+                          f"hit would be a prefetch and the hit rate stays flat as capacity grows below "
+                          f"{step}; raise capacity above {step} or use per_layer caches",
+                          ("cache.capacity", "prefetch.strategy"))]
+    ev = f.get("cache.eviction")
+    if not ok(ev) or any(e in _STEP_SAFE_EVICTIONS for e in str(ev).split("|")):
+        return []
+    return [Violation("MPL508", f"{where}: it thrashes (each key comes back after every other layer's keys "
+                      f"have evicted it, so LRU and LFU hit close to nothing); raise capacity above {step}, "
+                      f"use per_layer caches at the same budget, or eviction = farthest_layer",
+                      ("cache.capacity",))]
+
+
 #: the checks that need a model, in the order their violations are reported (MPL507's no-slot
 #: check runs first among the cross-field ones: see mpl.rules.CROSS_FIELD_CHECKS)
 CHECKS = (check_slot_range, check_pins_exist, check_top_k, check_holds_every_expert,
-          check_per_layer_minimum, check_pins_fit_layers, check_device_memory)
+          check_per_layer_minimum, check_pins_fit_layers, check_device_memory, check_below_one_step)
 
-RULES = (MPL501, MPL502, MPL503, MPL504, MPL505, MPL506, MPL507)
+RULES = (MPL501, MPL502, MPL503, MPL504, MPL505, MPL506, MPL507, MPL508, MPL509)

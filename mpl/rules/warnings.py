@@ -179,4 +179,25 @@ policy fast {
     schedule { overlap = false }
 }
 """),
+    rule("MPL409", W, "warning", "capacity overridden by total_budget", """
+With `per_layer`, `total_budget` decides every layer's capacity (split by `allocation`), so a
+`cache.capacity` written beside it has no effect: it is neither the per-layer capacity nor
+part of the total, whatever its value (a slot count or a size), and an adapt action setting
+`capacity` changes nothing either. `capacity` is not needed when `total_budget` is given. The
+quick fix removes `capacity`; to size each layer instead, remove `total_budget` (the total is
+then layers x capacity).
+""", """
+policy fast {
+    cache {
+        capacity = 16
+        eviction = lfu
+    }
+    per_layer { total_budget = 416 }
+}
+""", """
+policy fast {
+    cache { eviction = lfu }
+    per_layer { total_budget = 416 }
+}
+"""),
 )

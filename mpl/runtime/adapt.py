@@ -105,7 +105,7 @@ def _allocation(rt, key, value, inuse, evicted) -> None:
 
 def _total_budget(rt, key, value, inuse, evicted) -> None:
     rt.budget_derived = False
-    rt.total_budget = min(int(value), rt.pool.size)
+    rt.total_budget = min(rt._slots(value), rt.pool.size)     # a size: as many experts as fit
     rt._rebalance(rt.allocation, inuse, evicted)
 
 

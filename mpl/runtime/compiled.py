@@ -172,7 +172,7 @@ def encode_action(kind: str, key, value, lay, cost) -> tuple:
         return (_A["<store>"], STORE_PARAMS.index(key), 0, _count(value), nan, 0, None, kidx, key, plain)
     code = _A[key]
     i, d, d2, flag, rule = 0, nan, nan, 0, None
-    if key == "cache.capacity":
+    if key in ("cache.capacity", "per_layer.total_budget"):    # a size: as many experts as fit
         i = lay.slots(value)
     elif key == "cache.eviction":
         rule = str(value)

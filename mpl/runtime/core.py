@@ -29,7 +29,7 @@ from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History, Learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
-from mpl.schema import REQUIRED_KEYS, SLOT_POOL_MAX
+from mpl.schema import SLOT_POOL_MAX, missing_required
 
 log = logging.getLogger("mpl.runtime")
 
@@ -123,10 +123,18 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
         if why is not None:
             raise RuntimeConfigError(why)
     lay.pins = frozenset(params["cache.pin"])
-    missing = [k for k in REQUIRED_KEYS if params.get(k) is None]   # cache.capacity
+    per_layer = bool(features.get("per_layer"))
+    # cache.capacity, unless per_layer.total_budget gives it (mpl.schema.missing_required)
+    missing = missing_required(lambda k: params.get(k) is not None and (
+        per_layer or not k.startswith("per_layer.")))
     if missing:
         raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
-    reachable = (params["cache.capacity"], *features.get("capacities", ()))
+    # [total_budget given, cache.capacity not] each layer's default capacity is its share of
+    # the budget (a size budget: as many experts as fit, over every layer)
+    first = params["cache.capacity"]
+    if first is None:
+        first = max(1, lay.slots(params["per_layer.total_budget"]) // L)
+    reachable = (first, *features.get("capacities", ()))
     slots = [lay.slots(c) for c in reachable]
     lay.capacity = cap = slots[0]
     # a cache never holds more keys than the model has experts (a layer's cache: that layer's;
@@ -134,14 +142,15 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
     # drive every decision, the pool (and the mechanism's device memory, num_slots) is only
     # what can ever be occupied
     max_slots = L * E
-    lay.per_layer = bool(features.get("per_layer"))
+    lay.per_layer = per_layer
     if lay.per_layer:
         lay.min_cap = int(params["per_layer.min_capacity"])
         lay.max_cap = int(params["per_layer.max_capacity"])
         tb = params.get("per_layer.total_budget")
         lay.budget_derived = tb is None
-        lay.total_budget = L * cap if tb is None else int(tb)
-        totals = [lay.total_budget] + [int(b) for b in features.get("budgets", ())]
+        # (total_budget may be a size: slots through capacity_slots, as capacity's)
+        lay.total_budget = L * cap if tb is None else lay.slots(tb)
+        totals = [lay.total_budget] + [lay.slots(b) for b in features.get("budgets", ())]
         if lay.budget_derived:       # an adapt rule setting capacity moves the budget
             totals += [L * c for c in slots[1:]]
         # allocations never exceed the budget nor layers x max_capacity (adapt rules can move

@@ -10,7 +10,8 @@ def _plt():
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("plots need matplotlib: pip install 'mpl-policylang[plot]'") from None
+        from mpl.extras import missing_message
+        raise RuntimeError(missing_message(ModuleNotFoundError(name="matplotlib"))) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     return plt

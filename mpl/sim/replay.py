@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mpl.runtime import packing as _packing
@@ -19,6 +19,7 @@ from mpl.sim import tracepack as _tracepack
 from mpl.runtime.core import capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import tracecols
+from mpl.adapt_log import lines as adapt_lines
 from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
@@ -42,6 +43,7 @@ class ReplayReport:
     costs: dict                     # per-operation costs used
     capacity: Any = None            # the capacity override, if any
     elapsed_s: float = 0.0          # wall time of the replay (not the simulated time)
+    notes: list = field(default_factory=list)   # what an override was taken to mean
 
     @property
     def hit_rate(self) -> float:
@@ -64,7 +66,7 @@ class ReplayReport:
         return {"policy": self.policy, "trace": self.trace, "hardware": self.hardware,
                 "capacity": self.capacity, "stats": self.stats, "belady": self.belady,
                 "gap": self.gap, "sim": self.sim, "costs": self.costs,
-                "elapsed_s": self.elapsed_s}
+                "elapsed_s": self.elapsed_s, "notes": list(self.notes)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -85,7 +87,7 @@ class ReplayReport:
         lines += [
             f"  loads         {s['loads']}  (demand {s['demand_loads']}, background "
             f"{s['background_loads']}, prefetch {s['prefetch_loads']}); "
-            f"{s['bytes_loaded'] / 1e9:.2f} GB",
+            f"{_amount(s['bytes_loaded'])}",
             f"  evictions     {s['evictions']}   streamed {s['streamed']}   cpu computes {s['cpu_computes']}",
             f"  prefetch      issued {s['prefetch_issued']}, useful {s['prefetch_useful']}, "
             f"accuracy {s['prefetch_accuracy']:.2%}",
@@ -107,8 +109,27 @@ class ReplayReport:
                     lines.append("    " + "   ".join(row))
                     row = []
         if s.get("adapt_log"):
-            lines += ["", f"  adapt firings {len(s['adapt_log'])} (first: {s['adapt_log'][0]})"]
+            lines += [""] + ["  " + x for x in adapt_lines(s["adapt_log"])]   # mpl.adapt_log
+        for n in self.notes:
+            lines += ["", f"  note: {n}"]
         return "\n".join(lines)
+
+
+    def __str__(self) -> str:
+        """The text report (what ``mplc replay`` prints): ``print(policy.replay(trace))``."""
+        return self.format_text()
+
+    def __repr__(self) -> str:
+        return (f"<ReplayReport {self.policy} on {self.trace.get('model')}: hit rate "
+                f"{self.hit_rate:.2%}, {self.tokens_per_s:.2f} tok/s>")
+
+
+def _amount(nbytes: float) -> str:
+    """Bytes moved, in GB with two decimals, or in MB / KB when that would read 0.00 GB."""
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= f * 0.01 or unit == "KB":
+            return f"{nbytes / f:,.2f} {unit}"
+    return f"{nbytes} bytes"
 
 
 # ------------------------------------------------------------------ progress
@@ -122,7 +143,10 @@ class Progress:
         self.last = -1
         self.every = max(self.total // 200, 1)
 
-    def update(self, i: int) -> None:
+    def update(self, i: int, total: int | None = None) -> None:
+        """``i`` units done (of ``total``, when the caller counts: a callback ``(i, n)``)."""
+        if total is not None and total != self.total and total > 0:
+            self.total, self.every = total, max(total // 200, 1)
         if not self.on or (i % self.every and i != self.total):
             return
         pct = int(100 * i / self.total)
@@ -195,22 +219,59 @@ def check_fits(policy, header) -> None:
                           f"({header.model}): {errs[0].message} [{errs[0].code}]")
 
 
+def per_layer_capacity(policy, header, capacity) -> tuple[dict, str | None]:
+    """What a capacity override (``replay --capacity``, a sweep's capacities) means for
+    ``policy``: on a per-layer policy that gives ``per_layer.total_budget`` (which decides
+    every layer's capacity, so cache.capacity alone would change nothing) the capacity is each
+    layer's, and total_budget becomes layers x that capacity. ``(extra overrides, a note
+    saying so)``; ``({}, None)`` for any other policy."""
+    ir = getattr(policy, "ir", None)
+    if capacity is None or ir is None or not ir.per_layer or ir.get("per_layer.total_budget") is None:
+        return {}, None
+    L = header.num_moe_layers
+    value = capacity
+    if isinstance(capacity, str):               # "12GiB" (checked: a size of cache.capacity)
+        from mpl.ir import Size
+        from mpl.schema import parse_size
+        value = Size(parse_size(capacity)) if not capacity.strip().isdigit() else int(capacity)
+    per = capacity_slots(value, hw.expert_bytes_for(ir, header))
+    old = ir["per_layer.total_budget"]
+    shown = f"{capacity}" if isinstance(capacity, int) else f"{capacity} ({per} slots)"
+    return ({"per_layer.total_budget": L * per},
+            f"capacity {shown} is each layer's capacity: the policy's total_budget "
+            f"{_value_text(old)} is replaced by {L} layers x {per} = {L * per} slots")
+
+
+def _value_text(v) -> str:
+    b = getattr(v, "bytes", None)
+    if b is None:
+        return str(v)
+    from mpl.rules.base import size_text
+    return size_text(b)
+
+
 def _uses_belady(ir) -> bool:
     if ir.get("cache.eviction") == "belady":
         return True
     return False
 
 
-def _per_layer_capacities(ir, num_layers: int) -> list[int] | None:
-    """The runtime's initial per-layer capacities (None for a shared cache)."""
+def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None) -> list[int] | None:
+    """The runtime's initial per-layer capacities (None for a shared cache): total_budget
+    split (a size: as many experts as fit), else layers x capacity."""
     if not ir.per_layer:
         return None
     from mpl.runtime.budgets import allocate
-    cap = ir["cache.capacity"]
-    if not isinstance(cap, int):
-        raise ReplayError("a size capacity needs the runtime (not available for belady)")
+
+    def slots(v) -> int:
+        if not isinstance(v, int):
+            if not expert_bytes:
+                raise ReplayError("a size needs the expert size")
+            return capacity_slots(v, expert_bytes)
+        return v
+
     tb = ir.get("per_layer.total_budget")
-    total = num_layers * cap if tb is None else int(tb)
+    total = num_layers * slots(ir["cache.capacity"]) if tb is None else slots(tb)
     return allocate([1.0] * num_layers, total, int(ir["per_layer.min_capacity"]),
                     int(ir["per_layer.max_capacity"]))
 
@@ -256,6 +317,11 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     trace = with_model(_as_trace(trace), model)
     h = trace.header
     _check_fit(h)
+    notes = []
+    if capacity is not None and "per_layer.total_budget" not in overrides:
+        more, note = per_layer_capacity(policy, h, capacity)
+        overrides.update(more)
+        notes += [note] if note else []
     policy = _given_policy(policy, overrides)
     check_fits(policy, h)
     ir = policy.ir
@@ -304,7 +370,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         hardware=profile.to_dict(), stats=stats,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
-        elapsed_s=time.perf_counter() - t_start)
+        elapsed_s=time.perf_counter() - t_start, notes=notes)
 
 
 def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
@@ -313,7 +379,7 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
     h = trace.header
     L, E = h.num_moe_layers, h.num_experts
     # cache.pin is ignored: the oracle decides what stays (see the comment in replay()).
-    caps = _per_layer_capacities(ir, L)
+    caps = _per_layer_capacities(ir, L, eb)
     reqs, layers = requests_of(trace.dispatches, E)
     outcome: list[list[int] | None] = [None] * len(reqs)
     if caps is None:

@@ -127,20 +127,7 @@ def _run_point(args) -> Point:
 
     p = Point(cap, params, name or "")
     try:
-        overrides = dict(params)
-        if cap is not None:
-            overrides["cache.capacity"] = cap
-            if total and isinstance(cap, int):
-                base = load_policy(text, name=name)
-                if base.ir.per_layer:
-                    L = trace.header.num_moe_layers
-                    per = cap // L
-                    if per < 1:
-                        raise ValueError(f"{cap} total slots give less than one per layer ({L} layers)")
-                    overrides["cache.capacity"] = per
-                    overrides["per_layer.total_budget"] = cap
-                    if base.ir["per_layer.min_capacity"] > per:
-                        overrides["per_layer.min_capacity"] = per
+        overrides = point_overrides(text, name, trace.header, cap, params, total)
         pol = load_policy(text, name=name, overrides=overrides)
         p.policy = pol.name
         r = replay(pol, trace, hardware=hardware, belady=False)
@@ -149,6 +136,37 @@ def _run_point(args) -> Point:
         # a checker location points into the point's generated variant, not a user's file
         p.error = re.sub(r"^<policy>:\d+:\d+: ", "", msg)
         return p
+    return _measured(p, r, pol, trace)
+
+
+def point_overrides(text: str, name, header, cap, params: dict, total: bool) -> dict:
+    """The parameters a sweep point sets in the policy: its ``params``, and its capacity: with
+    ``total`` a per-layer policy gets ``cap // layers`` per layer and total_budget = cap;
+    without, on a per-layer policy that gives total_budget, ``cap`` is each layer's capacity
+    (total_budget becomes layers x cap: :func:`mpl.sim.replay.per_layer_capacity`)."""
+    from mpl.api import load_for_replay as load_policy
+    from mpl.sim.replay import per_layer_capacity
+
+    overrides = dict(params)
+    if cap is not None:
+        overrides["cache.capacity"] = cap
+        base = load_policy(text, name=name)
+        if total and isinstance(cap, int):
+            if base.ir.per_layer:
+                L = header.num_moe_layers
+                per = cap // L
+                if per < 1:
+                    raise ValueError(f"{cap} total slots give less than one per layer ({L} layers)")
+                overrides["cache.capacity"] = per
+                overrides["per_layer.total_budget"] = cap
+                if base.ir["per_layer.min_capacity"] > per:
+                    overrides["per_layer.min_capacity"] = per
+        elif "per_layer.total_budget" not in overrides:
+            overrides.update(per_layer_capacity(base, header, cap)[0])
+    return overrides
+
+
+def _measured(p: Point, r, pol, trace) -> Point:
     s = r.stats
     p.hit_rate = s["hit_rate"]
     p.tokens_per_s = r.sim["tokens_per_s"]
@@ -175,7 +193,8 @@ def _initial_caps(pol, trace) -> list[int]:
                          expert_bytes=h.expert_bytes or None)
         return list(rt.capacities())
     from mpl.sim.replay import _per_layer_capacities
-    return _per_layer_capacities(pol.ir, h.num_moe_layers)
+    from mpl.timemodel.hardware import expert_bytes_for
+    return _per_layer_capacities(pol.ir, h.num_moe_layers, expert_bytes_for(pol.ir, h))
 
 
 def _shared_slots(pol, trace) -> int:
@@ -195,6 +214,65 @@ def _shared_slots(pol, trace) -> int:
     return min(capacity_slots(cap, expert_bytes_for(pol.ir, h)), h.num_moe_layers * h.num_experts)
 
 
+class SweepError(ValueError):
+    """The sweep cannot say anything (its points do not change the policy)."""
+
+
+#: the diagnostics saying a parameter has no effect in a point's variant
+_NO_EFFECT = ("MPL401", "MPL409")
+
+
+def identical_points(text: str, name, header, points, total: bool) -> str | None:
+    """Why two points of ``points`` ((capacity, params) pairs) would replay the same policy,
+    or None: each point's variant is checked, the parameters the checker says have no effect
+    in it (MPL401, MPL409) are set aside, and two points whose policies are then equal are
+    the same row twice (say ``--param frequency_decay=0.9,0.5`` with ``eviction = lru``). A
+    point that cannot be made is left to the sweep, which reports it in its row."""
+    from mpl import schema
+    from mpl.checker import REPLAY, analyze
+    from mpl.sim.variants import set_params
+
+    seen: dict = {}
+    for cap, ps in points:
+        try:
+            overrides = point_overrides(text, name, header, cap, ps, total)
+            variant = set_params(text, overrides, policy=name)
+        except Exception:          # noqa: BLE001 — the point's own row says what is wrong
+            continue
+        an = analyze(variant, purpose=REPLAY)
+        if an.errors:
+            continue
+        pir = an.ir.get(name) if name else (list(an.ir.values())[-1] if an.ir else None)
+        if pir is None:
+            continue
+        idle = {}
+        for d in an.diagnostics:
+            if d.code in _NO_EFFECT:
+                idle[variant[d.span.offset:d.span.end_offset]] = d
+        values = tuple(sorted((k, repr(v)) for k, v in pir.values.items()
+                              if schema.PARAMS[k].name not in idle))
+        key = (values, pir.blocks, repr(pir.adapt))
+        label = _point_label(cap, ps)
+        if key in seen:
+            first, first_idle = seen[key]
+            swept = [k for k in ps if schema.PARAMS[k].name in {**idle, **first_idle}]
+            if cap is not None and "capacity" in {**idle, **first_idle}:
+                swept.append("cache.capacity")
+            why = {**first_idle, **idle}
+            reason = "; ".join(f"{why[schema.PARAMS[k].name].message} [{why[schema.PARAMS[k].name].code}]"
+                               for k in swept) or "nothing in the policy tells them apart"
+            return (f"the sweep's points {first} and {label} replay the same policy: {reason}; "
+                    f"sweep only what changes the policy")
+        seen[key] = (label, idle)
+    return None
+
+
+def _point_label(cap, ps: dict) -> str:
+    parts = ([f"capacity={cap}"] if cap is not None else []) + \
+        [f"{k.split('.', 1)[1]}={v}" for k, v in ps.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
 def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params: dict | None = None,
               *, policy: str | None = None, hardware=None, jobs: int = 1, belady: bool = True,
               progress=None, total: bool = False, model=None) -> list[Point]:
@@ -208,14 +286,25 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
         trace = tracecols.load(os.fspath(trace))
     trace = with_model(trace, model)
     points = grid(list(capacities) or [None], params or {})
+    if len(points) > 1:
+        same = identical_points(policy_text, policy, trace.header, points, total)
+        if same is not None:
+            raise SweepError(same)
     work = [(policy_text, policy, trace, cap, ps, hardware, total) for cap, ps in points]
     if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as ex:
+        from mpl.workers import quiet_interrupt, stop_pool
+
+        ex = ProcessPoolExecutor(max_workers=min(jobs, len(work)), initializer=quiet_interrupt)
+        try:
             results = []
             for i, r in enumerate(ex.map(_run_point, work)):
                 results.append(r)
                 if progress:
                     progress(i + 1, len(work))
+        except KeyboardInterrupt:
+            stop_pool(ex)
+            raise
+        ex.shutdown()
     else:
         results = []
         with _tracepack.reusing(trace):      # pack the trace once for every point

@@ -86,8 +86,9 @@ def knobs_for(preset: str, **overrides) -> Knobs:
 
 
 def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
-               knobs: Knobs | None = None, **overrides) -> Trace:
-    """A synthetic trace of ``steps`` decode steps for a preset (name or ModelShape)."""
+               knobs: Knobs | None = None, progress=None, **overrides) -> Trace:
+    """A synthetic trace of ``steps`` decode steps for a preset (name or ModelShape).
+    ``progress(done, steps)`` is called after each step (a progress bar)."""
     shape = preset if isinstance(preset, shapes.ModelShape) else shapes.preset(preset)
     if shape is None:
         raise ValueError(f"unknown preset '{preset}': choose one of {', '.join(shapes.PRESETS)}")
@@ -199,4 +200,6 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
                     if e not in pred:
                         pred.append(e)
                 step_disp[layer].predictions = {layer + 1: pred}
+        if progress is not None:
+            progress(step + 1, steps)
     return Trace(header, out)

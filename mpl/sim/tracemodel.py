@@ -135,7 +135,9 @@ def trace_expert_size(h: TraceHeader) -> tuple[int, str]:
 def describe_expert_size(nbytes: int, source: str) -> str:
     """``336.0 MiB per expert (model mixtral-8x7b)``; for the default size, a hint to give
     the model."""
-    size = f"{nbytes / 2 ** 20:,.1f} MiB per expert"
+    mib = nbytes / 2 ** 20
+    size = (f"{mib:,.1f} MiB per expert" if mib >= 1 or nbytes == 0
+            else f"{nbytes / 2 ** 10:,.1f} KiB per expert")
     if source == "default":
         return (f"{size} (expert size unknown: the default assumed; give --model "
                 f"PRESET|config.json)")

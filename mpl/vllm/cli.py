@@ -1,9 +1,11 @@
 """``python -m mpl.vllm.cli record|run ...``: the vLLM side of ``mplc trace record --engine
 vllm`` and ``mplc run --engine vllm`` (mpl.vllm.launch starts it in a Python that has vllm).
 
-* ``record --model PATH [--prompt TEXT]... [--max-new-tokens N] -o OUT [--json]``
+* ``record --model PATH [--prompt TEXT]... [--max-new-tokens N] [--tensor-parallel-size N]
+  -o OUT [--json]``
 * ``run POLICY --model PATH [--prompt TEXT]... [--max-new-tokens N] [--hardware H]
-  [--trace OUT] [--policy-name NAME] [--offload [--stream-slots N]] [--json]``
+  [--trace OUT] [--policy-name NAME] [--offload [--stream-slots N]]
+  [--tensor-parallel-size N] [--json]``
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--max-new-tokens", type=int, default=16)
         s.add_argument("--json", action="store_true")
         s.add_argument("--dtype", default="auto")
+        s.add_argument("--tensor-parallel-size", type=int, default=1)
     return p
 
 
@@ -53,17 +56,19 @@ def main(argv=None) -> int:
     policy = args.policy if args.cmd == "run" else None
     out = args.output if args.cmd == "record" else args.trace
     live = {"offload": True, "stream_slots": args.stream_slots} if getattr(args, "offload", False) else {}
+    engine = {"tensor_parallel_size": args.tensor_parallel_size} if args.tensor_parallel_size > 1 else {}
     try:
         runner = PolicyRunner(model=args.model, policy=policy,
                               policy_name=getattr(args, "policy_name", None),
-                              hardware=getattr(args, "hardware", None), dtype=args.dtype, **live)
+                              hardware=getattr(args, "hardware", None), dtype=args.dtype,
+                              **live, **engine)
     except VllmIntegrationError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     try:
         res = runner.generate(prompts, max_tokens=args.max_new_tokens)
     except VllmIntegrationError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     finally:
         runner.close()
@@ -72,13 +77,16 @@ def main(argv=None) -> int:
         try:
             traceio.save(tr, out)
         except OSError as e:
-            print(f"{prog}: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+            print(f"{prog}: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
             return 1
     h = tr.header
     report = {"engine": "vllm", "model": args.model, "output": out, "dispatches": len(tr),
               "steps": tr.num_steps, "moe_layers": list(h.moe_layers), "num_experts": h.num_experts,
               "top_k": h.top_k, "expert_bytes": h.expert_bytes, "source": h.source,
+              "tensor_parallel_size": h.extra.get("tensor_parallel_size", args.tensor_parallel_size),
               "requests": _requests(res)}
+    tp = report["tensor_parallel_size"]
+    ranks = f", tensor-parallel size {tp}" if tp and tp > 1 else ""
     if res.report is not None and live:
         report.update(policy=res.report["policy"], mode="offload", stats=res.stats,
                       hardware=res.report["hardware"]["name"], offload=res.report["offload"],
@@ -91,17 +99,17 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "record":
         print(f"recorded {len(tr)} dispatches over {tr.num_steps} steps in vLLM "
-              f"({h.num_experts} experts x {h.num_moe_layers} MoE layers, top-{h.top_k}) -> {out}")
+              f"({h.num_experts} experts x {h.num_moe_layers} MoE layers, top-{h.top_k}{ranks}) -> {out}")
         return 0
     s = res.stats
     if live:
         m = res.report["offload"]
         print(f"policy {res.report['policy']} live in vLLM on {args.model} ({h.num_moe_layers} MoE "
-              f"layers): {m['cache_slots']} cache slots + {m['stream_slots']} transient "
+              f"layers{ranks}): {m['cache_slots']} cache slots + {m['stream_slots']} transient "
               f"({m['pool_bytes']} bytes on {m['device']}) for {m['expert_bytes_total']} bytes of experts")
     else:
         print(f"policy {res.report['policy']} in shadow mode beside vLLM on {args.model} "
-              f"({h.num_moe_layers} MoE layers), simulated on {res.report['hardware']['name']}")
+              f"({h.num_moe_layers} MoE layers{ranks}), simulated on {res.report['hardware']['name']}")
     for r in report["requests"]:
         print(f"output: {r['text']!r}")
     print(f"accesses {s['accesses']}  hits {s['hits']}  hit rate {s['hit_rate']:.3f}  "
@@ -112,6 +120,9 @@ def main(argv=None) -> int:
         print(f"copies {m['copies']}  streamed {m['stream_copies']}  bytes copied {m['bytes_copied']}  "
               f"passes {m['passes']}  cpu computes {m['cpu_computes']}  "
               f"mechanism {m['us_per_layer_call']:.1f} us per layer call")
+    from mpl.adapt_log import lines as adapt_lines
+    for line in adapt_lines(s.get("adapt_log") or []):
+        print(line)
     if out:
         print(f"trace: {len(tr)} dispatches over {tr.num_steps} steps -> {out}")
     return 0

@@ -30,11 +30,11 @@ def find_python(explicit: str | None, prog: str) -> tuple[str | None, str | None
     if given:
         if not (os.path.isfile(given) and os.access(given, os.X_OK)):
             src = "--vllm-python" if explicit else ENV_PYTHON
-            return None, f"{prog}: {src}: {given} is not an executable Python"
+            return None, f"{prog}: error: {src}: {given} is not an executable Python"
         return given, None
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable, None
-    return None, (f"{prog}: --engine vllm needs vLLM, which this Python ({sys.executable}) "
+    return None, (f"{prog}: error: --engine vllm needs vLLM, which this Python ({sys.executable}) "
                   f"cannot import; {INSTALL_HINT}")
 
 
@@ -51,7 +51,7 @@ def preflight(policy_spec: str | None, policy_name: str | None, model: str, prog
 
     if not os.path.isdir(model):
         what = "no such model folder" if not os.path.exists(model) else "not a model folder"
-        print(f"{prog}: --engine vllm: {what}: {model} (give a local HuggingFace model folder: "
+        print(f"{prog}: error: --engine vllm: {what}: {model} (give a local HuggingFace model folder: "
               "config.json, weights and tokenizer)", file=sys.stderr)
         return 1
     try:
@@ -67,11 +67,11 @@ def preflight(policy_spec: str | None, policy_name: str | None, model: str, prog
                          color=use_color(sys.stderr)), file=sys.stderr)
         n = len(e.diagnostics)
         on = f" for {shape.name}" if shape is not None else ""
-        print(f"{prog}: {policy_spec}: does not fit the model{on} ({n} error{'s' if n > 1 else ''}); "
+        print(f"{prog}: error: {policy_spec}: does not fit the model{on} ({n} error{'s' if n > 1 else ''}); "
               "the engine was not started", file=sys.stderr)
         return 1
     except VllmIntegrationError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     return None
 
@@ -85,10 +85,10 @@ def launch(python: str, argv: list[str], timeout: float | None = None) -> int:
     try:
         return subprocess.run([python, "-m", "mpl.vllm.cli", *argv], env=env, timeout=timeout).returncode
     except subprocess.TimeoutExpired:
-        print(f"mplc: the vLLM engine did not finish within {timeout:.0f} s", file=sys.stderr)
+        print(f"mplc: error: the vLLM engine did not finish within {timeout:.0f} s", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"mplc: cannot run {python}: {e.strerror or e}", file=sys.stderr)
+        print(f"mplc: error: cannot run {python}: {e.strerror or e}", file=sys.stderr)
         return 1
 
 
@@ -100,6 +100,8 @@ def _common(args) -> list[str]:
         out.append("--json")
     if getattr(args, "dtype", None):
         out += ["--dtype", args.dtype]
+    if getattr(args, "tensor_parallel_size", None):
+        out += ["--tensor-parallel-size", str(args.tensor_parallel_size)]
     return out
 
 
@@ -115,7 +117,7 @@ def _checked_options(args, prog: str, trace_out: str | None, hardware: str | Non
         if hardware:
             hw.resolve(hardware)
     except (traceio.TraceFormatError, hw.HardwareError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return None, 1
     py, err = find_python(getattr(args, "vllm_python", None), prog)
     if py is None:
@@ -137,10 +139,10 @@ def record(args, prog: str = "mplc trace record") -> int:
 def run(args, prog: str = "mplc run") -> int:
     slots = getattr(args, "stream_slots", None)
     if slots is not None and not getattr(args, "offload", False):
-        print(f"{prog}: --stream-slots needs --offload", file=sys.stderr)
+        print(f"{prog}: error: --stream-slots needs --offload", file=sys.stderr)
         return 2
     if slots is not None and slots < 1:
-        print(f"{prog}: --stream-slots must be >= 1 (streamed experts go through the transient "
+        print(f"{prog}: error: --stream-slots must be >= 1 (streamed experts go through the transient "
               f"slots), got {slots}", file=sys.stderr)
         return 2
     rc = preflight(args.policy, args.policy_name, args.model, prog)

@@ -94,3 +94,41 @@ def test_run_engine_vllm_offload_reports_the_mechanism(tiny, tmp_path):
     assert ({k: v for k, v in live["stats"].items() if k not in drop}
             == {k: v for k, v in replayed["stats"].items() if k not in drop})
 
+
+
+def test_run_engine_vllm_tensor_parallel_size(tiny, tmp_path):
+    """``mplc run --engine vllm --offload --tensor-parallel-size 2``: the engine runs on two
+    ranks (CPU build: two workers, threads bound one core each), the report names the size,
+    the tokens equal the same two-rank engine without offload, and the live statistics equal
+    ``mplc replay`` of the trace it wrote."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("tensor parallelism 2 needs two cores to bind the workers to")
+    path = tiny("qwen3-moe")
+    pol = tmp_path / "half.moe"
+    pol.write_text("policy half { cache { capacity = 12  eviction = lru } }\n")
+    base = ["--engine", "vllm", "--model", path, "--prompt", "hello world", "--max-new-tokens",
+            "6", "--json", "--dtype", "float32", "--tensor-parallel-size", "2"]
+    out = tmp_path / "tp.mpltrace"
+    env = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        r = mplc("run", str(pol), *base, "--offload", "--trace", str(out))
+        r0 = mplc("run", str(pol), *base)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r0.returncode == 0, r0.stderr[-3000:]
+    live, shadow = json.loads(r.stdout), json.loads(r0.stdout)
+    assert live["tensor_parallel_size"] == 2 and live["mode"] == "offload" and live["ranks"] == 2
+    assert [q["token_ids"] for q in live["requests"]] == [q["token_ids"] for q in shadow["requests"]]
+    r2 = mplc("replay", str(pol), "--trace", str(out), "--json")
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    replayed = json.loads(r2.stdout)
+    drop = ("stall_ms",)
+    assert ({k: v for k, v in live["stats"].items() if k not in drop}
+            == {k: v for k, v in replayed["stats"].items() if k not in drop})
