@@ -117,9 +117,17 @@ def expert_gb(values: Mapping[str, Any], model) -> float | None:
     return None
 
 
-def capacity_slots(values: Mapping[str, Any], model=None) -> int | None:
-    """cache.capacity in slots (a size needs the expert size: written or from the model)."""
+def capacity_slots(values: Mapping[str, Any], model=None, per_layer: bool = False) -> int | None:
+    """cache.capacity in slots (a size needs the expert size: written or from the model; a
+    cache.capacity_factor the model's experts: a layer's with ``per_layer``, else every MoE
+    layer's, rounded up)."""
     cap = values.get(_CAPACITY.key)
+    if cap is None and _CAPACITY.instead is not None:
+        factor = values.get(_CAPACITY.instead)
+        if not ok(factor) or model is None:
+            return None
+        experts = model.num_experts if per_layer else model.total_experts
+        return max(1, math.ceil(factor * experts))
     if not ok(cap):
         return None
     if _is_size(cap):
@@ -149,7 +157,7 @@ class Facts:
         self.purpose = purpose
         self.model = model
         self.per_layer = schema.PER_LAYER_BLOCK in blocks
-        self.slots = capacity_slots(values, model)           # as written (may be 0)
+        self.slots = capacity_slots(values, model, self.per_layer)   # as written (may be 0)
         self.cap = self.slots if self.slots is None or self.slots >= _CAPACITY.min else None
         cap = values.get(_CAPACITY.key)
         self.size = cap if _is_size(cap) else None            # a capacity written as a size
