@@ -144,10 +144,11 @@ HOST_TIER = "<host>"
 class Tier:
     """One tier, fully defaulted. ``dtype`` ``None`` is the checkpoint's own precision;
     ``dtype_ladder`` ``()`` is one precision (else its first rung is ``dtype``);
-    ``capacity`` ``None`` for the last tier, which holds every expert (an ``int`` number of
-    slots, or a :class:`Size`, as written); ``eviction`` ``None`` for the last tier and for a
-    tier whose ``residency`` is ``"always"`` (nothing is evicted from them); ``implicit``
-    for the host-memory tier that was not written (:data:`HOST_TIER`)."""
+    ``capacity`` an ``int`` number of slots or a :class:`Size`, as written, or ``None`` for
+    the last tier, which holds every expert (a last cpu tier keeps a written capacity: the
+    host memory it may use); ``eviction`` ``None`` for the last tier and for a tier whose
+    ``residency`` is ``"always"`` (nothing is evicted from them); ``implicit`` for the
+    host-memory tier that was not written (:data:`HOST_TIER`). docs/memory-tiers.md."""
     name: str
     location: Location
     dtype: str | None

@@ -346,3 +346,28 @@ def test_replay_of_a_tiered_policy_says_why(tmp_path):
     assert out.returncode == 0, out.stderr
     out = mplc("replay", "big.moe", "--trace", "t.mpltrace", cwd=tmp_path)
     assert out.returncode == 1 and "uses memory tiers" in out.stderr and "Traceback" not in out.stderr
+
+
+# ------------------------------------------------------------------ docs/memory-tiers.md
+DOC = os.path.join(ROOT, "docs", "memory-tiers.md")
+
+
+def test_the_docs_examples_check_clean():
+    page = open(DOC, encoding="utf-8").read()
+    blocks = [b.split("```", 1)[0] for b in page.split("```moe\n")[1:]]
+    assert len(blocks) >= 3
+    for code in blocks:
+        a = analyze(code)
+        assert [d.code for d in a.diagnostics if d.code != "MPL420"] == [], code
+        assert a.ir and all(p.tiered for p in a.ir.values())
+    bigger = analyze(blocks[-1]).ir["bigger"].hierarchy
+    assert [(t.name, t.capacity) for t in bigger.tiers] == [("pinned", 4), ("hot", 32), ("ram", None)]
+
+
+def test_the_docs_describe_every_field_of_the_tier_ir():
+    import dataclasses
+    page = open(DOC, encoding="utf-8").read()
+    ir_part = page[page.index("## The IR"):]
+    for cls in (ir.Hierarchy, ir.Tier, ir.Transition, ir.Band, ir.Location, ir.Layers, ir.WeightedSum):
+        fields = [f.name for f in dataclasses.fields(cls)]
+        assert f"{cls.__name__}({', '.join(fields)}" in ir_part.replace("\n  ", " ").replace("\n", " "), cls
