@@ -16,37 +16,11 @@ from mpl import ir
 from mpl.checker import analyze, check_text
 from mpl.shapes import preset
 from cli_helpers import mplc
+from tier_helpers import ISSUE_EXAMPLE, SPEC_EXAMPLE, malformed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "tests", "corpus", "tiers.moe")
 DS = preset("deepseek-v2-lite")
-
-ISSUE_EXAMPLE = """policy tiers {
-  hierarchy {
-    tier T0_gpu_hot   { dtype = fp16  location = gpu  capacity = 16 }
-    tier T1_gpu_warm  { dtype = int4  location = gpu  capacity = 32 }
-    on demote(T0_gpu_hot -> T1_gpu_warm) { mechanism = in_place_requant }
-    eviction = lru
-  }
-}
-"""
-
-SPEC_EXAMPLE = """policy big {
-    hierarchy {
-        tier hot  { location = gpu   dtype = fp16  capacity = 16 }
-        tier warm { location = gpu   dtype = int4  capacity = 64 }
-        tier ram  { location = cpu   capacity = 24GiB }
-        tier ssd  { location = disk  path = "/models/x" }
-        on demote(hot -> warm)  { mechanism = in_place_requant }
-        on promote(warm -> hot) { trigger_threshold = 0.7 }
-        eviction = lru
-    }
-    per_layer_hierarchy {
-        band layers = 0..7  { tier hot { location = gpu  capacity = 4 }  eviction = lru }
-        band layers = 8..23 { tier hot { location = gpu  capacity = 8 }  eviction = lfu }
-    }
-}
-"""
 
 
 def codes(text, **kw):
@@ -371,3 +345,57 @@ def test_the_docs_describe_every_field_of_the_tier_ir():
     for cls in (ir.Hierarchy, ir.Tier, ir.Transition, ir.Band, ir.Location, ir.Layers, ir.WeightedSum):
         fields = [f.name for f in dataclasses.fields(cls)]
         assert f"{cls.__name__}({', '.join(fields)}" in ir_part.replace("\n  ", " ").replace("\n", " "), cls
+
+
+# ------------------------------------------------------------------ malformed variants
+def _fuzz_one(text, model=None):
+    """analyze and the formatter never raise; diagnostics lie in the text; a policy lowers
+    exactly when it has no error, and every IR keeps the tier invariants."""
+    from mpl.diagnostics import Span
+    from mpl.fmt import FormatError, format_text
+    a = analyze(text, model=model)
+    for d in a.diagnostics:
+        assert 0 <= d.span.offset <= d.span.end_offset <= len(text), d
+        assert d.span == Span.from_offsets(text, d.span.offset, d.span.end_offset), d
+        for f in d.fixes:
+            for e in f.edits:
+                assert 0 <= e.span.offset <= e.span.end_offset <= len(text), d
+    for name, rp in a.policies.items():
+        assert (name in a.ir) == (not rp.has_errors), name
+    if len(a.ir) < len(a.policies):
+        assert not a.ok
+    for p in a.ir.values():
+        for h in [p.hierarchy, *(b.hierarchy for b in p.bands)]:
+            if h is not None:
+                assert h.tiers[-1].location.kind in ("cpu", "disk")
+                assert len(h.transitions) == 2 * (len(h.tiers) - 1)
+    try:
+        out = format_text(text)
+    except FormatError as e:
+        assert e.diagnostics and any(d.is_error for d in e.diagnostics)
+    else:
+        assert format_text(out) == out
+        assert analyze(out, model=model).ir == a.ir
+
+
+@prop(80)
+@given(malformed(), st.sampled_from([None, DS]))
+def test_malformed_variants_get_located_errors_and_never_raise(text, model):
+    _fuzz_one(text, model)
+
+
+def test_found_tier_cases_through_the_cli(tmp_path):
+    """Every found case with memory tiers: `mplc check` exits 1 with located errors and
+    `mplc fmt` refuses it with its diagnostics, never an internal error."""
+    from found_cases import FOUND, TIER_CASES
+    for name, text in FOUND:
+        if name not in TIER_CASES:
+            continue
+        _fuzz_one(text)
+        path = tmp_path / f"{name}.moe"
+        path.write_text(text)
+        for args in (("check", path.name), ("fmt", "--check", path.name)):
+            out = mplc(*args, cwd=tmp_path)
+            assert out.returncode == 1, (name, args, out.stderr)
+            assert "Traceback" not in out.stderr and "internal error" not in out.stderr
+            assert f"{path.name}:" in out.stderr + (out.stdout or "")
