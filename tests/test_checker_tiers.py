@@ -269,19 +269,60 @@ def hierarchies(draw):
     return "policy gen {\n    hierarchy {\n" + "\n".join(lines) + "\n    }\n}\n", names
 
 
+@st.composite
+def banded(draw):
+    """The same tiers per band of layers: bands covering 0..LAST without a gap, or over a
+    hierarchy (then a band may override a tier's capacity and the bands may leave gaps)."""
+    text, names = draw(hierarchies())
+    body = text[text.index("hierarchy {\n") + len("hierarchy {\n"):text.rindex("    }\n}")]
+    over = draw(st.booleans())
+    cuts = sorted(draw(st.sets(st.integers(1, 47), max_size=4)))
+    bounds = list(zip([0, *cuts], [c - 1 for c in cuts] + [47]))
+    bands = []
+    for k, (first, last) in enumerate(bounds):
+        if over and (bands or k + 1 < len(bounds)) and draw(st.booleans()):
+            continue                     # layers left to the hierarchy (at least one band)
+        head = f"        band layers = {first}..{last} {{\n"
+        items = (f"            tier {names[0]} {{ capacity = {draw(st.integers(8, 32))} }}\n"
+                 if over else "".join("    " + line + "\n" for line in body.splitlines()))
+        bands.append(head + items + "        }\n")
+    out = "policy gen {\n"
+    if over:
+        out += "    hierarchy {\n" + body + "    }\n"
+    out += "    per_layer_hierarchy {\n" + "".join(bands) + "    }\n}\n"
+    return out, names
+
+
+def _clean_and_lowered(text, names):
+    from mpl.fmt import format_text
+    a = analyze(text, model=preset("qwen3-30b-a3b"))
+    assert [d.code for d in a.diagnostics if d.code != "MPL517"] == [], (
+        text, [(d.code, d.message) for d in a.diagnostics])
+    p = a.ir["gen"]
+    for h in [p.hierarchy, *(b.hierarchy for b in p.bands)]:
+        if h is None:
+            continue
+        assert [t.name for t in h.tiers if not t.implicit] == names
+        assert len(h.transitions) == 2 * (len(h.tiers) - 1)
+    formatted = format_text(text)
+    assert format_text(formatted) == formatted and analyze(formatted, model=preset("qwen3-30b-a3b")).ir == a.ir
+    return p
+
+
 @prop(60)
 @example(("policy gen {\n    hierarchy {\n        tier g0 { location = gpu  capacity = 8 }\n    }\n}\n", ["g0"]))
 @given(hierarchies())
 def test_generated_variants_check_clean_and_lower(made):
-    from mpl.fmt import format_text
-    text, names = made
-    a = analyze(text)
-    assert a.diagnostics == [], (text, [(d.code, d.message) for d in a.diagnostics])
-    h = a.ir["gen"].hierarchy
-    assert [t.name for t in h.tiers if not t.implicit] == names
-    assert len(h.transitions) == 2 * (len(h.tiers) - 1)
-    formatted = format_text(text)
-    assert format_text(formatted) == formatted and analyze(formatted).ir == a.ir
+    assert _clean_and_lowered(*made).hierarchy is not None
+
+
+@prop(40)
+@given(banded())
+def test_generated_bands_check_clean_and_lower(made):
+    p = _clean_and_lowered(*made)
+    assert p.bands or p.hierarchy is not None
+    firsts = [b.layers.first for b in p.bands]
+    assert firsts == sorted(firsts)
 
 
 # ------------------------------------------------------------------ where the runtime would run them
