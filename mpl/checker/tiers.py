@@ -105,7 +105,8 @@ class OwnTiers:
     hierarchy: Level | None = None
     bands: list[Level] = field(default_factory=list)
     bands_block: ast.Block | None = None      # the per_layer_hierarchy block
-    bands_file: str | None = None
+    bands_file: str | None = None             # ... its file and the policy that wrote it
+    bands_policy: str | None = None
 
     @property
     def present(self) -> bool:
@@ -117,7 +118,7 @@ def check_own(sink: Sink, block: ast.Block, spec: schema.Block, pname: str, own:
     """Check a ``hierarchy`` or ``per_layer_hierarchy`` block of one policy into ``own``."""
     if spec.sections == ("band",):
         if own.bands_block is None:
-            own.bands_block, own.bands_file = block, sink.file
+            own.bands_block, own.bands_file, own.bands_policy = block, sink.file, pname
         items = [i for i in block.items if not isinstance(i, ast.Section) or i.kind.text != "band"]
         _check_items(sink, spec, block.name.text, items, block, pname, None)
         seen: dict = {}
@@ -380,11 +381,12 @@ def merge_level(base: Level, over: Level) -> Level:
 
 def inherit(parent: OwnTiers, own: OwnTiers) -> OwnTiers:
     """The tiers of a policy that extends ``parent`` and writes ``own``."""
-    out = OwnTiers(parent.hierarchy, list(parent.bands), parent.bands_block, parent.bands_file)
+    out = OwnTiers(parent.hierarchy, list(parent.bands), parent.bands_block, parent.bands_file,
+                   parent.bands_policy)
     if own.hierarchy is not None:
         out.hierarchy = own.hierarchy if parent.hierarchy is None else merge_level(parent.hierarchy, own.hierarchy)
     if own.bands_block is not None:
-        out.bands_block, out.bands_file = own.bands_block, own.bands_file
+        out.bands_block, out.bands_file, out.bands_policy = own.bands_block, own.bands_file, own.bands_policy
     for band in own.bands:
         at = next((i for i, b in enumerate(out.bands)
                    if band.layers is not INVALID and b.layers == band.layers), None)
@@ -458,11 +460,6 @@ def _dtype(t: TierInfo) -> str | None:
     if isinstance(ladder, tuple) and ladder:
         return ladder[0]
     return None
-
-
-def _value_span(t, name: str) -> Span | None:
-    s = t.settings.get(name)
-    return s.value_span if s is not None else None
 
 
 class _Checker:
@@ -747,17 +744,19 @@ class _Checker:
                     continue
                 per_device.setdefault(loc.index, []).append(slots * _expert_bytes(tier, m))
         dev = m.device_memory_bytes
+        if t.bands_block is not None and t.bands:
+            at = (t.bands_block, t.bands_file, t.bands_policy, t.bands_block.name.span)
+        elif t.hierarchy is not None:
+            h = t.hierarchy
+            at = (h.node, h.file, h.policy, h.name_span)
+        else:
+            return
         for index, parts in per_device.items():
             need = sum(parts)
             if need > dev:
                 name = "the device" if index is None else f"device gpu:{index}"
-                own = self.tiers.hierarchy or (self.tiers.bands[0] if self.tiers.bands else None)
-                node = self.tiers.bands_block if t.bands and self.tiers.bands_block is not None else own.node
-                span = node.name.span if isinstance(node, ast.Block) else own.name_span
                 self.add("MPL516", f"the gpu tiers on {name} need {need / 1e9:.1f} GB of experts, more "
-                         f"than its memory ({dev / 1e9:.1f} GB); lower their capacities",
-                         node, t.bands_file if node is t.bands_block else own.file,
-                         own.policy if node is not t.bands_block else self.rp.name, span)
+                         f"than its memory ({dev / 1e9:.1f} GB); lower their capacities", *at)
 
     def bands(self) -> None:
         """MPL324 (overlap), MPL325 (a gap between bands) and, with a model, MPL515."""
@@ -794,10 +793,7 @@ class _Checker:
                 self.add("MPL515", f"MoE layer{'s' if len(missing) > 1 else ''} {_runs(missing)} of "
                          f"{m.name} {'are' if len(missing) > 1 else 'is'} in no band: every MoE layer "
                          f"needs one (or add a hierarchy block for the layers outside the bands)",
-                         node, t.bands_file, self._owner_of_bands(), node.name.span)
-
-    def _owner_of_bands(self) -> str:
-        return next((b.policy for b in self.tiers.bands if b.node is not None), self.rp.name)
+                         node, t.bands_file, t.bands_policy, node.name.span)
 
     def run(self) -> list[_Found]:
         t = self.tiers
