@@ -84,6 +84,10 @@ def policy_markdown(analysis: AnalysisFn, name: str) -> str:
     head = f"**policy {name}**" + (f" extends `{ir.parent}`" if ir.parent else "")
     blocks = ", ".join(b for b in schema.BLOCK_ORDER if b in ir.blocks)
     lines = [head, "", f"blocks: {blocks}" if blocks else "no blocks"]
+    if ir.hierarchy is not None:
+        lines.append("tiers: " + ", ".join(f"`{t.name}`" for t in ir.hierarchy.tiers))
+    if ir.bands:
+        lines.append("bands: " + ", ".join(f"`{b.layers}`" for b in ir.bands))
     cap = ir.values.get("cache.capacity")
     if cap is not None:
         lines.append(f"capacity: `{render.ir_value(cap, schema.PARAMS['cache.capacity'])}`, "

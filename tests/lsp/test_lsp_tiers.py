@@ -84,6 +84,8 @@ async def test_hover_tiers(client):
     assert schema.NESTED_PARAMS["band.layers"].doc in md
     md = await hover(client, uri, TIERS, "hierarchy {")
     assert schema.BLOCKS["hierarchy"].doc in md and "tier NAME" in md
+    md = await hover(client, uri, TIERS, "big")                 # the policy: its tiers and bands
+    assert "tiers: `hot`, `ram`, `ssd`" in md and "bands: `0..7`" in md
     no_internal_errors(client)
 
 
