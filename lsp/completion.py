@@ -54,7 +54,47 @@ def param_line(p: schema.Param, n: int, snippets: bool) -> str:
     return f"{p.name} = {value}"
 
 
+def section_snippet(x: schema.Section, snippets: bool, indent: str = "    ", first: int = 1) -> str:
+    """A nested item with its head and the parameters it usually needs: ``tier NAME { ...}``,
+    ``on demote(A -> B) { }``, ``band layers = a..b { tier ... }``."""
+    n = first
+
+    def slot(default: str, choices=None) -> str:
+        nonlocal n
+        if not snippets:
+            return default
+        out = "${%d%s}" % (n, _choice(choices) if choices else ":" + default)
+        n += 1
+        return out
+
+    if x.head == schema.LABEL:
+        head = f"{x.kind} {slot('name')}"
+        body = []
+        for p in x.params:
+            if p.required:
+                body.append(f"{p.name} = {slot(p.enum[0].name, p.enum_names()) if p.enum else slot('')}")
+        cap = x.param("capacity")
+        if cap is not None:
+            body.append(f"capacity = {slot(_PLACEHOLDER[cap.type])}")
+    elif x.head == schema.EDGE:
+        events = [e.name for e in x.events]
+        head = f"{x.kind} {slot(events[0], events)}({slot('upper')} -> {slot('lower')})"
+        body = []
+    else:
+        sel = x.selector
+        head = f"{x.kind} {sel.name} = {slot('0')}..{slot('7')}"
+        inner = [schema.SECTIONS[k] for k in x.sections if schema.SECTIONS[k].head == schema.LABEL]
+        body = [section_snippet(inner[0], snippets, indent, n)] if inner else []
+    lines = "\n".join(indent + line for b in body for line in b.split("\n"))
+    if not lines:
+        lines = indent + ("$0" if snippets else "")
+    return f"{head} {{\n{lines}\n}}"
+
+
 def block_snippet(b: schema.Block, snippets: bool, indent: str = "    ") -> str:
+    if b.sections and not b.flat:
+        inner = section_snippet(schema.SECTIONS[b.sections[0]], snippets, indent)
+        return f"{b.name} {{\n" + "\n".join(indent + line for line in inner.split("\n")) + "\n}"
     if b.rules:
         metrics = list(schema.METRICS)
         if snippets:
@@ -224,7 +264,7 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
             else:
                 items.add(b.name, K.Module, doc_md, sort="0" + b.name)
     elif kind == "param_name":
-        b = schema.block(ctx.block or "")
+        b = schema.container(ctx.container or "")
         if b is not None:
             already = context.params_set_in(tokens, ctx.frame_open) - {ctx.prefix}
             for p in b.params:
@@ -232,8 +272,22 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
                     continue
                 items.add(p.name, K.Property, render.param_markdown(p), insert=f"{p.name} = ",
                           detail=f"{p.type} = {p.default_text()}")
-            if b.rules:
+            for k in b.sections:
+                _section_items(items, schema.SECTIONS[k])
+            if getattr(b, "rules", False):
                 _rule_items(items)
+    elif kind == "section_head":
+        _head_items(items, ctx)
+    elif kind == "tier_name":
+        for name in _tier_names(tokens, ctx):
+            items.add(name, K.Variable, f"tier `{name}`", detail="tier")
+    elif kind == "call_arg":
+        p = schema.find(ctx.param or "")
+        if p is not None and p.weighted:
+            for e in p.enum:
+                if e.segment:
+                    items.add(e.name, K.EnumMember, render.enum_markdown(p, e), insert=f"{e.name} = ",
+                              detail=f"weight of {e.name}")
     elif kind == "rule_action":
         for name, key in schema.ADAPT_TARGETS.items():
             p = schema.PARAMS[key]
@@ -258,7 +312,7 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
         for op in schema.COMPARISON_OPS:
             items.add(op, K.Operator, f"`METRIC {op} NUMBER`: {_OP_WORDS.get(op, op)} the threshold")
     elif kind == "unit":
-        p = schema.PARAMS.get(ctx.param or "")
+        p = schema.find(ctx.param or "")
         names = p.units if p is not None and p.units else tuple(schema.UNITS)
         for u in names:
             items.add(u, K.Unit, render.unit_markdown(schema.UNITS[u]))
@@ -266,10 +320,46 @@ def complete(ls, doc, offset: int) -> list[types.CompletionItem]:
         for u in schema.RULE_DURATION_UNITS:
             items.add(u, K.Unit, render.unit_markdown(schema.UNITS[u]))
     elif kind == "after_value":
-        p = schema.PARAMS.get(ctx.param or "")
+        p = schema.find(ctx.param or "")
         if p is not None and p.conditional:
             items.add("when", K.Keyword, "Conditional value: `a : b when METRIC OP NUMBER`.")
     return items.items
+
+
+def _section_items(items: _Items, x: schema.Section) -> None:
+    """A nested item a block or an item holds (``tier``, ``on``, ``band``)."""
+    md = render.section_markdown(x)
+    items.add(x.kind, K.Keyword, md, insert=f"{x.kind} ", detail=x.syntax, sort="1" + x.kind)
+    items.add(x.kind, K.Snippet, md, insert=section_snippet(x, True), snippet=True, detail=x.syntax,
+              sort="1" + x.kind)
+
+
+def _head_items(items: _Items, ctx: context.Context) -> None:
+    """After a nested item's kind: a transition's events, a band's `layers =`."""
+    x = schema.SECTIONS.get(ctx.section or "")
+    if x is None:
+        return
+    if x.head == schema.EDGE:
+        for e in x.events:
+            items.add(e.name, K.EnumMember, f"**{e.name}**: {e.doc}", insert=f"{e.name}(",
+                      detail=x.syntax)
+    elif x.head == schema.SELECTOR:
+        items.add(x.selector.name, K.Property, render.param_markdown(x.selector),
+                  insert=f"{x.selector.name} = ", detail=x.syntax)
+
+
+def _tier_names(tokens, ctx: context.Context) -> list[str]:
+    """The tiers a transition can name: those defined in this policy (its hierarchy and
+    bands), in order, each once."""
+    lo = ctx.policy_open if ctx.policy_open >= 0 else 0
+    hi = context.frame_end(tokens, lo) if ctx.policy_open >= 0 else len(tokens)
+    infos = context.classify(tokens[:hi])
+    out: list[str] = []
+    for t, info in zip(tokens[lo:hi], infos[lo:hi]):
+        if info.role == context.LABEL_R and info.container in ("hierarchy", "band") \
+                and t.text not in out and t.text != ctx.prefix:
+            out.append(t.text)
+    return out
 
 
 def _rule_items(items: _Items) -> None:
@@ -285,9 +375,17 @@ def _rule_items(items: _Items) -> None:
 
 
 def _value_items(items: _Items, ctx: context.Context) -> None:
-    p = schema.PARAMS.get(ctx.param or "")
+    p = schema.find(ctx.param or "")
     if p is None:
         return
+    if p.weighted:
+        singles = [e.name for e in p.enum if e.segment]
+        doc = f"`{schema.WEIGHTED_SUM}(...)`: {schema.WEIGHTED_SUM_DOC}."
+        items.add(schema.WEIGHTED_SUM, K.Function, doc, detail=f"{p.key}",
+                  insert=f"{schema.WEIGHTED_SUM}({singles[0]} = 0.5, {singles[1]} = 0.5)")
+        items.add(schema.WEIGHTED_SUM, K.Snippet, doc, snippet=True, detail=f"{p.key}",
+                  insert=f"{schema.WEIGHTED_SUM}(${{1{_choice(singles)}}} = ${{2:0.5}}, "
+                         f"${{3{_choice(singles[1:] + singles[:1])}}} = ${{4:0.5}})")
     if p.enum:
         for e in p.enum:
             if ctx.after_pipe and not e.segment:   # a side of `a | b`: single-queue rules only

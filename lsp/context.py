@@ -22,6 +22,9 @@ KEYWORD, POLICY_DEF, POLICY_REF, BLOCK, PARAM, VALUE, METRIC, UNIT = (
 NUMBER_R, STRING_R, COMMENT_R, OPERATOR, TARGET, TRIGGER, IMPORT_PATH, UNKNOWN = (
     "number", "string", "comment", "operator", "target", "trigger", "import_path", "unknown")
 BOOL_R = "bool"
+# memory tiers: the kind of a nested item (tier, band, on), a tier's name where it is defined
+# and where a transition names it, a transition's event (promote, demote)
+SECTION_R, LABEL_R, LABEL_REF, EVENT_R = "section", "label", "label_ref", "event"
 
 
 @dataclass
@@ -31,12 +34,13 @@ class Info:
     policy: str | None = None
     block: str | None = None
     param: str | None = None      # schema key ("cache.capacity") or raw name when unknown
+    container: str | None = None  # the innermost block or nested item kind ("tier")
 
 
 @dataclass
 class Frame:
-    kind: str                      # top | policy | block | rule | other
-    name: str | None = None        # policy name / block name
+    kind: str                      # top | policy | block | section | rule | other
+    name: str | None = None        # policy name / block name / a section's kind
     open_index: int = -1           # index of the '{' token
     policy: str | None = None
 
@@ -57,13 +61,20 @@ class Context:
     after_number: bool = False
     in_string: bool = False
     after_pipe: bool = False       # the value is the second side of a segmented `a | b`
+    container: str | None = None   # the innermost block or nested item kind ("tier")
+    section: str | None = None     # the kind of the nested item whose head is being written
 
 
 def _param_key(block: str | None, name: str) -> str | None:
-    b = schema.block(block) if block else None
-    if b is not None and b.param(name) is not None:
-        return f"{block}.{name}"
-    return None
+    """The schema key of parameter ``name`` of a block or a nested item kind."""
+    b = schema.container(block) if block else None
+    if b is None:
+        return None
+    p = b.param(name)
+    sel = getattr(b, "selector", None)          # a band's head: `layers = ...`
+    if p is None and sel is not None and sel.name == name:
+        p = sel
+    return p.key if p is not None else None
 
 
 def _target_key(name: str) -> str | None:
@@ -88,6 +99,8 @@ class Scanner:
         self.param_name: str | None = None
         self.depth = 0                      # [ ] nesting inside the statement
         self.stmt_head: str | None = None   # first word of the statement
+        self.section: str | None = None     # the statement is a nested item of this kind
+        self.call = 0                       # ( ) nesting of a call-like value
 
     @property
     def frame(self) -> Frame:
@@ -107,6 +120,12 @@ class Scanner:
                 return f.name
         return None
 
+    def _container(self) -> str | None:
+        for f in reversed(self.frames):
+            if f.kind in ("block", "section"):
+                return f.name
+        return None
+
     def _value_role(self, tok: Token) -> str:
         if tok.text in ("true", "false"):
             return BOOL_R
@@ -120,10 +139,10 @@ class Scanner:
         tokens = self.tokens
         frame = self.frame
         kind, text = tok.kind, tok.text
-        # newline ends a statement unless a list is open
-        if tok.nl_before and self.depth == 0 and self.stmt:
+        # newline ends a statement unless a list or a call is open
+        if tok.nl_before and self.depth == 0 and self.call == 0 and self.stmt:
             self._reset_stmt()
-        info = Info(UNKNOWN, self._policy(), self._block(), None)
+        info = Info(UNKNOWN, self._policy(), self._block(), None, self._container())
         if kind == COMMENT:
             info.role = COMMENT_R
             self.infos.append(info)
@@ -138,7 +157,7 @@ class Scanner:
                 self.frames.pop()
             self._reset_stmt()
             info.role = OPERATOR
-            info.policy, info.block = self._policy(), self._block()
+            info.policy, info.block, info.container = self._policy(), self._block(), self._container()
             self.infos.append(info)
             return
         if kind == PUNCT and text == ";":
@@ -147,18 +166,19 @@ class Scanner:
             self.infos.append(info)
             return
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        if (frame.kind == "block" and not self.stmt and kind == NAME and text in schema.BLOCKS
-                and nxt is not None and nxt.text == "{" and len(self.frames) > 2):
-            # `NAME {` with a block's name inside a block: the enclosing block was left
-            # unclosed (half-typed); recover as the parser does, at policy level
-            self.frames.pop()
+        if (frame.kind in ("block", "section") and not self.stmt and kind == NAME
+                and text in schema.BLOCKS and nxt is not None and nxt.text == "{" and len(self.frames) > 2):
+            # `NAME {` with a block's name inside a block: the enclosing block (and items)
+            # were left unclosed (half-typed); recover as the parser does, at policy level
+            while len(self.frames) > 2 and self.frame.kind in ("block", "section"):
+                self.frames.pop()
             frame = self.frame
-            info.block = None
+            info.block = info.container = None
         if frame.kind == "top":
             self._feed_top(tok, info)
         elif frame.kind == "policy":
             self._feed_policy(tok, info, nxt)
-        elif frame.kind in ("block", "rule"):
+        elif frame.kind in ("block", "rule", "section"):
             self._feed_body(i, tok, info, nxt)
         else:
             info.role = NUMBER_R if kind == NUMBER else STRING_R if kind == STRING else UNKNOWN
@@ -183,7 +203,9 @@ class Scanner:
                     name = self.tokens[j].text
                     break
             new = Frame("block", name, i, policy)
-        elif frame.kind == "block" and self.stmt_head == "when":
+        elif frame.kind in ("block", "section") and self.section is not None:
+            new = Frame("section", self.section, i, policy)
+        elif frame.kind in ("block", "section") and self.stmt_head == "when":
             new = Frame("rule", frame.name, i, policy)
         else:
             new = Frame("other", None, i, policy)
@@ -221,17 +243,100 @@ class Scanner:
         elif tok.kind == STRING:
             info.role = STRING_R
 
+    def _is_section(self, i: int, text: str, nxt: Token | None) -> bool:
+        """A nested item starts at token ``i``: a known kind (``tier``, ``band``, ``on``)
+        followed by its head, or any ``NAME NAME {`` / ``NAME NAME (``."""
+        known = text in schema.SECTIONS
+        if nxt is None or nxt.nl_before:
+            return known                 # `tier` alone on its line: being typed
+        if nxt.kind == NAME:
+            if known:
+                return True
+            after = self.tokens[i + 2] if i + 2 < len(self.tokens) else None
+            return after is not None and after.kind == PUNCT and after.text in ("{", "(")
+        return known and nxt.kind == PUNCT and nxt.text == "{"
+
+    def _feed_head(self, tok: Token, info: Info, nxt: Token | None) -> bool:
+        """The head of a nested item (``tier hot``, ``band layers = ...``,
+        ``on demote(hot -> warm)``); False when the token is not part of it."""
+        kind, text, phase = tok.kind, tok.text, self.phase
+        if phase == "head" and kind == NAME:
+            spec = schema.SECTIONS.get(self.section)
+            shape = spec.head if spec is not None else (
+                schema.EDGE if nxt is not None and nxt.text == "(" else
+                schema.SELECTOR if nxt is not None and nxt.text == "=" else schema.LABEL)
+            if shape == schema.SELECTOR:
+                info.role = PARAM
+                self.param = _param_key(self.section, text)
+                self.param_name = text
+                info.param = self.param or text
+                self.phase = "name"
+            elif shape == schema.EDGE:
+                info.role = EVENT_R
+                info.param = self.section
+                self.phase = "edge_open"
+            else:
+                info.role = LABEL_R
+                self.phase = "after_head"
+            return True
+        steps = {("edge_open", "("): "edge_src", ("edge_arrow", "->"): "edge_dst",
+                 ("edge_close", ")"): "after_head"}
+        if kind == PUNCT and (phase, text) in steps:
+            info.role = OPERATOR
+            self.phase = steps[(phase, text)]
+            return True
+        if kind == NAME and phase in ("edge_src", "edge_dst"):
+            info.role = LABEL_REF
+            self.phase = "edge_arrow" if phase == "edge_src" else "edge_close"
+            return True
+        return False
+
+    def _feed_call(self, tok: Token, info: Info) -> None:
+        """Inside a call-like value: ``weighted_sum(lru = 0.5, lfu = 0.5)``."""
+        kind, text = tok.kind, tok.text
+        info.param = self.param
+        if kind == PUNCT and text == ")":
+            info.role = OPERATOR
+            self.call -= 1
+            self.phase = "after_value" if not self.call else "call_after"
+        elif kind == PUNCT and text in ("=", ","):
+            info.role = OPERATOR
+            self.phase = "call_value" if text == "=" else "call_arg"
+        elif kind == PUNCT and text == "(":
+            info.role = OPERATOR
+            self.call += 1
+            self.phase = "call_arg"
+        elif kind == NUMBER:
+            info.role = NUMBER_R
+            self.phase = "call_after"
+        elif kind == NAME:
+            info.role = VALUE
+            self.phase = "call_eq" if self.phase == "call_arg" else "call_after"
+        elif kind == STRING:
+            info.role = STRING_R
+
     def _feed_body(self, i: int, tok: Token, info: Info, nxt: Token | None) -> None:
         frame = self.frame
         kind, text = tok.kind, tok.text
         block = frame.name
         rule_block = (schema.block(block).rules if schema.block(block) else False) or frame.kind == "rule"
+        if self.call:
+            self._feed_call(tok, info)
+            return
         # a NAME followed by '=' after a complete value starts a new statement
         if (kind == NAME and self.stmt and self.depth == 0 and nxt is not None
-                and nxt.text == "=" and self.phase in ("after_value", "after_cond")):
+                and nxt.text == "=" and self.phase in ("after_value", "after_cond", "after_head",
+                                                       "after_number")):
             self._reset_stmt()
+        if self.section is not None and self._feed_head(tok, info, nxt):
+            return
         if not self.stmt:
             self.stmt_head = text if kind == NAME else None
+            if kind == NAME and frame.kind in ("block", "section") and self._is_section(i, text, nxt):
+                info.role = SECTION_R
+                self.section = text
+                self.phase = "head"
+                return
             if kind == NAME:
                 if frame.kind == "block" and text == "when" and rule_block:
                     info.role = KEYWORD
@@ -278,7 +383,12 @@ class Scanner:
             self.param = schema.REBALANCE
             self.phase = "after_value"
             return
-        if kind == PUNCT and text in ("=", "|", ":", ","):
+        if kind == PUNCT and text == "(" and phase == "after_value" and self.depth == 0:
+            info.role = OPERATOR           # `weighted_sum(`: a call-like value
+            self.call = 1
+            self.phase = "call_arg"
+            return
+        if kind == PUNCT and text in ("=", "|", ":", ",", ".."):
             info.role = OPERATOR
             self.phase = "value"
             return
@@ -450,16 +560,18 @@ def cursor_context(text: str, tokens: list[Token], offset: int, starts: list[int
     sc = scanner_upto(tokens, cut, starts)
     frame = sc.frame
     ctx = Context("none", sc._policy(), sc._block(), sc.param, prefix, start, end,
-                  frame.open_index, -1, sc.depth > 0, False, in_string)
+                  frame.open_index, -1, sc.depth > 0, False, in_string,
+                  container=sc._container(), section=sc.section)
     for f in reversed(sc.frames):
         if f.kind == "policy":
             ctx.policy_open = f.open_index
             break
     # a newline between the last consumed token and the cursor starts a new statement
     last = tokens[cut - 1] if cut > 0 else None
-    if last is not None and sc.depth == 0 and sc.stmt and "\n" in text[last.end:start]:
+    if last is not None and sc.depth == 0 and sc.call == 0 and sc.stmt and "\n" in text[last.end:start]:
         sc._reset_stmt()
         ctx.param = None
+        ctx.section = None
     ctx.after_pipe = last is not None and last.kind == PUNCT and last.text == "|"
     if in_string:
         ctx.kind = "import_path" if frame.kind == "top" and sc.stmt_head == "import" else "none"
@@ -477,11 +589,22 @@ def cursor_context(text: str, tokens: list[Token], offset: int, starts: list[int
     if frame.kind == "policy":
         ctx.kind = "block_name" if not sc.stmt else "none"
         return ctx
-    if frame.kind not in ("block", "rule"):
+    if frame.kind not in ("block", "rule", "section"):
         return ctx
     phase = sc.phase
     if not sc.stmt:
         ctx.kind = "rule_action" if frame.kind == "rule" else "param_name"
+        return ctx
+    if sc.call and phase == "call_arg":
+        ctx.kind = "call_arg"
+        return ctx
+    if sc.call:
+        return ctx
+    if sc.section is not None and phase == "head" and last is not None and last.end < offset:
+        ctx.kind = "section_head"
+        return ctx
+    if sc.section is not None and phase in ("head", "edge_src", "edge_dst"):
+        ctx.kind = "section_head" if phase == "head" else "tier_name"
         return ctx
     if phase == "cond_metric":
         ctx.kind = "metric"

@@ -1,5 +1,5 @@
-"""Folding ranges: policies, blocks and adapt rules (from the AST), runs of comment lines and
-runs of imports."""
+"""Folding ranges: policies, blocks, nested items (tiers, bands, transitions) and adapt rules
+(from the AST), runs of comment lines and runs of imports."""
 
 from __future__ import annotations
 
@@ -28,11 +28,13 @@ def folding_ranges(store, doc) -> list[types.FoldingRange]:
 
     for pol in tree.policies:
         node(pol, pol.closed)
-        for b in pol.blocks:
-            if isinstance(b, ast.Block):
-                node(b, b.closed)
-                for r in b.rules:
-                    node(r, r.closed)
+        todo = [b for b in pol.blocks if isinstance(b, ast.Block)]
+        while todo:                      # blocks, nested items (tiers, bands, ...), rules
+            b = todo.pop()
+            node(b, b.closed)
+            for r in b.rules:
+                node(r, r.closed)
+            todo.extend(b.sections)
     for group, kind in ((tree.comments, types.FoldingRangeKind.Comment),
                         (tree.imports, types.FoldingRangeKind.Imports)):
         run_start = prev = None

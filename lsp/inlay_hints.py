@@ -104,7 +104,7 @@ def per_layer_capacities(values, shape) -> list[int]:
     # size that gives no slot is an error (MPL507) and shows no capacities
     total = slots_of(values.get("per_layer.total_budget"), values, shape)   # a size: slots
     if total is None:
-        cap = capacity_slots(values, shape)
+        cap = capacity_slots(values, shape, per_layer=True)
         if not cap:
             return []
         total = layers * cap
@@ -118,11 +118,18 @@ def per_layer_capacities(values, shape) -> list[int]:
 
 def _default_entries(sb: schema.Block, b: ast.Block, ir) -> list[tuple[str, types.MarkupContent]]:
     written = {p.name.text for p in b.params}
+    # a parameter that stands instead of a required one (capacity_factor) is not a default
+    instead = {p.instead for p in sb.params if p.instead}
     out = []
     for p in sb.params:
-        if p.name in written or p.required:
+        if p.name in written or p.required or p.key in instead:
             continue
-        if ir is not None:
+        if ir is not None and not sb.flat:
+            # a hierarchy's own parameters are fields of the IR's Hierarchy (extends applied)
+            if ir.hierarchy is None:
+                continue
+            val = render.ir_value(getattr(ir.hierarchy, p.name), p)
+        elif ir is not None:
             if not _has_effect(p, ir.values):
                 continue
             val = render.ir_value(ir.values.get(p.key), p)

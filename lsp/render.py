@@ -33,6 +33,10 @@ def ir_value(v, param: schema.Param | None = None) -> str:
         return f"{v.n}{unit}"
     if isinstance(v, str) and "|" in v:
         return " | ".join(v.split("|"))
+    weights = getattr(v, "weights", None)            # mpl.ir.WeightedSum
+    if weights is not None:
+        return (f"{schema.WEIGHTED_SUM}("
+                + ", ".join(f"{r} = {schema.format_value(w)}" for r, w in weights) + ")")
     return schema.format_value(v)
 
 
@@ -77,9 +81,15 @@ def param_markdown(p: schema.Param, *, header: bool = True) -> str:
 def block_markdown(b: schema.Block) -> str:
     lines = [f"**{b.name}** block", "", b.doc, ""]
     if b.required:
-        lines.append("Required in every policy (directly or through `extends`).")
+        lines.append("Required in every policy (directly or through `extends`), unless the "
+                     "policy has memory tiers instead.")
     if b.dependency:
         lines.append(f"Needs a `{b.dependency}` block.")
+    if b.instead_of:
+        lines.append(f"Instead of the `{b.instead_of}` block; not with "
+                     + " or ".join(f"`{x}`" for x in b.excludes) + ".")
+    if b.sections:
+        lines.append("Holds: " + ", ".join(f"`{schema.SECTIONS[k].syntax}`" for k in b.sections))
     if b.params:
         lines.append("Parameters:")
         for p in b.params:
@@ -107,3 +117,47 @@ def enum_markdown(p: schema.Param, e: schema.EnumValue) -> str:
 
 def trigger_markdown(name: str) -> str:
     return f"**trigger {name}**\n\n{schema.TRIGGERS[name]}"
+
+
+def section_markdown(x: schema.Section) -> str:
+    """A nested item kind (``tier``, ``on``, ``band``)."""
+    lines = [f"**{x.kind}** — `{x.syntax}`", "", x.doc, ""]
+    lines.append("In " + " or ".join(f"`{p}`" for p in x.parents) + ".")
+    if x.selector is not None:
+        lines.append(f"Head: `{x.selector.name}` — {x.selector.doc}")
+    if x.events:
+        lines.append("Events:")
+        lines += [f"- `{e.name}`: {e.doc}" for e in x.events]
+    if x.params:
+        lines.append("Parameters:")
+        lines += [f"- `{p.name}` = `{p.default_text()}` — {p.doc}" for p in x.params]
+    if x.sections:
+        lines.append("Holds: " + ", ".join(f"`{schema.SECTIONS[k].syntax}`" for k in x.sections))
+    return "\n".join(lines)
+
+
+def event_markdown(x: schema.Section, e: schema.EnumValue) -> str:
+    return f"**{e.name}** — transition\n\n{e.doc}"
+
+
+def tier_markdown(tier, position: int, count: int, where: str) -> str:
+    """A resolved tier (:class:`mpl.ir.Tier`): where it is and what it holds."""
+    from mpl.ir import Size
+    cap = tier.capacity
+    if cap is None:
+        held = "every expert"
+    elif isinstance(cap, Size):
+        held = format_size(cap.bytes)
+    else:
+        held = f"{cap} slots"
+    precision = tier.dtype or "the checkpoint's precision"
+    if tier.dtype_ladder:
+        precision = " > ".join(tier.dtype_ladder)
+    lines = [f"**tier {tier.name}** — tier {position} of {count} in {where}", "",
+             f"- location: `{tier.location}`", f"- precision: {precision}", f"- holds: {held}",
+             f"- residency: `{tier.residency}`"]
+    if tier.eviction is not None:
+        lines.append(f"- eviction: `{ir_value(tier.eviction)}`")
+    if tier.path is not None:
+        lines.append(f"- path: `{tier.path}`")
+    return "\n".join(lines)

@@ -29,11 +29,15 @@ _ROLE = {
     context.VALUE: "enumMember", context.METRIC: "variable", context.NUMBER_R: "number",
     context.STRING_R: "string", context.IMPORT_PATH: "string", context.COMMENT_R: "comment",
     context.UNIT: "type", context.TRIGGER: "event",
+    # memory tiers: `tier`/`band`/`on` are keywords, a tier's name a variable, promote/demote
+    # the values of a transition's event
+    context.SECTION_R: "keyword", context.LABEL_R: "variable", context.LABEL_REF: "variable",
+    context.EVENT_R: "enumMember",
 }
 #: keywords the grammar scopes apart from the control keywords (import, when, for, trigger, ...)
 _KEYWORD_KIND = {"policy": ("keyword", "declaration"), "extends": ("modifier", None),
                  "version": ("keyword", "documentation")}
-_OPERATORS = {"=", "|", ":", "<", ">", "<=", ">=", "!=", "=="}
+_OPERATORS = {"=", "|", ":", "<", ">", "<=", ">=", "!=", "==", "..", "->"}
 
 
 def classify(tok, info, nxt) -> tuple[str, int] | None:
@@ -54,12 +58,14 @@ def classify(tok, info, nxt) -> tuple[str, int] | None:
         mods |= _M["declaration"]
     elif role == context.BLOCK and tok.text not in schema.BLOCKS:
         ttype = "variable"                             # an unknown block name, as the grammar shows it
+    elif role == context.SECTION_R and tok.text not in schema.SECTIONS:
+        ttype = "variable"                             # an unknown item kind, as the grammar shows it
     elif role in (context.PARAM, context.TARGET):
         if nxt is not None and nxt.text == ".":        # `cache.capacity`: the block's name
             return "namespace", 0
         if role == context.TARGET and info.param in schema.PARAMS and tok.text in schema.PARAMS[info.param].aliases:
             mods |= _M["deprecated"]
-        elif info.param not in schema.PARAMS:          # an unknown name: as the grammar shows it
+        elif schema.find(info.param or "") is None:     # an unknown name: as the grammar shows it
             ttype = "variable"
     elif role == context.METRIC and tok.text in schema.METRICS:
         mods |= _M["defaultLibrary"]

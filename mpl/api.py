@@ -90,10 +90,42 @@ class Policy:
             return text
 
 
+class NotRunnableYet(PolicyError, ValueError):
+    """The policy is valid, but uses a part of the language the runtime does not run yet
+    (:func:`not_runnable_yet` says which); one located line, no diagnostics."""
+
+
+def not_runnable_yet(pir) -> str | None:
+    """Why the runtime cannot run ``pir`` yet, in one located line (None: it can).
+
+    The one place that refuses what the language accepts and the runtime does not implement
+    yet: memory tiers (``hierarchy``, ``per_layer_hierarchy``) and ``cache.capacity_factor``
+    (a fraction needs the model's shape, which the runtime does not resolve into slots).
+    Checking, formatting, the language server and lowering to IR work on such policies;
+    compiling, attaching and replaying them stop here."""
+    where = pir.source_path or "<text>"
+    if pir.tiered:
+        block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
+                       else ("per_layer_hierarchy", pir.bands[0].source_line))
+        return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
+                f"('{block}'), which the runtime does not run yet: the policy checks and lowers, "
+                f"but cannot be compiled, attached or replayed; use a 'cache' block to run it")
+    if pir.values.get("cache.capacity") is None and pir.values.get("cache.capacity_factor") is not None:
+        return (f"{where}:{pir.source_line}: policy '{pir.name}' sizes its cache with "
+                f"capacity_factor, which the runtime does not resolve into slots yet: the policy "
+                f"checks and lowers, but cannot be compiled, attached or replayed; write "
+                f"'capacity = N' to run it")
+    return None
+
+
 def from_ir(pir, *, diagnostics=(), path=None) -> Policy:
-    """Compile an IR (checked already) into a :class:`Policy`."""
+    """Compile an IR (checked already) into a :class:`Policy`; :class:`NotRunnableYet`
+    when the runtime cannot run it yet."""
     from mpl.codegen import generate
     from mpl.codegen.loader import load_source
+    why = not_runnable_yet(pir)
+    if why is not None:
+        raise NotRunnableYet(why, diagnostics)
     source = generate(pir)
     return Policy(pir, source, load_source(source), diagnostics, path)
 
@@ -276,9 +308,9 @@ def render_ir(pir) -> str:
         rules.append(r)
     out = [f"policy {pir.name} {{"]
     for bname in schema.BLOCK_ORDER:
-        if bname == "adapt":
-            continue
         blk = schema.BLOCKS[bname]
+        if blk.rules or not blk.flat:     # adapt: below; memory tiers never reach a Policy
+            continue
         lines = []
         for p in blk.params:
             v = pir.values[p.key]

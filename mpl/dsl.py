@@ -362,9 +362,17 @@ def rule(condition: Condition | str, *actions: Any, for_: Any = None, set: dict 
     return RuleSpec(condition, for_, _collect_actions(actions, set, trigger, rebalance, site), site)
 
 
+def _builds(name: str) -> bool:
+    """Whether the builder has a method for block ``name``: every block of parameters (the
+    adapt block is built with rules; memory tiers, whose items are nested, are written in
+    .moe text)."""
+    blk = schema.BLOCKS[name]
+    return not blk.rules and blk.flat
+
+
 def __getattr__(name: str):
     """``dsl.cache(...)``, ``dsl.prefetch(...)``: one block factory per schema block."""
-    if name in schema.BLOCKS and not schema.BLOCKS[name].rules:
+    if name in schema.BLOCKS and _builds(name):
         def factory(**params: Any) -> BlockSpec:
             return _spec(name, params, _caller())
         factory.__name__ = factory.__qualname__ = name
@@ -374,7 +382,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | {b for b, blk in schema.BLOCKS.items() if not blk.rules})
+    return sorted(set(globals()) | {b for b in schema.BLOCKS if _builds(b)})
 
 
 # ---------------------------------------------------------------- rendering
@@ -597,7 +605,7 @@ class PolicyBuilder:
                 target.params[k] = p
 
     def __getattr__(self, name: str):
-        if not name.startswith("_") and name in schema.BLOCKS and not schema.BLOCKS[name].rules:
+        if not name.startswith("_") and name in schema.BLOCKS and _builds(name):
             def method(**params: Any) -> "PolicyBuilder":
                 self._merge(_spec(name, params, _caller()))
                 return self
@@ -608,7 +616,7 @@ class PolicyBuilder:
                              + _did_you_mean(name, [*dir(type(self)), *schema.BLOCKS]))
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | {b for b, blk in schema.BLOCKS.items() if not blk.rules})
+        return sorted(set(super().__dir__()) | {b for b in schema.BLOCKS if _builds(b)})
 
     def copy(self, name: str | None = None) -> "PolicyBuilder":
         """An independent builder with the same content (renamed when ``name`` is given)."""

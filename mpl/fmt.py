@@ -8,6 +8,12 @@ Layout
   ones in source order; parameters in schema order within a block, unknown parameters after
   the known ones in source order; rules after the parameters, in source order (their order
   is meaningful). Duplicates keep their source order (the checker reports them).
+* Nested items (``tier``, ``on``, ``band``): in a block or section that holds them
+  (``hierarchy``, ``band``) they come first, by kind in the schema's order (tiers, then
+  transitions), each kind in source order (the tiers' order is their meaning), then the
+  parameters; a tier's or a transition's parameters in schema order. Heads are written
+  ``tier hot``, ``band layers = 0..7``, ``on demote(hot -> warm)``; values
+  ``weighted_sum(lru = 0.5, lfu = 0.5)``, ``gpu:1``, ``0..7``.
 * 4-space indent, one item per line, every block and rule expanded (``name {`` ... ``}``), an
   empty one written ``name {}``. ``name = value``, single spaces around ``=``, ``|``, ``:``
   and comparison operators, ``[a, b]`` lists, no ``;``.
@@ -81,7 +87,24 @@ def format_value(v) -> str:
         return v.text
     if isinstance(v, ast.ListValue):
         return "[" + ", ".join(format_value(x) for x in v.items) + "]"
+    if isinstance(v, ast.Range):
+        return f"{format_number(v.start)}..{format_number(v.end)}"
+    if isinstance(v, ast.Indexed):
+        return v.text
+    if isinstance(v, ast.Call):
+        args = ", ".join(f"{a.name.text} = {format_value(a.value)}" for a in v.args)
+        return f"{v.name.text}({args})"
     raise TypeError(f"not a value: {v!r}")
+
+
+def format_head(sec: ast.Section) -> str:
+    """``tier hot``, ``band layers = 0..7``, ``on demote(hot -> warm)``."""
+    h = sec.head
+    if isinstance(h, ast.Name):
+        return f"{sec.kind.text} {h.text}"
+    if isinstance(h, ast.Param):
+        return f"{sec.kind.text} {h.name.text} = {format_expr(h.value)}"
+    return f"{sec.kind.text} {h.event.text}({h.source.text} -> {h.target.text})"
 
 
 def format_condition(c: ast.Condition) -> str:
@@ -113,10 +136,17 @@ def block_key(block: ast.Block, index: int):
 
 
 def param_key(block_name: str, param: ast.Param, index: int):
-    spec = schema.BLOCKS.get(block_name)
+    spec = schema.container(block_name)
     names = spec.param_names() if spec else ()
     name = param.name.text
     return (names.index(name) if name in names else len(names), index)
+
+
+def section_key(container: str, sec: ast.Section, index: int):
+    spec = schema.container(container)
+    kinds = spec.sections if spec else ()
+    kind = sec.kind.text
+    return (kinds.index(kind) if kind in kinds else len(kinds), index)
 
 
 def ordered_blocks(policy: ast.Policy) -> list[ast.Block]:
@@ -125,13 +155,23 @@ def ordered_blocks(policy: ast.Policy) -> list[ast.Block]:
                                  key=lambda kb: kb[0])]
 
 
-def ordered_items(block: ast.Block) -> list:
+def ordered_items(block) -> list:
+    """The items of a block or a section in canonical order: a container of nested items
+    (hierarchy, band) has them first, by kind in the schema's order (tiers keep their order:
+    it is the tiers' order), then its parameters; elsewhere parameters, rules, then any
+    nested item (misplaced: the checker reports it)."""
     params = [p for p in block.items if isinstance(p, ast.Param)]
     rules = [r for r in block.items if isinstance(r, ast.Rule)]
-    name = block.name.text
+    sections = [x for x in block.items if isinstance(x, ast.Section)]
+    name = block.name.text if isinstance(block, ast.Block) else block.kind.text
     params = [p for _, p in sorted(((param_key(name, p, i), p) for i, p in enumerate(params)),
                                    key=lambda kp: kp[0])]
-    return params + rules
+    sections = [x for _, x in sorted(((section_key(name, x, i), x) for i, x in enumerate(sections)),
+                                     key=lambda kx: kx[0])]
+    spec = schema.container(name)
+    if spec is not None and spec.sections:
+        return sections + params + rules
+    return params + rules + sections
 
 
 # ------------------------------------------------------------------ the formatter
@@ -159,16 +199,26 @@ class _Formatter:
             elif isinstance(item, ast.Policy):
                 self.own_container(item)
                 for block in item.blocks:
-                    self.own_container(block)
-                    for x in block.items:
-                        if isinstance(x, ast.Param):
-                            own((x.span.offset, ("item", id(x))))
-                        elif isinstance(x, ast.Rule):
-                            self.own_container(x)
-                            for a in x.actions:
-                                own((a.span.offset, ("item", id(a))))
+                    self.own_items(block)
         self.owners.sort(key=lambda o: o[0])
         self.owner_starts = [o[0] for o in self.owners]
+
+    def own_items(self, node) -> None:
+        """A block or a section: its header, its items (nested ones too), its '}'."""
+        own = self.owners.append
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            self.own_container(n)
+            for x in n.items:
+                if isinstance(x, ast.Param):
+                    own((x.span.offset, ("item", id(x))))
+                elif isinstance(x, ast.Rule):
+                    self.own_container(x)
+                    for a in x.actions:
+                        own((a.span.offset, ("item", id(a))))
+                elif isinstance(x, ast.Section):
+                    stack.append(x)
 
     def own_container(self, node) -> None:
         """The header line owns the text up to the body; the closing line owns the '}'."""
@@ -299,15 +349,19 @@ class _Formatter:
             header += f" extends {p.parent.text}"
         self.emit_container(p, 0, header, [lambda b=b: self.emit_block(b, 1) for b in ordered_blocks(p)])
 
-    def emit_block(self, b: ast.Block, depth: int) -> None:
+    def emit_block(self, b, depth: int) -> None:
+        """A block or a section (``header { items }``)."""
         children = []
         for item in ordered_items(b):
             if isinstance(item, ast.Param):
                 children.append(lambda x=item: self.emit(
                     ("item", id(x)), depth + 1, f"{x.name.text} = {format_expr(x.value)}"))
+            elif isinstance(item, ast.Section):
+                children.append(lambda x=item: self.emit_block(x, depth + 1))
             else:
                 children.append(lambda r=item: self.emit_rule(r, depth + 1))
-        self.emit_container(b, depth, b.name.text, children)
+        header = b.name.text if isinstance(b, ast.Block) else format_head(b)
+        self.emit_container(b, depth, header, children)
 
     def emit_rule(self, r: ast.Rule, depth: int) -> None:
         header = f"when {format_condition(r.condition)}"

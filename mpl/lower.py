@@ -10,7 +10,9 @@
   ``inverse_of`` = the first rule's index). Conditional pairs come first, in schema key order,
   then the explicit adapt rules in source order (parent's first) — so the IR does not depend on
   the order parameters are written in (the formatter reorders them);
-* rule durations -> :class:`mpl.ir.Count` (no ``for``: ``Count(0)``, fires at once).
+* rule durations -> :class:`mpl.ir.Count` (no ``for``: ``Count(0)``, fires at once);
+* memory tiers -> :class:`mpl.ir.Hierarchy` and :class:`mpl.ir.Band`
+  (:func:`mpl.checker.tiers.lower`).
 
 The input must be free of errors (``Analysis.ir`` only lowers those: the checker marks a
 policy with any part that cannot be lowered as having errors, see
@@ -23,6 +25,7 @@ import hashlib
 from typing import Iterable
 
 from mpl import ir, schema
+from mpl.checker import tiers
 from mpl.checker.crossfield import DEFAULTS
 from mpl.checker.resolved import PER_LAYER_BLOCK, ResolvedPolicy, RuleInfo, action_has_effect
 
@@ -78,6 +81,12 @@ def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
             rules.append(_lower_rule(len(rules), r, inverse_of=None, per_layer=per_layer))
     for r in rp.rules:
         rules.append(_lower_rule(len(rules), r, inverse_of=None, per_layer=per_layer))
+    hierarchy, bands = (None, ())
+    if rp.tiers is not None and rp.tiers.present:
+        broken = tiers.broken_part(rp.tiers)
+        if broken is not None:
+            raise LoweringError(f"cannot lower {broken} of policy '{rp.name}': it has errors")
+        hierarchy, bands = tiers.lower(rp.tiers)
     return ir.PolicyIR(
         name=rp.name,
         values=values,
@@ -86,4 +95,7 @@ def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
         parent=rp.parent,
         source_path=source_path if source_path is not None else rp.file,
         source_hash=source_hash if source_hash is not None else rp.source_hash,
+        hierarchy=hierarchy,
+        bands=bands,
+        source_line=rp.node.span.line,
     )

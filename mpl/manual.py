@@ -30,10 +30,20 @@ def _type(p: schema.Param) -> str:
     t = schema.TYPE_DOCS[p.type]
     if p.fallback:
         t += "; or `a | b`"
+    if p.weighted:
+        t += f"; or `{schema.WEIGHTED_SUM}(...)`"
     return t
 
 
 def _range(p: schema.Param) -> str:
+    if p.type == schema.LOCATION:
+        return "see Locations below"
+    if p.enum and set(p.enum_names()) <= set(schema.DTYPES):
+        return "see Precisions below"
+    if p.weighted:
+        cache = schema.param("cache.eviction").enum_names()
+        left_out = [n for n in cache if n not in p.enum_names()]
+        return ("the rules of `cache.eviction` except " + " and ".join(f"`{n}`" for n in left_out))
     if p.enum:
         return "see values below"
     r = p.range_text()
@@ -45,14 +55,45 @@ def _range(p: schema.Param) -> str:
     return ", ".join(x for x in [r, *extra] if x)
 
 
+def _param_rows(params, adaptable: bool = True) -> list[str]:
+    head = "| Parameter | Type | Default | Range | Units | Adaptable | Description |"
+    rule = "|---|---|---|---|---|---|---|"
+    if not adaptable:
+        head, rule = head.replace(" Adaptable |", ""), rule[:-4]
+    out = [head, rule]
+    for p in params:
+        desc = p.doc
+        if p.only_with:
+            other, vals = p.only_with
+            if schema.SET in vals:
+                desc += f" Only has an effect when `{other}` is set."
+            else:
+                desc += f" Only has an effect when `{other}` is " + " or ".join(f"`{v}`" for v in vals) + "."
+        adapt = ("yes" + (f" (alias {', '.join('`' + a + '`' for a in p.aliases)})" if p.aliases else "")
+                 if p.adaptable else "no")
+        cells = [f"`{p.name}`", _cell(_type(p)), _cell(p.default_text()), _cell(_range(p)), _cell(_units(p))]
+        if adaptable:
+            cells.append(adapt)
+        out.append("| " + " | ".join(cells + [_cell(desc)]) + " |")
+    return out
+
+
 def block_section(b: schema.Block) -> list[str]:
     out = [f"### `{b.name}`", "", b.doc]
     if b.required:
-        out += ["", "Required: every policy needs it (directly or through `extends`), with `capacity`."]
+        out += ["", "Required: every policy needs it (directly or through `extends`), with `capacity` "
+                "(or `capacity_factor`), unless the policy has memory tiers instead."]
     if b.dependency:
         out += ["", f"Works together with the `{b.dependency}` block."]
     if b.rules:
         out += ["", "Holds rules, not parameters; see [Adapt rules](#adapt-rules)."]
+        return out
+    if not b.flat:
+        held = ", ".join(f"`{schema.SECTIONS[k].syntax}`" for k in b.sections)
+        out += ["", f"Holds {held}; see [Memory tiers](#memory-tiers). Instead of the "
+                f"`{b.instead_of}` block; not with " + " or ".join(f"`{x}`" for x in b.excludes) + "."]
+        if b.params:
+            out += ["", *_param_rows(b.params, adaptable=False)]
         return out
     out += ["", "| Parameter | Type | Default | Range | Units | Adaptable | Description |",
             "|---|---|---|---|---|---|---|"]
@@ -98,6 +139,7 @@ runtime and how to split the cache between layers. `mplc check FILE` checks it,
 - [Units](#units)
 - [Conditional values](#conditional-values)
 - [Adapt rules](#adapt-rules)
+- [Memory tiers](#memory-tiers)
 - [extends and import](#extends-and-import)
 - [Checking](#checking)
 - [The command line](#the-command-line)
@@ -130,10 +172,13 @@ file     := version? (import | policy)*
 version  := "version" NUMBER
 import   := "import" STRING                       # a .moe file, relative, or "std/NAME"
 policy   := "policy" NAME ("extends" NAME)? "{{" block* "}}"
-block    := NAME "{{" (param | rule)* "}}"
+block    := NAME "{{" (param | rule | item)* "}}"
+item     := NAME head "{{" (param | rule | item)* "}}"  # tier hot, band layers = 0..7, on demote(a -> b)
+head     := NAME | NAME "=" value | NAME "(" NAME "->" NAME ")"
 param    := NAME "=" expr
 expr     := value ("|" value)? (":" value "when" cond)?
-value    := NUMBER UNIT? | NAME | "true" | "false" | STRING | "[" (value ("," value)*)? "]"
+value    := NUMBER UNIT? | NUMBER ".." NUMBER | NAME | NAME ":" INT | "true" | "false" | STRING
+          | "[" (value ("," value)*)? "]" | NAME "(" (NAME "=" value ("," NAME "=" value)*)? ")"
 cond     := NAME OP NUMBER                        # OP: < > <= >= != ==
 rule     := "when" cond ("for" INT UNIT)? "{{" action* "}}"
 action   := NAME ("." NAME)? "=" value | "trigger" NAME | "rebalance" NAME
@@ -159,6 +204,10 @@ action   := NAME ("." NAME)? "=" value | "trigger" NAME | "rebalance" NAME
   `cpu-fallback` is one error whose fix is `cpu_fallback` (MPL001).
 - `eviction = a | b` builds a segmented cache (only `eviction` takes a fallback); each side is
   one of the single-queue rules {segment_rules} (MPL208 otherwise).
+- Nested items, ranges (`0..7`, both ends included), devices (`gpu:1`, no spaces) and the
+  call-like `weighted_sum(lru = 0.5, lfu = 0.5)` are the memory tiers' (see
+  [Memory tiers](#memory-tiers)); item kinds and call names are names too, checked afterwards
+  (MPL115, MPL210).
 - Keywords: {keywords}.
 """
 
@@ -235,6 +284,67 @@ together and that set one parameter to different values (MPL403), and an action 
 value already in force (MPL406).
 """
 
+TIERS = """\
+## Memory tiers
+
+A policy may name more than one place an expert can be, fastest first, in a `hierarchy` block
+(or per band of layers, in `per_layer_hierarchy`) instead of the `cache` block. What the
+tiers mean (how an access is served, demotions, promotions, bands) is in
+[memory-tiers.md](memory-tiers.md); this section is the reference.
+
+```moe
+policy big {{
+    hierarchy {{
+        tier hot  {{ location = gpu   dtype = fp16  capacity = 16 }}
+        tier ram  {{ location = cpu   capacity = 24GiB }}
+        tier ssd  {{ location = disk  path = "/models/x" }}
+        on promote(ram -> hot) {{ trigger_threshold = 0.05 }}
+        eviction = weighted_sum(lru = 0.5, lfu = 0.5)
+    }}
+    per_layer_hierarchy {{
+        band layers = 0..7  {{ tier hot {{ location = gpu  capacity = 4 }}  eviction = lru }}
+        band layers = 8..26 {{ tier hot {{ location = gpu  capacity = 8 }} }}
+    }}
+}}
+```
+
+A lower-precision tier (`dtype = int4`, or a `dtype_ladder`) computes approximately from a
+quantized copy; the checker gives a hint on every such tier (MPL420):
+
+```moe
+tier warm {{ location = gpu  dtype = int4  capacity = 64 }}
+on demote(hot -> warm) {{ mechanism = in_place_requant }}
+```
+
+- A policy has `cache` or memory tiers, not both; `per_layer` does not combine with them
+  (MPL114). Tiers are ordered as written, fastest first: `gpu`, then `cpu`, then `disk`
+  (MPL322; at most one disk tier, the last, MPL321; a disk tier needs a cpu tier above it,
+  MPL327). The last tier holds every expert; when the written tiers end on a GPU, host memory
+  holding every expert is below them.
+- Transitions join adjacent tiers: `demote(UPPER -> LOWER)`, `promote(LOWER -> UPPER)`
+  (MPL320); an unwritten one is a copy with no threshold.
+- `band layers = FIRST..LAST` (both included; one layer: `layers = 5`): bands do not overlap
+  (MPL324); without a `hierarchy` every MoE layer is in a band (MPL325; MPL515 with a model).
+  With a `hierarchy`, a band starts from its tiers and overrides them by name.
+- Tiers are not adaptable: adapt rules and conditional values do not change them.
+
+Items:
+
+{items}
+
+Locations:
+
+| Location | Meaning |
+|---|---|
+{locations}
+
+Precisions (`dtype`, `dtype_ladder`):
+
+| dtype | Bits | Meaning |
+|---|---|---|
+{dtypes}
+"""
+
 EXTENDS = """\
 ## extends and import
 
@@ -262,6 +372,10 @@ policy tuned extends balanced {
   file or imported), then applies the child's own blocks parameter by parameter; the child's
   adapt rules are appended after the parent's. An unknown parent is MPL107, a cycle MPL110.
 - A policy's `cache` block and `capacity` may come from its parent.
+- Memory tiers are inherited the same way, by name: a tier the child writes with the name of
+  one of its parent's overrides that tier parameter by parameter and keeps its place; a tier
+  with a new name goes right after the tier the child writes before it (written first: on
+  top); a transition is overridden by its event and tiers, a band by its layers.
 - Two visible policies must not share a name (MPL106).
 """
 
@@ -391,6 +505,24 @@ def generate() -> str:
                             allocations=allocs, ops=", ".join(f"`{o}`" for o in schema.COMPARISON_OPS),
                             no_effect="\n".join(f"  - `{p.key}`: {p.adapt_no_effect}"
                                                  for p in schema.PARAMS.values() if p.adapt_no_effect)))
+    items = []
+    for x in schema.SECTIONS.values():
+        items += [f"### `{x.syntax}`", "", x.doc, "", f"In {' or '.join(f'`{p}`' for p in x.parents)}."]
+        if x.selector is not None:
+            items += ["", f"Head: `{x.selector.name}` ({_cell(_type(x.selector))}; "
+                      f"{_cell(_range(x.selector))}): {x.selector.doc}"]
+        if x.events:
+            items += ["", "Events: " + "; ".join(f"`{e.name}`: {e.doc}" for e in x.events) + "."]
+        if x.params:
+            items += ["", *_param_rows(x.params, adaptable=False)]
+        for p in x.params:
+            if p.enum and p.type in (schema.ENUM, schema.LOCATION) and p.name not in ("eviction", "dtype", "location"):
+                items += ["", f"Values of `{p.key}`:", "", "| Value | Meaning |", "|---|---|"]
+                items += [f"| `{e.name}` | {_cell(e.doc)} |" for e in p.enum]
+        items.append("")
+    locations = "\n".join(f"| `{e.name}` | {_cell(e.doc)} |" for e in schema.LOCATIONS)
+    dtypes = "\n".join(f"| `{d.name}` | {d.bits} | {_cell(d.doc)} |" for d in schema.DTYPES.values())
+    out.append(_fill(TIERS, items="\n".join(items).rstrip("\n"), locations=locations, dtypes=dtypes))
     out.append(_fill(EXTENDS, stdlib=", ".join(f"`std/{n}`" for n in stdlib_names())))
     from mpl.diagnostics import MESSAGE_LIMIT, SNIPPET_CONTEXT, SNIPPET_WIDTH
     out.append(_fill(CHECKING, presets=", ".join(f"`{n}`" for n in PRESETS),

@@ -56,6 +56,10 @@ INT_LIST = "int_list"  # [1, 2, 3]
 METRIC_LIST = "metric_list"  # [hit_rate, miss_rate]
 SLOTS_OR_SIZE = "slots_or_size"  # int slots, or a number with a size unit
 COUNT = "count"        # int with an optional count unit (accesses, steps, ...)
+STRING = "string"      # "..." (a path)
+ENUM_LIST = "enum_list"  # [fp16, int8]: a list of Param.enum names
+LOCATION = "location"  # gpu, gpu:N, cpu, disk (Param.enum names; gpu takes a device index)
+LAYER_RANGE = "layer_range"  # a..b (inclusive) or one layer N
 
 TYPE_DOCS: Mapping[str, str] = MappingProxyType({
     INT: "integer",
@@ -66,6 +70,10 @@ TYPE_DOCS: Mapping[str, str] = MappingProxyType({
     METRIC_LIST: "list of metric names",
     SLOTS_OR_SIZE: "integer (slots) or size (GB, GiB, MB, MiB)",
     COUNT: "integer count",
+    STRING: "string",
+    ENUM_LIST: "list of the listed names",
+    LOCATION: "gpu, gpu:N (a device index), cpu or disk",
+    LAYER_RANGE: "layer range a..b (both included), or one layer",
 })
 
 
@@ -147,6 +155,12 @@ class Param:
     # Another parameter that, when given, decides what this one would: this one is then not
     # required, and given as well it has no effect (warning MPL409, naming the winner).
     replaced_by: str | None = None
+    # Accepts `weighted_sum(a = w, b = w, ...)` over the single-queue rules of its enum
+    # (an eviction of a memory hierarchy).
+    weighted: bool = False
+    # A parameter that may be given instead of this REQUIRED one (cache.capacity_factor for
+    # cache.capacity): either is enough, both are an error.
+    instead: str | None = None
 
     @property
     def key(self) -> str:
@@ -203,6 +217,15 @@ class Block:
     rules: bool = False               # holds `when ... { ... }` rules (adapt)
     required: bool = False
     dependency: str | None = None     # a block this one only makes sense with
+    # Nested items (sections) it holds, by kind (`tier`, `on`, `band`): see SECTIONS.
+    sections: tuple[str, ...] = ()
+    # False for the blocks of memory tiers: their parameters describe tiers, not one value of
+    # the policy, so they are not in PARAMS (nor in an IR's values): see NESTED_PARAMS.
+    flat: bool = True
+    # The required block this one stands in for (a memory hierarchy instead of the cache).
+    instead_of: str | None = None
+    # Blocks a policy with this one must not have.
+    excludes: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -267,9 +290,12 @@ _EVICTION = (
 
 _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, params=(
     Param("cache", "capacity", SLOTS_OR_SIZE, REQUIRED,
-          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is every layer's capacity (a size: per layer), and the total is layers x capacity, unless per_layer.total_budget is given: the total then decides every layer's capacity, and capacity is neither needed nor used (MPL409). A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there).",
+          "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is every layer's capacity (a size: per layer), and the total is layers x capacity, unless per_layer.total_budget is given: the total then decides every layer's capacity, and capacity is neither needed nor used (MPL409). A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there). capacity_factor may give the size instead.",
           min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True,
-          replaced_by="per_layer.total_budget"),
+          replaced_by="per_layer.total_budget", instead="cache.capacity_factor"),
+    Param("cache", "capacity_factor", NUMBER, OFF,
+          "The cache's size as a fraction of the experts it can hold, instead of capacity: the model's every MoE layer's experts for the shared cache, one layer's experts with per_layer (0.25: a quarter of them, rounded up to whole slots). The slots follow from the model's shape, known once the policy is attached or replayed (or with mplc check --model).",
+          default_doc="capacity gives the size", min=0, max=1, min_open=True),
     Param("cache", "eviction", ENUM, "lru",
           "Which resident expert to evict when a slot is needed. `a | b` builds a segmented cache.",
           enum=_EVICTION, fallback=True, conditional=True),
@@ -436,14 +462,184 @@ _PER_LAYER = Block("per_layer", "One cache per MoE layer, splitting a total budg
 
 _ADAPT = Block("adapt", "Rules that change the policy at runtime: `when METRIC OP NUMBER [for N accesses] { actions }`.", rules=True)
 
+
+# ---------------------------------------------------------------- memory tiers (SPEC §12)
+@dataclass(frozen=True)
+class Dtype:
+    name: str
+    bits: int
+    stored: bool       # a checkpoint's own precision (else a weight-only quantized copy)
+    doc: str
+
+
+DTYPES: Mapping[str, Dtype] = MappingProxyType({d.name: d for d in (
+    Dtype("fp32", 32, True, "32-bit float, a checkpoint's own precision"),
+    Dtype("fp16", 16, True, "16-bit float (IEEE half), a checkpoint's own precision"),
+    Dtype("bf16", 16, True, "16-bit bfloat, a checkpoint's own precision"),
+    Dtype("int8", 8, False, "8-bit weight-only quantized copy made from the checkpoint (approximate)"),
+    Dtype("int4", 4, False, "4-bit weight-only quantized copy made from the checkpoint (approximate)"),
+)})
+
+_DTYPE_VALUES = tuple(EnumValue(d.name, d.doc) for d in DTYPES.values())
+
+#: where a tier keeps its experts (`gpu` takes a device index: gpu:1)
+LOCATIONS: tuple[EnumValue, ...] = (
+    EnumValue("gpu", "device memory: the device the model runs on, or gpu:N for device N"),
+    EnumValue("cpu", "host memory"),
+    EnumValue("disk", "files on a disk (at most one such tier, the last: it holds every expert)"),
+)
+#: the largest device index of a `gpu:N` location
+DEVICE_INDEX_MAX = 255
+#: the largest layer index of a band (`band layers = a..b`): ten times the MoE layers of the
+#: largest models today (94)
+LAYER_INDEX_MAX = 1023
+
+#: the call-like eviction value of a hierarchy: `weighted_sum(lru = 0.5, lfu = 0.5)`
+WEIGHTED_SUM = "weighted_sum"
+WEIGHTED_SUM_DOC = ("ranks the victims by the weighted sum of the named rules' normalised ranks; "
+                    "each rule is a single-queue rule, named once, with a weight in (0, 1] (only the "
+                    "weights' ratios matter)")
+
+#: a tier's and a hierarchy's eviction rules: the cache's, except the segmented pair
+#: (`fallback`) and the replay-only oracle
+_TIER_EVICTION = tuple(e for e in _EVICTION if not e.replay_only and e.name != "fallback")
+
+#: the head of a section: a label (`tier hot`), a selector (`band layers = 0..7`) or an
+#: edge (`on demote(hot -> warm)`)
+LABEL, SELECTOR, EDGE = "label", "selector", "edge"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A nested item of a block: ``KIND head { params and sections }``."""
+    kind: str
+    head: str                          # LABEL | SELECTOR | EDGE
+    doc: str
+    syntax: str                        # how it is written, for messages and docs
+    head_name: str                     # what its head is, for messages ("the tier's name")
+    params: tuple[Param, ...] = ()
+    sections: tuple[str, ...] = ()     # kinds of the sections it holds
+    selector: Param | None = None      # SELECTOR: the parameter its head sets
+    events: tuple[EnumValue, ...] = () # EDGE: the events
+    parents: tuple[str, ...] = ()      # the blocks and sections it may appear in
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def event(self, name: str) -> EnumValue | None:
+        for e in self.events:
+            if e.name == name:
+                return e
+        return None
+
+
+def _level_params(owner: str) -> tuple[Param, ...]:
+    """The parameters of a set of tiers (a hierarchy, a band)."""
+    return (
+        Param(owner, "eviction", ENUM, "lru",
+              "Which resident expert a tier evicts when it needs room, for every tier without its own eviction. `weighted_sum(lru = 0.5, lfu = 0.5)` " + WEIGHTED_SUM_DOC + ".",
+              enum=_TIER_EVICTION, weighted=True),
+        Param(owner, "granularity_split", INT, 1,
+              "An expert is moved and cached as this many equal parts (1: whole). At most 64: each part is one transfer, and beyond 64 parts of an expert the per-transfer latency dominates.",
+              min=1, max=64, unit="parts"),
+    )
+
+
+_TIER_PARAMS = (
+    Param("tier", "location", LOCATION, REQUIRED,
+          "Where the tier keeps its experts.", enum=LOCATIONS),
+    Param("tier", "dtype", ENUM, DERIVED,
+          "The precision the tier holds an expert in: the checkpoint's own (fp16, bf16, fp32), or a weight-only quantized copy (int8, int4) made from it, which is computed from approximately (the checker gives a hint).",
+          default_doc="the checkpoint's own precision", enum=_DTYPE_VALUES),
+    Param("tier", "dtype_ladder", ENUM_LIST, OFF,
+          "Precisions from the highest to the lowest: the tier keeps each expert at the highest one that fits. Its first rung is the tier's dtype.",
+          default_doc="one precision: dtype", enum=_DTYPE_VALUES),
+    Param("tier", "capacity", SLOTS_OR_SIZE, DERIVED,
+          "Expert slots of the tier, or a size (as many experts, at the tier's precision, as fit). Required on a gpu tier and on a host tier above a disk tier; the last tier holds every expert. At most 4,194,304 slots (2^22), the most a runtime's slot pool holds.",
+          default_doc="the last tier: every expert; required on the others",
+          min=1, max=SLOT_POOL_MAX, units=SIZE_UNITS, unit="slots"),
+    Param("tier", "residency", ENUM, "on_demand",
+          "Whether the tier's contents change.",
+          enum=(EnumValue("on_demand", "a cache: keys come in by promotion and demotion and go by its eviction rule"),
+                EnumValue("always", "fixed (pinned): filled once when the policy starts, never evicted from and never demoted into"))),
+    Param("tier", "eviction", ENUM, DERIVED,
+          "Which resident expert this tier evicts when it needs room. `weighted_sum(...)` " + WEIGHTED_SUM_DOC + ".",
+          default_doc="the hierarchy's (or band's) eviction", enum=_TIER_EVICTION, weighted=True),
+    Param("tier", "path", STRING, DERIVED,
+          "disk: where the expert files are: the checkpoint's own safetensors, or a folder written once.",
+          default_doc="the checkpoint's own files"),
+)
+
+_TRANSITION_PARAMS = (
+    Param("on", "mechanism", ENUM, "copy",
+          "How a key moves between the two tiers.",
+          enum=(EnumValue("copy", "copied (converted to the target tier's precision on the way)"),
+                EnumValue("in_place_requant", "demotion only, between two tiers of one device: quantized where it is, no transfer"))),
+    Param("on", "trigger_threshold", NUMBER, OFF,
+          "Promotion: the key is admitted into the tier above only when its share of its layer's last freq_window accesses (cache.freq_window's default) is at least this. At most 1.",
+          default_doc="every promoted key is admitted, by the tier's eviction rule", min=0, max=1),
+)
+
+_SECTION_LIST = (
+    Section("tier", LABEL, "One place an expert can be: a memory (device, host, disk), a precision and a size. Tiers are ordered as written, fastest first.",
+            "tier NAME { ... }", "the tier's name", params=_TIER_PARAMS,
+            parents=("hierarchy", "band")),
+    Section("on", EDGE, "A transition between two adjacent tiers: `demote` (a key evicted from a tier goes to the next tier down) or `promote` (a key served from a tier is loaded into the tier above).",
+            "on demote(UPPER -> LOWER) { ... }", "'promote' or 'demote' and two tiers",
+            params=_TRANSITION_PARAMS,
+            events=(EnumValue("promote", "a key served from the lower tier is loaded into the tier above it: promote(LOWER -> UPPER)"),
+                    EnumValue("demote", "a key evicted from the upper tier goes to the tier below it: demote(UPPER -> LOWER)")),
+            parents=("hierarchy", "band")),
+    Section("band", SELECTOR, "A band of layers with its own tiers: every MoE layer in exactly one band. With a hierarchy block too, a band starts from the hierarchy's tiers and overrides them by name.",
+            "band layers = FIRST..LAST { ... }", "'layers = FIRST..LAST'",
+            params=_level_params("band"), sections=("tier", "on"),
+            selector=Param("band", "layers", LAYER_RANGE, REQUIRED,
+                           "The layers of the band, both ends included (the model's decoder-layer ids, as in traces); one layer alone is `layers = 5`.",
+                           min=0, max=LAYER_INDEX_MAX, unit="layers"),
+            parents=("per_layer_hierarchy",)),
+)
+SECTIONS: Mapping[str, Section] = MappingProxyType({x.kind: x for x in _SECTION_LIST})
+
+_HIERARCHY = Block("hierarchy", "Memory tiers: where an expert can be, fastest first, and how keys move between them (instead of the cache block).",
+                   params=_level_params("hierarchy"), sections=("tier", "on"), flat=False,
+                   instead_of="cache", excludes=("cache", "per_layer"))
+_PER_LAYER_HIERARCHY = Block("per_layer_hierarchy", "Memory tiers per band of layers (instead of the cache block).",
+                             sections=("band",), flat=False, instead_of="cache",
+                             excludes=("cache", "per_layer"))
+
 BLOCKS: Mapping[str, Block] = MappingProxyType({b.name: b for b in (
-    _CACHE, _PREFETCH, _SCHEDULE, _MONITOR, _PER_LAYER, _ADAPT)})
+    _CACHE, _HIERARCHY, _PER_LAYER_HIERARCHY, _PREFETCH, _SCHEDULE, _MONITOR, _PER_LAYER, _ADAPT)})
 
 #: canonical order of blocks (formatter, docs)
 BLOCK_ORDER: tuple[str, ...] = tuple(BLOCKS)
 
+#: the parameters of a policy: one value each (the IR's values); the blocks of memory tiers
+#: are not flat (NESTED_PARAMS)
 PARAMS: Mapping[str, Param] = MappingProxyType(
-    {p.key: p for b in BLOCKS.values() for p in b.params})
+    {p.key: p for b in BLOCKS.values() if b.flat for p in b.params})
+
+#: the parameters of the memory-tier blocks and of the sections, by key: "hierarchy.eviction",
+#: "tier.location", "on.mechanism", "band.layers" (a band's selector), ...
+NESTED_PARAMS: Mapping[str, Param] = MappingProxyType({
+    **{p.key: p for b in BLOCKS.values() if not b.flat for p in b.params},
+    **{p.key: p for x in SECTIONS.values() for p in ((x.selector,) if x.selector else ()) + x.params},
+})
+
+
+def find(key: str) -> Param | None:
+    """The parameter ``key`` of PARAMS or NESTED_PARAMS, or None."""
+    return PARAMS.get(key) or NESTED_PARAMS.get(key)
+
+
+def container(name: str) -> Block | Section | None:
+    """The block or the section kind ``name`` (what holds parameters and sections)."""
+    return BLOCKS.get(name) or SECTIONS.get(name)
 
 #: adapt-action name -> parameter key (unqualified names, the original's aliases); the
 #: targets an action may name: adaptable parameters and those whose action has no effect
@@ -473,11 +669,12 @@ REQUIRED_KEYS: tuple[str, ...] = tuple(k for k, p in PARAMS.items() if p.require
 
 def missing_required(given) -> list[str]:
     """The required parameters a policy lacks, ``given(key)`` saying whether it gives a
-    parameter: a required parameter whose ``replaced_by`` is given is not missing
-    (``cache.capacity`` beside ``per_layer.total_budget``). The checker (MPL105), lowering
+    parameter: a required parameter whose ``replaced_by`` or ``instead`` is given is not
+    missing (``cache.capacity`` beside ``per_layer.total_budget`` or ``cache.capacity_factor``). The checker (MPL105), lowering
     and the runtime read this one rule."""
     return [k for k in REQUIRED_KEYS
-            if not given(k) and not (PARAMS[k].replaced_by and given(PARAMS[k].replaced_by))]
+            if not given(k) and not (PARAMS[k].replaced_by and given(PARAMS[k].replaced_by))
+            and not (PARAMS[k].instead and given(PARAMS[k].instead))]
 
 #: what ``eviction = fallback`` means (the original's name for LFU with an LRU fallback)
 FALLBACK_PAIR = "lfu|lru"

@@ -40,9 +40,31 @@ policy adapt_hit_rate {
 #: a float made the checker raise OverflowError (``mplc check`` exited 3)
 HUGE_SIZE = "policy p {\n    cache { capacity = " + "9" * 400 + " GiB }\n}\n"
 
+#: memory tiers half-typed at the places a user stops: a tier's head, a transition's edge,
+#: a weighted_sum's arguments, a band's range; each followed by the rest of the file
+HALF_TYPED_TIER = """policy tiers {
+  hierarchy {
+    tier T0_gpu_hot   { dtype = fp16  location = gpu  capacity = 16 }
+    tier { dtype = int4  location = gpu  capacity = 32 }
+    on demote(T0_gpu_hot -> ) { mechanism = in_place_requant }
+    eviction = weighted_sum(lru = 0.5, lfu
+  }
+}
+policy big {
+    per_layer_hierarchy {
+        band layers = 0.. { tier hot { location = gpu  capacity = 4 } }
+        band layers = 8..23 { tier hot { location = gpu : 1  capacity = 8 } }
+    }
+}
+"""
+
 #: every case: (name, text), each a file with errors (``mplc check`` exits 1)
 FOUND = [
     ("half_typed", HALF_TYPED),
     ("half_typed_when", HALF_TYPED_WHEN),
     ("huge_size", HUGE_SIZE),
+    ("half_typed_tier", HALF_TYPED_TIER),
 ]
+
+#: the cases with memory tiers (tests/test_checker_tiers.py also runs them through mplc fmt)
+TIER_CASES = {"half_typed_tier"}

@@ -28,7 +28,12 @@ TOKENS = ["policy", "p", "q", "base", "extends", "{", "}", "cache", "prefetch", 
           "<", ">=", "==", "!=", "|", ":", "[", "]", ",", ";", ".", "trigger", "rebalance", "flush",
           "entropy", "import", '"lib.moe"', '"std/lru_basic"', '"nope.moe"', '"main.moe"', "version",
           "1", "3", "#c\n", "\n", " ", "\t", '"', "@", "é", "lfu_decay", "total_budget", "min_capacity",
-          "GiB", "MB", "1MiB", "0.001MiB", "999999999999999999", "1e308", "9" * 60, "expert_size_gb"]
+          "GiB", "MB", "1MiB", "0.001MiB", "999999999999999999", "1e308", "9" * 60, "expert_size_gb",
+          # memory tiers
+          "hierarchy", "per_layer_hierarchy", "tier", "hot", "ram", "band", "layers", "0..7", "3..1",
+          "on", "demote", "promote", "(", ")", "->", "weighted_sum", "gpu:1", "location", "dtype",
+          "int4", "fp16", "gpu", "cpu", "disk", "capacity_factor", "mechanism", "in_place_requant",
+          "dtype_ladder", "residency", "always", "trigger_threshold", "granularity_split", "path"]
 
 DIR = os.path.join(os.path.abspath(os.sep), "virtual")
 MAIN = os.path.join(DIR, "main.moe")
@@ -77,9 +82,24 @@ def _check_lowering(a) -> None:
         assert not a.ok, "a policy has no IR but the analysis reports no error"
     for name, p in a.ir.items():
         assert p.name == name and p.values
-        # the required capacity, unless total_budget gives it (mpl.schema.missing_required)
-        assert p.values["cache.capacity"] is not None or (
-            p.per_layer and p.values["per_layer.total_budget"] is not None)
+        if not p.tiered:
+            # the required capacity, unless total_budget or capacity_factor gives it
+            # (mpl.schema.missing_required)
+            assert (p.values["cache.capacity"] is not None
+                    or p.values["cache.capacity_factor"] is not None
+                    or (p.per_layer and p.values["per_layer.total_budget"] is not None))
+            continue
+        for h in [p.hierarchy, *(b.hierarchy for b in p.bands)]:
+            if h is None:
+                continue
+            # the last tier holds every expert; names are unique; every adjacent pair has
+            # its demotion and its promotion, and nothing else
+            assert h.tiers and h.tiers[-1].location.kind in ("cpu", "disk")
+            names = [t.name for t in h.tiers]
+            assert len(set(names)) == len(names)
+            pairs = [(e.event, e.source, e.target) for e in h.transitions]
+            assert pairs == [x for a, b in zip(names, names[1:])
+                             for x in (("demote", a, b), ("promote", b, a))]
 
 
 token_text = st.lists(st.sampled_from(TOKENS), max_size=80).map(" ".join)

@@ -123,6 +123,67 @@ CASES = {
     "MPL507": ("policy p {\n    cache { capacity = 1MiB }\n}\n", (2, 24, 2, 28),
                ["capacity 1 MiB is smaller than one expert of deepseek-v2-lite (16.5 MiB)",
                 "it gives no slot"], {"model": DS}),
+    # memory tiers
+    'MPL114': ('policy p {\n    cache { capacity = 8 }\n    hierarchy { tier hot { location = gpu  capacity = 16 } }\n}\n',
+               (2, 5, 2, 10), ["a policy has 'cache' or 'hierarchy', not both", "remove one of them"], {}),
+    'MPL115': ('policy p {\n    hierarchy {\n        tyer hot { location = gpu  capacity = 16 }\n        tier t { location = gpu  capacity = 4 }\n    }\n}\n',
+               (3, 9, 3, 13), ["unknown item 'tyer' in 'hierarchy'", "did you mean 'tier'?"], {}),
+    'MPL116': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier hot { location = cpu }\n    }\n}\n',
+               (4, 14, 4, 17), ["tier 'hot' appears twice in hierarchy"], {}),
+    'MPL117': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ram { location = cpu }\n        on promote(ram -> hot) { trigger_threshold = 0.5 }\n        on promote(ram -> hot) {}\n    }\n}\n',
+               (6, 12, 6, 31), ["transition 'promote(ram -> hot)' appears twice in hierarchy"], {}),
+    'MPL118': ('policy p {\n    hierarchy {\n        eviction = lfu\n    }\n}\n',
+               (2, 5, 2, 14), ['the hierarchy has no tier'], {}),
+    'MPL119': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ram { location = cpu }\n        on demote(hot -> rma) {}\n    }\n}\n',
+               (5, 26, 5, 29), ["unknown tier 'rma' in 'demote(hot -> rma)'", "did you mean 'ram'?"], {}),
+    'MPL120': ('policy p {\n    hierarchy {\n        tier hot { location = gpu }\n    }\n}\n',
+               (3, 14, 3, 17), ["tier 'hot' has no capacity: a gpu tier holds 'capacity = N' slots or a size such as 'capac"], {}),
+    'MPL210': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        eviction = weighted_sum(lru = 0.5, lfuu = 0.5)\n    }\n}\n',
+               (4, 44, 4, 48), ["unknown rule 'lfuu' in weighted_sum(...)", "did you mean 'lfu'?"], {}),
+    'MPL211': ('policy p {\n    per_layer_hierarchy {\n        band layers = 7..0 { tier hot { location = gpu  capacity = 8 } }\n    }\n}\n',
+               (3, 23, 3, 27), ['the range 7..0 runs backwards: its first layer is above its last'], {}),
+    'MPL212': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ram { location = cpu }\n        on demot(hot -> ram) {}\n    }\n}\n',
+               (5, 12, 5, 17), ["unknown transition 'demot'", "did you mean 'demote'?"], {}),
+    'MPL213': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16  dtype_ladder = [fp16, fp32] }\n    }\n}\n',
+               (3, 66, 3, 78), ['dtype_ladder goes from the highest precision to the lowest'], {}),
+    'MPL320': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier warm { location = gpu  capacity = 32 }\n        tier ram { location = cpu }\n        on demote(hot -> ram) {}\n    }\n}\n',
+               (6, 12, 6, 30), ["'demote(hot -> ram)' skips tier 'warm': a transition joins two adjacent tiers"], {}),
+    'MPL321': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ram { location = cpu  capacity = 8GiB }\n        tier ssd { location = disk }\n        tier hdd { location = disk }\n    }\n}\n',
+               (6, 31, 6, 35), ["tier 'hdd' is a second disk tier (tier 'ssd' is the first): a hierarchy has at most one di"], {}),
+    'MPL322': ('policy p {\n    hierarchy {\n        tier ram { location = cpu  capacity = 8GiB }\n        tier hot { location = gpu  capacity = 16 }\n    }\n}\n',
+               (4, 31, 4, 34), ["tier 'hot' (gpu) comes after tier 'ram' (cpu): tiers are ordered fastest first: gpu, then "], {}),
+    'MPL323': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier warm { location = gpu  capacity = 32 }\n        on demote(hot -> warm) { mechanism = in_place_requant }\n    }\n}\n',
+               (5, 46, 5, 62), ["in_place_requant quantizes to a lower precision, but tier 'warm' holds the checkpoint's pr"], {}),
+    'MPL324': ('policy p {\n    per_layer_hierarchy {\n        band layers = 0..7 { tier hot { location = gpu  capacity = 4 } }\n        band layers = 7..9 { tier hot { location = gpu  capacity = 4 } }\n    }\n}\n',
+               (4, 14, 4, 27), ['band 7..9 overlaps band 0..7 (layer 7 in both): every layer is in at most one band'], {}),
+    'MPL325': ('policy p {\n    per_layer_hierarchy {\n        band layers = 0..7 { tier hot { location = gpu  capacity = 4 } }\n        band layers = 9..9 { tier hot { location = gpu  capacity = 4 } }\n    }\n}\n',
+               (4, 14, 4, 27), ['layer 8 is in no band (between band 0..7 and band 9..9): without a hierarchy block every M'], {}),
+    'MPL326': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16  dtype = fp16  dtype_ladder = [fp32, fp16] }\n    }\n}\n',
+               (3, 59, 3, 63), ["tier 'hot' has dtype fp16 and a dtype_ladder that starts at fp32: the ladder's first rung "], {}),
+    'MPL327': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ssd { location = disk }\n    }\n}\n',
+               (4, 31, 4, 35), ["the disk tier 'ssd' is read into host memory first, but the hierarchy has no cpu tier"], {}),
+    'MPL328': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 2 }\n    }\n    prefetch { strategy = history; budget = 3 }\n}\n',
+               (5, 45, 5, 46), ["prefetch budget 3 exceeds the 2 slots of the top tier 'hot', which prefetches load into"], {}),
+    'MPL329': ('policy p {\n    cache { capacity = 16; capacity_factor = 0.5 }\n}\n',
+               (2, 28, 2, 43), ['the cache sets both capacity and capacity_factor: they are two ways to give its size'], {}),
+    'MPL420': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier warm { location = gpu  dtype = int8  capacity = 64 }\n    }\n}\n',
+               (4, 14, 4, 18), ["tier 'warm' holds experts at int8, below any checkpoint's own precision: what it serves is"], {}),
+    'MPL421': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ram { location = cpu  eviction = lfu }\n    }\n}\n',
+               (4, 36, 4, 44), ["'eviction' has no effect on tier 'ram': it is the last tier and holds every expert"], {}),
+    'MPL422': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n    }\n    adapt { when hit_rate < 0.5 { eviction = lfu } }\n}\n',
+               (5, 35, 5, 49), ["'eviction' sets a cache parameter, but the policy has memory tiers instead of a cache bloc"], {}),
+    'MPL515': ('policy p {\n    per_layer_hierarchy {\n        band layers = 0..30 { tier hot { location = gpu  capacity = 8 } }\n    }\n}\n',
+               (3, 14, 3, 28), ['band 0..30 names layers deepseek-v2-lite does not have (its layers are 0..26)'], {"model": DS}),
+    'MPL516': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 300 }\n        tier warm { location = gpu  dtype = int4  capacity = 400 }\n    }\n}\n',
+               (2, 5, 2, 14), ['the gpu tiers on the device need 6.9 GB of experts, more than its memory (4.0 GB)'], {"model": DS.with_device_memory(4 * 10 ** 9)}),
+    'MPL517': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 1664 }\n        tier ram { location = cpu }\n    }\n}\n',
+               (3, 47, 3, 51), ["tier 'hot' holds 1664 slots, every one of the 1664 experts of deepseek-v2-lite: the tiers "], {"model": DS}),
+    'MPL518': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 16 }\n        tier ram { location = cpu  capacity = 1000 }\n    }\n}\n',
+               (4, 47, 4, 51), ["tier 'ram' is the last tier, which holds every expert, but its capacity gives 1000 of the "], {"model": DS}),
+    'MPL519': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 8 }\n        tier warm { location = gpu  dtype = int4  capacity = 4MiB }\n    }\n}\n',
+               (4, 62, 4, 66), ["tier 'warm': capacity 4 MiB is smaller than one expert of deepseek-v2-lite at int4 (4.12 M"], {"model": DS}),
+    'MPL520': ('policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = 5 }\n    }\n}\n',
+               (3, 47, 3, 48), ["the top tier 'hot' holds 5 slots, below deepseek-v2-lite's top-k of 6: every dispatch stre"], {"model": DS}),
 }
 
 
@@ -177,6 +238,20 @@ def test_mpl109_import_cycle_across_files(tmp_path):
     assert d.message.startswith("import cycle: a.moe -> b.moe -> a.moe")
     assert d.file == str(tmp_path / "b.moe")          # reported where the cycle closes
     assert (d.span.line, d.span.column, d.span.end_column) == (1, 8, 15)
+
+
+def test_tier_fixes_are_mechanical_edits(tmp_path):
+    """The quick fixes of the memory-tier codes leave a file without that code."""
+    for code in ("MPL115", "MPL116", "MPL117", "MPL119", "MPL210", "MPL211", "MPL212", "MPL213",
+                 "MPL320", "MPL329", "MPL421", "MPL422"):
+        text, _, _, kw = CASES[code]
+        [d] = [d for d in _check_file(tmp_path, text) if d.code == code]
+        assert d.fixes, code
+        edits = sorted(d.fixes[0].edits, key=lambda e: e.span.offset, reverse=True)
+        fixed = text
+        for e in edits:
+            fixed = fixed[:e.span.offset] + e.new_text + fixed[e.span.end_offset:]
+        assert code not in {x.code for x in _check_file(tmp_path, fixed, "fixed.moe")}, (code, fixed)
 
 
 def test_fixes_are_mechanical_edits(tmp_path):

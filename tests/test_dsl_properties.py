@@ -63,7 +63,7 @@ def value_strategy(p: schema.Param):
     raise AssertionError(f"no strategy for {t}")
 
 
-BLOCKS = [b for b in schema.BLOCKS.values() if not b.rules]
+BLOCKS = [b for b in schema.BLOCKS.values() if not b.rules and b.flat]
 
 
 @st.composite

@@ -240,3 +240,53 @@ def test_shuffled_lines_format_to_a_fixed_point(path, data):
     assert format_text(out) == out
     assert sorted(comments(out)) == sorted(comments(text))
     assert canonical_shape(parse(out).document) == canonical_shape(r.document)
+
+
+def test_memory_tiers_canonical_layout_keeps_comments():
+    text = ("policy p {  # p\n  hierarchy {\n    eviction = weighted_sum(lru=0.5,lfu=0.5)  # default\n"
+            "    on demote(hot->warm) { mechanism = copy }\n"
+            "    # the fast tier\n    tier hot { capacity = 16; location = gpu:0 }  # hot\n"
+            "    tier warm { dtype_ladder = [fp16,int8]; location = gpu capacity = 2GiB\n"
+            "      # end of warm\n    }\n  }\n"
+            "  per_layer_hierarchy { band layers = 0..7 { eviction = lfu tier hot { capacity = 4 } } }\n}\n")
+    out = format_text(text)
+    assert out == (
+        "policy p {  # p\n"
+        "    hierarchy {\n"
+        "        # the fast tier\n"
+        "        tier hot {\n"
+        "            location = gpu:0\n"
+        "            capacity = 16\n"
+        "        }  # hot\n"
+        "        tier warm {\n"
+        "            location = gpu\n"
+        "            dtype_ladder = [fp16, int8]\n"
+        "            capacity = 2GiB\n"
+        "            # end of warm\n"
+        "        }\n"
+        "        on demote(hot -> warm) {\n"
+        "            mechanism = copy\n"
+        "        }\n"
+        "        eviction = weighted_sum(lru = 0.5, lfu = 0.5)  # default\n"
+        "    }\n"
+        "    per_layer_hierarchy {\n"
+        "        band layers = 0..7 {\n"
+        "            tier hot {\n"
+        "                capacity = 4\n"
+        "            }\n"
+        "            eviction = lfu\n"
+        "        }\n"
+        "    }\n"
+        "}\n")
+    assert format_text(out) == out
+    from mpl.checker import analyze
+    assert analyze(out).ir == analyze(text).ir
+
+
+def test_misplaced_and_unknown_items_are_kept():
+    # the checker reports them (MPL115); the formatter never drops what it parsed
+    text = "policy p { cache { tier x { a = 1 } capacity = 8 } hierarchy { tyer t {} tier h {} } }\n"
+    out = format_text(text)
+    assert "tier x {\n" in out and "tyer t {}" in out and "tier h {}" in out
+    assert out.index("tier h") < out.index("tyer t")        # known kinds first, then unknown ones
+    assert format_text(out) == out

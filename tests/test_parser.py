@@ -164,3 +164,64 @@ def test_keywords_name_policies_after_policy_and_extends():
     # a half-typed 'policy' before the next top-level keyword is not a policy named 'version'
     r = parse("policy\nversion 1\n")
     assert not r.ok and r.document.version is not None
+
+
+def test_memory_tier_forms():
+    """Nested items (a label, a selector or an edge as head), ranges, devices and call-like
+    values: the original's hierarchy syntax (SPEC section 12), generic like the rest."""
+    text = open(os.path.join(CORPUS, "tiers.moe")).read()
+    doc = parse(text).document
+    big = next(p for p in doc.policies if p.name.text == "big")
+    h = big.block("hierarchy")
+    tiers = [s for s in h.sections if s.kind.text == "tier"]
+    assert [t.label for t in tiers] == ["hot", "warm", "ram", "ssd"]
+    assert src(text, tiers[0]) == "tier hot  { location = gpu   dtype = fp16  capacity = 16 }"
+    assert src(text, tiers[0].head) == "hot" and src(text, tiers[0].kind) == "tier"
+    assert {p.name.text: src(text, p.value) for p in tiers[2].params} == {"location": "cpu",
+                                                                         "capacity": "24GiB"}
+    demote, promote = [s for s in h.sections if s.kind.text == "on"]
+    assert isinstance(demote.head, ast.Edge) and src(text, demote.head) == "demote(hot -> warm)"
+    assert (demote.head.event.text, demote.head.source.text, demote.head.target.text) == ("demote", "hot", "warm")
+    assert promote.params[0].value.value.value == 0.7
+    bands = big.block("per_layer_hierarchy").sections
+    head = bands[1].head
+    assert isinstance(head, ast.Param) and head.name.text == "layers"
+    rng = head.value.value
+    assert isinstance(rng, ast.Range) and (rng.start.value, rng.end.value) == (8, 23)
+    assert src(text, rng) == "8..23" and src(text, bands[1]).startswith("band layers = 8..23")
+    assert [s.label for s in bands[1].sections] == ["hot"] and bands[1].params[0].name.text == "eviction"
+    every = next(p for p in doc.policies if p.name.text == "every_parameter").block("hierarchy")
+    loc = every.sections[0].params[0].value.value
+    assert isinstance(loc, ast.Indexed) and (loc.name, loc.index, loc.text) == ("gpu", 0, "gpu:0")
+    call = every.params[0].value.value
+    assert isinstance(call, ast.Call) and call.name.text == "weighted_sum" and call.closed
+    assert [(a.name.text, a.value.value) for a in call.args] == [("lru", 0.5), ("lfu", 0.5)]
+    assert src(text, call) == "weighted_sum(lru = 0.5, lfu = 0.5)"
+    ladder = every.sections[2].params[1].value.value
+    assert [i.name for i in ladder.items] == ["bf16", "int8", "int4"]
+    # every node's span is inside the text and walk() reaches the new nodes
+    kinds = {type(n).__name__ for n in ast.walk(doc)}
+    assert {"Section", "Edge", "Range", "Indexed", "Call", "Arg"} <= kinds
+
+
+def test_nested_items_are_generic():
+    """Kinds, heads and call names are names: the checker (not the parser) judges them."""
+    text = ("policy p { hierarchy { tyer hot { capcity = 1 } on demot(a -> b) {} band x = 1 {}\n"
+            " tier t { eviction = weighted_summ(lruu = 2) } x y { z w {} } } }")
+    r = parse(text)
+    assert r.ok, r.diagnostics
+    h = r.document.policies[0].block("hierarchy")
+    assert [s.kind.text for s in h.sections] == ["tyer", "on", "band", "tier", "x"]
+    assert h.sections[4].sections[0].label == "w"
+    items, diags = parse_recovering(text)
+    assert diags == [] and dump(items) == dump(r.document.items)
+
+
+def test_ranges_and_devices_are_tokens_of_their_own():
+    from mpl.syntax.lexer import tokenize
+    types = [t.type for t in tokenize("0..7 -1..3 4 .. 5 gpu:12 true:1 a->b (x) 40. .5 5.e-1").tokens]
+    assert types == ["NUMBER", "DOTDOT", "NUMBER", "NUMBER", "DOTDOT", "NUMBER", "NUMBER", "DOTDOT",
+                     "NUMBER", "INDEXED", "TRUE", "COLON", "NUMBER", "NAME", "ARROW", "NAME",
+                     "LPAREN", "NAME", "RPAREN", "NUMBER", "NUMBER", "NUMBER"]
+    # `lru:lfu when ...` (a conditional written without spaces) is still three tokens
+    assert [t.type for t in tokenize("lru:lfu").tokens] == ["NAME", "COLON", "NAME"]

@@ -20,7 +20,8 @@ FULL = open(os.path.join(CORPUS, "full_syntax.moe"), encoding="utf-8").read()
 PIECES = ["policy", "p", "{", "}", "[", "]", "cache", "capacity", "=", "4", "12GiB", "lru", "|",
           ":", "when", "hit_rate", "<", "0.5", "for", "100", "accesses", "trigger", "rebalance",
           ";", ",", ".", "\n", " ", "#c\n", '"s"', '"', "-", "version", "import", "extends",
-          "adapt", "true", "1e", "@", "é"]
+          "adapt", "true", "1e", "@", "é", "hierarchy", "tier", "band", "layers", "0..7", "..",
+          "on", "demote", "(", ")", "->", "weighted_sum", "gpu:1", "per_layer_hierarchy"]
 
 
 def check(text):
@@ -62,7 +63,10 @@ def test_random_token_soup(pieces):
 VALID_PIECES = ["policy p {", "policy q extends p {", "}", "cache {", "adapt {",
                 "capacity = 4", "eviction = lfu | lru", "pin = [1, 2]", "ttl = 8 : 4 when hit_rate < 0.5",
                 "when hit_rate < 0.5 for 3 steps {", "eviction = lru", "trigger ttl", "rebalance uniform",
-                "x.y = 1", "version 1", 'import "a"', ";", "\n", "# c\n", "m = []", "s = \"t\""]
+                "x.y = 1", "version 1", 'import "a"', ";", "\n", "# c\n", "m = []", "s = \"t\"",
+                "hierarchy {", "per_layer_hierarchy {", "tier hot {", "band layers = 0..7 {",
+                "on demote(hot -> warm) {", "location = gpu:1", "e = weighted_sum(lru = 0.5, lfu = 1)",
+                "x = f()"]
 
 
 @_settings

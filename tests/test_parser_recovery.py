@@ -315,3 +315,69 @@ def test_missing_space_before_the_next_parameter_is_one_error_with_a_fix():
     assert fixed == "policy p {\n    cache { capacity = 8 eviction = lru }\n}\n" and check_text(fixed) == []
     # a glued unknown unit that does not start an item is still an unknown unit
     assert [d.code for d in check_text("policy p { cache { capacity = 8GiG } }")] == ["MPL204"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("policy p { hierarchy { tier { location = gpu } } }",
+     "expected the tier's name after 'tier' ('tier NAME { ... }'), found '{'"),
+    ("policy p { hierarchy { tier hot location = gpu } }", "expected '{' after 'tier hot'"),
+    ("policy p { hierarchy { on demote(hot, warm) { } } }", "expected '->' and the tier the transition enters"),
+    ("policy p { hierarchy { on demote(hot warm) { } } }", "expected '->' between the two tiers: demote(hot -> warm)"),
+    ("policy p { hierarchy { on demote hot -> warm { } } }", "expected '(' after 'demote': write on demote(hot -> warm)"),
+    ("policy p { hierarchy { eviction = weighted_sum(lru, lfu = 1) } }",
+     "expected '=' and a weight after 'lru': each argument of 'weighted_sum(...)' is 'NAME = value'"),
+    ("policy p { hierarchy { eviction = weighted_sum(lru = 0.5, lfu = 0.5 } }",
+     "expected ',' or ')' in 'weighted_sum(...)': the call is not closed"),
+    ("policy p { per_layer_hierarchy { band layers = 0.. { } } }",
+     "expected the last number of the range after '0..'"),
+    ("policy p { per_layer_hierarchy { band { } } }", "expected 'layers = FIRST..LAST' after 'band'"),
+    ("policy p { tier hot { } }", "'tier' items belong inside 'hierarchy { ... }' or 'band { ... }'"),
+    ("policy p {\n hierarchy {\n tier", "unexpected end of file: expected the tier's name after 'tier'"),
+])
+def test_half_typed_tiers_are_one_located_error_and_keep_the_rest(text, message):
+    r = parse(text)
+    assert len(r.diagnostics) == 1, r.diagnostics
+    d = r.diagnostics[0]
+    assert d.code in ("MPL002", "MPL003") and message in d.message, d.message
+    assert r.document.policies and r.document.policies[0].name.text == "p"
+
+
+def test_recovered_tiers_keep_their_items():
+    text = ("policy p {\n    hierarchy {\n        tier hot { location = gpu  capacity = }\n"
+            "        tier ram { location = cpu }\n        on demote(hot -> ) { mechanism = copy }\n"
+            "        eviction = lfu\n    }\n}\n")
+    r = parse(text)
+    assert codes(r) == ["MPL002", "MPL002"]
+    h = r.document.policies[0].block("hierarchy")
+    hot, ram, edge = h.sections
+    assert hot.label == "hot" and hot.params[1].value is None          # `capacity =` kept, no value
+    assert ram.label == "ram" and ram.closed
+    assert edge.head.target is None and edge.params[0].name.text == "mechanism"
+    assert h.params[0].name.text == "eviction"
+
+
+def test_a_device_index_with_spaces_is_one_error_with_a_fix():
+    from mpl.checker import check_text
+    text = "policy p {\n    hierarchy { tier hot { location = gpu : 1  capacity = 4 } }\n}\n"
+    diags = check_text(text)
+    assert [d.code for d in diags] == ["MPL002"] and "written without spaces: 'gpu:1'" in diags[0].message
+    [edit] = diags[0].fixes[0].edits
+    fixed = text[:edit.span.offset] + edit.new_text + text[edit.span.end_offset:]
+    assert "location = gpu:1" in fixed and check_text(fixed) == []
+
+
+def test_unclosed_tier_before_the_next_block_names_every_open_construct():
+    text = "policy p {\n    hierarchy {\n        tier hot { location = gpu\n    prefetch { strategy = history }\n}\n"
+    r = parse(text)
+    [d] = r.diagnostics
+    assert d.code == "MPL003"
+    assert d.message == ("tier 'hot' and block 'hierarchy' are not closed before block 'prefetch'; "
+                         "add '}' for each")
+    assert [rel.message for rel in d.related] == ["tier 'hot' opened here", "block 'hierarchy' opened here"]
+
+
+def test_deep_item_nesting_is_limited():
+    text = "policy a { hierarchy { " + "tier t { " * 100 + "}" * 100 + " } }"
+    r = parse(text)
+    assert codes(r) == ["MPL002"] and "items nested deeper" in r.diagnostics[0].message
+    assert r.document.policies[0].block("hierarchy") is not None

@@ -162,3 +162,20 @@ def test_committed_parser_is_generated_from_this_grammar():
     assert list(generated["rules"]) == rules
     parser_c = (TSM / "src" / "parser.c").read_text(encoding="utf-8")
     assert '"tree_sitter_moe"' in parser_c or "tree_sitter_moe(void)" in parser_c
+
+
+def test_memory_tiers_parse_and_highlight(language):
+    text = (b"policy p {\n  hierarchy {\n    tier hot { location = gpu:1  capacity = 8 }\n"
+            b"    on demote(hot -> warm) { mechanism = copy }\n"
+            b"    eviction = weighted_sum(lru = 0.5, lfu = 0.5)\n  }\n"
+            b"  per_layer_hierarchy { band layers = 0..7 { tier hot { capacity = 4 } } }\n}\n")
+    root = ts.Parser(language).parse(text).root_node
+    assert not root.has_error and parse(text.decode()).ok
+    c = _captures(language, "highlights.scm", text)
+    assert {b"tier", b"on", b"band"} <= set(c["keyword"])
+    assert {b"hot", b"warm"} <= set(c["label"]) and b"weighted_sum" in c["function.builtin"]
+    assert {b"demote", b"gpu:1", b"lru", b"lfu", b"copy"} <= set(c["constant"])
+    assert b"0..7" in c["number"] and {b"location", b"layers", b"eviction"} <= set(c["property"])
+    assert {b"->", b"="} <= set(c["operator"]) and {b"(", b")"} <= set(c["punctuation.bracket"])
+    folds = _captures(language, "folds.scm", text)["fold"]
+    assert sum(f.startswith((b"tier", b"on ", b"band")) for f in folds) == 4

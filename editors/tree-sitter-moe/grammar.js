@@ -1,8 +1,10 @@
 /**
  * Tree-sitter grammar for MoE-PolicyLang (.moe, .policy) — for Neovim, Helix, Zed and any
  * other tree-sitter host. It mirrors mpl/syntax/grammar.lark (the normative syntax, SPEC
- * section 2): generic, so blocks, parameters and enum values are names (the checker knows
- * which exist), and a half-typed file still gives a tree with ERROR nodes where it breaks.
+ * section 2, with the nested items, ranges, devices and call-like values of the memory tiers,
+ * section 12): generic, so blocks, parameters, item kinds and enum values are names (the
+ * checker knows which exist), and a half-typed file still gives a tree with ERROR nodes where
+ * it breaks.
  *
  * KEYWORDS and UNITS are mpl.schema.KEYWORDS and mpl.schema.UNITS
  * (tests/test_tree_sitter_grammar.py fails when they differ).
@@ -37,8 +39,18 @@ module.exports = grammar({
       "{", repeat(choice($.block, ";")), "}",
     ),
 
-    block: ($) => seq(field("name", $.name), "{", repeat(choice($.param, $.rule, ";")), "}"),
+    block: ($) => seq(field("name", $.name), "{", repeat(choice($.param, $.rule, $.item, ";")), "}"),
     param: ($) => seq(field("name", $.name), "=", field("value", $.expression)),
+
+    // a nested item (memory tiers): its kind is a name (tier, band, on), then a label
+    // (tier hot), a selector (band layers = 0..7) or an edge (on demote(hot -> warm))
+    item: ($) => seq(
+      field("kind", $.name),
+      choice(field("label", $.name), field("selector", $.selector), field("edge", $.edge)),
+      "{", repeat(choice($.param, $.rule, $.item, ";")), "}",
+    ),
+    selector: ($) => seq(field("name", $.name), "=", field("value", $._value)),
+    edge: ($) => seq(field("event", $.name), "(", field("source", $.name), "->", field("target", $.name), ")"),
 
     // value ("|" value)? (":" value "when" condition)?
     expression: ($) => seq(
@@ -47,7 +59,18 @@ module.exports = grammar({
       optional(seq(":", field("alternative", $._value), "when", field("condition", $.condition))),
     ),
 
-    _value: ($) => choice($.quantity, $.identifier, $.boolean, $.string, $.list),
+    _value: ($) => choice($.range, $.quantity, $.device, $.call, $.identifier, $.boolean, $.string, $.list),
+    // a..b: one token when glued to its first number (the lexer would read `0.` as a number)
+    range: ($) => choice(
+      token(/-?\d+\.\.[ \t]*-?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?/),
+      seq(field("first", $.number), "..", field("last", $.number)),
+    ),
+    // a name glued to ':' and an integer: a device such as gpu:1
+    device: (_) => token(/[A-Za-z_][A-Za-z0-9_]*:\d+/),
+    // weighted_sum(lru = 0.5, lfu = 0.5)
+    call: ($) => seq(field("function", $.name), "(",
+      optional(seq($.argument, repeat(seq(",", $.argument)))), ")"),
+    argument: ($) => seq(field("name", $.name), "=", field("value", $._value)),
     quantity: ($) => seq($.number, optional(field("unit", $.unit))),
     // a unit glued to the number (12GiB) or a unit word after it (12 GiB, 100 accesses)
     unit: (_) => choice(token.immediate(/[A-Za-z_][A-Za-z0-9_]*/), ...UNITS),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mpl import schema
+from mpl.checker import tiers as T
 from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
 from mpl.checker.crossfield import DEFAULTS, LIVE, ORDER, Violation, cross_field
@@ -49,6 +50,7 @@ def check_resolved(rp: ResolvedPolicy, sink: Sink, *, purpose: str = LIVE,
     for v in found:
         if v not in inherited:
             _place(rp, sink, v)
+    T.check_resolved(rp, sink, model=model, values=values)
     rules = rp.all_rules()
     _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, found)
     _no_effect(rp, sink, values, rules)
@@ -62,12 +64,15 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
     if rp.syntax_damaged:
         return      # the parser could not read part of the policy: that error is reported
     if "cache" not in rp.blocks:
+        if any(schema.BLOCKS[b].instead_of == "cache" for b in rp.blocks):
+            return      # memory tiers instead of the cache
         sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
-                  + (f" or extend a policy that has one" if rp.parent is None else ""), _name_span(rp))
+                  + (f" or extend a policy that has one" if rp.parent is None else "")
+                  + " (or memory tiers: 'hierarchy { ... }')", _name_span(rp))
         return
     for key in schema.missing_required(rp.settings.__contains__):   # what a policy must give
         p = schema.PARAMS[key]
-        if p.block not in rp.blocks:
+        if rp.gives(key) or p.block not in rp.blocks:
             continue
         block = rp.blocks[p.block]
         if _misspelt(block, p.name):
@@ -78,10 +83,11 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
 
 
 def _required_hint(p: schema.Param) -> str:
+    instead = f", or '{schema.PARAMS[p.instead].name} = ...'" if p.instead else ""
     if p.type == schema.SLOTS_OR_SIZE:
-        hint = f"'{p.name} = N' (slots) or a size such as '{p.name} = 12GiB'"
+        hint = f"'{p.name} = N' (slots) or a size such as '{p.name} = 12GiB'{instead}"
     else:
-        hint = f"'{p.name} = ...'"
+        hint = f"'{p.name} = ...'{instead}"
     if p.replaced_by:
         other = schema.PARAMS[p.replaced_by]
         hint += f" (with a {other.block} block, '{other.name}' can give it instead)"

@@ -19,6 +19,7 @@ from typing import Callable
 from mpl import schema
 from mpl.checker import policy as P
 from mpl.checker import structure
+from mpl.checker import tiers as T
 from mpl.checker.common import Sink, did_you_mean, replace_fix
 from mpl.checker.crossfield import LIVE
 from mpl.checker.resolved import ResolvedPolicy
@@ -523,6 +524,8 @@ class Resolver:
             rp.block_files[bname] = unit.path
         rp.settings.update(own.settings)
         rp.rules.extend(own.rules)
+        base = rp.parent_policy.tiers if rp.parent_policy is not None else T.OwnTiers()
+        rp.tiers = T.inherit(base, own.tiers)
         rp.own_keys = set(own.settings)
         rp.own_blocks = set(own.blocks)
         rp.syntax_damaged = self._syntax_error_inside(unit, pol)
@@ -567,7 +570,8 @@ class Resolver:
             mine = i < len(offsets) and offsets[i] <= b
             parent_bad = rp.parent_policy is not None and rp.parent_policy.has_errors
             rp.has_errors = (rp.has_errors or mine or parent_bad or outside or unit.invalid_text
-                             or rp.broken_part() is not None)
+                             or rp.broken_part() is not None
+                             or (rp.tiers.present and T.broken_part(rp.tiers) is not None))
 
 
 _SYNTAX_CODES = frozenset(c for c, info in CODES.items() if info.group == "syntax")

@@ -107,9 +107,20 @@ class ResolvedPolicy:
     syntax_damaged: bool = False      # a syntax error lies inside the policy (no cascades)
     violations: frozenset = frozenset()                               # cross-field/model results
     source_hash: str = ""
+    tiers: Any = None                 # mpl.checker.tiers.OwnTiers: the memory tiers, resolved
+    tier_violations: frozenset = frozenset()                          # their checks' results
 
     def given(self, key: str) -> bool:
         return key in self.settings
+
+    def gives(self, key: str) -> bool:
+        """Whether a required parameter is given: itself, the parameter that may stand instead
+        of it (cache.capacity_factor), or a block that stands instead of its block (memory
+        tiers instead of the cache)."""
+        p = schema.PARAMS[key]
+        if key in self.settings or (p.instead is not None and p.instead in self.settings):
+            return True
+        return any(schema.BLOCKS[b].instead_of == p.block for b in self.blocks)
 
     def conditional_rules(self) -> list[RuleInfo]:
         """The rule pair of each conditional value, in schema key order."""
@@ -135,7 +146,8 @@ class ResolvedPolicy:
         lies, or a missing required parameter), else None. The checker marks a policy with
         such a part as having errors, so lowering only ever sees complete policies."""
         for key in schema.missing_required(self.settings.__contains__):
-            return f"{key} (not set)"
+            if not self.gives(key):       # (memory tiers stand instead of the cache block)
+                return f"{key} (not set)"
         for key, s in self.settings.items():
             if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
                 return key

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mpl import schema
+from mpl.checker import tiers as T
 from mpl.checker import values as V
 from mpl.checker.common import (INVALID, Sink, did_you_mean, quote_list, remove_fix,
                                 replace_fix)
@@ -21,6 +22,7 @@ class OwnPart:
     blocks: dict[str, ast.Block] = field(default_factory=dict)
     settings: dict[str, Setting] = field(default_factory=dict)
     rules: list[RuleInfo] = field(default_factory=list)
+    tiers: T.OwnTiers = field(default_factory=T.OwnTiers)       # hierarchy, per_layer_hierarchy
 
 
 _PARAMS = {(p.block, p.name): p for p in schema.PARAMS.values()}
@@ -52,8 +54,14 @@ def check_policy_body(policy: ast.Policy, pname: str, sink: Sink) -> OwnPart:
                       fixes=(remove_fix(f"Remove the duplicate '{name}' block", sink.text, b.span),))
         else:
             own.blocks[name] = b
+        if not sb.flat:
+            # a duplicate block's items are checked, and not used
+            T.check_own(sink, b, sb, pname, own.tiers if first is None else T.OwnTiers())
+            continue
         for item in b.items:
-            if isinstance(item, ast.Param):
+            if isinstance(item, ast.Section):
+                T.misplaced(sink, item, name, sb.sections)
+            elif isinstance(item, ast.Param):
                 _param(sink, sb, item, b, pname, own)
             elif isinstance(item, ast.Rule):
                 if not sb.rules:

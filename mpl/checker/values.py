@@ -38,6 +38,14 @@ def describe(node) -> str:
         return node.text
     if isinstance(node, ast.ListValue):
         return "[" + ", ".join(describe(i) for i in node.items) + "]"
+    if isinstance(node, ast.Range):
+        return f"{node.start.text}..{node.end.text if node.end is not None else ''}"
+    if isinstance(node, ast.Indexed):
+        return node.text
+    if isinstance(node, ast.Call):
+        args = ", ".join(f"{a.name.text} = {describe(a.value)}" for a in node.args
+                         if isinstance(a, ast.Arg))
+        return f"{node.name.text}({args})"
     return "?"
 
 
@@ -52,6 +60,12 @@ def kind_of(node) -> str:
         return "a string"
     if isinstance(node, ast.ListValue):
         return "a list"
+    if isinstance(node, ast.Range):
+        return "a range"
+    if isinstance(node, ast.Indexed):
+        return "a device"
+    if isinstance(node, ast.Call):
+        return "a call"
     return "nothing"
 
 
@@ -69,6 +83,14 @@ def _expected(p: schema.Param) -> str:
         return "an integer number of slots or a size such as 12GiB"
     if t == schema.COUNT:
         return "an integer count"
+    if t == schema.ENUM_LIST:
+        return "a list of " + quote_list(p.enum_names()) + f" such as [{p.enum[0].name}]"
+    if t == schema.LOCATION:
+        return "gpu, gpu:N, cpu or disk"
+    if t == schema.LAYER_RANGE:
+        return "a range of layers such as 0..7, or one layer"
+    if t == schema.STRING:
+        return 'a string such as "/models/experts"'
     return {schema.INT: "an integer", schema.NUMBER: "a number", schema.BOOL: "true or false",
             schema.INT_LIST: "a list of integers such as [0, 1]",
             schema.METRIC_LIST: "a list of metric names such as [hit_rate]"}.get(t, t)
@@ -385,6 +407,163 @@ def check_metric_name(sink, name: str, span: Span) -> bool:
     return False
 
 
+def _check_string(sink, p, node) -> Any:
+    if isinstance(node, ast.String):
+        return node.value
+    return _type_error(sink, p, node)
+
+
+def _check_enum_list(sink, p, node) -> Any:
+    if not isinstance(node, ast.ListValue):
+        if isinstance(node, ast.Ident) and p.enum_value(node.name) is not None:
+            if sink is not None:
+                sink.emit("MPL201", f"'{p.name}' expects a list; write [{node.name}]", node.span,
+                          fixes=(replace_fix(f"Write [{node.name}]", node.span, f"[{node.name}]"),))
+            return INVALID
+        return _type_error(sink, p, node)
+    out, ok, seen = [], True, {}
+    for item in node.items:
+        v = check_enum_name(sink, p, item)
+        if v is INVALID:
+            ok = False
+            continue
+        if v in seen:
+            _duplicate_element(sink, node, item, seen[v], v)
+            continue
+        seen[v] = item
+        out.append(v)
+    return tuple(out) if ok else INVALID
+
+
+def _check_location(sink, p, node) -> Any:
+    """``gpu``, ``gpu:N``, ``cpu``, ``disk`` -> :class:`mpl.ir.Location`."""
+    if isinstance(node, ast.Ident):
+        v = check_enum_name(sink, p, node)
+        return INVALID if v is INVALID else ir.Location(v)
+    if not isinstance(node, ast.Indexed):
+        return _type_error(sink, p, node)
+    indexed = [e.name for e in p.enum if e.name == "gpu"]
+    if node.name not in indexed:
+        if sink is not None:
+            known = p.enum_value(node.name) is not None
+            why = (f"only {quote_list(indexed)} takes a device index" if known
+                   else "expected " + quote_list(p.enum_names()) + " (gpu:N for device N)")
+            fixes = (replace_fix(f"Replace with '{node.name}'", node.span, node.name),) if known else ()
+            sink.emit("MPL202", f"unknown {p.name} '{node.text}': {why}", node.span, fixes=fixes)
+        return INVALID
+    top = schema.DEVICE_INDEX_MAX
+    if node.index > top:
+        if sink is not None:
+            sink.emit("MPL203", f"the device index of '{node.text}' must be in [0, {top}], got "
+                      f"{node.index}", node.span)
+        return INVALID
+    return ir.Location(node.name, node.index)
+
+
+def _check_layer_range(sink, p, node) -> Any:
+    """``a..b`` or ``N`` -> :class:`mpl.ir.Layers` (both ends included)."""
+    if isinstance(node, ast.Number):
+        ends = (node, node)
+    elif isinstance(node, ast.Range) and node.end is not None:
+        ends = (node.start, node.end)
+    else:
+        return _type_error(sink, p, node)
+    values = []
+    for end in ends:
+        v = end.value if isinstance(end.value, int) else _whole(end)
+        if v is None or end.unit is not None:
+            if sink is not None:
+                sink.emit("MPL201", f"'{p.name}' takes whole layer numbers, got {describe(end)}",
+                          end.span)
+            return INVALID
+        if not _range_check(sink, p, end, v, label=f"{p.name} (a layer id)"):
+            return INVALID
+        values.append(v)
+    first, last = values
+    if first > last:
+        if sink is not None:
+            fixed = f"{ends[1].text}..{ends[0].text}"
+            sink.emit("MPL211", f"the range {describe(node)} runs backwards: its first layer is "
+                      f"above its last; write {fixed}", node.span,
+                      fixes=(replace_fix(f"Write {fixed}", node.span, fixed),))
+        return INVALID
+    return ir.Layers(first, last)
+
+
+def check_weighted_sum(sink, p, node: ast.Call) -> Any:
+    """``weighted_sum(rule = weight, ...)`` -> :class:`mpl.ir.WeightedSum` (MPL210)."""
+    name = node.name.text
+    if name != schema.WEIGHTED_SUM:
+        if sink is not None:
+            tail, s = did_you_mean(name, (schema.WEIGHTED_SUM,))
+            fixes = (replace_fix(f"Replace '{name}' with '{s}'", node.name.span, s),) if s else ()
+            sink.emit("MPL210", f"unknown {p.name} '{name}(...)'{tail or '; the call-like value is ' + schema.WEIGHTED_SUM + '(lru = 0.5, lfu = 0.5)'}",
+                      node.name.span, fixes=fixes)
+        return INVALID
+    singles = tuple(e.name for e in p.enum if e.segment)
+    weights, ok, seen = [], True, {}
+    for a in node.args:
+        if not isinstance(a, ast.Arg):
+            ok = False
+            continue
+        rule = a.name.text
+        if rule not in singles:
+            if sink is not None:
+                if p.enum_value(rule) is None:
+                    tail, s = did_you_mean(rule, singles)
+                    fixes = (replace_fix(f"Replace '{rule}' with '{s}'", a.name.span, s),) if s else ()
+                    msg = f"unknown rule '{rule}' in {name}(...){tail or '; rules: ' + quote_list(singles)}"
+                else:
+                    fixes = ()
+                    msg = (f"'{rule}' cannot be weighted in {name}(...): each argument names a "
+                           f"single-queue rule ({quote_list(singles)})")
+                sink.emit("MPL210", msg, a.name.span, fixes=fixes)
+            ok = False
+            continue
+        if rule in seen:
+            if sink is not None:
+                from mpl.diagnostics import Related
+                prev = node.args[node.args.index(a) - 1]
+                span = sink.span(prev.span.end_offset, a.span.end_offset)
+                sink.emit("MPL210", f"'{rule}' is weighted twice in {name}(...); name each rule "
+                          f"once", a.name.span, related=(Related("first weighted here", seen[rule].span),),
+                          fixes=(replace_fix(f"Remove the second '{rule}'", span, ""),))
+            ok = False
+            continue
+        seen[rule] = a
+        w = a.value
+        if not isinstance(w, ast.Number) or w.unit is not None:
+            if sink is not None and w is not None:
+                sink.emit("MPL201", f"the weight of '{rule}' in {name}(...) is a number in (0, 1], "
+                          f"got {kind_of(w)} '{describe(w)}'", w.span)
+            ok = False
+            continue
+        x = float(w.value)
+        if not (0 < x <= 1):
+            if sink is not None:
+                sink.emit("MPL203", f"the weight of '{rule}' in {name}(...) must be in (0, 1], got "
+                          f"{w.text}", w.span)
+            ok = False
+            continue
+        weights.append((rule, w.value))
+    if ok and len(weights) < 2:
+        if sink is not None:
+            one = weights[0][0] if weights else None
+            fixes = (replace_fix(f"Write {one}", node.span, one),) if one else ()
+            sink.emit("MPL210", f"{name}(...) weighs at least two rules" +
+                      (f"; with one, write {p.name} = {one}" if one else ", e.g. "
+                       f"{name}(lru = 0.5, lfu = 0.5)"), node.span, fixes=fixes)
+        return INVALID
+    return ir.WeightedSum(tuple(weights)) if ok else INVALID
+
+
+def _check_eviction_value(sink, p, node) -> Any:
+    """An enum value, or a weighted_sum(...) where the parameter takes one."""
+    if isinstance(node, ast.Call) and p.weighted:
+        return check_weighted_sum(sink, p, node)
+    return _check_enum(sink, p, node)
+
+
 _CHECKERS = {
     schema.INT: _check_number,
     schema.NUMBER: _check_number,
@@ -394,6 +573,10 @@ _CHECKERS = {
     schema.INT_LIST: _check_int_list,
     schema.METRIC_LIST: _check_metric_list,
     schema.SLOTS_OR_SIZE: _check_capacity,
+    schema.STRING: _check_string,
+    schema.ENUM_LIST: _check_enum_list,
+    schema.LOCATION: _check_location,
+    schema.LAYER_RANGE: _check_layer_range,
 }
 
 
@@ -401,6 +584,8 @@ def check_value(p: schema.Param, node, sink: Sink | None = None) -> Any:
     """The IR value of ``node`` for parameter ``p``, or INVALID (errors reported to sink)."""
     if node is None or isinstance(node, ast.ErrorNode):
         return INVALID
+    if p.weighted:
+        return _check_eviction_value(sink, p, node)
     return _CHECKERS[p.type](sink, p, node)
 
 

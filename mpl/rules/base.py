@@ -133,9 +133,19 @@ def slots_of(value, values: Mapping[str, Any], model=None) -> int | None:
     return int(value)
 
 
-def capacity_slots(values: Mapping[str, Any], model=None) -> int | None:
-    """cache.capacity in slots (a size needs the expert size: written or from the model)."""
-    return slots_of(values.get(_CAPACITY.key), values, model)
+def capacity_slots(values: Mapping[str, Any], model=None, per_layer: bool = False) -> int | None:
+    """cache.capacity in slots (a size needs the expert size: written or from the model; a
+    cache.capacity_factor the model's experts: a layer's with ``per_layer``, else every MoE
+    layer's, rounded up)."""
+    cap = values.get(_CAPACITY.key)
+    if cap is None and _CAPACITY.instead is not None:
+        factor = values.get(_CAPACITY.instead)
+        if ok(factor):
+            if model is None:
+                return None
+            experts = model.num_experts if per_layer else model.total_experts
+            return max(1, math.ceil(factor * experts))
+    return slots_of(cap, values, model)
 
 
 _TOTAL = schema.PARAMS["per_layer.total_budget"]
@@ -182,7 +192,7 @@ class Facts:
         self.model = model
         self.per_layer = schema.PER_LAYER_BLOCK in blocks
         self.total = slots_of(values.get(_TOTAL.key), values, model) if self.per_layer else None
-        self.slots = capacity_slots(values, model)           # as written (may be 0)
+        self.slots = capacity_slots(values, model, self.per_layer)   # as written (may be 0)
         self.cap_derived = False
         if (values.get(_CAPACITY.key) is None and self.total is not None and model is not None
                 and model.num_moe_layers):

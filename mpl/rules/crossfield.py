@@ -365,4 +365,218 @@ def check_per_layer_budget(f: Facts) -> list[Violation]:
 CHECKS = (check_pins_fit, check_prefetch_budget, check_hybrid_overlap, check_memory_headroom,
           check_min_max_capacity, check_replay_only, check_per_layer_budget)
 
-RULES = (MPL301, MPL302, MPL303, MPL304, MPL305, MPL306, MPL307, MPL308, MPL309)
+
+# ---- memory tiers: checked by mpl.checker.tiers over a policy's resolved tiers (they need
+# the tiers' structure, not only the policy's values)
+
+MPL320 = rule("MPL320", E, "cross-field", "transition skips or reverses tiers", """
+A transition joins two adjacent tiers: `demote(A -> B)` moves a key from tier A to the tier
+right below it, `promote(B -> A)` from tier B to the tier right above it. A transition that
+goes the other way, skips a tier or joins a tier to itself is an error; the quick fix names
+the other event, or the adjacent tier.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on demote(ram -> hot) { mechanism = copy }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promote(ram -> hot) { mechanism = copy }
+    }
+}
+""")
+
+MPL321 = rule("MPL321", E, "cross-field", "two disk tiers", """
+The disk tier holds every expert (the checkpoint's files, or a folder written once), so a
+hierarchy has at most one, and it is the last tier.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu  capacity = 24GiB }
+        tier ssd { location = disk }
+        tier hdd { location = disk }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu  capacity = 24GiB }
+        tier ssd { location = disk }
+    }
+}
+""")
+
+MPL322 = rule("MPL322", E, "cross-field", "tiers out of order", """
+Tiers are ordered as written, fastest first: `gpu` tiers, then `cpu` (host memory), then the
+disk tier, which holds every expert and is the last.
+""", """
+policy tiers {
+    hierarchy {
+        tier ram { location = cpu  capacity = 24GiB }
+        tier hot { location = gpu  capacity = 16 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu  capacity = 24GiB }
+    }
+}
+""")
+
+MPL323 = rule("MPL323", E, "cross-field", "in_place_requant where it cannot work", """
+`mechanism = in_place_requant` quantizes a key where it is, with no transfer: it is a
+demotion between two tiers on one device (the same `location`), into a lower precision. A
+promotion, two tiers on different devices, or a target tier that is not at a lower precision
+need `mechanism = copy` (the quick fix).
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on demote(hot -> ram) { mechanism = in_place_requant }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on demote(hot -> ram) { mechanism = copy }
+    }
+}
+""")
+
+MPL324 = rule("MPL324", E, "cross-field", "bands overlap", """
+Every layer is in at most one band of `per_layer_hierarchy`: two bands that share a layer
+would give it two sets of tiers.
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..7 { tier hot { location = gpu  capacity = 4 } }
+        band layers = 6..23 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..7 { tier hot { location = gpu  capacity = 4 } }
+        band layers = 8..23 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+""")
+
+MPL325 = rule("MPL325", E, "cross-field", "layers left out between bands", """
+Without a `hierarchy` block every MoE layer needs a band, so layers between two bands would
+have no tiers. (With a `hierarchy` block, the layers outside every band use its tiers.) With
+a model (`--model`), MPL515 also checks the layers before the first band and after the last.
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..7 { tier hot { location = gpu  capacity = 4 } }
+        band layers = 10..23 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..9 { tier hot { location = gpu  capacity = 4 } }
+        band layers = 10..23 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+""")
+
+MPL326 = rule("MPL326", E, "cross-field", "dtype and dtype_ladder disagree", """
+A `dtype_ladder`'s first rung is the tier's precision: a tier that has both a `dtype` and a
+ladder starting elsewhere holds its experts at two precisions. Remove `dtype`, or start the
+ladder at it.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu  dtype = bf16  dtype_ladder = [fp32, fp16] }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu  dtype_ladder = [fp32, fp16] }
+    }
+}
+""")
+
+MPL327 = rule("MPL327", E, "cross-field", "disk tier without a host tier", """
+An expert on the disk tier is read into host memory first (whose eviction rule applies),
+then served as from the cpu tier: a hierarchy with a disk tier needs a `cpu` tier, with a
+capacity, above it.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ssd { location = disk  path = "/models/experts" }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu  capacity = 24GiB }
+        tier ssd { location = disk  path = "/models/experts" }
+    }
+}
+""")
+
+MPL328 = rule("MPL328", E, "cross-field", "prefetch budget exceeds the top tier", """
+Prefetches load into the top tier of a hierarchy (each band's, with `per_layer_hierarchy`):
+with a budget above its capacity, prefetched keys would evict each other before use (the
+default budget is 4). The `cache` block's rule is MPL302.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 2 }
+    }
+    prefetch { strategy = history }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 2 }
+    }
+    prefetch {
+        strategy = history
+        budget = 2
+    }
+}
+""")
+
+MPL329 = rule("MPL329", E, "cross-field", "capacity and capacity_factor", """
+`capacity` and `capacity_factor` are two ways to give the cache's size (slots or a size, or a
+fraction of the experts it can hold): a cache has one of them. The quick fix removes the one
+written last.
+""", """
+policy fast {
+    cache {
+        capacity = 16
+        capacity_factor = 0.25
+    }
+}
+""", """
+policy fast {
+    cache {
+        capacity_factor = 0.25
+    }
+}
+""")
+
+RULES = (MPL301, MPL302, MPL303, MPL304, MPL305, MPL306, MPL307, MPL308, MPL309,
+         MPL320, MPL321, MPL322, MPL323, MPL324, MPL325, MPL326, MPL327, MPL328, MPL329)

@@ -357,6 +357,125 @@ policy fast {
 """, model="deepseek-v2-lite")
 
 
+# ---- memory tiers: checked by mpl.checker.tiers over a policy's resolved tiers
+
+MPL515 = rule("MPL515", E, "model", "bands and the model's layers", """
+With a model, the bands of `per_layer_hierarchy` must fit its layers: a band that names
+layers the model does not have is an error, and without a `hierarchy` block every MoE layer
+must be in a band (MPL325 finds a gap between two bands without a model; this one also finds
+the layers before the first band and after the last). Layers are the model's decoder-layer
+ids, as in traces.
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..15 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..15 { tier hot { location = gpu  capacity = 8 } }
+        band layers = 16..26 { tier hot { location = gpu  capacity = 12 } }
+    }
+}
+""", model="deepseek-v2-lite")
+
+MPL516 = rule("MPL516", W, "model", "gpu tiers exceed the device memory", """
+With a known device memory (`--device-memory`, or the device at attach), the `gpu` tiers on
+one device (capacity x the expert's size at each tier's precision; every band's tiers
+together) need more memory than the device has.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 1200 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 200 }
+    }
+}
+""", model="deepseek-v2-lite", device_memory_gb=16)
+
+MPL517 = rule("MPL517", W, "model", "tier holds every expert", """
+A tier other than the last holds every expert of the model (of its band's layers, with
+`per_layer_hierarchy`): nothing ever reaches the tiers below it. Lower its capacity, or
+remove the tiers below it.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 2000 }
+        tier ram { location = cpu }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 512 }
+        tier ram { location = cpu }
+    }
+}
+""", model="deepseek-v2-lite")
+
+MPL518 = rule("MPL518", E, "model", "last tier too small", """
+The last tier holds every expert. When it is host memory with a capacity, that capacity must
+hold all the model's experts (of its band's layers); for a model larger than host memory, add
+a disk tier below it.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 64 }
+        tier ram { location = cpu  capacity = 8GiB }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 64 }
+        tier ram { location = cpu  capacity = 8GiB }
+        tier ssd { location = disk }
+    }
+}
+""", model="deepseek-v2-lite")
+
+MPL519 = rule("MPL519", E, "model", "tier size below one expert", """
+A tier's capacity written as a size means as many experts, at the tier's precision, as fit:
+a size smaller than one expert gives no slot (it is never rounded up). Write at least one
+expert's size, or a slot count.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 4MiB }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 256MiB }
+    }
+}
+""", model="deepseek-v2-lite")
+
+MPL520 = rule("MPL520", W, "model", "top tier below top-k", """
+The top tier (a `gpu` tier) holds fewer slots than the model's top-k: a single dispatch needs
+more experts than it holds, so some are streamed on every dispatch. It works (the output is
+unchanged) but is slow. The cache block's rule is MPL502.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 4 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 8 }
+    }
+}
+""", model="deepseek-v2-lite")
+
+
 MPL509 = rule("MPL509", W, "model", "every hit would be a prefetch", """
 A prefetching policy whose shared cache is smaller than one step's accesses (MoE layers x
 top-k) keeps no key until its layer comes back: every key is evicted by the other layers'
@@ -412,4 +531,5 @@ def check_below_one_step(f: Facts) -> list[Violation]:
 CHECKS = (check_slot_range, check_pins_exist, check_top_k, check_holds_every_expert,
           check_per_layer_minimum, check_pins_fit_layers, check_device_memory, check_below_one_step)
 
-RULES = (MPL501, MPL502, MPL503, MPL504, MPL505, MPL506, MPL507, MPL508, MPL509)
+RULES = (MPL501, MPL502, MPL503, MPL504, MPL505, MPL506, MPL507, MPL508, MPL509,
+         MPL515, MPL516, MPL517, MPL518, MPL519, MPL520)

@@ -248,4 +248,145 @@ policy fast {
     }
 }
 """),
+
+    # ---- memory tiers (checked by mpl.checker.tiers)
+    rule("MPL114", E, "structure", "blocks that exclude each other", """
+A memory hierarchy (`hierarchy` or `per_layer_hierarchy`) replaces the `cache` block: its
+top tier is the device cache, so a policy has one or the other, as in the original. And
+`per_layer` splits the cache block's capacity between layers: with memory tiers, give a band
+of layers its own tiers (`per_layer_hierarchy`) instead.
+""", """
+policy tiers {
+    cache { capacity = 8 }
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+    }
+}
+"""),
+    rule("MPL115", E, "structure", "unknown or misplaced item", """
+A nested item (`KIND head { ... }`) is of an unknown kind, is written where it does not
+belong, or has the wrong head. A `hierarchy` holds `tier NAME { ... }` and
+`on promote|demote(A -> B) { ... }`; a `per_layer_hierarchy` holds
+`band layers = FIRST..LAST { ... }`, which holds tiers and transitions; no other block and
+no tier or transition holds items. The message suggests the closest kind, and the quick fix
+renames it.
+""", """
+policy tiers {
+    hierarchy {
+        tyer hot { location = gpu  capacity = 16 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+    }
+}
+"""),
+    rule("MPL116", E, "structure", "duplicate tier or band", """
+Two tiers of one hierarchy (or band) have the same name, or two bands the same layers. A
+tier's name is how transitions, bands and `extends` refer to it, so it must be unique; merge
+the two and remove one (the quick fix removes the second).
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier hot { location = cpu }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+    }
+}
+"""),
+    rule("MPL117", E, "structure", "duplicate transition", """
+A hierarchy (or band) has two `on EVENT(A -> B)` items for the same event and tiers. Merge
+their parameters into the first; the quick fix removes the second.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promote(ram -> hot) { trigger_threshold = 0.5 }
+        on promote(ram -> hot) { mechanism = copy }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promote(ram -> hot) {
+            mechanism = copy
+            trigger_threshold = 0.5
+        }
+    }
+}
+"""),
+    rule("MPL118", E, "structure", "memory tiers without a tier", """
+A `hierarchy` needs at least one tier, and a `per_layer_hierarchy` at least one band; a band
+needs a tier of its own unless the policy also has a `hierarchy`, whose tiers it starts
+from. Without one there is nowhere to keep an expert.
+""", """
+policy tiers {
+    hierarchy {
+        eviction = lfu
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        eviction = lfu
+    }
+}
+"""),
+    rule("MPL119", E, "structure", "unknown tier in a transition", """
+A transition `on EVENT(A -> B)` names a tier that the hierarchy (or band) does not have. The
+message suggests the closest tier name, and the quick fix replaces it.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promote(rma -> hot) { trigger_threshold = 0.5 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promote(ram -> hot) { trigger_threshold = 0.5 }
+    }
+}
+"""),
+    rule("MPL120", E, "structure", "tier without a location or capacity", """
+Every tier needs a `location` (written or inherited). A `gpu` tier needs a `capacity` (slots,
+or a size), and so does a `cpu` tier with tiers below it (host memory is then a cache); the
+last tier holds every expert and needs none.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu }
+        tier ram { location = cpu }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+    }
+}
+"""),
 )

@@ -182,4 +182,84 @@ policy fast {
     }
 }
 """),
+
+    # ---- memory tiers
+    rule("MPL210", E, "value", "invalid weighted_sum", """
+`eviction = weighted_sum(RULE = WEIGHT, ...)` (in a hierarchy, a band or a tier) ranks the
+victims by the weighted sum of the named rules' normalised ranks. It weighs at least two
+single-queue rules (`lru`, `lfu`, `score`, `frequency_threshold`), each named once, with a
+weight in (0, 1]; only the weights' ratios matter. An unknown rule or call name gets a
+did-you-mean and its quick fix.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        eviction = weighted_sum(lru = 0.5, arc = 0.5)
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        eviction = weighted_sum(lru = 0.5, lfu = 0.5)
+    }
+}
+"""),
+    rule("MPL211", E, "value", "range runs backwards", """
+A range `FIRST..LAST` includes both ends and runs upwards: its first number must not be
+above its last. The quick fix swaps them.
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 7..0 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+""", """
+policy tiers {
+    per_layer_hierarchy {
+        band layers = 0..7 { tier hot { location = gpu  capacity = 8 } }
+    }
+}
+"""),
+    rule("MPL212", E, "value", "unknown transition", """
+A transition is `on promote(LOWER -> UPPER)` (a key served from a tier is loaded into the
+tier above) or `on demote(UPPER -> LOWER)` (a key evicted from a tier goes to the tier
+below). The quick fix replaces a misspelt event.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promot(ram -> hot) { trigger_threshold = 0.5 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+        on promote(ram -> hot) { trigger_threshold = 0.5 }
+    }
+}
+"""),
+    rule("MPL213", E, "value", "dtype ladder out of order", """
+`dtype_ladder` lists precisions from the highest to the lowest, each lower than the one
+before it (`[fp16, int8, int4]`): a tier keeps each expert at the highest one that fits.
+Where the order alone is wrong, the quick fix sorts the ladder.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier warm { location = cpu  dtype_ladder = [fp16, fp32] }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier warm { location = cpu  dtype_ladder = [fp32, fp16] }
+    }
+}
+"""),
 )
+

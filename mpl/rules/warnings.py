@@ -200,4 +200,69 @@ policy fast {
     per_layer { total_budget = 416 }
 }
 """),
+
+    # ---- memory tiers (checked by mpl.checker.tiers)
+    rule("MPL420", H, "warning", "tier below the checkpoint's precision", """
+A tier holds experts at a lower precision than the checkpoint's (`int8`, `int4`, or with a
+model whose checkpoint is fp32 any 16-bit type; a `dtype_ladder` with such a rung): what it
+serves is computed from a weight-only quantized copy, approximately, and the statistics
+count those accesses. SPEC §12 makes that an explicit trade: the policy still loads and runs,
+and this hint, naming the tier, says so. Where the output must not change, promote to a tier
+at the checkpoint's precision before computing (or use tiers at that precision only).
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier warm { location = gpu  dtype = int4  capacity = 64 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier warm { location = cpu  capacity = 64 }
+    }
+}
+"""),
+    rule("MPL421", W, "warning", "tier parameter has no effect", """
+A parameter of a tier or a transition has no effect where it is: `path` on a tier that is not
+on disk, `capacity` on the disk tier (it holds every expert), `eviction` on the last tier or
+on a tier whose residency is `always` (nothing is evicted from them), `trigger_threshold` on
+a demotion (it admits promoted keys). The quick fix removes it.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16  path = "/models/x" }
+        tier ram { location = cpu }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+        tier ram { location = cpu }
+    }
+}
+"""),
+    rule("MPL422", W, "warning", "adapt action on a cache the policy does not have", """
+An adapt action sets a `cache` parameter, but the policy has memory tiers (`hierarchy`,
+`per_layer_hierarchy`) instead of a cache block, so it has no effect; tiers are not changed
+by adapt rules. The quick fix removes the action.
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 16 }
+    }
+    adapt {
+        when hit_rate < 0.4 { capacity = 32 }
+    }
+}
+""", """
+policy tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 32 }
+    }
+}
+"""),
 )
+

@@ -65,7 +65,37 @@ class ListValue(Node):
     items: list["Value"] = field(default_factory=list)
 
 
-Value = Union[Number, Ident, Bool, String, ListValue]
+@dataclass(eq=False)
+class Range(Node):
+    """``a..b`` (both ends inclusive, e.g. a band's layers)."""
+    start: Number
+    end: Number | None        # None when missing after '..' (an error was reported)
+
+
+@dataclass(eq=False)
+class Indexed(Node):
+    """A name glued to ``:`` and an integer: a device such as ``gpu:1``."""
+    name: str
+    index: int
+    text: str                 # as written
+
+
+@dataclass(eq=False)
+class Arg(Node):
+    """``NAME = value``, one argument of a :class:`Call`."""
+    name: Name
+    value: "Value | None"     # None when missing after '='
+
+
+@dataclass(eq=False)
+class Call(Node):
+    """A call-like value: ``weighted_sum(lru = 0.5, lfu = 0.5)``."""
+    name: Name
+    args: list[Union[Arg, ErrorNode]] = field(default_factory=list)
+    closed: bool = True       # False when the closing ')' is missing
+
+
+Value = Union[Number, Ident, Bool, String, ListValue, Range, Indexed, Call]
 
 
 @dataclass(eq=False)
@@ -122,10 +152,15 @@ class Rule(Node):
 
 
 @dataclass(eq=False)
-class Block(Node):
-    name: Name
-    items: list[Union[Param, Rule, ErrorNode]] = field(default_factory=list)
-    closed: bool = True
+class Edge(Node):
+    """The head of a transition: ``demote(hot -> warm)``."""
+    event: Name | None
+    source: Name | None = None
+    target: Name | None = None
+
+
+class _Items:
+    """The item views of a block or a section."""
 
     @property
     def params(self) -> list[Param]:
@@ -134,6 +169,34 @@ class Block(Node):
     @property
     def rules(self) -> list[Rule]:
         return [i for i in self.items if isinstance(i, Rule)]
+
+    @property
+    def sections(self) -> list["Section"]:
+        return [i for i in self.items if isinstance(i, Section)]
+
+
+@dataclass(eq=False)
+class Section(_Items, Node):
+    """A nested item of a block: ``KIND head { items }``. The kind is a name checked against
+    the schema (``tier``, ``band``, ``on``); the head is a label (``tier hot``: a
+    :class:`Name`), a selector (``band layers = 0..7``: a :class:`Param`) or an edge
+    (``on demote(hot -> warm)``: an :class:`Edge`), ``None`` when missing."""
+    kind: Name
+    head: Union[Name, Param, Edge, None] = None
+    items: list[Union[Param, Rule, "Section", ErrorNode]] = field(default_factory=list)
+    closed: bool = True
+
+    @property
+    def label(self) -> str | None:
+        """The name of a labelled section (``tier hot`` -> ``hot``)."""
+        return self.head.text if isinstance(self.head, Name) else None
+
+
+@dataclass(eq=False)
+class Block(_Items, Node):
+    name: Name
+    items: list[Union[Param, Rule, Section, ErrorNode]] = field(default_factory=list)
+    closed: bool = True
 
 
 # ------------------------------------------------------------------ top level
@@ -207,6 +270,16 @@ def walk(node):
             children = [n.name, n.parent, *n.blocks]
         elif isinstance(n, Block):
             children = [n.name, *n.items]
+        elif isinstance(n, Section):
+            children = [n.kind, n.head, *n.items]
+        elif isinstance(n, Edge):
+            children = [n.event, n.source, n.target]
+        elif isinstance(n, Range):
+            children = [n.start, n.end]
+        elif isinstance(n, Call):
+            children = [n.name, *n.args]
+        elif isinstance(n, Arg):
+            children = [n.name, n.value]
         elif isinstance(n, Param):
             children = [n.name, n.value]
         elif isinstance(n, Expr):

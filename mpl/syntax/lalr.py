@@ -48,6 +48,12 @@ def make_string(t: Token) -> ast.String:
     return ast.String(tok_span(t), unescape(body), t.value)
 
 
+def make_indexed(t: Token) -> ast.Indexed:
+    """An Indexed node from its INDEXED token (``gpu:1``)."""
+    name, _, index = t.value.partition(":")
+    return ast.Indexed(tok_span(t), name, int(index), t.value)
+
+
 def make_name(t: Token) -> ast.Name:
     return ast.Name(tok_span(t), name_text(t.value))
 
@@ -76,6 +82,23 @@ class AstBuilder:
     def block(self, c):
         return ast.Block(tok_span(c[0], c[-1]), make_name(c[0]), list(c[2:-1]), True)
 
+    def section(self, c):
+        # NAME head LBRACE item* RBRACE; head: NAME | NAME EQ value | NAME ( NAME -> NAME )
+        kind, first = c[0], c[1]
+        nxt = c[2]
+        if nxt.type == "EQ":
+            value = c[3]
+            head = ast.Param(_cover(tok_span(first), value.span), make_name(first),
+                             ast.Expr(value.span, value))
+            i = 4
+        elif nxt.type == "LPAREN":
+            head = ast.Edge(tok_span(first, c[6]), make_name(first), make_name(c[3]), make_name(c[5]))
+            i = 7
+        else:
+            head = make_name(first)
+            i = 2
+        return ast.Section(tok_span(kind, c[-1]), make_name(kind), head, list(c[i + 1:-1]), True)
+
     def param(self, c):
         expr = c[2]
         return ast.Param(_cover(tok_span(c[0]), expr.span), make_name(c[0]), expr)
@@ -94,6 +117,20 @@ class AstBuilder:
 
     def number(self, c):
         return make_number(c[0], c[1] if len(c) > 1 else None)
+
+    def range(self, c):
+        return ast.Range(tok_span(c[0], c[2]), make_number(c[0], None), make_number(c[2], None))
+
+    def indexed(self, c):
+        return make_indexed(c[0])
+
+    def call(self, c):
+        # NAME LPAREN (arg (COMMA arg)*)? RPAREN
+        args = [x for x in c[2:-1] if not isinstance(x, Token)]
+        return ast.Call(tok_span(c[0], c[-1]), make_name(c[0]), args, True)
+
+    def arg(self, c):
+        return ast.Arg(_cover(tok_span(c[0]), c[2].span), make_name(c[0]), c[2])
 
     def ident(self, c):
         return ast.Ident(tok_span(c[0]), c[0].value)

@@ -27,12 +27,13 @@ KEYWORD_TYPES: dict[str, str] = {k: k.upper() for k in schema.KEYWORDS}
 
 PUNCT_TYPES: dict[str, str] = {
     "{": "LBRACE", "}": "RBRACE", "[": "LBRACK", "]": "RBRACK", "=": "EQ", ",": "COMMA",
-    "|": "PIPE", ":": "COLON", ";": "_SEMI", ".": "DOT",
+    "|": "PIPE", ":": "COLON", ";": "_SEMI", ".": "DOT", "(": "LPAREN", ")": "RPAREN",
+    "..": "DOTDOT", "->": "ARROW",
 }
 
 #: every token type the grammar declares (grammar.lark's %declare line must match)
 TOKEN_TYPES: tuple[str, ...] = (*KEYWORD_TYPES.values(), "NAME", "NUMBER", "UNIT", "STRING",
-                                *PUNCT_TYPES.values(), "OP")
+                                "INDEXED", *PUNCT_TYPES.values(), "OP")
 
 #: lexer-only token type: text already reported by the lexer (never reaches the LALR parser)
 ERROR = "ERROR"
@@ -47,22 +48,27 @@ def name_text(value: str) -> str:
     return value.replace("-", "_") if "-" in value else value
 
 MAX_LIST_DEPTH = 32
+#: the deepest nesting of braces (policy, block, nested items): deeper is a syntax error, so
+#: no later pass can run out of stack
+MAX_ITEM_DEPTH = 32
 
-_NUM_BODY = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+# `0..7` is a range: a number's '.' is never the first of two
+_NUM_BODY = r"(?:[0-9]+(?:\.(?!\.)[0-9]*)?|\.[0-9]+)"
 _NUM = rf"-?{_NUM_BODY}(?:[eE][+-]?[0-9]+)?"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 #: every character of a line is matched by one alternative (so a scan never skips text)
 _TOKEN_RE = re.compile(rf"""
     [ \t\r\f\v]*+                  # spaces before the token (possessive: no backtracking)
     (?:
-      (?P<name>{_NAME})(?P<hyphen>(?:-{_NAME})+)?    # `cpu-fallback`: hyphen is the last group
-    | (?P<num>{_NUM})(?:(?P<badnum>[.0-9][0-9A-Za-z_.]*)|(?P<unit>{_NAME}))?
+      (?P<name>{_NAME})(?:(?P<hyphen>(?:-{_NAME})+)    # `cpu-fallback`: hyphen is the last group
+                          |(?P<index>:[0-9]+(?![0-9A-Za-z_.])))?  # `gpu:1`: a device index
+    | (?P<num>{_NUM})(?:(?P<badnum>(?!\.\.)[.0-9][0-9A-Za-z_.]*)|(?P<unit>{_NAME}))?
     | (?P<op><=|>=|!=|==|<|>)
-    | (?P<punct>[{{}}\[\]=,|:;.])
+    | (?P<punct>\.\.|->|[{{}}\[\]=,|:;.()])
     | (?P<comment>\#.*)
     | (?P<str>"(?:[^"\\]|\\.)*")
     | (?P<ustr>"(?:[^"\\]|\\.)*\\?)
-    | (?P<bad>(?:[^ \t\r\f\v\#A-Za-z_0-9"<>=!{{}}\[\],|:;.\-]|-(?!{_NUM_BODY})|!(?!=))+)
+    | (?P<bad>(?:[^ \t\r\f\v\#A-Za-z_0-9"<>=!{{}}\[\],|:;.()\-]|-(?!{_NUM_BODY}|>)|!(?!=))+)
     )
 """, re.X)
 
@@ -188,7 +194,7 @@ def cover(a: Span, b: Span) -> Span:
 
 
 class Lexed:
-    """The tokens of a text. ``balanced``: every ``{`` and ``[`` is closed, in order of
+    """The tokens of a text. ``balanced``: every ``{``, ``[`` and ``(`` is closed, in order of
     kind-blind depth (no closer without an opener, none left open); when False the text
     cannot be valid and the LALR attempt is skipped."""
 
@@ -213,7 +219,7 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
     keywords = KEYWORD_TYPES
     punct_types = PUNCT_TYPES
     units = schema.UNITS
-    depth = 0              # '[' nesting
+    depth = 0              # '[' and '(' nesting
     braces = 0             # '{' nesting
     balanced = True
     depth_reported = False
@@ -266,26 +272,47 @@ def tokenize(text: str, path: str | None = None) -> Lexed:
                     (Fix(f"Replace '{word}' with '{fixed}'", (TextEdit(span, fixed),)),))
                 append(Token("NAME", word, start, line, start - line_start + 1, line,
                              end - line_start + 1, end))
+            elif kind == "index":
+                # `gpu:1`: a name glued to ':' and an integer is one value (a device); a
+                # keyword stays a keyword, followed by ':' and the number (`true:1`)
+                start = m.start("name")
+                word = m.group("name")
+                col = start - line_start + 1
+                ktype = keywords.get(word)
+                if ktype is None:
+                    append(Token("INDEXED", text[start:end], start, line, col, line,
+                                 end - line_start + 1, end))
+                else:
+                    colon = m.start(kind)
+                    append(Token(ktype, word, start, line, col, line, colon - line_start + 1, colon))
+                    append(Token("COLON", ":", colon, line, colon - line_start + 1, line,
+                                 colon - line_start + 2, colon + 1))
+                    append(Token("NUMBER", text[colon + 1:end], colon + 1, line,
+                                 colon - line_start + 2, line, end - line_start + 1, end))
             elif kind == "punct":
-                start = end - 1
-                c = text[start]
+                start = m.start(kind)
+                c = m.group(kind)
                 if c == "{":
                     braces += 1
+                    if braces > MAX_ITEM_DEPTH and not depth_reported:
+                        depth_reported = True
+                        err("MPL002", f"items nested deeper than {MAX_ITEM_DEPTH} levels", start, end)
                 elif c == "}":
                     braces -= 1
                     if braces < 0:
                         balanced, braces = False, 0
-                elif c == "[":
+                elif c == "[" or c == "(":
                     depth += 1
                     if depth > MAX_LIST_DEPTH and not depth_reported:
                         depth_reported = True
-                        err("MPL002", f"lists nested deeper than {MAX_LIST_DEPTH} levels", start, end)
-                elif c == "]":
+                        err("MPL002", f"lists and calls nested deeper than {MAX_LIST_DEPTH} levels",
+                            start, end)
+                elif c == "]" or c == ")":
                     depth -= 1
                     if depth < 0:
                         balanced, depth = False, 0
                 col = start - line_start + 1
-                append(Token(punct_types[c], c, start, line, col, line, col + 1, end))
+                append(Token(punct_types[c], c, start, line, col, line, col + len(c), end))
             elif kind == "num" or kind == "unit":
                 start = m.start("num")
                 num_end = m.end("num")

@@ -27,9 +27,9 @@ from mpl import schema
 from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit
 from mpl.rules import make
 from mpl.syntax import ast
-from mpl.syntax.lexer import (ERROR, KEYWORD_TYPES, MAX_LIST_DEPTH, STRAY, LineIndex, Token,
+from mpl.syntax.lexer import (ERROR, KEYWORD_TYPES, MAX_ITEM_DEPTH, MAX_LIST_DEPTH, STRAY, LineIndex, Token,
                               cover as _cover, name_text, tok_span)
-from mpl.syntax.lalr import make_name, make_number, make_string
+from mpl.syntax.lalr import make_indexed, make_name, make_number, make_string
 
 EOF = "$END"
 _ALLOCATIONS = frozenset(schema.PARAMS[schema.REBALANCE].enum_names())
@@ -37,14 +37,15 @@ _TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
 _KEYWORD_TYPES = frozenset(KEYWORD_TYPES.values())
 #: the tokens an item can end with / start with: a ';' between them is a separator
 _ENDS_ITEM = frozenset(("NUMBER", "UNIT", "NAME", "STRING", "TRUE", "FALSE", "RBRACK", "RBRACE",
-                        "LBRACE", "_SEMI", ERROR))
+                        "LBRACE", "_SEMI", "INDEXED", "RPAREN", ERROR))
 _STARTS_ITEM = frozenset(("NAME", "WHEN", "TRIGGER", "REBALANCE", "RBRACE", "_SEMI", "POLICY",
                           "IMPORT", "VERSION", EOF))
-_VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK"))
+_VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK", "INDEXED"))
 
 _PUNCT_TEXT = {
     "LBRACE": "'{'", "RBRACE": "'}'", "LBRACK": "'['", "RBRACK": "']'", "EQ": "'='",
     "COMMA": "','", "PIPE": "'|'", "COLON": "':'", "_SEMI": "';'", "DOT": "'.'",
+    "LPAREN": "'('", "RPAREN": "')'", "DOTDOT": "'..'", "ARROW": "'->'",
 }
 
 
@@ -61,6 +62,8 @@ def describe(t: Token) -> str:
         return f"unit '{t.value}'"
     if ty == "STRING":
         return f"string {t.value}"
+    if ty == "INDEXED":
+        return f"'{t.value}'"
     if ty == "OP":
         return f"'{t.value}'"
     if ty in _PUNCT_TEXT:
@@ -112,20 +115,20 @@ class RecoveringParser:
         depth = 0                   # '[' nesting
         for j, t in enumerate(toks):
             ty = t.type
-            if ty == "LBRACK":
+            if ty in ("LBRACK", "LPAREN"):
                 depth += 1
-            elif ty == "RBRACK" and depth:
+            elif ty in ("RBRACK", "RPAREN") and depth:
                 depth -= 1
             elif ty in ("LBRACE", "RBRACE"):
                 depth = 0           # no list holds a brace: an unclosed '[' ends here
             elif ty == "_SEMI":
                 prev = keep[-1].type if keep else None
                 nxt = toks[j + 1].type if j + 1 < len(toks) else EOF
-                if depth and prev not in (None, "LBRACK", "COMMA") and nxt in _VALUE_START:
-                    # `[1; 2]`: a ';' for a ','
+                if depth and prev not in (None, "LBRACK", "LPAREN", "COMMA") and nxt in _VALUE_START:
+                    # `[1; 2]`, `weighted_sum(lru = 1; lfu = 1)`: a ';' for a ','
                     span = tok_span(t)
                     self.diags.append(make(
-                        "MPL002", "use ',' between list elements, not ';'", span, file=self.path,
+                        "MPL002", "use ',' between list elements and arguments, not ';'", span, file=self.path,
                         fixes=(Fix("Replace ';' with ','", (TextEdit(span, ","),)),)))
                     keep.append(Token("COMMA", ",", t.start_pos, t.line, t.column, t.end_line,
                                       t.end_column, t.end_pos))
@@ -168,11 +171,12 @@ class RecoveringParser:
         return self.toks[self.i - 1] if self.i > 0 else self.toks[0]
 
     # ------------------------------------------------------------ diagnostics
-    def error(self, code: str, message: str, span: Span, related=()) -> None:
+    def error(self, code: str, message: str, span: Span, related=(), fixes=()) -> None:
         if span.offset in self.error_offsets:
             return
         self.error_offsets.add(span.offset)
-        self.diags.append(make(code, message, span, file=self.path, related=tuple(related)))
+        self.diags.append(make(code, message, span, file=self.path, related=tuple(related),
+                               fixes=tuple(fixes)))
 
     def unexpected(self, message: str) -> None:
         """MPL002 at the current token (silent on lexer ERROR tokens, already reported)."""
@@ -222,7 +226,12 @@ class RecoveringParser:
             return True
         if t.type == "NAME" and self.peek().type in ("EQ", "DOT", "LBRACE"):
             return True
-        return False
+        return t.type == "NAME" and self.at_section_start()
+
+    def at_section_start(self) -> bool:
+        """``NAME NAME {`` or ``NAME NAME (``: the start of a section (``tier hot {``,
+        ``on demote(hot -> warm) {``) whatever comes before it."""
+        return self.peek().type == "NAME" and self.peek(2).type in ("LBRACE", "LPAREN")
 
     def skip(self, container: list, *, at_least_one: bool = True) -> None:
         """Skip to the next recovery point; the skipped text becomes an ErrorNode."""
@@ -396,7 +405,16 @@ class RecoveringParser:
             elif ty == "NAME":
                 start = len(blocks)
                 self.advance()
-                if name_text(t.value) in schema.BLOCKS:
+                spec = schema.SECTIONS.get(name_text(t.value))
+                if spec is not None:
+                    inside = " or ".join(f"'{b} {{ ... }}'" for b in spec.parents)
+                    self.error("MPL002", f"'{t.value}' items belong inside {inside}, not directly "
+                               f"in a policy", tok_span(t))
+                    while not (self.at_hard_stop() or self.at("LBRACE")):
+                        self.advance()
+                    if self.at("LBRACE"):
+                        self.skip_group()
+                elif name_text(t.value) in schema.BLOCKS:
                     self.unexpected(f"expected '{{' after block name '{t.value}'")
                 else:
                     self.error("MPL002", f"expected a block (e.g. 'cache {{ ... }}') or '}}', "
@@ -417,32 +435,47 @@ class RecoveringParser:
         name_tok = self.advance()
         brace = self.advance()
         block = ast.Block(tok_span(name_tok, brace), make_name(name_tok), [], False)
-        self.open.append(_Open(f"block '{name_tok.value}'", brace))
-        items = block.items
+        what = f"block '{name_tok.value}'"
+        self.open.append(_Open(what, brace))
+        block.closed = self.parse_items(block.items, what, brace)
+        self.open.pop()
+        block.span = _cover(block.span, tok_span(self.prev()))
+        return block
+
+    def parse_items(self, items: list, what: str, brace: Token, section: bool = False) -> bool:
+        """The items of a block or a section up to its '}' (True) or to where it is seen to be
+        unclosed (False, reported)."""
         while True:
             t = self.tok
             ty = t.type
             if ty == "RBRACE":
                 self.advance()
-                block.closed = True
-                break
+                return True
             if ty == EOF or ty in _TOP_KEYWORDS:
                 self.report_unclosed()
-                break
+                return False
             if ty == "_SEMI":
                 self.advance()
             elif ty == "NAME":
                 nxt = self.peek().type
                 if nxt == "LBRACE" and name_text(t.value) in schema.BLOCKS:
-                    # another known block: most likely this block's '}' is missing
-                    self.error("MPL003", f"block '{name_tok.value}' is not closed before block "
-                               f"'{t.value}'; add '}}'", tok_span(t),
-                               [Related(f"block '{name_tok.value}' opened here", tok_span(brace),
-                                        self.path)])
-                    break
-                if nxt == "LBRACE":
-                    self.error("MPL002", f"blocks cannot be nested: close block "
-                               f"'{name_tok.value}' before block '{t.value}'", tok_span(t))
+                    # another known block: most likely this construct's '}' is missing
+                    self.report_unclosed_before_block(t)
+                    return False
+                if self.at_section():
+                    if len(self.open) >= MAX_ITEM_DEPTH:
+                        # already reported by the lexer: skip the deeper item whole
+                        start = len(items)
+                        self.advance()
+                        while not (self.at_hard_stop() or self.at("LBRACE")):
+                            self.advance()
+                        self.skip_group()
+                        self._merge_errors(items, start, t)
+                    else:
+                        items.append(self.parse_section())
+                elif nxt == "LBRACE":
+                    self.error("MPL002", f"blocks cannot be nested: close {what} before "
+                               f"block '{t.value}'", tok_span(t))
                     start = len(items)
                     self.advance()
                     self.skip_group()
@@ -457,12 +490,155 @@ class RecoveringParser:
             elif ty == "WHEN":
                 items.append(self.parse_rule())
             else:
-                self.unexpected(f"expected a parameter ('name = value'), a rule ('when ...') "
-                                f"or '}}' in block '{name_tok.value}'")
+                if section:
+                    self.unexpected(f"expected a parameter ('name = value') or '}}' in {what}")
+                else:
+                    self.unexpected(f"expected a parameter ('name = value'), a rule ('when ...') "
+                                    f"or '}}' in {what}")
                 self.skip(items)
+
+    def report_unclosed_before_block(self, t: Token) -> None:
+        """MPL003: the constructs open inside the policy are not closed before block ``t``."""
+        inner = [o for o in reversed(self.open) if not o.what.startswith("policy")]
+        related = [Related(f"{o.what} opened here", tok_span(o.brace), self.path) for o in inner]
+        if len(inner) == 1:
+            msg = f"{inner[0].what} is not closed before block '{t.value}'; add '}}'"
+        else:
+            names = ", ".join(o.what for o in inner[:-1]) + " and " + inner[-1].what
+            msg = f"{names} are not closed before block '{t.value}'; add '}}' for each"
+        self.error("MPL003", msg, tok_span(t), related)
+
+    def at_section(self) -> bool:
+        """At a NAME: whether a section starts here (``tier hot {``, ``band layers = 0..7 {``,
+        ``on demote(hot -> warm) {``). Exact on valid input (a NAME followed by a NAME can only
+        start a section); with errors, a known section kind starts one whatever follows."""
+        nxt = self.peek().type
+        known = name_text(self.tok.value) in schema.SECTIONS
+        if nxt == "NAME":
+            after = self.peek(2).type
+            if after in ("LBRACE", "LPAREN"):
+                return True
+            if after == "EQ" and self._brace_after_value(self.i + 3):
+                return True
+            return known
+        return known and nxt not in ("EQ", "DOT")
+
+    def _brace_after_value(self, j: int) -> bool:
+        """Whether the tokens from ``j`` are one value followed by '{'."""
+        toks = self.toks
+        n = len(toks)
+
+        def ty(k: int) -> str:
+            return toks[k].type if k < n else EOF
+
+        t = ty(j)
+        if t == "NUMBER":
+            j += 1
+            if ty(j) == "UNIT":
+                j += 1
+            elif ty(j) == "DOTDOT" and ty(j + 1) == "NUMBER":
+                j += 2
+        elif t == "NAME" and ty(j + 1) == "LPAREN" or t == "LBRACK":
+            j += 1 if t == "LBRACK" else 2
+            level = 1
+            while level:
+                k = ty(j)
+                if k in (EOF, "LBRACE", "RBRACE"):
+                    return False
+                level += {"LPAREN": 1, "LBRACK": 1, "RPAREN": -1, "RBRACK": -1}.get(k, 0)
+                j += 1
+        elif t in ("NAME", "INDEXED", "STRING", "TRUE", "FALSE"):
+            j += 1
+        else:
+            return False
+        return ty(j) == "LBRACE"
+
+    def parse_section(self) -> ast.Section:
+        """``KIND head { items }``; the head is a label, a selector or an edge."""
+        kind_tok = self.advance()
+        kind = make_name(kind_tok)
+        spec = schema.SECTIONS.get(kind.text)
+        form = f" ('{spec.syntax}')" if spec is not None else ""
+        sec = ast.Section(tok_span(kind_tok), kind, None, [], False)
+        head_ok = True
+        if self.at("NAME"):
+            first = self.advance()
+            if self.at("EQ"):
+                eq = self.advance()
+                if self.starts_value():
+                    v = self.parse_value()
+                    sec.head = ast.Param(_cover(tok_span(first), v.span), make_name(first),
+                                         ast.Expr(v.span, v))
+                else:
+                    self.unexpected(f"expected a value after '{first.value} =' in "
+                                    f"'{kind_tok.value} {first.value} = ...'")
+                    sec.head = ast.Param(tok_span(first, eq), make_name(first), None)
+                    head_ok = False
+            elif self.at("LPAREN"):
+                sec.head, head_ok = self.parse_edge(first)
+            elif self.at("NAME") and self.peek().type == "ARROW":
+                # `on demote hot -> warm {`: the parentheses are missing
+                self.error("MPL002", f"expected '(' after '{first.value}': write "
+                           f"{kind_tok.value} {first.value}({self.tok.value} -> "
+                           f"{self.peek(2).value if self.peek(2).type == 'NAME' else '...'})",
+                           tok_span(self.tok))
+                sec.head = ast.Edge(tok_span(first), make_name(first))
+                head_ok = False
+            else:
+                sec.head = make_name(first)
+        else:
+            what = spec.head_name if spec is not None else "a name"
+            self.unexpected(f"expected {what} after '{kind_tok.value}'{form}")
+            head_ok = False
+        sec.span = _cover(sec.span, tok_span(self.prev()))
+        if not self.at("LBRACE"):
+            if head_ok:
+                self.unexpected(f"expected '{{' after '{self.text[sec.span.offset:sec.span.end_offset]}'")
+            # garbage in the head: skip to a '{' on this line, or stop
+            while not (self.at_hard_stop() or self.line_start() or self.at("LBRACE")):
+                self.advance()
+            if not self.at("LBRACE"):
+                return sec
+        brace = self.advance()
+        head_text = " ".join(self.text[sec.span.offset:sec.span.end_offset].split()[1:])
+        what = f"{kind.text} '{head_text}'" if head_text else kind.text
+        self.open.append(_Open(what, brace))
+        sec.closed = self.parse_items(sec.items, what, brace, section=True)
         self.open.pop()
-        block.span = _cover(block.span, tok_span(self.prev()))
-        return block
+        sec.span = _cover(sec.span, tok_span(self.prev()))
+        return sec
+
+    def parse_edge(self, event: Token) -> tuple[ast.Edge, bool]:
+        """``EVENT ( NAME -> NAME )`` (the '(' is the current token); (edge, complete)."""
+        lparen = self.advance()
+        edge = ast.Edge(tok_span(event, lparen), make_name(event))
+        example = f"{event.value}(hot -> warm)"
+
+        def done(ok: bool):
+            edge.span = _cover(edge.span, tok_span(self.prev()))
+            return edge, ok
+
+        if not self.at("NAME"):
+            self.unexpected(f"expected the name of the tier the transition leaves, e.g. {example}")
+            return done(False)
+        edge.source = make_name(self.advance())
+        if self.at("ARROW"):
+            self.advance()
+        elif self.at("NAME"):
+            self.error("MPL002", f"expected '->' between the two tiers: "
+                       f"{event.value}({edge.source.text} -> {self.tok.value})", tok_span(self.tok))
+        else:
+            self.unexpected(f"expected '->' and the tier the transition enters, e.g. {example}")
+            return done(False)
+        if not self.at("NAME"):
+            self.unexpected(f"expected the name of the tier the transition enters, e.g. {example}")
+            return done(False)
+        edge.target = make_name(self.advance())
+        if not self.at("RPAREN"):
+            self.unexpected(f"expected ')' after '{edge.target.text}'")
+            return done(False)
+        self.advance()
+        return done(True)
 
     def looks_like_condition(self) -> bool:
         """``NAME OP NUMBER`` followed by ``for`` or ``{``: a rule that lacks its 'when'."""
@@ -520,7 +696,8 @@ class RecoveringParser:
         t = self.tok
         if t.type not in _VALUE_START:
             return False
-        if t.type == "NAME" and self.peek().type in ("EQ", "DOT", "LBRACE"):
+        if t.type == "NAME" and (self.peek().type in ("EQ", "DOT", "LBRACE")
+                                 or (self.line_start() and self.at_section_start())):
             return False  # the next item, not a value
         return True
 
@@ -550,6 +727,8 @@ class RecoveringParser:
             if self.at("WHEN"):
                 when = self.advance()
                 expr.condition = self.parse_condition(when)
+            elif self._device_with_spaces(expr):
+                return expr
             else:
                 self.unexpected("expected 'when' and a condition after the alternative value "
                                 "(a : b when METRIC OP NUMBER)")
@@ -557,20 +736,113 @@ class RecoveringParser:
         expr.span = _cover(expr.span, last.span)
         return expr
 
+    def _device_with_spaces(self, expr: ast.Expr) -> bool:
+        """``gpu : 1`` (no ``when`` follows): a device index written with spaces. One error
+        with the fix, and the value is read as ``gpu:1``."""
+        v, alt = expr.value, expr.alternative
+        if not (isinstance(v, ast.Ident) and expr.fallback is None and isinstance(alt, ast.Number)
+                and alt.unit is None and isinstance(alt.value, int) and alt.value >= 0
+                and not alt.text.startswith("-")):
+            return False
+        text = f"{v.name}:{alt.text}"
+        span = _cover(v.span, alt.span)
+        self.error("MPL002", f"a device index is written without spaces: '{text}'", span,
+                   fixes=(Fix(f"Write '{text}'", (TextEdit(span, text),)),))
+        expr.value = ast.Indexed(span, v.name, alt.value, text)
+        expr.alternative = None
+        expr.span = span
+        return True
+
     def parse_value(self, depth: int = 0) -> ast.Node:
         t = self.advance()
         ty = t.type
         if ty == "NUMBER":
             if self.at("UNIT"):
                 return make_number(t, self.advance())
+            if self.at("DOTDOT"):
+                return self.parse_range(t)
             return make_number(t, None)
         if ty == "NAME":
+            if self.at("LPAREN"):
+                return self.parse_call(t, depth)
             return ast.Ident(tok_span(t), name_text(t.value))
+        if ty == "INDEXED":
+            return make_indexed(t)
         if ty in ("TRUE", "FALSE"):
             return ast.Bool(tok_span(t), ty == "TRUE")
         if ty == "STRING":
             return make_string(t)
         return self.parse_list(t, depth)
+
+    def parse_range(self, start: Token) -> ast.Range:
+        """``a..b`` (the '..' is the current token)."""
+        dots = self.advance()
+        if self.at("NUMBER"):
+            end = self.advance()
+            return ast.Range(tok_span(start, end), make_number(start, None), make_number(end, None))
+        self.unexpected(f"expected the last number of the range after '{start.value}..', "
+                        f"e.g. {start.value}..{start.value}")
+        return ast.Range(tok_span(start, dots), make_number(start, None), None)
+
+    def parse_call(self, name: Token, depth: int) -> ast.Call:
+        """``NAME ( (NAME = value (, NAME = value)*)? )`` (the '(' is the current token)."""
+        lparen = self.advance()
+        call = ast.Call(tok_span(name, lparen), make_name(name), [], False)
+        if depth >= MAX_LIST_DEPTH:
+            # already reported by the lexer: skip the rest of this call
+            level = 1
+            while level and not self.at_hard_stop():
+                t = self.advance()
+                level += {"LPAREN": 1, "LBRACK": 1, "RPAREN": -1, "RBRACK": -1}.get(t.type, 0)
+            call.span = _cover(call.span, tok_span(self.prev()))
+            return call
+        fn = name_text(name.value)
+        expect_arg = True
+        while True:
+            if self.at("RPAREN"):
+                if expect_arg and call.args:
+                    self.unexpected("expected an argument ('NAME = value') after ','")
+                call.closed = True
+                call.span = _cover(call.span, tok_span(self.advance()))
+                return call
+            if expect_arg and self.at("NAME") and self.peek().type == "EQ":
+                arg_name = self.advance()
+                self.advance()
+                value = None
+                if self.starts_value():
+                    value = self.parse_value(depth + 1)
+                else:
+                    self.unexpected(f"expected a value after '{arg_name.value} =' in "
+                                    f"'{fn}(...)'")
+                end = value.span if value is not None else tok_span(self.prev())
+                call.args.append(ast.Arg(_cover(tok_span(arg_name), end), make_name(arg_name), value))
+                expect_arg = False
+                continue
+            if expect_arg and self.at("NAME") and self.peek().type in ("COMMA", "RPAREN"):
+                # `weighted_sum(lru, lfu)`: the weight is missing
+                t = self.tok
+                self.error("MPL002", f"expected '=' and a weight after '{t.value}': each "
+                           f"argument of '{fn}(...)' is 'NAME = value', e.g. {t.value} = 0.5",
+                           tok_span(t))
+                self.advance()
+                call.args.append(ast.Arg(tok_span(t), make_name(t), None))
+                expect_arg = False
+                continue
+            if not expect_arg and self.at("COMMA"):
+                self.advance()
+                expect_arg = True
+                continue
+            # anything else ends the call: report the missing ')'
+            if self.at(EOF):
+                self.report_unclosed(f"expected ')' to close '{fn}('")
+            elif self.at_hard_stop() or self.at_item_start() or not expect_arg:
+                self.error("MPL002", f"expected ',' or ')' in '{fn}(...)': the call is not closed",
+                           tok_span(self.tok),
+                           [Related(f"'{fn}(' opened here", tok_span(lparen), self.path)])
+            else:
+                self.unexpected(f"expected an argument ('NAME = value') or ')' in '{fn}(...)'")
+            call.span = _cover(call.span, tok_span(self.prev()))
+            return call
 
     def parse_list(self, lbrack: Token, depth: int) -> ast.ListValue:
         lst = ast.ListValue(tok_span(lbrack), [])

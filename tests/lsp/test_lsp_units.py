@@ -23,6 +23,7 @@ from mpl import schema, shapes  # noqa: E402
 from mpl.diagnostics import Span  # noqa: E402
 
 from lsp_harness import REPO, server_env, units  # noqa: E402
+from tier_helpers import malformed  # noqa: E402
 
 TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", "\u200b", "𝔘"]), max_size=60)
 
@@ -275,6 +276,29 @@ def test_every_feature_on_stdlib_and_corpus_files(cut):
                 n += 1
         ls.store.close(uri)
     assert n > 250
+
+
+@prop(40)
+@given(malformed())
+def test_every_feature_on_malformed_tiers(text):
+    """Malformed memory tiers (tests/tier_helpers.py): every feature, in process, at every
+    token, answers without an exception; the outline keeps the policies the parser saw."""
+    from lsp import analysis, completion, folding, hover, inlay_hints, semantic_tokens, symbols
+
+    ls = _in_process_server()
+    doc = ls.store.open("file:///fuzz_tiers.moe", text, 1)
+    whole = types.Range(types.Position(0, 0), doc.index().end_position)
+    syms = symbols.document_symbols(ls.store, doc, "utf-16")
+    assert [s.name for s in syms] == [p.name.text if p.name else "policy"
+                                      for p in analysis.document(ls.store, doc).policies]
+    assert isinstance(folding.folding_ranges(ls.store, doc), list)
+    assert len(semantic_tokens.encode(doc, "utf-16")) % 5 == 0
+    inlay_hints.inlay_hints(ls, doc, whole)
+    for t in doc.tokens:
+        for off in (t.start, t.end):
+            hover.hover_markdown(ls, doc, off)
+            completion.complete(ls, doc, off)
+    ls.store.close("file:///fuzz_tiers.moe")
 
 
 @given(st.integers(1, 60), st.integers(1, 64), st.integers(1, 8), st.integers(1, 80), st.booleans())

@@ -33,8 +33,10 @@ GRAMMAR_PATH = EXT / "syntaxes" / "moe.tmLanguage.json"
 
 SCOPE = "source.moe"
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-# A number as the language writes it: optional sign, digits, optional fraction/exponent.
-NUMBER = r"(?<![\w.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+# A number as the language writes it: optional sign, digits, optional fraction/exponent; in a
+# range `0..7` the first number's '.' is never the first of the two, and the second number
+# follows the '..'.
+NUMBER = r"(?:(?<![\w.])|(?<=\.\.))-?(?:\d+(?:\.(?!\.)\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
 
 def _alt(names) -> str:
@@ -53,14 +55,25 @@ def block_names() -> list[str]:
 
 
 def param_names() -> list[str]:
-    """Every parameter name, plus the original's adapt-action aliases."""
+    """Every parameter name (memory tiers' too), plus the original's adapt-action aliases."""
     names = [p.name for p in schema.PARAMS.values()]
+    names += [p.name for p in schema.NESTED_PARAMS.values()]
     names += [a for p in schema.PARAMS.values() for a in p.aliases]
     return sorted(set(names))
 
 
 def enum_values() -> list[str]:
-    return sorted({e.name for p in schema.PARAMS.values() for e in p.enum})
+    """Every enum value (memory tiers' too), the transitions' events and weighted_sum."""
+    values = {e.name for p in schema.PARAMS.values() for e in p.enum}
+    values |= {e.name for p in schema.NESTED_PARAMS.values() for e in p.enum}
+    values |= {e.name for x in schema.SECTIONS.values() for e in x.events}
+    values.add(schema.WEIGHTED_SUM)
+    return sorted(values)
+
+
+def section_kinds() -> list[str]:
+    """The kinds of nested items: tier, band, on."""
+    return sorted(schema.SECTIONS)
 
 
 def metric_names() -> list[str]:
@@ -123,6 +136,11 @@ def build_grammar() -> dict:
         "match": rf"({blocks})(?=\s*\{{)",
         "captures": {"1": {"name": "entity.name.namespace.block.moe"}},
     }
+    repo["section"] = {
+        "comment": "the kind of a nested item followed by its head (tier hot, band layers, on demote)",
+        "match": rf"({_words(section_kinds())})(?=\s+{IDENT})",
+        "captures": {"1": {"name": "keyword.control.section.moe"}},
+    }
     repo["qualified-param"] = {
         "comment": "block.param in an adapt action",
         "match": rf"({blocks})(\.)({params})",
@@ -170,6 +188,8 @@ def build_grammar() -> dict:
     repo["operator"] = {
         "patterns": [
             {"match": ops, "name": "keyword.operator.comparison.moe"},
+            {"match": r"\.\.", "name": "keyword.operator.range.moe"},
+            {"match": "->", "name": "keyword.operator.arrow.moe"},
             {"match": "=", "name": "keyword.operator.assignment.moe"},
             {"match": r"\|", "name": "keyword.operator.fallback.moe"},
             {"match": ":", "name": "keyword.operator.conditional.moe"},
@@ -181,6 +201,8 @@ def build_grammar() -> dict:
             {"match": r"\}", "name": "punctuation.section.block.end.moe"},
             {"match": r"\[", "name": "punctuation.section.brackets.begin.moe"},
             {"match": r"\]", "name": "punctuation.section.brackets.end.moe"},
+            {"match": r"\(", "name": "punctuation.section.parens.begin.moe"},
+            {"match": r"\)", "name": "punctuation.section.parens.end.moe"},
             {"match": ",", "name": "punctuation.separator.comma.moe"},
             {"match": ";", "name": "punctuation.terminator.statement.moe"},
             {"match": r"\.", "name": "punctuation.accessor.dot.moe"},
@@ -191,7 +213,7 @@ def build_grammar() -> dict:
         "match": rf"\b{IDENT}\b",
         "name": "variable.other.moe",
     }
-    order = ["comment", "string", "version", "import", "policy", "block", "qualified-param",
+    order = ["comment", "string", "version", "import", "policy", "block", "section", "qualified-param",
              "param", "control", "trigger", "rebalance", "boolean", "metric", "enum",
              "number", "operator", "punctuation", "identifier"]
     assert set(order) == set(repo)

@@ -1,2 +1,2 @@
-; a policy, a block, an adapt rule and a list fold
-[ (policy) (block) (rule) (list) ] @fold
+; a policy, a block, a nested item (tier, band, transition), an adapt rule and a list fold
+[ (policy) (block) (item) (rule) (list) ] @fold

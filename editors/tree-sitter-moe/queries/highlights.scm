@@ -12,6 +12,16 @@
 (condition metric: (name) @variable.builtin)
 (trigger_action name: (name) @function.builtin)
 (rebalance_action allocation: (name) @constant)
+(item kind: (name) @keyword)
+(item label: (name) @label)
+(selector name: (name) @property)
+(edge event: (name) @constant)
+(edge source: (name) @label)
+(edge target: (name) @label)
+(call function: (name) @function.builtin)
+(argument name: (name) @constant)
+(device) @constant
+(range) @number
 (identifier) @constant
 (boolean) @boolean
 (number) @number
@@ -19,6 +29,6 @@
 (string) @string
 (comment) @comment @spell
 (operator) @operator
-[ "=" "|" ":" "." ] @operator
-[ "{" "}" "[" "]" ] @punctuation.bracket
+[ "=" "|" ":" "." ".." "->" ] @operator
+[ "{" "}" "[" "]" "(" ")" ] @punctuation.bracket
 [ "," ";" ] @punctuation.delimiter
