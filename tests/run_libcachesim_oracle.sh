@@ -2,7 +2,7 @@
 # libCacheSim (a reference C cache simulator) as an independent oracle: installs it without
 # its dependencies (numpy is already there; boto3 is for its S3 traces) into its own folder
 # (.oracle-libcachesim in the clone, ignored by git; MPL_LIBCACHESIM_DIR overrides) and runs
-# the tests that compare our hit counts with it (tests/test_fast_equivalence.py -k libcachesim).
+# the tests that compare our hit counts with it (tests/test_replay_backends.py -k libcachesim).
 # * libcachesim cannot be installed (no package index): SKIPPED, said on stderr, exit 0
 #   (MPL_LIBCACHESIM_REQUIRED=1 makes that a failure).
 # * installed, the tests must run: a skip there is a failure.
@@ -21,7 +21,7 @@ if ! PYTHONPATH="$DIR" "$PY" -c "import libcachesim" >/dev/null 2>&1; then
     fi
 fi
 MPL_LIBCACHESIM_REQUIRED=1 PYTHONPATH="$DIR${PYTHONPATH:+:$PYTHONPATH}" \
-    "$PY" -m pytest tests/test_fast_equivalence.py -k libcachesim -p no:cacheprovider "$@"
+    "$PY" -m pytest tests/test_replay_backends.py -k libcachesim -p no:cacheprovider "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "libCacheSim oracle: pytest collected no tests" >&2; rc=1; fi
 exit "$rc"
