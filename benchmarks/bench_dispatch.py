@@ -222,7 +222,7 @@ def main(argv=None) -> int:
                 if isinstance(v, float) and isinstance(orig.get(k), float):
                     orig[k] = min(orig[k], v)
     from mpl.runtime import backend
-    print(f"runtime backend: {backend()}; live dispatch() per policy: "
+    print(f"runtime backend: {backend()}; each policy's runtime: "
           + ", ".join(f"{n} {ours[n + ':live']}" + (f" ({ours[n + ':why']})" if ours[n + ':why'] else "")
                       for n in POLICIES))
     print(f"trace: {len(trace)} dispatches ({args.steps} steps x {LAYERS} layers), "

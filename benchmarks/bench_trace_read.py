@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
     if compiled.kernel("jsonl_rows") is None:
-        print("the compiled kernel is not in use: nothing to compare", file=sys.stderr)
+        print("the compiled engine is not in use: nothing to compare", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as d:
         if a.trace:

@@ -66,7 +66,7 @@ class Dispatch:
 
 class Dispatches(list):
     """A trace's list of dispatches, counting its changes (``version``): what a replay
-    derives from a trace (the compiled kernel's pack, the step count: ``Trace.derived``) is
+    derives from a trace (the compiled engine's pack, the step count: ``Trace.derived``) is
     made again after any change of the list. A Dispatch object changed in place is not
     counted: replace it with a new one."""
 
@@ -94,7 +94,7 @@ del _name
 class Trace:
     header: TraceHeader
     dispatches: list[Dispatch] = field(default_factory=Dispatches)
-    #: what replays derive from the dispatches (the compiled kernel's pack per expert
+    #: what replays derive from the dispatches (the compiled engine's pack per expert
     #: count, the step count), each with the identity of the dispatches it was made from
     #: (the list object and its ``Dispatches.version``): made again when the list is
     #: replaced or changed. A copy of the trace with another header

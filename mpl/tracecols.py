@@ -1,7 +1,7 @@
 """A native trace's records as columns, without a Python object per dispatch.
 
-A replay, a sweep or a tune only needs a trace's records as arrays (the compiled kernel's
-input, :class:`mpl.runtime.packing.Packed`), its step and token counts, and its length; building
+A replay, a sweep or a tune only needs a trace's records as arrays (the compiled engine's
+replay input, :class:`mpl.runtime.packing.Packed`), its step and token counts, and its length; building
 a :class:`mpl.trace.Dispatch` (and its lists) for each of a million records costs several
 seconds, far more than the kernel's replay. :func:`decode_uniform` reads the records of a
 ``.mpltrace`` (docs/traces.md) straight into columns when they are all alike (one token each,

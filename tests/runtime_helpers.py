@@ -113,11 +113,11 @@ def random_dispatches(r: random.Random, n: int, L: int = 4, E: int = 12, K: int 
 
 
 def state_policy(r, learned=False, priority=False):
-    """A random policy over what LiveState holds (lru/lfu/score stores, pins, TTL in accesses
-    or steps, memory pressure, history/lookahead prefetch one or more layers ahead, one
-    schedule mode, per-layer caches with rebalancing, a monitor, adapt rules of every unit
-    with every kind of action, some of which take the policy off LiveState: an eviction rule
-    it does not hold, a rebalance, a capacity cut, triggers). ``learned``: the learned
+    """A random policy with state in every part of the runtime (lru/lfu/score stores, pins,
+    TTL in accesses or steps, memory pressure, history/lookahead prefetch one or more layers
+    ahead, one schedule mode, per-layer caches with rebalancing, a monitor, adapt rules of
+    every unit with every kind of action: a switch of eviction rule, a rebalance, a capacity
+    cut, triggers). ``learned``: the learned
     strategy mostly (its context layers and confidence drawn too), and adapt rules that
     switch to it or change its confidence. ``priority``: priority routing mostly on, and adapt
     rules that turn it on or off."""

@@ -109,7 +109,7 @@ def test_100k_dispatch_trace_is_complete_and_beats_lru():
     head = belady(tr.dispatches[:20_000], 64, capacity=128)
     assert head.hits >= lru["hits"] and head.accesses == lru["accesses"]
 
-# ------------------------------------------------------- the compiled optimum (_belady.c)
+# --------------------------------------------------- the compiled optimum (c/belady.c)
 def _requests(r, E, L, n, kmax):
     if E:
         return [[l * E + e for e in r.sample(range(E), r.randint(0, min(kmax, E)))]

@@ -150,7 +150,7 @@ def test_home_path_checks_what_the_plan_says(monkeypatch):
 
 @pytest.mark.parametrize("label", list(BODIES))
 def test_compiled_and_pure_runtimes_give_the_same_home_run(label):
-    """The home closure asks the compiled live dispatch's hits() (no Plan when every access
+    """The home closure asks the runtime's hits() (no Plan when every access
     hit and nothing moved) where the runtime has it, the Plan of the pure dispatch
     otherwise: the same outputs, statistics and mechanism counts."""
     runs = []

@@ -26,7 +26,7 @@ from property_profiles import prop
 from test_trace_columns import replays_and_sweeps_agree, tunes_agree
 
 pytestmark = pytest.mark.skipif(compiled.kernel("jsonl_rows") is None,
-                                reason="the compiled kernel is not built or not in use")
+                                reason="the compiled engine is not built or not in use")
 
 HEADER = {"model": "m", "num_layers": 4, "moe_layers": [1, 2, 3], "num_experts": 16, "top_k": 3}
 

@@ -557,9 +557,8 @@ class Engine:
         With home placement, an ids-only policy and the mode in the config's plain field,
         the closure does what :meth:`forward` and :meth:`_home` do with everything fixed per
         layer bound once (the view, the config's field, the counters): one read, the
-        runtime's dispatch (with the compiled live dispatch, its ``hits``, which answers True
-        instead of building a Plan when every access hit and nothing moved), and the experts
-        function on the home window; any other Plan goes to :meth:`_execute`, and eager (or
+        runtime's ``hits`` (True instead of a Plan when every access hit and nothing moved),
+        and the experts function on the home window; any other Plan goes to :meth:`_execute`, and eager (or
         a mode read another way) to :meth:`forward`."""
         engine = self
         is_compiling = torch.compiler.is_compiling

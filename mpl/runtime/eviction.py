@@ -2,12 +2,14 @@
 
 The rules live in four modules that import nothing of each other but the protocol:
 :mod:`mpl.runtime.eviction_basic` (the ``Store`` protocol and the single-queue rules lru, lfu,
-score, frequency_threshold), :mod:`mpl.runtime.eviction_published` (arc, s3fifo, lfru),
+score, frequency_threshold), :mod:`mpl.runtime.eviction_published` (arc, s3fifo, lfru,
+least_stale),
 :mod:`mpl.runtime.eviction_moe` (the serving engines' rules crf, classlru, vllm_lfru and the
 layer-aware farthest_layer) and :mod:`mpl.runtime.eviction_segmented` (a segmented pair
 ``a | b`` of single-queue rules). This module imports all four and is imported by none of
-them, so the eviction modules form no cycle. ``make_store(rule, capacity, params)`` is what the runtime (and an adapt action that
-switches the rule) calls.
+them, so the eviction modules form no cycle. ``make_store(rule, capacity, params)`` is what
+the runtime (and an adapt action that switches the rule) calls; ``rule_error(rule)`` says why
+a rule cannot be one (both backends refuse it with that message).
 """
 
 from __future__ import annotations

@@ -125,29 +125,6 @@ class History:
                 mask |= 1 << c
         self.mask[layer] = mask
 
-    def load(self, layer: int, rows, counts: list, buckets: int) -> None:
-        """Set ``layer``'s window ``rows`` and per-expert ``counts`` (a list of
-        ``num_experts`` counts, as the compiled live dispatch hands them back), with
-        ``buckets`` count buckets (the length the incremental updates had grown them to)."""
-        self.win[layer] = deque(rows)
-        cnt = {}
-        bk = [set() for _ in range(buckets)]
-        for e, c in enumerate(counts):
-            if c > 0:
-                cnt[e] = c
-                bk[c].add(e)
-        self.cnt[layer] = cnt
-        self.bk[layer] = bk
-        self._set_mask(layer)
-
-    def counts(self, layer: int) -> list:
-        """``layer``'s count of every expert, a list of ``num_experts`` (what the compiled
-        live dispatch takes; it holds models of at most fast.LIVE_MAX_KEYS keys)."""
-        out = [0] * self.num_experts
-        for e, c in self.cnt[layer].items():
-            out[e] = c
-        return out
-
     def top(self, layer: int, b: int) -> list:
         """Up to ``b`` experts of ``layer``, most often selected first (ties: lower id)."""
         out: list = []
@@ -190,9 +167,8 @@ class Affinity:
 
     @staticmethod
     def row(n: int, counts: dict) -> list:
-        """A source's row from its observations ``n`` and target counts (as the compiled
-        live dispatch hands the table back): the watermark at 1, so every target is a
-        candidate until a prediction raises it."""
+        """A source's row from its observations ``n`` and target counts: the watermark at 1,
+        so every target is a candidate until a prediction raises it."""
         return [n, counts, set(counts), 1]
 
     def observe(self, layer: int, step: int, experts) -> None:

@@ -17,7 +17,7 @@ MoE layer with its own capacity; the layers are independent, so the optimum is t
 optimum on each layer's sub-sequence).
 
 Where the compiled backend is in use (mpl.runtime.compiled), the same algorithm runs in C
-(``mpl/runtime/_belady.c``: the same priorities, heap order and decisions; the functions here
+(``mpl/runtime/c/belady.c``: the same priorities, heap order and decisions; the functions here
 are its reference, ``MPL_PURE=1`` forces them, ``tests/test_belady.py`` holds the two equal
 decision by decision); ``belady()`` then reads a lazily read trace's columns without building
 its dispatches.
