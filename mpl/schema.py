@@ -122,6 +122,7 @@ class EnumValue:
     replay_only: bool = False   # e.g. belady: allowed in replay, refused at attach
     segment: bool = False       # can be one side of a segmented pair `a | b` (eviction)
     clocked: bool = False       # its store needs begin(step, layer) before a dispatch (eviction)
+    grid: bool = False          # in the tuner's reference grid (`mplc tune --search grid`)
 
 
 @dataclass(frozen=True)
@@ -272,14 +273,14 @@ SET = "<set>"  # marker inside Param.only_with: "when that parameter is given"
 
 # ---------------------------------------------------------------- the table
 _EVICTION = (
-    EnumValue("lru", "least recently used: evict the key accessed longest ago (a prefetch arrival counts as an access)", segment=True),
-    EnumValue("lfu", "least frequently used: +1 per access, frequencies decayed by frequency_decay every decay_interval accesses; ties go to the least recent", segment=True),
-    EnumValue("score", "lowest exponential moving average of the router weight (score_ema_alpha)", segment=True),
-    EnumValue("frequency_threshold", "admit a missed key only if its share of its layer's last freq_window accesses is >= freq_threshold; evict the lowest share", segment=True),
-    EnumValue("fallback", "segmented cache, the same as `lfu | lru`: lfu manages 2/3 of the slots and demotes its victims into an lru segment"),
-    EnumValue("arc", "Adaptive Replacement Cache (Megiddo & Modha, 2003): balances recency and frequency with ghost lists"),
-    EnumValue("s3fifo", "S3-FIFO (Yang et al., 2023): small probationary FIFO, main FIFO with reinsertion, ghost queue"),
-    EnumValue("lfru", "Least Frequently Recently Used: a privileged LRU partition over an unprivileged LFU partition"),
+    EnumValue("lru", "least recently used: evict the key accessed longest ago (a prefetch arrival counts as an access)", segment=True, grid=True),
+    EnumValue("lfu", "least frequently used: +1 per access, frequencies decayed by frequency_decay every decay_interval accesses; ties go to the least recent", segment=True, grid=True),
+    EnumValue("score", "lowest exponential moving average of the router weight (score_ema_alpha)", segment=True, grid=True),
+    EnumValue("frequency_threshold", "admit a missed key only if its share of its layer's last freq_window accesses is >= freq_threshold; evict the lowest share", segment=True, grid=True),
+    EnumValue("fallback", "segmented cache, the same as `lfu | lru`: lfu manages 2/3 of the slots and demotes its victims into an lru segment", grid=True),
+    EnumValue("arc", "Adaptive Replacement Cache (Megiddo & Modha, 2003): balances recency and frequency with ghost lists", grid=True),
+    EnumValue("s3fifo", "S3-FIFO (Yang et al., 2023): small probationary FIFO, main FIFO with reinsertion, ghost queue", grid=True),
+    EnumValue("lfru", "Least Frequently Recently Used: a privileged LRU partition over an unprivileged LFU partition", grid=True),
     EnumValue("least_stale", "SpecMD's Least-Stale (Hoang et al., 2026; a reconstruction): evict the keys not touched in the current step first, oldest first, then the current step's in the order they entered it", clocked=True),
     EnumValue("crf", "llama.cpp's expert cache: evict the lowest CRF, a use count decayed with a half-life of crf_half_life steps and kept across evictions", clocked=True),
     EnumValue("classlru", "llama.cpp's ClassLRU: a key's class is floor(log2 CRF) (at most 7) at its last use; among keys not used this step evict the largest age / 2^class", clocked=True),
@@ -351,9 +352,9 @@ _PREFETCH = Block("prefetch", "Which experts to load before the router asks for 
           "How to predict the experts of the next layers.",
           enum=(
               EnumValue("none", "no prefetching"),
-              EnumValue("history", "the experts most often selected at the target layer in the last history_window steps"),
-              EnumValue("affinity", "a transition table P(e' at L+1 | e at L) learned online; keeps predictions >= affinity_threshold"),
-              EnumValue("lookahead", "apply the next layers' routers to the current hidden state (live) or use the trace's speculative predictions (replay); history as fallback"),
+              EnumValue("history", "the experts most often selected at the target layer in the last history_window steps", grid=True),
+              EnumValue("affinity", "a transition table P(e' at L+1 | e at L) learned online; keeps predictions >= affinity_threshold", grid=True),
+              EnumValue("lookahead", "apply the next layers' routers to the current hidden state (live) or use the trace's speculative predictions (replay); history as fallback", grid=True),
               EnumValue("learned", "an online logistic model over several earlier layers' experts (weighted by router weight), the target layer's last step and recent frequency, and any speculative predictions; keeps predictions >= confidence"),
           ), conditional=True, aliases=("prefetch_strategy",)),
     Param("prefetch", "budget", INT, 4,

@@ -235,10 +235,10 @@ def _structures(budget: int, layers: int, top_k: int) -> list[dict]:
     return out
 
 
-#: the grid search's eviction rules and prefetch strategies: the schema's as they were when
-#: the grid was the tuner (``search="grid"`` is kept as that reference)
-GRID_EVICTIONS = ("lru", "lfu", "score", "frequency_threshold", "fallback", "arc", "s3fifo", "lfru")
-GRID_STRATEGIES = ("history", "affinity", "lookahead")
+#: the grid search's eviction rules and prefetch strategies (``search="grid"``, the reference
+#: the other searches are measured against): the schema's values marked ``grid``
+GRID_EVICTIONS = tuple(e.name for e in schema.param("cache.eviction").enum if e.grid)
+GRID_STRATEGIES = tuple(e.name for e in schema.param("prefetch.strategy").enum if e.grid)
 
 
 def _stage1(budget, layers, top_k) -> list[dict]:

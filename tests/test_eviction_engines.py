@@ -284,6 +284,22 @@ def test_clocked_rules_are_the_ones_the_generator_knows():
     assert set(_features.CLOCKED_EVICTIONS) == {name for name, cls in RULES.items() if cls.clocked}
 
 
+def test_every_list_of_rules_is_the_schemas():
+    """The rules the runtime has, the sides of a segmented pair, the compiled engine's rules
+    and the tuner's grid all follow the schema's eviction values."""
+    from mpl import schema
+    from mpl.runtime import compiled
+    from mpl.runtime.eviction import SEGMENT_RULES
+    from mpl.tune import GRID_EVICTIONS
+    enum = schema.param("cache.eviction").enum
+    runnable = {e.name for e in enum if not e.replay_only} - {"fallback"}   # (lfu | lru)
+    assert set(RULES) == runnable
+    assert set(SEGMENT_RULES) == {e.name for e in enum if e.segment}
+    assert set(GRID_EVICTIONS) == {e.name for e in enum if e.grid}
+    if compiled.available():
+        assert compiled.rule_names() == runnable
+
+
 @pytest.mark.parametrize("rule", sorted(REFS))
 def test_engine_rules_replay_the_same_on_both_backends(rule):
     """The compiled engine holds these rules: a replay gives the same statistics and clocks

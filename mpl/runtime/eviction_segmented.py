@@ -11,6 +11,7 @@ in use) the victim is taken from ``a`` directly. Each side is a single-queue rul
 from __future__ import annotations
 
 from mpl.runtime.eviction_basic import BASIC, Store
+from mpl.schema import param as _param
 
 
 #: the rules one side of a segmented ``a | b`` can be: single-queue rules. ``fallback`` is
@@ -25,9 +26,14 @@ def segment_side_error(rule: str, side: str) -> str | None:
     if side in BASIC:
         return None
     return (f"eviction {rule!r}: {side!r} cannot be one side of a segmented pair 'a | b'; "
-            f"each side must be one of {', '.join(SEGMENT_RULES)} (fallback, arc, s3fifo, "
-            f"lfru, crf, classlru, vllm_lfru and farthest_layer are complete policies: use them "
-            f"alone)")
+            f"each side must be one of {', '.join(SEGMENT_RULES)} ({', '.join(_COMPLETE)} are "
+            f"complete policies: use them alone)")
+
+
+#: the rules that are whole policies of their own (the schema's eviction values that are
+#: neither a side of a pair nor replay-only)
+_COMPLETE = tuple(e.name for e in _param("cache.eviction").enum
+                  if not e.segment and not e.replay_only)
 
 
 def split(capacity: int) -> tuple[int, int]:
