@@ -2,7 +2,10 @@
  * and the Plan (see engine.h). */
 #include "engine.h"
 
+#include <structmember.h>
+
 #include <float.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,6 +465,11 @@ static void engine_free_state(Engine *o) {
     o->plain_now = NULL;
     Py_CLEAR(o->config);
     Py_CLEAR(o->kept);
+    if (o->ktup) {
+        for (long k = 0; k < o->K; k++) Py_XDECREF(o->ktup[k]);
+        free(o->ktup);
+        o->ktup = NULL;
+    }
     o->pinned = NULL; o->slot = NULL; o->fstack = NULL; o->mark = NULL; o->pf = NULL; o->rule = NULL;
     o->l_acc = o->l_hit = NULL; o->tprv = o->tnxt = NULL; o->tstamp = NULL; o->tin = NULL;
     o->rb_w = NULL; o->rb_caps = NULL; o->rules = NULL; o->alog = NULL; o->mlog = NULL;
@@ -896,9 +904,38 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
 }
 
 /* ------------------------------------------------------------------ the Plan */
-static PyObject *key_tuple(long E, int k) {
-    return Py_BuildValue("(ll)", (long)(k / E), (long)(k % E));
+PyObject *engine_key(Engine *o, long k) {
+    if (!o->ktup && !(o->ktup = calloc((size_t)o->K, sizeof(PyObject *)))) return PyErr_NoMemory();
+    PyObject *t = o->ktup[k];
+    if (t) return Py_NewRef(t);
+    if (!(t = Py_BuildValue("(ll)", k / o->E, k % o->E))) return NULL;
+    /* (holds only ints: never part of a cycle) */
+    if (PyObject_GC_IsTracked(t)) PyObject_GC_UnTrack(t);
+    if (o->ktup[k]) {           /* made meanwhile (a finalizer the allocation ran) */
+        Py_DECREF(t);
+        return Py_NewRef(o->ktup[k]);
+    }
+    o->ktup[k] = Py_NewRef(t);
+    return t;
 }
+
+/* a list of n items for a Plan, hidden from the collector until it is filled (a finalizer
+ * that an allocation runs cannot see its empty items through gc.get_objects) */
+static PyObject *hidden_list(Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    if (l) PyObject_GC_UnTrack(l);
+    return l;
+}
+
+static void shown(PyObject *l) {
+    if (l && !PyObject_GC_IsTracked(l)) PyObject_GC_Track(l);
+}
+
+/* where Plan's slots are (mpl.runtime.plan.Plan.__slots__, in its __init__'s order, then
+ * _typed), read at setup() */
+static const char *plan_slots[8] = {"step", "layer", "experts", "where", "hit", "raw_loads",
+                                    "evicted", "_typed"};
+static Py_ssize_t plan_off[8];
 
 static PyObject *where_obj(long v) {
     if (v >= 0) return PyLong_FromLong(v);
@@ -910,12 +947,12 @@ static PyObject *where_obj(long v) {
 /* Plan(step, layer, experts, where, hit, loads, evicted) from a record (after the lock is
  * released: the record is the call's own). experts_o: the list to show (NULL: made). */
 PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *experts_o) {
-    PyObject *where = PyList_New(r->n), *hit = PyList_New(r->n);
-    PyObject *loads = PyList_New(r->nloads), *ev = PyList_New(r->nev), *ex = NULL, *res = NULL;
+    PyObject *where = hidden_list(r->n), *hit = hidden_list(r->n);
+    PyObject *loads = hidden_list(r->nloads), *ev = hidden_list(r->nev), *ex = NULL, *res = NULL;
     if (!where || !hit || !loads || !ev) goto out;
     if (experts_o) { ex = experts_o; Py_INCREF(ex); }
     else {
-        if (!(ex = PyList_New(r->n))) goto out;
+        if (!(ex = hidden_list(r->n))) goto out;
         for (long i = 0; i < r->n; i++) {
             PyObject *x = PyLong_FromLong(r->experts[i]);
             if (!x) goto out;
@@ -932,27 +969,39 @@ PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *e
     }
     for (long j = 0; j < r->nloads; j++) {
         const PlanLoad *x = &r->loads[j];
-        PyObject *k = key_tuple(o->E, x->key), *v = NULL, *t;
+        PyObject *k = engine_key(o, x->key), *v = NULL, *t = NULL, *sl;
         if (!k) goto out;
-        if (x->victim >= 0) { if (!(v = key_tuple(o->E, x->victim))) { Py_DECREF(k); goto out; } }
-        else { v = Py_None; Py_INCREF(v); }
-        t = Py_BuildValue("(NiNO)", k, x->slot, v, s_kind[x->kind]);
+        if (x->victim >= 0) { if (!(v = engine_key(o, x->victim))) { Py_DECREF(k); goto out; } }
+        else v = Py_NewRef(Py_None);
+        if ((sl = PyLong_FromLong(x->slot))) {
+            t = PyTuple_Pack(4, k, sl, v, s_kind[x->kind]);
+            Py_DECREF(sl);
+        }
+        Py_DECREF(k); Py_DECREF(v);
         if (!t) goto out;
+        PyObject_GC_UnTrack(t);            /* (ints, key tuples, None and a str: no cycle) */
         PyList_SET_ITEM(loads, j, t);
     }
     for (long j = 0; j < r->nev; j++) {
-        PyObject *k = key_tuple(o->E, r->ev[j].key);
-        if (!k) goto out;
-        PyObject *t = Py_BuildValue("(Ni)", k, r->ev[j].slot);
+        PyObject *k = engine_key(o, r->ev[j].key), *sl = k ? PyLong_FromLong(r->ev[j].slot) : NULL;
+        PyObject *t = sl ? PyTuple_Pack(2, k, sl) : NULL;
+        Py_XDECREF(k); Py_XDECREF(sl);
         if (!t) goto out;
+        PyObject_GC_UnTrack(t);
         PyList_SET_ITEM(ev, j, t);
     }
     {
         PyObject *layer = layer_o;
         if (!layer || !PyLong_CheckExact(layer)) layer = PyLong_FromLong(r->layer);
         else Py_INCREF(layer);
-        if (!layer) goto out;
-        res = PyObject_CallFunction(g_plan_type, "LNOOOOO", (long long)r->step, layer, ex, where, hit, loads, ev);
+        PyObject *step = layer ? PyLong_FromLongLong((long long)r->step) : NULL;
+        if (step) res = ((PyTypeObject *)g_plan_type)->tp_alloc((PyTypeObject *)g_plan_type, 0);
+        if (!res) { Py_XDECREF(layer); Py_XDECREF(step); goto out; }
+        shown(where); shown(hit); shown(loads); shown(ev); shown(ex);
+        /* Plan.__init__'s assignments, in its slots (the lists are the call's own) */
+        PyObject *vals[8] = {step, layer, Py_NewRef(ex), Py_NewRef(where), Py_NewRef(hit),
+                             Py_NewRef(loads), Py_NewRef(ev), Py_NewRef(Py_False)};
+        for (int i = 0; i < 8; i++) *(PyObject **)((char *)res + plan_off[i]) = vals[i];
     }
 out:
     Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(ev); Py_XDECREF(ex);
@@ -963,7 +1012,7 @@ out:
 /* one dispatch of a call: convert, lock, run, unlock; *rec holds the outcome. 0, -1. */
 static int run_call(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, const char *fname,
                     CallArgs *c, Rec *r) {
-    memset(c, 0, sizeof *c);
+    memset(c, 0, offsetof(CallArgs, ids_stack));      /* (the stack buffers need no clearing) */
     if (conv_call(o, c, args, nargsf, kwnames, fname) < 0) return -1;
     if (engine_lock(o, "a dispatch") < 0) return -1;
     Args a;
@@ -1063,7 +1112,7 @@ static PyObject *engine_apply(Engine *o, PyObject *t) {
         /* what it evicted, as (key, slot) pairs */
         res = PyList_New(r.nev);
         for (long j = 0; res && j < r.nev; j++) {
-            PyObject *k = key_tuple(o->E, r.ev[j].key);
+            PyObject *k = engine_key(o, r.ev[j].key);
             PyObject *x = k ? Py_BuildValue("(Ni)", k, r.ev[j].slot) : NULL;
             if (!x) { Py_CLEAR(res); break; }
             PyList_SET_ITEM(res, j, x);
@@ -1077,6 +1126,17 @@ static PyObject *engine_setup(PyObject *self, PyObject *args) {
     PyObject *plan, *de, *ce, *be, *logger, *normalize;
     if (!PyArg_ParseTuple(args, "OOOOOO:setup", &plan, &de, &ce, &be, &logger, &normalize)) return NULL;
     Py_XSETREF(g_normalize, Py_NewRef(normalize));
+    /* the Plan is made by filling its slots (what its __init__ assigns), found here */
+    if (!PyType_Check(plan)) { PyErr_SetString(PyExc_TypeError, "setup: Plan must be a class"); return NULL; }
+    for (int i = 0; i < 8; i++) {
+        PyObject *desc = PyObject_GetAttrString(plan, plan_slots[i]);
+        if (!desc) return NULL;
+        int good = Py_TYPE(desc) == &PyMemberDescr_Type &&
+                   ((PyMemberDescrObject *)desc)->d_member->type == T_OBJECT_EX;
+        if (good) plan_off[i] = ((PyMemberDescrObject *)desc)->d_member->offset;
+        Py_DECREF(desc);
+        if (!good) { PyErr_SetString(PyExc_TypeError, "setup: Plan's slots are not what the engine fills"); return NULL; }
+    }
     Py_XSETREF(g_plan_type, Py_NewRef(plan));
     Py_XSETREF(DispatchError, Py_NewRef(de));
     Py_XSETREF(ConfigError, Py_NewRef(ce));

@@ -143,8 +143,8 @@ typedef struct Engine {
     const char *broken;    /* why the state is incomplete (an allocation failed mid-call), or NULL */
     PyObject *config;      /* the configuration it was built from (keeps the log's objects alive) */
     PyObject *kept;        /* a list of the actions set() applied (their values stay alive) */
-    PyObject *plan_type;   /* mpl.runtime.plan.Plan */
-    PyObject *logger;      /* logging.getLogger("mpl.runtime") */
+    PyObject **ktup;       /* key -> its (layer, expert) tuple, made on first use (NULL until
+                            * then; owned, shared with the Plans and getters that show it) */
 
     /* shape */
     long L, E, K, top_k;
@@ -278,6 +278,8 @@ int rec_evict(Rec *r, int key, int slot);
 int engine_dispatch_core(Engine *o, const Args *a, Rec *r);   /* 0, -1 (broken set) */
 int engine_reserve(Engine *o, const Args *a);   /* room for a dispatch's growth: 0, -1 */
 PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *experts_o);
+/* key k's (layer, expert) tuple, a new reference (NULL with an exception) */
+PyObject *engine_key(Engine *o, long k);
 void engine_broken(Engine *o, const char *why);
 
 /* engine_layers.c */

@@ -10,9 +10,6 @@ PyObject *monitor_record_dict(const Engine *o, const MonRec *x);
 
 static PyObject *nomem(void) { return PyErr_NoMemory(); }
 
-static PyObject *key_tuple(long E, long k) {
-    return Py_BuildValue("(ll)", k / E, k % E);
-}
 
 /* ------------------------------------------------------------------ stats */
 typedef struct {
@@ -108,7 +105,7 @@ static PyObject *engine_resident(Engine *o, PyObject *unused) {
     PyObject *d = PyDict_New();
     for (long k = 0; d && k < K; k++) {
         if (slots[k] < 0) continue;
-        PyObject *key = key_tuple(o->E, k), *v = PyLong_FromLong(slots[k]);
+        PyObject *key = engine_key(o, k), *v = PyLong_FromLong(slots[k]);
         if (!key || !v || PyDict_SetItem(d, key, v) < 0) Py_CLEAR(d);
         Py_XDECREF(key); Py_XDECREF(v);
     }
@@ -157,7 +154,7 @@ static PyObject *engine_store_keys(Engine *o, PyObject *unused) {
         if (!l) { Py_CLEAR(out); break; }
         PyList_SET_ITEM(out, i, l);
         for (long j = 0; j < cnt[i]; j++) {
-            PyObject *k = key_tuple(o->E, keys[at + j]);
+            PyObject *k = engine_key(o, keys[at + j]);
             if (!k) { Py_CLEAR(out); break; }
             PyList_SET_ITEM(l, j, k);
         }
