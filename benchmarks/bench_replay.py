@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_dispatch import POLICIES  # noqa: E402  (the four policy texts)
 
 import mpl  # noqa: E402
-from mpl.runtime import backend as _backend  # noqa: E402
+import mpl.runtime.backend  # noqa: E402
+_backend = sys.modules["mpl.runtime.backend"]   # (mpl.runtime.backend is also a function)
 from mpl.timemodel import hardware  # noqa: E402
 from mpl.sim import replay, synthesize  # noqa: E402
 from mpl.trace import records_of  # noqa: E402

@@ -75,13 +75,13 @@ def main(argv=None) -> int:
         return 1
     import mpl
     from bench_dispatch import POLICIES
-    from mpl.runtime import backend as _backend
+    from mpl.runtime.backend import info as backend_info
     from mpl.sim import tracepack
     from mpl.sim import replay, synthesize
     from mpl.timemodel import hardware
     from mpl.timemodel.timeline import Timeline
 
-    info = _backend.info()
+    info = backend_info()
     if info["backend"] != "compiled":
         print(f"note: runtime backend is {info['backend']} ({info['reason']})")
     trace = synthesize("deepseek-v2-lite", steps=args.steps, seed=0)
