@@ -129,6 +129,9 @@ assert 'capacity' in json.loads(pg.hover('policy p {{ cache {{ capacity = 8 }} }
 pg.synth('olmoe-1b-7b', 4, 0)
 assert json.loads(pg.replay('policy p {{ cache {{ capacity = 32 }} }}'))['stats']['accesses'] > 0
 assert json.loads(pg.examples())
+info = json.loads(pg.info())
+assert info['backend'] == 'pure' and info['backend_why'], info
+assert info['presets'] and info['default_hardware'] in info['hardware'], info
 print('ok', sorted(m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'torch')))
 """
     env = dict(os.environ, PYTHONPATH=REPO, MPL_PURE="1")

@@ -72,16 +72,17 @@ def info() -> str:
     """Versions, the runtime backend, the model presets and hardware profiles to offer."""
     import mpl
     from mpl import shapes
-    from mpl.runtime import fast
+    from mpl.runtime import backend_info
     from mpl.timemodel import hardware
 
+    runtime = backend_info()
     presets = []
     for name in shapes.PRESETS:
         s = shapes.preset(name)
         presets.append({"name": name, "moe_layers": s.num_moe_layers, "experts": s.num_experts,
                         "top_k": s.top_k})
     return _dump({"mpl": mpl.__version__, "python": sys.version.split()[0],
-                  "platform": sys.platform, "backend": fast.backend(), "backend_why": fast._WHY,
+                  "platform": sys.platform, "backend": runtime["backend"], "backend_why": runtime["reason"],
                   "presets": presets, "hardware": list(hardware.names()),
                   "default_hardware": hardware.DEFAULT, "trace_extensions": list(TRACE_EXTENSIONS)})
 
