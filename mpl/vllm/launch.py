@@ -46,8 +46,7 @@ def _mpl_root() -> str:
 def preflight(policy_spec: str | None, policy_name: str | None, model: str, prog: str) -> int | None:
     """None when the policy (if any) fits the model; else prints the located diagnostics
     (or the reason) and returns the exit code."""
-    from .errors import VllmIntegrationError
-    from .preflight import PolicyDoesNotFit, check_policy, model_shape, policy_source
+    from .errors import PREFLIGHT, PolicyDoesNotFit, VllmIntegrationError
 
     if not os.path.isdir(model):
         what = "no such model folder" if not os.path.exists(model) else "not a model folder"
@@ -55,10 +54,10 @@ def preflight(policy_spec: str | None, policy_name: str | None, model: str, prog
               "config.json, weights and tokenizer)", file=sys.stderr)
         return 1
     try:
-        shape = model_shape(model)
+        shape = PREFLIGHT.model_shape(model)
         if policy_spec is not None:
-            text, path, name = policy_source(policy_spec)
-            check_policy(text, path, policy_name or name, shape)
+            text, path, name = PREFLIGHT.policy_source(policy_spec)
+            PREFLIGHT.check_policy(text, path, policy_name or name, shape)
     except PolicyDoesNotFit as e:
         from mpl.checker.resolve import read_text_or_none
         from mpl.cli.render import render_all, use_color
