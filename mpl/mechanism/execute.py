@@ -73,13 +73,14 @@ def placements(plan, content, layer: int, base: int = -1):
     resident: list[tuple[int, int]] = []
     streamed: list[int] = []
     cpu: list[int] = []
+    keep = resident.append
     for e, w in zip(plan.experts, plan.where):
         if w >= 0:
             if base >= 0:
                 w = base + e
             if content[w] != (layer, e):
                 raise disagree(layer, e, w, content[w])
-            resident.append((e, w))
+            keep((e, w))
         elif w == STREAM:
             streamed.append(e)
         elif w == CPU:
