@@ -113,7 +113,8 @@ class Checks:
             who = f"policy '{chosen}'" if chosen is not None else where
             fit = f"{who} does not fit {shape.name}: {n}" if shape is not None else f"{who}: {n}"
             raise self.does_not_fit(
-                f"{where}:{first.span.line}:{first.span.column}: {first.code}: {first.message} "
+                f"{first.file or path or '<text>'}:{first.span.line}:{first.span.column}: "
+                f"{first.code}: {first.message} "
                 f"({fit}; {self.consequence})",
                 errors, text, path, shape.name if shape is not None else None)
         if not names:

@@ -23,20 +23,29 @@ from .lookahead import Lookahead
 class Recorder:
     """Context manager collecting the dispatches of every forward pass of ``model``."""
 
-    def __init__(self, model, *, lookahead: int | None = None, name: str | None = None) -> None:
+    def __init__(self, model, *, lookahead: int | None = None, name: str | None = None,
+                 layers=None, on_dispatch=None, keep: bool = True) -> None:
         """``lookahead``: layers ahead to record pre-gating predictions for (0: none; default:
         the attached policy's lookahead distance when it pre-gates, so a replay sees exactly
-        the predictions the live runtime got, else 1)."""
+        the predictions the live runtime got, else 1). ``layers``: the model's MoE layers
+        when already discovered. ``on_dispatch``: called with each dispatch as the router
+        chose it (the shadow mode feeds its policy so); ``keep``: keep the dispatches for
+        :meth:`trace` (False: only ``on_dispatch`` sees them)."""
         handle = getattr(model, "_mpl_handle", None)
         if lookahead is None:
             live = handle.engine.lookahead if handle is not None else None
             lookahead = live.distance if live is not None else 1
-        self.layers = handle.layers if handle is not None else discover(model)
+        if layers is None:
+            layers = handle.layers if handle is not None else discover(model)
+        self.layers = layers
         self.model = model
         self.shape = handle.shape if handle is not None else model_shape(model, self.layers)
         self.lookahead = Lookahead([b.router for b in self.layers], lookahead) if lookahead else None
         self.dispatches: list[Dispatch] = []
         self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or self.shape.name
+        self.on_dispatch = on_dispatch
+        self.keep = keep
+        self.count = 0
         self._hooks = []
         self._step = -1
         self._prev = 1 << 30
@@ -53,7 +62,12 @@ class Recorder:
             rows = index.reshape(tokens, -1).tolist()
             wrows = weights.reshape(tokens, -1).float().tolist()
             preds = self.lookahead.predict(ordinal, hidden) if self.lookahead is not None else None
-            self.dispatches.append(Dispatch(self._step, ordinal, rows, wrows, preds))
+            d = Dispatch(self._step, ordinal, rows, wrows, preds)
+            self.count += 1
+            if self.keep:
+                self.dispatches.append(d)
+            if self.on_dispatch is not None:
+                self.on_dispatch(d)
             return None
         return pre_hook
 
@@ -68,12 +82,15 @@ class Recorder:
         self._hooks.clear()
         return False
 
-    def trace(self, source: str = "recorded") -> Trace:
+    def header(self, source: str = "recorded") -> TraceHeader:
+        """The header of this recording's trace (what a saved trace of it carries)."""
         s = self.shape
-        header = TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
-                             num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
-                             source=source)
-        return Trace(header, list(self.dispatches))
+        return TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
+                           num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
+                           source=source)
+
+    def trace(self, source: str = "recorded") -> Trace:
+        return Trace(self.header(source), list(self.dispatches))
 
 
 def _as_inputs(model, inputs):
