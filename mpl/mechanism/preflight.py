@@ -30,14 +30,16 @@ class PolicyDoesNotFit(PolicyError, PreflightError):
     """The policy has errors for this model. ``diagnostics``: the errors, located (each has
     its file and span in ``text``, the policy text that was checked, from the file ``path``
     when there is one); ``model``: the name of the model's shape (None when none was known
-    and only the rules that need no shape ran)."""
+    and only the rules that need no shape ran); ``consequence``: what the refusal spared
+    ("the engine was not started"), as the message ends."""
 
     def __init__(self, message: str, diagnostics, text: str, path: str | None,
-                 model: str | None = None) -> None:
+                 model: str | None = None, consequence: str = "") -> None:
         super().__init__(message, diagnostics)
         self.text = text
         self.path = path
         self.model = model
+        self.consequence = consequence
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class Checks:
                 f"{first.file or path or '<text>'}:{first.span.line}:{first.span.column}: "
                 f"{first.code}: {first.message} "
                 f"({fit}; {self.consequence})",
-                errors, text, path, shape.name if shape is not None else None)
+                errors, text, path, shape.name if shape is not None else None, self.consequence)
         if not names:
             raise self.error(f"{where} defines no policy")
         if name is None and len(names) > 1:

@@ -10,8 +10,6 @@ step starts when a MoE layer's ordinal is not greater than the previous one.
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
 from mpl.trace import Dispatch, Trace, TraceHeader
@@ -117,76 +115,3 @@ def record(model, inputs, *, lookahead: int | None = None, **generate_kwargs) ->
     with Recorder(model, lookahead=lookahead) as rec, torch.no_grad():
         model.generate(**_as_inputs(model, inputs), **kw)
     return rec.trace(source=f"recorded by mpl.record, max_new_tokens={kw['max_new_tokens']}")
-
-
-def cli_record(args) -> int:
-    """``mplc trace record --model M --prompt P --max-new-tokens N [--policy P.moe]
-    [--lookahead N] -o FILE``. With ``--policy`` the policy is attached while the model runs
-    (the trace is its run: a replay of it gives the live statistics), and the pre-gating
-    predictions are recorded at the policy's lookahead distance when it pre-gates;
-    ``--lookahead N`` records them N layers ahead (0: none; default 1 without a policy)."""
-    from mpl import traceio
-
-    from .errors import AttachError
-    from .loading import ModelLoadError, load_model
-
-    out = getattr(args, "output", None) or getattr(args, "o", None)
-    if not out:
-        print("mplc trace record: error: give the output file with -o FILE", file=sys.stderr)
-        return 2
-    max_new = getattr(args, "max_new_tokens", 16)
-    max_new = 16 if max_new is None else int(max_new)
-    if max_new < 1:
-        print("mplc trace record: error: --max-new-tokens must be >= 1", file=sys.stderr)
-        return 2
-    lookahead = getattr(args, "lookahead", None)
-    if lookahead is not None and lookahead < 0:
-        print("mplc trace record: error: --lookahead must be >= 0 (0: no predictions)", file=sys.stderr)
-        return 2
-    try:
-        traceio.kind_of(out)          # a bad extension fails before the model runs
-    except traceio.TraceFormatError as e:
-        print(f"mplc trace record: error: {e}", file=sys.stderr)
-        return 1
-    policy = None
-    if getattr(args, "policy", None):
-        import mpl
-        try:
-            policy = mpl.load(args.policy, policy=getattr(args, "policy_name", None))
-        except (mpl.PolicyError, OSError, ValueError) as e:
-            print(f"mplc trace record: error: {args.policy}: {str(e).splitlines()[0]}", file=sys.stderr)
-            return 1
-    try:
-        model, tok = load_model(args.model)
-    except ModelLoadError as e:
-        print(f"mplc trace record: error: {e}", file=sys.stderr)
-        return 1
-    prompt = getattr(args, "prompt", None) or "The quick brown fox jumps over the lazy dog"
-    ids = tok.encode(prompt)
-    handle = None
-    try:
-        if policy is not None:
-            handle = policy.attach(model)
-        trace = record(model, ids, max_new_tokens=max_new, lookahead=lookahead)
-    except AttachError as e:
-        print(f"mplc trace record: error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if handle is not None:
-            handle.detach()
-    try:
-        traceio.save(trace, out)
-    except OSError as e:
-        print(f"mplc trace record: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-        return 1
-    if getattr(args, "json", False):
-        import json
-        h = trace.header
-        print(json.dumps({"output": out, "dispatches": len(trace), "steps": trace.num_steps,
-                          "model": h.model, "moe_layers": list(h.moe_layers), "num_experts": h.num_experts,
-                          "top_k": h.top_k, "expert_bytes": h.expert_bytes, "source": h.source}))
-        return 0
-    print(f"recorded {len(trace)} dispatches over {trace.num_steps} steps "
-          f"({trace.header.num_experts} experts x {trace.header.num_moe_layers} MoE layers, "
-          f"top-{trace.header.top_k}) -> {out}")
-    return 0
