@@ -33,7 +33,7 @@ class PolicyDoesNotFit(PolicyError, PreflightError):
     and only the rules that need no shape ran); ``consequence``: what the refusal spared
     ("the engine was not started"), as the message ends."""
 
-    def __init__(self, message: str, diagnostics, text: str, path: str | None,
+    def __init__(self, message: str, diagnostics=(), text: str = "", path: str | None = None,
                  model: str | None = None, consequence: str = "") -> None:
         super().__init__(message, diagnostics)
         self.text = text
