@@ -123,3 +123,34 @@ def test_refusals_are_clear_and_change_nothing():
     with pytest.raises(AttachError, match="no Mixture-of-Experts"):
         shadow(policy, LlamaForCausalLM(cfg))
     assert not any(m._forward_pre_hooks for m in model.modules())
+
+
+def test_a_report_read_from_another_thread_is_consistent():
+    # a server polls the statistics while the model generates: each report is taken between
+    # two dispatches (the runtime and the timeline read together), never in the middle
+    import threading
+
+    model = build_model("tiny-mixtral")
+    policy = mpl.load("std/balanced")
+    h = shadow(policy, model, hardware=HW)
+    reports, done = [], threading.Event()
+
+    def poll():
+        while not done.is_set():
+            reports.append(h.report())
+
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        gen(model, n=8)
+    finally:
+        done.set()
+        t.join()
+        h.detach()
+    trace = h.trace()
+    distinct = [len(d.distinct()) for d in trace]
+    assert len(reports) > 1
+    for n, rep in {rep["dispatches"]: rep for rep in reports}.items():
+        assert rep["stats"]["accesses"] == sum(distinct[:n])
+        assert rep["sim"] == mpl.replay(policy, type(trace)(trace.header, trace.dispatches[:n]),
+                                        hardware=HW, belady=False).sim

@@ -15,6 +15,8 @@ session (``mpl.vllm.session``) feed it the dispatches their routing capture reco
 
 from __future__ import annotations
 
+import threading
+
 from mpl.trace import Dispatch, TraceHeader, records_of
 
 
@@ -37,7 +39,9 @@ class Shadow:
     """``policy`` (a loaded mpl Policy) beside an engine whose trace has ``header``;
     ``hardware``: the profile the stalls are simulated on (a name, a JSON file, a dict, a
     Profile; None: the default). :meth:`feed` each dispatch as the router chose it;
-    :meth:`report` at any time."""
+    :meth:`report` at any time: a read from another thread waits for the dispatch being fed
+    (the runtime and the timeline are read together), one from a callback the runtime invokes
+    while it is fed (a logging handler) sees the state before that dispatch's timing."""
 
     def __init__(self, policy, header: TraceHeader, *, hardware=None) -> None:
         from mpl.timemodel.timeline import Timeline
@@ -48,28 +52,33 @@ class Shadow:
         self.header = header
         self.dispatches = 0
         self._steps: dict[int, int] = {}
+        self._lock = threading.RLock()
 
     def feed(self, d: Dispatch) -> None:
         """One MoE layer's routing, as the router chose it."""
         layer, experts, weights, tokens, step, predictions, tokens_of = next(records_of((d,)))
-        plan = self.rt.dispatch(layer, experts, weights, tokens, step=step, predictions=predictions)
-        stall = self.tl.dispatch(plan, tokens_of, tokens)
-        if stall > 0:
-            self.rt.add_stall(stall)
-        self.dispatches += 1
-        if self._steps.get(step, 0) < tokens:
-            self._steps[step] = tokens
+        with self._lock:
+            plan = self.rt.dispatch(layer, experts, weights, tokens, step=step,
+                                    predictions=predictions)
+            stall = self.tl.dispatch(plan, tokens_of, tokens)
+            if stall > 0:
+                self.rt.add_stall(stall)
+            self.dispatches += 1
+            if self._steps.get(step, 0) < tokens:
+                self._steps[step] = tokens
 
     def stats(self) -> dict:
         """The runtime's statistics (SPEC §5), ``stall_ms`` simulated."""
-        return self.rt.stats()
+        with self._lock:
+            return self.rt.stats()
 
     def report(self) -> dict:
         """The statistics plus the hardware profile, the simulated time (``sim``, as a
         replay report's) and the per-operation costs."""
         from mpl.timemodel.timeline import summary
 
-        sim = summary(self.tl, len(self._steps), sum(self._steps.values()))
-        return {"policy": self.policy.name, "hardware": self.profile.to_dict(),
-                "dispatches": self.dispatches, "stats": self.rt.stats(), "sim": sim,
-                "costs": self.costs.to_dict()}
+        with self._lock:
+            sim = summary(self.tl, len(self._steps), sum(self._steps.values()))
+            return {"policy": self.policy.name, "hardware": self.profile.to_dict(),
+                    "dispatches": self.dispatches, "stats": self.rt.stats(), "sim": sim,
+                    "costs": self.costs.to_dict()}
