@@ -17,6 +17,7 @@ _LAZY = {
     "compile": "mpl.api",
     "Policy": "mpl.api",
     "PolicyError": "mpl.api",
+    "PolicyDoesNotFit": "mpl.mechanism.preflight",
     "check": "mpl.checker",
     "check_text": "mpl.checker",
     "analyze": "mpl.checker",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpl import schema
-from mpl.diagnostics import Diagnostic, clip_text
+from mpl.diagnostics import Diagnostic, PolicyError, clip_text
 
 __all__ = ["Policy", "PolicyError", "load", "loads", "compile", "from_ir", "load_for_replay",
            "replay"]
@@ -25,14 +25,6 @@ def render(d: Diagnostic) -> str:
     return f"{where}: {d.severity.value} {d.code}: {clip_text(d.message)}"
 
 
-class PolicyError(Exception):
-    """The policy has errors; ``.diagnostics`` holds them (each with code, span, message)."""
-
-    def __init__(self, message: str, diagnostics=()):
-        super().__init__(message)
-        self.diagnostics = list(diagnostics)
-
-
 def _errors_message(errors: list[Diagnostic]) -> str:
     lines = [render(d) for d in errors[:_SHOWN]]
     more = len(errors) - _SHOWN
@@ -43,15 +35,20 @@ def _errors_message(errors: list[Diagnostic]) -> str:
 
 
 class Policy:
-    """A checked, compiled policy. ``module`` is the generated Python module."""
+    """A checked, compiled policy. ``module`` is the generated Python module; ``source``
+    its source. ``checked_text``: the ``.moe`` text the policy was checked from (``path``
+    names its file, if any), so that a later check against a model's shape (attach, an
+    engine's preflight) reports located diagnostics in that text; None for a policy built
+    otherwise (the eDSL), whose canonical :meth:`text` stands in."""
 
-    def __init__(self, ir, source: str, module, diagnostics=(), path=None):
+    def __init__(self, ir, source: str, module, diagnostics=(), path=None, checked_text=None):
         self.ir = ir
         self.name = ir.name
         self.source = source
         self.module = module
         self.diagnostics = list(diagnostics)
         self.path = path
+        self.checked_text = checked_text
 
     def __repr__(self) -> str:
         return f"<mpl.Policy {self.name!r}{' from ' + self.path if self.path else ''}>"
@@ -63,6 +60,12 @@ class Policy:
     def attach(self, model, **kw):
         from mpl.offload import attach
         return attach(self, model, **kw)
+
+    def shadow(self, model, **kw):
+        """The policy in shadow mode beside a HuggingFace ``model`` left unchanged
+        (``mpl.offload.shadow``)."""
+        from mpl.offload import shadow
+        return shadow(self, model, **kw)
 
     def replay(self, trace, **kw):
         from mpl.sim.replay import replay
@@ -118,16 +121,16 @@ def not_runnable_yet(pir) -> str | None:
     return None
 
 
-def from_ir(pir, *, diagnostics=(), path=None) -> Policy:
+def from_ir(pir, *, diagnostics=(), path=None, checked_text=None) -> Policy:
     """Compile an IR (checked already) into a :class:`Policy`; :class:`NotRunnableYet`
-    when the runtime cannot run it yet."""
+    when the runtime cannot run it yet. ``checked_text``: the text the IR was checked from."""
     from mpl.codegen import generate
     from mpl.codegen.loader import load_source
     why = not_runnable_yet(pir)
     if why is not None:
         raise NotRunnableYet(why, diagnostics)
     source = generate(pir)
-    return Policy(pir, source, load_source(source), diagnostics, path)
+    return Policy(pir, source, load_source(source), diagnostics, path, checked_text)
 
 
 def _select(analysis, policy: str | None, path: str | None) -> Policy:
@@ -147,7 +150,8 @@ def _select(analysis, policy: str | None, path: str | None) -> Policy:
         listing = ", ".join(names) if names else "none"
         raise PolicyError(f"no policy named {policy!r} in {where} (it defines: {listing})",
                           analysis.diagnostics)
-    return from_ir(analysis.ir[policy], diagnostics=analysis.diagnostics, path=path)
+    return from_ir(analysis.ir[policy], diagnostics=analysis.diagnostics, path=path,
+                   checked_text=analysis.text)
 
 
 def loads(text: str, policy: str | None = None, *, path: str | None = None) -> Policy:

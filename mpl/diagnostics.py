@@ -259,6 +259,18 @@ def snippet_window(line: str, start: int, end: int | None,
     return SnippetLine(text, ds, max(de, ds + 1), lo > 0, hi < n)
 
 
+class PolicyError(Exception):
+    """The policy has errors; ``.diagnostics`` holds them (each with code, span, message).
+
+    Public as ``mpl.PolicyError`` (and ``mpl.api.PolicyError``); defined here, beside the
+    diagnostics it carries, so that the engine-neutral mechanism (``mpl.mechanism.preflight``)
+    can raise one without importing the API."""
+
+    def __init__(self, message: str, diagnostics=()):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+
+
 def has_errors(diags) -> bool:
     return any(d.severity is Severity.ERROR for d in diags)
 

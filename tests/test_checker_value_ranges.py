@@ -80,9 +80,9 @@ def test_every_path_that_runs_a_policy_sees_the_range_error_first(tmp_path):
     with pytest.raises(Exception) as e:
         load_for_replay(HOSTILE)
     assert "MPL203" in str(e.value) or any(d.code == "MPL203" for d in e.value.diagnostics)
-    from mpl.vllm.preflight import PolicyDoesNotFit, check_policy
+    from mpl.vllm.errors import PREFLIGHT, PolicyDoesNotFit
     with pytest.raises(PolicyDoesNotFit) as e:
-        check_policy(HOSTILE, None, None, None)
+        PREFLIGHT.check_policy(HOSTILE, None, None, None)
     assert "MPL203" in str(e.value) and "the engine was not started" in str(e.value)
     (tmp_path / "h.moe").write_text(HOSTILE)
     r = mplc("check", "h.moe", cwd=tmp_path)

@@ -223,3 +223,28 @@ def test_what_they_share_reaches_none_of_them():
                 seen.add(m)
                 todo.extend(t for t, _, _ in edges[m])
         assert [m for m in seen if _within(m, _CONSUMERS)] == [], start
+
+
+#: what the mechanism may never reach: the engine adapters and the workbench (the three
+#: consumers above), and the layers above it that reach them (the API's Policy.attach and
+#: Policy.replay, the CLI, the tuner) or that only the front end's clients use
+_ABOVE_THE_MECHANISM = ("mpl.api", "mpl.cli", "mpl.codegen", "mpl.tune", "mpl.tune_search",
+                        "mpl.tune_predict", "mpl.dsl")
+
+
+def test_the_mechanism_reaches_no_adapter_and_no_api():
+    # mechanism/ is the engine-neutral layer both adapters stand on (docs/internals.md,
+    # "Mechanism"): the slot pool and host store, the executor and the plan-execution steps
+    # (the runtime's Plan, the trace records), the shadow (the neutral time model) and the
+    # preflight (the checker's model-aware rules). It takes a loaded policy from its caller,
+    # so it never needs the API, which reaches the adapters (Policy.attach) and the workbench
+    modules, edges, _ = _graph(False)
+    for start in (m for m in modules if _within(m, ("mpl.mechanism",))):
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(t for t, _, _ in edges[m])
+        bad = sorted(m for m in seen if _within(m, _CONSUMERS + _ABOVE_THE_MECHANISM))
+        assert bad == [], f"{start} reaches {bad}"

@@ -68,7 +68,7 @@ def test_flush_without_cuda_is_zero():
 
 
 def test_the_live_executor_charges_the_flushed_stalls():
-    from mpl.vllm.live import LiveExecutor, silu_experts
+    from mpl.mechanism.live import LiveExecutor, silu_experts
     from mpl.trace import Dispatch
 
     L, E, K, H, I = 2, 6, 2, 8, 4

@@ -147,8 +147,9 @@ def test_runner_refuses_compiled_mode_and_bad_policy_before_importing_vllm(model
 
 
 def test_mpl_never_imports_vllm():
-    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.preflight, mpl.engine_formats, "
-            "mpl.cli.cmd_trace, mpl.cli.cmd_run; print('vllm' in sys.modules)")
+    code = ("import sys, mpl, mpl.vllm, mpl.vllm.launch, mpl.vllm.errors, mpl.engine_formats, "
+            "mpl.mechanism.preflight, mpl.mechanism.shadow, mpl.cli.cmd_trace, mpl.cli.cmd_run; "
+            "print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -156,22 +157,23 @@ def test_mpl_never_imports_vllm():
 @pytest.mark.parametrize("policy", ["std/generous", "std/lookahead_prefetch", "std/hybrid",
                                     "std/adaptive", "policy p { cache { capacity = 6 } }"])
 def test_the_shadow_beside_the_engine_equals_a_replay_of_its_trace(policy):
-    # the shadow (mpl.vllm.shadow) times each Plan with the time model replay uses
+    # the shadow (mpl.mechanism.shadow) times each Plan with the time model replay uses
     # (mpl.timemodel, mpl.trace.records_of) without importing mpl.sim: fed a trace dispatch
     # by dispatch it reports what `mplc replay` reports for that trace (tests/vllm_suite
     # checks the same on a trace the engine recorded)
     import mpl
+    from mpl.mechanism.preflight import NEUTRAL
+    from mpl.mechanism.shadow import Shadow
     from mpl.sim import replay, synthesize
-    from mpl.vllm.preflight import policy_source
-    from mpl.vllm.shadow import Shadow
 
     trace = synthesize("olmoe", steps=12, seed=3)
-    text, path, name = policy_source(policy)
-    shadow = Shadow(text, trace.header, policy_name=name, policy_path=path, hardware="a100-80gb")
+    text, path, name = NEUTRAL.policy_source(policy)
+    pol = mpl.loads(text, name, path=path)
+    shadow = Shadow(pol, trace.header, hardware="a100-80gb")
     for d in trace:
         shadow.feed(d)
     live = shadow.report()
-    r = replay(mpl.loads(text, name, path=path), trace, hardware="a100-80gb", belady=False)
+    r = replay(pol, trace, hardware="a100-80gb", belady=False)
     assert live["dispatches"] == len(trace) and live["stats"]["hits"] + live["stats"]["misses"] > 0
     assert (live["stats"], live["sim"], live["costs"]) == (r.stats, r.sim, r.costs)
 
@@ -185,15 +187,15 @@ def test_the_shadow_prices_a_trace_of_a_model_given_by_shape_like_replay():
     import mpl
     from mpl.sim import replay, synthesize
     from mpl.sim.tracemodel import with_model
+    from mpl.mechanism.shadow import Shadow
     from mpl.trace import Trace
-    from mpl.vllm.shadow import Shadow
 
     base = synthesize("olmoe", steps=6, seed=5)
     renamed = Trace(dataclasses.replace(base.header, model="my-org/olmoe-finetune"), base.dispatches)
     trace = with_model(renamed, "olmoe")
     assert trace.header.shape is not None
     text = "policy p { cache { capacity = 6 } }"
-    shadow = Shadow(text, trace.header, hardware="a100-80gb")
+    shadow = Shadow(mpl.loads(text), trace.header, hardware="a100-80gb")
     for d in trace:
         shadow.feed(d)
     live = shadow.report()

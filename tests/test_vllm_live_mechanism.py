@@ -1,4 +1,4 @@
-"""The engine-independent half of live offload in vLLM (``mpl.vllm.live.LiveExecutor``),
+"""The engine-independent half of live offload in vLLM (``mpl.mechanism.live.LiveExecutor``),
 without vLLM: random MoE layers in the Triton kernel's layout, a plain-torch kernel, real
 policy runtimes and dispatch sequences of several tokens per step. Outputs equal the
 kernel on the full weights (bit for bit on the device path, passes included), copies equal
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import mpl  # noqa: E402
 from mpl.trace import Dispatch  # noqa: E402
-from mpl.vllm.live import LiveError, LiveExecutor, silu_experts  # noqa: E402
+from mpl.mechanism.live import LiveError, LiveExecutor, silu_experts  # noqa: E402
 
 from offload_cuda_double import (FakeCudaOps, compute_before_copy, demand_delayed_by_prefetch,  # noqa: E402
                                  foreign_waits, host_buffer_reused_in_flight,

@@ -102,7 +102,8 @@ def run(args) -> int:
             resolve(args.hardware)
         except HardwareError as e:
             return error(PROG, str(e))
-    from mpl.cli.cmd_run import generate, load_policy
+    from mpl.cli.options import load_policy
+    from mpl.offload.cli import generate
 
     spec = args.policy or args.policy_option or DEFAULT_POLICY
     policy, rc = load_policy(spec, args.policy_name, PROG)

@@ -6,9 +6,9 @@
   engine's own routing output, ``mpl.engine_formats``)
 * ``mplc trace merge IN... -o OUT`` (traces of several engines of one model)
 * ``mplc trace record [POLICY] --model PRESET_OR_PATH [--prompt TEXT] [--max-new-tokens N]
-  -o OUT`` (implemented by the live mechanism: ``mpl.offload.recorder.cli_record``)
-* ``mplc trace record --engine vllm --model FOLDER ...``: the same from a vLLM engine
-  (``mpl.vllm.launch``: runs in the Python vLLM is installed in)
+  -o OUT``, ``--engine ENGINE`` from the table ``mpl.cli.engines`` (``hf``, the default:
+  transformers in this process, ``mpl.offload.cli``; ``vllm``: a vLLM engine in the Python
+  vLLM is installed in, ``mpl.vllm.launch``)
 * ``mplc trace info T`` (header and summary)
 """
 
@@ -112,11 +112,12 @@ def add_arguments(parser) -> None:
 
 
 def add_engine_arguments(p) -> None:
-    """--engine, --vllm-python, --dtype and --tensor-parallel-size (``mplc trace record`` and
-    ``mplc run``)."""
-    p.add_argument("--engine", choices=("hf", "vllm"), default="hf",
-                   help="hf: transformers in this process (default); vllm: a vLLM engine with "
-                        "mpl's routing capture (a local model folder; see docs/vllm.md)")
+    """--engine (the engines of ``mpl.cli.engines``), --vllm-python, --dtype and
+    --tensor-parallel-size (``mplc trace record`` and ``mplc run``)."""
+    from mpl.cli.engines import DEFAULT, ENGINES
+
+    p.add_argument("--engine", choices=tuple(ENGINES), default=DEFAULT,
+                   help="; ".join(f"{e.name}: {e.help}" for e in ENGINES.values()))
     p.add_argument("--vllm-python", metavar="PYTHON",
                    help="the Python of the environment vLLM is installed in (default: "
                         "$MPL_VLLM_PYTHON, else this Python when it can import vllm)")
@@ -241,19 +242,19 @@ def run(args) -> int:
             if args.tensor_parallel_size is not None and args.tensor_parallel_size < 1:
                 return usage(prog, f"--tensor-parallel-size must be >= 1, got "
                                    f"{args.tensor_parallel_size}")
-            if args.engine == "vllm":
-                if policy or args.lookahead is not None:
-                    return usage(prog, "a policy and --lookahead need the hf engine (the vLLM "
-                                       "capture records the routing only)")
-                from mpl.vllm.launch import record
-                return record(args)
-            for opt, val in (("--dtype", args.dtype),
-                             ("--tensor-parallel-size", args.tensor_parallel_size)):
-                if val is not None:
-                    return usage(prog, f"{opt} needs --engine vllm")
+            from mpl.cli import engines
+
+            engine = engines.ENGINES[args.engine]
+            if policy and not engine.record_policy:
+                able = [e.name for e in engines.ENGINES.values() if e.record_policy]
+                return usage(prog, f"a policy needs --engine {' or '.join(able)} (it runs the "
+                                   f"policy live while recording; {engine.name} records the "
+                                   "routing only)")
+            bad = engines.misused_option(engine, args)
+            if bad:
+                return usage(prog, bad)
             args.policy = policy
-            from mpl.offload.recorder import cli_record
-            return int(cli_record(args) or 0)
+            return engines.call(engine, "record", args, prog)
     except (traceio.TraceFormatError, ValueError) as e:
         return error(prog, str(e))
     except _WriteError as e:

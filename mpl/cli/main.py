@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("mpl.cli.cmd_sweep", "sweep capacities and parameters over a trace; table and plots"),
     "tune": ("mpl.cli.cmd_tune", "search for the best policy for a trace and a budget"),
     "trace": ("mpl.cli.cmd_trace", "synthesize, record or convert routing traces"),
-    "run": ("mpl.cli.cmd_run", "attach a policy to a model and generate"),
+    "run": ("mpl.cli.cmd_run", "run a policy on a model, live or in shadow mode, and generate"),
     "demo": ("mpl.cli.cmd_demo", "offline end-to-end demo on a built-in tiny model"),
     "lsp": ("mpl.cli.cmd_lsp", "start the language server (stdio)"),
     "doctor": ("mpl.cli.cmd_doctor", "show the versions and the runtime backend in use"),

@@ -14,6 +14,7 @@ Older spellings stay as deprecated aliases that say what to write instead: ``--p
 from __future__ import annotations
 
 import argparse
+import sys
 
 POLICY_HELP = "a .moe (or .policy) file, or std/NAME for a standard-library policy"
 POLICY_NAME_HELP = "which policy of the file, when it defines several"
@@ -51,6 +52,43 @@ def add_policy_name(p, *, old_option: bool = False) -> None:
     if old_option:
         p.add_argument("--policy", dest="policy_name", metavar="NAME", action=_Deprecated,
                        new="--policy-name NAME", help=argparse.SUPPRESS)
+
+
+def load_policy(spec: str, name: str | None, prog: str, name_option: str | None = "--policy-name"):
+    """(policy, None) or (None, exit code) after printing the problem: the diagnostics, and
+    the reason itself whenever no error among them says it (an empty file has only the
+    MPL112 warning; a file with several policies has none). ``name_option``: the option
+    that chooses a policy of the file (None when the command has none)."""
+    from mpl.stdlib_path import policy_file
+    path = policy_file(spec)
+    if path is None:
+        print(f"{prog}: error: no such policy file: {spec}", file=sys.stderr)
+        return None, 1
+    import mpl
+    try:
+        return mpl.load(path, policy=name), None
+    except mpl.PolicyError as e:
+        diags = getattr(e, "diagnostics", None) or []
+        if diags:
+            from mpl.cli.render import render_all, use_color
+
+            from mpl.fileio import read_text_or_none
+
+            print(render_all(diags, lambda f: read_text_or_none(f or path),
+                             color=use_color(sys.stderr)), file=sys.stderr)
+        errors = [d for d in diags if d.is_error]
+        if errors:
+            print(f"{prog}: error: {spec}: not loaded ({len(errors)} error"
+                  f"{'s' if len(errors) > 1 else ''})", file=sys.stderr)
+        else:
+            msg = str(e)
+            if path != spec:                   # std/NAME: say it as the user did
+                msg = msg.replace(path, spec)
+            choose = (f"choose one with {name_option} NAME" if name_option else
+                      "give a file that defines one policy")
+            msg = msg.replace("choose one with policy='NAME'", choose)
+            print(f"{prog}: error: {msg}", file=sys.stderr)
+        return None, 1
 
 
 def add_no_progress(p) -> None:

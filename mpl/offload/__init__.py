@@ -1,8 +1,10 @@
 """The live mechanism (torch): executes a policy's Plans on a HuggingFace MoE model.
 
-``attach(policy, model)`` -> :class:`Handle`; ``auto_attach(model, memory=...)``;
-``record(model, inputs)`` -> :class:`mpl.trace.Trace`. torch and transformers are imported
-when one of these is first used, never by ``import mpl``.
+``attach(policy, model)`` -> :class:`Handle`; ``shadow(policy, model)`` -> :class:`ShadowHandle`
+(the policy beside the model, which stays unchanged); ``auto_attach(model, memory=...)``;
+``record(model, inputs)`` -> :class:`mpl.trace.Trace`. A policy that does not fit the model
+is refused with :class:`PolicyDoesNotFit` (located diagnostics) before anything changes.
+torch and transformers are imported when one of these is first used, never by ``import mpl``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ _LAZY = {
     "Handle": "mpl.offload.hf",
     "discover": "mpl.offload.hf",
     "AttachError": "mpl.offload.errors",
+    "PolicyDoesNotFit": "mpl.offload.errors",
+    "shadow": "mpl.offload.shadow_mode",
+    "ShadowHandle": "mpl.offload.shadow_mode",
     "auto_attach": "mpl.offload.auto",
     "record": "mpl.offload.recorder",
 }

@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mpl.runtime.plan import CPU, STREAM
+from mpl.mechanism.device import SyncOps
+from mpl.mechanism.execute import disagree, passes, placements, transfers
+from mpl.mechanism.pool import DEMAND, STREAMED, SlotPool
+from mpl.mechanism.staging import Staging
 from mpl.trace import Dispatch
 
 from .cpu import CpuExperts, ExpertMath, _Row, positions_of
-from mpl.mechanism.device import SyncOps
-from mpl.mechanism.pool import DEMAND, STREAMED, SlotPool
-from mpl.mechanism.staging import Staging
 from .view import ExpertsView
 
 GROUP_LIMIT = 1023     # torch's CUDA grouped GEMM refuses 1024 groups or more
@@ -114,12 +114,6 @@ def _plain_mode_field(cfg) -> bool:
             and _MODE_FIELD in d and d[_MODE_FIELD] == cfg._experts_implementation)
 
 
-def _disagree(layer, expert, slot, held) -> RuntimeError:
-    return RuntimeError(
-        f"plan places expert {expert} of MoE layer {layer} in slot {slot}, but the slot holds "
-        f"{held}: the runtime and the mechanism disagree")
-
-
 class Engine:
     def __init__(self, runtime, layers: list[LayerBinding], pool: SlotPool, *,
                  lookahead=None, need_weights: bool = False, cpu_capable: bool = False) -> None:
@@ -170,7 +164,9 @@ class Engine:
         self.home = HOME_PLACEMENT and bool(layers) and pool.num_slots == len(layers) * E and all(
             b.num_experts == E for b in layers)
         self.home_dispatches = 0     # dispatches computed on a home window (no remap)
+        self.multi_pass_dispatches = 0   # dispatches computed in passes (execute.passes)
         self.resident = [0] * len(layers)     # keys of each layer resident in the pool
+        self._hosts = [b.host for b in layers]  # per MoE-layer ordinal, its host tensors
         for b in layers:
             b.math = ExpertMath(b.module)
             b.slot_view = ExpertsView(b.module, {**self._flags[b.ordinal], **pool.tensors,
@@ -290,7 +286,7 @@ class Engine:
         base = ordinal * self.E
         for e in experts:
             if content[base + e] != (ordinal, e):
-                raise _disagree(ordinal, e, base + e, content[base + e])
+                raise disagree(ordinal, e, base + e, content[base + e])
 
     def _lean_decode(self, b, mode, plan, flat, hidden, top_k_index, top_k_weights):
         """A decode step of an ids-only policy in a non-eager mode whose Plan keeps every
@@ -317,7 +313,7 @@ class Engine:
         experts = plan.experts
         for e, w in zip(experts, where):
             if content[w] != (ordinal, e):
-                raise _disagree(ordinal, e, w, content[w])
+                raise disagree(ordinal, e, w, content[w])
         if experts == flat:            # one token (or no repeated expert): where is per id
             ids = [w - lo for w in where] if lo else where
         else:
@@ -336,30 +332,11 @@ class Engine:
 
     def _transfers(self, plan) -> float:
         """Issue the Plan's evictions (bookkeeping) and loads, in order, into the pool entries
-        they map to (the runtime's slot, or the key's home entry). Returns the host ms demand
+        they map to (the runtime's slot, or the key's home entry), counting each layer's
+        resident keys (``mpl.mechanism.execute.transfers``). Returns the host ms demand
         loads blocked (CPU path) plus the CUDA stalls measured since the last call."""
-        pool = self.pool
-        stall = pool.collect_stalls() if pool.cuda else 0.0
-        content = pool.content
-        resident = self.resident
-        E = self.E if self.home else 0
-        for key, slot in plan.evicted:
-            i = key[0] * E + key[1] if E else slot
-            held = content[i]
-            if held is not None:
-                resident[held[0]] -= 1
-            pool.evict(i)
-        layers = self.layers
-        for lkey, slot, _victim, kind in plan.raw_loads:     # Load fields, as plain tuples
-            i = lkey[0] * E + lkey[1] if E else slot
-            held = content[i]
-            if held is not None:
-                resident[held[0]] -= 1
-            resident[lkey[0]] += 1
-            ms = pool.copy_in(i, layers[lkey[0]].host, lkey[1], lkey, kind)
-            if kind == DEMAND:
-                stall += ms
-        return stall
+        return transfers(self.pool, plan, self._hosts, home=self.E if self.home else 0,
+                         resident=self.resident)
 
     def _account(self, ordinal, mode, accesses, hits, stall) -> None:
         self.modes[mode] = self.modes.get(mode, 0) + 1
@@ -386,55 +363,55 @@ class Engine:
     def _execute(self, b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
                  top_k_weights):
         """Every other dispatch: transfers, STREAM and CPU placements, the device pass of
-        ``mode``, the CPU pass meanwhile."""
+        ``mode`` (in passes when the streamed experts outnumber the transient entries), the
+        CPU pass meanwhile."""
         pool = self.pool
         ordinal = b.ordinal
         tokens = hidden.shape[0]
         top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
-        # ---- 2. transfers
+        # ---- 2. transfers, the placements checked against the pool
         stall = self._transfers(plan)
-        lut = [pool.zero] * b.num_experts
-        used: list[int] = []
-        cpu_experts: list[int] = []
-        streamed: list[int] = []
-        hits = 0
-        content = pool.content
-        base = ordinal * self.E if self.home else -1
-        for e, w, h in zip(plan.experts, plan.where, plan.hit):
-            if w >= 0:
-                if base >= 0:                  # home placement: the key's own entry
-                    w = base + e
-                if content[w] != (ordinal, e):
-                    raise _disagree(ordinal, e, w, content[w])
+        resident, streamed, cpu_experts = placements(
+            plan, pool.content, ordinal, ordinal * self.E if self.home else -1)
+        # CPU grouped_mm with several threads gives results that depend on where each
+        # group's rows sit in the sorted input: the dispatch's experts are staged in
+        # expert-id order so the rows sit exactly where the unmodified model puts them
+        stage = mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1
+        calls = passes(resident, streamed, pool.stream_slots, stage=stage)
+        # ---- 3. the device pass(es) are queued first, 4. then the CPU computes meanwhile
+        positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
+        out = None
+        for res, group in calls:
+            lut = [pool.zero] * b.num_experts
+            used = []
+            for e, w in res:
                 lut[e] = w
                 used.append(w)
-            elif w == STREAM:
-                streamed.append(e)
-            elif w == CPU:
-                cpu_experts.append(e)
+            if stage:
+                stall += self._stage_in_id_order(b, lut, used, group, ordinal)
             else:
-                raise RuntimeError(f"plan has an unknown placement {w} for expert {e}")
-            hits += bool(h)
-        if len(streamed) > pool.stream_slots:
-            raise RuntimeError("more streamed experts in one dispatch than transient slots")
-        if mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1:
-            # CPU grouped_mm with several threads gives results that depend on where each
-            # group's rows sit in the sorted input: stage the dispatch's experts in
-            # expert-id order so the rows sit exactly where the unmodified model puts them
-            stall += self._stage_in_id_order(b, lut, used, streamed, ordinal)
-        else:
-            sidx = pool.stream_base
-            for e in streamed:
-                stall += pool.copy_in(sidx, b.host, e, (ordinal, e), STREAMED)
-                lut[e] = sidx
-                used.append(sidx)
-                sidx += 1
-        self._account(ordinal, mode, len(plan.experts), hits, stall)
-
-        # ---- 3. the device pass is queued first, 4. then the CPU computes meanwhile
-        positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
-        out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used,
-                                cpu_experts, flat, positions)
+                sidx = pool.stream_base
+                for e in group:
+                    stall += pool.copy_in(sidx, b.host, e, (ordinal, e), STREAMED)
+                    lut[e] = sidx
+                    used.append(sidx)
+                    sidx += 1
+            if len(calls) == 1:
+                out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used,
+                                        cpu_experts, flat, positions)
+            elif mode == "eager":
+                # the eager loop's order across passes: one output, experts added in id
+                # order (the passes are ascending id ranges), as one call would add them
+                out = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut, used,
+                                        cpu_experts, flat, positions, out=out,
+                                        only=[e for e, _ in res] + group)
+            else:
+                part = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut,
+                                         used, cpu_experts, flat, positions, partial=True)
+                out = part if out is None else out + part
+        if len(calls) > 1:
+            self.multi_pass_dispatches += 1
+        self._account(ordinal, mode, len(plan.experts), sum(plan.hit), stall)
         if cpu_experts:
             if host_hidden is None:               # the policy was not expected to use the CPU
                 host_hidden, host_w = self.ops.fetch([hidden, top_k_weights.reshape(-1)])
@@ -462,13 +439,18 @@ class Engine:
         return ms
 
     def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts,
-                     flat, positions):
+                     flat, positions, *, out=None, only=None, partial=False):
+        """One kernel call on the pool: the experts ``lut`` maps to entries ``used``, every
+        other expert of the layer to the zero entry. Eager adds into ``out`` (when given) the
+        experts of ``only`` (None: all of the dispatch's device experts); ``partial``: a pass
+        of several (the others' experts read the zero entry too)."""
         pool = self.pool
         if not used:          # every expert of the dispatch is computed on the CPU
-            return torch.zeros_like(hidden)
+            return torch.zeros_like(hidden) if out is None else out
         pool.wait_for(used)
         if mode == "eager":
-            out = self._eager_pass(b, hidden, top_k_weights, lut, cpu_experts, positions)
+            out = self._eager_pass(b, hidden, top_k_weights, lut, cpu_experts, positions,
+                                   out=out, only=only)
             pool.release(used)
             return out
         up = self.staging.upload
@@ -480,6 +462,8 @@ class Engine:
             cpu = set(cpu_experts)
             mask = up([e in cpu for e in range(b.num_experts)], torch.bool)
             weights = top_k_weights.masked_fill(mask[top_k_index], 0)
+            used = used + [pool.zero]
+        elif partial:         # the experts of the other passes read the zero entry
             used = used + [pool.zero]
         if mode != "grouped_mm":
             # batched_mm indexes the pool directly (its cost does not depend on the size)
@@ -510,12 +494,17 @@ class Engine:
         pool.release(used)
         return out
 
-    def _eager_pass(self, b, hidden, top_k_weights, lut, cpu_experts, positions):
+    def _eager_pass(self, b, hidden, top_k_weights, lut, cpu_experts, positions, *, out=None,
+                    only=None):
         """The eager loop's math and order (expert ids ascending, each expert's pairs as
         ``torch.where`` over the one-hot mask gives them), from host-built index lists
-        uploaded once: no per-expert synchronisation."""
-        skip = set(cpu_experts)
-        order = [e for e in sorted(positions) if e not in skip and 0 <= e < b.num_experts]
+        uploaded once: no per-expert synchronisation. ``only``: the experts of this pass
+        (None: every device expert of the dispatch), added into ``out`` when given."""
+        if only is None:
+            skip = set(cpu_experts)
+            order = [e for e in sorted(positions) if e not in skip and 0 <= e < b.num_experts]
+        else:
+            order = sorted(e for e in only if e in positions)
         toks: list[int] = []
         poss: list[int] = []
         bounds = []
@@ -526,7 +515,8 @@ class Engine:
             poss += p
         n = len(toks)
         idx = self.staging.upload(toks + poss, torch.long)
-        out = torch.zeros_like(hidden)
+        if out is None:
+            out = torch.zeros_like(hidden)
         tensors = self.pool.tensors
         math = b.math
         for e, a, z in bounds:
@@ -665,6 +655,7 @@ class Engine:
             "lean_dispatches": self.lean_dispatches,
             "home_dispatches": self.home_dispatches,
             "home_placement": self.home,
+            "multi_pass_dispatches": self.multi_pass_dispatches,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],

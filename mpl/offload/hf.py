@@ -23,7 +23,7 @@ from mpl.shapes import ModelShape
 
 from .cpu import CpuExperts
 from .engine import Engine, LayerBinding
-from .errors import AttachError
+from .errors import PREFLIGHT, AttachError
 from .lookahead import Lookahead
 from .memory import MemoryMeter
 from mpl.mechanism.pool import SlotPool
@@ -316,25 +316,17 @@ def _resolve_device(device, model) -> torch.device:
     return dev
 
 
-def _model_aware_check(policy, shape: ModelShape):
-    """Model-aware diagnostics of the policy for this model (SPEC §4), on its canonical text.
-    Model-aware errors (a pinned expert that does not exist, ...) raise AttachError; the
-    warnings (capacity below top-k, a cache holding every expert) are kept on the handle."""
-    text_of = getattr(policy, "text", None)
-    if not callable(text_of):
+def preflight(policy, shape: ModelShape) -> list:
+    """The policy checked against this model's shape before anything on the model changes
+    (``mpl.mechanism.preflight``, as the vLLM adapter checks it before an engine starts):
+    errors (a pinned expert that does not exist, a capacity below one expert, ...) raise
+    :class:`mpl.offload.errors.PolicyDoesNotFit` with the located diagnostics; the
+    model-aware warnings (capacity below top-k, a cache holding every expert) are returned,
+    for the handle. A policy object with no text to check (a stand-in bringing its own
+    runtime) is not checked."""
+    if getattr(policy, "checked_text", None) is None and not callable(getattr(policy, "text", None)):
         return []
-    try:
-        from mpl.checker import analyze
-        from mpl.rules import CODES
-    except ImportError:
-        return []
-    result = analyze(text_of(), None, model=shape)
-    diags = [d for d in result.diagnostics if getattr(CODES.get(d.code), "group", "") == "model"]
-    errors = [d for d in diags if d.is_error]
-    if errors:
-        lines = "; ".join(f"{d.code}: {d.message}" for d in errors[:5])
-        raise AttachError(f"policy '{policy.name}' does not fit this model: {lines}", errors)
-    return diags
+    return PREFLIGHT.check(policy, shape)
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
@@ -347,8 +339,13 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     ``mpl.runtime.cost.CostModel`` for hybrid schedules (default: calibrated here).
     ``ops``: the device operations (``mpl.mechanism.device``; default: CUDA's for a CUDA
     device, synchronous ones otherwise; tests pass a CUDA-semantics double).
+    ``stream_slots``: the pool's transient entries for STREAM placements (default: one per
+    expert of a layer; fewer computes a dispatch that streams more experts in passes).
+    ``check``: check the policy against the model's shape first (:func:`preflight`).
 
-    Every refusal happens before anything on the model changes.
+    Every refusal happens before anything on the model changes: an :class:`AttachError`,
+    and for a policy that does not fit the model its :class:`PolicyDoesNotFit` (located
+    diagnostics; also :class:`mpl.PolicyDoesNotFit`, as the vLLM adapter raises).
     """
     if str(offload_device) != "cpu":
         raise AttachError(f"offload_device={offload_device!r}: only 'cpu' (host memory) is supported")
@@ -364,7 +361,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     shape = model_shape(model, layers)
     if dev.type == "cuda":
         shape = shape.with_device_memory(torch.cuda.get_device_properties(dev).total_memory)
-    diags = _model_aware_check(policy, shape) if check else []
+    diags = preflight(policy, shape) if check else []
 
     E, K = layers[0].num_experts, layers[0].top_k
     expert_bytes = sum(p[0].numel() * p.element_size() for p in layers[0].module.parameters(recurse=False))

@@ -10,8 +10,6 @@ step starts when a MoE layer's ordinal is not greater than the previous one.
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
 from mpl.trace import Dispatch, Trace, TraceHeader
@@ -23,20 +21,29 @@ from .lookahead import Lookahead
 class Recorder:
     """Context manager collecting the dispatches of every forward pass of ``model``."""
 
-    def __init__(self, model, *, lookahead: int | None = None, name: str | None = None) -> None:
+    def __init__(self, model, *, lookahead: int | None = None, name: str | None = None,
+                 layers=None, on_dispatch=None, keep: bool = True) -> None:
         """``lookahead``: layers ahead to record pre-gating predictions for (0: none; default:
         the attached policy's lookahead distance when it pre-gates, so a replay sees exactly
-        the predictions the live runtime got, else 1)."""
+        the predictions the live runtime got, else 1). ``layers``: the model's MoE layers
+        when already discovered. ``on_dispatch``: called with each dispatch as the router
+        chose it (the shadow mode feeds its policy so); ``keep``: keep the dispatches for
+        :meth:`trace` (False: only ``on_dispatch`` sees them)."""
         handle = getattr(model, "_mpl_handle", None)
         if lookahead is None:
             live = handle.engine.lookahead if handle is not None else None
             lookahead = live.distance if live is not None else 1
-        self.layers = handle.layers if handle is not None else discover(model)
+        if layers is None:
+            layers = handle.layers if handle is not None else discover(model)
+        self.layers = layers
         self.model = model
         self.shape = handle.shape if handle is not None else model_shape(model, self.layers)
         self.lookahead = Lookahead([b.router for b in self.layers], lookahead) if lookahead else None
         self.dispatches: list[Dispatch] = []
         self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or self.shape.name
+        self.on_dispatch = on_dispatch
+        self.keep = keep
+        self.count = 0
         self._hooks = []
         self._step = -1
         self._prev = 1 << 30
@@ -53,7 +60,12 @@ class Recorder:
             rows = index.reshape(tokens, -1).tolist()
             wrows = weights.reshape(tokens, -1).float().tolist()
             preds = self.lookahead.predict(ordinal, hidden) if self.lookahead is not None else None
-            self.dispatches.append(Dispatch(self._step, ordinal, rows, wrows, preds))
+            d = Dispatch(self._step, ordinal, rows, wrows, preds)
+            self.count += 1
+            if self.keep:
+                self.dispatches.append(d)
+            if self.on_dispatch is not None:
+                self.on_dispatch(d)
             return None
         return pre_hook
 
@@ -68,12 +80,15 @@ class Recorder:
         self._hooks.clear()
         return False
 
-    def trace(self, source: str = "recorded") -> Trace:
+    def header(self, source: str = "recorded") -> TraceHeader:
+        """The header of this recording's trace (what a saved trace of it carries)."""
         s = self.shape
-        header = TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
-                             num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
-                             source=source)
-        return Trace(header, list(self.dispatches))
+        return TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
+                           num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
+                           source=source)
+
+    def trace(self, source: str = "recorded") -> Trace:
+        return Trace(self.header(source), list(self.dispatches))
 
 
 def _as_inputs(model, inputs):
@@ -100,76 +115,3 @@ def record(model, inputs, *, lookahead: int | None = None, **generate_kwargs) ->
     with Recorder(model, lookahead=lookahead) as rec, torch.no_grad():
         model.generate(**_as_inputs(model, inputs), **kw)
     return rec.trace(source=f"recorded by mpl.record, max_new_tokens={kw['max_new_tokens']}")
-
-
-def cli_record(args) -> int:
-    """``mplc trace record --model M --prompt P --max-new-tokens N [--policy P.moe]
-    [--lookahead N] -o FILE``. With ``--policy`` the policy is attached while the model runs
-    (the trace is its run: a replay of it gives the live statistics), and the pre-gating
-    predictions are recorded at the policy's lookahead distance when it pre-gates;
-    ``--lookahead N`` records them N layers ahead (0: none; default 1 without a policy)."""
-    from mpl import traceio
-
-    from .errors import AttachError
-    from .loading import ModelLoadError, load_model
-
-    out = getattr(args, "output", None) or getattr(args, "o", None)
-    if not out:
-        print("mplc trace record: error: give the output file with -o FILE", file=sys.stderr)
-        return 2
-    max_new = getattr(args, "max_new_tokens", 16)
-    max_new = 16 if max_new is None else int(max_new)
-    if max_new < 1:
-        print("mplc trace record: error: --max-new-tokens must be >= 1", file=sys.stderr)
-        return 2
-    lookahead = getattr(args, "lookahead", None)
-    if lookahead is not None and lookahead < 0:
-        print("mplc trace record: error: --lookahead must be >= 0 (0: no predictions)", file=sys.stderr)
-        return 2
-    try:
-        traceio.kind_of(out)          # a bad extension fails before the model runs
-    except traceio.TraceFormatError as e:
-        print(f"mplc trace record: error: {e}", file=sys.stderr)
-        return 1
-    policy = None
-    if getattr(args, "policy", None):
-        import mpl
-        try:
-            policy = mpl.load(args.policy, policy=getattr(args, "policy_name", None))
-        except (mpl.PolicyError, OSError, ValueError) as e:
-            print(f"mplc trace record: error: {args.policy}: {str(e).splitlines()[0]}", file=sys.stderr)
-            return 1
-    try:
-        model, tok = load_model(args.model)
-    except ModelLoadError as e:
-        print(f"mplc trace record: error: {e}", file=sys.stderr)
-        return 1
-    prompt = getattr(args, "prompt", None) or "The quick brown fox jumps over the lazy dog"
-    ids = tok.encode(prompt)
-    handle = None
-    try:
-        if policy is not None:
-            handle = policy.attach(model)
-        trace = record(model, ids, max_new_tokens=max_new, lookahead=lookahead)
-    except AttachError as e:
-        print(f"mplc trace record: error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if handle is not None:
-            handle.detach()
-    try:
-        traceio.save(trace, out)
-    except OSError as e:
-        print(f"mplc trace record: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-        return 1
-    if getattr(args, "json", False):
-        import json
-        h = trace.header
-        print(json.dumps({"output": out, "dispatches": len(trace), "steps": trace.num_steps,
-                          "model": h.model, "moe_layers": list(h.moe_layers), "num_experts": h.num_experts,
-                          "top_k": h.top_k, "expert_bytes": h.expert_bytes, "source": h.source}))
-        return 0
-    print(f"recorded {len(trace)} dispatches over {trace.num_steps} steps "
-          f"({trace.header.num_experts} experts x {trace.header.num_moe_layers} MoE layers, "
-          f"top-{trace.header.top_k}) -> {out}")
-    return 0

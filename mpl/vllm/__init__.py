@@ -9,8 +9,7 @@ imports vllm (and only when an engine is started); see docs/vllm.md.
 
 from __future__ import annotations
 
-from .errors import VllmIntegrationError
-from .preflight import PolicyDoesNotFit
+from .errors import PolicyDoesNotFit, VllmIntegrationError
 
 __all__ = ["PolicyRunner", "Result", "VllmIntegrationError", "PolicyDoesNotFit"]
 

@@ -1,7 +1,8 @@
 """``mplc trace record --engine vllm`` and ``mplc run --engine vllm``, main-process side (no
-vllm import): check the policy against the model first (located diagnostics, before any
-engine starts), find a Python that can import vllm, and run ``python -m mpl.vllm.cli``
-there with this mpl on its path.
+vllm import): the ``vllm`` row of the CLI's engine table (``mpl.cli.engines``). Its
+:func:`preflight` checks the policy against the model first (located diagnostics, before any
+engine starts); :func:`run` and :func:`record` find a Python that can import vllm and run
+``python -m mpl.vllm.cli`` there with this mpl on its path.
 
 The interpreter: ``--vllm-python PATH``, else ``$MPL_VLLM_PYTHON``, else this Python when it
 can import vllm; otherwise a clear error saying how to install it.
@@ -43,34 +44,37 @@ def _mpl_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(mpl.__file__)))
 
 
-def preflight(policy_spec: str | None, policy_name: str | None, model: str, prog: str) -> int | None:
-    """None when the policy (if any) fits the model; else prints the located diagnostics
-    (or the reason) and returns the exit code."""
-    from .errors import VllmIntegrationError
-    from .preflight import PolicyDoesNotFit, check_policy, model_shape, policy_source
+def preflight(args, prog: str) -> int | None:
+    """The ``vllm`` row's preflight (``mpl.cli.engines``): the options only live offload
+    takes, the model folder, and the policy (if any) against its ``config.json`` (the
+    checker's model-aware rules), all before any engine starts. None to go on, else the exit
+    status after printing why; a misfit is raised as :class:`mpl.vllm.PolicyDoesNotFit`
+    (printed by the CLI with its located diagnostics)."""
+    from .errors import PREFLIGHT, VllmIntegrationError
 
+    slots = getattr(args, "stream_slots", None)
+    if slots is not None and not getattr(args, "offload", False):
+        print(f"{prog}: error: --stream-slots needs --offload", file=sys.stderr)
+        return 2
+    if slots is not None and slots < 1:
+        print(f"{prog}: error: --stream-slots must be >= 1 (streamed experts go through the transient "
+              f"slots), got {slots}", file=sys.stderr)
+        return 2
+    model = args.model
     if not os.path.isdir(model):
         what = "no such model folder" if not os.path.exists(model) else "not a model folder"
         print(f"{prog}: error: --engine vllm: {what}: {model} (give a local HuggingFace model folder: "
               "config.json, weights and tokenizer)", file=sys.stderr)
         return 1
     try:
-        shape = model_shape(model)
-        if policy_spec is not None:
-            text, path, name = policy_source(policy_spec)
-            check_policy(text, path, policy_name or name, shape)
-    except PolicyDoesNotFit as e:
-        from mpl.checker.resolve import read_text_or_none
-        from mpl.cli.render import render_all, use_color
-
-        print(render_all(e.diagnostics, lambda f: e.text if f == e.path else read_text_or_none(f),
-                         color=use_color(sys.stderr)), file=sys.stderr)
-        n = len(e.diagnostics)
-        on = f" for {shape.name}" if shape is not None else ""
-        print(f"{prog}: error: {policy_spec}: does not fit the model{on} ({n} error{'s' if n > 1 else ''}); "
-              "the engine was not started", file=sys.stderr)
-        return 1
+        shape = PREFLIGHT.model_shape(model)
+        spec = getattr(args, "policy", None)
+        if spec is not None:
+            text, path, name = PREFLIGHT.policy_source(spec)
+            PREFLIGHT.check_policy(text, path, getattr(args, "policy_name", None) or name, shape)
     except VllmIntegrationError as e:
+        if isinstance(e, PREFLIGHT.does_not_fit):
+            raise
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     return None
@@ -127,9 +131,7 @@ def _checked_options(args, prog: str, trace_out: str | None, hardware: str | Non
 
 
 def record(args, prog: str = "mplc trace record") -> int:
-    rc = preflight(None, None, args.model, prog)
-    if rc is not None:
-        return rc
+    """``mplc trace record --engine vllm`` (after :func:`preflight`)."""
     py, rc = _checked_options(args, prog, args.output)
     if py is None:
         return rc
@@ -137,17 +139,8 @@ def record(args, prog: str = "mplc trace record") -> int:
 
 
 def run(args, prog: str = "mplc run") -> int:
-    slots = getattr(args, "stream_slots", None)
-    if slots is not None and not getattr(args, "offload", False):
-        print(f"{prog}: error: --stream-slots needs --offload", file=sys.stderr)
-        return 2
-    if slots is not None and slots < 1:
-        print(f"{prog}: error: --stream-slots must be >= 1 (streamed experts go through the transient "
-              f"slots), got {slots}", file=sys.stderr)
-        return 2
-    rc = preflight(args.policy, args.policy_name, args.model, prog)
-    if rc is not None:
-        return rc
+    """``mplc run --engine vllm`` in either mode (after :func:`preflight`): shadow, or live
+    with ``--offload``."""
     py, rc = _checked_options(args, prog, getattr(args, "trace", None), getattr(args, "hardware", None))
     if py is None:
         return rc

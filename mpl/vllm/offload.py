@@ -1,6 +1,6 @@
 """Live expert offloading in a vLLM worker: every MoE layer's expert weights move to a host
 store, the layers share one fixed device slot pool sized by the policy, and each layer's
-expert computation runs the Plan of its dispatch (``mpl.vllm.live.LiveExecutor``) before
+expert computation runs the Plan of its dispatch (``mpl.mechanism.live.LiveExecutor``) before
 vLLM's own kernel runs on the pool with the ids remapped to pool entries. Imports vllm.
 
 What is supported (checked at install, before anything changes; anything else is refused
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import torch
 
+from mpl.mechanism.live import LiveExecutor, LiveError, silu_experts
+
 from .errors import VllmIntegrationError
-from .live import LiveExecutor, LiveError, silu_experts
 
 #: the unquantized backends whose kernel reads w13/w2 as ``[E, ...]`` expert rows that can be
 #: copied one expert at a time (CPU: its prepacked grouped-gemm layout; Triton: plain)

@@ -58,8 +58,8 @@ def config_from_env(environ=os.environ) -> dict | None:
            "hardware": environ.get(ENV_HARDWARE) or None, "policy_text": None,
            "policy_name": environ.get(ENV_POLICY_NAME) or None, "policy_path": None}
     if policy:
-        from .preflight import policy_source
-        text, path, name = policy_source(policy)
+        from .errors import PREFLIGHT
+        text, path, name = PREFLIGHT.policy_source(policy)
         cfg.update(policy_text=text, policy_path=path, policy_name=cfg["policy_name"] or name)
     if trace:
         traceio.kind_of(trace)

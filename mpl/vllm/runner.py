@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 from mpl.trace import Trace
 
-from .errors import VllmIntegrationError
-from .preflight import check_policy, model_shape, policy_source
+from .errors import PREFLIGHT, VllmIntegrationError
 
 EXTENSION = "mpl.vllm.session.MplWorkerExtension"
 
@@ -88,9 +87,9 @@ class PolicyRunner:
             raise VllmIntegrationError("stream_slots sizes the live offload pool: it needs offload=True")
         text = path = None
         if policy is not None:
-            text, path, name = policy_source(policy)
+            text, path, name = PREFLIGHT.policy_source(policy)
             policy_name = policy_name or name
-            check_policy(text, path, policy_name, model_shape(self.model))
+            PREFLIGHT.check_policy(text, path, policy_name, PREFLIGHT.model_shape(self.model))
         if hardware is not None:
             from mpl.timemodel import hardware as hw
             try:

@@ -76,25 +76,27 @@ class Session:
                                        "experts the engine holds")
         if config.get("policy_text") and (self.rank == 0 or config.get("offload")):
             from mpl import shapes
+            from mpl.api import loads
+            from mpl.mechanism.shadow import Shadow, policy_runtime
 
-            from .preflight import check_policy
-            from .shadow import Shadow, policy_runtime
+            from .errors import PREFLIGHT
 
             try:
                 shape = shapes.from_config_dict(_config_dict(vcfg.model_config.hf_config))
             except shapes.ShapeError:
                 shape = None      # the capture itself says what is missing
-            check_policy(config["policy_text"], config.get("policy_path"),
-                         config.get("policy_name"), shape)
+            PREFLIGHT.check_policy(config["policy_text"], config.get("policy_path"),
+                                   config.get("policy_name"), shape)
+            policy = loads(config["policy_text"], config.get("policy_name"),
+                           path=config.get("policy_path"))
             if config.get("offload"):
                 # every rank: its own runtime, fed the same routing, decides for its shard
                 from mpl.features import features
 
                 from .offload import Offload
 
-                policy, self.live_profile, _, rt = policy_runtime(
-                    config["policy_text"], self.header(), policy_name=config.get("policy_name"),
-                    policy_path=config.get("policy_path"), hardware=config.get("hardware"))
+                self.live_profile, _, rt = policy_runtime(policy, self.header(),
+                                                          hardware=config.get("hardware"))
                 modes = features(policy.ir).modes
                 self.offload = Offload(self.capture.runners, rt,
                                        stream_slots=config.get("stream_slots"),
@@ -102,10 +104,7 @@ class Session:
                 self.live_policy = policy
                 self.capture.on_dispatch = self.offload.executor.plan
             else:
-                self.shadow = Shadow(config["policy_text"], self.header(),
-                                     policy_name=config.get("policy_name"),
-                                     policy_path=config.get("policy_path"),
-                                     hardware=config.get("hardware"))
+                self.shadow = Shadow(policy, self.header(), hardware=config.get("hardware"))
                 self.capture.on_dispatch = self.shadow.feed
         self.lock = threading.Lock()        # held for a whole step; snapshots take it
         self._orig = orig if orig is not None else runner.execute_model

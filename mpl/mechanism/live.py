@@ -1,9 +1,12 @@
-"""Live offload inside a serving engine: the policy's Plans executed on a fixed slot pool
-before each MoE layer's kernel runs. Engine-independent (torch and ``mpl.mechanism``; no
-vllm import): the vLLM adapter (``mpl.vllm.offload``) hands it each layer's expert tensors
-in the layout the engine's kernel expects and a ``kernel`` callable, and calls
-:meth:`LiveExecutor.plan` with each dispatch the router produced and
-:meth:`LiveExecutor.forward` in place of the layer's expert computation.
+"""Live offload inside a serving engine whose MoE kernel runs over a tensor of experts with
+the router's ids: the policy's Plans executed on a fixed slot pool before each MoE layer's
+kernel runs, the kernel run on the pool with the ids remapped to pool entries.
+Engine-neutral (torch and the rest of ``mpl.mechanism``; no engine import): an adapter (the
+vLLM one: ``mpl.vllm.offload``) hands it each layer's expert tensors in the layout the
+engine's kernel expects and a ``kernel`` callable, and calls :meth:`LiveExecutor.plan` with
+each dispatch the router produced and :meth:`LiveExecutor.forward` in place of the layer's
+expert computation. The transfers, the placement checks and the passes are
+``mpl.mechanism.execute``'s, shared with the HuggingFace engine.
 
 Memory: one host store (every MoE layer's experts, one arena; page-locked on CUDA) and one
 device pool of ``runtime.num_slots`` cache slots (the runtime's global slot numbers, shared or
@@ -18,8 +21,9 @@ Per planned dispatch:
    stream on CUDA; plain copies on the CPU);
 2. experts the Plan STREAMs (no slot could be freed: a step whose distinct experts exceed
    the cache) go through the transient entries; when there are more than ``stream_slots``,
-   the dispatch is computed in **passes**, each pass holding the resident experts (first
-   pass only) or the next ``stream_slots`` streamed ones, the passes' outputs summed;
+   the dispatch is computed in **passes** (``execute.passes``: ranges of expert ids, each
+   with at most ``stream_slots`` streamed experts and the resident ones of its range), the
+   passes' outputs summed;
 3. the kernel runs on the pool (compute waits only for the copies into the entries it
    reads; a later copy into one of them waits for this compute);
 4. experts the Plan places on the CPU (``cpu_fallback`` / ``hybrid``) are computed by
@@ -37,16 +41,15 @@ import zlib
 
 import torch
 
-from mpl.mechanism.device import SyncOps
-from mpl.mechanism.pool import DEMAND, STREAMED, SlotPool
-from mpl.mechanism.staging import Staging
-from mpl.mechanism.store import HostStore
-from mpl.runtime.plan import CPU, STREAM
 from mpl.trace import records_of
 
+from .device import SyncOps
+from .execute import LiveError, passes, placements, transfers
+from .pool import DEMAND, STREAMED, SlotPool
+from .staging import Staging
+from .store import HostStore
 
-class LiveError(RuntimeError):
-    """The runtime and the mechanism disagree, or a dispatch cannot be executed."""
+__all__ = ["LiveExecutor", "LiveError", "silu_experts"]
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -156,36 +159,9 @@ class LiveExecutor:
     def _planned(self, ordinal, plan, rows, x, topk_weights, topk_ids, shared):
         pool = self.pool
         self.dispatches += 1
-        stall = 0.0
-        if pool.cuda:
-            stall += pool.collect_stalls()
-        for _key, slot in plan.evicted:
-            pool.evict(slot)
-        hosts = self.hosts
-        for lkey, slot, _victim, kind in plan.raw_loads:
-            ms = pool.copy_in(slot, hosts[lkey[0]], lkey[1], lkey, kind)
-            if kind == DEMAND:
-                stall += ms
-        resident: list[tuple[int, int]] = []
-        streamed: list[int] = []
-        cpu: list[int] = []
-        content = pool.content
-        for e, w in zip(plan.experts, plan.where):
-            if w >= 0:
-                if content[w] != (ordinal, e):
-                    raise LiveError(
-                        f"the plan places expert {e} of MoE layer {ordinal} in slot {w}, but the "
-                        f"slot holds {content[w]}: the runtime and the mechanism disagree")
-                resident.append((e, w))
-            elif w == STREAM:
-                streamed.append(e)
-            elif w == CPU:
-                cpu.append(e)
-            else:
-                raise LiveError(f"the plan has an unknown placement {w} for expert {e}")
-        groups = chunks(streamed, pool.stream_slots) if streamed else []
-        head = groups.pop(0) if groups else []
-        calls = [(resident, head)] + [([], g) for g in groups]
+        stall = transfers(pool, plan, self.hosts)
+        resident, streamed, cpu = placements(plan, pool.content, ordinal)
+        calls = passes(resident, streamed, pool.stream_slots)
         out = None
         for i, (res, g) in enumerate(calls):
             part = self._pass(ordinal, x, topk_weights, topk_ids, res, g, i == 0, shared,

@@ -1,0 +1,121 @@
+"""Carrying out a Plan on the slot pool: the part every engine adapter does the same way.
+
+* :func:`transfers` — the Plan's evictions (bookkeeping), then its loads (copies from the
+  host store into the pool), in the Plan's order, demand loads on the demand stream and
+  background / prefetch loads on the prefetch stream (``SlotPool.copy_in``);
+* :func:`placements` — the Plan's placement of each expert of the dispatch: a pool entry
+  (checked to hold that expert: the runtime and the mechanism must agree), STREAM (through
+  a transient entry) or CPU;
+* :func:`passes` — the kernel calls a dispatch needs when its streamed experts outnumber
+  the transient entries: contiguous ranges of expert ids, so that an engine that
+  accumulates expert by expert in id order (transformers' eager loop) gets the same
+  arithmetic in passes as in one call.
+
+What an engine does between these (which kernel, how ids reach it, where CPU-placed experts
+are computed) is the adapter's: ``mpl.mechanism.live.LiveExecutor`` (a kernel over the
+whole pool with remapped ids: vLLM) and ``mpl.offload.engine.Engine`` (transformers'
+experts functions, with home placement and its fast paths). docs/internals.md, "Mechanism".
+"""
+
+from __future__ import annotations
+
+from mpl.runtime.plan import CPU, STREAM
+
+from .pool import DEMAND
+
+
+class LiveError(RuntimeError):
+    """The runtime and the mechanism disagree, or a dispatch cannot be executed."""
+
+
+def disagree(layer: int, expert: int, entry: int, held) -> LiveError:
+    return LiveError(
+        f"the plan places expert {expert} of MoE layer {layer} in slot {entry}, but the slot "
+        f"holds {held}: the runtime and the mechanism disagree")
+
+
+def transfers(pool, plan, hosts, *, home: int = 0, resident: list | None = None) -> float:
+    """Issue ``plan``'s evictions (bookkeeping: the entry's content leaves) and then its
+    loads (copies from ``hosts[layer]``, the layer's tensors in the host store, into the
+    pool), each in the Plan's order. ``home``: 0, the Plan's slot numbers index the pool;
+    E (experts per layer), home placement: key ``(layer, e)`` goes to entry ``layer * E +
+    e`` whatever slot the Plan names. ``resident``: per MoE layer, how many of its keys the
+    pool holds, kept up to date (None: not kept). Returns the host milliseconds demand loads
+    blocked (a device without queues) plus the CUDA stalls measured since the last call."""
+    stall = pool.collect_stalls() if pool.cuda else 0.0
+    content = pool.content
+    for key, slot in plan.evicted:
+        i = key[0] * home + key[1] if home else slot
+        if resident is not None:
+            held = content[i]
+            if held is not None:
+                resident[held[0]] -= 1
+        pool.evict(i)
+    for lkey, slot, _victim, kind in plan.raw_loads:     # Load fields, as plain tuples
+        i = lkey[0] * home + lkey[1] if home else slot
+        if resident is not None:
+            held = content[i]
+            if held is not None:
+                resident[held[0]] -= 1
+            resident[lkey[0]] += 1
+        ms = pool.copy_in(i, hosts[lkey[0]], lkey[1], lkey, kind)
+        if kind == DEMAND:
+            stall += ms
+    return stall
+
+
+def placements(plan, content, layer: int, base: int = -1):
+    """``(resident, streamed, cpu)`` of a dispatch of MoE layer ``layer``: ``(expert,
+    entry)`` pairs computed from the pool (every entry checked to hold its expert: else
+    :class:`LiveError`), the experts streamed through transient entries, the experts
+    computed on the CPU; each in the Plan's (router) order. ``base >= 0``: home placement,
+    expert ``e`` is in entry ``base + e``."""
+    resident: list[tuple[int, int]] = []
+    streamed: list[int] = []
+    cpu: list[int] = []
+    keep = resident.append
+    for e, w in zip(plan.experts, plan.where):
+        if w >= 0:
+            if base >= 0:
+                w = base + e
+            if content[w] != (layer, e):
+                raise disagree(layer, e, w, content[w])
+            keep((e, w))
+        elif w == STREAM:
+            streamed.append(e)
+        elif w == CPU:
+            cpu.append(e)
+        else:
+            raise LiveError(f"the plan has an unknown placement {w} for expert {e}")
+    return resident, streamed, cpu
+
+
+def passes(resident, streamed, stream_slots: int, *, stage: bool = False) -> list[tuple]:
+    """The kernel calls of one dispatch, as ``(resident pairs, streamed experts)`` per call:
+    one call when the streamed experts fit the ``stream_slots`` transient entries (the
+    common case: the lists as given); else **passes** over contiguous ranges of expert ids,
+    ascending, each with at most ``stream_slots`` streamed experts and the resident experts
+    of its range, so a computation that accumulates expert by expert in id order across the
+    passes adds in the same order as one call would. ``stage``: every device expert of a
+    pass takes a transient entry (an engine that first stages them there in id order), so a
+    pass holds at most ``stream_slots`` experts in all."""
+    need = len(streamed) + (len(resident) if stage else 0)
+    if need <= stream_slots:
+        return [(resident, streamed)]
+    entry = dict(resident)
+    moving = set(streamed)
+    out = []
+    res: list[tuple[int, int]] = []
+    grp: list[int] = []
+    for e in sorted([*entry, *moving]):
+        s = e in moving
+        full = (len(res) + len(grp) >= stream_slots) if stage else (s and len(grp) >= stream_slots)
+        if full:
+            out.append((res, grp))
+            res, grp = [], []
+        if s:
+            grp.append(e)
+        else:
+            res.append((e, entry[e]))
+    out.append((res, grp))
+    return out

@@ -1,0 +1,157 @@
+"""Checks of a policy against a model's shape before an engine runs it: the checker's
+model-aware rules (a pinned expert the model does not have, a capacity below one expert, a
+budget above the device's memory, ...) and the live-use rules (no ``belady``), so that a
+policy that cannot run on the model is refused with located diagnostics before anything
+starts or changes.
+
+Engine-neutral, and no torch: the HuggingFace adapter runs the checks in ``attach`` and
+``shadow`` (``mpl.offload``) before the model is touched, the vLLM adapter in the main
+process before an engine starts and in each worker once the engine's config is known
+(``mpl.vllm``). Each adapter holds one :class:`Checks` naming its own error types, so a
+misfit is an :class:`PolicyDoesNotFit` (a :class:`mpl.PolicyError` with the located
+diagnostics) whichever engine found it, and also the adapter's own error (``AttachError``,
+``VllmIntegrationError``) for code that catches those.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from mpl.diagnostics import PolicyError
+
+
+class PreflightError(ValueError):
+    """The policy or the model cannot be checked: an unreadable policy file, a config.json
+    without a model's shape, a file of several policies and no name to choose one."""
+
+
+class PolicyDoesNotFit(PolicyError, PreflightError):
+    """The policy has errors for this model. ``diagnostics``: the errors, located (each has
+    its file and span in ``text``, the policy text that was checked, from the file ``path``
+    when there is one); ``model``: the name of the model's shape (None when none was known
+    and only the rules that need no shape ran); ``consequence``: what the refusal spared
+    ("the engine was not started"), as the message ends."""
+
+    def __init__(self, message: str, diagnostics=(), text: str = "", path: str | None = None,
+                 model: str | None = None, consequence: str = "") -> None:
+        super().__init__(message, diagnostics)
+        self.text = text
+        self.path = path
+        self.model = model
+        self.consequence = consequence
+
+
+@dataclass(frozen=True)
+class Checks:
+    """One engine's preflight: the same checks, raising that engine's error types.
+
+    ``error``: raised for everything but a misfit (its constructor takes the message);
+    ``does_not_fit``: a subclass of :class:`PolicyDoesNotFit`, raised with the diagnostics;
+    ``consequence``: how the message of a misfit ends (what the refusal spared: "the engine
+    was not started", "the model was not changed")."""
+
+    error: type = PreflightError
+    does_not_fit: type = PolicyDoesNotFit
+    consequence: str = "nothing was started"
+
+    def policy_source(self, policy) -> tuple[str, str | None, str | None]:
+        """(text, path, name) of ``policy``: an mpl Policy (the text it was checked from,
+        else its canonical text; its name), a ``.moe`` path, ``std/NAME`` or policy text
+        (name None: the file's only policy, or the one the caller names)."""
+        if hasattr(policy, "ir") and callable(getattr(policy, "text", None)):
+            text = getattr(policy, "checked_text", None)
+            if isinstance(text, str):
+                return text, getattr(policy, "path", None), policy.name
+            return policy.text(), None, policy.name
+        if not isinstance(policy, (str, os.PathLike)):
+            raise TypeError(f"policy must be an mpl Policy, a .moe path or policy text, not "
+                            f"{type(policy).__name__}")
+        s = os.fspath(policy)
+        from mpl.stdlib_path import resolve
+
+        path = resolve(s) if ("\n" not in s and "{" not in s) else None
+        if path is not None and os.path.isfile(path):
+            from mpl.checker import read_source
+            text, err = read_source(path)
+            if err is not None:
+                raise self.error(f"cannot read {s}: {err.message}")
+            return text, path, None
+        if "{" not in s:
+            raise self.error(f"no such policy file: {s}")
+        return s, None, None
+
+    def model_shape(self, model: str):
+        """The ModelShape of a local model folder or ``config.json``; None for anything else
+        (a hub name: the engine checks inside, once it has read the config)."""
+        from mpl import shapes
+
+        if not os.path.exists(model):
+            return None
+        try:
+            return shapes.from_config(model)
+        except shapes.ShapeError as e:
+            raise self.error(f"{model}: {e}") from None
+
+    def check_policy(self, text: str, path: str | None, name: str | None, shape) -> list:
+        """Check policy ``name`` of ``text`` (None: the text's only policy) for live use on a
+        model of ``shape`` (None: no shape known yet; the rules that need none still run).
+        Raises ``does_not_fit`` with the errors: every error that would stop the text from
+        loading, and the model-aware errors of the chosen policy and the policies it
+        extends (a sibling's misfit does not stop it). Returns the chosen policy's
+        model-aware warnings and hints (a capacity below top-k, a cache holding every
+        expert, ...)."""
+        from mpl.checker import LIVE, analyze
+
+        an = analyze(text, path, model=shape, purpose=LIVE)
+        names = list(an.policies)
+        chosen = name if name is not None else (names[0] if len(names) == 1 else None)
+        mine = _owned_by(an.policies.get(chosen)) if chosen is not None else (lambda d: True)
+        errors = [d for d in an.diagnostics if d.is_error and (not _model_aware(d) or mine(d))]
+        where = path or "the policy text"
+        if errors:
+            first = errors[0]
+            n = f"{len(errors)} error{'s' if len(errors) > 1 else ''}"
+            who = f"policy '{chosen}'" if chosen is not None else where
+            fit = f"{who} does not fit {shape.name}: {n}" if shape is not None else f"{who}: {n}"
+            raise self.does_not_fit(
+                f"{first.file or path or '<text>'}:{first.span.line}:{first.span.column}: "
+                f"{first.code}: {first.message} "
+                f"({fit}; {self.consequence})",
+                errors, text, path, shape.name if shape is not None else None, self.consequence)
+        if not names:
+            raise self.error(f"{where} defines no policy")
+        if name is None and len(names) > 1:
+            raise self.error(f"{where} defines {len(names)} policies ({', '.join(names)}): "
+                             "choose one by name")
+        if chosen not in an.ir:
+            raise self.error(f"no policy named {chosen!r} in {where} "
+                             f"(it defines: {', '.join(names)})")
+        return [d for d in an.diagnostics if not d.is_error and _model_aware(d) and mine(d)]
+
+    def check(self, policy, shape) -> list:
+        """:meth:`check_policy` for a loaded policy (an mpl Policy): its own text, located."""
+        text, path, name = self.policy_source(policy)
+        return self.check_policy(text, path, name, shape)
+
+
+def _model_aware(d) -> bool:
+    from mpl.rules import CODES
+
+    return getattr(CODES.get(d.code), "group", "") == "model"
+
+
+def _owned_by(rp):
+    """Whether a diagnostic lies in policy ``rp`` or a policy it extends (where an inherited
+    value's misfit is placed); everything when the policy is unknown."""
+    if rp is None:
+        return lambda d: True
+    spans = []
+    while rp is not None:
+        spans.append((rp.file, rp.node.span.offset, rp.node.span.end_offset))
+        rp = rp.parent_policy
+    return lambda d: any(d.file == f and a <= d.span.offset <= b for f, a, b in spans)
+
+
+#: the checks with the neutral error types (for callers that are no engine adapter)
+NEUTRAL = Checks()
