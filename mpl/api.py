@@ -99,8 +99,7 @@ def not_runnable_yet(pir) -> str | None:
     """Why the runtime cannot run ``pir`` yet, in one located line (None: it can).
 
     The one place that refuses what the language accepts and the runtime does not implement
-    yet: memory tiers (``hierarchy``, ``per_layer_hierarchy``) and ``cache.capacity_factor``
-    (a fraction needs the model's shape, which the runtime does not resolve into slots).
+    yet: memory tiers (``hierarchy``, ``per_layer_hierarchy``).
     Checking, formatting, the language server and lowering to IR work on such policies;
     compiling, attaching and replaying them stop here."""
     where = pir.source_path or "<text>"
@@ -110,11 +109,6 @@ def not_runnable_yet(pir) -> str | None:
         return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
                 f"('{block}'), which the runtime does not run yet: the policy checks and lowers, "
                 f"but cannot be compiled, attached or replayed; use a 'cache' block to run it")
-    if pir.values.get("cache.capacity") is None and pir.values.get("cache.capacity_factor") is not None:
-        return (f"{where}:{pir.source_line}: policy '{pir.name}' sizes its cache with "
-                f"capacity_factor, which the runtime does not resolve into slots yet: the policy "
-                f"checks and lowers, but cannot be compiled, attached or replayed; write "
-                f"'capacity = N' to run it")
     return None
 
 

@@ -348,12 +348,6 @@ def test_load_compile_and_replay_refuse_tiers_in_one_located_line(tmp_path):
     assert mplc("fmt", "--check", "big.moe", cwd=tmp_path).returncode == 1   # would reformat
 
 
-def test_a_capacity_factor_cache_is_refused_the_same_way():
-    with pytest.raises(mpl.PolicyError) as e:
-        mpl.loads("policy f {\n    cache { capacity_factor = 0.5 }\n}\n")
-    assert "<text>:1: policy 'f' sizes its cache with capacity_factor" in str(e.value)
-
-
 def test_replay_of_a_tiered_policy_says_why(tmp_path):
     path = tmp_path / "big.moe"
     path.write_text(SPEC_EXAMPLE)

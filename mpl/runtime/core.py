@@ -29,7 +29,7 @@ from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History, Learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
-from mpl.schema import SLOT_POOL_MAX, missing_required
+from mpl.schema import SLOT_POOL_MAX, factor_slots, missing_required
 
 log = logging.getLogger("mpl.runtime")
 
@@ -130,8 +130,10 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
     if missing:
         raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
     # [total_budget given, cache.capacity not] each layer's default capacity is its share of
-    # the budget (a size budget: as many experts as fit, over every layer)
-    first = params["cache.capacity"]
+    # the budget (a size budget: as many experts as fit, over every layer); [capacity_factor]
+    # the fraction of the experts the cache can hold (one layer's with per_layer, else every
+    # MoE layer's), rounded up: a slot count like any other from here on
+    first = capacity_of(params, L, E, per_layer)
     if first is None:
         first = max(1, lay.slots(params["per_layer.total_budget"]) // L)
     reachable = (first, *features.get("capacities", ()))
@@ -173,6 +175,20 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
     lay.cpu_limit = lay.cost.cpu_token_limit(lay.expert_bytes,
                                              float(params["schedule.offload_threshold_ms"]))
     return lay
+
+
+def capacity_of(params: dict, num_layers: int, num_experts: int, per_layer: bool):
+    """``cache.capacity`` as the policy gives it (slots, or a Size), or the slots of
+    ``cache.capacity_factor`` on this shape (:func:`mpl.schema.factor_slots`: of one layer's
+    experts with per-layer caches, else of every MoE layer's); None when neither is given
+    (``per_layer.total_budget`` sizes the caches)."""
+    cap = params.get("cache.capacity")
+    if cap is not None:
+        return cap
+    factor = params.get("cache.capacity_factor")
+    if factor is None:
+        return None
+    return factor_slots(factor, num_experts if per_layer else num_layers * num_experts)
 
 
 def _pool_size(lay: Layout, max_slots: int, what: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from mpl.runtime import packing as _packing
 from mpl.sim import tracepack as _tracepack
-from mpl.runtime.core import capacity_slots
+from mpl.runtime.core import capacity_of, capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import tracecols
 from mpl.adapt_log import lines as adapt_lines
@@ -256,9 +256,11 @@ def _uses_belady(ir) -> bool:
     return False
 
 
-def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None) -> list[int] | None:
+def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None,
+                          num_experts: int = 0) -> list[int] | None:
     """The runtime's initial per-layer capacities (None for a shared cache): total_budget
-    split (a size: as many experts as fit), else layers x capacity."""
+    split (a size: as many experts as fit), else layers x capacity (a capacity_factor: of
+    each layer's ``num_experts``)."""
     if not ir.per_layer:
         return None
     from mpl.runtime.budgets import allocate
@@ -271,7 +273,8 @@ def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None
         return v
 
     tb = ir.get("per_layer.total_budget")
-    total = num_layers * slots(ir["cache.capacity"]) if tb is None else slots(tb)
+    total = (num_layers * slots(capacity_of(ir.values, num_layers, num_experts, True))
+             if tb is None else slots(tb))
     return allocate([1.0] * num_layers, total, int(ir["per_layer.min_capacity"]),
                     int(ir["per_layer.max_capacity"]))
 
@@ -322,6 +325,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         more, note = per_layer_capacity(policy, h, capacity)
         overrides.update(more)
         notes += [note] if note else []
+    factor = getattr(getattr(policy, "ir", None), "values", {}).get("cache.capacity_factor")
+    if capacity is not None and factor is not None:
+        notes.append(f"capacity {capacity} replaces the policy's capacity_factor {factor:g}")
     policy = _given_policy(policy, overrides)
     check_fits(policy, h)
     ir = policy.ir
@@ -379,11 +385,11 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
     h = trace.header
     L, E = h.num_moe_layers, h.num_experts
     # cache.pin is ignored: the oracle decides what stays (see the comment in replay()).
-    caps = _per_layer_capacities(ir, L, eb)
+    caps = _per_layer_capacities(ir, L, eb, E)
     reqs, layers = requests_of(trace.dispatches, E)
     outcome: list[list[int] | None] = [None] * len(reqs)
     if caps is None:
-        cap = min(capacity_slots(ir["cache.capacity"], eb), L * E)   # at most every expert
+        cap = min(capacity_slots(capacity_of(ir.values, L, E, False), eb), L * E)   # at most every expert
         res = simulate(reqs, cap, frozenset(), E, outcomes=outcome)
         res.structure, res.capacities = "shared", cap
     else:

@@ -194,7 +194,7 @@ def _initial_caps(pol, trace) -> list[int]:
         return list(rt.capacities())
     from mpl.sim.replay import _per_layer_capacities
     from mpl.timemodel.hardware import expert_bytes_for
-    return _per_layer_capacities(pol.ir, h.num_moe_layers, expert_bytes_for(pol.ir, h))
+    return _per_layer_capacities(pol.ir, h.num_moe_layers, expert_bytes_for(pol.ir, h), h.num_experts)
 
 
 def _shared_slots(pol, trace) -> int:
@@ -205,10 +205,10 @@ def _shared_slots(pol, trace) -> int:
     if features(pol.ir).adapts_capacity and hasattr(pol, "runtime"):
         return pol.runtime(h.num_moe_layers, h.num_experts, h.top_k,
                            expert_bytes=h.expert_bytes or None).num_slots
-    cap = pol.ir["cache.capacity"]
+    from mpl.runtime.core import capacity_of, capacity_slots
+    cap = capacity_of(pol.ir.values, h.num_moe_layers, h.num_experts, False)
     if isinstance(cap, int):
         return cap
-    from mpl.runtime.core import capacity_slots
     from mpl.timemodel.hardware import expert_bytes_for
     # a size: as many experts as fit (replay refuses one below an expert), at most every expert
     return min(capacity_slots(cap, expert_bytes_for(pol.ir, h)), h.num_moe_layers * h.num_experts)

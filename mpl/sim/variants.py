@@ -86,6 +86,15 @@ def _find_policy(doc: ast.Document, name: str | None) -> ast.Policy:
     return pols[-1]
 
 
+def _alternatives(key: str) -> list[str]:
+    """The parameters that stand instead of ``key`` (``Param.instead``), or that ``key``
+    stands instead of."""
+    p = schema.PARAMS[key]
+    out = [p.instead] if p.instead else []
+    out += [k for k, q in schema.PARAMS.items() if q.instead == key]
+    return out
+
+
 def set_params(text: str, overrides: Mapping[str, Any], policy: str | None = None) -> str:
     """``text`` with ``overrides`` ("block.param" -> value; None removes the parameter)
     applied to ``policy`` (default: the last policy of the file). Every value is checked by
@@ -96,6 +105,12 @@ def set_params(text: str, overrides: Mapping[str, Any], policy: str | None = Non
     new_blocks: dict[str, list[str]] = {}
     values = {key: None if value is None else check_override(key, value)
               for key, value in overrides.items()}
+    for key, value in list(values.items()):
+        # two parameters that give one thing (cache.capacity, or capacity_factor instead of
+        # it: MPL329): setting one removes the other the policy writes
+        if value is not None:
+            for other in _alternatives(key):
+                values.setdefault(other, None)
     for key, value in values.items():
         bname, pname = key.split(".", 1)
         blk = pol.block(bname)

@@ -260,7 +260,8 @@ def sweep_capacities(policy, trace) -> tuple[list[int], int | None]:
     if top > low:
         r = (top / low) ** (1 / (SWEEP_POINTS - 1))
         caps.update(max(low, min(top, round(low * r ** i))) for i in range(SWEEP_POINTS))
-    cap = policy.ir["cache.capacity"]
+    from mpl.runtime.core import capacity_of
+    cap = capacity_of(policy.ir.values, h.num_moe_layers, h.num_experts, per_layer)
     if per_layer:
         own = cap if isinstance(cap, int) else None
     else:
