@@ -99,16 +99,18 @@ def not_runnable_yet(pir) -> str | None:
     """Why the runtime cannot run ``pir`` yet, in one located line (None: it can).
 
     The one place that refuses what the language accepts and the runtime does not implement
-    yet: memory tiers (``hierarchy``, ``per_layer_hierarchy``).
+    yet: a memory tier's ``dtype_ladder`` (several precisions in one tier).
     Checking, formatting, the language server and lowering to IR work on such policies;
     compiling, attaching and replaying them stop here."""
     where = pir.source_path or "<text>"
-    if pir.tiered:
-        block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
-                       else ("per_layer_hierarchy", pir.bands[0].source_line))
-        return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
-                f"('{block}'), which the runtime does not run yet: the policy checks and lowers, "
-                f"but cannot be compiled, attached or replayed; use a 'cache' block to run it")
+    for h in ([pir.hierarchy] if pir.hierarchy is not None else []) + [b.hierarchy for b in pir.bands]:
+        for t in h.tiers:
+            if len(t.dtype_ladder) > 1:
+                return (f"{where}:{t.source_line or h.source_line or pir.source_line}: tier "
+                        f"'{t.name}' of policy '{pir.name}' keeps experts at several precisions "
+                        f"(dtype_ladder), which the runtime does not run yet: the policy checks "
+                        f"and lowers, but cannot be compiled, attached or replayed; give the "
+                        f"tier one dtype to run it")
     return None
 
 

@@ -24,7 +24,9 @@ from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
+from mpl.timemodel.tiers import TieredTimeline
 from mpl.timemodel.timeline import Timeline, summary as _sim_summary
+from mpl.sim.tierreport import host_memory_notes, tier_arguments, tier_belady, tier_lines
 from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
 
 
@@ -44,6 +46,7 @@ class ReplayReport:
     capacity: Any = None            # the capacity override, if any
     elapsed_s: float = 0.0          # wall time of the replay (not the simulated time)
     notes: list = field(default_factory=list)   # what an override was taken to mean
+    tiers: list | None = None       # memory tiers: each set's tiers on the trace's shape
 
     @property
     def hit_rate(self) -> float:
@@ -63,10 +66,13 @@ class ReplayReport:
         return self.sim["tokens_per_s"]
 
     def to_dict(self) -> dict:
-        return {"policy": self.policy, "trace": self.trace, "hardware": self.hardware,
-                "capacity": self.capacity, "stats": self.stats, "belady": self.belady,
-                "gap": self.gap, "sim": self.sim, "costs": self.costs,
-                "elapsed_s": self.elapsed_s, "notes": list(self.notes)}
+        out = {"policy": self.policy, "trace": self.trace, "hardware": self.hardware,
+               "capacity": self.capacity, "stats": self.stats, "belady": self.belady,
+               "gap": self.gap, "sim": self.sim, "costs": self.costs,
+               "elapsed_s": self.elapsed_s, "notes": list(self.notes)}
+        if self.tiers is not None:
+            out["tiers"] = self.tiers
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -80,7 +86,9 @@ class ReplayReport:
         if self.belady is not None:
             b = self.belady
             cap = b["capacities"]
-            capt = (f"per-layer {min(cap)}..{max(cap)}" if isinstance(cap, list) else f"shared {cap}")
+            capt = (f"top tier{'s' if len(cap) > 1 else ''} {', '.join(map(str, cap))}"
+                    if b.get("structure") == "tiers" else
+                    f"per-layer {min(cap)}..{max(cap)}" if isinstance(cap, list) else f"shared {cap}")
             note = "; prefetching beats the demand-only optimum" if self.gap < 0 else ""
             lines.append(f"  Belady        {b['hit_rate']:7.2%}   (optimum, {capt} slots; "
                          f"gap {self.gap * 100:+.2f} pp{note})")
@@ -96,9 +104,14 @@ class ReplayReport:
             f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, link busy "
             f"{m['link_busy_ms'] / max(m['total_ms'], 1e-9):.0%})",
         ]
+        if m.get("disk_reads"):
+            lines.append(f"  disk          {m['disk_reads']} reads, {_amount(m['disk_bytes'])} "
+                         f"(busy {m['disk_busy_ms'] / max(m['total_ms'], 1e-9):.0%})")
         if t.get("expert_bytes_source"):
             lines.append(f"  expert size   "
                          f"{describe_expert_size(t['expert_bytes'], t['expert_bytes_source'])}")
+        if s.get("tiers"):
+            lines += [""] + tier_lines(s)
         pl = s.get("per_layer") or []
         if pl:
             lines += ["", "  per-layer hit rate (layer: rate [capacity])"]
@@ -334,14 +347,21 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     profile = hw.resolve(hardware)
     eb, costs = hw.costs_for_trace(profile, ir, h)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
+    overlap = bool(ir["schedule.overlap"])
+    tl = Timeline(costs, overlap=overlap)
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
 
+    tiers = None
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
     else:
-        rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs))
+        rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
+                            **tier_arguments(ir, h))
+        tiers = rt.tier_layout
+        if tiers is not None:   # memory tiers: disk reads, moves between tiers, their copies
+            tl = TieredTimeline(costs, overlap=overlap, layout=tiers)
+            notes += host_memory_notes(tiers, profile, E)
         caps0 = list(rt.capacities()) if ir.per_layer else None
         # the shared optimum's capacity: the policy's own, or the largest an adapt rule can
         # set (the runtime's slot pool), so that the optimum stays an upper bound
@@ -355,7 +375,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         upd(len(trace))
         stats = rt.stats()
         bres = None
-        if belady:
+        if belady and tiers is not None:
+            bres = tier_belady(trace, tiers, E)
+        elif belady:
             # Pins are a policy decision, not part of the cache structure: the optimum for the
             # same structure and capacity chooses freely what to keep (so no policy, pinned or
             # not, can beat it).
@@ -373,7 +395,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                "expert_bytes": eb,
                "expert_bytes_source": expert_size_source(h, bool(ir.get("cache.expert_size_gb"))),
                "model_shape": h.shape.name if h.shape is not None else None},
-        hardware=profile.to_dict(), stats=stats,
+        hardware=profile.to_dict(), stats=stats, tiers=tiers.describe() if tiers else None,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
         elapsed_s=time.perf_counter() - t_start, notes=notes)
