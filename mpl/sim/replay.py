@@ -255,6 +255,43 @@ def per_layer_capacity(policy, header, capacity) -> tuple[dict, str | None]:
             f"{_value_text(old)} is replaced by {L} layers x {per} = {L * per} slots")
 
 
+def unknown_tiers(policy, keys) -> str | None:
+    """Why ``keys`` (overrides) name a memory tier the policy does not have (None: they
+    name none, or only its tiers)."""
+    from mpl.sim.variants import tier_key
+
+    wanted = [tier_key(k) for k in keys if tier_key(k) is not None]
+    if not wanted:
+        return None
+    ir = getattr(policy, "ir", None)
+    levels = (([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]
+              if ir is not None else [])
+    names = []
+    for h in levels:
+        names += [t.name for t in h.tiers if not t.implicit and t.name not in names]
+    for name, _param in wanted:
+        if name not in names:
+            has = f"its tiers: {', '.join(names)}" if names else "it has no memory tiers"
+            return f"policy {getattr(policy, 'name', '?')} has no tier '{name}' ({has})"
+    return None
+
+
+def tier_capacity(policy, capacity) -> tuple[dict, str | None]:
+    """What a capacity override means for a policy with memory tiers: the capacity of its
+    top tier (the hierarchy's, and each band's): ``({"tier.NAME.capacity": capacity, ...},
+    a note saying so)``; ``({}, None)`` for a policy without tiers."""
+    ir = getattr(policy, "ir", None)
+    if capacity is None or ir is None or not ir.tiered:
+        return {}, None
+    names = []
+    for h in ([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]:
+        if h.tiers[0].name not in names:
+            names.append(h.tiers[0].name)
+    return ({f"tier.{n}.capacity": capacity for n in names},
+            f"capacity {capacity} is the capacity of the top tier "
+            f"{' and '.join(repr(n) for n in names)}")
+
+
 def _value_text(v) -> str:
     b = getattr(v, "bytes", None)
     if b is None:
@@ -334,6 +371,15 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     h = trace.header
     _check_fit(h)
     notes = []
+    why = unknown_tiers(policy, overrides)
+    if why is not None:
+        raise OverrideError(why)
+    if capacity is not None:
+        more, note = tier_capacity(policy, capacity)
+        if more:
+            del overrides["cache.capacity"]
+            overrides.update(more)
+            notes.append(note)
     if capacity is not None and "per_layer.total_budget" not in overrides:
         more, note = per_layer_capacity(policy, h, capacity)
         overrides.update(more)

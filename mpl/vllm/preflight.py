@@ -59,6 +59,19 @@ def policy_source(policy) -> tuple[str, str | None, str | None]:
     return s, None, None
 
 
+def check_live(text: str, path: str | None, name: str | None) -> None:
+    """Raise VllmIntegrationError when the policy cannot run live yet (memory tiers:
+    mpl.api.not_live_yet), before an engine starts."""
+    from mpl.api import not_live_yet
+    from mpl.checker import analyze
+
+    an = analyze(text, path)
+    ir = an.ir.get(name) if name else (next(iter(an.ir.values())) if len(an.ir) == 1 else None)
+    why = not_live_yet(ir) if ir is not None else None
+    if why:
+        raise VllmIntegrationError(why)
+
+
 def check_policy(text: str, path: str | None, name: str | None, shape) -> None:
     """Raise PolicyDoesNotFit with the checker's errors for ``shape`` (None: no shape
     known yet, the rules that need none still run)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from mpl.trace import Trace
 
 from .errors import VllmIntegrationError
-from .preflight import check_policy, model_shape, policy_source
+from .preflight import check_live, check_policy, model_shape, policy_source
 
 EXTENSION = "mpl.vllm.session.MplWorkerExtension"
 
@@ -91,6 +91,8 @@ class PolicyRunner:
             text, path, name = policy_source(policy)
             policy_name = policy_name or name
             check_policy(text, path, policy_name, model_shape(self.model))
+            if offload:
+                check_live(text, path, policy_name)
         if hardware is not None:
             from mpl.timemodel import hardware as hw
             try:

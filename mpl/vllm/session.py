@@ -95,6 +95,9 @@ class Session:
                 policy, self.live_profile, _, rt = policy_runtime(
                     config["policy_text"], self.header(), policy_name=config.get("policy_name"),
                     policy_path=config.get("policy_path"), hardware=config.get("hardware"))
+                from mpl.api import not_live_yet
+                if not_live_yet(policy.ir):
+                    raise VllmIntegrationError(not_live_yet(policy.ir))
                 modes = features(policy.ir).modes
                 self.offload = Offload(self.capture.runners, rt,
                                        stream_slots=config.get("stream_slots"),
