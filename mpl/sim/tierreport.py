@@ -71,7 +71,7 @@ def host_memory_notes(layout, profile, num_experts: int) -> list[str]:
                 "the host tiers" if not every else "the host tiers and every expert in host memory")
         out.append(f"{what} need {(every + need) / 1e9:,.1f} GB, more than the host memory of "
                    f"{profile.name} ({profile.host_memory_gb:g} GB)"
-                   + ("; put a disk tier below a smaller host tier (std/disk_offload)" if every else
+                   + ("; put a disk tier below a smaller host tier (std/larger_than_ram)" if every else
                       "; lower the host tiers' capacities"))
     return out
 
