@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mpl.runtime import compiled as _compiled
 from mpl.runtime import packing as _packing
 from mpl.sim import tracepack as _tracepack
 from mpl.runtime.core import capacity_of, capacity_slots
@@ -47,6 +48,7 @@ class ReplayReport:
     elapsed_s: float = 0.0          # wall time of the replay (not the simulated time)
     notes: list = field(default_factory=list)   # what an override was taken to mean
     tiers: list | None = None       # memory tiers: each set's tiers on the trace's shape
+    runtime: dict | None = None     # the runtime's backend, and why it is pure when it is
 
     @property
     def hit_rate(self) -> float:
@@ -72,6 +74,8 @@ class ReplayReport:
                "elapsed_s": self.elapsed_s, "notes": list(self.notes)}
         if self.tiers is not None:
             out["tiers"] = self.tiers
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
         return out
 
     def to_json(self) -> str:
@@ -104,6 +108,9 @@ class ReplayReport:
             f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, link busy "
             f"{m['link_busy_ms'] / max(m['total_ms'], 1e-9):.0%})",
         ]
+        rt = self.runtime or {}
+        if rt.get("policy_reason"):
+            lines.append(f"  runtime       {rt['backend']}: {rt['policy_reason']}")
         if m.get("disk_reads"):
             lines.append(f"  disk          {m['disk_reads']} reads, {_amount(m['disk_bytes'])} "
                          f"(busy {m['disk_busy_ms'] / max(m['total_ms'], 1e-9):.0%})")
@@ -398,12 +405,16 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
 
-    tiers = None
+    tiers = runtime = None
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
     else:
         rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
                             **tier_arguments(ir, h))
+        runtime = {"backend": rt.backend, "reason": rt.backend_reason,
+                   # (pure because of this policy, where the compiled engine is in use)
+                   "policy_reason": rt.backend_reason if rt.backend == "pure" and
+                   _compiled.in_use() else None}
         tiers = rt.tier_layout
         if tiers is not None:   # memory tiers: disk reads, moves between tiers, their copies
             tl = TieredTimeline(costs, overlap=overlap, layout=tiers)
@@ -442,6 +453,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                "expert_bytes_source": expert_size_source(h, bool(ir.get("cache.expert_size_gb"))),
                "model_shape": h.shape.name if h.shape is not None else None},
         hardware=profile.to_dict(), stats=stats, tiers=tiers.describe() if tiers else None,
+        runtime=runtime,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
         elapsed_s=time.perf_counter() - t_start, notes=notes)
