@@ -277,6 +277,16 @@ def test_residency_always_fills_once_and_never_evicts():
     assert rt.dispatch(0, [0, 1]).hit == [True, True]
     rows = rt.stats()["tiers"]
     assert (rows[0]["evictions"], rows[0]["resident"], rows[1]["resident"]) == (0, 2, 2)
+    # an adapt rule's flush empties a top tier, not one whose residency is always
+    # (two misses in a row fire it: on 4 and 5, when 0 and 1 are not in use)
+    flush = text.replace("} }", "} monitor { window = 2  warmup = none } "
+                                "adapt { when miss_rate > 0.9 { trigger flush } } }")
+    for always in (True, False):
+        rt = mpl.loads(flush if always else flush.replace("residency = always", "")).runtime(1, 16, 2)
+        for ex in ([0, 1], [0, 1], [4, 5]):
+            rt.dispatch(0, ex)
+        assert len(rt.stats()["adapt_log"]) == 2
+        assert ((0, 0) in rt.resident() and (0, 1) in rt.resident()) == always
 
 
 def test_granularity_split_caches_parts():

@@ -121,6 +121,10 @@ def tier_layout(table, num_layers: int, num_experts: int, expert_bytes: float, *
             lv.gpu += 1
         lv.disk = n - 1 if lv.tiers[-1].kind == "disk" else None
         lv.read_into = n - 2 if lv.disk is not None and n > 1 and lv.tiers[n - 2].cache else None
+        if lv.disk is not None and (lv.read_into is None or lv.tiers[lv.read_into].kind != "cpu"):
+            raise RuntimeConfigError(f"the disk tier '{lv.tiers[-1].name}' of {label} is read into "
+                                     f"host memory first: it needs a cpu tier with a capacity "
+                                     f"above it (MPL327)")
         levels.append(lv)
     hierarchy = next((lv for lv in levels if lv.first is None), None)
     bands = [lv for lv in levels if lv.first is not None]

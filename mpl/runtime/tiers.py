@@ -209,6 +209,17 @@ class TieredRuntime(PureRuntime):
     def _distinct_caches(self):
         return self._tops
 
+    def _flush(self, inuse, evicted) -> None:
+        """``trigger flush``: as the pure runtime's, sparing a top tier whose residency is
+        always (never evicted from)."""
+        for c in self._tops:
+            if isinstance(c.store, Fixed):
+                continue
+            for key in c.store.keys():
+                if key not in inuse:
+                    slot = c.remove(key)
+                    self._gone(key, slot, evicted)
+
     def _used_bytes(self) -> float:
         return sum(len(st.device.resident) * st.spec.tiers[0].unit_bytes
                    for st in self._states if st.device.capacity)
