@@ -62,7 +62,10 @@ def scaled(policy, slots: int, layers: int):
     layer)."""
     ir = policy.ir
     ov = {}
-    if ir.per_layer:
+    if ir.tiered:                   # memory tiers: the top tier holds the budget
+        from mpl.sim.replay import tier_capacity
+        ov = tier_capacity(policy, slots)[0]
+    elif ir.per_layer:
         per = slots // layers
         if per < 1:
             return None

@@ -14,7 +14,7 @@ from mpl import schema
 from mpl.diagnostics import Diagnostic, PolicyError, clip_text
 
 __all__ = ["Policy", "PolicyError", "load", "loads", "compile", "from_ir", "load_for_replay",
-           "replay"]
+           "not_live_yet", "replay"]
 
 _SHOWN = 5   # errors rendered into the exception message
 
@@ -102,23 +102,34 @@ def not_runnable_yet(pir) -> str | None:
     """Why the runtime cannot run ``pir`` yet, in one located line (None: it can).
 
     The one place that refuses what the language accepts and the runtime does not implement
-    yet: memory tiers (``hierarchy``, ``per_layer_hierarchy``) and ``cache.capacity_factor``
-    (a fraction needs the model's shape, which the runtime does not resolve into slots).
+    yet: a memory tier's ``dtype_ladder`` (several precisions in one tier).
     Checking, formatting, the language server and lowering to IR work on such policies;
     compiling, attaching and replaying them stop here."""
     where = pir.source_path or "<text>"
-    if pir.tiered:
-        block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
-                       else ("per_layer_hierarchy", pir.bands[0].source_line))
-        return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
-                f"('{block}'), which the runtime does not run yet: the policy checks and lowers, "
-                f"but cannot be compiled, attached or replayed; use a 'cache' block to run it")
-    if pir.values.get("cache.capacity") is None and pir.values.get("cache.capacity_factor") is not None:
-        return (f"{where}:{pir.source_line}: policy '{pir.name}' sizes its cache with "
-                f"capacity_factor, which the runtime does not resolve into slots yet: the policy "
-                f"checks and lowers, but cannot be compiled, attached or replayed; write "
-                f"'capacity = N' to run it")
+    for h in ([pir.hierarchy] if pir.hierarchy is not None else []) + [b.hierarchy for b in pir.bands]:
+        for t in h.tiers:
+            if len(t.dtype_ladder) > 1:
+                return (f"{where}:{t.source_line or h.source_line or pir.source_line}: tier "
+                        f"'{t.name}' of policy '{pir.name}' keeps experts at several precisions "
+                        f"(dtype_ladder), which the runtime does not run yet: the policy checks "
+                        f"and lowers, but cannot be compiled, attached or replayed; give the "
+                        f"tier one dtype to run it")
     return None
+
+
+def not_live_yet(pir) -> str | None:
+    """Why a policy cannot run live yet (attached to a model, or offloading inside a serving
+    engine), in one located line (None: it can): memory tiers run in the runtime and in
+    replay, not in the live mechanism."""
+    if not pir.tiered:
+        return None
+    where = pir.source_path or "<text>"
+    block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
+                   else ("per_layer_hierarchy", pir.bands[0].source_line))
+    return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
+            f"('{block}'), which live execution does not run yet: replay it on a trace of the "
+            f"model (mplc replay POLICY --trace T, or policy.replay(trace)) to see what its "
+            f"tiers do; attach a policy with a 'cache' block")
 
 
 def from_ir(pir, *, diagnostics=(), path=None, checked_text=None) -> Policy:
@@ -270,10 +281,12 @@ def replay(policy, trace, *, capacity=None, params: dict | None = None, **kw):
     from mpl.sim.replay import _as_trace, _check_fit, _checked_overrides, replay as replay_policy
 
     if isinstance(policy, (str, os.PathLike)):
-        overrides = _checked_overrides(capacity, params)
+        _checked_overrides(capacity, params)
         trace = _as_trace(trace)
         _check_fit(trace.header)
-        policy = load_for_replay(policy, overrides=overrides)
+        # (the overrides are applied by the replay, which knows what a capacity means for
+        # the policy: its cache's, or its top tier's)
+        policy = load_for_replay(policy)
     return replay_policy(policy, trace, capacity=capacity, params=params, **kw)
 
 
@@ -297,6 +310,68 @@ def _cond_text(c) -> str:
     return f"{c.metric} {c.op} {schema.format_value(float(c.threshold))}"
 
 
+def _eviction_text(ev) -> str:
+    w = getattr(ev, "weights", None)
+    if w is None:
+        return str(ev)
+    return (f"{schema.WEIGHTED_SUM}("
+            + ", ".join(f"{r} = {schema.format_value(float(x))}" for r, x in w) + ")")
+
+
+def _level_text(h, indent: str) -> list[str]:
+    """The items of a resolved set of tiers (the implicit host tier and the defaults left
+    out), as .moe lines."""
+    from mpl import ir as _ir
+    out = []
+    for t in h.tiers:
+        if t.implicit:
+            continue
+        parts = [f"location = {t.location}"]
+        if len(t.dtype_ladder) > 1:
+            parts.append(f"dtype_ladder = [{', '.join(t.dtype_ladder)}]")
+        elif t.dtype is not None:
+            parts.append(f"dtype = {t.dtype}")
+        if t.capacity is not None:
+            parts.append(f"capacity = {_value_text('cache.capacity', t.capacity)}")
+        if t.residency != "on_demand":
+            parts.append(f"residency = {t.residency}")
+        if t.eviction is not None and t.eviction != h.eviction:
+            parts.append(f"eviction = {_eviction_text(t.eviction)}")
+        if t.path is not None:
+            quoted = (t.path.replace("\\", "\\\\").replace('"', '\\"')
+                      .replace("\n", "\\n").replace("\t", "\\t"))
+            parts.append(f'path = "{quoted}"')
+        out.append(f"{indent}tier {t.name} {{ {'  '.join(parts)} }}")
+    for m in h.transitions:
+        if _ir.HOST_TIER in (m.source, m.target):
+            continue
+        parts = []
+        if m.mechanism != "copy":
+            parts.append(f"mechanism = {m.mechanism}")
+        if m.trigger_threshold is not None:
+            parts.append(f"trigger_threshold = {schema.format_value(float(m.trigger_threshold))}")
+        if parts:
+            out.append(f"{indent}on {m.event}({m.source} -> {m.target}) {{ {'  '.join(parts)} }}")
+    out.append(f"{indent}eviction = {_eviction_text(h.eviction)}")
+    if h.granularity_split != 1:
+        out.append(f"{indent}granularity_split = {h.granularity_split}")
+    return out
+
+
+def _tiers_text(pir) -> list[str]:
+    """A tiered policy's ``hierarchy`` and ``per_layer_hierarchy`` blocks, resolved."""
+    out = []
+    if pir.hierarchy is not None:
+        out += ["    hierarchy {", *_level_text(pir.hierarchy, " " * 8), "    }"]
+    if pir.bands:
+        out.append("    per_layer_hierarchy {")
+        for b in pir.bands:
+            out += [f"        band layers = {b.layers.first}..{b.layers.last} {{",
+                    *_level_text(b.hierarchy, " " * 12), "        }"]
+        out.append("    }")
+    return out
+
+
 def render_ir(pir) -> str:
     """Render an IR as ``.moe`` text: every block present, every non-default parameter,
     conditional values as ``a : b when c``, and the adapt rules."""
@@ -313,7 +388,7 @@ def render_ir(pir) -> str:
     out = [f"policy {pir.name} {{"]
     for bname in schema.BLOCK_ORDER:
         blk = schema.BLOCKS[bname]
-        if blk.rules or not blk.flat:     # adapt: below; memory tiers never reach a Policy
+        if blk.rules or not blk.flat:     # adapt and memory tiers: below
             continue
         lines = []
         for p in blk.params:
@@ -334,6 +409,7 @@ def render_ir(pir) -> str:
             out.append(f"    {bname} {{")
             out.extend(lines)
             out.append("    }")
+    out += _tiers_text(pir)
     if rules:
         out.append("    adapt {")
         for r in rules:

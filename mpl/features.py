@@ -84,6 +84,9 @@ class Features:
     budgets: tuple
     min_capacities: tuple
     max_capacities: tuple
+    # memory tiers (SPEC §12): the resolved tiers as plain data (:func:`tiers_table`), () for
+    # a policy with a cache block; the runtime builds its tiers from it (mpl.runtime.tiers)
+    tiers: tuple = ()
     # an eviction rule that reads the step or the layer the pass is at (CLOCKED_EVICTIONS)
     clocked: bool = _client()
     # an adapt rule (or a conditional value) sets cache.capacity (even to its initial value)
@@ -97,9 +100,56 @@ class Features:
                 if f.metadata.get("runtime", True)}
 
 
+def _eviction_data(ev):
+    """A tier's eviction as the runtime takes it: a rule name, or ``("weighted_sum",
+    ((rule, weight), ...))``; None for a tier that evicts nothing."""
+    if isinstance(ev, _ir.WeightedSum):
+        return (_schema.WEIGHTED_SUM, tuple((r, float(w)) for r, w in ev.weights))
+    return ev
+
+
+def _level_data(label: str, first, last, h: _ir.Hierarchy) -> tuple:
+    names = [t.name for t in h.tiers]
+    tiers = tuple((t.name, t.location.kind, t.location.index, t.dtype, tuple(t.dtype_ladder),
+                   t.capacity, t.residency, _eviction_data(t.eviction), t.path, t.implicit)
+                  for t in h.tiers)
+    moves = tuple((m.event, names.index(m.source), names.index(m.target), m.mechanism,
+                   None if m.trigger_threshold is None else float(m.trigger_threshold))
+                  for m in h.transitions)
+    return (label, first, last, int(h.granularity_split), tiers, moves)
+
+
+def tiers_table(pir: _ir.PolicyIR) -> tuple:
+    """The policy's memory tiers as plain data for the runtime (which does not import the
+    IR): one entry per set of tiers, the hierarchy's first (its layers None: every layer no
+    band holds), then each band's: ``(label, first layer, last layer, granularity_split,
+    tiers, transitions)``; a tier ``(name, location kind, device index, dtype, dtype_ladder,
+    capacity, residency, eviction, path, implicit)``; a transition ``(event, source index,
+    target index, mechanism, trigger_threshold)``. () for a policy without tiers."""
+    out = []
+    if pir.hierarchy is not None:
+        out.append(_level_data("hierarchy", None, None, pir.hierarchy))
+    for b in pir.bands:
+        out.append(_level_data(f"layers {b.layers}", b.layers.first, b.layers.last, b.hierarchy))
+    return tuple(out)
+
+
+def _tier_rules(pir: _ir.PolicyIR) -> list[str]:
+    """Every single rule a tier of the policy evicts by (a weighted sum's rules included)."""
+    out = []
+    for h in ([pir.hierarchy] if pir.hierarchy is not None else []) + [b.hierarchy for b in pir.bands]:
+        for t in h.tiers:
+            ev = t.eviction
+            names = [r for r, _ in ev.weights] if isinstance(ev, _ir.WeightedSum) else [ev] if ev else []
+            out += [r for r in names if r not in out]
+    return out
+
+
 def features(pir: _ir.PolicyIR) -> Features:
     """The features of ``pir`` (see the module docstring)."""
     ev = reachable(pir, "cache.eviction")
+    if pir.tiered:            # the tiers' rules (a tiered policy has no cache block to adapt)
+        ev = _tier_rules(pir)
     rules = [p for v in ev for p in str(v).split("|")]
     strategies = [s for s in reachable(pir, "prefetch.strategy") if s != "none"]
     per_layer = pir.per_layer
@@ -120,8 +170,8 @@ def features(pir: _ir.PolicyIR) -> Features:
                            and reachable(pir, "prefetch.lookahead") == [1]),
         lookahead_strategy="lookahead" in strategies,
         affinity_depth=max(int(x) for x in reachable(pir, "prefetch.lookahead")),
-        ttl=any(v is not None for v in reachable(pir, "cache.ttl")) or "ttl" in trig,
-        memory=any(v is not None for v in reachable(pir, "cache.memory_threshold")),
+        ttl=(not pir.tiered and any(v is not None for v in reachable(pir, "cache.ttl"))) or "ttl" in trig,
+        memory=not pir.tiered and any(v is not None for v in reachable(pir, "cache.memory_threshold")),
         monitor="monitor" in pir.blocks or bool(pir.adapt),
         rules=bool(pir.adapt),
         signal=per_layer and any(a in ("entropy", "frequency") for a in allocs),
@@ -131,12 +181,14 @@ def features(pir: _ir.PolicyIR) -> Features:
         evictions=tuple(str(v) for v in ev),
         strategies=tuple(reachable(pir, "prefetch.strategy")),
         allocations=tuple(allocs),
-        capacities=tuple(v for v in reachable(pir, "cache.capacity")[1:]),
+        # (a tiered policy's adapt actions on the cache have no effect: MPL422)
+        capacities=() if pir.tiered else tuple(v for v in reachable(pir, "cache.capacity")[1:]),
         budgets=tuple(reachable(pir, "per_layer.total_budget")[1:]) if per_layer else (),
         min_capacities=tuple(reachable(pir, "per_layer.min_capacity")[1:]) if per_layer else (),
         max_capacities=tuple(reachable(pir, "per_layer.max_capacity")[1:]) if per_layer else (),
         clocked=any(r in CLOCKED_EVICTIONS for r in rules),
-        adapts_capacity=any(isinstance(a, _ir.SetAction) and a.key == "cache.capacity"
-                            for r in pir.adapt for a in r.actions),
+        adapts_capacity=not pir.tiered and any(isinstance(a, _ir.SetAction) and a.key == "cache.capacity"
+                                               for r in pir.adapt for a in r.actions),
         prefetch_off="none" in reachable(pir, "prefetch.strategy"),
+        tiers=tiers_table(pir),
     )

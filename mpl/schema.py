@@ -677,6 +677,18 @@ def missing_required(given) -> list[str]:
             if not given(k) and not (PARAMS[k].replaced_by and given(PARAMS[k].replaced_by))
             and not (PARAMS[k].instead and given(PARAMS[k].instead))]
 
+def factor_slots(factor, experts: int) -> int:
+    """The slots of ``cache.capacity_factor = factor`` over ``experts`` experts: the fraction
+    of them rounded up to whole slots, at least one. The factor is read as the decimal it
+    was written as (0.3 of 10 experts is 3 slots, not the 4 that 0.3 * 10 in binary floating
+    point rounds up to). The checker's model-aware rules and the runtime's slot layout both
+    count with it."""
+    from fractions import Fraction
+
+    f = Fraction(repr(float(factor)))
+    return max(1, -(-(f * experts).numerator // (f * experts).denominator))
+
+
 #: what ``eviction = fallback`` means (the original's name for LFU with an LRU fallback)
 FALLBACK_PAIR = "lfu|lru"
 

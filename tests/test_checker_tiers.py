@@ -1,7 +1,8 @@
 """Memory tiers (SPEC section 12) through the checker: the original's examples check clean and
 lower to the IR docs/memory-tiers.md describes; `extends`, `import` and bands over a
 hierarchy apply tiers by name; generated variants check clean and malformed ones get located
-errors; tiered policies are refused, in one located line, where the runtime would run them."""
+errors; tiered policies load and compile (a dtype_ladder, which the runtime does not run yet,
+is refused in one located line)."""
 
 import json
 import os
@@ -325,42 +326,34 @@ def test_generated_bands_check_clean_and_lower(made):
     assert firsts == sorted(firsts)
 
 
-# ------------------------------------------------------------------ where the runtime would run them
-def test_load_compile_and_replay_refuse_tiers_in_one_located_line(tmp_path):
+# ------------------------------------------------------------------ where the runtime runs them
+def test_tiered_policies_load_and_compile(tmp_path):
+    # the runtime runs memory tiers (tests/test_runtime_tiers.py): loading and compiling
+    # them works; checking and formatting as before
     path = tmp_path / "big.moe"
     path.write_text(SPEC_EXAMPLE)
-    with pytest.raises(mpl.PolicyError) as e:
-        mpl.load(str(path))
-    msg = str(e.value)
-    assert "\n" not in msg and msg.startswith(f"{path}:2: policy 'big' uses memory tiers ('hierarchy')")
-    with pytest.raises(ValueError):          # the replay path catches it as bad input
-        mpl.loads(ISSUE_EXAMPLE)
-    for args in (("compile", "big.moe", "-o", "x.py"),
-                 ("replay", "big.moe", "--trace", "missing.mpltrace")):
-        out = mplc(*args, cwd=tmp_path)
-        assert out.returncode == 1, out
-        assert "Traceback" not in out.stderr and "internal error" not in out.stderr
-        if args[0] == "compile":
-            assert "uses memory tiers" in out.stderr and "big.moe:2" in out.stderr
-    assert not (tmp_path / "x.py").exists()
-    # checking and formatting work on them
+    assert mpl.load(str(path)).ir.tiered and mpl.loads(ISSUE_EXAMPLE).ir.tiered
+    out = mplc("compile", "big.moe", "-o", "x.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "TieredRuntime" in (tmp_path / "x.py").read_text()
     assert mplc("check", "big.moe", cwd=tmp_path).returncode == 0
     assert mplc("fmt", "--check", "big.moe", cwd=tmp_path).returncode == 1   # would reformat
 
 
-def test_a_capacity_factor_cache_is_refused_the_same_way():
+def test_a_dtype_ladder_is_refused_in_one_located_line(tmp_path):
+    text = SPEC_EXAMPLE.replace("dtype = int4  capacity = 64", "dtype_ladder = [int8, int4]  capacity = 64")
+    path = tmp_path / "ladder.moe"
+    path.write_text(text)
+    assert mplc("check", "ladder.moe", cwd=tmp_path).returncode == 0
     with pytest.raises(mpl.PolicyError) as e:
-        mpl.loads("policy f {\n    cache { capacity_factor = 0.5 }\n}\n")
-    assert "<text>:1: policy 'f' sizes its cache with capacity_factor" in str(e.value)
-
-
-def test_replay_of_a_tiered_policy_says_why(tmp_path):
-    path = tmp_path / "big.moe"
-    path.write_text(SPEC_EXAMPLE)
-    out = mplc("trace", "synth", "--preset", "deepseek-v2-lite", "--steps", "2", "-o", "t.mpltrace", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    out = mplc("replay", "big.moe", "--trace", "t.mpltrace", cwd=tmp_path)
-    assert out.returncode == 1 and "uses memory tiers" in out.stderr and "Traceback" not in out.stderr
+        mpl.load(str(path))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}:4: tier 'warm' of policy 'big' keeps experts at several precisions")
+    with pytest.raises(ValueError):          # the replay path catches it as bad input
+        mpl.loads(text)
+    out = mplc("compile", "ladder.moe", "-o", "x.py", cwd=tmp_path)
+    assert out.returncode == 1 and "dtype_ladder" in out.stderr and "ladder.moe:4" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "x.py").exists()
 
 
 # ------------------------------------------------------------------ docs/memory-tiers.md

@@ -144,6 +144,23 @@ def test_refusals_are_clear():
     assert not hasattr(model, "_mpl_handle")
 
 
+def test_a_tiered_policy_is_refused_saying_that_replay_runs_it(tmp_path):
+    # memory tiers run in the runtime and in replay, not yet in the live mechanism: refused,
+    # located, before anything on the model changes
+    path = tmp_path / "tiers.moe"
+    path.write_text("policy t {\n  hierarchy {\n    tier hot { location = gpu  capacity = 4 }\n"
+                    "    tier ram { location = cpu }\n  }\n}\n")
+    model = build_model("tiny-olmoe")
+    before = {n: p.data.clone() for n, p in model.named_parameters()}
+    with pytest.raises(AttachError) as err:
+        mpl.load(str(path)).attach(model)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}:2: policy 't' uses memory tiers ('hierarchy')")
+    assert "replay" in msg and "\n" not in msg
+    assert not hasattr(model, "_mpl_handle")
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
 def test_refuses_a_dense_model():
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,

@@ -97,6 +97,23 @@ def test_replay_and_sweep_are_mplc_replay_and_sweep(tmp_path):
     assert json.loads(pg.replay(POLICY, "h100"))["stats"] == cli["stats"]
 
 
+def test_a_tiered_policy_replays_and_sweeps_its_top_tier(tmp_path):
+    text = ("policy t {\n    hierarchy {\n        tier hot { location = gpu  capacity = 12 }\n"
+            "        tier ram { location = cpu  capacity = 40 }\n        tier ssd { location = disk }\n"
+            "    }\n}\n")
+    (tmp_path / "t.moe").write_text(text)
+    assert _cli("trace", "synth", "--preset", "mixtral-8x7b", "--steps", "12", "--seed", "5",
+                "-o", "t.mpltrace", cwd=tmp_path).returncode == 0
+    cli = json.loads(_cli("replay", "t.moe", "--trace", "t.mpltrace", "--json", "--no-progress",
+                          cwd=tmp_path).stdout)
+    pg.synth("mixtral-8x7b", 12, 5)
+    got = json.loads(pg.replay(text))
+    assert got["stats"] == cli["stats"] and [r["tier"] for r in got["stats"]["tiers"]] == ["hot", "ram", "ssd"]
+    sw = json.loads(pg.sweep(text))
+    assert sw["own"] == 12 and 12 in [p["capacity"] for p in sw["points"]]
+    assert all(p["error"] is None for p in sw["points"])
+
+
 @pytest.mark.parametrize("call, needle", [
     (lambda: pg.load_trace("x.txt", b"abc"), "not a trace file"),
     (lambda: pg.load_trace("x.jsonl", b"not json\n"), "x.jsonl"),

@@ -476,3 +476,31 @@ def test_a_stale_build_is_not_used(monkeypatch):
     assert mod is None and "out of date" in why
     monkeypatch.setenv(compiled.ENV_PURE, "1")
     assert compiled._import() == (None, "MPL_PURE is set")
+
+
+# ------------------------------------------------------------------ memory tiers
+@pytest.mark.parametrize("preset", ["mixtral-8x7b", "deepseek-v2-lite"])
+@pytest.mark.parametrize("text", [
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 24 } "
+    "tier warm { location = gpu  dtype = int4  capacity = 40 }  tier ram { location = cpu  capacity = 60 } "
+    "tier ssd { location = disk }  on demote(hot -> warm) { mechanism = in_place_requant } } "
+    "prefetch { strategy = history  budget = 2 } }",
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 30 }  granularity_split = 4 "
+    "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }"])
+def test_tiered_replays_are_the_same_on_both_backends(text, preset):
+    """The engine does not hold tiers yet: the compiled side is skipped with its reason (the
+    harness is ready for it)."""
+    from mpl.timemodel.tiers import TieredTimeline
+    pol = mpl.loads(text)
+    t = synthesize(preset, steps=8, seed=2)
+    h = t.header
+    rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=200_000_000,
+                     layer_ids=h.moe_layers)
+    if rt.backend != "compiled":
+        pytest.skip(f"the compiled side: {rt.backend_reason}")
+    ref = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=200_000_000,
+                      layer_ids=h.moe_layers, backend="pure")
+    tls = [TieredTimeline(costs(), layout=x.tier_layout) for x in (rt, ref)]
+    for x, tl in zip((rt, ref), tls):
+        tracepack.replay_trace(x, t, tl)
+    assert state(rt, tls[0]) == state(ref, tls[1])

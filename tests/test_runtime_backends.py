@@ -16,6 +16,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, strategies as st
 
+import mpl
 from mpl.api import from_ir
 from mpl.runtime import compiled
 from mpl.runtime.core import DispatchError, RuntimeConfigError
@@ -38,7 +39,7 @@ def pair(ir, L, E, K, **kw):
 
 def fields(p):
     return (p.step, p.layer, list(p.experts), list(p.where), list(p.hit), list(p.raw_loads),
-            list(p.evicted), [tuple(x) for x in p.loads])
+            list(p.evicted), [tuple(x) for x in p.loads], list(p.steps))
 
 
 def outcome(fn, *args, **kw):
@@ -191,3 +192,43 @@ def test_every_rule_long_run(rule):
         for layer, ex, w in zipf_trace(150, 4, 16, 3, seed=3, weights=True):
             assert fields(a.dispatch(layer, ex, w)) == fields(b.dispatch(layer, ex, w))
         assert observable(a) == observable(b)
+
+
+# ------------------------------------------------------------------ memory tiers
+#: tiered policies (SPEC §12) the engine must hold the same way once it holds tiers: until
+#: then their runtimes are pure, and these tests skip the compiled side saying why
+TIERED = [
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 5 }  eviction = lfu } "
+    "prefetch { strategy = history  budget = 2 } }",
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 3 } "
+    "tier warm { location = gpu  dtype = int4  capacity = 6 }  tier ram { location = cpu  capacity = 10 } "
+    "tier ssd { location = disk }  on demote(hot -> warm) { mechanism = in_place_requant } "
+    "on promote(warm -> hot) { trigger_threshold = 0.2 }  eviction = lru } schedule { mode = hybrid } }",
+    "policy t { hierarchy { tier pinned { location = gpu  capacity = 2  residency = always } "
+    "tier hot { location = gpu  capacity = 4 }  granularity_split = 2 "
+    "eviction = weighted_sum(lru = 0.5, lfu = 0.5) } schedule { mode = cpu_fallback } "
+    "monitor { window = 20 } adapt { when hit_rate < 0.2 { trigger flush } } }",
+    "policy t { per_layer_hierarchy { band layers = 0..1 { tier hot { location = gpu  capacity = 3 } } "
+    "band layers = 2..4 { tier hot { location = gpu  capacity = 4 }  tier ram { location = cpu  capacity = 6 } "
+    "tier ssd { location = disk }  eviction = arc } } prefetch { strategy = affinity  budget = 1 } }",
+]
+
+
+def tier_pair(text, L, E, K):
+    """(compiled, pure) runtimes of a tiered policy; skips, saying why, while the compiled
+    engine does not hold it."""
+    pol = mpl.loads(text)
+    rt = pol.runtime(L, E, K)
+    if rt.backend != "compiled":
+        pytest.skip(f"the compiled side: {rt.backend_reason}")
+    return rt, pol.runtime(L, E, K, backend="pure")
+
+
+@pytest.mark.parametrize("text", TIERED)
+@given(st.data())
+@prop(20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_tiered_policies_give_the_same_plans_and_state(text, data):
+    a, b = tier_pair(text, 5, 12, 3)
+    seq = data.draw(st.lists(calls(5, 12, 3), min_size=1, max_size=80))
+    play(a, b, seq)
+    assert observable(a) == observable(b)

@@ -110,6 +110,10 @@ def test_runner_refuses_bad_offload_arguments_before_importing_vllm(model):
                      policy="policy b { cache { capacity = 4  eviction = belady } }")
     with pytest.raises(VllmIntegrationError, match="enforce_eager=False"):
         PolicyRunner(model=str(model), offload=True, policy=pol, enforce_eager=False)
+    # memory tiers run in replay (and shadow mode), not live yet: refused, saying so
+    tiers = "policy t { hierarchy { tier hot { location = gpu  capacity = 6 } } }"
+    with pytest.raises(VllmIntegrationError, match="uses memory tiers .* replay"):
+        PolicyRunner(model=str(model), offload=True, policy=tiers)
 
 
 def test_plugin_environment_is_checked():

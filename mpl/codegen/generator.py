@@ -21,7 +21,7 @@ from mpl import ir as _ir
 from mpl import schema
 from mpl.features import Features, features, reachable  # noqa: F401  (re-exported)
 
-GENERATOR_VERSION = 9
+GENERATOR_VERSION = 10
 
 
 # ---------------------------------------------------------------- values
@@ -140,7 +140,7 @@ def _counts_only(w: _W, f: Features) -> bool:
     prefetch): it times a one-token dispatch from its counts, with the timeline's formula
     inline (``_emit_timeline``), and keeps no load list (the timeline reads only background
     and prefetch loads from a Plan)."""
-    return w.replay and f.modes == ("gpu_only",) and not f.prefetch
+    return w.replay and f.modes == ("gpu_only",) and not f.prefetch and not f.tiers
 
 
 def _lean(w: _W, f: Features) -> bool:
@@ -309,8 +309,15 @@ _COUNTERS = {"gpu_only": "nd = nev = nst = 0", "cpu_fallback": "nbg = ncpu = nev
              "hybrid": "nd = nev = nst = nbg = ncpu = 0"}
 
 
+def _parts(f: Features) -> bool:
+    """A set of tiers caches experts as parts (granularity_split > 1): the hit test and the
+    keys in use are the parts' (mpl.runtime.tiers)."""
+    return any(level[3] > 1 for level in f.tiers)
+
+
 def _body(w: _W, f: Features) -> _Body:
-    single = len(f.modes) == 1
+    # memory tiers: every miss goes through the runtime's tiered miss path (mpl.runtime.tiers)
+    single = len(f.modes) == 1 and not f.tiers
     lean = _lean(w, f)
     return _Body(modes=f.modes, single=single, need_w=not (f.lru_only and single),
                  replay=w.replay, counts_only=_counts_only(w, f), lean=lean,
@@ -327,6 +334,8 @@ def _emit_body(w: _W, f: Features) -> None:
     b = _body(w, f)
     _emit_step(w, b)
     _emit_locals(w, f, b)
+    if f.tiers:   # the dispatch's moves between tiers (Plan.steps); lower tiers' clocks, windows
+        w(0, "steps = self._tier_begin(layer, experts)")
     _emit_loop_head(w, f, b)
     with w.indent():
         _emit_hit(w, f, b)
@@ -411,6 +420,15 @@ def _emit_hit(w: _W, f: Features, b: _Body) -> None:
     if b.lean:   # a hit's slot is not needed
         w(0, "if key in res:")
         w(1, "hits += 1")
+    elif _parts(f):   # parts: a hit when every part is in the top tier (where: their slots)
+        w(0, "slot = res.get(key) if self._split[layer] == 1 else self._part_slots(res, layer, e)")
+        w(0, "if type(slot) is tuple:")
+        w(1, "where[i] = slot")
+        w(1, "hit[i] = True")
+        w(1, "self._part_hit(cache, layer, e, w)")
+        w(0, "elif slot is not None:")
+        w(1, "where[i] = slot")
+        w(1, "hit[i] = True")
     else:
         w(0, "slot = res.get(key)")
         w(0, "if slot is not None:")
@@ -439,7 +457,7 @@ def _emit_miss(w: _W, f: Features, b: _Body) -> None:
         if f.lru_only and b.single:
             w(1, "inuse = True   # lru tests 'in use' against the dispatch's experts directly")
         else:
-            w(1, "inuse = {(layer, x) for x in experts}")
+            w(1, _inuse(f))
         if b.single:
             with w.indent():
                 lru = f.lru_only
@@ -483,7 +501,7 @@ def _emit_stats(w: _W, f: Features, b: _Body) -> None:
             w(0, "inuse = {(layer, x) for x in experts}")
         else:
             w(0, "if inuse is None:")
-            w(1, "inuse = {(layer, x) for x in experts}")
+            w(1, _inuse(f))
 
 
 def _emit_prefetch(w: _W, f: Features, b: _Body) -> None:
@@ -541,8 +559,9 @@ def _emit_triggers(w: _W, f: Features, b: _Body) -> None:
 
 def _emit_result(w: _W, f: Features, b: _Body) -> None:
     """dispatch returns the Plan; the replay loop plays it on the timeline and counts it."""
+    plan = f"_Plan(self.step, layer, experts, where, hit, loads, evicted{', steps' if f.tiers else ''})"
     if not b.replay:
-        w(0, "return _Plan(self.step, layer, experts, where, hit, loads, evicted)")
+        w(0, f"return {plan}")
         return
     if b.lean:   # one token (several went through dispatch() at the top of the loop)
         _emit_timeline(w, 0)
@@ -555,10 +574,17 @@ def _emit_result(w: _W, f: Features, b: _Body) -> None:
             w(0, "else:")
             _emit_general_timeline(w, f, 1, "_Plan(self.step, layer, experts, where, hit, [], evicted)")
         else:
-            w(0, "stall = tl_dispatch(_Plan(self.step, layer, experts, where, hit, loads, evicted), tokens_of, tokens)")
+            w(0, f"stall = tl_dispatch({plan}, tokens_of, tokens)")
         w(0, "if stall > 0:")
         w(1, "self.stall += stall")
     _emit_count(w, f, 0)
+
+
+def _inuse(f: Features) -> str:
+    """The statement binding ``inuse``, the keys of the dispatch (its parts' with parts)."""
+    if _parts(f):
+        return "inuse = self._inuse(layer, experts)"
+    return "inuse = {(layer, x) for x in experts}"
 
 
 def _emit_admit(w: _W, f: Features, d: int, kind: str, on_fail: list[str]) -> None:
@@ -729,7 +755,11 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     w(0, '"""')
     w(0)
     w(0, "from mpl.runtime.backend import make as _make")
-    w(0, "from mpl.runtime.core import DispatchError as _DispatchError, PureRuntime as _Runtime, STEP_MAX as _STEP_MAX, distinct as _distinct")
+    if f.tiers:   # memory tiers: the pure runtime's tiered subclass
+        w(0, "from mpl.runtime.core import DispatchError as _DispatchError, STEP_MAX as _STEP_MAX, distinct as _distinct")
+        w(0, "from mpl.runtime.tiers import TieredRuntime as _Runtime")
+    else:
+        w(0, "from mpl.runtime.core import DispatchError as _DispatchError, PureRuntime as _Runtime, STEP_MAX as _STEP_MAX, distinct as _distinct")
     w(0, "from mpl.runtime.plan import CPU as _CPU, STREAM as _STREAM, Plan as _Plan")
     w(0, "from mpl.runtime.values import Count as _Count, Size as _Size")
     w(0)
@@ -781,10 +811,14 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
         _emit_rules(w, pir)
     w(0)
     w(0)
-    w(0, "def make_runtime(num_layers, num_experts, top_k, *, expert_bytes=None, cost=None, backend=None):")
+    w(0, "def make_runtime(num_layers, num_experts, top_k, *, expert_bytes=None, cost=None, backend=None,")
+    w(0, "                 layer_ids=None, stored_bits=None):")
     w(1, '"""A fresh runtime for a model with this shape (MoE layers, experts per layer, top-k), on')
     w(1, 'the compiled engine where it covers the policy, else pure (``backend``: "pure" or')
-    w(1, '"compiled" to ask for one; mpl.runtime.backend)."""')
+    w(1, '"compiled" to ask for one; mpl.runtime.backend). ``layer_ids`` (the MoE layers\'')
+    w(1, "decoder-layer ids) and ``stored_bits`` (the checkpoint's precision) size memory tiers.")
+    w(1, '"""')
     w(1, f"return _make({cls}, PARAMS, FEATURES, _CONDITIONS, _ACTIONS, _RULES, num_layers, num_experts,")
-    w(1, "             top_k, expert_bytes=expert_bytes, cost=cost, backend=backend, policy=POLICY_NAME)")
+    w(1, "             top_k, expert_bytes=expert_bytes, cost=cost, backend=backend, policy=POLICY_NAME,")
+    w(1, "             layer_ids=layer_ids, stored_bits=stored_bits)")
     return w.text()

@@ -129,6 +129,18 @@ class Checks:
                              f"(it defines: {', '.join(names)})")
         return [d for d in an.diagnostics if not d.is_error and _model_aware(d) and mine(d)]
 
+    def check_live(self, text: str, path: str | None, name: str | None) -> None:
+        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet (memory
+        tiers: :func:`mpl.api.not_live_yet`), before an engine starts."""
+        from mpl.api import not_live_yet
+        from mpl.checker import analyze
+
+        an = analyze(text, path)
+        ir = an.ir.get(name) if name else (next(iter(an.ir.values())) if len(an.ir) == 1 else None)
+        why = not_live_yet(ir) if ir is not None else None
+        if why:
+            raise self.error(why)
+
     def check(self, policy, shape) -> list:
         """:meth:`check_policy` for a loaded policy (an mpl Policy): its own text, located."""
         text, path, name = self.policy_source(policy)

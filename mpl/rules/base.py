@@ -144,7 +144,7 @@ def capacity_slots(values: Mapping[str, Any], model=None, per_layer: bool = Fals
             if model is None:
                 return None
             experts = model.num_experts if per_layer else model.total_experts
-            return max(1, math.ceil(factor * experts))
+            return schema.factor_slots(factor, experts)
     return slots_of(cap, values, model)
 
 

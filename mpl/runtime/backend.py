@@ -58,12 +58,14 @@ def info() -> dict:
 
 
 def make(cls, params: dict, features: dict, conditions, actions, inverses, num_layers,
-         num_experts, top_k, *, expert_bytes=None, cost=None, backend=None, policy=None) -> "Runtime":
+         num_experts, top_k, *, expert_bytes=None, cost=None, backend=None, policy=None,
+         layer_ids=None, stored_bits=None) -> "Runtime":
     """A runtime of a compiled policy module's policy (its generated pure class ``cls``, its
     ``PARAMS``, ``FEATURES`` and rules) for a model shape, on ``backend`` (None: the default
-    where it covers the policy)."""
+    where it covers the policy). ``layer_ids`` and ``stored_bits``: the MoE layers'
+    decoder-layer ids and the checkpoint's precision, for memory tiers (core.layout)."""
     lay = core.layout(params, features, num_layers, num_experts, top_k, expert_bytes=expert_bytes,
-                      cost=cost)
+                      cost=cost, layer_ids=layer_ids, stored_bits=stored_bits)
     want = backend if backend is not None else default()
     if want not in (PURE, COMPILED):
         raise RuntimeConfigError(f"backend must be 'pure' or 'compiled', not {backend!r}")
@@ -138,6 +140,19 @@ class Runtime:
     @property
     def requested_slots(self) -> int:
         return self._lay.requested_slots
+
+    @property
+    def tiers(self) -> list | None:
+        """A tiered policy's tiers on this shape (per set of tiers: its label, MoE layers,
+        granularity split and tiers with their slots, precision and bytes); None without
+        memory tiers."""
+        t = self._lay.tiers
+        return None if t is None else t.describe()
+
+    @property
+    def tier_layout(self):
+        """The :class:`mpl.runtime.tier_layout.TierLayout` (None without memory tiers)."""
+        return self._lay.tiers
 
     # ---------------------------------------------------------------- reads
     @property
@@ -252,6 +267,9 @@ def unreachable(features: dict, lay, key: str, value) -> str | None:
     initial ones and those its adapt rules set): a rule, a strategy, a schedule mode or an
     allocation it never reaches has no tables and no code path there."""
     f = features
+    if f.get("tiers") and key.startswith("cache."):
+        return ("this policy has memory tiers instead of a cache block: cache parameters have "
+                "no effect on it (MPL422); change its tiers in the policy")
     reach = {"cache.eviction": "evictions", "prefetch.strategy": "strategies",
              "schedule.mode": "modes", "per_layer.allocation": "allocations"}
     if key in reach:

@@ -23,7 +23,7 @@ ENV_PURE = "MPL_PURE"
 ENGINE_ABI = 1
 
 #: what the engine holds (``mplc doctor``; :func:`unsupported` decides, runtime by runtime)
-COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
+COVERAGE = ("every policy without memory tiers (every eviction rule, prefetch strategy, schedule mode, trigger, "
             "monitor, adapt rule and per-layer allocation), for its whole life, on models of "
             "up to 2^22 layers x experts, with an affinity table of up to 64 MiB and a learned "
             "predictor within the compiled predictor's tables; the Belady optimum, trace "
@@ -131,6 +131,8 @@ def unsupported(lay, params: dict, features: dict, actions=()) -> str | None:
     ``actions``: the adapt rules' actions (the eviction rules they can switch to)."""
     if engine is None:
         return WHY
+    if features.get("tiers"):
+        return "the compiled engine does not hold memory tiers (hierarchy, per_layer_hierarchy) yet"
     L, E = lay.num_layers, lay.num_experts
     if L * E > engine.MAX_KEYS:
         return (f"{L:,} layers x {E:,} experts are more keys than the compiled engine's "

@@ -29,7 +29,8 @@ from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History, Learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
-from mpl.schema import SLOT_POOL_MAX, missing_required
+from mpl.runtime.tier_layout import tier_layout
+from mpl.schema import SLOT_POOL_MAX, factor_slots, missing_required
 
 log = logging.getLogger("mpl.runtime")
 
@@ -84,7 +85,7 @@ class Layout:
 
     __slots__ = ("num_layers", "num_experts", "top_k", "expert_bytes", "cost", "pins",
                  "per_layer", "capacity", "requested_slots", "pool_size", "capacities",
-                 "total_budget", "budget_derived", "min_cap", "max_cap", "cpu_limit")
+                 "total_budget", "budget_derived", "min_cap", "max_cap", "cpu_limit", "tiers")
 
     def slots(self, capacity) -> int:
         """The slots of a capacity (a count, or a size: as many experts as fit)."""
@@ -92,10 +93,12 @@ class Layout:
 
 
 def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expert_bytes=None,
-           cost=None) -> Layout:
+           cost=None, layer_ids=None, stored_bits=None) -> Layout:
     """The :class:`Layout` of a policy (its lowered ``params`` and ``features``) on a model
     shape; RuntimeConfigError for a shape, an expert size, a cost model, pins or a budget the
-    runtime cannot take."""
+    runtime cannot take. ``layer_ids`` (the MoE layers' decoder-layer ids, which the bands of
+    ``per_layer_hierarchy`` name) and ``stored_bits`` (the checkpoint's precision) matter to
+    memory tiers only (:mod:`mpl.runtime.tier_layout`)."""
     lay = Layout()
     lay.num_layers = L = _shape_int(num_layers, "num_layers")
     lay.num_experts = E = _shape_int(num_experts, "num_experts")
@@ -123,6 +126,11 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
         if why is not None:
             raise RuntimeConfigError(why)
     lay.pins = frozenset(params["cache.pin"])
+    lay.tiers = None
+    if features.get("tiers"):
+        return _tiered(lay, params, features, layer_ids, stored_bits)
+    if layer_ids is not None or stored_bits is not None:     # (checked, for a tiered policy's sake)
+        tier_layout((), L, E, lay.expert_bytes, layer_ids=layer_ids, stored_bits=stored_bits)
     per_layer = bool(features.get("per_layer"))
     # cache.capacity, unless per_layer.total_budget gives it (mpl.schema.missing_required)
     missing = missing_required(lambda k: params.get(k) is not None and (
@@ -130,8 +138,10 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
     if missing:
         raise RuntimeConfigError(f"{missing[0]} is required and the parameters have none")
     # [total_budget given, cache.capacity not] each layer's default capacity is its share of
-    # the budget (a size budget: as many experts as fit, over every layer)
-    first = params["cache.capacity"]
+    # the budget (a size budget: as many experts as fit, over every layer); [capacity_factor]
+    # the fraction of the experts the cache can hold (one layer's with per_layer, else every
+    # MoE layer's), rounded up: a slot count like any other from here on
+    first = capacity_of(params, L, E, per_layer)
     if first is None:
         first = max(1, lay.slots(params["per_layer.total_budget"]) // L)
     reachable = (first, *features.get("capacities", ()))
@@ -173,6 +183,46 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
     lay.cpu_limit = lay.cost.cpu_token_limit(lay.expert_bytes,
                                              float(params["schedule.offload_threshold_ms"]))
     return lay
+
+
+def _tiered(lay: Layout, params: dict, features: dict, layer_ids, stored_bits) -> Layout:
+    """A tiered policy's layout: its tiers on the shape (``lay.tiers``), one device cache per
+    set of tiers (its top tier when that is a gpu tier, else none: 0 slots), all drawing from
+    one slot pool of the top tiers' slots (in units: parts with granularity_split), each
+    capped at the keys of its layers as a shared cache's is."""
+    E = lay.num_experts
+    t = lay.tiers = tier_layout(features["tiers"], lay.num_layers, E, lay.expert_bytes,
+                                layer_ids=layer_ids, stored_bits=stored_bits)
+    tops = [lv.tiers[0].slots if lv.tiers[0].kind == "gpu" else 0 for lv in t.levels]
+    lay.per_layer = False
+    lay.capacities = tops
+    lay.capacity = tops[t.level_of[0]]
+    lay.total_budget, lay.budget_derived, lay.min_cap, lay.max_cap = None, True, 0, 0
+    used = [i for i, lv in enumerate(t.levels) if lv.layers]
+    lay.requested_slots = sum(tops[i] for i in used)
+    lay.pool_size = sum(min(tops[i], len(t.levels[i].layers) * E * t.levels[i].split) for i in used)
+    if lay.pool_size > SLOT_POOL_MAX:
+        raise RuntimeConfigError(
+            f"the policy's top tiers ask for {lay.pool_size:,} slots on a model of "
+            f"{lay.num_layers:,} MoE layers x {E:,} experts, more than the {SLOT_POOL_MAX:,} "
+            f"slots a runtime's slot pool holds: lower the top tiers' capacities")
+    lay.cpu_limit = lay.cost.cpu_token_limit(lay.expert_bytes,
+                                             float(params["schedule.offload_threshold_ms"]))
+    return lay
+
+
+def capacity_of(params: dict, num_layers: int, num_experts: int, per_layer: bool):
+    """``cache.capacity`` as the policy gives it (slots, or a Size), or the slots of
+    ``cache.capacity_factor`` on this shape (:func:`mpl.schema.factor_slots`: of one layer's
+    experts with per-layer caches, else of every MoE layer's); None when neither is given
+    (``per_layer.total_budget`` sizes the caches)."""
+    cap = params.get("cache.capacity")
+    if cap is not None:
+        return cap
+    factor = params.get("cache.capacity_factor")
+    if factor is None:
+        return None
+    return factor_slots(factor, num_experts if per_layer else num_layers * num_experts)
 
 
 def _pool_size(lay: Layout, max_slots: int, what: str) -> None:
@@ -755,8 +805,8 @@ class PureRuntime:
             caps = [c.capacity for c in self.caches]
         else:
             caps = [0] * self.num_layers
-            for (layer, _e) in self.caches[0].resident:
-                caps[layer] += 1
+            for key in self.caches[0].resident:
+                caps[key[0]] += 1
         return {
             "accesses": acc,
             "hits": hits,

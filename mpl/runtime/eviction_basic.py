@@ -324,7 +324,7 @@ class FrequencyThreshold(Store):
             self.window = int(value)     # a shorter window drops its oldest entries as they come
 
     def _observe(self, key):
-        layer, e = key
+        layer, e = key[0], key[1]   # (a part of an expert: (layer, expert, part))
         win = self.windows.get(layer)
         if win is None:
             win = self.windows[layer] = deque()
@@ -341,7 +341,7 @@ class FrequencyThreshold(Store):
                 del cnt[old]
 
     def share(self, key) -> float:
-        layer, e = key
+        layer, e = key[0], key[1]   # (a part of an expert: (layer, expert, part))
         win = self.windows.get(layer)
         if not win:
             return 0.0

@@ -16,6 +16,7 @@ Key = tuple[int, int]
 # Plan.where values other than a slot index
 CPU = -1      # compute on the CPU from the host copy
 STREAM = -2   # compute on the device from a transient buffer; not admitted
+LOWER = -3    # memory tiers: compute on the device from a lower gpu tier's copy (its SERVE step)
 
 # Load.kind
 DEMAND = "demand"          # needed now by this dispatch (compute waits for it)
@@ -34,6 +35,30 @@ class Load(NamedTuple):
 
 _as_load = Load._make
 
+# Step.op (memory tiers: docs/runtime.md "Memory tiers")
+READ = "read"          # disk -> the host tier above it (a disk read)
+PROMOTE = "promote"    # a lower tier -> a gpu tier above it
+DEMOTE = "demote"      # a tier -> the tier below it, copied (converted to its precision)
+REQUANT = "requant"    # a gpu tier -> the gpu tier below it, quantized where it is (no transfer)
+SERVE = "serve"        # computed on the device from a lower gpu tier's copy (where: LOWER)
+
+
+class Step(NamedTuple):
+    """One move of a key between memory tiers (a tiered policy's Plan only). ``source`` and
+    ``target`` are tier indices in the key's set of tiers (0: the top tier); ``slot`` the slot
+    it takes in the target (-1: a transient buffer); ``victim`` the key that left that slot
+    (a DEMOTE or REQUANT step of it follows when it moves further down); ``dtype`` the
+    precision it is held at in the target (None: the checkpoint's own); ``kind`` DEMAND,
+    BACKGROUND or PREFETCH for a transfer the timeline plays, None for the others."""
+    op: str
+    key: tuple
+    source: int
+    target: int
+    slot: int
+    victim: tuple | None
+    dtype: str | None
+    kind: str | None
+
 
 class Plan:
     """What one dispatch decided.
@@ -47,12 +72,20 @@ class Plan:
     * ``evicted``: every ``(key, slot)`` that left the device during this dispatch, in order:
       victims of loads, trigger evictions, capacity cuts by adapt/rebalance. A load's victim
       appears here too. Demotions inside a segmented cache move no data and do not appear.
+    * ``steps``: memory tiers only (``[]`` for every other policy): the moves between tiers
+      (:class:`Step`) beside the loads into the top tier, in the order they were made. With
+      tiers, ``loads`` and ``evicted`` are the top tier's (``evicted``: what left its slots,
+      wherever it went), and ``where`` may be ``LOWER``; with ``granularity_split = N > 1``
+      keys are parts ``(layer, expert, part)`` and ``where[i]`` is a tuple of the parts'
+      places (or ``CPU``). docs/runtime.md, "Memory tiers".
     """
 
-    __slots__ = ("step", "layer", "experts", "where", "hit", "raw_loads", "evicted", "_typed")
+    __slots__ = ("step", "layer", "experts", "where", "hit", "raw_loads", "evicted", "steps",
+                 "_typed")
 
     def __init__(self, step: int, layer: int, experts: list, where: list, hit: list,
-                 loads: list | None = None, evicted: list | None = None):
+                 loads: list | None = None, evicted: list | None = None,
+                 steps: list | None = None):
         self.step = step
         self.layer = layer
         self.experts = experts
@@ -60,6 +93,7 @@ class Plan:
         self.hit = hit
         self.raw_loads = [] if loads is None else loads
         self.evicted = [] if evicted is None else evicted
+        self.steps = [] if steps is None else steps
         self._typed = False
 
     @property
@@ -80,7 +114,7 @@ class Plan:
 
     def _fields(self) -> tuple:
         return (self.step, self.layer, self.experts, self.where, self.hit, self.raw_loads,
-                self.evicted)
+                self.evicted, self.steps)
 
     def __eq__(self, other) -> bool:
         if type(other) is not Plan:
@@ -92,4 +126,4 @@ class Plan:
     def __repr__(self) -> str:
         return (f"Plan(step={self.step!r}, layer={self.layer!r}, experts={self.experts!r}, "
                 f"where={self.where!r}, hit={self.hit!r}, loads={self.loads!r}, "
-                f"evicted={self.evicted!r})")
+                f"evicted={self.evicted!r}" + (f", steps={self.steps!r}" if self.steps else "") + ")")

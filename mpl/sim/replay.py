@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mpl.runtime import compiled as _compiled
 from mpl.runtime import packing as _packing
 from mpl.sim import tracepack as _tracepack
-from mpl.runtime.core import capacity_slots
+from mpl.runtime.core import capacity_of, capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import tracecols
 from mpl.adapt_log import lines as adapt_lines
@@ -24,7 +25,9 @@ from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
+from mpl.timemodel.tiers import TieredTimeline
 from mpl.timemodel.timeline import Timeline, summary as _sim_summary
+from mpl.sim.tierreport import host_memory_notes, tier_arguments, tier_belady, tier_lines
 from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
 
 
@@ -44,6 +47,8 @@ class ReplayReport:
     capacity: Any = None            # the capacity override, if any
     elapsed_s: float = 0.0          # wall time of the replay (not the simulated time)
     notes: list = field(default_factory=list)   # what an override was taken to mean
+    tiers: list | None = None       # memory tiers: each set's tiers on the trace's shape
+    runtime: dict | None = None     # the runtime's backend, and why it is pure when it is
 
     @property
     def hit_rate(self) -> float:
@@ -63,10 +68,15 @@ class ReplayReport:
         return self.sim["tokens_per_s"]
 
     def to_dict(self) -> dict:
-        return {"policy": self.policy, "trace": self.trace, "hardware": self.hardware,
-                "capacity": self.capacity, "stats": self.stats, "belady": self.belady,
-                "gap": self.gap, "sim": self.sim, "costs": self.costs,
-                "elapsed_s": self.elapsed_s, "notes": list(self.notes)}
+        out = {"policy": self.policy, "trace": self.trace, "hardware": self.hardware,
+               "capacity": self.capacity, "stats": self.stats, "belady": self.belady,
+               "gap": self.gap, "sim": self.sim, "costs": self.costs,
+               "elapsed_s": self.elapsed_s, "notes": list(self.notes)}
+        if self.tiers is not None:
+            out["tiers"] = self.tiers
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -80,7 +90,9 @@ class ReplayReport:
         if self.belady is not None:
             b = self.belady
             cap = b["capacities"]
-            capt = (f"per-layer {min(cap)}..{max(cap)}" if isinstance(cap, list) else f"shared {cap}")
+            capt = (f"top tier{'s' if len(cap) > 1 else ''} {', '.join(map(str, cap))}"
+                    if b.get("structure") == "tiers" else
+                    f"per-layer {min(cap)}..{max(cap)}" if isinstance(cap, list) else f"shared {cap}")
             note = "; prefetching beats the demand-only optimum" if self.gap < 0 else ""
             lines.append(f"  Belady        {b['hit_rate']:7.2%}   (optimum, {capt} slots; "
                          f"gap {self.gap * 100:+.2f} pp{note})")
@@ -96,9 +108,17 @@ class ReplayReport:
             f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, link busy "
             f"{m['link_busy_ms'] / max(m['total_ms'], 1e-9):.0%})",
         ]
+        rt = self.runtime or {}
+        if rt.get("policy_reason"):
+            lines.append(f"  runtime       {rt['backend']}: {rt['policy_reason']}")
+        if m.get("disk_reads"):
+            lines.append(f"  disk          {m['disk_reads']} reads, {_amount(m['disk_bytes'])} "
+                         f"(busy {m['disk_busy_ms'] / max(m['total_ms'], 1e-9):.0%})")
         if t.get("expert_bytes_source"):
             lines.append(f"  expert size   "
                          f"{describe_expert_size(t['expert_bytes'], t['expert_bytes_source'])}")
+        if s.get("tiers"):
+            lines += [""] + tier_lines(s)
         pl = s.get("per_layer") or []
         if pl:
             lines += ["", "  per-layer hit rate (layer: rate [capacity])"]
@@ -242,6 +262,43 @@ def per_layer_capacity(policy, header, capacity) -> tuple[dict, str | None]:
             f"{_value_text(old)} is replaced by {L} layers x {per} = {L * per} slots")
 
 
+def unknown_tiers(policy, keys) -> str | None:
+    """Why ``keys`` (overrides) name a memory tier the policy does not have (None: they
+    name none, or only its tiers)."""
+    from mpl.sim.variants import tier_key
+
+    wanted = [tier_key(k) for k in keys if tier_key(k) is not None]
+    if not wanted:
+        return None
+    ir = getattr(policy, "ir", None)
+    levels = (([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]
+              if ir is not None else [])
+    names = []
+    for h in levels:
+        names += [t.name for t in h.tiers if not t.implicit and t.name not in names]
+    for name, _param in wanted:
+        if name not in names:
+            has = f"its tiers: {', '.join(names)}" if names else "it has no memory tiers"
+            return f"policy {getattr(policy, 'name', '?')} has no tier '{name}' ({has})"
+    return None
+
+
+def tier_capacity(policy, capacity) -> tuple[dict, str | None]:
+    """What a capacity override means for a policy with memory tiers: the capacity of its
+    top tier (the hierarchy's, and each band's): ``({"tier.NAME.capacity": capacity, ...},
+    a note saying so)``; ``({}, None)`` for a policy without tiers."""
+    ir = getattr(policy, "ir", None)
+    if capacity is None or ir is None or not ir.tiered:
+        return {}, None
+    names = []
+    for h in ([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]:
+        if h.tiers[0].name not in names:
+            names.append(h.tiers[0].name)
+    return ({f"tier.{n}.capacity": capacity for n in names},
+            f"capacity {capacity} is the capacity of the top tier "
+            f"{' and '.join(repr(n) for n in names)}")
+
+
 def _value_text(v) -> str:
     b = getattr(v, "bytes", None)
     if b is None:
@@ -256,9 +313,11 @@ def _uses_belady(ir) -> bool:
     return False
 
 
-def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None) -> list[int] | None:
+def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None,
+                          num_experts: int = 0) -> list[int] | None:
     """The runtime's initial per-layer capacities (None for a shared cache): total_budget
-    split (a size: as many experts as fit), else layers x capacity."""
+    split (a size: as many experts as fit), else layers x capacity (a capacity_factor: of
+    each layer's ``num_experts``)."""
     if not ir.per_layer:
         return None
     from mpl.runtime.budgets import allocate
@@ -271,7 +330,8 @@ def _per_layer_capacities(ir, num_layers: int, expert_bytes: float | None = None
         return v
 
     tb = ir.get("per_layer.total_budget")
-    total = num_layers * slots(ir["cache.capacity"]) if tb is None else slots(tb)
+    total = (num_layers * slots(capacity_of(ir.values, num_layers, num_experts, True))
+             if tb is None else slots(tb))
     return allocate([1.0] * num_layers, total, int(ir["per_layer.min_capacity"]),
                     int(ir["per_layer.max_capacity"]))
 
@@ -318,24 +378,47 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     h = trace.header
     _check_fit(h)
     notes = []
+    why = unknown_tiers(policy, overrides)
+    if why is not None:
+        raise OverrideError(why)
+    if capacity is not None:
+        more, note = tier_capacity(policy, capacity)
+        if more:
+            del overrides["cache.capacity"]
+            overrides.update(more)
+            notes.append(note)
     if capacity is not None and "per_layer.total_budget" not in overrides:
         more, note = per_layer_capacity(policy, h, capacity)
         overrides.update(more)
         notes += [note] if note else []
+    factor = getattr(getattr(policy, "ir", None), "values", {}).get("cache.capacity_factor")
+    if capacity is not None and factor is not None:
+        notes.append(f"capacity {capacity} replaces the policy's capacity_factor {factor:g}")
     policy = _given_policy(policy, overrides)
     check_fits(policy, h)
     ir = policy.ir
     profile = hw.resolve(hardware)
     eb, costs = hw.costs_for_trace(profile, ir, h)
     L, E, K = h.num_moe_layers, h.num_experts, h.top_k
-    tl = Timeline(costs, overlap=bool(ir["schedule.overlap"]))
+    overlap = bool(ir["schedule.overlap"])
+    tl = Timeline(costs, overlap=overlap)
     # progress: None draws a bar when stderr is a terminal, True always, False never
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
 
+    tiers = runtime = None
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
     else:
-        rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs))
+        rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
+                            **tier_arguments(ir, h))
+        runtime = {"backend": rt.backend, "reason": rt.backend_reason,
+                   # (pure because of this policy, where the compiled engine is in use)
+                   "policy_reason": rt.backend_reason if rt.backend == "pure" and
+                   _compiled.in_use() else None}
+        tiers = rt.tier_layout
+        if tiers is not None:   # memory tiers: disk reads, moves between tiers, their copies
+            tl = TieredTimeline(costs, overlap=overlap, layout=tiers)
+            notes += host_memory_notes(tiers, profile, E)
         caps0 = list(rt.capacities()) if ir.per_layer else None
         # the shared optimum's capacity: the policy's own, or the largest an adapt rule can
         # set (the runtime's slot pool), so that the optimum stays an upper bound
@@ -349,7 +432,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         upd(len(trace))
         stats = rt.stats()
         bres = None
-        if belady:
+        if belady and tiers is not None:
+            bres = tier_belady(trace, tiers, E)
+        elif belady:
             # Pins are a policy decision, not part of the cache structure: the optimum for the
             # same structure and capacity chooses freely what to keep (so no policy, pinned or
             # not, can beat it).
@@ -367,7 +452,8 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                "expert_bytes": eb,
                "expert_bytes_source": expert_size_source(h, bool(ir.get("cache.expert_size_gb"))),
                "model_shape": h.shape.name if h.shape is not None else None},
-        hardware=profile.to_dict(), stats=stats,
+        hardware=profile.to_dict(), stats=stats, tiers=tiers.describe() if tiers else None,
+        runtime=runtime,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
         elapsed_s=time.perf_counter() - t_start, notes=notes)
@@ -379,11 +465,11 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
     h = trace.header
     L, E = h.num_moe_layers, h.num_experts
     # cache.pin is ignored: the oracle decides what stays (see the comment in replay()).
-    caps = _per_layer_capacities(ir, L, eb)
+    caps = _per_layer_capacities(ir, L, eb, E)
     reqs, layers = requests_of(trace.dispatches, E)
     outcome: list[list[int] | None] = [None] * len(reqs)
     if caps is None:
-        cap = min(capacity_slots(ir["cache.capacity"], eb), L * E)   # at most every expert
+        cap = min(capacity_slots(capacity_of(ir.values, L, E, False), eb), L * E)   # at most every expert
         res = simulate(reqs, cap, frozenset(), E, outcomes=outcome)
         res.structure, res.capacities = "shared", cap
     else:

@@ -54,8 +54,10 @@ class Point:
 
 
 def parse_param(spec: str) -> tuple[str, list]:
-    """``eviction=lru,lfu`` or ``cache.eviction=lru,lfu`` -> ("cache.eviction", ["lru", "lfu"])."""
+    """``eviction=lru,lfu`` or ``cache.eviction=lru,lfu`` -> ("cache.eviction", ["lru", "lfu"]);
+    a memory tier's parameter is ``tier.NAME.PARAM`` (``tier.ram.capacity=8GiB,16GiB``)."""
     from mpl import schema
+    from mpl.sim.variants import tier_key
 
     if "=" not in spec:
         raise ValueError(f"--param '{spec}': write NAME=V1,V2 (e.g. eviction=lru,lfu)")
@@ -66,8 +68,9 @@ def parse_param(spec: str) -> tuple[str, list]:
         if len(hits) != 1:
             raise ValueError(f"--param '{name}': unknown parameter (write block.name, e.g. cache.eviction)")
         name = hits[0]
-    elif name not in schema.PARAMS:
-        raise ValueError(f"--param '{name}': unknown parameter")
+    elif name not in schema.PARAMS and tier_key(name) is None:
+        raise ValueError(f"--param '{name}': unknown parameter (write block.name, or "
+                         f"tier.NAME.PARAM for a memory tier's)")
     vals = [_value(v.strip()) for v in values.split(",") if v.strip()]
     if not vals:
         raise ValueError(f"--param '{spec}': no values")
@@ -130,7 +133,8 @@ def _run_point(args) -> Point:
         overrides = point_overrides(text, name, trace.header, cap, params, total)
         pol = load_policy(text, name=name, overrides=overrides)
         p.policy = pol.name
-        r = replay(pol, trace, hardware=hardware, belady=False)
+        # (memory tiers: the optimum of each top tier comes with the replay)
+        r = replay(pol, trace, hardware=hardware, belady=pol.ir.tiered)
     except Exception as e:       # one bad point (e.g. budget > capacity) must not stop a sweep
         msg = (str(e).splitlines() or [type(e).__name__])[0]
         # a checker location points into the point's generated variant, not a user's file
@@ -145,13 +149,17 @@ def point_overrides(text: str, name, header, cap, params: dict, total: bool) -> 
     without, on a per-layer policy that gives total_budget, ``cap`` is each layer's capacity
     (total_budget becomes layers x cap: :func:`mpl.sim.replay.per_layer_capacity`)."""
     from mpl.api import load_for_replay as load_policy
-    from mpl.sim.replay import per_layer_capacity
+    from mpl.sim.replay import per_layer_capacity, tier_capacity
 
     overrides = dict(params)
     if cap is not None:
         overrides["cache.capacity"] = cap
         base = load_policy(text, name=name)
-        if total and isinstance(cap, int):
+        more, _note = tier_capacity(base, cap)
+        if more:                     # memory tiers: the top tier's capacity
+            del overrides["cache.capacity"]
+            overrides.update(more)
+        elif total and isinstance(cap, int):
             if base.ir.per_layer:
                 L = header.num_moe_layers
                 per = cap // L
@@ -174,7 +182,12 @@ def _measured(p: Point, r, pol, trace) -> Point:
     p.stall_ms_per_step = r.sim["stall_ms"] / max(r.sim["steps"], 1)
     p.loads = s["loads"]
     p.per_layer = [x["hit_rate"] for x in s.get("per_layer", [])]
-    if pol.ir.per_layer:
+    if pol.ir.tiered:
+        p.capacities = list(r.belady["capacities"])
+        p.total_slots = sum(p.capacities)
+        p.belady = r.belady["hit_rate"]
+        p.gap = r.gap
+    elif pol.ir.per_layer:
         p.capacities = [x.get("capacity") for x in s.get("per_layer", [])]
         p.total_slots = sum(_initial_caps(pol, trace))
         p._structure = ("per_layer", tuple(_initial_caps(pol, trace)))
@@ -194,7 +207,7 @@ def _initial_caps(pol, trace) -> list[int]:
         return list(rt.capacities())
     from mpl.sim.replay import _per_layer_capacities
     from mpl.timemodel.hardware import expert_bytes_for
-    return _per_layer_capacities(pol.ir, h.num_moe_layers, expert_bytes_for(pol.ir, h))
+    return _per_layer_capacities(pol.ir, h.num_moe_layers, expert_bytes_for(pol.ir, h), h.num_experts)
 
 
 def _shared_slots(pol, trace) -> int:
@@ -205,10 +218,10 @@ def _shared_slots(pol, trace) -> int:
     if features(pol.ir).adapts_capacity and hasattr(pol, "runtime"):
         return pol.runtime(h.num_moe_layers, h.num_experts, h.top_k,
                            expert_bytes=h.expert_bytes or None).num_slots
-    cap = pol.ir["cache.capacity"]
+    from mpl.runtime.core import capacity_of, capacity_slots
+    cap = capacity_of(pol.ir.values, h.num_moe_layers, h.num_experts, False)
     if isinstance(cap, int):
         return cap
-    from mpl.runtime.core import capacity_slots
     from mpl.timemodel.hardware import expert_bytes_for
     # a size: as many experts as fit (replay refuses one below an expert), at most every expert
     return min(capacity_slots(cap, expert_bytes_for(pol.ir, h)), h.num_moe_layers * h.num_experts)
@@ -251,11 +264,12 @@ def identical_points(text: str, name, header, points, total: bool) -> str | None
                 idle[variant[d.span.offset:d.span.end_offset]] = d
         values = tuple(sorted((k, repr(v)) for k, v in pir.values.items()
                               if schema.PARAMS[k].name not in idle))
-        key = (values, pir.blocks, repr(pir.adapt))
+        key = (values, pir.blocks, repr(pir.adapt), pir.hierarchy, pir.bands)
         label = _point_label(cap, ps)
         if key in seen:
             first, first_idle = seen[key]
-            swept = [k for k in ps if schema.PARAMS[k].name in {**idle, **first_idle}]
+            swept = [k for k in ps if k in schema.PARAMS
+                     and schema.PARAMS[k].name in {**idle, **first_idle}]
             if cap is not None and "capacity" in {**idle, **first_idle}:
                 swept.append("cache.capacity")
             why = {**first_idle, **idle}
@@ -286,6 +300,12 @@ def run_sweep(policy_text: str, trace: Trace | str, capacities: Sequence, params
         trace = tracecols.load(os.fspath(trace))
     trace = with_model(trace, model)
     points = grid(list(capacities) or [None], params or {})
+    if params:
+        from mpl.api import load_for_replay
+        from mpl.sim.replay import unknown_tiers
+        why = unknown_tiers(load_for_replay(policy_text, name=policy), params)
+        if why is not None:
+            raise SweepError(why)
     if len(points) > 1:
         same = identical_points(policy_text, policy, trace.header, points, total)
         if same is not None:

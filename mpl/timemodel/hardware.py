@@ -28,14 +28,30 @@ LINKS: Mapping[str, float] = MappingProxyType({
 })
 
 #: Host CPUs: effective memory bandwidth (GB/s) and bf16 matmul throughput (GFLOP/s) that an
-#: expert computed with PyTorch on the CPU reaches (decode is memory-bound: bandwidth decides).
+#: expert computed with PyTorch on the CPU reaches (decode is memory-bound: bandwidth decides),
+#: and the host memory (GB) the machine has.
 CPUS: Mapping[str, dict] = MappingProxyType({
-    # dual-channel DDR5-5600: 89.6 GB/s theoretical, ~70% reached by streaming reads
-    "desktop": {"cpu_mem_gbps": 60.0, "cpu_gflops": 500.0},
-    # one socket, 8-channel DDR4-3200 (EPYC 7003, the A100 DGX host): 204.8 GB/s theoretical
-    "server-ddr4": {"cpu_mem_gbps": 140.0, "cpu_gflops": 1500.0},
-    # one socket, 8-channel DDR5-4800 (Xeon 4th gen, H100/H200 HGX hosts): 307 GB/s theoretical
-    "server-ddr5": {"cpu_mem_gbps": 210.0, "cpu_gflops": 2500.0},
+    # dual-channel DDR5-5600: 89.6 GB/s theoretical, ~70% reached by streaming reads; 64 GB
+    # (two 32 GB modules: an assumption, a desktop's memory is its owner's choice)
+    "desktop": {"cpu_mem_gbps": 60.0, "cpu_gflops": 500.0, "host_memory_gb": 64.0},
+    # one socket, 8-channel DDR4-3200 (EPYC 7003, the A100 DGX host): 204.8 GB/s theoretical;
+    # 1 TB (NVIDIA DGX A100 datasheet, 320 GB system: 1 TB of system memory)
+    "server-ddr4": {"cpu_mem_gbps": 140.0, "cpu_gflops": 1500.0, "host_memory_gb": 1024.0},
+    # one socket, 8-channel DDR5-4800 (Xeon 4th gen, H100/H200 HGX hosts): 307 GB/s
+    # theoretical; 2 TB (NVIDIA DGX H100 datasheet: 2 TB of system memory)
+    "server-ddr5": {"cpu_mem_gbps": 210.0, "cpu_gflops": 2500.0, "host_memory_gb": 2048.0},
+})
+
+#: Disks (NVMe SSDs) a memory hierarchy's disk tier reads from: sequential read bandwidth
+#: (GB/s, the vendors' spec sheets) and the latency of one read (µs: a 4 KiB random read at
+#: queue depth 1, which vendor sheets do not state; CrystalDiskMark runs of NVMe drives
+#: measure 45-90 µs, and the flash's page read sets it, so PCIe 5.0 does not shorten it).
+#: docs/simulation.md, "Memory tiers".
+DISKS: Mapping[str, dict] = MappingProxyType({
+    # PCIe 4.0 x4: Samsung 990 PRO spec sheet, sequential read up to 7,450 MB/s
+    "nvme-gen4": {"disk_read_gbps": 7.45, "disk_latency_us": 60.0},
+    # PCIe 5.0 x4: Samsung 9100 PRO spec sheet, sequential read up to 14,800 MB/s
+    "nvme-gen5": {"disk_read_gbps": 14.8, "disk_latency_us": 60.0},
 })
 
 
@@ -53,6 +69,10 @@ class Profile:
     cpu_mem_gbps: float = 60.0
     cpu_gflops: float = 500.0
     source: str = ""
+    host_memory_gb: float = 64.0        # the machine's host memory
+    disk: str = "nvme-gen4"             # a DISKS name (documentation; the two below count)
+    disk_read_gbps: float = 7.45        # sequential read bandwidth of the disk tier's drive
+    disk_latency_us: float = 60.0       # per read
 
     @property
     def effective_link_gbps(self) -> float:
@@ -62,25 +82,25 @@ class Profile:
         return asdict(self)
 
 
-def _gpu(name, mem, hbm, tflops, link, cpu, source):
+def _gpu(name, mem, hbm, tflops, link, cpu, disk, source):
     return Profile(name, mem, hbm, tflops, link=link, link_gbps=LINKS[link], source=source,
-                   **CPUS[cpu])
+                   disk=disk, **CPUS[cpu], **DISKS[disk])
 
 
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
-    _gpu("rtx-4090", 24, 1008, 165.2, "pcie4", "desktop",
+    _gpu("rtx-4090", 24, 1008, 165.2, "pcie4", "desktop", "nvme-gen4",
          "NVIDIA Ada Lovelace GPU Architecture whitepaper v1.01, appendix A: 24 GB GDDR6X, "
          "1008 GB/s, 165.2 TFLOPS FP16 tensor (FP32 accumulate, dense); PCIe 4.0 x16"),
-    _gpu("rtx-5080", 16, 960, 225.1, "pcie5", "desktop",
+    _gpu("rtx-5080", 16, 960, 225.1, "pcie5", "desktop", "nvme-gen5",
          "NVIDIA RTX Blackwell GPU Architecture whitepaper: 16 GB GDDR7 at 30 Gbps on a "
          "256-bit bus = 960 GB/s, ~225 TFLOPS FP16 tensor (dense); PCIe 5.0 x16"),
-    _gpu("a100-80gb", 80, 2039, 312.0, "pcie4", "server-ddr4",
+    _gpu("a100-80gb", 80, 2039, 312.0, "pcie4", "server-ddr4", "nvme-gen4",
          "NVIDIA A100 datasheet (SXM4 80GB): 2039 GB/s HBM2e, 312 TFLOPS FP16 tensor "
          "(dense); host link PCIe 4.0 x16"),
-    _gpu("h100", 80, 3350, 989.4, "pcie5", "server-ddr5",
+    _gpu("h100", 80, 3350, 989.4, "pcie5", "server-ddr5", "nvme-gen5",
          "NVIDIA H100 datasheet (SXM5 80GB): 3.35 TB/s HBM3, 989.4 TFLOPS FP16 tensor "
          "(dense); host link PCIe 5.0 x16"),
-    _gpu("h200", 141, 4800, 989.4, "pcie5", "server-ddr5",
+    _gpu("h200", 141, 4800, 989.4, "pcie5", "server-ddr5", "nvme-gen5",
          "NVIDIA H200 datasheet (SXM 141GB): 4.8 TB/s HBM3e, 989 TFLOPS FP16 tensor "
          "(dense); host link PCIe 5.0 x16"),
 )})
@@ -122,12 +142,17 @@ def _from_dict(d: dict, where: str) -> Profile:
                 raise HardwareError(f"{where}: unknown cpu '{v}' (known: {', '.join(CPUS)})")
             values.update(CPUS[v])
             continue
+        if k == "disk":
+            if not isinstance(v, str) or v not in DISKS:
+                raise HardwareError(f"{where}: unknown disk '{v}' (known: {', '.join(DISKS)})")
+            values.update(DISKS[v], disk=v)
+            continue
         if k not in known:
             import difflib
             close = difflib.get_close_matches(k, list(known) + ["base", "cpu"], n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise HardwareError(f"{where}: unknown field '{k}'{hint}")
-        if k in ("name", "link", "source"):
+        if k in ("name", "link", "source", "disk"):
             if not isinstance(v, str):
                 raise HardwareError(f"{where}: '{k}' must be a string")
         elif isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
@@ -209,6 +234,26 @@ class Costs:
         flop = tokens * self.expert_flops_per_token / (p.cpu_gflops * 1e9) * 1e3
         return max(mem, flop)
 
+    def expert_ms_at(self, nbytes: float, tokens: int = 1) -> float:
+        """An expert computed on the GPU from ``nbytes`` of weights (a lower-precision copy
+        reads fewer bytes; the arithmetic is the same: weight-only quantized kernels
+        dequantize in registers and multiply in fp16)."""
+        p = self.profile
+        mem = nbytes / (p.hbm_gbps * 1e9) * 1e3
+        flop = tokens * self.expert_flops_per_token / (p.gpu_tflops * 1e12) * 1e3
+        return p.kernel_launch_us * 1e-3 + max(mem, flop)
+
+    def device_copy_ms(self, nbytes: float) -> float:
+        """Reading and writing ``nbytes`` in device memory (a copy or a requantization
+        between two gpu tiers)."""
+        return 2.0 * nbytes / (self.profile.hbm_gbps * 1e9) * 1e3
+
+    def disk_read_ms(self, nbytes: float | None = None) -> float:
+        """One read of ``nbytes`` (an expert by default) from the disk tier's drive."""
+        b = self.expert_bytes if nbytes is None else nbytes
+        p = self.profile
+        return p.disk_latency_us * 1e-3 + b / (p.disk_read_gbps * 1e9) * 1e3
+
     def dense_ms(self, tokens: int = 1) -> float:
         """The non-expert part of one MoE layer (weights read from device memory)."""
         p = self.profile
@@ -219,7 +264,8 @@ class Costs:
     def to_dict(self) -> dict:
         return {"profile": self.profile.name, "expert_bytes": self.expert_bytes,
                 "transfer_ms": self.transfer_ms(), "gpu_expert_ms": self.gpu_expert_ms(),
-                "cpu_expert_ms": self.cpu_expert_ms(), "dense_ms_per_layer": self.dense_ms()}
+                "cpu_expert_ms": self.cpu_expert_ms(), "dense_ms_per_layer": self.dense_ms(),
+                "disk_read_ms": self.disk_read_ms()}
 
 
 DEFAULT_EXPERT_BYTES = int(1.2e9)   # schema default of cache.expert_size_gb when nothing is known

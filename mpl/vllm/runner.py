@@ -90,6 +90,8 @@ class PolicyRunner:
             text, path, name = PREFLIGHT.policy_source(policy)
             policy_name = policy_name or name
             PREFLIGHT.check_policy(text, path, policy_name, PREFLIGHT.model_shape(self.model))
+            if offload:
+                PREFLIGHT.check_live(text, path, policy_name)
         if hardware is not None:
             from mpl.timemodel import hardware as hw
             try:

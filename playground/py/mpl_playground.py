@@ -261,8 +261,15 @@ def sweep_capacities(policy, trace) -> tuple[list[int], int | None]:
     if top > low:
         r = (top / low) ** (1 / (SWEEP_POINTS - 1))
         caps.update(max(low, min(top, round(low * r ** i))) for i in range(SWEEP_POINTS))
-    cap = policy.ir["cache.capacity"]
-    if per_layer:
+    from mpl.runtime.core import capacity_of
+    cap = capacity_of(policy.ir.values, h.num_moe_layers, h.num_experts, per_layer)
+    if policy.ir.tiered:           # memory tiers: the capacity swept is the top tier's
+        from mpl.sim.tierreport import tier_arguments
+        from mpl.timemodel.hardware import expert_bytes_for
+        rt = policy.runtime(h.num_moe_layers, h.num_experts, h.top_k,
+                            expert_bytes=expert_bytes_for(policy.ir, h), **tier_arguments(policy.ir, h))
+        own = rt.capacities()[0] if rt.capacities() else None
+    elif per_layer:
         own = cap if isinstance(cap, int) else None
     else:
         own = _shared_slots(policy, trace)   # a size in slots, as replay and sweep count it

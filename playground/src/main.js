@@ -256,10 +256,40 @@ function clearResults() {
     setResult(id, null, "");
   }
   $("r-summary").textContent = "";
+  showTiers(null);
   $("plot").replaceChildren();
   $("results").hidden = true;
   window.playground.report = null;
   window.playground.sweep = null;
+}
+
+/** A policy with memory tiers: what each tier served, moved and read (the report's table,
+ * from the replay's stats; nothing is computed here). */
+function showTiers(stats) {
+  const rows = stats && stats.tiers;
+  const body = $("r-tiers-table").querySelector("tbody");
+  body.replaceChildren();
+  $("r-tiers").hidden = !rows;
+  if (!rows) {
+    return;
+  }
+  const several = new Set(rows.map((t) => t.set)).size > 1;
+  for (const t of rows) {
+    const tr = document.createElement("tr");
+    const cells = [(several ? `[${t.set}] ` : "") + t.tier, t.location, t.dtype || "–",
+      t.capacity === null ? "–" : String(t.capacity),
+      `${t.hits} (${pct(t.hits / Math.max(stats.accesses, 1))})`, String(t.approximate),
+      String(t.promotions), String(t.demotions), String(t.evictions),
+      `${(t.bytes_read / 1e9).toFixed(2)} GB`];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = c;
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+  $("r-tiers-note").textContent =
+    `${stats.approximate_computes} accesses computed from a lower-precision copy`;
 }
 
 function showReport(r) {
@@ -274,6 +304,7 @@ function showReport(r) {
   setResult("r-evictions", s.evictions, String(s.evictions));
   setResult("r-prefetch", s.prefetch_accuracy, s.prefetch_issued ? `${s.prefetch_useful} / ${s.prefetch_issued} useful` : "none");
   $("r-summary").textContent = `policy ${r.policy} on ${r.trace_label}, hardware ${r.hardware.name}`;
+  showTiers(s);
   $("results").hidden = false;
 }
 
