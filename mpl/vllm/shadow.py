@@ -61,9 +61,10 @@ class Shadow:
             self._steps[step] = tokens
 
     def report(self) -> dict:
-        from mpl.timemodel.timeline import summary
+        from mpl.timemodel.timeline import arrived_stats, summary
 
         sim = summary(self.tl, len(self._steps), sum(self._steps.values()))
         return {"policy": self.policy.name, "hardware": self.profile.to_dict(),
-                "dispatches": self.dispatches, "stats": self.rt.stats(), "sim": sim,
+                "dispatches": self.dispatches, "stats": arrived_stats(self.rt.stats(), self.tl),
+                "sim": sim,
                 "costs": self.costs.to_dict()}
