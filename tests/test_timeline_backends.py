@@ -32,7 +32,7 @@ needs_engine = pytest.mark.skipif(_engine is None or not hasattr(_engine, "_time
                                   reason="the compiled engine (mpl.runtime._engine) is not built")
 
 FIELDS = ("now", "link_free", "stall_ms", "transfer_ms", "gpu_ms", "cpu_ms", "cpu_wait_ms",
-          "transfers", "bytes")
+          "transfers", "bytes", "late")
 
 
 def same(a, b) -> bool:
@@ -47,13 +47,15 @@ def same(a, b) -> bool:
 
 
 def state(tl: Timeline):
-    return [getattr(tl, f) for f in FIELDS] + [list(tl.arrival.items())]
+    return [getattr(tl, f) for f in FIELDS] + [list(tl.arrival.items()),
+                                              list(tl.late_layers.items())]
 
 
 def assert_same(c: Timeline, p: Timeline):
     for f in FIELDS:
         assert same(getattr(c, f), getattr(p, f)), (f, getattr(c, f), getattr(p, f))
     assert same(list(c.arrival.items()), list(p.arrival.items()))
+    assert same(list(c.late_layers.items()), list(p.late_layers.items()))
 
 
 # ------------------------------------------------------------------ costs and timelines
@@ -157,6 +159,8 @@ def plays(seed: int, L: int, E: int, count: int, consistent: float, loads_max: i
 
 
 # ------------------------------------------------------------------ ticks
+L_EDIT = 0      # the layer whose late count a tick changes
+
 def tick_action(kind: str, i: int):
     """What a tick callback does to a timeline after the i-th play (the same on both)."""
     def act(tl: Timeline):
@@ -172,6 +176,10 @@ def tick_action(kind: str, i: int):
             tl.arrival[(0, 0)] = tl.now + 1.0
         elif kind == "overlap":
             tl.overlap = not tl.overlap
+        elif kind == "late_layers":          # a count changed in place, a new dict
+            tl.late_layers[L_EDIT] = tl.late_layers.get(L_EDIT, 0) + 3
+            tl.late_layers = dict(list(tl.late_layers.items())[::-1])
+            tl.late += 1
         elif kind == "int_clock":          # a timeline the C side no longer holds
             tl.now = int(tl.now)
     return act
@@ -225,7 +233,8 @@ def cases(draw):
     chunks = draw(st.sampled_from([1, 1, 3]))
     ticks = None
     if draw(st.integers(0, 3)) == 0:
-        kinds = ["read", "set_clocks", "clear_arrival", "new_arrival", "overlap", "int_clock"]
+        kinds = ["read", "set_clocks", "clear_arrival", "new_arrival", "overlap", "int_clock",
+                 "late_layers"]
         ticks = {i: draw(st.sampled_from(kinds)) for i in
                  draw(st.lists(st.integers(0, count - 1), max_size=4, unique=True))}
     return tl, L, E, seed, count, consistent, chunks, ticks
@@ -239,6 +248,8 @@ def cases(draw):
           0.8, 3, None))
 @example((Timeline(costs_of("slow_cpu", 1.5e7, 2 ** 63 - 1, 50_000_000)), 1, 12, 11, 40, 0.0, 1,
           {3: "int_clock", 1: "new_arrival"}))
+@example((Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0)), 3, 6, 5, 40, 0.8, 3,
+          {2: "late_layers", 9: "new_arrival", 20: "late_layers"}))
 def test_random_plans_play_the_same_in_c(case):
     tl, L, E, seed, count, consistent, chunks, ticks = case
     ps = plays(seed, L, E, count, consistent)

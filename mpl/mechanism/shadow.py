@@ -75,10 +75,11 @@ class Shadow:
     def report(self) -> dict:
         """The statistics plus the hardware profile, the simulated time (``sim``, as a
         replay report's) and the per-operation costs."""
-        from mpl.timemodel.timeline import summary
+        from mpl.timemodel.timeline import arrived_stats, summary
 
         with self._lock:
             sim = summary(self.tl, len(self._steps), sum(self._steps.values()))
             return {"policy": self.policy.name, "hardware": self.profile.to_dict(),
-                    "dispatches": self.dispatches, "stats": self.rt.stats(), "sim": sim,
+                    "dispatches": self.dispatches,
+                    "stats": arrived_stats(self.rt.stats(), self.tl), "sim": sim,
                     "costs": self.costs.to_dict()}

@@ -26,7 +26,7 @@ from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, 
 from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_model
 from mpl.timemodel import hardware as hw
 from mpl.timemodel.tiers import TieredTimeline
-from mpl.timemodel.timeline import Timeline, summary as _sim_summary
+from mpl.timemodel.timeline import Timeline, arrived_stats as _arrived, summary as _sim_summary
 from mpl.sim.tierreport import host_memory_notes, tier_arguments, tier_belady, tier_lines
 from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
 
@@ -86,7 +86,9 @@ class ReplayReport:
         lines = [f"policy {self.policy} on {t['model']} trace ({t['dispatches']} dispatches, "
                  f"{t['steps']} steps), hardware {self.hardware['name']}",
                  "",
-                 f"  hit rate      {s['hit_rate']:7.2%}   ({s['hits']} hits / {s['accesses']} accesses)"]
+                 f"  hit rate      {s['hit_rate']:7.2%}   ({s['hits']} hits / {s['accesses']} accesses"
+                 + (f"; {s['late_prefetches']} late prefetches, still in flight when needed, "
+                    f"not counted as hits)" if s.get("late_prefetches") else ")")]
         if self.belady is not None:
             b = self.belady
             cap = b["capacities"]
@@ -408,6 +410,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     tiers = runtime = None
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
+        stats = _arrived(stats, tl)
     else:
         rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
                             **tier_arguments(ir, h))
@@ -430,7 +433,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # trace while a sweep or a tune holds it)
         _tracepack.replay_trace(rt, trace, tl, upd, every)
         upd(len(trace))
-        stats = rt.stats()
+        stats = _arrived(rt.stats(), tl)     # late prefetches counted apart (SPEC §5)
         bres = None
         if belady and tiers is not None:
             bres = tier_belady(trace, tiers, E)

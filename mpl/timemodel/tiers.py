@@ -148,6 +148,8 @@ class TieredTimeline(Timeline):
         cpu_t = t0
         cpu_busy = 0.0
         layer = plan.layer
+        n_late = 0
+        arriving = False
         for e, where, was_hit in zip(plan.experts, plan.where, plan.hit):
             n = tokens_of.get(e, 1) if tokens_of else 1
             units = ((layer, e),) if n_parts == 1 else tuple((layer, e, p) for p in range(n_parts))
@@ -176,9 +178,14 @@ class TieredTimeline(Timeline):
                     r = loaded.get(u)
                     if r is None:
                         r = arrival.get(u, ts) if arrival else ts
+                        if was_hit and r > ts:
+                            arriving = True
                     b += top.unit_bytes
                 if r > ready:
                     ready = r
+            if arriving:             # a hit still in flight: a late prefetch (SPEC §5)
+                n_late += 1
+                arriving = False
             comp = c.expert_ms_at(b, n)
             if ready <= ts:
                 early += comp
@@ -236,6 +243,9 @@ class TieredTimeline(Timeline):
         if len(host) > 4096:
             self.host_ready = {k: v for k, v in host.items() if v > end}
         self.link_free = link
+        if n_late:
+            self.late += n_late
+            self.late_layers[layer] = self.late_layers.get(layer, 0) + n_late
         self.transfers += nx
         self.transfer_ms += xfer_ms
         self.bytes += int(nbytes)

@@ -113,6 +113,14 @@ struct TL {
     int arr_pruned;                /* pruned since: Python made a new dict */
     PyObject *arr_obj;             /* the dict read (strong reference) */
     Late *late;                    /* E */
+    /* late prefetches (Timeline.late, .late_layers): the totals read, and what was added
+     * since; the layers that got their first one since, in that order (Python inserts a
+     * layer's entry at its first) */
+    PyObject *late0, *ll_obj;      /* an int, an exact dict (strong references) */
+    uint64_t late_d;
+    uint64_t *ll_d;                /* L: per layer, added since */
+    int32_t *ll_order;             /* L */
+    long ll_n;
 };
 
 #define ABSENT (-2)
@@ -343,6 +351,31 @@ static int tl_read(TL *T) {
     T->dense_mem = dbf / hbm_div * 1e3;
     r = isfinite(T->launch) && isfinite(T->gpu_mem) && isfinite(T->cpu_mem) && isfinite(T->dense_mem);
     if (!r) goto out;
+    /* the late prefetches: an int, and a dict of exact int layers in range to exact ints */
+    v = attr(tl, "late");
+    if (!v) { r = -1; goto out; }
+    if (!PyLong_CheckExact(v)) { Py_DECREF(v); r = 0; goto out; }
+    Py_XSETREF(T->late0, v);
+    v = attr(tl, "late_layers");
+    if (!v) { r = -1; goto out; }
+    if (!PyDict_CheckExact(v)) { Py_DECREF(v); r = 0; goto out; }
+    {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x)) {
+            int of = 0;
+            long l = PyLong_CheckExact(k) ? PyLong_AsLongAndOverflow(k, &of) : -1;
+            if (!PyLong_CheckExact(k) || of || l < 0 || l >= T->L || !PyLong_CheckExact(x)) {
+                Py_DECREF(v);
+                r = 0;
+                goto out;
+            }
+        }
+    }
+    Py_XSETREF(T->ll_obj, v);
+    T->late_d = 0;
+    for (long i = 0; i < T->ll_n; i++) T->ll_d[T->ll_order[i]] = 0;
+    T->ll_n = 0;
     /* the arrival map */
     v = attr(tl, "arrival");
     if (!v) { r = -1; goto out; }
@@ -361,7 +394,9 @@ void tl_free(TL *T) {
     Py_XDECREF(T->transfers0);
     Py_XDECREF(T->bytes0);
     Py_XDECREF(T->arr_obj);
-    free(T->arr); free(T->prev); free(T->next); free(T->late);
+    Py_XDECREF(T->late0);
+    Py_XDECREF(T->ll_obj);
+    free(T->arr); free(T->prev); free(T->next); free(T->late); free(T->ll_d); free(T->ll_order);
     free(T);
 }
 
@@ -382,7 +417,13 @@ int tl_load(TL **out, PyObject *timeline, long L, long E) {
     T->prev = malloc(sizeof(int32_t) * K);
     T->next = malloc(sizeof(int32_t) * K);
     T->late = malloc(sizeof(Late) * (size_t)E);
-    if (!T->arr || !T->prev || !T->next || !T->late) { tl_free(T); PyErr_NoMemory(); return -1; }
+    T->ll_d = calloc((size_t)L, sizeof(uint64_t));
+    T->ll_order = malloc(sizeof(int32_t) * (size_t)L);
+    if (!T->arr || !T->prev || !T->next || !T->late || !T->ll_d || !T->ll_order) {
+        tl_free(T);
+        PyErr_NoMemory();
+        return -1;
+    }
     for (size_t k = 0; k < K; k++) T->prev[k] = ABSENT;
     T->head = T->tail = -1;
     Py_INCREF(timeline);
@@ -433,9 +474,30 @@ static PyObject *arrival_dict(const TL *T) {
 int tl_store(TL *T) {
     PyObject *tl = T->tl;
     /* everything Python objects are made of first (that is where it can fail), then set */
-    PyObject *arrival = NULL, *transfers = NULL, *bytes = NULL;
+    PyObject *arrival = NULL, *transfers = NULL, *bytes = NULL, *late = NULL, *ll = NULL;
     if ((T->arr_dirty || T->arr_pruned) && !(arrival = arrival_dict(T))) return -1;
     if (!(transfers = int_plus(T->transfers0, T->transfers_d))) goto fail;
+    {
+        U128 d = {0, T->late_d};
+        if (!(late = int_plus(T->late0, d))) goto fail;
+    }
+    if (T->ll_n) {           /* a copy of the dict with the new counts, layers in Python's order */
+        if (!(ll = PyDict_Copy(T->ll_obj))) goto fail;
+        for (long i = 0; i < T->ll_n; i++) {
+            long l = T->ll_order[i];
+            PyObject *key = PyLong_FromLong(l), *old = NULL, *nv = NULL;
+            if (key) old = PyDict_GetItemWithError(ll, key);
+            if (key && (old || !PyErr_Occurred())) {
+                U128 d = {0, T->ll_d[l]};
+                PyObject *zero = old ? NULL : PyLong_FromLong(0);
+                if (old || zero) nv = int_plus(old ? old : zero, d);
+                Py_XDECREF(zero);
+            }
+            int rc = nv ? PyDict_SetItem(ll, key, nv) : -1;
+            Py_XDECREF(key); Py_XDECREF(nv);
+            if (rc < 0) goto fail;
+        }
+    }
     bytes = T->bytes_float ? PyFloat_FromDouble(T->bytes_f) : int_plus(T->bytes0, T->bytes_d);
     if (!bytes) goto fail;
     if (set_float(tl, "now", T->now) < 0 || set_float(tl, "link_free", T->link) < 0 ||
@@ -443,8 +505,19 @@ int tl_store(TL *T) {
             set_float(tl, "gpu_ms", T->gpu_ms) < 0 || set_float(tl, "cpu_ms", T->cpu_ms) < 0 ||
             set_float(tl, "cpu_wait_ms", T->cpu_wait_ms) < 0 ||
             PyObject_SetAttrString(tl, "transfers", transfers) < 0 ||
-            PyObject_SetAttrString(tl, "bytes", bytes) < 0)
+            PyObject_SetAttrString(tl, "bytes", bytes) < 0 ||
+            PyObject_SetAttrString(tl, "late", late) < 0)
         goto fail;
+    if (ll) {                /* the same dict, changed in place (as Python changes it) */
+        PyDict_Clear(T->ll_obj);
+        if (PyDict_Update(T->ll_obj, ll) < 0 || PyObject_SetAttrString(tl, "late_layers", T->ll_obj) < 0)
+            goto fail;
+        for (long i = 0; i < T->ll_n; i++) T->ll_d[T->ll_order[i]] = 0;
+        T->ll_n = 0;
+    }
+    Py_XSETREF(T->late0, late);
+    late = NULL;
+    T->late_d = 0;
     if (arrival) {
         if (T->arr_pruned || !T->arr_obj) {      /* Python's prune made a new dict */
             if (PyObject_SetAttrString(tl, "arrival", arrival) < 0) goto fail;
@@ -467,10 +540,11 @@ int tl_store(TL *T) {
                                                   and then an int bytes never grows) */
     }
     Py_XDECREF(arrival);
+    Py_XDECREF(ll);
     T->arr_dirty = 0;
     return 0;
 fail:
-    Py_XDECREF(arrival); Py_XDECREF(transfers); Py_XDECREF(bytes);
+    Py_XDECREF(arrival); Py_XDECREF(transfers); Py_XDECREF(bytes); Py_XDECREF(late); Py_XDECREF(ll);
     return -1;
 }
 
@@ -566,6 +640,7 @@ double tl_play(TL *T, const PlanRec *p, int64_t tokens, const int64_t *tokens_of
     double early = 0.0, cpu_busy = 0.0;
     int unsorted = 0;
     long nlate = 0;
+    uint64_t n_inflight = 0;           /* hits still in flight at t0: late prefetches */
     Late *late = T->late;
     long base = p->layer * T->E;
     for (long i = 0; i < n; i++) {
@@ -578,8 +653,10 @@ double tl_play(TL *T, const PlanRec *p, int64_t tokens, const int64_t *tokens_of
         double comp = nt == 1 ? gpu1 : gpu_expert_ms(T, nt);
         long k = base + p->experts[i];
         double ready;
-        if (p->hit[i]) ready = ar_has(T, k) ? T->arr[k] : 0.0;
-        else if (wv == W_STREAM || !ar_has(T, k)) {           /* a demand load or a stream */
+        if (p->hit[i]) {
+            ready = ar_has(T, k) ? T->arr[k] : 0.0;
+            n_inflight += ready > t0;
+        } else if (wv == W_STREAM || !ar_has(T, k)) {           /* a demand load or a stream */
             link = (t0 > link ? t0 : link) + txf;
             nx++;
             ready = link;
@@ -657,6 +734,12 @@ double tl_play(TL *T, const PlanRec *p, int64_t tokens, const int64_t *tokens_of
         }
     }
     T->link = link;
+    if (n_inflight) {
+        long l = p->layer;
+        T->late_d += n_inflight;
+        if (!T->ll_d[l]) T->ll_order[T->ll_n++] = (int32_t)l;
+        T->ll_d[l] += n_inflight;
+    }
     if (nx) {
         count(T, nx);
         T->transfer_ms += (double)nx * txf;
