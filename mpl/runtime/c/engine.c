@@ -932,10 +932,12 @@ static void shown(PyObject *l) {
 }
 
 /* where Plan's slots are (mpl.runtime.plan.Plan.__slots__, in its __init__'s order, then
- * _typed), read at setup() */
-static const char *plan_slots[8] = {"step", "layer", "experts", "where", "hit", "raw_loads",
-                                    "evicted", "_typed"};
-static Py_ssize_t plan_off[8];
+ * _typed), read at setup(); "steps" (memory tiers' moves) is always empty here: the engine
+ * holds no tiers */
+#define PLAN_SLOTS 9
+static const char *plan_slots[PLAN_SLOTS] = {"step", "layer", "experts", "where", "hit",
+                                             "raw_loads", "evicted", "steps", "_typed"};
+static Py_ssize_t plan_off[PLAN_SLOTS];
 
 static PyObject *where_obj(long v) {
     if (v >= 0) return PyLong_FromLong(v);
@@ -995,13 +997,14 @@ PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *e
         if (!layer || !PyLong_CheckExact(layer)) layer = PyLong_FromLong(r->layer);
         else Py_INCREF(layer);
         PyObject *step = layer ? PyLong_FromLongLong((long long)r->step) : NULL;
-        if (step) res = ((PyTypeObject *)g_plan_type)->tp_alloc((PyTypeObject *)g_plan_type, 0);
-        if (!res) { Py_XDECREF(layer); Py_XDECREF(step); goto out; }
+        PyObject *steps = step ? PyList_New(0) : NULL;
+        if (steps) res = ((PyTypeObject *)g_plan_type)->tp_alloc((PyTypeObject *)g_plan_type, 0);
+        if (!res) { Py_XDECREF(layer); Py_XDECREF(step); Py_XDECREF(steps); goto out; }
         shown(where); shown(hit); shown(loads); shown(ev); shown(ex);
         /* Plan.__init__'s assignments, in its slots (the lists are the call's own) */
-        PyObject *vals[8] = {step, layer, Py_NewRef(ex), Py_NewRef(where), Py_NewRef(hit),
-                             Py_NewRef(loads), Py_NewRef(ev), Py_NewRef(Py_False)};
-        for (int i = 0; i < 8; i++) *(PyObject **)((char *)res + plan_off[i]) = vals[i];
+        PyObject *vals[PLAN_SLOTS] = {step, layer, Py_NewRef(ex), Py_NewRef(where), Py_NewRef(hit),
+                                      Py_NewRef(loads), Py_NewRef(ev), steps, Py_NewRef(Py_False)};
+        for (int i = 0; i < PLAN_SLOTS; i++) *(PyObject **)((char *)res + plan_off[i]) = vals[i];
     }
 out:
     Py_XDECREF(where); Py_XDECREF(hit); Py_XDECREF(loads); Py_XDECREF(ev); Py_XDECREF(ex);
@@ -1128,7 +1131,7 @@ static PyObject *engine_setup(PyObject *self, PyObject *args) {
     Py_XSETREF(g_normalize, Py_NewRef(normalize));
     /* the Plan is made by filling its slots (what its __init__ assigns), found here */
     if (!PyType_Check(plan)) { PyErr_SetString(PyExc_TypeError, "setup: Plan must be a class"); return NULL; }
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < PLAN_SLOTS; i++) {
         PyObject *desc = PyObject_GetAttrString(plan, plan_slots[i]);
         if (!desc) return NULL;
         int good = Py_TYPE(desc) == &PyMemberDescr_Type &&
