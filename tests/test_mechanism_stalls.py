@@ -120,3 +120,64 @@ def test_the_hf_engine_charges_the_flushed_stalls():
         assert h.get_stats()["mechanism"]["stall_ms"] == pytest.approx(st["mechanism"]["stall_ms"])
     finally:
         h.detach()
+
+
+# ------------------------------------------------------------------ late prefetches
+def test_a_prefetch_still_in_flight_when_compute_waits_is_late():
+    """SPEC §5: a hit whose copy (prefetch or background load) has not landed when compute
+    waits for it is a late prefetch; a demand load in flight is a miss's own wait, and a
+    copy that has arrived is a hit."""
+    ops = TimedOps()
+    pool, host = small_pool(ops)
+    pool.copy_in(0, host, 1, (2, 1), "prefetch")
+    pool.copy_in(1, host, 2, (3, 2), "background")
+    pool.copy_in(2, host, 3, (3, 3), "demand")
+    pool.wait_for([0, 1, 2])
+    assert pool.late == 2 and pool.late_layers == {2: 1, 3: 1}
+    pool.wait_for([0, 1, 2])                  # waited for already: each counted once
+    assert pool.late == 2
+    pool.copy_in(3, host, 4, (2, 4), "prefetch")
+    ops.synchronize()                          # it has landed: a hit, not late
+    pool.wait_for([3])
+    assert pool.late == 2 and pool.late_layers == {2: 1, 3: 1}
+
+
+def test_without_cuda_no_copy_is_ever_late():
+    ops = SyncOps(torch.device("cpu"))
+    pool, host = small_pool(ops)
+    pool.copy_in(0, host, 1, (0, 1), "prefetch")
+    pool.wait_for([0])
+    assert pool.late == 0 and pool.late_layers == {}
+
+
+PREFETCHING = "cache { capacity = 4 }\n prefetch { strategy = history  budget = 2 }"
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_the_hf_stats_count_hits_on_arrival(cuda):
+    """Live hits are counted on arrival: with copies that land only when the host syncs
+    (the double), prefetched keys the next dispatch reads are late, taken out of the hits;
+    on the CPU (synchronous copies) nothing is late and the stats are the runtime's."""
+    pytest.importorskip("transformers")
+    from mpl.offload.hf import attach
+    from mpl.offload.models import build_model, encode
+
+    from offload_helpers import generate, policy
+
+    model = build_model("tiny-mixtral")
+    h = attach(policy(PREFETCHING), model, **({"ops": TimedOps()} if cuda else {}))
+    try:
+        generate(model, torch.tensor([encode("late or not late")]), 4)
+        st = h.get_stats()
+        raw = h.runtime.stats()
+        late = st["late_prefetches"]
+        assert (late > 0) == cuda, st
+        assert late == h.pool.late
+        assert st["hits"] + late == raw["hits"]
+        assert st["accesses"] == raw["accesses"]
+        assert st["hit_rate"] == pytest.approx(st["hits"] / st["accesses"])
+        assert sum(r["late_prefetches"] for r in st["per_layer"]) == late
+        for row, rraw in zip(st["per_layer"], raw["per_layer"]):
+            assert row["hits"] + row["late_prefetches"] == rraw["hits"]
+    finally:
+        h.detach()

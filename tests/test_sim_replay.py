@@ -272,3 +272,30 @@ def test_belady_uses_the_largest_capacity_an_adapt_rule_can_set():
     r = replay(p, tr)
     assert r.stats["adapt_log"] and r.belady["capacities"] == 256
     assert r.belady["hit_rate"] >= r.hit_rate
+
+
+def test_a_prefetch_that_lands_after_its_dispatch_starts_is_late_not_a_hit():
+    """SPEC §5: a prefetched key still in flight when its dispatch starts is a late
+    prefetch, counted apart from the hits. Mixtral's experts over PCIe take longer to move
+    than a layer takes to compute, so a history prefetch of 4 per layer arrives late; on a
+    link a thousand times faster the same decisions land in time, and every late prefetch
+    of the slow link is a hit there."""
+    tr = synthesize("mixtral-8x7b", steps=30, seed=1)
+    p = mpl.loads("policy p {\n cache { capacity = 64 }\n"
+                  " prefetch { strategy = history  budget = 4 }\n}\n")
+    slow = replay(p, tr, hardware="rtx-5080", belady=False)
+    fast = replay(p, tr, hardware={**hardware.resolve("rtx-5080").to_dict(), "name": "fast",
+                                   "link_gbps": 64000.0}, belady=False)
+    s, f = slow.stats, fast.stats
+    assert s["late_prefetches"] > 0 and f["late_prefetches"] == 0
+    for st_ in (s, f):
+        assert st_["hits"] + st_["late_prefetches"] + st_["misses"] == st_["accesses"]
+        assert st_["hit_rate"] == pytest.approx(st_["hits"] / st_["accesses"])
+        assert sum(r["late_prefetches"] for r in st_["per_layer"]) == st_["late_prefetches"]
+        assert sum(r["hits"] for r in st_["per_layer"]) == st_["hits"]
+    assert s["hits"] + s["late_prefetches"] == f["hits"]
+    assert slow.sim["late_prefetches"] == s["late_prefetches"]
+    assert "late prefetches" in str(slow) and "late prefetches" not in str(fast)
+    # without a prefetch nothing is ever late
+    none = replay(_policy(64), tr, hardware="rtx-5080", belady=False).stats
+    assert none["late_prefetches"] == 0 and none["hits"] + none["misses"] == none["accesses"]

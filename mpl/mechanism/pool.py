@@ -38,6 +38,7 @@ from .device import SyncOps
 
 DEMAND, BACKGROUND, PREFETCH, STREAMED = "demand", "background", "prefetch", "stream"
 _URGENT = (DEMAND, STREAMED)
+_AHEAD = (BACKGROUND, PREFETCH)      # copies issued before the dispatch that reads them
 
 
 class SlotPool:
@@ -60,6 +61,11 @@ class SlotPool:
         self.content: list[tuple[int, int] | None] = [None] * self.size
         self.ready: list = [None] * self.size       # events: last copy into the entry
         self.free: list = [None] * self.size        # events: last compute reading it
+        self.ready_kind: list = [None] * self.size  # the kind of that last copy
+        # late prefetches (SPEC §5): a prefetched or background-loaded entry whose copy had
+        # not landed when compute waited for it; per MoE layer (mpl.runtime.arrival)
+        self.late = 0
+        self.late_layers: dict = {}
         self._pending_stalls: list = []
         # demand first: a higher priority (lower number) than the prefetch stream
         self.demand_stream = ops.stream(priority=-1)
@@ -103,6 +109,7 @@ class SlotPool:
                 ev = ops.event(timing=True)
                 ops.record(ev, stream)
             self.ready[index] = ev
+            self.ready_kind[index] = kind
             return 0.0
         t0 = time.perf_counter()
         for name, t in self.tensors.items():
@@ -140,6 +147,11 @@ class SlotPool:
             if ops.query(ev):                    # already arrived: no wait, no stall
                 self.ready[i] = None
                 continue
+            if self.ready_kind[i] in _AHEAD:      # loaded ahead, still in flight: late
+                key = self.content[i]
+                if key is not None:
+                    self.late += 1
+                    self.late_layers[key[0]] = self.late_layers.get(key[0], 0) + 1
             mark = ops.event(timing=True)
             ops.record(mark, compute)
             ops.wait(compute, ev)
@@ -195,5 +207,6 @@ class SlotPool:
         self.tensors.clear()
         self.ready = [None] * self.size
         self.free = [None] * self.size
+        self.ready_kind = [None] * self.size
         self._pending_stalls = []
         self.demand_stream = self.prefetch_stream = None

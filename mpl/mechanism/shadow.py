@@ -68,9 +68,12 @@ class Shadow:
                 self._steps[step] = tokens
 
     def stats(self) -> dict:
-        """The runtime's statistics (SPEC §5), ``stall_ms`` simulated."""
+        """The runtime's statistics (SPEC §5), ``stall_ms`` simulated, hits counted when the
+        simulated transfer has landed (late prefetches apart)."""
+        from mpl.timemodel.timeline import arrived_stats
+
         with self._lock:
-            return self.rt.stats()
+            return arrived_stats(self.rt.stats(), self.tl)
 
     def report(self) -> dict:
         """The statistics plus the hardware profile, the simulated time (``sim``, as a

@@ -215,10 +215,15 @@ class Handle:
         return tuple(b.layer_id for b in self.layers)
 
     def get_stats(self) -> dict:
-        """The runtime's stats (SPEC §5) plus ``mechanism``: what the engine actually did."""
+        """The runtime's stats (SPEC §5), hits counted on arrival (``late_prefetches``: the
+        prefetched keys whose copy had not landed when compute needed them), plus
+        ``mechanism``: what the engine actually did."""
         if self.attached:
             self.engine.flush_stalls()
-        stats = dict(self.runtime.stats())
+        from mpl.runtime.arrival import arrived
+
+        # hits on arrival: a prefetch still in flight when compute waited is late (CUDA)
+        stats = arrived(self.runtime.stats(), self.pool.late, self.pool.late_layers)
         stats["mechanism"] = self.engine.stats()
         stats["memory"] = self.memory.stats()
         return stats

@@ -216,33 +216,12 @@ class Timeline:
 
 
 def arrived_stats(stats: dict, tl: Timeline) -> dict:
-    """A runtime's statistics (``rt.stats()``) with the timeline's late prefetches counted
-    apart (SPEC §5): a hit whose key was still in flight when its dispatch started is not a
-    hit but a late prefetch. ``hits``, ``hit_rate`` and the per-layer hits and hit rates
-    count only keys that had arrived; ``late_prefetches`` (and per layer) counts the rest;
-    accesses = hits + late prefetches + misses. The runtime decides on residency (it cannot
-    see time): its adapt rules' windowed hit rate counts residency, the statistics count
-    arrival."""
-    out = dict(stats)
-    late = tl.late
-    out["late_prefetches"] = late
-    if late:
-        out["hits"] = stats["hits"] - late
-        acc = stats["accesses"]
-        out["hit_rate"] = out["hits"] / acc if acc else 0.0
-    per = stats.get("per_layer")
-    if per is not None:
-        rows = []
-        for row in per:
-            row = dict(row)
-            n = tl.late_layers.get(row["layer"], 0)
-            row["late_prefetches"] = n
-            if n:
-                row["hits"] = row["hits"] - n
-                row["hit_rate"] = row["hits"] / row["accesses"] if row["accesses"] else 0.0
-            rows.append(row)
-        out["per_layer"] = rows
-    return out
+    """A runtime's statistics with the timeline's late prefetches counted apart
+    (:func:`mpl.runtime.arrival.arrived`): a hit whose key was still in flight when its
+    dispatch started is not a hit but a late prefetch."""
+    from mpl.runtime.arrival import arrived
+
+    return arrived(stats, tl.late, tl.late_layers)
 
 
 def summary(tl: Timeline, steps: int, tokens: int) -> dict:

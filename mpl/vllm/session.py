@@ -139,10 +139,13 @@ class Session:
     def live_report(self) -> dict:
         """The live policy's report: its runtime's statistics (what the mechanism did, stalls
         measured) and the mechanism's own under ``offload``."""
-        rt = self.offload.executor.runtime
+        from mpl.runtime.arrival import arrived
+
+        ex = self.offload.executor
         return {"policy": self.live_policy.name, "mode": "offload",
                 "hardware": self.live_profile.to_dict(), "rank": self.rank,
-                "dispatches": self.offload.executor.dispatches, "stats": rt.stats(),
+                "dispatches": ex.dispatches,
+                "stats": arrived(ex.runtime.stats(), ex.pool.late, ex.pool.late_layers),
                 "offload": self.offload.stats()}
 
     def policy_report(self) -> dict | None:
