@@ -90,26 +90,3 @@ def test_grouped_mm_with_two_threads_stages_each_pass_within_the_transient_entri
     assert torch.equal(seq, ref_seq)
     m = st["mechanism"]
     assert m["staging_copies"] > 0 and m["multi_pass_dispatches"] > 0
-
-
-def test_the_default_transient_area_is_bounded():
-    """By default the transient area is a quarter of the cache slots, at least top-k and at
-    most a layer's experts: not one entry per expert (about 22 GB on a DeepSeek-V3-sized
-    layer). A prefill streaming more experts than that runs in passes, bit-identical."""
-    from mpl.mechanism.pool import default_stream_slots
-
-    assert default_stream_slots(64, 256, 8) == 16          # DeepSeek-V3-sized: 16, not 256
-    assert default_stream_slots(4, 256, 8) == 8            # at least top-k: decode in one pass
-    assert default_stream_slots(4096, 8, 2) == 8           # never more than a layer's experts
-    assert default_stream_slots(0, 8, 2) == 2
-    model = build_model("tiny-mixtral")
-    ref = gen(model, 3)
-    h = attach(mpl.loads("policy p {\n cache { capacity = 3 }\n}"), model)
-    try:
-        got = gen(model, 3)
-        m = h.get_stats()["mechanism"]
-    finally:
-        h.detach()
-    assert m["stream_slots"] == default_stream_slots(h.runtime.num_slots, 8, 2) == 2
-    assert m["multi_pass_dispatches"] > 0
-    assert all(torch.equal(a, b) for a, b in zip(got, ref))

@@ -50,8 +50,7 @@ def add_arguments(p) -> None:
                    "(.mpltrace or .jsonl): mplc replay of it gives the shadow's statistics")
     m.add_argument("--stream-slots", type=int, metavar="N",
                    help="with --engine vllm --offload: transient pool entries for streamed experts "
-                        "(default: a quarter of the cache slots, top-k..experts of a layer; a step that "
-                        "streams more is computed in passes)")
+                        "(default: one per expert of a layer; fewer computes large steps in passes)")
 
 
 def run(args) -> int:

@@ -6,9 +6,8 @@ Layout: one device tensor per expert parameter name, ``[num_slots + stream_slots
 * ``0 .. num_slots-1``: the runtime's global slot pool (``runtime.num_slots``); the Plan's
   slot numbers index it directly;
 * ``num_slots .. num_slots+stream_slots-1``: the transient buffer for STREAM placements
-  (computed on the device, not admitted); a dispatch whose streamed experts outnumber it is
-  computed in passes (``mpl.mechanism.execute.passes``), so its size bounds memory, not
-  what runs: :func:`default_stream_slots` sizes it;
+  (computed on the device, not admitted); one dispatch needs at most one entry per expert
+  of a layer, so ``stream_slots`` defaults to the number of experts per layer;
 * the last entry is all zeros: experts computed on the CPU are routed to it (with a zero
   routing weight) in the device pass, so they add exactly nothing there.
 
@@ -40,20 +39,6 @@ from .device import SyncOps
 DEMAND, BACKGROUND, PREFETCH, STREAMED = "demand", "background", "prefetch", "stream"
 _URGENT = (DEMAND, STREAMED)
 _AHEAD = (BACKGROUND, PREFETCH)      # copies issued before the dispatch that reads them
-
-#: the default transient area is at most 1/STREAM_SHARE of the cache slots
-STREAM_SHARE = 4
-
-
-def default_stream_slots(num_slots: int, num_experts: int, top_k: int) -> int:
-    """The transient entries a pool gets when its user names none: a quarter of the cache
-    slots, at least the model's top-k (a decode step that misses every expert streams them
-    in one pass) and at most the experts of a layer (a dispatch never streams more). One
-    entry per expert of a layer would be about 22 GB on a DeepSeek-V3-sized layer (256
-    experts of 88 MB in bf16) whatever the cache; bounded, a prefill whose misses exceed it
-    runs in passes, with the same arithmetic (docs/offload.md, "Per dispatch")."""
-    share = -(-int(num_slots) // STREAM_SHARE)
-    return max(1, min(int(num_experts), max(int(top_k), share)))
 
 
 class SlotPool:

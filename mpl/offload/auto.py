@@ -26,7 +26,6 @@ import re
 
 import torch
 
-from mpl.mechanism.pool import default_stream_slots
 from mpl.schema import UNITS
 
 from .errors import AttachError
@@ -65,19 +64,6 @@ def free_memory(device: torch.device) -> int:
         return 8 << 30
 
 
-def _cache_slots(room: int, E: int, K: int) -> int:
-    """The most cache slots ``s`` with ``s + default_stream_slots(s, E, K) <= room`` pool
-    entries (0 when not even one fits)."""
-    lo, hi = 0, max(room, 0)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if mid + default_stream_slots(mid, E, K) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, str]:
     """(policy text, reason) for ``model`` with ``memory`` bytes on ``device``."""
     layers = layers or discover(model)
@@ -87,11 +73,9 @@ def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, 
     expert_ids = {id(p) for b in layers for p in b.module.parameters(recurse=False)}
     skeleton = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in expert_ids)
     skeleton += sum(b.numel() * b.element_size() for b in model.buffers())
-    # the pool: the cache slots, the default transient area (which grows with them) and the
-    # zero entry
-    room = (int(memory * (1 - HEADROOM)) - skeleton) // eb - 1 if eb else 0
-    slots = _cache_slots(room, E, K)
-    transient = (default_stream_slots(max(slots, 0), E, K) + 1) * eb
+    transient = (E + 1) * eb
+    usable = int(memory * (1 - HEADROOM)) - skeleton - transient
+    slots = usable // eb if eb else 0
     gib = 2 ** 30
     facts = (f"{L} MoE layers x {E} experts (top-{K}), {eb / 2**20:.2f} MiB per expert; "
              f"{memory / gib:.2f} GiB given, {skeleton / gib:.2f} GiB skeleton, "

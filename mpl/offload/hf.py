@@ -26,7 +26,7 @@ from .engine import Engine, LayerBinding
 from .errors import PREFLIGHT, AttachError
 from .lookahead import Lookahead
 from .memory import MemoryMeter
-from mpl.mechanism.pool import SlotPool, default_stream_slots
+from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
@@ -344,10 +344,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     ``mpl.runtime.cost.CostModel`` for hybrid schedules (default: calibrated here).
     ``ops``: the device operations (``mpl.mechanism.device``; default: CUDA's for a CUDA
     device, synchronous ones otherwise; tests pass a CUDA-semantics double).
-    ``stream_slots``: the pool's transient entries for STREAM placements (default: a quarter
-    of the cache slots, at least top-k, at most the experts of a layer:
-    ``mpl.mechanism.pool.default_stream_slots``); a dispatch that streams more experts is
-    computed in passes.
+    ``stream_slots``: the pool's transient entries for STREAM placements (default: one per
+    expert of a layer; fewer computes a dispatch that streams more experts in passes).
     ``check``: check the policy against the model's shape first (:func:`preflight`).
 
     Every refusal happens before anything on the model changes: an :class:`AttachError`,
@@ -422,9 +420,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
             model.to(dev)
         for b in layers:
             b.cpu = CpuExperts(b.module, b.host)
-        if not stream_slots:
-            stream_slots = default_stream_slots(runtime.num_slots, E, runtime.top_k)
-        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots, dev, ops)
+        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev, ops)
         look = None
         if feats.lookahead_strategy or feats.learned:   # learned reads the pre-gate predictions
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
@@ -438,7 +434,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         _restore(layers, saved, placement)
         store.release()
         if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError, OverflowError)):
-            raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots} "
+            raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots or E} "
                               f"transient) does not fit on {dev}: lower the policy's capacity") from None
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, store, saved, placement, shape, diags)

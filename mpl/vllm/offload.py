@@ -158,10 +158,7 @@ class Offload:
             raise VllmIntegrationError(
                 "the policy can place experts on the CPU (schedule.mode = cpu_fallback or "
                 "hybrid), and this model's experts do not use SiLU: no CPU expert kernel")
-        from mpl.mechanism.pool import default_stream_slots
-
-        stream = (default_stream_slots(runtime.num_slots, E, runtime.top_k)
-                  if stream_slots is None else int(stream_slots))
+        stream = E if stream_slots is None else int(stream_slots)
         if stream < 1:
             raise VllmIntegrationError(
                 f"{stream} transient slots: live offload needs at least 1 (a step whose "

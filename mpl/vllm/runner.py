@@ -51,8 +51,8 @@ class PolicyRunner:
     when ``policy`` is given, fed to the policy's runtime in shadow mode (its simulated
     statistics on ``hardware``) or, with ``offload=True``, live: every worker moves the
     experts to a host store and a slot pool sized by the policy, whose runtime decides what
-    the engine holds (``stream_slots``: transient pool entries, default a quarter of the
-    cache slots, top-k..experts of a layer; a step streaming more runs in passes). Other keyword arguments go to ``vllm.LLM``;
+    the engine holds (``stream_slots``: transient pool entries, default one per expert of a
+    layer; fewer means passes). Other keyword arguments go to ``vllm.LLM``;
     ``enforce_eager`` defaults to True (compiled mode cannot be recorded)."""
 
     def __init__(self, model: str, policy=None, *, policy_name: str | None = None,

@@ -133,11 +133,9 @@ def test_expert_memory_is_the_pool(runs, case):
     eb = mech["expert_bytes"]
     assert mech["layer_bytes_before"] == LAYERS * EXPERTS * eb == mech["expert_bytes_total"]
     assert mech["layer_bytes_after"] == mech["pool_slots"] * eb == mech["pool_bytes"]
-    # the pool: the runtime's slots, the default transient area (a quarter of the cache
-    # slots, at least top-k, at most a layer's experts) unless told otherwise, one zero entry
-    from mpl.mechanism.pool import default_stream_slots
-    assert mech["stream_slots"] == (2 if case == "passes-12" else
-                                    default_stream_slots(mech["cache_slots"], EXPERTS, TOP_K))
+    # the pool: the runtime's slots, one transient entry per expert of a layer (unless told
+    # otherwise), one zero entry
+    assert mech["stream_slots"] == (2 if case == "passes-12" else EXPERTS)
     assert mech["pool_slots"] == mech["cache_slots"] + mech["stream_slots"] + 1
     want = {"12": 3, "25": 6, "50": 12, "100": 24}[case.rsplit("-", 1)[1]]
     assert mech["cache_slots"] == want
