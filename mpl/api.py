@@ -118,18 +118,11 @@ def not_runnable_yet(pir) -> str | None:
 
 
 def not_live_yet(pir) -> str | None:
-    """Why a policy cannot run live yet (attached to a model, or offloading inside a serving
-    engine), in one located line (None: it can): memory tiers run in the runtime and in
-    replay, not in the live mechanism."""
-    if not pir.tiered:
-        return None
-    where = pir.source_path or "<text>"
-    block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
-                   else ("per_layer_hierarchy", pir.bands[0].source_line))
-    return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
-            f"('{block}'), which live execution does not run yet: replay it on a trace of the "
-            f"model (mplc replay POLICY --trace T, or policy.replay(trace)) to see what its "
-            f"tiers do; attach a policy with a 'cache' block")
+    """Why a policy cannot run live yet, in one located line (None: it can): what the live
+    mechanism runs is its own to say (:func:`mpl.mechanism.preflight.not_live_yet`)."""
+    from mpl.mechanism.preflight import not_live_yet as why
+
+    return why(pir)
 
 
 def from_ir(pir, *, diagnostics=(), path=None, checked_text=None) -> Policy:

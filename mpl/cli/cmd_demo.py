@@ -6,7 +6,9 @@
    slot pool really evicts and reloads, and generates again while recording the routing;
 4. checks that tokens and logits are identical to the reference (gpu_only: bit-identical);
 5. replays the recorded trace through the same policy (``mpl.sim.replay``) and checks that
-   the replay's hit rate equals the live one;
+   the replay made the live run's decisions: the same hits, counting the late prefetches
+   (resident keys still in flight on the simulated link, which the replay counts apart from
+   hits; on the CPU every live copy is synchronous, so nothing is late there);
 6. detaches and checks the model generates the reference again.
 
 Exit 0 when every check passes, 1 on a mismatch.
@@ -42,7 +44,7 @@ def add_arguments(p) -> None:
 PROG = "mplc demo"
 
 #: the policy the demo runs when none is given
-DEFAULT_POLICY = "std/balanced"
+DEFAULT_POLICY = "std/frequency_filter"
 
 
 def compare(policy, trace, hardware=None) -> dict:
@@ -65,8 +67,8 @@ def compare(policy, trace, hardware=None) -> dict:
     lru = replay(lru_text, trace, hardware=hardware, belady=False)
     row = lambda r: {"hit_rate": r.hit_rate, "tokens_per_s": r.tokens_per_s}   # noqa: E731
     loads = {k: s[k] for k in ("loads", "demand_loads", "background_loads", "prefetch_loads",
-                               "prefetch_useful", "accesses", "hits", "misses", "streamed")
-             if k in s}
+                               "prefetch_useful", "accesses", "hits", "late_prefetches", "misses",
+                               "streamed") if k in s}
     return {"policy": row(rep), "lru": row(lru), "slots": slots,
             "belady": rep.belady["hit_rate"] if rep.belady else None,
             "hardware": rep.hardware["name"], "loads": loads}
@@ -149,7 +151,12 @@ def run(args) -> int:
     value = compare(policy, trace, args.hardware)
     replay_hr, why = value["policy"]["hit_rate"], None
     live_hr = float(stats.get("hit_rate", 0.0))
-    checks["replay hit rate == live hit rate"] = abs(replay_hr - live_hr) < 1e-12
+    lo = value["loads"]
+    # the same decisions: a key the runtime held is a hit live (CPU copies are synchronous)
+    # and a hit or a late prefetch in the replay (its simulated link may still carry it)
+    checks["replay decisions == live decisions (hits + late prefetches)"] = (
+        lo.get("hits", 0) + lo.get("late_prefetches", 0)
+        == stats.get("hits", 0) + stats.get("late_prefetches", 0))
     ok = all(checks.values())
     new = seq[0, len(ids):].tolist()
     report = {
@@ -178,7 +185,10 @@ def run(args) -> int:
           f"{lv['evictions']} evictions, {lv['streamed']} streamed; mechanism copied "
           f"{mech['copies']} experts ({mech['bytes_copied'] / 1024:.1f} KiB) into a fixed "
           f"{mech['pool_bytes'] / 1024:.1f} KiB pool")
-    print(f"  replay: {len(trace)} recorded dispatches over {trace.num_steps} steps, hit rate {replay_hr:.4f}")
+    late = value["loads"].get("late_prefetches", 0)
+    print(f"  replay: {len(trace)} recorded dispatches over {trace.num_steps} steps, hit rate {replay_hr:.4f}"
+          + (f" ({late} late prefetches: still on the simulated link when needed, not hits)"
+             if late else ""))
     slots = value["slots"]
     what = (f"{slots} slot{'s' if slots != 1 else ''}" if not isinstance(slots, list) else
             f"per-layer caches of {min(slots)}..{max(slots)} slots")

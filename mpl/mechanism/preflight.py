@@ -130,9 +130,8 @@ class Checks:
         return [d for d in an.diagnostics if not d.is_error and _model_aware(d) and mine(d)]
 
     def check_live(self, text: str, path: str | None, name: str | None) -> None:
-        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet (memory
-        tiers: :func:`mpl.api.not_live_yet`), before an engine starts."""
-        from mpl.api import not_live_yet
+        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet
+        (:func:`not_live_yet`), before an engine starts."""
         from mpl.checker import analyze
 
         an = analyze(text, path)
@@ -145,6 +144,21 @@ class Checks:
         """:meth:`check_policy` for a loaded policy (an mpl Policy): its own text, located."""
         text, path, name = self.policy_source(policy)
         return self.check_policy(text, path, name, shape)
+
+
+def not_live_yet(pir) -> str | None:
+    """Why a policy cannot run live yet (attached to a model, or offloading inside a serving
+    engine), in one located line (None: it can): memory tiers run in the runtime and in
+    replay, not in the live mechanism."""
+    if not pir.tiered:
+        return None
+    where = pir.source_path or "<text>"
+    block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
+                   else ("per_layer_hierarchy", pir.bands[0].source_line))
+    return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
+            f"('{block}'), which live execution does not run yet: replay it on a trace of the "
+            f"model (mplc replay POLICY --trace T, or policy.replay(trace)) to see what its "
+            f"tiers do; attach a policy with a 'cache' block")
 
 
 def _model_aware(d) -> bool:

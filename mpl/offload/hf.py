@@ -360,7 +360,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     if bad:
         raise AttachError(f"policy '{policy.name}' uses eviction = {bad}, which needs the future "
                           "and exists for trace replay only: pick another eviction to attach")
-    from mpl.api import not_live_yet
+    from mpl.mechanism.preflight import not_live_yet
     why = not_live_yet(policy.ir)
     if why:
         raise AttachError(why)

@@ -479,10 +479,11 @@ policy tiers {
 MPL509 = rule("MPL509", W, "model", "every hit would be a prefetch", """
 A prefetching policy whose shared cache is smaller than one step's accesses (MoE layers x
 top-k) keeps no key until its layer comes back: every key is evicted by the other layers'
-accesses first. Its only hits are prefetched experts arriving just before their layer runs,
-so its hit rate measures the prefetcher, not the cache, and stays flat as the capacity grows
-(until one step's accesses fit); each wrong prefetch costs a transfer that the misses need
-(docs/choosing-a-policy.md, sections 2 and 4). Raise the capacity above one step's accesses,
+accesses first. Its only hits would be prefetched experts that land before their layer runs
+(one still in flight is a late prefetch, not a hit), so its hit rate measures the prefetcher
+and the link, not the cache, and stays flat as the capacity grows (until one step's accesses
+fit); each wrong prefetch costs a transfer that the misses need (docs/choosing-a-policy.md,
+sections 2 and 4). Raise the capacity above one step's accesses,
 or use one cache per layer (`per_layer`).
 """, """
 policy fast {

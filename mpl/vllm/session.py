@@ -95,7 +95,7 @@ class Session:
 
                 from .offload import Offload
 
-                from mpl.api import not_live_yet
+                from mpl.mechanism.preflight import not_live_yet
                 if not_live_yet(policy.ir):
                     raise VllmIntegrationError(not_live_yet(policy.ir))
                 self.live_profile, _, rt = policy_runtime(policy, self.header(),
