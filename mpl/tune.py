@@ -483,6 +483,11 @@ class Runner:
         self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                                         initargs=(trace,)) if jobs > 1 else None
 
+    @staticmethod
+    def structure_key(blocks: dict) -> str:
+        """A candidate without its schedule: the same rule in the same structure."""
+        return repr(sorted((b, sorted(v.items())) for b, v in blocks.items() if b != "schedule"))
+
     def key(self, blocks: dict) -> str:
         """What identifies a candidate: its canonical text (the name aside; rendered once
         per candidate)."""
@@ -658,6 +663,18 @@ def _result(runner: Runner, objective: str, slots: int, search: str) -> TuneResu
                      set_aside=set_aside, replayed=runner.replayed, dominates=dominates)
     res.belady = best.belady
     return res
+
+
+def reference_rows(result: TuneResult) -> list[Candidate]:
+    """Each reference rule (plain LRU and the engines' rules, by structure) at its best
+    schedule on the whole trace, best first by the objective."""
+    best: dict = {}
+    for c in result.leaderboard:
+        if c.role and not c.error and c.fraction >= 1.0:
+            k = (c.role, Runner.structure_key(c.blocks))
+            if k not in best or c.score(result.objective) > best[k].score(result.objective):
+                best[k] = c
+    return sorted(best.values(), key=lambda c: c.score(result.objective), reverse=True)
 
 
 def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "tuned") -> str:
