@@ -162,6 +162,9 @@ class Param:
     # A parameter that may be given instead of this REQUIRED one (cache.capacity_factor for
     # cache.capacity): either is enough, both are an error.
     instead: str | None = None
+    # Values besides the default that the tuner's search tries for this parameter (mplc
+    # tune; for the eviction rules of only_with): a spread over the range, each inside it.
+    tune: tuple = ()
 
     @property
     def key(self) -> str:
@@ -306,14 +309,14 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
     Param("cache", "frequency_decay", NUMBER, 0.95,
           "LFU: multiply every frequency by this factor every decay_interval accesses.",
           min=0, max=1, min_open=True, conditional=True, aliases=("lfu_decay",),
-          only_with=("cache.eviction", ("lfu", "fallback", "lfru"))),
+          only_with=("cache.eviction", ("lfu", "fallback", "lfru")), tune=(0.5, 0.8, 1.0)),
     Param("cache", "decay_interval", COUNT, 100,
           "LFU: accesses between two decays. At most 10^9: an interval is a counter, and a longer one never comes round in a run (10^9 accesses is over a day of decoding).", min=1, max=INTERVAL_MAX, units=("accesses",), unit="accesses", conditional=True,
           only_with=("cache.eviction", ("lfu", "fallback", "lfru"))),
     Param("cache", "freq_threshold", NUMBER, 0.05,
           "frequency_threshold: minimum share of the layer's recent accesses for admission.",
           min=0, max=1, conditional=True,
-          only_with=("cache.eviction", ("frequency_threshold",))),
+          only_with=("cache.eviction", ("frequency_threshold",)), tune=(0.01, 0.1, 0.2)),
     Param("cache", "freq_window", COUNT, 100,
           "frequency_threshold: number of recent accesses of a layer the share is measured over. At most 10^6: the window is held in memory, one entry per access.",
           min=1, max=ACCESS_WINDOW_MAX, units=("accesses",), unit="accesses", conditional=True,
@@ -341,7 +344,7 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
     Param("cache", "crf_half_life", COUNT, 128,
           "crf, classlru: steps after which an unused key's CRF (decayed use count) has halved. At most 10^9: a key unused for longer than a run lasts has faded anyway.",
           min=1, max=INTERVAL_MAX, units=("steps",), unit="steps", conditional=True,
-          only_with=("cache.eviction", ("crf", "classlru"))),
+          only_with=("cache.eviction", ("crf", "classlru")), tune=(8, 32, 512)),
     Param("cache", "ttl", COUNT, OFF,
           "TTL trigger: evict a resident key not accessed in the last ttl accesses (or steps, with the `steps` unit). At most 10^9: a key unused for longer than a run lasts never expires anyway.",
           default_doc="no TTL trigger", min=1, max=INTERVAL_MAX, units=("accesses", "steps"), unit="accesses", conditional=True),

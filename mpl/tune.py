@@ -74,19 +74,47 @@ class Candidate:
     role: str = ""                          # "lru" / "anchor": replayed whatever the search
     prefetch_loads: int | None = None
     layers: int = 0                         # the trace's MoE layers (0: unknown)
+    # the replay's counts: accesses, hits (keys that had arrived), late prefetches, first
+    # uses of prefetched keys, simulated ms, tokens (None: not replayed)
+    counts: dict | None = None
+    # (hit rate, tok/s) on the dispatches after the warm-up (the cache filled), which a
+    # search round ranks prefixes on (None: ranked on the whole replay)
+    warm: tuple | None = None
+
+    @property
+    def demand_hit_rate(self) -> float | None:
+        """The hits a demand-only cache of the same structure could also have had, as a
+        share of the accesses: hits on keys that had arrived, less the first use of each
+        prefetched key (on time or late). At most the Belady optimum of the structure,
+        whatever the candidate prefetches; equal to ``hit_rate`` without a prefetch."""
+        n = self.counts
+        if n is None or not n["accesses"]:
+            return self.hit_rate
+        return max(n["hits"] - n["prefetch_useful"], 0) / n["accesses"]
+
+    @property
+    def of_belady(self) -> float | None:
+        """The demand hit rate as a share of the structure's Belady optimum (at most 1)."""
+        d = self.demand_hit_rate
+        if self.belady is None or d is None or not self.belady:
+            return None
+        return d / self.belady
 
     @property
     def gap(self) -> float | None:
-        """Belady's hit rate minus the candidate's (negative: prefetching beat the optimum)."""
-        if self.belady is None or self.hit_rate is None:
+        """Belady's hit rate minus the candidate's demand hit rate (>= 0)."""
+        d = self.demand_hit_rate
+        if self.belady is None or d is None:
             return None
-        return self.belady - self.hit_rate
+        return self.belady - d
 
     def describe(self) -> str:
         c = self.blocks.get("cache", {})
         ev = f"eviction={c.get('eviction')}"
-        if "crf_half_life" in c:
-            ev += f"/{c['crf_half_life']}"
+        tuned = [f"{k}={v}" for k, v in c.items()
+                 if k not in ("capacity", "eviction", "pin")]
+        if tuned:
+            ev += "(" + ",".join(tuned) + ")"
         parts = [ev]
         if c.get("pin"):
             parts.append(f"pin={len(c['pin'])}")
@@ -113,7 +141,8 @@ class Candidate:
         simpler policy; errors rank last."""
         if self.error:
             return (float("-inf"), float("-inf"), 0)
-        hr, ts = self.hit_rate or 0.0, self.tokens_per_s or 0.0
+        hr, ts = self.warm if self.warm is not None else (self.hit_rate, self.tokens_per_s)
+        hr, ts = hr or 0.0, ts or 0.0
         simple = -sum(len(v) for v in self.blocks.values())
         return (hr, ts, simple) if objective_name(objective) == "hit_rate" else (ts, hr, simple)
 
@@ -130,7 +159,8 @@ class TuneResult:
     expert_bytes: int = 0                   # the expert size replays used (see below)
     expert_bytes_source: str = ""           # mpl.sim.tracemodel.expert_size_source
     search: str = "halving"
-    lru: Candidate | None = None            # the faster plain LRU at this budget (whole trace)
+    lru: Candidate | None = None            # the faster plain LRU at this budget (whole trace,
+                                            # default schedule)
     # the objective's own winner when another was recommended: it was slower than that LRU
     # (hit_rate objective), or it did not match every reference row on both metrics while
     # another candidate did
@@ -166,6 +196,8 @@ class TuneResult:
             return {"name": x.name, "description": x.describe(), "stage": x.stage,
                     "hit_rate": x.hit_rate, "tokens_per_s": x.tokens_per_s,
                     "stall_ms_per_step": x.stall_ms_per_step, "error": x.error,
+                    "demand_hit_rate": x.demand_hit_rate, "of_belady": x.of_belady,
+                    "late_prefetches": (x.counts or {}).get("late_prefetches"),
                     "belady": x.belady, "gap": x.gap, "fraction": x.fraction,
                     "dispatches": x.dispatches, "role": x.role}
         return {"objective": self.objective, "budget_slots": self.budget,
@@ -284,6 +316,11 @@ def _stage3(bases: list[dict]) -> list[dict]:
     return out
 
 
+def _renamed(text: str, name: str) -> str:
+    """``render("c", blocks)`` as ``render(name, blocks)``: the policy's name replaced."""
+    return text.replace("policy c {", f"policy {name} {{", 1)
+
+
 def render(name: str, blocks: dict, comment: str | None = None) -> str:
     """Canonical .moe text for ``blocks`` (built with mpl.dsl, formatted by mpl.fmt)."""
     from mpl import dsl
@@ -349,13 +386,17 @@ def belady_of(structure, trace: Trace) -> float:
 
 def _evaluate(args) -> tuple:
     """Replay one candidate: (hit rate, tok/s, stall ms per step, error, Belady of its
-    structure on the same dispatches, prefetch loads)."""
-    text, name, trace, hardware, memo = args
+    structure on the same dispatches, prefetch loads, counts (:attr:`Candidate.counts`))."""
+    text, name, trace, hardware, memo = args[:5]
+    head = args[5] if len(args) > 5 else None
     from mpl.api import load_for_replay as load_policy
     from mpl.sim.replay import replay
 
     try:
         pol = load_policy(text, name=name)
+        first = None
+        if head is not None:        # the warm-up alone, then the whole prefix (one load)
+            first = _counts(replay(pol, head, hardware=hardware, belady=False))
         r = replay(pol, trace, hardware=hardware, belady=False)
         key = (structure_of(pol, trace), len(trace))
         b = memo.get(key) if memo is not None else None
@@ -365,10 +406,26 @@ def _evaluate(args) -> tuple:
                 memo[key] = b
     except Exception as e:
         return (None, None, None, str(e).splitlines()[0] if str(e) else type(e).__name__,
-                None, None)
+                None, None, None, None)
     steps = max(r.sim["steps"], 1)
-    return (r.stats["hit_rate"], r.sim["tokens_per_s"], r.sim["stall_ms"] / steps, None, b,
-            r.stats["prefetch_loads"])
+    s = r.stats
+    counts = _counts(r)
+    warm = None
+    if first is not None:           # ranked on what came after the warm-up
+        acc, ms = counts["accesses"] - first["accesses"], counts["ms"] - first["ms"]
+        warm = ((counts["hits"] - first["hits"]) / acc if acc else 0.0,
+                (counts["tokens"] - first["tokens"]) / (ms / 1e3) if ms > 0 else 0.0)
+    return (s["hit_rate"], r.sim["tokens_per_s"], r.sim["stall_ms"] / steps, None, b,
+            s["prefetch_loads"], counts, warm)
+
+
+def _counts(r) -> dict:
+    """A replay report's counts (:attr:`Candidate.counts`)."""
+    s = r.stats
+    return {"accesses": s["accesses"], "hits": s["hits"],
+            "late_prefetches": s.get("late_prefetches", 0),
+            "prefetch_useful": s["prefetch_useful"], "ms": r.sim["total_ms"],
+            "tokens": r.sim["tokens"]}
 
 
 _POOL_TRACE: Trace | None = None
@@ -399,9 +456,10 @@ def _prefix_held(trace, n, cache: dict):
 
 
 def _evaluate_in_worker(args):
-    text, name, hardware, n = args
+    text, name, hardware, n, start = args
     tr = _prefix_held(_POOL_TRACE, n, _POOL_PREFIXES)
-    return _evaluate((text, name, tr, hardware, _POOL_BELADY))
+    head = _prefix_held(_POOL_TRACE, start, _POOL_PREFIXES) if start else None
+    return _evaluate((text, name, tr, hardware, _POOL_BELADY, head))
 
 
 class Runner:
@@ -420,13 +478,24 @@ class Runner:
         self._prefixes: dict = {}
         self._belady: dict = {}
         self._seen: dict = {}          # (text without the name, dispatches) -> Candidate
+        self.warm = 0                  # the dispatches prefix rounds rank after (the warm-up)
+        self._texts: dict = {}         # repr of the blocks -> canonical text (key)
         self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                                         initargs=(trace,)) if jobs > 1 else None
 
     @staticmethod
-    def key(blocks: dict) -> str:
-        """What identifies a candidate: its canonical text (the name aside)."""
-        return render("c", blocks)
+    def structure_key(blocks: dict) -> str:
+        """A candidate without its schedule: the same rule in the same structure."""
+        return repr(sorted((b, sorted(v.items())) for b, v in blocks.items() if b != "schedule"))
+
+    def key(self, blocks: dict) -> str:
+        """What identifies a candidate: its canonical text (the name aside; rendered once
+        per candidate)."""
+        k = repr(sorted((b, sorted(v.items())) for b, v in blocks.items()))
+        text = self._texts.get(k)
+        if text is None:
+            text = self._texts[k] = render("c", blocks)
+        return text
 
     def close(self, interrupted: bool = False) -> None:
         from mpl.sim import tracepack as packing
@@ -440,17 +509,28 @@ class Runner:
             else:
                 self.pool.shutdown()
 
+    def run_window(self, stage: int, blocks_list: list[dict], start: int,
+                   n: int | None) -> list[Candidate]:
+        """:meth:`run` on the first ``n`` dispatches, each candidate ranked on those after
+        the first ``start`` (its :attr:`Candidate.warm`: the warm-up is replayed alone too,
+        by the same task); ``start`` 0 or ``n`` None: :meth:`run`."""
+        return self.run(stage, blocks_list, n, start=start if n is not None else 0)
+
     def run(self, stage: int, blocks_list: list[dict], n: int | None = None,
-            role: str = "") -> list[Candidate]:
+            role: str = "", start: int = 0) -> list[Candidate]:
         """Replay ``blocks_list`` on the first ``n`` dispatches (None: all); -> the
         candidates, best first (a candidate already replayed on the same dispatches is not
-        replayed again: the earlier one is returned)."""
+        replayed again: the earlier one is returned). ``start``: rank on the dispatches
+        after the first ``start`` (:meth:`run_window`)."""
         total = len(self.trace)
         tr = _prefix_held(self.trace, n, self._prefixes)
         size = len(tr)
+        head = _prefix_held(self.trace, start, self._prefixes) if 0 < start < size else None
+        if head is not None and len(head) >= size:
+            head = None
         cands, fresh = [], []
         for blocks in blocks_list:
-            body = render("c", blocks)
+            body = self.key(blocks)
             old = self._seen.get((body, size))
             if old is not None:
                 if role and not old.role:
@@ -461,22 +541,25 @@ class Runner:
             self._n += 1
             c = Candidate(f"c{self._n}", blocks, stage, role=role,
                           layers=self.trace.header.num_moe_layers)
-            c.text = render(c.name, c.blocks)
+            c.text = _renamed(body, c.name)
             c.dispatches, c.fraction = size, size / total if total else 1.0
             self._seen[(body, size)] = c
             cands.append(c)
             fresh.append(c)
-        work = [(c.text, c.name, self.hardware, n if size < total else None) for c in fresh]
+        first = len(head) if head is not None else 0
+        work = [(c.text, c.name, self.hardware, n if size < total else None, first)
+                for c in fresh]
         if self.pool is not None:
             results = self.pool.map(_evaluate_in_worker, work)
         else:
-            results = (_evaluate((t, nm, tr, hw_, self._belady)) for t, nm, hw_, _n in work)
+            results = (_evaluate((t, nm, tr, hw_, self._belady, head))
+                       for t, nm, hw_, _n, _s in work)
         for i, (c, res) in enumerate(zip(fresh, results)):
             (c.hit_rate, c.tokens_per_s, c.stall_ms_per_step, c.error, c.belady,
-             c.prefetch_loads) = res
+             c.prefetch_loads, c.counts, c.warm) = res
             if self.progress:
                 self.progress(stage, i + 1, len(fresh))
-        self.replayed += len(fresh) * size / max(total, 1)
+        self.replayed += len(fresh) * (size + first) / max(total, 1)
         self.all.extend(fresh)
         return sorted(cands, key=lambda c: c.score(self.objective), reverse=True)
 
@@ -525,7 +608,7 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
         else:
             from mpl.tune_search import halving
             halving(runner, trace, _structures(slots, L, h.top_k), predictions=predictions,
-                    keep=keep)
+                    keep=keep, slots=slots)
             from mpl import tune_predict
             scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
                                                budgets=(1, 2, 4))
@@ -558,29 +641,40 @@ def _result(runner: Runner, objective: str, slots: int, search: str) -> TuneResu
     if not ok:
         first = next((c.error for c in board if c.error), "no candidates")
         raise ValueError(f"no candidate policy could be replayed (first error: {first})")
-    lrus = [c for c in ok if c.role == "lru"]
+    # the floor: the faster plain LRU row on the default schedule (the LRU rows at their
+    # best schedule are references like the engines' rules)
+    lrus = [c for c in ok if c.role == "lru" and "schedule" not in c.blocks]
     lru = max(lrus, key=lambda c: (c.tokens_per_s, c.hit_rate)) if lrus else None
     refs = [c for c in ok if c.role]
+    # the objective's best on the whole trace: the reference rows (plain LRU, the engines'
+    # rules at their best schedule) are candidates too, so it is never behind one of them
+    # by the objective; whether it also matches every one on the other metric is reported
     best = ok[0]
     set_aside = None
     dominates = None
-    if refs:
-        # prefer a policy at least as fast and with at least as many hits as every reference
-        # row (plain LRU, the engines' rules): the best such by the objective, if any
-        need_t = max(c.tokens_per_s for c in refs)
-        need_h = max(c.hit_rate for c in refs)
-        both = [c for c in ok if c.tokens_per_s >= need_t and c.hit_rate >= need_h]
-        dominates = bool(both)
-        if both and both[0] is not best:
-            set_aside, best = best, both[0]
     if lru is not None and best.tokens_per_s < lru.tokens_per_s:
         # hit_rate objective: never recommend a policy slower than plain LRU at this budget
         fast_enough = [c for c in ok if c.tokens_per_s >= lru.tokens_per_s]
         set_aside, best = best, fast_enough[0]
+    if refs:
+        dominates = (best.tokens_per_s >= max(c.tokens_per_s for c in refs)
+                     and best.hit_rate >= max(c.hit_rate for c in refs))
     res = TuneResult(best, board, objective, slots, len(runner.all), search=search, lru=lru,
                      set_aside=set_aside, replayed=runner.replayed, dominates=dominates)
     res.belady = best.belady
     return res
+
+
+def reference_rows(result: TuneResult) -> list[Candidate]:
+    """Each reference rule (plain LRU and the engines' rules, by structure) at its best
+    schedule on the whole trace, best first by the objective."""
+    best: dict = {}
+    for c in result.leaderboard:
+        if c.role and not c.error and c.fraction >= 1.0:
+            k = (c.role, Runner.structure_key(c.blocks))
+            if k not in best or c.score(result.objective) > best[k].score(result.objective):
+                best[k] = c
+    return sorted(best.values(), key=lambda c: c.score(result.objective), reverse=True)
 
 
 def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "tuned") -> str:

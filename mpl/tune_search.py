@@ -1,46 +1,57 @@
 """The tuner's search: successive halving on prefixes of the trace (``mplc tune``'s default;
 see :mod:`mpl.tune` for the whole).
 
-A round replays its candidates on a prefix of the trace; the best fifth (at least a few) go
-on to a prefix four times longer, the best of those to the whole trace. A prefix is cut
-at a step boundary and is at least :data:`MIN_PREFIX` dispatches (a short trace is replayed
-whole at once). Three stages, each halving on its own:
+**Rounds.** A round replays its candidates on a prefix of the trace (cut at a step boundary)
+and ranks them on the part of it **after the cache filled** (:func:`warm_point`: the first
+step by which the trace has used as many distinct keys as the budget holds, and every layer
+its share): until then every rule holds everything it saw and the rules differ only in how
+fast they warm up, which a short prefix overweights (a rule that admits by frequency, or one
+with a long memory, starts slowly and ends well). The first round is a sixteenth of the trace
+and at least :data:`MIN_PREFIX` dispatches after the warm-up, the second an eighth; the
+survivors go on to the whole trace, ranked there on all of it (what the user runs).
 
-1. **structure x eviction**: one shared cache of the budget, per-layer caches splitting it
-   (uniform / entropy / frequency allocation), crossed with every live eviction rule of the
-   schema, ``crf`` and ``classlru`` with a second half-life (:data:`HALF_LIVES`); the three
-   best of the first round also get a twin with **static pins** in that round: the expert ids
-   the trace uses most over all layers (``cache.pin`` holds ids pinned in every layer), as
-   many as take a quarter of a cache;
-2. **prefetch** on the best policy of stage 1: every strategy of the schema
-   (``lookahead`` only when the trace carries predictions) with budgets 1, 2 and 4 (at most
-   the per-cache capacity), ``learned`` at budget 2 and :data:`LEARNED_CONFIDENCE`;
+Three stages:
+
+1. **structure x eviction x parameters**: one shared cache of the budget, per-layer caches
+   splitting it (uniform / entropy / frequency allocation), crossed with every live eviction
+   rule of the schema at its defaults; then, on the same prefix, each rule in its best
+   structure with every value the schema lists for the tuner (``Param.tune``: crf /
+   classlru half-lives, the frequency_threshold admission share, the LFU decay), one
+   parameter at a time; the three best of the first round also get a twin
+   with **static pins** (the expert ids the trace uses most, a quarter of a cache). The first
+   round runs every candidate under the schedule mode that wins for plain LRU on the same
+   prefix (:func:`probe_mode`: the schedule is mostly a matter of the hardware and the miss
+   rate); from the second round on every survivor is replayed in **every schedule mode**.
+   Each round keeps its best :data:`KEEP_MIN` and the **best of each rule family** (the
+   eviction rule, whatever its structure, parameters and schedule): every rule reaches the
+   whole trace at its best, so no rule is lost to a prefix;
+2. **prefetch** on the best policy of stage 1: every strategy of the schema (``lookahead``
+   only when the trace carries predictions) with budgets 1, 2 and 4 (at most the per-cache
+   capacity), ``learned`` at budget 2 and :data:`LEARNED_CONFIDENCE`;
 3. **schedule**: every other schedule mode on the two best whole-trace candidates so far and
-   the one with the most hits, on the longest prefix, the best two of them on the whole
-   trace.
+   the one with the most hits (a prefetcher may want another mode than its base).
 
 In stages 2 and 3 a candidate goes on to a longer prefix only while it beats the policy it
 extends (its base, without the prefetch or the schedule) on the same prefix.
 
-Before the stages, the **reference rows** are replayed on the whole trace: plain LRU, shared
-and per-layer (the floor: the tuner never recommends a policy slower than it), and each
-serving engine's rule in the structure the engine uses (llama.cpp: ``crf`` and ``classlru``
-per layer, ``classlru`` shared; vLLM: ``vllm_lfru`` per layer) and the layer-aware
-``farthest_layer`` on the shared cache. They are part of the leaderboard like any candidate.
+Before the stages, the **reference rows** are replayed: plain LRU, shared and per-layer, and
+each serving engine's rule in the structure the engine uses (llama.cpp: ``crf`` and
+``classlru`` per layer, ``classlru`` shared; vLLM: ``vllm_lfru`` per layer) and the
+layer-aware ``farthest_layer`` on the shared cache, each in every schedule mode on the last
+prefix and at its best mode on the whole trace: a rule is compared at its best schedule.
 """
 
 from __future__ import annotations
 
 from mpl import schema
 
-#: the shortest prefix a round replays (shorter traces are replayed whole)
+#: the shortest window a round ranks on, after the warm-up (shorter traces are replayed whole)
 MIN_PREFIX = 1000
-#: crf / classlru are also tried with this half-life (steps), besides the schema default
-HALF_LIVES = (32,)
+#: the rounds' prefixes as shares of the trace (1/16, then 1/8), before the whole trace
+ROUND_SHARES = (16, 8)
 #: the confidence the learned predictor is tried with
 LEARNED_CONFIDENCE = 0.4
-#: each round keeps this share of its candidates (and at least KEEP_MIN)
-KEEP_SHARE = 0.2
+#: each round keeps its best this many candidates, besides the best of each rule family
 KEEP_MIN = 6
 
 
@@ -52,12 +63,47 @@ def _copy(blocks: dict) -> dict:
     return {k: dict(v) for k, v in blocks.items()}
 
 
-def rung_sizes(n: int) -> list:
-    """Prefix lengths of the rounds: a sixteenth and a quarter of the trace (at least
-    MIN_PREFIX), then the whole trace (None); rounds longer than the trace are dropped."""
+def warm_point(trace, slots: int) -> int:
+    """The dispatches up to the end of the step in which the trace has used ``slots``
+    distinct keys (a shared cache of the budget is full) and every MoE layer ``slots //
+    layers`` of its own (each layer's cache of a per-layer split is full); 0 when the trace
+    never does (every cache holds everything it sees: nothing to discount)."""
+    from mpl.sim import tracepack as packing
+
+    h = trace.header
+    E, L = h.num_experts, h.num_moe_layers
+    pk = packing.pack_trace(trace, E)
+    layers, offs, experts, steps = pk.layers, pk.offs, pk.experts, pk.steps
+    per = slots // L
+    seen: set = set()
+    per_layer = [0] * L
+    short = L if per >= 1 else 0            # layers still below their share
+    n = len(pk)
+    for i in range(n):
+        lay = layers[i]
+        base = lay * E
+        for j in range(offs[i], offs[i + 1]):
+            k = base + experts[j]
+            if k not in seen:
+                seen.add(k)
+                per_layer[lay] += 1
+                if per_layer[lay] == per:
+                    short -= 1
+        if len(seen) >= slots and short <= 0:
+            step = steps[i]
+            while i + 1 < n and steps[i + 1] == step:
+                i += 1
+            return i + 1
+    return 0
+
+
+def rung_sizes(n: int, warm: int = 0) -> list:
+    """Prefix lengths of the rounds: a sixteenth and an eighth of the trace, each at least
+    ``warm + MIN_PREFIX`` (a window after the warm-up to rank on), then the whole trace
+    (None); rounds as long as the trace are dropped."""
     out = []
-    for share in (16, 4):
-        size = max(MIN_PREFIX, n // share)
+    for share in ROUND_SHARES:
+        size = max(warm + MIN_PREFIX, n // share)
         if size < n and size not in out:
             out.append(size)
     return out + [None]
@@ -83,18 +129,40 @@ def pins_for(blocks: dict, layers: int) -> int:
     return cap // 4 if "per_layer" in blocks else cap // (4 * layers)
 
 
-def structure_rules(structures: list[dict]) -> list[dict]:
+def rule_params(rule: str) -> list:
+    """The cache parameters of ``rule`` that the schema gives the tuner values for
+    (``Param.tune``; the rule is in the parameter's ``only_with``)."""
+    out = []
+    for p in schema.block("cache").params:
+        ow = p.only_with
+        if p.tune and ow is not None and ow[0] == "cache.eviction" and rule in ow[1]:
+            out.append(p)
+    return out
+
+
+def param_variants(blocks: dict) -> list[dict]:
+    """``blocks`` with each tuned value of each parameter of its rule (one at a time)."""
+    out = []
+    for p in rule_params(family(blocks)):
+        for v in p.tune:
+            if v != p.default:
+                var = _copy(blocks)
+                var["cache"][p.name] = v
+                out.append(var)
+    return out
+
+
+def structure_rules(structures: list[dict], params: bool = True) -> list[dict]:
+    """Every structure x every live rule, at its defaults and (``params``) with each tuned
+    value of each of its parameters (one parameter at a time)."""
     out = []
     for st in structures:
         for ev in _live_rules():
             b = _copy(st)
             b["cache"]["eviction"] = ev
             out.append(b)
-            if ev in ("crf", "classlru"):
-                for hl in HALF_LIVES:
-                    v = _copy(b)
-                    v["cache"]["crf_half_life"] = hl
-                    out.append(v)
+            if params:
+                out.extend(param_variants(b))
     return out
 
 
@@ -117,21 +185,37 @@ def prefetch_variants(bases: list[dict], predictions: bool) -> list[dict]:
     return out
 
 
+def mode_of(blocks: dict) -> str:
+    return blocks.get("schedule", {}).get("mode", schema.param("schedule.mode").default)
+
+
+def with_mode(blocks: dict, mode: str) -> dict:
+    """``blocks`` with schedule mode ``mode`` (the default mode: no schedule block)."""
+    b = _copy(blocks)
+    if mode == schema.param("schedule.mode").default:
+        b.pop("schedule", None)
+    else:
+        b["schedule"] = {"mode": mode}
+    return b
+
+
 def schedule_variants(bases: list[dict]) -> list[dict]:
-    default = schema.param("schedule.mode").default
+    """Each base in every schedule mode but its own."""
     out = []
     for base in bases:
         for mode in schema.param("schedule.mode").enum_names():
-            if mode == default:
-                continue
-            blocks = _copy(base)
-            blocks["schedule"] = {"mode": mode}
-            out.append(blocks)
+            if mode != mode_of(base):
+                out.append(with_mode(base, mode))
     return out
 
 
+def every_mode(blocks_list: list[dict]) -> list[dict]:
+    """Each of ``blocks_list`` in every schedule mode (its own first)."""
+    return [x for b in blocks_list for x in [b] + schedule_variants([b])]
+
+
 def references(structures: list[dict]) -> list[tuple[str, dict]]:
-    """(role, blocks) of the rows every search replays on the whole trace."""
+    """(role, blocks) of the rows every search replays on the whole trace (default mode)."""
     shared = structures[0]
     per = next((s for s in structures[1:] if s["per_layer"]["allocation"] == "uniform"), None)
     out = []
@@ -149,6 +233,11 @@ def references(structures: list[dict]) -> list[tuple[str, dict]]:
     add("anchor", shared, "classlru")
     add("anchor", shared, "farthest_layer")
     return out
+
+
+def family(blocks: dict) -> str:
+    """The rule family of a candidate: its eviction rule."""
+    return str(blocks["cache"]["eviction"])
 
 
 def _top(cands, k: int):
@@ -170,25 +259,45 @@ def _top(cands, k: int):
     return out
 
 
+def _survivors(cands, k: int, families: bool) -> list:
+    """The best ``k`` (:func:`_top`) and, with ``families``, the best of each rule family."""
+    out = _top(cands, k)
+    if families:
+        have = {family(c.blocks) for c in out}
+        for c in cands:                          # best first
+            f = family(c.blocks)
+            if not c.error and f not in have:
+                have.add(f)
+                out.append(c)
+    return out
+
+
 def _base_key(runner, blocks: dict, drop: tuple) -> str:
     return runner.key({k: v for k, v in blocks.items() if k not in drop})
 
 
 def _halve(runner, stage: int, blocks: list[dict], sizes: list, keep: int, extra=None,
-           bases: list[dict] | None = None, drop: tuple = ()) -> list:
-    """Successive halving of ``blocks`` over the prefix ``sizes`` (the last: the whole trace);
-    ``extra(best)`` adds candidates to the first round, made from its best. With ``bases`` (the policies
-    the candidates extend by the blocks ``drop``: a prefetch or a schedule), each round
-    replays the bases too, and a candidate goes on only while it beats its base on the same
-    prefix (an extension that does not pay on a prefix is not worth a longer replay). A
-    prefetching candidate that loaded nothing is its base over again: it goes no further.
-    -> the last round, best first."""
+           bases: list[dict] | None = None, drop: tuple = (), warm: int = 0,
+           families: bool = False, modes: bool = False) -> list:
+    """Successive halving of ``blocks`` over the prefix ``sizes`` (the last: the whole trace),
+    each prefix ranked on its dispatches after ``warm``; ``extra(best)`` adds candidates to
+    the first round, made from its best. ``families``: the best of each rule family goes on
+    too. ``modes``: the survivors of the first round are replayed in every schedule mode
+    (on the second round's prefix, or again on the first's when it is the only one). With
+    ``bases`` (the policies the candidates extend by the blocks ``drop``: a prefetch or a
+    schedule), each round replays the bases too, and a candidate goes on only while it beats
+    its base on the same prefix (an extension that does not pay on a prefix is not worth a
+    longer replay). A prefetching candidate that loaded nothing is its base over again: it
+    goes no further. -> the last round, best first."""
     obj = runner.objective
+
+    def run(bl, size):
+        return runner.run_window(stage, bl, warm if size is not None else 0, size)
 
     def keep_better(cands, size):
         if not bases:
             return cands
-        ref = {_base_key(runner, c.blocks, drop): c for c in runner.run(stage, bases, size)}
+        ref = {_base_key(runner, c.blocks, drop): c for c in run(bases, size)}
         out = []
         for c in cands:
             b = ref.get(_base_key(runner, c.blocks, drop))
@@ -196,31 +305,59 @@ def _halve(runner, stage: int, blocks: list[dict], sizes: list, keep: int, extra
                 out.append(c)
         return out
 
-    cands = runner.run(stage, blocks, sizes[0])
+    cands = run(blocks, sizes[0])
     if extra is not None:
         more = extra([c.blocks for c in _top(cands, KEEP_MIN)])
         if more:
-            cands = sorted(cands + runner.run(stage, more, sizes[0]),
-                           key=lambda c: c.score(obj), reverse=True)
+            cands = sorted(cands + run(more, sizes[0]), key=lambda c: c.score(obj), reverse=True)
     cands = keep_better(cands, sizes[0])
-    for size in sizes[1:]:
+    rounds = list(sizes[1:])
+    if modes and not rounds:
+        rounds = [sizes[0]]                      # one round only: the modes on it again
+    for i, size in enumerate(rounds):
         live = [c for c in cands if not ("prefetch" in c.blocks and c.prefetch_loads == 0)]
-        n = max(keep if size is None else KEEP_MIN, int(len(live) * KEEP_SHARE))
-        surv = [c.blocks for c in _top(live, n)]
+        surv = [c.blocks for c in _survivors(live, keep if size is None else KEEP_MIN,
+                                             families)]
         if not surv:
             return []
-        cands = keep_better(runner.run(stage, surv, size), size)
+        if modes and i == 0:
+            surv = every_mode(surv)
+        cands = keep_better(run(surv, size), size)
     return cands
 
 
-def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: int = 3) -> None:
+def probe_mode(runner, structures: list[dict], size, warm: int) -> str:
+    """The schedule mode under which plain LRU (shared and per-layer uniform) does best on
+    the prefix ``size``: the mode the first round ranks every candidate in."""
+    lrus = [b for role, b in references(structures) if role == "lru"]
+    cands = runner.run_window(1, every_mode(lrus), warm, size)
+    ok = [c for c in cands if not c.error]
+    return mode_of(ok[0].blocks) if ok else schema.param("schedule.mode").default
+
+
+def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: int = 3,
+            slots: int | None = None) -> None:
     """Run the search (module doc) on ``runner`` (an :class:`mpl.tune.Runner`) from the cache
-    ``structures`` for the budget (``mpl.tune._structures``: shared first)."""
+    ``structures`` for the budget (``mpl.tune._structures``: shared first; ``slots``: the
+    budget, default the shared structure's capacity)."""
     h = trace.header
     L = h.num_moe_layers
-    sizes = rung_sizes(len(trace))
-    for role, blocks in references(structures):
-        runner.run(0, [blocks], None, role=role)
+    slots = slots if slots is not None else int(structures[0]["cache"]["capacity"])
+    warm = warm_point(trace, slots)
+    sizes = rung_sizes(len(trace), warm)
+    if len(sizes) == 1:
+        warm = 0                                 # the whole trace only: ranked on all of it
+    runner.warm = warm
+    # the reference rows: every mode on the first prefix, the best mode of each on the whole
+    # trace (and plain LRU in the default mode too: the floor of earlier versions)
+    refs = references(structures)
+    for role, blocks in refs:
+        if role == "lru":
+            runner.run(0, [blocks], None, role=role)
+        got = runner.run_window(0, every_mode([blocks]), warm, sizes[0])
+        best = _top(got, 1)
+        if best:
+            runner.run(0, [best[0].blocks], None, role=role)
 
     ids = pin_ids(trace, max(pins_for(st, L) for st in structures))
 
@@ -234,10 +371,20 @@ def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: i
                 out.append(v)
         return out
 
-    s1 = _halve(runner, 1, structure_rules(structures), sizes, keep, extra=pinned)
+    # the first round: every structure x rule at its defaults, then each rule's parameter
+    # values in that rule's best structure (same prefix), under the probed schedule mode
+    mode = probe_mode(runner, structures, sizes[0], warm)
+    plain = [with_mode(b, mode) for b in structure_rules(structures, params=False)]
+    bests: dict = {}
+    for c in runner.run_window(1, plain, warm, sizes[0]):
+        if not c.error:
+            bests.setdefault(family(c.blocks), c.blocks)
+    first = plain + [v for b in bests.values() for v in param_variants(b)]
+    s1 = _halve(runner, 1, first, sizes, keep, extra=pinned, warm=warm, families=True,
+                modes=True)
     bases = [c.blocks for c in _top(s1, 1)]
     s2 = _halve(runner, 2, prefetch_variants(bases, predictions), sizes, 2, bases=bases,
-                drop=("prefetch",)) if bases else []
+                drop=("prefetch",), warm=warm) if bases else []
     whole = sorted((c for c in runner.all if c.fraction >= 1.0 and not c.error),
                    key=lambda c: c.score(runner.objective), reverse=True)
     tops = [c.blocks for c in _top(whole, 2)]
@@ -246,5 +393,5 @@ def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: i
         tops.append(most.blocks)     # the most hits, made faster by the schedule
     if tops:
         _halve(runner, 3, schedule_variants(tops), sizes[-2:], 2, bases=tops,
-               drop=("schedule",))
+               drop=("schedule",), warm=warm)
     return s2
