@@ -109,6 +109,7 @@ class ResolvedPolicy:
     source_hash: str = ""
     tiers: Any = None                 # mpl.checker.tiers.OwnTiers: the memory tiers, resolved
     tier_violations: frozenset = frozenset()                          # their checks' results
+    pins: Any = None                  # mpl.checker.pins.OwnPins: the per-layer pins, resolved
 
     def given(self, key: str) -> bool:
         return key in self.settings
@@ -151,6 +152,9 @@ class ResolvedPolicy:
         for key, s in self.settings.items():
             if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
                 return key
+        from mpl.checker.pins import broken as _pins_broken
+        if _pins_broken(self.pins):
+            return "a pin item"
         for r in self.all_rules():
             if _bad(r.condition) or _bad(r.duration):
                 return "an adapt rule"
