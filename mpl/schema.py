@@ -220,8 +220,11 @@ class Block:
     rules: bool = False               # holds `when ... { ... }` rules (adapt)
     required: bool = False
     dependency: str | None = None     # a block this one only makes sense with
-    # Nested items (sections) it holds, by kind (`tier`, `on`, `band`): see SECTIONS.
+    # Nested items (sections) it holds, by kind (`tier`, `on`, `band`, `pin`): see SECTIONS.
     sections: tuple[str, ...] = ()
+    # Where the formatter writes them: first (the tiers of a hierarchy are what it is), or
+    # after the parameters (the cache's per-layer pins add to the cache its parameters make).
+    sections_first: bool = True
     # False for the blocks of memory tiers: their parameters describe tiers, not one value of
     # the policy, so they are not in PARAMS (nor in an IR's values): see NESTED_PARAMS.
     flat: bool = True
@@ -291,7 +294,7 @@ _EVICTION = (
     EnumValue("belady", "the offline optimum (evict the key used farthest in the future); trace replay only", replay_only=True),
 )
 
-_CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, sections=("pin",), params=(
+_CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, sections=("pin",), sections_first=False, params=(
     Param("cache", "capacity", SLOTS_OR_SIZE, REQUIRED,
           "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is every layer's capacity (a size: per layer), and the total is layers x capacity, unless per_layer.total_budget is given: the total then decides every layer's capacity, and capacity is neither needed nor used (MPL409). A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there). capacity_factor may give the size instead.",
           min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True,
