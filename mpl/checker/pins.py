@@ -110,6 +110,9 @@ def _layers(sink: Sink, head: ast.Param) -> Any:
         sink.emit("MPL102", f"unknown parameter '{head.name.text}' in a pin item's head"
                   f"{tail or '; write pin ' + spec.name + ' = FIRST..LAST'}", head.name.span, fixes=fixes)
         return INVALID
+    v = head.value.value if head.value is not None else None
+    if isinstance(v, ast.Range) and v.end is None:
+        return INVALID                    # `1..` alone: the parser reported it
     base, _, _ = V.check_expr(sink, spec, head.value)
     return base
 
