@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpl import ir, schema
+from mpl.checker import tiers as T
 from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, did_you_mean, replace_fix
 from mpl.diagnostics import Related, Span
@@ -59,6 +60,11 @@ class OwnPins:
     written: bool = False          # the policy writes pin items (they replace the parent's)
     damaged: bool = False          # an item could not be read (an error was reported)
 
+    def broken(self) -> bool:
+        """Whether an item cannot be lowered (its error was reported)."""
+        return self.damaged or any(p.layers is INVALID or not isinstance(p.experts, tuple)
+                                   for p in self.items)
+
     def valid(self) -> list[PinInfo]:
         return [p for p in self.items if p.layers is not INVALID and isinstance(p.experts, tuple)]
 
@@ -66,8 +72,6 @@ class OwnPins:
 # ---------------------------------------------------------------- own text
 def check_item(sink: Sink, sec: ast.Section, block: ast.Block, pname: str, own: OwnPins) -> None:
     """Check one ``pin`` item of ``block`` (the cache block of policy ``pname``) into ``own``."""
-    from mpl.checker import tiers as T
-
     own.written = True
     if not T._head_ok(sink, sec, SPEC):
         own.damaged = True
@@ -148,14 +152,6 @@ def inherit(parent: OwnPins | None, own: OwnPins) -> OwnPins:
     if own.written or parent is None:
         return own
     return parent
-
-
-def broken(pins: OwnPins | None) -> bool:
-    """Whether an item cannot be lowered (its error was reported)."""
-    if pins is None:
-        return False
-    return pins.damaged or any(p.layers is INVALID or not isinstance(p.experts, tuple)
-                               for p in pins.items)
 
 
 # ---------------------------------------------------------------- the resolved policy

@@ -152,8 +152,7 @@ class ResolvedPolicy:
         for key, s in self.settings.items():
             if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
                 return key
-        from mpl.checker.pins import broken as _pins_broken
-        if _pins_broken(self.pins):
+        if self.pins is not None and self.pins.broken():
             return "a pin item"
         for r in self.all_rules():
             if _bad(r.condition) or _bad(r.duration):
