@@ -21,7 +21,7 @@ TRIGGER_CHARACTERS = ["=", " ", "\"", "/", "|", ":", "["]
 
 #: a placeholder value for required parameters in snippets (the user overwrites it)
 _PLACEHOLDER = {schema.INT: "8", schema.SLOTS_OR_SIZE: "8", schema.NUMBER: "1", schema.COUNT: "100",
-                schema.BOOL: "true"}
+                schema.BOOL: "true", schema.INT_LIST: "[0]"}
 
 
 def _md(text: str) -> types.MarkupContent:
@@ -56,7 +56,8 @@ def param_line(p: schema.Param, n: int, snippets: bool) -> str:
 
 def section_snippet(x: schema.Section, snippets: bool, indent: str = "    ", first: int = 1) -> str:
     """A nested item with its head and the parameters it usually needs: ``tier NAME { ...}``,
-    ``on demote(A -> B) { }``, ``band layers = a..b { tier ... }``."""
+    ``on demote(A -> B) { }``, ``band layers = a..b { tier ... }``, ``pin layers = a..b {
+    experts = [...] }``."""
     n = first
 
     def slot(default: str, choices=None) -> str:
@@ -83,8 +84,9 @@ def section_snippet(x: schema.Section, snippets: bool, indent: str = "    ", fir
     else:
         sel = x.selector
         head = f"{x.kind} {sel.name} = {slot('0')}..{slot('7')}"
+        body = [f"{p.name} = {slot(_PLACEHOLDER.get(p.type, ''))}" for p in x.params if p.required]
         inner = [schema.SECTIONS[k] for k in x.sections if schema.SECTIONS[k].head == schema.LABEL]
-        body = [section_snippet(inner[0], snippets, indent, n)] if inner else []
+        body += [section_snippet(inner[0], snippets, indent, n)] if inner else []
     lines = "\n".join(indent + line for b in body for line in b.split("\n"))
     if not lines:
         lines = indent + ("$0" if snippets else "")

@@ -87,6 +87,10 @@ class Features:
     # memory tiers (SPEC §12): the resolved tiers as plain data (:func:`tiers_table`), () for
     # a policy with a cache block; the runtime builds its tiers from it (mpl.runtime.tiers)
     tiers: tuple = ()
+    # the cache's per-layer pins as plain data: ``(first, last, expert ids)`` per
+    # ``pin layers = first..last`` item (decoder-layer ids), by first layer; the runtime
+    # resolves them with ``cache.pin`` into pinned keys (mpl.runtime.core.pinned_keys)
+    layer_pins: tuple = ()
     # an eviction rule that reads the step or the layer the pass is at (CLOCKED_EVICTIONS)
     clocked: bool = _client()
     # an adapt rule (or a conditional value) sets cache.capacity (even to its initial value)
@@ -161,7 +165,7 @@ def features(pir: _ir.PolicyIR) -> Features:
         lru_only=all(r == "lru" for r in rules) and not any("|" in str(v) for v in ev),
         weighted=any(r == "score" for r in rules),
         filters=any(r == "frequency_threshold" for r in rules),
-        pins=bool(pir.values["cache.pin"]),
+        pins=bool(pir.values["cache.pin"]) or bool(pir.layer_pins),
         prefetch=bool(strategies),
         history=any(s in ("history", "lookahead") for s in strategies),
         affinity="affinity" in strategies,
@@ -191,4 +195,5 @@ def features(pir: _ir.PolicyIR) -> Features:
                                                for r in pir.adapt for a in r.actions),
         prefetch_off="none" in reachable(pir, "prefetch.strategy"),
         tiers=tiers_table(pir),
+        layer_pins=tuple((p.layers.first, p.layers.last, tuple(p.experts)) for p in pir.layer_pins),
     )

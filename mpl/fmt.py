@@ -11,7 +11,8 @@ Layout
 * Nested items (``tier``, ``on``, ``band``): in a block or section that holds them
   (``hierarchy``, ``band``) they come first, by kind in the schema's order (tiers, then
   transitions), each kind in source order (the tiers' order is their meaning), then the
-  parameters; a tier's or a transition's parameters in schema order. Heads are written
+  parameters; in the cache block its per-layer pins (``pin layers = ...``) come after its
+  parameters, in source order; a tier's or a transition's parameters in schema order. Heads are written
   ``tier hot``, ``band layers = 0..7``, ``on demote(hot -> warm)``; values
   ``weighted_sum(lru = 0.5, lfu = 0.5)``, ``gpu:1``, ``0..7``.
 * 4-space indent, one item per line, every block and rule expanded (``name {`` ... ``}``), an
@@ -158,8 +159,9 @@ def ordered_blocks(policy: ast.Policy) -> list[ast.Block]:
 def ordered_items(block) -> list:
     """The items of a block or a section in canonical order: a container of nested items
     (hierarchy, band) has them first, by kind in the schema's order (tiers keep their order:
-    it is the tiers' order), then its parameters; elsewhere parameters, rules, then any
-    nested item (misplaced: the checker reports it)."""
+    it is the tiers' order), then its parameters, unless the schema writes them after its
+    parameters (the cache's pins: ``Block.sections_first``); elsewhere parameters, rules, then
+    any nested item (misplaced: the checker reports it)."""
     params = [p for p in block.items if isinstance(p, ast.Param)]
     rules = [r for r in block.items if isinstance(r, ast.Rule)]
     sections = [x for x in block.items if isinstance(x, ast.Section)]
@@ -169,7 +171,7 @@ def ordered_items(block) -> list:
     sections = [x for _, x in sorted(((section_key(name, x, i), x) for i, x in enumerate(sections)),
                                      key=lambda kx: kx[0])]
     spec = schema.container(name)
-    if spec is not None and spec.sections:
+    if spec is not None and spec.sections and getattr(spec, "sections_first", True):
         return sections + params + rules
     return params + rules + sections
 

@@ -19,6 +19,10 @@ Value representation in ``values`` (and in ``SetAction.value``):
   plain ``int``;
 * lists: tuples.
 
+The cache's per-layer pins (``pin layers = FIRST..LAST { experts = [...] }`` items) are not
+values either: ``PolicyIR.layer_pins`` holds a :class:`LayerPins` per item, by first layer
+(``cache.pin``, the ids pinned in every layer, is a value).
+
 Memory tiers (``hierarchy``, ``per_layer_hierarchy``; docs/memory-tiers.md) are not values:
 ``PolicyIR.hierarchy`` is a :class:`Hierarchy` (``None`` without a hierarchy block) and
 ``PolicyIR.bands`` the :class:`Band` of each band of layers (``()`` without a
@@ -129,6 +133,15 @@ class Layers:
 
 
 @dataclass(frozen=True, slots=True)
+class LayerPins:
+    """A ``pin layers = FIRST..LAST { experts = [...] }`` item of the cache block: these expert
+    ids are pinned in each of these layers (decoder-layer ids), besides ``cache.pin``'s."""
+    layers: Layers
+    experts: tuple[int, ...]
+    source_line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class WeightedSum:
     """``weighted_sum(lru = 0.5, lfu = 0.5)``: ``weights`` as written, ``(rule, weight)``
     pairs of single-queue rules, each named once; only their ratios matter."""
@@ -211,6 +224,7 @@ class PolicyIR:
     source_hash: str = ""                       # sha256 of the source text(s) it came from
     hierarchy: Hierarchy | None = None          # the hierarchy block, resolved
     bands: tuple[Band, ...] = ()                # per_layer_hierarchy, by first layer
+    layer_pins: tuple[LayerPins, ...] = ()      # the cache's per-layer pins, by first layer
     source_line: int = 0                        # of `policy NAME`; not part of equality
 
     def __post_init__(self) -> None:
@@ -243,7 +257,7 @@ class PolicyIR:
     # IR of the original, and the eDSL's IR equals the text's.
     def _key(self):
         return (self.name, tuple(sorted(self.values.items(), key=lambda kv: kv[0])),
-                self.blocks, self.adapt, self.parent, self.hierarchy, self.bands)
+                self.blocks, self.adapt, self.parent, self.hierarchy, self.bands, self.layer_pins)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PolicyIR) and self._key() == other._key()
@@ -271,11 +285,16 @@ def to_jsonable(obj: Any) -> Any:
             out["hierarchy"] = to_jsonable(obj.hierarchy)
         if obj.bands:
             out["bands"] = [to_jsonable(b) for b in obj.bands]
+        if obj.layer_pins:     # (likewise: only policies with per-layer pins)
+            out["layer_pins"] = [to_jsonable(p) for p in obj.layer_pins]
         return out
     if isinstance(obj, Location):
         return str(obj)
     if isinstance(obj, Layers):
         return {"first": obj.first, "last": obj.last}
+    if isinstance(obj, LayerPins):
+        return {"layers": to_jsonable(obj.layers), "experts": list(obj.experts),
+                "line": obj.source_line}
     if isinstance(obj, WeightedSum):
         return {"weighted_sum": [[rule, w] for rule, w in obj.weights]}
     if isinstance(obj, Tier):

@@ -12,7 +12,9 @@
   the order parameters are written in (the formatter reorders them);
 * rule durations -> :class:`mpl.ir.Count` (no ``for``: ``Count(0)``, fires at once);
 * memory tiers -> :class:`mpl.ir.Hierarchy` and :class:`mpl.ir.Band`
-  (:func:`mpl.checker.tiers.lower`).
+  (:func:`mpl.checker.tiers.lower`);
+* the cache's ``pin layers = ...`` items -> :class:`mpl.ir.LayerPins`
+  (:func:`mpl.checker.pins.lower`).
 
 The input must be free of errors (``Analysis.ir`` only lowers those: the checker marks a
 policy with any part that cannot be lowered as having errors, see
@@ -25,7 +27,7 @@ import hashlib
 from typing import Iterable
 
 from mpl import ir, schema
-from mpl.checker import tiers
+from mpl.checker import pins, tiers
 from mpl.checker.crossfield import DEFAULTS
 from mpl.checker.resolved import PER_LAYER_BLOCK, ResolvedPolicy, RuleInfo, action_has_effect
 
@@ -97,5 +99,6 @@ def lower(rp: ResolvedPolicy, *, source_hash: str | None = None,
         source_hash=source_hash if source_hash is not None else rp.source_hash,
         hierarchy=hierarchy,
         bands=bands,
+        layer_pins=pins.lower(rp.pins),
         source_line=rp.node.span.line,
     )

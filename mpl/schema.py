@@ -113,6 +113,8 @@ DISPATCH_WINDOW_MAX = 100_000
 #: policy whose layers x capacity asks for more for a model's shape): 4,194,304 slots are 64
 #: layers of 65,536, far beyond any device's memory even for the smallest experts.
 SLOT_POOL_MAX = 1 << 22
+#: The largest expert id a pin names: a model has at most 65,536 experts per layer.
+EXPERT_ID_MAX = 65535
 
 
 @dataclass(frozen=True)
@@ -221,8 +223,11 @@ class Block:
     rules: bool = False               # holds `when ... { ... }` rules (adapt)
     required: bool = False
     dependency: str | None = None     # a block this one only makes sense with
-    # Nested items (sections) it holds, by kind (`tier`, `on`, `band`): see SECTIONS.
+    # Nested items (sections) it holds, by kind (`tier`, `on`, `band`, `pin`): see SECTIONS.
     sections: tuple[str, ...] = ()
+    # Where the formatter writes them: first (the tiers of a hierarchy are what it is), or
+    # after the parameters (the cache's per-layer pins add to the cache its parameters make).
+    sections_first: bool = True
     # False for the blocks of memory tiers: their parameters describe tiers, not one value of
     # the policy, so they are not in PARAMS (nor in an IR's values): see NESTED_PARAMS.
     flat: bool = True
@@ -292,7 +297,7 @@ _EVICTION = (
     EnumValue("belady", "the offline optimum (evict the key used farthest in the future); trace replay only", replay_only=True),
 )
 
-_CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, params=(
+_CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cache, its size and eviction rule.", required=True, sections=("pin",), sections_first=False, params=(
     Param("cache", "capacity", SLOTS_OR_SIZE, REQUIRED,
           "Number of expert slots on the device. Without per_layer one shared cache of this many slots holds keys of every layer; with per_layer it is every layer's capacity (a size: per layer), and the total is layers x capacity, unless per_layer.total_budget is given: the total then decides every layer's capacity, and capacity is neither needed nor used (MPL409). A size (e.g. 12GiB) means as many experts as fit once the expert size is known. At most 65,536 slots (SPEC); a size gives at most every expert of the model (the slot pool stops there). capacity_factor may give the size instead.",
           min=1, max=65536, units=SIZE_UNITS, unit="slots", conditional=True,
@@ -304,8 +309,8 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           "Which resident expert to evict when a slot is needed. `a | b` builds a segmented cache.",
           enum=_EVICTION, fallback=True, conditional=True),
     Param("cache", "pin", INT_LIST, (),
-          "Expert ids pinned in every MoE layer: they occupy slots and are never evicted. Ids are 0..65535: a model has at most 65,536 experts per layer.",
-          min=0, max=65535, count_max_ref="cache.capacity"),
+          "Expert ids pinned in every MoE layer: they occupy slots and are never evicted. Ids are 0..65535: a model has at most 65,536 experts per layer. Experts pinned in some layers only: `pin layers = FIRST..LAST { experts = [...] }` items beside it (pinned there in addition to these).",
+          min=0, max=EXPERT_ID_MAX, count_max_ref="cache.capacity"),
     Param("cache", "frequency_decay", NUMBER, 0.95,
           "LFU: multiply every frequency by this factor every decay_interval accesses.",
           min=0, max=1, min_open=True, conditional=True, aliases=("lfu_decay",),
@@ -607,6 +612,15 @@ _SECTION_LIST = (
                            "The layers of the band, both ends included (the model's decoder-layer ids, as in traces); one layer alone is `layers = 5`.",
                            min=0, max=LAYER_INDEX_MAX, unit="layers"),
             parents=("per_layer_hierarchy",)),
+    Section("pin", SELECTOR, "Experts pinned in some layers only (the hot experts of each layer, as a profile places them): they occupy slots of the cache that holds their layer's keys and are never evicted, in addition to the ids of `pin` (pinned in every layer). Ranges of two pin items never share a layer.",
+            "pin layers = FIRST..LAST { experts = [ID, ...] }", "'layers = FIRST..LAST'",
+            params=(Param("pin", "experts", INT_LIST, REQUIRED,
+                          "Expert ids pinned in each layer of the item's range: they occupy slots and are never evicted. Ids are 0..65535.",
+                          min=0, max=EXPERT_ID_MAX),),
+            selector=Param("pin", "layers", LAYER_RANGE, REQUIRED,
+                           "The layers these experts are pinned in, both ends included (the model's decoder-layer ids, as in traces and bands); one layer alone is `layers = 5`.",
+                           min=0, max=LAYER_INDEX_MAX, unit="layers"),
+            parents=("cache",)),
 )
 SECTIONS: Mapping[str, Section] = MappingProxyType({x.kind: x for x in _SECTION_LIST})
 

@@ -232,3 +232,75 @@ def test_tiered_policies_give_the_same_plans_and_state(text, data):
     seq = data.draw(st.lists(calls(5, 12, 3), min_size=1, max_size=80))
     play(a, b, seq)
     assert observable(a) == observable(b)
+
+
+# ------------------------------------------------------------------ per-layer pins
+@st.composite
+def pinned_policies(draw):
+    """A random policy of :func:`random_policies` with per-layer pins: items over random
+    ranges of its layers (gaps between them), a few expert ids each."""
+    import dataclasses
+    from mpl import ir as _ir
+    ir, L, E, K = draw(random_policies())
+    r = random.Random(draw(st.integers(0, 2**32 - 1)))
+    items, layer = [], 0
+    while layer < L:
+        last = min(L - 1, layer + r.randint(0, 2))
+        if r.random() < 0.7:
+            ids = tuple(sorted(r.sample(range(E), r.randint(1, min(3, E)))))
+            items.append(_ir.LayerPins(_ir.Layers(layer, last), ids))
+        layer = last + 1 + r.randint(0, 1)
+    return dataclasses.replace(ir, layer_pins=tuple(items)), L, E, K
+
+
+@needs_engine
+@given(st.data())
+@SETTINGS
+def test_per_layer_pins_give_the_same_plans_and_are_never_evicted(data):
+    ir, L, E, K = data.draw(pinned_policies())
+    try:
+        a, b = pair(ir, L, E, K)
+    except RuntimeConfigError as e:
+        with pytest.raises(RuntimeConfigError, match=str(e)[:30].replace("(", r"\(").replace(")", r"\)")):
+            from_ir(ir).runtime(L, E, K, backend="pure")
+        return
+    assert a.backend == "compiled" and b.backend == "pure"
+    pinned = {(x, e) for p in ir.layer_pins for x in range(p.layers.first, p.layers.last + 1)
+              for e in p.experts} | {(x, e) for x in range(L) for e in ir["cache.pin"]}
+    seq = data.draw(st.lists(calls(L, E, K), min_size=1, max_size=80))
+    for name, args, kw in seq:
+        if name == "read":
+            assert observable(a) == observable(b)
+            continue
+        ga = outcome(getattr(a, name), *args, **kw)
+        gb = outcome(getattr(b, name), *args, **kw)
+        assert ga == gb, (name, args, kw)
+        if ga[0] == "plan":
+            evicted = ga[1][6]
+            assert not [k for k, _ in evicted if tuple(k) in pinned], (evicted, pinned)
+    assert observable(a) == observable(b)
+
+
+@pytest.mark.parametrize("backend", ["pure", "compiled"])
+def test_per_layer_pins_stay_resident_once_loaded(backend):
+    """A pinned key of a layer, once loaded, hits for the rest of the run however the other
+    keys churn; the same expert id in another layer is evicted like any key."""
+    if backend == "compiled" and not compiled.available():
+        pytest.skip(compiled.WHY)
+    pol = mpl.loads("policy p { cache { capacity = 3  eviction = lru\n"
+                    "  pin layers = 1 { experts = [5] } } }")
+    rt = pol.runtime(2, 16, 2, backend=backend)
+    assert rt.backend == backend
+    r = random.Random(7)
+    evicted = []
+    rt.dispatch(1, [5, 0])
+    for i in range(400):
+        layer = i % 2
+        ex = r.sample([e for e in range(16) if e != 5], 2)
+        if r.random() < 0.3:
+            ex[0] = 5
+        p = rt.dispatch(layer, ex)
+        evicted += [tuple(k) for k, _ in p.evicted]
+        if layer == 1 and 5 in ex:
+            assert p.hit[ex.index(5)]
+    assert (1, 5) not in evicted and (0, 5) in evicted

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mpl import schema
+from mpl.checker import pins as PINS
 from mpl.checker import tiers as T
 from mpl.checker import values as V
 from mpl.checker.common import INVALID, Sink, fmt_num, quote_list, remove_fix
@@ -51,6 +52,7 @@ def check_resolved(rp: ResolvedPolicy, sink: Sink, *, purpose: str = LIVE,
         if v not in inherited:
             _place(rp, sink, v)
     T.check_resolved(rp, sink, model=model, values=values)
+    PINS.check_resolved(rp, sink, model=model, values=values)
     rules = rp.all_rules()
     _adapt_semantics(rp, sink, values, blocks, given, rules, purpose, model, found)
     _no_effect(rp, sink, values, rules)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mpl import schema
+from mpl.checker import pins as PINS
 from mpl.checker import policy as P
 from mpl.checker import structure
 from mpl.checker import tiers as T
@@ -526,6 +527,7 @@ class Resolver:
         rp.rules.extend(own.rules)
         base = rp.parent_policy.tiers if rp.parent_policy is not None else T.OwnTiers()
         rp.tiers = T.inherit(base, own.tiers)
+        rp.pins = PINS.inherit(rp.parent_policy.pins if rp.parent_policy is not None else None, own.pins)
         rp.own_keys = set(own.settings)
         rp.own_blocks = set(own.blocks)
         rp.syntax_damaged = self._syntax_error_inside(unit, pol)

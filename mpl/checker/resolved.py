@@ -109,6 +109,7 @@ class ResolvedPolicy:
     source_hash: str = ""
     tiers: Any = None                 # mpl.checker.tiers.OwnTiers: the memory tiers, resolved
     tier_violations: frozenset = frozenset()                          # their checks' results
+    pins: Any = None                  # mpl.checker.pins.OwnPins: the per-layer pins, resolved
 
     def given(self, key: str) -> bool:
         return key in self.settings
@@ -151,6 +152,8 @@ class ResolvedPolicy:
         for key, s in self.settings.items():
             if _bad(s.base) or (s.conditional and (_bad(s.alternative) or _bad(s.condition))):
                 return key
+        if self.pins is not None and self.pins.broken():
+            return "a pin item"
         for r in self.all_rules():
             if _bad(r.condition) or _bad(r.duration):
                 return "an adapt rule"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mpl import schema
+from mpl.checker import pins as PINS
 from mpl.checker import tiers as T
 from mpl.checker import values as V
 from mpl.checker.common import (INVALID, Sink, did_you_mean, quote_list, remove_fix,
@@ -23,6 +24,7 @@ class OwnPart:
     settings: dict[str, Setting] = field(default_factory=dict)
     rules: list[RuleInfo] = field(default_factory=list)
     tiers: T.OwnTiers = field(default_factory=T.OwnTiers)       # hierarchy, per_layer_hierarchy
+    pins: PINS.OwnPins = field(default_factory=PINS.OwnPins)    # the cache's `pin layers = ...` items
 
 
 _PARAMS = {(p.block, p.name): p for p in schema.PARAMS.values()}
@@ -60,7 +62,11 @@ def check_policy_body(policy: ast.Policy, pname: str, sink: Sink) -> OwnPart:
             continue
         for item in b.items:
             if isinstance(item, ast.Section):
-                T.misplaced(sink, item, name, sb.sections)
+                if item.kind.text in sb.sections and item.kind.text == PINS.SPEC.kind:
+                    # (a duplicate block's items are checked, and not used)
+                    PINS.check_item(sink, item, b, pname, own.pins if first is None else PINS.OwnPins())
+                else:
+                    T.misplaced(sink, item, name, sb.sections)
             elif isinstance(item, ast.Param):
                 _param(sink, sb, item, b, pname, own)
             elif isinstance(item, ast.Rule):
@@ -70,6 +76,7 @@ def check_policy_body(policy: ast.Policy, pname: str, sink: Sink) -> OwnPart:
                               f"move this rule into 'adapt {{ ... }}'", when)
                     continue
                 own.rules.append(check_rule(sink, item, pname))
+    PINS.finish_own(sink, own.pins)
     return own
 
 

@@ -10,6 +10,8 @@
   transformers in this process, ``mpl.offload.cli``; ``vllm``: a vLLM engine in the Python
   vLLM is installed in, ``mpl.vllm.launch``)
 * ``mplc trace info T`` (header and summary)
+* ``mplc trace place T --slots N`` (per-layer frequency placement, printed as the cache
+  block's ``pin layers = ...`` items: ``mpl.sim.placement``)
 """
 
 from __future__ import annotations
@@ -88,6 +90,23 @@ def add_arguments(parser) -> None:
                                    "and its checksum verified).")
     p.add_argument("input", metavar="TRACE", help="the trace to describe (.mpltrace or .jsonl)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(_leaf=p)
+
+    p = sub.add_parser("place", help="pin each layer's most used experts (per-layer placement)",
+                       description="Count each MoE layer's expert accesses in a trace and print "
+                                   "the N most accessed experts of every layer as per-layer pins "
+                                   "of the cache block ('pin layers = a..b { experts = [...] }', "
+                                   "consecutive layers with the same experts in one item), the "
+                                   "placement KTransformers and Fiddler make from a profile. "
+                                   "Paste them into a policy's cache block; its capacity must "
+                                   "hold them (mplc check says so).")
+    p.add_argument("input", metavar="TRACE", help="the trace to count (.mpltrace or .jsonl)")
+    p.add_argument("--slots", type=int, required=True, metavar="N",
+                   help="experts to pin per MoE layer (1 .. the trace's experts per layer)")
+    p.add_argument("--indent", type=int, default=0, metavar="SPACES",
+                   help="indent every line by this many spaces (8: inside a policy's cache block)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: per layer its experts and access counts, and the .moe text")
     p.set_defaults(_leaf=p)
 
     p = sub.add_parser("record", help="record the routing of a live model (needs torch)",
@@ -237,6 +256,8 @@ def run(args) -> int:
             else:
                 print(format_details(info))
             return 0
+        if cmd == "place":
+            return _place(args, prog)
         if cmd == "record":
             policy = args.policy or getattr(args, "policy_option", None)
             if args.tensor_parallel_size is not None and args.tensor_parallel_size < 1:
@@ -263,6 +284,33 @@ def run(args) -> int:
         where = f"{e.filename}: " if e.filename else ""
         return error(prog, f"{where}{e.strerror or e}")
     return 2
+
+
+def _place(args, prog: str) -> int:
+    from mpl import tracecols
+    from mpl.cli.errors import usage
+    from mpl.sim.placement import place, to_moe
+
+    if args.slots < 1:
+        return usage(prog, f"--slots must be at least 1, got {args.slots}")
+    if not 0 <= args.indent <= 64:
+        return usage(prog, f"--indent must be 0..64 spaces, got {args.indent}")
+    trace = tracecols.load(args.input)
+    h = trace.header
+    if args.slots > h.num_experts:
+        return usage(prog, f"--slots {args.slots} is more than the {h.num_experts} experts per "
+                           f"layer of {args.input}")
+    result = place(trace, args.slots)
+    text = to_moe(result, " " * args.indent)
+    if args.json:
+        print(json.dumps({"trace": args.input, "model": h.model, **result.to_dict(), "moe": text},
+                         indent=2))
+        return 0
+    pad = " " * args.indent
+    print(f"{pad}# the {args.slots} most accessed experts of each MoE layer of {h.model} in "
+          f"{args.input} ({result.dispatches} dispatches): mplc trace place --slots {args.slots}")
+    sys.stdout.write(text)
+    return 0
 
 
 def _engine_input(args):

@@ -389,7 +389,8 @@ def _emit_locals(w: _W, f: Features, b: _Body) -> None:
         w(0, f"cache.store.begin({'cur_step' if b.local_step else 'self.step'}, layer)")
     _emit_needed(w, (not b.counts_only, "loads = []"), (not b.lean, "evicted = []"),
                  (True, "inuse = None"), (b.need_w, "wdef = self.w_default"),
-                 (f.prefetch, "pf = self._pf"), (f.ttl, "ttl = self._ttl"))
+                 (f.prefetch, "pf = self._pf"), (f.ttl, "ttl = self._ttl"),
+                 (f.pins, "pins = self.pins   # pinned keys (layer, expert)"))
 
 
 def _emit_loop_head(w: _W, f: Features, b: _Body) -> None:
@@ -437,7 +438,7 @@ def _emit_hit(w: _W, f: Features, b: _Body) -> None:
     with w.indent():
         call = "touch(key)" if f.lru_only else "touch(key, w)"
         if f.pins:
-            w(0, "if e not in _PINS:")
+            w(0, "if key not in pins:")
         with w.indent(1 if f.pins else 0):
             w(0, call)
             if f.ttl:
@@ -622,7 +623,7 @@ def _emit_admit(w: _W, f: Features, d: int, kind: str, on_fail: list[str]) -> No
     w(d, "res[key] = slot")
     ins = "od[key] = None" if f.lru_only else "insert(key, w)"
     if f.pins:
-        w(d, "if e not in _PINS:")
+        w(d, "if key not in pins:")
         w(d + 1, ins)
         if f.ttl:
             w(d + 1, "ttl[key] = self._stamp()")
@@ -638,7 +639,7 @@ def _emit_inline_miss(w: _W, f: Features, mode: str) -> None:
     """The miss path for a policy with one reachable schedule mode, inlined (at the miss's indent)."""
     if not f.lru_only:
         if f.pins:
-            w(0, "if smiss is not None and e not in _PINS:")
+            w(0, "if smiss is not None and key not in pins:")
         else:
             w(0, "if smiss is not None:")
         w(1, "smiss(key, w)")
@@ -781,8 +782,6 @@ def generate(pir: _ir.PolicyIR, *, mpl_version: str | None = None) -> str:
     for k in sorted(table):
         w(1, f"{k!r}: {literal(table[k])},")
     w(0, "}")
-    w(0)
-    w(0, f"_PINS = frozenset({literal(tuple(pir.values['cache.pin']))})")
     w(0)
     w(0, "# Adapt rules: the inverse_of of each (the restoring half of a conditional pair).")
     w(0, f"_RULES = {literal(tuple(r.inverse_of for r in pir.adapt))}")

@@ -30,8 +30,10 @@ def policy_runtime(policy, header: TraceHeader, *, hardware=None):
 
     profile = hw.resolve(hardware)
     eb, costs = hw.costs_for_trace(profile, policy.ir, header)
+    # (per-layer pins name decoder-layer ids: the trace's header maps them to its ordinals)
+    ids = {"layer_ids": tuple(header.moe_layers)} if policy.ir.layer_pins else {}
     rt = policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
-                        expert_bytes=eb, cost=hw.runtime_cost_model(costs))
+                        expert_bytes=eb, cost=hw.runtime_cost_model(costs), **ids)
     return profile, costs, rt
 
 

@@ -379,6 +379,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         from .calibrate import calibrate
         cost = calibrate(layers[0], dev)
     kw = {"expert_bytes": expert_bytes}
+    if policy.ir.layer_pins:       # per-layer pins name decoder-layer ids: the model's MoE layers'
+        kw["layer_ids"] = tuple(shape.moe_layers)
     if cost is not None:
         kw["cost"] = cost
     try:

@@ -53,7 +53,9 @@ MPL301 = rule("MPL301", E, "cross-field", "pinned experts fill the cache", """
 Pinned experts occupy cache slots and are never evicted, so there must be at least as many
 slots as pinned experts: in the cache (`capacity`), and with `per_layer` in every layer
 (`min_capacity`). With a model (`--model`), MPL506 also counts the MoE layers of a shared
-cache.
+cache. Per-layer pins (`pin layers = FIRST..LAST { experts = [...] }`) are counted the same
+way: in a layer's cache, that layer's pins (with those of `pin`); in a shared cache, the pins
+of every layer the items name.
 """, """
 policy fast {
     cache {
@@ -578,5 +580,27 @@ policy fast {
 }
 """)
 
+MPL330 = rule("MPL330", E, "cross-field", "per-layer pins overlap", """
+The `pin layers = FIRST..LAST { experts = [...] }` items of a cache give the experts pinned in
+their layers; two items whose ranges share a layer would give it two lists. Write each layer in
+one item (merge the lists, or split a range). Experts pinned in every layer go in `pin = [...]`.
+""", """
+policy profiled {
+    cache {
+        capacity = 64
+        pin layers = 0..7 { experts = [3, 7] }
+        pin layers = 6..9 { experts = [5] }
+    }
+}
+""", """
+policy profiled {
+    cache {
+        capacity = 64
+        pin layers = 0..5 { experts = [3, 7] }
+        pin layers = 6..9 { experts = [5] }
+    }
+}
+""")
+
 RULES = (MPL301, MPL302, MPL303, MPL304, MPL305, MPL306, MPL307, MPL308, MPL309,
-         MPL320, MPL321, MPL322, MPL323, MPL324, MPL325, MPL326, MPL327, MPL328, MPL329)
+         MPL320, MPL321, MPL322, MPL323, MPL324, MPL325, MPL326, MPL327, MPL328, MPL329, MPL330)

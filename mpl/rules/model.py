@@ -12,7 +12,8 @@ from mpl.rules.base import E, Facts, Violation, W, expert_gb, fmt_num, ok, rule,
 
 MPL501 = rule("MPL501", E, "model", "pinned expert does not exist", """
 With a model shape (`mplc check --model`, or at attach), a pinned expert id must exist: ids
-run from 0 to the number of routed experts per layer minus one.
+run from 0 to the number of routed experts per layer minus one. This holds for `pin` and for
+the `experts` of a `pin layers = ...` item alike.
 """, """
 policy fast {
     cache {
@@ -244,7 +245,8 @@ def check_per_layer_minimum(f: Facts) -> list[Violation]:
 
 MPL506 = rule("MPL506", E, "model", "pinned experts do not fit", """
 `pin` pins experts in every MoE layer. In one shared cache that takes pins x layers slots,
-which must fit in the capacity.
+which must fit in the capacity. With `pin layers = ...` items, the slots are counted layer by
+layer: the experts pinned in every layer and those of the layer's item, over every MoE layer.
 """, """
 policy fast {
     cache {
@@ -532,5 +534,26 @@ def check_below_one_step(f: Facts) -> list[Violation]:
 CHECKS = (check_slot_range, check_pins_exist, check_top_k, check_holds_every_expert,
           check_per_layer_minimum, check_pins_fit_layers, check_device_memory, check_below_one_step)
 
+MPL521 = rule("MPL521", E, "model", "pinned layer is not a MoE layer", """
+With a model, the layers of a `pin layers = FIRST..LAST { ... }` item must be MoE layers of
+the model: a layer it does not have, or a dense layer (which has no experts to pin), is an
+error. Layers are the model's decoder-layer ids, as in traces and bands (DeepSeek-V2-Lite's
+layer 0 is dense: its MoE layers are 1..26).
+""", """
+policy profiled {
+    cache {
+        capacity = 160
+        pin layers = 0..3 { experts = [3, 7] }
+    }
+}
+""", """
+policy profiled {
+    cache {
+        capacity = 160
+        pin layers = 1..3 { experts = [3, 7] }
+    }
+}
+""", model="deepseek-v2-lite")
+
 RULES = (MPL501, MPL502, MPL503, MPL504, MPL505, MPL506, MPL507, MPL508, MPL509,
-         MPL515, MPL516, MPL517, MPL518, MPL519, MPL520)
+         MPL515, MPL516, MPL517, MPL518, MPL519, MPL520, MPL521)

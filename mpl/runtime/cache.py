@@ -3,8 +3,9 @@
 One :class:`SlotFreeList` of ``num_slots`` device slots serves every cache of a runtime (the
 shared cache, or the per-layer caches), so the mechanism pre-allocates once. A
 :class:`Cache` maps resident keys to slots, enforces its capacity and asks its eviction
-store for victims. Pinned keys (expert id in the policy's ``pin`` list) occupy slots of the
-cache they belong to but never enter the store, so they are never chosen as victims.
+store for victims. Pinned keys (``(layer, expert)``: the policy's ``pin`` ids in every layer,
+and its per-layer pins; :func:`mpl.runtime.core.pinned_keys`) occupy slots of the cache they
+belong to but never enter the store, so they are never chosen as victims.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class Cache:
             victim = None
             slot = self.pool.take()
         res[key] = slot
-        if key[1] not in self.pins:
+        if key not in self.pins:
             self.store.insert(key, w)
         return slot, victim
 

@@ -221,7 +221,7 @@ def engine_config(lay, params: dict, features: dict, conditions, actions, invers
     metrics = tuple(m for m in p["monitor.metrics"] if m in METRICS)
     return {
         "num_layers": lay.num_layers, "num_experts": lay.num_experts, "top_k": lay.top_k,
-        "expert_bytes": lay.expert_bytes, "pins": tuple(sorted(lay.pins)),
+        "expert_bytes": lay.expert_bytes, "pins": tuple(sorted(layer * lay.num_experts + e for layer, e in lay.pins)),
         "per_layer": int(lay.per_layer), "pool_size": lay.pool_size,
         "requested_slots": lay.requested_slots, "capacity": lay.capacity,
         "capacities": tuple(lay.capacities), "eviction": str(p["cache.eviction"]),

@@ -29,7 +29,7 @@ from mpl.runtime.monitor import Monitor
 from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
 from mpl.runtime.prefetch import Affinity, History, Learned
 from mpl.runtime.routing import distinct  # noqa: F401  (the generated modules import it from here)
-from mpl.runtime.tier_layout import tier_layout
+from mpl.runtime.tier_layout import layer_id_list, stored_bits_of, tier_layout
 from mpl.schema import SLOT_POOL_MAX, factor_slots, missing_required
 
 log = logging.getLogger("mpl.runtime")
@@ -79,6 +79,42 @@ class _Rule:
         self.mark = None      # last step / token count the held counter advanced at
 
 
+def pinned_keys(every, per_layer, num_layers: int, num_experts: int, layer_ids=None) -> frozenset:
+    """The pinned keys ``(layer, expert)`` of a runtime (layer: the MoE-layer ordinal its
+    dispatches name): the ids of ``every`` (``cache.pin``) in each MoE layer, and for each
+    ``(first, last, ids)`` of ``per_layer`` (``FEATURES["layer_pins"]``, the cache's
+    ``pin layers = first..last`` items, which name decoder-layer ids) its ids in those layers.
+    ``layer_ids``: the MoE layers' decoder-layer ids (None: the ordinals themselves).
+    RuntimeConfigError for an expert or a layer the model does not have."""
+    L, E = num_layers, num_experts
+    ids = list(range(L)) if layer_ids is None else [int(x) for x in layer_ids]
+    ordinal = {x: i for i, x in enumerate(ids)}
+    keys = {(layer, e) for layer in range(L) for e in every}
+    for first, last, experts in per_layer:
+        bad = sorted(e for e in experts if not 0 <= e < E)
+        if bad:
+            raise RuntimeConfigError(f"pin layers = {first}..{last} lists expert {bad[0]}, but the "
+                                     f"model has {E} experts per layer (ids 0..{E - 1})")
+        if last - first >= len(ids) or any(x not in ordinal for x in range(first, last + 1)):
+            x = next(x for x in range(first, last + 1) if x not in ordinal)
+            raise RuntimeConfigError(f"pin layers = {first}..{last} names layer {x}, which is not "
+                                     f"a MoE layer of the model (its MoE layers: "
+                                     f"{_id_runs(ids)})")
+        keys.update((ordinal[x], e) for x in range(first, last + 1) for e in experts)
+    return frozenset(keys)
+
+
+def _id_runs(ids) -> str:
+    xs, out, i = sorted(ids), [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}..{xs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 class Layout:
     """A runtime's shape and slots, computed once from the policy's values for a model shape
     (:func:`layout`): what both backends are built from, so they agree on every slot."""
@@ -125,12 +161,14 @@ def layout(params: dict, features: dict, num_layers, num_experts, top_k, *, expe
         why = rule_error(str(rule))
         if why is not None:
             raise RuntimeConfigError(why)
-    lay.pins = frozenset(params["cache.pin"])
     lay.tiers = None
     if features.get("tiers"):
+        lay.pins = frozenset()
         return _tiered(lay, params, features, layer_ids, stored_bits)
-    if layer_ids is not None or stored_bits is not None:     # (checked, for a tiered policy's sake)
-        tier_layout((), L, E, lay.expert_bytes, layer_ids=layer_ids, stored_bits=stored_bits)
+    # (checked as for a tiered policy; the layer ids map per-layer pins to MoE-layer ordinals)
+    stored_bits_of(stored_bits)
+    ids = None if layer_ids is None else layer_id_list(layer_ids, "layer_ids", L)
+    lay.pins = pinned_keys(params["cache.pin"], features.get("layer_pins", ()), L, E, ids)
     per_layer = bool(features.get("per_layer"))
     # cache.capacity, unless per_layer.total_budget gives it (mpl.schema.missing_required)
     missing = missing_required(lambda k: params.get(k) is not None and (
@@ -381,7 +419,7 @@ class PureRuntime:
             self._ttl.pop(key, None)
 
     def _arrived(self, key) -> None:
-        if self._ttl is not None and key[1] not in self.pins:
+        if self._ttl is not None and key not in self.pins:
             self._ttl[key] = self._stamp()
 
     # ------------------------------------------------------------------ misses
@@ -401,7 +439,7 @@ class PureRuntime:
 
     def _miss_gpu(self, cache, key, w, tokens, inuse, loads, evicted) -> int:
         store = cache.store
-        if store.needs_miss and key[1] not in self.pins:
+        if store.needs_miss and key not in self.pins:
             store.miss(key, w)
         slot = self._load(cache, key, w, inuse, loads, evicted, DEMAND)
         if slot is None:
@@ -412,7 +450,7 @@ class PureRuntime:
 
     def _miss_cpu(self, cache, key, w, tokens, inuse, loads, evicted) -> int:
         store = cache.store
-        if store.needs_miss and key[1] not in self.pins:
+        if store.needs_miss and key not in self.pins:
             store.miss(key, w)
         self.cpu_computes += 1
         if self._load(cache, key, w, inuse, loads, evicted, BACKGROUND) is not None:
@@ -500,7 +538,7 @@ class PureRuntime:
                 victim = None
                 slot = cache.pool.take()
             res[key] = slot
-            if key[1] not in pins:
+            if key not in pins:
                 store.insert(key, w)
                 if ttl is not None:
                     ttl[key] = self._stamp()

@@ -68,7 +68,8 @@ class TierLayout:
         return [lv.describe() for lv in self.levels]
 
 
-def _int_list(value, name: str, n: int) -> list[int]:
+def layer_id_list(value, name: str, n: int) -> list[int]:
+    """``value`` as ``n`` distinct decoder-layer ids >= 0 (RuntimeConfigError otherwise)."""
     try:
         out = [int(x) for x in value]
     except (TypeError, ValueError):
@@ -96,7 +97,7 @@ def tier_layout(table, num_layers: int, num_experts: int, expert_bytes: float, *
     None: the ordinals themselves) of ``num_experts`` experts of ``expert_bytes`` bytes at
     ``stored_bits``; RuntimeConfigError for a shape the tiers cannot take."""
     L, E = num_layers, num_experts
-    ids = list(range(L)) if layer_ids is None else _int_list(layer_ids, "layer_ids", L)
+    ids = list(range(L)) if layer_ids is None else layer_id_list(layer_ids, "layer_ids", L)
     stored = stored_bits_of(stored_bits)
     out = TierLayout()
     out.stored_bits, out.layer_ids = stored, ids

@@ -467,7 +467,8 @@ def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
     timeline and the stats are those of the optimum."""
     h = trace.header
     L, E = h.num_moe_layers, h.num_experts
-    # cache.pin is ignored: the oracle decides what stays (see the comment in replay()).
+    # cache.pin and the per-layer pins are ignored: the oracle decides what stays (see the
+    # comment in replay()).
     caps = _per_layer_capacities(ir, L, eb, E)
     reqs, layers = requests_of(trace.dispatches, E)
     outcome: list[list[int] | None] = [None] * len(reqs)

@@ -8,11 +8,12 @@ from mpl.sim.belady import BeladyResult, requests_of, simulate
 
 
 def tier_arguments(ir, header) -> dict:
-    """The runtime's memory-tier arguments for a trace (``{}`` for a policy without tiers):
-    the MoE layers' decoder-layer ids (bands name them) and the checkpoint's precision (the
-    model's, when the trace's model is known; else 16-bit)."""
+    """The runtime's layer and memory-tier arguments for a trace (``{}`` for a policy that
+    needs neither): the MoE layers' decoder-layer ids (bands and per-layer pins name them) and,
+    with tiers, the checkpoint's precision (the model's, when the trace's model is known; else
+    16-bit)."""
     if not getattr(ir, "tiered", False):
-        return {}
+        return {"layer_ids": tuple(header.moe_layers)} if getattr(ir, "layer_pins", ()) else {}
     shape = header.shape
     bits = int(shape.bytes_per_param * 8) if shape is not None else None
     return {"layer_ids": tuple(header.moe_layers),

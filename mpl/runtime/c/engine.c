@@ -267,14 +267,17 @@ static int engine_build(Engine *o, PyObject *cfg) {
     }
     long L = o->L, E = o->E, K = o->K = L * E;
     o->wdef = 1.0 / (double)o->top_k;
-    NEED(o->pinned = zalloc((size_t)E, 1));
+    /* pinned keys (layer * E + expert): the ids of cache.pin in every layer and the
+       per-layer pins, as the layout resolved them */
+    NEED(o->pinned = zalloc((size_t)K, 1));
     PyObject *pins = cfg_get(cfg, "pins");
     if (!pins) return -1;
+    if (!PyTuple_Check(pins)) { PyErr_SetString(ConfigError, "pins must be a tuple of keys"); return -1; }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
-        long e = PyLong_AsLong(PyTuple_GET_ITEM(pins, i));
-        if (e == -1 && PyErr_Occurred()) return -1;
-        if (e < 0 || e >= E) { PyErr_SetString(ConfigError, "a pin beyond the experts"); return -1; }
-        o->pinned[e] = 1;
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(pins, i));
+        if (k == -1 && PyErr_Occurred()) return -1;
+        if (k < 0 || k >= K) { PyErr_SetString(ConfigError, "a pinned key beyond the layers and experts"); return -1; }
+        o->pinned[k] = 1;
         o->f_pins = 1;
     }
     /* slots and caches */
@@ -822,7 +825,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
             r->where[i] = o->slot[k];
             r->hit[i] = 1;
             nhit++;
-            if (!o->pinned[e]) {
+            if (!o->pinned[k]) {
                 st->ops->hit(st, k, w);
                 if (o->f_ttl) ttl_touch(o, k);
             }
@@ -834,7 +837,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
             first_miss = 0;
             to_cpu = o->mode == MODE_CPU || (o->mode == MODE_HYBRID && (double)a->tokens < o->cpu_limit);
         }
-        if (!o->pinned[e] && (flags & ST_NEEDS_MISS)) st->ops->miss(st, k, w);
+        if (!o->pinned[k] && (flags & ST_NEEDS_MISS)) st->ops->miss(st, k, w);
         if (to_cpu) {
             r->where[i] = W_CPU;
             ncpu++;
@@ -861,7 +864,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
         } else slot = o->fstack[--o->ftop];
         o->slot[k] = slot;
         c->nres++;
-        if (!o->pinned[e]) {
+        if (!o->pinned[k]) {
             st->ops->insert(st, k, w);
             if (o->f_ttl) ttl_touch(o, k);
         }

@@ -149,7 +149,7 @@ typedef struct Engine {
     /* shape */
     long L, E, K, top_k;
     double wdef, expert_bytes;
-    unsigned char *pinned; /* per expert id */
+    unsigned char *pinned; /* per key: 1 for a pinned key */
     int f_pins;
 
     /* caches and slots */

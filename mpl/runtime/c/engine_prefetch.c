@@ -342,7 +342,7 @@ static void issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r
         } else slot = o->fstack[--o->ftop];
         o->slot[k] = slot;
         c->nres++;
-        if (!o->pinned[k % o->E]) {
+        if (!o->pinned[k]) {
             st->ops->insert(st, k, o->wdef);
             if (o->f_ttl) ttl_touch(o, k);
         }
