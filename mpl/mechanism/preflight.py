@@ -129,15 +129,16 @@ class Checks:
                              f"(it defines: {', '.join(names)})")
         return [d for d in an.diagnostics if not d.is_error and _model_aware(d) and mine(d)]
 
-    def check_live(self, text: str, path: str | None, name: str | None) -> None:
-        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet (memory
-        tiers: :func:`mpl.api.not_live_yet`), before an engine starts."""
+    def check_live(self, text: str, path: str | None, name: str | None,
+                   engine: str = "vllm") -> None:
+        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet in ``engine``
+        (memory tiers: :func:`mpl.api.not_live_yet`), before an engine starts."""
         from mpl.api import not_live_yet
         from mpl.checker import analyze
 
         an = analyze(text, path)
         ir = an.ir.get(name) if name else (next(iter(an.ir.values())) if len(an.ir) == 1 else None)
-        why = not_live_yet(ir) if ir is not None else None
+        why = not_live_yet(ir, engine) if ir is not None else None
         if why:
             raise self.error(why)
 
