@@ -117,12 +117,13 @@ def not_runnable_yet(pir) -> str | None:
     return None
 
 
-def not_live_yet(pir) -> str | None:
-    """Why a policy cannot run live yet, in one located line (None: it can): what the live
-    mechanism runs is its own to say (:func:`mpl.mechanism.preflight.not_live_yet`)."""
+def not_live_yet(pir, engine: str = "huggingface") -> str | None:
+    """Why a policy cannot run live yet in ``engine`` ("huggingface" or "vllm"), in one
+    located line (None: it can): what the live mechanism runs is its own to say
+    (:func:`mpl.mechanism.preflight.not_live_yet`)."""
     from mpl.mechanism.preflight import not_live_yet as why
 
-    return why(pir)
+    return why(pir, engine)
 
 
 def from_ir(pir, *, diagnostics=(), path=None, checked_text=None) -> Policy:

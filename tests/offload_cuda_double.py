@@ -28,6 +28,11 @@ The invariant checks at the bottom replay a log and return the violations (empty
   read buffer) is touched by a new copy (and so possibly rewritten by the host just
   before) only after every earlier copy touching the same bytes has completed as the host
   knows it (an event wait or a query that found it complete);
+* ``host_record_rewritten_in_flight``: the host writes a host record (a disk tier's read
+  into its host cache or bounce buffer, marked by ``Ops.host_write``) only after every
+  device copy that read or wrote those bytes has completed as the host knows it;
+* ``slot_reused_before_demotion``: a copy into a pool slot is ordered after every earlier
+  device-to-host copy (a demotion) reading that slot;
 * allocations: ``ops.allocations`` / the ``alloc`` entries of the log (no per-step device
   allocation), ``ops.host_allocations`` (no per-step pinned host allocation).
 """
@@ -75,6 +80,8 @@ class Op:
     dst_pinned: bool = False
     buffer: tuple | None = None   # (start, end, buffer start): bytes of a reusable host buffer it touches
     event: FakeEvent | None = None
+    src: tuple | None = None      # (start, end): the bytes a copy reads; a host_write, writes
+    dst: tuple | None = None      # (start, end): the bytes a copy writes
 
 
 def _merge(a: dict, b: dict) -> None:
@@ -208,7 +215,11 @@ class FakeCudaOps(CudaOps):
         dst.copy_(src)
         self._issue("copy", self._current, tag=tag, non_blocking=non_blocking,
                     src_pinned=self.is_pinned(src), dst_pinned=self.is_pinned(dst),
-                    buffer=self._buffer_range(src) or self._buffer_range(dst))
+                    buffer=self._buffer_range(src) or self._buffer_range(dst),
+                    src=_span(src), dst=_span(dst))
+
+    def host_write(self, t, tag=None) -> None:
+        self._note("host_write", tag=tag, src=_span(t))
 
     def compute(self, reads) -> None:
         self._issue("compute", self._current, reads=frozenset(reads))
@@ -217,6 +228,14 @@ class FakeCudaOps(CudaOps):
         out = super().fetch(tensors)          # CudaOps.fetch: copies, event, wait
         self._note("fetch", self._current)
         return out
+
+
+def _span(t) -> tuple:
+    """The bytes a (possibly strided) tensor covers, first to last."""
+    if t.numel() == 0:
+        return (t.data_ptr(), t.data_ptr())
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
 
 
 # ---------------------------------------------------------------------------- invariants
@@ -323,4 +342,47 @@ def host_buffer_reused_in_flight(log) -> list[str]:
                            f"#{prev.seq} ({prev.tag}) may still be reading or writing")
         touched = [p for p in touched if p.clock.get(p.stream, 0) > op.host.get(p.stream, 0)]
         touched.append(op)
+    return bad
+
+
+def host_record_rewritten_in_flight(log) -> list[str]:
+    """A host write (``host_write``) into bytes an earlier device copy read or wrote, before
+    that copy completed as the host knows it."""
+    bad = []
+    copies: list[Op] = []
+    for op in log:
+        if op.kind == "copy":
+            copies.append(op)
+        elif op.kind == "host_write":
+            a, z = op.src
+            for c in copies:
+                done = c.clock.get(c.stream, 0) <= op.host.get(c.stream, 0)
+                if done:
+                    continue
+                for r in (c.src, c.dst):
+                    if r is not None and r[0] < z and a < r[1]:
+                        bad.append(f"host write #{op.seq} ({op.tag}) rewrites bytes copy #{c.seq} "
+                                   f"({c.tag}) may still be using")
+                        break
+    return bad
+
+
+def slot_reused_before_demotion(log) -> list[str]:
+    """A copy into a pool slot not ordered after an earlier demotion (device-to-host copy)
+    reading the same bytes."""
+    bad = []
+    demotions: list[Op] = []
+    for op in log:
+        if op.kind != "copy":
+            continue
+        if isinstance(op.tag, tuple) and op.tag[0] == "demote":
+            demotions.append(op)
+            continue
+        if _slot(op) is None or op.dst is None:
+            continue
+        a, z = op.dst
+        for d in demotions:
+            if d.src[0] < z and a < d.src[1] and not happens_before(d, op):
+                bad.append(f"copy #{op.seq} into slot {_slot(op)} may overwrite it while "
+                           f"demotion #{d.seq} reads it")
     return bad

@@ -71,8 +71,10 @@ def test_hybrid_sends_expensive_transfers_to_cpu():
 # ---------------------------------------------------------------------------- memory, stalls
 def test_pool_is_fixed_and_sized_from_runtime(olmoe):
     h = attach(pol("cache { capacity = 5 }"), olmoe)
+    from mpl.mechanism.pool import default_stream_slots
     E = h.layers[0].num_experts
-    assert h.pool.size == h.runtime.num_slots + E + 1
+    stream = default_stream_slots(h.runtime.num_slots, E, h.runtime.top_k)
+    assert h.pool.size == h.runtime.num_slots + stream + 1
     entry = h.pool.entry_bytes
     assert entry == h.shape.expert_bytes
     assert h.pool.nbytes == h.pool.size * entry
@@ -144,18 +146,20 @@ def test_refusals_are_clear():
     assert not hasattr(model, "_mpl_handle")
 
 
-def test_a_tiered_policy_is_refused_saying_that_replay_runs_it(tmp_path):
-    # memory tiers run in the runtime and in replay, not yet in the live mechanism: refused,
-    # located, before anything on the model changes
+def test_a_low_precision_tier_is_refused_saying_that_replay_runs_it(tmp_path):
+    # full-precision tiers run live (tests/test_offload_disk_tier.py); a tier below the
+    # checkpoint's precision does not yet: refused, located at that tier, before anything
+    # on the model changes
     path = tmp_path / "tiers.moe"
     path.write_text("policy t {\n  hierarchy {\n    tier hot { location = gpu  capacity = 4 }\n"
+                    "    tier warm { location = gpu  dtype = int4  capacity = 8 }\n"
                     "    tier ram { location = cpu }\n  }\n}\n")
     model = build_model("tiny-olmoe")
     before = {n: p.data.clone() for n, p in model.named_parameters()}
     with pytest.raises(AttachError) as err:
         mpl.load(str(path)).attach(model)
     msg = str(err.value)
-    assert msg.startswith(f"{path}:2: policy 't' uses memory tiers ('hierarchy')")
+    assert msg.startswith(f"{path}:4: tier 'warm' of policy 't' holds experts at int4")
     assert "replay" in msg and "\n" not in msg
     assert not hasattr(model, "_mpl_handle")
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())

@@ -94,6 +94,11 @@ class SyncOps:
         """Marks the point where queued compute reads the pool entries ``reads`` (for the
         test double's log; nothing to do on a real device)."""
 
+    def host_write(self, t: torch.Tensor, tag=None) -> None:
+        """Marks the point from which the host (a disk reader thread) writes the bytes of the
+        host tensor ``t`` (for the test double's log; nothing to do on a real device): every
+        device copy touching them must have completed, as the host knows it, before this."""
+
     def fetch(self, tensors) -> list[torch.Tensor]:
         """Host copies of device ``tensors``: the one blocking host synchronisation. The
         results are valid until the next ``fetch`` or ``read_ids``."""

@@ -129,14 +129,15 @@ class Checks:
                              f"(it defines: {', '.join(names)})")
         return [d for d in an.diagnostics if not d.is_error and _model_aware(d) and mine(d)]
 
-    def check_live(self, text: str, path: str | None, name: str | None) -> None:
-        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet
+    def check_live(self, text: str, path: str | None, name: str | None,
+                   engine: str = "vllm") -> None:
+        """Raise ``error`` when policy ``name`` of ``text`` cannot run live yet in ``engine``
         (:func:`not_live_yet`), before an engine starts."""
         from mpl.checker import analyze
 
         an = analyze(text, path)
         ir = an.ir.get(name) if name else (next(iter(an.ir.values())) if len(an.ir) == 1 else None)
-        why = not_live_yet(ir) if ir is not None else None
+        why = not_live_yet(ir, engine) if ir is not None else None
         if why:
             raise self.error(why)
 
@@ -146,19 +147,92 @@ class Checks:
         return self.check_policy(text, path, name, shape)
 
 
-def not_live_yet(pir) -> str | None:
-    """Why a policy cannot run live yet (attached to a model, or offloading inside a serving
-    engine), in one located line (None: it can): memory tiers run in the runtime and in
-    replay, not in the live mechanism."""
+#: the engines whose live execution :func:`not_live_yet` answers for
+LIVE_ENGINES = ("huggingface", "vllm")
+
+
+def not_live_yet(pir, engine: str = "huggingface") -> str | None:
+    """Why a policy cannot run live yet in ``engine`` ("huggingface": ``attach``; "vllm":
+    vLLM's live offload), in one located line (None: it can).
+
+    HuggingFace attach runs memory tiers at the checkpoint's precision: in every set of
+    tiers (the hierarchy's, each band's) one gpu tier on the model's device (the device
+    cache) over host memory holding every expert, or over a host tier with a capacity and a
+    disk tier written to its ``path`` (``mpl.mechanism.disk``). Still refused, each naming
+    the tier: a lower-precision tier (``int8``, ``int4``, a ``dtype_ladder``), a second gpu
+    tier or one on another device, a set of tiers without a gpu tier on top, a second host
+    tier, a disk tier without ``path`` (the checkpoint's own files), ``granularity_split``
+    above 1, and computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier. vLLM's
+    live offload runs no memory tiers yet."""
     if not pir.tiered:
         return None
+    if engine not in LIVE_ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(LIVE_ENGINES)}, got {engine!r}")
     where = pir.source_path or "<text>"
     block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
                    else ("per_layer_hierarchy", pir.bands[0].source_line))
-    return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
-            f"('{block}'), which live execution does not run yet: replay it on a trace of the "
-            f"model (mplc replay POLICY --trace T, or policy.replay(trace)) to see what its "
-            f"tiers do; attach a policy with a 'cache' block")
+    replay = ("replay it on a trace of the model (mplc replay POLICY --trace T, or "
+              "policy.replay(trace)) to see what its tiers do")
+    if engine == "vllm":
+        return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
+                f"('{block}'), which vLLM's live offload does not run yet (HuggingFace attach "
+                f"runs full-precision gpu, host and disk tiers): {replay}; offload in vLLM with "
+                f"a policy with a 'cache' block")
+    sets = ([("the hierarchy", pir.hierarchy)] if pir.hierarchy is not None else []) + \
+        [(f"band layers = {b.layers.first}..{b.layers.last}", b.hierarchy) for b in pir.bands]
+
+    def at(t, h):
+        return f"{where}:{t.source_line or h.source_line or line or pir.source_line}"
+
+    disk_anywhere = False
+    for label, h in sets:
+        tiers = list(h.tiers)
+        for t in tiers:
+            low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
+            if low or len(t.dtype_ladder) > 1:
+                what = f"at {low[0]}" if low else "at several precisions (dtype_ladder)"
+                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts "
+                        f"{what}, below the checkpoint's precision, which live execution does "
+                        f"not run yet (it runs tiers at the checkpoint's precision): {replay}")
+        kinds = [t.location.kind for t in tiers]
+        if kinds[0] != "gpu":
+            return (f"{at(tiers[0], h)}: the top tier '{tiers[0].name}' of {label} of policy "
+                    f"'{pir.name}' is not on the device: live execution needs a gpu tier on top "
+                    f"(the device cache); {replay}")
+        if kinds.count("gpu") > 1:
+            t = tiers[kinds.index("gpu", 1)]
+            return (f"{at(t, h)}: tier '{t.name}' is a second gpu tier of {label} of policy "
+                    f"'{pir.name}', which live execution does not run yet (it runs one gpu "
+                    f"tier over host memory and disk): {replay}")
+        if tiers[0].location.index is not None:
+            t = tiers[0]
+            return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' names gpu:"
+                    f"{t.location.index}: live execution keeps the device cache on the device "
+                    f"the policy is attached to; write location = gpu")
+        if kinds.count("cpu") > 1:
+            t = tiers[[i for i, k in enumerate(kinds) if k == "cpu"][1]]
+            return (f"{at(t, h)}: tier '{t.name}' is a second host tier of {label} of policy "
+                    f"'{pir.name}', which live execution does not run yet: {replay}")
+        if kinds[-1] == "disk":
+            disk_anywhere = True
+            t = tiers[-1]
+            if t.path is None:
+                return (f"{at(t, h)}: the disk tier '{t.name}' of policy '{pir.name}' has no "
+                        f"path: reading the checkpoint's own files does not run live yet; "
+                        f"give it path = \"FOLDER\" (the experts are written there when it is "
+                        f"attached)")
+        if h.granularity_split > 1:
+            return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' splits "
+                    f"experts into {h.granularity_split} parts (granularity_split), which live "
+                    f"execution does not run yet: {replay}")
+    if disk_anywhere:
+        from mpl.features import features
+        cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]
+        if cpu:
+            return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
+                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which live execution "
+                    f"does not run yet: use schedule.mode = gpu_only, or {replay}")
+    return None
 
 
 def _model_aware(d) -> bool:

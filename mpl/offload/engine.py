@@ -116,8 +116,13 @@ def _plain_mode_field(cfg) -> bool:
 
 class Engine:
     def __init__(self, runtime, layers: list[LayerBinding], pool: SlotPool, *,
-                 lookahead=None, need_weights: bool = False, cpu_capable: bool = False) -> None:
+                 lookahead=None, need_weights: bool = False, cpu_capable: bool = False,
+                 tiers=None) -> None:
         self.runtime = runtime
+        # memory tiers below the device (mpl.mechanism.tiered.TierExecutor): the Plan's
+        # READ / DEMOTE steps and every copy from the host tier go through it; None: every
+        # expert is in the host store
+        self.tiers = tiers
         self.layers = layers
         self.pool = pool
         self.ops = pool.ops
@@ -190,6 +195,8 @@ class Engine:
     def forward(self, b: LayerBinding, hidden: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         ordinal = b.ordinal
+        if self.tiers is not None:      # deferred prefetch copies land before any compute
+            self.tiers.settle()
         if ordinal <= self._prev:
             self.step += 1
         self._prev = ordinal
@@ -265,7 +272,7 @@ class Engine:
             return None
         pool = self.pool
         loads = plan.raw_loads
-        stall = self._transfers(plan) if (loads or plan.evicted or pool.cuda) else 0.0
+        stall = self._transfers(plan) if (loads or plan.evicted or plan.steps or pool.cuda) else 0.0
         ordinal = b.ordinal
         E = self.E
         base = ordinal * E
@@ -307,7 +314,8 @@ class Engine:
         else:                 # batched_mm & co. index the whole pool
             lo = 0
             view = b.slot_view
-        stall = self._transfers(plan) if (plan.raw_loads or plan.evicted or pool.cuda) else 0.0
+        stall = self._transfers(plan) if (plan.raw_loads or plan.evicted or plan.steps
+                                          or pool.cuda) else 0.0
         ordinal = b.ordinal
         content = pool.content
         experts = plan.experts
@@ -335,8 +343,18 @@ class Engine:
         they map to (the runtime's slot, or the key's home entry), counting each layer's
         resident keys (``mpl.mechanism.execute.transfers``). Returns the host ms demand
         loads blocked (CPU path) plus the CUDA stalls measured since the last call."""
+        if self.tiers is not None:
+            return self.tiers.transfers(plan, home=self.E if self.home else 0,
+                                        resident=self.resident)
         return transfers(self.pool, plan, self._hosts, home=self.E if self.home else 0,
                          resident=self.resident)
+
+    def _stream_in(self, index: int, b, e: int) -> float:
+        """Copy expert ``e`` of layer ``b`` into the transient pool entry ``index`` from the
+        host tier holding it (the host store, or the tiers' host cache)."""
+        if self.tiers is not None:
+            return self.tiers.source_copy(index, b.ordinal, e, STREAMED)
+        return self.pool.copy_in(index, b.host, e, (b.ordinal, e), STREAMED)
 
     def _account(self, ordinal, mode, accesses, hits, stall) -> None:
         self.modes[mode] = self.modes.get(mode, 0) + 1
@@ -392,7 +410,7 @@ class Engine:
             else:
                 sidx = pool.stream_base
                 for e in group:
-                    stall += pool.copy_in(sidx, b.host, e, (ordinal, e), STREAMED)
+                    stall += self._stream_in(sidx, b, e)
                     lut[e] = sidx
                     used.append(sidx)
                     sidx += 1
@@ -431,7 +449,7 @@ class Engine:
         for rank, e in enumerate(device_experts):
             dst = pool.stream_base + rank
             if e in stream_set:
-                ms += pool.copy_in(dst, b.host, e, (ordinal, e), STREAMED)
+                ms += self._stream_in(dst, b, e)
             else:
                 pool.stage(lut[e], dst)
             lut[e] = dst
@@ -554,7 +572,7 @@ class Engine:
         is_compiling = torch.compiler.is_compiling
         cfg = getattr(b.module, "config", None)
         if not (self.home and self.ids_only and type(cfg) in self._plain_configs
-                and self.E <= GROUP_LIMIT):
+                and self.E <= GROUP_LIMIT and self.tiers is None):
             def forward(hidden_states, top_k_index, top_k_weights):
                 if is_compiling():
                     return engine.forward_outside_graph(b, hidden_states, top_k_index, top_k_weights)
@@ -642,6 +660,8 @@ class Engine:
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
         """Collect every pending CUDA stall measurement (waits for the copies)."""
+        if self.tiers is not None:
+            self.tiers.drain()
         ms = self.pool.flush_stalls()
         if ms:
             self.stall_ms += ms
@@ -675,6 +695,7 @@ class Engine:
             "pool_bytes": pool.nbytes,
             "device": str(pool.device),
             "modes": dict(self.modes),
+            "tiers": self.tiers.stats() if self.tiers is not None else None,
             "lookahead_calls": self.lookahead.calls if self.lookahead is not None else 0,
             "per_layer": [{"layer": i, "accesses": a, "hits": h,
                            "hit_rate": (h / a) if a else 0.0}

@@ -205,6 +205,7 @@ class Handle:
         self._saved = saved            # experts module -> (OrderedDict of its params, devices)
         self._placement = placement    # (module, kind, name) -> original device
         self.attached = True
+        self._tiers = None             # memory tiers: (TierExecutor, DiskStores, reload)
         self.policy_text: str | None = None
         self.reason: str | None = None
         self.memory = MemoryMeter(pool, store)     # stats()["memory"]: pool/store bytes, peaks
@@ -252,6 +253,10 @@ class Handle:
         self.engine.flush_stalls()
         if self.pool.cuda:
             self.pool.synchronize()
+        if self._tiers is not None:     # the experts on disk read back into their Parameters
+            executor, _disks, reload = self._tiers
+            executor.release()
+            reload()
         _restore(self.layers, self._saved, self._placement)
         try:
             del self.model._mpl_handle
@@ -259,6 +264,9 @@ class Handle:
             pass
         self.engine.release()          # no reference to a pool tensor is left anywhere
         self.store.release()
+        if self._tiers is not None:     # the files written at attach are removed
+            for d in self._tiers[1]:
+                d.remove()
         self.attached = False
 
 
@@ -335,7 +343,8 @@ def preflight(policy, shape: ModelShape) -> list:
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
-           stream_slots: int | None = None, cost=None, check: bool = True, ops=None) -> Handle:
+           stream_slots: int | None = None, cost=None, check: bool = True, ops=None,
+           readers: int = 4) -> Handle:
     """Attach ``policy`` (an ``mpl.Policy``) to a HuggingFace MoE ``model``.
 
     ``device``: where the skeleton and the slot pool live (default: CUDA if available, else
@@ -347,6 +356,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     ``stream_slots``: the pool's transient entries for STREAM placements (default: one per
     expert of a layer; fewer computes a dispatch that streams more experts in passes).
     ``check``: check the policy against the model's shape first (:func:`preflight`).
+    ``readers``: reader threads of a disk tier (0: every read in the calling thread, none
+    overlapping compute); docs/offload.md, "Memory tiers live".
 
     Every refusal happens before anything on the model changes: an :class:`AttachError`,
     and for a policy that does not fit the model its :class:`PolicyDoesNotFit` (located
@@ -361,9 +372,12 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         raise AttachError(f"policy '{policy.name}' uses eviction = {bad}, which needs the future "
                           "and exists for trace replay only: pick another eviction to attach")
     from mpl.mechanism.preflight import not_live_yet
-    why = not_live_yet(policy.ir)
+    why = not_live_yet(policy.ir, "huggingface")
     if why:
         raise AttachError(why)
+    if isinstance(readers, bool) or not isinstance(readers, int) or not 0 <= readers <= 64:
+        raise AttachError(f"readers must be an integer from 0 to 64 (disk reader threads), got "
+                          f"{readers!r}")
     _check_model(model, remove_hooks)
     dev = _resolve_device(device, model)
     layers = discover(model)
@@ -383,6 +397,13 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         kw["layer_ids"] = tuple(shape.moe_layers)
     if cost is not None:
         kw["cost"] = cost
+    tiered = bool(getattr(policy.ir, "tiered", False))
+    if tiered:
+        # as a replay of this model's trace sizes them (mpl.sim.tierreport.tier_arguments)
+        bits = shape.bytes_per_param * 8
+        kw["layer_ids"] = tuple(b.layer_id for b in layers)
+        kw["stored_bits"] = bits if bits in (16, 32) else None
+        _check_tier_dtypes(policy.ir, layers[0])
     try:
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
@@ -398,6 +419,9 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     if ops is None:
         from mpl.mechanism.device import ops_for
         ops = ops_for(dev)
+    if tiered:
+        return _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats,
+                              stream_slots, readers)
     store = HostStore(ops)
     saved: dict = {}
     placement: dict = {}
@@ -440,5 +464,194 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
                               f"transient) does not fit on {dev}: lower the policy's capacity") from None
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, store, saved, placement, shape, diags)
+    model._mpl_handle = handle
+    return handle
+
+
+# ---------------------------------------------------------------------------- memory tiers
+_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+def _tier_sets(ir):
+    return ([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]
+
+
+def _check_tier_dtypes(ir, binding) -> None:
+    """A tier naming a precision other than the model's would hold converted copies (not the
+    checkpoint's bytes): refused, located (live tiers run at the checkpoint's precision)."""
+    dt = next(iter(binding.module.parameters(recurse=False))).dtype
+    own = _DTYPE_NAMES.get(dt)
+    where = ir.source_path or "<text>"
+    for h in _tier_sets(ir):
+        for t in h.tiers:
+            if t.dtype is not None and t.location.kind != "disk" and t.dtype != own:
+                raise AttachError(
+                    f"{where}:{t.source_line or h.source_line or ir.source_line}: tier "
+                    f"'{t.name}' of policy '{ir.name}' holds experts at {t.dtype}, but the "
+                    f"model's experts are {own or dt}: live execution runs tiers at the "
+                    f"checkpoint's precision; remove the tier's dtype"
+                    + (f" or write dtype = {own}" if own else ""))
+
+
+class TieredHost:
+    """The host memory of a tiered attach (what ``Handle.store`` and the memory meter read):
+    the host store of the layers whose last tier is host memory, the host caches over the
+    disk tiers, the bounce record."""
+
+    def __init__(self, store: HostStore, executor) -> None:
+        self.store = store
+        self.executor = executor
+
+    @property
+    def layers(self):
+        return self.store.layers
+
+    @property
+    def arena_bytes(self) -> int:
+        ex = self.executor
+        caches = {id(lv.cache): lv.cache for lv in ex.levels if lv.cache is not None}
+        n = self.store.arena_bytes + sum(c.arena_bytes for c in caches.values())
+        return n + (ex.bounce.arena_bytes if ex.bounce is not None else 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.arena_bytes
+
+    def release(self) -> None:
+        self.store.release()
+
+
+def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats, stream_slots,
+                   readers) -> Handle:
+    """attach for a policy with memory tiers (``mpl.mechanism.preflight.not_live_yet`` has let it through):
+    every set of tiers is the device cache (the runtime's slot pool) over host memory
+    holding every expert (the host store, as without tiers), or over a host cache and a disk
+    tier whose files are written here first (``mpl.mechanism.disk``). The Plans' tier steps
+    are carried out by ``mpl.mechanism.tiered.TierExecutor``. Nothing on the model changes
+    until every file is written; a failure after that puts the model back (its experts read
+    back from the files) and removes the files."""
+    from mpl.mechanism.disk import DiskError, DiskStore, HostCache, Readers, RecordLayout
+    from mpl.mechanism.tiered import LevelMech, TierExecutor
+
+    ir = policy.ir
+    lay = runtime.tier_layout
+    E = layers[0].num_experts
+    template = {n: p.data for n, p in layers[0].module._parameters.items()}
+    layout = RecordLayout(template)
+    levels: list = [None] * len(layers)
+    disks: list = []
+    where = ir.source_path or "<text>"
+    src_tiers = {}
+    for h in _tier_sets(ir):
+        for t in h.tiers:
+            src_tiers.setdefault(t.name, t.source_line or h.source_line)
+    try:
+        for lv in lay.levels:
+            if not lv.layers:
+                continue
+            if lv.disk is None:
+                mech = LevelMech(None, None, lv.last_tier, None)
+            else:
+                spec = lv.tiers[lv.disk]
+                disk = DiskStore(spec.path, layout, [(o, layers[o].layer_id) for o in lv.layers], E)
+                try:
+                    disk.write({o: {n: p.data for n, p in layers[o].module._parameters.items()}
+                                for o in lv.layers})
+                except DiskError as e:
+                    raise AttachError(f"{where}:{src_tiers.get(spec.name) or ir.source_line}: "
+                                      f"disk tier '{spec.name}' of policy '{ir.name}': {e}") from None
+                disks.append(disk)
+                mech = LevelMech(None, disk, lv.read_into, lv.disk)
+            for o in lv.layers:
+                levels[o] = mech
+    except BaseException:
+        for d in disks:
+            d.remove()
+        raise
+
+    store = HostStore(ops)
+    saved: dict = {}
+    placement: dict = {}
+    on_disk = [b for b in layers if levels[b.ordinal].disk is not None]
+    executor = None
+
+    def reload() -> None:
+        """The experts of the layers on disk back into their Parameters (read from the
+        files), before ``_restore`` puts the Parameters back on the modules."""
+        for b in on_disk:
+            if b.module not in saved:
+                continue
+            params, _devices = saved[b.module]
+            if all(p.numel() for p in params.values()):
+                continue
+            data = levels[b.ordinal].disk.read_layer(b.ordinal, params)
+            for n, p in params.items():
+                p.data = data[n]
+
+    try:
+        for d in disks:
+            d.open()
+        for lv in lay.levels:             # one host cache per set of tiers over a disk
+            if not lv.layers or lv.disk is None:
+                continue
+            mech = levels[lv.layers[0]]
+            mech.cache = HostCache(layout, lv.tiers[lv.read_into].slots, ops)
+        in_ram = [b for b in layers if levels[b.ordinal].disk is None]
+        hosts_ram = store.build([{n: p.data for n, p in b.module._parameters.items()} for b in in_ram])
+        hosts: list = [{} for _ in layers]
+        for b, host in zip(in_ram, hosts_ram):
+            hosts[b.ordinal] = host
+        if not stream_slots:
+            stream_slots = default_stream_slots(runtime.num_slots, E, runtime.top_k)
+        pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
+        executor = TierExecutor(pool, levels, hosts, layout if disks else None,
+                                Readers(readers) if disks else None)
+        for b in layers:
+            params = OrderedDict(b.module._parameters)
+            devices = {n: p.device for n, p in params.items()}
+            saved[b.module] = (params, devices)
+            host = hosts[b.ordinal]
+            for n, p in params.items():
+                # the host store's copy, or nothing: the disk holds the experts now
+                p.data = host[n] if host else torch.empty((0,), dtype=p.dtype)
+            b.host = host
+            b.module._parameters = OrderedDict()
+        del template
+        for mod in model.modules():
+            for n, p in mod._parameters.items():
+                if p is not None:
+                    placement[(mod, "p", n)] = p.device
+            for n, t in mod._buffers.items():
+                if t is not None:
+                    placement[(mod, "b", n)] = t.device
+        if any(d != dev for d in placement.values()):
+            model.to(dev)
+        for b in layers:
+            b.cpu = CpuExperts(b.module, b.host) if b.host else None
+        look = None
+        if feats.lookahead_strategy or feats.learned:
+            look = Lookahead([b.router for b in layers], feats.affinity_depth)
+        cpu_capable = "cpu_fallback" in feats.modes or "hybrid" in feats.modes
+        engine = Engine(runtime, layers, pool, lookahead=look,
+                        need_weights=feats.weighted or feats.learned, cpu_capable=cpu_capable,
+                        tiers=executor)
+        for b in layers:
+            b.module.forward = _engine_forward(engine, b)
+    except Exception as e:
+        if executor is not None:
+            executor.release()
+        reload()
+        _restore(layers, saved, placement)
+        store.release()
+        for d in disks:
+            d.remove()
+        if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError, OverflowError)):
+            raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots} "
+                              f"transient) or the host cache does not fit: lower the policy's "
+                              f"capacities") from None
+        raise
+    handle = Handle(policy, model, runtime, engine, layers, pool, TieredHost(store, executor),
+                    saved, placement, shape, diags)
+    handle._tiers = (executor, disks, reload)
     model._mpl_handle = handle
     return handle

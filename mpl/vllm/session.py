@@ -96,8 +96,9 @@ class Session:
                 from .offload import Offload
 
                 from mpl.mechanism.preflight import not_live_yet
-                if not_live_yet(policy.ir):
-                    raise VllmIntegrationError(not_live_yet(policy.ir))
+                why = not_live_yet(policy.ir, engine="vllm")
+                if why:
+                    raise VllmIntegrationError(why)
                 self.live_profile, _, rt = policy_runtime(policy, self.header(),
                                                           hardware=config.get("hardware"))
                 modes = features(policy.ir).modes

@@ -1,0 +1,386 @@
+"""Carrying out a tiered Plan's moves (SPEC §12) on the slot pool, the host tier's cache and
+the disk tier: the runtime decides, this executes in the Plan's order and checks that it
+agrees (as :func:`mpl.mechanism.execute.placements` checks slots).
+
+Which steps run live (the rest are a :class:`LiveError`, and attach refuses the policies that
+make them: ``mpl.mechanism.preflight.not_live_yet``):
+
+* ``READ`` (disk -> the host tier): the record is read into the host cache record the step
+  names, by a reader thread; a READ into a transient buffer (slot -1: the host tier did not
+  admit the key) is read when its copy to the device is issued, into a one-record bounce
+  buffer;
+* a Load into the top tier (the PROMOTE host -> device): ``SlotPool.copy_in`` from the host
+  cache record holding the key (or the bounce buffer, or the host store for a set of tiers
+  whose last tier is host memory); a prefetch whose read has not finished is **deferred**:
+  its copy is issued when the next dispatch starts (:meth:`TierExecutor.settle`), so the read
+  overlaps the compute of the layer that proposed it;
+* ``DEMOTE`` (device -> the host tier): a device-to-host copy of the evicted slot into the
+  record the step names, before the load that reuses the slot;
+* eviction from the host tier: the victim a READ or DEMOTE names leaves its record (checked
+  to be the key the record holds).
+
+Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
+its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
+way: each Load after the steps up to its own key's READ and its victim's DEMOTE.
+
+Hazards, all handled by the thread that executes Plans: the host writes a record (a disk
+read) only after every device copy that read or wrote it has completed (its events waited
+for on the host, ``Ops.host_write`` marks the point), a device copy reads a record only after
+the read into it has been waited for, and a device-to-host copy of a slot runs after the
+copy that filled the slot and before any later copy into it (the slot's free event).
+"""
+
+from __future__ import annotations
+
+import time
+
+from mpl.runtime.plan import DEMOTE, READ
+
+from .disk import HostCache
+from .execute import LiveError
+from .pool import DEMAND, PREFETCH, STREAMED
+
+
+def ordered(plan) -> list:
+    """The Plan's steps and Loads interleaved in the order the runtime made them: a list of
+    ``("step", Step)`` and ``("load", (key, slot, victim, kind))``."""
+    steps = plan.steps
+    read_at: dict = {}
+    demote_at: dict = {}
+    for i, s in enumerate(steps):
+        if s.op == READ:
+            read_at.setdefault(s.key, i)
+        elif s.op == DEMOTE and s.source == 0:
+            demote_at.setdefault(s.key, i)
+    out = []
+    pos = 0
+    for load in plan.raw_loads:
+        key, _slot, victim, _kind = load
+        need = max(read_at.get(key, -1), demote_at.get(victim, -1) if victim is not None else -1)
+        while pos <= need:
+            out.append(("step", steps[pos]))
+            pos += 1
+        out.append(("load", tuple(load)))
+    out.extend(("step", s) for s in steps[pos:])
+    return out
+
+
+class LevelMech:
+    """What the mechanism holds for one set of tiers: its host cache and disk (both None
+    when its last tier is host memory, which the host store holds), the tier indices."""
+
+    __slots__ = ("cache", "disk", "host_tier", "disk_tier")
+
+    def __init__(self, cache, disk, host_tier, disk_tier) -> None:
+        self.cache, self.disk = cache, disk
+        self.host_tier, self.disk_tier = host_tier, disk_tier
+
+
+class TierExecutor:
+    """Executes the tier steps of every Plan (see the module docstring). ``levels``: per
+    MoE-layer ordinal its :class:`LevelMech`; ``hosts``: per ordinal the host store's
+    tensors (``{}`` for a layer on disk); ``readers``: the reader threads
+    (:class:`mpl.mechanism.disk.Readers`); ``overlap``: defer prefetch copies whose read
+    has not finished (False: wait for every read when its copy is issued)."""
+
+    def __init__(self, pool, levels: list, hosts: list, layout, readers, *, overlap: bool = True):
+        self.pool = pool
+        self.ops = pool.ops
+        self.levels = levels
+        self.hosts = hosts
+        self.layout = layout                 # RecordLayout (None: no disk tier)
+        self.readers = readers
+        self.overlap = overlap and readers is not None and readers.threads > 0
+        self.bounce: HostCache | None = None
+        self._bounce_users: list = []
+        self._transient: dict = {}          # key -> its level, read when its copy is issued
+        self._deferred: list = []           # (entry, level, record, key, kind) copies not issued
+        self.disk_reads = 0
+        self.disk_bytes = 0
+        self.bounce_reads = 0
+        self.demotions = 0                  # device -> host copies
+        self.host_evictions = 0
+        self.deferred_copies = 0
+        self.wait_ms = 0.0                  # the engine thread waited for reads
+
+    # ------------------------------------------------------------------ records
+    def _ready_to_write(self, lv: LevelMech, j: int) -> None:
+        """Before anything writes record ``j``: its deferred copies issued, its read waited
+        for, every device copy touching it completed (host wait)."""
+        c = lv.cache
+        if self._deferred and any(d[1] is lv and d[2] == j for d in self._deferred):
+            self.settle()
+        self._wait_read(c, j)
+        for ev in c.users[j]:
+            self.ops.synchronize(ev)
+        c.users[j] = []
+
+    def _wait_read(self, c: HostCache, j: int) -> None:
+        fut = c.pending[j]
+        if fut is None:
+            return
+        c.pending[j] = None
+        t0 = time.perf_counter()
+        try:
+            fut.result()
+        except Exception as e:
+            raise LiveError(f"the disk tier could not be read: {e}") from None
+        finally:
+            self.wait_ms += (time.perf_counter() - t0) * 1e3
+
+    def _submit_read(self, lv: LevelMech, ordinal: int, expert: int, j: int) -> None:
+        c = lv.cache
+        self._ready_to_write(lv, j)
+        rec = c.record(j)
+        self.ops.host_write(rec, ("read", j))
+        c.pending[j] = self.readers.submit(lv.disk.read, ordinal, expert, rec)
+        self.disk_reads += 1
+        self.disk_bytes += c.layout.stride
+
+    def _bounce_read(self, lv: LevelMech, key) -> tuple:
+        """A transient READ: the record read now into the bounce buffer (one record,
+        allocated the first time one is needed)."""
+        if self.bounce is None:
+            self.bounce = HostCache(self.layout, 1, self.ops)
+        for ev in self._bounce_users:
+            self.ops.synchronize(ev)
+        self._bounce_users = []
+        rec = self.bounce.record(0)
+        self.ops.host_write(rec, ("read", "bounce"))
+        t0 = time.perf_counter()
+        try:
+            lv.disk.read(key[0], key[1], rec)
+        except Exception as e:
+            raise LiveError(f"the disk tier could not be read: {e}") from None
+        self.wait_ms += (time.perf_counter() - t0) * 1e3
+        self.disk_reads += 1
+        self.bounce_reads += 1
+        self.disk_bytes += self.layout.stride
+        return self.bounce.tensors, 0
+
+    def _copy(self, entry: int, lv: LevelMech, j: int, key, kind: str) -> float:
+        """Host cache record ``j`` -> pool entry ``entry`` (its read waited for first)."""
+        c = lv.cache
+        self._wait_read(c, j)
+        ms = self.pool.copy_in(entry, c.tensors, j, key, kind)
+        ev = self.pool.ready[entry]
+        if ev is not None:
+            c.users[j].append(ev)
+        return ms
+
+    def source_copy(self, entry: int, ordinal: int, expert: int, kind: str = STREAMED) -> float:
+        """Copy expert ``expert`` of MoE layer ``ordinal`` into pool entry ``entry`` from the
+        host tier that holds it (a streamed expert's copy, or a Load's)."""
+        key = (ordinal, expert)
+        lv = self.levels[ordinal]
+        if lv.cache is None:
+            return self.pool.copy_in(entry, self.hosts[ordinal], expert, key, kind)
+        j = lv.cache.where.get(key)
+        if j is not None:
+            return self._copy(entry, lv, j, key, kind)
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+            ms = self.pool.copy_in(entry, tensors, i, key, kind)
+            ev = self.pool.ready[entry]
+            if ev is not None:
+                self._bounce_users.append(ev)
+            return ms
+        raise LiveError(f"the plan copies expert {expert} of MoE layer {ordinal} to the device, "
+                        f"but no host tier holds it: the runtime and the mechanism disagree")
+
+    # ------------------------------------------------------------------ a Plan
+    def settle(self) -> None:
+        """Issue the deferred prefetch copies (each after its read): before any compute of
+        the next dispatch reads the pool, and before the records they read are rewritten."""
+        if not self._deferred:
+            return
+        pending, self._deferred = self._deferred, []
+        for entry, lv, j, key, kind in pending:
+            self._copy(entry, lv, j, key, kind)
+
+    def transfers(self, plan, *, home: int = 0, resident: list | None = None) -> float:
+        """Carry out ``plan``: device evictions (bookkeeping), then its steps and Loads in
+        the runtime's order (:func:`ordered`). Returns the host milliseconds demand work
+        blocked plus the CUDA stalls measured since the last call."""
+        pool = self.pool
+        self.settle()
+        stall = pool.collect_stalls() if pool.cuda else 0.0
+        self._transient.clear()
+        content = pool.content
+
+        def entry(key, slot):
+            return key[0] * home + key[1] if home else slot
+
+        gone = {}
+        for key, slot in plan.evicted:
+            gone[key] = entry(key, slot)
+        seq = ordered(plan) if plan.steps else [("load", tuple(x)) for x in plan.raw_loads]
+        # ---- checks first (nothing has moved yet): every step is one this mechanism runs,
+        #      and the records and slots it names hold what the runtime says
+        first: dict = {}              # (level, record) -> index of the first op touching it
+        sim: dict = {}                # (level, record) -> key, as the steps leave it
+        simwhere: dict = {}           # key -> (level, record), as the steps leave it
+        for n, (what, x) in enumerate(seq):
+            if what == "load":
+                lv = self.levels[x[0][0]]
+                if lv.cache is not None:          # the record a Load reads is touched too
+                    rid = simwhere.get(x[0])
+                    if rid is None and x[0] in lv.cache.where:
+                        rid = (id(lv), lv.cache.where[x[0]])
+                    if rid is not None and sim.get(rid, lv.cache.content[rid[1]]) == x[0]:
+                        first.setdefault(rid, n)
+                continue
+            lv = self.levels[x.key[0]] if len(x.key) == 2 else None
+            if lv is None or lv.cache is None or len(x.key) != 2 or x.op not in (READ, DEMOTE) \
+                    or x.target != lv.host_tier or (x.op == READ and x.source != lv.disk_tier) \
+                    or (x.op == DEMOTE and x.source != 0):
+                raise LiveError(f"the plan moves {x.key} by {x.op} from tier {x.source} to tier "
+                                f"{x.target}, which the live mechanism does not carry out")
+            if x.slot < 0:
+                if x.op != READ:
+                    raise LiveError(f"the plan demotes {x.key} into no record of the host tier")
+                continue
+            rid = (id(lv), x.slot)
+            held = sim.get(rid, lv.cache.content[x.slot])
+            if held != x.victim:
+                raise LiveError(
+                    f"the plan puts {x.key} into record {x.slot} of the host tier in place of "
+                    f"{x.victim}, but the record holds {held}: the runtime and the mechanism "
+                    f"disagree")
+            sim[rid] = x.key
+            simwhere[x.key] = rid
+            first.setdefault(rid, n)
+            if x.op == DEMOTE:
+                i = gone.get(x.key)
+                if i is None or content[i] != x.key:
+                    raise LiveError(f"the plan demotes {x.key} from the device, but it left no "
+                                    f"slot of the pool: the runtime and the mechanism disagree")
+        # ---- device evictions (bookkeeping: a demoted slot keeps its bytes until reused)
+        for key, slot in plan.evicted:
+            i = gone[key]
+            if resident is not None:
+                held = content[i]
+                if held is not None:
+                    resident[held[0]] -= 1
+            pool.evict(i)
+        # ---- the reads that are the first use of their record start at once, in parallel
+        started = set()
+        for n, (what, x) in enumerate(seq):
+            if what == "step" and x.op == READ and x.slot >= 0:
+                lv = self.levels[x.key[0]]
+                if first.get((id(lv), x.slot)) == n:
+                    self._start_read(lv, x)
+                    started.add(n)
+        # ---- then everything in order
+        for n, (what, x) in enumerate(seq):
+            if what == "step":
+                lv = self.levels[x.key[0]]
+                if x.op == READ:
+                    if x.slot < 0:
+                        self._transient[x.key] = lv
+                    elif n not in started:
+                        self._start_read(lv, x)
+                else:
+                    self._demote(lv, x, gone[x.key])
+                continue
+            key, slot, _victim, kind = x
+            i = entry(key, slot)
+            if resident is not None:
+                held = content[i]
+                if held is not None:
+                    resident[held[0]] -= 1
+                resident[key[0]] += 1
+            lv = self.levels[key[0]]
+            j = lv.cache.where.get(key) if lv.cache is not None else None
+            if j is not None and kind == PREFETCH and self.overlap \
+                    and lv.cache.pending[j] is not None and not lv.cache.pending[j].done():
+                # the read is still running: the copy waits for the next dispatch
+                content[i] = key
+                self._deferred.append((i, lv, j, key, kind))
+                self.deferred_copies += 1
+                continue
+            t0 = time.perf_counter()
+            self.source_copy(i, key[0], key[1], kind)
+            if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
+                stall += (time.perf_counter() - t0) * 1e3
+        return stall
+
+    def _start_read(self, lv: LevelMech, x) -> None:
+        c = lv.cache
+        if c.content[x.slot] is not None:
+            self.host_evictions += 1
+        c.put(x.slot, x.key)
+        self._submit_read(lv, x.key[0], x.key[1], x.slot)
+
+    def _demote(self, lv: LevelMech, x, i: int) -> None:
+        """Device slot ``i`` -> host record ``x.slot`` (before the slot is reused)."""
+        c = lv.cache
+        j = x.slot
+        pool, ops = self.pool, self.ops
+        self._ready_to_write(lv, j)
+        if c.content[j] is not None:
+            self.host_evictions += 1
+        c.put(j, x.key)
+        self.demotions += 1
+        if not pool.cuda:
+            for name, t in pool.tensors.items():
+                ops.copy(c.tensors[name][j], t[i], tag=("demote", "host"))
+            return
+        stream = pool.demand_stream
+        with ops.use(stream):
+            for ev in (pool.free[i], pool.ready[i]):
+                if ev is not None:      # compute reading the slot, the copy that filled it
+                    ops.wait(stream, ev)
+            for name, t in pool.tensors.items():
+                ops.copy(c.tensors[name][j], t[i], non_blocking=True, tag=("demote", "host"))
+            ev = ops.event()
+            ops.record(ev, stream)
+        pool.free[i] = ev              # a later copy into the slot waits for this one
+        c.users[j].append(ev)
+
+    # ------------------------------------------------------------------ the end
+    def drain(self) -> None:
+        """Every deferred copy issued and every read waited for (stats, detach)."""
+        self.settle()
+        seen = set()
+        for lv in self.levels:
+            c = lv.cache
+            if c is None or id(c) in seen:
+                continue
+            seen.add(id(c))
+            for j in range(c.slots):
+                self._wait_read(c, j)
+
+    def stats(self) -> dict:
+        caches = {id(lv.cache): lv.cache for lv in self.levels if lv.cache is not None}
+        disks = {id(lv.disk): lv.disk for lv in self.levels if lv.disk is not None}
+        return {
+            "disk_reads": self.disk_reads,
+            "disk_bytes_read": self.disk_bytes,
+            "bounce_reads": self.bounce_reads,
+            "demotions": self.demotions,
+            "host_evictions": self.host_evictions,
+            "deferred_copies": self.deferred_copies,
+            "read_wait_ms": self.wait_ms,
+            "read_busy_ms": self.readers.busy_ms if self.readers is not None else 0.0,
+            "readers": self.readers.threads if self.readers is not None else 0,
+            "host_cache_slots": sum(c.slots for c in caches.values()),
+            "host_cache_bytes": sum(c.nbytes for c in caches.values())
+            + (self.bounce.nbytes if self.bounce is not None else 0),
+            "record_bytes": self.layout.stride if self.layout is not None else 0,
+            "page_cache": ", ".join(sorted({d.page_cache for d in disks.values()})) or None,
+            "files": sorted(f for d in disks.values() for f in d.files.values()),
+        }
+
+    def release(self) -> None:
+        """Wait for everything in flight, stop the readers, unlock the records."""
+        self.drain()
+        if self.readers is not None:
+            self.readers.shutdown()
+        if self.pool.cuda:
+            self.ops.synchronize()
+        for lv in self.levels:
+            if lv.cache is not None:
+                lv.cache.release()
+        if self.bounce is not None:
+            self.bounce.release()
