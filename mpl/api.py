@@ -81,16 +81,19 @@ class Policy:
         return self.source
 
     def text(self) -> str:
-        """Canonical ``.moe`` text of this policy (re-checks to the same IR)."""
+        """Canonical ``.moe`` text of this policy (re-checks to the same IR); made once per
+        IR object (a replay, a sweep point and a preflight each ask for it)."""
+        made = getattr(self, "_text", None)
+        if made is not None and made[0] is self.ir:
+            return made[1]
         text = render_ir(self.ir)
         try:
             from mpl.fmt import format_text
-        except ImportError:
-            return text
-        try:
-            return format_text(text)
-        except Exception:     # the formatter is an optional nicety here
-            return text
+            text = format_text(text)
+        except Exception:     # the formatter is an optional nicety here (or not installed)
+            pass
+        self._text = (self.ir, text)
+        return text
 
 
 class NotRunnableYet(PolicyError, ValueError):

@@ -384,16 +384,33 @@ def belady_of(structure, trace: Trace) -> float:
     return belady(trace.dispatches, h.num_experts, capacities=list(caps)).hit_rate
 
 
+#: candidate text -> its compiled Policy, per process: the halving search replays a survivor
+#: again in each later round, and the reference rows in every schedule
+_POLICIES: dict = {}
+_POLICIES_MAX = 512
+
+
+def _policy(text: str, name):
+    from mpl.api import load_for_replay
+
+    key = (text, name)
+    pol = _POLICIES.get(key)
+    if pol is None:
+        if len(_POLICIES) >= _POLICIES_MAX:
+            _POLICIES.clear()
+        pol = _POLICIES[key] = load_for_replay(text, name=name)
+    return pol
+
+
 def _evaluate(args) -> tuple:
     """Replay one candidate: (hit rate, tok/s, stall ms per step, error, Belady of its
     structure on the same dispatches, prefetch loads, counts (:attr:`Candidate.counts`))."""
     text, name, trace, hardware, memo = args[:5]
     head = args[5] if len(args) > 5 else None
-    from mpl.api import load_for_replay as load_policy
     from mpl.sim.replay import replay
 
     try:
-        pol = load_policy(text, name=name)
+        pol = _policy(text, name)
         first = None
         if head is not None:        # the warm-up alone, then the whole prefix (one load)
             first = _counts(replay(pol, head, hardware=hardware, belady=False))

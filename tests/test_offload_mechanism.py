@@ -71,10 +71,8 @@ def test_hybrid_sends_expensive_transfers_to_cpu():
 # ---------------------------------------------------------------------------- memory, stalls
 def test_pool_is_fixed_and_sized_from_runtime(olmoe):
     h = attach(pol("cache { capacity = 5 }"), olmoe)
-    from mpl.mechanism.pool import default_stream_slots
     E = h.layers[0].num_experts
-    stream = default_stream_slots(h.runtime.num_slots, E, h.runtime.top_k)
-    assert h.pool.size == h.runtime.num_slots + stream + 1
+    assert h.pool.size == h.runtime.num_slots + E + 1       # slots, one transient per expert, zero
     entry = h.pool.entry_bytes
     assert entry == h.shape.expert_bytes
     assert h.pool.nbytes == h.pool.size * entry

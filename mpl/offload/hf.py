@@ -601,8 +601,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         hosts: list = [{} for _ in layers]
         for b, host in zip(in_ram, hosts_ram):
             hosts[b.ordinal] = host
-        if not stream_slots:
-            stream_slots = default_stream_slots(runtime.num_slots, E, runtime.top_k)
+        stream_slots = stream_slots or E        # one transient entry per expert (attach)
         pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
         executor = TierExecutor(pool, levels, hosts, layout if disks else None,
                                 Readers(readers) if disks else None)

@@ -224,18 +224,35 @@ def shape_of(header):
                              has_gate=False)
 
 
+#: (policy text, model shape) -> the model-aware errors that make a replay meaningless: a
+#: sweep or a tune replays one policy on one trace's shape many times (prefixes, rounds)
+_FITS: dict = {}
+_FITS_MAX = 1024
+
+
 def check_fits(policy, header) -> None:
     """Run the checker's model-aware rules for the trace's shape; a pinned expert the model
     does not have or a per-layer budget below the minimum raises ReplayError."""
     from mpl.checker import REPLAY, analyze
 
     text = policy.text()
-    an = analyze(text, model=shape_of(header), purpose=REPLAY)
-    # MPL501 (a pinned expert the model does not have), MPL505 (a per-layer budget below
-    # the minimum) and MPL507 (a size capacity that gives no slot, or more than a cache may
-    # have) make a replay meaningless; pins that fill the cache (MPL506) are a defined
-    # runtime behaviour (what does not fit streams), so that replay goes ahead.
-    errs = [d for d in an.errors if d.code in ("MPL501", "MPL505", "MPL507")]
+    shape = shape_of(header)
+    key = (text, shape)
+    try:
+        errs = _FITS.get(key)
+    except TypeError:            # an unhashable shape: no memo
+        key, errs = None, None
+    if errs is None:
+        an = analyze(text, model=shape, purpose=REPLAY)
+        # MPL501 (a pinned expert the model does not have), MPL505 (a per-layer budget
+        # below the minimum) and MPL507 (a size capacity that gives no slot, or more than a
+        # cache may have) make a replay meaningless; pins that fill the cache (MPL506) are a
+        # defined runtime behaviour (what does not fit streams), so that replay goes ahead.
+        errs = tuple(d for d in an.errors if d.code in ("MPL501", "MPL505", "MPL507"))
+        if key is not None:
+            if len(_FITS) >= _FITS_MAX:
+                _FITS.clear()
+            _FITS[key] = errs
     if errs:
         raise ReplayError(f"policy {policy.name} does not fit the trace's model "
                           f"({header.model}): {errs[0].message} [{errs[0].code}]")
