@@ -26,7 +26,11 @@ def test_one_budget_of_one_preset():
     res = b.measure((spec, "mixtral", 50, None, True, 1))
     assert res["slots"] == 128
     names = [r["policy"] for r in res["rows"]]
-    assert [a[0] for a in b.ANCHORS] == names[:len(b.ANCHORS)]
+    # each engine's rule at its best schedule: "NAME [MODE]"
+    anchors = names[:len(b.ANCHORS)]
+    assert [a[0] for a in b.ANCHORS] == [n.rsplit(" [", 1)[0] for n in anchors]
+    assert all(n.endswith("]") and n.rsplit(" [", 1)[1][:-1] in
+               ("gpu_only", "cpu_fallback", "hybrid") for n in anchors)
     assert {f"std/{n}" for n in stdlib_names()} <= set(names)
     for r in res["rows"]:
         assert "error" not in r, r
