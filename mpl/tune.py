@@ -6,8 +6,8 @@ Two searches (``search=``, ``mplc tune --search``):
 * ``"halving"`` (the default; :mod:`mpl.tune_search`): successive halving on prefixes of the
   trace over cache structure (shared, per-layer with each allocation), every live eviction
   rule of the schema (the serving engines' rules included, with a second CRF half-life),
-  static pins chosen from the trace (the experts it uses most, as KTransformers places hot
-  experts), every prefetch strategy with several budgets, and every schedule mode; the
+  static pins chosen from the trace (the experts it uses most; per layer in per-layer caches,
+  as KTransformers places hot experts), every prefetch strategy with several budgets, and every schedule mode; the
   candidates that survive are replayed on the whole trace. Plain LRU (shared and per-layer)
   and the engines' rules in the structure each engine uses are always replayed on the whole
   trace; the winner is the best by the objective among the candidates at least as fast and
@@ -112,12 +112,14 @@ class Candidate:
         c = self.blocks.get("cache", {})
         ev = f"eviction={c.get('eviction')}"
         tuned = [f"{k}={v}" for k, v in c.items()
-                 if k not in ("capacity", "eviction", "pin")]
+                 if k not in ("capacity", "eviction", "pin", "layer_pins")]
         if tuned:
             ev += "(" + ",".join(tuned) + ")"
         parts = [ev]
         if c.get("pin"):
             parts.append(f"pin={len(c['pin'])}")
+        if c.get("layer_pins"):
+            parts.append(f"pins/layer={max(len(e) for _, e in c['layer_pins'])}")
         pl = self.blocks.get("per_layer")
         if pl:
             per, total = c.get("capacity"), pl.get("total_budget")
@@ -321,19 +323,42 @@ def _renamed(text: str, name: str) -> str:
     return text.replace("policy c {", f"policy {name} {{", 1)
 
 
+def _with_layer_pins(text: str, pins) -> str:
+    """``text`` with per-layer pins (:data:`mpl.tune_search.LAYER_PINS`) as the cache
+    block's ``pin layers = ...`` items (:func:`mpl.sim.placement.to_moe`)."""
+    from mpl.sim.placement import LayerPlacement, Placement, to_moe
+
+    items = to_moe(Placement(max(len(e) for _, e in pins),
+                             tuple(LayerPlacement(layer, tuple(e), ()) for layer, e in pins)),
+                   indent=" " * 8)
+    head = "\n    cache {\n"
+    if "\n    cache {}\n" in text:      # every cache parameter at its default
+        return text.replace("\n    cache {}\n", "\n    cache {\n" + items + "    }\n", 1)
+    if head not in text:         # no cache block: one of pins alone
+        at = text.index(" {\n", text.index("\npolicy ")) + 3
+        return text[:at] + "    cache {\n" + items + "    }\n" + text[at:]
+    at = text.index(head) + len(head)
+    end = text.index("\n    }\n", at) + 1
+    return text[:end] + items + text[end:]
+
+
 def render(name: str, blocks: dict, comment: str | None = None) -> str:
     """Canonical .moe text for ``blocks`` (built with mpl.dsl, formatted by mpl.fmt)."""
     from mpl import dsl
+    from mpl.tune_search import LAYER_PINS
 
     b = dsl.policy(name)
     budgeted = "total_budget" in blocks.get("per_layer", {})
     for block in schema.BLOCK_ORDER:
         if block in blocks:
             vals = {k: v for k, v in blocks[block].items()
-                    if (k == "capacity" and not budgeted)
-                    or (k != "capacity" and schema.param(f"{block}.{k}").default != v)}
+                    if k != LAYER_PINS and ((k == "capacity" and not budgeted)
+                    or (k != "capacity" and schema.param(f"{block}.{k}").default != v))}
             b.block(block, **vals)
     text = b.to_moe()
+    pins = blocks.get("cache", {}).get(LAYER_PINS)
+    if pins:
+        text = _with_layer_pins(text, pins)
     try:
         from mpl.fmt import format_text
         text = format_text(text)

@@ -18,7 +18,8 @@ Three stages:
    structure with every value the schema lists for the tuner (``Param.tune``: crf /
    classlru half-lives, the frequency_threshold admission share, the LFU decay), one
    parameter at a time; the three best of the first round also get a twin
-   with **static pins** (the expert ids the trace uses most, a quarter of a cache). The first
+   with **static pins**, a quarter of a cache (a shared cache: the ids the trace uses most,
+   pinned in every layer; per-layer caches: each layer's own most used experts). The first
    round runs every candidate under the schedule mode that wins for plain LRU on the same
    prefix (:func:`probe_mode`: the schedule is mostly a matter of the hardware and the miss
    rate); from the second round on every survivor is replayed in **every schedule mode**.
@@ -120,6 +121,19 @@ def pin_ids(trace, count: int) -> list[int]:
     # tuner holds: every candidate's replay uses it)
     uses = Counter(packing.pack_trace(trace, trace.header.num_experts).experts)
     return [e for e, _ in sorted(uses.items(), key=lambda kv: (-kv[1], kv[0]))[:count]]
+
+
+#: a candidate's per-layer pins (cache block key, not a schema parameter): ((decoder-layer
+#: id, (expert ids...)), ...), written as the cache's ``pin layers = ...`` items
+LAYER_PINS = "layer_pins"
+
+
+def layer_placement(trace, count: int) -> tuple:
+    """Each MoE layer's ``count`` most used experts (:func:`mpl.sim.placement.place`), as
+    :data:`LAYER_PINS` holds them."""
+    from mpl.sim.placement import place
+
+    return tuple(sorted(place(trace, count).by_layer().items()))
 
 
 def pins_for(blocks: dict, layers: int) -> int:
@@ -360,15 +374,31 @@ def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: i
             runner.run(0, [best[0].blocks], None, role=role)
 
     ids = pin_ids(trace, max(pins_for(st, L) for st in structures))
+    placed: dict = {}                 # pins per layer -> that placement (made once)
 
     def pinned(survivors):
+        """Static placement from the trace for the best survivors: a shared cache pins the
+        ids the trace uses most in every layer; per-layer caches pin each layer's own
+        hottest experts (frequency placement per layer, as KTransformers places them)."""
         out = []
         for b in survivors[:3]:
+            if b["cache"].get("pin") or b["cache"].get(LAYER_PINS):
+                continue
             n = pins_for(b, L)
-            if n >= 1 and not b["cache"].get("pin"):
-                v = _copy(b)
+            v = _copy(b)
+            if "per_layer" in b:
+                # within every layer's capacity, whatever the allocation gives it
+                n = min(n, int(b["per_layer"].get("min_capacity", n)), trace.header.num_experts)
+                if n < 1:
+                    continue
+                if n not in placed:
+                    placed[n] = layer_placement(trace, n)
+                v["cache"][LAYER_PINS] = placed[n]
+            elif n >= 1:
                 v["cache"]["pin"] = tuple(ids[:n])
-                out.append(v)
+            else:
+                continue
+            out.append(v)
         return out
 
     # the first round: every structure x rule at its defaults, then each rule's parameter

@@ -161,10 +161,18 @@ def test_pins_are_the_most_used_ids_and_pinned_twins_are_searched():
     assert S.pins_for({"cache": {"capacity": 32, "eviction": "lru"}}, 8) == 1
     assert S.pins_for({"cache": {"capacity": 4}, "per_layer": {}}, 8) == 1
     r = T.tune(tr, 32, jobs=1)
-    pinned = [c for c in r.leaderboard if c.blocks["cache"].get("pin")]
-    assert len(pinned) >= 3 and all(c.blocks["cache"]["pin"] == (0,) for c in pinned)
+    # the best survivors' pinned twins: a shared cache pins id 0 in every layer, a per-layer
+    # cache each layer's own hottest expert (here 0 in every layer)
+    pinned = [c for c in r.leaderboard
+              if c.blocks["cache"].get("pin") or c.blocks["cache"].get(S.LAYER_PINS)]
+    assert len(pinned) >= 3
     for c in pinned:
-        assert not analyze(c.text).errors and "pin = [0]" in c.text
+        assert not analyze(c.text).errors
+        if c.blocks["cache"].get("pin"):
+            assert c.blocks["cache"]["pin"] == (0,) and "pin = [0]" in c.text
+        else:
+            assert c.blocks["cache"][S.LAYER_PINS] == tuple((layer, (0,)) for layer in range(8))
+            assert "pin layers = 0..7 {" in c.text
     # what a static placement is worth where the rule alone fails: a shared LRU cache
     # smaller than one step evicts the hot expert every step; pinned, every zero hits
     from mpl.api import load_for_replay
@@ -199,3 +207,33 @@ def test_cli_json_keeps_its_keys_and_adds_the_search(tmp_path, mx):
     assert "54 candidates, grid search" in r.stdout and "Belady" in r.stdout
     r = mplc("tune", "--trace", "mx.mpltrace", "--budget", "128", "--search", "random", cwd=tmp_path)
     assert r.returncode == 2
+
+
+def _hot_per_layer(steps=120, L=8, E=32, seed=0):
+    """In layer l expert l is one of the two experts at every step; the other is random: one
+    hot expert per layer, a different one in each, which ids pinned in every layer cannot
+    place (a per-layer cache of 4 pinning the 4 most used ids overall holds at most one layer's
+    hot expert)."""
+    r = random.Random(seed)
+    h = TraceHeader(model="t", num_layers=L, moe_layers=tuple(range(L)), num_experts=E, top_k=2)
+    out = []
+    for s in range(steps):
+        for layer in range(L):
+            other = r.randrange(E - 1)
+            out.append(Dispatch(s, layer, [[layer, other + (other >= layer)]]))
+    return Trace(h, out)
+
+
+def test_per_layer_caches_are_searched_with_each_layers_own_hot_experts():
+    tr = _hot_per_layer()
+    assert S.layer_placement(tr, 1) == tuple((layer, (layer,)) for layer in range(8))
+    r = T.tune(tr, 32, jobs=1, objective="hit_rate")
+    placed = [c for c in r.leaderboard if c.blocks["cache"].get(S.LAYER_PINS)]
+    assert placed and all("per_layer" in c.blocks for c in placed)
+    for c in placed:
+        assert not analyze(c.text).errors and "pin layers = " in c.text
+        assert "pins/layer=1" in c.describe()
+    # what it is worth: every hot access hits; the winner is one of them
+    best = max(placed, key=lambda c: c.hit_rate)
+    assert best.hit_rate > 0.45
+    assert r.best.hit_rate >= best.hit_rate

@@ -55,16 +55,19 @@ def place(trace, slots: int) -> Placement:
         raise ValueError(f"slots must be an integer, got {slots!r}")
     if not 1 <= slots <= E:
         raise ValueError(f"slots must be 1..{E} (the trace's experts per layer), got {slots}")
-    counts = [[0] * E for _ in range(L)]
-    n = 0
-    for d in trace.dispatches:
-        n += 1
-        row = counts[d.layer]
-        ex = d.experts
-        seen = ex[0] if len(ex) == 1 and len(set(ex[0])) == len(ex[0]) else \
-            dict.fromkeys(e for r in ex for e in r)
-        for e in seen:
-            row[e] += 1
+    from collections import Counter
+
+    from mpl.sim.tracepack import pack_trace
+
+    # the trace packed as a runtime replays it (each dispatch's distinct experts, made once
+    # per trace and shared with its replays; a lazily read trace builds no Dispatch)
+    pk = pack_trace(trace, E)
+    n = len(pk)
+    per = [Counter() for _ in range(L)]
+    layers, offs, experts = pk.layers, pk.offs, pk.experts
+    for i in range(n):
+        per[layers[i]].update(experts[offs[i]:offs[i + 1]])
+    counts = [[per[i].get(e, 0) for e in range(E)] for i in range(L)]
     out = []
     for i in range(L):
         row = counts[i]
