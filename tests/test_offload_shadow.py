@@ -129,6 +129,7 @@ def test_a_report_read_from_another_thread_is_consistent():
     # a server polls the statistics while the model generates: each report is taken between
     # two dispatches (the runtime and the timeline read together), never in the middle
     import threading
+    import time
 
     model = build_model("tiny-mixtral")
     policy = mpl.load("std/balanced")
@@ -138,6 +139,7 @@ def test_a_report_read_from_another_thread_is_consistent():
     def poll():
         while not done.is_set():
             reports.append(h.report())
+            time.sleep(0.0005)   # a poller, not a spin that starves the generating thread
 
     t = threading.Thread(target=poll)
     t.start()

@@ -86,6 +86,20 @@ def test_tokens_identical_to_the_engine_without_offload(runs, case):
     assert all(len(t) == MAX_TOKENS for t in many.token_ids)
 
 
+def _decided(stats: dict) -> dict:
+    """Statistics as the runtime decided them: a late prefetch counted as the hit it was in
+    residency; stall_ms (measured live, simulated in replay) left out."""
+    def merged(d: dict) -> dict:
+        out = {k: v for k, v in d.items() if k not in ("stall_ms", "late_prefetches")}
+        out["hits"] = d["hits"] + d.get("late_prefetches", 0)
+        out["hit_rate"] = out["hits"] / d["accesses"] if d["accesses"] else 0.0
+        return out
+
+    out = merged(stats)
+    out["per_layer"] = [merged(row) for row in stats["per_layer"]]
+    return out
+
+
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
 def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
     import mpl
@@ -106,8 +120,12 @@ def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
     path = tmp_path / "live.mpltrace"
     traceio.save(many.trace, str(path))
     rep = mpl.replay(mpl.loads(text), str(path), belady=False)
-    live = {k: v for k, v in stats.items() if k != "stall_ms"}
-    replayed = {k: v for k, v in rep.stats.items() if k != "stall_ms"}
+    # the same decisions: live copies on the CPU are synchronous (nothing is late), while the
+    # replay's simulated link may still carry a background load or a prefetch when its key is
+    # next used (a late prefetch, counted apart from the hits)
+    assert stats["late_prefetches"] == 0
+    live = _decided(stats)
+    replayed = _decided(rep.stats)
     assert live == replayed, f"{model} {case}"
     if case.endswith("-100"):
         # every expert fits: after the first touch of each, everything hits
