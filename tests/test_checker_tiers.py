@@ -17,7 +17,7 @@ from mpl import ir
 from mpl.checker import analyze, check_text
 from mpl.shapes import preset
 from cli_helpers import mplc
-from tier_helpers import ISSUE_EXAMPLE, SPEC_EXAMPLE, malformed
+from tier_helpers import README_EXAMPLE, SPEC_EXAMPLE, malformed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "tests", "corpus", "tiers.moe")
@@ -29,8 +29,8 @@ def codes(text, **kw):
 
 
 # ------------------------------------------------------------------ the original's examples
-@pytest.mark.parametrize("text, model", [(ISSUE_EXAMPLE, None), (SPEC_EXAMPLE, None),
-                                         (ISSUE_EXAMPLE, preset("mixtral-8x7b")), (ISSUE_EXAMPLE, DS)])
+@pytest.mark.parametrize("text, model", [(README_EXAMPLE, None), (SPEC_EXAMPLE, None),
+                                         (README_EXAMPLE, preset("mixtral-8x7b")), (README_EXAMPLE, DS)])
 def test_the_originals_examples_check_clean(text, model):
     # the only diagnostic is the hint SPEC section 12 asks for, on the int4 tier
     assert codes(text, model=model) == ["MPL420"]
@@ -46,7 +46,7 @@ def test_the_specs_example_on_a_small_model_gets_its_warnings():
 
 
 def test_the_issues_example_lowers_to_the_documented_ir():
-    h = analyze(ISSUE_EXAMPLE).ir["tiers"].hierarchy
+    h = analyze(README_EXAMPLE).ir["tiers"].hierarchy
     assert [(t.name, str(t.location), t.dtype, t.capacity, t.eviction, t.implicit) for t in h.tiers] == [
         ("T0_gpu_hot", "gpu", "fp16", 16, "lru", False),
         ("T1_gpu_warm", "gpu", "int4", 32, "lru", False),
@@ -332,7 +332,7 @@ def test_tiered_policies_load_and_compile(tmp_path):
     # them works; checking and formatting as before
     path = tmp_path / "big.moe"
     path.write_text(SPEC_EXAMPLE)
-    assert mpl.load(str(path)).ir.tiered and mpl.loads(ISSUE_EXAMPLE).ir.tiered
+    assert mpl.load(str(path)).ir.tiered and mpl.loads(README_EXAMPLE).ir.tiered
     out = mplc("compile", "big.moe", "-o", "x.py", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "TieredRuntime" in (tmp_path / "x.py").read_text()

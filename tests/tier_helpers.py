@@ -1,5 +1,5 @@
 """Memory-tier texts shared by the checker's and the language server's tests: the original's
-examples (the issue's README example and SPEC section 12's) and malformed variants of them
+examples (its README's hierarchy example and SPEC section 12's) and malformed variants of them
 (a Hypothesis strategy: deletions, insertions of tier pieces, duplications, cuts)."""
 
 import os
@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "tiers.moe")
 
-ISSUE_EXAMPLE = """policy tiers {
+#: the original README's hierarchy example (two device tiers, one of them int4, an in-place demotion)
+README_EXAMPLE = """policy tiers {
   hierarchy {
     tier T0_gpu_hot   { dtype = fp16  location = gpu  capacity = 16 }
     tier T1_gpu_warm  { dtype = int4  location = gpu  capacity = 32 }
@@ -45,7 +46,7 @@ _TIER_PIECES = ["tier", "band", "on", "hierarchy", "per_layer_hierarchy", "hot",
 
 @st.composite
 def malformed(draw):
-    text = draw(st.sampled_from([ISSUE_EXAMPLE, SPEC_EXAMPLE, _corpus()]))
+    text = draw(st.sampled_from([README_EXAMPLE, SPEC_EXAMPLE, _corpus()]))
     for _ in range(draw(st.integers(1, 4))):
         n = len(text)
         i = draw(st.integers(0, n))
