@@ -329,6 +329,20 @@ def _resolve_device(device, model) -> torch.device:
     return dev
 
 
+def _move_skeleton(model, dev, placement: dict) -> None:
+    """Record where every parameter and buffer left on the model is (``placement``: what
+    detach restores) and move the model to ``dev`` when any is elsewhere."""
+    for mod in model.modules():
+        for n, p in mod._parameters.items():
+            if p is not None:
+                placement[(mod, "p", n)] = p.device
+        for n, t in mod._buffers.items():
+            if t is not None:
+                placement[(mod, "b", n)] = t.device
+    if any(d != dev for d in placement.values()):
+        model.to(dev)
+
+
 def preflight(policy, shape: ModelShape) -> list:
     """The policy checked against this model's shape before anything on the model changes
     (``mpl.mechanism.preflight``, as the vLLM adapter checks it before an engine starts):
@@ -435,15 +449,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
                 p.data = host[n]                 # the Parameter object now holds the host copy
             b.host = host
             b.module._parameters = OrderedDict()     # no expert parameter left on the model
-        for mod in model.modules():
-            for n, p in mod._parameters.items():
-                if p is not None:
-                    placement[(mod, "p", n)] = p.device
-            for n, t in mod._buffers.items():
-                if t is not None:
-                    placement[(mod, "b", n)] = t.device
-        if any(d != dev for d in placement.values()):
-            model.to(dev)
+        _move_skeleton(model, dev, placement)
         for b in layers:
             b.cpu = CpuExperts(b.module, b.host)
         pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev, ops)
@@ -616,15 +622,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
             b.host = host
             b.module._parameters = OrderedDict()
         del template
-        for mod in model.modules():
-            for n, p in mod._parameters.items():
-                if p is not None:
-                    placement[(mod, "p", n)] = p.device
-            for n, t in mod._buffers.items():
-                if t is not None:
-                    placement[(mod, "b", n)] = t.device
-        if any(d != dev for d in placement.values()):
-            model.to(dev)
+        _move_skeleton(model, dev, placement)
         for b in layers:
             b.cpu = CpuExperts(b.module, b.host) if b.host else None
         look = None
