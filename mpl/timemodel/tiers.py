@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from mpl.runtime.plan import (BACKGROUND, CPU, DEMAND, DEMOTE, LOWER, PREFETCH, PROMOTE, READ,
                               REQUANT, SERVE, STREAM)
-from mpl.timemodel.timeline import Timeline
+from mpl.timemodel.timeline import Timeline, compute_end
 
 
 class TieredTimeline(Timeline):
@@ -202,22 +202,7 @@ class TieredTimeline(Timeline):
         for key, t, kind in lower_loads:
             if kind == BACKGROUND:
                 arrival[key] = transfer(key, tiers[t].unit_bytes, t0)
-        busy = early
-        if late is None:
-            t = ts + early
-        elif self.overlap:
-            if unsorted:
-                late.sort()
-            t = ts + early
-            for ready, comp in late:
-                if ready > t:
-                    t = ready
-                t += comp
-                busy += comp
-        else:
-            last = max(r for r, _ in late)
-            busy += sum(comp for _, comp in late)
-            t = last + busy
+        t, busy = compute_end(ts, early, late, unsorted, self.overlap)
         stall = t - ts - busy
         end = t if t >= cpu_t else cpu_t
         if cpu_busy:
@@ -244,8 +229,7 @@ class TieredTimeline(Timeline):
             self.host_ready = {k: v for k, v in host.items() if v > end}
         self.link_free = link
         if n_late:
-            self.late += n_late
-            self.late_layers[layer] = self.late_layers.get(layer, 0) + n_late
+            self.count_late(layer, n_late)
         self.transfers += nx
         self.transfer_ms += xfer_ms
         self.bytes += int(nbytes)

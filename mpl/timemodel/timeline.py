@@ -161,22 +161,7 @@ class Timeline:
                     link = (t0 if t0 > link else link) + txf
                     nx += 1
                     arrival[ld[0]] = link
-        busy = early
-        if late is None:
-            t = t0 + early
-        elif self.overlap:
-            if unsorted:          # demand loads arrive in issue order; only in-flight hits mix it
-                late.sort()
-            t = t0 + early
-            for ready, comp in late:
-                if ready > t:
-                    t = ready
-                t += comp
-                busy += comp
-        else:
-            last = max(r for r, _ in late)
-            busy += sum(comp for _, comp in late)
-            t = last + busy
+        t, busy = compute_end(t0, early, late, unsorted, self.overlap)
         stall = t - t0 - busy
         cpu_end = t0 + cpu_busy
         end = t if t >= cpu_end else cpu_end
@@ -199,8 +184,7 @@ class Timeline:
                 self.arrival = {k: v for k, v in arrival.items() if v > end}
         self.link_free = link
         if n_late:
-            self.late += n_late
-            self.late_layers[layer] = self.late_layers.get(layer, 0) + n_late
+            self.count_late(layer, n_late)
         if nx:
             self.transfers += nx
             self.transfer_ms += nx * txf
@@ -208,11 +192,39 @@ class Timeline:
         self.now = end
         return stall
 
+    def count_late(self, layer: int, n: int) -> None:
+        """``n`` hits of MoE layer ``layer`` were still in flight when their dispatch started
+        (late prefetches)."""
+        self.late += n
+        self.late_layers[layer] = self.late_layers.get(layer, 0) + n
+
     def to_dict(self) -> dict:
         return {"total_ms": self.now, "stall_ms": self.stall_ms, "gpu_busy_ms": self.gpu_ms,
                 "cpu_busy_ms": self.cpu_ms, "cpu_wait_ms": self.cpu_wait_ms,
                 "link_busy_ms": self.transfer_ms, "transfers": self.transfers,
                 "bytes_transferred": self.bytes, "late_prefetches": self.late}
+
+
+def compute_end(start: float, early: float, late, unsorted: bool, overlap: bool) -> tuple:
+    """``(end, busy)`` of a dispatch's device compute from ``start``: ``early`` ms of experts
+    whose weights are there, then ``late`` ``(ready, compute)`` pairs, each started when its
+    weights land (``overlap``) or all after the last one lands; ``unsorted``: ``late`` is not
+    in order of readiness (demand loads arrive in issue order; only in-flight hits mix it)."""
+    busy = early
+    if late is None:
+        return start + early, busy
+    if overlap:
+        if unsorted:
+            late.sort()
+        t = start + early
+        for ready, comp in late:
+            if ready > t:
+                t = ready
+            t += comp
+            busy += comp
+        return t, busy
+    busy += sum(comp for _, comp in late)
+    return max(r for r, _ in late) + busy, busy
 
 
 def arrived_stats(stats: dict, tl: Timeline) -> dict:
