@@ -14,11 +14,13 @@ the vLLM integration (``mpl.vllm``):
 * ``shadow``: a policy beside an unchanged engine, its Plans timed on a hardware profile
   (statistics equal to a replay of the recorded trace);
 * ``preflight``: the policy checked against the model's shape before anything starts or
-  changes (located diagnostics; ``PolicyDoesNotFit``).
+  changes (located diagnostics; ``PolicyDoesNotFit``);
+* ``footprint``: the host and device memory an attach takes, in allocation order, checked
+  against what the process can get before anything is allocated.
 
 It knows nothing of any engine: an adapter hands it ``[E, ...]`` expert tensors, a kernel,
 the dispatches its routing capture sees. ``device``, ``store``, ``pool``, ``staging``,
-``execute`` and ``live`` import torch; ``shadow`` and ``preflight`` do not (they run in the
+``execute`` and ``live`` import torch; ``shadow``, ``preflight`` and ``footprint`` do not (``footprint`` asks torch only for a CUDA device's free memory) (they run in the
 command-line process before an engine starts). It imports the neutral parts of mpl (the
 runtime's Plan, the trace records, the time model, the checker), never the API, the CLI or
 an adapter (``tests/test_import_graph.py``).

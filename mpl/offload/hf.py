@@ -343,6 +343,61 @@ def _move_skeleton(model, dev, placement: dict) -> None:
         model.to(dev)
 
 
+def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
+                         tiered: bool) -> str | None:
+    """The memory this attach takes (``mpl.mechanism.footprint``), in the order it
+    allocates and releases, against what the host and the device have now: why it cannot
+    fit, with the numbers, or None. Untiered: the host store's arena (every expert, the
+    model's copies still alive), the model's copies released, the skeleton moved, the slot
+    pool. Tiered: each disk tier's host cache and bounce record, the arena of the layers
+    held in host memory, the slot pool, then the model's copies released (the layers on
+    disk keep none)."""
+    from mpl.mechanism.device import ALIGN
+    from mpl.mechanism.footprint import DEVICE, HOST, Footprint, device_free, host_available
+    from mpl.mechanism.footprint import place_of as place, refusal
+
+    experts = {id(b.module) for b in layers}
+    own = [(b.ordinal, sum(p.numel() * p.element_size() for p in b.module._parameters.values()),
+            len(b.module._parameters), next(iter(b.module._parameters.values())).device)
+           for b in layers]
+    entry = sum(p[0].numel() * p.element_size() for p in layers[0].module._parameters.values())
+    pool = (runtime.num_slots + stream_slots + 1) * (entry + ALIGN)
+    skeleton: dict = {}
+    for mod in model.modules():
+        if id(mod) in experts:
+            continue
+        for t in (*mod._parameters.values(), *mod._buffers.values()):
+            if t is not None and t.device != dev:
+                skeleton[place(t.device)] = skeleton.get(place(t.device), 0) + t.numel() * t.element_size()
+    moved = sum(skeleton.values())
+    fp = Footprint()
+    if not tiered:
+        fp.add("host store", HOST, sum(n + k * ALIGN for _o, n, k, _d in own))
+    else:
+        from mpl.mechanism.disk import IO_ALIGN, RecordLayout
+
+        stride = RecordLayout({n: p.data for n, p in layers[0].module._parameters.items()}).stride
+        on_disk = set()
+        for lv in runtime.tier_layout.levels:
+            if lv.layers and lv.disk is not None:
+                on_disk.update(lv.layers)
+                fp.add("host tier cache", HOST, stride * lv.tiers[lv.read_into].slots + IO_ALIGN)
+        if on_disk:
+            fp.add("disk bounce record", HOST, stride + IO_ALIGN)
+        fp.add("host store", HOST, sum(n + k * ALIGN for o, n, _k, _d in own if o not in on_disk))
+        fp.add("device slot pool", place(dev), pool)
+    for where in (HOST, DEVICE):
+        fp.add("the model's expert weights released", where,
+               -sum(n for _o, n, _k, d in own if place(d) == where))
+    for where, n in skeleton.items():
+        fp.add("the skeleton moved away", where, -n)
+    fp.add("the skeleton moved here", place(dev), moved)
+    if not tiered:
+        fp.add("device slot pool", place(dev), pool)
+    return refusal(fp, f"attaching policy '{policy.name}' to this model",
+                   host=host_available(), device=device_free(dev), device_name=str(dev))
+
+
 def preflight(policy, shape: ModelShape) -> list:
     """The policy checked against this model's shape before anything on the model changes
     (``mpl.mechanism.preflight``, as the vLLM adapter checks it before an engine starts):
@@ -422,6 +477,9 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
+    why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots or E, tiered)
+    if why:
+        raise AttachError(why)
     if remove_hooks and _hooked(model):          # the first change, after every refusal
         from accelerate.hooks import remove_hook_from_module
         remove_hook_from_module(model, recurse=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from mpl.mechanism.footprint import host_available as available_memory
+
 from . import models
 
 
@@ -34,22 +36,6 @@ class HFTokenizer:
 
     def decode(self, ids) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=True)
-
-
-def available_memory() -> int | None:
-    """The host memory a new allocation can get now, in bytes (Linux: ``MemAvailable`` of
-    /proc/meminfo; elsewhere the free physical pages), or None when it cannot be known."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _gb(n: float) -> str:

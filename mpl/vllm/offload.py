@@ -165,6 +165,12 @@ class Offload:
                 "distinct experts exceed the cache streams them through the transient slots, "
                 "in passes when they are more than the slots)")
         layers = [{n: getattr(r.routed_experts, n).data for n in WEIGHTS} for r in runners]
+        from mpl.mechanism import footprint
+        why = footprint.refusal(footprint.live_executor(layers, runtime.num_slots, stream, device),
+                                "live offload of this model", host=footprint.host_available(),
+                                device=footprint.device_free(device), device_name=str(device))
+        if why:
+            raise VllmIntegrationError(why)
         try:
             self.executor = LiveExecutor(runtime, layers, device, kernel=kernel,
                                          cpu_kernel=cpu_kernel, stream_slots=stream,

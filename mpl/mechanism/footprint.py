@@ -1,0 +1,169 @@
+"""The memory a live attach takes, estimated before anything is allocated, and the refusal,
+with the numbers, when it cannot fit.
+
+An attach allocates in a fixed order (``mpl.offload.hf.attach``, the vLLM executor): the
+host store's arena first (every expert copied in while the model's own copies still exist),
+then the model's copies are released and the device slot pool is allocated. A disk tier's
+host cache and a bounce record come before the release too. So the peak is not the sum of
+the steady state: :class:`Footprint` keeps the allocations and releases in that order
+(``Part``: positive bytes allocated, negative released) and :meth:`Footprint.peak` is the
+largest running total per place.
+
+The estimate is checked against what the process can get now (:func:`host_available`: the
+kernel's ``MemAvailable``, bounded by a cgroup v2 memory limit; :func:`device_free`: the
+CUDA driver's free bytes); unknown figures are not checked. A figure below the need is a
+refusal before the model changes, not a ``MemoryError`` half-way or the out-of-memory
+killer.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+HOST, DEVICE = "host", "device"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One allocation (``nbytes`` > 0) or release (< 0) of an attach, in ``where``."""
+    what: str
+    where: str
+    nbytes: int
+
+
+@dataclass
+class Footprint:
+    parts: list[Part] = field(default_factory=list)
+
+    def add(self, what: str, where: str, nbytes: int) -> None:
+        if nbytes:
+            self.parts.append(Part(what, where, int(nbytes)))
+
+    def peak(self, where: str) -> int:
+        """The largest running total of ``where``'s allocations and releases, in order."""
+        run = top = 0
+        for p in self.parts:
+            if p.where == where:
+                run += p.nbytes
+                top = max(top, run)
+        return top
+
+    def steady(self, where: str) -> int:
+        """What ``where`` holds once the attach is done (allocations less releases)."""
+        return sum(p.nbytes for p in self.parts if p.where == where)
+
+    def lines(self, where: str) -> str:
+        return "; ".join(f"{p.what} {'+' if p.nbytes > 0 else '-'}{_size(abs(p.nbytes))}"
+                         for p in self.parts if p.where == where)
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def host_available() -> int | None:
+    """The host memory a new allocation can get now, in bytes: Linux's ``MemAvailable``,
+    bounded by the process's cgroup v2 limit (``memory.max`` less ``memory.current``) where
+    one is set; the free physical pages elsewhere; None when it cannot be known."""
+    have = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    have = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        have = None
+    if have is None:
+        try:
+            have = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            have = None
+    limit = _cgroup_room()
+    if limit is not None:
+        have = limit if have is None else min(have, limit)
+    return have
+
+
+def _cgroup_room() -> int | None:
+    """``memory.max - memory.current`` of this process's cgroup v2 (None: no limit, or
+    not cgroup v2)."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as f:
+            rel = next((ln.split(":", 2)[2].strip() for ln in f if ln.startswith("0::")), None)
+    except OSError:
+        return None
+    if rel is None:
+        return None
+    base = os.path.join("/sys/fs/cgroup", rel.lstrip("/"))
+    limit, used = _read_int(os.path.join(base, "memory.max")), _read_int(os.path.join(base, "memory.current"))
+    if limit is None or used is None:      # "max" (no limit) reads as None
+        return None
+    return max(0, limit - used)
+
+
+def device_free(device) -> int | None:
+    """Free bytes on a CUDA ``device`` (the driver's figure); None for any other device
+    (its memory is the host's, counted there)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free)
+
+
+def place_of(device) -> str:
+    """Where a tensor on ``device`` counts: ``DEVICE`` for CUDA, ``HOST`` otherwise."""
+    return DEVICE if getattr(device, "type", str(device).split(":")[0]) == "cuda" else HOST
+
+
+def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device) -> Footprint:
+    """What ``mpl.mechanism.live.LiveExecutor`` allocates for ``layers`` (``[E, ...]`` tensors
+    per MoE layer) and the caller then releases: the host store's arena (every expert, the
+    engine's copies still alive), the slot pool (``num_slots + stream_slots + 1`` entries
+    on ``device``), then the engine's own copies released."""
+    from .device import ALIGN
+
+    fp = Footprint()
+    fp.add("host store", HOST, sum(t.numel() * t.element_size() + ALIGN
+                                   for layer in layers for t in layer.values()))
+    entry = sum(t[0].numel() * t.element_size() + ALIGN for t in layers[0].values())
+    fp.add("device slot pool", place_of(device), (num_slots + stream_slots + 1) * entry)
+    for where in (HOST, DEVICE):
+        fp.add("the engine's expert weights released", where,
+               -sum(t.numel() * t.element_size() for layer in layers for t in layer.values()
+                    if place_of(t.device) == where))
+    return fp
+
+
+def refusal(fp: Footprint, what: str, *, host: int | None, device: int | None,
+            device_name: str = "the device") -> str | None:
+    """Why ``fp`` cannot be allocated with ``host`` bytes of host memory and ``device`` bytes
+    free on the device (None: unknown, not checked), in one message with the numbers and
+    what to change; None when it fits. ``what``: the attach ("policy 'x' on this model")."""
+    need_host, need_dev = fp.peak(HOST), fp.peak(DEVICE)
+    if host is not None and need_host > host:
+        return (f"{what} needs about {_size(need_host)} more host memory at its peak "
+                f"({fp.lines(HOST)}), more than the {_size(host)} available; nothing was "
+                f"changed. Lower the cache capacity, give the policy a host tier over a disk "
+                f"tier (docs/offload.md, \"Memory tiers live\"), or free host memory")
+    if device is not None and need_dev > device:
+        return (f"{what} needs about {_size(need_dev)} on {device_name} ({fp.lines(DEVICE)}), "
+                f"more than the {_size(device)} free there; nothing was changed. Lower the "
+                f"cache capacity (or the transient slots, stream_slots)")
+    return None
