@@ -47,37 +47,19 @@ def tier_key(key: str) -> tuple[str, str] | None:
 
 def _check_tier_override(key: str, name: str, param: str, value: Any) -> str:
     """:func:`check_override` of a tier's parameter (``tier.NAME.PARAM``)."""
-    from mpl.checker.common import Sink
-    from mpl.checker.values import check_expr
-
     p = schema.NESTED_PARAMS.get(f"tier.{param}")
     if p is None or not name.isidentifier() or name.startswith("<"):
         known = ", ".join(k.split(".", 1)[1] for k in schema.NESTED_PARAMS if k.startswith("tier."))
         raise VariantError(f"'{key}': write tier.NAME.PARAM with a tier's name and one of its "
                            f"parameters ({known})", key=key)
-    text = render(value).strip(" \t")
     head = f"policy _ {{\n  hierarchy {{\n    tier {name} {{ {param} = "
-    src = f"{head}{text} }}\n  }}\n}}\n"
-    res = parse(src)
-    doc = res.document
-    pol = doc.items[0] if len(doc.items) == 1 else None
-    blk = pol.blocks[0] if isinstance(pol, ast.Policy) and len(pol.blocks) == 1 else None
-    sec = blk.items[0] if isinstance(blk, ast.Block) and len(blk.items) == 1 else None
-    item = sec.items[0] if isinstance(sec, ast.Section) and len(sec.items) == 1 else None
-    expr = item.value if isinstance(item, ast.Param) and item.name.text == param else None
-    if (not text or res.diagnostics or doc.comments or expr is None or sec.label != name
-            or expr.span.offset != len(head) or expr.span.end_offset != len(head) + len(text)):
-        reason = (f"not a single value of this parameter; expected "
-                  f"{schema.TYPE_DOCS.get(p.type, p.type)}"
-                  + (f" ({', '.join(p.enum_names())})" if p.enum else ""))
-        raise VariantError(f"{key} = {_shown(text)}: {reason}", key=key, reason=reason)
-    sink = Sink(None, src)
-    check_expr(sink, p, expr)
-    errors = [d for d in sink.diags if d.is_error]
-    if errors:
-        raise VariantError(f"{key} = {_shown(text)}: {errors[0].message}", key=key,
-                           reason=errors[0].message, code=errors[0].code)
-    return text
+
+    def value_of(blk):
+        sec = blk.items[0] if isinstance(blk, ast.Block) and len(blk.items) == 1 else None
+        item = sec.items[0] if isinstance(sec, ast.Section) and len(sec.items) == 1 else None
+        ok = isinstance(item, ast.Param) and item.name.text == param and sec.label == name
+        return item.value if ok else None
+    return _one_value(key, p, value, head, " }\n  }\n}\n", value_of)
 
 
 def check_override(key: str, value: Any) -> str:
@@ -87,9 +69,6 @@ def check_override(key: str, value: Any) -> str:
     it: no second parameter, no comment, no brace; a string cannot smuggle anything in) and
     the value is checked against the schema (type, range, unit, enum) by the checker's own
     value rules. VariantError, naming the parameter, otherwise."""
-    from mpl.checker.common import Sink
-    from mpl.checker.values import check_expr
-
     tk = tier_key(key)
     if tk is not None:
         return _check_tier_override(key, *tk, value)
@@ -97,16 +76,30 @@ def check_override(key: str, value: Any) -> str:
         raise VariantError(f"unknown parameter '{key}' (write block.name, e.g. cache.eviction, "
                            f"or tier.NAME.PARAM for a memory tier's)")
     p = schema.PARAMS[key]
-    text = render(value).strip(" \t")
     head = f"policy _ {{\n  {p.block} {{\n    {p.name} = "
-    src = f"{head}{text}\n  }}\n}}\n"
+
+    def value_of(blk):
+        item = blk.items[0] if isinstance(blk, ast.Block) and len(blk.items) == 1 else None
+        ok = isinstance(item, ast.Param) and item.name.text == p.name and blk.name.text == p.block
+        return item.value if ok else None
+    return _one_value(key, p, value, head, "\n  }\n}\n", value_of)
+
+
+def _one_value(key: str, p, value: Any, head: str, tail: str, value_of) -> str:
+    """``value`` rendered, parsed between ``head`` and ``tail`` (a policy of one block), and
+    accepted only when ``value_of(block)`` finds it as one value expression spanning all of
+    the text and the checker's value rules pass it (:func:`check_override`)."""
+    from mpl.checker.common import Sink
+    from mpl.checker.values import check_expr
+
+    text = render(value).strip(" \t")
+    src = f"{head}{text}{tail}"
     res = parse(src)
     doc = res.document
     pol = doc.items[0] if len(doc.items) == 1 else None
     blk = pol.blocks[0] if isinstance(pol, ast.Policy) and len(pol.blocks) == 1 else None
-    item = blk.items[0] if isinstance(blk, ast.Block) and len(blk.items) == 1 else None
-    expr = item.value if isinstance(item, ast.Param) and item.name.text == p.name else None
-    if (not text or res.diagnostics or doc.comments or expr is None or blk.name.text != p.block
+    expr = value_of(blk) if blk is not None else None
+    if (not text or res.diagnostics or doc.comments or expr is None
             or expr.span.offset != len(head) or expr.span.end_offset != len(head) + len(text)):
         reason = (f"not a single value of this parameter; expected "
                   f"{schema.TYPE_DOCS.get(p.type, p.type)}"
