@@ -96,30 +96,6 @@ class Policy:
         return text
 
 
-class NotRunnableYet(PolicyError, ValueError):
-    """The policy is valid, but uses a part of the language the runtime does not run yet
-    (:func:`not_runnable_yet` says which); one located line, no diagnostics."""
-
-
-def not_runnable_yet(pir) -> str | None:
-    """Why the runtime cannot run ``pir`` yet, in one located line (None: it can).
-
-    The one place that refuses what the language accepts and the runtime does not implement
-    yet: a memory tier's ``dtype_ladder`` (several precisions in one tier).
-    Checking, formatting, the language server and lowering to IR work on such policies;
-    compiling, attaching and replaying them stop here."""
-    where = pir.source_path or "<text>"
-    for h in ([pir.hierarchy] if pir.hierarchy is not None else []) + [b.hierarchy for b in pir.bands]:
-        for t in h.tiers:
-            if len(t.dtype_ladder) > 1:
-                return (f"{where}:{t.source_line or h.source_line or pir.source_line}: tier "
-                        f"'{t.name}' of policy '{pir.name}' keeps experts at several precisions "
-                        f"(dtype_ladder), which the runtime does not run yet: the policy checks "
-                        f"and lowers, but cannot be compiled, attached or replayed; give the "
-                        f"tier one dtype to run it")
-    return None
-
-
 def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     """Why a policy cannot run live yet in ``engine`` ("huggingface" or "vllm"), in one
     located line (None: it can): what the live mechanism runs is its own to say
@@ -130,13 +106,10 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
 
 
 def from_ir(pir, *, diagnostics=(), path=None, checked_text=None) -> Policy:
-    """Compile an IR (checked already) into a :class:`Policy`; :class:`NotRunnableYet`
-    when the runtime cannot run it yet. ``checked_text``: the text the IR was checked from."""
+    """Compile an IR (checked already) into a :class:`Policy`. ``checked_text``: the text
+    the IR was checked from."""
     from mpl.codegen import generate
     from mpl.codegen.loader import load_source
-    why = not_runnable_yet(pir)
-    if why is not None:
-        raise NotRunnableYet(why, diagnostics)
     source = generate(pir)
     return Policy(pir, source, load_source(source), diagnostics, path, checked_text)
 

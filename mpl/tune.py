@@ -109,6 +109,16 @@ class Candidate:
         return self.belady - d
 
     def describe(self) -> str:
+        from mpl.tune_tiers import HIERARCHY, describe as describe_tiers
+        if HIERARCHY in self.blocks:
+            parts = [describe_tiers(self.blocks[HIERARCHY])]
+            pf = self.blocks.get("prefetch")
+            if pf:
+                parts.append(f"prefetch={pf.get('strategy')}/{pf.get('budget')}")
+            sc = self.blocks.get("schedule")
+            if sc:
+                parts.append(f"schedule={sc.get('mode')}")
+            return " ".join(parts)
         c = self.blocks.get("cache", {})
         ev = f"eviction={c.get('eviction')}"
         tuned = [f"{k}={v}" for k, v in c.items()
@@ -174,6 +184,7 @@ class TuneResult:
     replayed: float = 0.0                   # whole-trace replays the search cost, in total
     requested: int = 0                      # the budget asked for, in slots (budget: at most
     every_expert: int = 0                   # every expert of the trace's model, this many)
+    tiers: Any = None                       # the memory-tier search (mpl.tune_tiers.TierReport)
 
     @property
     def holds_every_expert(self) -> bool:
@@ -211,7 +222,27 @@ class TuneResult:
                 "set_aside": c(self.set_aside), "replayed_traces": self.replayed,
                 "dominates_references": self.dominates,
                 "predictors": [p.to_dict() for p in self.predictors],
-                "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text}
+                "leaderboard": [c(x) for x in self.leaderboard], "policy_text": self.text,
+                **({"tiers": self.tier_dict(c)} if self.tiers is not None else {})}
+
+    def tier_rows(self) -> list[Candidate]:
+        """The hierarchy candidates replayed on the whole trace, best first."""
+        from mpl.tune_tiers import HIERARCHY
+        return [x for x in self.leaderboard
+                if HIERARCHY in x.blocks and not x.error and x.fraction >= 1.0]
+
+    def plain_best(self) -> Candidate | None:
+        """The best candidate without memory tiers on the whole trace (the objective's)."""
+        from mpl.tune_tiers import HIERARCHY
+        return next((x for x in self.leaderboard if HIERARCHY not in x.blocks
+                     and not x.error and x.fraction >= 1.0), None)
+
+    def tier_dict(self, row) -> dict:
+        out = self.tiers.to_dict()
+        out["hierarchies"] = [dict(row(x), approximate_computes=(x.counts or {}).get("approximate"))
+                              for x in self.tier_rows()]
+        out["plain_best"] = row(self.plain_best())
+        return out
 
 
 def _enum(key: str, *, live: bool = True) -> list[str]:
@@ -346,16 +377,21 @@ def render(name: str, blocks: dict, comment: str | None = None) -> str:
     """Canonical .moe text for ``blocks`` (built with mpl.dsl, formatted by mpl.fmt)."""
     from mpl import dsl
     from mpl.tune_search import LAYER_PINS
+    from mpl.tune_tiers import HIERARCHY, hierarchy_text
 
     b = dsl.policy(name)
     budgeted = "total_budget" in blocks.get("per_layer", {})
     for block in schema.BLOCK_ORDER:
-        if block in blocks:
+        if block in blocks and block != HIERARCHY:
             vals = {k: v for k, v in blocks[block].items()
                     if k != LAYER_PINS and ((k == "capacity" and not budgeted)
                     or (k != "capacity" and schema.param(f"{block}.{k}").default != v))}
             b.block(block, **vals)
     text = b.to_moe()
+    if HIERARCHY in blocks:          # memory tiers: written as text (the builder has none)
+        at = text.index(" {", text.index("policy ")) + 2
+        rest = text[at:].lstrip("}\n")
+        text = text[:at] + "\n" + hierarchy_text(blocks[HIERARCHY]) + (rest or "}\n")
     pins = blocks.get("cache", {}).get(LAYER_PINS)
     if pins:
         text = _with_layer_pins(text, pins)
@@ -393,6 +429,8 @@ def structure_of(pol, trace: Trace):
     ``("per_layer", capacities)`` (the runtime's initial split)."""
     from mpl.sim.sweep import _initial_caps, _shared_slots
 
+    if pol.ir.tiered:               # the tuner's hierarchies: one top tier over every layer
+        return ("shared", int(pol.ir.hierarchy.tiers[0].capacity))
     if pol.ir.per_layer:
         return ("per_layer", tuple(_initial_caps(pol, trace)))
     return ("shared", _shared_slots(pol, trace))
@@ -467,7 +505,7 @@ def _counts(r) -> dict:
     return {"accesses": s["accesses"], "hits": s["hits"],
             "late_prefetches": s.get("late_prefetches", 0),
             "prefetch_useful": s["prefetch_useful"], "ms": r.sim["total_ms"],
-            "tokens": r.sim["tokens"]}
+            "tokens": r.sim["tokens"], "approximate": s.get("approximate_computes", 0)}
 
 
 _POOL_TRACE: Trace | None = None
@@ -606,15 +644,21 @@ class Runner:
         return sorted(cands, key=lambda c: c.score(self.objective), reverse=True)
 
 
-def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEFAULT_OBJECTIVE,
-         jobs: int | None = None, keep: int = 3, name: str = "tuned",
-         progress: Callable[[int, int, int], None] | None = None, model=None,
-         search: str = "halving") -> TuneResult:
+def tune(trace: Trace, budget: str | int | None = None, *, hardware=None,
+         objective: str = DEFAULT_OBJECTIVE, jobs: int | None = None, keep: int = 3,
+         name: str = "tuned", progress: Callable[[int, int, int], None] | None = None,
+         model=None, search: str = "halving", device_memory=None, host_memory=None,
+         disk: str | None = None) -> TuneResult:
     """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc.
     ``objective``: ``"tokens_per_s"`` (default) or ``"hit_rate"``. ``model``: the trace's
     model (preset name, config.json path or ModelShape) when its header names no preset: it
     gives the expert size (size budgets, transfer times) and the shape (the cost model).
-    ``search``: ``"halving"`` (default) or ``"grid"``."""
+    ``search``: ``"halving"`` (default) or ``"grid"``.
+
+    ``device_memory`` (a size, instead of ``budget``), ``host_memory`` (a size; default the
+    hardware profile's) and ``disk`` (a disk profile name; default the hardware profile's):
+    the memory-tier search of :mod:`mpl.tune_tiers` (halving only): where the experts fit,
+    and hierarchies ranked beside the plain cache (``result.tiers``)."""
     from mpl.sim.tracemodel import trace_expert_size, with_model
 
     objective = objective_name(objective)
@@ -626,7 +670,23 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     trace = with_model(trace, model)
     h = trace.header
     from mpl.timemodel import hardware as hw
-    hw.resolve(hardware)          # fail early on a bad profile
+    profile = hw.resolve(hardware)          # fail early on a bad profile
+    tier_plan = None
+    if device_memory is not None or host_memory is not None or disk is not None:
+        from mpl import tune_tiers
+        if device_memory is None:
+            raise ValueError("--host-memory and --disk go with --device-memory (the memory-tier "
+                             "search)")
+        if budget is not None:
+            raise ValueError("give --budget or --device-memory, not both (--device-memory is "
+                             "the device's memory for experts: the budget)")
+        if search != "halving":
+            raise ValueError("the memory-tier search (--device-memory) runs with --search halving")
+        tier_plan = tune_tiers.plan(h, device_memory, host_memory, disk, profile)
+        hardware = tune_tiers.profile_for(tier_plan, profile)
+        budget = min(tier_plan.device_slots, tier_plan.every)
+    elif budget is None:
+        raise ValueError("give --budget (slots or a size) or --device-memory")
     asked = budget_slots(budget, h.expert_bytes or hw.DEFAULT_EXPERT_BYTES)
     L = h.num_moe_layers
     every = L * h.num_experts
@@ -651,6 +711,11 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
             from mpl.tune_search import halving
             halving(runner, trace, _structures(slots, L, h.top_k), predictions=predictions,
                     keep=keep, slots=slots)
+            if tier_plan is not None and tier_plan.case != "device":
+                from mpl import tune_tiers
+                from mpl.tune_search import tier_halving
+                tier_halving(runner, trace, tune_tiers.candidates(
+                    tier_plan, _tier_bases(runner)), keep=keep, slots=slots)
             from mpl import tune_predict
             scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
                                                budgets=(1, 2, 4))
@@ -660,7 +725,10 @@ def tune(trace: Trace, budget: str | int, *, hardware=None, objective: str = DEF
     finally:
         runner.close()
         packing.release(trace)
-    result = _result(runner, objective, slots, search)
+    result = _result(runner, objective, slots, search,
+                     tiered_only=tier_plan is not None and tier_plan.case == "disk")
+    if tier_plan is not None:
+        result.tiers = _tier_report(tier_plan, result, trace, hardware)
     result.requested = asked
     result.every_expert = every
     result.predictors = scores
@@ -674,12 +742,51 @@ SEARCHES = ("halving", "grid")
 PREDICTOR_DISPATCHES = 4000
 
 
-def _result(runner: Runner, objective: str, slots: int, search: str) -> TuneResult:
+def _tier_bases(runner: Runner) -> list[dict]:
+    """What the memory-tier candidates take their eviction, prefetch and schedule from: the
+    best plain candidate on the whole trace by the objective, and plain LRU (shared) at its
+    best schedule."""
+    whole = sorted((c for c in runner.all if c.fraction >= 1.0 and not c.error),
+                   key=lambda c: c.score(runner.objective), reverse=True)
+    out = [c.blocks for c in whole[:1]]
+    lru = next((c for c in whole if c.role == "lru" and "per_layer" not in c.blocks), None)
+    if lru is not None and lru.blocks not in out:
+        out.append(lru.blocks)
+    return out
+
+
+def _tier_report(plan, result: TuneResult, trace: Trace, hardware):
+    """The tier search's part of the report: the winner's per-tier rows (one more replay of
+    it, when it has tiers)."""
+    from mpl.sim.replay import replay
+    from mpl.tune_tiers import HIERARCHY, TierReport
+
+    rep = TierReport(plan, plain_feasible=plan.case != "disk")
+    b = result.best
+    if HIERARCHY in b.blocks:
+        r = replay(_policy(b.text, b.name), trace, hardware=hardware, belady=False)
+        s = r.stats
+        rep.winner_tiered = True
+        rep.winner_rows = s["tiers"]
+        rep.approximate = s["approximate_computes"]
+        rep.approximate_by_dtype = s["approximate_by_dtype"]
+        rep.accesses = s["accesses"]
+    return rep
+
+
+def _result(runner: Runner, objective: str, slots: int, search: str,
+            tiered_only: bool = False) -> TuneResult:
     """The leaderboard (candidates replayed on the whole trace first, best first, then the
-    ones the search left on a prefix, by how much of the trace they saw) and the winner."""
+    ones the search left on a prefix, by how much of the trace they saw) and the winner.
+    ``tiered_only``: the winner has memory tiers (the plain cache needs host memory the
+    machine does not have; those rows stay on the leaderboard, for comparison)."""
+    from mpl.tune_tiers import HIERARCHY
+
     board = sorted(runner.all, key=lambda c: (c.fraction >= 1.0, c.fraction) +
                    c.score(objective), reverse=True)
     ok = [c for c in board if not c.error and c.fraction >= 1.0]
+    if tiered_only:
+        ok = [c for c in ok if HIERARCHY in c.blocks] or ok
     if not ok:
         first = next((c.error for c in board if c.error), "no candidates")
         raise ValueError(f"no candidate policy could be replayed (first error: {first})")

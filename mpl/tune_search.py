@@ -32,6 +32,9 @@ Three stages:
 3. **schedule**: every other schedule mode on the two best whole-trace candidates so far and
    the one with the most hits (a prefetcher may want another mode than its base).
 
+4. **memory tiers** (``mplc tune --device-memory``; :mod:`mpl.tune_tiers`): the hierarchies
+   made from the best candidates so far go through the same rounds (:func:`tier_halving`).
+
 In stages 2 and 3 a candidate goes on to a longer prefix only while it beats the policy it
 extends (its base, without the prefetch or the schedule) on the same prefix.
 
@@ -425,3 +428,16 @@ def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: i
         _halve(runner, 3, schedule_variants(tops), sizes[-2:], 2, bases=tops,
                drop=("schedule",), warm=warm)
     return s2
+
+
+def tier_halving(runner, trace, cands: list[dict], *, keep: int = 3, slots: int) -> list:
+    """Stage 4: the memory-tier candidates (:mod:`mpl.tune_tiers`) through the rounds of
+    :func:`halving` (the same prefixes, ranked after the same warm-up of a cache of
+    ``slots``), the survivors on the whole trace; -> the last round, best first."""
+    if not cands:
+        return []
+    warm = warm_point(trace, slots)
+    sizes = rung_sizes(len(trace), warm)
+    if len(sizes) == 1:
+        warm = 0
+    return _halve(runner, 4, cands, sizes, keep, warm=warm)

@@ -1,6 +1,10 @@
-"""``mplc tune --trace T --budget SLOTS|SIZE [--hardware NAME] [--model PRESET|config.json]
+"""``mplc tune --trace T (--budget SLOTS|SIZE | --device-memory SIZE [--host-memory SIZE]
+[--disk NAME]) [--hardware NAME] [--model PRESET|config.json]
 [--objective tokens_per_s|hit_rate] [--search halving|grid] [-o best.moe [--force]]
-[--jobs N] [--json]``: search policies for a trace and write the winner. The default
+[--jobs N] [--json]``: search policies for a trace and write the winner. With
+``--device-memory`` the search also considers memory tiers (:mod:`mpl.tune_tiers`): where the
+model's experts fit (the device, host memory, or only with a disk tier) and hierarchies with
+a lower-precision gpu warm tier, ranked beside the plain cache. The default
 objective is the simulated tokens/s on the hardware profile (``tok_s`` is accepted for
 ``tokens_per_s``); the leaderboard shows hit rate, the Belady optimum of each row's cache
 structure and the gap to it, tok/s, and how much of the trace the row was replayed on.
@@ -19,8 +23,24 @@ def add_arguments(parser) -> None:
     from mpl.tune import DEFAULT_OBJECTIVE, OBJECTIVE_ALIASES, OBJECTIVES
 
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
-    parser.add_argument("--budget", "-b", required=True, metavar="SLOTS|SIZE",
-                        help="total expert slots (e.g. 864) or device memory for experts (e.g. 12GiB)")
+    from mpl.timemodel.hardware import DISKS
+    from mpl.tune_tiers import HOST_RESERVE
+
+    parser.add_argument("--budget", "-b", metavar="SLOTS|SIZE",
+                        help="total expert slots (e.g. 864) or device memory for experts (e.g. "
+                             "12GiB); or give --device-memory")
+    parser.add_argument("--device-memory", metavar="SIZE",
+                        help="device memory for experts (e.g. 24GiB), instead of --budget: the "
+                             "search also considers memory tiers (where the experts fit: the "
+                             "device, host memory, or a disk tier below host memory; gpu warm "
+                             "tiers at int8/int4); needs the model's expert size (--model)")
+    parser.add_argument("--host-memory", metavar="SIZE",
+                        help=f"host memory (e.g. 64GiB; with --device-memory; default: the "
+                             f"hardware profile's); a host tier holds it less a "
+                             f"{HOST_RESERVE:.0%} reserve")
+    parser.add_argument("--disk", choices=tuple(DISKS), metavar="|".join(DISKS),
+                        help="the disk a disk tier reads from (with --device-memory; default: "
+                             "the hardware profile's)")
     parser.add_argument("--hardware", metavar="NAME|FILE",
                         help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
     add_model_argument(parser)
@@ -61,6 +81,16 @@ def run(args) -> int:
     model, status = model_of(args, "tune")
     if status is not None:
         return status
+    tiered = args.device_memory is not None
+    if args.budget is None and not tiered:
+        return usage(PROG, "give --budget SLOTS|SIZE or --device-memory SIZE")
+    if args.budget is not None and tiered:
+        return usage(PROG, "give --budget or --device-memory, not both (--device-memory is the "
+                           "device's memory for experts: the budget)")
+    if not tiered and (args.host_memory is not None or args.disk is not None):
+        return usage(PROG, "--host-memory and --disk go with --device-memory")
+    if tiered and args.search != "halving":
+        return usage(PROG, "--device-memory (the memory-tier search) runs with --search halving")
     if args.jobs < 0:
         return error(PROG, "--jobs must be >= 0")
     if args.output and os.path.exists(args.output) and os.path.exists(args.trace) \
@@ -89,7 +119,8 @@ def run(args) -> int:
 
         result = T.tune(trace, args.budget, hardware=args.hardware, objective=args.objective,
                         jobs=args.jobs or None, name=args.name, progress=progress,
-                        search=args.search)
+                        search=args.search, device_memory=args.device_memory,
+                        host_memory=args.host_memory, disk=args.disk)
         bar.close()
     except (TraceFormatError, HardwareError, TraceModelError, ValueError) as e:
         return error(PROG, str(e))
@@ -155,11 +186,43 @@ def run(args) -> int:
     if result.predictors:
         from mpl.tune_predict import format_scores
         print("next-layer prediction on this trace (accuracy and coverage per prefetch budget):")
-        for line in format_scores(result.predictors).splitlines():
-            print("  " + line)
+        for text_line in format_scores(result.predictors).splitlines():
+            print("  " + text_line)
+    if result.tiers is not None:
+        _print_tiers(result, head, line)
     if args.output:
         print(f"wrote {args.output}")
     else:
         print()
         print(text, end="")
     return 0
+
+
+def _print_tiers(result, head: str, line) -> None:
+    """The memory-tier search: where the experts fit, the hierarchies beside the plain
+    cache's best, and the winner's tiers (mpl.sim.tierreport)."""
+    from mpl.sim.tierreport import tier_lines
+
+    t = result.tiers
+    print(f"memory tiers: {t.plan.message()}")
+    if t.plan.case == "device":
+        return
+    rows = result.tier_rows()
+    plain = result.plain_best()
+    print(f"{t.plan.candidates} hierarchies searched; on the whole trace (approx: accesses "
+          f"computed from a lower-precision copy):")
+    print(f"     {head}  approx")
+    for c in rows:
+        mark = "  *  " if c is result.best else "     "
+        ap = (c.counts or {}).get("approximate", 0)
+        acc = (c.counts or {}).get("accesses") or 1
+        print(f"{line(c, mark)}  {ap / acc:.1%}")
+    if plain is not None:
+        note = ("" if t.plain_feasible else
+                "  (needs host memory for every expert: not this machine's)")
+        print(line(plain, "  *  " if plain is result.best else "     ") + "  [no tiers]" + note)
+    if t.winner_tiered:
+        print("the winner's tiers on the whole trace:")
+        for x in tier_lines({"tiers": t.winner_rows, "accesses": t.accesses,
+                             "approximate_computes": t.approximate}):
+            print(x)

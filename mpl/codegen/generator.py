@@ -315,6 +315,12 @@ def _parts(f: Features) -> bool:
     return any(level[3] > 1 for level in f.tiers)
 
 
+def _ladder(f: Features) -> bool:
+    """A tier with a dtype_ladder of several precisions: a top-tier hit is counted at the
+    key's rung, and computed from a lower one (mpl.runtime.tiers ``_rung_hit``)."""
+    return any(len(t[4]) > 1 for level in f.tiers for t in level[4])
+
+
 def _body(w: _W, f: Features) -> _Body:
     # memory tiers: every miss goes through the runtime's tiered miss path (mpl.runtime.tiers)
     single = len(f.modes) == 1 and not f.tiers
@@ -430,11 +436,15 @@ def _emit_hit(w: _W, f: Features, b: _Body) -> None:
         w(0, "elif slot is not None:")
         w(1, "where[i] = slot")
         w(1, "hit[i] = True")
+        if _ladder(f):
+            w(1, "self._rung_hit(cache, key, slot)   # a dtype ladder: the key's rung")
     else:
         w(0, "slot = res.get(key)")
         w(0, "if slot is not None:")
         w(1, "where[i] = slot")
         w(1, "hit[i] = True")
+        if _ladder(f):
+            w(1, "self._rung_hit(cache, key, slot)   # a dtype ladder: the key's rung")
     with w.indent():
         call = "touch(key)" if f.lru_only else "touch(key, w)"
         if f.pins:

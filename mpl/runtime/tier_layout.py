@@ -26,7 +26,14 @@ class TierSpec:
     """One tier of one level, resolved for the model shape."""
 
     __slots__ = ("index", "name", "kind", "device", "dtype", "bits", "slots", "residency",
-                 "eviction", "implicit", "path", "exact", "unit_bytes", "host_bytes")
+                 "eviction", "implicit", "path", "exact", "unit_bytes", "host_bytes", "rungs",
+                 "budget")
+
+    # ``rungs``: a cache tier with a dtype_ladder of several precisions: ``(Rung, ...)`` from
+    # the highest precision to the lowest (None: one precision); ``budget``: what it may
+    # hold, in bit-units (one unit at one bit per parameter; a unit at rung r costs
+    # ``rungs[r].bits``), so that the ladder's accounting is exact integers; its ``slots``
+    # are as many units as fit at the lowest rung (the most keys it can ever hold).
 
     @property
     def always(self) -> bool:
@@ -38,10 +45,47 @@ class TierSpec:
         return self.slots is not None
 
     def describe(self) -> dict:
-        return {"index": self.index, "name": self.name, "location": self.kind if self.device is None
-                else f"{self.kind}:{self.device}", "dtype": self.dtype, "bits": self.bits,
-                "slots": self.slots, "residency": self.residency, "exact": self.exact,
-                "unit_bytes": self.unit_bytes, "implicit": self.implicit}
+        out = {"index": self.index, "name": self.name, "location": self.kind if self.device is None
+               else f"{self.kind}:{self.device}", "dtype": self.dtype, "bits": self.bits,
+               "slots": self.slots, "residency": self.residency, "exact": self.exact,
+               "unit_bytes": self.unit_bytes, "implicit": self.implicit}
+        if self.rungs is not None:
+            out["dtype_ladder"] = [r.dtype for r in self.rungs]
+            out["bytes"] = self.capacity_bytes
+        return out
+
+    @property
+    def capacity_bytes(self) -> float | None:
+        """The bytes a cache tier holds when full (None: the last tier)."""
+        if self.slots is None:
+            return None
+        if self.rungs is None:
+            return self.slots * self.unit_bytes
+        return self.budget * self.rungs[0].unit_bytes / self.rungs[0].bits
+
+    def rung_of(self, dtype) -> int:
+        """The rung of a ladder tier that holds ``dtype``."""
+        for i, r in enumerate(self.rungs):
+            if r.dtype == dtype:
+                return i
+        raise KeyError(dtype)
+
+    def bytes_at(self, dtype) -> float:
+        """One unit's bytes in this tier at ``dtype`` (a rung of its ladder; None or the
+        tier's own dtype: ``unit_bytes``)."""
+        if self.rungs is None or dtype is None or dtype == self.dtype:
+            return self.unit_bytes
+        return self.rungs[self.rung_of(dtype)].unit_bytes
+
+
+class Rung:
+    """One precision of a tier's dtype_ladder: its name, bits, one unit's bytes, and whether
+    it is at the checkpoint's precision (exact)."""
+
+    __slots__ = ("dtype", "bits", "unit_bytes", "exact")
+
+    def __init__(self, dtype: str, bits: int, unit_bytes: float, exact: bool):
+        self.dtype, self.bits, self.unit_bytes, self.exact = dtype, bits, unit_bytes, exact
 
 
 class LevelSpec:
@@ -145,9 +189,6 @@ def tier_layout(table, num_layers: int, num_experts: int, expert_bytes: float, *
 
 def _tier(index: int, t: tuple, last: bool, split: int, expert_bytes: float, stored: int) -> TierSpec:
     name, kind, device, dtype, ladder, capacity, residency, eviction, path, implicit = t
-    if ladder and len(ladder) > 1:
-        raise RuntimeConfigError(f"tier '{name}': dtype_ladder is not run yet; give the tier one "
-                                 f"dtype")
     spec = TierSpec()
     spec.index, spec.name, spec.kind, spec.device = index, name, kind, device
     spec.dtype, spec.residency, spec.eviction = dtype, residency, eviction
@@ -157,12 +198,23 @@ def _tier(index: int, t: tuple, last: bool, split: int, expert_bytes: float, sto
     spec.exact = spec.bits >= stored
     spec.unit_bytes = expert_bytes * spec.bits / stored / split
     spec.host_bytes = None
+    spec.rungs = spec.budget = None
     if last:
         # the last tier holds every expert; a last cpu tier's written capacity is the host
         # memory it may use (the replay report compares it with the machine's)
         spec.slots = None
         if kind == "cpu" and capacity is not None:
             spec.host_bytes = getattr(capacity, "bytes", None)
+    elif ladder and len(ladder) > 1:
+        # a ladder: the tier's bytes (a size, or its slots at the first rung), counted in
+        # bit-units; as many slots as units fit at the lowest rung
+        spec.rungs = tuple(Rung(d, DTYPES[d].bits, expert_bytes * DTYPES[d].bits / stored / split,
+                                DTYPES[d].bits >= stored) for d in ladder)
+        first = _slots(name, capacity, expert_bytes * spec.bits / stored, dtype)   # (>= 1 expert)
+        b = getattr(capacity, "bytes", None)
+        spec.budget = (first * split * spec.bits if b is None else
+                       int(b * stored * split // expert_bytes))
+        spec.slots = min(spec.budget // spec.rungs[-1].bits, _SLOTS_MAX)
     else:
         spec.slots = _slots(name, capacity, expert_bytes * spec.bits / stored, dtype) * split
     return spec

@@ -26,7 +26,11 @@ The rules, in one place:
 * a key evicted from a tier is demoted into the next cache tier below it (skipping tiers
   whose residency is ``always``), by its ``on demote`` mechanism; the last tier holds every
   expert, so a key demoted into it moves nothing;
-* ``residency = always``: filled by the first keys promoted into it, never evicted from.
+* ``residency = always``: filled by the first keys promoted into it, never evicted from;
+* a tier with a ``dtype_ladder`` (:mod:`mpl.runtime.ladder`) holds each key at one rung of
+  it, within its size: what moves into it lands at the rung the ladder gives, the residents
+  it pushes down a rung are REQUANT steps inside the tier, and every step, serve and count
+  names the precision the key is held at.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from mpl.runtime.cache import Cache, SlotFreeList
 from mpl.runtime.core import PureRuntime
 from mpl.runtime.eviction import make_tier_store
 from mpl.runtime.eviction_basic import LRU
+from mpl.runtime.ladder import LadderCache
 from mpl.runtime.plan import (BACKGROUND, CPU, DEMAND, DEMOTE, LOWER, PREFETCH, PROMOTE, READ,
                               REQUANT, SERVE, STREAM, Step)
 
@@ -55,12 +60,13 @@ class TierStats:
     """What one tier did (``stats()["tiers"]``)."""
 
     __slots__ = ("hits", "approximate", "promotions", "demotions", "evictions", "reads",
-                 "bytes_read")
+                 "bytes_read", "requants", "at")
 
     def __init__(self):
         self.hits = self.approximate = self.promotions = self.demotions = 0
-        self.evictions = self.reads = 0
+        self.evictions = self.reads = self.requants = 0
         self.bytes_read = 0.0
+        self.at: dict = {}       # a ladder tier: dtype -> accesses it served at that rung
 
 
 class LevelState:
@@ -98,12 +104,21 @@ class TieredRuntime(PureRuntime):
                          make_tier_store(spec.eviction or "lru", spec.slots, self.p))
                 pool = self.pool if (spec.index == 0 and spec.kind == "gpu") else \
                     SlotFreeList(min(spec.slots, keys))
-                caches.append(Cache(spec.slots, store, pool, frozenset()))
+                if spec.rungs is not None:
+                    caches.append(LadderCache(spec.slots, store, pool,
+                                              tuple(r.bits for r in spec.rungs), spec.budget,
+                                              spec.always))
+                else:
+                    caches.append(Cache(spec.slots, store, pool, frozenset()))
             if lv.tiers[0].kind == "gpu":
                 device = caches[0]
             else:                    # no gpu tier: no device cache (nothing is admitted)
                 device = Cache(0, LRU(0), self.pool, frozenset())
-            states.append(LevelState(lv, caches, device))
+            st = LevelState(lv, caches, device)
+            for j, c in enumerate(caches):
+                if type(c) is LadderCache:
+                    c.note = self._requant_note(st, j)
+            states.append(st)
         self._states = states
         self._level = [states[i] for i in t.level_of]
         self._split = [states[i].spec.split for i in t.level_of]
@@ -117,6 +132,7 @@ class TieredRuntime(PureRuntime):
         self._vacating = None           # (state, tier, key): a promotion's source slot
         self._link: dict = {}           # (bits, split) -> units moved over the host link
         self.approx = 0                 # accesses computed from a lower-precision copy
+        self._approx_at: dict = {}      # ... of them, by the precision computed from
         self._window = int(params["cache.freq_window"])
         self._win = [None] * self.num_layers    # per layer: (deque of experts, counts)
 
@@ -188,12 +204,71 @@ class TieredRuntime(PureRuntime):
     def _part_hit(self, cache, layer, e, w) -> None:
         """A hit of every part: each refreshes the store; a prefetched part is useful."""
         pf = self._pf
-        for u in self._units(layer, e):
+        units = self._units(layer, e)
+        for u in units:
             cache.store.hit(u, w)
             if pf and u in pf:
                 del pf[u]
                 self.prefetch_useful += 1
             self._touched(u)
+        if type(cache) is LadderCache:
+            self._rung_hit(cache, units)
+
+    # ------------------------------------------------------------------ dtype ladders
+    def _rung_hit(self, cache, units, slot=None) -> None:
+        """A hit in a top tier with a dtype ladder (the generated dispatch calls this for
+        whole experts: ``units`` one key and its ``slot``): counted at the key's rung (the
+        lowest of its parts'); a unit below the first rung is computed from that copy, a
+        SERVE step whose source and target are the top tier."""
+        if type(cache) is not LadderCache:
+            return
+        if slot is not None:
+            units = (units,)
+        st = self._level[units[0][0]]
+        rungs = st.spec.tiers[0].rungs
+        ranks = cache.rung
+        low = 0
+        for u in units:
+            r = ranks[u]
+            if r:
+                self._steps.append(Step(SERVE, u, 0, 0, cache.resident[u], None, rungs[r].dtype,
+                                        None))
+                if r > low:
+                    low = r
+        s = st.stats[0]
+        rung = rungs[low]
+        s.at[rung.dtype] = s.at.get(rung.dtype, 0) + 1
+        if not rung.exact:
+            s.approximate += 1
+            self._approximate(rung.dtype)
+
+    def _approximate(self, dtype) -> None:
+        """One access computed from a copy at ``dtype``, below the checkpoint's precision."""
+        self.approx += 1
+        self._approx_at[dtype] = self._approx_at.get(dtype, 0) + 1
+
+    def _requant_note(self, st, t):
+        """What a ladder tier calls for each resident key it pushes one rung down: the
+        REQUANT step (source and target the tier itself; dtype the new rung)."""
+        cache = st.caches[t]
+        rungs = st.spec.tiers[t].rungs
+        stats = st.stats[t]
+        steps = self
+
+        def note(key, r):
+            steps._steps.append(Step(REQUANT, key, t, t, cache.resident[key], None,
+                                     rungs[r].dtype, None))
+            stats.requants += 1
+        return note
+
+    def _held(self, st, t, u) -> tuple:
+        """``(dtype, bits, one unit's bytes, exact)`` of ``u`` as tier ``t`` holds it: at its
+        rung in a tier with a dtype ladder, else at the tier's precision."""
+        spec = st.spec.tiers[t]
+        if spec.rungs is not None:
+            r = spec.rungs[st.caches[t].rung[u]]
+            return r.dtype, r.bits, r.unit_bytes, r.exact
+        return spec.dtype, spec.bits, spec.unit_bytes, spec.exact
 
     def _touched(self, u) -> None:
         """A device-cache hit of ``u`` refreshes its TTL stamp (as the dispatch's hit path)."""
@@ -221,8 +296,17 @@ class TieredRuntime(PureRuntime):
                     self._gone(key, slot, evicted)
 
     def _used_bytes(self) -> float:
-        return sum(len(st.device.resident) * st.spec.tiers[0].unit_bytes
-                   for st in self._states if st.device.capacity)
+        out = 0.0
+        for st in self._states:
+            c = st.device
+            if not c.capacity:
+                continue
+            top = st.spec.tiers[0]
+            if type(c) is LadderCache:       # bit-units -> bytes
+                out += c.used * top.rungs[0].unit_bytes / top.rungs[0].bits
+            else:
+                out += len(c.resident) * top.unit_bytes
+        return out
 
     # ------------------------------------------------------------------ the miss path
     def _miss_for(self, mode):
@@ -259,6 +343,12 @@ class TieredRuntime(PureRuntime):
                 src.append(self._find(st, u, w))
         served = max(src)
         st.stats[served].hits += 1
+        if lv.tiers[served].rungs is not None:     # a ladder tier: at which rung it served
+            ranks = st.caches[served].rung
+            dt = lv.tiers[served].rungs[max(ranks[u] for j, u in enumerate(units)
+                                            if src[j] == served)].dtype
+            at = st.stats[served].at
+            at[dt] = at.get(dt, 0) + 1
         disk = lv.disk
         if disk is not None and disk in src:
             for j, u in enumerate(units):
@@ -276,7 +366,7 @@ class TieredRuntime(PureRuntime):
                         self.background_loads += 1
             return CPU
         places = []
-        low = None                # the lowest-precision tier computed from
+        low = None                # (tier, bits, dtype): the lowest precision computed from
         for j, u in enumerate(units):
             s = src[j]
             if s == -1:
@@ -301,14 +391,14 @@ class TieredRuntime(PureRuntime):
                     continue
                 if t > 0:
                     self._steps.append(Step(SERVE, u, t, t, st.caches[t].resident[u], None,
-                                            lv.tiers[t].dtype, None))
+                                            self._held(st, t, u)[0], None))
                     places.append(LOWER)
-            spec = lv.tiers[t]
-            if not spec.exact and (low is None or spec.bits < lv.tiers[low].bits):
-                low = t
+            dt, bits, _b, exact = self._held(st, t, u)
+            if not exact and (low is None or bits < low[1]):
+                low = (t, bits, dt)
         if low is not None:
-            self.approx += 1
-            st.stats[low].approximate += 1
+            st.stats[low[0]].approximate += 1
+            self._approximate(low[2])
         return places[0] if len(units) == 1 else tuple(places)
 
     def _find(self, st, u, w) -> int:
@@ -351,16 +441,16 @@ class TieredRuntime(PureRuntime):
         k = (bits, split)
         self._link[k] = self._link.get(k, 0) + n
 
-    def _copied(self, st, u, source, target) -> None:
-        """``u`` copied into the gpu tier ``target`` (a TierSpec): from the gpu tier
-        ``source`` (a device copy), or, with ``source`` None, from host memory over the
-        link. The tier it was read from counts it."""
+    def _copied(self, st, u, source, bits: int, nbytes: float) -> None:
+        """``u`` copied into a gpu tier at ``bits`` (``nbytes`` a unit: the precision it
+        lands at): from the gpu tier ``source`` (a device copy), or, with ``source`` None,
+        from host memory over the link. The tier it was read from counts it."""
         if source is None:
-            self._moved(target.bits, st.spec.split)
+            self._moved(bits, st.spec.split)
             source = self._host_tier(st, u)
         s = st.stats[source]
         s.reads += 1
-        s.bytes_read += target.unit_bytes
+        s.bytes_read += nbytes
 
     def _read(self, st, u, w, inuse, kind) -> None:
         """``u`` read from the disk into the host tier above it (whose eviction rule applies,
@@ -368,13 +458,15 @@ class TieredRuntime(PureRuntime):
         lv = st.spec
         h, disk = lv.read_into, lv.disk
         slot, victim = -1, None
+        dtype = lv.tiers[h].dtype
         thr = lv.promote[h]
         if thr is None or self._share(u) >= thr:
             r = self._admit(st, h, u, w, inuse)
             if r is not None:
                 slot, victim = r
                 st.stats[h].promotions += 1
-        self._steps.append(Step(READ, u, disk, h, slot, victim, lv.tiers[h].dtype, kind))
+                dtype = self._held(st, h, u)[0]
+        self._steps.append(Step(READ, u, disk, h, slot, victim, dtype, kind))
         self._fetched.add(u)
         st.stats[disk].reads += 1
         st.stats[disk].bytes_read += lv.tiers[disk].unit_bytes
@@ -402,11 +494,14 @@ class TieredRuntime(PureRuntime):
                 cands.append(t)
             t -= 1
         from_gpu = start < lv.gpu
+        src_bits = self._held(st, start, u)[1] if from_gpu else 0
         for t in reversed(cands):
             # the copy comes from the source tier when it holds the key at the target's
-            # precision or better (a device copy), else from host memory (over the link)
-            device_copy = from_gpu and tiers[start].bits >= tiers[t].bits
-            if not device_copy:
+            # precision or better (a device copy), else from host memory (over the link); a
+            # ladder tier's precision is the rung the key lands at: known once it is in
+            ladder = tiers[t].rungs is not None
+            device_copy = from_gpu and src_bits >= tiers[t].bits
+            if not device_copy and not ladder:
                 self._host_copy(st, u, w, inuse, kind)
             if t == 0:
                 self._vacating = (st, start, u) if from_gpu else None
@@ -420,14 +515,19 @@ class TieredRuntime(PureRuntime):
                 if r is None:
                     continue
                 slot, victim = r
+            dtype, bits, nbytes, _exact = self._held(st, t, u)
+            if ladder:
+                device_copy = from_gpu and src_bits >= bits
+                if not device_copy:
+                    self._host_copy(st, u, w, inuse, kind)
             st.stats[t].promotions += 1
             if from_gpu:            # gpu tiers hold a key once: it leaves its source
                 src = st.caches[start]
                 if u in src.resident:
                     src.remove(u)
-            if from_gpu or t > 0:
-                self._steps.append(Step(PROMOTE, u, start, t, slot, victim, tiers[t].dtype, kind))
-            self._copied(st, u, start if device_copy else None, tiers[t])
+            if from_gpu or t > 0 or ladder:
+                self._steps.append(Step(PROMOTE, u, start, t, slot, victim, dtype, kind))
+            self._copied(st, u, start if device_copy else None, bits, nbytes)
             return t
         return None
 
@@ -445,6 +545,10 @@ class TieredRuntime(PureRuntime):
         if victim is not None:
             st.stats[t].evictions += 1
             self._demote(st, victim, t, inuse)
+        if type(c) is LadderCache:     # a ladder evicts from its lowest rung, maybe several
+            for v, _slot in c.also:
+                st.stats[t].evictions += 1
+                self._demote(st, v, t, inuse)
         return r
 
     def _demote(self, st, u, t, inuse) -> None:
@@ -463,20 +567,32 @@ class TieredRuntime(PureRuntime):
             return
         vac = self._vacating
         if vac is not None and vac[0] is st and vac[1] == d and vac[2] in c.resident \
-                and len(c.resident) >= c.capacity:
-            c.remove(vac[2])          # the key promoted out of this tier makes room for it
+                and (len(c.resident) >= c.capacity or type(c) is LadderCache):
+            # the key promoted out of this tier makes room for it (a ladder tier: always,
+            # so that the victim lands at the highest rung the room gives)
+            c.remove(vac[2])
             self._vacating = None
         r = self._admit(st, d, u, self.w_default, inuse)
         if r is None:
             return
         slot, victim = r
         op = REQUANT if d == t + 1 and lv.demote[t] == "in_place_requant" else DEMOTE
-        self._steps.append(Step(op, u, t, d, slot, victim, lv.tiers[d].dtype, None))
+        dtype, _bits, nbytes, _exact = self._held(st, d, u)
+        self._steps.append(Step(op, u, t, d, slot, victim, dtype, None))
         st.stats[d].demotions += 1
         st.stats[t].reads += 1
-        st.stats[t].bytes_read += lv.tiers[d].unit_bytes
+        st.stats[t].bytes_read += nbytes
 
     # ------------------------------------------------------------------ the device cache
+    def _load(self, cache, key, w, inuse, loads, evicted, kind):
+        """The pure runtime's load into the device cache; a ladder top tier may have evicted
+        more than the victim whose slot the key takes: they leave too."""
+        slot = super()._load(cache, key, w, inuse, loads, evicted, kind)
+        if slot is not None and type(cache) is LadderCache:
+            for v, s in cache.also:
+                self._gone(v, s, evicted)
+        return slot
+
     def _gone(self, key, slot, evicted) -> None:
         """A key left the device cache (a victim, a trigger, a cut): demoted below it."""
         super()._gone(key, slot, evicted)
@@ -510,24 +626,41 @@ class TieredRuntime(PureRuntime):
                 store = cache.store
                 if store.filters and not store.admits(u):
                     continue
-                if len(res) >= cache.capacity or not cache.pool.free:
+                top = lv.tiers[0]
+                ladder = type(cache) is LadderCache
+                if ladder:           # its rung is the ladder's to give (mpl.runtime.ladder)
                     if protect is None:
                         protect = inuse.union(*(self._units(k[0], k[1]) for k in props))
-                    victim = store.evict(protect, u)
-                    if victim is None:
+                    r = cache.admit(u, w, protect)
+                    if r is None:
                         continue
-                    slot = res.pop(victim)
-                    self._gone(victim, slot, evicted)
+                    slot, victim = r
+                    if victim is not None:
+                        self._gone(victim, slot, evicted)
+                    for v, vs in cache.also:
+                        self._gone(v, vs, evicted)
+                    dtype, bits, nbytes, _exact = self._held(st, 0, u)
                 else:
-                    victim = None
-                    slot = cache.pool.take()
+                    if len(res) >= cache.capacity or not cache.pool.free:
+                        if protect is None:
+                            protect = inuse.union(*(self._units(k[0], k[1]) for k in props))
+                        victim = store.evict(protect, u)
+                        if victim is None:
+                            continue
+                        slot = res.pop(victim)
+                        self._gone(victim, slot, evicted)
+                    else:
+                        victim = None
+                        slot = cache.pool.take()
+                    dtype, bits, nbytes = top.dtype, top.bits, top.unit_bytes
                 s = self._where_now(st, u)
                 from_gpu = 0 < s < lv.gpu
-                device_copy = from_gpu and lv.tiers[s].bits >= lv.tiers[0].bits
+                device_copy = from_gpu and self._held(st, s, u)[1] >= bits
                 if not device_copy:
                     self._host_copy(st, u, w, protect or inuse, PREFETCH)
-                res[u] = slot
-                store.insert(u, w)
+                if not ladder:
+                    res[u] = slot
+                    store.insert(u, w)
                 if ttl is not None:
                     ttl[u] = self._stamp()
                 loads.append((u, slot, victim, PREFETCH))
@@ -536,9 +669,9 @@ class TieredRuntime(PureRuntime):
                 st.stats[0].promotions += 1
                 if from_gpu:
                     st.caches[s].remove(u)
-                    self._steps.append(Step(PROMOTE, u, s, 0, slot, victim, lv.tiers[0].dtype,
-                                            PREFETCH))
-                self._copied(st, u, s if device_copy else None, lv.tiers[0])
+                if from_gpu or ladder:
+                    self._steps.append(Step(PROMOTE, u, s, 0, slot, victim, dtype, PREFETCH))
+                self._copied(st, u, s if device_copy else None, bits, nbytes)
         self.prefetch_loads += n
 
     # ------------------------------------------------------------------ adapt, set
@@ -582,6 +715,7 @@ class TieredRuntime(PureRuntime):
                                       for (bits, split), n in self._link.items()))
         rows = []
         approx = self.approx
+        approx_at = dict(self._approx_at)
         for st in self._states:
             lv = st.spec
             if not lv.layers:
@@ -591,9 +725,18 @@ class TieredRuntime(PureRuntime):
                 hits, a = s.hits, s.approximate
                 if spec.index == 0 and spec.kind == "gpu":
                     hits += top_hits
-                    if not spec.exact:
+                    # (a ladder's hits are counted at their rungs as they happen)
+                    if not spec.exact and spec.rungs is None:
                         a += top_hits
                         approx += top_hits
+                        approx_at[spec.dtype] = approx_at.get(spec.dtype, 0) + top_hits
+                ladder = {}
+                if spec.rungs is not None:
+                    ladder = {"dtype_ladder": [r.dtype for r in spec.rungs],
+                              "served_at": {r.dtype: s.at.get(r.dtype, 0) for r in spec.rungs},
+                              "resident_at": {r.dtype: sum(1 for x in c.rung.values() if x == i)
+                                              for i, r in enumerate(spec.rungs)},
+                              "requantized": s.requants}
                 rows.append({
                     "set": lv.label, "tier": spec.name,
                     "location": spec.kind if spec.device is None else f"{spec.kind}:{spec.device}",
@@ -601,7 +744,8 @@ class TieredRuntime(PureRuntime):
                     "resident": len(c.resident) if c is not None else None,
                     "hits": hits, "approximate": a, "promotions": s.promotions,
                     "demotions": s.demotions, "evictions": s.evictions, "reads": s.reads,
-                    "bytes_read": int(s.bytes_read)})
+                    "bytes_read": int(s.bytes_read), **ladder})
         out["approximate_computes"] = approx
+        out["approximate_by_dtype"] = approx_at
         out["tiers"] = rows
         return out

@@ -19,6 +19,11 @@ cache; they delay nothing on the way up). Per dispatch:
   quarter of an fp16 one; the arithmetic is the same), on the CPU from host memory after its
   host copy is there.
 
+A tier with a ``dtype_ladder`` holds each key at a rung: every step names it (``dtype``), and
+the bytes moved, copied and computed from are that rung's (a step down inside the tier, a
+REQUANT whose source and target are the tier, reads the rung above and writes the new one in
+device memory; in host memory it costs nothing: the quantized copies are made once).
+
 A dispatch with no tier step, of a set of tiers whose top tier holds the checkpoint's
 precision in whole experts, is timed by the Timeline itself: a policy whose only tier below
 the device cache is host memory is timed exactly as the same ``cache`` policy.
@@ -46,6 +51,7 @@ class TieredTimeline(Timeline):
         self.disk_reads = 0
         self.disk_bytes = 0.0
         self.host_ready: dict = {}   # key -> when its disk read lands in host memory
+        self.held: dict = {}         # (set, tier, key) -> a unit's bytes in a ladder tier
 
     def _plain(self, lv, plan) -> bool:
         top = lv.tiers[0]
@@ -85,29 +91,47 @@ class TieredTimeline(Timeline):
         # disk reads needed now, device moves, copies back to host
         dev = 0.0
         device_copied = set()        # keys a promotion copies inside device memory
-        serve = {}                   # key -> tier it is computed from (SERVE)
-        lower_loads = []             # (key, tier, kind) transfers into a lower gpu tier
+        serve = {}                   # key -> the bytes it is computed from (SERVE)
+        landed = {}                  # key -> a unit's bytes as it lands in the top tier
+        lower_loads = []             # (key, bytes, kind) transfers into a lower gpu tier
+        held = self.held
+        level = lv.index
         for s in steps:
             op = s.op
             if op == READ:
                 if s.kind != PREFETCH:
                     host[s.key] = self._read(t0, tiers[s.source].unit_bytes)
+                if tiers[s.target].rungs is not None and s.slot >= 0:
+                    held[(level, s.target, s.key)] = tiers[s.target].bytes_at(s.dtype)
             elif op == SERVE:
-                serve[s.key] = s.source
+                serve[s.key] = tiers[s.source].bytes_at(s.dtype)
             elif op == PROMOTE:
                 src, dst = tiers[s.source], tiers[s.target]
-                if src.kind == "gpu" and src.bits >= dst.bits:
+                nb = dst.bytes_at(s.dtype)
+                sb = held.pop((level, s.source, s.key), src.unit_bytes)
+                if dst.rungs is not None:
+                    held[(level, s.target, s.key)] = nb
+                if s.target == 0:
+                    landed[s.key] = nb
+                if src.kind == "gpu" and sb >= nb:
                     device_copied.add(s.key)
                     if s.kind != PREFETCH:
-                        dev += c.device_copy_ms(src.unit_bytes + dst.unit_bytes) / 2
+                        dev += c.device_copy_ms(sb + nb) / 2
                 elif s.target > 0:
-                    lower_loads.append((s.key, s.target, s.kind))
+                    lower_loads.append((s.key, nb, s.kind))
             elif op in (DEMOTE, REQUANT):
                 src, dst = tiers[s.source], tiers[s.target]
+                nb = dst.bytes_at(s.dtype)
+                if s.source == s.target:             # a step down a ladder, in place
+                    sb = src.rungs[src.rung_of(s.dtype) - 1].unit_bytes
+                else:
+                    sb = held.pop((level, s.source, s.key), src.unit_bytes)
+                if dst.rungs is not None:
+                    held[(level, s.target, s.key)] = nb
                 if src.kind == "gpu" and dst.kind == "gpu":
-                    dev += c.device_copy_ms(src.unit_bytes + dst.unit_bytes) / 2
+                    dev += c.device_copy_ms(sb + nb) / 2
                 elif src.kind == "gpu":              # into a host cache: device to host
-                    x = self._xfer(dst.unit_bytes)
+                    x = self._xfer(nb)
                     start = t0 if t0 > self.d2h_free else self.d2h_free
                     self.d2h_free = start + x
                     self.d2h_ms += x
@@ -132,13 +156,14 @@ class TieredTimeline(Timeline):
             return link
 
         loaded = {}                  # key -> when its demand load lands
+        top_bytes = top.unit_bytes
         for ld in plan.raw_loads:
             if ld[3] == DEMAND:
                 loaded[ld[0]] = (ts if ld[0] in device_copied else
-                                 transfer(ld[0], top.unit_bytes, t0))
-        for key, t, kind in lower_loads:
+                                 transfer(ld[0], landed.get(ld[0], top_bytes), t0))
+        for key, nb, kind in lower_loads:
             if kind == DEMAND:
-                loaded[key] = transfer(key, tiers[t].unit_bytes, t0)
+                loaded[key] = transfer(key, nb, t0)
         n_parts = lv.split
         stored_unit = (tiers[lv.disk].unit_bytes if lv.disk is not None
                        else tiers[lv.last_tier].unit_bytes)
@@ -171,16 +196,16 @@ class TieredTimeline(Timeline):
                     r = transfer(u, stored_unit, t0)
                     b += stored_unit
                 elif place == LOWER:
-                    t = serve.get(u, 1)
                     r = loaded.get(u, ts)
-                    b += tiers[t].unit_bytes
+                    b += serve.get(u, tiers[1].unit_bytes)
                 else:
                     r = loaded.get(u)
                     if r is None:
                         r = arrival.get(u, ts) if arrival else ts
                         if was_hit and r > ts:
                             arriving = True
-                    b += top.unit_bytes
+                    # (a ladder top tier: the rung it is held at, served or landed at)
+                    b += serve.get(u) or landed.get(u) or top_bytes
                 if r > ready:
                     ready = r
             if arriving:             # a hit still in flight: a late prefetch (SPEC §5)
@@ -198,10 +223,11 @@ class TieredTimeline(Timeline):
         # background transfers start with the dispatch (the CPU computes meanwhile)
         for ld in plan.raw_loads:
             if ld[3] == BACKGROUND:
-                arrival[ld[0]] = ts if ld[0] in device_copied else transfer(ld[0], top.unit_bytes, t0)
-        for key, t, kind in lower_loads:
+                arrival[ld[0]] = (ts if ld[0] in device_copied else
+                                  transfer(ld[0], landed.get(ld[0], top_bytes), t0))
+        for key, nb, kind in lower_loads:
             if kind == BACKGROUND:
-                arrival[key] = transfer(key, tiers[t].unit_bytes, t0)
+                arrival[key] = transfer(key, nb, t0)
         t, busy = compute_end(ts, early, late, unsorted, self.overlap)
         stall = t - ts - busy
         end = t if t >= cpu_t else cpu_t
@@ -217,10 +243,10 @@ class TieredTimeline(Timeline):
         for ld in plan.raw_loads:
             if ld[3] == PREFETCH:
                 arrival[ld[0]] = (end if ld[0] in device_copied else
-                                  transfer(ld[0], top.unit_bytes, end))
-        for key, t, kind in lower_loads:
+                                  transfer(ld[0], landed.get(ld[0], top_bytes), end))
+        for key, nb, kind in lower_loads:
             if kind == PREFETCH:
-                arrival[key] = transfer(key, tiers[t].unit_bytes, end)
+                arrival[key] = transfer(key, nb, end)
         for key, _slot in plan.evicted:
             arrival.pop(key, None)
         if len(arrival) > 4096:
