@@ -17,7 +17,14 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
 * ``DEMOTE`` (device -> the host tier): a device-to-host copy of the evicted slot into the
   record the step names, before the load that reuses the slot;
 * eviction from the host tier: the victim a READ or DEMOTE names leaves its record (checked
-  to be the key the record holds).
+  to be the key the record holds);
+* a low-precision gpu tier (``int8``/``int4``, right under the top tier, over host memory;
+  its device area a :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the
+  evicted pool entry quantised on the device before the Load that reuses the entry; DEMOTE
+  (top -> it, by copy) and PROMOTE (host memory -> it) are quantised from the host store's
+  weights; PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's
+  Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
+  dequantises it into the transient entry the engine streams that expert through.
 
 Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
 its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
