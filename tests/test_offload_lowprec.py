@@ -54,8 +54,9 @@ def row(stats, tier):
     return next(r for r in stats["tiers"] if r["tier"] == tier)
 
 
-def replayed(policy, trace):
-    rep = policy.replay(trace, belady=False)
+def replayed(policy, trace, shape):
+    # (the model's shape: the replay sizes the tiers at the checkpoint's precision, fp32)
+    rep = policy.replay(trace, belady=False, model=shape)
     return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
 
 
@@ -88,7 +89,7 @@ def test_generate_counts_equal_the_runtime_and_a_replay(family, impl, dtype):
     assert mech["quantized_from_host"] == w["promotions"]
     assert st["mechanism"]["copies"] == st["loads"]
     # a replay of the routing recorded in the same run: the same per-tier statistics
-    rs = replayed(policy, rec.trace())
+    rs = replayed(policy, rec.trace(), h.shape)
     assert rs["tiers"] == st["tiers"]
     for k in ("accesses", "loads", "evictions", "approximate_computes", "bytes_loaded"):
         assert rs[k] == st[k], k

@@ -81,13 +81,11 @@ class Recorder:
         return False
 
     def header(self, source: str = "recorded") -> TraceHeader:
-        """The header of this recording's trace (what a saved trace of it carries), with the
-        model's shape (not saved in a file): a replay of the trace sizes memory tiers at the
-        model's own precision, as the live run does."""
+        """The header of this recording's trace (what a saved trace of it carries)."""
         s = self.shape
         return TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
                            num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
-                           source=source, shape=s)
+                           source=source)
 
     def trace(self, source: str = "recorded") -> Trace:
         return Trace(self.header(source), list(self.dispatches))
