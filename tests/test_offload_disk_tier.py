@@ -189,8 +189,11 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
     msg = refused(head + "    tier r { location = cpu  capacity = 4 }\n    tier d { location = disk }\n"
                   "  }\n}\n", "no path")
     assert msg.startswith(f"{tmp_path / 'p.moe'}:5: the disk tier 'd'")
-    refused(head + "    tier w { location = gpu  dtype = int8  capacity = 4 }\n  }\n}\n",
-            "tier 'w' of policy 't' holds experts at int8")
+    refused(head + "    tier w { location = gpu  dtype = int8  capacity = 4 }\n"
+            f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "
+            f"path = \"{tmp_path}\" }}\n  }}\n}}\n",
+            "tier 'w' of policy 't' holds experts at int8, below the checkpoint's precision, "
+            "over a host tier with a capacity or a disk tier")
     refused(head + "    tier w { location = gpu  capacity = 4 }\n  }\n}\n", "second gpu tier")
     refused(head.replace("capacity = 2", "capacity = 2  dtype = fp16") + "  }\n}\n",
             "fp16, but the model's experts are fp32")

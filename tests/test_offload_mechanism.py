@@ -144,21 +144,21 @@ def test_refusals_are_clear():
     assert not hasattr(model, "_mpl_handle")
 
 
-def test_a_low_precision_tier_is_refused_saying_that_replay_runs_it(tmp_path):
-    # full-precision tiers run live (tests/test_offload_disk_tier.py); a tier below the
-    # checkpoint's precision does not yet: refused, located at that tier, before anything
-    # on the model changes
+def test_a_low_precision_top_tier_is_refused_saying_that_replay_runs_it(tmp_path):
+    # an int8 / int4 gpu tier runs live under the top tier (tests/test_offload_lowprec.py);
+    # as the top tier it does not yet: refused, located at that tier, before anything on
+    # the model changes
     path = tmp_path / "tiers.moe"
-    path.write_text("policy t {\n  hierarchy {\n    tier hot { location = gpu  capacity = 4 }\n"
-                    "    tier warm { location = gpu  dtype = int4  capacity = 8 }\n"
+    path.write_text("policy u {\n  hierarchy {\n"
+                    "    tier hot { location = gpu  dtype = int4  capacity = 4 }\n"
                     "    tier ram { location = cpu }\n  }\n}\n")
     model = build_model("tiny-olmoe")
     before = {n: p.data.clone() for n, p in model.named_parameters()}
     with pytest.raises(AttachError) as err:
         mpl.load(str(path)).attach(model)
     msg = str(err.value)
-    assert msg.startswith(f"{path}:4: tier 'warm' of policy 't' holds experts at int4")
-    assert "replay" in msg and "\n" not in msg
+    assert msg.startswith(f"{path}:3: tier 'hot' of policy 'u' holds experts at int4")
+    assert "as the top tier" in msg and "replay" in msg and "\n" not in msg
     assert not hasattr(model, "_mpl_handle")
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
 

@@ -19,7 +19,7 @@ experts functions, with home placement and its fast paths). docs/internals.md, "
 
 from __future__ import annotations
 
-from mpl.runtime.plan import CPU, STREAM
+from mpl.runtime.plan import CPU, LOWER, STREAM
 
 from .pool import DEMAND
 
@@ -64,12 +64,15 @@ def transfers(pool, plan, hosts, *, home: int = 0, resident: list | None = None)
     return stall
 
 
-def placements(plan, content, layer: int, base: int = -1):
+def placements(plan, content, layer: int, base: int = -1, *, lower: bool = False):
     """``(resident, streamed, cpu)`` of a dispatch of MoE layer ``layer``: ``(expert,
     entry)`` pairs computed from the pool (every entry checked to hold its expert: else
     :class:`LiveError`), the experts streamed through transient entries, the experts
     computed on the CPU; each in the Plan's (router) order. ``base >= 0``: home placement,
-    expert ``e`` is in entry ``base + e``."""
+    expert ``e`` is in entry ``base + e``. ``lower``: the caller computes experts the Plan
+    places in a lower gpu tier (``LOWER``) through transient entries too (their copy into
+    the entry reads that tier): they are among the streamed ones; else a ``LOWER``
+    placement is a :class:`LiveError`."""
     resident: list[tuple[int, int]] = []
     streamed: list[int] = []
     cpu: list[int] = []
@@ -85,6 +88,8 @@ def placements(plan, content, layer: int, base: int = -1):
             streamed.append(e)
         elif w == CPU:
             cpu.append(e)
+        elif w == LOWER and lower:
+            streamed.append(e)
         else:
             raise LiveError(f"the plan has an unknown placement {w} for expert {e}")
     return resident, streamed, cpu

@@ -155,15 +155,19 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     """Why a policy cannot run live yet in ``engine`` ("huggingface": ``attach``; "vllm":
     vLLM's live offload), in one located line (None: it can).
 
-    HuggingFace attach runs memory tiers at the checkpoint's precision: in every set of
-    tiers (the hierarchy's, each band's) one gpu tier on the model's device (the device
-    cache) over host memory holding every expert, or over a host tier with a capacity and a
-    disk tier written to its ``path`` (``mpl.mechanism.disk``). Still refused, each naming
-    the tier: a lower-precision tier (``int8``, ``int4``, a ``dtype_ladder``), a second gpu
-    tier or one on another device, a set of tiers without a gpu tier on top, a second host
-    tier, a disk tier without ``path`` (the checkpoint's own files), ``granularity_split``
-    above 1, and computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier. vLLM's
-    live offload runs no memory tiers yet."""
+    HuggingFace attach runs, in every set of tiers (the hierarchy's, each band's), one gpu
+    tier at the checkpoint's precision on the model's device (the device cache) over host
+    memory holding every expert; or over a host tier with a capacity and a disk tier
+    written to its ``path`` (``mpl.mechanism.disk``); or over one low-precision gpu tier
+    (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``)
+    over host memory holding every expert. Still refused, each naming the tier: a
+    ``dtype_ladder`` of several precisions, a low-precision tier on top, anywhere but right
+    under the top tier, on the host or on another device, or over a host tier with a
+    capacity or a disk tier; a second gpu tier at the checkpoint's precision or one on
+    another device, a set of tiers without a gpu tier on top, a second host tier, a disk
+    tier without ``path`` (the checkpoint's own files), ``granularity_split`` above 1, and
+    computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier. vLLM's live
+    offload runs no memory tiers yet."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
@@ -176,7 +180,8 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     if engine == "vllm":
         return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
                 f"('{block}'), which vLLM's live offload does not run yet (HuggingFace attach "
-                f"runs full-precision gpu, host and disk tiers): {replay}; offload in vLLM with "
+                f"runs gpu tiers at the checkpoint's precision and at int8/int4, host and disk "
+                f"tiers): {replay}; offload in vLLM with "
                 f"a policy with a 'cache' block")
     sets = ([("the hierarchy", pir.hierarchy)] if pir.hierarchy is not None else []) + \
         [(f"band layers = {b.layers.first}..{b.layers.last}", b.hierarchy) for b in pir.bands]
@@ -187,23 +192,47 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     disk_anywhere = False
     for label, h in sets:
         tiers = list(h.tiers)
-        for t in tiers:
-            low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
-            if low or len(t.dtype_ladder) > 1:
-                what = f"at {low[0]}" if low else "at several precisions (dtype_ladder)"
-                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts "
-                        f"{what}, below the checkpoint's precision, which live execution does "
-                        f"not run yet (it runs tiers at the checkpoint's precision): {replay}")
         kinds = [t.location.kind for t in tiers]
+        lows = []
+        for i, t in enumerate(tiers):
+            low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
+            if len(t.dtype_ladder) > 1:
+                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
+                        f"several precisions (dtype_ladder), which live execution does not run "
+                        f"yet (it runs one precision per tier): {replay}")
+            if not low:
+                continue
+            why = None
+            if t.location.kind != "gpu":
+                why = "on the host (a low-precision tier runs on the device)"
+            elif i == 0:
+                why = ("as the top tier (live execution keeps the top tier at the checkpoint's "
+                       "precision and runs a low-precision gpu tier right under it)")
+            elif i != 1 or kinds[0] != "gpu":
+                why = "other than right under a gpu tier at the checkpoint's precision"
+            elif t.location.index is not None:
+                why = (f"on gpu:{t.location.index} (live execution keeps it on the device the "
+                       f"policy is attached to; write location = gpu)")
+            elif [k for k in kinds[2:] if k != "gpu"] != ["cpu"]:
+                # (below it: host memory holding every expert; a gpu tier there is refused
+                # on its own)
+                why = "over a host tier with a capacity or a disk tier"
+            if why is not None:
+                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
+                        f"{low[0]}, below the checkpoint's precision, {why}, which live "
+                        f"execution does not run yet: {replay}")
+            lows.append(i)
         if kinds[0] != "gpu":
             return (f"{at(tiers[0], h)}: the top tier '{tiers[0].name}' of {label} of policy "
                     f"'{pir.name}' is not on the device: live execution needs a gpu tier on top "
                     f"(the device cache); {replay}")
-        if kinds.count("gpu") > 1:
-            t = tiers[kinds.index("gpu", 1)]
+        extra_gpu = [i for i, k in enumerate(kinds) if k == "gpu" and i > 0 and i not in lows]
+        if extra_gpu or kinds.count("gpu") > 2:
+            t = tiers[extra_gpu[0] if extra_gpu else kinds.index("gpu", 2)]
             return (f"{at(t, h)}: tier '{t.name}' is a second gpu tier of {label} of policy "
-                    f"'{pir.name}', which live execution does not run yet (it runs one gpu "
-                    f"tier over host memory and disk): {replay}")
+                    f"'{pir.name}' at the checkpoint's precision, which live execution does not "
+                    f"run yet (it runs one gpu tier at the checkpoint's precision, with at most "
+                    f"one int8 or int4 gpu tier under it, over host memory and disk): {replay}")
         if tiers[0].location.index is not None:
             t = tiers[0]
             return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' names gpu:"

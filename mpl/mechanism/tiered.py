@@ -17,7 +17,14 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
 * ``DEMOTE`` (device -> the host tier): a device-to-host copy of the evicted slot into the
   record the step names, before the load that reuses the slot;
 * eviction from the host tier: the victim a READ or DEMOTE names leaves its record (checked
-  to be the key the record holds).
+  to be the key the record holds);
+* a low-precision gpu tier (``int8``/``int4``, right under the top tier, over host memory;
+  its device area a :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the
+  evicted pool entry quantised on the device before the Load that reuses the entry; DEMOTE
+  (top -> it, by copy) and PROMOTE (host memory -> it) are quantised from the host store's
+  weights; PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's
+  Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
+  dequantises it into the transient entry the engine streams that expert through.
 
 Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
 its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
@@ -34,29 +41,42 @@ from __future__ import annotations
 
 import time
 
-from mpl.runtime.plan import DEMOTE, READ
+from mpl.runtime.plan import DEMOTE, PROMOTE, READ, REQUANT, SERVE
 
 from .disk import HostCache
 from .execute import LiveError
 from .pool import DEMAND, PREFETCH, STREAMED
 
 
-def ordered(plan) -> list:
+def ordered(plan, entry=None) -> list:
     """The Plan's steps and Loads interleaved in the order the runtime made them: a list of
-    ``("step", Step)`` and ``("load", (key, slot, victim, kind))``."""
+    ``("step", Step)`` and ``("load", (key, slot, victim, kind))``. A Load comes after its
+    key's READ, after its victim's move out of the device (DEMOTE or REQUANT), and after the
+    move of the key that last left the device entry it fills (a victim, or a key a trigger
+    or a cut evicted; ``entry(key, slot)``: the pool entry of a key in a slot, default the
+    slot), so a move reads the entry before the Load overwrites it."""
     steps = plan.steps
     read_at: dict = {}
     demote_at: dict = {}
     for i, s in enumerate(steps):
         if s.op == READ:
             read_at.setdefault(s.key, i)
-        elif s.op == DEMOTE and s.source == 0:
+        elif s.op in (DEMOTE, REQUANT) and s.source == 0:
             demote_at.setdefault(s.key, i)
+    left: dict = {}           # pool entry -> the keys that left it, in order
+    if demote_at:
+        for key, slot in plan.evicted:
+            left.setdefault(entry(key, slot) if entry else slot, []).append(key)
     out = []
     pos = 0
     for load in plan.raw_loads:
-        key, _slot, victim, _kind = load
+        key, slot, victim, _kind = load
         need = max(read_at.get(key, -1), demote_at.get(victim, -1) if victim is not None else -1)
+        q = left.get(entry(key, slot) if entry else slot) if left else None
+        if q:
+            gone = victim if victim in q else q[0]
+            q.remove(gone)
+            need = max(need, demote_at.get(gone, -1))
         while pos <= need:
             out.append(("step", steps[pos]))
             pos += 1
@@ -67,13 +87,16 @@ def ordered(plan) -> list:
 
 class LevelMech:
     """What the mechanism holds for one set of tiers: its host cache and disk (both None
-    when its last tier is host memory, which the host store holds), the tier indices."""
+    when its last tier is host memory, which the host store holds), the tier indices, and
+    its low-precision gpu tier's device area (``low``, a
+    :class:`mpl.mechanism.lowprec.LowPrecArea`; None without one)."""
 
-    __slots__ = ("cache", "disk", "host_tier", "disk_tier")
+    __slots__ = ("cache", "disk", "host_tier", "disk_tier", "low")
 
-    def __init__(self, cache, disk, host_tier, disk_tier) -> None:
+    def __init__(self, cache, disk, host_tier, disk_tier, low=None) -> None:
         self.cache, self.disk = cache, disk
         self.host_tier, self.disk_tier = host_tier, disk_tier
+        self.low = low
 
 
 class TierExecutor:
@@ -102,6 +125,9 @@ class TierExecutor:
         self.host_evictions = 0
         self.deferred_copies = 0
         self.wait_ms = 0.0                  # the engine thread waited for reads
+        self._served: dict = {}             # key -> (area, slot): computed from a low tier
+        self.areas = list({id(lv.low): lv.low for lv in levels
+                           if lv is not None and lv.low is not None}.values())
 
     # ------------------------------------------------------------------ records
     def _ready_to_write(self, lv: LevelMech, j: int) -> None:
@@ -172,6 +198,10 @@ class TierExecutor:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into pool entry ``entry`` from the
         host tier that holds it (a streamed expert's copy, or a Load's)."""
         key = (ordinal, expert)
+        served = self._served.get(key)
+        if served is not None:          # computed from its low-precision copy (a SERVE step)
+            served[0].dequant(served[1], entry)
+            return 0.0
         lv = self.levels[ordinal]
         if lv.cache is None:
             return self.pool.copy_in(entry, self.hosts[ordinal], expert, key, kind)
@@ -206,6 +236,7 @@ class TierExecutor:
         self.settle()
         stall = pool.collect_stalls() if pool.cuda else 0.0
         self._transient.clear()
+        self._served.clear()
         content = pool.content
 
         def entry(key, slot):
@@ -214,7 +245,8 @@ class TierExecutor:
         gone = {}
         for key, slot in plan.evicted:
             gone[key] = entry(key, slot)
-        seq = ordered(plan) if plan.steps else [("load", tuple(x)) for x in plan.raw_loads]
+        seq = ordered(plan, entry) if plan.steps else [("load", tuple(x)) for x in plan.raw_loads]
+        low_moves = self._check_low(seq, gone, content) if self.areas and plan.steps else ()
         # ---- checks first (nothing has moved yet): every step is one this mechanism runs,
         #      and the records and slots it names hold what the runtime says
         first: dict = {}              # (level, record) -> index of the first op touching it
@@ -229,6 +261,8 @@ class TierExecutor:
                         rid = (id(lv), lv.cache.where[x[0]])
                     if rid is not None and sim.get(rid, lv.cache.content[rid[1]]) == x[0]:
                         first.setdefault(rid, n)
+                continue
+            if n in low_moves:
                 continue
             lv = self.levels[x.key[0]] if len(x.key) == 2 else None
             if lv is None or lv.cache is None or len(x.key) != 2 or x.op not in (READ, DEMOTE) \
@@ -275,7 +309,9 @@ class TierExecutor:
         for n, (what, x) in enumerate(seq):
             if what == "step":
                 lv = self.levels[x.key[0]]
-                if x.op == READ:
+                if n in low_moves:
+                    self._low_move(lv, x, gone)
+                elif x.op == READ:
                     if x.slot < 0:
                         self._transient[x.key] = lv
                     elif n not in started:
@@ -304,6 +340,103 @@ class TierExecutor:
             if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
                 stall += (time.perf_counter() - t0) * 1e3
         return stall
+
+    # ------------------------------------------------------------------ low-precision tiers
+    def _check_low(self, seq, gone, content) -> set:
+        """The positions in ``seq`` of the steps that move a key into, out of or compute it
+        from a low-precision gpu tier, checked before anything moves: each is one this
+        mechanism carries out, and the slots it names hold what the runtime says (a
+        :class:`LiveError` otherwise). A slot is written in place of the key a later
+        PROMOTE of this Plan takes out of the tier (the runtime frees it first)."""
+        out = set()
+        leaving = set()
+        for what, x in seq:
+            if what == "step" and x.op == PROMOTE and len(x.key) == 2:
+                a = self.levels[x.key[0]].low
+                if a is not None and x.source == a.index:
+                    leaving.add(x.key)
+        sim: dict = {}        # (area, slot) -> key, as the steps leave it
+        where: dict = {}      # (area, key) -> slot; -1: overwritten, promoted later; None: out
+        served: set = set()   # (area, slot) computed from by this dispatch
+
+        def slot_of(a, key):
+            k = (id(a), key)
+            return where[k] if k in where else a.where.get(key)
+
+        def write(a, x) -> None:
+            if not 0 <= x.slot < a.slots:
+                raise LiveError(f"the plan puts {x.key} into slot {x.slot} of tier '{a.tier}', "
+                                f"which has {a.slots} slots: the runtime and the mechanism "
+                                f"disagree")
+            rid = (id(a), x.slot)
+            held = sim.get(rid, a.content[x.slot])
+            if held != x.victim and not (x.victim is None and held in leaving):
+                raise LiveError(
+                    f"the plan puts {x.key} into slot {x.slot} of tier '{a.tier}' in place of "
+                    f"{x.victim}, but the slot holds {held}: the runtime and the mechanism "
+                    f"disagree")
+            if rid in served:
+                raise LiveError(
+                    f"the plan computes from slot {x.slot} of tier '{a.tier}' and rewrites the "
+                    f"slot in the same dispatch (with {x.key}), which the live mechanism "
+                    f"cannot order")
+            if held is not None:
+                where[(id(a), held)] = -1 if x.victim is None else None
+            sim[rid] = x.key
+            where[(id(a), x.key)] = x.slot
+
+        for n, (what, x) in enumerate(seq):
+            if what != "step" or len(x.key) != 2:
+                continue
+            lv = self.levels[x.key[0]]
+            a = lv.low
+            if a is None or a.index not in (x.source, x.target):
+                continue
+            t = a.index
+            if x.op in (REQUANT, DEMOTE) and x.source == 0 and x.target == t:
+                i = gone.get(x.key)
+                if i is None or content[i] != x.key:
+                    raise LiveError(f"the plan moves {x.key} from the device into tier "
+                                    f"'{a.tier}', but it left no slot of the pool: the runtime "
+                                    f"and the mechanism disagree")
+                write(a, x)
+            elif x.op == PROMOTE and x.target == t and lv.cache is None \
+                    and x.source == lv.host_tier:
+                write(a, x)
+            elif x.op == PROMOTE and x.source == t and x.target == 0:
+                cur = slot_of(a, x.key)
+                if cur is None:
+                    raise LiveError(f"the plan promotes {x.key} out of tier '{a.tier}', which "
+                                    f"does not hold it: the runtime and the mechanism disagree")
+                where[(id(a), x.key)] = None
+                if cur >= 0 and sim.get((id(a), cur), a.content[cur]) == x.key:
+                    sim[(id(a), cur)] = None
+            elif x.op == SERVE and x.source == t:
+                if slot_of(a, x.key) != x.slot:
+                    raise LiveError(f"the plan computes {x.key} from slot {x.slot} of tier "
+                                    f"'{a.tier}', but the slot holds "
+                                    f"{sim.get((id(a), x.slot), a.content[x.slot]) if 0 <= x.slot < a.slots else None}"
+                                    f": the runtime and the mechanism disagree")
+                served.add((id(a), x.slot))
+            else:
+                raise LiveError(f"the plan moves {x.key} by {x.op} from tier {x.source} to tier "
+                                f"{x.target}, which the live mechanism does not carry out")
+            out.add(n)
+        return out
+
+    def _low_move(self, lv: LevelMech, x, gone) -> None:
+        """Carry out one step :meth:`_check_low` accepted."""
+        a = lv.low
+        if x.op == REQUANT:             # quantised where it is: from the evicted pool entry
+            a.requant(x.slot, gone[x.key], x.key)
+        elif x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index):
+            # a demotion by copy, a promotion from host memory: from the host store's weights
+            a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
+                             x.kind if x.op == PROMOTE else None)
+        elif x.op == PROMOTE:           # out of the tier (its full copy is the Plan's Load)
+            a.drop(x.key)
+        else:                           # SERVE: computed from the slot (source_copy)
+            self._served[x.key] = (a, x.slot)
 
     def _start_read(self, lv: LevelMech, x) -> None:
         c = lv.cache
@@ -370,6 +503,15 @@ class TierExecutor:
             "record_bytes": self.layout.stride if self.layout is not None else 0,
             "page_cache": ", ".join(sorted({d.page_cache for d in disks.values()})) or None,
             "files": sorted(f for d in disks.values() for f in d.files.values()),
+            "approximate": sum(a.dequants for a in self.areas),
+            "requants": sum(a.requants for a in self.areas),
+            "quantized_from_host": sum(a.host_fills for a in self.areas),
+            "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
+            "lowprec_bytes": sum(a.nbytes for a in self.areas),
+            "lowprec": [{"set": a.label, "tier": a.tier, "dtype": a.dtype, "slots": a.slots,
+                         "record_bytes": a.layout.stride, "bytes": a.nbytes,
+                         "approximate": a.dequants, "requants": a.requants,
+                         "quantized_from_host": a.host_fills} for a in self.areas],
         }
 
     def release(self) -> None:
@@ -384,3 +526,5 @@ class TierExecutor:
                 lv.cache.release()
         if self.bounce is not None:
             self.bounce.release()
+        for a in self.areas:
+            a.release()

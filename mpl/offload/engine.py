@@ -389,8 +389,11 @@ class Engine:
         top_k = top_k_index.shape[-1] if top_k_index.dim() > 1 else b.top_k
         # ---- 2. transfers, the placements checked against the pool
         stall = self._transfers(plan)
+        # (experts a lower gpu tier serves go through transient entries, dequantised there
+        # by the tiers' source_copy)
         resident, streamed, cpu_experts = placements(
-            plan, pool.content, ordinal, ordinal * self.E if self.home else -1)
+            plan, pool.content, ordinal, ordinal * self.E if self.home else -1,
+            lower=self.tiers is not None)
         # CPU grouped_mm with several threads gives results that depend on where each
         # group's rows sit in the sorted input: the dispatch's experts are staged in
         # expert-id order so the rows sit exactly where the unmodified model puts them

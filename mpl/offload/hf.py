@@ -534,6 +534,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
 
 # ---------------------------------------------------------------------------- memory tiers
 _DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+#: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
+LOW_DTYPES = ("int8", "int4")
 
 
 def _tier_sets(ir):
@@ -541,13 +543,17 @@ def _tier_sets(ir):
 
 
 def _check_tier_dtypes(ir, binding) -> None:
-    """A tier naming a precision other than the model's would hold converted copies (not the
-    checkpoint's bytes): refused, located (live tiers run at the checkpoint's precision)."""
+    """A tier naming a floating-point precision other than the model's would hold converted
+    copies (not the checkpoint's bytes): refused, located (live tiers run at the
+    checkpoint's precision, and at int8 / int4 for a low-precision gpu tier, which
+    ``not_live_yet`` has placed)."""
     dt = next(iter(binding.module.parameters(recurse=False))).dtype
     own = _DTYPE_NAMES.get(dt)
     where = ir.source_path or "<text>"
     for h in _tier_sets(ir):
         for t in h.tiers:
+            if t.dtype in LOW_DTYPES:
+                continue
             if t.dtype is not None and t.location.kind != "disk" and t.dtype != own:
                 raise AttachError(
                     f"{where}:{t.source_line or h.source_line or ir.source_line}: tier "
@@ -595,6 +601,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     until every file is written; a failure after that puts the model back (its experts read
     back from the files) and removes the files."""
     from mpl.mechanism.disk import DiskError, DiskStore, HostCache, Readers, RecordLayout
+    from mpl.mechanism.lowprec import LowPrecArea, QuantLayout
     from mpl.mechanism.tiered import LevelMech, TierExecutor
 
     ir = policy.ir
@@ -604,6 +611,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     layout = RecordLayout(template)
     levels: list = [None] * len(layers)
     disks: list = []
+    lows: list = []          # (LevelSpec, its low-precision TierSpec, its LevelMech)
     where = ir.source_path or "<text>"
     src_tiers = {}
     for h in _tier_sets(ir):
@@ -615,6 +623,9 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
                 continue
             if lv.disk is None:
                 mech = LevelMech(None, None, lv.last_tier, None)
+                low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
+                if low:     # not_live_yet let it through: tier 1, over host memory
+                    lows.append((lv, low[0], mech))
             else:
                 spec = lv.tiers[lv.disk]
                 disk = DiskStore(spec.path, layout, [(o, layers[o].layer_id) for o in lv.layers], E)
@@ -667,6 +678,13 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
             hosts[b.ordinal] = host
         stream_slots = stream_slots or E        # one transient entry per expert (attach)
         pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
+        transposed = bool(getattr(layers[0].module, "is_transposed", False))
+        for lv, spec, mech in lows:      # the device areas of the low-precision tiers
+            qlay = QuantLayout(template, spec.dtype, transposed=transposed)
+            # the runtime's slots of that tier (capped at the keys of its layers)
+            slots = min(spec.slots, len(lv.layers) * E)
+            mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
+                                   index=spec.index)
         executor = TierExecutor(pool, levels, hosts, layout if disks else None,
                                 Readers(readers) if disks else None)
         for b in layers:
@@ -707,6 +725,8 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, TieredHost(store, executor),
                     saved, placement, shape, diags)
+    if executor.areas:       # the low-precision tiers' device areas count as device memory
+        handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas)
     handle._tiers = (executor, disks, reload)
     model._mpl_handle = handle
     return handle

@@ -5,7 +5,9 @@ transient STREAM entries and the zero entry), ``store_bytes`` what the host stor
 one host arena (the experts' weights copied in, each tensor aligned; mpl/mechanism/store.py),
 or the experts' bytes where no arena is held. Both are allocated
 at attach and sized from the runtime's capped slot count, so they never grow; the peaks are
-still measured (at attach and at every ``get_stats``), not assumed.
+still measured (at attach and at every ``get_stats``), not assumed. With low-precision gpu
+tiers, ``lowprec_bytes`` is what their device areas take (allocated at attach too), and
+``peak_bytes`` includes it.
 """
 
 from __future__ import annotations
@@ -14,19 +16,27 @@ from __future__ import annotations
 class MemoryMeter:
     """Current and peak bytes of a handle's slot pool and host store."""
 
-    def __init__(self, pool, store) -> None:
+    def __init__(self, pool, store, lowprec=()) -> None:
         self.pool = pool
         self.store = store
-        self.pool_peak = self.store_peak = 0
+        self.lowprec = list(lowprec)        # LowPrecArea objects (device memory)
+        self.pool_peak = self.store_peak = self.lowprec_peak = 0
         self.sample()
 
     def sample(self) -> tuple[int, int]:
         p, s = int(self.pool.nbytes), int(self.store.arena_bytes or self.store.nbytes)
         self.pool_peak = max(self.pool_peak, p)
         self.store_peak = max(self.store_peak, s)
+        if self.lowprec:
+            self.lowprec_peak = max(self.lowprec_peak, sum(a.nbytes for a in self.lowprec))
         return p, s
 
     def stats(self) -> dict:
         p, s = self.sample()
-        return {"pool_bytes": p, "store_bytes": s, "pool_peak_bytes": self.pool_peak,
-                "store_peak_bytes": self.store_peak, "peak_bytes": self.pool_peak + self.store_peak}
+        out = {"pool_bytes": p, "store_bytes": s, "pool_peak_bytes": self.pool_peak,
+               "store_peak_bytes": self.store_peak,
+               "peak_bytes": self.pool_peak + self.store_peak + self.lowprec_peak}
+        if self.lowprec:
+            out["lowprec_bytes"] = sum(a.nbytes for a in self.lowprec)
+            out["lowprec_peak_bytes"] = self.lowprec_peak
+        return out

@@ -1,0 +1,270 @@
+"""A low-precision ``gpu`` tier on the device (SPEC §12; docs/offload.md, "Low-precision
+tiers live"): weight-only quantised copies of experts (``mpl.mechanism.quant``) in one
+pre-allocated device area of the tier's slots, filled and read as the Plans' steps say.
+
+* :class:`QuantLayout`: one expert as one **record** of bytes: for every 2-D floating
+  expert parameter its codes and float32 scales (quantised as ``[output, input]``: a
+  transposed family's matrix is quantised transposed), every other parameter (biases) at
+  its own precision; each part 64-byte aligned.
+* :class:`LowPrecArea`: ``slots`` records in one device tensor (``Ops.alloc``, once), the
+  key each holds, and per slot the events of the last write into it (``ready``) and of the
+  last read out of it (``free``). Three ways in, one way out:
+
+  - :meth:`LowPrecArea.requant`: quantised on the device from a slot of the pool (the
+    evicted full-precision copy of an ``in_place_requant`` demotion): no host transfer;
+  - :meth:`LowPrecArea.fill_from_host`: quantised on the host from the host store's
+    weights into one pinned staging record, then copied to the device (a demotion by
+    ``copy``, a promotion from host memory into the tier): the quantised bytes cross the
+    link;
+  - :meth:`LowPrecArea.dequant`: the record dequantised into an entry of the pool (a
+    transient entry), in the expert's dtype, where the experts function computes from it
+    exactly as from a streamed expert.
+
+CUDA ordering, the pool's rules extended to the area: every write and read of the area
+runs on the pool's copy streams (demand, or prefetch for a prefetch's or background load's
+fill) after waiting for the events that order it: a write into a slot after the last write
+and the last read of it; a requant after the copy that filled the pool entry it reads, and
+the entry's next copy after the requant (its free event); a dequant after the write into its
+slot and after the compute that last read its transient entry, its event the entry's ready
+event (compute waits for it as for a streamed copy). The staging record is rewritten by the
+host only after its last copy has completed (a host wait on its event). Without CUDA
+(``SyncOps``) every call runs in order and events are None.
+
+Quantising and dequantising use temporaries of one expert matrix (torch's caching allocator
+on CUDA); the area and the staging record are the only memory held.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import quant
+from .pool import BACKGROUND, PREFETCH, STREAMED
+
+_ALIGN = 64
+
+
+def _up(n: int, a: int = _ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+class _Part:
+    __slots__ = ("name", "spec", "shape", "dtype", "q", "s", "raw", "nbytes")
+
+    def __init__(self, name, spec, shape, dtype) -> None:
+        self.name, self.spec, self.shape, self.dtype = name, spec, shape, dtype
+        self.q = self.s = self.raw = None
+        self.nbytes = 0
+
+
+class QuantLayout:
+    """Where each expert parameter sits in a quantised record (see the module docstring).
+    ``template``: the ``[E, ...]`` expert tensors of one MoE layer (their row shapes and
+    dtypes); ``dtype``: ``int8`` or ``int4``; ``transposed``: the family applies its
+    matrices as ``x @ w`` (``[input, output]``) instead of ``F.linear``."""
+
+    def __init__(self, template: dict, dtype: str, *, transposed: bool = False,
+                 group: int = quant.DEFAULT_GROUP) -> None:
+        self.dtype = dtype
+        self.transposed = bool(transposed)
+        self.group = group
+        self.parts: list[_Part] = []
+        off = 0
+        for name, t in template.items():
+            row = t[0]
+            shape = tuple(row.shape)
+            if row.dim() == 2 and row.is_floating_point():
+                rows, cols = (shape[1], shape[0]) if self.transposed else shape
+                p = _Part(name, quant.spec(int(rows), int(cols), dtype, group), shape, row.dtype)
+                s = p.spec
+                p.q = off
+                off = _up(off + s.qshape[0] * s.qshape[1])
+                p.s = off
+                n = 1
+                for d in s.sshape:
+                    n *= d
+                off = _up(off + 4 * n)
+            else:
+                p = _Part(name, None, shape, row.dtype)
+                p.raw = off
+                off = _up(off + row.numel() * row.element_size())
+            self.parts.append(p)
+        self.stride = max(_ALIGN, off)
+        self.quantized = [p.name for p in self.parts if p.spec is not None]
+
+    def views(self, record: torch.Tensor) -> list[tuple]:
+        """Per part of ``record`` (a uint8 ``[stride]`` tensor, host or device): ``(part,
+        codes, scales)`` for a quantised one, ``(part, tensor, None)`` for one kept whole."""
+        out = []
+        for p in self.parts:
+            if p.spec is None:
+                n = 1
+                for d in p.shape:
+                    n *= d
+                size = torch.tensor([], dtype=p.dtype).element_size()
+                raw = record[p.raw:p.raw + n * size].view(p.dtype).view(p.shape)
+                out.append((p, raw, None))
+                continue
+            s = p.spec
+            q = record[p.q:p.q + s.qshape[0] * s.qshape[1]].view(s.qdtype).view(s.qshape)
+            n = 1
+            for d in s.sshape:
+                n *= d
+            sc = record[p.s:p.s + 4 * n].view(torch.float32).view(s.sshape)
+            out.append((p, q, sc))
+        return out
+
+    def matrix(self, p: _Part, row: torch.Tensor) -> torch.Tensor:
+        """An expert's row of parameter ``p`` as the ``[output, input]`` matrix quantised."""
+        return row.t() if self.transposed else row
+
+
+class LowPrecArea:
+    """The device area of one low-precision tier of one set of tiers (see the module
+    docstring). ``label``/``tier``: the set's label and the tier's name (statistics)."""
+
+    def __init__(self, layout: QuantLayout, slots: int, pool, *, label: str, tier: str,
+                 index: int) -> None:
+        self.layout = layout
+        self.slots = int(slots)
+        self.pool = pool
+        self.ops = ops = pool.ops
+        self.label, self.tier, self.index = label, tier, index
+        self.dtype = layout.dtype
+        self.data = ops.alloc((self.slots, layout.stride), torch.uint8)
+        self._views = [layout.views(self.data[j]) for j in range(self.slots)]
+        self.content: list = [None] * self.slots
+        self.where: dict = {}                   # key -> slot
+        self.ready: list = [None] * self.slots   # events: the last write into the slot
+        self.free: list = [None] * self.slots    # events: the last read out of it
+        self._staging = None                     # pinned host record (the first host fill)
+        self._staging_views = None
+        self._staging_ev = None
+        self.requants = 0              # quantised on the device from a pool entry
+        self.host_fills = 0            # quantised on the host, copied to the device
+        self.host_bytes = 0
+        self.dequants = 0              # computed from (dequantised into a transient entry)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.data is None else self.data.numel()
+
+    # ------------------------------------------------------------------ bookkeeping
+    def put(self, slot: int, key) -> None:
+        old = self.content[slot]
+        if old is not None and self.where.get(old) == slot:
+            del self.where[old]
+        self.content[slot] = key
+        if key is not None:
+            self.where[key] = slot
+
+    def drop(self, key) -> None:
+        """``key`` left the tier (promoted): its slot keeps its bytes until rewritten."""
+        slot = self.where.pop(key, None)
+        if slot is not None:
+            self.content[slot] = None
+
+    def _stream(self, kind):
+        pool = self.pool
+        return pool.prefetch_stream if kind in (PREFETCH, BACKGROUND) else pool.demand_stream
+
+    # ------------------------------------------------------------------ writes
+    def requant(self, slot: int, entry: int, key) -> None:
+        """Pool entry ``entry`` (the key's full-precision copy, about to be reused)
+        quantised into ``slot`` on the device: no host transfer."""
+        pool, ops, lay = self.pool, self.ops, self.layout
+        self.put(slot, key)
+        self.requants += 1
+        stream = pool.demand_stream
+        tag = ("requant", (self.tier, slot))
+        with ops.use(stream):
+            if pool.cuda:
+                for ev in (pool.ready[entry], pool.free[entry], self.ready[slot], self.free[slot]):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            ops.compute([entry])               # this stream reads the pool entry
+            for p, a, b in self._views[slot]:
+                row = pool.tensors[p.name][entry]
+                if p.spec is None:
+                    ops.copy(a, row, tag=tag)
+                    continue
+                q, s = quant.quantize(lay.matrix(p, row), p.spec)
+                ops.copy(a, q, tag=tag)
+                ops.copy(b, s, tag=tag)
+            if pool.cuda:
+                ev = ops.event()
+                ops.record(ev, stream)
+                pool.free[entry] = ev           # the entry's next copy waits for this read
+                self.ready[slot] = ev
+
+    def fill_from_host(self, slot: int, host: dict, expert: int, key, kind=None) -> None:
+        """Expert ``expert`` of the host store's tensors ``host`` quantised on the host into
+        the staging record, then copied into ``slot`` (``kind``: the Plan's transfer kind;
+        a prefetch's or background load's fill goes on the prefetch stream)."""
+        pool, ops, lay = self.pool, self.ops, self.layout
+        self.put(slot, key)
+        self.host_fills += 1
+        self.host_bytes += lay.stride
+        if self._staging is None:
+            self._staging = ops.host_buffer(lay.stride, torch.uint8).zero_()   # (padding)
+            self._staging_views = lay.views(self._staging)
+        if self._staging_ev is not None:       # its last copy has completed before rewriting
+            ops.synchronize(self._staging_ev)
+            self._staging_ev = None
+        ops.host_write(self._staging, ("quantize", self.tier))
+        for p, a, b in self._staging_views:
+            row = host[p.name][expert]
+            if p.spec is None:
+                a.copy_(row)
+                continue
+            q, s = quant.quantize(lay.matrix(p, row), p.spec)
+            a.copy_(q)
+            b.copy_(s)
+        stream = self._stream(kind)
+        with ops.use(stream):
+            if pool.cuda:
+                for ev in (self.ready[slot], self.free[slot]):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            ops.copy(self.data[slot], self._staging, non_blocking=pool.cuda,
+                     tag=("quantize", (self.tier, slot)))
+            if pool.cuda:
+                ev = ops.event()
+                ops.record(ev, stream)
+                self.ready[slot] = ev
+                self._staging_ev = ev
+
+    # ------------------------------------------------------------------ the read
+    def dequant(self, slot: int, entry: int) -> None:
+        """Record ``slot`` dequantised into pool entry ``entry`` (a transient entry), in the
+        experts' dtype and layout: compute reads it as a streamed expert."""
+        pool, ops = self.pool, self.ops
+        self.dequants += 1
+        pool.content[entry] = None
+        stream = pool.demand_stream
+        tag = (STREAMED, entry)
+        with ops.use(stream):
+            if pool.cuda:
+                for ev in (pool.free[entry], pool.ready[entry], self.ready[slot]):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            for p, a, b in self._views[slot]:
+                dst = pool.tensors[p.name][entry]
+                if p.spec is None:
+                    ops.copy(dst, a, tag=tag)
+                    continue
+                w = quant.dequantize(a, b, p.spec, p.dtype)
+                ops.copy(dst, w.t() if self.layout.transposed else w, tag=tag)
+            if pool.cuda:
+                ev = ops.event(timing=True)
+                ops.record(ev, stream)
+                pool.ready[entry] = ev
+                pool.ready_kind[entry] = STREAMED
+                self.free[slot] = ev
+
+    def release(self) -> None:
+        self.data = None
+        self._views = []
+        self._staging = self._staging_views = self._staging_ev = None
+        self.ready = [None] * self.slots
+        self.free = [None] * self.slots
