@@ -20,7 +20,7 @@ echo "   the new environment has: $("$FRESH/venv/bin/python" -m pip list --forma
 PYTHON="$FRESH/venv/bin/python" bash build.sh
 
 step "the Python side under CPython (the glue against the CLI)"
-( cd .. && "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_playground.py )
+( cd .. && "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/test_playground.py )
 
 step "Chromium"
 CHROMIUM="${CHROMIUM:-$(command -v chromium || true)}"

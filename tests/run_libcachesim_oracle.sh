@@ -21,7 +21,7 @@ if ! PYTHONPATH="$DIR" "$PY" -c "import libcachesim" >/dev/null 2>&1; then
     fi
 fi
 MPL_LIBCACHESIM_REQUIRED=1 PYTHONPATH="$DIR${PYTHONPATH:+:$PYTHONPATH}" \
-    "$PY" -m pytest tests/test_replay_backends.py -k libcachesim -p no:cacheprovider "$@"
+    "$PY" -m pytest tests/test_replay_backends.py -k libcachesim -p no:cacheprovider -o addopts="-q -ra" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "libCacheSim oracle: pytest collected no tests" >&2; rc=1; fi
 exit "$rc"

@@ -19,7 +19,7 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "Python bindings: tree-sitter==$TS_PY_VERSION"
 "$PY" -m pip install -q --disable-pip-version-check "tree-sitter==$TS_PY_VERSION"
-( cd ../.. && "$PY" -m pytest -q -p no:cacheprovider tests/test_tree_sitter_grammar.py )
+( cd ../.. && "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/test_tree_sitter_grammar.py )
 
 step "tree-sitter CLI"
 cli=()

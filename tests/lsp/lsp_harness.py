@@ -149,3 +149,23 @@ def no_internal_errors(client) -> None:
     bad = [m.message for m in client.log_messages
            if "internal error" in m.message or m.type == types.MessageType.Error]
     assert not bad, "server logged exceptions:\n" + "\n".join(bad)
+
+
+def tdi(uri: str) -> types.TextDocumentIdentifier:
+    return types.TextDocumentIdentifier(uri=uri)
+
+
+async def hover(client, uri: str, text: str, needle: str, delta: int = 1, nth: int = 0):
+    """The hover's markdown at ``needle`` (+ ``delta`` characters; its ``nth`` occurrence),
+    None when the server has none there."""
+    h = await client.text_document_hover_async(types.HoverParams(
+        text_document=tdi(uri), position=pos_of(text, needle, client.encoding, delta, nth)))
+    return None if h is None else h.contents.value
+
+
+async def labels_at(client, uri: str, text: str, offset: int):
+    """(the completion labels, the items) at ``offset`` of ``text``."""
+    res = await client.text_document_completion_async(types.CompletionParams(
+        text_document=tdi(uri), position=pos(text, offset, client.encoding)))
+    items = res.items if hasattr(res, "items") else res
+    return {i.label for i in items}, items

@@ -14,16 +14,12 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_harness import REPO, client, diagnostics, no_internal_errors, open_doc, pos, server_env  # noqa: F401
+from lsp_harness import REPO, client, diagnostics, no_internal_errors, open_doc, pos, server_env, tdi  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 #: VS Code's editor.inlayHints.maximumLength: the characters of hints it shows on one line
 VSCODE_MAX_HINT_CHARS = 43
-
-
-def tdi(uri):
-    return types.TextDocumentIdentifier(uri=uri)
 
 
 def label(h) -> str:

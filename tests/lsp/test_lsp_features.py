@@ -9,7 +9,7 @@ from lsprotocol import types
 from mpl import schema
 from mpl.stdlib_path import stdlib_names
 
-from lsp_harness import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
+from lsp_harness import change, client, diagnostics, hover, no_internal_errors, open_doc, pos, pos_of, tdi, write  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -39,16 +39,6 @@ policy child extends base {
   }
 }
 """
-
-
-def tdi(uri):
-    return types.TextDocumentIdentifier(uri=uri)
-
-
-async def hover(client, uri, text, needle, delta=1, nth=0):
-    h = await client.text_document_hover_async(types.HoverParams(
-        text_document=tdi(uri), position=pos_of(text, needle, client.encoding, delta, nth)))
-    return None if h is None else h.contents.value
 
 
 async def complete(client, uri, text, offset):

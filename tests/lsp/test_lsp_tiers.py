@@ -10,7 +10,7 @@ from lsprotocol import types
 from mpl import schema
 from mpl.checker import analyze
 
-from lsp_harness import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of  # noqa: F401
+from lsp_harness import change, client, diagnostics, hover, labels_at, no_internal_errors, open_doc, pos, pos_of, tdi  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -30,23 +30,6 @@ TIERS = """policy big {
     }
 }
 """
-
-
-def tdi(uri):
-    return types.TextDocumentIdentifier(uri=uri)
-
-
-async def hover(client, uri, text, needle, delta=1, nth=0):
-    h = await client.text_document_hover_async(types.HoverParams(
-        text_document=tdi(uri), position=pos_of(text, needle, client.encoding, delta, nth)))
-    return None if h is None else h.contents.value
-
-
-async def labels_at(client, uri, text, offset):
-    res = await client.text_document_completion_async(types.CompletionParams(
-        text_document=tdi(uri), position=pos(text, offset, client.encoding)))
-    items = res.items if hasattr(res, "items") else res
-    return {i.label for i in items}, items
 
 
 async def test_diagnostics_are_the_checkers(client):

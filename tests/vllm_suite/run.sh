@@ -31,7 +31,7 @@ fi
 export MPL_VLLM_REQUIRED=1            # from here on, vllm missing is a failure, not a skip
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} HF_HUB_OFFLINE=1
 timeout "${MPL_VLLM_SUITE_TIMEOUT:-1500}" "$VENV/bin/python" -m pytest tests/vllm_suite \
-    -p no:cacheprovider -o timeout=600 "$@"
+    -p no:cacheprovider -o addopts="-q -ra" -o timeout=600 --durations=15 "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "vLLM suite: pytest collected no tests" >&2; rc=1; fi
 exit "$rc"
