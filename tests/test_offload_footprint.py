@@ -148,3 +148,29 @@ def test_the_live_executors_estimate_covers_what_it_allocates():
     assert fp.peak(HOST) == fp.parts[0].nbytes + fp.parts[1].nbytes
     assert fp.steady(HOST) == fp.peak(HOST) - experts
     assert refusal(fp, "live offload", host=fp.peak(HOST) - 1, device=None) is not None
+
+
+def test_a_low_precision_tier_counts_its_device_area(monkeypatch):
+    model = build_model("tiny-mixtral")
+    policy = mpl.loads("""policy w {
+  hierarchy {
+    tier hot  { location = gpu  capacity = 4 }
+    tier warm { location = gpu  dtype = int8  capacity = 12 }
+    on demote(hot -> warm) { mechanism = in_place_requant }
+  }
+}
+""")
+    monkeypatch.setattr(footprint, "host_available", lambda: 1)
+    with pytest.raises(AttachError) as err:
+        policy.attach(model)
+    msg = str(err.value)
+    assert "int8 tier 'warm' area +" in msg and "int8 staging record" in msg
+    area = int(msg.split("int8 tier 'warm' area +")[1].split(" KiB")[0].replace(",", "")
+               .split(".")[0])
+    monkeypatch.setattr(footprint, "host_available", lambda: 2**40)
+    handle = policy.attach(model)
+    try:
+        got = handle.get_stats()["memory"]["lowprec_bytes"]
+        assert 0 < got <= (area + 1) * 1024      # the estimate (KiB, rounded) covers the area
+    finally:
+        handle.detach()

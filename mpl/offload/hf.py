@@ -384,8 +384,20 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
                 fp.add("host tier cache", HOST, stride * lv.tiers[lv.read_into].slots + IO_ALIGN)
         if on_disk:
             fp.add("disk bounce record", HOST, stride + IO_ALIGN)
-        fp.add("host store", HOST, sum(n + k * ALIGN for o, n, _k, _d in own if o not in on_disk))
+        fp.add("host store", HOST, sum(n + k * ALIGN for o, n, k, _d in own if o not in on_disk))
         fp.add("device slot pool", place(dev), pool)
+        from mpl.mechanism.lowprec import QuantLayout
+
+        transposed = bool(getattr(layers[0].module, "is_transposed", False))
+        template = {n: p.data for n, p in layers[0].module._parameters.items()}
+        E = layers[0].num_experts
+        for lv in runtime.tier_layout.levels:
+            for t in (lv.tiers if lv.layers and lv.disk is None else ()):
+                if t.kind == "gpu" and t.dtype in LOW_DTYPES:
+                    q = QuantLayout(template, t.dtype, transposed=transposed).stride
+                    fp.add(f"{t.dtype} tier '{t.name}' area", place(dev),
+                           min(t.slots, len(lv.layers) * E) * q)
+                    fp.add(f"{t.dtype} staging record", HOST, q)
     for where in (HOST, DEVICE):
         fp.add("the model's expert weights released", where,
                -sum(n for _o, n, _k, d in own if place(d) == where))
