@@ -1,6 +1,6 @@
 """How well the prefetch predictors guess the next layer's experts, measured live on a trained
-tiny MoE (benchmarks/models/tiny-moe-stdlib: learned, skewed routing) and on the same
-architecture random-initialised (near-uniform routing), through ``mpl.load(policy).attach``
+tiny MoE (benchmarks/models/tiny-moe-stdlib: learned routing) and on the same architecture
+random-initialised, through ``mpl.load(policy).attach``
 and ``model.generate`` (HuggingFace) and, with ``--engine vllm`` in a vLLM environment,
 through vLLM's live offload (``mpl.vllm.PolicyRunner(..., offload=True)``).
 
@@ -10,8 +10,9 @@ Definitions (top-k = 2 of 8 experts, 4 MoE layers, 32 expert keys):
   set for L made at layer L-1 of the same step (its first k candidates: the pre-gate's top-k
   for ``lookahead``, the k most probable above ``confidence`` for ``learned``, the most
   frequent for ``history``) against the experts L then selected: |predicted n actual| / k,
-  averaged. Chance is k/E = 0.25. ``prev step`` is the baseline "L selects what it selected
-  at the previous decode step", measured on the same run.
+  averaged. Chance is k/E = 0.25. ``candidates``: how many the predictor offered (at most
+  k); ``precision``: hits / candidates offered. ``prev step`` is the baseline "L selects what
+  it selected at the previous decode step", measured on the same run.
   The predictor's candidates are replayed from the trace recorded in the same run (its
   routing, router weights and pre-gate predictions: what the live runtime was given); for
   ``learned`` the replayed predictor's final state must equal the live runtime's, so the
@@ -21,8 +22,11 @@ Definitions (top-k = 2 of 8 experts, 4 MoE layers, 32 expert keys):
 * **hit rate**: the live runtime's hit rate with a shared 16-slot LRU cache (50% of the
   experts), against the same cache without prefetching (``demand``).
 
-    python benchmarks/bench_prediction.py [--prompts 8] [--prompt-bytes 64] [--new-tokens 48]
-    PYTHONPATH=. VENV-VLLM/bin/python benchmarks/bench_prediction.py --engine vllm
+Prompts: slices of the model folder's ``heldout_sample.txt``; decoding greedy and/or sampled
+at temperature 1 (seed i for prompt i); every policy of a model sees the same tokens.
+
+    python benchmarks/bench_prediction.py [--decoding both] [--prompts 8] [--new-tokens 48]
+    PYTHONPATH=. .venv-vllm/bin/python benchmarks/bench_prediction.py --engine vllm
 """
 
 from __future__ import annotations
