@@ -158,14 +158,16 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     HuggingFace attach runs, in every set of tiers (the hierarchy's, each band's), one gpu
     tier at the checkpoint's precision on the model's device (the device cache) over host
     memory holding every expert; or over a host tier with a capacity and a disk tier
-    written to its ``path`` (``mpl.mechanism.disk``); or over one low-precision gpu tier
+    written to its ``path`` (``mpl.mechanism.disk``) or, without ``path``, read from the
+    checkpoint's own safetensors files (``mpl.mechanism.checkpoint``; attach refuses a model
+    that was not loaded from such a folder); or over one low-precision gpu tier
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``)
     over host memory holding every expert. Still refused, each naming the tier: a
     ``dtype_ladder`` of several precisions, a low-precision tier on top, anywhere but right
     under the top tier, on the host or on another device, or over a host tier with a
     capacity or a disk tier; a second gpu tier at the checkpoint's precision or one on
-    another device, a set of tiers without a gpu tier on top, a second host tier, a disk
-    tier without ``path`` (the checkpoint's own files), ``granularity_split`` above 1, and
+    another device, a set of tiers without a gpu tier on top, a second host tier,
+    ``granularity_split`` above 1, and
     computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier. vLLM's live
     offload runs no memory tiers yet."""
     if not pir.tiered:
@@ -245,11 +247,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         if kinds[-1] == "disk":
             disk_anywhere = True
             t = tiers[-1]
-            if t.path is None:
-                return (f"{at(t, h)}: the disk tier '{t.name}' of policy '{pir.name}' has no "
-                        f"path: reading the checkpoint's own files does not run live yet; "
-                        f"give it path = \"FOLDER\" (the experts are written there when it is "
-                        f"attached)")
         if h.granularity_split > 1:
             return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' splits "
                     f"experts into {h.granularity_split} parts (granularity_split), which live "

@@ -502,7 +502,7 @@ class TierExecutor:
             + (self.bounce.nbytes if self.bounce is not None else 0),
             "record_bytes": self.layout.stride if self.layout is not None else 0,
             "page_cache": ", ".join(sorted({d.page_cache for d in disks.values()})) or None,
-            "files": sorted(f for d in disks.values() for f in d.files.values()),
+            "files": sorted({f for d in disks.values() for f in d.files.values()}),
             "approximate": sum(a.dequants for a in self.areas),
             "requants": sum(a.requants for a in self.areas),
             "quantized_from_host": sum(a.host_fills for a in self.areas),

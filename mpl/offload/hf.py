@@ -13,6 +13,7 @@ table is needed.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import OrderedDict
 
@@ -603,6 +604,16 @@ class TieredHost:
         self.store.release()
 
 
+def _checkpoint_folder(model) -> str | None:
+    """The folder the model was loaded from, when it holds ``.safetensors`` files."""
+    from mpl.mechanism.checkpoint import checkpoint_files
+
+    folder = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", None)
+    if not folder or not os.path.isdir(folder) or not checkpoint_files(folder):
+        return None
+    return folder
+
+
 def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats, stream_slots,
                    readers) -> Handle:
     """attach for a policy with memory tiers (``mpl.mechanism.preflight.not_live_yet`` has let it through):
@@ -612,6 +623,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     are carried out by ``mpl.mechanism.tiered.TierExecutor``. Nothing on the model changes
     until every file is written; a failure after that puts the model back (its experts read
     back from the files) and removes the files."""
+    from mpl.mechanism.checkpoint import CheckpointStore
     from mpl.mechanism.disk import DiskError, DiskStore, HostCache, Readers, RecordLayout
     from mpl.mechanism.lowprec import LowPrecArea, QuantLayout
     from mpl.mechanism.tiered import LevelMech, TierExecutor
@@ -640,7 +652,19 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
                     lows.append((lv, low[0], mech))
             else:
                 spec = lv.tiers[lv.disk]
-                disk = DiskStore(spec.path, layout, [(o, layers[o].layer_id) for o in lv.layers], E)
+                pairs = [(o, layers[o].layer_id) for o in lv.layers]
+                if spec.path is not None:
+                    disk = DiskStore(spec.path, layout, pairs, E)
+                else:                 # the checkpoint's own files (mpl.mechanism.checkpoint)
+                    folder = _checkpoint_folder(model)
+                    if folder is None:
+                        raise AttachError(
+                            f"{where}:{src_tiers.get(spec.name) or ir.source_line}: the disk "
+                            f"tier '{spec.name}' of policy '{ir.name}' has no path, and this model "
+                            f"was not loaded from a folder of .safetensors files (it was built "
+                            f"from a config, or loaded from .bin files): give the tier "
+                            f"path = \"FOLDER\" (the experts are written there once)")
+                    disk = CheckpointStore(folder, layout, pairs, E)
                 try:
                     disk.write({o: {n: p.data for n, p in layers[o].module._parameters.items()}
                                 for o in lv.layers})
