@@ -29,7 +29,6 @@ from .memory import MemoryMeter
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
 from mpl.mechanism.tiered import LOW_DTYPES
-from mpl.mechanism.tiered import tier_sets as _tier_sets
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
