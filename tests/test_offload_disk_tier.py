@@ -202,10 +202,10 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
     refused(head + f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "
             f"path = \"{tmp_path}\" }}\n  }}\n  schedule {{ mode = cpu_fallback }}\n}}\n",
             "cpu_fallback")
-    # vLLM's live offload runs no tiers yet, and says so
+    # vLLM's live offload runs the same full-precision tiers (tests/test_vllm_live_tiers.py)
     from mpl.api import not_live_yet
     pol = tiered(tmp_path)
-    assert "vLLM's live offload does not run yet" in not_live_yet(pol.ir, "vllm")
+    assert not_live_yet(pol.ir, "vllm") is None
     assert not_live_yet(pol.ir, "huggingface") is None
 
 

@@ -110,9 +110,12 @@ def test_runner_refuses_bad_offload_arguments_before_importing_vllm(model):
                      policy="policy b { cache { capacity = 4  eviction = belady } }")
     with pytest.raises(VllmIntegrationError, match="enforce_eager=False"):
         PolicyRunner(model=str(model), offload=True, policy=pol, enforce_eager=False)
-    # memory tiers run in replay (and shadow mode), not live yet: refused, saying so
-    tiers = "policy t { hierarchy { tier hot { location = gpu  capacity = 6 } } }"
-    with pytest.raises(VllmIntegrationError, match="uses memory tiers .* replay"):
+    # a low-precision tier runs in HuggingFace attach only: refused before vLLM starts,
+    # located at the tier
+    tiers = ("policy t { hierarchy { tier hot { location = gpu  capacity = 6 }\n"
+             "tier q { location = gpu  dtype = int8  capacity = 12 }\n tier r { location = cpu } } }")
+    with pytest.raises(VllmIntegrationError,
+                       match="^<text>:2: tier 'q' .* int8.* vLLM's live offload does not run"):
         PolicyRunner(model=str(model), offload=True, policy=tiers)
 
 

@@ -132,16 +132,39 @@ def place_of(device) -> str:
     return DEVICE if getattr(device, "type", str(device).split(":")[0]) == "cuda" else HOST
 
 
-def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device) -> Footprint:
+def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
+    """Add what the memory tiers of a live run allocate in host memory before the host
+    store (``mpl.mechanism.tiered.TierBuild.open`` and the first transient read): each disk
+    tier's host cache (its host tier's slots, one record each) and the one bounce record;
+    returns the MoE-layer ordinals on disk (they keep no host copy)."""
+    from .disk import IO_ALIGN, RecordLayout
+
+    stride = RecordLayout(template).stride
+    on_disk: set = set()
+    for lv in tier_layout.levels:
+        if lv.layers and lv.disk is not None:
+            on_disk.update(lv.layers)
+            fp.add("host tier cache", HOST, stride * lv.tiers[lv.read_into].slots + IO_ALIGN)
+    if on_disk:
+        fp.add("disk bounce record", HOST, stride + IO_ALIGN)
+    return on_disk
+
+
+def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device,
+                  tier_layout=None) -> Footprint:
     """What ``mpl.mechanism.live.LiveExecutor`` allocates for ``layers`` (``[E, ...]`` tensors
     per MoE layer) and the caller then releases: the host store's arena (every expert, the
     engine's copies still alive), the slot pool (``num_slots + stream_slots + 1`` entries
-    on ``device``), then the engine's own copies released."""
+    on ``device``), then the engine's own copies released. With memory tiers
+    (``tier_layout``, the runtime's): first each disk tier's host cache and the bounce
+    record (:func:`tier_host`), and the host store holds the layers in host memory only."""
     from .device import ALIGN
 
     fp = Footprint()
+    on_disk = tier_host(fp, tier_layout, layers[0]) if tier_layout is not None else set()
     fp.add("host store", HOST, sum(t.numel() * t.element_size() + ALIGN
-                                   for layer in layers for t in layer.values()))
+                                   for o, layer in enumerate(layers) if o not in on_disk
+                                   for t in layer.values()))
     entry = sum(t[0].numel() * t.element_size() + ALIGN for t in layers[0].values())
     fp.add("device slot pool", place_of(device), (num_slots + stream_slots + 1) * entry)
     for where in (HOST, DEVICE):

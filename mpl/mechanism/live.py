@@ -32,6 +32,18 @@ Per planned dispatch:
 A forward without a Plan (an engine's warm-up or memory-profiling run, outside any
 scheduled step) is computed the same way with every expert streamed, and counted apart: it
 never touches the policy's runtime or the copy counts that must equal its loads.
+
+**Memory tiers** (SPEC §12; a policy with a ``hierarchy`` at the checkpoint's precision: the
+device cache over host memory, or over a host tier with a capacity over a disk tier): the
+adapter builds a :class:`mpl.mechanism.tiered.TierBuild` (the disk tiers' files written
+from the engine's tensors) and passes it as ``tiers``. The host store then holds only the
+layers whose last tier is host memory; each disk tier's host cache holds its host tier's
+slots; a :class:`mpl.mechanism.tiered.TierExecutor` (the one HuggingFace attach runs)
+carries out each Plan's evictions, tier steps and Loads in the runtime's order, checked
+against the runtime (disk reads into host-cache records by reader threads, promotions into
+device slots from those records, demotions device -> host record, prefetch copies whose
+read is still running deferred to the next forward), and streams an expert from the host
+tier that holds it. Low-precision gpu tiers stay HuggingFace attach's (refused here).
 """
 
 from __future__ import annotations
@@ -81,10 +93,13 @@ class LiveExecutor:
     the host store's for the CPU pass) and returns its output; ``first`` is True for the
     first call of a dispatch (the engine's shared experts run there once).
     ``cpu_kernel`` (same signature) computes CPU-placed experts from the host store; None
-    when the policy never places experts on the CPU."""
+    when the policy never places experts on the CPU. ``tiers``: the memory tiers of a
+    tiered runtime (a :class:`mpl.mechanism.tiered.TierBuild`, its files written; required
+    exactly when ``runtime.tier_layout`` is set), with ``readers`` disk reader threads."""
 
     def __init__(self, runtime, layers: list[dict], device, *, kernel, cpu_kernel=None,
-                 stream_slots: int, ops: SyncOps | None = None) -> None:
+                 stream_slots: int, ops: SyncOps | None = None, tiers=None,
+                 readers: int = 4) -> None:
         self.runtime = runtime
         self.device = torch.device(device)
         self.ops = ops = ops or SyncOps(self.device)
@@ -93,14 +108,42 @@ class LiveExecutor:
         self.num_layers = len(layers)
         first = next(iter(layers[0].values()))
         self.num_experts = int(first.shape[0])
-        self.store = HostStore(ops)
-        self.hosts = self.store.build(layers)
         if stream_slots < 1:
             raise LiveError(
                 f"stream_slots = {stream_slots}: at least one transient slot is needed (a step "
                 "whose distinct experts exceed the cache, and a warm-up run, stream experts "
                 "through them, in passes when there are more experts than transient slots)")
-        self.pool = SlotPool(self.hosts[0], runtime.num_slots, stream_slots, self.device, ops)
+        tiered = getattr(runtime, "tier_layout", None) is not None
+        if tiered != (tiers is not None):
+            raise LiveError("a runtime with memory tiers needs its tiers (tiers=TierBuild(...)), "
+                            "and only such a runtime takes them" if tiered else
+                            "tiers were given for a runtime without memory tiers")
+        if tiers is not None and tiers.lows:
+            lv, spec, _ = tiers.lows[0]
+            raise LiveError(f"tier '{spec.name}' ({spec.dtype}) of {lv.label}: low-precision "
+                            "gpu tiers run in HuggingFace attach only")
+        self.expert_bytes_total = sum(t.numel() * t.element_size()
+                                      for layer in layers for t in layer.values())
+        self.store = HostStore(ops)
+        self.tiers = None
+        try:
+            if tiers is None:
+                self.hosts = self.store.build(layers)
+            else:
+                tiers.open(ops)
+                ram = tiers.in_ram
+                self.hosts = [{} for _ in layers]
+                if ram:         # (every layer on disk: no host store at all)
+                    for o, host in zip(ram, self.store.build([layers[o] for o in ram])):
+                        self.hosts[o] = host
+            self.pool = SlotPool(layers[0], runtime.num_slots, stream_slots, self.device, ops)
+            if tiers is not None:
+                self.tiers = tiers.executor(self.pool, self.hosts, readers)
+        except BaseException:
+            if tiers is not None:
+                tiers.release()
+            self.store.release()
+            raise
         self.staging = Staging(ops)
         self._plans: dict[int, object] = {}
         self.dispatches = 0
@@ -134,6 +177,8 @@ class LiveExecutor:
                 topk_ids: torch.Tensor, shared=None) -> torch.Tensor:
         t0 = time.perf_counter()
         k0 = self.kernel_s
+        if self.tiers is not None:      # deferred prefetch copies land before any compute
+            self.tiers.settle()
         c0 = self.pool.bytes_copied
         got = self._plans.pop(ordinal, None)
         if got is None:
@@ -159,7 +204,8 @@ class LiveExecutor:
     def _planned(self, ordinal, plan, rows, x, topk_weights, topk_ids, shared):
         pool = self.pool
         self.dispatches += 1
-        stall = transfers(pool, plan, self.hosts)
+        stall = (self.tiers.transfers(plan) if self.tiers is not None
+                 else transfers(pool, plan, self.hosts))
         resident, streamed, cpu = placements(plan, pool.content, ordinal)
         calls = passes(resident, streamed, pool.stream_slots)
         out = None
@@ -191,9 +237,15 @@ class LiveExecutor:
             lut[e] = w
             used.append(w)
         stall = 0.0
+        tiers = self.tiers
         for i, e in enumerate(streamed):
             idx = pool.stream_base + i
-            ms = pool.copy_in(idx, self.hosts[ordinal], e, (ordinal, e), STREAMED, count=count)
+            if tiers is None:
+                ms = pool.copy_in(idx, self.hosts[ordinal], e, (ordinal, e), STREAMED, count=count)
+            elif count:     # from the host tier holding it (a transient READ: the bounce record)
+                ms = tiers.source_copy(idx, ordinal, e, STREAMED)
+            else:
+                tiers.unplanned_copy(idx, ordinal, e)
             if count:
                 stall += ms
             else:
@@ -223,6 +275,9 @@ class LiveExecutor:
         if self.cpu_kernel is None:
             raise LiveError("the plan places experts on the CPU but this engine has no CPU "
                             "expert kernel")
+        if not self.hosts[ordinal]:
+            raise LiveError(f"the plan computes experts of MoE layer {ordinal} on the CPU, but "
+                            "its experts are on the disk tier (no host copy to compute from)")
         got = self.ops.fetch([x, topk_weights, topk_ids])
         hx, hw, hid = (t.clone() for t in got)
         mask = torch.zeros(self.num_experts, dtype=torch.bool)
@@ -253,7 +308,10 @@ class LiveExecutor:
 
     # ------------------------------------------------------------------ stats
     def flush_stalls(self) -> None:
-        """Collect every pending CUDA stall measurement (waits for the copies)."""
+        """Collect every pending CUDA stall measurement (waits for the copies; with memory
+        tiers, every deferred copy issued and every disk read waited for first)."""
+        if self.tiers is not None:
+            self.tiers.drain()
         ms = self.pool.flush_stalls()
         if ms:
             self.stall_ms += ms
@@ -282,8 +340,9 @@ class LiveExecutor:
             "stream_slots": pool.stream_slots,
             "pool_bytes": pool.nbytes,
             "expert_bytes": pool.entry_bytes,
-            "expert_bytes_total": self.store.nbytes,
+            "expert_bytes_total": self.expert_bytes_total,
             "host_store_bytes": self.store.arena_bytes,
+            "tiers": self.tiers.stats() if self.tiers is not None else None,
             "device": str(pool.device),
             "unplanned_dispatches": self.unplanned_dispatches,
             "unplanned_copies": self.unplanned_copies,
@@ -295,7 +354,12 @@ class LiveExecutor:
         }
 
     def release(self) -> None:
+        """Wait for everything in flight, then free the pool, the host store and the tiers'
+        host caches and reader threads (the disk tiers' files are the adapter's: it reads
+        the layers back from them first, then ``TierBuild.remove``)."""
         self.flush_stalls()
+        if self.tiers is not None:
+            self.tiers.release()
         self.pool.clear()
         self.staging = None
         self.store.release()

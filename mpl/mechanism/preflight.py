@@ -167,24 +167,24 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     under the top tier, on the host or on another device, or over a host tier with a
     capacity or a disk tier; a second gpu tier at the checkpoint's precision or one on
     another device, a set of tiers without a gpu tier on top, a second host tier,
-    ``granularity_split`` above 1, and
-    computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier. vLLM's live
-    offload runs no memory tiers yet."""
+    ``granularity_split`` above 1, and computing on the CPU (``cpu_fallback``, ``hybrid``)
+    over a disk tier.
+
+    vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
+    device cache over host memory, or over a host tier with a capacity and a disk tier with
+    a ``path``: ``mpl.mechanism.live.LiveExecutor`` with ``mpl.mechanism.tiered``), and
+    refuses everything above plus a disk tier without ``path`` (vLLM holds the experts in
+    its own kernel layout, not read from the checkpoint) and any low-precision tier
+    (``int8``/``int4``: HuggingFace attach only)."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
         raise ValueError(f"engine must be one of {', '.join(LIVE_ENGINES)}, got {engine!r}")
     where = pir.source_path or "<text>"
-    block, line = (("hierarchy", pir.hierarchy.source_line) if pir.hierarchy is not None
-                   else ("per_layer_hierarchy", pir.bands[0].source_line))
+    line = (pir.hierarchy.source_line if pir.hierarchy is not None
+            else pir.bands[0].source_line)
     replay = ("replay it on a trace of the model (mplc replay POLICY --trace T, or "
               "policy.replay(trace)) to see what its tiers do")
-    if engine == "vllm":
-        return (f"{where}:{line or pir.source_line}: policy '{pir.name}' uses memory tiers "
-                f"('{block}'), which vLLM's live offload does not run yet (HuggingFace attach "
-                f"runs gpu tiers at the checkpoint's precision and at int8/int4, host and disk "
-                f"tiers): {replay}; offload in vLLM with "
-                f"a policy with a 'cache' block")
     sets = ([("the hierarchy", pir.hierarchy)] if pir.hierarchy is not None else []) + \
         [(f"band layers = {b.layers.first}..{b.layers.last}", b.hierarchy) for b in pir.bands]
 
@@ -205,6 +205,12 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             if not low:
                 continue
             why = None
+            if engine == "vllm":
+                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
+                        f"{low[0]}, below the checkpoint's precision, which vLLM's live offload "
+                        f"does not run (HuggingFace attach runs low-precision gpu tiers; vLLM "
+                        f"runs tiers at the checkpoint's precision: a gpu tier over host "
+                        f"memory, or over a host tier and a disk tier): {replay}")
             if t.location.kind != "gpu":
                 why = "on the host (a low-precision tier runs on the device)"
             elif i == 0:
@@ -247,6 +253,11 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         if kinds[-1] == "disk":
             disk_anywhere = True
             t = tiers[-1]
+            if t.path is None and engine == "vllm":
+                return (f"{at(t, h)}: the disk tier '{t.name}' of policy '{pir.name}' has no "
+                        f"path: vLLM's live offload does not read the checkpoint's own files "
+                        f"(HuggingFace attach does); give it path = \"FOLDER\" (the experts "
+                        f"are written there when the policy starts)")
         if h.granularity_split > 1:
             return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' splits "
                     f"experts into {h.granularity_split} parts (granularity_split), which live "

@@ -30,10 +30,11 @@ def policy_runtime(policy, header: TraceHeader, *, hardware=None):
 
     profile = hw.resolve(hardware)
     eb, costs = hw.costs_for_trace(profile, policy.ir, header)
-    # (per-layer pins name decoder-layer ids: the trace's header maps them to its ordinals)
-    ids = {"layer_ids": tuple(header.moe_layers)} if policy.ir.layer_pins else {}
+    # (per-layer pins and bands name decoder-layer ids: the trace's header maps them to its
+    # ordinals; memory tiers take the checkpoint's precision as a replay of the trace does)
     rt = policy.runtime(header.num_moe_layers, header.num_experts, header.top_k,
-                        expert_bytes=eb, cost=hw.runtime_cost_model(costs), **ids)
+                        expert_bytes=eb, cost=hw.runtime_cost_model(costs),
+                        **hw.tier_arguments(policy.ir, header))
     return profile, costs, rt
 
 

@@ -124,6 +124,7 @@ class TierExecutor:
         self.demotions = 0                  # device -> host copies
         self.host_evictions = 0
         self.deferred_copies = 0
+        self.unplanned_reads = 0            # disk reads of forwards no Plan drove
         self.wait_ms = 0.0                  # the engine thread waited for reads
         self._served: dict = {}             # key -> (area, slot): computed from a low tier
         self.areas = list({id(lv.low): lv.low for lv in levels
@@ -163,9 +164,10 @@ class TierExecutor:
         self.disk_reads += 1
         self.disk_bytes += c.layout.stride
 
-    def _bounce_read(self, lv: LevelMech, key) -> tuple:
+    def _bounce_read(self, lv: LevelMech, key, planned: bool = True) -> tuple:
         """A transient READ: the record read now into the bounce buffer (one record,
-        allocated the first time one is needed)."""
+        allocated the first time one is needed). ``planned``: False for a read no Plan
+        made (:meth:`unplanned_copy`), counted apart from the runtime's disk reads."""
         if self.bounce is None:
             self.bounce = HostCache(self.layout, 1, self.ops)
         for ev in self._bounce_users:
@@ -179,6 +181,9 @@ class TierExecutor:
         except Exception as e:
             raise LiveError(f"the disk tier could not be read: {e}") from None
         self.wait_ms += (time.perf_counter() - t0) * 1e3
+        if not planned:
+            self.unplanned_reads += 1
+            return self.bounce.tensors, 0
         self.disk_reads += 1
         self.bounce_reads += 1
         self.disk_bytes += self.layout.stride
@@ -217,6 +222,32 @@ class TierExecutor:
             return ms
         raise LiveError(f"the plan copies expert {expert} of MoE layer {ordinal} to the device, "
                         f"but no host tier holds it: the runtime and the mechanism disagree")
+
+    def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
+        """Copy expert ``expert`` of MoE layer ``ordinal`` into the transient pool entry
+        ``entry`` for a forward no Plan drove (an engine's warm-up or profiling run): from
+        the host tier holding it, else read from the disk into the bounce record. Counted
+        nowhere the runtime's statistics are compared (no copy, no disk read of the
+        policy's: ``unplanned_reads``), and no record of the host tier changes."""
+        key = (ordinal, expert)
+        pool = self.pool
+        lv = self.levels[ordinal]
+        if lv.cache is None:
+            pool.copy_in(entry, self.hosts[ordinal], expert, key, STREAMED, count=False)
+            return
+        c = lv.cache
+        j = c.where.get(key)
+        if j is not None:
+            self._wait_read(c, j)
+            pool.copy_in(entry, c.tensors, j, key, STREAMED, count=False)
+            users = c.users[j]
+        else:
+            tensors, i = self._bounce_read(lv, key, planned=False)
+            pool.copy_in(entry, tensors, i, key, STREAMED, count=False)
+            users = self._bounce_users
+        ev = pool.ready[entry]
+        if ev is not None:
+            users.append(ev)
 
     # ------------------------------------------------------------------ a Plan
     def settle(self) -> None:
@@ -494,6 +525,7 @@ class TierExecutor:
             "demotions": self.demotions,
             "host_evictions": self.host_evictions,
             "deferred_copies": self.deferred_copies,
+            "unplanned_reads": self.unplanned_reads,
             "read_wait_ms": self.wait_ms,
             "read_busy_ms": self.readers.busy_ms if self.readers is not None else 0.0,
             "readers": self.readers.threads if self.readers is not None else 0,
@@ -528,3 +560,181 @@ class TierExecutor:
             self.bounce.release()
         for a in self.areas:
             a.release()
+
+
+# ---------------------------------------------------------------------------- building
+#: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
+LOW_DTYPES = ("int8", "int4")
+
+
+def tier_sets(ir) -> list:
+    """The sets of tiers of a policy's IR: its hierarchy's, then each band's."""
+    return ([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]
+
+
+def tier_dtype_misfit(ir, dtype) -> str | None:
+    """Why a tier of policy ``ir`` cannot hold the checkpoint's bytes of experts stored at
+    ``dtype`` (a torch dtype): one naming a floating-point precision other than the model's
+    would hold converted copies. Located, one line; None when every tier fits (the
+    low-precision tiers, which ``not_live_yet`` has placed, and the disk tier, which holds
+    the checkpoint's bytes, are not asked)."""
+    import torch
+
+    own = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}.get(dtype)
+    where = ir.source_path or "<text>"
+    for h in tier_sets(ir):
+        for t in h.tiers:
+            if t.dtype in LOW_DTYPES:
+                continue
+            if t.dtype is not None and t.location.kind != "disk" and t.dtype != own:
+                return (f"{where}:{t.source_line or h.source_line or ir.source_line}: tier "
+                        f"'{t.name}' of policy '{ir.name}' holds experts at {t.dtype}, but the "
+                        f"model's experts are {own or dtype}: live execution runs tiers at the "
+                        f"checkpoint's precision; remove the tier's dtype"
+                        + (f" or write dtype = {own}" if own else ""))
+    return None
+
+
+class TierBuild:
+    """The memory tiers of one live run, built the same way for every engine adapter (the
+    HuggingFace attach, vLLM's live offload), in two halves around the engine's own change
+    of its layers:
+
+    1. the constructor writes every disk tier's files (``mpl.mechanism.disk.DiskStore``),
+       or for a disk tier without ``path`` checks how the ``checkpoint`` folder's
+       safetensors make the experts (``mpl.mechanism.checkpoint.CheckpointStore``), from
+       ``layers`` (per MoE-layer ordinal, ``{param name: [E, ...] tensor}`` as the
+       engine holds them; ``layer_ids``: their decoder-layer ids, which name the files).
+       Nothing else is allocated; a failure removes every file written and raises
+       :class:`mpl.mechanism.disk.DiskError`, its message located at the tier when ``ir``
+       (the policy's IR) is given;
+    2. :meth:`open` opens the files and allocates each disk tier's host cache (the runtime's
+       slots of its host tier); the adapter then builds the host store of :attr:`in_ram`
+       (the layers whose last tier is host memory), allocates the slot pool and calls
+       :meth:`executor` for the :class:`TierExecutor` that carries out the Plans' steps.
+
+    The layers on disk keep no host copy: :meth:`read_layer` reads one back (detach), and
+    :meth:`remove` deletes the files (detach, or a failed attach)."""
+
+    def __init__(self, runtime, layers: list[dict], layer_ids, *, ir=None,
+                 checkpoint: str | None = None) -> None:
+        from .checkpoint import CheckpointStore
+        from .disk import DiskError, DiskStore, RecordLayout
+
+        lay = runtime.tier_layout
+        if lay is None:
+            raise LiveError("the runtime has no memory tiers")
+        template = layers[0]
+        self.E = E = int(next(iter(template.values())).shape[0])
+        self.layout = RecordLayout(template)
+        self.levels: list = [None] * len(layers)
+        self.disks: list = []
+        #: (LevelSpec, its low-precision TierSpec, its LevelMech)
+        self.lows: list = []
+        src = {}
+        if ir is not None:
+            for h in tier_sets(ir):
+                for t in h.tiers:
+                    src.setdefault(t.name, t.source_line or h.source_line)
+        try:
+            for lv in lay.levels:
+                if not lv.layers:
+                    continue
+                if lv.disk is None:
+                    mech = LevelMech(None, None, lv.last_tier, None)
+                    low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
+                    if low:
+                        self.lows.append((lv, low[0], mech))
+                else:
+                    spec = lv.tiers[lv.disk]
+                    pairs = [(o, int(layer_ids[o])) for o in lv.layers]
+                    if spec.path is not None:
+                        disk = DiskStore(spec.path, self.layout, pairs, E)
+                    elif checkpoint is not None:     # the checkpoint's own files
+                        disk = CheckpointStore(checkpoint, self.layout, pairs, E)
+                    else:
+                        where = ("" if ir is None else
+                                 f"{ir.source_path or '<text>'}:{src.get(spec.name) or ir.source_line}: ")
+                        of = "" if ir is None else f" of policy '{ir.name}'"
+                        raise DiskError(
+                            f"{where}the disk tier '{spec.name}'{of} has no path, and this "
+                            f"model was not loaded from a folder of .safetensors files (it was "
+                            f"built from a config, or loaded from .bin files): give the tier "
+                            f"path = \"FOLDER\" (the experts are written there once)")
+                    try:
+                        disk.write({o: layers[o] for o in lv.layers})
+                    except DiskError as e:
+                        if ir is None:
+                            raise DiskError(f"disk tier '{spec.name}': {e}") from None
+                        where = ir.source_path or "<text>"
+                        raise DiskError(f"{where}:{src.get(spec.name) or ir.source_line}: disk "
+                                        f"tier '{spec.name}' of policy '{ir.name}': {e}") from None
+                    self.disks.append(disk)
+                    mech = LevelMech(None, disk, lv.read_into, lv.disk)
+                for o in lv.layers:
+                    self.levels[o] = mech
+        except BaseException:
+            self.remove()
+            raise
+        self._lay = lay
+        self._caches: list = []
+
+    @property
+    def on_disk(self) -> list[int]:
+        """The MoE-layer ordinals whose experts the disk holds (no host copy)."""
+        return [o for o, lv in enumerate(self.levels) if lv.disk is not None]
+
+    @property
+    def in_ram(self) -> list[int]:
+        """The MoE-layer ordinals whose last tier is host memory (the host store's)."""
+        return [o for o, lv in enumerate(self.levels) if lv.disk is None]
+
+    def open(self, ops) -> None:
+        """Open the files; one host cache per set of tiers over a disk."""
+        from .disk import HostCache
+
+        for d in self.disks:
+            d.open()
+        for lv in self._lay.levels:
+            if not lv.layers or lv.disk is None:
+                continue
+            mech = self.levels[lv.layers[0]]
+            mech.cache = HostCache(self.layout, lv.tiers[lv.read_into].slots, ops)
+            self._caches.append(mech.cache)
+
+    def executor(self, pool, hosts: list, readers: int, *, transposed: bool = False) -> TierExecutor:
+        """The :class:`TierExecutor` over ``pool`` (``hosts``: per ordinal the host store's
+        tensors, ``{}`` for a layer on disk; ``readers``: disk reader threads), with the
+        device areas of the low-precision tiers (``transposed``: the engine's expert
+        matrices are ``[in, out]``)."""
+        from .disk import Readers
+        from .lowprec import LowPrecArea, QuantLayout
+
+        template = {n: t for n, t in pool.tensors.items()}
+        for lv, spec, mech in self.lows:
+            qlay = QuantLayout(template, spec.dtype, transposed=transposed)
+            # the runtime's slots of that tier (capped at the keys of its layers)
+            slots = min(spec.slots, len(lv.layers) * self.E)
+            mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
+                                   index=spec.index)
+        return TierExecutor(pool, self.levels, hosts, self.layout if self.disks else None,
+                            Readers(readers) if self.disks else None)
+
+    def read_layer(self, ordinal: int, template: dict) -> dict:
+        """Every expert of MoE layer ``ordinal`` read back from its file, as fresh
+        ``[E, ...]`` tensors named as ``template``'s."""
+        return self.levels[ordinal].disk.read_layer(ordinal, template)
+
+    def release(self) -> None:
+        """Unlock the host caches and close the files (the executor, once made, does the
+        same for what it holds; both may run)."""
+        for c in self._caches:
+            c.release()
+        for lv in self.levels:
+            if lv is not None and lv.low is not None:
+                lv.low.release()
+
+    def remove(self) -> None:
+        """Close and delete every file written (detach, or a failed attach)."""
+        for d in self.disks:
+            d.remove()

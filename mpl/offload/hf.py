@@ -29,6 +29,7 @@ from .lookahead import Lookahead
 from .memory import MemoryMeter
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
+from mpl.mechanism.tiered import LOW_DTYPES
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -375,16 +376,10 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
     if not tiered:
         fp.add("host store", HOST, sum(n + k * ALIGN for _o, n, k, _d in own))
     else:
-        from mpl.mechanism.disk import IO_ALIGN, RecordLayout
+        from mpl.mechanism.footprint import tier_host
 
-        stride = RecordLayout({n: p.data for n, p in layers[0].module._parameters.items()}).stride
-        on_disk = set()
-        for lv in runtime.tier_layout.levels:
-            if lv.layers and lv.disk is not None:
-                on_disk.update(lv.layers)
-                fp.add("host tier cache", HOST, stride * lv.tiers[lv.read_into].slots + IO_ALIGN)
-        if on_disk:
-            fp.add("disk bounce record", HOST, stride + IO_ALIGN)
+        on_disk = tier_host(fp, runtime.tier_layout,
+                            {n: p.data for n, p in layers[0].module._parameters.items()})
         fp.add("host store", HOST, sum(n + k * ALIGN for o, n, k, _d in own if o not in on_disk))
         fp.add("device slot pool", place(dev), pool)
         from mpl.mechanism.lowprec import QuantLayout
@@ -481,7 +476,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         kw["cost"] = cost
     tiered = bool(getattr(policy.ir, "tiered", False))
     if tiered:
-        # as a replay of this model's trace sizes them (mpl.sim.tierreport.tier_arguments)
+        # as a replay of this model's trace sizes them (mpl.timemodel.hardware.tier_arguments)
         bits = shape.bytes_per_param * 8
         kw["layer_ids"] = tuple(b.layer_id for b in layers)
         kw["stored_bits"] = bits if bits in (16, 32) else None
@@ -546,13 +541,6 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
 
 
 # ---------------------------------------------------------------------------- memory tiers
-_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
-#: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
-LOW_DTYPES = ("int8", "int4")
-
-
-def _tier_sets(ir):
-    return ([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]
 
 
 def _check_tier_dtypes(ir, binding) -> None:
@@ -560,20 +548,11 @@ def _check_tier_dtypes(ir, binding) -> None:
     copies (not the checkpoint's bytes): refused, located (live tiers run at the
     checkpoint's precision, and at int8 / int4 for a low-precision gpu tier, which
     ``not_live_yet`` has placed)."""
-    dt = next(iter(binding.module.parameters(recurse=False))).dtype
-    own = _DTYPE_NAMES.get(dt)
-    where = ir.source_path or "<text>"
-    for h in _tier_sets(ir):
-        for t in h.tiers:
-            if t.dtype in LOW_DTYPES:
-                continue
-            if t.dtype is not None and t.location.kind != "disk" and t.dtype != own:
-                raise AttachError(
-                    f"{where}:{t.source_line or h.source_line or ir.source_line}: tier "
-                    f"'{t.name}' of policy '{ir.name}' holds experts at {t.dtype}, but the "
-                    f"model's experts are {own or dt}: live execution runs tiers at the "
-                    f"checkpoint's precision; remove the tier's dtype"
-                    + (f" or write dtype = {own}" if own else ""))
+    from mpl.mechanism.tiered import tier_dtype_misfit
+
+    why = tier_dtype_misfit(ir, next(iter(binding.module.parameters(recurse=False))).dtype)
+    if why:
+        raise AttachError(why)
 
 
 class TieredHost:
@@ -619,71 +598,26 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     """attach for a policy with memory tiers (``mpl.mechanism.preflight.not_live_yet`` has let it through):
     every set of tiers is the device cache (the runtime's slot pool) over host memory
     holding every expert (the host store, as without tiers), or over a host cache and a disk
-    tier whose files are written here first (``mpl.mechanism.disk``). The Plans' tier steps
-    are carried out by ``mpl.mechanism.tiered.TierExecutor``. Nothing on the model changes
-    until every file is written; a failure after that puts the model back (its experts read
-    back from the files) and removes the files."""
-    from mpl.mechanism.checkpoint import CheckpointStore
-    from mpl.mechanism.disk import DiskError, DiskStore, HostCache, Readers, RecordLayout
-    from mpl.mechanism.lowprec import LowPrecArea, QuantLayout
-    from mpl.mechanism.tiered import LevelMech, TierExecutor
+    tier whose files are written here first, or over a low-precision gpu tier
+    (``mpl.mechanism.tiered.TierBuild``, shared with vLLM's live offload). The Plans' tier
+    steps are carried out by ``mpl.mechanism.tiered.TierExecutor``. Nothing on the model
+    changes until every file is written; a failure after that puts the model back (its
+    experts read back from the files) and removes the files."""
+    from mpl.mechanism.disk import DiskError
+    from mpl.mechanism.tiered import TierBuild
 
-    ir = policy.ir
-    lay = runtime.tier_layout
     E = layers[0].num_experts
     template = {n: p.data for n, p in layers[0].module._parameters.items()}
-    layout = RecordLayout(template)
-    levels: list = [None] * len(layers)
-    disks: list = []
-    lows: list = []          # (LevelSpec, its low-precision TierSpec, its LevelMech)
-    where = ir.source_path or "<text>"
-    src_tiers = {}
-    for h in _tier_sets(ir):
-        for t in h.tiers:
-            src_tiers.setdefault(t.name, t.source_line or h.source_line)
     try:
-        for lv in lay.levels:
-            if not lv.layers:
-                continue
-            if lv.disk is None:
-                mech = LevelMech(None, None, lv.last_tier, None)
-                low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
-                if low:     # not_live_yet let it through: tier 1, over host memory
-                    lows.append((lv, low[0], mech))
-            else:
-                spec = lv.tiers[lv.disk]
-                pairs = [(o, layers[o].layer_id) for o in lv.layers]
-                if spec.path is not None:
-                    disk = DiskStore(spec.path, layout, pairs, E)
-                else:                 # the checkpoint's own files (mpl.mechanism.checkpoint)
-                    folder = _checkpoint_folder(model)
-                    if folder is None:
-                        raise AttachError(
-                            f"{where}:{src_tiers.get(spec.name) or ir.source_line}: the disk "
-                            f"tier '{spec.name}' of policy '{ir.name}' has no path, and this model "
-                            f"was not loaded from a folder of .safetensors files (it was built "
-                            f"from a config, or loaded from .bin files): give the tier "
-                            f"path = \"FOLDER\" (the experts are written there once)")
-                    disk = CheckpointStore(folder, layout, pairs, E)
-                try:
-                    disk.write({o: {n: p.data for n, p in layers[o].module._parameters.items()}
-                                for o in lv.layers})
-                except DiskError as e:
-                    raise AttachError(f"{where}:{src_tiers.get(spec.name) or ir.source_line}: "
-                                      f"disk tier '{spec.name}' of policy '{ir.name}': {e}") from None
-                disks.append(disk)
-                mech = LevelMech(None, disk, lv.read_into, lv.disk)
-            for o in lv.layers:
-                levels[o] = mech
-    except BaseException:
-        for d in disks:
-            d.remove()
-        raise
-
+        build = TierBuild(runtime, [{n: p.data for n, p in b.module._parameters.items()}
+                                    for b in layers], [b.layer_id for b in layers], ir=policy.ir,
+                          checkpoint=_checkpoint_folder(model))
+    except DiskError as e:
+        raise AttachError(str(e)) from None
     store = HostStore(ops)
     saved: dict = {}
     placement: dict = {}
-    on_disk = [b for b in layers if levels[b.ordinal].disk is not None]
+    on_disk = [layers[o] for o in build.on_disk]
     executor = None
 
     def reload() -> None:
@@ -695,19 +629,13 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
             params, _devices = saved[b.module]
             if all(p.numel() for p in params.values()):
                 continue
-            data = levels[b.ordinal].disk.read_layer(b.ordinal, params)
+            data = build.read_layer(b.ordinal, params)
             for n, p in params.items():
                 p.data = data[n]
 
     try:
-        for d in disks:
-            d.open()
-        for lv in lay.levels:             # one host cache per set of tiers over a disk
-            if not lv.layers or lv.disk is None:
-                continue
-            mech = levels[lv.layers[0]]
-            mech.cache = HostCache(layout, lv.tiers[lv.read_into].slots, ops)
-        in_ram = [b for b in layers if levels[b.ordinal].disk is None]
+        build.open(ops)
+        in_ram = [layers[o] for o in build.in_ram]
         hosts_ram = store.build([{n: p.data for n, p in b.module._parameters.items()} for b in in_ram])
         hosts: list = [{} for _ in layers]
         for b, host in zip(in_ram, hosts_ram):
@@ -715,14 +643,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         stream_slots = stream_slots or E        # one transient entry per expert (attach)
         pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
         transposed = bool(getattr(layers[0].module, "is_transposed", False))
-        for lv, spec, mech in lows:      # the device areas of the low-precision tiers
-            qlay = QuantLayout(template, spec.dtype, transposed=transposed)
-            # the runtime's slots of that tier (capped at the keys of its layers)
-            slots = min(spec.slots, len(lv.layers) * E)
-            mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
-                                   index=spec.index)
-        executor = TierExecutor(pool, levels, hosts, layout if disks else None,
-                                Readers(readers) if disks else None)
+        executor = build.executor(pool, hosts, readers, transposed=transposed)
         for b in layers:
             params = OrderedDict(b.module._parameters)
             devices = {n: p.device for n, p in params.items()}
@@ -749,11 +670,11 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     except Exception as e:
         if executor is not None:
             executor.release()
+        build.release()
         reload()
         _restore(layers, saved, placement)
         store.release()
-        for d in disks:
-            d.remove()
+        build.remove()
         if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError, OverflowError)):
             raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots} "
                               f"transient) or the host cache does not fit: lower the policy's "
@@ -763,6 +684,6 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
                     saved, placement, shape, diags)
     if executor.areas:       # the low-precision tiers' device areas count as device memory
         handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas)
-    handle._tiers = (executor, disks, reload)
+    handle._tiers = (executor, build.disks, reload)
     model._mpl_handle = handle
     return handle

@@ -27,7 +27,7 @@ from mpl.sim.tracemodel import describe_expert_size, expert_size_source, with_mo
 from mpl.timemodel import hardware as hw
 from mpl.timemodel.tiers import TieredTimeline
 from mpl.timemodel.timeline import Timeline, arrived_stats as _arrived, summary as _sim_summary
-from mpl.sim.tierreport import host_memory_notes, tier_arguments, tier_belady, tier_lines
+from mpl.sim.tierreport import host_memory_notes, tier_belady, tier_lines
 from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
 
 
@@ -430,7 +430,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         stats = _arrived(stats, tl)
     else:
         rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
-                            **tier_arguments(ir, h))
+                            **hw.tier_arguments(ir, h))
         runtime = {"backend": rt.backend, "reason": rt.backend_reason,
                    # (pure because of this policy, where the compiled engine is in use)
                    "policy_reason": rt.backend_reason if rt.backend == "pure" and

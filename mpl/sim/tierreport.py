@@ -1,23 +1,11 @@
-"""What a replay adds for a policy with memory tiers (SPEC §12): the runtime's tier arguments
-from the trace, Belady's optimum for the top tiers, notes on host memory, and the per-tier
-lines of the text report. docs/simulation.md, "Memory tiers"."""
+"""What a replay adds for a policy with memory tiers (SPEC §12): Belady's optimum for the top
+tiers, notes on host memory, and the per-tier lines of the text report (the runtime's tier
+arguments from the trace are ``mpl.timemodel.hardware.tier_arguments``, which live engines
+share). docs/simulation.md, "Memory tiers"."""
 
 from __future__ import annotations
 
 from mpl.sim.belady import BeladyResult, requests_of, simulate
-
-
-def tier_arguments(ir, header) -> dict:
-    """The runtime's layer and memory-tier arguments for a trace (``{}`` for a policy that
-    needs neither): the MoE layers' decoder-layer ids (bands and per-layer pins name them) and,
-    with tiers, the checkpoint's precision (the model's, when the trace's model is known; else
-    16-bit)."""
-    if not getattr(ir, "tiered", False):
-        return {"layer_ids": tuple(header.moe_layers)} if getattr(ir, "layer_pins", ()) else {}
-    shape = header.shape
-    bits = int(shape.bytes_per_param * 8) if shape is not None else None
-    return {"layer_ids": tuple(header.moe_layers),
-            "stored_bits": bits if bits in (16, 32) else None}
 
 
 def tier_belady(trace, layout, num_experts: int) -> BeladyResult:

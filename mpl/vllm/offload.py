@@ -8,6 +8,13 @@ with a message naming it): the unquantized MoE method (``UnquantizedFusedMoEMeth
 the CPU build's kernel (its prepacked layout is copied as is: each expert's rows are
 independent) or the Triton kernel on CUDA; no expert parallelism, no EPLB, no expert biases,
 no monolithic kernels; eager mode.
+
+A policy with memory tiers at the checkpoint's precision (``mpl.mechanism.preflight.
+not_live_yet`` lets exactly those through) runs on the same executor: the device cache over
+host memory, or over a host tier with a capacity and a disk tier whose files are written
+here, from the engine's own expert rows (``mpl.mechanism.tiered.TierBuild``), before the
+layers change; the layers on disk keep no host copy. ``close`` reads them back from the
+files and removes the files.
 """
 
 from __future__ import annotations
@@ -133,10 +140,12 @@ def _cpu_kernel_of(runners, device, kernel):
 
 class Offload:
     """Installed on the MoE layers of a worker's model (``runners``: the capture's MoE
-    layers, in ordinal order). ``runtime``: the policy's live runtime."""
+    layers, in ordinal order). ``runtime``: the policy's live runtime; ``ir``: the policy's
+    IR (memory tiers: refusals located at its tiers); ``readers``: a disk tier's reader
+    threads."""
 
     def __init__(self, runners, runtime, *, stream_slots: int | None = None, cpu_capable: bool,
-                 ops=None) -> None:
+                 ops=None, ir=None, readers: int = 4) -> None:
         check_supported(runners)
         from mpl.mechanism.device import ops_for
 
@@ -165,20 +174,41 @@ class Offload:
                 "distinct experts exceed the cache streams them through the transient slots, "
                 "in passes when they are more than the slots)")
         layers = [{n: getattr(r.routed_experts, n).data for n in WEIGHTS} for r in runners]
+        tiers = getattr(runtime, "tier_layout", None)
+        if tiers is not None and ir is not None:
+            from mpl.mechanism.tiered import tier_dtype_misfit
+            why = tier_dtype_misfit(ir, first.w13_weight.dtype)
+            if why:
+                raise VllmIntegrationError(why)
         from mpl.mechanism import footprint
-        why = footprint.refusal(footprint.live_executor(layers, runtime.num_slots, stream, device),
+        why = footprint.refusal(footprint.live_executor(layers, runtime.num_slots, stream, device,
+                                                        tier_layout=tiers),
                                 "live offload of this model", host=footprint.host_available(),
                                 device=footprint.device_free(device), device_name=str(device))
         if why:
             raise VllmIntegrationError(why)
+        self.tier_build = None
+        if tiers is not None:    # the disk tiers' files, written before the layers change
+            from mpl.mechanism.disk import DiskError
+            from mpl.mechanism.tiered import TierBuild
+            try:
+                self.tier_build = TierBuild(runtime, layers, [r.layer_id for r in runners], ir=ir)
+            except DiskError as e:
+                raise VllmIntegrationError(str(e)) from None
         try:
             self.executor = LiveExecutor(runtime, layers, device, kernel=kernel,
                                          cpu_kernel=cpu_kernel, stream_slots=stream,
-                                         ops=ops or ops_for(device))
-        except (torch.cuda.OutOfMemoryError, MemoryError) as e:
-            raise VllmIntegrationError(
-                f"the slot pool ({runtime.num_slots} cache slots + {stream} transient) does not "
-                f"fit on {device}: lower the policy's capacity ({e})") from None
+                                         ops=ops or ops_for(device), tiers=self.tier_build,
+                                         readers=readers)
+        except BaseException as e:
+            if self.tier_build is not None:
+                self.tier_build.remove()
+            if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
+                raise VllmIntegrationError(
+                    f"the slot pool ({runtime.num_slots} cache slots + {stream} transient) or "
+                    f"the host tier's cache does not fit on {device}: lower the policy's "
+                    f"capacities ({e})") from None
+            raise
         del layers
         # the layers now hold the pool (one storage for all of them), nothing else
         self._saved = []
@@ -212,12 +242,20 @@ class Offload:
         return s
 
     def close(self) -> None:
-        """Put the weights back on the layers (from the host store) and their own forward."""
+        """Put the weights back on the layers (from the host store, or read back from a disk
+        tier's files) and their own forward; a disk tier's files are removed."""
         hosts = self.executor.hosts
-        for r, saved, host in zip(self.runners, self._saved, hosts):
-            re_ = r.routed_experts
-            re_.__dict__.pop("forward_modular", None)
-            for n, p in saved.items():
-                p.data = host[n].to(p.device).clone()
-                setattr(re_, n, p)
-        self.executor.release()
+        build = self.tier_build
+        self.executor.flush_stalls()
+        try:
+            for o, (r, saved, host) in enumerate(zip(self.runners, self._saved, hosts)):
+                re_ = r.routed_experts
+                re_.__dict__.pop("forward_modular", None)
+                data = host if host else build.read_layer(o, saved)
+                for n, p in saved.items():
+                    p.data = data[n].to(p.device).clone() if host else data[n].to(p.device)
+                    setattr(re_, n, p)
+            self.executor.release()
+        finally:
+            if build is not None:
+                build.remove()

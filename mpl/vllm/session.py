@@ -104,7 +104,8 @@ class Session:
                 modes = features(policy.ir).modes
                 self.offload = Offload(self.capture.runners, rt,
                                        stream_slots=config.get("stream_slots"),
-                                       cpu_capable="cpu_fallback" in modes or "hybrid" in modes)
+                                       cpu_capable="cpu_fallback" in modes or "hybrid" in modes,
+                                       ir=policy.ir)
                 self.live_policy = policy
                 self.capture.on_dispatch = self.offload.executor.plan
             else:
