@@ -8,6 +8,7 @@ A policy whose eviction is ``belady`` (replay only) is answered by the oracle it
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -49,6 +50,9 @@ class ReplayReport:
     notes: list = field(default_factory=list)   # what an override was taken to mean
     tiers: list | None = None       # memory tiers: each set's tiers on the trace's shape
     runtime: dict | None = None     # the runtime's backend, and why it is pure when it is
+    # replay(checkpoint=head): {"dispatches", "stats", "sim"} after the head's dispatches, as
+    # a replay of the head alone reports them
+    checkpoint: dict | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -385,12 +389,18 @@ def _checked_overrides(capacity, params) -> dict:
 
 def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
            progress: bool | None = False, params: dict | None = None,
-           model=None) -> ReplayReport:
+           model=None, checkpoint: Trace | None = None) -> ReplayReport:
     """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
     text, which mpl.api.replay loads). ``capacity`` overrides cache.capacity; ``params`` overrides
     other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
     Profile (default rtx-4090). ``model``: the trace's model (a preset name, a config.json
-    path or a ModelShape) when its header does not name a preset (mpl.sim.tracemodel)."""
+    path or a ModelShape) when its header does not name a preset (mpl.sim.tracemodel).
+
+    ``checkpoint``: a head of ``trace`` (its first dispatches, e.g. :func:`mpl.tune.prefix`);
+    the report's :attr:`ReplayReport.checkpoint` holds the statistics and the simulated time
+    after those dispatches, as a replay of the head alone reports them: a runtime decides
+    from what it has seen, so they are read from the same replay when it passes them (the
+    oracle, which sees the future, replays the head apart)."""
     t_start = time.perf_counter()
     overrides = _checked_overrides(capacity, params)
     trace = with_model(_as_trace(trace), model)
@@ -425,9 +435,19 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
 
     tiers = runtime = None
+    mark = None
+    if checkpoint is not None:
+        mark = len(checkpoint)
+        if mark < 1 or mark >= len(trace):
+            raise ValueError(f"checkpoint: a head of the trace ({len(trace)} dispatches), not "
+                             f"{mark} dispatches")
+    at = None                   # the checkpoint's (stats, timeline totals), once passed
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
         stats = _arrived(stats, tl)
+        if mark is not None:        # the oracle sees the future: the head has its own
+            head = replay(policy, checkpoint, hardware=profile, belady=False)
+            at = (head.stats, head.sim)
     else:
         rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
                             **tier_arguments(ir, h))
@@ -446,10 +466,24 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         cap0 = rt.num_slots if features(ir).adapts_capacity else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
         every = bar.every if bar.on else 0
+        if mark is not None:
+            draw, step_every = upd, every
+            every = math.gcd(every, mark) if every else mark
+            done_at = []
+
+            def upd(count):
+                if count == mark:       # the state is whole here (mpl.runtime.guard)
+                    done_at.append((_arrived(rt.stats(), tl), tl.to_dict()))
+                if step_every and count % step_every == 0:
+                    draw(count)
         # the runtime's backend replays the trace (its pack or its records, made once per
         # trace while a sweep or a tune holds it)
         _tracepack.replay_trace(rt, trace, tl, upd, every)
-        upd(len(trace))
+        bar.update(len(trace))
+        if mark is not None:
+            hs, ht = done_at[0]
+            hsteps, htokens = _steps_and_tokens(checkpoint)
+            at = (hs, _sim_summary(_Totals(ht), hsteps, htokens))
         stats = _arrived(rt.stats(), tl)     # late prefetches counted apart (SPEC §5)
         bres = None
         if belady and tiers is not None:
@@ -476,7 +510,18 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         runtime=runtime,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
-        elapsed_s=time.perf_counter() - t_start, notes=notes)
+        elapsed_s=time.perf_counter() - t_start, notes=notes,
+        checkpoint=None if at is None else {"dispatches": mark, "stats": at[0], "sim": at[1]})
+
+
+class _Totals:
+    """A timeline's totals taken at a checkpoint (``to_dict``), for :func:`_sim_summary`."""
+
+    def __init__(self, totals: dict):
+        self._totals = totals
+
+    def to_dict(self) -> dict:
+        return dict(self._totals)
 
 
 def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
