@@ -2,9 +2,12 @@
 head's dispatches, read from the one replay of the whole trace, are what a replay of the head
 alone reports, on both backends, for demand-only policies (the pure backend's lean loop keeps
 its counters in locals), prefetching ones, every schedule mode, per-layer caches and the
-oracle (which replays the head apart: it sees the future)."""
+oracle (which replays the head apart: it sees the future); read at a tick of the replay or
+replayed apart (a short head: more ticks than CHECKPOINT_TICKS) alike."""
 
 from __future__ import annotations
+
+import importlib
 
 import pytest
 
@@ -13,6 +16,8 @@ from mpl.runtime import compiled
 from mpl.runtime.backend import forced
 from mpl.sim import replay, synthesize, tracepack
 from mpl.tune import prefix
+
+replay_module = importlib.import_module("mpl.sim.replay")   # (mpl.sim.replay: the function)
 
 POLICIES = {
     "lru": "policy p { cache { capacity = 40 } }",
@@ -31,11 +36,14 @@ def trace():
     return synthesize("mixtral-8x7b", steps=40, seed=3)
 
 
+@pytest.mark.parametrize("ticks", [0, 10**9])        # replayed apart / read at a tick
+@pytest.mark.parametrize("share", [3, 10])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(POLICIES))
-def test_checkpoint_is_the_head_replayed_alone(trace, backend, name):
+def test_checkpoint_is_the_head_replayed_alone(trace, backend, name, share, ticks, monkeypatch):
+    monkeypatch.setattr(replay_module, "CHECKPOINT_TICKS", ticks)
     pol = mpl.api.load_for_replay(POLICIES[name])
-    head = prefix(trace, len(trace) // 3)
+    head = prefix(trace, len(trace) // share)
     assert 0 < len(head) < len(trace)
     with forced(backend):
         alone = replay(pol, head, belady=False)
@@ -50,10 +58,13 @@ def test_checkpoint_is_the_head_replayed_alone(trace, backend, name):
     assert whole.checkpoint is None
 
 
-def test_checkpoint_with_the_trace_held_and_a_progress_bar(trace, capsys):
-    """A held trace (a tune's) and a drawn progress bar: the tick serves both."""
+@pytest.mark.parametrize("steps", [1, 7])     # a multiple of the bar's ticks, or not
+def test_checkpoint_with_the_trace_held_and_a_progress_bar(trace, capsys, steps):
+    """A held trace (a tune's) and a drawn progress bar: the tick serves both (or the head
+    is replayed apart when the bar's ticks miss its end)."""
     pol = mpl.api.load_for_replay(POLICIES["prefetch"])
-    head = prefix(trace, 100)
+    every = max(len(trace) // 200, 1)
+    head = prefix(trace, len(trace) // 3 // (every * 32) * every * 32 + steps * 32)
     with tracepack.reusing(trace):
         alone = replay(pol, head, belady=False)
         got = replay(pol, trace, belady=False, checkpoint=head, progress=True)

@@ -8,7 +8,6 @@ A policy whose eviction is ``belady`` (replay only) is answered by the oracle it
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -399,8 +398,10 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     ``checkpoint``: a head of ``trace`` (its first dispatches, e.g. :func:`mpl.tune.prefix`);
     the report's :attr:`ReplayReport.checkpoint` holds the statistics and the simulated time
     after those dispatches, as a replay of the head alone reports them: a runtime decides
-    from what it has seen, so they are read from the same replay when it passes them (the
-    oracle, which sees the future, replays the head apart)."""
+    from what it has seen, so they are read from the same replay as it passes them (a tick
+    of the replay loop, at every multiple of the head's length: when that is more than
+    :data:`CHECKPOINT_TICKS` times, or the progress bar's ticks miss it, the head is
+    replayed apart, as it is for the oracle, which sees the future)."""
     t_start = time.perf_counter()
     overrides = _checked_overrides(capacity, params)
     trace = with_model(_as_trace(trace), model)
@@ -437,17 +438,18 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     tiers = runtime = None
     mark = None
     if checkpoint is not None:
+        checkpoint = with_model(_as_trace(checkpoint), model)
         mark = len(checkpoint)
         if mark < 1 or mark >= len(trace):
             raise ValueError(f"checkpoint: a head of the trace ({len(trace)} dispatches), not "
                              f"{mark} dispatches")
     at = None                   # the checkpoint's (stats, timeline totals), once passed
+    # read at a tick of this replay, or (None) replayed apart
+    ticked = mark is not None and not _uses_belady(ir) and len(trace) // mark <= CHECKPOINT_TICKS \
+        and not (bar.on and mark % bar.every)
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
         stats = _arrived(stats, tl)
-        if mark is not None:        # the oracle sees the future: the head has its own
-            head = replay(policy, checkpoint, hardware=profile, belady=False)
-            at = (head.stats, head.sim)
     else:
         rt = policy.runtime(L, E, K, expert_bytes=eb, cost=hw.runtime_cost_model(costs),
                             **tier_arguments(ir, h))
@@ -466,9 +468,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         cap0 = rt.num_slots if features(ir).adapts_capacity else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
         every = bar.every if bar.on else 0
-        if mark is not None:
+        if ticked:
             draw, step_every = upd, every
-            every = math.gcd(every, mark) if every else mark
+            every = every or mark           # (a multiple of the bar's: it draws as it did)
             done_at = []
 
             def upd(count):
@@ -480,7 +482,7 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         # trace while a sweep or a tune holds it)
         _tracepack.replay_trace(rt, trace, tl, upd, every)
         bar.update(len(trace))
-        if mark is not None:
+        if ticked:
             hs, ht = done_at[0]
             hsteps, htokens = _steps_and_tokens(checkpoint)
             at = (hs, _sim_summary(_Totals(ht), hsteps, htokens))
@@ -498,6 +500,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                 cap = cap0
                 bres = belady_optimum(trace.dispatches, E, capacity=int(cap), num_layers=L)
     bar.close()
+    if mark is not None and not ticked:
+        head = replay(policy, checkpoint, hardware=profile, belady=False)
+        at = (head.stats, head.sim)
     steps, tokens = _steps_and_tokens(trace)     # (after the replay: from its pack, if made)
     return ReplayReport(
         policy=policy.name,
@@ -512,6 +517,12 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
         elapsed_s=time.perf_counter() - t_start, notes=notes,
         checkpoint=None if at is None else {"dispatches": mark, "stats": at[0], "sim": at[1]})
+
+
+#: replay(checkpoint=head) reads the head's numbers at a tick of the replay when the replay
+#: passes the head's length at most this many times (each tick hands the timeline to Python
+#: and back); a shorter head is replayed apart (it costs less than the ticks)
+CHECKPOINT_TICKS = 4
 
 
 class _Totals:
