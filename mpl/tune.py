@@ -448,7 +448,10 @@ def belady_of(structure, trace: Trace) -> float:
 
 
 #: candidate text -> its compiled Policy, per process: the halving search replays a survivor
-#: again in each later round, and the reference rows in every schedule
+#: again in each later round, and the reference rows in every schedule (a candidate is
+#: compiled under the name of its text without one, :meth:`Runner.key`, so that every
+#: round's candidate of the same policy shares the module and the replay's memo of its fit
+#: to the trace's model)
 _POLICIES: dict = {}
 _POLICIES_MAX = 512
 
@@ -474,10 +477,8 @@ def _evaluate(args) -> tuple:
 
     try:
         pol = _policy(text, name)
-        first = None
-        if head is not None:        # the warm-up alone, then the whole prefix (one load)
-            first = _counts(replay(pol, head, hardware=hardware, belady=False))
-        r = replay(pol, trace, hardware=hardware, belady=False)
+        # the warm-up's counts are the prefix replay's at the warm-up's end (its checkpoint)
+        r = replay(pol, trace, hardware=hardware, belady=False, checkpoint=head)
         key = (structure_of(pol, trace), len(trace))
         b = memo.get(key) if memo is not None else None
         if b is None:
@@ -489,9 +490,10 @@ def _evaluate(args) -> tuple:
                 None, None, None, None)
     steps = max(r.sim["steps"], 1)
     s = r.stats
-    counts = _counts(r)
+    counts = _counts_of(s, r.sim)
     warm = None
-    if first is not None:           # ranked on what came after the warm-up
+    if r.checkpoint is not None:    # ranked on what came after the warm-up
+        first = _counts_of(r.checkpoint["stats"], r.checkpoint["sim"])
         acc, ms = counts["accesses"] - first["accesses"], counts["ms"] - first["ms"]
         warm = ((counts["hits"] - first["hits"]) / acc if acc else 0.0,
                 (counts["tokens"] - first["tokens"]) / (ms / 1e3) if ms > 0 else 0.0)
@@ -501,11 +503,16 @@ def _evaluate(args) -> tuple:
 
 def _counts(r) -> dict:
     """A replay report's counts (:attr:`Candidate.counts`)."""
-    s = r.stats
+    return _counts_of(r.stats, r.sim)
+
+
+def _counts_of(s: dict, sim: dict) -> dict:
+    """The counts (:attr:`Candidate.counts`) of a replay's ``stats`` and ``sim`` (a report's,
+    or its checkpoint's)."""
     return {"accesses": s["accesses"], "hits": s["hits"],
             "late_prefetches": s.get("late_prefetches", 0),
-            "prefetch_useful": s["prefetch_useful"], "ms": r.sim["total_ms"],
-            "tokens": r.sim["tokens"], "approximate": s.get("approximate_computes", 0)}
+            "prefetch_useful": s["prefetch_useful"], "ms": sim["total_ms"],
+            "tokens": sim["tokens"], "approximate": s.get("approximate_computes", 0)}
 
 
 _POOL_TRACE: Trace | None = None
@@ -592,8 +599,8 @@ class Runner:
     def run_window(self, stage: int, blocks_list: list[dict], start: int,
                    n: int | None) -> list[Candidate]:
         """:meth:`run` on the first ``n`` dispatches, each candidate ranked on those after
-        the first ``start`` (its :attr:`Candidate.warm`: the warm-up is replayed alone too,
-        by the same task); ``start`` 0 or ``n`` None: :meth:`run`."""
+        the first ``start`` (its :attr:`Candidate.warm`: the counts at the warm-up's end are
+        read from the same replay, its checkpoint); ``start`` 0 or ``n`` None: :meth:`run`."""
         return self.run(stage, blocks_list, n, start=start if n is not None else 0)
 
     def run(self, stage: int, blocks_list: list[dict], n: int | None = None,
@@ -627,7 +634,9 @@ class Runner:
             cands.append(c)
             fresh.append(c)
         first = len(head) if head is not None else 0
-        work = [(c.text, c.name, self.hardware, n if size < total else None, first)
+        # each candidate is replayed as its text without a name (one compiled module per
+        # policy, whichever round replays it)
+        work = [(self.key(c.blocks), "c", self.hardware, n if size < total else None, first)
                 for c in fresh]
         if self.pool is not None:
             results = self.pool.map(_evaluate_in_worker, work)
@@ -637,9 +646,11 @@ class Runner:
         for i, (c, res) in enumerate(zip(fresh, results)):
             (c.hit_rate, c.tokens_per_s, c.stall_ms_per_step, c.error, c.belady,
              c.prefetch_loads, c.counts, c.warm) = res
+            if c.error:                  # (it names the policy it replayed: the candidate)
+                c.error = c.error.replace("policy c ", f"policy {c.name} ", 1)
             if self.progress:
                 self.progress(stage, i + 1, len(fresh))
-        self.replayed += len(fresh) * (size + first) / max(total, 1)
+        self.replayed += len(fresh) * size / max(total, 1)
         self.all.extend(fresh)
         return sorted(cands, key=lambda c: c.score(self.objective), reverse=True)
 

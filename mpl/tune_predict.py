@@ -59,20 +59,50 @@ def _distinct_weights(d):
 def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
              context: int = 3, warmup: float = 0.1) -> Score:
     """Score ``strategy``'s next-layer predictions over ``trace`` (see the module doc)."""
+    return evaluate_many(trace, (strategy,), budgets, window=window, context=context,
+                         warmup=warmup)[0]
+
+
+def evaluate_many(trace: Trace, strategies, budgets=BUDGETS, *, window: int = 50,
+                  context: int = 3, warmup: float = 0.1) -> list[Score]:
+    """:func:`evaluate` of each of ``strategies``, in one pass over the trace (each
+    dispatch's distinct experts and weights read once for all of them); each predictor
+    sees what it would see alone, so each score is the one :func:`evaluate` gives."""
     from mpl.runtime.prefetch import Affinity, History, learned
 
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    for strategy in strategies:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     h = trace.header
     L, E = h.num_moe_layers, h.num_experts
     budgets = tuple(sorted(set(int(b) for b in budgets)))
     top = max(budgets)
-    sc = Score(strategy, budgets, {b: 0 for b in budgets}, {b: 0 for b in budgets},
-               {b: 0 for b in budgets})
-    hist = History(L, window, E) if strategy == "history" else None
-    aff = Affinity(L, 1, 0.0) if strategy == "affinity" else None
-    lrn = learned(L, E, context, window, 0.0, 1) if strategy == "learned" else None
-    pending: dict = {}              # target layer -> (step, ranked predictions)
+    scores = [Score(s, budgets, {b: 0 for b in budgets}, {b: 0 for b in budgets},
+                    {b: 0 for b in budgets}) for s in strategies]
+    preds = []                      # (score, rank(layer, step, d, experts, ws), pending)
+    for sc in scores:
+        if sc.strategy == "history":
+            hist = History(L, window, E)
+
+            def rank(layer, step, d, experts, ws, target, hist=hist):
+                hist.observe(layer, experts)
+                return hist.top(target, top)
+        elif sc.strategy == "affinity":
+            aff = Affinity(L, 1, 0.0)
+
+            def rank(layer, step, d, experts, ws, target, aff=aff):
+                aff.observe(layer, step, experts)
+                return aff.predict(layer, experts, 1)[:top]
+        elif sc.strategy == "learned":
+            lrn = learned(L, E, context, window, 0.0, 1)
+
+            def rank(layer, step, d, experts, ws, target, lrn=lrn):
+                lrn.observe(layer, step, experts, ws, d.predictions)
+                return lrn.predict(layer, step, 1)[:top]
+        else:
+            def rank(layer, step, d, experts, ws, target):
+                return list(dict.fromkeys((d.predictions or {}).get(target, ())))[:top]
+        preds.append((sc, rank, {}))     # pending: target layer -> (step, ranked predictions)
     dispatches = trace.dispatches
     skip = int(len(dispatches) * warmup)
     prev_layer = None
@@ -83,38 +113,31 @@ def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
                                                   layer <= prev_layer else step)
         prev_layer = layer
         experts, ws = _distinct_weights(d)
-        p = pending.pop(layer, None)
-        if p is not None and p[0] == step and i >= skip:
-            got = set(experts)
-            sc.scored += 1
-            for b in budgets:
-                pred = p[1][:b]
-                sc.hits[b] += sum(1 for e in pred if e in got)
-                sc.predicted[b] += len(pred)
-                sc.actual[b] += len(got)
         target = layer + 1
         tstep = step
         if target == L:
             target, tstep = 0, step + 1
-        if hist is not None:
-            hist.observe(layer, experts)
-            ranked = hist.top(target, top)
-        elif aff is not None:
-            aff.observe(layer, step, experts)
-            ranked = aff.predict(layer, experts, 1)[:top]
-        elif lrn is not None:
-            lrn.observe(layer, step, experts, ws, d.predictions)
-            ranked = lrn.predict(layer, step, 1)[:top]
-        else:
-            ranked = list(dict.fromkeys((d.predictions or {}).get(target, ())))[:top]
-        pending[target] = (tstep, ranked)
-    return sc
+        got = None
+        for sc, rank, pending in preds:
+            p = pending.pop(layer, None)
+            if p is not None and p[0] == step and i >= skip:
+                if got is None:
+                    got = set(experts)
+                sc.scored += 1
+                for b in budgets:
+                    pred = p[1][:b]
+                    sc.hits[b] += sum(1 for e in pred if e in got)
+                    sc.predicted[b] += len(pred)
+                    sc.actual[b] += len(got)
+            pending[target] = (tstep, rank(layer, step, d, experts, ws, target))
+    return scores
 
 
 def evaluate_all(trace: Trace, budgets=BUDGETS, **kw) -> list[Score]:
-    """Every strategy that applies to the trace (``recorded`` only when it has predictions)."""
+    """Every strategy that applies to the trace (``recorded`` only when it has predictions),
+    in one pass (:func:`evaluate_many`)."""
     has = has_predictions(trace.dispatches)
-    return [evaluate(trace, s, budgets, **kw) for s in STRATEGIES if s != "recorded" or has]
+    return evaluate_many(trace, [s for s in STRATEGIES if s != "recorded" or has], budgets, **kw)
 
 
 def format_scores(scores: list[Score]) -> str:

@@ -174,3 +174,17 @@ policy p {
             rt.dispatch(layer, r.sample(range(8), 2))
     assert rt.learned.dump()["confidence"] == pytest.approx(0.1)
     assert any(e["key"] == "prefetch.confidence" for e in rt.stats()["adapt_log"])
+
+
+def test_the_predictor_report_scores_every_strategy_in_one_pass_as_alone():
+    """mplc tune's report (evaluate_all: one pass over the trace for every strategy) gives
+    each strategy the score it gets scored alone."""
+    from mpl.sim import synthesize
+    from mpl.tune_predict import STRATEGIES, evaluate_all
+
+    tr = synthesize("mixtral-8x7b", steps=30, seed=5, pred_accuracy=0.8)
+    together = evaluate_all(tr, budgets=(1, 2, 4))
+    assert [s.strategy for s in together] == list(STRATEGIES)
+    for s in together:
+        alone = evaluate(tr, s.strategy, (1, 2, 4))
+        assert s.to_dict() == alone.to_dict() and s.scored > 0

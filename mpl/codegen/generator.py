@@ -262,6 +262,17 @@ def _emit_count(w: _W, f: Features, d: int) -> None:
         # the clocks are in locals: the timeline gets them first (a tick may read it)
         w(d + 1, f"tl.set_clocks({_CLOCKS}, nx)")
         w(d + 1, "nx = 0")
+    if _lean(w, f):
+        # so are the lean loop's counters and stall: the runtime gets them (a tick may read
+        # its stats: the state is whole around a callback)
+        w(d + 1, "self.stall = rstall")
+        w(d + 1, "self.demand_loads += r_nd")
+        w(d + 1, "self.streamed += r_nst")
+        w(d + 1, "self.evictions += r_nev")
+        w(d + 1, "r_nd = r_nst = r_nev = 0")
+        if _local_step(w, f):
+            w(d + 1, "self.step = cur_step")
+            w(d + 1, "self._last_layer = last_layer")
     w(d + 1, "with guard.frozen():")
     w(d + 2, "tick(count)")
 

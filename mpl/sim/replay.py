@@ -49,6 +49,9 @@ class ReplayReport:
     notes: list = field(default_factory=list)   # what an override was taken to mean
     tiers: list | None = None       # memory tiers: each set's tiers on the trace's shape
     runtime: dict | None = None     # the runtime's backend, and why it is pure when it is
+    # replay(checkpoint=head): {"dispatches", "stats", "sim"} after the head's dispatches, as
+    # a replay of the head alone reports them
+    checkpoint: dict | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -385,12 +388,20 @@ def _checked_overrides(capacity, params) -> dict:
 
 def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
            progress: bool | None = False, params: dict | None = None,
-           model=None) -> ReplayReport:
+           model=None, checkpoint: Trace | None = None) -> ReplayReport:
     """Replay ``trace`` (a Trace or a path) through ``policy`` (an mpl Policy, or a path /
     text, which mpl.api.replay loads). ``capacity`` overrides cache.capacity; ``params`` overrides
     other parameters ("block.name" -> value). ``hardware``: a profile name, file, dict or
     Profile (default rtx-4090). ``model``: the trace's model (a preset name, a config.json
-    path or a ModelShape) when its header does not name a preset (mpl.sim.tracemodel)."""
+    path or a ModelShape) when its header does not name a preset (mpl.sim.tracemodel).
+
+    ``checkpoint``: a head of ``trace`` (its first dispatches, e.g. :func:`mpl.tune.prefix`);
+    the report's :attr:`ReplayReport.checkpoint` holds the statistics and the simulated time
+    after those dispatches, as a replay of the head alone reports them: a runtime decides
+    from what it has seen, so they are read from the same replay as it passes them (a tick
+    of the replay loop, at every multiple of the head's length: when that is more than
+    :data:`CHECKPOINT_TICKS` times, or the progress bar's ticks miss it, the head is
+    replayed apart, as it is for the oracle, which sees the future)."""
     t_start = time.perf_counter()
     overrides = _checked_overrides(capacity, params)
     trace = with_model(_as_trace(trace), model)
@@ -425,6 +436,17 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
     bar = Progress(len(trace), f"replay {policy.name}", None if progress is None else bool(progress))
 
     tiers = runtime = None
+    mark = None
+    if checkpoint is not None:
+        checkpoint = with_model(_as_trace(checkpoint), model)
+        mark = len(checkpoint)
+        if mark < 1 or mark >= len(trace):
+            raise ValueError(f"checkpoint: a head of the trace ({len(trace)} dispatches), not "
+                             f"{mark} dispatches")
+    at = None                   # the checkpoint's (stats, timeline totals), once passed
+    # read at a tick of this replay, or (None) replayed apart
+    ticked = mark is not None and not _uses_belady(ir) and len(trace) // mark <= CHECKPOINT_TICKS \
+        and not (bar.on and mark % bar.every)
     if _uses_belady(ir):
         stats, bres = _replay_oracle(ir, trace, tl, eb, bar)
         stats = _arrived(stats, tl)
@@ -446,10 +468,24 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         cap0 = rt.num_slots if features(ir).adapts_capacity else min(rt.capacities()[0], rt.num_slots)
         upd = bar.update
         every = bar.every if bar.on else 0
+        if ticked:
+            draw, step_every = upd, every
+            every = every or mark           # (a multiple of the bar's: it draws as it did)
+            done_at = []
+
+            def upd(count):
+                if count == mark:       # the state is whole here (mpl.runtime.guard)
+                    done_at.append((_arrived(rt.stats(), tl), tl.to_dict()))
+                if step_every and count % step_every == 0:
+                    draw(count)
         # the runtime's backend replays the trace (its pack or its records, made once per
         # trace while a sweep or a tune holds it)
         _tracepack.replay_trace(rt, trace, tl, upd, every)
-        upd(len(trace))
+        bar.update(len(trace))
+        if ticked:
+            hs, ht = done_at[0]
+            hsteps, htokens = _steps_and_tokens(checkpoint)
+            at = (hs, _sim_summary(_Totals(ht), hsteps, htokens))
         stats = _arrived(rt.stats(), tl)     # late prefetches counted apart (SPEC §5)
         bres = None
         if belady and tiers is not None:
@@ -464,6 +500,9 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
                 cap = cap0
                 bres = belady_optimum(trace.dispatches, E, capacity=int(cap), num_layers=L)
     bar.close()
+    if mark is not None and not ticked:
+        head = replay(policy, checkpoint, hardware=profile, belady=False)
+        at = (head.stats, head.sim)
     steps, tokens = _steps_and_tokens(trace)     # (after the replay: from its pack, if made)
     return ReplayReport(
         policy=policy.name,
@@ -476,7 +515,24 @@ def replay(policy, trace, *, hardware=None, capacity=None, belady: bool = True,
         runtime=runtime,
         belady=bres.to_dict() if bres is not None else None,
         sim=_sim_summary(tl, steps, tokens), costs=costs.to_dict(), capacity=capacity,
-        elapsed_s=time.perf_counter() - t_start, notes=notes)
+        elapsed_s=time.perf_counter() - t_start, notes=notes,
+        checkpoint=None if at is None else {"dispatches": mark, "stats": at[0], "sim": at[1]})
+
+
+#: replay(checkpoint=head) reads the head's numbers at a tick of the replay when the replay
+#: passes the head's length at most this many times (each tick hands the timeline to Python
+#: and back); a shorter head is replayed apart (it costs less than the ticks)
+CHECKPOINT_TICKS = 4
+
+
+class _Totals:
+    """A timeline's totals taken at a checkpoint (``to_dict``), for :func:`_sim_summary`."""
+
+    def __init__(self, totals: dict):
+        self._totals = totals
+
+    def to_dict(self) -> dict:
+        return dict(self._totals)
 
 
 def _replay_oracle(ir, trace: Trace, tl: Timeline, eb: int, bar: Progress):
