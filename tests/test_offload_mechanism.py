@@ -119,10 +119,22 @@ def test_refuses_accelerate_hooks_unless_asked(olmoe):
 
 
 def test_refusals_are_clear():
+    import types
+
     model = build_model("tiny-gpt-oss")
+    # use_kernels alone (transformers >= 5.25 sets it at from_pretrained when the kernels
+    # library is installed) replaces nothing where no kernel is registered: attachable
     model._use_kernels = True
-    with pytest.raises(AttachError, match="use_kernels"):
+    attach(pol("cache { capacity = 4 }"), model).detach()
+    # a hub kernel that replaced the MoE block's forward (as kernelize does: the instance's
+    # forward and its _kernel_repo) reads the expert weights itself: refused, named
+    block = model.model.layers[1].mlp
+    block.forward = types.MethodType(type(block).forward, block)
+    block.__dict__["_kernel_repo"] = "kernels-community/megablocks"
+    with pytest.raises(AttachError, match=r"'model.layers.1.mlp' runs a hub kernel "
+                                          r"\(kernels-community/megablocks\).*use_kernels=False"):
         attach(pol("cache { capacity = 4 }"), model)
+    del block.__dict__["_kernel_repo"], block.__dict__["forward"]
     model._use_kernels = False
     h = attach(pol("cache { capacity = 4 }"), model)
     with pytest.raises(AttachError, match="already attached"):

@@ -132,6 +132,25 @@ def _hooked(model) -> list[str]:
     return [n or type(model).__name__ for n, m in model.named_modules() if hasattr(m, "_hf_hook")]
 
 
+def _hub_kernel_on_experts(model) -> tuple[str, str | None] | None:
+    """(module name, kernel repository) of the first experts module, or module holding one
+    (the MoE block), whose forward a hub kernel replaced (the ``kernels`` library's
+    ``kernelize``, which transformers runs at ``from_pretrained`` by default when that
+    library is installed: it sets the instance's ``forward`` and records ``_kernel_repo``,
+    which it removes again when it falls back to the original forward); None
+    when every such forward is the model's own. ``use_kernels`` alone says nothing: on a
+    device without a registered kernel (the CPU, an offline machine) nothing is replaced."""
+    for name, mod in model.named_modules():
+        d = vars(mod)
+        if "_kernel_repo" not in d:
+            continue
+        if _is_experts(mod) or any(_is_experts(m) for m in mod.modules()):
+            repo = d.get("_kernel_repo")
+            return name or type(mod).__name__, (str(getattr(repo, "repo_id", repo))
+                                                if repo is not None else None)
+    return None
+
+
 def _check_model(model, remove_hooks: bool) -> None:
     """Every refusal about the model itself; changes nothing (hooks are removed later, once
     every other check has passed)."""
@@ -152,10 +171,13 @@ def _check_model(model, remove_hooks: bool) -> None:
             f"the model is spread over {len(gpus)} GPUs ({', '.join(map(str, sorted(gpus, key=str)))}, "
             "e.g. by device_map=\"auto\"): attach runs the skeleton and the slot pool on one GPU. "
             "Load the model on one device (or on the CPU) and attach it there")
-    if getattr(model, "use_kernels", False):
+    kernel = _hub_kernel_on_experts(model)
+    if kernel is not None:
+        name, repo = kernel
         raise AttachError(
-            "the model uses hub kernels (use_kernels=True), which replace the MoE block and read "
-            "the expert weights directly: load it with use_kernels=False to attach a policy")
+            f"the model's '{name}' runs a hub kernel{f' ({repo})' if repo else ''} "
+            "(use_kernels), which replaces its forward and reads the expert weights directly: "
+            "load the model with use_kernels=False (or USE_HUB_KERNELS=0) to attach a policy")
     for n, p in model.named_parameters():
         if p.device.type == "meta":
             raise AttachError(f"parameter {n} is on the meta device (not loaded): load the weights first")
