@@ -112,12 +112,17 @@ def test_bf16_bit_identical(family, impl):
     assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
 
 
-def test_every_stdlib_policy_runs_live():
+def test_every_stdlib_policy_runs_live(tmp_path):
     """Every shipped policy attaches and generates the reference tokens (gpu_only: logits
     too); the mechanism's copies equal the runtime's loads. One that live execution does not
-    run yet is refused with the one line that says why, the model left unchanged."""
+    run yet is refused with the one line that says why, the model left unchanged. The model
+    is loaded from a saved folder, as a user's is, so a disk tier without path
+    (std/larger_than_ram) reads its safetensors."""
+    from transformers import AutoModelForCausalLM
+
     from mpl.stdlib_path import stdlib_file, stdlib_names
-    model = build_model("tiny-qwen2-moe")
+    build_model("tiny-qwen2-moe").save_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(str(tmp_path), local_files_only=True).eval()
     ref_seq, ref_logits = gen(model)
     names = stdlib_names()
     assert len(names) >= 5

@@ -174,3 +174,28 @@ def test_a_low_precision_tier_counts_its_device_area(monkeypatch):
         assert 0 < got <= (area + 1) * 1024      # the estimate (KiB, rounded) covers the area
     finally:
         handle.detach()
+
+
+def test_a_host_tier_far_above_the_model_holds_every_expert_once(tmp_path):
+    """A host tier written as a size far above the model (std/larger_than_ram's 40 GiB on a
+    tiny model) allocates one record per key of its layers, as the runtime numbers them,
+    and its estimate says so (it would otherwise exceed any machine)."""
+    from mpl.mechanism.disk import RecordLayout
+
+    model = build_model("tiny-mixtral")
+    layers = discover(model)
+    keys = len(layers) * layers[0].num_experts
+    stride = RecordLayout({n: p.data for n, p in layers[0].module._parameters.items()}).stride
+    policy = mpl.loads(f"""policy big {{
+  hierarchy {{
+    tier g {{ location = gpu  capacity = 2 }}
+    tier h {{ location = cpu  capacity = 40GiB }}
+    tier d {{ location = disk  path = "{tmp_path}" }}
+  }}
+}}
+""")
+    handle = policy.attach(model)
+    try:
+        assert handle.get_stats()["memory"]["store_bytes"] <= (keys + 2) * stride + 3 * 4096
+    finally:
+        handle.detach()

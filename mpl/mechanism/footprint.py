@@ -132,6 +132,15 @@ def place_of(device) -> str:
     return DEVICE if getattr(device, "type", str(device).split(":")[0]) == "cuda" else HOST
 
 
+def host_tier_records(level, num_experts: int) -> int:
+    """The records a disk tier's host cache holds: its host tier's slots, never more than
+    the keys of the level's layers (the runtime numbers that tier's slots in the same
+    range: ``SlotFreeList(min(slots, keys))`` in ``mpl.runtime.tiers``), so a host tier
+    written as a size far above the model allocates only every expert once."""
+    keys = len(level.layers) * int(num_experts) * level.split
+    return min(level.tiers[level.read_into].slots, keys)
+
+
 def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
     """Add what the memory tiers of a live run allocate in host memory before the host
     store (``mpl.mechanism.tiered.TierBuild.open`` and the first transient read): each disk
@@ -144,7 +153,8 @@ def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
     for lv in tier_layout.levels:
         if lv.layers and lv.disk is not None:
             on_disk.update(lv.layers)
-            fp.add("host tier cache", HOST, stride * lv.tiers[lv.read_into].slots + IO_ALIGN)
+            E = next(iter(template.values())).shape[0]
+            fp.add("host tier cache", HOST, stride * host_tier_records(lv, E) + IO_ALIGN)
     if on_disk:
         fp.add("disk bounce record", HOST, stride + IO_ALIGN)
     return on_disk

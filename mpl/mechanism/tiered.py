@@ -45,6 +45,7 @@ from mpl.runtime.plan import DEMOTE, PROMOTE, READ, REQUANT, SERVE
 
 from .disk import HostCache
 from .execute import LiveError
+from .footprint import host_tier_records
 from .pool import DEMAND, PREFETCH, STREAMED
 
 
@@ -699,7 +700,7 @@ class TierBuild:
             if not lv.layers or lv.disk is None:
                 continue
             mech = self.levels[lv.layers[0]]
-            mech.cache = HostCache(self.layout, lv.tiers[lv.read_into].slots, ops)
+            mech.cache = HostCache(self.layout, host_tier_records(lv, self.E), ops)
             self._caches.append(mech.cache)
 
     def executor(self, pool, hosts: list, readers: int, *, transposed: bool = False) -> TierExecutor:

@@ -264,7 +264,7 @@ def sweep_capacities(policy, trace) -> tuple[list[int], int | None]:
     from mpl.runtime.core import capacity_of
     cap = capacity_of(policy.ir.values, h.num_moe_layers, h.num_experts, per_layer)
     if policy.ir.tiered:           # memory tiers: the capacity swept is the top tier's
-        from mpl.sim.tierreport import tier_arguments
+        from mpl.timemodel.hardware import tier_arguments
         from mpl.timemodel.hardware import expert_bytes_for
         rt = policy.runtime(h.num_moe_layers, h.num_experts, h.top_k,
                             expert_bytes=expert_bytes_for(policy.ir, h), **tier_arguments(policy.ir, h))
