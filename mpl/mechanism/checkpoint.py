@@ -30,7 +30,7 @@ import threading
 
 import torch
 
-from .disk import DiskError, RecordLayout, _buffer
+from .disk import DiskError, RecordFiles, RecordLayout, _buffer
 
 _DTYPES = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32,
            "F64": torch.float64, "I8": torch.int8, "U8": torch.uint8, "I32": torch.int32,
@@ -222,7 +222,7 @@ def recipes(tensors: dict[str, Tensor], layer_id: int, params: dict[str, torch.T
     return out
 
 
-class CheckpointStore:
+class CheckpointStore(RecordFiles):
     """The disk tier over the checkpoint's files: the interface of
     :class:`mpl.mechanism.disk.DiskStore` (``read``, ``read_layer``, ``open``, ``close``,
     ``remove``, ``files``, ``page_cache``), read-only."""
@@ -319,23 +319,6 @@ class CheckpointStore:
                 torch.cat(xs, dim=r.dim, out=out)
             total += n
         return total
-
-    def read_layer(self, ordinal: int, template: dict) -> dict:
-        """Every expert of a layer as fresh ``[E, ...]`` tensors (detach restores them)."""
-        L = self.layout
-        arena = torch.empty(L.stride * self.E, dtype=torch.uint8)
-        for e in range(self.E):
-            self.read(ordinal, e, arena[e * L.stride:(e + 1) * L.stride])
-        views = L.views(arena, 0, self.E)
-        return {name: views[name].contiguous() for name in template}
-
-    def close(self) -> None:
-        for fd in self.fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fds = {}
 
     def remove(self) -> None:
         """Close the files; they are the checkpoint's, never removed."""

@@ -98,7 +98,50 @@ def _buffer(t: torch.Tensor, nbytes: int):
     return (ctypes.c_char * nbytes).from_address(t.data_ptr())
 
 
-class DiskStore:
+class RecordFiles:
+    """What every disk tier's store does the same way, however it reads one record
+    (``read``, thread-safe): a whole layer read back (detach) and its files closed. A
+    subclass sets ``layout`` (:class:`RecordLayout`), ``E`` (experts per layer) and ``fds``
+    (its open file descriptors)."""
+
+    def read_layer(self, ordinal: int, template: dict) -> dict:
+        """Every expert of a layer as fresh ``[E, ...]`` tensors (detach restores them)."""
+        L = self.layout
+        arena = torch.empty(L.stride * self.E + IO_ALIGN, dtype=torch.uint8)
+        base = (-arena.data_ptr()) % IO_ALIGN
+        for e in range(self.E):
+            self.read(ordinal, e, arena[base + e * L.stride: base + (e + 1) * L.stride])
+        views = L.views(arena, base, self.E)
+        return {name: views[name].contiguous() for name in template}
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = {}
+
+
+class KeyedRecords:
+    """Which key each of ``slots`` records holds (``content[j]``) and which record holds
+    each key (``where[key]``), kept consistent by :meth:`put`: the host tier's records here,
+    a low-precision tier's device slots (``mpl.mechanism.lowprec``)."""
+
+    def __init__(self, slots: int) -> None:
+        self.content: list = [None] * slots
+        self.where: dict = {}
+
+    def put(self, j: int, key) -> None:
+        old = self.content[j]
+        if old is not None and self.where.get(old) == j:
+            del self.where[old]
+        self.content[j] = key
+        if key is not None:
+            self.where[key] = j
+
+
+class DiskStore(RecordFiles):
     """The disk tier's files (see the module docstring). ``folder``: the tier's ``path``;
     ``layers``: the MoE layers it holds, as (ordinal, decoder-layer id) pairs."""
 
@@ -211,24 +254,6 @@ class DiskStore:
             raise DiskError(f"cannot read expert {expert} from {self.files[ordinal]}: {e}") from None
         return done
 
-    def read_layer(self, ordinal: int, template: dict) -> dict:
-        """Every expert of a layer as fresh ``[E, ...]`` tensors (detach restores them)."""
-        L = self.layout
-        arena = torch.empty(L.stride * self.E + IO_ALIGN, dtype=torch.uint8)
-        base = (-arena.data_ptr()) % IO_ALIGN
-        for e in range(self.E):
-            self.read(ordinal, e, arena[base + e * L.stride: base + (e + 1) * L.stride])
-        views = L.views(arena, base, self.E)
-        return {name: views[name].contiguous() for name in template}
-
-    def close(self) -> None:
-        for fd in self.fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fds = {}
-
     def remove(self) -> None:
         """Close and delete the files and their folder (detach, or a failed attach)."""
         self.close()
@@ -286,7 +311,7 @@ class _Done:
         return self._value
 
 
-class HostCache:
+class HostCache(KeyedRecords):
     """The host tier's ``slots`` records (see the module docstring). ``content[j]``: the key
     record ``j`` holds (as the Plans put it there); ``pending[j]``: the read into it not yet
     waited for; ``users[j]``: device-copy events that read or write it (CUDA), every one
@@ -299,8 +324,7 @@ class HostCache:
         self.arena = ops.host_arena(layout.stride * self.slots + IO_ALIGN)
         self.base = (-self.arena.data_ptr()) % IO_ALIGN if layout.aligned else 0
         self.tensors = layout.views(self.arena, self.base, self.slots)
-        self.content: list = [None] * self.slots
-        self.where: dict = {}                   # key -> record
+        KeyedRecords.__init__(self, self.slots)
         self.pending: list = [None] * self.slots
         self.users: list = [[] for _ in range(self.slots)]
 
@@ -316,14 +340,6 @@ class HostCache:
     def record(self, j: int) -> torch.Tensor:
         s = self.layout.stride
         return self.arena[self.base + j * s: self.base + (j + 1) * s]
-
-    def put(self, j: int, key) -> None:
-        old = self.content[j]
-        if old is not None and self.where.get(old) == j:
-            del self.where[old]
-        self.content[j] = key
-        if key is not None:
-            self.where[key] = j
 
     def release(self) -> None:
         if self.arena is not None:

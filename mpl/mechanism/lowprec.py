@@ -39,6 +39,7 @@ from __future__ import annotations
 import torch
 
 from . import quant
+from .disk import KeyedRecords
 from .pool import BACKGROUND, PREFETCH, STREAMED
 
 _ALIGN = 64
@@ -119,7 +120,7 @@ class QuantLayout:
         return row.t() if self.transposed else row
 
 
-class LowPrecArea:
+class LowPrecArea(KeyedRecords):
     """The device area of one low-precision tier of one set of tiers (see the module
     docstring). ``label``/``tier``: the set's label and the tier's name (statistics)."""
 
@@ -133,8 +134,7 @@ class LowPrecArea:
         self.dtype = layout.dtype
         self.data = ops.alloc((self.slots, layout.stride), torch.uint8)
         self._views = [layout.views(self.data[j]) for j in range(self.slots)]
-        self.content: list = [None] * self.slots
-        self.where: dict = {}                   # key -> slot
+        KeyedRecords.__init__(self, self.slots)
         self.ready: list = [None] * self.slots   # events: the last write into the slot
         self.free: list = [None] * self.slots    # events: the last read out of it
         self._staging = None                     # pinned host record (the first host fill)
@@ -150,14 +150,6 @@ class LowPrecArea:
         return 0 if self.data is None else self.data.numel()
 
     # ------------------------------------------------------------------ bookkeeping
-    def put(self, slot: int, key) -> None:
-        old = self.content[slot]
-        if old is not None and self.where.get(old) == slot:
-            del self.where[old]
-        self.content[slot] = key
-        if key is not None:
-            self.where[key] = slot
-
     def drop(self, key) -> None:
         """``key`` left the tier (promoted): its slot keeps its bytes until rewritten."""
         slot = self.where.pop(key, None)
