@@ -24,6 +24,9 @@ from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
+from offload_helpers import generate  # noqa: E402
+from tier_helpers import disk_policy  # noqa: E402
+
 torch.set_num_threads(1)
 
 PROMPT = torch.tensor([encode("Offload me to disk, bit for bit!")])
@@ -31,23 +34,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def tiered(folder, gpu=3, ram=5, extra=None):
-    if extra is None:
-        extra = f"prefetch {{ strategy = history  budget = {min(gpu, 2)} }}"
-    return mpl.loads(f'''policy t {{
-    hierarchy {{
-        tier g {{ location = gpu  capacity = {gpu} }}
-        tier r {{ location = cpu  capacity = {ram} }}
-        tier d {{ location = disk  path = "{folder}" }}
-    }}
-    {extra}
-}}''')
+    return mpl.loads(disk_policy(folder, gpu, ram, extra))
 
 
 def gen(model, n=6):
-    with torch.no_grad():
-        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True)
-    return out.sequences, torch.stack(out.logits)
+    return generate(model, PROMPT, n)
 
 
 def rows(stats):

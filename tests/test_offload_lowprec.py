@@ -23,6 +23,8 @@ from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
+from offload_helpers import generate  # noqa: E402
+
 torch.set_num_threads(1)
 
 PROMPT = torch.tensor([encode("Approximately right.")])
@@ -44,10 +46,7 @@ def warm(dtype, hot=2, cap=6, mechanism="in_place_requant", extra="", threshold=
 
 
 def gen(model, n=5):
-    with torch.no_grad():
-        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True)
-    return out.sequences, torch.stack(out.logits)
+    return generate(model, PROMPT, n)
 
 
 def row(stats, tier):

@@ -9,7 +9,6 @@ reads, demand loads never behind prefetches, pinned host sides, nothing allocate
 
 from __future__ import annotations
 
-import random
 
 import pytest
 
@@ -19,12 +18,13 @@ import mpl  # noqa: E402
 from mpl.trace import Dispatch  # noqa: E402
 from mpl.mechanism.live import LiveError, LiveExecutor, silu_experts  # noqa: E402
 
+from live_layers import E, H, K, L, dispatch_steps as _steps, kernel as _kernel, random_layers as _layers  # noqa: E402
+
 from offload_cuda_double import (FakeCudaOps, compute_before_copy, demand_delayed_by_prefetch,  # noqa: E402
                                  foreign_waits, host_buffer_reused_in_flight,
                                  slot_write_while_read, unpinned_async_copies)
 
 torch.set_num_threads(1)
-L, E, K, H, I = 3, 8, 2, 16, 8
 
 POLICIES = {
     "shared lru 4": "cache { capacity = 4 }",
@@ -38,33 +38,6 @@ POLICIES = {
 
 def _policy(body: str):
     return mpl.loads("policy p {\n" + body + "\n}")
-
-
-def _layers(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [{"w13_weight": torch.randn(E, 2 * I, H, generator=g) * 0.3,
-             "w2_weight": torch.randn(E, H, I, generator=g) * 0.3} for _ in range(L)]
-
-
-def _kernel(ordinal, x, tensors, weights, ids, first, shared):
-    return silu_experts(x, tensors, weights, ids)
-
-
-def _steps(n_steps=8, seed=1):
-    """(step, layer, x, weights, ids, Dispatch) for every MoE layer of every step: prefill
-    steps of several tokens, then decode steps of a few concurrent requests."""
-    rnd = random.Random(seed)
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for s in range(n_steps):
-        tokens = rnd.choice([7, 5]) if s < 2 else rnd.choice([1, 2, 3, 6])
-        for layer in range(L):
-            rows = [rnd.sample(range(E), K) for _ in range(tokens)]
-            w = torch.softmax(torch.randn(tokens, K, generator=g), dim=-1)
-            x = torch.randn(tokens, H, generator=g)
-            ids = torch.tensor(rows, dtype=torch.int32)
-            out.append((s, layer, x, w, ids, Dispatch(s, layer, rows, w.tolist())))
-    return out
 
 
 def _run(label, ops=None, stream_slots=E, steps=None):

@@ -14,7 +14,6 @@ the full-precision tiers through for vLLM."""
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
 
@@ -24,23 +23,17 @@ import mpl  # noqa: E402
 from mpl.mechanism.live import LiveError, LiveExecutor, silu_experts  # noqa: E402
 from mpl.mechanism.shadow import policy_runtime  # noqa: E402
 from mpl.mechanism.tiered import TierBuild  # noqa: E402
-from mpl.trace import Dispatch, Trace, TraceHeader, records_of  # noqa: E402
+from mpl.trace import Trace, TraceHeader, records_of  # noqa: E402
+
+import tier_helpers  # noqa: E402
+from live_layers import E, H, I, K, L, dispatch_steps, kernel as _kernel, random_layers as _layers  # noqa: E402
 
 torch.set_num_threads(1)
-L, E, K, H, I = 3, 8, 2, 16, 8
 EXPERT_BYTES = (2 * I * H + H * I) * 4
 
 
 def disk_policy(folder, gpu=3, ram=5, prefetch=True):
-    extra = f"prefetch {{ strategy = history  budget = {min(gpu, 2)} }}" if prefetch else ""
-    return mpl.loads(f'''policy t {{
-    hierarchy {{
-        tier g {{ location = gpu  capacity = {gpu} }}
-        tier r {{ location = cpu  capacity = {ram} }}
-        tier d {{ location = disk  path = "{folder}" }}
-    }}
-    {extra}
-}}''')
+    return mpl.loads(tier_helpers.disk_policy(folder, gpu, ram, None if prefetch else ""))
 
 
 def band_policy(folder):
@@ -57,31 +50,9 @@ def band_policy(folder):
 }}''')
 
 
-def _layers(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [{"w13_weight": torch.randn(E, 2 * I, H, generator=g) * 0.3,
-             "w2_weight": torch.randn(E, H, I, generator=g) * 0.3} for _ in range(L)]
-
-
-def _kernel(ordinal, x, tensors, weights, ids, first, shared):
-    return silu_experts(x, tensors, weights, ids)
-
-
 def _steps(n_steps=10, seed=1, base=0):
-    """(layer, x, weights, ids, Dispatch) for every MoE layer of every step: prefill steps
-    of several tokens, then decode steps of a few concurrent requests."""
-    rnd = random.Random(seed)
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for s in range(n_steps):
-        tokens = rnd.choice([7, 5]) if s < 2 else rnd.choice([1, 2, 3, 6])
-        for layer in range(L):
-            rows = [rnd.sample(range(E), K) for _ in range(tokens)]
-            w = torch.softmax(torch.randn(tokens, K, generator=g), dim=-1)
-            x = torch.randn(tokens, H, generator=g)
-            ids = torch.tensor(rows, dtype=torch.int32)
-            out.append((layer, x, w, ids, Dispatch(base + s, layer, rows, w.tolist())))
-    return out
+    """(layer, x, weights, ids, Dispatch) for every MoE layer of every step."""
+    return [row[1:] for row in dispatch_steps(n_steps, seed, base)]
 
 
 def _header():

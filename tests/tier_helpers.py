@@ -66,3 +66,18 @@ def malformed(draw):
 def _corpus() -> str:
     with open(CORPUS, encoding="utf-8") as f:
         return f.read()
+
+
+def disk_policy(folder, gpu: int = 3, ram: int = 5, extra: str | None = None) -> str:
+    """A policy of ``gpu`` device slots over ``ram`` host records over a disk tier written
+    under ``folder``; ``extra``: more blocks (default: history prefetch, budget 2 or less)."""
+    if extra is None:
+        extra = f"prefetch {{ strategy = history  budget = {min(gpu, 2)} }}"
+    return f'''policy t {{
+    hierarchy {{
+        tier g {{ location = gpu  capacity = {gpu} }}
+        tier r {{ location = cpu  capacity = {ram} }}
+        tier d {{ location = disk  path = "{folder}" }}
+    }}
+    {extra}
+}}'''

@@ -18,12 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.needs_vllm
 
-SINGLE = [[5, 17, 33, 81, 120, 7, 64, 200, 19, 3, 44]]
-CONCURRENT = [[5, 17, 33, 81, 120, 7, 64, 200, 19, 3, 44], [9, 8, 7],
-              [300, 301, 302, 303, 42, 42], [11, 12], [100, 200, 300, 400, 500, 13, 14, 15, 16],
-              [77]]
-MAX_TOKENS = 8
-LAYERS, EXPERTS = 3, 8            # tests/vllm_suite/tiny_models.py
+from prompts import CONCURRENT, EXPERTS, LAYERS, MAX_TOKENS, SINGLE, generate_both as _generate  # noqa: F401
 
 
 def disk_policy(name: str, folder: str, gpu: int, ram: int, extra: str = "") -> str:
@@ -46,12 +41,6 @@ CASES = [
     ("host", "policy host { hierarchy { tier g { location = gpu  capacity = 6 }\n"
              "tier r { location = cpu } } }\n", {}),
 ]
-
-
-def _generate(runner):
-    one = runner.generate(SINGLE, max_tokens=MAX_TOKENS, ignore_eos=True)
-    many = runner.generate(CONCURRENT, max_tokens=MAX_TOKENS, ignore_eos=True)
-    return one, many
 
 
 def rows(stats: dict) -> dict:
