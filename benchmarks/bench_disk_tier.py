@@ -64,6 +64,13 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=12)
     ap.add_argument("--readers", type=int, default=4)
+    ap.add_argument("--strategy", default="history,lookahead",
+                    help="the policy's prefetch strategies to measure, comma-separated")
+    ap.add_argument("--budget", type=int, default=2, help="the policy's prefetch budget")
+    ap.add_argument("--batch", type=int, default=1, help="sequences decoded together")
+    ap.add_argument("--host-share", type=float, default=0.25,
+                    help="the host tier's share of the experts")
+    ap.add_argument("--no-throughput", action="store_true", help="skip the read-throughput part")
     args = ap.parse_args()
 
     import torch
@@ -84,54 +91,62 @@ def main() -> None:
 
     # ---- 1. read throughput: the tier's readers against a sequential read of the same file
     layout = RecordLayout(params)
-    disk = DiskStore(folder, layout, [(0, 0)], args.experts)
-    disk.write({0: params})
-    disk.open()
-    ops = SyncOps(torch.device("cpu"))
-    cache = HostCache(layout, max(2, args.readers * 2), ops)
-    readers = Readers(args.readers)
-    seq = sequential_mb_s(disk.files[0])
-    tier = tier_mb_s(disk, cache, readers, 0, args.experts)
-    seq2 = sequential_mb_s(disk.files[0])
-    readers.shutdown()
-    disk.remove()
-    seqm = (seq + seq2) / 2
-    mib = layout.stride / (1 << 20)
-    print(f"file: {args.experts} experts x {mib:.1f} MiB; page cache: {disk.page_cache}; "
-          f"readers: {args.readers}")
-    print(f"sequential read   {seqm:8.1f} MB/s  (before {seq:.1f}, after {seq2:.1f})")
-    print(f"disk tier reads   {tier:8.1f} MB/s  (shuffled records)")
-    print(f"ratio             {tier / seqm:8.2f}  (target >= 0.70)")
+    if not args.no_throughput:
+        disk = DiskStore(folder, layout, [(0, 0)], args.experts)
+        disk.write({0: params})
+        disk.open()
+        ops = SyncOps(torch.device("cpu"))
+        cache = HostCache(layout, max(2, args.readers * 2), ops)
+        readers = Readers(args.readers)
+        seq = sequential_mb_s(disk.files[0])
+        tier = tier_mb_s(disk, cache, readers, 0, args.experts)
+        seq2 = sequential_mb_s(disk.files[0])
+        readers.shutdown()
+        disk.remove()
+        seqm = (seq + seq2) / 2
+        mib = layout.stride / (1 << 20)
+        print(f"file: {args.experts} experts x {mib:.1f} MiB; page cache: {disk.page_cache}; "
+              f"readers: {args.readers}")
+        print(f"sequential read   {seqm:8.1f} MB/s  (before {seq:.1f}, after {seq2:.1f})")
+        print(f"disk tier reads   {tier:8.1f} MB/s  (shuffled records)")
+        print(f"ratio             {tier / seqm:8.2f}  (target >= 0.70)")
 
     # ---- 2. decode time per token, reads overlapped vs not
     eb = layout.nbytes
     total = eb * args.experts * args.layers
-    host = max(4, (total // 4) // eb)            # the host tier holds a quarter of the experts
-    prompt = torch.tensor([encode("Decode from the disk.")])
-    text = f'''policy big {{
+    host = max(4, int(total * args.host_share) // eb)
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.cat([torch.tensor([encode("Decode from the disk.")]),
+                        torch.randint(0, model.config.vocab_size, (args.batch - 1, 21), generator=g)])
+    with torch.no_grad():
+        model.generate(prompt, max_new_tokens=2, do_sample=False)     # warm-up
+    for strategy in args.strategy.split(","):
+        text = f'''policy big {{
     hierarchy {{
         tier gpu {{ location = gpu  capacity = 4 }}
         tier ram {{ location = cpu  capacity = {host} }}
         tier ssd {{ location = disk  path = "{folder}" }}
         eviction = lru
     }}
-    prefetch {{ strategy = history  budget = 2 }}
+    prefetch {{ strategy = {strategy}  budget = {args.budget} }}
 }}'''
-    policy = mpl.loads(text)
-    with torch.no_grad():
-        model.generate(prompt, max_new_tokens=2, do_sample=False)     # warm-up
-    for readers_n, label in ((args.readers, "overlapped"), (0, "not overlapped")):
-        h = policy.attach(model, readers=readers_n)
-        with torch.no_grad():
-            model.generate(prompt, max_new_tokens=2, do_sample=False)
-            t0 = time.perf_counter()
-            model.generate(prompt, max_new_tokens=args.tokens, do_sample=False)
-            dt = time.perf_counter() - t0
-        s = h.get_stats()["mechanism"]["tiers"]
-        h.detach()
-        print(f"decode, reads {label:15s} {dt / args.tokens * 1e3:8.1f} ms/token  "
-              f"(disk reads {s['disk_reads']}, deferred copies {s['deferred_copies']}, "
-              f"waited {s['read_wait_ms']:.0f} ms)")
+        policy = mpl.loads(text)
+        per_token = {}
+        for readers_n, label in ((args.readers, "overlapped"), (0, "not overlapped")):
+            h = policy.attach(model, readers=readers_n)
+            with torch.no_grad():
+                model.generate(prompt, max_new_tokens=2, do_sample=False)
+                t0 = time.perf_counter()
+                model.generate(prompt, max_new_tokens=args.tokens, do_sample=False)
+                dt = time.perf_counter() - t0
+            s = h.get_stats()["mechanism"]["tiers"]
+            h.detach()
+            per_token[label] = dt / args.tokens * 1e3
+            print(f"{strategy:9s} decode, reads {label:15s} {per_token[label]:8.1f} ms/token  "
+                  f"(disk reads {s['disk_reads']}, deferred copies {s['deferred_copies']}, "
+                  f"waited {s['read_wait_ms']:.0f} ms)")
+        print(f"{strategy:9s} not overlapped / overlapped: "
+              f"{per_token['not overlapped'] / per_token['overlapped']:.2f}x")
     print(f"experts {total / (1 << 20):.0f} MiB, host tier {host} experts "
           f"({host * eb / (1 << 20):.0f} MiB), device tier 4 experts")
 

@@ -25,6 +25,10 @@ class TraceHeader:
     expert_bytes: int = 0             # bytes of one expert's weights (0: unknown)
     source: str = ""                  # "synthetic preset=... seed=...", "recorded ...", "jsonl ..."
     extra: dict[str, Any] = field(default_factory=dict)
+    #: bits per stored expert weight: the recorded model's precision, which sizes a
+    #: low-precision tier's copies in a replay (SPEC §12); 0: unknown (a replay takes the
+    #: model's shape when given, else 16)
+    stored_bits: int = 0
     #: the model's shape (mpl.shapes.ModelShape) when known; not stored in trace files:
     #: mpl.sim.tracemodel.with_model fills it from the preset the header names or --model
     shape: Any = field(default=None, compare=False, repr=False)

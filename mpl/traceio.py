@@ -72,6 +72,8 @@ _LINE_PIECE = 1 << 16
 MAX_LAYERS = 65536
 MAX_EXPERTS = 65536
 MAX_EXPERT_BYTES = 10 ** 12
+#: The widest stored expert weight a header may declare (``stored_bits``: float64).
+MAX_STORED_BITS = 64
 #: The keys of a JSONL dispatch row: the original's t, l, e, s and our p (predictions).
 ROW_KEYS = ("t", "l", "e", "s", "p")
 _ROW_KEYS = frozenset(ROW_KEYS)
@@ -83,9 +85,12 @@ class TraceFormatError(ValueError):
 
 # ------------------------------------------------------------------ header
 def _header_to_json(h: TraceHeader) -> dict:
-    return {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
-            "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
-            "source": h.source, "extra": h.extra}
+    d = {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
+         "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
+         "source": h.source, "extra": h.extra}
+    if h.stored_bits:         # written only when known: files without it read as before
+        d["stored_bits"] = h.stored_bits
+    return d
 
 
 def _int_field(value, name: str, where: str) -> int:
@@ -115,7 +120,8 @@ def _header_from_json(d: dict, where: str) -> TraceHeader:
                     num_experts=_int_field(d["num_experts"], "num_experts", where),
                     top_k=_int_field(d["top_k"], "top_k", where),
                     expert_bytes=_int_field(d.get("expert_bytes", 0), "expert_bytes", where),
-                    source=str(d.get("source", "")), extra=dict(extra))
+                    source=str(d.get("source", "")), extra=dict(extra),
+                    stored_bits=_int_field(d.get("stored_bits", 0), "stored_bits", where))
     validate_header(h, where)
     return h
 
@@ -143,6 +149,9 @@ def validate_header(h: TraceHeader, where: str = "trace") -> None:
                                f"{h.num_layers - 1})")
     if h.top_k < 1 or h.top_k > h.num_experts:
         raise TraceFormatError(f"{where}: top_k must be in 1..num_experts, got {h.top_k}")
+    if not 0 <= h.stored_bits <= MAX_STORED_BITS:
+        raise TraceFormatError(f"{where}: stored_bits must be in 0..{MAX_STORED_BITS} (bits per "
+                               f"stored expert weight; 0: unknown), got {h.stored_bits}")
     if h.expert_bytes < 0:
         raise TraceFormatError(f"{where}: expert_bytes must be >= 0, got {h.expert_bytes}")
     if h.expert_bytes > MAX_EXPERT_BYTES:
@@ -514,6 +523,7 @@ def _jsonl_header(d: dict, path: str, where: str, text: str) -> tuple[TraceHeade
     k_moe, moe = first("moe_layers", "moe_layer_ids", "layers_moe")
     k_lay, layers = first("num_layers", "num_hidden_layers", "n_layers")
     k_eb, expert_bytes = first("expert_bytes", "expert_size_bytes")
+    k_sb, stored_bits = first("stored_bits")
     if experts is None:
         raise TraceFormatError(f"{where}: header line has no num_experts")
     given = frozenset(name for name, v in (("num_layers", layers), ("moe_layers", moe),
@@ -539,7 +549,9 @@ def _jsonl_header(d: dict, path: str, where: str, text: str) -> tuple[TraceHeade
                     expert_bytes=(_int_field(expert_bytes, k_eb, where)
                                   if expert_bytes is not None else 0),
                     source=str(d.get("source") or f"jsonl {os.path.basename(path)}"),
-                    extra=dict(extra or {}))
+                    extra=dict(extra or {}),
+                    stored_bits=(_int_field(stored_bits, k_sb, where)
+                                 if stored_bits is not None else 0))
     if text != json.dumps(_jsonl_header_of(h)):     # not ours, byte for byte:
         h.extra["jsonl_header"] = text               # kept verbatim for export
     return h, given
@@ -552,6 +564,8 @@ def _jsonl_header_of(h: TraceHeader) -> dict:
     head = {"model": h.model, "num_layers": h.num_layers, "moe_layers": list(h.moe_layers),
             "num_experts": h.num_experts, "top_k": h.top_k, "expert_bytes": h.expert_bytes,
             "source": h.source}
+    if h.stored_bits:
+        head["stored_bits"] = h.stored_bits
     if h.extra:
         head["extra"] = json.loads(json.dumps(h.extra, sort_keys=True))
     return head
@@ -819,7 +833,7 @@ def dump_jsonl(trace: Trace, f: IO[str], progress=None) -> None:
         extra = {k: v for k, v in h.extra.items() if k != "jsonl_nested_single"}
         head = json.dumps(_jsonl_header_of(TraceHeader(h.model, h.num_layers, h.moe_layers,
                                                        h.num_experts, h.top_k, h.expert_bytes,
-                                                       h.source, extra)))
+                                                       h.source, extra, h.stored_bits)))
     f.write(head + "\n")
     nested = set(h.extra.get("jsonl_nested_single") or ())
     moe = h.moe_layers

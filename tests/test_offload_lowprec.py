@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
+from mpl import traceio  # noqa: E402
 from mpl.mechanism import quant  # noqa: E402
 from mpl.mechanism.device import SyncOps  # noqa: E402
 from mpl.mechanism.execute import LiveError  # noqa: E402
@@ -62,7 +63,7 @@ def replayed(policy, trace, shape):
 @pytest.mark.parametrize("dtype", ["int8", "int4"])
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("family", ["tiny-mixtral", "tiny-qwen2-moe"])
-def test_generate_counts_equal_the_runtime_and_a_replay(family, impl, dtype):
+def test_generate_counts_equal_the_runtime_and_a_replay(family, impl, dtype, tmp_path):
     model = build_model(family, layers=2, experts_implementation=impl)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     ref = gen(model)
@@ -90,6 +91,18 @@ def test_generate_counts_equal_the_runtime_and_a_replay(family, impl, dtype):
     # a replay of the routing recorded in the same run: the same per-tier statistics
     rs = replayed(policy, rec.trace(), h.shape)
     assert rs["tiers"] == st["tiers"]
+    # the saved trace carries the checkpoint's precision: it replays alike without the model
+    # (else a replay takes 16 bits and the fp32 model's tier bytes come out halved)
+    for name in ("t.mpltrace", "t.jsonl"):
+        path = str(tmp_path / name)
+        if name.endswith(".jsonl"):
+            with open(path, "w") as f:
+                traceio.dump_jsonl(rec.trace(), f)
+        else:
+            traceio.save_native(rec.trace(), path)
+        saved = traceio.load(path)
+        assert saved.header.stored_bits == 32
+        assert replayed(policy, saved, None)["tiers"] == st["tiers"], name
     for k in ("accesses", "loads", "evictions", "approximate_computes", "bytes_loaded"):
         assert rs[k] == st[k], k
     # computed from the quantised copies: not the unmodified model's numbers

@@ -173,6 +173,7 @@ def details(trace, path: str, version: int | None) -> dict:
     info.update(format="jsonl" if version is None else "native", version=version,
                 bytes=os.path.getsize(path), moe_layer_ids=list(trace.header.moe_layers),
                 tokens=steps_and_tokens(trace.dispatches)[1],
+                stored_bits=trace.header.stored_bits,
                 prefill_dispatches=(0 if hasattr(trace.dispatches, "columns")   # one token each
                                     else sum(1 for d in trace.dispatches if d.tokens > 1)),
                 checksum=("verified" if version is not None and version >= 2 else
@@ -197,7 +198,8 @@ def format_details(info: dict) -> str:
         f"  experts      {info['num_experts']} per layer, top-{info['top_k']}; "
         + (f"{eb:,} bytes each ({eb / 2**20:.1f} MiB"
            + (f", from the {src[len('model '):]} preset" if src.startswith("model ") else "") + ")"
-           if eb else "expert size unknown (replay, sweep and tune take --model PRESET|config.json)"),
+           if eb else "expert size unknown (replay, sweep and tune take --model PRESET|config.json)")
+        + (f"; stored at {info['stored_bits']} bits" if info.get("stored_bits") else ""),
         f"  dispatches   {n:,} in {info['steps']:,} steps, {info['tokens']:,} tokens"
         + (f" ({info['prefill_dispatches']:,} prefill dispatches)" if info["prefill_dispatches"] else ""),
         f"  weights      {'yes' if info['weights'] else 'none'}; predictions "

@@ -85,7 +85,7 @@ class Recorder:
         s = self.shape
         return TraceHeader(model=str(self.name), num_layers=s.num_layers, moe_layers=s.moe_layers,
                            num_experts=s.num_experts, top_k=s.top_k, expert_bytes=s.expert_bytes,
-                           source=source)
+                           source=source, stored_bits=s.bytes_per_param * 8)
 
     def trace(self, source: str = "recorded") -> Trace:
         return Trace(self.header(source), list(self.dispatches))

@@ -293,13 +293,13 @@ def costs_for(profile: Profile, *, model: str = "", expert_bytes: int = 0,
 def tier_arguments(ir, header) -> dict:
     """The runtime's layer and memory-tier arguments for a trace with ``header`` (``{}`` for
     a policy that needs neither): the MoE layers' decoder-layer ids (bands and per-layer pins
-    name them) and, with tiers, the checkpoint's precision (the model's, when the trace's
-    model is known; else 16-bit). Replay, shadow mode and live offload in an engine all
-    build their runtime with these, so they decide alike."""
+    name them) and, with tiers, the checkpoint's precision (the one the trace recorded; else
+    its model's, when known; else 16-bit). Replay, shadow mode and live offload in an engine
+    all build their runtime with these, so they decide alike."""
     if not getattr(ir, "tiered", False):
         return {"layer_ids": tuple(header.moe_layers)} if getattr(ir, "layer_pins", ()) else {}
     shape = header.shape
-    bits = int(shape.bytes_per_param * 8) if shape is not None else None
+    bits = header.stored_bits or (int(shape.bytes_per_param * 8) if shape is not None else None)
     return {"layer_ids": tuple(header.moe_layers),
             "stored_bits": bits if bits in (16, 32) else None}
 

@@ -156,8 +156,9 @@ class Capture:
                 "router called the capture function (compiled mode, or a kernel that routes "
                 "inside a fused op): refusing to write an empty trace")
 
-    def header(self, model_name: str, expert_bytes: int, source: str, extra: dict) -> TraceHeader:
+    def header(self, model_name: str, expert_bytes: int, source: str, extra: dict,
+               stored_bits: int = 0) -> TraceHeader:
         return TraceHeader(model=model_name, num_layers=self.num_layers,
                            moe_layers=self.layer_ids, num_experts=self.num_experts,
                            top_k=self.top_k, expert_bytes=expert_bytes, source=source,
-                           extra=dict(extra, batches=self.batches))
+                           extra=dict(extra, batches=self.batches), stored_bits=stored_bits)

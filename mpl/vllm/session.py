@@ -28,20 +28,22 @@ def _config_dict(hf_config) -> dict:
     return {k: v for k, v in d.items() if isinstance(v, (int, float, str, list, dict, bool)) or v is None}
 
 
-def _expert_bytes(model) -> int:
-    """Bytes of one expert's weights as the engine holds them (w13 + w2 of a FusedMoE)."""
+def _expert_bytes(model) -> tuple[int, int]:
+    """Bytes of one expert's weights as the engine holds them (w13 + w2 of a FusedMoE), and
+    the bits of one weight (0 when no expert was found)."""
     from vllm.model_executor.layers.fused_moe.layer import MoERunner
 
     for m in model.modules():
         if isinstance(m, MoERunner):
             owner = getattr(m, "routed_experts", None) or m
-            total = 0
+            total = bits = 0
             for name, p in owner.named_parameters(recurse=True):
                 if name.split(".")[-1] in ("w13_weight", "w2_weight") and p.dim() == 3:
                     total += p[0].numel() * p.element_size()
+                    bits = p.element_size() * 8
             if total:
-                return int(total)
-    return 0
+                return int(total), bits
+    return 0, 0
 
 
 class Session:
@@ -63,7 +65,7 @@ class Session:
         self.shadow = None
         keep = self.rank == 0 and bool(config.get("record", True))
         self.capture = Capture(model, vcfg.model_config.hf_config, keep=keep)
-        self.expert_bytes = _expert_bytes(model)
+        self.expert_bytes, self.stored_bits = _expert_bytes(model)
         self.source = f"recorded by mpl.vllm in vLLM {vllm.__version__}"
         self.extra = {"engine": "vllm", "engine_version": vllm.__version__,
                       "tensor_parallel_size": vcfg.parallel_config.tensor_parallel_size,
@@ -128,7 +130,8 @@ class Session:
                                  list(getattr(self.runner.input_batch, "req_ids", []) or []))
 
     def header(self):
-        return self.capture.header(self.model_name, self.expert_bytes, self.source, self.extra)
+        return self.capture.header(self.model_name, self.expert_bytes, self.source, self.extra,
+                                   self.stored_bits)
 
     def trace(self) -> Trace:
         cap = self.capture

@@ -119,6 +119,7 @@ def test_replay_of_the_recorded_trace_gives_the_same_tier_statistics(runs, case,
     _, many, *_, text = runs[case]
     path = tmp_path / "live.mpltrace"
     traceio.save(many.trace, str(path))
+    assert traceio.load(str(path)).header.stored_bits == 32     # the float32 engine's experts
     rep = mpl.replay(mpl.loads(text), str(path), belady=False)
     live = many.stats
     assert rep.stats["tiers"] == live["tiers"], case
