@@ -603,7 +603,8 @@ class TierBuild:
 
     1. the constructor writes every disk tier's files (``mpl.mechanism.disk.DiskStore``),
        or for a disk tier without ``path`` checks how the ``checkpoint`` folder's
-       safetensors make the experts (``mpl.mechanism.checkpoint.CheckpointStore``), from
+       safetensors make the experts (``mpl.mechanism.checkpoint.CheckpointStore``; ``known``:
+       the recipes per decoder-layer id, when the experts were never loaded), from
        ``layers`` (per MoE-layer ordinal, ``{param name: [E, ...] tensor}`` as the
        engine holds them; ``layer_ids``: their decoder-layer ids, which name the files).
        Nothing else is allocated; a failure removes every file written and raises
@@ -618,7 +619,7 @@ class TierBuild:
     :meth:`remove` deletes the files (detach, or a failed attach)."""
 
     def __init__(self, runtime, layers: list[dict], layer_ids, *, ir=None,
-                 checkpoint: str | None = None) -> None:
+                 checkpoint: str | None = None, known: dict | None = None) -> None:
         from .checkpoint import CheckpointStore
         from .disk import DiskError, DiskStore, RecordLayout
 
@@ -652,7 +653,7 @@ class TierBuild:
                     if spec.path is not None:
                         disk = DiskStore(spec.path, self.layout, pairs, E)
                     elif checkpoint is not None:     # the checkpoint's own files
-                        disk = CheckpointStore(checkpoint, self.layout, pairs, E)
+                        disk = CheckpointStore(checkpoint, self.layout, pairs, E, known)
                     else:
                         where = ("" if ir is None else
                                  f"{ir.source_path or '<text>'}:{src.get(spec.name) or ir.source_line}: ")
