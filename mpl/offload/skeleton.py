@@ -20,7 +20,9 @@ larger than host memory").
    every expert of that layer compared); every other MoE layer's are made the same way and
    checked by shape and dtype for every expert (:func:`~mpl.mechanism.checkpoint.recipes_like`);
 4. the skeleton: each non-expert parameter and persistent buffer read from the checkpoint
-   key transformers' own renaming maps to it (``rename_source_key``); the probe's tensors
+   key transformers' own renaming maps to it (``rename_source_key``), as transformers' CPU
+   load reads it (a view of the file's memory map: clean pages of the page cache, which the
+   kernel can drop and read again, and the same alignment, so the same bits); the probe's tensors
    (embeddings, the first layers) are compared with what the file gives under that key and
    kept (not read twice); a tensor whose key no checkpoint entry maps to is a refusal (a
    weight tied to another is tied as transformers ties it);
@@ -117,27 +119,24 @@ def _set(model, name: str, value, param: bool) -> None:
         mod._buffers[leaf] = value
 
 
-def _read(t, dtype) -> torch.Tensor:
-    """One checkpoint tensor read into fresh memory (``preadv``, pages dropped after), as
-    ``dtype`` (transformers casts a floating checkpoint to the model's dtype at load)."""
-    from mpl.mechanism.disk import DiskError
+class _Reader:
+    """Checkpoint tensors as transformers' own CPU load gives them: ``safe_open(...)
+    .get_tensor`` (a view of the file's memory map, at the address the map puts its file
+    offset; the matrix kernels' last bits depend on an operand's alignment, so a copy
+    elsewhere would not compute bit-identically), cast to the model's dtype as transformers
+    casts a floating checkpoint at load."""
 
-    out = torch.empty(t.shape, dtype=t.dtype)
-    if t.nbytes:
-        buf = memoryview(out.view(-1).view(torch.uint8).numpy()).cast("B")
-        fd = os.open(t.file, os.O_RDONLY)
-        try:
-            done = 0
-            while done < t.nbytes:
-                got = os.preadv(fd, [buf[done:]], t.offset + done)
-                if got <= 0:
-                    raise DiskError(f"{t.file}: tensor {t.key} is cut short")
-                done += got
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, t.offset, t.nbytes, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return out if out.dtype == dtype else out.to(dtype)
+    def __init__(self) -> None:
+        self.files: dict = {}
+
+    def __call__(self, t, dtype) -> torch.Tensor:
+        from safetensors import safe_open
+
+        f = self.files.get(t.file)
+        if f is None:
+            f = self.files[t.file] = safe_open(t.file, framework="pt")
+        out = f.get_tensor(t.key)
+        return out if out.dtype == dtype else out.to(dtype)
 
 
 def _key_map(model, tensors: dict) -> dict:
@@ -295,6 +294,7 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     del ref_params, pl, ref_layer
     probe_bytes = sum(t.numel() * t.element_size() for t in probe.parameters())
     by_key = _key_map(model, tensors)
+    read = _Reader()
     persistent = set(model.state_dict())
     tied = set(getattr(model, "all_tied_weights_keys", None) or {})
     try:
@@ -319,13 +319,13 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
                                       f"model's '{name}' {tuple(t.shape)}")
             if name in probe_sd:
                 have = probe_sd[name]
-                if have.dtype != t.dtype or not torch.equal(_read(src, have.dtype), have):
+                if have.dtype != t.dtype or not torch.equal(read(src, have.dtype), have):
                     raise _refuse(folder, f"the checkpoint's {src.key} is not what "
                                           f"transformers loads as '{name}': the loader cannot "
                                           f"map this family's weights; load it whole and attach")
                 value = have.detach()
             else:
-                value = _read(src, t.dtype)
+                value = read(src, t.dtype)
             _set(model, name, value, is_param)
     except DiskError as e:
         raise AttachError(str(e)) from None
