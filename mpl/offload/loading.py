@@ -122,12 +122,30 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
         msg = " ".join(str(e).split()) or type(e).__name__
         raise ModelLoadError(f"cannot load a model from {spec}: {msg}") from None
     model.eval()
-    tok = ByteTokenizer()
+    return model, tokenizer_for(folder)
+
+
+def tokenizer_for(folder: str):
+    """The tokenizer of a model folder when it has tokenizer files, else bytes as tokens."""
     tok_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
     if os.path.isdir(folder) and any(os.path.isfile(os.path.join(folder, f)) for f in tok_files):
         try:
             from transformers import AutoTokenizer
-            tok = HFTokenizer(AutoTokenizer.from_pretrained(folder, local_files_only=True))
+            return HFTokenizer(AutoTokenizer.from_pretrained(folder, local_files_only=True))
         except Exception:            # no tokenizer files: fall back to bytes (documented)
-            tok = ByteTokenizer()
-    return model, tok
+            pass
+    return ByteTokenizer()
+
+
+def loads_without_experts(spec: str, policy) -> bool:
+    """Whether ``mplc run --model spec`` loads the model without its experts
+    (``mpl.offload.skeleton``): ``spec`` is a model folder with ``.safetensors`` files and
+    every set of the policy's tiers ends on a disk tier without ``path`` (the checkpoint's
+    files serve the experts; the memory estimate is then the skeleton and the host tier,
+    not the weight files)."""
+    from mpl.mechanism.checkpoint import checkpoint_files
+
+    if spec in models.PRESETS or not os.path.isdir(spec) or not checkpoint_files(spec):
+        return False
+    from .skeleton import policy_needs_checkpoint_disk
+    return policy_needs_checkpoint_disk(policy) is None

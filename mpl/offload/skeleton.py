@@ -55,7 +55,7 @@ class Unloaded:
     probe_bytes: int
 
 
-def _policy_needs_checkpoint_disk(policy) -> str | None:
+def policy_needs_checkpoint_disk(policy) -> str | None:
     """Why ``policy`` cannot serve a model whose experts are not loaded (None: it can):
     every set of tiers must end on a disk tier without ``path``."""
     from mpl.mechanism.tiered import tier_sets
@@ -183,8 +183,7 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     """
     from mpl.mechanism.checkpoint import checkpoint_files, read_header, recipes, recipes_like
     from mpl.mechanism.disk import DiskError, RecordLayout
-    from mpl.mechanism.footprint import (HOST, Footprint, device_free, host_available, place_of,
-                                         refusal, tier_host)
+    from mpl.mechanism.footprint import device_free, host_available, refusal, skeleton_load
 
     from .hf import _resolve_device, attach, discover
 
@@ -192,7 +191,7 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
         raise AttachError(f"from_pretrained needs an mpl Policy (mpl.load / mpl.loads), got "
                           f"{type(policy).__name__}")
     folder = os.fspath(folder)
-    why = _policy_needs_checkpoint_disk(policy)
+    why = policy_needs_checkpoint_disk(policy)
     if why:
         raise AttachError(why)
     if not os.path.isdir(folder) or not os.path.isfile(os.path.join(folder, "config.json")):
@@ -217,9 +216,13 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     except DiskError as e:
         raise AttachError(str(e)) from None
 
-    # 1. the model on the meta device, and its MoE layers
+    # 1. the model on the meta device (at the dtype from_pretrained picks: the config's),
+    #    and its MoE layers
+    want = getattr(cfg, "dtype", None) or getattr(cfg, "torch_dtype", None)
+    want = getattr(torch, want, None) if isinstance(want, str) else want
     with init_empty_weights(include_buffers=False):
-        shape_only = AutoModelForCausalLM.from_config(cfg, **kw)
+        shape_only = AutoModelForCausalLM.from_config(
+            cfg, **kw, **({"dtype": want} if isinstance(want, torch.dtype) else {}))
     layers = discover(shape_only)          # AttachError: a family attach does not support
     first = layers[0].layer_id
     n_layers = int(getattr(cfg, "num_hidden_layers", 0) or 0)
@@ -241,17 +244,9 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
                    if n.rpartition(".")[0] not in experts_names)
     layer_experts = sum(p.numel() * p.element_size() for p in template.values())
     dev = _resolve_device(device, shape_only)
-    fp = Footprint()
-    fp.add("the probe's first MoE layer (transient)", HOST, layer_experts)
-    fp.add("the skeleton", HOST, skeleton)
-    fp.add("the probe's experts released", HOST, -layer_experts)
     runtime = _runtime_for(policy, layers, shape_only)
-    if runtime is not None and runtime.tier_layout is not None:
-        tier_host(fp, runtime.tier_layout, template)
-        from mpl.mechanism.device import ALIGN
-        entry = sum(p[0].numel() * p.element_size() + ALIGN for p in template.values())
-        fp.add("device slot pool", place_of(dev),
-               (runtime.num_slots + (stream_slots or E) + 1) * entry)
+    fp = skeleton_load(skeleton, layer_experts, runtime.tier_layout, template,
+                       runtime.num_slots + (stream_slots or E) + 1, dev)
     why = refusal(fp, f"loading {folder} without its experts", host=host_available(),
                   device=device_free(dev), device_name=str(dev))
     if why:
