@@ -195,3 +195,18 @@ def test_what_cannot_be_served_is_refused_located(tmp_path, monkeypatch):
     monkeypatch.setattr(footprint, "host_available", lambda: 1000)
     msg = refused(POLICY, folder, "more host memory at its peak")
     assert "the skeleton" in msg and "host tier cache" in msg and "nothing was changed" in msg
+
+
+def test_a_folder_too_large_to_load_whole_names_the_path_without_experts(tmp_path):
+    from mpl.offload.loading import ModelLoadError, check_fits, loads_without_experts
+
+    with pytest.raises(ModelLoadError) as err:
+        check_fits(str(tmp_path), 10**12, None, None, 10**9)
+    msg = str(err.value)
+    assert msg.startswith(f"{tmp_path}: this model needs about 1,000.0 GB of host memory loaded whole")
+    assert "disk tier without path" in msg and "A model larger than host memory" in msg
+    # which runs take the path: a folder of safetensors and a policy ending on the checkpoint
+    build_model("tiny-olmoe").save_pretrained(tmp_path)
+    assert loads_without_experts(str(tmp_path), mpl.loads(POLICY))
+    assert not loads_without_experts(str(tmp_path), mpl.loads("policy c { cache { capacity = 3 } }"))
+    assert not loads_without_experts("tiny-olmoe", mpl.loads(POLICY))

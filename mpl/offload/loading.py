@@ -70,6 +70,13 @@ def check_fits(spec: str, nbytes: int, params: int | None, dtype: str | None,
         return
     what = (f"{params / 1e9:.2f} B parameters in {dtype}" if params is not None
             else "its weight files")
+    if params is None and os.path.isdir(spec):
+        raise ModelLoadError(
+            f"{spec}: this model needs about {_gb(nbytes)} of host memory loaded whole ({what}), "
+            f"more than the {_gb(available)} available; it was not loaded. A policy whose tiers "
+            f"end on a disk tier without path serves it without loading its experts (the "
+            f"checkpoint's .safetensors files; docs/offload.md, \"A model larger than host "
+            f"memory\"); or use a machine with more memory")
     raise ModelLoadError(
         f"{spec}: this model needs about {_gb(nbytes)} of host memory ({what}), more than the "
         f"{_gb(available)} available; it was not built. Use a tiny preset ("
