@@ -86,6 +86,25 @@ def test_every_family_generates_as_the_model_loaded_whole(tmp_path, family):
     assert digest(tmp_path) == before and sorted(os.listdir(tmp_path)) == listing
 
 
+@pytest.mark.parametrize("family,kw", [("tiny-qwen3-moe", {"tie_word_embeddings": True}),
+                                       ("tiny-gpt-oss", {"dtype": torch.bfloat16})])
+def test_tied_embeddings_and_bf16_load_as_transformers_loads_them(tmp_path, family, kw):
+    build_model(family, **kw).save_pretrained(tmp_path)
+    ref_model = whole(tmp_path)
+    ref = gen(ref_model)
+    h = mpl.loads(POLICY).from_pretrained(str(tmp_path))
+    try:
+        m = h.model
+        assert {n: p.dtype for n, p in m.named_parameters()} == \
+            {n: p.dtype for n, p in ref_model.named_parameters() if ".experts." not in n}
+        if kw.get("tie_word_embeddings"):
+            assert m.lm_head.weight is m.model.embed_tokens.weight
+        seq, logits = gen(m)
+        assert torch.equal(seq, ref[0]) and torch.equal(logits, ref[1])
+    finally:
+        h.detach()
+
+
 def test_acceptance_a_model_several_times_the_host_tier(tmp_path):
     """384 MiB of experts, a 64 MiB host tier: the load's and generate's peak resident
     growth stay under the skeleton + the host tier + the overhead stated below, far under

@@ -37,11 +37,14 @@ runs only with a policy attached.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 import torch
 
 from .errors import AttachError
+
+_LAYER = re.compile(r"\.layers\.\d+\.")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,6 @@ class Unloaded:
     folder: str
     modules: tuple
     recipes: dict
-    probe_bytes: int
 
 
 def policy_needs_checkpoint_disk(policy) -> str | None:
@@ -230,11 +232,6 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
         raise _refuse(folder, "its config has no num_hidden_layers: the loader cuts the model "
                               "after its first MoE layer to check the experts")
 
-    # 3a. the probe: the model up to its first MoE layer, loaded by transformers
-    cut = AutoConfig.from_pretrained(folder, local_files_only=True)
-    cut.num_hidden_layers = first + 1
-    for k, v in _layer_lists(cfg, n_layers).items():
-        setattr(cut, k, v[:first + 1])
     # 2. the estimate, before anything is read
     E = layers[0].num_experts
     template = {n: p for n, p in layers[0].module.named_parameters(recurse=False)}
@@ -244,6 +241,8 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
                    if n.rpartition(".")[0] not in experts_names)
     layer_experts = sum(p.numel() * p.element_size() for p in template.values())
     dev = _resolve_device(device, shape_only)
+    if dev.type == "meta":       # no device given, no CUDA: the model runs where it loads
+        dev = torch.device("cpu")
     runtime = _runtime_for(policy, layers, shape_only)
     fp = skeleton_load(skeleton, layer_experts, runtime.tier_layout, template,
                        runtime.num_slots + (stream_slots or E) + 1, dev)
@@ -253,6 +252,11 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
         raise AttachError(why)
     del shape_only
 
+    # 3a. the probe: the model up to its first MoE layer, loaded by transformers
+    cut = AutoConfig.from_pretrained(folder, local_files_only=True)
+    cut.num_hidden_layers = first + 1
+    for k, v in _layer_lists(cfg, n_layers).items():
+        setattr(cut, k, v[:first + 1])
     try:
         with _quiet():
             probe = AutoModelForCausalLM.from_pretrained(folder, config=cut, local_files_only=True,
@@ -286,8 +290,11 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     experts_names = {b.name for b in layers}
     probe_sd = {n: t for n, t in probe.state_dict().items()
                 if n.rpartition(".")[0] not in {b.name for b in pl}}
+    probe_buffers = dict(probe.named_buffers())
+    # the dtype transformers gives each weight (a module kept in float32, say): the probe's,
+    # for a deeper layer's the probe's of the same name in its layers
+    by_rest = {_LAYER.sub(".layers.*.", "." + n): t.dtype for n, t in probe_sd.items()}
     del ref_params, pl, ref_layer
-    probe_bytes = sum(t.numel() * t.element_size() for t in probe.parameters())
     by_key = _key_map(model, tensors)
     read = _Reader()
     persistent = set(model.state_dict())
@@ -299,8 +306,8 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
             if name.rpartition(".")[0] in experts_names:
                 continue
             if not is_param and name not in persistent:      # a non-persistent buffer
-                if name in probe_sd:
-                    _set(model, name, probe_sd[name], False)
+                if name in probe_buffers:     # (as transformers' load left it)
+                    _set(model, name, probe_buffers[name], False)
                 continue
             src = by_key.get(name)
             if src is None:
@@ -314,13 +321,13 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
                                       f"model's '{name}' {tuple(t.shape)}")
             if name in probe_sd:
                 have = probe_sd[name]
-                if have.dtype != t.dtype or not torch.equal(read(src, have.dtype), have):
+                if not torch.equal(read(src, have.dtype), have):
                     raise _refuse(folder, f"the checkpoint's {src.key} is not what "
                                           f"transformers loads as '{name}': the loader cannot "
                                           f"map this family's weights; load it whole and attach")
                 value = have.detach()
             else:
-                value = read(src, t.dtype)
+                value = read(src, by_rest.get(_LAYER.sub(".layers.*.", "." + name), t.dtype))
             _set(model, name, value, is_param)
     except DiskError as e:
         raise AttachError(str(e)) from None
@@ -339,8 +346,7 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
             model.generation_config = GenerationConfig.from_pretrained(folder, local_files_only=True)
     except Exception:  # noqa: BLE001 — a bad generation_config.json: the config's defaults
         pass
-    model._mpl_unloaded = Unloaded(os.path.abspath(folder), tuple(sorted(experts_names)), known,
-                                   probe_bytes)
+    model._mpl_unloaded = Unloaded(os.path.abspath(folder), tuple(sorted(experts_names)), known)
     return attach(policy, model, device=device, readers=readers, stream_slots=stream_slots,
                   check=check)
 
