@@ -77,7 +77,10 @@ def main(folder: str) -> None:
     gc.collect()
     # the unmodified model, loaded whole: its tokens, and the memory its compute takes on
     # top of the model (activations, temporaries): part of the stated overhead
+    before_whole = rss_kib()
+    reset_peak()
     ref_model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
+    whole_load_kib = rss_kib("VmHWM") - before_whole        # for comparison, not bounded
     reset_peak()
     before_ref = rss_kib()
     with torch.no_grad():
@@ -109,7 +112,7 @@ def main(folder: str) -> None:
         "expert_params": experts // 4,
         "pool_bytes": mech["pool_bytes"], "host_cache_bytes": mech["tiers"]["host_cache_bytes"],
         "base_kib": base, "load_peak_kib": load_peak, "after_load_kib": after_load,
-        "gen_peak_kib": gen_peak, "compute_kib": compute_kib,
+        "gen_peak_kib": gen_peak, "compute_kib": compute_kib, "whole_load_kib": whole_load_kib,
         "tokens_equal": bool(torch.equal(ref.sequences, out.sequences)),
         "logits_equal": bool(torch.equal(torch.stack(ref.logits), torch.stack(out.logits))),
         "disk_reads": mech["tiers"]["disk_reads"],

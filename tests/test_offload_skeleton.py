@@ -78,8 +78,11 @@ def test_every_family_generates_as_the_model_loaded_whole(tmp_path, family):
     # detach reads nothing back: the experts stay unloaded, so a policy holding them in host
     # memory is refused, and the disk policy attaches again
     assert all(p.device.type == "meta" for n, p in model.named_parameters() if ".experts." in n)
-    with pytest.raises(AttachError, match="never loaded"):
+    with pytest.raises(AttachError, match="no memory tiers: a model loaded without its experts"):
         mpl.loads("policy c { cache { capacity = 3 } }").attach(model)
+    with pytest.raises(AttachError, match="a disk tier with a path"):
+        mpl.loads(POLICY.replace("tier d { location = disk }",
+                                 f'tier d {{ location = disk  path = "{tmp_path}" }}')).attach(model)
     h2 = mpl.loads(POLICY).attach(model)
     assert torch.equal(gen(model)[0], ref[0])
     h2.detach()

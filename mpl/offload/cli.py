@@ -283,7 +283,6 @@ def shadow(args, prog: str = "mplc run") -> int:
         return 1
     s = rep["stats"]
     report = {"engine": "hf", "mode": "shadow", "policy": policy.name, "model": args.model,
-              "experts_loaded": not without_experts,
               "prompt": args.prompt, "tokens": new, "text": tok.decode(new), "seconds": dt,
               "tokens_per_s": len(new) / dt if dt > 0 else None, "hardware": rep["hardware"]["name"],
               "dispatches": rep["dispatches"], "stats": s, "sim": rep["sim"]}
@@ -294,9 +293,6 @@ def shadow(args, prog: str = "mplc run") -> int:
         return 0
     print(f"policy {policy.name} in shadow mode beside {args.model} ({len(handle.layers)} MoE "
           f"layers, unchanged), simulated on {rep['hardware']['name']}")
-    if without_experts:
-        print(f"experts never loaded: the disk tier reads them from {args.model}'s "
-              f".safetensors files")
     print(f"prompt: {args.prompt!r}")
     print(f"output: {report['text']!r}")
     print(f"tokens: {new}")

@@ -508,11 +508,11 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     if cost is not None:
         kw["cost"] = cost
     tiered = bool(getattr(policy.ir, "tiered", False))
-    if not tiered and _unloaded_experts(model):
-        raise AttachError(
-            f"policy '{policy.name}' holds every expert in host memory, but this model's experts "
-            "were never loaded (mpl.offload.from_pretrained): attach a policy whose tiers end "
-            "on a disk tier without path, or load the model whole (transformers' from_pretrained)")
+    if _unloaded_experts(model):    # only the checkpoint's files can serve its experts
+        from .skeleton import policy_needs_checkpoint_disk
+        why = policy_needs_checkpoint_disk(policy)
+        if why:
+            raise AttachError(why)
     if tiered:
         # as a replay of this model's trace sizes them (mpl.timemodel.hardware.tier_arguments)
         bits = shape.bytes_per_param * 8

@@ -66,9 +66,9 @@ def policy_needs_checkpoint_disk(policy) -> str | None:
     where = f"{ir.source_path or '<text>'}:{ir.source_line}: "
     sets = tier_sets(ir) if getattr(ir, "tiered", False) else []
     if not sets:
-        return (f"{where}policy '{policy.name}' has no memory tiers: loading a model without "
-                f"its experts needs a hierarchy ending on a disk tier without path (the "
-                f"checkpoint's files serve the experts)")
+        return (f"{where}policy '{policy.name}' has no memory tiers: a model loaded without "
+                f"its experts (never in host memory) needs a hierarchy ending on a disk tier "
+                f"without path (the checkpoint's files serve the experts)")
     for h in sets:
         last = h.tiers[-1]
         kind = last.location.kind
@@ -77,8 +77,9 @@ def policy_needs_checkpoint_disk(policy) -> str | None:
             what = ("a disk tier with a path (its files would have to be written from the "
                     "experts)" if kind == "disk" else f"tier '{last.name}' ({kind})")
             return (f"{ir.source_path or '<text>'}:{line}: policy '{policy.name}' ends a set of "
-                    f"tiers on {what}: loading a model without its experts needs every set to "
-                    f"end on a disk tier without path (the checkpoint's files)")
+                    f"tiers on {what}: a model loaded without its experts (never in host "
+                    f"memory) needs every set to end on a disk tier without path (the "
+                    f"checkpoint's files)")
     return None
 
 
