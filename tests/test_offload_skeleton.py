@@ -89,10 +89,15 @@ def test_every_family_generates_as_the_model_loaded_whole(tmp_path, family):
     assert digest(tmp_path) == before and sorted(os.listdir(tmp_path)) == listing
 
 
-@pytest.mark.parametrize("family,kw", [("tiny-qwen3-moe", {"tie_word_embeddings": True}),
-                                       ("tiny-gpt-oss", {"dtype": torch.bfloat16})])
-def test_tied_embeddings_and_bf16_load_as_transformers_loads_them(tmp_path, family, kw):
-    build_model(family, **kw).save_pretrained(tmp_path)
+@pytest.mark.parametrize("family,kw,save", [
+    ("tiny-qwen3-moe", {"tie_word_embeddings": True}, {}),
+    ("tiny-gpt-oss", {"dtype": torch.bfloat16}, {}),
+    ("tiny-deepseek-v3", {}, {"max_shard_size": "50KB"}),      # the experts over several files
+])
+def test_tied_bf16_and_sharded_checkpoints_load_as_transformers_loads_them(tmp_path, family, kw,
+                                                                          save):
+    build_model(family, **kw).save_pretrained(tmp_path, **save)
+    assert len(checkpoint_files(str(tmp_path))) > (1 if save else 0)
     ref_model = whole(tmp_path)
     ref = gen(ref_model)
     h = mpl.loads(POLICY).from_pretrained(str(tmp_path))
