@@ -509,8 +509,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         kw["cost"] = cost
     tiered = bool(getattr(policy.ir, "tiered", False))
     if _unloaded_experts(model):    # only the checkpoint's files can serve its experts
-        from .skeleton import policy_needs_checkpoint_disk
-        why = policy_needs_checkpoint_disk(policy)
+        from mpl.mechanism.tiered import checkpoint_disk_misfit
+        why = checkpoint_disk_misfit(policy.ir)
         if why:
             raise AttachError(why)
     if tiered:

@@ -154,5 +154,5 @@ def loads_without_experts(spec: str, policy) -> bool:
 
     if spec in models.PRESETS or not os.path.isdir(spec) or not checkpoint_files(spec):
         return False
-    from .skeleton import policy_needs_checkpoint_disk
-    return policy_needs_checkpoint_disk(policy) is None
+    from mpl.mechanism.tiered import checkpoint_disk_misfit
+    return checkpoint_disk_misfit(policy.ir) is None

@@ -11,7 +11,7 @@ larger than host memory").
    ``init_empty_weights``: parameters on meta, buffers real), its MoE layers discovered;
 2. the estimate (:mod:`mpl.mechanism.footprint`): the skeleton, the probe below, each disk
    tier's host cache and bounce record, the device slot pool, against what the host and the
-   device have now; a refusal with the numbers before anything is read;
+   device have now; a refusal with the numbers before any tensor is read;
 3. the **probe**: the model cut after its first MoE layer (``num_hidden_layers``, and the
    per-layer lists of the config, shortened) loaded through transformers' own
    ``from_pretrained``, so its conversion (fusing, renaming, the dtype it picks) makes that
@@ -55,32 +55,6 @@ class Unloaded:
     folder: str
     modules: tuple
     recipes: dict
-
-
-def policy_needs_checkpoint_disk(policy) -> str | None:
-    """Why ``policy`` cannot serve a model whose experts are not loaded (None: it can):
-    every set of tiers must end on a disk tier without ``path``."""
-    from mpl.mechanism.tiered import tier_sets
-
-    ir = policy.ir
-    where = f"{ir.source_path or '<text>'}:{ir.source_line}: "
-    sets = tier_sets(ir) if getattr(ir, "tiered", False) else []
-    if not sets:
-        return (f"{where}policy '{policy.name}' has no memory tiers: a model loaded without "
-                f"its experts (never in host memory) needs a hierarchy ending on a disk tier "
-                f"without path (the checkpoint's files serve the experts)")
-    for h in sets:
-        last = h.tiers[-1]
-        kind = last.location.kind
-        if kind != "disk" or last.path is not None:
-            line = last.source_line or h.source_line or ir.source_line
-            what = ("a disk tier with a path (its files would have to be written from the "
-                    "experts)" if kind == "disk" else f"tier '{last.name}' ({kind})")
-            return (f"{ir.source_path or '<text>'}:{line}: policy '{policy.name}' ends a set of "
-                    f"tiers on {what}: a model loaded without its experts (never in host "
-                    f"memory) needs every set to end on a disk tier without path (the "
-                    f"checkpoint's files)")
-    return None
 
 
 def _layer_lists(cfg, n: int) -> dict:
@@ -145,8 +119,16 @@ class _Reader:
 def _key_map(model, tensors: dict) -> dict:
     """model key -> checkpoint Tensor, for every checkpoint key transformers' renaming maps
     to a model key without a conversion (the experts' keys, fused at load, are left out)."""
-    from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
-    from transformers.conversion_mapping import get_model_conversion_mapping
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import (WeightConverter, WeightRenaming,
+                                                     rename_source_key)
+    except ImportError as e:
+        import transformers
+        raise AttachError(f"loading a model without its experts maps checkpoint keys with "
+                          f"transformers' own renaming, which transformers "
+                          f"{transformers.__version__} does not have ({e}): upgrade "
+                          f"transformers, or load the model whole and attach") from None
 
     mapping = get_model_conversion_mapping(model)
     renamings = [m for m in mapping if isinstance(m, WeightRenaming)]
@@ -178,15 +160,17 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
 
     ``device``, ``readers``, ``stream_slots``, ``check``: as ``attach``;
     ``experts_implementation``: as transformers' ``from_pretrained``. Refusals
-    (:class:`AttachError`, one line, located at the policy's tier or the folder) happen
-    before anything large is read: a policy holding experts in host memory, a folder that
-    is not such a checkpoint, a checkpoint whose experts do not make the model's (another
-    dtype, quantized), a model family whose experts transformers does not route through its
-    experts registry, and a host or device without the memory the estimate needs.
+    (:class:`AttachError`, one line, located at the policy's tier or the folder), before any
+    tensor is read: a policy holding experts in host memory, a folder that is not such a
+    checkpoint, a model family whose experts transformers does not route through its
+    experts registry, a host or device without the memory the estimate needs; after the
+    probe (one MoE layer read), a checkpoint whose experts do not make the model's (another
+    dtype, quantized) or whose weights transformers' renaming does not map.
     """
     from mpl.mechanism.checkpoint import checkpoint_files, read_header, recipes, recipes_like
     from mpl.mechanism.disk import DiskError, RecordLayout
     from mpl.mechanism.footprint import device_free, host_available, refusal, skeleton_load
+    from mpl.mechanism.tiered import checkpoint_disk_misfit
 
     from .hf import _resolve_device, attach, discover
 
@@ -194,7 +178,7 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
         raise AttachError(f"from_pretrained needs an mpl Policy (mpl.load / mpl.loads), got "
                           f"{type(policy).__name__}")
     folder = os.fspath(folder)
-    why = policy_needs_checkpoint_disk(policy)
+    why = checkpoint_disk_misfit(policy.ir)
     if why:
         raise AttachError(why)
     if not os.path.isdir(folder) or not os.path.isfile(os.path.join(folder, "config.json")):
