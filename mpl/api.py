@@ -61,6 +61,13 @@ class Policy:
         from mpl.offload import attach
         return attach(self, model, **kw)
 
+    def from_pretrained(self, folder, **kw):
+        """The HuggingFace MoE model saved in ``folder`` loaded without its experts (never in
+        host memory) and this policy attached: its disk tier without ``path`` reads them
+        from the checkpoint (``mpl.offload.from_pretrained``; the Handle's ``model``)."""
+        from mpl.offload import from_pretrained
+        return from_pretrained(folder, self, **kw)
+
     def shadow(self, model, **kw):
         """The policy in shadow mode beside a HuggingFace ``model`` left unchanged
         (``mpl.offload.shadow``)."""

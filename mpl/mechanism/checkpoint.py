@@ -89,11 +89,13 @@ def checkpoint_files(folder: str) -> list[str]:
 
 class _Part:
     """One checkpoint tensor as a part of an expert parameter's row: ``tensors[e]`` (per
-    expert) or one fused tensor whose row ``e`` is read; ``t``: transposed."""
-    __slots__ = ("per_expert", "t")
+    expert) or one fused tensor whose row ``e`` is read; ``t``: transposed; ``name``: the
+    tensor's name after ``experts.[E.]`` in its key (what :func:`recipes_like` looks up in
+    another layer)."""
+    __slots__ = ("per_expert", "t", "name")
 
-    def __init__(self, per_expert: list[Tensor], t: bool) -> None:
-        self.per_expert, self.t = per_expert, t
+    def __init__(self, per_expert: list[Tensor], t: bool, name: str = "") -> None:
+        self.per_expert, self.t, self.name = per_expert, t, name
 
     def shape(self) -> tuple:
         s = self.per_expert[0].shape
@@ -196,7 +198,8 @@ def recipes(tensors: dict[str, Tensor], layer_id: int, params: dict[str, torch.T
                                 or tuple(joined) != tuple(target.shape):
                             continue
                     if torch.equal(_compose([row(n, 0) for n in combo], ts, dim), target):
-                        found = Recipe(pname, [_Part(cands[n], t) for n, t in zip(combo, ts)], dim)
+                        found = Recipe(pname, [_Part(cands[n], t, n) for n, t in zip(combo, ts)],
+                                       dim)
                         break
                 if found:
                     break
@@ -222,6 +225,52 @@ def recipes(tensors: dict[str, Tensor], layer_id: int, params: dict[str, torch.T
     return out
 
 
+def recipes_like(tensors: dict[str, Tensor], layer_id: int, ref: list[Recipe],
+                 layout: RecordLayout, E: int, where: str) -> list[Recipe]:
+    """The recipes of MoE layer ``layer_id`` made as ``ref`` (another layer's, found from the
+    values by :func:`recipes`), for a model whose experts were never loaded: every expert's
+    parts must exist in the checkpoint and compose, by shape and dtype, exactly the record's
+    row of each parameter (``layout``); DiskError naming the layer, the expert and the
+    parameter otherwise. The values are not compared (there are none to compare with)."""
+    cands = _expert_tensors(tensors, layer_id, E)
+    rows = {name: (row, dt) for name, row, dt, _off, _n in layout.params}
+    out = []
+    for r in ref:
+        row, dt = rows[r.name]
+        parts = []
+        for pt in r.parts:
+            per = cands.get(pt.name)
+            if per is None:
+                raise DiskError(
+                    f"{where}: MoE layer {layer_id} has no checkpoint tensors "
+                    f"'experts.*.{pt.name}' for every one of its {E} experts (the model's "
+                    f"'{r.name}' is made from them in the layer the loader checked)")
+            parts.append(_Part(per, pt.t, pt.name))
+        for e in range(E):
+            shapes = [tuple(reversed(p.per_expert[e].shape)) if p.t else p.per_expert[e].shape
+                      for p in parts]
+            if len(shapes) == 1:
+                got = shapes[0]
+            else:
+                d = r.dim % len(shapes[0])
+                got = list(shapes[0])
+                got[d] = sum(s[d] for s in shapes)
+                if any(len(s) != len(shapes[0]) or any(x != y for i, (x, y) in
+                       enumerate(zip(s, shapes[0])) if i != d) for s in shapes):
+                    got = None
+            bad = [p.per_expert[e] for p in parts if p.per_expert[e].dtype != dt]
+            if got is None or tuple(got) != tuple(row) or bad:
+                have = ", ".join(f"{p.per_expert[e].key} {tuple(p.per_expert[e].shape)} "
+                                 f"{str(p.per_expert[e].dtype).replace('torch.', '')}"
+                                 for p in parts)
+                raise DiskError(
+                    f"{where}: expert {e} of MoE layer {layer_id} in the checkpoint does not "
+                    f"make the model's '{r.name}' ({tuple(row)}, "
+                    f"{str(dt).replace('torch.', '')}): {have}")
+        out.append(Recipe(r.name, parts, r.dim))
+    return out
+
+
 class CheckpointStore(RecordFiles):
     """The disk tier over the checkpoint's files: the interface of
     :class:`mpl.mechanism.disk.DiskStore` (``read``, ``read_layer``, ``open``, ``close``,
@@ -230,8 +279,12 @@ class CheckpointStore(RecordFiles):
     direct = False
     page_cache = "posix_fadvise(DONTNEED)"
 
-    def __init__(self, folder: str, layout: RecordLayout, layers, num_experts: int) -> None:
+    def __init__(self, folder: str, layout: RecordLayout, layers, num_experts: int,
+                 known: dict | None = None) -> None:
         self.root = os.path.abspath(folder)
+        #: decoder-layer id -> its recipes, found when the model was loaded without its
+        #: experts (``mpl.offload.skeleton``): ``write`` then compares no values
+        self.known = known
         self.layout = layout
         self.E = int(num_experts)
         self.layers = list(layers)         # (ordinal, decoder-layer id)
@@ -251,7 +304,13 @@ class CheckpointStore(RecordFiles):
         for f in files:
             tensors.update(read_header(f))
         for o, lid in self.layers:
-            rs = recipes(tensors, lid, params[o], self.root)
+            if self.known is not None:
+                if lid not in self.known:
+                    raise DiskError(f"{self.root}: MoE layer {lid} was not checked when the "
+                                    f"model was loaded")
+                rs = self.known[lid]
+            else:
+                rs = recipes(tensors, lid, params[o], self.root)
             order = {n: i for i, (n, *_r) in enumerate(self.layout.params)}
             self.recipes[o] = sorted(rs, key=lambda r: order[r.name])
             self.files[o] = ", ".join(sorted({pt.per_expert[0].file for r in rs for pt in r.parts}))

@@ -184,6 +184,26 @@ def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device,
     return fp
 
 
+def skeleton_load(skeleton: int, layer_experts: int, tier_layout, template: dict,
+                  pool_entries: int, device) -> Footprint:
+    """What loading a model without its experts takes (``mpl.offload.skeleton``), in order:
+    one MoE layer's experts, loaded by transformers to find how the checkpoint makes them
+    (released once checked), the skeleton (every weight that is not an expert's), then the
+    attach: each disk tier's host cache and the bounce record (:func:`tier_host`), and the
+    device slot pool (``pool_entries`` entries on ``device``). The experts themselves are
+    never in host memory: nothing of them is counted but the host tier's records."""
+    from .device import ALIGN
+
+    fp = Footprint()
+    fp.add("one MoE layer's experts (the probe)", HOST, layer_experts)
+    fp.add("the skeleton", HOST, skeleton)
+    fp.add("the probe's experts released", HOST, -layer_experts)
+    tier_host(fp, tier_layout, template)
+    entry = sum(t[0].numel() * t.element_size() + ALIGN for t in template.values())
+    fp.add("device slot pool", place_of(device), pool_entries * entry)
+    return fp
+
+
 def refusal(fp: Footprint, what: str, *, host: int | None, device: int | None,
             device_name: str = "the device") -> str | None:
     """Why ``fp`` cannot be allocated with ``host`` bytes of host memory and ``device`` bytes

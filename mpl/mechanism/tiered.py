@@ -573,6 +573,30 @@ def tier_sets(ir) -> list:
     return ([ir.hierarchy] if ir.hierarchy is not None else []) + [b.hierarchy for b in ir.bands]
 
 
+def checkpoint_disk_misfit(ir) -> str | None:
+    """Why the policy of ``ir`` cannot serve a model whose experts were never loaded
+    (``mpl.offload.skeleton``; None: it can): every set of tiers must end on a disk tier
+    without ``path`` (the checkpoint's files). Located, one line."""
+    where = f"{ir.source_path or '<text>'}:{ir.source_line}: "
+    sets = tier_sets(ir) if getattr(ir, "tiered", False) else []
+    if not sets:
+        return (f"{where}policy '{ir.name}' has no memory tiers: a model loaded without "
+                f"its experts (never in host memory) needs a hierarchy ending on a disk tier "
+                f"without path (the checkpoint's files serve the experts)")
+    for h in sets:
+        last = h.tiers[-1]
+        kind = last.location.kind
+        if kind != "disk" or last.path is not None:
+            line = last.source_line or h.source_line or ir.source_line
+            what = ("a disk tier with a path (its files would have to be written from the "
+                    "experts)" if kind == "disk" else f"tier '{last.name}' ({kind})")
+            return (f"{ir.source_path or '<text>'}:{line}: policy '{ir.name}' ends a set of "
+                    f"tiers on {what}: a model loaded without its experts (never in host "
+                    f"memory) needs every set to end on a disk tier without path (the "
+                    f"checkpoint's files)")
+    return None
+
+
 def tier_dtype_misfit(ir, dtype) -> str | None:
     """Why a tier of policy ``ir`` cannot hold the checkpoint's bytes of experts stored at
     ``dtype`` (a torch dtype): one naming a floating-point precision other than the model's
@@ -603,7 +627,8 @@ class TierBuild:
 
     1. the constructor writes every disk tier's files (``mpl.mechanism.disk.DiskStore``),
        or for a disk tier without ``path`` checks how the ``checkpoint`` folder's
-       safetensors make the experts (``mpl.mechanism.checkpoint.CheckpointStore``), from
+       safetensors make the experts (``mpl.mechanism.checkpoint.CheckpointStore``; ``known``:
+       the recipes per decoder-layer id, when the experts were never loaded), from
        ``layers`` (per MoE-layer ordinal, ``{param name: [E, ...] tensor}`` as the
        engine holds them; ``layer_ids``: their decoder-layer ids, which name the files).
        Nothing else is allocated; a failure removes every file written and raises
@@ -618,7 +643,7 @@ class TierBuild:
     :meth:`remove` deletes the files (detach, or a failed attach)."""
 
     def __init__(self, runtime, layers: list[dict], layer_ids, *, ir=None,
-                 checkpoint: str | None = None) -> None:
+                 checkpoint: str | None = None, known: dict | None = None) -> None:
         from .checkpoint import CheckpointStore
         from .disk import DiskError, DiskStore, RecordLayout
 
@@ -652,7 +677,7 @@ class TierBuild:
                     if spec.path is not None:
                         disk = DiskStore(spec.path, self.layout, pairs, E)
                     elif checkpoint is not None:     # the checkpoint's own files
-                        disk = CheckpointStore(checkpoint, self.layout, pairs, E)
+                        disk = CheckpointStore(checkpoint, self.layout, pairs, E, known)
                     else:
                         where = ("" if ir is None else
                                  f"{ir.source_path or '<text>'}:{src.get(spec.name) or ir.source_line}: ")

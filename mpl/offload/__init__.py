@@ -2,7 +2,9 @@
 
 ``attach(policy, model)`` -> :class:`Handle`; ``shadow(policy, model)`` -> :class:`ShadowHandle`
 (the policy beside the model, which stays unchanged); ``auto_attach(model, memory=...)``;
-``record(model, inputs)`` -> :class:`mpl.trace.Trace`. A policy that does not fit the model
+``record(model, inputs)`` -> :class:`mpl.trace.Trace`; ``from_pretrained(folder, policy)``
+-> :class:`Handle` (a model whose experts are never loaded, served by a disk tier reading
+its checkpoint: ``mpl.offload.skeleton``). A policy that does not fit the model
 is refused with :class:`PolicyDoesNotFit` (located diagnostics) before anything changes.
 torch and transformers are imported when one of these is first used, never by ``import mpl``.
 """
@@ -21,6 +23,7 @@ _LAZY = {
     "ShadowHandle": "mpl.offload.shadow_mode",
     "auto_attach": "mpl.offload.auto",
     "record": "mpl.offload.recorder",
+    "from_pretrained": "mpl.offload.skeleton",
 }
 
 __all__ = sorted(_LAZY)

@@ -55,15 +55,19 @@ def _policy(args, prog: str):
     return load_policy(args.policy, getattr(args, "policy_name", None), prog)
 
 
-def _load(args, prog: str):
-    """(model, tokenizer) or (None, exit status)."""
+def torch_threads() -> None:
     import torch
 
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+
+
+def _load(args, prog: str):
+    """(model, tokenizer) or (None, exit status)."""
     from mpl.cli.errors import error
 
     from .loading import ModelLoadError, load_model
 
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    torch_threads()
     try:
         return load_model(args.model, experts_implementation=getattr(args, "experts_implementation", None))
     except ModelLoadError as e:
@@ -171,11 +175,23 @@ def run(args, prog: str = "mplc run") -> int:
     policy, rc = _policy(args, prog)
     if policy is None:
         return rc
-    model, tok = _load(args, prog)
-    if model is None:
-        return tok
+    from .loading import loads_without_experts, tokenizer_for
+
+    without_experts = loads_without_experts(args.model, policy)
     try:
-        handle = attach(policy, model, device=args.device)
+        if without_experts:
+            # the experts are never loaded: the disk tier reads them from the checkpoint
+            from .skeleton import from_pretrained
+
+            torch_threads()
+            handle = from_pretrained(args.model, policy, device=args.device,
+                                     experts_implementation=getattr(args, "experts_implementation", None))
+            model, tok = handle.model, tokenizer_for(args.model)
+        else:
+            model, tok = _load(args, prog)
+            if model is None:
+                return tok
+            handle = attach(policy, model, device=args.device)
     except AttachError as e:
         if isinstance(e, _does_not_fit()):
             raise
@@ -192,6 +208,7 @@ def run(args, prog: str = "mplc run") -> int:
     if trace is not None and _save_trace(trace, args.trace, prog) is not None:
         return 1
     report = {"engine": "hf", "mode": "live", "policy": policy.name, "model": args.model,
+              "experts_loaded": not without_experts,
               "prompt": args.prompt, "tokens": new, "text": tok.decode(new), "seconds": dt,
               "tokens_per_s": len(new) / dt if dt > 0 else None, "stats": brief_stats(stats),
               "per_layer": stats.get("per_layer", []), "adapt_log": stats.get("adapt_log", [])}
@@ -204,6 +221,9 @@ def run(args, prog: str = "mplc run") -> int:
     m = s["mechanism"]
     print(f"policy {policy.name} on {args.model} ({len(handle.layers)} MoE layers, "
           f"{m.get('pool_slots')} device slots on {m.get('device')})")
+    if without_experts:
+        print(f"experts never loaded: the disk tier reads them from {args.model}'s "
+              f".safetensors files")
     print(f"prompt: {args.prompt!r}")
     print(f"output: {report['text']!r}")
     print(f"tokens: {new}")

@@ -178,9 +178,18 @@ def _check_model(model, remove_hooks: bool) -> None:
             f"the model's '{name}' runs a hub kernel{f' ({repo})' if repo else ''} "
             "(use_kernels), which replaces its forward and reads the expert weights directly: "
             "load the model with use_kernels=False (or USE_HUB_KERNELS=0) to attach a policy")
+    unloaded = _unloaded_experts(model)
     for n, p in model.named_parameters():
-        if p.device.type == "meta":
+        if p.device.type == "meta" and not (unloaded and ".".join(n.split(".")[:-1]) in unloaded):
             raise AttachError(f"parameter {n} is on the meta device (not loaded): load the weights first")
+
+
+def _unloaded_experts(model) -> set:
+    """The names of the experts modules whose parameters were never loaded (a model loaded
+    by ``mpl.offload.skeleton.from_pretrained``: the disk tier serves them from the
+    checkpoint); empty for any other model."""
+    info = getattr(model, "_mpl_unloaded", None)
+    return set(info.modules) if info is not None else set()
 
 
 def _gpus_of(model) -> set:
@@ -381,7 +390,9 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
     from mpl.mechanism.footprint import place_of as place, refusal
 
     experts = {id(b.module) for b in layers}
-    own = [(b.ordinal, sum(p.numel() * p.element_size() for p in b.module._parameters.values()),
+    # (a model loaded without its experts holds none: nothing to copy, nothing released)
+    own = [(b.ordinal, sum(p.numel() * p.element_size() for p in b.module._parameters.values()
+                           if p.device.type != "meta"),
             len(b.module._parameters), next(iter(b.module._parameters.values())).device)
            for b in layers]
     entry = sum(p[0].numel() * p.element_size() for p in layers[0].module._parameters.values())
@@ -497,6 +508,11 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     if cost is not None:
         kw["cost"] = cost
     tiered = bool(getattr(policy.ir, "tiered", False))
+    if _unloaded_experts(model):    # only the checkpoint's files can serve its experts
+        from mpl.mechanism.tiered import checkpoint_disk_misfit
+        why = checkpoint_disk_misfit(policy.ir)
+        if why:
+            raise AttachError(why)
     if tiered:
         # as a replay of this model's trace sizes them (mpl.timemodel.hardware.tier_arguments)
         bits = shape.bytes_per_param * 8
@@ -633,9 +649,17 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     try:
         build = TierBuild(runtime, [{n: p.data for n, p in b.module._parameters.items()}
                                     for b in layers], [b.layer_id for b in layers], ir=policy.ir,
-                          checkpoint=_checkpoint_folder(model))
+                          checkpoint=_checkpoint_folder(model),
+                          known=getattr(getattr(model, "_mpl_unloaded", None), "recipes", None))
     except DiskError as e:
         raise AttachError(str(e)) from None
+    unloaded = [layers[o].name for o in build.in_ram if layers[o].name in _unloaded_experts(model)]
+    if unloaded:
+        build.remove()
+        raise AttachError(
+            f"policy '{policy.name}' holds MoE layer {unloaded[0]} in host memory, but this "
+            "model's experts were never loaded (mpl.offload.from_pretrained): every MoE layer's "
+            "tiers must end on a disk tier without path")
     store = HostStore(ops)
     saved: dict = {}
     placement: dict = {}
@@ -650,7 +674,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
                 continue
             params, _devices = saved[b.module]
             if all(p.numel() for p in params.values()):
-                continue
+                continue          # never released (or never loaded: left on the meta device)
             data = build.read_layer(b.ordinal, params)
             for n, p in params.items():
                 p.data = data[n]
@@ -673,7 +697,11 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
             host = hosts[b.ordinal]
             for n, p in params.items():
                 # the host store's copy, or nothing: the disk holds the experts now
-                p.data = host[n] if host else torch.empty((0,), dtype=p.dtype)
+                # (a Parameter never loaded stays on the meta device: detach reads nothing back)
+                if host:
+                    p.data = host[n]
+                elif p.device.type != "meta":
+                    p.data = torch.empty((0,), dtype=p.dtype)
             b.host = host
             b.module._parameters = OrderedDict()
         del template

@@ -70,6 +70,13 @@ def check_fits(spec: str, nbytes: int, params: int | None, dtype: str | None,
         return
     what = (f"{params / 1e9:.2f} B parameters in {dtype}" if params is not None
             else "its weight files")
+    if params is None and os.path.isdir(spec):
+        raise ModelLoadError(
+            f"{spec}: this model needs about {_gb(nbytes)} of host memory loaded whole ({what}), "
+            f"more than the {_gb(available)} available; it was not loaded. A policy whose tiers "
+            f"end on a disk tier without path serves it without loading its experts (the "
+            f"checkpoint's .safetensors files; docs/offload.md, \"A model larger than host "
+            f"memory\"); or use a machine with more memory")
     raise ModelLoadError(
         f"{spec}: this model needs about {_gb(nbytes)} of host memory ({what}), more than the "
         f"{_gb(available)} available; it was not built. Use a tiny preset ("
@@ -122,12 +129,30 @@ def load_model(spec: str, *, experts_implementation: str | None = None, seed: in
         msg = " ".join(str(e).split()) or type(e).__name__
         raise ModelLoadError(f"cannot load a model from {spec}: {msg}") from None
     model.eval()
-    tok = ByteTokenizer()
+    return model, tokenizer_for(folder)
+
+
+def tokenizer_for(folder: str):
+    """The tokenizer of a model folder when it has tokenizer files, else bytes as tokens."""
     tok_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
     if os.path.isdir(folder) and any(os.path.isfile(os.path.join(folder, f)) for f in tok_files):
         try:
             from transformers import AutoTokenizer
-            tok = HFTokenizer(AutoTokenizer.from_pretrained(folder, local_files_only=True))
+            return HFTokenizer(AutoTokenizer.from_pretrained(folder, local_files_only=True))
         except Exception:            # no tokenizer files: fall back to bytes (documented)
-            tok = ByteTokenizer()
-    return model, tok
+            pass
+    return ByteTokenizer()
+
+
+def loads_without_experts(spec: str, policy) -> bool:
+    """Whether ``mplc run --model spec`` loads the model without its experts
+    (``mpl.offload.skeleton``): ``spec`` is a model folder with ``.safetensors`` files and
+    every set of the policy's tiers ends on a disk tier without ``path`` (the checkpoint's
+    files serve the experts; the memory estimate is then the skeleton and the host tier,
+    not the weight files)."""
+    from mpl.mechanism.checkpoint import checkpoint_files
+
+    if spec in models.PRESETS or not os.path.isdir(spec) or not checkpoint_files(spec):
+        return False
+    from mpl.mechanism.tiered import checkpoint_disk_misfit
+    return checkpoint_disk_misfit(policy.ir) is None
