@@ -425,10 +425,16 @@ def prefix(trace: Trace, n: int | None) -> Trace:
 
 
 def structure_of(pol, trace: Trace):
-    """The cache structure a replay's Belady optimum is for: ``("shared", slots)`` or
-    ``("per_layer", capacities)`` (the runtime's initial split)."""
+    """The cache structure a replay's Belady optimum is for: ``("shared", slots)``,
+    ``("per_layer", capacities)`` (the runtime's initial split) or ``("bands", ((ordinals,
+    slots), ...))`` (the tuner's per-layer bands: each band's top tier a shared cache of its
+    MoE layers)."""
     from mpl.sim.sweep import _initial_caps, _shared_slots
 
+    if pol.ir.tiered and pol.ir.hierarchy is None:      # the tuner's bands
+        ids = trace.header.moe_layers
+        return ("bands", tuple((tuple(o for o, x in enumerate(ids) if x in b.layers),
+                                int(b.hierarchy.tiers[0].capacity)) for b in pol.ir.bands))
     if pol.ir.tiered:               # the tuner's hierarchies: one top tier over every layer
         return ("shared", int(pol.ir.hierarchy.tiers[0].capacity))
     if pol.ir.per_layer:
@@ -441,6 +447,14 @@ def belady_of(structure, trace: Trace) -> float:
 
     h = trace.header
     kind, caps = structure
+    if kind == "bands":              # each band's optimum on its layers' dispatches
+        hits = accesses = 0
+        for ordinals, slots in caps:
+            mine = set(ordinals)
+            r = belady([x for x in trace.dispatches if x.layer in mine], h.num_experts,
+                       capacity=int(slots), num_layers=h.num_moe_layers)
+            hits, accesses = hits + r.hits, accesses + r.accesses
+        return hits / accesses if accesses else 0.0
     if kind == "shared":
         return belady(trace.dispatches, h.num_experts, capacity=int(caps),
                       num_layers=h.num_moe_layers).hit_rate

@@ -33,8 +33,9 @@ The hierarchies (their device part; over host memory, or the ram / ssd tiers):
   bands, each with its own tiers, the room shared by the trace's per-layer LRU miss curves
   (:func:`layer_curves`, on at most :data:`CURVE_DISPATCHES` dispatches): slots go one at a
   time to the layer whose next slot gains the most hits, so the layers whose working set is
-  larger get more, and the bands split where the layers' shares change most
-  (:func:`bands`); each band a full-precision gpu tier, or a hot / int4 warm split.
+  larger get more; the bands split where the layers' working sets change most
+  (:func:`working_sets`, :func:`bands`), each band the slots of its layers: a
+  full-precision gpu tier, or a hot / int4 warm split.
 
 Each hierarchy candidate takes the eviction rule, prefetch and schedule of the best plain
 candidate (and plain LRU's), so the tier structure is what the candidates differ in; they go
@@ -395,19 +396,34 @@ def allocate(curves: list[list[int]], total: int) -> list[int]:
     return got
 
 
+#: a layer's working set: the slots that catch this share of its reuse hits
+WORKING_SET_SHARE = 0.9
+
+
+def working_sets(curves: list[list[int]]) -> list[int]:
+    """Per layer, the fewest slots whose LRU hits reach :data:`WORKING_SET_SHARE` of the
+    layer's hits with every expert cached (0: a layer with no reuse)."""
+    out = []
+    for curve in curves:
+        want = WORKING_SET_SHARE * curve[-1]
+        out.append(next((c for c, h in enumerate(curve) if h >= want and h > 0), 0))
+    return out
+
+
 def bands(slots: list[int], count: int) -> list[tuple[int, int]]:
     """The MoE-layer ordinals in ``count`` contiguous bands ``(first, last)`` whose layers'
-    ``slots`` are most alike (least squared deviation from each band's mean: the bands split
-    where the layers' shares change most)."""
+    ``slots`` (their working sets) are most alike (least squared deviation from each band's
+    mean: the bands split where the layers' working sets change most; of equal splits, the
+    one of more even lengths)."""
     L = len(slots)
     pre, pre2 = [0], [0]
     for v in slots:
         pre.append(pre[-1] + v)
         pre2.append(pre2[-1] + v * v)
 
-    def cost(a, b):            # layers a..b-1
+    def cost(a, b):            # layers a..b-1 (a tie goes to the more even lengths)
         n, s = b - a, pre[b] - pre[a]
-        return (pre2[b] - pre2[a]) - s * s / n
+        return (pre2[b] - pre2[a]) - s * s / n + 1e-6 * n * n
 
     inf = float("inf")
     best = [[inf] * (L + 1) for _ in range(count + 1)]
@@ -452,7 +468,7 @@ def _band_sets(p: TierPlan, curves) -> list[list[tuple]]:
     for count in BAND_COUNTS:
         if count > L:
             continue
-        ranges = bands(per_layer, count)
+        ranges = bands(working_sets(curves), count)
         got = [sum(per_layer[a:b + 1]) for a, b in ranges]
         for i in range(len(got)):          # every band at least top-k slots, from the largest
             while got[i] < p.top_k:

@@ -132,6 +132,7 @@ def test_experts_that_fit_in_host_memory_rank_hierarchies_beside_the_plain_cache
     searched = [x["description"] for x in j["leaderboard"]]
     assert any(x.startswith("bands 0..") for x in searched)
     assert any("[int8, int4]" in x for x in searched)
+    assert not [x for x in j["leaderboard"] if x["error"]]     # every candidate replays
     hier = t["hierarchies"]
     assert hier, "no hierarchy reached the whole trace"
     assert all((h["description"].startswith("tiers hot ") and "warm" in h["description"])
@@ -161,6 +162,8 @@ def test_experts_that_do_not_fit_in_host_memory_need_a_disk_tier(d):
     assert all("/ ram " in h["description"] and "/ ssd" in h["description"]
                for h in t["hierarchies"])
     assert t["winner_device"]["total"] <= t["device_bytes"]
+    assert not [x for x in j["leaderboard"] if x["error"]]
+    assert any(x["description"].startswith("bands ") for x in j["leaderboard"])
     assert t["winner_family"] in ("whole", "split", "ladder", "bands")
     # a ladder, or a lower-precision tier over a disk tier, runs in replay only (yet)
     assert (t["winner_live"] is None) == (t["winner_family"] in ("whole", "bands"))
