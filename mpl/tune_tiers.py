@@ -81,7 +81,8 @@ def size_of(text, option: str) -> int:
     b = schema.parse_size(t)
     if b is None:
         units = ", ".join(sorted(schema.SIZE_UNITS))
-        raise TierSearchError(f"{option} '{text}': give a size with a unit ({units}), e.g. 24GiB")
+        raise TierSearchError(f"{option} '{text}': give a size with a unit ({units}), e.g. "
+                              f"24GiB: a positive, finite number of bytes")
     return b
 
 
