@@ -37,6 +37,10 @@ def d(tmp_path_factory):
     # the original's JSONL header without a model the tuner knows: no expert size
     (d / "anon.jsonl").write_text("\n".join([json.dumps({"model": "my-moe", "num_experts": 8,
                                                          "top_k": 2})] + lines) + "\n")
+    # a header with the expert size and no model the tuner knows: no skeleton, no matrices
+    (d / "sized.jsonl").write_text("\n".join([json.dumps({
+        "model": "my-moe", "num_experts": 8, "top_k": 2, "num_layers": 32,
+        "moe_layers": list(range(32)), "expert_bytes": MX.expert_bytes})] + lines) + "\n")
     return d
 
 
@@ -231,7 +235,22 @@ def test_a_trace_without_a_known_model_needs_model(d):
              "mixtral-8x7b", "-j", "1", "--no-progress", "--json", cwd=d)
     clean(r)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["tiers"]["case"] in ("host", "disk")
+    t = json.loads(r.stdout)["tiers"]
+    assert t["case"] in ("host", "disk")
+    assert (t["skeleton_bytes"], t["skeleton_source"]) == (MX.skeleton_bytes, "model mixtral-8x7b")
+
+
+def test_a_header_with_only_the_expert_size_counts_no_skeleton_and_says_so(d):
+    r = mplc("tune", "--trace", "sized.jsonl", "--device-memory", "16GiB", "--host-memory",
+             "128GiB", "-j", "1", "--no-progress", "--json", cwd=d)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    t = json.loads(r.stdout)["tiers"]
+    assert t["skeleton_bytes"] == 0 and "not counted" in t["skeleton_source"]
+    assert "not counted" in t["message"]
+    # the low-precision records from the expert size at the precision's bits
+    assert t["record_bytes"] == {"int8": MX.expert_bytes // 2, "int4": MX.expert_bytes // 4}
+    assert t["expert_room"] == 16 * GIB - int(1.6 * GIB) - 9 * ENTRY
 
 
 def test_help_documents_the_options():
