@@ -31,9 +31,9 @@ The hierarchies (their device part; over host memory, or the ram / ssd tiers):
   cold, so the tier holds more keys than at int8 alone);
 * **bands** (``per_layer_hierarchy``): the MoE layers in :data:`BAND_COUNTS` contiguous
   bands, each with its own tiers, the room shared by the trace's per-layer LRU miss curves
-  (:func:`layer_curves`, on at most :data:`CURVE_DISPATCHES` dispatches): slots go one at a
-  time to the layer whose next slot gains the most hits, so the layers whose working set is
-  larger get more; the bands split where the layers' working sets change most
+  (:func:`layer_curves`, on at most :data:`CURVE_DISPATCHES` dispatches): slots go, a run
+  at a time, to the layer whose next slots gain the most hits per slot (:func:`allocate`),
+  so the layers whose working set is larger get more; the bands split where the layers' working sets change most
   (:func:`working_sets`, :func:`bands`), each band the slots of its layers: a
   full-precision gpu tier, or a hot / int4 warm split.
 
