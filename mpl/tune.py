@@ -425,10 +425,16 @@ def prefix(trace: Trace, n: int | None) -> Trace:
 
 
 def structure_of(pol, trace: Trace):
-    """The cache structure a replay's Belady optimum is for: ``("shared", slots)`` or
-    ``("per_layer", capacities)`` (the runtime's initial split)."""
+    """The cache structure a replay's Belady optimum is for: ``("shared", slots)``,
+    ``("per_layer", capacities)`` (the runtime's initial split) or ``("bands", ((ordinals,
+    slots), ...))`` (the tuner's per-layer bands: each band's top tier a shared cache of its
+    MoE layers)."""
     from mpl.sim.sweep import _initial_caps, _shared_slots
 
+    if pol.ir.tiered and pol.ir.hierarchy is None:      # the tuner's bands
+        ids = trace.header.moe_layers
+        return ("bands", tuple((tuple(o for o, x in enumerate(ids) if x in b.layers),
+                                int(b.hierarchy.tiers[0].capacity)) for b in pol.ir.bands))
     if pol.ir.tiered:               # the tuner's hierarchies: one top tier over every layer
         return ("shared", int(pol.ir.hierarchy.tiers[0].capacity))
     if pol.ir.per_layer:
@@ -441,6 +447,14 @@ def belady_of(structure, trace: Trace) -> float:
 
     h = trace.header
     kind, caps = structure
+    if kind == "bands":              # each band's optimum on its layers' dispatches
+        hits = accesses = 0
+        for ordinals, slots in caps:
+            mine = set(ordinals)
+            r = belady([x for x in trace.dispatches if x.layer in mine], h.num_experts,
+                       capacity=int(slots), num_layers=h.num_moe_layers)
+            hits, accesses = hits + r.hits, accesses + r.accesses
+        return hits / accesses if accesses else 0.0
     if kind == "shared":
         return belady(trace.dispatches, h.num_experts, capacity=int(caps),
                       num_layers=h.num_moe_layers).hit_rate
@@ -659,7 +673,7 @@ def tune(trace: Trace, budget: str | int | None = None, *, hardware=None,
          objective: str = DEFAULT_OBJECTIVE, jobs: int | None = None, keep: int = 3,
          name: str = "tuned", progress: Callable[[int, int, int], None] | None = None,
          model=None, search: str = "halving", device_memory=None, host_memory=None,
-         disk: str | None = None) -> TuneResult:
+         disk: str | None = None, kv_reserve=None, tier_families=None) -> TuneResult:
     """Search policies for ``trace`` within ``budget`` slots (or a size); see the module doc.
     ``objective``: ``"tokens_per_s"`` (default) or ``"hit_rate"``. ``model``: the trace's
     model (preset name, config.json path or ModelShape) when its header names no preset: it
@@ -669,7 +683,10 @@ def tune(trace: Trace, budget: str | int | None = None, *, hardware=None,
     ``device_memory`` (a size, instead of ``budget``), ``host_memory`` (a size; default the
     hardware profile's) and ``disk`` (a disk profile name; default the hardware profile's):
     the memory-tier search of :mod:`mpl.tune_tiers` (halving only): where the experts fit,
-    and hierarchies ranked beside the plain cache (``result.tiers``)."""
+    and hierarchies ranked beside the plain cache (``result.tiers``); ``device_memory`` is the
+    device's whole memory: the skeleton, ``kv_reserve`` (a size; default 10% of the device,
+    at least 1 GiB) and the mechanism's transient entries come out of it. ``tier_families``:
+    which of :data:`mpl.tune_tiers.FAMILIES` the tier search adds (default: all)."""
     from mpl.sim.tracemodel import trace_expert_size, with_model
 
     objective = objective_name(objective)
@@ -683,17 +700,19 @@ def tune(trace: Trace, budget: str | int | None = None, *, hardware=None,
     from mpl.timemodel import hardware as hw
     profile = hw.resolve(hardware)          # fail early on a bad profile
     tier_plan = None
-    if device_memory is not None or host_memory is not None or disk is not None:
+    if (device_memory is not None or host_memory is not None or disk is not None
+            or kv_reserve is not None):
         from mpl import tune_tiers
         if device_memory is None:
-            raise ValueError("--host-memory and --disk go with --device-memory (the memory-tier "
-                             "search)")
+            raise ValueError("--host-memory, --disk and --kv-reserve go with --device-memory "
+                             "(the memory-tier search)")
         if budget is not None:
             raise ValueError("give --budget or --device-memory, not both (--device-memory is "
-                             "the device's memory for experts: the budget)")
+                             "the device's memory: the budget is what it leaves for experts)")
         if search != "halving":
             raise ValueError("the memory-tier search (--device-memory) runs with --search halving")
-        tier_plan = tune_tiers.plan(h, device_memory, host_memory, disk, profile)
+        tier_plan = tune_tiers.plan(h, device_memory, host_memory, disk, profile,
+                                    kv_reserve=kv_reserve)
         hardware = tune_tiers.profile_for(tier_plan, profile)
         budget = min(tier_plan.device_slots, tier_plan.every)
     elif budget is None:
@@ -725,8 +744,10 @@ def tune(trace: Trace, budget: str | int | None = None, *, hardware=None,
             if tier_plan is not None and tier_plan.case != "device":
                 from mpl import tune_tiers
                 from mpl.tune_search import tier_halving
+                fams = tune_tiers.FAMILIES if tier_families is None else tuple(tier_families)
+                curves = tune_tiers.layer_curves(trace) if "bands" in fams else None
                 tier_halving(runner, trace, tune_tiers.candidates(
-                    tier_plan, _tier_bases(runner)), keep=keep, slots=slots)
+                    tier_plan, _tier_bases(runner), curves, fams), keep=keep, slots=slots)
             from mpl import tune_predict
             scores = tune_predict.evaluate_all(prefix(trace, PREDICTOR_DISPATCHES),
                                                budgets=(1, 2, 4))
@@ -769,15 +790,25 @@ def _tier_bases(runner: Runner) -> list[dict]:
 def _tier_report(plan, result: TuneResult, trace: Trace, hardware):
     """The tier search's part of the report: the winner's per-tier rows (one more replay of
     it, when it has tiers)."""
+    from mpl.api import not_live_yet
+    from mpl.mechanism.footprint import DEVICE
     from mpl.sim.replay import replay
-    from mpl.tune_tiers import HIERARCHY, TierReport
+    from mpl.tune_tiers import HIERARCHY, TierReport, device_need, family
 
     rep = TierReport(plan, plain_feasible=plan.case != "disk")
     b = result.best
     if HIERARCHY in b.blocks:
-        r = replay(_policy(b.text, b.name), trace, hardware=hardware, belady=False)
+        pol = _policy(b.text, b.name)
+        r = replay(pol, trace, hardware=hardware, belady=False)
         s = r.stats
         rep.winner_tiered = True
+        rep.winner_family = family(b.blocks[HIERARCHY])
+        why = not_live_yet(pol.ir)        # "<text>:LINE: tier ... of policy 'cN' ..."
+        rep.winner_live = (why.split(": ", 1)[-1].replace(f" of policy '{b.name}'", "")
+                           if why else None)
+        fp = device_need(plan, b.blocks[HIERARCHY])
+        rep.winner_device = {pt.what: pt.nbytes for pt in fp.parts if pt.where == DEVICE}
+        rep.winner_device["total"] = fp.peak(DEVICE)
         rep.winner_rows = s["tiers"]
         rep.approximate = s["approximate_computes"]
         rep.approximate_by_dtype = s["approximate_by_dtype"]

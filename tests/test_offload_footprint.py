@@ -199,3 +199,20 @@ def test_a_host_tier_far_above_the_model_holds_every_expert_once(tmp_path):
         assert handle.get_stats()["memory"]["store_bytes"] <= (keys + 2) * stride + 3 * 4096
     finally:
         handle.detach()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int4"])
+@pytest.mark.parametrize("shapes", [
+    {"gate_up_proj": (4, 2 * 96, 64), "down_proj": (4, 64, 96)},       # fused gate/up
+    {"w1": (3, 40, 72), "w2": (3, 72, 40), "w3": (3, 40, 72)},          # cols not a group multiple
+])
+def test_the_record_size_from_shapes_alone_is_the_layouts(dtype, shapes):
+    """The tuner sizes a low-precision tier's device area without torch
+    (footprint.quant_record_bytes, from the matrices' shapes); it is the record that
+    QuantLayout lays out on the real tensors."""
+    from mpl.mechanism.lowprec import QuantLayout
+
+    template = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in shapes.items()}
+    want = QuantLayout(template, dtype).stride
+    got = footprint.quant_record_bytes([s[1:] for s in shapes.values()], dtype)
+    assert got == want

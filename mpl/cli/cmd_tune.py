@@ -1,5 +1,5 @@
 """``mplc tune --trace T (--budget SLOTS|SIZE | --device-memory SIZE [--host-memory SIZE]
-[--disk NAME]) [--hardware NAME] [--model PRESET|config.json]
+[--disk NAME] [--kv-reserve SIZE]) [--hardware NAME] [--model PRESET|config.json]
 [--objective tokens_per_s|hit_rate] [--search halving|grid] [-o best.moe [--force]]
 [--jobs N] [--json]``: search policies for a trace and write the winner. With
 ``--device-memory`` the search also considers memory tiers (:mod:`mpl.tune_tiers`): where the
@@ -30,10 +30,16 @@ def add_arguments(parser) -> None:
                         help="total expert slots (e.g. 864) or device memory for experts (e.g. "
                              "12GiB); or give --device-memory")
     parser.add_argument("--device-memory", metavar="SIZE",
-                        help="device memory for experts (e.g. 24GiB), instead of --budget: the "
-                             "search also considers memory tiers (where the experts fit: the "
-                             "device, host memory, or a disk tier below host memory; gpu warm "
-                             "tiers at int8/int4); needs the model's expert size (--model)")
+                        help="the device's memory (e.g. 24GiB), instead of --budget: the "
+                             "skeleton, the KV-cache reserve and the slot pool's transient "
+                             "entries come out of it, the rest holds experts; the search also "
+                             "considers memory tiers (where the experts fit: the device, host "
+                             "memory, or a disk tier below host memory; gpu warm tiers at "
+                             "int8/int4 or a dtype_ladder; per-layer bands); needs the model "
+                             "(--model, or a preset the trace names)")
+    parser.add_argument("--kv-reserve", metavar="SIZE",
+                        help="with --device-memory: device memory kept for the KV cache and "
+                             "activations (default: 10%% of the device's memory, at least 1GiB)")
     parser.add_argument("--host-memory", metavar="SIZE",
                         help=f"host memory (e.g. 64GiB; with --device-memory; default: the "
                              f"hardware profile's); a host tier holds it less a "
@@ -86,9 +92,10 @@ def run(args) -> int:
         return usage(PROG, "give --budget SLOTS|SIZE or --device-memory SIZE")
     if args.budget is not None and tiered:
         return usage(PROG, "give --budget or --device-memory, not both (--device-memory is the "
-                           "device's memory for experts: the budget)")
-    if not tiered and (args.host_memory is not None or args.disk is not None):
-        return usage(PROG, "--host-memory and --disk go with --device-memory")
+                           "device's memory: the budget is what it leaves for experts)")
+    if not tiered and (args.host_memory is not None or args.disk is not None
+                       or args.kv_reserve is not None):
+        return usage(PROG, "--host-memory, --disk and --kv-reserve go with --device-memory")
     if tiered and args.search != "halving":
         return usage(PROG, "--device-memory (the memory-tier search) runs with --search halving")
     if args.jobs < 0:
@@ -120,7 +127,8 @@ def run(args) -> int:
         result = T.tune(trace, args.budget, hardware=args.hardware, objective=args.objective,
                         jobs=args.jobs or None, name=args.name, progress=progress,
                         search=args.search, device_memory=args.device_memory,
-                        host_memory=args.host_memory, disk=args.disk)
+                        host_memory=args.host_memory, disk=args.disk,
+                        kv_reserve=args.kv_reserve)
         bar.close()
     except (TraceFormatError, HardwareError, TraceModelError, ValueError) as e:
         return error(PROG, str(e))
@@ -209,8 +217,9 @@ def _print_tiers(result, head: str, line) -> None:
         return
     rows = result.tier_rows()
     plain = result.plain_best()
-    print(f"{t.plan.candidates} hierarchies searched; on the whole trace (approx: accesses "
-          f"computed from a lower-precision copy):")
+    fams = ", ".join(f"{n} {f}" for f, n in t.plan.families.items())
+    print(f"{t.plan.candidates} hierarchies searched ({fams}); on the whole trace (approx: "
+          f"accesses computed from a lower-precision copy):")
     print(f"     {head}  approx")
     for c in rows:
         mark = "  *  " if c is result.best else "     "
@@ -222,6 +231,13 @@ def _print_tiers(result, head: str, line) -> None:
                 "  (needs host memory for every expert: not this machine's)")
         print(line(plain, "  *  " if plain is result.best else "     ") + "  [no tiers]" + note)
     if t.winner_tiered:
+        need = t.winner_device.get("total", 0)
+        print(f"the winner ({t.winner_family}) needs {need / 2 ** 30:,.1f} GiB of the device's "
+              f"{t.plan.device_bytes / 2 ** 30:,.1f} GiB: " +
+              "; ".join(f"{k} {v / 2 ** 30:,.2f} GiB" for k, v in t.winner_device.items()
+                        if k != "total"))
+        if t.winner_live:
+            print(f"not live yet: {t.winner_live}")
         print("the winner's tiers on the whole trace:")
         for x in tier_lines({"tiers": t.winner_rows, "accesses": t.accesses,
                              "approximate_computes": t.approximate}):

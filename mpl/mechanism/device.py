@@ -22,7 +22,7 @@ import contextlib
 
 import torch
 
-ALIGN = 256        # bytes: every tensor carved from the pinned arena starts at this alignment
+from .footprint import ALIGN   # bytes: every tensor carved from the pinned arena starts at this alignment
 
 
 class SyncOps:

@@ -22,6 +22,12 @@ import os
 from dataclasses import dataclass, field
 
 HOST, DEVICE = "host", "device"
+#: bytes: every tensor carved from the pinned arena, and every slot-pool entry, starts at this
+#: alignment (``mpl.mechanism.device`` allocates with it)
+ALIGN = 256
+#: bytes: each part of a low-precision record (``mpl.mechanism.lowprec.QuantLayout``) starts
+#: at this alignment
+QUANT_ALIGN = 64
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,42 @@ def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
     return on_disk
 
 
+def device_parts(fp: Footprint, where: str, *, entry: int, num_slots: int, stream_slots: int,
+                 lowprec=()) -> None:
+    """Add what a live run allocates on the device for the experts: the slot pool
+    (``num_slots`` cache slots, ``stream_slots`` transient entries for STREAM placements and
+    the one entry of a streamed dispatch's pass, each ``entry`` bytes) and each low-precision
+    gpu tier's area (``lowprec``: ``(name, dtype, slots, record_bytes)``, one record a slot,
+    :class:`mpl.mechanism.lowprec.LowPrecArea`)."""
+    fp.add("device slot pool", where, (num_slots + stream_slots + 1) * entry)
+    for name, dtype, slots, record in lowprec:
+        fp.add(f"{dtype} tier '{name}' area", where, slots * record)
+
+
+def _up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def quant_record_bytes(matrices, dtype: str, group: int = 64) -> int:
+    """The bytes of one expert's low-precision record, from its matrices' shapes alone (no
+    torch): ``matrices`` the ``(rows, cols)`` of each 2-D parameter as it is quantised
+    (``[output, input]``); codes (int8: a byte an element; int4: two a byte, each row padded
+    to whole groups of ``group`` columns) and float32 scales (int8: one a row; int4: one a
+    group), each part :data:`QUANT_ALIGN`-aligned, as ``QuantLayout`` lays a record out
+    (``mpl.mechanism.quant``; a test holds the two equal)."""
+    off = 0
+    for rows, cols in matrices:
+        if dtype == "int8":
+            codes, scales = rows * cols, rows
+        else:
+            g = min(group, cols)
+            groups = -(-cols // g)
+            codes, scales = rows * ((groups * g + 1) // 2), rows * groups
+        off = _up(off + codes, QUANT_ALIGN)
+        off = _up(off + 4 * scales, QUANT_ALIGN)
+    return max(QUANT_ALIGN, off)
+
+
 def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device,
                   tier_layout=None) -> Footprint:
     """What ``mpl.mechanism.live.LiveExecutor`` allocates for ``layers`` (``[E, ...]`` tensors
@@ -168,15 +210,14 @@ def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device,
     on ``device``), then the engine's own copies released. With memory tiers
     (``tier_layout``, the runtime's): first each disk tier's host cache and the bounce
     record (:func:`tier_host`), and the host store holds the layers in host memory only."""
-    from .device import ALIGN
-
     fp = Footprint()
     on_disk = tier_host(fp, tier_layout, layers[0]) if tier_layout is not None else set()
     fp.add("host store", HOST, sum(t.numel() * t.element_size() + ALIGN
                                    for o, layer in enumerate(layers) if o not in on_disk
                                    for t in layer.values()))
     entry = sum(t[0].numel() * t.element_size() + ALIGN for t in layers[0].values())
-    fp.add("device slot pool", place_of(device), (num_slots + stream_slots + 1) * entry)
+    device_parts(fp, place_of(device), entry=entry, num_slots=num_slots,
+                 stream_slots=stream_slots)
     for where in (HOST, DEVICE):
         fp.add("the engine's expert weights released", where,
                -sum(t.numel() * t.element_size() for layer in layers for t in layer.values()

@@ -42,7 +42,7 @@ from . import quant
 from .disk import KeyedRecords
 from .pool import BACKGROUND, PREFETCH, STREAMED
 
-_ALIGN = 64
+from .footprint import QUANT_ALIGN as _ALIGN   # bytes: each part of a record starts here
 
 
 def _up(n: int, a: int = _ALIGN) -> int:

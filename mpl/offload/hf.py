@@ -386,7 +386,7 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
     held in host memory, the slot pool, then the model's copies released (the layers on
     disk keep none)."""
     from mpl.mechanism.device import ALIGN
-    from mpl.mechanism.footprint import DEVICE, HOST, Footprint, device_free, host_available
+    from mpl.mechanism.footprint import DEVICE, HOST, Footprint, device_free, device_parts, host_available
     from mpl.mechanism.footprint import place_of as place, refusal
 
     experts = {id(b.module) for b in layers}
@@ -396,7 +396,6 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
             len(b.module._parameters), next(iter(b.module._parameters.values())).device)
            for b in layers]
     entry = sum(p[0].numel() * p.element_size() for p in layers[0].module._parameters.values())
-    pool = (runtime.num_slots + stream_slots + 1) * (entry + ALIGN)
     skeleton: dict = {}
     for mod in model.modules():
         if id(mod) in experts:
@@ -414,19 +413,21 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         on_disk = tier_host(fp, runtime.tier_layout,
                             {n: p.data for n, p in layers[0].module._parameters.items()})
         fp.add("host store", HOST, sum(n + k * ALIGN for o, n, k, _d in own if o not in on_disk))
-        fp.add("device slot pool", place(dev), pool)
         from mpl.mechanism.lowprec import QuantLayout
 
         transposed = bool(getattr(layers[0].module, "is_transposed", False))
         template = {n: p.data for n, p in layers[0].module._parameters.items()}
         E = layers[0].num_experts
+        lowprec = []
         for lv in runtime.tier_layout.levels:
             for t in (lv.tiers if lv.layers and lv.disk is None else ()):
                 if t.kind == "gpu" and t.dtype in LOW_DTYPES:
                     q = QuantLayout(template, t.dtype, transposed=transposed).stride
-                    fp.add(f"{t.dtype} tier '{t.name}' area", place(dev),
-                           min(t.slots, len(lv.layers) * E) * q)
-                    fp.add(f"{t.dtype} staging record", HOST, q)
+                    lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
+        device_parts(fp, place(dev), entry=entry + ALIGN, num_slots=runtime.num_slots,
+                     stream_slots=stream_slots, lowprec=lowprec)
+        for _name, dtype, _slots, q in lowprec:
+            fp.add(f"{dtype} staging record", HOST, q)
     for where in (HOST, DEVICE):
         fp.add("the model's expert weights released", where,
                -sum(n for _o, n, _k, d in own if place(d) == where))
@@ -434,7 +435,8 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         fp.add("the skeleton moved away", where, -n)
     fp.add("the skeleton moved here", place(dev), moved)
     if not tiered:
-        fp.add("device slot pool", place(dev), pool)
+        device_parts(fp, place(dev), entry=entry + ALIGN, num_slots=runtime.num_slots,
+                     stream_slots=stream_slots)
     return refusal(fp, f"attaching policy '{policy.name}' to this model",
                    host=host_available(), device=device_free(dev), device_name=str(dev))
 
