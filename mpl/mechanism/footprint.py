@@ -233,8 +233,6 @@ def skeleton_load(skeleton: int, layer_experts: int, tier_layout, template: dict
     attach: each disk tier's host cache and the bounce record (:func:`tier_host`), and the
     device slot pool (``pool_entries`` entries on ``device``). The experts themselves are
     never in host memory: nothing of them is counted but the host tier's records."""
-    from .device import ALIGN
-
     fp = Footprint()
     fp.add("one MoE layer's experts (the probe)", HOST, layer_experts)
     fp.add("the skeleton", HOST, skeleton)
