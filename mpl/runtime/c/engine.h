@@ -246,6 +246,7 @@ typedef struct Engine {
     int *hsort;
     long chsort;
     long *pcn;
+    long cpcn;
     double *wv;
     unsigned char *hv;
     int *ord;
@@ -294,16 +295,13 @@ void mem_pressure(Engine *o, Rec *r, int force);
 void set_capacity(Engine *o, Cache *c, long cap, Rec *r);
 void flush_all(Engine *o, Rec *r);
 void trim_cache(Engine *o, Cache *c, Rec *r);
-int signal_init(Engine *o, long window);
 void signal_observe(Engine *o, long layer, const long *ex, long n);
 int rebalance(Engine *o, Rec *r);                      /* 0, -1 out of memory */
 void mark_inuse(Engine *o, long layer, const long *ex, long n);
 int switch_eviction(Engine *o, const char *rule);      /* 0, -1 out of memory, -2 bad rule */
-void layers_free(Engine *o);
 
 /* engine_prefetch.c */
-int prefetch_init(Engine *o);
-void prefetch_free(Engine *o);
+int prefetch_init(Engine *o);   /* the history's ring (the arrays: engine.c's table) */
 int prefetch_reserve(Engine *o);
 void history_observe(Engine *o, long layer, const long *ex, long n);
 void affinity_observe(Engine *o, long layer, const long *ex, long n);
@@ -312,7 +310,6 @@ int prefetch(Engine *o, long layer, const long *ex, long n, int given, Rec *r); 
 
 /* engine_monitor.c */
 int monitor_init(Engine *o, long window, long log_interval);
-void monitor_free(Engine *o);
 int monitor_observe(Engine *o, const unsigned char *hit, long n, long long tokens, Rec *r);
 int monitor_reserve(Engine *o, long n);   /* room for a dispatch of n accesses: 0, -1 */
 int apply_action(Engine *o, const Action *a, Rec *r);

@@ -22,11 +22,6 @@ int monitor_init(Engine *o, long window, long log_interval) {
     return 0;
 }
 
-void monitor_free(Engine *o) {
-    free(o->ring); free(o->events);
-    o->ring = NULL; o->events = NULL;
-}
-
 static int grow_to(void **p, long *cap, long need, size_t item) {
     if (need <= *cap) return 0;
     long nc = *cap ? *cap : 16;
