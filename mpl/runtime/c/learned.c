@@ -555,6 +555,18 @@ static Py_ssize_t ids_of(PyObject *seq, long *buf, Py_ssize_t cap, long E, const
     return n;
 }
 
+/* a number read without running Python code (a float or an int, or a subclass): 0, -1 with
+ * TypeError or OverflowError */
+static int num_arg(PyObject *x, double *out, const char *what) {
+    if (PyFloat_Check(x)) { *out = PyFloat_AS_DOUBLE(x); return 0; }
+    if (!PyLong_Check(x)) {
+        PyErr_Format(PyExc_TypeError, "Learned: %s must be numbers, not %.80s", what, Py_TYPE(x)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsDouble(x);
+    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *py_observe(Learned *o, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"layer", "step", "experts", "weights", "predictions", NULL};
     long layer;
@@ -620,17 +632,8 @@ static PyObject *py_observe(Learned *o, PyObject *args, PyObject *kw) {
         }
         if (!(wv = malloc(sizeof(double) * ((size_t)n + 1)))) { PyErr_NoMemory(); goto done; }
         PyObject **it = PySequence_Fast_ITEMS(ws);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (PyFloat_Check(it[i])) wv[i] = PyFloat_AS_DOUBLE(it[i]);
-            else if (PyLong_Check(it[i])) {
-                wv[i] = PyLong_AsDouble(it[i]);
-                if (wv[i] == -1.0 && PyErr_Occurred()) goto done;
-            } else {
-                PyErr_Format(PyExc_TypeError, "Learned.observe: weights must be numbers, not %.80s",
-                             Py_TYPE(it[i])->tp_name);
-                goto done;
-            }
-        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (num_arg(it[i], &wv[i], "weights") < 0) goto done;
     }
     if (ng) {
         Py_ssize_t total = 0;
@@ -853,25 +856,14 @@ static int set_window(Learned *o, PyObject *v, void *c) {
     return 0;
 }
 
-static int set_double(PyObject *v, double *out, const char *what) {
-    if (!v) { PyErr_Format(PyExc_TypeError, "Learned.%s cannot be deleted", what); return -1; }
-    double x = PyFloat_AsDouble(v);            /* (may run __float__: before anything changes) */
+/* confidence and rate: a double field (the closure: its offset), set from anything float()
+ * takes (__float__ runs before anything changes) */
+static PyObject *get_dbl(Learned *o, void *c) { return PyFloat_FromDouble(*(double *)((char *)o + (size_t)c)); }
+static int set_dbl(Learned *o, PyObject *v, void *c) {
+    if (!v) { PyErr_SetString(PyExc_TypeError, "Learned's attributes cannot be deleted"); return -1; }
+    double x = PyFloat_AsDouble(v);
     if (x == -1.0 && PyErr_Occurred()) return -1;
-    *out = x;
-    return 0;
-}
-static PyObject *get_conf(Learned *o, void *c) { return PyFloat_FromDouble(o->confidence); }
-static int set_conf(Learned *o, PyObject *v, void *c) {
-    double x;
-    if (set_double(v, &x, "confidence") < 0) return -1;
-    lrn_set_confidence(o, x);
-    return 0;
-}
-static PyObject *get_rate(Learned *o, void *c) { return PyFloat_FromDouble(o->rate); }
-static int set_rate(Learned *o, PyObject *v, void *c) {
-    double x;
-    if (set_double(v, &x, "rate") < 0) return -1;
-    o->rate = x;
+    *(double *)((char *)o + (size_t)c) = x;
     return 0;
 }
 
@@ -892,13 +884,7 @@ static int set_theta(Learned *o, PyObject *v, void *c) {
     double tmp[1028];
     for (int j = 0; j < o->nf; j++) {
         PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
-        if (!PyFloat_Check(x) && !PyLong_Check(x)) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "Learned.theta must be numbers");
-            return -1;
-        }
-        tmp[j] = PyFloat_Check(x) ? PyFloat_AS_DOUBLE(x) : PyLong_AsDouble(x);
-        if (tmp[j] == -1.0 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (num_arg(x, &tmp[j], "theta") < 0) { Py_DECREF(seq); return -1; }
     }
     Py_DECREF(seq);
     cpy(o->theta, tmp, sizeof(double) * (size_t)o->nf);
@@ -915,8 +901,9 @@ LRN_RO(maxd, maxd)
 
 static PyGetSetDef lrn_getset[] = {
     {"window", (getter)get_window, (setter)set_window, "passes the frequencies average over; rows halve at 2 x window", NULL},
-    {"confidence", (getter)get_conf, (setter)set_conf, "the least probability a prediction returns", NULL},
-    {"rate", (getter)get_rate, (setter)set_rate, "the logistic model's learning rate", NULL},
+    {"confidence", (getter)get_dbl, (setter)set_dbl, "the least probability a prediction returns",
+     (void *)offsetof(Learned, confidence)},
+    {"rate", (getter)get_dbl, (setter)set_dbl, "the logistic model's learning rate", (void *)offsetof(Learned, rate)},
     {"theta", (getter)get_theta, (setter)set_theta, "the logistic model's weights (a copy)", NULL},
     {"L", (getter)get_L, NULL, "layers", NULL},
     {"E", (getter)get_E, NULL, "experts per layer", NULL},
