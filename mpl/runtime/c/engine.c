@@ -14,6 +14,8 @@ PyObject *DispatchError, *ConfigError, *BusyError;
 static PyObject *g_plan_type, *g_logger, *s_cpu_o, *s_stream_o, *s_kind[3];
 
 /* ------------------------------------------------------------------ the lock */
+/* takes the lock (waiting with the GIL released): 0; -1 (the lock released again) when the
+ * state is incomplete */
 static int acquire(Engine *o, unsigned long me) {
     if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS
@@ -21,7 +23,10 @@ static int acquire(Engine *o, unsigned long me) {
         Py_END_ALLOW_THREADS
     }
     o->owner = me;
-    return 0;
+    if (!o->broken) return 0;
+    engine_unlock(o);
+    PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new runtime", o->broken);
+    return -1;
 }
 
 int engine_lock(Engine *o, const char *what) {
@@ -32,15 +37,7 @@ int engine_lock(Engine *o, const char *what) {
                      "there, dispatch or change it after the replay returns", what);
         return -1;
     }
-    acquire(o, me);
-    if (o->broken) {
-        o->owner = 0;
-        PyThread_release_lock(o->lock);
-        PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new "
-                     "runtime", o->broken);
-        return -1;
-    }
-    return 0;
+    return acquire(o, me);
 }
 
 void engine_unlock(Engine *o) {
@@ -55,14 +52,7 @@ int engine_read_lock(Engine *o) {
         PyErr_SetString(BusyError, "a read while this thread changes the runtime");
         return -1;
     }
-    acquire(o, me);
-    if (o->broken) {
-        engine_unlock(o);
-        PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new "
-                     "runtime", o->broken);
-        return -1;
-    }
-    return 0;
+    return acquire(o, me);
 }
 
 void engine_read_unlock(Engine *o, int how) {
@@ -74,7 +64,7 @@ void engine_broken(Engine *o, const char *why) {
 }
 
 /* ------------------------------------------------------------------ the record */
-static int grow(void **p, long *cap, long need, size_t item) {
+int grow(void **p, long *cap, long need, size_t item) {
     if (need <= *cap) return 0;
     long nc = *cap ? *cap : 16;
     while (nc < need) {
@@ -1062,40 +1052,30 @@ static int run_call(Engine *o, PyObject *const *args, size_t nargsf, PyObject *k
     return rc;
 }
 
-static PyObject *engine_dispatch(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+/* dispatch(...): the Plan. hits(...): the same for a caller that needs no Plan when every
+ * access hit and the dispatch moved nothing (the offload engine on a pool that holds the
+ * model): True then, else the Plan */
+static PyObject *call_plan(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, const char *fname) {
     CallArgs c;
     Rec r;
     memset(&r, 0, sizeof r);
     PyObject *res = NULL;
-    if (run_call(o, args, nargsf, kwnames, "dispatch", &c, &r) == 0) {
-        int same = r.n == c.n;
-        res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
+    if (run_call(o, args, nargsf, kwnames, fname, &c, &r) == 0) {
+        int all = fname[0] == 'h' && r.nloads == 0 && r.nev == 0;
+        for (long i = 0; all && i < r.n; i++) all = r.hit[i] != 0;
+        res = all ? Py_NewRef(Py_True) : engine_plan_of(o, &r, c.layer_o, r.n == c.n ? c.experts_o : NULL);
     }
     call_free(&c);
     rec_free(&r);
     return res;
 }
 
-/* hits(...): dispatch(...) for a caller that needs no Plan when every access hit and the
- * dispatch moved nothing (the offload engine on a pool that holds the model): True then,
- * else the Plan */
+static PyObject *engine_dispatch(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return call_plan(o, args, nargsf, kwnames, "dispatch");
+}
+
 static PyObject *engine_hits(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    CallArgs c;
-    Rec r;
-    memset(&r, 0, sizeof r);
-    PyObject *res = NULL;
-    if (run_call(o, args, nargsf, kwnames, "hits", &c, &r) == 0) {
-        int all = r.nloads == 0 && r.nev == 0;
-        for (long i = 0; all && i < r.n; i++) all = r.hit[i] != 0;
-        if (all) { res = Py_True; Py_INCREF(res); }
-        else {
-            int same = r.n == c.n;
-            res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
-        }
-    }
-    call_free(&c);
-    rec_free(&r);
-    return res;
+    return call_plan(o, args, nargsf, kwnames, "hits");
 }
 
 /* add_stall(ms): a measured (or simulated) stall, a finite number >= 0 */

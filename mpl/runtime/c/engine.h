@@ -273,6 +273,9 @@ typedef struct {
 } Args;
 
 /* engine.c */
+/* room for need items in *p (capacity *cap, doubled from 16 as needed): 0, -1 out of memory
+ * (nothing changed) */
+int grow(void **p, long *cap, long need, size_t item);
 int rec_size(Rec *r, long n);     /* room for n accesses, the record emptied: 0, -1 */
 int rec_load(Rec *r, int key, int slot, int victim, int kind);
 int rec_evict(Rec *r, int key, int slot);

@@ -22,21 +22,6 @@ int monitor_init(Engine *o, long window, long log_interval) {
     return 0;
 }
 
-static int grow_to(void **p, long *cap, long need, size_t item) {
-    if (need <= *cap) return 0;
-    long nc = *cap ? *cap : 16;
-    while (nc < need) {
-        if (nc > LONG_MAX / 2) return -1;
-        nc *= 2;
-    }
-    if ((size_t)nc > SIZE_MAX / item) return -1;
-    void *q = realloc(*p, (size_t)nc * item);
-    if (!q) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 /* twice the room for event records (their order kept) */
 static int events_grow(Engine *o) {
     long nc = o->ecap * 2;
@@ -53,10 +38,10 @@ static int events_grow(Engine *o) {
  * access), its adapt log entries (a rule fires at most once per access) */
 int monitor_reserve(Engine *o, long n) {
     if (o->elen == o->ecap && events_grow(o) < 0) return -1;
-    if (grow_to((void **)&o->mlog, &o->cmlog, o->nmlog + n + 1, sizeof(MonRec)) < 0) return -1;
+    if (grow((void **)&o->mlog, &o->cmlog, o->nmlog + n + 1, sizeof(MonRec)) < 0) return -1;
     long acts = 0;
     for (int i = 0; i < o->nrules; i++) acts += o->rules[i].nact;
-    if (acts && grow_to((void **)&o->alog, &o->calog, o->nalog + (n + 1) * acts, sizeof(AdaptEntry)) < 0) return -1;
+    if (acts && grow((void **)&o->alog, &o->calog, o->nalog + (n + 1) * acts, sizeof(AdaptEntry)) < 0) return -1;
     return 0;
 }
 
