@@ -322,6 +322,8 @@ double metric_value(const Engine *o, int metric, long long n, int *none);
 int take_monitor_log(Engine *o, MonRec **recs, long *n);
 /* emit them to the runtime's logger (after the lock is released): 0, -1 */
 int emit_monitor_log(Engine *o, const MonRec *recs, long n);
+/* the runtime's logger takes debug records: 1, 0, -1 with an exception (Python code: no lock held) */
+int monitor_logging_on(void);
 PyObject *engine_logger(void);
 
 /* engine_replay.c, engine_read.c */

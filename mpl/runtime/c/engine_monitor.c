@@ -373,21 +373,31 @@ PyObject *monitor_record_dict(const Engine *o, const MonRec *x) {
 }
 
 /* log.debug("monitor %s", record) for each (as the pure runtime, after the dispatch) */
-int emit_monitor_log(Engine *o, const MonRec *recs, long n) {
+int monitor_logging_on(void) {
     PyObject *logger = engine_logger();
     if (!logger || logger == Py_None) return 0;
     PyObject *on = PyObject_CallMethod(logger, "isEnabledFor", "i", 10);
     if (!on) return -1;
     int yes = PyObject_IsTrue(on);
     Py_DECREF(on);
-    if (yes <= 0) return yes;
-    for (long i = 0; i < n; i++) {
+    return yes;
+}
+
+int emit_monitor_log(Engine *o, const MonRec *recs, long n) {
+    int rc = monitor_logging_on();
+    if (rc <= 0) return rc;
+    /* (read after isEnabledFor, and held: Python code may call setup() meanwhile) */
+    PyObject *logger = engine_logger();
+    if (!logger || logger == Py_None) return 0;
+    Py_INCREF(logger);
+    rc = 0;
+    for (long i = 0; rc == 0 && i < n; i++) {
         PyObject *d = monitor_record_dict(o, &recs[i]);
-        if (!d) return -1;
-        PyObject *r = PyObject_CallMethod(logger, "debug", "sO", "monitor %s", d);
-        Py_DECREF(d);
-        if (!r) return -1;
-        Py_DECREF(r);
+        PyObject *r = d ? PyObject_CallMethod(logger, "debug", "sO", "monitor %s", d) : NULL;
+        Py_XDECREF(d);
+        if (!r) rc = -1;
+        Py_XDECREF(r);
     }
-    return 0;
+    Py_DECREF(logger);
+    return rc;
 }
