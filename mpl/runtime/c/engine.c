@@ -64,21 +64,6 @@ void engine_broken(Engine *o, const char *why) {
 }
 
 /* ------------------------------------------------------------------ the record */
-int grow(void **p, long *cap, long need, size_t item) {
-    if (need <= *cap) return 0;
-    long nc = *cap ? *cap : 16;
-    while (nc < need) {
-        if (nc > LONG_MAX / 2) return -1;
-        nc *= 2;
-    }
-    if ((size_t)nc > SIZE_MAX / item) return -1;
-    void *q = realloc(*p, (size_t)nc * item);
-    if (!q) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 int rec_load(Rec *r, int key, int slot, int victim, int kind) {
     if (grow((void **)&r->loads, &r->cloads, r->nloads + 1, sizeof(PlanLoad)) < 0) { r->oom = 1; return -1; }
     PlanLoad *x = &r->loads[r->nloads++];

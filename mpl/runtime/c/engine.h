@@ -274,8 +274,22 @@ typedef struct {
 
 /* engine.c */
 /* room for need items in *p (capacity *cap, doubled from 16 as needed): 0, -1 out of memory
- * (nothing changed) */
-int grow(void **p, long *cap, long need, size_t item);
+ * (nothing changed); inline: a dispatch's record grows through it per load */
+static inline int grow(void **p, long *cap, long need, size_t item) {
+    if (need <= *cap) return 0;
+    long nc = *cap ? *cap : 16;
+    while (nc < need) {
+        if (nc > LONG_MAX / 2) return -1;
+        nc *= 2;
+    }
+    if ((size_t)nc > SIZE_MAX / item) return -1;
+    void *q = realloc(*p, (size_t)nc * item);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
 int rec_size(Rec *r, long n);     /* room for n accesses, the record emptied: 0, -1 */
 int rec_load(Rec *r, int key, int slot, int victim, int kind);
 int rec_evict(Rec *r, int key, int slot);
