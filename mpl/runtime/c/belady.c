@@ -80,8 +80,6 @@ static const char belady_doc[] =
 "(accesses, hits, loads, streamed, evictions, per-layer accesses, per-layer hits, layers in\n"
 "order of first use). See mpl/sim/belady.py (the caller, and the reference).";
 
-static int cmp_ll_key(const void *a, const void *b) { return cmp_ll(a, b); }
-
 /* the index of key in the sorted uk[0..n), -1 when absent */
 static Py_ssize_t key_index(const long long *uk, Py_ssize_t n, long long key) {
     Py_ssize_t lo = 0, hi = n;
@@ -182,7 +180,7 @@ static PyObject *belady_belady(PyObject *self, PyObject *args) {
             Py_ssize_t d = dlist[j], s = (Py_ssize_t)offs[d], m = (Py_ssize_t)(offs[d + 1] - offs[d]);
             for (Py_ssize_t i = 0; i < m; i++) uk[at++] = (long long)lay[d] * E + ex[s + i];
         }
-        qsort(uk, (size_t)total, sizeof(long long), cmp_ll_key);
+        qsort(uk, (size_t)total, sizeof(long long), cmp_ll);
         nk = 0;
         for (Py_ssize_t i = 0; i < total; i++) if (!nk || uk[i] != uk[nk - 1]) uk[nk++] = uk[i];
         at = 0;

@@ -14,6 +14,8 @@ PyObject *DispatchError, *ConfigError, *BusyError;
 static PyObject *g_plan_type, *g_logger, *s_cpu_o, *s_stream_o, *s_kind[3];
 
 /* ------------------------------------------------------------------ the lock */
+/* takes the lock (waiting with the GIL released): 0; -1 (the lock released again) when the
+ * state is incomplete */
 static int acquire(Engine *o, unsigned long me) {
     if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS
@@ -21,7 +23,10 @@ static int acquire(Engine *o, unsigned long me) {
         Py_END_ALLOW_THREADS
     }
     o->owner = me;
-    return 0;
+    if (!o->broken) return 0;
+    engine_unlock(o);
+    PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new runtime", o->broken);
+    return -1;
 }
 
 int engine_lock(Engine *o, const char *what) {
@@ -32,15 +37,7 @@ int engine_lock(Engine *o, const char *what) {
                      "there, dispatch or change it after the replay returns", what);
         return -1;
     }
-    acquire(o, me);
-    if (o->broken) {
-        o->owner = 0;
-        PyThread_release_lock(o->lock);
-        PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new "
-                     "runtime", o->broken);
-        return -1;
-    }
-    return 0;
+    return acquire(o, me);
 }
 
 void engine_unlock(Engine *o) {
@@ -55,14 +52,7 @@ int engine_read_lock(Engine *o) {
         PyErr_SetString(BusyError, "a read while this thread changes the runtime");
         return -1;
     }
-    acquire(o, me);
-    if (o->broken) {
-        engine_unlock(o);
-        PyErr_Format(PyExc_RuntimeError, "this runtime's state is incomplete (%s): make a new "
-                     "runtime", o->broken);
-        return -1;
-    }
-    return 0;
+    return acquire(o, me);
 }
 
 void engine_read_unlock(Engine *o, int how) {
@@ -74,21 +64,6 @@ void engine_broken(Engine *o, const char *why) {
 }
 
 /* ------------------------------------------------------------------ the record */
-static int grow(void **p, long *cap, long need, size_t item) {
-    if (need <= *cap) return 0;
-    long nc = *cap ? *cap : 16;
-    while (nc < need) {
-        if (nc > LONG_MAX / 2) return -1;
-        nc *= 2;
-    }
-    if ((size_t)nc > SIZE_MAX / item) return -1;
-    void *q = realloc(*p, (size_t)nc * item);
-    if (!q) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 int rec_load(Rec *r, int key, int slot, int victim, int kind) {
     if (grow((void **)&r->loads, &r->cloads, r->nloads + 1, sizeof(PlanLoad)) < 0) { r->oom = 1; return -1; }
     PlanLoad *x = &r->loads[r->nloads++];
@@ -188,6 +163,74 @@ static void *zalloc(size_t n, size_t item) {
     return calloc(n, item);
 }
 
+/* The engine's arrays in one table: where each pointer lives, its item size, its length (per
+ * key, layer, expert, ...), the feature that needs it, and whether every item starts at -1
+ * (else 0). An array its unit grows (Z_GROWN) is only freed here. Made by engine_build once
+ * the configuration is read, freed by engine_free_state. */
+enum { Z_K, Z_L, Z_E, Z_2E, Z_POOL, Z_CACHES, Z_AFF, Z_AFF_E, Z_AFF_TAB, Z_GROWN };
+enum { F_ALL, F_TTL, F_PER_LAYER, F_HISTORY, F_AFFINITY, F_SIGNAL };
+#define ARR(field, type, n, feat, fill) {offsetof(Engine, field), sizeof(type), n, feat, fill}
+static const struct { size_t off, item; int n, feat, fill; } ARRAYS[] = {
+    ARR(pinned, unsigned char, Z_K, F_ALL, 0), ARR(C, Cache, Z_CACHES, F_ALL, 0),
+    ARR(slot, int, Z_K, F_ALL, -1), ARR(fstack, int, Z_POOL, F_ALL, 0),
+    ARR(mark, int64_t, Z_K, F_ALL, 0), ARR(pf, unsigned char, Z_K, F_ALL, 0),
+    ARR(l_acc, int64_t, Z_L, F_ALL, 0), ARR(l_hit, int64_t, Z_L, F_ALL, 0),
+    /* scratch */
+    ARR(wv, double, Z_E, F_ALL, 0), ARR(hv, unsigned char, Z_E, F_ALL, 0), ARR(ord, int, Z_E, F_ALL, 0),
+    ARR(ex, long, Z_E, F_ALL, 0), ARR(dpos, int, Z_E, F_ALL, -1), ARR(dcnt, int, Z_E, F_ALL, 0),
+    ARR(pr_at, long long, Z_L, F_ALL, -1), ARR(pr_off, long, Z_L, F_ALL, 0), ARR(pr_len, long, Z_L, F_ALL, 0),
+    ARR(gates, GateArg, Z_L, F_ALL, 0),
+    /* triggers, budgets */
+    ARR(tprv, int, Z_K, F_TTL, 0), ARR(tnxt, int, Z_K, F_TTL, 0), ARR(tstamp, int64_t, Z_K, F_TTL, 0),
+    ARR(tin, unsigned char, Z_K, F_TTL, 0),
+    ARR(rb_w, double, Z_L, F_PER_LAYER, 0), ARR(rb_caps, long long, Z_L, F_PER_LAYER, 0),
+    ARR(stotal, long, Z_L, F_SIGNAL, 0), ARR(sn, long, Z_L, F_SIGNAL, 0), ARR(scnt, int, Z_K, F_SIGNAL, 0),
+    ARR(sprev, int, Z_K, F_SIGNAL, 0), ARR(snext, int, Z_K, F_SIGNAL, 0), ARR(sfirst, int, Z_L, F_SIGNAL, -1),
+    ARR(slast, int, Z_L, F_SIGNAL, -1),
+    /* prefetch: history, affinity (D = min(affinity_depth, L) distances) */
+    ARR(hcnt, int, Z_K, F_HISTORY, 0), ARR(hbk, long, Z_L, F_HISTORY, 0), ARR(hdelta, int, Z_E, F_HISTORY, 0),
+    ARR(htouched, int, Z_2E, F_HISTORY, 0),
+    ARR(aff_n, long long, Z_AFF, F_AFFINITY, 0), ARR(aff_c, long long, Z_AFF_E, F_AFFINITY, 0),
+    ARR(aff_tab, unsigned char, Z_AFF_TAB, F_AFFINITY, 0), ARR(aff_step, long long, Z_L, F_AFFINITY, 0),
+    ARR(aff_has, unsigned char, Z_L, F_AFFINITY, 0), ARR(aff_last, int, Z_K, F_AFFINITY, 0),
+    ARR(aff_lastn, int, Z_L, F_AFFINITY, 0), ARR(aff_best, double, Z_E, F_AFFINITY, 0),
+    ARR(aff_bc, long long, Z_E, F_AFFINITY, 0), ARR(aff_bn, long long, Z_E, F_AFFINITY, 0),
+    /* grown by their units */
+    ARR(props, int, Z_GROWN, F_ALL, 0), ARR(hsort, int, Z_GROWN, F_ALL, 0), ARR(pcn, long, Z_GROWN, F_ALL, 0),
+    ARR(pr_ids, long, Z_GROWN, F_ALL, 0), ARR(alog, AdaptEntry, Z_GROWN, F_ALL, 0),
+    ARR(mlog, MonRec, Z_GROWN, F_ALL, 0), ARR(ring, unsigned char, Z_GROWN, F_ALL, 0),
+    ARR(events, MEvent, Z_GROWN, F_ALL, 0),
+};
+#define NARRAYS ((int)(sizeof(ARRAYS) / sizeof(ARRAYS[0])))
+
+static inline void **arr_at(Engine *o, int i) { return (void **)((char *)o + ARRAYS[i].off); }
+
+static int arrays_make(Engine *o) {
+    size_t L = (size_t)o->L, E = (size_t)o->E, D = (size_t)(o->aff_depth < o->L ? o->aff_depth : o->L);
+    int need[] = {1, o->f_ttl, o->per_layer, o->f_history, o->f_affinity, o->per_layer && o->f_signal};
+    if (o->f_affinity && o->aff_depth < 1) { PyErr_NoMemory(); return -1; }
+    for (int i = 0; i < NARRAYS; i++) {
+        size_t n;
+        switch (ARRAYS[i].n) {
+        case Z_K: n = L * E; break;
+        case Z_L: n = L; break;
+        case Z_E: n = E; break;
+        case Z_2E: n = 2 * E; break;
+        case Z_POOL: n = (size_t)o->pool_size; break;
+        case Z_CACHES: n = (size_t)o->ncaches; break;
+        case Z_AFF: n = D * L * E; break;                  /* (D <= L: <= 2^44) */
+        case Z_AFF_E: n = D * L * E > SIZE_MAX / E ? SIZE_MAX : D * L * E * E; break;
+        case Z_AFF_TAB: n = D * L; break;
+        default: continue;
+        }
+        if (!need[ARRAYS[i].feat]) continue;
+        void *p = *arr_at(o, i) = zalloc(n, ARRAYS[i].item);
+        if (!p) { PyErr_NoMemory(); return -1; }
+        if (ARRAYS[i].fill) memset(p, 0xff, n * ARRAYS[i].item);     /* every item -1 */
+    }
+    return 0;
+}
+
 #define NEED(p) do { if (!(p)) { PyErr_NoMemory(); return -1; } } while (0)
 
 /* an adapt action from (code, param, i, d, d2, flag, rule, key, plain) */
@@ -256,7 +299,6 @@ static int rules_from(Engine *o, PyObject *cfg) {
 }
 
 static int engine_build(Engine *o, PyObject *cfg) {
-    long long x;
     if (cfg_long(cfg, "num_layers", &o->L) < 0 || cfg_long(cfg, "num_experts", &o->E) < 0 ||
             cfg_long(cfg, "top_k", &o->top_k) < 0 || cfg_double(cfg, "expert_bytes", &o->expert_bytes) < 0)
         return -1;
@@ -267,19 +309,6 @@ static int engine_build(Engine *o, PyObject *cfg) {
     }
     long L = o->L, E = o->E, K = o->K = L * E;
     o->wdef = 1.0 / (double)o->top_k;
-    /* pinned keys (layer * E + expert): the ids of cache.pin in every layer and the
-       per-layer pins, as the layout resolved them */
-    NEED(o->pinned = zalloc((size_t)K, 1));
-    PyObject *pins = cfg_get(cfg, "pins");
-    if (!pins) return -1;
-    if (!PyTuple_Check(pins)) { PyErr_SetString(ConfigError, "pins must be a tuple of keys"); return -1; }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
-        long k = PyLong_AsLong(PyTuple_GET_ITEM(pins, i));
-        if (k == -1 && PyErr_Occurred()) return -1;
-        if (k < 0 || k >= K) { PyErr_SetString(ConfigError, "a pinned key beyond the layers and experts"); return -1; }
-        o->pinned[k] = 1;
-        o->f_pins = 1;
-    }
     /* slots and caches */
     int per_layer;
     if (cfg_int(cfg, "per_layer", &per_layer) < 0 || cfg_long(cfg, "pool_size", &o->pool_size) < 0 ||
@@ -295,6 +324,54 @@ static int engine_build(Engine *o, PyObject *cfg) {
         PyErr_SetString(ConfigError, "a slot pool beyond the model's keys");
         return -1;
     }
+    o->ncaches = per_layer ? L : 1;
+    long sw = 0, mw = 0, li = 0;
+    if (cfg_int(cfg, "weighted", &o->f_weighted) < 0 || cfg_int(cfg, "mode", &o->mode) < 0 ||
+            cfg_double(cfg, "cpu_limit", &o->cpu_limit) < 0 || cfg_int(cfg, "priority", &o->priority) < 0)
+        return -1;
+    if (cfg_int(cfg, "strategy", &o->strategy) < 0 || cfg_long(cfg, "budget", &o->budget) < 0 ||
+            cfg_long(cfg, "lookahead", &o->lookahead) < 0 || cfg_double(cfg, "affinity_threshold", &o->aff_thr) < 0 ||
+            cfg_int(cfg, "f_prefetch", &o->f_prefetch) < 0 || cfg_int(cfg, "f_history", &o->f_history) < 0 ||
+            cfg_int(cfg, "f_affinity", &o->f_affinity) < 0 || cfg_int(cfg, "f_learned", &o->f_learned) < 0 ||
+            cfg_int(cfg, "f_lookahead", &o->f_lookahead) < 0 || cfg_int(cfg, "next_only", &o->next_only) < 0 ||
+            cfg_long(cfg, "affinity_depth", &o->aff_depth) < 0 || cfg_long(cfg, "history_window", &o->lrn_window) < 0)
+        return -1;
+    if (cfg_int(cfg, "f_ttl", &o->f_ttl) < 0 || cfg_ll(cfg, "ttl_n", &o->ttl_n) < 0 ||
+            cfg_int(cfg, "ttl_steps", &o->ttl_steps) < 0 || cfg_int(cfg, "f_memory", &o->f_memory) < 0 ||
+            cfg_double(cfg, "memory_threshold", &o->mem_thr) < 0 ||
+            cfg_double(cfg, "memory_headroom", &o->mem_headroom) < 0 ||
+            cfg_double(cfg, "memory_budget", &o->mem_budget) < 0)
+        return -1;
+    if (per_layer) {
+        if (cfg_int(cfg, "allocation", &o->allocation) < 0 || cfg_int(cfg, "f_signal", &o->f_signal) < 0 ||
+                cfg_int(cfg, "f_rebalance", &o->f_rebalance) < 0 || cfg_int(cfg, "budget_derived", &o->budget_derived) < 0 ||
+                cfg_ll(cfg, "total_budget", &o->total_budget) < 0 || cfg_ll(cfg, "min_capacity", &o->min_cap) < 0 ||
+                cfg_ll(cfg, "max_capacity", &o->max_cap) < 0 || cfg_ll(cfg, "rebalance_interval", &o->rb_interval) < 0 ||
+                cfg_long(cfg, "entropy_window", &sw) < 0)
+            return -1;
+        if (o->total_budget < 0 || o->total_budget > ENGINE_COUNT_MAX || o->min_cap < 0 ||
+                o->min_cap > ENGINE_COUNT_MAX || o->max_cap < 0 || o->max_cap > ENGINE_COUNT_MAX ||
+                o->rb_interval < 0 || o->rb_interval > ENGINE_COUNT_MAX) {
+            PyErr_SetString(ConfigError, "engine configuration: a budget out of range");
+            return -1;
+        }
+    }
+    if (cfg_int(cfg, "f_monitor", &o->f_monitor) < 0 || cfg_int(cfg, "warm_on_eviction", &o->warm_on_eviction) < 0 ||
+            (o->f_monitor && (cfg_long(cfg, "monitor_window", &mw) < 0 || cfg_long(cfg, "log_interval", &li) < 0)))
+        return -1;
+    if (arrays_make(o) < 0) return -1;
+    /* pinned keys (layer * E + expert): the ids of cache.pin in every layer and the
+       per-layer pins, as the layout resolved them */
+    PyObject *pins = cfg_get(cfg, "pins");
+    if (!pins) return -1;
+    if (!PyTuple_Check(pins)) { PyErr_SetString(ConfigError, "pins must be a tuple of keys"); return -1; }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(pins, i));
+        if (k == -1 && PyErr_Occurred()) return -1;
+        if (k < 0 || k >= K) { PyErr_SetString(ConfigError, "a pinned key beyond the layers and experts"); return -1; }
+        o->pinned[k] = 1;
+        o->f_pins = 1;
+    }
     PyObject *caps = cfg_get(cfg, "capacities"), *rule = cfg_get(cfg, "eviction"), *sp = cfg_get(cfg, "store_params");
     if (!caps || !rule || !sp) return -1;
     if (!(o->rule = dup_str(rule))) return -1;
@@ -303,9 +380,7 @@ static int engine_build(Engine *o, PyObject *cfg) {
         o->sp[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(sp, i));
         if (o->sp[i] == -1.0 && PyErr_Occurred()) return -1;
     }
-    o->ncaches = per_layer ? L : 1;
     if (PyTuple_GET_SIZE(caps) != o->ncaches) { PyErr_SetString(PyExc_ValueError, "engine configuration: capacities"); return -1; }
-    NEED(o->C = zalloc((size_t)o->ncaches, sizeof(Cache)));
     for (long i = 0; i < o->ncaches; i++) {
         long cap = PyLong_AsLong(PyTuple_GET_ITEM(caps, i));
         if (cap == -1 && PyErr_Occurred()) return -1;
@@ -320,28 +395,8 @@ static int engine_build(Engine *o, PyObject *cfg) {
         if (rc == -2 || rc == -3) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %R", rule); return -1; }
         if (rc < 0) { PyErr_Format(ConfigError, "engine configuration: the store parameters of %R", rule); return -1; }
     }
-    NEED(o->slot = malloc(sizeof(int) * (size_t)K));
-    for (long k = 0; k < K; k++) o->slot[k] = -1;
-    NEED(o->fstack = zalloc((size_t)o->pool_size, sizeof(int)));
     for (long i = 0; i < o->pool_size; i++) o->fstack[i] = (int)(o->pool_size - 1 - i);   /* 0 on top */
     o->ftop = o->pool_size;
-    NEED(o->mark = zalloc((size_t)K, sizeof(int64_t)));
-    NEED(o->pf = zalloc((size_t)K, 1));
-    NEED(o->l_acc = zalloc((size_t)L, sizeof(int64_t)));
-    NEED(o->l_hit = zalloc((size_t)L, sizeof(int64_t)));
-    if (cfg_int(cfg, "weighted", &o->f_weighted) < 0) return -1;
-    /* schedule */
-    if (cfg_int(cfg, "mode", &o->mode) < 0 || cfg_double(cfg, "cpu_limit", &o->cpu_limit) < 0 ||
-            cfg_int(cfg, "priority", &o->priority) < 0)
-        return -1;
-    /* prefetch */
-    if (cfg_int(cfg, "strategy", &o->strategy) < 0 || cfg_long(cfg, "budget", &o->budget) < 0 ||
-            cfg_long(cfg, "lookahead", &o->lookahead) < 0 || cfg_double(cfg, "affinity_threshold", &o->aff_thr) < 0 ||
-            cfg_int(cfg, "f_prefetch", &o->f_prefetch) < 0 || cfg_int(cfg, "f_history", &o->f_history) < 0 ||
-            cfg_int(cfg, "f_affinity", &o->f_affinity) < 0 || cfg_int(cfg, "f_learned", &o->f_learned) < 0 ||
-            cfg_int(cfg, "f_lookahead", &o->f_lookahead) < 0 || cfg_int(cfg, "next_only", &o->next_only) < 0 ||
-            cfg_long(cfg, "affinity_depth", &o->aff_depth) < 0 || cfg_long(cfg, "history_window", &o->lrn_window) < 0)
-        return -1;
     if (prefetch_init(o) < 0) return -1;
     if (o->f_learned) {
         PyObject *lrn = cfg_get(cfg, "learned");
@@ -353,45 +408,10 @@ static int engine_build(Engine *o, PyObject *cfg) {
         Py_INCREF(lrn);
         o->lrn = (Learned *)lrn;
     }
-    /* triggers */
-    if (cfg_int(cfg, "f_ttl", &o->f_ttl) < 0 || cfg_ll(cfg, "ttl_n", &o->ttl_n) < 0 ||
-            cfg_int(cfg, "ttl_steps", &o->ttl_steps) < 0 || cfg_int(cfg, "f_memory", &o->f_memory) < 0 ||
-            cfg_double(cfg, "memory_threshold", &o->mem_thr) < 0 ||
-            cfg_double(cfg, "memory_headroom", &o->mem_headroom) < 0 ||
-            cfg_double(cfg, "memory_budget", &o->mem_budget) < 0)
-        return -1;
-    if (o->f_ttl) {
-        NEED(o->tprv = malloc(sizeof(int) * (size_t)K));
-        NEED(o->tnxt = malloc(sizeof(int) * (size_t)K));
-        NEED(o->tstamp = zalloc((size_t)K, sizeof(int64_t)));
-        NEED(o->tin = zalloc((size_t)K, 1));
-        o->thead = o->ttail = -1;
-    }
-    /* per-layer budgets */
-    if (per_layer) {
-        long sw;
-        if (cfg_int(cfg, "allocation", &o->allocation) < 0 || cfg_int(cfg, "f_signal", &o->f_signal) < 0 ||
-                cfg_int(cfg, "f_rebalance", &o->f_rebalance) < 0 || cfg_int(cfg, "budget_derived", &o->budget_derived) < 0 ||
-                cfg_ll(cfg, "total_budget", &o->total_budget) < 0 || cfg_ll(cfg, "min_capacity", &o->min_cap) < 0 ||
-                cfg_ll(cfg, "max_capacity", &o->max_cap) < 0 || cfg_ll(cfg, "rebalance_interval", &o->rb_interval) < 0 ||
-                cfg_long(cfg, "entropy_window", &sw) < 0)
-            return -1;
-        if (o->total_budget < 0 || o->total_budget > ENGINE_COUNT_MAX || o->min_cap < 0 ||
-                o->min_cap > ENGINE_COUNT_MAX || o->max_cap < 0 || o->max_cap > ENGINE_COUNT_MAX ||
-                o->rb_interval < 0 || o->rb_interval > ENGINE_COUNT_MAX) {
-            PyErr_SetString(ConfigError, "engine configuration: a budget out of range");
-            return -1;
-        }
-        NEED(o->rb_w = zalloc((size_t)L, sizeof(double)));
-        NEED(o->rb_caps = zalloc((size_t)L, sizeof(long long)));
-        if (o->f_signal && signal_init(o, sw) < 0) return -1;
-    }
+    if (o->f_ttl) o->thead = o->ttail = -1;
+    if (o->per_layer && o->f_signal && ring_init(&o->sr, L, sw) < 0) { PyErr_NoMemory(); return -1; }
     /* monitor and adapt */
-    if (cfg_int(cfg, "f_monitor", &o->f_monitor) < 0 || cfg_int(cfg, "warm_on_eviction", &o->warm_on_eviction) < 0)
-        return -1;
     if (o->f_monitor) {
-        long w, li;
-        if (cfg_long(cfg, "monitor_window", &w) < 0 || cfg_long(cfg, "log_interval", &li) < 0) return -1;
         PyObject *mets = cfg_get(cfg, "metrics");
         if (!mets) return -1;
         o->metric_names = mets;
@@ -406,7 +426,7 @@ static int engine_build(Engine *o, PyObject *cfg) {
                 return -1;
             }
         }
-        if (monitor_init(o, w, li) < 0) return -1;
+        if (monitor_init(o, mw, li) < 0) return -1;
     }
     o->warm = !o->warm_on_eviction;
     /* the adaptable parameters' values as the adapt log shows them */
@@ -422,20 +442,6 @@ static int engine_build(Engine *o, PyObject *cfg) {
     /* counters */
     o->step = -1;
     o->last_layer = (int64_t)1 << 60;
-    (void)x;
-    /* scratch */
-    NEED(o->wv = zalloc((size_t)E, sizeof(double)));
-    NEED(o->hv = zalloc((size_t)E, 1));
-    NEED(o->ord = zalloc((size_t)E, sizeof(int)));
-    NEED(o->ex = zalloc((size_t)E, sizeof(long)));
-    NEED(o->dpos = malloc(sizeof(int) * (size_t)E));
-    for (long e = 0; e < E; e++) o->dpos[e] = -1;
-    NEED(o->dcnt = zalloc((size_t)E, sizeof(int)));
-    NEED(o->pr_at = malloc(sizeof(long long) * (size_t)L));
-    for (long l = 0; l < L; l++) o->pr_at[l] = -1;
-    NEED(o->pr_off = zalloc((size_t)L, sizeof(long)));
-    NEED(o->pr_len = zalloc((size_t)L, sizeof(long)));
-    NEED(o->gates = zalloc((size_t)L, sizeof(GateArg)));
     if (!(o->kept = PyList_New(0))) return -1;
     o->config = cfg;
     Py_INCREF(cfg);
@@ -444,24 +450,19 @@ static int engine_build(Engine *o, PyObject *cfg) {
 
 static void engine_free_state(Engine *o) {
     if (o->C) for (long i = 0; i < o->ncaches; i++) if (o->C[i].st) store_free(o->C[i].st);
-    free(o->C); o->C = NULL;
-    free(o->pinned); free(o->slot); free(o->fstack); free(o->mark); free(o->pf); free(o->rule);
-    free(o->l_acc); free(o->l_hit);
-    free(o->tprv); free(o->tnxt); free(o->tstamp); free(o->tin);
-    free(o->rb_w); free(o->rb_caps);
-    prefetch_free(o);
-    layers_free(o);
-    monitor_free(o);
+    ring_free(&o->hr);
+    ring_free(&o->sr);
     if (o->rules) {
         for (int i = 0; i < o->nrules; i++) {
             if (o->rules[i].act) for (int j = 0; j < o->rules[i].nact; j++) free(o->rules[i].act[j].rule);
             free(o->rules[i].act);
         }
         free(o->rules);
+        o->rules = NULL;
     }
-    free(o->alog); free(o->mlog);
-    free(o->wv); free(o->hv); free(o->ord); free(o->ex); free(o->dpos); free(o->dcnt);
-    free(o->pr_at); free(o->pr_off); free(o->pr_len); free(o->pr_ids); free(o->gates);
+    for (int i = 0; i < NARRAYS; i++) { free(*arr_at(o, i)); *arr_at(o, i) = NULL; }
+    free(o->rule);
+    o->rule = NULL;
     rec_free(&o->rrec);
     Py_CLEAR(o->lrn);
     free(o->plain_now);
@@ -473,11 +474,6 @@ static void engine_free_state(Engine *o) {
         free(o->ktup);
         o->ktup = NULL;
     }
-    o->pinned = NULL; o->slot = NULL; o->fstack = NULL; o->mark = NULL; o->pf = NULL; o->rule = NULL;
-    o->l_acc = o->l_hit = NULL; o->tprv = o->tnxt = NULL; o->tstamp = NULL; o->tin = NULL;
-    o->rb_w = NULL; o->rb_caps = NULL; o->rules = NULL; o->alog = NULL; o->mlog = NULL;
-    o->wv = NULL; o->hv = NULL; o->ord = NULL; o->ex = NULL; o->dpos = NULL; o->dcnt = NULL; o->pr_at = NULL; o->pr_off = NULL;
-    o->pr_len = NULL; o->pr_ids = NULL; o->gates = NULL;
 }
 
 static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -1041,40 +1037,30 @@ static int run_call(Engine *o, PyObject *const *args, size_t nargsf, PyObject *k
     return rc;
 }
 
-static PyObject *engine_dispatch(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+/* dispatch(...): the Plan. hits(...): the same for a caller that needs no Plan when every
+ * access hit and the dispatch moved nothing (the offload engine on a pool that holds the
+ * model): True then, else the Plan */
+static PyObject *call_plan(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, const char *fname) {
     CallArgs c;
     Rec r;
     memset(&r, 0, sizeof r);
     PyObject *res = NULL;
-    if (run_call(o, args, nargsf, kwnames, "dispatch", &c, &r) == 0) {
-        int same = r.n == c.n;
-        res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
+    if (run_call(o, args, nargsf, kwnames, fname, &c, &r) == 0) {
+        int all = fname[0] == 'h' && r.nloads == 0 && r.nev == 0;
+        for (long i = 0; all && i < r.n; i++) all = r.hit[i] != 0;
+        res = all ? Py_NewRef(Py_True) : engine_plan_of(o, &r, c.layer_o, r.n == c.n ? c.experts_o : NULL);
     }
     call_free(&c);
     rec_free(&r);
     return res;
 }
 
-/* hits(...): dispatch(...) for a caller that needs no Plan when every access hit and the
- * dispatch moved nothing (the offload engine on a pool that holds the model): True then,
- * else the Plan */
+static PyObject *engine_dispatch(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return call_plan(o, args, nargsf, kwnames, "dispatch");
+}
+
 static PyObject *engine_hits(Engine *o, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    CallArgs c;
-    Rec r;
-    memset(&r, 0, sizeof r);
-    PyObject *res = NULL;
-    if (run_call(o, args, nargsf, kwnames, "hits", &c, &r) == 0) {
-        int all = r.nloads == 0 && r.nev == 0;
-        for (long i = 0; all && i < r.n; i++) all = r.hit[i] != 0;
-        if (all) { res = Py_True; Py_INCREF(res); }
-        else {
-            int same = r.n == c.n;
-            res = engine_plan_of(o, &r, c.layer_o, same ? c.experts_o : NULL);
-        }
-    }
-    call_free(&c);
-    rec_free(&r);
-    return res;
+    return call_plan(o, args, nargsf, kwnames, "hits");
 }
 
 /* add_stall(ms): a measured (or simulated) stall, a finite number >= 0 */

@@ -246,6 +246,7 @@ typedef struct Engine {
     int *hsort;
     long chsort;
     long *pcn;
+    long cpcn;
     double *wv;
     unsigned char *hv;
     int *ord;
@@ -272,6 +273,23 @@ typedef struct {
 } Args;
 
 /* engine.c */
+/* room for need items in *p (capacity *cap, doubled from 16 as needed): 0, -1 out of memory
+ * (nothing changed); inline: a dispatch's record grows through it per load */
+static inline int grow(void **p, long *cap, long need, size_t item) {
+    if (need <= *cap) return 0;
+    long nc = *cap ? *cap : 16;
+    while (nc < need) {
+        if (nc > LONG_MAX / 2) return -1;
+        nc *= 2;
+    }
+    if ((size_t)nc > SIZE_MAX / item) return -1;
+    void *q = realloc(*p, (size_t)nc * item);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
 int rec_size(Rec *r, long n);     /* room for n accesses, the record emptied: 0, -1 */
 int rec_load(Rec *r, int key, int slot, int victim, int kind);
 int rec_evict(Rec *r, int key, int slot);
@@ -294,16 +312,13 @@ void mem_pressure(Engine *o, Rec *r, int force);
 void set_capacity(Engine *o, Cache *c, long cap, Rec *r);
 void flush_all(Engine *o, Rec *r);
 void trim_cache(Engine *o, Cache *c, Rec *r);
-int signal_init(Engine *o, long window);
 void signal_observe(Engine *o, long layer, const long *ex, long n);
 int rebalance(Engine *o, Rec *r);                      /* 0, -1 out of memory */
 void mark_inuse(Engine *o, long layer, const long *ex, long n);
 int switch_eviction(Engine *o, const char *rule);      /* 0, -1 out of memory, -2 bad rule */
-void layers_free(Engine *o);
 
 /* engine_prefetch.c */
-int prefetch_init(Engine *o);
-void prefetch_free(Engine *o);
+int prefetch_init(Engine *o);   /* the history's ring (the arrays: engine.c's table) */
 int prefetch_reserve(Engine *o);
 void history_observe(Engine *o, long layer, const long *ex, long n);
 void affinity_observe(Engine *o, long layer, const long *ex, long n);
@@ -312,7 +327,6 @@ int prefetch(Engine *o, long layer, const long *ex, long n, int given, Rec *r); 
 
 /* engine_monitor.c */
 int monitor_init(Engine *o, long window, long log_interval);
-void monitor_free(Engine *o);
 int monitor_observe(Engine *o, const unsigned char *hit, long n, long long tokens, Rec *r);
 int monitor_reserve(Engine *o, long n);   /* room for a dispatch of n accesses: 0, -1 */
 int apply_action(Engine *o, const Action *a, Rec *r);
@@ -322,6 +336,8 @@ double metric_value(const Engine *o, int metric, long long n, int *none);
 int take_monitor_log(Engine *o, MonRec **recs, long *n);
 /* emit them to the runtime's logger (after the lock is released): 0, -1 */
 int emit_monitor_log(Engine *o, const MonRec *recs, long n);
+/* the runtime's logger takes debug records: 1, 0, -1 with an exception (Python code: no lock held) */
+int monitor_logging_on(void);
 PyObject *engine_logger(void);
 
 /* engine_replay.c, engine_read.c */

@@ -163,24 +163,6 @@ int switch_eviction(Engine *o, const char *rule) {
 }
 
 /* ------------------------------------------------------------------ the signal */
-int signal_init(Engine *o, long window) {
-    long L = o->L, E = o->E;
-    if (ring_init(&o->sr, L, window) < 0) return -1;
-    o->stotal = calloc((size_t)L, sizeof(long));
-    o->sn = calloc((size_t)L, sizeof(long));
-    o->scnt = calloc((size_t)L * (size_t)E, sizeof(int));
-    o->sprev = malloc(sizeof(int) * (size_t)L * (size_t)E);
-    o->snext = malloc(sizeof(int) * (size_t)L * (size_t)E);
-    o->sfirst = malloc(sizeof(int) * (size_t)L);
-    o->slast = malloc(sizeof(int) * (size_t)L);
-    if (!o->stotal || !o->sn || !o->scnt || !o->sprev || !o->snext || !o->sfirst || !o->slast) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (long l = 0; l < L; l++) o->sfirst[l] = o->slast[l] = -1;
-    return 0;
-}
-
 /* the experts with a count, in the order the Python dict holds them (first count, after any
  * deletion), so that the entropy sums in that order */
 static void s_link(Engine *o, long layer, int e) {
@@ -253,12 +235,4 @@ int rebalance(Engine *o, Rec *r) {
     for (long i = 0; i < L; i++)
         if (o->rb_caps[i] >= o->C[i].cap) set_capacity(o, &o->C[i], (long)o->rb_caps[i], r);
     return 0;
-}
-
-void layers_free(Engine *o) {
-    ring_free(&o->sr);
-    free(o->stotal); free(o->sn); free(o->scnt); free(o->sprev); free(o->snext);
-    free(o->sfirst); free(o->slast);
-    o->stotal = o->sn = NULL;
-    o->scnt = o->sprev = o->snext = o->sfirst = o->slast = NULL;
 }

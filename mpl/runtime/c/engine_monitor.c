@@ -22,26 +22,6 @@ int monitor_init(Engine *o, long window, long log_interval) {
     return 0;
 }
 
-void monitor_free(Engine *o) {
-    free(o->ring); free(o->events);
-    o->ring = NULL; o->events = NULL;
-}
-
-static int grow_to(void **p, long *cap, long need, size_t item) {
-    if (need <= *cap) return 0;
-    long nc = *cap ? *cap : 16;
-    while (nc < need) {
-        if (nc > LONG_MAX / 2) return -1;
-        nc *= 2;
-    }
-    if ((size_t)nc > SIZE_MAX / item) return -1;
-    void *q = realloc(*p, (size_t)nc * item);
-    if (!q) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 /* twice the room for event records (their order kept) */
 static int events_grow(Engine *o) {
     long nc = o->ecap * 2;
@@ -58,10 +38,10 @@ static int events_grow(Engine *o) {
  * access), its adapt log entries (a rule fires at most once per access) */
 int monitor_reserve(Engine *o, long n) {
     if (o->elen == o->ecap && events_grow(o) < 0) return -1;
-    if (grow_to((void **)&o->mlog, &o->cmlog, o->nmlog + n + 1, sizeof(MonRec)) < 0) return -1;
+    if (grow((void **)&o->mlog, &o->cmlog, o->nmlog + n + 1, sizeof(MonRec)) < 0) return -1;
     long acts = 0;
     for (int i = 0; i < o->nrules; i++) acts += o->rules[i].nact;
-    if (acts && grow_to((void **)&o->alog, &o->calog, o->nalog + (n + 1) * acts, sizeof(AdaptEntry)) < 0) return -1;
+    if (acts && grow((void **)&o->alog, &o->calog, o->nalog + (n + 1) * acts, sizeof(AdaptEntry)) < 0) return -1;
     return 0;
 }
 
@@ -393,21 +373,31 @@ PyObject *monitor_record_dict(const Engine *o, const MonRec *x) {
 }
 
 /* log.debug("monitor %s", record) for each (as the pure runtime, after the dispatch) */
-int emit_monitor_log(Engine *o, const MonRec *recs, long n) {
+int monitor_logging_on(void) {
     PyObject *logger = engine_logger();
     if (!logger || logger == Py_None) return 0;
     PyObject *on = PyObject_CallMethod(logger, "isEnabledFor", "i", 10);
     if (!on) return -1;
     int yes = PyObject_IsTrue(on);
     Py_DECREF(on);
-    if (yes <= 0) return yes;
-    for (long i = 0; i < n; i++) {
+    return yes;
+}
+
+int emit_monitor_log(Engine *o, const MonRec *recs, long n) {
+    int rc = monitor_logging_on();
+    if (rc <= 0) return rc;
+    /* (read after isEnabledFor, and held: Python code may call setup() meanwhile) */
+    PyObject *logger = engine_logger();
+    if (!logger || logger == Py_None) return 0;
+    Py_INCREF(logger);
+    rc = 0;
+    for (long i = 0; rc == 0 && i < n; i++) {
         PyObject *d = monitor_record_dict(o, &recs[i]);
-        if (!d) return -1;
-        PyObject *r = PyObject_CallMethod(logger, "debug", "sO", "monitor %s", d);
-        Py_DECREF(d);
-        if (!r) return -1;
-        Py_DECREF(r);
+        PyObject *r = d ? PyObject_CallMethod(logger, "debug", "sO", "monitor %s", d) : NULL;
+        Py_XDECREF(d);
+        if (!r) rc = -1;
+        Py_XDECREF(r);
     }
-    return 0;
+    Py_DECREF(logger);
+    return rc;
 }

@@ -8,45 +8,8 @@
 #include <string.h>
 
 int prefetch_init(Engine *o) {
-    long L = o->L, E = o->E;
-    if (o->f_history) {
-        long w = o->lrn_window;
-        if (ring_init(&o->hr, L, w) < 0) { PyErr_NoMemory(); return -1; }
-        o->hcnt = calloc((size_t)L * (size_t)E, sizeof(int));
-        o->hbk = calloc((size_t)L, sizeof(long));
-        o->hdelta = calloc((size_t)E, sizeof(int));
-        o->htouched = calloc((size_t)E * 2, sizeof(int));
-        if (!o->hcnt || !o->hbk || !o->hdelta || !o->htouched) { PyErr_NoMemory(); return -1; }
-    }
-    if (o->f_affinity) {
-        long D = o->aff_depth < L ? o->aff_depth : L;
-        size_t rows = (size_t)D * (size_t)L * (size_t)E;
-        if (D < 1 || rows > SIZE_MAX / (size_t)E / sizeof(long long)) { PyErr_NoMemory(); return -1; }
-        o->aff_n = calloc(rows, sizeof(long long));
-        o->aff_c = calloc(rows * (size_t)E, sizeof(long long));
-        o->aff_tab = calloc((size_t)D * (size_t)L, 1);
-        o->aff_step = calloc((size_t)L, sizeof(long long));
-        o->aff_has = calloc((size_t)L, 1);
-        o->aff_last = calloc((size_t)L * (size_t)E, sizeof(int));
-        o->aff_lastn = calloc((size_t)L, sizeof(int));
-        o->aff_best = calloc((size_t)E, sizeof(double));
-        o->aff_bc = calloc((size_t)E, sizeof(long long));
-        o->aff_bn = calloc((size_t)E, sizeof(long long));
-        if (!o->aff_n || !o->aff_c || !o->aff_tab || !o->aff_step || !o->aff_has || !o->aff_last ||
-                !o->aff_lastn || !o->aff_best || !o->aff_bc || !o->aff_bn) { PyErr_NoMemory(); return -1; }
-    }
+    if (o->f_history && ring_init(&o->hr, o->L, o->lrn_window) < 0) { PyErr_NoMemory(); return -1; }
     return 0;
-}
-
-void prefetch_free(Engine *o) {
-    ring_free(&o->hr);
-    free(o->hcnt); free(o->hbk); free(o->hdelta); free(o->htouched);
-    free(o->aff_n); free(o->aff_c); free(o->aff_tab); free(o->aff_step); free(o->aff_has);
-    free(o->aff_last); free(o->aff_lastn); free(o->aff_best); free(o->aff_bc); free(o->aff_bn);
-    free(o->props); free(o->hsort); free(o->pcn);
-    o->hcnt = NULL; o->hbk = NULL; o->hdelta = o->htouched = NULL; o->aff_n = o->aff_c = NULL;
-    o->aff_tab = NULL; o->aff_step = NULL; o->aff_has = NULL; o->aff_last = o->aff_lastn = NULL;
-    o->aff_best = NULL; o->aff_bc = o->aff_bn = NULL; o->props = NULL; o->hsort = NULL; o->pcn = NULL;
 }
 
 /* the targets and candidates of a proposal round now: min(budget, E) per target, at most
@@ -74,23 +37,18 @@ int prefetch_reserve(Engine *o) {
         o->props = p;
         o->cprops = need_p;
     }
-    if (need_h > o->chsort || !o->pcn) {
+    if (need_h > o->chsort) {
         int *h = realloc(o->hsort, sizeof(int) * (size_t)need_h);
         if (!h) return -1;
         o->hsort = h;
         o->chsort = need_h;
+    }
+    if (D > o->cpcn || !o->pcn) {             /* per target its candidates' count */
         long *c = realloc(o->pcn, sizeof(long) * (size_t)(D > 0 ? D : 1));
         if (!c) return -1;
         o->pcn = c;
-    } else if (D > o->chsort) {
-        long *c = realloc(o->pcn, sizeof(long) * (size_t)D);
-        if (!c) return -1;
-        o->pcn = c;
+        o->cpcn = D;
     }
-    /* (pcn holds D entries whenever hsort holds D * bq >= D) */
-    long *c = realloc(o->pcn, sizeof(long) * (size_t)(D > 0 ? D : 1));
-    if (!c) return -1;
-    o->pcn = c;
     return 0;
 }
 

@@ -3,6 +3,8 @@
  * the runtime again, or another one). */
 #include "engine.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,42 +253,39 @@ PyMethodDef engine_read_methods[] = {
 };
 
 /* ------------------------------------------------------------------ plain numbers */
-static PyObject *get_ll(Engine *o, int64_t *field) {
-    int how;
-    if ((how = engine_read_lock(o)) < 0) return NULL;
-    long long v = *field;
-    engine_read_unlock(o, how);
-    return PyLong_FromLongLong(v);
+/* one getter for the plain numbers: a field of the engine, its type, and whether a dispatch
+ * changes it (then read under the lock; the shape never changes) */
+enum { G_LONG, G_I64, G_DBL };
+static const struct { size_t off; int type, locked; } FIELDS[] = {
+    {offsetof(Engine, step), G_I64, 1}, {offsetof(Engine, stall), G_DBL, 1},
+    {offsetof(Engine, pool_size), G_LONG, 0}, {offsetof(Engine, requested_slots), G_LONG, 0},
+    {offsetof(Engine, L), G_LONG, 0}, {offsetof(Engine, E), G_LONG, 0}, {offsetof(Engine, top_k), G_LONG, 0},
+    {offsetof(Engine, expert_bytes), G_DBL, 0},
+};
+
+static PyObject *g_field(Engine *o, void *c) {
+    int how = 0, f = (int)(intptr_t)c, t = FIELDS[f].type;
+    if (FIELDS[f].locked && (how = engine_read_lock(o)) < 0) return NULL;
+    const char *at = (const char *)o + FIELDS[f].off;
+    long long i = t == G_LONG ? *(const long *)at : t == G_I64 ? *(const int64_t *)at : 0;
+    double d = t == G_DBL ? *(const double *)at : 0.0;
+    if (FIELDS[f].locked) engine_read_unlock(o, how);
+    return t == G_DBL ? PyFloat_FromDouble(d) : PyLong_FromLongLong(i);
 }
 
-static PyObject *g_step(Engine *o, void *c) { return get_ll(o, &o->step); }
-static PyObject *g_num_slots(Engine *o, void *c) { return PyLong_FromLong(o->pool_size); }
-static PyObject *g_requested(Engine *o, void *c) { return PyLong_FromLong(o->requested_slots); }
-static PyObject *g_layers(Engine *o, void *c) { return PyLong_FromLong(o->L); }
-static PyObject *g_experts(Engine *o, void *c) { return PyLong_FromLong(o->E); }
-static PyObject *g_top_k(Engine *o, void *c) { return PyLong_FromLong(o->top_k); }
-static PyObject *g_expert_bytes(Engine *o, void *c) { return PyFloat_FromDouble(o->expert_bytes); }
-static PyObject *g_stall(Engine *o, void *c) {
-    int how;
-    if ((how = engine_read_lock(o)) < 0) return NULL;
-    double v = o->stall;
-    engine_read_unlock(o, how);
-    return PyFloat_FromDouble(v);
-}
 static PyObject *g_broken(Engine *o, void *c) {
     if (!o->broken) Py_RETURN_NONE;
     return PyUnicode_FromString(o->broken);
 }
 
+#define FIELD(name, i, doc) {name, (getter)g_field, NULL, doc, (void *)(intptr_t)(i)}
 PyGetSetDef engine_getset[] = {
-    {"step", (getter)g_step, NULL, "the current step (-1 before the first dispatch)", NULL},
-    {"stall", (getter)g_stall, NULL, "the stall reported so far, ms", NULL},
-    {"num_slots", (getter)g_num_slots, NULL, "the slot pool's size", NULL},
-    {"requested_slots", (getter)g_requested, NULL, "the slots the policy asks for", NULL},
-    {"num_layers", (getter)g_layers, NULL, NULL, NULL},
-    {"num_experts", (getter)g_experts, NULL, NULL, NULL},
-    {"top_k", (getter)g_top_k, NULL, NULL, NULL},
-    {"expert_bytes", (getter)g_expert_bytes, NULL, NULL, NULL},
+    FIELD("step", 0, "the current step (-1 before the first dispatch)"),
+    FIELD("stall", 1, "the stall reported so far, ms"),
+    FIELD("num_slots", 2, "the slot pool's size"),
+    FIELD("requested_slots", 3, "the slots the policy asks for"),
+    FIELD("num_layers", 4, NULL), FIELD("num_experts", 5, NULL), FIELD("top_k", 6, NULL),
+    FIELD("expert_bytes", 7, NULL),
     {"broken", (getter)g_broken, NULL, "why the state is incomplete, or None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -194,16 +194,6 @@ static void plan_view(const Engine *o, const Rec *r, PlanRec *p) {
     p->nevicted = r->nev;
 }
 
-static int logging_on(void) {
-    PyObject *logger = engine_logger();
-    if (!logger || logger == Py_None) return 0;
-    PyObject *on = PyObject_CallMethod(logger, "isEnabledFor", "i", 10);
-    if (!on) return -1;
-    int yes = PyObject_IsTrue(on);
-    Py_DECREF(on);
-    return yes;
-}
-
 /* the Python timeline's dispatch(plan, tokens_of, tokens) for a timeline the C side does not
  * hold (the lock released by the caller): 0 and *stall, or -1 with an exception */
 static int py_timeline(Engine *o, PyObject *tl, const Rec *r, const int64_t *tok, long long tokens,
@@ -243,7 +233,7 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     if (offs[0] != 0 || offs[records] != nexp) { PyErr_SetString(PyExc_ValueError, "packed trace: bad offsets"); goto done; }
     if (side_load(o, packed, offs, experts, records, &side) < 0) goto done;
     if (tl_load(&T, tl, o->L, o->E) < 0) goto done;
-    int logs_on = logging_on();
+    int logs_on = monitor_logging_on();
     if (logs_on < 0) goto done;
     if (engine_lock(o, "a replay") < 0) goto done;
     o->replaying = (long)PyThread_get_thread_ident();
@@ -343,7 +333,7 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
                 PyObject *x = PyObject_CallFunction(tick, "l", count);
                 if (!x) fail = 1;
                 Py_XDECREF(x);
-                if (!fail && (logs_on = logging_on()) < 0) fail = 1;
+                if (!fail && (logs_on = monitor_logging_on()) < 0) fail = 1;
             }
             if (!fail && T) {          /* the tick may have changed the timeline */
                 int rr = tl_reload(T);

@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,25 +74,55 @@ struct Learned {
     int *out_ids;                 /* E: what lrn_predict hands out */
 };
 
+/* The object's arrays in one table: where each pointer lives, its item size, how many items
+ * (per layer, expert, key, feature, expert and feature, row) and what it holds: 1 state (dump
+ * copies it), 2 state behind pointers (rows; per layer a pending prediction's arrays: dump
+ * copies what they point to), 0 scratch. Every one is made zeroed. */
+enum { N_L, N_E, N_K, N_NF, N_ENF, N_ROWS };
+#define ARR(field, type, n, kind) {offsetof(Learned, field), sizeof(type), n, kind}
+static const struct { size_t off, item; int n, kind; } ARRAYS[] = {
+    ARR(rows, LRow *, N_ROWS, 2), ARR(theta, double, N_NF, 1), ARR(cur_has, char, N_L, 1),
+    ARR(cur_hasw, char, N_L, 1), ARR(cur_step, long long, N_L, 1), ARR(cur_n, int, N_L, 1),
+    ARR(cur_e, int, N_K, 1), ARR(cur_w, double, N_K, 1), ARR(prev_n, int, N_L, 1),
+    ARR(prev_e, int, N_K, 1), ARR(freq, double, N_K, 1), ARR(fscale, double, N_L, 1),
+    ARR(pd_has, char, N_L, 1), ARR(pd_step, long long, N_L, 1), ARR(pd_n, int, N_L, 1),
+    ARR(pd_cap, int, N_L, 1), ARR(pd_e, int *, N_L, 2), ARR(pd_f, double *, N_L, 2),
+    ARR(pd_p, double *, N_L, 2), ARR(gt_has, char, N_L, 1), ARR(gt_step, long long, N_L, 1),
+    ARR(gt_n, int, N_L, 1), ARR(gt_e, int, N_K, 1),
+    ARR(mark, int, N_E, 0), ARR(got, char, N_E, 0), ARR(lseen, char, N_L, 0), ARR(sc_e, int, N_E, 0),
+    ARR(sc_f, double, N_ENF, 0), ARR(sc_p, double, N_E, 0), ARR(arg_e, int, N_E, 0),
+    ARR(arg_w, double, N_E, 0), ARR(sc_pe, PE, N_E, 0), ARR(out_ids, int, N_E, 0),
+};
+#define NARRAYS ((int)(sizeof(ARRAYS) / sizeof(ARRAYS[0])))
+
+static inline void **arr_at(const Learned *o, int i) { return (void **)((char *)o + ARRAYS[i].off); }
+
+/* array i's items (the shape was checked: L * E, maxd * L * E <= 2^22, nf <= 1028) */
+static size_t arr_len(const Learned *o, int i) {
+    size_t L = (size_t)o->L, E = (size_t)o->E, nf = (size_t)o->nf;
+    switch (ARRAYS[i].n) {
+    case N_L: return L;
+    case N_E: return E;
+    case N_K: return L * E;
+    case N_NF: return nf;
+    case N_ENF: return E > SIZE_MAX / sizeof(double) / nf ? SIZE_MAX : E * nf;   /* (calloc refuses) */
+    default: return (size_t)o->maxd * L * E;
+    }
+}
+
+/* frees what the arrays hold and point to (each may be missing: a failed make or copy) */
 static void lrn_free_all(Learned *o) {
     if (o->rows) {
-        long n = (long)o->maxd * o->L * o->E;
-        for (long i = 0; i < n; i++)
+        size_t n = (size_t)o->maxd * o->L * o->E;
+        for (size_t i = 0; i < n; i++)
             if (o->rows[i]) { free(o->rows[i]->ent); free(o->rows[i]); }
     }
-    for (long l = 0; l < o->L; l++) {      /* (each table may be missing: a failed make) */
+    for (long l = 0; l < o->L; l++) {
         if (o->pd_e) free(o->pd_e[l]);
         if (o->pd_f) free(o->pd_f[l]);
         if (o->pd_p) free(o->pd_p[l]);
     }
-    free(o->rows); free(o->theta); free(o->cur_has); free(o->cur_hasw); free(o->cur_step);
-    free(o->cur_n); free(o->cur_e); free(o->cur_w); free(o->prev_n); free(o->prev_e);
-    free(o->freq); free(o->fscale); free(o->pd_has); free(o->pd_step); free(o->pd_n); free(o->pd_cap);
-    free(o->pd_e); free(o->pd_f); free(o->pd_p); free(o->gt_has); free(o->gt_step);
-    free(o->gt_n); free(o->gt_e); free(o->mark); free(o->got); free(o->sc_e); free(o->sc_f);
-    free(o->sc_p); free(o->arg_e); free(o->arg_w); free(o->sc_pe); free(o->out_ids);
-    free(o->lseen);
-    o->rows = NULL; o->pd_e = NULL; o->pd_f = NULL; o->pd_p = NULL;
+    for (int i = 0; i < NARRAYS; i++) { free(*arr_at(o, i)); *arr_at(o, i) = NULL; }
 }
 
 static void lrn_dealloc(Learned *o) {
@@ -151,30 +182,12 @@ static PyObject *lrn_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     o->L = (long)L; o->E = (long)E; o->context = (int)context; o->row_cap = (int)row_cap;
     o->maxd = (int)maxd; o->nf = (int)context + 4; o->window = clamp1(window);
     o->confidence = confidence; o->rate = 0.05;
-    size_t K = (size_t)(L * E), nf = (size_t)o->nf, Ls = (size_t)L, Es = (size_t)E;
-    o->rows = calloc((size_t)(maxd * L * E), sizeof(LRow *));
-    o->theta = calloc(nf, sizeof(double));
-    o->cur_has = calloc(Ls, 1); o->cur_hasw = calloc(Ls, 1); o->cur_step = calloc(Ls, sizeof(long long));
-    o->cur_n = calloc(Ls, sizeof(int)); o->cur_e = calloc(K, sizeof(int)); o->cur_w = calloc(K, sizeof(double));
-    o->prev_n = malloc(sizeof(int) * Ls); o->prev_e = calloc(K, sizeof(int));
-    o->freq = calloc(K, sizeof(double)); o->fscale = malloc(sizeof(double) * Ls);
-    o->pd_has = calloc(Ls, 1); o->pd_step = calloc(Ls, sizeof(long long)); o->pd_n = calloc(Ls, sizeof(int));
-    o->pd_cap = calloc(Ls, sizeof(int));
-    o->pd_e = calloc(Ls, sizeof(int *)); o->pd_f = calloc(Ls, sizeof(double *)); o->pd_p = calloc(Ls, sizeof(double *));
-    o->gt_has = calloc(Ls, 1); o->gt_step = calloc(Ls, sizeof(long long)); o->gt_n = calloc(Ls, sizeof(int));
-    o->gt_e = calloc(K, sizeof(int));
-    o->mark = calloc(Es, sizeof(int)); o->got = calloc(Es, 1); o->sc_e = malloc(sizeof(int) * Es);
-    o->sc_f = Es <= SIZE_MAX / sizeof(double) / nf ? malloc(sizeof(double) * Es * nf) : NULL;
-    o->sc_p = malloc(sizeof(double) * Es);
-    o->arg_e = malloc(sizeof(int) * Es); o->arg_w = malloc(sizeof(double) * Es);
-    o->sc_pe = malloc(sizeof(PE) * Es); o->out_ids = malloc(sizeof(int) * Es); o->lseen = calloc(Ls, 1);
-    if (!o->rows || !o->theta || !o->cur_has || !o->cur_hasw || !o->cur_step || !o->cur_n || !o->cur_e ||
-        !o->cur_w || !o->prev_n || !o->prev_e || !o->freq || !o->fscale || !o->pd_has || !o->pd_step ||
-        !o->pd_n || !o->pd_cap || !o->pd_e || !o->pd_f || !o->pd_p || !o->gt_has || !o->gt_step || !o->gt_n ||
-        !o->gt_e || !o->mark || !o->got || !o->sc_e || !o->sc_f || !o->sc_p || !o->arg_e || !o->arg_w ||
-        !o->sc_pe || !o->out_ids || !o->lseen) {
-        Py_DECREF(o);
-        return PyErr_NoMemory();
+    for (int i = 0; i < NARRAYS; i++) {
+        size_t n = arr_len(o, i);
+        if (!(*arr_at(o, i) = calloc(n ? n : 1, ARRAYS[i].item))) {
+            Py_DECREF(o);
+            return PyErr_NoMemory();
+        }
     }
     for (long l = 0; l < L; l++) { o->prev_n[l] = -1; o->fscale[l] = 1.0; }
     o->theta[0] = 2.0;                 /* prior: the nearest layer's transitions, the last pass */
@@ -542,6 +555,18 @@ static Py_ssize_t ids_of(PyObject *seq, long *buf, Py_ssize_t cap, long E, const
     return n;
 }
 
+/* a number read without running Python code (a float or an int, or a subclass): 0, -1 with
+ * TypeError or OverflowError */
+static int num_arg(PyObject *x, double *out, const char *what) {
+    if (PyFloat_Check(x)) { *out = PyFloat_AS_DOUBLE(x); return 0; }
+    if (!PyLong_Check(x)) {
+        PyErr_Format(PyExc_TypeError, "Learned: %s must be numbers, not %.80s", what, Py_TYPE(x)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsDouble(x);
+    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *py_observe(Learned *o, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"layer", "step", "experts", "weights", "predictions", NULL};
     long layer;
@@ -607,17 +632,8 @@ static PyObject *py_observe(Learned *o, PyObject *args, PyObject *kw) {
         }
         if (!(wv = malloc(sizeof(double) * ((size_t)n + 1)))) { PyErr_NoMemory(); goto done; }
         PyObject **it = PySequence_Fast_ITEMS(ws);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (PyFloat_Check(it[i])) wv[i] = PyFloat_AS_DOUBLE(it[i]);
-            else if (PyLong_Check(it[i])) {
-                wv[i] = PyLong_AsDouble(it[i]);
-                if (wv[i] == -1.0 && PyErr_Occurred()) goto done;
-            } else {
-                PyErr_Format(PyExc_TypeError, "Learned.observe: weights must be numbers, not %.80s",
-                             Py_TYPE(it[i])->tp_name);
-                goto done;
-            }
-        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (num_arg(it[i], &wv[i], "weights") < 0) goto done;
     }
     if (ng) {
         Py_ssize_t total = 0;
@@ -682,289 +698,150 @@ static PyObject *py_predict(Learned *o, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------ dump */
-/* The whole state, copied into C memory (taken with no Python code running), then made into
- * the Python objects of Learned.dump() from the copy alone. Per layer sections are packed:
- * off[l] .. off[l + 1] in their arrays. */
-typedef struct {
-    long L, E;
-    int nf;
-    long window;
-    double confidence, rate;
-    double *theta;
-    long nrows;
-    int *rkey;                   /* 3 per row: d, src, x */
-    long long *rn;
-    long *roff;                  /* nrows + 1 */
-    LEnt *rent;
-    char *cur_has, *cur_hasw;
-    long long *cur_step;
-    long *cur_off;               /* L + 1 */
-    int *cur_e;
-    double *cur_w;
-    long *prev_off;              /* L + 1; prev_n[l] -1: None */
-    int *prev_n, *prev_e;
-    long *fr_off;                /* L + 1: the nonzero frequencies */
-    int *fr_e;
-    double *fr_v, *fscale;
-    char *pd_has;
-    long long *pd_step;
-    long *pd_off;                /* L + 1 */
-    int *pd_e;
-    double *pd_f, *pd_p;
-    char *gt_has;
-    long long *gt_step;
-    long *gt_off;
-    int *gt_e;
-} Snap;
-
-static void snap_free(Snap *s) {
-    free(s->theta); free(s->rkey); free(s->rn); free(s->roff); free(s->rent);
-    free(s->cur_has); free(s->cur_hasw); free(s->cur_step); free(s->cur_off); free(s->cur_e); free(s->cur_w);
-    free(s->prev_off); free(s->prev_n); free(s->prev_e); free(s->fr_off); free(s->fr_e); free(s->fr_v);
-    free(s->fscale); free(s->pd_has); free(s->pd_step); free(s->pd_off); free(s->pd_e); free(s->pd_f);
-    free(s->pd_p); free(s->gt_has); free(s->gt_step); free(s->gt_off); free(s->gt_e);
+/* a copy of o's state in C memory, taken with no Python code running (a plain struct, not a
+ * Python object: scratch arrays NULL, no empty rows, a pending prediction's arrays sized to
+ * it), for dump() to build the Python objects from; NULL when memory ran out */
+static Learned *lrn_copy(const Learned *o) {
+    Learned *c = malloc(sizeof(Learned));
+    if (!c) return NULL;
+    memcpy(c, o, sizeof(Learned));
+    for (int i = 0; i < NARRAYS; i++) *arr_at(c, i) = NULL;
+    for (int i = 0; i < NARRAYS; i++) {
+        if (!ARRAYS[i].kind) continue;
+        size_t n = arr_len(o, i);
+        if (!(*arr_at(c, i) = calloc(n ? n : 1, ARRAYS[i].item))) goto fail;
+        if (ARRAYS[i].kind == 1) cpy(*arr_at(c, i), *arr_at(o, i), n * ARRAYS[i].item);
+    }
+    for (size_t i = 0, n = (size_t)o->maxd * o->L * o->E; i < n; i++) {
+        const LRow *r = o->rows[i];
+        if (!r || !r->n) continue;
+        LRow *x = c->rows[i] = malloc(sizeof(LRow));
+        if (!x) goto fail;
+        *x = *r;
+        if (!(x->ent = malloc(sizeof(LEnt) * ((size_t)r->len + 1)))) goto fail;
+        cpy(x->ent, r->ent, sizeof(LEnt) * (size_t)r->len);
+    }
+    for (long l = 0; l < o->L; l++) {
+        size_t n = o->pd_has[l] ? (size_t)o->pd_n[l] : 0;
+        if (!n) continue;
+        if (!(c->pd_e[l] = malloc(sizeof(int) * n)) || !(c->pd_f[l] = malloc(sizeof(double) * n * (size_t)o->nf)) ||
+                !(c->pd_p[l] = malloc(sizeof(double) * n)))
+            goto fail;
+        cpy(c->pd_e[l], o->pd_e[l], sizeof(int) * n);
+        cpy(c->pd_f[l], o->pd_f[l], sizeof(double) * n * (size_t)o->nf);
+        cpy(c->pd_p[l], o->pd_p[l], sizeof(double) * n);
+    }
+    return c;
+fail:
+    lrn_free_all(c);
+    free(c);
+    return NULL;
 }
 
-#define SNAP_ALLOC(ptr, count) \
-    ((ptr) = malloc(sizeof(*(ptr)) * ((size_t)(count) + 1)), (ptr) != NULL)
+/* a tuple (or a list) of n ints (v: int *) or doubles (v: double *); NULL with an exception */
+static PyObject *num_seq(const void *v, long n, int dbl, int list) {
+    PyObject *t = list ? PyList_New(n) : PyTuple_New(n);
+    for (long i = 0; t && i < n; i++) {
+        PyObject *x = dbl ? PyFloat_FromDouble(((const double *)v)[i]) : PyLong_FromLong(((const int *)v)[i]);
+        if (!x) Py_CLEAR(t);
+        else if (list) PyList_SET_ITEM(t, i, x);
+        else PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
 
-/* 0, or -1 out of memory (no exception set; the copy freed by the caller) */
-static int snap_take(const Learned *o, Snap *s) {
-    long L = o->L, E = o->E, nrows_all = (long)o->maxd * L * E;
-    int nf = o->nf;
-    s->L = L; s->E = E; s->nf = nf;
-    s->window = o->window; s->confidence = o->confidence; s->rate = o->rate;
-    if (!SNAP_ALLOC(s->theta, nf)) return -1;
-    cpy(s->theta, o->theta, sizeof(double) * (size_t)nf);
-    /* rows (d, src, x ascending: the sorted order of the reference's dump) */
-    long nrows = 0, nent = 0;
-    for (long i = 0; i < nrows_all; i++) {
-        const LRow *r = o->rows[i];
-        if (r && r->n) { nrows++; nent += r->len; }
+/* d[key] = v (v's reference stolen; key a str, or an int when key is NULL): v, borrowed (d
+ * holds it), or NULL with an exception */
+static PyObject *put(PyObject *d, const char *key, long ikey, PyObject *v) {
+    PyObject *k = !v ? NULL : key ? PyUnicode_FromString(key) : PyLong_FromLong(ikey);
+    int r = k ? PyDict_SetItem(d, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return r < 0 ? NULL : v;
+}
+
+/* Learned.dump() of a copy: rows (d, src, x ascending: the sorted order of the reference's
+ * dump), then per layer its current and previous dispatch, frequencies and scale, pending
+ * prediction and gate */
+static PyObject *dump_of(const Learned *s) {
+    long L = s->L, E = s->E;
+    int nf = s->nf;
+    PyObject *d = PyDict_New(), *rows, *cur, *prev, *freq, *fs, *pend, *gate;
+    if (!d || !put(d, "theta", 0, num_seq(s->theta, nf, 1, 1)) || !put(d, "window", 0, PyLong_FromLong(s->window)) ||
+            !put(d, "confidence", 0, PyFloat_FromDouble(s->confidence)) ||
+            !put(d, "rate", 0, PyFloat_FromDouble(s->rate)) || !(rows = put(d, "rows", 0, PyList_New(0))) ||
+            !(cur = put(d, "cur", 0, PyList_New(L))) || !(prev = put(d, "prev", 0, PyList_New(L))) ||
+            !(freq = put(d, "freq", 0, PyList_New(L))) || !(fs = put(d, "fscale", 0, PyList_New(L))) ||
+            !(pend = put(d, "pending", 0, PyDict_New())) || !(gate = put(d, "gate", 0, PyDict_New())))
+        goto bad;
+    for (size_t i = 0, n = (size_t)s->maxd * L * E; i < n; i++) {
+        const LRow *r = s->rows[i];
+        if (!r) continue;
+        PyObject *ents = PyTuple_New(r->len);
+        for (int j = 0; ents && j < r->len; j++) {
+            PyObject *p = Py_BuildValue("(id)", r->ent[j].e, r->ent[j].c);
+            if (!p) Py_CLEAR(ents);
+            else PyTuple_SET_ITEM(ents, j, p);
+        }
+        PyObject *item = ents ? Py_BuildValue("((nnn)LN)", (Py_ssize_t)(i / ((size_t)L * E) + 1),
+                                              (Py_ssize_t)(i / E % L), (Py_ssize_t)(i % E), r->n, ents) : NULL;
+        int rc = item ? PyList_Append(rows, item) : -1;
+        Py_XDECREF(item);
+        if (rc < 0) goto bad;
     }
-    s->nrows = nrows;
-    if (!SNAP_ALLOC(s->rkey, 3 * nrows) || !SNAP_ALLOC(s->rn, nrows) || !SNAP_ALLOC(s->roff, nrows + 1) ||
-            !SNAP_ALLOC(s->rent, nent))
-        return -1;
-    long k = 0, off = 0;
-    for (int d = 1; d <= o->maxd; d++)
-        for (long src = 0; src < L; src++)
-            for (long x = 0; x < E; x++) {
-                const LRow *r = row_tab(o, d, src)[x];
-                if (!r || !r->n) continue;
-                s->rkey[3 * k] = d; s->rkey[3 * k + 1] = (int)src; s->rkey[3 * k + 2] = (int)x;
-                s->rn[k] = r->n;
-                s->roff[k] = off;
-                cpy(s->rent + off, r->ent, sizeof(LEnt) * (size_t)r->len);
-                off += r->len;
-                k++;
-            }
-    s->roff[k] = off;
-    /* per layer */
-    long ncur = 0, nprev = 0, nfr = 0, npd = 0, ngt = 0;
-    for (long l = 0; l < L; l++) {
-        if (o->cur_has[l]) ncur += o->cur_n[l];
-        if (o->prev_n[l] > 0) nprev += o->prev_n[l];
-        for (long e = 0; e < E; e++) nfr += o->freq[(size_t)l * E + e] != 0.0;
-        if (o->pd_has[l]) npd += o->pd_n[l];
-        if (o->gt_has[l]) ngt += o->gt_n[l];
-    }
-    if (!SNAP_ALLOC(s->cur_has, L) || !SNAP_ALLOC(s->cur_hasw, L) || !SNAP_ALLOC(s->cur_step, L) ||
-            !SNAP_ALLOC(s->cur_off, L + 1) || !SNAP_ALLOC(s->cur_e, ncur) || !SNAP_ALLOC(s->cur_w, ncur) ||
-            !SNAP_ALLOC(s->prev_off, L + 1) || !SNAP_ALLOC(s->prev_n, L) || !SNAP_ALLOC(s->prev_e, nprev) ||
-            !SNAP_ALLOC(s->fr_off, L + 1) || !SNAP_ALLOC(s->fr_e, nfr) || !SNAP_ALLOC(s->fr_v, nfr) ||
-            !SNAP_ALLOC(s->fscale, L) || !SNAP_ALLOC(s->pd_has, L) || !SNAP_ALLOC(s->pd_step, L) ||
-            !SNAP_ALLOC(s->pd_off, L + 1) || !SNAP_ALLOC(s->pd_e, npd) || !SNAP_ALLOC(s->pd_f, npd * nf) ||
-            !SNAP_ALLOC(s->pd_p, npd) || !SNAP_ALLOC(s->gt_has, L) || !SNAP_ALLOC(s->gt_step, L) ||
-            !SNAP_ALLOC(s->gt_off, L + 1) || !SNAP_ALLOC(s->gt_e, ngt))
-        return -1;
-    long oc = 0, op = 0, of = 0, od = 0, og = 0;
     for (long l = 0; l < L; l++) {
         size_t b = (size_t)l * E;
-        s->cur_has[l] = o->cur_has[l];
-        s->cur_hasw[l] = o->cur_hasw[l];
-        s->cur_step[l] = o->cur_step[l];
-        s->cur_off[l] = oc;
-        if (o->cur_has[l]) {
-            int n = o->cur_n[l];
-            cpy(s->cur_e + oc, o->cur_e + b, sizeof(int) * (size_t)n);
-            cpy(s->cur_w + oc, o->cur_w + b, sizeof(double) * (size_t)n);
-            oc += n;
-        }
-        s->prev_off[l] = op;
-        s->prev_n[l] = o->prev_n[l];
-        if (o->prev_n[l] > 0) {
-            cpy(s->prev_e + op, o->prev_e + b, sizeof(int) * (size_t)o->prev_n[l]);
-            op += o->prev_n[l];
-        }
-        s->fr_off[l] = of;
-        for (long e = 0; e < E; e++)
-            if (o->freq[b + e] != 0.0) { s->fr_e[of] = (int)e; s->fr_v[of] = o->freq[b + e]; of++; }
-        s->fscale[l] = o->fscale[l];
-        s->pd_has[l] = o->pd_has[l];
-        s->pd_step[l] = o->pd_step[l];
-        s->pd_off[l] = od;
-        if (o->pd_has[l]) {
-            int n = o->pd_n[l];
-            cpy(s->pd_e + od, o->pd_e[l], sizeof(int) * (size_t)n);
-            cpy(s->pd_f + od * nf, o->pd_f[l], sizeof(double) * (size_t)n * nf);
-            cpy(s->pd_p + od, o->pd_p[l], sizeof(double) * (size_t)n);
-            od += n;
-        }
-        s->gt_has[l] = o->gt_has[l];
-        s->gt_step[l] = o->gt_step[l];
-        s->gt_off[l] = og;
-        if (o->gt_has[l]) {
-            cpy(s->gt_e + og, o->gt_e + b, sizeof(int) * (size_t)o->gt_n[l]);
-            og += o->gt_n[l];
-        }
-    }
-    s->cur_off[L] = oc; s->prev_off[L] = op; s->fr_off[L] = of; s->pd_off[L] = od; s->gt_off[L] = og;
-    return 0;
-}
-
-static PyObject *ints_tuple(const int *v, long n) {
-    PyObject *t = PyTuple_New(n);
-    if (!t) return NULL;
-    for (long i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLong(v[i]);
-        if (!x) { Py_DECREF(t); return NULL; }
-        PyTuple_SET_ITEM(t, i, x);
-    }
-    return t;
-}
-
-static PyObject *doubles_tuple(const double *v, long n) {
-    PyObject *t = PyTuple_New(n);
-    if (!t) return NULL;
-    for (long i = 0; i < n; i++) {
-        PyObject *x = PyFloat_FromDouble(v[i]);
-        if (!x) { Py_DECREF(t); return NULL; }
-        PyTuple_SET_ITEM(t, i, x);
-    }
-    return t;
-}
-
-/* d[key] = value (value's reference stolen); -1 with an exception */
-static int put(PyObject *d, const char *key, PyObject *value) {
-    if (!value) return -1;
-    int r = PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
-    return r;
-}
-
-static PyObject *list_of_doubles(const double *v, long n) {
-    PyObject *t = doubles_tuple(v, n);
-    if (!t) return NULL;
-    PyObject *l = PySequence_List(t);
-    Py_DECREF(t);
-    return l;
-}
-
-static PyObject *snap_build(const Snap *s) {
-    long L = s->L;
-    int nf = s->nf;
-    PyObject *d = PyDict_New(), *rows = NULL, *cur = NULL, *prev = NULL, *freq = NULL, *fs = NULL;
-    PyObject *pend = NULL, *gate = NULL;
-    if (!d) return NULL;
-    if (put(d, "theta", list_of_doubles(s->theta, nf)) < 0 || put(d, "window", PyLong_FromLong(s->window)) < 0 ||
-            put(d, "confidence", PyFloat_FromDouble(s->confidence)) < 0 ||
-            put(d, "rate", PyFloat_FromDouble(s->rate)) < 0)
-        goto bad;
-    if (!(rows = PyList_New(s->nrows))) goto bad;
-    for (long k = 0; k < s->nrows; k++) {
-        long a = s->roff[k], n = s->roff[k + 1] - a;
-        PyObject *ents = PyTuple_New(n);
-        if (!ents) goto bad;
-        for (long j = 0; j < n; j++) {
-            PyObject *p = Py_BuildValue("(id)", s->rent[a + j].e, s->rent[a + j].c);
-            if (!p) { Py_DECREF(ents); goto bad; }
-            PyTuple_SET_ITEM(ents, j, p);
-        }
-        PyObject *item = Py_BuildValue("((iii)LN)", s->rkey[3 * k], s->rkey[3 * k + 1], s->rkey[3 * k + 2],
-                                       s->rn[k], ents);
-        if (!item) goto bad;
-        PyList_SET_ITEM(rows, k, item);
-    }
-    if (PyDict_SetItemString(d, "rows", rows) < 0) goto bad;
-    if (!(cur = PyList_New(L)) || !(prev = PyList_New(L)) || !(freq = PyList_New(L)) || !(fs = PyList_New(L)))
-        goto bad;
-    for (long l = 0; l < L; l++) {
-        PyObject *c;
-        long a = s->cur_off[l], n = s->cur_off[l + 1] - a;
-        if (!s->cur_has[l]) c = Py_NewRef(Py_None);
-        else {
-            PyObject *ex = ints_tuple(s->cur_e + a, n);
-            PyObject *ws = !ex ? NULL : s->cur_hasw[l] ? doubles_tuple(s->cur_w + a, n) : Py_NewRef(Py_None);
-            c = ws ? Py_BuildValue("(LNN)", s->cur_step[l], ex, ws) : NULL;
+        PyObject *x = Py_NewRef(Py_None);
+        if (s->cur_has[l]) {                 /* (step, experts, weights or None) */
+            PyObject *ex = num_seq(s->cur_e + b, s->cur_n[l], 0, 0);
+            PyObject *ws = !ex ? NULL : s->cur_hasw[l] ? num_seq(s->cur_w + b, s->cur_n[l], 1, 0) : Py_NewRef(Py_None);
+            Py_SETREF(x, ws ? Py_BuildValue("(LNN)", s->cur_step[l], ex, ws) : NULL);
             if (!ws) Py_XDECREF(ex);
-            if (!c) goto bad;
+            if (!x) goto bad;
         }
-        PyList_SET_ITEM(cur, l, c);
-        a = s->prev_off[l];
-        PyObject *p = s->prev_n[l] < 0 ? Py_NewRef(Py_None) : ints_tuple(s->prev_e + a, s->prev_n[l]);
-        if (!p) goto bad;
-        PyList_SET_ITEM(prev, l, p);
-        a = s->fr_off[l];
-        n = s->fr_off[l + 1] - a;
-        PyObject *ft = PyTuple_New(n);
-        if (!ft) goto bad;
-        PyList_SET_ITEM(freq, l, ft);
-        for (long i = 0; i < n; i++) {
-            PyObject *p2 = Py_BuildValue("(id)", s->fr_e[a + i], s->fr_v[a + i]);
-            if (!p2) goto bad;
-            PyTuple_SET_ITEM(ft, i, p2);
+        PyList_SET_ITEM(cur, l, x);
+        x = s->prev_n[l] < 0 ? Py_NewRef(Py_None) : num_seq(s->prev_e + b, s->prev_n[l], 0, 0);
+        if (!x) goto bad;
+        PyList_SET_ITEM(prev, l, x);
+        long nz = 0, k = 0;                  /* the nonzero frequencies: (expert, value) */
+        for (long e = 0; e < E; e++) nz += s->freq[b + e] != 0.0;
+        if (!(x = PyTuple_New(nz))) goto bad;
+        PyList_SET_ITEM(freq, l, x);
+        for (long e = 0; e < E; e++) {
+            if (s->freq[b + e] == 0.0) continue;
+            PyObject *p = Py_BuildValue("(ld)", e, s->freq[b + e]);
+            if (!p) goto bad;
+            PyTuple_SET_ITEM(x, k++, p);
         }
-        PyObject *sc = PyFloat_FromDouble(s->fscale[l]);
-        if (!sc) goto bad;
-        PyList_SET_ITEM(fs, l, sc);
-    }
-    if (PyDict_SetItemString(d, "cur", cur) < 0 || PyDict_SetItemString(d, "prev", prev) < 0 ||
-            PyDict_SetItemString(d, "freq", freq) < 0 || PyDict_SetItemString(d, "fscale", fs) < 0)
-        goto bad;
-    if (!(pend = PyDict_New()) || !(gate = PyDict_New())) goto bad;
-    for (long l = 0; l < L; l++) {
-        if (s->pd_has[l]) {
-            long a = s->pd_off[l], n = s->pd_off[l + 1] - a;
-            PyObject *cs = PyTuple_New(n);
-            if (!cs) goto bad;
-            for (long c = 0; c < n; c++) {
-                PyObject *fv = doubles_tuple(s->pd_f + (a + c) * nf, nf);
-                PyObject *it = fv ? Py_BuildValue("(iNd)", s->pd_e[a + c], fv, s->pd_p[a + c]) : NULL;
-                if (!it) { Py_DECREF(cs); goto bad; }
-                PyTuple_SET_ITEM(cs, c, it);
+        if (!(x = PyFloat_FromDouble(s->fscale[l]))) goto bad;
+        PyList_SET_ITEM(fs, l, x);
+        if (s->pd_has[l]) {                  /* (step, ((expert, features, probability), ...)) */
+            PyObject *cs = PyTuple_New(s->pd_n[l]);
+            for (int c = 0; cs && c < s->pd_n[l]; c++) {
+                PyObject *fv = num_seq(s->pd_f[l] + (size_t)c * nf, nf, 1, 0);
+                PyObject *it = fv ? Py_BuildValue("(iNd)", s->pd_e[l][c], fv, s->pd_p[l][c]) : NULL;
+                if (!it) Py_CLEAR(cs);
+                else PyTuple_SET_ITEM(cs, c, it);
             }
-            PyObject *k = PyLong_FromLong(l), *v = Py_BuildValue("(LN)", s->pd_step[l], cs);
-            int r = (!k || !v) ? -1 : PyDict_SetItem(pend, k, v);
-            Py_XDECREF(k); Py_XDECREF(v);
-            if (r < 0) goto bad;
+            if (!put(pend, NULL, l, cs ? Py_BuildValue("(LN)", s->pd_step[l], cs) : NULL)) goto bad;
         }
-        if (s->gt_has[l]) {
-            long a = s->gt_off[l], n = s->gt_off[l + 1] - a;
-            PyObject *ids = ints_tuple(s->gt_e + a, n);
-            PyObject *k = PyLong_FromLong(l), *v = ids ? Py_BuildValue("(LN)", s->gt_step[l], ids) : NULL;
-            int r = (!k || !v) ? -1 : PyDict_SetItem(gate, k, v);
-            Py_XDECREF(k); Py_XDECREF(v);
-            if (r < 0) goto bad;
+        if (s->gt_has[l]) {                  /* (step, ids) */
+            PyObject *ids = num_seq(s->gt_e + b, s->gt_n[l], 0, 0);
+            if (!put(gate, NULL, l, ids ? Py_BuildValue("(LN)", s->gt_step[l], ids) : NULL)) goto bad;
         }
     }
-    if (PyDict_SetItemString(d, "pending", pend) < 0 || PyDict_SetItemString(d, "gate", gate) < 0) goto bad;
-    Py_DECREF(rows); Py_DECREF(cur); Py_DECREF(prev); Py_DECREF(freq); Py_DECREF(fs);
-    Py_DECREF(pend); Py_DECREF(gate);
     return d;
 bad:
-    Py_XDECREF(d); Py_XDECREF(rows); Py_XDECREF(cur); Py_XDECREF(prev); Py_XDECREF(freq);
-    Py_XDECREF(fs); Py_XDECREF(pend); Py_XDECREF(gate);
+    Py_XDECREF(d);
     return NULL;
 }
 
 static PyObject *py_dump(Learned *o, PyObject *unused) {
-    Snap s;
-    memset(&s, 0, sizeof(s));
-    PyObject *out = NULL;
-    if (snap_take(o, &s) < 0) PyErr_NoMemory();
-    else out = snap_build(&s);
-    snap_free(&s);
+    Learned *c = lrn_copy(o);
+    if (!c) return PyErr_NoMemory();
+    PyObject *out = dump_of(c);
+    lrn_free_all(c);
+    free(c);
     return out;
 }
 
@@ -979,32 +856,21 @@ static int set_window(Learned *o, PyObject *v, void *c) {
     return 0;
 }
 
-static int set_double(PyObject *v, double *out, const char *what) {
-    if (!v) { PyErr_Format(PyExc_TypeError, "Learned.%s cannot be deleted", what); return -1; }
-    double x = PyFloat_AsDouble(v);            /* (may run __float__: before anything changes) */
+/* confidence and rate: a double field (the closure: its offset), set from anything float()
+ * takes (__float__ runs before anything changes) */
+static PyObject *get_dbl(Learned *o, void *c) { return PyFloat_FromDouble(*(double *)((char *)o + (size_t)c)); }
+static int set_dbl(Learned *o, PyObject *v, void *c) {
+    if (!v) { PyErr_SetString(PyExc_TypeError, "Learned's attributes cannot be deleted"); return -1; }
+    double x = PyFloat_AsDouble(v);
     if (x == -1.0 && PyErr_Occurred()) return -1;
-    *out = x;
-    return 0;
-}
-static PyObject *get_conf(Learned *o, void *c) { return PyFloat_FromDouble(o->confidence); }
-static int set_conf(Learned *o, PyObject *v, void *c) {
-    double x;
-    if (set_double(v, &x, "confidence") < 0) return -1;
-    lrn_set_confidence(o, x);
-    return 0;
-}
-static PyObject *get_rate(Learned *o, void *c) { return PyFloat_FromDouble(o->rate); }
-static int set_rate(Learned *o, PyObject *v, void *c) {
-    double x;
-    if (set_double(v, &x, "rate") < 0) return -1;
-    o->rate = x;
+    *(double *)((char *)o + (size_t)c) = x;
     return 0;
 }
 
 static PyObject *get_theta(Learned *o, void *c) {
     double tmp[1028];                          /* nf <= 1024 + 4: copied before any allocation */
     cpy(tmp, o->theta, sizeof(double) * (size_t)o->nf);
-    return list_of_doubles(tmp, o->nf);
+    return num_seq(tmp, o->nf, 1, 1);
 }
 static int set_theta(Learned *o, PyObject *v, void *c) {
     if (!v) { PyErr_SetString(PyExc_TypeError, "Learned.theta cannot be deleted"); return -1; }
@@ -1018,13 +884,7 @@ static int set_theta(Learned *o, PyObject *v, void *c) {
     double tmp[1028];
     for (int j = 0; j < o->nf; j++) {
         PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
-        if (!PyFloat_Check(x) && !PyLong_Check(x)) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "Learned.theta must be numbers");
-            return -1;
-        }
-        tmp[j] = PyFloat_Check(x) ? PyFloat_AS_DOUBLE(x) : PyLong_AsDouble(x);
-        if (tmp[j] == -1.0 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (num_arg(x, &tmp[j], "theta") < 0) { Py_DECREF(seq); return -1; }
     }
     Py_DECREF(seq);
     cpy(o->theta, tmp, sizeof(double) * (size_t)o->nf);
@@ -1041,8 +901,9 @@ LRN_RO(maxd, maxd)
 
 static PyGetSetDef lrn_getset[] = {
     {"window", (getter)get_window, (setter)set_window, "passes the frequencies average over; rows halve at 2 x window", NULL},
-    {"confidence", (getter)get_conf, (setter)set_conf, "the least probability a prediction returns", NULL},
-    {"rate", (getter)get_rate, (setter)set_rate, "the logistic model's learning rate", NULL},
+    {"confidence", (getter)get_dbl, (setter)set_dbl, "the least probability a prediction returns",
+     (void *)offsetof(Learned, confidence)},
+    {"rate", (getter)get_dbl, (setter)set_dbl, "the logistic model's learning rate", (void *)offsetof(Learned, rate)},
     {"theta", (getter)get_theta, (setter)set_theta, "the logistic model's weights (a copy)", NULL},
     {"L", (getter)get_L, NULL, "layers", NULL},
     {"E", (getter)get_E, NULL, "experts per layer", NULL},

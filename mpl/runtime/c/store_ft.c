@@ -165,9 +165,7 @@ static long ft_keys(const Store *s, int *out) {
     const FTStore *o = (const FTStore *)s;
     long n = 0;
     for (int i = o->q.head[0]; i >= 0; i = o->q.nxt[i]) out[n++] = i;
-    idx_sort(out, n, ft_key_less, s);
-    for (long j = 0; j < n; j++) out[j] += s->klo;
-    return n;
+    return idx_keys(out, n, ft_key_less, s);
 }
 
 static void ft_set_param(Store *s, int param, double v) {

@@ -153,9 +153,7 @@ static long hs_keys(const Store *s, int *out) {
     const HeapStore *o = (const HeapStore *)s;
     long n = o->h.n;
     for (long j = 0; j < n; j++) out[j] = o->h.a[j];
-    idx_sort(out, n, hs_key_less, s);
-    for (long j = 0; j < n; j++) out[j] += s->klo;
-    return n;
+    return idx_keys(out, n, hs_key_less, s);
 }
 
 const StoreOps store_lfu_ops = {

@@ -108,7 +108,8 @@ static inline void idx_sift(int *a, long i, long n, IdxLess less, const Store *s
     a[i] = v;
 }
 
-static inline void idx_sort(int *a, long n, IdxLess less, const Store *s) {
+/* keys(): the indices a[0..n) sorted, then made keys (klo + index); returns n */
+static inline long idx_keys(int *a, long n, IdxLess less, const Store *s) {
     for (long i = n / 2 - 1; i >= 0; i--) idx_sift(a, i, n, less, s);
     for (long m = n - 1; m > 0; m--) {
         int t = a[0];
@@ -116,6 +117,8 @@ static inline void idx_sort(int *a, long n, IdxLess less, const Store *s) {
         a[m] = t;
         idx_sift(a, 0, m, less, s);
     }
+    for (long j = 0; j < n; j++) a[j] += s->klo;
+    return n;
 }
 
 /* ---------------------------------------------------------------- exact int64 arithmetic */

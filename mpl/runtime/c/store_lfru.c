@@ -151,8 +151,7 @@ static long lfru_keys(const Store *s, int *out) {
     const LFRUStore *o = (const LFRUStore *)s;
     long nu = 0;
     for (int i = o->q.head[UNPRIV]; i >= 0; i = o->q.nxt[i]) out[nu++] = i;
-    idx_sort(out, nu, lfru_key_less, s);
-    for (long j = 0; j < nu; j++) out[j] += s->klo;
+    nu = idx_keys(out, nu, lfru_key_less, s);
     return nu + l_keys(&o->q, PRIV, s->klo, out + nu);
 }
 

@@ -199,9 +199,7 @@ static long crf_keys(const Store *s, int *out) {
     const CRFStore *o = (const CRFStore *)s;
     long n = o->h.n;
     for (long j = 0; j < n; j++) out[j] = o->h.a[j];
-    idx_sort(out, n, crf_key_less, s);
-    for (long j = 0; j < n; j++) out[j] += s->klo;
-    return n;
+    return idx_keys(out, n, crf_key_less, s);
 }
 
 const StoreOps store_crf_ops = {
@@ -345,9 +343,7 @@ static long cls_keys(const Store *s, int *out) {
     const ClassStore *o = (const ClassStore *)s;
     long n = 0;
     for (int c = 0; c <= MAX_CLASS; c++) n += l_keys(&o->q, c, 0, out + n);
-    idx_sort(out, n, cls_key_less, s);
-    for (long j = 0; j < n; j++) out[j] += s->klo;
-    return n;
+    return idx_keys(out, n, cls_key_less, s);
 }
 
 const StoreOps store_classlru_ops = {
@@ -446,9 +442,7 @@ static int vl_key_less(const Store *s, int a, int b) {
 static long vl_keys(const Store *s, int *out) {
     const VLStore *o = (const VLStore *)s;
     long n = l_keys(&o->q, 0, 0, out);
-    idx_sort(out, n, vl_key_less, s);
-    for (long j = 0; j < n; j++) out[j] += s->klo;
-    return n;
+    return idx_keys(out, n, vl_key_less, s);
 }
 
 const StoreOps store_vllm_lfru_ops = {

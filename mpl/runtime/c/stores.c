@@ -45,28 +45,23 @@ static const char *const PARAM_NAMES[SP_COUNT] = {
 #define INTERVAL_MAX 1e9
 #define ACCESS_WINDOW_MAX 1e6
 
-static int whole_in(double v, double lo, double hi) { return v >= lo && v <= hi && v == floor(v); }
+/* per SP_* code the schema's range ((lo, hi] or [lo, hi]), whether it takes whole numbers only, and the
+ * error otherwise */
+static const struct { double lo, hi; int lo_open, whole; const char *why; } PARAM_RANGE[SP_COUNT] = {
+    {0.0, 1.0, 1, 0, "cache.frequency_decay must be in (0, 1]"},
+    {1.0, INTERVAL_MAX, 0, 1, "cache.decay_interval must be a whole number in [1, 10^9]"},
+    {0.0, 1.0, 0, 0, "cache.freq_threshold must be in [0, 1]"},
+    {1.0, ACCESS_WINDOW_MAX, 0, 1, "cache.freq_window must be a whole number in [1, 10^6]"},
+    {0.0, 1.0, 1, 0, "cache.score_ema_alpha must be in (0, 1]"},
+    {1.0, INTERVAL_MAX, 0, 1, "cache.crf_half_life must be a whole number in [1, 10^9]"},
+};
 
 const char *store_param_error(int param, double v) {
-    switch (param) {
-    case SP_FREQUENCY_DECAY:
-        return v > 0.0 && v <= 1.0 ? NULL : "cache.frequency_decay must be in (0, 1]";
-    case SP_DECAY_INTERVAL:
-        return whole_in(v, 1.0, INTERVAL_MAX) ? NULL
-               : "cache.decay_interval must be a whole number in [1, 10^9]";
-    case SP_FREQ_THRESHOLD:
-        return v >= 0.0 && v <= 1.0 ? NULL : "cache.freq_threshold must be in [0, 1]";
-    case SP_FREQ_WINDOW:
-        return whole_in(v, 1.0, ACCESS_WINDOW_MAX) ? NULL
-               : "cache.freq_window must be a whole number in [1, 10^6]";
-    case SP_SCORE_EMA_ALPHA:
-        return v > 0.0 && v <= 1.0 ? NULL : "cache.score_ema_alpha must be in (0, 1]";
-    case SP_CRF_HALF_LIFE:
-        return whole_in(v, 1.0, INTERVAL_MAX) ? NULL
-               : "cache.crf_half_life must be a whole number in [1, 10^9]";
-    default:
-        return "no such store parameter";
-    }
+    if (param < 0 || param >= SP_COUNT) return "no such store parameter";
+    double lo = PARAM_RANGE[param].lo;        /* (NaN is in no range) */
+    int ok = (PARAM_RANGE[param].lo_open ? v > lo : v >= lo) && v <= PARAM_RANGE[param].hi &&
+             (!PARAM_RANGE[param].whole || v == floor(v));
+    return ok ? NULL : PARAM_RANGE[param].why;
 }
 
 /* the checks of store_make's arguments: 0, or -4 */
