@@ -161,10 +161,10 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     written to its ``path`` (``mpl.mechanism.disk``) or, without ``path``, read from the
     checkpoint's own safetensors files (``mpl.mechanism.checkpoint``; attach refuses a model
     that was not loaded from such a folder); or over one low-precision gpu tier
-    (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``)
-    over host memory holding every expert. Still refused, each naming the tier: a
-    ``dtype_ladder`` of several precisions, a low-precision tier on top, anywhere but right
-    under the top tier, on the host or on another device, or over a host tier with a
+    (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
+    one precision, or a ``dtype_ladder`` of both) over host memory holding every expert.
+    Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
+    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on the host or on another device, or over a host tier with a
     capacity or a disk tier; a second gpu tier at the checkpoint's precision or one on
     another device, a set of tiers without a gpu tier on top, a second host tier,
     ``granularity_split`` above 1, and computing on the CPU (``cpu_fallback``, ``hybrid``)
@@ -198,10 +198,12 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         lows = []
         for i, t in enumerate(tiers):
             low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
-            if len(t.dtype_ladder) > 1:
+            if len(t.dtype_ladder) > 1 and len(low) < len(t.dtype_ladder) + (t.dtype is not None):
+                full = [d for d in t.dtype_ladder if d not in ("int8", "int4")]
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
-                        f"several precisions (dtype_ladder), which live execution does not run "
-                        f"yet (it runs one precision per tier): {replay}")
+                        f"several precisions (dtype_ladder) including {full[0] if full else t.dtype}, "
+                        f"which live execution does not run yet (it runs a dtype_ladder of int8 "
+                        f"and int4 on a low-precision gpu tier): {replay}")
             if not low:
                 continue
             why = None

@@ -24,7 +24,10 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   (top -> it, by copy) and PROMOTE (host memory -> it) are quantised from the host store's
   weights; PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's
   Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
-  dequantises it into the transient entry the engine streams that expert through.
+  dequantises it into the transient entry the engine streams that expert through. A tier
+  with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
+  names, and REQUANT inside the tier (a resident pushed one rung down) requantised in its
+  slot on the device.
 
 Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
 its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
@@ -388,6 +391,7 @@ class TierExecutor:
                 if a is not None and x.source == a.index:
                     leaving.add(x.key)
         sim: dict = {}        # (area, slot) -> key, as the steps leave it
+        rung: dict = {}       # (area, slot) -> the precision it holds, as the steps leave it
         where: dict = {}      # (area, key) -> slot; -1: overwritten, promoted later; None: out
         served: set = set()   # (area, slot) computed from by this dispatch
 
@@ -402,7 +406,11 @@ class TierExecutor:
                                 f"disagree")
             rid = (id(a), x.slot)
             held = sim.get(rid, a.content[x.slot])
-            if held != x.victim and not (x.victim is None and held in leaving):
+            if held is not None and slot_of(a, held) != x.slot:
+                held = None          # (a stale record: its key was written elsewhere since)
+            # a ladder evicts several keys to make room for one: the first is the step's
+            # victim, the others leave with no step and their slots are free again
+            if held != x.victim and not (x.victim is None and (held in leaving or a.ladder)):
                 raise LiveError(
                     f"the plan puts {x.key} into slot {x.slot} of tier '{a.tier}' in place of "
                     f"{x.victim}, but the slot holds {held}: the runtime and the mechanism "
@@ -413,8 +421,9 @@ class TierExecutor:
                     f"slot in the same dispatch (with {x.key}), which the live mechanism "
                     f"cannot order")
             if held is not None:
-                where[(id(a), held)] = -1 if x.victim is None else None
+                where[(id(a), held)] = -1 if (x.victim is None and held in leaving) else None
             sim[rid] = x.key
+            rung[rid] = x.dtype
             where[(id(a), x.key)] = x.slot
 
         for n, (what, x) in enumerate(seq):
@@ -443,7 +452,33 @@ class TierExecutor:
                 where[(id(a), x.key)] = None
                 if cur >= 0 and sim.get((id(a), cur), a.content[cur]) == x.key:
                     sim[(id(a), cur)] = None
+            elif x.op == REQUANT and x.source == t and x.target == t and a.ladder:
+                # a ladder's resident pushed one rung down, where it is
+                if slot_of(a, x.key) != x.slot:
+                    raise LiveError(f"the plan requantizes {x.key} in slot {x.slot} of tier "
+                                    f"'{a.tier}', which does not hold it: the runtime and the "
+                                    f"mechanism disagree")
+                rid = (id(a), x.slot)
+                was = rung.get(rid, a.held[x.slot])
+                if was not in a.ladder or x.dtype not in a.ladder \
+                        or a.ladder.index(x.dtype) != a.ladder.index(was) + 1:
+                    raise LiveError(f"the plan requantizes {x.key} in tier '{a.tier}' from "
+                                    f"{was} to {x.dtype}, not one rung of its ladder "
+                                    f"({', '.join(a.ladder)}) down: the runtime and the "
+                                    f"mechanism disagree")
+                if rid in served:
+                    raise LiveError(
+                        f"the plan computes from slot {x.slot} of tier '{a.tier}' and "
+                        f"requantizes it in the same dispatch, which the live mechanism "
+                        f"cannot order")
+                rung[rid] = x.dtype
             elif x.op == SERVE and x.source == t:
+                if 0 <= x.slot < a.slots and x.dtype is not None and \
+                        rung.get((id(a), x.slot), a.held[x.slot]) != x.dtype:
+                    raise LiveError(f"the plan computes {x.key} from tier '{a.tier}' at "
+                                    f"{x.dtype}, but its slot holds it at "
+                                    f"{rung.get((id(a), x.slot), a.held[x.slot])}: the runtime "
+                                    f"and the mechanism disagree")
                 if slot_of(a, x.key) != x.slot:
                     raise LiveError(f"the plan computes {x.key} from slot {x.slot} of tier "
                                     f"'{a.tier}', but the slot holds "
@@ -459,12 +494,14 @@ class TierExecutor:
     def _low_move(self, lv: LevelMech, x, gone) -> None:
         """Carry out one step :meth:`_check_low` accepted."""
         a = lv.low
-        if x.op == REQUANT:             # quantised where it is: from the evicted pool entry
-            a.requant(x.slot, gone[x.key], x.key)
+        if x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
+            a.requant_down(x.slot, x.dtype)
+        elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
+            a.requant(x.slot, gone[x.key], x.key, x.dtype)
         elif x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index):
             # a demotion by copy, a promotion from host memory: from the host store's weights
             a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
-                             x.kind if x.op == PROMOTE else None)
+                             x.kind if x.op == PROMOTE else None, x.dtype)
         elif x.op == PROMOTE:           # out of the tier (its full copy is the Plan's Load)
             a.drop(x.key)
         else:                           # SERVE: computed from the slot (source_copy)
@@ -537,14 +574,20 @@ class TierExecutor:
             "page_cache": ", ".join(sorted({d.page_cache for d in disks.values()})) or None,
             "files": sorted({f for d in disks.values() for f in d.files.values()}),
             "approximate": sum(a.dequants for a in self.areas),
+            "approximate_by_dtype": _summed(a.dequants_at for a in self.areas),
             "requants": sum(a.requants for a in self.areas),
+            "rung_requants": sum(a.rung_requants for a in self.areas),
             "quantized_from_host": sum(a.host_fills for a in self.areas),
             "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
             "lowprec_bytes": sum(a.nbytes for a in self.areas),
             "lowprec": [{"set": a.label, "tier": a.tier, "dtype": a.dtype, "slots": a.slots,
-                         "record_bytes": a.layout.stride, "bytes": a.nbytes,
+                         "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
-                         "quantized_from_host": a.host_fills} for a in self.areas],
+                         "quantized_from_host": a.host_fills,
+                         **({"dtype_ladder": list(a.ladder),
+                             "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
+                             "requantized": a.rung_requants} if a.ladder else {})}
+                        for a in self.areas],
         }
 
     def release(self) -> None:
@@ -566,6 +609,20 @@ class TierExecutor:
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def tier_dtypes(spec) -> list:
+    """The precisions a tier of the runtime's layout holds keys at: its dtype ladder's rungs
+    (highest first), else its one precision."""
+    return [r.dtype for r in spec.rungs] if spec.rungs is not None else [spec.dtype]
+
+
+def _summed(dicts) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def tier_sets(ir) -> list:
@@ -713,8 +770,9 @@ class TierBuild:
 
         template = {n: t for n, t in pool.tensors.items()}
         for lv, spec, mech in self.lows:
-            qlay = QuantLayout(template, spec.dtype, transposed=transposed)
-            # the runtime's slots of that tier (capped at the keys of its layers)
+            qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
+            # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
+            # every key at the lowest rung)
             slots = min(spec.slots, len(lv.layers) * self.E)
             mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
                                    index=spec.index)

@@ -29,7 +29,7 @@ from .lookahead import Lookahead
 from .memory import MemoryMeter
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
-from mpl.mechanism.tiered import LOW_DTYPES
+from mpl.mechanism.tiered import LOW_DTYPES, tier_dtypes
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -412,7 +412,9 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         for lv in runtime.tier_layout.levels:
             for t in (lv.tiers if lv.layers and lv.disk is None else ()):
                 if t.kind == "gpu" and t.dtype in LOW_DTYPES:
-                    q = QuantLayout(template, t.dtype, transposed=transposed).stride
+                    # (a ladder's slots are as long as its longest rung's record)
+                    q = max(QuantLayout(template, d, transposed=transposed).stride
+                            for d in tier_dtypes(t))
                     fp.add(f"{t.dtype} tier '{t.name}' area", place(dev),
                            min(t.slots, len(lv.layers) * E) * q)
                     fp.add(f"{t.dtype} staging record", HOST, q)
