@@ -167,15 +167,16 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     among its rungs, a low-precision tier on top, anywhere but right under the top tier, on the host or on another device, or over a host tier with a
     capacity or a disk tier; a second gpu tier at the checkpoint's precision or one on
     another device, a set of tiers without a gpu tier on top, a second host tier,
-    ``granularity_split`` above 1, and computing on the CPU (``cpu_fallback``, ``hybrid``)
-    over a disk tier.
+    ``granularity_split`` above 1 over a disk tier or with a low-precision tier, or differing
+    between the sets (it runs over host memory, ``mpl.mechanism.parts``), and computing on
+    the CPU (``cpu_fallback``, ``hybrid``) over a disk tier.
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
     a ``path``: ``mpl.mechanism.live.LiveExecutor`` with ``mpl.mechanism.tiered``), and
     refuses everything above plus a disk tier without ``path`` (vLLM holds the experts in
-    its own kernel layout, not read from the checkpoint) and any low-precision tier
-    (``int8``/``int4``: HuggingFace attach only)."""
+    its own kernel layout, not read from the checkpoint), any low-precision tier
+    (``int8``/``int4``: HuggingFace attach only) and ``granularity_split`` above 1."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
@@ -192,6 +193,7 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         return f"{where}:{t.source_line or h.source_line or line or pir.source_line}"
 
     disk_anywhere = False
+    splits: set = set()
     for label, h in sets:
         tiers = list(h.tiers)
         kinds = [t.location.kind for t in tiers]
@@ -261,9 +263,23 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                         f"(HuggingFace attach does); give it path = \"FOLDER\" (the experts "
                         f"are written there when the policy starts)")
         if h.granularity_split > 1:
-            return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' splits "
-                    f"experts into {h.granularity_split} parts (granularity_split), which live "
-                    f"execution does not run yet: {replay}")
+            why = None
+            if engine == "vllm":
+                why = "which vLLM's live offload does not run (HuggingFace attach does)"
+            elif kinds[-1] == "disk":
+                why = "over a disk tier, which live execution does not run yet"
+            elif lows:
+                why = "with a low-precision tier, which live execution does not run yet"
+            if why is not None:
+                return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
+                        f"splits experts into {h.granularity_split} parts (granularity_split) "
+                        f"{why}: {replay}")
+        splits.add(h.granularity_split)
+    if len(splits) > 1:
+        return (f"{where}:{line or pir.source_line}: the sets of tiers of policy '{pir.name}' "
+                f"split experts into different numbers of parts (granularity_split "
+                f"{', '.join(map(str, sorted(splits)))}), which live execution does not run "
+                f"yet (it runs one split for every set): {replay}")
     if disk_anywhere:
         from mpl.features import features
         cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]

@@ -131,6 +131,10 @@ class TierExecutor:
         self.unplanned_reads = 0            # disk reads of forwards no Plan drove
         self.wait_ms = 0.0                  # the engine thread waited for reads
         self._served: dict = {}             # key -> (area, slot): computed from a low tier
+        #: the device cache of parts (granularity_split: mpl.mechanism.parts.PartPool), the
+        #: Loads' target; None: the Loads fill the pool
+        self.parts = None
+        self._gather: dict = {}             # key -> its parts' places (this dispatch's)
         self.areas = list({id(lv.low): lv.low for lv in levels
                            if lv is not None and lv.low is not None}.values())
 
@@ -207,6 +211,10 @@ class TierExecutor:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into pool entry ``entry`` from the
         host tier that holds it (a streamed expert's copy, or a Load's)."""
         key = (ordinal, expert)
+        if self._gather:
+            where = self._gather.get(key)
+            if where is not None:       # put together from its parts
+                return self.parts.gather(self.pool, entry, where, key, self.hosts[ordinal])
         served = self._served.get(key)
         if served is not None:          # computed from its low-precision copy (a SERVE step)
             served[0].dequant(served[1], entry)
@@ -267,11 +275,15 @@ class TierExecutor:
         """Carry out ``plan``: device evictions (bookkeeping), then its steps and Loads in
         the runtime's order (:func:`ordered`). Returns the host milliseconds demand work
         blocked plus the CUDA stalls measured since the last call."""
-        pool = self.pool
         self.settle()
-        stall = pool.collect_stalls() if pool.cuda else 0.0
+        stall = self.pool.collect_stalls() if self.pool.cuda else 0.0
         self._transient.clear()
         self._served.clear()
+        parts = self.parts
+        pool = parts if parts is not None else self.pool     # where the Loads go
+        if parts is not None:
+            self._gather = {(plan.layer, e): w for e, w in zip(plan.experts, plan.where)
+                            if type(w) is tuple}
         content = pool.content
 
         def entry(key, slot):
@@ -371,7 +383,10 @@ class TierExecutor:
                 self.deferred_copies += 1
                 continue
             t0 = time.perf_counter()
-            self.source_copy(i, key[0], key[1], kind)
+            if parts is not None:       # a part into its part slot
+                parts.copy_in(i, self.hosts[key[0]], key[1], key, kind)
+            else:
+                self.source_copy(i, key[0], key[1], kind)
             if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
                 stall += (time.perf_counter() - t0) * 1e3
         return stall
@@ -580,6 +595,11 @@ class TierExecutor:
             "quantized_from_host": sum(a.host_fills for a in self.areas),
             "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
             "lowprec_bytes": sum(a.nbytes for a in self.areas),
+            "parts": None if self.parts is None else {
+                "split": self.parts.parts.n, "slots": self.parts.num_slots,
+                "bytes": self.parts.nbytes, "gathers": self.parts.gathers,
+                "gathered_parts": self.parts.gathered_parts,
+                "streamed_parts": self.parts.streamed_parts},
             "lowprec": [{"set": a.label, "tier": a.tier, "dtype": a.dtype, "slots": a.slots,
                          "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
@@ -609,6 +629,17 @@ class TierExecutor:
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def part_split(tier_layout) -> int:
+    """The ``granularity_split`` of a live run's sets of tiers (1: experts move whole); every
+    set a layer uses has the same (``not_live_yet`` refuses a policy whose sets differ)."""
+    splits = {lv.split for lv in tier_layout.levels if lv.layers} if tier_layout else set()
+    if len(splits) > 1:
+        raise LiveError(f"the sets of tiers split experts into different numbers of parts "
+                        f"({', '.join(map(str, sorted(splits)))}), which live execution does "
+                        f"not run")
+    return splits.pop() if splits else 1
 
 
 def tier_dtypes(spec) -> list:

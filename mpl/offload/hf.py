@@ -29,7 +29,7 @@ from .lookahead import Lookahead
 from .memory import MemoryMeter
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
-from mpl.mechanism.tiered import LOW_DTYPES, tier_dtypes
+from mpl.mechanism.tiered import LOW_DTYPES, part_split, tier_dtypes
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -386,6 +386,11 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
            for b in layers]
     entry = sum(p[0].numel() * p.element_size() for p in layers[0].module._parameters.values())
     pool = (runtime.num_slots + stream_slots + 1) * (entry + ALIGN)
+    split = part_split(runtime.tier_layout) if tiered else 1
+    if split > 1:         # transient entries of whole experts, and the part slots
+        part = sum(-(-p[0].numel() // split) * p.element_size()
+                   for p in layers[0].module._parameters.values())
+        pool = (stream_slots + 1) * (entry + ALIGN) + (runtime.num_slots + 1) * (part + ALIGN)
     skeleton: dict = {}
     for mod in model.modules():
         if id(mod) in experts:
@@ -665,9 +670,16 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         for b, host in zip(in_ram, hosts_ram):
             hosts[b.ordinal] = host
         stream_slots = stream_slots or E        # one transient entry per expert (attach)
-        pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
+        split = part_split(runtime.tier_layout)
+        if split > 1:       # the device cache holds parts: the pool computes, the parts stay
+            pool = SlotPool(template, 0, stream_slots, dev, ops, transient_only=True)
+        else:
+            pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
         transposed = bool(getattr(layers[0].module, "is_transposed", False))
         executor = build.executor(pool, hosts, readers, transposed=transposed)
+        if split > 1:
+            from mpl.mechanism.parts import PartPool
+            executor.parts = PartPool(template, split, runtime.num_slots, pool)
         for b in layers:
             params = OrderedDict(b.module._parameters)
             devices = {n: p.device for n, p in params.items()}
@@ -706,8 +718,11 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, TieredHost(store, executor),
                     saved, placement, shape, diags)
-    if executor.areas:       # the low-precision tiers' device areas count as device memory
-        handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas)
+    if executor.areas or executor.parts is not None:
+        # the low-precision tiers' device areas count as device memory, the part slots as
+        # the pool's
+        handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas,
+                                    parts=executor.parts)
     handle._tiers = (executor, build.disks, reload)
     model._mpl_handle = handle
     return handle

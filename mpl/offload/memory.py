@@ -7,7 +7,8 @@ or the experts' bytes where no arena is held. Both are allocated
 at attach and sized from the runtime's capped slot count, so they never grow; the peaks are
 still measured (at attach and at every ``get_stats``), not assumed. With low-precision gpu
 tiers, ``lowprec_bytes`` is what their device areas take (allocated at attach too), and
-``peak_bytes`` includes it.
+``peak_bytes`` includes it. With ``granularity_split`` the pool is the part slots and the
+transient entries of whole experts (mpl/mechanism/parts.py), both in ``pool_bytes``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from __future__ import annotations
 class MemoryMeter:
     """Current and peak bytes of a handle's slot pool and host store."""
 
-    def __init__(self, pool, store, lowprec=()) -> None:
+    def __init__(self, pool, store, lowprec=(), parts=None) -> None:
         self.pool = pool
+        self.parts = parts                  # a PartPool (granularity_split): pool memory too
         self.store = store
         self.lowprec = list(lowprec)        # LowPrecArea objects (device memory)
         self.pool_peak = self.store_peak = self.lowprec_peak = 0
@@ -25,6 +27,8 @@ class MemoryMeter:
 
     def sample(self) -> tuple[int, int]:
         p, s = int(self.pool.nbytes), int(self.store.arena_bytes or self.store.nbytes)
+        if self.parts is not None:
+            p += int(self.parts.nbytes)
         self.pool_peak = max(self.pool_peak, p)
         self.store_peak = max(self.store_peak, s)
         if self.lowprec:
