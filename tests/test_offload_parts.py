@@ -153,28 +153,10 @@ def test_the_mechanism_checks_that_the_runtime_agrees():
         h.detach()
 
 
-def copies_out_of_order(log) -> list[str]:
-    """Two copies touching the same bytes, the later reading what the earlier wrote or
-    writing what it read or wrote, not ordered one after the other."""
-    from offload_cuda_double import happens_before
-    bad = []
-    seen = []
-    for op in log:
-        if op.kind != "copy" or op.dst is None or op.src is None:
-            continue
-        for a in seen:
-            clash = any(x[0] < y[1] and y[0] < x[1]
-                        for x, y in ((a.dst, op.src), (a.src, op.dst), (a.dst, op.dst)))
-            if clash and not happens_before(a, op):
-                bad.append(f"copy #{op.seq} ({op.tag}) not ordered after copy #{a.seq} ({a.tag})")
-        seen.append(op)
-    return bad
-
-
 def test_cuda_ordering_on_the_double():
-    from offload_cuda_double import (FakeCudaOps, compute_before_copy, foreign_waits,
-                                     host_buffer_reused_in_flight, slot_write_while_read,
-                                     unpinned_async_copies)
+    from offload_cuda_double import (FakeCudaOps, compute_before_copy, copies_out_of_order,
+                                     foreign_waits, host_buffer_reused_in_flight,
+                                     slot_write_while_read, unpinned_async_copies)
     model = build_model("tiny-mixtral", layers=2, experts_implementation="grouped_mm")
     ref = gen(model)
     ops = FakeCudaOps()

@@ -135,8 +135,16 @@ class TierExecutor:
         #: Loads' target; None: the Loads fill the pool
         self.parts = None
         self._gather: dict = {}             # key -> its parts' places (this dispatch's)
-        self.areas = list({id(lv.low): lv.low for lv in levels
-                           if lv is not None and lv.low is not None}.values())
+        from .gpu_tier import FullArea
+
+        lows = list({id(lv.low): lv.low for lv in levels
+                     if lv is not None and lv.low is not None}.values())
+        #: the low-precision tiers' device areas, and the full-precision gpu tiers' under
+        #: the device cache (mpl.mechanism.gpu_tier)
+        self.areas = [a for a in lows if not isinstance(a, FullArea)]
+        self.fulls = [a for a in lows if isinstance(a, FullArea)]
+        self._from_tier: dict = {}          # key -> (area, slot): a Load copied out of a tier
+        self._stashed = None                # the key whose copy the stash holds, Load pending
 
     # ------------------------------------------------------------------ records
     def _ready_to_write(self, lv: LevelMech, j: int) -> None:
@@ -293,7 +301,22 @@ class TierExecutor:
         for key, slot in plan.evicted:
             gone[key] = entry(key, slot)
         seq = ordered(plan, entry) if plan.steps else [("load", tuple(x)) for x in plan.raw_loads]
-        low_moves = self._check_low(seq, gone, content) if self.areas and plan.steps else ()
+        low_moves = self._check_low(seq, gone, content) \
+            if (self.areas or self.fulls) and plan.steps else ()
+        self._from_tier = {}
+        self._stashed = None
+        if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
+            for _what, x in seq:
+                if _what == "step" and x.op == PROMOTE and x.target == 0 and len(x.key) == 2:
+                    a = self.levels[x.key[0]].low
+                    if a is not None and a.ladder is None and a.dtype is None \
+                            and x.source == a.index:
+                        s = a.where.get(x.key)
+                        if s is None:
+                            raise LiveError(f"the plan promotes {x.key} out of tier "
+                                            f"'{a.tier}', which does not hold it: the runtime "
+                                            f"and the mechanism disagree")
+                        self._from_tier[x.key] = (a, s)
         # ---- checks first (nothing has moved yet): every step is one this mechanism runs,
         #      and the records and slots it names hold what the runtime says
         first: dict = {}              # (level, record) -> index of the first op touching it
@@ -385,6 +408,13 @@ class TierExecutor:
             t0 = time.perf_counter()
             if parts is not None:       # a part into its part slot
                 parts.copy_in(i, self.hosts[key[0]], key[1], key, kind)
+            elif key in self._from_tier:     # device to device, out of the tier below
+                a, s = self._from_tier.pop(key)
+                if self._stashed == key:
+                    s = a.stash_entry
+                    self._stashed = None
+                content[i] = key
+                a.copy_out(s, i, kind)
             else:
                 self.source_copy(i, key[0], key[1], kind)
             if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
@@ -488,7 +518,7 @@ class TierExecutor:
                         f"cannot order")
                 rung[rid] = x.dtype
             elif x.op == SERVE and x.source == t:
-                if 0 <= x.slot < a.slots and x.dtype is not None and \
+                if 0 <= x.slot < a.slots and x.dtype is not None and a.dtype is not None and \
                         rung.get((id(a), x.slot), a.held[x.slot]) != x.dtype:
                     raise LiveError(f"the plan computes {x.key} from tier '{a.tier}' at "
                                     f"{x.dtype}, but its slot holds it at "
@@ -509,6 +539,31 @@ class TierExecutor:
     def _low_move(self, lv: LevelMech, x, gone) -> None:
         """Carry out one step :meth:`_check_low` accepted."""
         a = lv.low
+        if a.dtype is None and a.ladder is None:        # a full-precision gpu tier
+            if x.op in (REQUANT, DEMOTE) and x.target == a.index:
+                held = a.content[x.slot]
+                if held is not None and held in self._from_tier \
+                        and self._from_tier[held][1] == x.slot:
+                    # the runtime swaps the promoted key and the victim: keep the promoted
+                    # key's copy for its Load before the slot is rewritten
+                    if self._stashed is not None:
+                        raise LiveError(f"the plan rewrites the copies of {self._stashed} and "
+                                        f"{held} in tier '{a.tier}' before their Loads read "
+                                        f"them, which the live mechanism cannot order")
+                    a.stash(x.slot)
+                    self._stashed = held
+                a.demote(x.slot, gone[x.key], x.key)
+            elif x.op == PROMOTE and x.target == a.index:
+                a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+            elif x.op == PROMOTE:
+                if x.key in self._from_tier:
+                    raise LiveError(f"the plan promotes {x.key} out of tier '{a.tier}' before "
+                                    f"its Load copies it: the runtime and the mechanism "
+                                    f"disagree")
+                a.drop(x.key)
+            else:
+                self._served[x.key] = (a, x.slot)
+            return
         if x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
         elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
@@ -595,6 +650,12 @@ class TierExecutor:
             "quantized_from_host": sum(a.host_fills for a in self.areas),
             "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
             "lowprec_bytes": sum(a.nbytes for a in self.areas),
+            "gpu_tier_bytes": sum(a.nbytes for a in self.fulls),
+            "gpu_tiers": [{"set": a.label, "tier": a.tier, "slots": a.slots,
+                           "entry_bytes": a.entry_bytes, "bytes": a.nbytes,
+                           "demotions": a.demotions, "filled_from_host": a.host_fills,
+                           "bytes_from_host": a.host_bytes, "promotions": a.promotions,
+                           "serves": a.serves, "stashes": a.stashes} for a in self.fulls],
             "parts": None if self.parts is None else {
                 "split": self.parts.parts.n, "slots": self.parts.num_slots,
                 "bytes": self.parts.nbytes, "gathers": self.parts.gathers,
@@ -622,7 +683,7 @@ class TierExecutor:
                 lv.cache.release()
         if self.bounce is not None:
             self.bounce.release()
-        for a in self.areas:
+        for a in self.areas + self.fulls:
             a.release()
 
 
@@ -720,6 +781,8 @@ class TierBuild:
         self.disks: list = []
         #: (LevelSpec, its low-precision TierSpec, its LevelMech)
         self.lows: list = []
+        #: (LevelSpec, its full-precision gpu tier under the device cache, its LevelMech)
+        self.fulls: list = []
         src = {}
         if ir is not None:
             for h in tier_sets(ir):
@@ -734,6 +797,9 @@ class TierBuild:
                     low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
                     if low:
                         self.lows.append((lv, low[0], mech))
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    if full:
+                        self.fulls.append((lv, full[0], mech))
                 else:
                     spec = lv.tiers[lv.disk]
                     pairs = [(o, int(layer_ids[o])) for o in lv.layers]
@@ -807,6 +873,10 @@ class TierBuild:
             slots = min(spec.slots, len(lv.layers) * self.E)
             mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
                                    index=spec.index)
+        for lv, spec, mech in self.fulls:
+            from .gpu_tier import FullArea
+            mech.low = FullArea(template, min(spec.slots, len(lv.layers) * self.E), pool,
+                                label=lv.label, tier=spec.name, index=spec.index)
         return TierExecutor(pool, self.levels, hosts, self.layout if self.disks else None,
                             Readers(readers) if self.disks else None)
 

@@ -423,6 +423,10 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
                     fp.add(f"{t.dtype} tier '{t.name}' area", place(dev),
                            min(t.slots, len(lv.layers) * E) * q)
                     fp.add(f"{t.dtype} staging record", HOST, q)
+                elif t.kind == "gpu" and t.index > 0:
+                    # a full-precision gpu tier: its slots and the stash, whole experts
+                    fp.add(f"gpu tier '{t.name}' area", place(dev),
+                           (min(t.slots, len(lv.layers) * E) + 1) * (entry + ALIGN))
     for where in (HOST, DEVICE):
         fp.add("the model's expert weights released", where,
                -sum(n for _o, n, _k, d in own if place(d) == where))
@@ -718,11 +722,10 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, TieredHost(store, executor),
                     saved, placement, shape, diags)
-    if executor.areas or executor.parts is not None:
-        # the low-precision tiers' device areas count as device memory, the part slots as
-        # the pool's
+    if executor.areas or executor.fulls or executor.parts is not None:
+        # the gpu tiers' device areas count as device memory, the part slots as the pool's
         handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas,
-                                    parts=executor.parts)
+                                    parts=executor.parts, gpu_tiers=executor.fulls)
     handle._tiers = (executor, build.disks, reload)
     model._mpl_handle = handle
     return handle
