@@ -172,16 +172,17 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     host tier with a capacity or a disk tier, a third gpu tier, a set of tiers without a
     gpu tier on top, a second host tier,
     ``granularity_split`` above 1 over a disk tier or with a low-precision tier, or differing
-    between the sets (it runs over host memory, ``mpl.mechanism.parts``), and computing on
-    the CPU (``cpu_fallback``, ``hybrid``) over a disk tier.
+    between the sets (it runs over host memory, ``mpl.mechanism.parts``). Computing on the
+    CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU computes an expert
+    from the host tier's record its READ filled.
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
     a ``path``: ``mpl.mechanism.live.LiveExecutor`` with ``mpl.mechanism.tiered``), and
     refuses everything above plus a disk tier without ``path`` (vLLM holds the experts in
     its own kernel layout, not read from the checkpoint), any low-precision tier
-    (``int8``/``int4``: HuggingFace attach only), a second gpu tier and
-    ``granularity_split`` above 1."""
+    (``int8``/``int4``: HuggingFace attach only), a second gpu tier,
+    ``granularity_split`` above 1, and computing on the CPU over a disk tier."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
@@ -291,13 +292,14 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 f"split experts into different numbers of parts (granularity_split "
                 f"{', '.join(map(str, sorted(splits)))}), which live execution does not run "
                 f"yet (it runs one split for every set): {replay}")
-    if disk_anywhere:
+    if disk_anywhere and engine == "vllm":
         from mpl.features import features
         cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]
         if cpu:
             return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
-                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which live execution "
-                    f"does not run yet: use schedule.mode = gpu_only, or {replay}")
+                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which vLLM's live "
+                    f"offload does not run (HuggingFace attach does): use schedule.mode = "
+                    f"gpu_only, or {replay}")
     return None
 
 

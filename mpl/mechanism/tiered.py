@@ -119,6 +119,8 @@ class TierExecutor:
         self.readers = readers
         self.overlap = overlap and readers is not None and readers.threads > 0
         self.bounce: HostCache | None = None
+        self._bounce_key = None             # the key the bounce record holds
+        self.cpu_rows_read = 0              # CPU computes from a record the disk filled
         self._bounce_users: list = []
         self._transient: dict = {}          # key -> its level, read when its copy is issued
         self._deferred: list = []           # (entry, level, record, key, kind) copies not issued
@@ -190,6 +192,7 @@ class TierExecutor:
             self.ops.synchronize(ev)
         self._bounce_users = []
         rec = self.bounce.record(0)
+        self._bounce_key = key
         self.ops.host_write(rec, ("read", "bounce"))
         t0 = time.perf_counter()
         try:
@@ -242,6 +245,33 @@ class TierExecutor:
             return ms
         raise LiveError(f"the plan copies expert {expert} of MoE layer {ordinal} to the device, "
                         f"but no host tier holds it: the runtime and the mechanism disagree")
+
+    def cpu_rows(self, ordinal: int, expert: int):
+        """The weight rows of expert ``expert`` of MoE layer ``ordinal`` for a CPU compute
+        (``cpu_fallback``, ``hybrid``): the host store's, or the host tier's record the
+        Plan's READ put it in (its read waited for), or the bounce record of a READ the host
+        tier did not admit (read again, counted in ``unplanned_reads``, when another
+        transient read has reused the record since)."""
+        from mpl.offload.cpu import _Row
+
+        key = (ordinal, expert)
+        lv = self.levels[ordinal]
+        if lv.cache is None:
+            return _Row(self.hosts[ordinal], expert)
+        c = lv.cache
+        j = c.where.get(key)
+        if j is not None:
+            self._wait_read(c, j)
+            self.cpu_rows_read += 1
+            return _Row(c.tensors, j)
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+        elif self._bounce_key == key:
+            tensors, i = self.bounce.tensors, 0
+        else:
+            tensors, i = self._bounce_read(lv, key, planned=False)
+        self.cpu_rows_read += 1
+        return _Row(tensors, i)
 
     def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into the transient pool entry
@@ -634,6 +664,7 @@ class TierExecutor:
             "host_evictions": self.host_evictions,
             "deferred_copies": self.deferred_copies,
             "unplanned_reads": self.unplanned_reads,
+            "cpu_from_records": self.cpu_rows_read,
             "read_wait_ms": self.wait_ms,
             "read_busy_ms": self.readers.busy_ms if self.readers is not None else 0.0,
             "readers": self.readers.threads if self.readers is not None else 0,

@@ -697,7 +697,9 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         del template
         _move_skeleton(model, dev, placement)
         for b in layers:
-            b.cpu = CpuExperts(b.module, b.host) if b.host else None
+            # (a layer on disk: computed from the record its host tier holds)
+            b.cpu = CpuExperts(b.module, b.host) if b.host else CpuExperts(
+                b.module, None, rows=lambda e, o=b.ordinal: executor.cpu_rows(o, e))
         look = None
         if feats.lookahead_strategy or feats.learned:
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
