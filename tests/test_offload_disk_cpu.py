@@ -3,7 +3,7 @@ into the host tier first, then served as from host memory; docs/offload.md, "Mem
 live"): ``cpu_fallback`` and ``hybrid`` with a host tier over a disk tier in HuggingFace
 attach. The CPU computes an expert from the host tier's record its READ filled (or the
 bounce record of a read the host tier did not admit); generate() gives the same tokens and
-logits, bit for bit, as the same schedule over host memory holding every expert (the device
+logits, bit for bit, as cpu_fallback over host memory holding every expert (the device
 cache decides the same), and the unmodified model's tokens; the disk reads and CPU computes
 equal the runtime's, and a replay's of the trace recorded in the same run (cpu_fallback,
 whose decisions a replay makes the same); vLLM still refuses it, located."""
@@ -58,16 +58,24 @@ def run(model, policy, record=False):
 def test_cpu_computes_from_the_records_read_from_disk(tmp_path, family, impl, mode, ram):
     model = build_model(family, layers=2, experts_implementation=impl)
     ref = gen(model)
+    # (hybrid: every transfer estimated above a microsecond goes to the CPU, whatever the
+    # cost model calibrated at attach says of the others)
+    sched = f"schedule {{ mode = {mode} }}" if mode == "cpu_fallback" else \
+        f"schedule {{ mode = {mode}  offload_threshold_ms = 0.001 }}"
     twin = mpl.loads(f"policy t {{ hierarchy {{ tier g {{ location = gpu  capacity = 3 }} }}\n"
-                     f"schedule {{ mode = {mode} }} }}")
+                     f"{sched} }}")
     want, tst, _h, _r = run(model, twin)
-    policy = mpl.loads(disk_policy(tmp_path, gpu=3, ram=ram, extra=f"schedule {{ mode = {mode} }}"))
+    policy = mpl.loads(disk_policy(tmp_path, gpu=3, ram=ram, extra=sched))
     out, st, h, rec = run(model, policy, record=True)
     assert torch.equal(out[0], ref[0])
-    assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
     mech = st["mechanism"]
     tiers = mech["tiers"]
-    assert st["cpu_computes"] == tst["cpu_computes"] == mech["cpu_computes"] > 0
+    assert st["cpu_computes"] == mech["cpu_computes"] > 0
+    if mode == "cpu_fallback":
+        # (hybrid's choice between the CPU and a transfer prices each miss with the cost
+        # model calibrated at attach: two attaches need not decide the same)
+        assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
+        assert st["cpu_computes"] == tst["cpu_computes"]
     assert tiers["cpu_from_records"] == st["cpu_computes"]
     assert mech["copies"] == st["loads"]
     disk = next(r for r in st["tiers"] if r["location"] == "disk")

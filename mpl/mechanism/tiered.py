@@ -252,18 +252,16 @@ class TierExecutor:
         Plan's READ put it in (its read waited for), or the bounce record of a READ the host
         tier did not admit (read again, counted in ``unplanned_reads``, when another
         transient read has reused the record since)."""
-        from mpl.offload.cpu import _Row
-
         key = (ordinal, expert)
         lv = self.levels[ordinal]
         if lv.cache is None:
-            return _Row(self.hosts[ordinal], expert)
+            return _rows(self.hosts[ordinal], expert)
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
             self._wait_read(c, j)
             self.cpu_rows_read += 1
-            return _Row(c.tensors, j)
+            return _rows(c.tensors, j)
         if self._transient.pop(key, None) is not None:
             tensors, i = self._bounce_read(lv, key)
         elif self._bounce_key == key:
@@ -271,7 +269,7 @@ class TierExecutor:
         else:
             tensors, i = self._bounce_read(lv, key, planned=False)
         self.cpu_rows_read += 1
-        return _Row(tensors, i)
+        return _rows(tensors, i)
 
     def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into the transient pool entry
@@ -721,6 +719,11 @@ class TierExecutor:
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def _rows(tensors: dict, i: int) -> dict:
+    """Record ``i`` of ``tensors`` (name -> ``[records, ...]``): name -> its row."""
+    return {name: t[i] for name, t in tensors.items()}
 
 
 def part_split(tier_layout) -> int:
