@@ -714,6 +714,8 @@ class TierExecutor:
             self.bounce.release()
         for a in self.areas + self.fulls:
             a.release()
+        if self.parts is not None:
+            self.parts.clear()
 
 
 # ---------------------------------------------------------------------------- building
