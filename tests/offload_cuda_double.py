@@ -33,6 +33,9 @@ The invariant checks at the bottom replay a log and return the violations (empty
   device copy that read or wrote those bytes has completed as the host knows it;
 * ``slot_reused_before_demotion``: a copy into a pool slot is ordered after every earlier
   device-to-host copy (a demotion) reading that slot;
+* ``copies_out_of_order``: any two copies touching the same bytes (the later reading what the
+  earlier wrote, or writing what it read or wrote) are ordered, whatever pool or area the
+  bytes belong to (the part slots, a gpu tier's area, its stash);
 * allocations: ``ops.allocations`` / the ``alloc`` entries of the log (no per-step device
   allocation), ``ops.host_allocations`` (no per-step pinned host allocation).
 """
@@ -385,4 +388,21 @@ def slot_reused_before_demotion(log) -> list[str]:
             if d.src[0] < z and a < d.src[1] and not happens_before(d, op):
                 bad.append(f"copy #{op.seq} into slot {_slot(op)} may overwrite it while "
                            f"demotion #{d.seq} reads it")
+    return bad
+
+
+def copies_out_of_order(log) -> list[str]:
+    """Two copies touching the same bytes, the later reading what the earlier wrote or
+    writing what it read or wrote, not ordered one after the other."""
+    bad = []
+    seen = []
+    for op in log:
+        if op.kind != "copy" or op.dst is None or op.src is None:
+            continue
+        for a in seen:
+            clash = any(x[0] < y[1] and y[0] < x[1]
+                        for x, y in ((a.dst, op.src), (a.src, op.dst), (a.dst, op.dst)))
+            if clash and not happens_before(a, op):
+                bad.append(f"copy #{op.seq} ({op.tag}) not ordered after copy #{a.seq} ({a.tag})")
+        seen.append(op)
     return bad

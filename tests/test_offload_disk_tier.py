@@ -185,14 +185,18 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
             f"path = \"{tmp_path}\" }}\n  }}\n}}\n",
             "tier 'w' of policy 't' holds experts at int8, below the checkpoint's precision, "
             "over a host tier with a capacity or a disk tier")
-    refused(head + "    tier w { location = gpu  capacity = 4 }\n  }\n}\n", "second gpu tier")
+    # (over host memory a second gpu tier at the checkpoint's precision runs:
+    # tests/test_offload_gpu_tier.py)
+    refused(head + "    tier w { location = gpu  capacity = 4 }\n"
+            f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "
+            f"path = \"{tmp_path}\" }}\n  }}\n}}\n",
+            "second gpu tier of the hierarchy of policy 't' at the checkpoint's precision, which "
+            "live execution does not run yet over a host tier with a capacity or a disk tier")
     refused(head.replace("capacity = 2", "capacity = 2  dtype = fp16") + "  }\n}\n",
             "fp16, but the model's experts are fp32")
     refused(head + f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "
             f"path = \"{tmp_path}/no/such\" }}\n  }}\n}}\n", "does not exist")
-    refused(head + f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "
-            f"path = \"{tmp_path}\" }}\n  }}\n  schedule {{ mode = cpu_fallback }}\n}}\n",
-            "cpu_fallback")
+    # (computing on the CPU over a disk tier runs: tests/test_offload_disk_cpu.py)
     # vLLM's live offload runs the same full-precision tiers (tests/test_vllm_live_tiers.py)
     from mpl.api import not_live_yet
     pol = tiered(tmp_path)

@@ -291,8 +291,10 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
             "    tier r { location = cpu  capacity = 4 }\n"
             f"    tier d {{ location = disk  path = \"{tmp_path}\" }}\n",
             "over a host tier with a capacity or a disk tier")
+    # (a second gpu tier at the checkpoint's precision runs: tests/test_offload_gpu_tier.py;
+    # one at another floating-point precision would hold converted copies)
     refused("    tier w { location = gpu  dtype = fp16  capacity = 4 }\n",
-            "second gpu tier")
+            "tier 'w' of policy 't' holds experts at fp16, but the model's experts are fp32")
 
 
 def test_int4_warm_from_the_standard_library_attaches():

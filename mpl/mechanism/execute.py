@@ -71,14 +71,20 @@ def placements(plan, content, layer: int, base: int = -1, *, lower: bool = False
     computed on the CPU; each in the Plan's (router) order. ``base >= 0``: home placement,
     expert ``e`` is in entry ``base + e``. ``lower``: the caller computes experts the Plan
     places in a lower gpu tier (``LOWER``) through transient entries too (their copy into
-    the entry reads that tier): they are among the streamed ones; else a ``LOWER``
+    the entry reads that tier), and experts the Plan places as parts (a tuple: the
+    tiers' gather puts them together there): they are among the streamed ones; else such a
     placement is a :class:`LiveError`."""
     resident: list[tuple[int, int]] = []
     streamed: list[int] = []
     cpu: list[int] = []
     keep = resident.append
     for e, w in zip(plan.experts, plan.where):
-        if w >= 0:
+        if type(w) is tuple:       # parts (granularity_split): put together in a transient entry
+            if not lower:
+                raise LiveError(f"the plan places expert {e} as parts {w}, which this engine "
+                                f"does not compute from")
+            streamed.append(e)
+        elif w >= 0:
             if base >= 0:
                 w = base + e
             if content[w] != (layer, e):

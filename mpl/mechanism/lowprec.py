@@ -7,8 +7,14 @@ pre-allocated device area of the tier's slots, filled and read as the Plans' ste
   transposed family's matrix is quantised transposed), every other parameter (biases) at
   its own precision; each part 64-byte aligned.
 * :class:`LowPrecArea`: ``slots`` records in one device tensor (``Ops.alloc``, once), the
-  key each holds, and per slot the events of the last write into it (``ready``) and of the
-  last read out of it (``free``). Three ways in, one way out:
+  key each holds and the precision it holds it at, and per slot the events of the last
+  write into it (``ready``) and of the last read out of it (``free``). A tier with a
+  ``dtype_ladder`` of several low precisions (``[int8, int4]``) has one :class:`QuantLayout`
+  per rung and every slot is as long as the longest rung's record, so that a key changes
+  rung where it is (:meth:`LowPrecArea.requant_down`) and a slot takes a key at any rung
+  without moving another: the area is ``slots`` (the most keys the tier holds, every one at
+  the lowest rung) times the first rung's record, more than the tier's size, which the
+  runtime counts in the rungs' bits. Three ways in, one way down, one way out:
 
   - :meth:`LowPrecArea.requant`: quantised on the device from a slot of the pool (the
     evicted full-precision copy of an ``in_place_requant`` demotion): no host transfer;
@@ -16,6 +22,9 @@ pre-allocated device area of the tier's slots, filled and read as the Plans' ste
     weights into one pinned staging record, then copied to the device (a demotion by
     ``copy``, a promotion from host memory into the tier): the quantised bytes cross the
     link;
+  - :meth:`LowPrecArea.requant_down`: a ladder's step down a rung: the slot's codes
+    dequantised (float32) and quantised at the lower rung into the same slot, on the
+    device (the runtime's REQUANT step inside the tier);
   - :meth:`LowPrecArea.dequant`: the record dequantised into an entry of the pool (a
     transient entry), in the expert's dtype, where the experts function computes from it
     exactly as from a streamed expert.
@@ -122,28 +131,50 @@ class QuantLayout:
 
 class LowPrecArea(KeyedRecords):
     """The device area of one low-precision tier of one set of tiers (see the module
-    docstring). ``label``/``tier``: the set's label and the tier's name (statistics)."""
+    docstring). ``layout``: its :class:`QuantLayout`, or one per rung of its dtype ladder
+    (highest precision first); ``label``/``tier``: the set's label and the tier's name
+    (statistics)."""
 
-    def __init__(self, layout: QuantLayout, slots: int, pool, *, label: str, tier: str,
+    def __init__(self, layout, slots: int, pool, *, label: str, tier: str,
                  index: int) -> None:
-        self.layout = layout
+        layouts = list(layout) if isinstance(layout, (list, tuple)) else [layout]
+        self.layouts = {q.dtype: q for q in layouts}
+        self.layout = max(layouts, key=lambda q: q.stride)      # (the record's length)
+        self.stride = self.layout.stride
         self.slots = int(slots)
         self.pool = pool
         self.ops = ops = pool.ops
         self.label, self.tier, self.index = label, tier, index
-        self.dtype = layout.dtype
-        self.data = ops.alloc((self.slots, layout.stride), torch.uint8)
-        self._views = [layout.views(self.data[j]) for j in range(self.slots)]
+        self.dtype = layouts[0].dtype
+        self.ladder = [q.dtype for q in layouts] if len(layouts) > 1 else None
+        self.data = ops.alloc((self.slots, self.stride), torch.uint8)
+        self._views = [{d: q.views(self.data[j]) for d, q in self.layouts.items()}
+                       for j in range(self.slots)]
         KeyedRecords.__init__(self, self.slots)
+        self.held: list = [None] * self.slots    # the precision each slot's record is at
         self.ready: list = [None] * self.slots   # events: the last write into the slot
         self.free: list = [None] * self.slots    # events: the last read out of it
         self._staging = None                     # pinned host record (the first host fill)
         self._staging_views = None
         self._staging_ev = None
         self.requants = 0              # quantised on the device from a pool entry
+        self.rung_requants = 0         # a ladder's steps down a rung, on the device
         self.host_fills = 0            # quantised on the host, copied to the device
         self.host_bytes = 0
         self.dequants = 0              # computed from (dequantised into a transient entry)
+        self.dequants_at: dict = {}    # ... by the precision computed from
+
+    def _layout(self, dtype):
+        """The layout of ``dtype`` (None: the tier's one precision)."""
+        if dtype is None:
+            return self.layouts[self.dtype]
+        q = self.layouts.get(dtype)
+        if q is None:
+            from .execute import LiveError
+            raise LiveError(f"the plan holds an expert at {dtype} in tier '{self.tier}', which "
+                            f"holds {', '.join(self.layouts)}: the runtime and the mechanism "
+                            f"disagree")
+        return q
 
     @property
     def nbytes(self) -> int:
@@ -161,11 +192,14 @@ class LowPrecArea(KeyedRecords):
         return pool.prefetch_stream if kind in (PREFETCH, BACKGROUND) else pool.demand_stream
 
     # ------------------------------------------------------------------ writes
-    def requant(self, slot: int, entry: int, key) -> None:
+    def requant(self, slot: int, entry: int, key, dtype=None) -> None:
         """Pool entry ``entry`` (the key's full-precision copy, about to be reused)
-        quantised into ``slot`` on the device: no host transfer."""
-        pool, ops, lay = self.pool, self.ops, self.layout
+        quantised into ``slot`` on the device at ``dtype`` (a rung; None: the tier's
+        precision): no host transfer."""
+        pool, ops = self.pool, self.ops
+        lay = self._layout(dtype)
         self.put(slot, key)
+        self.held[slot] = lay.dtype
         self.requants += 1
         stream = pool.demand_stream
         tag = ("requant", (self.tier, slot))
@@ -175,7 +209,7 @@ class LowPrecArea(KeyedRecords):
                     if ev is not None:
                         ops.wait(stream, ev)
             ops.compute([entry])               # this stream reads the pool entry
-            for p, a, b in self._views[slot]:
+            for p, a, b in self._views[slot][lay.dtype]:
                 row = pool.tensors[p.name][entry]
                 if p.spec is None:
                     ops.copy(a, row, tag=tag)
@@ -189,22 +223,26 @@ class LowPrecArea(KeyedRecords):
                 pool.free[entry] = ev           # the entry's next copy waits for this read
                 self.ready[slot] = ev
 
-    def fill_from_host(self, slot: int, host: dict, expert: int, key, kind=None) -> None:
+    def fill_from_host(self, slot: int, host: dict, expert: int, key, kind=None,
+                       dtype=None) -> None:
         """Expert ``expert`` of the host store's tensors ``host`` quantised on the host into
-        the staging record, then copied into ``slot`` (``kind``: the Plan's transfer kind;
-        a prefetch's or background load's fill goes on the prefetch stream)."""
-        pool, ops, lay = self.pool, self.ops, self.layout
+        the staging record at ``dtype`` (a rung; None: the tier's precision), then copied
+        into ``slot`` (``kind``: the Plan's transfer kind; a prefetch's or background load's
+        fill goes on the prefetch stream)."""
+        pool, ops = self.pool, self.ops
+        lay = self._layout(dtype)
         self.put(slot, key)
+        self.held[slot] = lay.dtype
         self.host_fills += 1
         self.host_bytes += lay.stride
         if self._staging is None:
-            self._staging = ops.host_buffer(lay.stride, torch.uint8).zero_()   # (padding)
-            self._staging_views = lay.views(self._staging)
+            self._staging = ops.host_buffer(self.stride, torch.uint8).zero_()   # (padding)
+            self._staging_views = {d: q.views(self._staging) for d, q in self.layouts.items()}
         if self._staging_ev is not None:       # its last copy has completed before rewriting
             ops.synchronize(self._staging_ev)
             self._staging_ev = None
         ops.host_write(self._staging, ("quantize", self.tier))
-        for p, a, b in self._staging_views:
+        for p, a, b in self._staging_views[lay.dtype]:
             row = host[p.name][expert]
             if p.spec is None:
                 a.copy_(row)
@@ -218,20 +256,57 @@ class LowPrecArea(KeyedRecords):
                 for ev in (self.ready[slot], self.free[slot]):
                     if ev is not None:
                         ops.wait(stream, ev)
-            ops.copy(self.data[slot], self._staging, non_blocking=pool.cuda,
-                     tag=("quantize", (self.tier, slot)))
+            ops.copy(self.data[slot, :lay.stride], self._staging[:lay.stride],
+                     non_blocking=pool.cuda, tag=("quantize", (self.tier, slot)))
             if pool.cuda:
                 ev = ops.event()
                 ops.record(ev, stream)
                 self.ready[slot] = ev
                 self._staging_ev = ev
 
+    def requant_down(self, slot: int, dtype: str) -> None:
+        """A ladder's step down: the record in ``slot`` dequantised (float32) and quantised
+        at ``dtype`` (a lower rung) into the same slot, on the device: no host transfer.
+        Every part is computed before any is written (the rungs' parts overlap)."""
+        pool, ops = self.pool, self.ops
+        src = self._layout(self.held[slot])
+        dst = self._layout(dtype)
+        self.held[slot] = dst.dtype
+        self.rung_requants += 1
+        stream = pool.demand_stream
+        tag = ("requant", (self.tier, slot))
+        with ops.use(stream):
+            if pool.cuda:
+                for ev in (self.ready[slot], self.free[slot]):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            out = []
+            for (p, a, b), (p2, c, d) in zip(self._views[slot][src.dtype],
+                                             self._views[slot][dst.dtype]):
+                if p.spec is None:
+                    out.append((c, a.clone()))
+                    continue
+                # (the codes are [output, input] whatever the family's layout)
+                w = quant.dequantize(a, b, p.spec, torch.float32)
+                q, s = quant.quantize(w, p2.spec)
+                out.append((c, q))
+                out.append((d, s))
+            for t, v in out:
+                ops.copy(t, v, tag=tag)
+            if pool.cuda:
+                ev = ops.event()
+                ops.record(ev, stream)
+                self.ready[slot] = ev
+                self.free[slot] = ev
+
     # ------------------------------------------------------------------ the read
     def dequant(self, slot: int, entry: int) -> None:
         """Record ``slot`` dequantised into pool entry ``entry`` (a transient entry), in the
         experts' dtype and layout: compute reads it as a streamed expert."""
         pool, ops = self.pool, self.ops
+        lay = self._layout(self.held[slot])
         self.dequants += 1
+        self.dequants_at[lay.dtype] = self.dequants_at.get(lay.dtype, 0) + 1
         pool.content[entry] = None
         stream = pool.demand_stream
         tag = (STREAMED, entry)
@@ -240,13 +315,13 @@ class LowPrecArea(KeyedRecords):
                 for ev in (pool.free[entry], pool.ready[entry], self.ready[slot]):
                     if ev is not None:
                         ops.wait(stream, ev)
-            for p, a, b in self._views[slot]:
+            for p, a, b in self._views[slot][lay.dtype]:
                 dst = pool.tensors[p.name][entry]
                 if p.spec is None:
                     ops.copy(dst, a, tag=tag)
                     continue
                 w = quant.dequantize(a, b, p.spec, p.dtype)
-                ops.copy(dst, w.t() if self.layout.transposed else w, tag=tag)
+                ops.copy(dst, w.t() if lay.transposed else w, tag=tag)
             if pool.cuda:
                 ev = ops.event(timing=True)
                 ops.record(ev, stream)
@@ -256,7 +331,9 @@ class LowPrecArea(KeyedRecords):
 
     def release(self) -> None:
         self.data = None
+        self.held = [None] * self.slots
         self._views = []
         self._staging = self._staging_views = self._staging_ev = None
         self.ready = [None] * self.slots
         self.free = [None] * self.slots
+

@@ -43,8 +43,11 @@ _AHEAD = (BACKGROUND, PREFETCH)      # copies issued before the dispatch that re
 
 class SlotPool:
     def __init__(self, template: dict[str, torch.Tensor], num_slots: int, stream_slots: int,
-                 device: torch.device, ops: SyncOps | None = None) -> None:
-        if num_slots < 1:
+                 device: torch.device, ops: SyncOps | None = None, *,
+                 transient_only: bool = False) -> None:
+        # (transient_only: no resident slots, every expert computed through a transient
+        # entry: the compute pool of a device cache of parts, mpl.mechanism.parts)
+        if num_slots < (0 if transient_only else 1):
             raise ValueError("the slot pool needs at least one slot")
         self.device = torch.device(device)
         self.ops = ops = ops or SyncOps(self.device)

@@ -161,21 +161,28 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     written to its ``path`` (``mpl.mechanism.disk``) or, without ``path``, read from the
     checkpoint's own safetensors files (``mpl.mechanism.checkpoint``; attach refuses a model
     that was not loaded from such a folder); or over one low-precision gpu tier
-    (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``)
-    over host memory holding every expert. Still refused, each naming the tier: a
-    ``dtype_ladder`` of several precisions, a low-precision tier on top, anywhere but right
-    under the top tier, on the host or on another device, or over a host tier with a
-    capacity or a disk tier; a second gpu tier at the checkpoint's precision or one on
-    another device, a set of tiers without a gpu tier on top, a second host tier,
-    ``granularity_split`` above 1, and computing on the CPU (``cpu_fallback``, ``hybrid``)
-    over a disk tier.
+    (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
+    one precision, or a ``dtype_ladder`` of both) over host memory holding every expert; or
+    over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
+    host memory holding every expert.
+    Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
+    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on the host or on another device, or over a host tier with a
+    capacity or a disk tier; a second gpu tier at the checkpoint's precision on another
+    device, anywhere but right under the top tier, beside a low-precision tier or over a
+    host tier with a capacity or a disk tier, a third gpu tier, a set of tiers without a
+    gpu tier on top, a second host tier,
+    ``granularity_split`` above 1 over a disk tier or with a low-precision tier, or differing
+    between the sets (it runs over host memory, ``mpl.mechanism.parts``). Computing on the
+    CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU computes an expert
+    from the host tier's record its READ filled.
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
     a ``path``: ``mpl.mechanism.live.LiveExecutor`` with ``mpl.mechanism.tiered``), and
     refuses everything above plus a disk tier without ``path`` (vLLM holds the experts in
-    its own kernel layout, not read from the checkpoint) and any low-precision tier
-    (``int8``/``int4``: HuggingFace attach only)."""
+    its own kernel layout, not read from the checkpoint), any low-precision tier
+    (``int8``/``int4``: HuggingFace attach only), a second gpu tier,
+    ``granularity_split`` above 1, and computing on the CPU over a disk tier."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
@@ -192,16 +199,19 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         return f"{where}:{t.source_line or h.source_line or line or pir.source_line}"
 
     disk_anywhere = False
+    splits: set = set()
     for label, h in sets:
         tiers = list(h.tiers)
         kinds = [t.location.kind for t in tiers]
         lows = []
         for i, t in enumerate(tiers):
             low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
-            if len(t.dtype_ladder) > 1:
+            if len(t.dtype_ladder) > 1 and len(low) < len(t.dtype_ladder) + (t.dtype is not None):
+                full = [d for d in t.dtype_ladder if d not in ("int8", "int4")]
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
-                        f"several precisions (dtype_ladder), which live execution does not run "
-                        f"yet (it runs one precision per tier): {replay}")
+                        f"several precisions (dtype_ladder) including {full[0] if full else t.dtype}, "
+                        f"which live execution does not run yet (it runs a dtype_ladder of int8 "
+                        f"and int4 on a low-precision gpu tier): {replay}")
             if not low:
                 continue
             why = None
@@ -235,12 +245,16 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                     f"'{pir.name}' is not on the device: live execution needs a gpu tier on top "
                     f"(the device cache); {replay}")
         extra_gpu = [i for i, k in enumerate(kinds) if k == "gpu" and i > 0 and i not in lows]
+        full2 = (engine == "huggingface" and extra_gpu == [1] and not lows
+                 and kinds.count("gpu") == 2 and tiers[1].location.index is None
+                 and kinds[2:] == ["cpu"])
+        if full2:          # a second gpu tier at the checkpoint's precision, over host memory
+            extra_gpu = []
         if extra_gpu or kinds.count("gpu") > 2:
             t = tiers[extra_gpu[0] if extra_gpu else kinds.index("gpu", 2)]
             return (f"{at(t, h)}: tier '{t.name}' is a second gpu tier of {label} of policy "
                     f"'{pir.name}' at the checkpoint's precision, which live execution does not "
-                    f"run yet (it runs one gpu tier at the checkpoint's precision, with at most "
-                    f"one int8 or int4 gpu tier under it, over host memory and disk): {replay}")
+                    f"run yet {_second_gpu(engine, t, tiers, lows)}: {replay}")
         if tiers[0].location.index is not None:
             t = tiers[0]
             return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' names gpu:"
@@ -259,17 +273,49 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                         f"(HuggingFace attach does); give it path = \"FOLDER\" (the experts "
                         f"are written there when the policy starts)")
         if h.granularity_split > 1:
-            return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' splits "
-                    f"experts into {h.granularity_split} parts (granularity_split), which live "
-                    f"execution does not run yet: {replay}")
-    if disk_anywhere:
+            why = None
+            if engine == "vllm":
+                why = "which vLLM's live offload does not run (HuggingFace attach does)"
+            elif kinds[-1] == "disk":
+                why = "over a disk tier, which live execution does not run yet"
+            elif lows:
+                why = "with a low-precision tier, which live execution does not run yet"
+            elif full2:
+                why = "with a second gpu tier, which live execution does not run yet"
+            if why is not None:
+                return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
+                        f"splits experts into {h.granularity_split} parts (granularity_split) "
+                        f"{why}: {replay}")
+        splits.add(h.granularity_split)
+    if len(splits) > 1:
+        return (f"{where}:{line or pir.source_line}: the sets of tiers of policy '{pir.name}' "
+                f"split experts into different numbers of parts (granularity_split "
+                f"{', '.join(map(str, sorted(splits)))}), which live execution does not run "
+                f"yet (it runs one split for every set): {replay}")
+    if disk_anywhere and engine == "vllm":
         from mpl.features import features
         cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]
         if cpu:
             return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
-                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which live execution "
-                    f"does not run yet: use schedule.mode = gpu_only, or {replay}")
+                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which vLLM's live "
+                    f"offload does not run (HuggingFace attach does): use schedule.mode = "
+                    f"gpu_only, or {replay}")
     return None
+
+
+def _second_gpu(engine, t, tiers, lows) -> str:
+    """What a refused second gpu tier at the checkpoint's precision lacks (in parentheses)."""
+    if engine == "vllm":
+        return "in vLLM's live offload (HuggingFace attach runs one right under the top tier)"
+    if t.location.index is not None:
+        return (f"on gpu:{t.location.index} (live execution keeps it on the device the policy "
+                f"is attached to; write location = gpu)")
+    if lows:
+        return "beside a low-precision gpu tier"
+    if tiers.index(t) != 1:
+        return "other than right under the top tier"
+    return ("over a host tier with a capacity or a disk tier (it runs one over host memory "
+            "holding every expert)")
 
 
 def _model_aware(d) -> bool:

@@ -24,7 +24,10 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   (top -> it, by copy) and PROMOTE (host memory -> it) are quantised from the host store's
   weights; PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's
   Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
-  dequantises it into the transient entry the engine streams that expert through.
+  dequantises it into the transient entry the engine streams that expert through. A tier
+  with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
+  names, and REQUANT inside the tier (a resident pushed one rung down) requantised in its
+  slot on the device.
 
 Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
 its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
@@ -116,6 +119,8 @@ class TierExecutor:
         self.readers = readers
         self.overlap = overlap and readers is not None and readers.threads > 0
         self.bounce: HostCache | None = None
+        self._bounce_key = None             # the key the bounce record holds
+        self.cpu_rows_read = 0              # CPU computes from a record the disk filled
         self._bounce_users: list = []
         self._transient: dict = {}          # key -> its level, read when its copy is issued
         self._deferred: list = []           # (entry, level, record, key, kind) copies not issued
@@ -128,8 +133,20 @@ class TierExecutor:
         self.unplanned_reads = 0            # disk reads of forwards no Plan drove
         self.wait_ms = 0.0                  # the engine thread waited for reads
         self._served: dict = {}             # key -> (area, slot): computed from a low tier
-        self.areas = list({id(lv.low): lv.low for lv in levels
-                           if lv is not None and lv.low is not None}.values())
+        #: the device cache of parts (granularity_split: mpl.mechanism.parts.PartPool), the
+        #: Loads' target; None: the Loads fill the pool
+        self.parts = None
+        self._gather: dict = {}             # key -> its parts' places (this dispatch's)
+        from .gpu_tier import FullArea
+
+        lows = list({id(lv.low): lv.low for lv in levels
+                     if lv is not None and lv.low is not None}.values())
+        #: the low-precision tiers' device areas, and the full-precision gpu tiers' under
+        #: the device cache (mpl.mechanism.gpu_tier)
+        self.areas = [a for a in lows if not isinstance(a, FullArea)]
+        self.fulls = [a for a in lows if isinstance(a, FullArea)]
+        self._from_tier: dict = {}          # key -> (area, slot): a Load copied out of a tier
+        self._stashed = None                # the key whose copy the stash holds, Load pending
 
     # ------------------------------------------------------------------ records
     def _ready_to_write(self, lv: LevelMech, j: int) -> None:
@@ -175,6 +192,7 @@ class TierExecutor:
             self.ops.synchronize(ev)
         self._bounce_users = []
         rec = self.bounce.record(0)
+        self._bounce_key = key
         self.ops.host_write(rec, ("read", "bounce"))
         t0 = time.perf_counter()
         try:
@@ -204,6 +222,10 @@ class TierExecutor:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into pool entry ``entry`` from the
         host tier that holds it (a streamed expert's copy, or a Load's)."""
         key = (ordinal, expert)
+        if self._gather:
+            where = self._gather.get(key)
+            if where is not None:       # put together from its parts
+                return self.parts.gather(self.pool, entry, where, key, self.hosts[ordinal])
         served = self._served.get(key)
         if served is not None:          # computed from its low-precision copy (a SERVE step)
             served[0].dequant(served[1], entry)
@@ -223,6 +245,31 @@ class TierExecutor:
             return ms
         raise LiveError(f"the plan copies expert {expert} of MoE layer {ordinal} to the device, "
                         f"but no host tier holds it: the runtime and the mechanism disagree")
+
+    def cpu_rows(self, ordinal: int, expert: int):
+        """The weight rows of expert ``expert`` of MoE layer ``ordinal`` for a CPU compute
+        (``cpu_fallback``, ``hybrid``): the host store's, or the host tier's record the
+        Plan's READ put it in (its read waited for), or the bounce record of a READ the host
+        tier did not admit (read again, counted in ``unplanned_reads``, when another
+        transient read has reused the record since)."""
+        key = (ordinal, expert)
+        lv = self.levels[ordinal]
+        if lv.cache is None:
+            return _rows(self.hosts[ordinal], expert)
+        c = lv.cache
+        j = c.where.get(key)
+        if j is not None:
+            self._wait_read(c, j)
+            self.cpu_rows_read += 1
+            return _rows(c.tensors, j)
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+        elif self._bounce_key == key:
+            tensors, i = self.bounce.tensors, 0
+        else:
+            tensors, i = self._bounce_read(lv, key, planned=False)
+        self.cpu_rows_read += 1
+        return _rows(tensors, i)
 
     def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into the transient pool entry
@@ -264,11 +311,15 @@ class TierExecutor:
         """Carry out ``plan``: device evictions (bookkeeping), then its steps and Loads in
         the runtime's order (:func:`ordered`). Returns the host milliseconds demand work
         blocked plus the CUDA stalls measured since the last call."""
-        pool = self.pool
         self.settle()
-        stall = pool.collect_stalls() if pool.cuda else 0.0
+        stall = self.pool.collect_stalls() if self.pool.cuda else 0.0
         self._transient.clear()
         self._served.clear()
+        parts = self.parts
+        pool = parts if parts is not None else self.pool     # where the Loads go
+        if parts is not None:
+            self._gather = {(plan.layer, e): w for e, w in zip(plan.experts, plan.where)
+                            if type(w) is tuple}
         content = pool.content
 
         def entry(key, slot):
@@ -278,7 +329,22 @@ class TierExecutor:
         for key, slot in plan.evicted:
             gone[key] = entry(key, slot)
         seq = ordered(plan, entry) if plan.steps else [("load", tuple(x)) for x in plan.raw_loads]
-        low_moves = self._check_low(seq, gone, content) if self.areas and plan.steps else ()
+        low_moves = self._check_low(seq, gone, content) \
+            if (self.areas or self.fulls) and plan.steps else ()
+        self._from_tier = {}
+        self._stashed = None
+        if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
+            for _what, x in seq:
+                if _what == "step" and x.op == PROMOTE and x.target == 0 and len(x.key) == 2:
+                    a = self.levels[x.key[0]].low
+                    if a is not None and a.ladder is None and a.dtype is None \
+                            and x.source == a.index:
+                        s = a.where.get(x.key)
+                        if s is None:
+                            raise LiveError(f"the plan promotes {x.key} out of tier "
+                                            f"'{a.tier}', which does not hold it: the runtime "
+                                            f"and the mechanism disagree")
+                        self._from_tier[x.key] = (a, s)
         # ---- checks first (nothing has moved yet): every step is one this mechanism runs,
         #      and the records and slots it names hold what the runtime says
         first: dict = {}              # (level, record) -> index of the first op touching it
@@ -368,7 +434,17 @@ class TierExecutor:
                 self.deferred_copies += 1
                 continue
             t0 = time.perf_counter()
-            self.source_copy(i, key[0], key[1], kind)
+            if parts is not None:       # a part into its part slot
+                parts.copy_in(i, self.hosts[key[0]], key[1], key, kind)
+            elif key in self._from_tier:     # device to device, out of the tier below
+                a, s = self._from_tier.pop(key)
+                if self._stashed == key:
+                    s = a.stash_entry
+                    self._stashed = None
+                content[i] = key
+                a.copy_out(s, i, kind)
+            else:
+                self.source_copy(i, key[0], key[1], kind)
             if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
                 stall += (time.perf_counter() - t0) * 1e3
         return stall
@@ -388,6 +464,7 @@ class TierExecutor:
                 if a is not None and x.source == a.index:
                     leaving.add(x.key)
         sim: dict = {}        # (area, slot) -> key, as the steps leave it
+        rung: dict = {}       # (area, slot) -> the precision it holds, as the steps leave it
         where: dict = {}      # (area, key) -> slot; -1: overwritten, promoted later; None: out
         served: set = set()   # (area, slot) computed from by this dispatch
 
@@ -402,7 +479,11 @@ class TierExecutor:
                                 f"disagree")
             rid = (id(a), x.slot)
             held = sim.get(rid, a.content[x.slot])
-            if held != x.victim and not (x.victim is None and held in leaving):
+            if held is not None and slot_of(a, held) != x.slot:
+                held = None          # (a stale record: its key was written elsewhere since)
+            # a ladder evicts several keys to make room for one: the first is the step's
+            # victim, the others leave with no step and their slots are free again
+            if held != x.victim and not (x.victim is None and (held in leaving or a.ladder)):
                 raise LiveError(
                     f"the plan puts {x.key} into slot {x.slot} of tier '{a.tier}' in place of "
                     f"{x.victim}, but the slot holds {held}: the runtime and the mechanism "
@@ -413,8 +494,9 @@ class TierExecutor:
                     f"slot in the same dispatch (with {x.key}), which the live mechanism "
                     f"cannot order")
             if held is not None:
-                where[(id(a), held)] = -1 if x.victim is None else None
+                where[(id(a), held)] = -1 if (x.victim is None and held in leaving) else None
             sim[rid] = x.key
+            rung[rid] = x.dtype
             where[(id(a), x.key)] = x.slot
 
         for n, (what, x) in enumerate(seq):
@@ -443,7 +525,33 @@ class TierExecutor:
                 where[(id(a), x.key)] = None
                 if cur >= 0 and sim.get((id(a), cur), a.content[cur]) == x.key:
                     sim[(id(a), cur)] = None
+            elif x.op == REQUANT and x.source == t and x.target == t and a.ladder:
+                # a ladder's resident pushed one rung down, where it is
+                if slot_of(a, x.key) != x.slot:
+                    raise LiveError(f"the plan requantizes {x.key} in slot {x.slot} of tier "
+                                    f"'{a.tier}', which does not hold it: the runtime and the "
+                                    f"mechanism disagree")
+                rid = (id(a), x.slot)
+                was = rung.get(rid, a.held[x.slot])
+                if was not in a.ladder or x.dtype not in a.ladder \
+                        or a.ladder.index(x.dtype) != a.ladder.index(was) + 1:
+                    raise LiveError(f"the plan requantizes {x.key} in tier '{a.tier}' from "
+                                    f"{was} to {x.dtype}, not one rung of its ladder "
+                                    f"({', '.join(a.ladder)}) down: the runtime and the "
+                                    f"mechanism disagree")
+                if rid in served:
+                    raise LiveError(
+                        f"the plan computes from slot {x.slot} of tier '{a.tier}' and "
+                        f"requantizes it in the same dispatch, which the live mechanism "
+                        f"cannot order")
+                rung[rid] = x.dtype
             elif x.op == SERVE and x.source == t:
+                if 0 <= x.slot < a.slots and x.dtype is not None and a.dtype is not None and \
+                        rung.get((id(a), x.slot), a.held[x.slot]) != x.dtype:
+                    raise LiveError(f"the plan computes {x.key} from tier '{a.tier}' at "
+                                    f"{x.dtype}, but its slot holds it at "
+                                    f"{rung.get((id(a), x.slot), a.held[x.slot])}: the runtime "
+                                    f"and the mechanism disagree")
                 if slot_of(a, x.key) != x.slot:
                     raise LiveError(f"the plan computes {x.key} from slot {x.slot} of tier "
                                     f"'{a.tier}', but the slot holds "
@@ -459,12 +567,39 @@ class TierExecutor:
     def _low_move(self, lv: LevelMech, x, gone) -> None:
         """Carry out one step :meth:`_check_low` accepted."""
         a = lv.low
-        if x.op == REQUANT:             # quantised where it is: from the evicted pool entry
-            a.requant(x.slot, gone[x.key], x.key)
+        if a.dtype is None and a.ladder is None:        # a full-precision gpu tier
+            if x.op in (REQUANT, DEMOTE) and x.target == a.index:
+                held = a.content[x.slot]
+                if held is not None and held in self._from_tier \
+                        and self._from_tier[held][1] == x.slot:
+                    # the runtime swaps the promoted key and the victim: keep the promoted
+                    # key's copy for its Load before the slot is rewritten
+                    if self._stashed is not None:
+                        raise LiveError(f"the plan rewrites the copies of {self._stashed} and "
+                                        f"{held} in tier '{a.tier}' before their Loads read "
+                                        f"them, which the live mechanism cannot order")
+                    a.stash(x.slot)
+                    self._stashed = held
+                a.demote(x.slot, gone[x.key], x.key)
+            elif x.op == PROMOTE and x.target == a.index:
+                a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+            elif x.op == PROMOTE:
+                if x.key in self._from_tier:
+                    raise LiveError(f"the plan promotes {x.key} out of tier '{a.tier}' before "
+                                    f"its Load copies it: the runtime and the mechanism "
+                                    f"disagree")
+                a.drop(x.key)
+            else:
+                self._served[x.key] = (a, x.slot)
+            return
+        if x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
+            a.requant_down(x.slot, x.dtype)
+        elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
+            a.requant(x.slot, gone[x.key], x.key, x.dtype)
         elif x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index):
             # a demotion by copy, a promotion from host memory: from the host store's weights
             a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
-                             x.kind if x.op == PROMOTE else None)
+                             x.kind if x.op == PROMOTE else None, x.dtype)
         elif x.op == PROMOTE:           # out of the tier (its full copy is the Plan's Load)
             a.drop(x.key)
         else:                           # SERVE: computed from the slot (source_copy)
@@ -527,6 +662,7 @@ class TierExecutor:
             "host_evictions": self.host_evictions,
             "deferred_copies": self.deferred_copies,
             "unplanned_reads": self.unplanned_reads,
+            "cpu_from_records": self.cpu_rows_read,
             "read_wait_ms": self.wait_ms,
             "read_busy_ms": self.readers.busy_ms if self.readers is not None else 0.0,
             "readers": self.readers.threads if self.readers is not None else 0,
@@ -537,14 +673,31 @@ class TierExecutor:
             "page_cache": ", ".join(sorted({d.page_cache for d in disks.values()})) or None,
             "files": sorted({f for d in disks.values() for f in d.files.values()}),
             "approximate": sum(a.dequants for a in self.areas),
+            "approximate_by_dtype": _summed(a.dequants_at for a in self.areas),
             "requants": sum(a.requants for a in self.areas),
+            "rung_requants": sum(a.rung_requants for a in self.areas),
             "quantized_from_host": sum(a.host_fills for a in self.areas),
             "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
             "lowprec_bytes": sum(a.nbytes for a in self.areas),
+            "gpu_tier_bytes": sum(a.nbytes for a in self.fulls),
+            "gpu_tiers": [{"set": a.label, "tier": a.tier, "slots": a.slots,
+                           "entry_bytes": a.entry_bytes, "bytes": a.nbytes,
+                           "demotions": a.demotions, "filled_from_host": a.host_fills,
+                           "bytes_from_host": a.host_bytes, "promotions": a.promotions,
+                           "serves": a.serves, "stashes": a.stashes} for a in self.fulls],
+            "parts": None if self.parts is None else {
+                "split": self.parts.parts.n, "slots": self.parts.num_slots,
+                "bytes": self.parts.nbytes, "gathers": self.parts.gathers,
+                "gathered_parts": self.parts.gathered_parts,
+                "streamed_parts": self.parts.streamed_parts},
             "lowprec": [{"set": a.label, "tier": a.tier, "dtype": a.dtype, "slots": a.slots,
-                         "record_bytes": a.layout.stride, "bytes": a.nbytes,
+                         "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
-                         "quantized_from_host": a.host_fills} for a in self.areas],
+                         "quantized_from_host": a.host_fills,
+                         **({"dtype_ladder": list(a.ladder),
+                             "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
+                             "requantized": a.rung_requants} if a.ladder else {})}
+                        for a in self.areas],
         }
 
     def release(self) -> None:
@@ -559,13 +712,45 @@ class TierExecutor:
                 lv.cache.release()
         if self.bounce is not None:
             self.bounce.release()
-        for a in self.areas:
+        for a in self.areas + self.fulls:
             a.release()
+        if self.parts is not None:
+            self.parts.clear()
 
 
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def _rows(tensors: dict, i: int) -> dict:
+    """Record ``i`` of ``tensors`` (name -> ``[records, ...]``): name -> its row."""
+    return {name: t[i] for name, t in tensors.items()}
+
+
+def part_split(tier_layout) -> int:
+    """The ``granularity_split`` of a live run's sets of tiers (1: experts move whole); every
+    set a layer uses has the same (``not_live_yet`` refuses a policy whose sets differ)."""
+    splits = {lv.split for lv in tier_layout.levels if lv.layers} if tier_layout else set()
+    if len(splits) > 1:
+        raise LiveError(f"the sets of tiers split experts into different numbers of parts "
+                        f"({', '.join(map(str, sorted(splits)))}), which live execution does "
+                        f"not run")
+    return splits.pop() if splits else 1
+
+
+def tier_dtypes(spec) -> list:
+    """The precisions a tier of the runtime's layout holds keys at: its dtype ladder's rungs
+    (highest first), else its one precision."""
+    return [r.dtype for r in spec.rungs] if spec.rungs is not None else [spec.dtype]
+
+
+def _summed(dicts) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def tier_sets(ir) -> list:
@@ -657,6 +842,8 @@ class TierBuild:
         self.disks: list = []
         #: (LevelSpec, its low-precision TierSpec, its LevelMech)
         self.lows: list = []
+        #: (LevelSpec, its full-precision gpu tier under the device cache, its LevelMech)
+        self.fulls: list = []
         src = {}
         if ir is not None:
             for h in tier_sets(ir):
@@ -671,6 +858,9 @@ class TierBuild:
                     low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
                     if low:
                         self.lows.append((lv, low[0], mech))
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    if full:
+                        self.fulls.append((lv, full[0], mech))
                 else:
                     spec = lv.tiers[lv.disk]
                     pairs = [(o, int(layer_ids[o])) for o in lv.layers]
@@ -738,11 +928,16 @@ class TierBuild:
 
         template = {n: t for n, t in pool.tensors.items()}
         for lv, spec, mech in self.lows:
-            qlay = QuantLayout(template, spec.dtype, transposed=transposed)
-            # the runtime's slots of that tier (capped at the keys of its layers)
+            qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
+            # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
+            # every key at the lowest rung)
             slots = min(spec.slots, len(lv.layers) * self.E)
             mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
                                    index=spec.index)
+        for lv, spec, mech in self.fulls:
+            from .gpu_tier import FullArea
+            mech.low = FullArea(template, min(spec.slots, len(lv.layers) * self.E), pool,
+                                label=lv.label, tier=spec.name, index=spec.index)
         return TierExecutor(pool, self.levels, hosts, self.layout if self.disks else None,
                             Readers(readers) if self.disks else None)
 

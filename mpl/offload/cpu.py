@@ -61,11 +61,15 @@ class _Row:
 
 
 class CpuExperts:
-    """One per MoE layer: computes selected experts of a dispatch on the CPU."""
+    """One per MoE layer: computes selected experts of a dispatch on the CPU, from the host
+    store's tensors ``host``, or for a layer whose experts are on a disk tier from
+    ``rows(e)`` (the record of expert ``e`` the host tier holds, read from the disk:
+    ``mpl.mechanism.tiered.TierExecutor.cpu_rows``), asked for as each expert is computed."""
 
-    def __init__(self, module, host: dict[str, torch.Tensor]) -> None:
+    def __init__(self, module, host: dict[str, torch.Tensor] | None, rows=None) -> None:
         self.module = module
         self.host = host
+        self.rows = rows
         over = {}
         # submodules used by the math, copied to the CPU when the module lives elsewhere
         for name in ("act_fn", "post_expert_norm"):
@@ -79,7 +83,7 @@ class CpuExperts:
 
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         """One expert's output for rows ``x`` (no routing weight)."""
-        return self.math.expert(x, _Row(self.host, e))
+        return self.math.expert(x, self.rows(e) if self.rows is not None else _Row(self.host, e))
 
     def compute(self, experts, hidden: torch.Tensor, positions: dict, weights: torch.Tensor) -> torch.Tensor:
         """Sum over ``experts`` (in id order, like the eager loop) of weight x expert(x) for

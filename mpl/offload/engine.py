@@ -123,6 +123,8 @@ class Engine:
         # READ / DEMOTE steps and every copy from the host tier go through it; None: every
         # expert is in the host store
         self.tiers = tiers
+        # the device cache holds parts of experts (granularity_split): the tiers' PartPool
+        self.parts = getattr(tiers, "parts", None)
         self.layers = layers
         self.pool = pool
         self.ops = pool.ops
@@ -302,6 +304,8 @@ class Engine:
         changed nothing, when the dispatch needs :meth:`_execute` (STREAM or CPU placements,
         a window over ``GROUP_LIMIT``, the CPU multi-thread grouped_mm staging)."""
         where = plan.where
+        if self.parts:                 # experts as parts: put together in transient entries
+            return None
         lo = min(where)
         if lo < 0:
             return None
@@ -673,6 +677,10 @@ class Engine:
     def stats(self) -> dict:
         pool = self.pool
         copies = dict(pool.copies)
+        parts = self.parts
+        if parts is not None:          # the Loads are part copies into the part pool
+            for k, n in parts.copies.items():
+                copies[k] += n
         return {
             "dispatches": self.dispatches,
             "lean_dispatches": self.lean_dispatches,
@@ -685,17 +693,17 @@ class Engine:
             "background_copies": copies["background"],
             "prefetch_copies": copies["prefetch"],
             "stream_copies": copies[STREAMED],
-            "bytes_copied": pool.bytes_copied,
+            "bytes_copied": pool.bytes_copied + (parts.bytes_copied if parts is not None else 0),
             "staging_copies": pool.staged,
             "cpu_computes": self.cpu_computes,
             "cpu_tokens": self.cpu_tokens,
             "stall_ms": self.stall_ms,
-            "copy_ms_host": pool.copy_ms,
+            "copy_ms_host": pool.copy_ms + (parts.copy_ms if parts is not None else 0.0),
             "host_syncs": self.ops.reads,
             "host_syncs_per_dispatch": (self.ops.reads / self.dispatches) if self.dispatches else 0.0,
-            "pool_slots": pool.num_slots,
+            "pool_slots": pool.num_slots if parts is None else parts.num_slots,
             "stream_slots": pool.stream_slots,
-            "pool_bytes": pool.nbytes,
+            "pool_bytes": pool.nbytes + (parts.nbytes if parts is not None else 0),
             "device": str(pool.device),
             "modes": dict(self.modes),
             "tiers": self.tiers.stats() if self.tiers is not None else None,

@@ -29,7 +29,7 @@ from .lookahead import Lookahead
 from .memory import MemoryMeter
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
-from mpl.mechanism.tiered import LOW_DTYPES
+from mpl.mechanism.tiered import LOW_DTYPES, part_split, tier_dtypes
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -396,6 +396,7 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
             len(b.module._parameters), next(iter(b.module._parameters.values())).device)
            for b in layers]
     entry = sum(p[0].numel() * p.element_size() for p in layers[0].module._parameters.values())
+    split = part_split(runtime.tier_layout) if tiered else 1
     skeleton: dict = {}
     for mod in model.modules():
         if id(mod) in experts:
@@ -422,10 +423,23 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         for lv in runtime.tier_layout.levels:
             for t in (lv.tiers if lv.layers and lv.disk is None else ()):
                 if t.kind == "gpu" and t.dtype in LOW_DTYPES:
-                    q = QuantLayout(template, t.dtype, transposed=transposed).stride
+                    # (a ladder's slots are as long as its longest rung's record)
+                    q = max(QuantLayout(template, d, transposed=transposed).stride
+                            for d in tier_dtypes(t))
                     lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
-        device_parts(fp, place(dev), entry=entry + ALIGN, num_slots=runtime.num_slots,
-                     stream_slots=stream_slots, lowprec=lowprec)
+                elif t.kind == "gpu" and t.index > 0:
+                    # a full-precision gpu tier: its slots and the stash, whole experts
+                    fp.add(f"gpu tier '{t.name}' area", place(dev),
+                           (min(t.slots, len(lv.layers) * E) + 1) * (entry + ALIGN))
+        if split > 1:     # transient entries of whole experts, and the part slots
+            # (a split runs with no low-precision tier: refused at attach)
+            part = sum(-(-p[0].numel() // split) * p.element_size()
+                       for p in layers[0].module._parameters.values())
+            fp.add("device slot pool", place(dev), (stream_slots + 1) * (entry + ALIGN)
+                   + (runtime.num_slots + 1) * (part + ALIGN))
+        else:
+            device_parts(fp, place(dev), entry=entry + ALIGN, num_slots=runtime.num_slots,
+                         stream_slots=stream_slots, lowprec=lowprec)
         for _name, dtype, _slots, q in lowprec:
             fp.add(f"{dtype} staging record", HOST, q)
     for where in (HOST, DEVICE):
@@ -689,9 +703,16 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         for b, host in zip(in_ram, hosts_ram):
             hosts[b.ordinal] = host
         stream_slots = stream_slots or E        # one transient entry per expert (attach)
-        pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
+        split = part_split(runtime.tier_layout)
+        if split > 1:       # the device cache holds parts: the pool computes, the parts stay
+            pool = SlotPool(template, 0, stream_slots, dev, ops, transient_only=True)
+        else:
+            pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
         transposed = bool(getattr(layers[0].module, "is_transposed", False))
         executor = build.executor(pool, hosts, readers, transposed=transposed)
+        if split > 1:
+            from mpl.mechanism.parts import PartPool
+            executor.parts = PartPool(template, split, runtime.num_slots, pool)
         for b in layers:
             params = OrderedDict(b.module._parameters)
             devices = {n: p.device for n, p in params.items()}
@@ -709,7 +730,9 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         del template
         _move_skeleton(model, dev, placement)
         for b in layers:
-            b.cpu = CpuExperts(b.module, b.host) if b.host else None
+            # (a layer on disk: computed from the record its host tier holds)
+            b.cpu = CpuExperts(b.module, b.host) if b.host else CpuExperts(
+                b.module, None, rows=lambda e, o=b.ordinal: executor.cpu_rows(o, e))
         look = None
         if feats.lookahead_strategy or feats.learned:
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
@@ -734,8 +757,10 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, TieredHost(store, executor),
                     saved, placement, shape, diags)
-    if executor.areas:       # the low-precision tiers' device areas count as device memory
-        handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas)
+    if executor.areas or executor.fulls or executor.parts is not None:
+        # the gpu tiers' device areas count as device memory, the part slots as the pool's
+        handle.memory = MemoryMeter(pool, handle.store, lowprec=executor.areas,
+                                    parts=executor.parts, gpu_tiers=executor.fulls)
     handle._tiers = (executor, build.disks, reload)
     model._mpl_handle = handle
     return handle

@@ -1,0 +1,171 @@
+"""A second ``gpu`` tier at the checkpoint's precision (SPEC §12: an access it serves is a hit,
+computed bit-identically; docs/offload.md, "A second full-precision gpu tier live"): the
+experts it holds, whole and unconverted, in one pre-allocated device area of the tier's
+slots, right under the device cache.
+
+:class:`FullArea`: one device tensor per expert parameter ``[slots + 1, ...]`` (the last
+entry the **stash**, below), the key each slot holds, and per entry the events of the last
+write into it (``ready``) and the last read out of it (``free``). The Plan's steps:
+
+* ``DEMOTE``/``REQUANT`` device cache -> this tier (a victim of the device cache, by ``copy``
+  or ``in_place_requant``: at the same precision both are a move): the evicted pool entry
+  copied device to device into the slot the step names (:meth:`FullArea.demote`), before the
+  Load that reuses the entry;
+* ``PROMOTE`` host memory -> this tier: the host store's expert copied into the slot
+  (:meth:`FullArea.fill_from_host`, over the link);
+* ``PROMOTE`` this tier -> the device cache: the Plan's Load of the key is a device-to-device
+  copy out of its slot (:meth:`FullArea.copy_out`; the runtime counts it as a read of this
+  tier, no bytes over the link), then the key leaves the area;
+* ``SERVE`` (``Plan.where`` ``LOWER``): computed from the slot, copied into the transient
+  entry the engine streams the expert through (:meth:`FullArea.copy_out`).
+
+**The stash.** When a promotion out of this tier frees a slot that the device cache's victim
+is demoted into in the same dispatch (the runtime swaps the two keys), the demotion would
+overwrite the promoted key's copy before its Load reads it: the mechanism first copies that
+slot into the stash entry (:meth:`FullArea.stash`) and the Load reads the stash.
+
+CUDA ordering, the pool's rules extended to the area: every copy runs on the pool's copy
+streams (demand, or prefetch for a prefetch's or a background load's) after the events that
+order it: a write into an entry after its last write and its last read; a read after the
+write into it; the pool entry a demotion reads after the copy that filled it, and its next
+copy after the demotion (its free event); a copy out into a pool entry after the compute that
+last read that entry, its event the entry's ready event.
+"""
+
+from __future__ import annotations
+
+from .disk import KeyedRecords
+from .pool import BACKGROUND, PREFETCH, STREAMED
+
+
+class FullArea(KeyedRecords):
+    """The device area of one full-precision gpu tier under the device cache (see the module
+    docstring). ``template``: the pool's tensors (their row shapes and dtypes);
+    ``label``/``tier``/``index``: the set's label, the tier's name and index."""
+
+    #: a full-precision tier: the rung checks of a low-precision tier's steps do not apply
+    ladder = None
+
+    def __init__(self, template: dict, slots: int, pool, *, label: str, tier: str,
+                 index: int) -> None:
+        self.slots = int(slots)
+        self.pool = pool
+        self.ops = ops = pool.ops
+        self.label, self.tier, self.index = label, tier, index
+        self.dtype = None
+        self.tensors = {name: ops.alloc((self.slots + 1, *t.shape[1:]), t.dtype)
+                        for name, t in template.items()}
+        self.stash_entry = self.slots
+        self.entry_bytes = sum(t[0].numel() * t.element_size() for t in self.tensors.values())
+        KeyedRecords.__init__(self, self.slots)
+        self.held: list = [None] * self.slots
+        self.ready: list = [None] * (self.slots + 1)
+        self.free: list = [None] * (self.slots + 1)
+        self.demotions = 0          # device cache -> this tier, device to device
+        self.host_fills = 0         # host memory -> this tier, over the link
+        self.host_bytes = 0
+        self.promotions = 0         # this tier -> the device cache, device to device
+        self.serves = 0             # computed from a slot (copied into a transient entry)
+        self.stashes = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+    def drop(self, key) -> None:
+        """``key`` left the tier (promoted): its slot keeps its bytes until rewritten."""
+        slot = self.where.pop(key, None)
+        if slot is not None:
+            self.content[slot] = None
+
+    def _stream(self, kind):
+        pool = self.pool
+        return pool.prefetch_stream if kind in (PREFETCH, BACKGROUND) else pool.demand_stream
+
+    def _copy(self, stream, dst_waits, src_waits, pairs, tag, *, reads=(), host=False):
+        """Copies ``pairs`` on ``stream`` after the events given (``reads``: pool entries
+        the stream reads; ``host``: the sources are host memory, copied asynchronously);
+        returns its event."""
+        ops, pool = self.ops, self.pool
+        with ops.use(stream):
+            if pool.cuda:
+                for ev in (*dst_waits, *src_waits):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            if reads:
+                ops.compute(list(reads))
+            for dst, src in pairs:
+                ops.copy(dst, src, non_blocking=pool.cuda and host, tag=tag)
+            if not pool.cuda:
+                return None
+            ev = ops.event(timing=True)
+            ops.record(ev, stream)
+            return ev
+
+    # ------------------------------------------------------------------ writes
+    def demote(self, slot: int, entry: int, key) -> None:
+        """Pool entry ``entry`` (the key's copy, about to be reused) copied into ``slot``."""
+        pool = self.pool
+        self.put(slot, key)
+        self.demotions += 1
+        ev = self._copy(pool.demand_stream, (self.ready[slot], self.free[slot]),
+                        (pool.ready[entry], pool.free[entry]),
+                        [(t[slot], pool.tensors[n][entry]) for n, t in self.tensors.items()],
+                        ("gpu-tier", (self.tier, slot)), reads=(entry,))
+        if ev is not None:
+            pool.free[entry] = ev          # the entry's next copy waits for this read
+            self.ready[slot] = ev
+
+    def fill_from_host(self, slot: int, host: dict, expert: int, key, kind=None) -> None:
+        """Expert ``expert`` of the host store's tensors ``host`` copied into ``slot``."""
+        self.put(slot, key)
+        self.host_fills += 1
+        self.host_bytes += self.entry_bytes
+        ev = self._copy(self._stream(kind), (self.ready[slot], self.free[slot]), (),
+                        [(t[slot], host[n][expert]) for n, t in self.tensors.items()],
+                        ("gpu-tier-fill", (self.tier, slot)), host=True)
+        if ev is not None:
+            self.ready[slot] = ev
+
+    def stash(self, slot: int) -> None:
+        """The copy in ``slot`` kept in the stash entry before the slot is rewritten."""
+        s = self.stash_entry
+        self.stashes += 1
+        ev = self._copy(self.pool.demand_stream, (self.ready[s], self.free[s]),
+                        (self.ready[slot],),
+                        [(t[s], t[slot]) for t in self.tensors.values()],
+                        ("gpu-tier", (self.tier, s)))
+        if ev is not None:
+            self.ready[s] = ev
+            self.free[slot] = ev
+
+    # ------------------------------------------------------------------ the read
+    def copy_out(self, src: int, entry: int, kind: str) -> None:
+        """Entry ``src`` of the area (a slot, or the stash) copied into pool entry ``entry``:
+        a Load into the device cache (``kind`` its transfer kind, counted as the pool's copy
+        with no bytes over the link), or with ``kind`` STREAMED a transient entry the expert
+        is computed from (a SERVE)."""
+        pool = self.pool
+        if kind == STREAMED:
+            self.serves += 1
+            pool.content[entry] = None
+        else:
+            self.promotions += 1
+            pool.copies[kind] += 1
+        stream = self._stream(kind)
+        ev = self._copy(stream, (pool.free[entry], pool.ready[entry]), (self.ready[src],),
+                        [(pool.tensors[n][entry], t[src]) for n, t in self.tensors.items()],
+                        (kind, entry))
+        if ev is not None:
+            pool.ready[entry] = ev
+            pool.ready_kind[entry] = kind
+            self.free[src] = ev
+
+    def dequant(self, slot: int, entry: int) -> None:
+        """A SERVE's copy (the low-precision area's name for it): :meth:`copy_out`."""
+        self.copy_out(slot, entry, STREAMED)
+
+    def release(self) -> None:
+        self.tensors = {}
+        self.ready = [None] * (self.slots + 1)
+        self.free = [None] * (self.slots + 1)

@@ -1,0 +1,168 @@
+"""Experts moved and cached as parts (SPEC §12, ``granularity_split = N``): the device slot
+pool of a set of tiers whose every tier caches parts, and the gather that puts an expert's
+parts back together for compute.
+
+* A **part** ``p`` of an expert (``0 <= p < N``) is, for every expert parameter, the ``p``-th
+  of ``N`` equal runs of its row's elements in memory order (``ceil(numel / N)`` elements;
+  the last run shorter when ``N`` does not divide the row, a run past the row empty): the
+  parts of an expert together are its bytes, each once, so moving parts moves ``1/N`` of an
+  expert each.
+* :class:`PartPool`: the runtime's slots of the top tier, ``runtime.num_slots`` part slots
+  (the runtime counts the device cache in parts), one device tensor per parameter name
+  ``[slots + 1, ceil(numel / N)]`` (the last entry unused, the pool's zero entry), filled
+  from the host store by the Plan's Loads of part keys ``(layer, expert, part)`` on the
+  compute pool's copy streams (:meth:`PartPool.copy_in`).
+* :meth:`PartPool.gather`: before an expert is computed, each of its parts is copied into
+  its place in a transient entry of the compute pool (:class:`mpl.mechanism.pool.SlotPool`),
+  device to device from its part slot, or from the host store for a part the Plan streams
+  (``STREAM``: not admitted). The entry then holds the expert's rows exactly (the same
+  bytes), and the experts function computes it as a streamed expert: bit-identical to the
+  unmodified model (an expert is never computed from a partial sum).
+
+CUDA ordering, the pool's: a copy into a part slot waits for the last gather that read it
+(its free event) and the last copy into it; a gather runs on the demand stream after the
+copies into its part slots and after the compute that last read its transient entry, and
+its event is the entry's ready event (compute waits for it) and the free event of every
+part slot it read.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from mpl.runtime.plan import STREAM
+
+from .pool import _URGENT, STREAMED, SlotPool
+
+
+class PartLayout:
+    """Where part ``p`` of each parameter's row lies: ``ranges[p][name] = (start, end)`` in
+    the row's elements (memory order); ``chunk``: elements of the longest part."""
+
+    def __init__(self, template: dict, n: int) -> None:
+        self.n = int(n)
+        self.chunk: dict = {}
+        self.ranges: list = [{} for _ in range(self.n)]
+        for name, t in template.items():
+            numel = t[0].numel()
+            c = max(1, -(-numel // self.n))
+            self.chunk[name] = c
+            for p in range(self.n):
+                self.ranges[p][name] = (min(p * c, numel), min((p + 1) * c, numel))
+
+
+class PartPool(SlotPool):
+    """The part slots of the device cache (see the module docstring). ``pool``: the compute
+    pool, whose copy streams the part copies share."""
+
+    def __init__(self, template: dict, n: int, num_slots: int, pool: SlotPool) -> None:
+        self.parts = PartLayout(template, n)
+        shaped = {name: torch.empty((1, self.parts.chunk[name]), dtype=t.dtype)
+                  for name, t in template.items()}
+        super().__init__(shaped, num_slots, 0, pool.device, pool.ops)
+        self.demand_stream = pool.demand_stream
+        self.prefetch_stream = pool.prefetch_stream
+        self._elem = {name: t.element_size() for name, t in template.items()}
+        self.gathers = 0            # experts put together in a transient entry
+        self.gathered_parts = 0     # part copies device to device
+        self.streamed_parts = 0     # part copies from the host into a transient entry
+
+    def _pairs(self, index: int, host: dict, expert: int, p: int):
+        for name, t in self.tensors.items():
+            a, b = self.parts.ranges[p][name]
+            if b > a:
+                yield t[index][:b - a], host[name][expert].reshape(-1)[a:b]
+
+    def part_bytes(self, p: int) -> int:
+        return sum((b - a) * self._elem[name] for name, (a, b) in self.parts.ranges[p].items())
+
+    def copy_in(self, index: int, host: dict, expert: int, key: tuple, kind: str,
+                count: bool = True) -> float:
+        """Copy part ``key[2]`` of expert ``expert`` (the host store's tensors ``host``) into
+        part slot ``index``; as :meth:`SlotPool.copy_in`."""
+        p = key[2]
+        if count:
+            self.copies[kind] += 1
+            self.bytes_copied += self.part_bytes(p)
+        self.content[index] = key
+        ops = self.ops
+        if self.cuda:
+            stream = self.demand_stream if kind in _URGENT else self.prefetch_stream
+            with ops.use(stream):
+                for ev in (self.free[index], self.ready[index]):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+                for dst, src in self._pairs(index, host, expert, p):
+                    ops.copy(dst, src, non_blocking=True, tag=("part-" + kind, ("part", index)))
+                ev = ops.event(timing=True)
+                ops.record(ev, stream)
+            self.ready[index] = ev
+            self.ready_kind[index] = kind
+            return 0.0
+        t0 = time.perf_counter()
+        for dst, src in self._pairs(index, host, expert, p):
+            ops.copy(dst, src, tag=("part-" + kind, ("part", index)))
+        ms = (time.perf_counter() - t0) * 1e3
+        if count:
+            self.copy_ms += ms
+        return ms
+
+    def gather(self, pool: SlotPool, entry: int, where: tuple, key: tuple, host: dict) -> float:
+        """Expert ``key`` (``(layer, expert)``) put together in the compute pool's transient
+        entry ``entry`` from its parts: ``where[p]`` the part slot of part ``p`` (checked to
+        hold it: else :class:`mpl.mechanism.execute.LiveError`), or ``STREAM`` (copied from
+        ``host``, the layer's host tensors). Returns the host ms it blocked (CPU path)."""
+        from .execute import LiveError
+
+        for p, s in enumerate(where):
+            if s >= 0 and self.content[s] != (*key, p):
+                raise LiveError(f"the plan computes part {p} of expert {key[1]} of MoE layer "
+                                f"{key[0]} from part slot {s}, but the slot holds "
+                                f"{self.content[s]}: the runtime and the mechanism disagree")
+            if s < 0 and s != STREAM:
+                raise LiveError(f"the plan places part {p} of expert {key[1]} of MoE layer "
+                                f"{key[0]} at {s}, which the live mechanism does not compute "
+                                f"from")
+        self.gathers += 1
+        ops = self.ops
+        pool.content[entry] = None
+        rows = {name: t[entry].view(-1) for name, t in pool.tensors.items()}
+        ranges = self.parts.ranges
+        t0 = time.perf_counter()
+        stream = pool.demand_stream
+        tag = (STREAMED, entry)
+        with ops.use(stream):
+            if self.cuda:
+                waits = [pool.free[entry], pool.ready[entry]] + \
+                    [self.ready[s] for s in where if s >= 0]
+                for ev in waits:
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            for p, s in enumerate(where):
+                if s >= 0:
+                    self.gathered_parts += 1
+                    for name, t in self.tensors.items():
+                        a, b = ranges[p][name]
+                        if b > a:
+                            ops.copy(rows[name][a:b], t[s][:b - a], tag=("gather", entry))
+                else:
+                    self.streamed_parts += 1
+                    pool.copies[STREAMED] += 1
+                    pool.bytes_copied += self.part_bytes(p)
+                    for name, t in self.tensors.items():
+                        a, b = ranges[p][name]
+                        if b > a:
+                            ops.copy(rows[name][a:b], host[name][key[1]].reshape(-1)[a:b],
+                                     non_blocking=self.cuda, tag=tag)
+            if self.cuda:
+                used = [s for s in where if s >= 0]
+                ev = ops.event(timing=True)
+                ops.record(ev, stream)
+                pool.ready[entry] = ev
+                pool.ready_kind[entry] = STREAMED
+                for s in used:
+                    self.free[s] = ev
+                return 0.0
+        return (time.perf_counter() - t0) * 1e3
