@@ -1,11 +1,27 @@
 """Shared by the offload tests: a policy from a body, a greedy generate with its logits,
-teacher-forced logits."""
+teacher-forced logits, the experts implementations, a tier's statistics row, a replay's
+statistics."""
 
 from __future__ import annotations
 
 import torch
 
 import mpl
+
+
+#: transformers' experts implementations every live path is tested under
+IMPLS = ("eager", "batched_mm", "grouped_mm")
+
+
+def row(stats, tier: str) -> dict:
+    """The ``tiers`` row of the tier named ``tier`` in a runtime's or a handle's statistics."""
+    return next(r for r in stats["tiers"] if r["tier"] == tier)
+
+
+def replayed(policy, trace, shape) -> dict:
+    """The statistics of a replay of ``trace`` (the model's ``shape``, or None)."""
+    rep = policy.replay(trace, belady=False, model=shape)
+    return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
 
 
 def policy(body: str):

@@ -19,22 +19,16 @@ import mpl  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import generate  # noqa: E402
+from offload_helpers import IMPLS, generate, replayed  # noqa: E402
 from tier_helpers import disk_policy  # noqa: E402
 
 torch.set_num_threads(1)
 
 PROMPT = torch.tensor([encode("Read it, then compute it here.")])
-IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
 def gen(model, n=6):
     return generate(model, PROMPT, n)
-
-
-def replayed(policy, trace, shape):
-    rep = policy.replay(trace, belady=False, model=shape)
-    return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
 
 
 def run(model, policy, record=False):

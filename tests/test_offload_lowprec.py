@@ -24,12 +24,11 @@ from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import generate  # noqa: E402
+from offload_helpers import IMPLS, generate, row, replayed  # noqa: E402
 
 torch.set_num_threads(1)
 
 PROMPT = torch.tensor([encode("Approximately right.")])
-IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
 def warm(dtype, hot=2, cap=6, mechanism="in_place_requant", extra="", threshold=None):
@@ -48,16 +47,6 @@ def warm(dtype, hot=2, cap=6, mechanism="in_place_requant", extra="", threshold=
 
 def gen(model, n=5):
     return generate(model, PROMPT, n)
-
-
-def row(stats, tier):
-    return next(r for r in stats["tiers"] if r["tier"] == tier)
-
-
-def replayed(policy, trace, shape):
-    # (the model's shape: the replay sizes the tiers at the checkpoint's precision, fp32)
-    rep = policy.replay(trace, belady=False, model=shape)
-    return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int4"])

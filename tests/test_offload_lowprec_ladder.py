@@ -26,12 +26,11 @@ from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import generate  # noqa: E402
+from offload_helpers import IMPLS, generate, row, replayed  # noqa: E402
 
 torch.set_num_threads(1)
 
 PROMPT = torch.tensor([encode("Approximately right.")])
-IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
 def ladder(hot=2, cap=3, mechanism="in_place_requant", threshold=0.3, rungs="int8, int4",
@@ -51,15 +50,6 @@ def ladder(hot=2, cap=3, mechanism="in_place_requant", threshold=0.3, rungs="int
 
 def gen(model, n=6):
     return generate(model, PROMPT, n)
-
-
-def row(stats, tier):
-    return next(r for r in stats["tiers"] if r["tier"] == tier)
-
-
-def replayed(policy, trace, shape):
-    rep = policy.replay(trace, belady=False, model=shape)
-    return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
 
 
 @pytest.mark.parametrize("mechanism", ["in_place_requant", "copy"])

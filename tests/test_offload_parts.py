@@ -21,12 +21,11 @@ from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import generate  # noqa: E402
+from offload_helpers import IMPLS, generate, replayed  # noqa: E402
 
 torch.set_num_threads(1)
 
 PROMPT = torch.tensor([encode("Every part in its place.")])
-IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
 def parts(n=4, cap=3, extra="prefetch { strategy = history  budget = 1 }", mode=None):
@@ -43,11 +42,6 @@ def parts(n=4, cap=3, extra="prefetch { strategy = history  budget = 1 }", mode=
 
 def gen(model, n=6):
     return generate(model, PROMPT, n)
-
-
-def replayed(policy, trace, shape):
-    rep = policy.replay(trace, belady=False, model=shape)
-    return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
 
 
 def check_counts(st, rs=None):

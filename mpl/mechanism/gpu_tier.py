@@ -38,7 +38,23 @@ from .disk import KeyedRecords
 from .pool import BACKGROUND, PREFETCH, STREAMED
 
 
-class FullArea(KeyedRecords):
+class DeviceArea(KeyedRecords):
+    """A gpu tier's device slots below the device cache (this module's full-precision area,
+    ``mpl.mechanism.lowprec.LowPrecArea``): which key each slot holds, and the pool stream a
+    copy of a given kind runs on."""
+
+    def drop(self, key) -> None:
+        """``key`` left the tier (promoted): its slot keeps its bytes until rewritten."""
+        slot = self.where.pop(key, None)
+        if slot is not None:
+            self.content[slot] = None
+
+    def _stream(self, kind):
+        pool = self.pool
+        return pool.prefetch_stream if kind in (PREFETCH, BACKGROUND) else pool.demand_stream
+
+
+class FullArea(DeviceArea):
     """The device area of one full-precision gpu tier under the device cache (see the module
     docstring). ``template``: the pool's tensors (their row shapes and dtypes);
     ``label``/``tier``/``index``: the set's label, the tier's name and index."""
@@ -57,7 +73,7 @@ class FullArea(KeyedRecords):
                         for name, t in template.items()}
         self.stash_entry = self.slots
         self.entry_bytes = sum(t[0].numel() * t.element_size() for t in self.tensors.values())
-        KeyedRecords.__init__(self, self.slots)
+        DeviceArea.__init__(self, self.slots)
         self.held: list = [None] * self.slots
         self.ready: list = [None] * (self.slots + 1)
         self.free: list = [None] * (self.slots + 1)
@@ -71,16 +87,6 @@ class FullArea(KeyedRecords):
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
-
-    def drop(self, key) -> None:
-        """``key`` left the tier (promoted): its slot keeps its bytes until rewritten."""
-        slot = self.where.pop(key, None)
-        if slot is not None:
-            self.content[slot] = None
-
-    def _stream(self, kind):
-        pool = self.pool
-        return pool.prefetch_stream if kind in (PREFETCH, BACKGROUND) else pool.demand_stream
 
     def _copy(self, stream, dst_waits, src_waits, pairs, tag, *, reads=(), host=False):
         """Copies ``pairs`` on ``stream`` after the events given (``reads``: pool entries

@@ -48,8 +48,8 @@ from __future__ import annotations
 import torch
 
 from . import quant
-from .disk import KeyedRecords
-from .pool import BACKGROUND, PREFETCH, STREAMED
+from .gpu_tier import DeviceArea
+from .pool import STREAMED
 
 from .footprint import QUANT_ALIGN as _ALIGN   # bytes: each part of a record starts here
 
@@ -129,7 +129,7 @@ class QuantLayout:
         return row.t() if self.transposed else row
 
 
-class LowPrecArea(KeyedRecords):
+class LowPrecArea(DeviceArea):
     """The device area of one low-precision tier of one set of tiers (see the module
     docstring). ``layout``: its :class:`QuantLayout`, or one per rung of its dtype ladder
     (highest precision first); ``label``/``tier``: the set's label and the tier's name
@@ -150,7 +150,7 @@ class LowPrecArea(KeyedRecords):
         self.data = ops.alloc((self.slots, self.stride), torch.uint8)
         self._views = [{d: q.views(self.data[j]) for d, q in self.layouts.items()}
                        for j in range(self.slots)]
-        KeyedRecords.__init__(self, self.slots)
+        DeviceArea.__init__(self, self.slots)
         self.held: list = [None] * self.slots    # the precision each slot's record is at
         self.ready: list = [None] * self.slots   # events: the last write into the slot
         self.free: list = [None] * self.slots    # events: the last read out of it
@@ -181,16 +181,6 @@ class LowPrecArea(KeyedRecords):
         return 0 if self.data is None else self.data.numel()
 
     # ------------------------------------------------------------------ bookkeeping
-    def drop(self, key) -> None:
-        """``key`` left the tier (promoted): its slot keeps its bytes until rewritten."""
-        slot = self.where.pop(key, None)
-        if slot is not None:
-            self.content[slot] = None
-
-    def _stream(self, kind):
-        pool = self.pool
-        return pool.prefetch_stream if kind in (PREFETCH, BACKGROUND) else pool.demand_stream
-
     # ------------------------------------------------------------------ writes
     def requant(self, slot: int, entry: int, key, dtype=None) -> None:
         """Pool entry ``entry`` (the key's full-precision copy, about to be reused)
