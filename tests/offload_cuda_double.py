@@ -406,3 +406,29 @@ def copies_out_of_order(log) -> list[str]:
                 bad.append(f"copy #{op.seq} ({op.tag}) not ordered after copy #{a.seq} ({a.tag})")
         seen.append(op)
     return bad
+
+
+#: the ordering rules every live path keeps (the others are passed by the tests they apply to)
+COMMON_CHECKS = (slot_write_while_read, compute_before_copy, unpinned_async_copies)
+
+
+def ordering_violations(ops: FakeCudaOps, *checks) -> dict:
+    """``{check name: its findings}`` for every check of :data:`COMMON_CHECKS`,
+    ``foreign_waits`` and ``checks`` that found something in ``ops.log`` (empty: the run kept
+    those rules)."""
+    found = {f.__name__: f(ops.log) for f in (*COMMON_CHECKS, *checks)}
+    found["foreign_waits"] = foreign_waits(ops.log, ops.compute_stream)
+    return {name: v for name, v in found.items() if v}
+
+
+def generate_on_double(policy, model, gen):
+    """``gen(model)`` with ``policy`` attached on a fresh :class:`FakeCudaOps`: (its output,
+    the handle's statistics, the ops), detached whatever happens."""
+    ops = FakeCudaOps()
+    h = policy.attach(model, ops=ops)
+    try:
+        out = gen(model)
+        stats = h.get_stats()
+    finally:
+        h.detach()
+    return out, stats, ops

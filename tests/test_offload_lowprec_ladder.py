@@ -179,29 +179,16 @@ def test_the_mechanism_checks_the_rung_the_runtime_says():
 
 
 def test_cuda_ordering_on_the_double():
-    from offload_cuda_double import (FakeCudaOps, compute_before_copy, foreign_waits,
-                                     host_buffer_reused_in_flight, slot_reused_before_demotion,
-                                     slot_write_while_read, unpinned_async_copies)
+    from offload_cuda_double import (generate_on_double, host_buffer_reused_in_flight,
+                                     ordering_violations, slot_reused_before_demotion)
     model = build_model("tiny-mixtral", layers=2, experts_implementation="grouped_mm")
     policy = ladder()
     h = policy.attach(model)
     want = gen(model)
     h.detach()
-    ops = FakeCudaOps()
-    h = policy.attach(model, ops=ops)
-    try:
-        out = gen(model)
-        st = h.get_stats()
-    finally:
-        h.detach()
+    out, st, ops = generate_on_double(policy, model, gen)
     assert torch.equal(want[0], out[0]) and torch.equal(want[1], out[1])
-    log = ops.log
-    assert slot_write_while_read(log) == []
-    assert compute_before_copy(log) == []
-    assert foreign_waits(log, ops.compute_stream) == []
-    assert unpinned_async_copies(log) == []
-    assert host_buffer_reused_in_flight(log) == []
-    assert slot_reused_before_demotion(log) == []
+    assert ordering_violations(ops, host_buffer_reused_in_flight, slot_reused_before_demotion) == {}
     assert st["mechanism"]["tiers"]["rung_requants"] > 0
 
 

@@ -148,26 +148,14 @@ def test_the_mechanism_checks_that_the_runtime_agrees():
 
 
 def test_cuda_ordering_on_the_double():
-    from offload_cuda_double import (FakeCudaOps, compute_before_copy, copies_out_of_order,
-                                     foreign_waits, host_buffer_reused_in_flight,
-                                     slot_write_while_read, unpinned_async_copies)
+    from offload_cuda_double import (copies_out_of_order, generate_on_double,
+                                     host_buffer_reused_in_flight, ordering_violations)
     model = build_model("tiny-mixtral", layers=2, experts_implementation="grouped_mm")
     ref = gen(model)
-    ops = FakeCudaOps()
-    h = parts(4).attach(model, ops=ops)
-    try:
-        out = gen(model)
-        st = h.get_stats()
-    finally:
-        h.detach()
+    out, st, ops = generate_on_double(parts(4), model, gen)
     assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
     log = ops.log
-    assert slot_write_while_read(log) == []
-    assert compute_before_copy(log) == []
-    assert foreign_waits(log, ops.compute_stream) == []
-    assert unpinned_async_copies(log) == []
-    assert host_buffer_reused_in_flight(log) == []
-    assert copies_out_of_order(log) == []
+    assert ordering_violations(ops, host_buffer_reused_in_flight, copies_out_of_order) == {}
     assert st["mechanism"]["tiers"]["parts"]["gathers"] > 0
     assert any(op.kind == "copy" and op.tag[0] == "part-prefetch" for op in log)
 
