@@ -284,3 +284,59 @@ def test_set_applies_an_adapt_action(backend):
         rt.set("cache.eviction", "arc")
     with pytest.raises(RuntimeConfigError, match="not a parameter"):
         rt.set("cache.pin", [1])
+
+
+def _multi_token_pack():
+    from mpl.sim.tracepack import pack_trace
+    from mpl.trace import Dispatch, Trace, TraceHeader
+    h = TraceHeader(model="t", num_layers=2, moe_layers=(0, 1), num_experts=8, top_k=2)
+    ds = [Dispatch(s, layer, [[(s + layer) % 8, (s + 3) % 8], [(s + 3) % 8, (s + 5) % 8]])
+          for s in range(30) for layer in range(2)]
+    return h, pack_trace(Trace(h, ds), 8)
+
+
+def test_a_packed_traces_token_lookup_that_rewrites_its_lists():
+    """A key whose __eq__ (run by the engine's lookup of a record's tokens per expert) empties
+    the packed trace's lists: the replay reads the entries as they were when it started."""
+    from mpl.timemodel import hardware as hw
+    from mpl.timemodel.timeline import Timeline
+
+    pol = mpl.loads("policy t { cache { capacity = 4 } }")
+    header, clean_pack = _multi_token_pack()
+    _eb, costs = hw.costs_for_trace(hw.resolve(None), pol.ir, header)
+
+    def replayed(p):
+        rt = pol.runtime(2, 8, 2, backend="compiled")
+        rt.replay_packed(p, Timeline(costs))
+        return rt.stats()
+
+    clean = replayed(clean_pack)
+    p = _multi_token_pack()[1]
+    assert p.multi
+
+    class Evil:
+        armed = False
+
+        def __hash__(self):
+            return hash(p.experts[p.offs[p.multi[0][0]]])
+
+        def __eq__(self, other):
+            if Evil.armed:
+                Evil.ran = True
+                p.multi.clear()
+            return False
+
+    idx, tokens = p.multi[0]
+    p.multi[0] = (idx, {Evil(): 5, **tokens})      # first in the probe order
+    Evil.armed = True
+    assert replayed(p) == clean and Evil.ran
+
+    p = _multi_token_pack()[1]
+
+    class Index:
+        def __index__(self):
+            p.multi.clear()
+            return 0
+    p.multi[0] = (Index(), p.multi[0][1])
+    with pytest.raises(TypeError, match="entries are"):
+        replayed(p)

@@ -49,67 +49,96 @@ static void side_free(Side *s) {
 
 static int nomem_side(void) { PyErr_NoMemory(); return -1; }
 
+/* A private copy of the packed object's list attribute ``name`` (NULL with an exception):
+ * the two passes over it below read the same entries whatever code a lookup runs. */
+static PyObject *list_copy(PyObject *packed, const char *name, const char *err) {
+    PyObject *v = PyObject_GetAttrString(packed, name);
+    if (!v) return NULL;
+    if (v == Py_None) return v;
+    PyObject *f = PySequence_Fast(v, err);
+    Py_DECREF(v);
+    if (!f) return NULL;
+    PyObject *copy = PySequence_List(f);
+    Py_DECREF(f);
+    return copy;
+}
+
+/* One (record index, dict) entry of multi or predictions: the index an int (never converted
+ * through __index__, so no user code runs), in 0..records-1. */
+static int side_entry(PyObject *it, long records, long *idx, PyObject **d, const char *what) {
+    int ovf = 0;
+    if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2 || !PyLong_Check(PyTuple_GET_ITEM(it, 0))
+        || !PyDict_Check(PyTuple_GET_ITEM(it, 1))) {
+        PyErr_Format(PyExc_TypeError, "packed trace: %s entries are (record, dict)", what);
+        return -1;
+    }
+    *idx = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(it, 0), &ovf);
+    *d = PyTuple_GET_ITEM(it, 1);
+    if (ovf || *idx < 0 || *idx >= records) {
+        PyErr_Format(PyExc_ValueError, "packed trace: a %s entry names no record", what);
+        return -1;
+    }
+    return 0;
+}
+
 /* the records' tokens per expert and predictions, from the packed object's Python lists,
  * into C memory (checked), before the replay starts */
 static int side_load(Engine *o, PyObject *packed, const int *offs, const int *experts, long records, Side *s) {
     memset(s, 0, sizeof *s);
     s->records = records;
-    PyObject *multi = PyObject_GetAttrString(packed, "multi");
-    if (!multi) return -1;
-    PyObject *mf = PySequence_Fast(multi, "packed trace: multi must be a list");
-    Py_DECREF(multi);
+    PyObject *mf = list_copy(packed, "multi", "packed trace: multi must be a list");
     if (!mf) return -1;
-    Py_ssize_t nm = PySequence_Fast_GET_SIZE(mf);
+    if (mf == Py_None) { Py_DECREF(mf); PyErr_SetString(PyExc_TypeError, "packed trace: multi must be a list"); return -1; }
+    Py_ssize_t nm = PyList_GET_SIZE(mf);
     int rc = -1;
     if (nm) {
         if (!(s->moff = malloc(sizeof(long) * (size_t)(records ? records : 1)))) { nomem_side(); goto out; }
         for (long i = 0; i < records; i++) s->moff[i] = -1;
         long total = 0;
         for (Py_ssize_t j = 0; j < nm; j++) {
-            PyObject *it = PySequence_Fast_GET_ITEM(mf, j);
             long idx;
             PyObject *d;
-            if (!PyTuple_Check(it) || !PyArg_ParseTuple(it, "lO!", &idx, &PyDict_Type, &d)) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "packed trace: multi entries are (record, dict)");
-                goto out;
-            }
-            if (idx < 0 || idx >= records) { PyErr_SetString(PyExc_ValueError, "packed trace: a multi entry names no record"); goto out; }
+            if (side_entry(PyList_GET_ITEM(mf, j), records, &idx, &d, "multi") < 0) goto out;
             total += offs[idx + 1] - offs[idx];
         }
         if (!(s->mtok = malloc(sizeof(int64_t) * (size_t)(total ? total : 1)))) { nomem_side(); goto out; }
         long at = 0;
         for (Py_ssize_t j = 0; j < nm; j++) {
-            PyObject *it = PySequence_Fast_GET_ITEM(mf, j), *d = PyTuple_GET_ITEM(it, 1);
+            /* the copy's entries are the tuples checked above (tuples do not change) */
+            PyObject *it = PyList_GET_ITEM(mf, j), *d = PyTuple_GET_ITEM(it, 1);
             long idx = PyLong_AsLong(PyTuple_GET_ITEM(it, 0));
             s->moff[idx] = at;
             for (int q = offs[idx]; q < offs[idx + 1]; q++) {
                 PyObject *k = PyLong_FromLong(experts[q]);
                 if (!k) goto out;
+                /* (a lookup may run a key's __eq__, which may change the dict: the
+                 * value is taken with a reference and read without calling user code) */
                 PyObject *v = PyDict_GetItemWithError(d, k);
+                Py_XINCREF(v);
                 Py_DECREF(k);
                 long long t = 1;
                 if (v) {
-                    t = PyLong_AsLongLong(v);
-                    if (t == -1 && PyErr_Occurred()) goto out;
+                    int ovf = 0;
+                    t = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &ovf) : 0;
+                    Py_DECREF(v);
+                    if (ovf) t = 0;
                 } else if (PyErr_Occurred()) goto out;
                 if (t < 1 || t > TOKENS_MAX) { PyErr_SetString(PyExc_ValueError, "packed trace: a token count out of range"); goto out; }
                 s->mtok[at++] = t;
             }
         }
     }
-    PyObject *preds = PyObject_GetAttrString(packed, "predictions");
-    if (!preds) goto out;
-    if (preds != Py_None) {
-        PyObject *pf = PySequence_Fast(preds, "packed trace: predictions must be a list");
-        Py_DECREF(preds);
-        if (!pf) goto out;
-        Py_ssize_t np = PySequence_Fast_GET_SIZE(pf);
+    PyObject *pf = list_copy(packed, "predictions", "packed trace: predictions must be a list");
+    if (!pf) goto out;
+    if (pf != Py_None) {
+        /* no user code runs from here to the end (exact type checks, PyDict_Next), so the
+         * dicts and lists counted in the first pass are the ones the second fills from */
+        Py_ssize_t np = PyList_GET_SIZE(pf);
         long entries = 0, ids = 0;
         for (Py_ssize_t j = 0; j < np; j++) {
-            PyObject *it = PySequence_Fast_GET_ITEM(pf, j), *d;
+            PyObject *it = PyList_GET_ITEM(pf, j), *d;
             long idx;
-            if (!PyTuple_Check(it) || !PyArg_ParseTuple(it, "lO!", &idx, &PyDict_Type, &d)) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "packed trace: prediction entries are (record, dict)");
+            if (side_entry(it, records + 1, &idx, &d, "prediction") < 0) {
                 Py_DECREF(pf);
                 goto out;
             }
@@ -134,7 +163,7 @@ static int side_load(Engine *o, PyObject *packed, const int *offs, const int *ex
         /* per record its entries, records in order */
         long e = 0, at = 0, prev = -1;
         for (Py_ssize_t j = 0; j < np; j++) {
-            PyObject *it = PySequence_Fast_GET_ITEM(pf, j), *d = PyTuple_GET_ITEM(it, 1);
+            PyObject *it = PyList_GET_ITEM(pf, j), *d = PyTuple_GET_ITEM(it, 1);
             long idx = PyLong_AsLong(PyTuple_GET_ITEM(it, 0));
             if (idx <= prev || idx >= records) {
                 PyErr_SetString(PyExc_ValueError, "packed trace: predictions must name records in order");
@@ -172,7 +201,7 @@ static int side_load(Engine *o, PyObject *packed, const int *offs, const int *ex
         }
         for (long r = prev + 1; r <= records; r++) s->poff[r] = e;
         Py_DECREF(pf);
-    } else Py_DECREF(preds);
+    } else Py_DECREF(pf);
     rc = 0;
 out:
     Py_DECREF(mf);
