@@ -7,8 +7,9 @@ skeleton (everything but the routed experts: :attr:`mpl.shapes.ModelShape.skelet
 from the preset the trace names or ``--model``; unknown: not counted, and the plan says so),
 the KV-cache reserve (:func:`mpl.shapes.default_kv_reserve`, or ``--kv-reserve``), and what
 the live mechanism allocates besides the cache slots (:func:`mpl.mechanism.footprint.
-device_parts`: the slot pool's transient entries, one per expert of a layer as attach
-allocates by default, and the one entry of a streamed pass; each low-precision tier's area
+device_parts`: the slot pool's transient entries, as many as attach allocates by default
+on a GPU (:func:`mpl.mechanism.footprint.default_stream_slots`), and its all-zero entry;
+each low-precision tier's area
 of quantised records, :func:`mpl.mechanism.footprint.quant_record_bytes`). What is left is
 the **room for experts**: a full-precision slot costs one pool entry, a low-precision slot
 one record. One of three cases holds:
@@ -211,7 +212,7 @@ def plan(header, device_memory, host_memory=None, disk=None, profile=None,
     ``profile`` (a resolved hw.Profile: its host memory and disk when the options give
     none). TierSearchError for what cannot be searched."""
     from mpl import shapes
-    from mpl.mechanism.footprint import ALIGN, quant_record_bytes
+    from mpl.mechanism.footprint import ALIGN, default_stream_slots, quant_record_bytes
     from mpl.sim.tracemodel import expert_size_source
     from mpl.timemodel import hardware as hw
 
@@ -256,7 +257,8 @@ def plan(header, device_memory, host_memory=None, disk=None, profile=None,
                  top_k=header.top_k, stored_bits=stored, num_layers=L, num_experts=E,
                  moe_layers=tuple(header.moe_layers), skeleton_bytes=skeleton,
                  skeleton_source=skeleton_src, kv_reserve=kv, kv_source=kv_src,
-                 stream_slots=E, entry_bytes=entry, record_bytes=records,
+                 stream_slots=default_stream_slots(E, header.top_k, 0, cuda=True),
+                 entry_bytes=entry, record_bytes=records,
                  record_source=record_src)
     p.device_slots = max(p.room, 0) // entry
     if p.device_slots >= every:

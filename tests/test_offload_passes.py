@@ -3,9 +3,10 @@ stream_slots=N)`` below the experts per layer, a cache smaller than a prefill's 
 is computed in passes, as vLLM's live executor computes it: the same steps
 (``mpl.mechanism.execute.passes``: ascending ranges of expert ids, each with at most N
 streamed experts). The eager loop adds expert by expert in id order into one output across
-the passes, so it stays bit-identical to the unmodified model; the other implementations
-sum the passes' outputs (tokens identical, logits within float summation order). Copies
-still equal the runtime's loads and streamed experts."""
+the passes; the other implementations compute each pass's (token, k) pairs as rows of their
+own and weight and sum them once, in the kernel's order: every implementation stays
+bit-identical to the unmodified model. Copies still equal the runtime's loads and streamed
+experts."""
 
 from __future__ import annotations
 
@@ -68,10 +69,10 @@ def test_eager_in_passes_is_bit_identical(preset):
 
 
 @pytest.mark.parametrize("impl", ["batched_mm", "grouped_mm"])
-def test_other_implementations_in_passes_keep_the_tokens(impl):
-    (ref_seq, ref_logits), (seq, logits), st = _run("tiny-qwen3-moe", impl)
-    assert torch.equal(seq, ref_seq)
-    assert torch.allclose(logits, ref_logits, atol=1e-5, rtol=1e-5)
+@pytest.mark.parametrize("preset", ["tiny-qwen3-moe", "tiny-mixtral", "tiny-gpt-oss"])
+def test_other_implementations_in_passes_are_bit_identical(impl, preset):
+    (ref_seq, ref_logits), (seq, logits), st = _run(preset, impl)
+    assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
     m = st["mechanism"]
     assert m["multi_pass_dispatches"] > 0
     assert m["copies"] == st["loads"] and m["stream_copies"] == st["streamed"]
@@ -83,10 +84,40 @@ def test_grouped_mm_with_two_threads_stages_each_pass_within_the_transient_entri
     old = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        (ref_seq, _), (seq, _), st = _run("tiny-mixtral", "grouped_mm",
-                                          body="cache { capacity = 6 }", stream_slots=3)
+        (ref_seq, ref_logits), (seq, logits), st = _run("tiny-qwen3-moe", "grouped_mm",
+                                                        body="cache { capacity = 6 }",
+                                                        stream_slots=3)
     finally:
         torch.set_num_threads(old)
-    assert torch.equal(seq, ref_seq)
+    assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
     m = st["mechanism"]
     assert m["staging_copies"] > 0 and m["multi_pass_dispatches"] > 0
+
+
+def test_the_default_transient_area_is_bounded():
+    # a few entries per routed expert, at least TRANSIENT_MIN, never more than E; on the
+    # CPU the pool holds at least one entry per expert in all (staged passes keep the order)
+    from mpl.mechanism.footprint import TRANSIENT_MIN, TRANSIENT_PER_TOP_K, default_stream_slots
+    assert default_stream_slots(8, 2, 4, cuda=True) == 8
+    assert default_stream_slots(256, 8, 512, cuda=True) == max(TRANSIENT_MIN, 8 * TRANSIENT_PER_TOP_K)
+    assert default_stream_slots(256, 2, 512, cuda=True) == TRANSIENT_MIN
+    assert default_stream_slots(256, 8, 40, cuda=False) == 216
+    assert default_stream_slots(256, 8, 4096, cuda=False) == 32
+
+
+@pytest.mark.parametrize("impl", ["eager", "batched_mm", "grouped_mm"])
+def test_a_model_with_many_experts_runs_in_passes_by_default_bit_identically(impl):
+    # 40 experts per layer, CUDA's operations (the test double): the default transient area
+    # is TRANSIENT_MIN entries, the prefill streams more in one dispatch, in passes
+    from offload_cuda_double import generate_on_double, ordering_violations
+    from mpl.mechanism.footprint import TRANSIENT_MIN
+
+    model = build_model("tiny-mixtral", experts_implementation=impl, num_local_experts=40)
+    ref = gen(model)
+    (seq, logits), st, ops = generate_on_double(mpl.loads("policy p {\n cache { capacity = 2 }\n}"),
+                                                model, gen)
+    assert torch.equal(seq, ref[0]) and torch.equal(logits, ref[1])
+    m = st["mechanism"]
+    assert m["stream_slots"] == TRANSIENT_MIN and m["multi_pass_dispatches"] > 0
+    assert m["copies"] == st["loads"] and m["stream_copies"] == st["streamed"]
+    assert not ordering_violations(ops)

@@ -166,6 +166,25 @@ def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
     return on_disk
 
 
+#: the fewest transient entries the default gives (and per routed expert of a token, four)
+TRANSIENT_MIN = 16
+TRANSIENT_PER_TOP_K = 4
+
+
+def default_stream_slots(num_experts: int, top_k: int, num_slots: int, cuda: bool) -> int:
+    """The transient entries a pool gets when the caller names none: enough for a decode
+    step of a few tokens without passes (``TRANSIENT_PER_TOP_K`` per routed expert of a
+    token, at least ``TRANSIENT_MIN``), never more than the experts of a layer. A prefill
+    that streams more is computed in passes, bit-identical to one call
+    (``mpl.offload.engine``). On the CPU the pool also holds at least one entry per expert
+    of a layer in all (cache slots included), which a staged pass of multi-threaded CPU
+    grouped_mm needs to keep one call's row order (``Engine._ordered_window``)."""
+    bound = max(TRANSIENT_MIN, TRANSIENT_PER_TOP_K * top_k)
+    if not cuda:
+        bound = max(bound, num_experts - num_slots)
+    return max(1, min(num_experts, bound))
+
+
 def device_parts(fp: Footprint, where: str, *, entry: int, num_slots: int, stream_slots: int,
                  lowprec=()) -> None:
     """Add what a live run allocates on the device for the experts: the slot pool

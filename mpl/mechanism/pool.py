@@ -7,7 +7,8 @@ Layout: one device tensor per expert parameter name, ``[num_slots + stream_slots
   slot numbers index it directly;
 * ``num_slots .. num_slots+stream_slots-1``: the transient buffer for STREAM placements
   (computed on the device, not admitted); one dispatch needs at most one entry per expert
-  of a layer, so ``stream_slots`` defaults to the number of experts per layer;
+  of a layer; ``stream_slots`` defaults to fewer (``mpl.mechanism.footprint.default_stream_slots``), and a
+  dispatch that streams more is computed in passes;
 * the last entry is all zeros: experts computed on the CPU are routed to it (with a zero
   routing weight) in the device pass, so they add exactly nothing there.
 

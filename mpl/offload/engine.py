@@ -95,6 +95,37 @@ def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
     return out
 
 
+class _PassRows:
+    """A dispatch computed in passes by an experts implementation that sums each token's
+    top-k outputs in one reduction (``batched_mm``, ``grouped_mm``): the ``(token, k)``
+    pairs as rows of their own (``hidden`` repeated per pair, ``index`` one id per row,
+    ``unit`` weights of one), each pass's rows gathered into ``out``, then weighted and summed
+    per token once (:meth:`reduce`), the kernel's own arithmetic in the kernel's order: the
+    same bits as one call. The rows of a pair are the same rows, in the same order, that
+    the kernel sorts and computes in one call."""
+
+    __slots__ = ("hidden", "index", "unit", "out", "ids", "top_k", "upload")
+
+    def __init__(self, hidden, top_k_index, top_k, upload):
+        self.top_k = top_k
+        self.ids = top_k_index.reshape(-1)
+        self.hidden = hidden.repeat_interleave(top_k, dim=0)
+        self.index = self.ids.view(-1, 1)
+        self.unit = torch.ones(self.index.shape, dtype=hidden.dtype, device=hidden.device)
+        self.out = torch.zeros_like(self.hidden)
+        self.upload = upload
+
+    def take(self, part, experts, num_experts: int) -> None:
+        """Keep the rows of ``part`` whose expert is one of ``experts`` (this pass's)."""
+        member = set(experts)
+        mask = self.upload([e in member for e in range(num_experts)], torch.bool)
+        self.out = torch.where(mask[self.ids].unsqueeze(-1), part, self.out)
+
+    def reduce(self, top_k_weights, dtype):
+        weighted = self.out * top_k_weights.reshape(-1, 1)
+        return weighted.view(-1, self.top_k, weighted.shape[-1]).sum(dim=1).to(dtype)
+
+
 _MODE_FIELD = "_experts_implementation_internal"
 
 
@@ -406,6 +437,9 @@ class Engine:
         # ---- 3. the device pass(es) are queued first, 4. then the CPU computes meanwhile
         positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
         out = None
+        rows = None
+        # staged passes keep the kernel's sort: every routed expert an id in expert order
+        order = sorted(set(flat)) if stage and len(calls) > 1 and not cpu_experts else None
         for res, group in calls:
             lut = [pool.zero] * b.num_experts
             used = []
@@ -413,7 +447,11 @@ class Engine:
                 lut[e] = w
                 used.append(w)
             if stage:
-                stall += self._stage_in_id_order(b, lut, used, group, ordinal)
+                # (a pass's experts at the end of the transient area: the most entries
+                # below them for the experts of the dispatch below, _ordered_window)
+                top = (pool.stream_base + pool.stream_slots - len(res) - len(group)
+                       if len(calls) > 1 else pool.stream_base)
+                stall += self._stage_in_id_order(b, lut, used, group, ordinal, top)
             else:
                 sidx = pool.stream_base
                 for e in group:
@@ -431,9 +469,18 @@ class Engine:
                                         cpu_experts, flat, positions, out=out,
                                         only=[e for e, _ in res] + group)
             else:
-                part = self._device_pass(b, mode, hidden, top_k_index, top_k_weights, lut,
-                                         used, cpu_experts, flat, positions, partial=True)
-                out = part if out is None else out + part
+                # the other implementations reduce each token's top-k outputs in one sum:
+                # every pass computes its (token, k) pairs as rows of their own (top-1, unit
+                # weight: the row is the expert's output itself), the rows are gathered, then
+                # weighted and summed once, as the unmodified kernel weights and sums them
+                if rows is None:
+                    rows = _PassRows(hidden, top_k_index, top_k, self.staging.upload)
+                part = self._device_pass(b, mode, rows.hidden, rows.index, rows.unit, lut,
+                                         used, cpu_experts, flat, positions, partial=True,
+                                         order=order, skip=not stage)
+                rows.take(part, [e for e, _ in res] + group, b.num_experts)
+        if rows is not None:
+            out = rows.reduce(top_k_weights, hidden.dtype)
         if len(calls) > 1:
             self.multi_pass_dispatches += 1
         self._account(ordinal, mode, len(plan.experts), sum(plan.hit), stall)
@@ -444,9 +491,9 @@ class Engine:
             out = out + self.staging.upload(cpu_out, cpu_out.dtype).to(out.dtype)
         return out
 
-    def _stage_in_id_order(self, b, lut, used, streamed, ordinal) -> float:
+    def _stage_in_id_order(self, b, lut, used, streamed, ordinal, base: int) -> float:
         """Place every device expert of the dispatch in the transient area in expert-id
-        order (resident ones copied device-to-device from their slot, streamed ones from
+        order from entry ``base`` on (resident ones copied device-to-device from their slot, streamed ones from
         the host); rewrites ``lut``/``used``. Returns the host ms of host copies."""
         pool = self.pool
         stream_set = set(streamed)
@@ -454,7 +501,7 @@ class Engine:
         ms = 0.0
         used.clear()
         for rank, e in enumerate(device_experts):
-            dst = pool.stream_base + rank
+            dst = base + rank
             if e in stream_set:
                 ms += self._stream_in(dst, b, e)
             else:
@@ -464,11 +511,15 @@ class Engine:
         return ms
 
     def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts,
-                     flat, positions, *, out=None, only=None, partial=False):
+                     flat, positions, *, out=None, only=None, partial=False, order=None,
+                     skip=False):
         """One kernel call on the pool: the experts ``lut`` maps to entries ``used``, every
         other expert of the layer to the zero entry. Eager adds into ``out`` (when given) the
         experts of ``only`` (None: all of the dispatch's device experts); ``partial``: a pass
-        of several (the others' experts read the zero entry too)."""
+        of several (the others' experts read the zero entry too, or, ``skip``, under
+        grouped_mm without CPU experts, take the sentinel id: their rows are not computed;
+        ``order``: the dispatch's experts, ascending, for a staged grouped_mm pass:
+        :meth:`_ordered_window`)."""
         pool = self.pool
         if not used:          # every expert of the dispatch is computed on the CPU
             return torch.zeros_like(hidden) if out is None else out
@@ -488,8 +539,8 @@ class Engine:
             mask = up([e in cpu for e in range(b.num_experts)], torch.bool)
             weights = top_k_weights.masked_fill(mask[top_k_index], 0)
             used = used + [pool.zero]
-        elif partial:         # the experts of the other passes read the zero entry
-            used = used + [pool.zero]
+        elif partial and not (skip and mode == "grouped_mm"):
+            used = used + [pool.zero]          # the experts of the other passes read it
         if mode != "grouped_mm":
             # batched_mm indexes the pool directly (its cost does not depend on the size)
             if decode:
@@ -499,11 +550,21 @@ class Engine:
             out = fn(b.slot_view, hidden, slot_ids.view(top_k_index.shape), weights)
             pool.release(used)
             return out
+        if order is not None:
+            window = self._ordered_window(order, lut, b.num_experts)
+            if window is not None:
+                table, lo, hi = window
+                slot_ids = up(table, idt)[top_k_index]
+                out = fn(self._window(b, lo, hi, True), hidden, slot_ids.view(top_k_index.shape),
+                         weights)
+                pool.release(used)
+                return out
         # grouped_mm pays for every group, empty or not, and CUDA refuses 1024 or more: hand
         # it windows of the pool holding this dispatch's entries; entries outside a window
         # are the sentinel id (= its size), which grouped_mm skips and masks to zero
         lo, hi = min(used), max(used) + 1
-        split = hi - lo > GROUP_LIMIT          # usually one window holds every routed entry
+        # usually one window holds every routed entry; sentinels need the masked path
+        split = hi - lo > GROUP_LIMIT or (partial and skip and not cpu_experts)
         out = None
         for lo, hi in (windows(used) if split else ((lo, hi),)):
             n = hi - lo
@@ -518,6 +579,36 @@ class Engine:
             out = part if out is None else out + part
         pool.release(used)
         return out
+
+    def _ordered_window(self, order, lut, num_experts):
+        """A staged grouped_mm pass whose rows sort exactly as in one call. CPU grouped_mm
+        with several threads computes a row by where it sits among its expert's rows, and the
+        sort that groups them is not stable: only ids in the same relative order as the
+        experts' give every row its place of one call. The pass's experts sit in
+        consecutive transient entries in id order (the end of the transient area); the
+        window starts ``c`` entries earlier, ``c`` the dispatch's experts below them, which
+        take those entries' ids in order (their rows computed on whatever the entries hold,
+        never kept), and the experts above them take sentinel ids in order (skipped,
+        masked). Returns ``(table, lo, hi)``, the id of every expert and the window, or None
+        when fewer than ``c`` entries lie below (a pool of fewer entries than experts per
+        layer: the pass then reads the zero entry as others do, the same tokens, the last
+        bits of a multi-threaded CPU sum may differ)."""
+        zero = self.pool.zero
+        mine = [e for e in order if lut[e] != zero]
+        if not mine:
+            return None
+        c = order.index(mine[0])
+        first = lut[mine[0]]
+        lo = first - c
+        n = c + len(mine)
+        if lo < 0 or order[c:n] != mine or any(lut[e] != first + i for i, e in enumerate(mine)):
+            return None
+        # every expert's id is its rank: below, entries lo..; the pass's own, from ``first``
+        # on; above, sentinels from n on
+        table = [n] * num_experts
+        for j, e in enumerate(order):
+            table[e] = j
+        return table, lo, first + len(mine)
 
     def _eager_pass(self, b, hidden, top_k_weights, lut, cpu_experts, positions, *, out=None,
                     only=None):

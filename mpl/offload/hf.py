@@ -27,6 +27,7 @@ from .engine import Engine, LayerBinding
 from .errors import PREFLIGHT, AttachError
 from .lookahead import Lookahead
 from .memory import MemoryMeter
+from mpl.mechanism.footprint import default_stream_slots
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
 from mpl.mechanism.tiered import LOW_DTYPES, part_split, tier_dtypes
@@ -468,6 +469,18 @@ def preflight(policy, shape: ModelShape) -> list:
     return PREFLIGHT.check(policy, shape)
 
 
+def pool_stream_slots(stream_slots, runtime, layer: LayerBinding, cuda: bool) -> int:
+    """The transient entries of the slot pool: ``stream_slots`` when given, else the
+    default for the model's layers, the pool's resident slots (none in a pool that
+    computes a device cache of parts: ``mpl.mechanism.parts``) and whether the device
+    operations are CUDA's."""
+    if stream_slots is not None:
+        return stream_slots
+    lay = getattr(runtime, "tier_layout", None)
+    resident = 0 if lay is not None and part_split(lay) > 1 else runtime.num_slots
+    return default_stream_slots(layer.num_experts, layer.top_k, resident, cuda)
+
+
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
            stream_slots: int | None = None, cost=None, check: bool = True, ops=None,
            readers: int = 4) -> Handle:
@@ -479,8 +492,9 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     ``mpl.runtime.cost.CostModel`` for hybrid schedules (default: calibrated here).
     ``ops``: the device operations (``mpl.mechanism.device``; default: CUDA's for a CUDA
     device, synchronous ones otherwise; tests pass a CUDA-semantics double).
-    ``stream_slots``: the pool's transient entries for STREAM placements (default: one per
-    expert of a layer; fewer computes a dispatch that streams more experts in passes).
+    ``stream_slots``: the pool's transient entries for STREAM placements (default:
+    ``mpl.mechanism.footprint.default_stream_slots``, a few per routed expert; a dispatch that
+    streams more experts is computed in passes, bit-identical to one call).
     ``check``: check the policy against the model's shape first (:func:`preflight`).
     ``readers``: reader threads of a disk tier (0: every read in the calling thread, none
     overlapping compute); docs/offload.md, "Memory tiers live".
@@ -539,7 +553,9 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
-    why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots or E, tiered)
+    stream_slots = pool_stream_slots(stream_slots, runtime, layers[0],
+                                     ops.cuda if ops is not None else dev.type == "cuda")
+    why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots, tiered)
     if why:
         raise AttachError(why)
     if remove_hooks and _hooked(model):          # the first change, after every refusal
@@ -572,7 +588,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         _move_skeleton(model, dev, placement)
         for b in layers:
             b.cpu = CpuExperts(b.module, b.host)
-        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots or E, dev, ops)
+        pool = SlotPool(store.layers[0], runtime.num_slots, stream_slots, dev, ops)
         look = None
         if feats.lookahead_strategy or feats.learned:   # learned reads the pre-gate predictions
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
@@ -586,7 +602,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         _restore(layers, saved, placement)
         store.release()
         if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError, OverflowError)):
-            raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots or E} "
+            raise AttachError(f"the slot pool ({runtime.num_slots} slots + {stream_slots} "
                               f"transient) does not fit on {dev}: lower the policy's capacity") from None
         raise
     handle = Handle(policy, model, runtime, engine, layers, pool, store, saved, placement, shape, diags)
@@ -702,7 +718,6 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         hosts: list = [{} for _ in layers]
         for b, host in zip(in_ram, hosts_ram):
             hosts[b.ordinal] = host
-        stream_slots = stream_slots or E        # one transient entry per expert (attach)
         split = part_split(runtime.tier_layout)
         if split > 1:       # the device cache holds parts: the pool computes, the parts stay
             pool = SlotPool(template, 0, stream_slots, dev, ops, transient_only=True)

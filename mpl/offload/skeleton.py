@@ -172,7 +172,7 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     from mpl.mechanism.footprint import device_free, host_available, refusal, skeleton_load
     from mpl.mechanism.tiered import checkpoint_disk_misfit
 
-    from .hf import _resolve_device, attach, discover
+    from .hf import _resolve_device, attach, discover, pool_stream_slots
 
     if not hasattr(policy, "runtime") or not hasattr(policy, "ir"):
         raise AttachError(f"from_pretrained needs an mpl Policy (mpl.load / mpl.loads), got "
@@ -229,8 +229,9 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     if dev.type == "meta":       # no device given, no CUDA: the model runs where it loads
         dev = torch.device("cpu")
     runtime = _runtime_for(policy, layers, shape_only)
+    transient = pool_stream_slots(stream_slots, runtime, layers[0], dev.type == "cuda")
     fp = skeleton_load(skeleton, layer_experts, runtime.tier_layout, template,
-                       runtime.num_slots + (stream_slots or E) + 1, dev)
+                       runtime.num_slots + transient + 1, dev)
     why = refusal(fp, f"loading {folder} without its experts", host=host_available(),
                   device=device_free(dev), device_name=str(dev))
     if why:
