@@ -176,13 +176,13 @@ def default_stream_slots(num_experts: int, top_k: int, num_slots: int, cuda: boo
     step of a few tokens without passes (``TRANSIENT_PER_TOP_K`` per routed expert of a
     token, at least ``TRANSIENT_MIN``), never more than the experts of a layer. A prefill
     that streams more is computed in passes, bit-identical to one call
-    (``mpl.offload.engine``). On the CPU the pool also holds at least one entry per expert
-    of a layer in all (cache slots included), which a staged pass of multi-threaded CPU
-    grouped_mm needs to keep one call's row order (``Engine._ordered_window``)."""
-    bound = max(TRANSIENT_MIN, TRANSIENT_PER_TOP_K * top_k)
+    (``mpl.offload.engine``). On the CPU one entry per expert of a layer: multi-threaded
+    CPU grouped_mm computes a row by where it sits among the kernel's rows, and a pass moves
+    rows (measured: a 64-expert model's prefill in passes differed in the last bits under
+    two threads), so the CPU default computes every dispatch in one call."""
     if not cuda:
-        bound = max(bound, num_experts - num_slots)
-    return max(1, min(num_experts, bound))
+        return max(1, num_experts)
+    return max(1, min(num_experts, max(TRANSIENT_MIN, TRANSIENT_PER_TOP_K * top_k)))
 
 
 def device_parts(fp: Footprint, where: str, *, entry: int, num_slots: int, stream_slots: int,

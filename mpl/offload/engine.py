@@ -477,7 +477,7 @@ class Engine:
                     rows = _PassRows(hidden, top_k_index, top_k, self.staging.upload)
                 part = self._device_pass(b, mode, rows.hidden, rows.index, rows.unit, lut,
                                          used, cpu_experts, flat, positions, partial=True,
-                                         order=order, skip=not stage)
+                                         order=order)
                 rows.take(part, [e for e, _ in res] + group, b.num_experts)
         if rows is not None:
             out = rows.reduce(top_k_weights, hidden.dtype)
@@ -511,14 +511,12 @@ class Engine:
         return ms
 
     def _device_pass(self, b, mode, hidden, top_k_index, top_k_weights, lut, used, cpu_experts,
-                     flat, positions, *, out=None, only=None, partial=False, order=None,
-                     skip=False):
+                     flat, positions, *, out=None, only=None, partial=False, order=None):
         """One kernel call on the pool: the experts ``lut`` maps to entries ``used``, every
         other expert of the layer to the zero entry. Eager adds into ``out`` (when given) the
         experts of ``only`` (None: all of the dispatch's device experts); ``partial``: a pass
-        of several (the others' experts read the zero entry too, or, ``skip``, under
-        grouped_mm without CPU experts, take the sentinel id: their rows are not computed;
-        ``order``: the dispatch's experts, ascending, for a staged grouped_mm pass:
+        of several (the others' experts read the zero entry too: sentinel ids, whose rows
+        are skipped, changed a pass's bits in 4 of 16 measured prefills; ``order``: the dispatch's experts, ascending, for a staged grouped_mm pass:
         :meth:`_ordered_window`)."""
         pool = self.pool
         if not used:          # every expert of the dispatch is computed on the CPU
@@ -539,8 +537,8 @@ class Engine:
             mask = up([e in cpu for e in range(b.num_experts)], torch.bool)
             weights = top_k_weights.masked_fill(mask[top_k_index], 0)
             used = used + [pool.zero]
-        elif partial and not (skip and mode == "grouped_mm"):
-            used = used + [pool.zero]          # the experts of the other passes read it
+        elif partial:         # the experts of the other passes read the zero entry
+            used = used + [pool.zero]
         if mode != "grouped_mm":
             # batched_mm indexes the pool directly (its cost does not depend on the size)
             if decode:
@@ -563,8 +561,7 @@ class Engine:
         # it windows of the pool holding this dispatch's entries; entries outside a window
         # are the sentinel id (= its size), which grouped_mm skips and masks to zero
         lo, hi = min(used), max(used) + 1
-        # usually one window holds every routed entry; sentinels need the masked path
-        split = hi - lo > GROUP_LIMIT or (partial and skip and not cpu_experts)
+        split = hi - lo > GROUP_LIMIT          # usually one window holds every routed entry
         out = None
         for lo, hi in (windows(used) if split else ((lo, hi),)):
             n = hi - lo

@@ -1,0 +1,86 @@
+"""What computing a prefill in passes costs: a bounded transient area against one entry per
+expert.
+
+A Mixtral-shaped random model with many experts per layer (default 64, top-2) and a small
+cache, so that a prefill streams most of a layer's experts: its prefill time with
+``stream_slots`` = E (one kernel call per dispatch) against a bounded transient area
+(``stream_slots`` = N: the dispatch computed in passes), per experts implementation, each
+ratio measured in one run with the two attachments alternating; and whether the logits are
+the same bits (they must be: docs/offload.md, "Passes").
+
+    python benchmarks/bench_passes.py [--experts 64] [--slots 16,8] [--tokens 64] [--reps 5]
+
+Times are the process's CPU time (torch on ``--threads`` threads, default 1), medians over
+``--reps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import mpl
+from mpl.offload.hf import attach
+from mpl.offload.models import build_model
+
+CLOCK = time.process_time
+
+
+def prefill(model, ids):
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--experts", type=int, default=64)
+    ap.add_argument("--slots", default="16,8", help="bounded transient areas to compare")
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--capacity", type=int, default=4, help="the policy's cache capacity")
+    ap.add_argument("--impls", default="eager,batched_mm,grouped_mm")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(0)
+    policy = mpl.loads("policy p {\n cache { capacity = %d }\n}" % args.capacity)
+    print(f"{args.experts} experts per layer, top-2, {args.tokens}-token prefill, cache "
+          f"capacity {args.capacity}, {args.threads} thread(s); CPU time, median of {args.reps}")
+    print(f"{'impl':<11} {'slots':>5} {'passes/prefill':>14} {'one call ms':>12} "
+          f"{'passes ms':>10} {'ratio':>6}  same bits")
+    for impl in args.impls.split(","):
+        model = build_model("tiny-mixtral", experts_implementation=impl, layers=4,
+                            num_local_experts=args.experts, hidden_size=128,
+                            intermediate_size=256)
+        ids = torch.randint(0, model.config.vocab_size, (1, args.tokens), generator=gen)
+        ref = prefill(model, ids)
+        for n in (int(x) for x in args.slots.split(",")):
+            times = {args.experts: [], n: []}
+            outs = {}
+            passes = 0
+            for _ in range(args.reps):
+                for slots in (args.experts, n):
+                    h = attach(policy, model, stream_slots=slots)
+                    try:
+                        t0 = CLOCK()
+                        outs[slots] = prefill(model, ids)
+                        times[slots].append(CLOCK() - t0)
+                        if slots == n:
+                            passes = h.get_stats()["mechanism"]["multi_pass_dispatches"]
+                    finally:
+                        h.detach()
+            one = statistics.median(times[args.experts]) * 1e3
+            many = statistics.median(times[n]) * 1e3
+            same = torch.equal(outs[n], ref) and torch.equal(outs[args.experts], ref)
+            if not same:
+                print("  differs:", "passes" if not torch.equal(outs[n], ref) else "", "one call" if not torch.equal(outs[args.experts], ref) else "")
+            print(f"{impl:<11} {n:>5} {passes:>14} {one:>12.1f} {many:>10.1f} "
+                  f"{many / one:>5.2f}x  {'yes' if same else 'NO'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
