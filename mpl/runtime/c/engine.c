@@ -776,7 +776,15 @@ int engine_reserve_tables(Engine *o, const Args *a) {
 typedef void (*HitFn)(Store *, int, double);
 typedef int (*EvictFn)(Store *, const Exclude *, int);
 
-static inline __attribute__((always_inline)) void
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define ALWAYS_INLINE __forceinline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+static ALWAYS_INLINE void
 run_accesses(Engine *o, const Args *a, Rec *r, Cache *c, Store *st, const int *ord, long base,
              const double *wv, HitFn hit, HitFn miss, EvictFn evict, HitFn insert,
              const unsigned flags, const int plain, int64_t *cnt) {
