@@ -277,7 +277,8 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     for (long i = 0; i < records; i++) {
         long a0 = offs[i], a1 = offs[i + 1];
         long n = a1 - a0;
-        if (n < 0 || n > E || a1 > nexp) { err = 3; bad = i; why = "bad offsets"; break; }
+        /* (a0 >= 0: a tick may have rewritten the offsets since the previous record) */
+        if (a0 < 0 || n < 0 || n > E || a1 > nexp) { err = 3; bad = i; why = "bad offsets"; break; }
         long layer = layers[i];
         if (layer < 0 || layer >= L) { err = 3; bad = i; why = "a layer out of range"; break; }
         int rw = weights && (!has_w || has_w[i]);
