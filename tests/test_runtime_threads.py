@@ -340,3 +340,24 @@ def test_a_packed_traces_token_lookup_that_rewrites_its_lists():
     p.multi[0] = (Index(), p.multi[0][1])
     with pytest.raises(TypeError, match="entries are"):
         replayed(p)
+
+
+def test_a_tick_that_rewrites_the_packed_offsets():
+    """A progress tick (Python code between records) that makes the next record's first
+    offset negative: the replay refuses that record (ValueError) instead of reading before
+    the experts array."""
+    from mpl.timemodel import hardware as hw
+    from mpl.timemodel.timeline import Timeline
+
+    pol = mpl.loads("policy t { cache { capacity = 4 } }")
+    header, p = _multi_token_pack()
+    _eb, costs = hw.costs_for_trace(hw.resolve(None), pol.ir, header)
+    rt = pol.runtime(2, 8, 2, backend="compiled")
+
+    def tick(count):
+        if count == 3:               # record 3 would read experts [-1, 2): 3 ids, one before
+            p.offs[3] = -1           # the array
+            p.offs[4] = 2
+
+    with pytest.raises(ValueError, match="record 3: bad offsets"):
+        rt.replay_packed(p, Timeline(costs), tick, 1)

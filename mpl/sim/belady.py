@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from itertools import compress
+from operator import gt
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -140,13 +142,16 @@ def _arrays_of_requests(requests, num_experts: int):
 
 
 def _run_kernel(kernel, offs, layers, experts, E, slots, pinned, only_layer, num_experts,
-                outcomes, capacity, dense=None) -> BeladyResult:
+                outcomes, capacity, dense=None, nl=None) -> BeladyResult:
     """One cache's optimum in C over the dispatches of ``only_layer`` (-1: all): ``slots``
     left once the pins take theirs (as :func:`simulate_pure` counts them), ``pinned`` keys
     (``layer * E + expert``), ``outcomes`` as there; ``capacity`` is reported. ``dense``
     (:class:`_Dense`): ``layers`` and ``experts`` are already numbered densely (a wide model
-    shape, see DENSE_KEYS; computed here when it is wide and none is given)."""
-    nl = (max(layers) + 1) if len(layers) else 0
+    shape, see DENSE_KEYS; computed here when it is wide and none is given). ``nl``:
+    ``max(layers) + 1`` of the model's layers when the caller knows it (a caller that runs a
+    cache per layer reads the layers once, not once per layer)."""
+    if nl is None:
+        nl = (max(layers) + 1) if len(layers) else 0
     if dense is None and nl * E > DENSE_KEYS:
         dense = _Dense(layers, experts)
         layers, experts = dense.lay, dense.exp
@@ -413,16 +418,19 @@ def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layer
     p = pack_of(dispatches, E)
     offs = array("q", p.offs)
     layers, experts = p.layers, p.experts
-    with_keys = {layers[d] for d in range(len(layers)) if offs[d + 1] > offs[d]} if len(layers) else set()
+    n = len(layers)
+    # the layers of the dispatches that name an expert (the iteration in C)
+    with_keys = set(compress(layers, map(gt, offs[1:n + 1], offs[:n]))) if n else set()
+    top = (max(layers) + 1) if n else 0
     dense = None
-    if len(layers) and (max(layers) + 1) * E > DENSE_KEYS:    # once for every layer's call
+    if n and top * E > DENSE_KEYS:    # once for every layer's call
         dense = _Dense(layers, experts)
     if capacities is None:
         nl = num_layers if num_layers is not None else (max(layers) + 1 if len(layers) else 0)
         pinned = frozenset(l * E + e for l in range(nl) for e in pin if e < E)
         pins = _pins_in_layers(pinned, with_keys, E)
         r = _run_kernel(kernel, offs, *_given(layers, experts, dense), E, capacity - pins, pinned,
-                        -1, E, None, capacity, dense)
+                        -1, E, None, capacity, dense, top)
         r.structure, r.capacities = "shared", capacity
         return r
     total = BeladyResult(structure="per_layer", capacities=list(capacities))
@@ -432,7 +440,7 @@ def _belady_compiled(kernel, dispatches, E, capacity, capacities, pin, num_layer
         pinned = frozenset(l * E + e for e in pin if e < E)
         pins = _pins_in_layers(pinned, with_keys, E)
         total.merge(_run_kernel(kernel, offs, *_given(layers, experts, dense), E,
-                                capacities[l] - pins, pinned, l, E, None, capacities[l], dense))
+                                capacities[l] - pins, pinned, l, E, None, capacities[l], dense, top))
     return total
 
 

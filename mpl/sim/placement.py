@@ -56,6 +56,8 @@ def place(trace, slots: int) -> Placement:
     if not 1 <= slots <= E:
         raise ValueError(f"slots must be 1..{E} (the trace's experts per layer), got {slots}")
     from collections import Counter
+    from itertools import chain, repeat
+    from operator import add, mul, sub
 
     from mpl.sim.tracepack import pack_trace
 
@@ -63,11 +65,13 @@ def place(trace, slots: int) -> Placement:
     # per trace and shared with its replays; a lazily read trace builds no Dispatch)
     pk = pack_trace(trace, E)
     n = len(pk)
-    per = [Counter() for _ in range(L)]
     layers, offs, experts = pk.layers, pk.offs, pk.experts
-    for i in range(n):
-        per[layers[i]].update(experts[offs[i]:offs[i + 1]])
-    counts = [[per[i].get(e, 0) for e in range(E)] for i in range(L)]
+    # every access's key layer * E + expert, counted in one pass (the iteration in C: each
+    # dispatch's layer base repeated once per expert it names)
+    sizes = map(sub, offs[1:n + 1], offs[:n])
+    bases = chain.from_iterable(map(repeat, map(mul, layers[:n], repeat(E)), sizes))
+    per = Counter(map(add, bases, experts[:offs[n]] if n else ()))
+    counts = [[per.get(i * E + e, 0) for e in range(E)] for i in range(L)]
     out = []
     for i in range(L):
         row = counts[i]

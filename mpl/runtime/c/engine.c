@@ -1,6 +1,10 @@
 /* The compiled engine: the Engine type, its construction, argument conversion, the dispatch
  * and the Plan (see engine.h). */
 #include "engine.h"
+#include "store_arc.h"
+#include "store_heap.h"
+#include "store_lru.h"
+#include "store_s3fifo.h"
 
 #include <structmember.h>
 
@@ -64,23 +68,17 @@ void engine_broken(Engine *o, const char *why) {
 }
 
 /* ------------------------------------------------------------------ the record */
-int rec_load(Rec *r, int key, int slot, int victim, int kind) {
+int rec_grow_loads(Rec *r) {
     if (grow((void **)&r->loads, &r->cloads, r->nloads + 1, sizeof(PlanLoad)) < 0) { r->oom = 1; return -1; }
-    PlanLoad *x = &r->loads[r->nloads++];
-    x->key = key; x->slot = slot; x->victim = victim; x->kind = kind;
     return 0;
 }
 
-int rec_evict(Rec *r, int key, int slot) {
+int rec_grow_ev(Rec *r) {
     if (grow((void **)&r->ev, &r->cev, r->nev + 1, sizeof(PlanEvict)) < 0) { r->oom = 1; return -1; }
-    r->ev[r->nev].key = key;
-    r->ev[r->nev].slot = slot;
-    r->nev++;
     return 0;
 }
 
-/* room for n accesses (before the state changes) */
-int rec_size(Rec *r, long n) {
+int rec_room(Rec *r, long n) {
     if (n > r->cn) {
         long nc = r->cn ? r->cn : 16;
         while (nc < n) nc *= 2;
@@ -96,9 +94,9 @@ int rec_size(Rec *r, long n) {
         r->hit = h;
         r->cn = nc;
     }
-    r->n = n;
-    r->nloads = r->nev = 0;
-    r->oom = 0;
+    if (grow((void **)&r->loads, &r->cloads, n, sizeof(PlanLoad)) < 0 ||
+            grow((void **)&r->ev, &r->cev, n, sizeof(PlanEvict)) < 0)
+        return -1;
     return 0;
 }
 
@@ -758,9 +756,7 @@ static int next_step(const Engine *o, const Args *a, int64_t *out) {
     return 0;
 }
 
-/* room for what this dispatch may add to the engine's growable tables (before any state
- * changes): 0, -1 out of memory */
-int engine_reserve(Engine *o, const Args *a) {
+int engine_reserve_tables(Engine *o, const Args *a) {
     Cache *c = o->per_layer ? &o->C[a->layer] : &o->C[0];
     if (c->st->ops->prepare && c->st->ops->prepare(c->st, a->layer, a->n) < 0) return -1;
     if (o->f_history && ring_reserve(&o->hr, a->layer, a->n) < 0) return -1;
@@ -770,14 +766,106 @@ int engine_reserve(Engine *o, const Args *a) {
     return 0;
 }
 
-void mark_inuse(Engine *o, long layer, const long *ex, long n) {
-    o->stamp++;
-    long base = layer * o->E;
-    for (long j = 0; j < n; j++) o->mark[base + ex[j]] = o->stamp;
+/* The accesses of one dispatch in service order, the store's operations given: the
+ * counters into *cnt (demand, streamed, background, cpu, hits, evictions). Always inlined:
+ * where dispatch_core knows the cache's rule (lru, lfu, score, arc, s3fifo) with that rule's own
+ * operations and flags as constants (direct calls, inlined from store_<rule>.h), and for a
+ * plain dispatch (router order, no TTL) without those branches; else with the ops table's.
+ * The arrays the loop reads per access are held in locals: no store operation touches the
+ * engine (store.h). */
+typedef void (*HitFn)(Store *, int, double);
+typedef int (*EvictFn)(Store *, const Exclude *, int);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define ALWAYS_INLINE __forceinline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+static ALWAYS_INLINE void
+run_accesses(Engine *o, const Args *a, Rec *r, Cache *c, Store *st, const int *ord, long base,
+             const double *wv, HitFn hit, HitFn miss, EvictFn evict, HitFn insert,
+             const unsigned flags, const int plain, int64_t *cnt) {
+    const long n = a->n, *ex = a->ex;
+    const int f_ttl = plain ? 0 : o->f_ttl;
+    if (plain) ord = NULL;
+    const unsigned char *pinned = o->pinned;
+    int *slot = o->slot;
+    unsigned char *pf = o->pf;
+    long *where = r->where;
+    unsigned char *rhit = r->hit;
+    const double wdef = o->wdef;
+    int64_t nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0, nev = 0;
+    int first_miss = 1, to_cpu = 0;
+    for (long ii = 0; ii < n; ii++) {
+        long i = ord ? ord[ii] : ii;
+        int k = (int)(base + ex[i]);
+        double w = wv ? wv[i] : wdef;
+        if (f_ttl) o->accesses++;
+        int sk = slot[k];
+        if (sk >= 0) {
+            where[i] = sk;
+            rhit[i] = 1;
+            nhit++;
+            if (!pinned[k]) {
+                hit(st, k, w);
+                if (f_ttl) ttl_touch(o, k);
+            }
+            if (pf[k]) { pf[k] = 0; o->pf_useful++; }
+            continue;
+        }
+        rhit[i] = 0;
+        if (first_miss) {
+            first_miss = 0;
+            to_cpu = o->mode == MODE_CPU || (o->mode == MODE_HYBRID && (double)a->tokens < o->cpu_limit);
+        }
+        if (!pinned[k] && (flags & ST_NEEDS_MISS)) miss(st, k, w);
+        if (to_cpu) {
+            where[i] = W_CPU;
+            ncpu++;
+        }
+        if ((flags & ST_FILTERS) && !st->ops->admits(st, k)) {    /* the admission filter */
+            if (!to_cpu) { where[i] = W_STREAM; nst++; }
+            continue;
+        }
+        int sl, v = -1;
+        if (c->nres >= c->cap || o->ftop == 0) {
+            Exclude x = {o->mark, o->stamp, -1};
+            v = evict(st, &x, k);
+            if (v < 0) {
+                if (!to_cpu) { where[i] = W_STREAM; nst++; }
+                continue;
+            }
+            sl = slot[v];
+            slot[v] = -1;
+            c->nres--;
+            /* (rec_size made room for one eviction and one load per access) */
+            r->ev[r->nev].key = v;
+            r->ev[r->nev].slot = sl;
+            r->nev++;
+            nev++;
+            pf[v] = 0;
+            if (f_ttl) ttl_unlink(o, v);
+        } else sl = o->fstack[--o->ftop];
+        slot[k] = sl;
+        c->nres++;
+        if (!pinned[k]) {
+            insert(st, k, w);
+            if (f_ttl) ttl_touch(o, k);
+        }
+        PlanLoad *ld = &r->loads[r->nloads++];
+        ld->key = k; ld->slot = sl; ld->victim = v; ld->kind = to_cpu ? PK_BACKGROUND : PK_DEMAND;
+        if (to_cpu) nbg++;
+        else { nd++; where[i] = sl; }
+    }
+    cnt[0] = nd; cnt[1] = nst; cnt[2] = nbg; cnt[3] = ncpu; cnt[4] = nhit; cnt[5] = nev;
 }
 
-/* The generated dispatch, in C. The record r holds the outcome. Returns 0, or -1 when memory
- * ran out on the way (the engine is then broken: its state went on, its record did not). */
+/* The generated dispatch, in C. The record r holds the outcome (rec_size sized it for n
+ * accesses). Returns 0, or -1 when memory ran out on the way (the engine is then broken: its
+ * state went on, its record did not). */
 int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     long layer = a->layer, n = a->n, E = o->E;
     const long *ex = a->ex;
@@ -788,16 +876,20 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     r->step = ns;
     r->layer = layer;
     r->n = n;
-    for (long i = 0; i < n; i++) r->experts[i] = ex[i];
     Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
     Store *st = c->st;
-    unsigned flags = st->flags;
-    if (flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
+    if (st->flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
     long base = layer * E;
     const double *wv = o->f_weighted && a->w ? a->w : NULL;
-    mark_inuse(o, layer, ex, n);
-    int64_t nd = 0, nst = 0, nbg = 0, ncpu = 0, nhit = 0, nev = 0;
-    int first_miss = 1, to_cpu = 0;
+    {   /* the record's experts, and the keys in use marked (mark_inuse) */
+        int64_t stamp = ++o->stamp, *mark = o->mark + base;
+        long *rex = r->experts;
+        for (long i = 0; i < n; i++) {
+            long e = ex[i];
+            rex[i] = e;
+            mark[e] = stamp;
+        }
+    }
     /* the order of service: router order, or with priority routing and weights the heaviest
      * first, equal weights in router order (the generated dispatch's stable sort) */
     const int *ord = NULL;
@@ -811,63 +903,23 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
         }
         ord = q;
     }
-    for (long ii = 0; ii < n; ii++) {
-        long i = ord ? ord[ii] : ii;
-        int e = (int)ex[i];
-        int k = (int)(base + e);
-        double w = wv ? wv[i] : o->wdef;
-        if (o->f_ttl) o->accesses++;
-        if (o->slot[k] >= 0) {
-            r->where[i] = o->slot[k];
-            r->hit[i] = 1;
-            nhit++;
-            if (!o->pinned[k]) {
-                st->ops->hit(st, k, w);
-                if (o->f_ttl) ttl_touch(o, k);
-            }
-            if (o->pf[k]) { o->pf[k] = 0; o->pf_useful++; }
-            continue;
-        }
-        r->hit[i] = 0;
-        if (first_miss) {
-            first_miss = 0;
-            to_cpu = o->mode == MODE_CPU || (o->mode == MODE_HYBRID && (double)a->tokens < o->cpu_limit);
-        }
-        if (!o->pinned[k] && (flags & ST_NEEDS_MISS)) st->ops->miss(st, k, w);
-        if (to_cpu) {
-            r->where[i] = W_CPU;
-            ncpu++;
-        }
-        if ((flags & ST_FILTERS) && !st->ops->admits(st, k)) {    /* the admission filter */
-            if (!to_cpu) { r->where[i] = W_STREAM; nst++; }
-            continue;
-        }
-        int slot, v = -1;
-        if (c->nres >= c->cap || o->ftop == 0) {
-            Exclude x = {o->mark, o->stamp, -1};
-            v = st->ops->evict(st, &x, k);
-            if (v < 0) {
-                if (!to_cpu) { r->where[i] = W_STREAM; nst++; }
-                continue;
-            }
-            slot = o->slot[v];
-            o->slot[v] = -1;
-            c->nres--;
-            rec_evict(r, v, slot);
-            nev++;
-            o->pf[v] = 0;
-            if (o->f_ttl) ttl_unlink(o, v);
-        } else slot = o->fstack[--o->ftop];
-        o->slot[k] = slot;
-        c->nres++;
-        if (!o->pinned[k]) {
-            st->ops->insert(st, k, w);
-            if (o->f_ttl) ttl_touch(o, k);
-        }
-        rec_load(r, k, slot, v, to_cpu ? PK_BACKGROUND : PK_DEMAND);
-        if (to_cpu) nbg++;
-        else { nd++; r->where[i] = slot; }
-    }
+    int64_t cnt[6];
+    const StoreOps *ops = st->ops;
+    const int plain = !ord && !o->f_ttl;
+#define RUN(H, M, EV, IN, FL)                                                                 \
+    do {                                                                                      \
+        if (plain) run_accesses(o, a, r, c, st, NULL, base, wv, H, M, EV, IN, FL, 1, cnt);    \
+        else run_accesses(o, a, r, c, st, ord, base, wv, H, M, EV, IN, FL, 0, cnt);           \
+    } while (0)
+    const unsigned hooks = st->flags & (ST_NEEDS_MISS | ST_FILTERS);   /* (a single rule's: its ops') */
+    if (ops == &store_lru_ops && hooks == 0) RUN(lru_hit, NULL, lru_evict, lru_insert, 0u);
+    else if (ops == &store_arc_ops && hooks == ST_NEEDS_MISS) RUN(arc_hit, arc_miss, arc_evict, arc_insert, ST_NEEDS_MISS);
+    else if (ops == &store_s3fifo_ops && hooks == 0) RUN(s3_hit, NULL, s3_evict, s3_insert, 0u);
+    else if (ops == &store_lfu_ops && hooks == ST_NEEDS_MISS) RUN(lfu_hit, lfu_miss, hs_evict, lfu_insert, ST_NEEDS_MISS);
+    else if (ops == &store_score_ops && hooks == 0) RUN(score_hit, NULL, hs_evict, score_insert, 0u);
+    else run_accesses(o, a, r, c, st, ord, base, wv, ops->hit, ops->miss, ops->evict, ops->insert, st->flags, 0, cnt);
+#undef RUN
+    int64_t nd = cnt[0], nst = cnt[1], nbg = cnt[2], ncpu = cnt[3], nhit = cnt[4], nev = cnt[5];
     o->demand += nd; o->streamed += nst; o->background += nbg; o->cpu_computes += ncpu;
     o->evictions += nev;
     o->l_acc[layer] += n;

@@ -290,11 +290,46 @@ static inline int grow(void **p, long *cap, long need, size_t item) {
     return 0;
 }
 
-int rec_size(Rec *r, long n);     /* room for n accesses, the record emptied: 0, -1 */
-int rec_load(Rec *r, int key, int slot, int victim, int kind);
-int rec_evict(Rec *r, int key, int slot);
+/* the record's growth (out of line): room for n accesses, n loads and n evictions (0, -1);
+ * one more load / eviction (0, -1 with r->oom set) */
+int rec_room(Rec *r, long n);
+int rec_grow_loads(Rec *r);
+int rec_grow_ev(Rec *r);
+
+/* room for n accesses, and for the n loads and n evictions at most that the accesses
+ * themselves record; the record emptied: 0, -1 */
+static inline int rec_size(Rec *r, long n) {
+    if ((n > r->cn || n > r->cloads || n > r->cev) && rec_room(r, n) < 0) return -1;
+    r->n = n;
+    r->nloads = r->nev = 0;
+    r->oom = 0;
+    return 0;
+}
+
+static inline int rec_load(Rec *r, int key, int slot, int victim, int kind) {
+    if (r->nloads >= r->cloads && rec_grow_loads(r) < 0) return -1;
+    PlanLoad *x = &r->loads[r->nloads++];
+    x->key = key; x->slot = slot; x->victim = victim; x->kind = kind;
+    return 0;
+}
+
+static inline int rec_evict(Rec *r, int key, int slot) {
+    if (r->nev >= r->cev && rec_grow_ev(r) < 0) return -1;
+    r->ev[r->nev].key = key;
+    r->ev[r->nev].slot = slot;
+    r->nev++;
+    return 0;
+}
 int engine_dispatch_core(Engine *o, const Args *a, Rec *r);   /* 0, -1 (broken set) */
-int engine_reserve(Engine *o, const Args *a);   /* room for a dispatch's growth: 0, -1 */
+/* room for what this dispatch may add to the engine's growable tables (before any state
+ * changes): 0, -1 out of memory. Inline: a dispatch with no store window, ring, monitor or
+ * prefetch round to grow (the plain rules) costs two tests. */
+int engine_reserve_tables(Engine *o, const Args *a);
+static inline int engine_reserve(Engine *o, const Args *a) {
+    const Cache *c = o->per_layer ? &o->C[a->layer] : &o->C[0];
+    if (!c->st->ops->prepare && !(o->f_history | o->f_signal | o->f_monitor | o->f_prefetch)) return 0;
+    return engine_reserve_tables(o, a);
+}
 PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *experts_o);
 /* key k's (layer, expert) tuple, a new reference (NULL with an exception) */
 PyObject *engine_key(Engine *o, long k);
@@ -314,7 +349,11 @@ void flush_all(Engine *o, Rec *r);
 void trim_cache(Engine *o, Cache *c, Rec *r);
 void signal_observe(Engine *o, long layer, const long *ex, long n);
 int rebalance(Engine *o, Rec *r);                      /* 0, -1 out of memory */
-void mark_inuse(Engine *o, long layer, const long *ex, long n);
+/* the keys of a dispatch (or a prefetch round) marked in use: mark[key] == stamp */
+static inline void mark_inuse(Engine *o, long layer, const long *ex, long n) {
+    int64_t stamp = ++o->stamp, *mark = o->mark + layer * o->E;
+    for (long j = 0; j < n; j++) mark[ex[j]] = stamp;
+}
 int switch_eviction(Engine *o, const char *rule);      /* 0, -1 out of memory, -2 bad rule */
 
 /* engine_prefetch.c */

@@ -242,7 +242,7 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     memset(&side, 0, sizeof side);
     TL *T = NULL;
     MonRec *logs = NULL;
-    long nlogs = 0;
+    long nlogs = 0, *seen = NULL;
     if (get_buf(packed, "layers", &bl, "i", 0) < 0 || get_buf(packed, "offs", &bo, "i", 0) < 0 ||
             get_buf(packed, "experts", &be, "i", 0) < 0 || get_buf(packed, "weights", &bw, "d", 1) < 0 ||
             get_buf(packed, "steps", &bs, "q", 0) < 0 || get_buf(packed, "tokens", &bt, "i", 0) < 0 ||
@@ -264,8 +264,12 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     if (tl_load(&T, tl, o->L, o->E) < 0) goto done;
     int logs_on = monitor_logging_on();
     if (logs_on < 0) goto done;
+    /* per expert the last record (its index + 1) that named it: repeats found without a
+     * second pass (the replay's own memory, made before the lock is taken) */
+    if (!(seen = calloc((size_t)o->E, sizeof(long)))) { PyErr_NoMemory(); goto done; }
     if (engine_lock(o, "a replay") < 0) goto done;
     o->replaying = (long)PyThread_get_thread_ident();
+    const long E = o->E, L = o->L;        /* (the shape is fixed for the engine's life) */
     long count = 0, woff = 0;
     int err = 0;          /* 1 memory, 2 step, 3 bad record, 4 an exception (lock released) */
     long bad = -1;
@@ -273,34 +277,38 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     for (long i = 0; i < records; i++) {
         long a0 = offs[i], a1 = offs[i + 1];
         long n = a1 - a0;
-        if (n < 0 || n > o->E || a1 > nexp) { err = 3; bad = i; why = "bad offsets"; break; }
+        /* (a0 >= 0: a tick may have rewritten the offsets since the previous record) */
+        if (a0 < 0 || n < 0 || n > E || a1 > nexp) { err = 3; bad = i; why = "bad offsets"; break; }
         long layer = layers[i];
-        if (layer < 0 || layer >= o->L) { err = 3; bad = i; why = "a layer out of range"; break; }
+        if (layer < 0 || layer >= L) { err = 3; bad = i; why = "a layer out of range"; break; }
         int rw = weights && (!has_w || has_w[i]);
         if (rw && woff + n > nw) { err = 3; bad = i; why = "too few weights"; break; }
         /* the ids: in range and distinct (the pack made them distinct) */
         int ok = 1;
+        const int *rex = experts + a0;
+        const long tag = i + 1;
+        long *ex = o->ex;
+        double *wv = o->wv;
         for (long j = 0; j < n; j++) {
-            long e = experts[a0 + j];
-            if (e < 0 || e >= o->E || o->dpos[e] >= 0) { ok = 0; break; }
-            o->dpos[e] = (int)j;
-            o->ex[j] = e;
-            if (rw) {
-                double w = weights[woff + j];
-                if (!isfinite(w)) { ok = 0; break; }
-                o->wv[j] = w;
-            }
+            long e = rex[j];
+            if ((unsigned long)e >= (unsigned long)E || seen[e] == tag) { ok = 0; break; }
+            seen[e] = tag;
+            ex[j] = e;
         }
-        for (long j = 0; j < n; j++) {
-            long e = experts[a0 + j];
-            if (e >= 0 && e < o->E) o->dpos[e] = -1;
+        if (ok && rw) {
+            const double *rw8 = weights + woff;
+            for (long j = 0; j < n; j++) {
+                double w = rw8[j];
+                if (!isfinite(w)) { ok = 0; break; }
+                wv[j] = w;
+            }
         }
         if (!ok) { err = 3; bad = i; why = "an expert id out of range, repeated, or a weight not finite"; break; }
         long long tokens = toks[i];
         if (tokens < 1 && !(tokens == 0 && n == 0)) { err = 3; bad = i; why = "a token count below 1"; break; }
         int64_t st = steps[i];
         if (st < -1 || st > STEP_MAX) { err = 3; bad = i; why = "a step out of range"; break; }
-        Args a = {layer, n, o->ex, rw ? o->wv : NULL, tokens, st, 0};
+        Args a = {layer, n, ex, rw ? wv : NULL, tokens, st, 0};
         if (rw) woff += n;
         if (side.poff && side.poff[i + 1] > side.poff[i]) {
             long total = 0;
@@ -383,6 +391,7 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     else if (err == 3) PyErr_Format(PyExc_ValueError, "packed trace: record %ld: %s", bad, why);
     if (!err) result = PyLong_FromLong(count);
 done:
+    free(seen);
     free(logs);
     if (T) tl_free(T);
     side_free(&side);

@@ -17,6 +17,7 @@ typedef struct {
     Lists q;                 /* one list: the residents, in admission order (the scan's order) */
     long long *last;         /* per index: the tick of its last access */
     int *cnt;                /* per index: its entries in its layer's window */
+    int *lay;                /* per index: its layer's window, (klo + index) / E - l0 */
     long long tick;
     double thr;              /* cache.freq_threshold */
     long W;                  /* cache.freq_window */
@@ -34,11 +35,13 @@ static int ft_init(Store *s, const double *params) {
     o->nl = (s->khi - 1) / s->E + 1 - o->l0;
     o->last = st_zalloc(n, sizeof(long long));
     o->cnt = st_zalloc(n, sizeof(int));
+    o->lay = st_zalloc(n, sizeof(int));
     o->wr = st_zalloc(o->nl, sizeof(int *));
     o->wroom = st_zalloc(o->nl, sizeof(long));
     o->whead = st_zalloc(o->nl, sizeof(long));
     o->wlen = st_zalloc(o->nl, sizeof(long));
-    if (!o->last || !o->cnt || !o->wr || !o->wroom || !o->whead || !o->wlen) return -1;
+    if (!o->last || !o->cnt || !o->lay || !o->wr || !o->wroom || !o->whead || !o->wlen) return -1;
+    for (int i = 0; i < n; i++) o->lay[i] = (int)((s->klo + i) / s->E - o->l0);
     return lists_init(&o->q, n, 1);
 }
 
@@ -46,7 +49,7 @@ static void ft_fini(Store *s) {
     FTStore *o = (FTStore *)s;
     if (o->wr) for (long l = 0; l < o->nl; l++) free(o->wr[l]);
     free(o->wr); free(o->wroom); free(o->whead); free(o->wlen);
-    free(o->last); free(o->cnt);
+    free(o->last); free(o->cnt); free(o->lay);
     lists_fini(&o->q);
 }
 
@@ -80,7 +83,7 @@ static int ft_prepare(Store *s, long layer, long n) {
 
 /* FrequencyThreshold._observe: index i's access enters its layer's window */
 static void ft_observe(FTStore *o, int i) {
-    long l = (o->base.klo + i) / o->base.E - o->l0;
+    long l = o->lay[i];
     long room = o->wroom[l];
     if (room <= 0) return;                   /* (only when prepare was not called) */
     int *w = o->wr[l];
@@ -102,7 +105,7 @@ static void ft_observe(FTStore *o, int i) {
 
 /* FrequencyThreshold.share: index i's count over its layer's window (0.0 for an empty one) */
 static inline double ft_share(const FTStore *o, int i) {
-    long n = o->wlen[(o->base.klo + i) / o->base.E - o->l0];
+    long n = o->wlen[o->lay[i]];
     if (!n) return 0.0;
     return (double)o->cnt[i] / (double)n;
 }
@@ -147,10 +150,19 @@ static void ft_discard(Store *s, int k) {
 static int ft_evict(Store *s, const Exclude *x, int incoming) {
     (void)incoming;
     FTStore *o = (FTStore *)s;
+    /* ft_less(o, i, best) with best's share and tick kept (nothing changes during the scan) */
     int best = -1;
-    for (int i = o->q.head[0]; i >= 0; i = o->q.nxt[i]) {
+    double sb = 0.0;
+    long long tb = 0;
+    const int *nxt = o->q.nxt;
+    for (int i = o->q.head[0]; i >= 0; i = nxt[i]) {
         if (ex_has(x, s->klo + i)) continue;
-        if (best < 0 || ft_less(o, i, best)) best = i;
+        double sa = ft_share(o, i);
+        if (best < 0 || sa < sb || (sa == sb && o->last[i] < tb)) {
+            best = i;
+            sb = sa;
+            tb = o->last[i];
+        }
     }
     if (best < 0) return -1;
     l_remove(&o->q, best);

@@ -1,11 +1,5 @@
-/* lru: least recently used (mpl/runtime/eviction_basic.py, class LRU). One list, least
- * recent first; a hit or an insert (a load, a prefetch arrival) puts the key last. */
-#include "store_impl.h"
-
-typedef struct {
-    Store base;
-    Lists q;                 /* one list: the resident keys, least recent first */
-} LRUStore;
+/* lru: least recently used (store_lru.h holds the rule's struct and its hot operations). */
+#include "store_lru.h"
 
 static int lru_init(Store *s, const double *params) {
     (void)params;
@@ -14,28 +8,9 @@ static int lru_init(Store *s, const double *params) {
 
 static void lru_fini(Store *s) { lists_fini(&((LRUStore *)s)->q); }
 
-static void lru_hit(Store *s, int k, double w) {
-    (void)w;
-    l_move_to_tail(&((LRUStore *)s)->q, 0, k - s->klo);
-}
-
-static void lru_insert(Store *s, int k, double w) {
-    (void)w;
-    l_push(&((LRUStore *)s)->q, 0, k - s->klo);
-}
-
 static void lru_discard(Store *s, int k) {
     LRUStore *o = (LRUStore *)s;
     if (o->q.lid[k - s->klo] >= 0) l_remove(&o->q, k - s->klo);
-}
-
-static int lru_evict(Store *s, const Exclude *x, int incoming) {
-    (void)incoming;
-    LRUStore *o = (LRUStore *)s;
-    int i = l_first_free(&o->q, 0, x, s->klo);
-    if (i < 0) return -1;
-    l_remove(&o->q, i);
-    return s->klo + i;
 }
 
 static long lru_len(const Store *s) { return ((const LRUStore *)s)->q.len[0]; }
@@ -47,7 +22,7 @@ static long lru_keys(const Store *s, int *out) {
 const StoreOps store_lru_ops = {
     .name = "lru", .flags = ST_SIDE, .size = sizeof(LRUStore),
     .init = lru_init, .fini = lru_fini, .begin = NULL, .prepare = NULL,
-    .hit = lru_hit, .miss = NULL, .admits = NULL, .evict = lru_evict, .insert = lru_insert,
-    .discard = lru_discard, .len = lru_len, .keys = lru_keys, .resize = st_resize_plain,
-    .set_param = st_set_param_none,
+    .hit = lru_hit, .miss = NULL, .admits = NULL, .evict = lru_evict,
+    .insert = lru_insert, .discard = lru_discard, .len = lru_len, .keys = lru_keys,
+    .resize = st_resize_plain, .set_param = st_set_param_none,
 };
