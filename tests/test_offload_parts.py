@@ -172,15 +172,14 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
         assert str(err.value).startswith(f"{path}:") and "\n" not in str(err.value)
         assert not hasattr(model, "_mpl_handle")
 
-    refused(f'''policy t {{
-  hierarchy {{
-    tier g {{ location = gpu  capacity = 2 }}
-    tier r {{ location = cpu  capacity = 4 }}
-    tier d {{ location = disk  path = "{tmp_path}" }}
+    refused('''policy t {
+  hierarchy {
+    tier g { location = gpu  capacity = 2 }
+    tier g2 { location = gpu  capacity = 4 }
     granularity_split = 2
-  }}
-}}
-''', "over a disk tier")
+  }
+}
+''', "with a second gpu tier")
     refused('''policy t {
   hierarchy {
     tier g { location = gpu  capacity = 2 }

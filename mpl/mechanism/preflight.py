@@ -164,17 +164,19 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
     one precision, or a ``dtype_ladder`` of both) over host memory holding every expert; or
     over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
-    host memory holding every expert.
+    host memory holding every expert. ``granularity_split`` above 1 (``mpl.mechanism.parts``)
+    runs over host memory, and over a host tier with a capacity and a disk tier (part
+    records, each part read alone: ``mpl.mechanism.disk.part_layout``).
     Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
     among its rungs, a low-precision tier on top, anywhere but right under the top tier, on the host or on another device, or over a host tier with a
     capacity or a disk tier; a second gpu tier at the checkpoint's precision on another
     device, anywhere but right under the top tier, beside a low-precision tier or over a
     host tier with a capacity or a disk tier, a third gpu tier, a set of tiers without a
     gpu tier on top, a second host tier,
-    ``granularity_split`` above 1 over a disk tier or with a low-precision tier, or differing
-    between the sets (it runs over host memory, ``mpl.mechanism.parts``). Computing on the
-    CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU computes an expert
-    from the host tier's record its READ filled.
+    ``granularity_split`` above 1 with a low-precision tier or a second gpu tier, differing
+    between the sets, or over a disk tier with computing on the CPU (the host tier holds
+    parts). Computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier without a
+    split runs: the CPU computes an expert from the host tier's record its READ filled.
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
@@ -276,8 +278,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             why = None
             if engine == "vllm":
                 why = "which vLLM's live offload does not run (HuggingFace attach does)"
-            elif kinds[-1] == "disk":
-                why = "over a disk tier, which live execution does not run yet"
             elif lows:
                 why = "with a low-precision tier, which live execution does not run yet"
             elif full2:
@@ -292,9 +292,15 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 f"split experts into different numbers of parts (granularity_split "
                 f"{', '.join(map(str, sorted(splits)))}), which live execution does not run "
                 f"yet (it runs one split for every set): {replay}")
-    if disk_anywhere and engine == "vllm":
+    if disk_anywhere and (engine == "vllm" or max(splits) > 1):
         from mpl.features import features
         cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]
+        if cpu and engine == "huggingface":
+            return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
+                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier whose host tier holds "
+                    f"parts (granularity_split {max(splits)}), which live execution does not "
+                    f"run yet (it computes on the CPU from whole experts): use schedule.mode = "
+                    f"gpu_only, granularity_split = 1, or {replay}")
         if cpu:
             return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
                     f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which vLLM's live "

@@ -18,6 +18,12 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   record the step names, before the load that reuses the slot;
 * eviction from the host tier: the victim a READ or DEMOTE names leaves its record (checked
   to be the key the record holds);
+* ``granularity_split`` over a disk tier: the keys of those steps are parts
+  ``(layer, expert, part)`` and the host tier's records part records
+  (:func:`mpl.mechanism.disk.part_layout`): a READ reads the part's runs of the expert's
+  record (``read_part``), a Load copies a part record into a part slot
+  (``PartPool.copy_record``), a DEMOTE copies a part slot back into a part record, and a
+  streamed part is gathered from the record its READ filled;
 * a low-precision gpu tier (``int8``/``int4``, right under the top tier, over host memory;
   its device area a :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the
   evicted pool entry quantised on the device before the Load that reuses the entry; DEMOTE
@@ -44,7 +50,7 @@ from __future__ import annotations
 
 import time
 
-from mpl.runtime.plan import DEMOTE, PROMOTE, READ, REQUANT, SERVE
+from mpl.runtime.plan import DEMOTE, PROMOTE, READ, REQUANT, SERVE, STREAM
 
 from .disk import HostCache
 from .execute import LiveError
@@ -116,12 +122,14 @@ class TierExecutor:
         self.levels = levels
         self.hosts = hosts
         self.layout = layout                 # RecordLayout (None: no disk tier)
+        #: granularity_split over a disk tier: per part its runs in an expert's record and
+        #: in a part record (mpl.mechanism.disk.part_pieces); None: the records are experts
+        self.pieces: list | None = None
         self.readers = readers
         self.overlap = overlap and readers is not None and readers.threads > 0
         self.bounce: HostCache | None = None
         self._bounce_key = None             # the key the bounce record holds
         self.cpu_rows_read = 0              # CPU computes from a record the disk filled
-        self._bounce_users: list = []
         self._transient: dict = {}          # key -> its level, read when its copy is issued
         self._deferred: list = []           # (entry, level, record, key, kind) copies not issued
         self.disk_reads = 0
@@ -173,12 +181,16 @@ class TierExecutor:
         finally:
             self.wait_ms += (time.perf_counter() - t0) * 1e3
 
-    def _submit_read(self, lv: LevelMech, ordinal: int, expert: int, j: int) -> None:
+    def _submit_read(self, lv: LevelMech, key, j: int) -> None:
         c = lv.cache
         self._ready_to_write(lv, j)
         rec = c.record(j)
         self.ops.host_write(rec, ("read", j))
-        c.pending[j] = self.readers.submit(lv.disk.read, ordinal, expert, rec)
+        if len(key) == 3:       # a part (granularity_split): its runs into a part record
+            c.pending[j] = self.readers.submit(lv.disk.read_part, key[0], key[1],
+                                               self.pieces[key[2]], rec)
+        else:
+            c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
         self.disk_reads += 1
         self.disk_bytes += c.layout.stride
 
@@ -186,36 +198,105 @@ class TierExecutor:
         """A transient READ: the record read now into the bounce buffer (one record,
         allocated the first time one is needed). ``planned``: False for a read no Plan
         made (:meth:`unplanned_copy`), counted apart from the runtime's disk reads."""
-        if self.bounce is None:
-            self.bounce = HostCache(self.layout, 1, self.ops)
-        for ev in self._bounce_users:
+        if self.bounce is None:     # one record, or one per part (a split reads parts)
+            self.bounce = HostCache(self.layout, len(self.pieces or (0,)), self.ops)
+        i = key[2] if len(key) == 3 else 0
+        users = self.bounce.users[i]
+        for ev in users:
             self.ops.synchronize(ev)
-        self._bounce_users = []
-        rec = self.bounce.record(0)
+        users.clear()
+        rec = self.bounce.record(i)
         self._bounce_key = key
         self.ops.host_write(rec, ("read", "bounce"))
         t0 = time.perf_counter()
         try:
-            lv.disk.read(key[0], key[1], rec)
+            if len(key) == 3:
+                lv.disk.read_part(key[0], key[1], self.pieces[key[2]], rec)
+            else:
+                lv.disk.read(key[0], key[1], rec)
         except Exception as e:
             raise LiveError(f"the disk tier could not be read: {e}") from None
         self.wait_ms += (time.perf_counter() - t0) * 1e3
         if not planned:
             self.unplanned_reads += 1
-            return self.bounce.tensors, 0
+            return self.bounce.tensors, i
         self.disk_reads += 1
         self.bounce_reads += 1
         self.disk_bytes += self.layout.stride
-        return self.bounce.tensors, 0
+        return self.bounce.tensors, i
 
     def _copy(self, entry: int, lv: LevelMech, j: int, key, kind: str) -> float:
-        """Host cache record ``j`` -> pool entry ``entry`` (its read waited for first)."""
+        """Host cache record ``j`` -> pool entry ``entry`` (its read waited for first); a
+        part key's record into part slot ``entry``."""
         c = lv.cache
         self._wait_read(c, j)
-        ms = self.pool.copy_in(entry, c.tensors, j, key, kind)
-        ev = self.pool.ready[entry]
+        if len(key) == 3:
+            pool = self.parts
+            ms = pool.copy_record(entry, c.tensors, j, key, kind)
+        else:
+            pool = self.pool
+            ms = pool.copy_in(entry, c.tensors, j, key, kind)
+        ev = pool.ready[entry]
         if ev is not None:
             c.users[j].append(ev)
+        return ms
+
+    def _part_load(self, entry: int, key, kind: str) -> float:
+        """A Load of part key ``key`` into part slot ``entry``: from the host store, the host
+        tier's part record holding it, or the bounce record of a READ the host tier did
+        not admit."""
+        lv = self.levels[key[0]]
+        if lv.cache is None:
+            return self.parts.copy_in(entry, self.hosts[key[0]], key[1], key, kind)
+        j = lv.cache.where.get(key)
+        if j is not None:
+            return self._copy(entry, lv, j, key, kind)
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+            ms = self.parts.copy_record(entry, tensors, i, key, kind)
+            ev = self.parts.ready[entry]
+            if ev is not None:
+                self.bounce.users[i].append(ev)
+            return ms
+        raise LiveError(f"the plan copies part {key[2]} of expert {key[1]} of MoE layer "
+                        f"{key[0]} to the device, but no host tier holds it: the runtime and "
+                        f"the mechanism disagree")
+
+    def _gather_into(self, entry: int, where: tuple, key) -> float:
+        """Expert ``key`` put together in transient entry ``entry`` from its parts
+        (:meth:`mpl.mechanism.parts.PartPool.gather`); a part the Plan streams is read from
+        the host store, the host tier's part record or the bounce record, and every record
+        read keeps the gather's event (it is not rewritten before the gather completes)."""
+        pp = self.parts
+        lv = self.levels[key[0]]
+        streamed: dict = {}
+        users: list = []
+        for p, s in enumerate(where):
+            if s != STREAM:
+                continue
+            if lv.cache is None:
+                streamed[p] = pp.host_run(p, self.hosts[key[0]], key[1])
+                continue
+            part = (key[0], key[1], p)
+            c = lv.cache
+            j = c.where.get(part)
+            if j is not None:
+                self._wait_read(c, j)
+                streamed[p] = pp.run(p, c.tensors, j)
+                users.append(c.users[j])
+            elif self._transient.pop(part, None) is not None:
+                tensors, i = self._bounce_read(lv, part)
+                streamed[p] = pp.run(p, tensors, i)
+                users.append(self.bounce.users[i])
+            else:
+                raise LiveError(f"the plan streams part {p} of expert {key[1]} of MoE layer "
+                                f"{key[0]}, but no host tier holds it: the runtime and the "
+                                f"mechanism disagree")
+        ms = pp.gather(self.pool, entry, where, key, streamed)
+        ev = self.pool.ready[entry]
+        if ev is not None:
+            for u in users:
+                u.append(ev)
         return ms
 
     def source_copy(self, entry: int, ordinal: int, expert: int, kind: str = STREAMED) -> float:
@@ -225,7 +306,7 @@ class TierExecutor:
         if self._gather:
             where = self._gather.get(key)
             if where is not None:       # put together from its parts
-                return self.parts.gather(self.pool, entry, where, key, self.hosts[ordinal])
+                return self._gather_into(entry, where, key)
         served = self._served.get(key)
         if served is not None:          # computed from its low-precision copy (a SERVE step)
             served[0].dequant(served[1], entry)
@@ -241,7 +322,7 @@ class TierExecutor:
             ms = self.pool.copy_in(entry, tensors, i, key, kind)
             ev = self.pool.ready[entry]
             if ev is not None:
-                self._bounce_users.append(ev)
+                self.bounce.users[i].append(ev)
             return ms
         raise LiveError(f"the plan copies expert {expert} of MoE layer {ordinal} to the device, "
                         f"but no host tier holds it: the runtime and the mechanism disagree")
@@ -256,6 +337,11 @@ class TierExecutor:
         lv = self.levels[ordinal]
         if lv.cache is None:
             return _rows(self.hosts[ordinal], expert)
+        if self.pieces is not None:
+            raise LiveError(f"expert {expert} of MoE layer {ordinal} is computed on the CPU, "
+                            f"but its host tier holds parts (granularity_split over a disk "
+                            f"tier), which the live mechanism does not put together on the "
+                            f"host")
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
@@ -283,6 +369,11 @@ class TierExecutor:
         if lv.cache is None:
             pool.copy_in(entry, self.hosts[ordinal], expert, key, STREAMED, count=False)
             return
+        if self.pieces is not None:
+            raise LiveError(f"a forward no plan drove computes expert {expert} of MoE layer "
+                            f"{ordinal}, whose host tier holds parts (granularity_split over "
+                            f"a disk tier), which the live mechanism does not put together "
+                            f"without a plan")
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
@@ -292,7 +383,7 @@ class TierExecutor:
         else:
             tensors, i = self._bounce_read(lv, key, planned=False)
             pool.copy_in(entry, tensors, i, key, STREAMED, count=False)
-            users = self._bounce_users
+            users = self.bounce.users[i]
         ev = pool.ready[entry]
         if ev is not None:
             users.append(ev)
@@ -362,8 +453,11 @@ class TierExecutor:
                 continue
             if n in low_moves:
                 continue
-            lv = self.levels[x.key[0]] if len(x.key) == 2 else None
-            if lv is None or lv.cache is None or len(x.key) != 2 or x.op not in (READ, DEMOTE) \
+            # (a part key (granularity_split) moves between the disk, the host tier's part
+            # records and the part slots as an expert's key does)
+            lv = self.levels[x.key[0]] if len(x.key) == 2 or (
+                len(x.key) == 3 and self.pieces is not None) else None
+            if lv is None or lv.cache is None or x.op not in (READ, DEMOTE) \
                     or x.target != lv.host_tier or (x.op == READ and x.source != lv.disk_tier) \
                     or (x.op == DEMOTE and x.source != 0):
                 raise LiveError(f"the plan moves {x.key} by {x.op} from tier {x.source} to tier "
@@ -435,7 +529,7 @@ class TierExecutor:
                 continue
             t0 = time.perf_counter()
             if parts is not None:       # a part into its part slot
-                parts.copy_in(i, self.hosts[key[0]], key[1], key, kind)
+                self._part_load(i, key, kind)
             elif key in self._from_tier:     # device to device, out of the tier below
                 a, s = self._from_tier.pop(key)
                 if self._stashed == key:
@@ -610,13 +704,14 @@ class TierExecutor:
         if c.content[x.slot] is not None:
             self.host_evictions += 1
         c.put(x.slot, x.key)
-        self._submit_read(lv, x.key[0], x.key[1], x.slot)
+        self._submit_read(lv, x.key, x.slot)
 
     def _demote(self, lv: LevelMech, x, i: int) -> None:
         """Device slot ``i`` -> host record ``x.slot`` (before the slot is reused)."""
         c = lv.cache
         j = x.slot
-        pool, ops = self.pool, self.ops
+        # (a part key leaves a part slot: the part's row into a part record)
+        pool, ops = (self.parts if len(x.key) == 3 else self.pool), self.ops
         self._ready_to_write(lv, j)
         if c.content[j] is not None:
             self.host_evictions += 1
@@ -820,7 +915,8 @@ class TierBuild:
        :class:`mpl.mechanism.disk.DiskError`, its message located at the tier when ``ir``
        (the policy's IR) is given;
     2. :meth:`open` opens the files and allocates each disk tier's host cache (the runtime's
-       slots of its host tier); the adapter then builds the host store of :attr:`in_ram`
+       slots of its host tier: part records with ``granularity_split`` above 1, the files
+       then opened buffered, as a part is read as runs of an expert's record); the adapter then builds the host store of :attr:`in_ram`
        (the layers whose last tier is host memory), allocates the slot pool and calls
        :meth:`executor` for the :class:`TierExecutor` that carries out the Plans' steps.
 
@@ -830,7 +926,8 @@ class TierBuild:
     def __init__(self, runtime, layers: list[dict], layer_ids, *, ir=None,
                  checkpoint: str | None = None, known: dict | None = None) -> None:
         from .checkpoint import CheckpointStore
-        from .disk import DiskError, DiskStore, RecordLayout
+        from .disk import DiskError, DiskStore, RecordLayout, part_layout, part_pieces
+        from .parts import PartLayout
 
         lay = runtime.tier_layout
         if lay is None:
@@ -838,6 +935,13 @@ class TierBuild:
         template = layers[0]
         self.E = E = int(next(iter(template.values())).shape[0])
         self.layout = RecordLayout(template)
+        #: granularity_split (every set the same: part_split): the host tier over a disk
+        #: tier holds part records, each read as runs of an expert's record
+        self.split = part_split(lay)
+        self.record = self.layout if self.split == 1 else part_layout(template, self.split)
+        self.pieces = None if self.split == 1 else [
+            part_pieces(self.layout, self.record, r)
+            for r in PartLayout(template, self.split).ranges]
         self.levels: list = [None] * len(layers)
         self.disks: list = []
         #: (LevelSpec, its low-precision TierSpec, its LevelMech)
@@ -910,12 +1014,12 @@ class TierBuild:
         from .disk import HostCache
 
         for d in self.disks:
-            d.open()
+            d.open(direct=self.split == 1)
         for lv in self._lay.levels:
             if not lv.layers or lv.disk is None:
                 continue
             mech = self.levels[lv.layers[0]]
-            mech.cache = HostCache(self.layout, host_tier_records(lv, self.E), ops)
+            mech.cache = HostCache(self.record, host_tier_records(lv, self.E), ops)
             self._caches.append(mech.cache)
 
     def executor(self, pool, hosts: list, readers: int, *, transposed: bool = False) -> TierExecutor:
@@ -938,8 +1042,11 @@ class TierBuild:
             from .gpu_tier import FullArea
             mech.low = FullArea(template, min(spec.slots, len(lv.layers) * self.E), pool,
                                 label=lv.label, tier=spec.name, index=spec.index)
-        return TierExecutor(pool, self.levels, hosts, self.layout if self.disks else None,
-                            Readers(readers) if self.disks else None)
+        ex = TierExecutor(pool, self.levels, hosts, self.record if self.disks else None,
+                          Readers(readers) if self.disks else None)
+        if self.disks:
+            ex.pieces = self.pieces
+        return ex
 
     def read_layer(self, ordinal: int, template: dict) -> dict:
         """Every expert of MoE layer ``ordinal`` read back from its file, as fresh
