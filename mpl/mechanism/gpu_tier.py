@@ -17,7 +17,11 @@ write into it (``ready``) and the last read out of it (``free``). The Plan's ste
   copy out of its slot (:meth:`FullArea.copy_out`; the runtime counts it as a read of this
   tier, no bytes over the link), then the key leaves the area;
 * ``SERVE`` (``Plan.where`` ``LOWER``): computed from the slot, copied into the transient
-  entry the engine streams the expert through (:meth:`FullArea.copy_out`).
+  entry the engine streams the expert through (:meth:`FullArea.copy_out`);
+* over a host tier with a capacity and a disk tier: ``PROMOTE`` host -> this tier copies the
+  host tier's record holding the key (:meth:`FullArea.fill_from_host` on the records), and
+  ``DEMOTE`` this tier -> the host tier copies the slot into the record the step names
+  (:meth:`FullArea.to_host`), before the slot is rewritten.
 
 **The stash.** When a promotion out of this tier frees a slot that the device cache's victim
 is demoted into in the same dispatch (the runtime swaps the two keys), the demotion would
@@ -83,6 +87,7 @@ class FullArea(DeviceArea):
         self.promotions = 0         # this tier -> the device cache, device to device
         self.serves = 0             # computed from a slot (copied into a transient entry)
         self.stashes = 0
+        self.host_demotions = 0     # this tier -> the host tier over a disk, device to host
 
     @property
     def nbytes(self) -> int:
@@ -144,6 +149,19 @@ class FullArea(DeviceArea):
         if ev is not None:
             self.ready[s] = ev
             self.free[slot] = ev
+
+    def to_host(self, slot: int, records: dict, j: int):
+        """The copy in ``slot`` into host record ``j`` of ``records`` (a demotion into the host
+        tier over a disk tier), after the write into the slot; the slot's next write waits
+        for it. Returns its event (None on the CPU: the copy is done)."""
+        self.host_demotions += 1
+        # (after the slot's earlier reads too: its free event then orders every one of them)
+        ev = self._copy(self.pool.demand_stream, (), (self.ready[slot], self.free[slot]),
+                        [(records[n][j], t[slot]) for n, t in self.tensors.items()],
+                        ("demote", "host"), host=True)
+        if ev is not None:
+            self.free[slot] = ev
+        return ev
 
     # ------------------------------------------------------------------ the read
     def copy_out(self, src: int, entry: int, kind: str) -> None:

@@ -33,7 +33,12 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   dequantises it into the transient entry the engine streams that expert through. A tier
   with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
   names, and REQUANT inside the tier (a resident pushed one rung down) requantised in its
-  slot on the device.
+  slot on the device;
+* a second full-precision gpu tier (:class:`mpl.mechanism.gpu_tier.FullArea`) over host memory
+  or over a host tier and a disk tier: DEMOTE/REQUANT (top -> it) a device-to-device copy,
+  PROMOTE (host -> it) a copy from the host store or the host tier's record, PROMOTE (it ->
+  top) the Load copied out of its slot, DEMOTE (it -> the host tier) its slot copied into the
+  record the step names, SERVE computed from its slot.
 
 Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
 its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
@@ -452,14 +457,24 @@ class TierExecutor:
                         first.setdefault(rid, n)
                 continue
             if n in low_moves:
+                lv = self.levels[x.key[0]]
+                if x.op == PROMOTE and lv.cache is not None and x.source == lv.host_tier:
+                    # a fill of a gpu tier reads the host tier's record holding the key
+                    rid = simwhere.get(x.key)
+                    if rid is None and x.key in lv.cache.where:
+                        rid = (id(lv), lv.cache.where[x.key])
+                    if rid is not None and sim.get(rid, lv.cache.content[rid[1]]) == x.key:
+                        first.setdefault(rid, n)
                 continue
             # (a part key (granularity_split) moves between the disk, the host tier's part
             # records and the part slots as an expert's key does)
             lv = self.levels[x.key[0]] if len(x.key) == 2 or (
                 len(x.key) == 3 and self.pieces is not None) else None
+            from_area = x.op == DEMOTE and lv is not None and lv.low is not None \
+                and x.source == lv.low.index and x.source != 0
             if lv is None or lv.cache is None or x.op not in (READ, DEMOTE) \
                     or x.target != lv.host_tier or (x.op == READ and x.source != lv.disk_tier) \
-                    or (x.op == DEMOTE and x.source != 0):
+                    or (x.op == DEMOTE and x.source != 0 and not from_area):
                 raise LiveError(f"the plan moves {x.key} by {x.op} from tier {x.source} to tier "
                                 f"{x.target}, which the live mechanism does not carry out")
             if x.slot < 0:
@@ -476,7 +491,7 @@ class TierExecutor:
             sim[rid] = x.key
             simwhere[x.key] = rid
             first.setdefault(rid, n)
-            if x.op == DEMOTE:
+            if x.op == DEMOTE and not from_area:
                 i = gone.get(x.key)
                 if i is None or content[i] != x.key:
                     raise LiveError(f"the plan demotes {x.key} from the device, but it left no "
@@ -508,6 +523,8 @@ class TierExecutor:
                         self._transient[x.key] = lv
                     elif n not in started:
                         self._start_read(lv, x)
+                elif x.source != 0:
+                    self._demote_from_area(lv, x)
                 else:
                     self._demote(lv, x, gone[x.key])
                 continue
@@ -608,9 +625,21 @@ class TierExecutor:
                                     f"'{a.tier}', but it left no slot of the pool: the runtime "
                                     f"and the mechanism disagree")
                 write(a, x)
-            elif x.op == PROMOTE and x.target == t and lv.cache is None \
-                    and x.source == lv.host_tier:
+            elif x.op == PROMOTE and x.target == t and x.source == lv.host_tier:
                 write(a, x)
+            elif x.op == DEMOTE and x.source == t and lv.cache is not None \
+                    and x.target == lv.host_tier and a.dtype is None and a.ladder is None:
+                # a full-precision tier's victim into the host tier over a disk: the area
+                # side checked here, the record it writes by the host tier's checks
+                cur = slot_of(a, x.key)
+                if cur is None or cur < 0 or sim.get((id(a), cur), a.content[cur]) != x.key:
+                    raise LiveError(f"the plan demotes {x.key} out of tier '{a.tier}', which "
+                                    f"does not hold it: the runtime and the mechanism disagree")
+                if (id(a), cur) in served:
+                    raise LiveError(f"the plan computes from slot {cur} of tier '{a.tier}' and "
+                                    f"demotes it in the same dispatch, which the live "
+                                    f"mechanism cannot order")
+                continue
             elif x.op == PROMOTE and x.source == t and x.target == 0:
                 cur = slot_of(a, x.key)
                 if cur is None:
@@ -676,7 +705,13 @@ class TierExecutor:
                     self._stashed = held
                 a.demote(x.slot, gone[x.key], x.key)
             elif x.op == PROMOTE and x.target == a.index:
-                a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+                if lv.cache is None:
+                    a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+                else:           # from the host tier's record (or the bounce record)
+                    tensors, j, users = self._record_of(lv, x.key)
+                    a.fill_from_host(x.slot, tensors, j, x.key, x.kind)
+                    if a.ready[x.slot] is not None:
+                        users.append(a.ready[x.slot])
             elif x.op == PROMOTE:
                 if x.key in self._from_tier:
                     raise LiveError(f"the plan promotes {x.key} out of tier '{a.tier}' before "
@@ -698,6 +733,41 @@ class TierExecutor:
             a.drop(x.key)
         else:                           # SERVE: computed from the slot (source_copy)
             self._served[x.key] = (a, x.slot)
+
+    def _record_of(self, lv: LevelMech, key) -> tuple:
+        """The host record holding ``key`` for a device copy out of it, its read waited for:
+        ``(tensors, index, users)`` of the host tier's record, or of the bounce record a READ
+        the host tier did not admit is read into now; ``users`` takes the copy's event."""
+        c = lv.cache
+        j = c.where.get(key)
+        if j is not None:
+            self._wait_read(c, j)
+            return c.tensors, j, c.users[j]
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+            return tensors, i, self.bounce.users[i]
+        raise LiveError(f"the plan copies {key} out of the host tier, which does not hold it: "
+                        f"the runtime and the mechanism disagree")
+
+    def _demote_from_area(self, lv: LevelMech, x) -> None:
+        """A full-precision gpu tier's victim (its slot) -> host record ``x.slot``, before
+        the slot is rewritten (the area's free event)."""
+        a = lv.low
+        s = a.where.get(x.key)
+        if s is None:
+            raise LiveError(f"the plan demotes {x.key} out of tier '{a.tier}', which does not "
+                            f"hold it: the runtime and the mechanism disagree")
+        c = lv.cache
+        j = x.slot
+        self._ready_to_write(lv, j)
+        if c.content[j] is not None:
+            self.host_evictions += 1
+        c.put(j, x.key)
+        self.demotions += 1
+        ev = a.to_host(s, c.tensors, j)
+        a.drop(x.key)
+        if ev is not None:
+            c.users[j].append(ev)
 
     def _start_read(self, lv: LevelMech, x) -> None:
         c = lv.cache
@@ -779,7 +849,8 @@ class TierExecutor:
                            "entry_bytes": a.entry_bytes, "bytes": a.nbytes,
                            "demotions": a.demotions, "filled_from_host": a.host_fills,
                            "bytes_from_host": a.host_bytes, "promotions": a.promotions,
-                           "serves": a.serves, "stashes": a.stashes} for a in self.fulls],
+                           "serves": a.serves, "stashes": a.stashes,
+                           "demoted_to_host": a.host_demotions} for a in self.fulls],
             "parts": None if self.parts is None else {
                 "split": self.parts.parts.n, "slots": self.parts.num_slots,
                 "bytes": self.parts.nbytes, "gathers": self.parts.gathers,
@@ -991,6 +1062,9 @@ class TierBuild:
                                         f"tier '{spec.name}' of policy '{ir.name}': {e}") from None
                     self.disks.append(disk)
                     mech = LevelMech(None, disk, lv.read_into, lv.disk)
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    if full:
+                        self.fulls.append((lv, full[0], mech))
                 for o in lv.layers:
                     self.levels[o] = mech
         except BaseException:
