@@ -203,8 +203,7 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
         assert not hasattr(model, "_mpl_handle")
         assert sorted(os.listdir(tmp_path)) == ["p.moe"]
 
-    refused(text(tmp_path).replace("eviction = lru", "eviction = lru\n    granularity_split = 2"),
-            "with a second gpu tier")
+    # (with granularity_split it runs: tests/test_offload_parts_gpu_tier.py)
     refused(text(tmp_path).replace("tier ram", "tier w2 { location = gpu  capacity = 2 }\n"
                                    "    tier ram"), "second gpu tier")
     ir = mpl.loads(text(tmp_path)).ir

@@ -175,14 +175,6 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
     refused('''policy t {
   hierarchy {
     tier g { location = gpu  capacity = 2 }
-    tier g2 { location = gpu  capacity = 4 }
-    granularity_split = 2
-  }
-}
-''', "with a second gpu tier")
-    refused('''policy t {
-  hierarchy {
-    tier g { location = gpu  capacity = 2 }
     tier w { location = gpu  dtype = int8  capacity = 4 }
     granularity_split = 2
   }

@@ -17,7 +17,9 @@ parts back together for compute.
   its place in a transient entry of the compute pool (:class:`mpl.mechanism.pool.SlotPool`),
   device to device from its part slot, or from the host for a part the Plan streams
   (``STREAM``: not admitted): the host store, or over a disk tier the host tier's part
-  record its READ filled (``mpl.mechanism.disk.part_layout``). The entry then holds the expert's rows exactly (the same
+  record its READ filled (``mpl.mechanism.disk.part_layout``), or device to device from the
+  slot of a second full-precision gpu tier holding the part (``LOWER``, a SERVE step: that
+  tier's area is built on this pool, ``mpl.mechanism.gpu_tier.FullArea``). The entry then holds the expert's rows exactly (the same
   bytes), and the experts function computes it as a streamed expert: bit-identical to the
   unmodified model (an expert is never computed from a partial sum).
 
@@ -34,7 +36,7 @@ import time
 
 import torch
 
-from mpl.runtime.plan import STREAM
+from mpl.runtime.plan import LOWER, STREAM
 
 from .pool import _URGENT, STREAMED, SlotPool
 
@@ -70,6 +72,7 @@ class PartPool(SlotPool):
         self.gathers = 0            # experts put together in a transient entry
         self.gathered_parts = 0     # part copies device to device
         self.streamed_parts = 0     # part copies from the host into a transient entry
+        self.lowered_parts = 0      # part copies from a second gpu tier's slot
 
     def _pairs(self, index: int, host: dict, expert: int, p: int):
         for name, t in self.tensors.items():
@@ -138,12 +141,15 @@ class PartPool(SlotPool):
             self.copy_ms += ms
         return ms
 
-    def gather(self, pool: SlotPool, entry: int, where: tuple, key: tuple, streamed) -> float:
+    def gather(self, pool: SlotPool, entry: int, where: tuple, key: tuple, streamed,
+               lowered=None, waits=()) -> float:
         """Expert ``key`` (``(layer, expert)``) put together in the compute pool's transient
         entry ``entry`` from its parts: ``where[p]`` the part slot of part ``p`` (checked to
         hold it: else :class:`mpl.mechanism.execute.LiveError`), or ``STREAM`` (copied from
         ``streamed[p]``, name -> the part's source run: :meth:`host_run` of the host store,
-        or :meth:`run` of the host tier's record holding it, ready to be read). Returns the
+        or :meth:`run` of the host tier's record holding it, ready to be read), or ``LOWER``
+        (copied device to device from ``lowered[p]``, its run in the slot of a second gpu
+        tier that holds it; ``waits``: the events that slot's copy waits for). Returns the
         host ms it blocked (CPU path)."""
         from .execute import LiveError
 
@@ -152,7 +158,11 @@ class PartPool(SlotPool):
                 raise LiveError(f"the plan computes part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]} from part slot {s}, but the slot holds "
                                 f"{self.content[s]}: the runtime and the mechanism disagree")
-            if s < 0 and s != STREAM:
+            if s == LOWER and (lowered is None or p not in lowered):
+                raise LiveError(f"the plan computes part {p} of expert {key[1]} of MoE layer "
+                                f"{key[0]} from a lower gpu tier that does not hold it: the "
+                                f"runtime and the mechanism disagree")
+            if s < 0 and s not in (STREAM, LOWER):
                 raise LiveError(f"the plan places part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]} at {s}, which the live mechanism does not compute "
                                 f"from")
@@ -166,9 +176,9 @@ class PartPool(SlotPool):
         tag = (STREAMED, entry)
         with ops.use(stream):
             if self.cuda:
-                waits = [pool.free[entry], pool.ready[entry]] + \
+                before = [pool.free[entry], pool.ready[entry], *waits] + \
                     [self.ready[s] for s in where if s >= 0]
-                for ev in waits:
+                for ev in before:
                     if ev is not None:
                         ops.wait(stream, ev)
             for p, s in enumerate(where):
@@ -178,6 +188,13 @@ class PartPool(SlotPool):
                         a, b = ranges[p][name]
                         if b > a:
                             ops.copy(rows[name][a:b], t[s][:b - a], tag=("gather", entry))
+                elif s == LOWER:
+                    self.lowered_parts += 1
+                    src = lowered[p]
+                    for name in self.tensors:
+                        a, b = ranges[p][name]
+                        if b > a:
+                            ops.copy(rows[name][a:b], src[name], tag=("gather", entry))
                 else:
                     self.streamed_parts += 1
                     pool.copies[STREAMED] += 1

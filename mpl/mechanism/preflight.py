@@ -165,19 +165,21 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     one precision, or a ``dtype_ladder`` of both) over host memory holding every expert; or
     over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
     host memory holding every expert, or over a host tier with a capacity and a disk tier
-    (its victims copied into the host tier's records, its fills from them). ``granularity_split`` above 1 (``mpl.mechanism.parts``)
-    runs over host memory, and over a host tier with a capacity and a disk tier (part
-    records, each part read alone: ``mpl.mechanism.disk.part_layout``).
+    (its victims copied into the host tier's records, its fills from them).
+    ``granularity_split`` above 1 (``mpl.mechanism.parts``) runs over host memory and over
+    a host tier with a capacity and a disk tier (part records, each part read alone:
+    ``mpl.mechanism.disk.part_layout``), with or without the second full-precision gpu tier
+    (then holding parts).
     Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
-    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on the host or on another device, or over a host tier with a
-    capacity or a disk tier; a second gpu tier at the checkpoint's precision on another
-    device, anywhere but right under the top tier, beside a low-precision tier or over
-    tiers other than those two, a third gpu tier, a set of tiers without a
-    gpu tier on top, a second host tier,
-    ``granularity_split`` above 1 with a low-precision tier or a second gpu tier, differing
-    between the sets, or over a disk tier with computing on the CPU (the host tier holds
-    parts). Computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier without a
-    split runs: the CPU computes an expert from the host tier's record its READ filled.
+    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on
+    the host or on another device, or over a host tier with a capacity or a disk tier; a
+    second gpu tier at the checkpoint's precision on another device, anywhere but right
+    under the top tier, beside a low-precision tier or over tiers other than those two, a
+    third gpu tier, a set of tiers without a gpu tier on top, a second host tier,
+    ``granularity_split`` above 1 with a low-precision tier, differing between the sets, or
+    over a disk tier with computing on the CPU (the host tier holds parts). Computing on the
+    CPU (``cpu_fallback``, ``hybrid``) over a disk tier without a split runs: the CPU
+    computes an expert from the host tier's record its READ filled.
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
@@ -281,8 +283,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 why = "which vLLM's live offload does not run (HuggingFace attach does)"
             elif lows:
                 why = "with a low-precision tier, which live execution does not run yet"
-            elif full2:
-                why = "with a second gpu tier, which live execution does not run yet"
             if why is not None:
                 return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
                         f"splits experts into {h.granularity_split} parts (granularity_split) "

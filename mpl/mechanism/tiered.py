@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import time
 
-from mpl.runtime.plan import DEMOTE, PROMOTE, READ, REQUANT, SERVE, STREAM
+from mpl.runtime.plan import DEMOTE, LOWER, PROMOTE, READ, REQUANT, SERVE, STREAM
 
 from .disk import HostCache
 from .execute import LiveError
@@ -275,8 +275,20 @@ class TierExecutor:
         pp = self.parts
         lv = self.levels[key[0]]
         streamed: dict = {}
+        lowered: dict = {}
+        waits: list = []
+        areas: list = []
         users: list = []
         for p, s in enumerate(where):
+            if s == LOWER:          # a part computed from a second gpu tier's slot (SERVE)
+                served = self._served.get((key[0], key[1], p))
+                if served is not None:
+                    a, slot = served
+                    lowered[p] = pp.run(p, a.tensors, slot)
+                    waits += [a.ready[slot], a.free[slot]]
+                    areas.append((a, slot))
+                    a.serves += 1
+                continue
             if s != STREAM:
                 continue
             if lv.cache is None:
@@ -297,11 +309,13 @@ class TierExecutor:
                 raise LiveError(f"the plan streams part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]}, but no host tier holds it: the runtime and the "
                                 f"mechanism disagree")
-        ms = pp.gather(self.pool, entry, where, key, streamed)
+        ms = pp.gather(self.pool, entry, where, key, streamed, lowered, waits)
         ev = self.pool.ready[entry]
         if ev is not None:
             for u in users:
                 u.append(ev)
+            for a, slot in areas:       # the slot's next write waits for the gather
+                a.free[slot] = ev
         return ms
 
     def source_copy(self, entry: int, ordinal: int, expert: int, kind: str = STREAMED) -> float:
@@ -431,7 +445,7 @@ class TierExecutor:
         self._stashed = None
         if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
             for _what, x in seq:
-                if _what == "step" and x.op == PROMOTE and x.target == 0 and len(x.key) == 2:
+                if _what == "step" and x.op == PROMOTE and x.target == 0:
                     a = self.levels[x.key[0]].low
                     if a is not None and a.ladder is None and a.dtype is None \
                             and x.source == a.index:
@@ -545,15 +559,15 @@ class TierExecutor:
                 self.deferred_copies += 1
                 continue
             t0 = time.perf_counter()
-            if parts is not None:       # a part into its part slot
-                self._part_load(i, key, kind)
-            elif key in self._from_tier:     # device to device, out of the tier below
+            if key in self._from_tier:     # device to device, out of the tier below
                 a, s = self._from_tier.pop(key)
                 if self._stashed == key:
                     s = a.stash_entry
                     self._stashed = None
                 content[i] = key
                 a.copy_out(s, i, kind)
+            elif parts is not None:       # a part into its part slot
+                self._part_load(i, key, kind)
             else:
                 self.source_copy(i, key[0], key[1], kind)
             if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
@@ -570,7 +584,7 @@ class TierExecutor:
         out = set()
         leaving = set()
         for what, x in seq:
-            if what == "step" and x.op == PROMOTE and len(x.key) == 2:
+            if what == "step" and x.op == PROMOTE:
                 a = self.levels[x.key[0]].low
                 if a is not None and x.source == a.index:
                     leaving.add(x.key)
@@ -611,7 +625,7 @@ class TierExecutor:
             where[(id(a), x.key)] = x.slot
 
         for n, (what, x) in enumerate(seq):
-            if what != "step" or len(x.key) != 2:
+            if what != "step" or (len(x.key) != 2 and self.parts is None):
                 continue
             lv = self.levels[x.key[0]]
             a = lv.low
@@ -705,11 +719,22 @@ class TierExecutor:
                     self._stashed = held
                 a.demote(x.slot, gone[x.key], x.key)
             elif x.op == PROMOTE and x.target == a.index:
+                pp = self.parts if len(x.key) == 3 else None
                 if lv.cache is None:
-                    a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+                    if pp is not None:      # a part: its runs of the host store's row
+                        p = x.key[2]
+                        a.fill_runs(x.slot, pp.host_run(p, self.hosts[x.key[0]], x.key[1]),
+                                    x.key, pp.part_bytes(p), x.kind)
+                    else:
+                        a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
                 else:           # from the host tier's record (or the bounce record)
                     tensors, j, users = self._record_of(lv, x.key)
-                    a.fill_from_host(x.slot, tensors, j, x.key, x.kind)
+                    if pp is not None:
+                        p = x.key[2]
+                        a.fill_runs(x.slot, pp.run(p, tensors, j), x.key, pp.part_bytes(p),
+                                    x.kind)
+                    else:
+                        a.fill_from_host(x.slot, tensors, j, x.key, x.kind)
                     if a.ready[x.slot] is not None:
                         users.append(a.ready[x.slot])
             elif x.op == PROMOTE:
@@ -855,7 +880,8 @@ class TierExecutor:
                 "split": self.parts.parts.n, "slots": self.parts.num_slots,
                 "bytes": self.parts.nbytes, "gathers": self.parts.gathers,
                 "gathered_parts": self.parts.gathered_parts,
-                "streamed_parts": self.parts.streamed_parts},
+                "streamed_parts": self.parts.streamed_parts,
+                "lowered_parts": self.parts.lowered_parts},
             "lowprec": [{"set": a.label, "tier": a.tier, "dtype": a.dtype, "slots": a.slots,
                          "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
@@ -1071,6 +1097,7 @@ class TierBuild:
             self.remove()
             raise
         self._lay = lay
+        self._num_slots = runtime.num_slots
         self._caches: list = []
 
     @property
@@ -1105,6 +1132,10 @@ class TierBuild:
         from .lowprec import LowPrecArea, QuantLayout
 
         template = {n: t for n, t in pool.tensors.items()}
+        parts = None
+        if self.split > 1:      # the device cache of parts: the Loads' target
+            from .parts import PartPool
+            parts = PartPool(template, self.split, self._num_slots, pool)
         for lv, spec, mech in self.lows:
             qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
             # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
@@ -1114,10 +1145,14 @@ class TierBuild:
                                    index=spec.index)
         for lv, spec, mech in self.fulls:
             from .gpu_tier import FullArea
-            mech.low = FullArea(template, min(spec.slots, len(lv.layers) * self.E), pool,
+            # (with a split the tier holds parts: part-sized slots beside the part pool's)
+            keys = len(lv.layers) * self.E * self.split
+            mech.low = FullArea(template if parts is None else parts.tensors,
+                                min(spec.slots, keys), pool if parts is None else parts,
                                 label=lv.label, tier=spec.name, index=spec.index)
         ex = TierExecutor(pool, self.levels, hosts, self.record if self.disks else None,
                           Readers(readers) if self.disks else None)
+        ex.parts = parts
         if self.disks:
             ex.pieces = self.pieces
         return ex
