@@ -32,8 +32,8 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
   dequantises it into the transient entry the engine streams that expert through. A tier
   with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
-  names, and REQUANT inside the tier (a resident pushed one rung down) requantised in its
-  slot on the device;
+  names, REQUANT inside the tier (a resident pushed one rung down) requantised in its
+  slot on the device, and LEAVE (a further victim of a write) freeing its slot;
 * a second full-precision gpu tier (:class:`mpl.mechanism.gpu_tier.FullArea`) over host memory
   or over a host tier and a disk tier: DEMOTE/REQUANT (top -> it) a device-to-device copy,
   PROMOTE (host -> it) a copy from the host store or the host tier's record, PROMOTE (it ->
@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import time
 
-from mpl.runtime.plan import DEMOTE, LOWER, PROMOTE, READ, REQUANT, SERVE, STREAM
+from mpl.runtime.plan import DEMOTE, LEAVE, LOWER, PROMOTE, READ, REQUANT, SERVE, STREAM
 
 from .disk import HostCache
 from .execute import LiveError
@@ -606,9 +606,9 @@ class TierExecutor:
             held = sim.get(rid, a.content[x.slot])
             if held is not None and slot_of(a, held) != x.slot:
                 held = None          # (a stale record: its key was written elsewhere since)
-            # a ladder evicts several keys to make room for one: the first is the step's
-            # victim, the others leave with no step and their slots are free again
-            if held != x.victim and not (x.victim is None and (held in leaving or a.ladder)):
+            # (a ladder evicts several keys to make room for one: the first is the step's
+            # victim, the others leave by LEAVE steps before it, their slots free again)
+            if held != x.victim and not (x.victim is None and held in leaving):
                 raise LiveError(
                     f"the plan puts {x.key} into slot {x.slot} of tier '{a.tier}' in place of "
                     f"{x.victim}, but the slot holds {held}: the runtime and the mechanism "
@@ -662,6 +662,15 @@ class TierExecutor:
                 where[(id(a), x.key)] = None
                 if cur >= 0 and sim.get((id(a), cur), a.content[cur]) == x.key:
                     sim[(id(a), cur)] = None
+            elif x.op == LEAVE and x.source == t and x.target == t and a.ladder:
+                # a ladder's further victim: it leaves its slot, nothing moves
+                if slot_of(a, x.key) != x.slot or x.slot < 0 or \
+                        sim.get((id(a), x.slot), a.content[x.slot]) != x.key:
+                    raise LiveError(f"the plan says {x.key} leaves slot {x.slot} of tier "
+                                    f"'{a.tier}', which does not hold it: the runtime and the "
+                                    f"mechanism disagree")
+                where[(id(a), x.key)] = None
+                sim[(id(a), x.slot)] = None
             elif x.op == REQUANT and x.source == t and x.target == t and a.ladder:
                 # a ladder's resident pushed one rung down, where it is
                 if slot_of(a, x.key) != x.slot:
@@ -746,7 +755,9 @@ class TierExecutor:
             else:
                 self._served[x.key] = (a, x.slot)
             return
-        if x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
+        if x.op == LEAVE:               # a ladder's further victim: its slot is free
+            a.drop(x.key)
+        elif x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
         elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
             a.requant(x.slot, gone[x.key], x.key, x.dtype)
@@ -888,6 +899,7 @@ class TierExecutor:
                          "quantized_from_host": a.host_fills,
                          **({"dtype_ladder": list(a.ladder),
                              "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
+                             "resident_at": a.resident_at(),
                              "requantized": a.rung_requants} if a.ladder else {})}
                         for a in self.areas],
         }
