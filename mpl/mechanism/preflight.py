@@ -176,10 +176,10 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     second gpu tier at the checkpoint's precision on another device, anywhere but right
     under the top tier, beside a low-precision tier or over tiers other than those two, a
     third gpu tier, a set of tiers without a gpu tier on top, a second host tier,
-    ``granularity_split`` above 1 with a low-precision tier, differing between the sets, or
-    over a disk tier with computing on the CPU (the host tier holds parts). Computing on the
-    CPU (``cpu_fallback``, ``hybrid``) over a disk tier without a split runs: the CPU
-    computes an expert from the host tier's record its READ filled.
+    ``granularity_split`` above 1 with a low-precision tier, or differing between the sets.
+    Computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU
+    computes an expert from the host tier's record its READ filled (with a split, from its
+    parts' records put together on the host).
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
@@ -293,15 +293,9 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 f"split experts into different numbers of parts (granularity_split "
                 f"{', '.join(map(str, sorted(splits)))}), which live execution does not run "
                 f"yet (it runs one split for every set): {replay}")
-    if disk_anywhere and (engine == "vllm" or max(splits) > 1):
+    if disk_anywhere and engine == "vllm":
         from mpl.features import features
         cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]
-        if cpu and engine == "huggingface":
-            return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
-                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier whose host tier holds "
-                    f"parts (granularity_split {max(splits)}), which live execution does not "
-                    f"run yet (it computes on the CPU from whole experts): use schedule.mode = "
-                    f"gpu_only, granularity_split = 1, or {replay}")
         if cpu:
             return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
                     f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which vLLM's live "

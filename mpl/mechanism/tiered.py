@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from mpl.runtime.plan import DEMOTE, LEAVE, LOWER, PROMOTE, READ, REQUANT, SERVE, STREAM
 
 from .disk import HostCache
@@ -130,6 +132,8 @@ class TierExecutor:
         #: granularity_split over a disk tier: per part its runs in an expert's record and
         #: in a part record (mpl.mechanism.disk.part_pieces); None: the records are experts
         self.pieces: list | None = None
+        self.whole = None                   # an expert's RecordLayout (a split's CPU rows)
+        self._cpu_scratch = None            # name -> one expert's rows on the host
         self.readers = readers
         self.overlap = overlap and readers is not None and readers.threads > 0
         self.bounce: HostCache | None = None
@@ -349,18 +353,15 @@ class TierExecutor:
     def cpu_rows(self, ordinal: int, expert: int):
         """The weight rows of expert ``expert`` of MoE layer ``ordinal`` for a CPU compute
         (``cpu_fallback``, ``hybrid``): the host store's, or the host tier's record the
-        Plan's READ put it in (its read waited for), or the bounce record of a READ the host
-        tier did not admit (read again, counted in ``unplanned_reads``, when another
+        Plan's READ put it in (its read waited for; with a split, its parts' records put
+        together on the host), or the bounce record of a READ the host tier did not admit (read again, counted in ``unplanned_reads``, when another
         transient read has reused the record since)."""
         key = (ordinal, expert)
         lv = self.levels[ordinal]
         if lv.cache is None:
             return _rows(self.hosts[ordinal], expert)
         if self.pieces is not None:
-            raise LiveError(f"expert {expert} of MoE layer {ordinal} is computed on the CPU, "
-                            f"but its host tier holds parts (granularity_split over a disk "
-                            f"tier), which the live mechanism does not put together on the "
-                            f"host")
+            return self._cpu_rows_of_parts(lv, ordinal, expert)
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
@@ -375,6 +376,33 @@ class TierExecutor:
             tensors, i = self._bounce_read(lv, key, planned=False)
         self.cpu_rows_read += 1
         return _rows(tensors, i)
+
+    def _cpu_rows_of_parts(self, lv: LevelMech, ordinal: int, expert: int) -> dict:
+        """A CPU compute's rows of an expert whose host tier holds parts: each part's runs
+        copied from the part record its READ filled (or its bounce record, read now) into
+        one host scratch expert, reused by the next (the CPU computes one expert at a time
+        and is done with its rows before it asks for the next)."""
+        pp = self.parts
+        if self._cpu_scratch is None:
+            self._cpu_scratch = {name: torch.empty(row, dtype=dtype)
+                                 for name, row, dtype, _o, _n in self.whole.params}
+        out = self._cpu_scratch
+        c = lv.cache
+        for p in range(pp.parts.n):
+            key = (ordinal, expert, p)
+            j = c.where.get(key)
+            if j is not None:
+                self._wait_read(c, j)
+                tensors, i = c.tensors, j
+            elif self._transient.pop(key, None) is not None:
+                tensors, i = self._bounce_read(lv, key)
+            else:           # a part no READ of this dispatch brought: read again, apart
+                tensors, i = self._bounce_read(lv, key, planned=False)
+            for name, (a, b) in pp.parts.ranges[p].items():
+                if b > a:
+                    out[name].view(-1)[a:b].copy_(tensors[name][i][:b - a])
+        self.cpu_rows_read += 1
+        return out
 
     def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into the transient pool entry
@@ -1167,6 +1195,7 @@ class TierBuild:
         ex.parts = parts
         if self.disks:
             ex.pieces = self.pieces
+            ex.whole = self.layout
         return ex
 
     def read_layer(self, ordinal: int, template: dict) -> dict:
