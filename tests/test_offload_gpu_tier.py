@@ -164,15 +164,15 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
             "    tier v { location = gpu  capacity = 4 }\n", "second gpu tier")
     refused("    tier w { location = gpu  capacity = 4 }\n"
             "    tier r { location = cpu  capacity = 4 }\n"
+            "    tier s { location = cpu  capacity = 8 }\n"
             f"    tier d {{ location = disk  path = \"{tmp_path}\" }}\n",
-            "over a host tier with a capacity or a disk tier")
+            "over tiers other than host memory holding every expert")
     refused("    tier w { location = gpu  capacity = 4 }\n"
             "    tier q { location = gpu  dtype = int8  capacity = 4 }\n",
             "tier 'q' of policy 't' holds experts at int8")
     refused("    tier q { location = gpu  dtype = int8  capacity = 4 }\n"
             "    tier w { location = gpu  capacity = 4 }\n",
             "beside a low-precision gpu tier")
-    refused("    tier w { location = gpu  capacity = 4 }\n    granularity_split = 2\n",
-            "with a second gpu tier")
+    # (with granularity_split it runs: tests/test_offload_parts_gpu_tier.py)
     assert "vLLM" in not_live_yet(two().ir, "vllm")
     assert not_live_yet(two().ir, "huggingface") is None

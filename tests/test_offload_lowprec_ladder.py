@@ -74,6 +74,10 @@ def test_generate_counts_by_precision_equal_the_runtime_and_a_replay(family, imp
     assert mech["approximate_by_dtype"] == st["approximate_by_dtype"]
     assert low["approximate_at"] == {d: st["approximate_by_dtype"].get(d, 0)
                                      for d in ("int8", "int4")}
+    # what the tier holds at each rung now, and the approximate computes at each rung
+    assert low["resident_at"] == w["resident_at"]
+    assert sum(low["resident_at"].values()) == w["resident"] > 0
+    assert sum(low["approximate_at"].values()) == w["approximate"]
     # the residents pushed one rung down where they are
     assert mech["rung_requants"] == low["requantized"] == w["requantized"] > 0
     assert mech["quantized_from_host"] == w["promotions"] + (
@@ -90,6 +94,31 @@ def test_generate_counts_by_precision_equal_the_runtime_and_a_replay(family, imp
     after = dict(model.named_parameters())
     assert all(torch.equal(after[n].detach(), before[n]) for n in before)
     assert torch.equal(gen(model)[1], ref[1])
+
+
+def test_the_keys_held_at_each_rung_follow_the_runtime_as_it_runs():
+    # a small ladder: several keys leave to make room for one (LEAVE steps), residents are
+    # pushed down; after every generate the area holds at each rung what the runtime says
+    model = build_model("tiny-qwen2-moe", layers=2, experts_implementation="grouped_mm")
+    policy = ladder(hot=1, cap=2)
+    h = policy.attach(model)
+    try:
+        with Recorder(model) as rec:
+            seen = set()
+            for n in (2, 5, 9):
+                gen(model, n)
+                st = h.get_stats()
+                low = st["mechanism"]["tiers"]["lowprec"][0]
+                w = row(st, "warm")
+                assert low["resident_at"] == w["resident_at"], n
+                assert low["approximate_at"] == {d: st["approximate_by_dtype"].get(d, 0)
+                                                 for d in ("int8", "int4")}
+                seen |= {d for d, k in low["resident_at"].items() if k}
+        rs = replayed(policy, rec.trace(), h.shape)
+        assert row(rs, "warm")["resident_at"] == low["resident_at"]
+        assert seen == {"int8", "int4"}       # not vacuous: both rungs held at some point
+    finally:
+        h.detach()
 
 
 def test_some_accesses_are_computed_at_each_rung():

@@ -172,15 +172,6 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
         assert str(err.value).startswith(f"{path}:") and "\n" not in str(err.value)
         assert not hasattr(model, "_mpl_handle")
 
-    refused(f'''policy t {{
-  hierarchy {{
-    tier g {{ location = gpu  capacity = 2 }}
-    tier r {{ location = cpu  capacity = 4 }}
-    tier d {{ location = disk  path = "{tmp_path}" }}
-    granularity_split = 2
-  }}
-}}
-''', "over a disk tier")
     refused('''policy t {
   hierarchy {
     tier g { location = gpu  capacity = 2 }

@@ -231,6 +231,47 @@ def test_a_ladder_below_the_top_tier_counts_what_the_reference_counts(hot, slots
 
 
 # ------------------------------------------------------------------ the Plan
+@pytest.mark.parametrize("hot, slots", [(4, 8), (8, 24)])
+def test_the_plans_steps_alone_give_a_lower_ladder_tiers_contents(hot, slots):
+    """What a lower ladder tier holds, and at which rung, follows from the Plans' steps alone
+    (the mechanism keeps its device area that way): a key enters by a DEMOTE, REQUANT or
+    PROMOTE into it, is pushed down by a REQUANT inside it, and leaves by a PROMOTE out, in
+    place of a step's victim, or, a ladder's further victim, by a LEAVE step."""
+    from mpl.runtime.plan import DEMOTE, LEAVE
+    t = trace(seed=9)
+    rt = mpl.loads(WARM % (hot, "int8, int4", slots)).runtime(
+        SHAPE.num_moe_layers, SHAPE.num_experts, SHAPE.top_k, expert_bytes=1e6, backend="pure")
+    warm: dict = {}                      # key -> (slot, rung)
+    leaves = 0
+    for d in t.dispatches:
+        steps = rt.dispatch(d.layer, d.distinct()).steps
+        # (a key promoted out of the tier frees its slot for the hot tier's victim, which
+        # may be demoted into it before the promotion's step: the two swap)
+        out = {s.key for s in steps if s.op == PROMOTE and s.source == 1}
+        for s in steps:
+            if s.target == 1 and s.op in (DEMOTE, REQUANT, PROMOTE) and s.source != 1:
+                if s.victim is not None:
+                    assert warm.pop(s.victim)[0] == s.slot
+                holder = [k for k, v in warm.items() if v[0] == s.slot]
+                if holder:
+                    assert s.victim is None and holder[0] in out
+                    del warm[holder[0]]
+                warm[s.key] = (s.slot, s.dtype)
+            elif s.op == REQUANT and s.source == s.target == 1:
+                assert warm[s.key][0] == s.slot
+                warm[s.key] = (s.slot, s.dtype)
+            elif s.op == LEAVE:
+                assert s.source == s.target == 1 and warm.pop(s.key)[0] == s.slot
+                leaves += 1
+            elif s.op == PROMOTE and s.source == 1:
+                warm.pop(s.key, None)
+        row = next(r for r in rt.stats()["tiers"] if r["tier"] == "warm")
+        assert row["resident"] == len(warm)
+        assert row["resident_at"] == {r: sum(1 for _s, x in warm.values() if x == r)
+                                      for r in ("int8", "int4")}
+    assert leaves > 0
+
+
 def test_the_plan_names_each_keys_precision():
     pol = mpl.loads(TOP % ("fp16, int8, int4", 2))
     rt = pol.runtime(num_layers=1, num_experts=16, top_k=1, expert_bytes=1e6)

@@ -315,7 +315,9 @@ class CheckpointStore(RecordFiles):
             self.recipes[o] = sorted(rs, key=lambda r: order[r.name])
             self.files[o] = ", ".join(sorted({pt.per_expert[0].file for r in rs for pt in r.parts}))
 
-    def open(self) -> None:
+    def open(self, direct: bool = True) -> None:
+        """Open the checkpoint's files, buffered whatever ``direct`` says (the user's files:
+        reads drop their pages instead)."""
         for rs in self.recipes.values():
             for r in rs:
                 for pt in r.parts:

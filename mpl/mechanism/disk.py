@@ -114,6 +114,25 @@ class RecordFiles:
         views = L.views(arena, base, self.E)
         return {name: views[name].contiguous() for name in template}
 
+    def read_part(self, ordinal: int, expert: int, pieces, record: torch.Tensor) -> int:
+        """Part of expert ``expert`` of MoE layer ``ordinal`` into ``record`` (a part record,
+        uint8): ``pieces`` the ``(offset in the expert's record, offset in the part record,
+        bytes)`` of each parameter's run (:func:`part_pieces`). This default reads the whole
+        expert into a scratch record of the calling thread and copies the runs out (a store
+        whose records are composed from other files); :class:`DiskStore` reads the runs
+        alone. Thread-safe. Returns the bytes read from the files."""
+        local = self.__dict__.setdefault("_part_local", threading.local())
+        n = self.layout.stride
+        buf = getattr(local, "buf", None)
+        if buf is None or buf.numel() < n + IO_ALIGN:
+            buf = local.buf = torch.empty(n + IO_ALIGN, dtype=torch.uint8)
+        base = (-buf.data_ptr()) % IO_ALIGN
+        whole = buf[base:base + n]
+        got = self.read(ordinal, expert, whole)
+        for src, dst, k in pieces:
+            record[dst:dst + k].copy_(whole[src:src + k])
+        return got
+
     def close(self) -> None:
         for fd in self.fds.values():
             try:
@@ -210,11 +229,12 @@ class DiskStore(RecordFiles):
                 raise DiskError(f"cannot write the expert files under {self.root}: {e}") from None
             raise
 
-    def open(self) -> None:
+    def open(self, direct: bool = True) -> None:
         """Open every file for reading: ``O_DIRECT`` when the records are aligned and the
-        file system takes it, else buffered (reads then drop their pages)."""
+        file system takes it, else buffered (reads then drop their pages). ``direct``:
+        False for a tier read in parts (:meth:`read_part`: runs that are not aligned)."""
         flags = os.O_RDONLY
-        direct = self.layout.aligned and hasattr(os, "O_DIRECT")
+        direct = direct and self.layout.aligned and hasattr(os, "O_DIRECT")
         for o, path in self.files.items():
             fd = -1
             if direct:
@@ -233,6 +253,32 @@ class DiskStore(RecordFiles):
         self.direct = direct
 
     # ------------------------------------------------------------------ reading
+    def read_part(self, ordinal: int, expert: int, pieces, record: torch.Tensor) -> int:
+        """The runs of one part of an expert (``pieces``: :func:`part_pieces`) read straight
+        from the file into the part record ``record``, one ``os.preadv`` per run; then the
+        pages of the expert's record dropped. The runs are not block-aligned: the files are
+        opened buffered (:meth:`open` with ``direct=False``). Thread-safe."""
+        fd = self.fds[ordinal]
+        at = expert * self.layout.stride
+        done = 0
+        try:
+            for src, dst, k in pieces:
+                buf = memoryview(_buffer(record[dst:dst + k], k)).cast("B")
+                got = 0
+                while got < k:
+                    m = os.preadv(fd, [buf[got:]], at + src + got)
+                    if m <= 0:
+                        raise DiskError(f"{self.files[ordinal]}: expert {expert} is cut short "
+                                        f"({src + got} of {self.layout.stride} bytes at offset "
+                                        f"{at})")
+                    got += m
+                done += k
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, at, self.layout.stride, os.POSIX_FADV_DONTNEED)
+        except OSError as e:
+            raise DiskError(f"cannot read expert {expert} from {self.files[ordinal]}: {e}") from None
+        return done
+
     def read(self, ordinal: int, expert: int, record: torch.Tensor) -> int:
         """Read expert ``expert`` of MoE layer ``ordinal`` into ``record`` (a uint8 tensor of
         ``stride`` bytes; IO_ALIGN-aligned for O_DIRECT). Thread-safe. Returns the bytes read."""
@@ -346,3 +392,30 @@ class HostCache(KeyedRecords):
             self.ops.release_arena(self.arena)
             self.arena = None
             self.tensors = {}
+
+
+def part_layout(template: dict, n: int) -> RecordLayout:
+    """The record of one part of an expert (``granularity_split = n``,
+    ``mpl.mechanism.parts.PartLayout``): per parameter a row of the part's longest run
+    (``ceil(numel / n)`` elements), so a host tier over a disk tier holds parts, each
+    ``1/n`` of an expert (``template``: ``{name: [E, ...]}``)."""
+    from .parts import PartLayout
+
+    chunk = PartLayout(template, n).chunk
+    return RecordLayout({name: torch.empty((1, chunk[name]), dtype=t.dtype)
+                         for name, t in template.items()})
+
+
+def part_pieces(layout: RecordLayout, parts: RecordLayout, ranges: dict) -> list:
+    """Where part ``ranges`` (``PartLayout.ranges[p]``: name -> element run) of an expert
+    lies: ``(offset in the expert's record, offset in the part record, bytes)`` per
+    parameter with a non-empty run (``layout``: the expert's record; ``parts``: the part
+    record, :func:`part_layout`)."""
+    dst = {name: off for name, _row, _dt, off, _n in parts.params}
+    out = []
+    for name, _row, dtype, off, _n in layout.params:
+        a, b = ranges[name]
+        if b > a:
+            es = torch.empty((), dtype=dtype).element_size()
+            out.append((off + a * es, dst[name], (b - a) * es))
+    return out

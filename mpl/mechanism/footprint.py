@@ -150,11 +150,14 @@ def host_tier_records(level, num_experts: int) -> int:
 def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
     """Add what the memory tiers of a live run allocate in host memory before the host
     store (``mpl.mechanism.tiered.TierBuild.open`` and the first transient read): each disk
-    tier's host cache (its host tier's slots, one record each) and the one bounce record;
-    returns the MoE-layer ordinals on disk (they keep no host copy)."""
-    from .disk import IO_ALIGN, RecordLayout
+    tier's host cache (its host tier's slots, one record each) and the bounce record; with
+    ``granularity_split = N`` the records are parts (``mpl.mechanism.disk.part_layout``) and
+    the bounce holds one per part. Returns the MoE-layer ordinals on disk (they keep no host
+    copy)."""
+    from .disk import IO_ALIGN, RecordLayout, part_layout
 
-    stride = RecordLayout(template).stride
+    split = max([lv.split for lv in tier_layout.levels if lv.layers] or [1])
+    stride = (RecordLayout(template) if split == 1 else part_layout(template, split)).stride
     on_disk: set = set()
     for lv in tier_layout.levels:
         if lv.layers and lv.disk is not None:
@@ -162,7 +165,8 @@ def tier_host(fp: Footprint, tier_layout, template: dict) -> set:
             E = next(iter(template.values())).shape[0]
             fp.add("host tier cache", HOST, stride * host_tier_records(lv, E) + IO_ALIGN)
     if on_disk:
-        fp.add("disk bounce record", HOST, stride + IO_ALIGN)
+        fp.add("disk bounce record" if split == 1 else f"disk bounce records ({split} parts)",
+               HOST, stride * split + IO_ALIGN)
     return on_disk
 
 

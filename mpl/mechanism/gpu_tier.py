@@ -17,7 +17,15 @@ write into it (``ready``) and the last read out of it (``free``). The Plan's ste
   copy out of its slot (:meth:`FullArea.copy_out`; the runtime counts it as a read of this
   tier, no bytes over the link), then the key leaves the area;
 * ``SERVE`` (``Plan.where`` ``LOWER``): computed from the slot, copied into the transient
-  entry the engine streams the expert through (:meth:`FullArea.copy_out`).
+  entry the engine streams the expert through (:meth:`FullArea.copy_out`);
+* over a host tier with a capacity and a disk tier: ``PROMOTE`` host -> this tier copies the
+  host tier's record holding the key (:meth:`FullArea.fill_from_host` on the records), and
+  ``DEMOTE`` this tier -> the host tier copies the slot into the record the step names
+  (:meth:`FullArea.to_host`), before the slot is rewritten;
+* with ``granularity_split``: the area is built on the part pool (``pool`` a
+  ``mpl.mechanism.parts.PartPool``): each slot one part, the same steps on part keys, a fill
+  from host memory the part's runs (:meth:`FullArea.fill_runs`), and a part computed from a
+  slot copied by the gather (``PartPool.gather``'s ``LOWER`` places).
 
 **The stash.** When a promotion out of this tier frees a slot that the device cache's victim
 is demoted into in the same dispatch (the runtime swaps the two keys), the demotion would
@@ -83,6 +91,10 @@ class FullArea(DeviceArea):
         self.promotions = 0         # this tier -> the device cache, device to device
         self.serves = 0             # computed from a slot (copied into a transient entry)
         self.stashes = 0
+        self.host_demotions = 0     # this tier -> the host tier over a disk, device to host
+        #: the device cache holds parts (``pool`` a mechanism.parts.PartPool): so does this
+        #: tier, one part per slot, and its copies name part slots
+        self.parts = hasattr(pool, "parts")
 
     @property
     def nbytes(self) -> int:
@@ -117,7 +129,8 @@ class FullArea(DeviceArea):
         ev = self._copy(pool.demand_stream, (self.ready[slot], self.free[slot]),
                         (pool.ready[entry], pool.free[entry]),
                         [(t[slot], pool.tensors[n][entry]) for n, t in self.tensors.items()],
-                        ("gpu-tier", (self.tier, slot)), reads=(entry,))
+                        ("gpu-tier", (self.tier, slot)),
+                        reads=(("part", entry) if self.parts else entry,))
         if ev is not None:
             pool.free[entry] = ev          # the entry's next copy waits for this read
             self.ready[slot] = ev
@@ -129,6 +142,19 @@ class FullArea(DeviceArea):
         self.host_bytes += self.entry_bytes
         ev = self._copy(self._stream(kind), (self.ready[slot], self.free[slot]), (),
                         [(t[slot], host[n][expert]) for n, t in self.tensors.items()],
+                        ("gpu-tier-fill", (self.tier, slot)), host=True)
+        if ev is not None:
+            self.ready[slot] = ev
+
+    def fill_runs(self, slot: int, runs: dict, key, nbytes: int, kind=None) -> None:
+        """A part copied into ``slot`` from the host: ``runs`` name -> its source run (the
+        host store's, or a host tier's part record's), ``nbytes`` its bytes over the link."""
+        self.put(slot, key)
+        self.host_fills += 1
+        self.host_bytes += int(nbytes)
+        ev = self._copy(self._stream(kind), (self.ready[slot], self.free[slot]), (),
+                        [(self.tensors[n][slot][:r.numel()], r) for n, r in runs.items()
+                         if r.numel()],
                         ("gpu-tier-fill", (self.tier, slot)), host=True)
         if ev is not None:
             self.ready[slot] = ev
@@ -145,6 +171,19 @@ class FullArea(DeviceArea):
             self.ready[s] = ev
             self.free[slot] = ev
 
+    def to_host(self, slot: int, records: dict, j: int):
+        """The copy in ``slot`` into host record ``j`` of ``records`` (a demotion into the host
+        tier over a disk tier), after the write into the slot; the slot's next write waits
+        for it. Returns its event (None on the CPU: the copy is done)."""
+        self.host_demotions += 1
+        # (after the slot's earlier reads too: its free event then orders every one of them)
+        ev = self._copy(self.pool.demand_stream, (), (self.ready[slot], self.free[slot]),
+                        [(records[n][j], t[slot]) for n, t in self.tensors.items()],
+                        ("demote", "host"), host=True)
+        if ev is not None:
+            self.free[slot] = ev
+        return ev
+
     # ------------------------------------------------------------------ the read
     def copy_out(self, src: int, entry: int, kind: str) -> None:
         """Entry ``src`` of the area (a slot, or the stash) copied into pool entry ``entry``:
@@ -159,9 +198,10 @@ class FullArea(DeviceArea):
             self.promotions += 1
             pool.copies[kind] += 1
         stream = self._stream(kind)
+        tag = ("part-" + kind, ("part", entry)) if self.parts else (kind, entry)
         ev = self._copy(stream, (pool.free[entry], pool.ready[entry]), (self.ready[src],),
                         [(pool.tensors[n][entry], t[src]) for n, t in self.tensors.items()],
-                        (kind, entry))
+                        tag)
         if ev is not None:
             pool.ready[entry] = ev
             pool.ready_kind[entry] = kind

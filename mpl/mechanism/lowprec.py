@@ -319,6 +319,15 @@ class LowPrecArea(DeviceArea):
                 pool.ready_kind[entry] = STREAMED
                 self.free[slot] = ev
 
+    def resident_at(self) -> dict:
+        """A ladder's keys held now, by the rung their slot holds them at (every rung
+        named): the slots whose key the tier holds (``where``), as the steps left them."""
+        out = {d: 0 for d in (self.ladder or [self.dtype])}
+        for j, key in enumerate(self.content):
+            if key is not None and self.where.get(key) == j:
+                out[self.held[j]] = out.get(self.held[j], 0) + 1
+        return out
+
     def release(self) -> None:
         self.data = None
         self.held = [None] * self.slots

@@ -11,11 +11,15 @@ parts back together for compute.
   (the runtime counts the device cache in parts), one device tensor per parameter name
   ``[slots + 1, ceil(numel / N)]`` (the last entry unused, the pool's zero entry), filled
   from the host store by the Plan's Loads of part keys ``(layer, expert, part)`` on the
-  compute pool's copy streams (:meth:`PartPool.copy_in`).
+  compute pool's copy streams (:meth:`PartPool.copy_in`), or over a disk tier from the host
+  tier's part record holding the part (:meth:`PartPool.copy_record`).
 * :meth:`PartPool.gather`: before an expert is computed, each of its parts is copied into
   its place in a transient entry of the compute pool (:class:`mpl.mechanism.pool.SlotPool`),
-  device to device from its part slot, or from the host store for a part the Plan streams
-  (``STREAM``: not admitted). The entry then holds the expert's rows exactly (the same
+  device to device from its part slot, or from the host for a part the Plan streams
+  (``STREAM``: not admitted): the host store, or over a disk tier the host tier's part
+  record its READ filled (``mpl.mechanism.disk.part_layout``), or device to device from the
+  slot of a second full-precision gpu tier holding the part (``LOWER``, a SERVE step: that
+  tier's area is built on this pool, ``mpl.mechanism.gpu_tier.FullArea``). The entry then holds the expert's rows exactly (the same
   bytes), and the experts function computes it as a streamed expert: bit-identical to the
   unmodified model (an expert is never computed from a partial sum).
 
@@ -32,7 +36,7 @@ import time
 
 import torch
 
-from mpl.runtime.plan import STREAM
+from mpl.runtime.plan import LOWER, STREAM
 
 from .pool import _URGENT, STREAMED, SlotPool
 
@@ -68,6 +72,7 @@ class PartPool(SlotPool):
         self.gathers = 0            # experts put together in a transient entry
         self.gathered_parts = 0     # part copies device to device
         self.streamed_parts = 0     # part copies from the host into a transient entry
+        self.lowered_parts = 0      # part copies from a second gpu tier's slot
 
     def _pairs(self, index: int, host: dict, expert: int, p: int):
         for name, t in self.tensors.items():
@@ -82,6 +87,33 @@ class PartPool(SlotPool):
                 count: bool = True) -> float:
         """Copy part ``key[2]`` of expert ``expert`` (the host store's tensors ``host``) into
         part slot ``index``; as :meth:`SlotPool.copy_in`."""
+        return self._copy_part(index, self._pairs(index, host, expert, key[2]), key, kind, count)
+
+    def copy_record(self, index: int, records: dict, j: int, key: tuple, kind: str) -> float:
+        """Copy part ``key[2]`` from part record ``j`` of ``records`` (the host tier's part
+        records over a disk tier, ``mpl.mechanism.disk.part_layout``: name ->
+        ``[records, chunk]``) into part slot ``index``; as :meth:`copy_in`."""
+        return self._copy_part(index, self._record_pairs(index, records, j, key[2]), key, kind,
+                               True)
+
+    def _record_pairs(self, index: int, records: dict, j: int, p: int):
+        for name, t in self.tensors.items():
+            a, b = self.parts.ranges[p][name]
+            if b > a:
+                yield t[index][:b - a], records[name][j][:b - a]
+
+    def run(self, p: int, records: dict, j: int) -> dict:
+        """Part ``p``'s runs in part record ``j`` of ``records``: name -> its source run
+        (what :meth:`gather` copies for a streamed part)."""
+        return {name: records[name][j][:b - a] for name, (a, b) in self.parts.ranges[p].items()}
+
+    def host_run(self, p: int, host: dict, expert: int) -> dict:
+        """Part ``p``'s runs in the host store's row of ``expert`` (``host``: name ->
+        ``[E, ...]``): name -> its source run."""
+        return {name: host[name][expert].reshape(-1)[a:b]
+                for name, (a, b) in self.parts.ranges[p].items()}
+
+    def _copy_part(self, index: int, pairs, key: tuple, kind: str, count: bool) -> float:
         p = key[2]
         if count:
             self.copies[kind] += 1
@@ -94,7 +126,7 @@ class PartPool(SlotPool):
                 for ev in (self.free[index], self.ready[index]):
                     if ev is not None:
                         ops.wait(stream, ev)
-                for dst, src in self._pairs(index, host, expert, p):
+                for dst, src in pairs:
                     ops.copy(dst, src, non_blocking=True, tag=("part-" + kind, ("part", index)))
                 ev = ops.event(timing=True)
                 ops.record(ev, stream)
@@ -102,18 +134,23 @@ class PartPool(SlotPool):
             self.ready_kind[index] = kind
             return 0.0
         t0 = time.perf_counter()
-        for dst, src in self._pairs(index, host, expert, p):
+        for dst, src in pairs:
             ops.copy(dst, src, tag=("part-" + kind, ("part", index)))
         ms = (time.perf_counter() - t0) * 1e3
         if count:
             self.copy_ms += ms
         return ms
 
-    def gather(self, pool: SlotPool, entry: int, where: tuple, key: tuple, host: dict) -> float:
+    def gather(self, pool: SlotPool, entry: int, where: tuple, key: tuple, streamed,
+               lowered=None, waits=()) -> float:
         """Expert ``key`` (``(layer, expert)``) put together in the compute pool's transient
         entry ``entry`` from its parts: ``where[p]`` the part slot of part ``p`` (checked to
         hold it: else :class:`mpl.mechanism.execute.LiveError`), or ``STREAM`` (copied from
-        ``host``, the layer's host tensors). Returns the host ms it blocked (CPU path)."""
+        ``streamed[p]``, name -> the part's source run: :meth:`host_run` of the host store,
+        or :meth:`run` of the host tier's record holding it, ready to be read), or ``LOWER``
+        (copied device to device from ``lowered[p]``, its run in the slot of a second gpu
+        tier that holds it; ``waits``: the events that slot's copy waits for). Returns the
+        host ms it blocked (CPU path)."""
         from .execute import LiveError
 
         for p, s in enumerate(where):
@@ -121,7 +158,11 @@ class PartPool(SlotPool):
                 raise LiveError(f"the plan computes part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]} from part slot {s}, but the slot holds "
                                 f"{self.content[s]}: the runtime and the mechanism disagree")
-            if s < 0 and s != STREAM:
+            if s == LOWER and (lowered is None or p not in lowered):
+                raise LiveError(f"the plan computes part {p} of expert {key[1]} of MoE layer "
+                                f"{key[0]} from a lower gpu tier that does not hold it: the "
+                                f"runtime and the mechanism disagree")
+            if s < 0 and s not in (STREAM, LOWER):
                 raise LiveError(f"the plan places part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]} at {s}, which the live mechanism does not compute "
                                 f"from")
@@ -135,9 +176,9 @@ class PartPool(SlotPool):
         tag = (STREAMED, entry)
         with ops.use(stream):
             if self.cuda:
-                waits = [pool.free[entry], pool.ready[entry]] + \
+                before = [pool.free[entry], pool.ready[entry], *waits] + \
                     [self.ready[s] for s in where if s >= 0]
-                for ev in waits:
+                for ev in before:
                     if ev is not None:
                         ops.wait(stream, ev)
             for p, s in enumerate(where):
@@ -147,15 +188,22 @@ class PartPool(SlotPool):
                         a, b = ranges[p][name]
                         if b > a:
                             ops.copy(rows[name][a:b], t[s][:b - a], tag=("gather", entry))
+                elif s == LOWER:
+                    self.lowered_parts += 1
+                    src = lowered[p]
+                    for name in self.tensors:
+                        a, b = ranges[p][name]
+                        if b > a:
+                            ops.copy(rows[name][a:b], src[name], tag=("gather", entry))
                 else:
                     self.streamed_parts += 1
                     pool.copies[STREAMED] += 1
                     pool.bytes_copied += self.part_bytes(p)
-                    for name, t in self.tensors.items():
+                    src = streamed[p]
+                    for name in self.tensors:
                         a, b = ranges[p][name]
                         if b > a:
-                            ops.copy(rows[name][a:b], host[name][key[1]].reshape(-1)[a:b],
-                                     non_blocking=self.cuda, tag=tag)
+                            ops.copy(rows[name][a:b], src[name], non_blocking=self.cuda, tag=tag)
             if self.cuda:
                 used = [s for s in where if s >= 0]
                 ev = ops.event(timing=True)

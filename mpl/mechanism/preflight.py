@@ -164,17 +164,22 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
     one precision, or a ``dtype_ladder`` of both) over host memory holding every expert; or
     over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
-    host memory holding every expert.
+    host memory holding every expert, or over a host tier with a capacity and a disk tier
+    (its victims copied into the host tier's records, its fills from them).
+    ``granularity_split`` above 1 (``mpl.mechanism.parts``) runs over host memory and over
+    a host tier with a capacity and a disk tier (part records, each part read alone:
+    ``mpl.mechanism.disk.part_layout``), with or without the second full-precision gpu tier
+    (then holding parts).
     Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
-    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on the host or on another device, or over a host tier with a
-    capacity or a disk tier; a second gpu tier at the checkpoint's precision on another
-    device, anywhere but right under the top tier, beside a low-precision tier or over a
-    host tier with a capacity or a disk tier, a third gpu tier, a set of tiers without a
-    gpu tier on top, a second host tier,
-    ``granularity_split`` above 1 over a disk tier or with a low-precision tier, or differing
-    between the sets (it runs over host memory, ``mpl.mechanism.parts``). Computing on the
-    CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU computes an expert
-    from the host tier's record its READ filled.
+    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on
+    the host or on another device, or over a host tier with a capacity or a disk tier; a
+    second gpu tier at the checkpoint's precision on another device, anywhere but right
+    under the top tier, beside a low-precision tier or over tiers other than those two, a
+    third gpu tier, a set of tiers without a gpu tier on top, a second host tier,
+    ``granularity_split`` above 1 with a low-precision tier, or differing between the sets.
+    Computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU
+    computes an expert from the host tier's record its READ filled (with a split, from its
+    parts' records put together on the host).
 
     vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
     device cache over host memory, or over a host tier with a capacity and a disk tier with
@@ -247,7 +252,7 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         extra_gpu = [i for i, k in enumerate(kinds) if k == "gpu" and i > 0 and i not in lows]
         full2 = (engine == "huggingface" and extra_gpu == [1] and not lows
                  and kinds.count("gpu") == 2 and tiers[1].location.index is None
-                 and kinds[2:] == ["cpu"])
+                 and kinds[2:] in (["cpu"], ["cpu", "disk"]))
         if full2:          # a second gpu tier at the checkpoint's precision, over host memory
             extra_gpu = []
         if extra_gpu or kinds.count("gpu") > 2:
@@ -276,12 +281,8 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             why = None
             if engine == "vllm":
                 why = "which vLLM's live offload does not run (HuggingFace attach does)"
-            elif kinds[-1] == "disk":
-                why = "over a disk tier, which live execution does not run yet"
             elif lows:
                 why = "with a low-precision tier, which live execution does not run yet"
-            elif full2:
-                why = "with a second gpu tier, which live execution does not run yet"
             if why is not None:
                 return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
                         f"splits experts into {h.granularity_split} parts (granularity_split) "
@@ -314,8 +315,8 @@ def _second_gpu(engine, t, tiers, lows) -> str:
         return "beside a low-precision gpu tier"
     if tiers.index(t) != 1:
         return "other than right under the top tier"
-    return ("over a host tier with a capacity or a disk tier (it runs one over host memory "
-            "holding every expert)")
+    return ("over tiers other than host memory holding every expert or a host tier with a "
+            "capacity and a disk tier (it runs one over either)")
 
 
 def _model_aware(d) -> bool:

@@ -18,6 +18,12 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   record the step names, before the load that reuses the slot;
 * eviction from the host tier: the victim a READ or DEMOTE names leaves its record (checked
   to be the key the record holds);
+* ``granularity_split`` over a disk tier: the keys of those steps are parts
+  ``(layer, expert, part)`` and the host tier's records part records
+  (:func:`mpl.mechanism.disk.part_layout`): a READ reads the part's runs of the expert's
+  record (``read_part``), a Load copies a part record into a part slot
+  (``PartPool.copy_record``), a DEMOTE copies a part slot back into a part record, and a
+  streamed part is gathered from the record its READ filled;
 * a low-precision gpu tier (``int8``/``int4``, right under the top tier, over host memory;
   its device area a :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the
   evicted pool entry quantised on the device before the Load that reuses the entry; DEMOTE
@@ -26,8 +32,13 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
   dequantises it into the transient entry the engine streams that expert through. A tier
   with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
-  names, and REQUANT inside the tier (a resident pushed one rung down) requantised in its
-  slot on the device.
+  names, REQUANT inside the tier (a resident pushed one rung down) requantised in its
+  slot on the device, and LEAVE (a further victim of a write) freeing its slot;
+* a second full-precision gpu tier (:class:`mpl.mechanism.gpu_tier.FullArea`) over host memory
+  or over a host tier and a disk tier: DEMOTE/REQUANT (top -> it) a device-to-device copy,
+  PROMOTE (host -> it) a copy from the host store or the host tier's record, PROMOTE (it ->
+  top) the Load copied out of its slot, DEMOTE (it -> the host tier) its slot copied into the
+  record the step names, SERVE computed from its slot.
 
 Order: a tiered Plan lists its Loads and its steps apart; the runtime makes a key's READ and
 its victim's DEMOTE before the Load that needs them, so :func:`ordered` interleaves them that
@@ -44,7 +55,9 @@ from __future__ import annotations
 
 import time
 
-from mpl.runtime.plan import DEMOTE, PROMOTE, READ, REQUANT, SERVE
+import torch
+
+from mpl.runtime.plan import DEMOTE, LEAVE, LOWER, PROMOTE, READ, REQUANT, SERVE, STREAM
 
 from .disk import HostCache
 from .execute import LiveError
@@ -116,12 +129,16 @@ class TierExecutor:
         self.levels = levels
         self.hosts = hosts
         self.layout = layout                 # RecordLayout (None: no disk tier)
+        #: granularity_split over a disk tier: per part its runs in an expert's record and
+        #: in a part record (mpl.mechanism.disk.part_pieces); None: the records are experts
+        self.pieces: list | None = None
+        self.whole = None                   # an expert's RecordLayout (a split's CPU rows)
+        self._cpu_scratch = None            # name -> one expert's rows on the host
         self.readers = readers
         self.overlap = overlap and readers is not None and readers.threads > 0
         self.bounce: HostCache | None = None
         self._bounce_key = None             # the key the bounce record holds
         self.cpu_rows_read = 0              # CPU computes from a record the disk filled
-        self._bounce_users: list = []
         self._transient: dict = {}          # key -> its level, read when its copy is issued
         self._deferred: list = []           # (entry, level, record, key, kind) copies not issued
         self.disk_reads = 0
@@ -173,12 +190,16 @@ class TierExecutor:
         finally:
             self.wait_ms += (time.perf_counter() - t0) * 1e3
 
-    def _submit_read(self, lv: LevelMech, ordinal: int, expert: int, j: int) -> None:
+    def _submit_read(self, lv: LevelMech, key, j: int) -> None:
         c = lv.cache
         self._ready_to_write(lv, j)
         rec = c.record(j)
         self.ops.host_write(rec, ("read", j))
-        c.pending[j] = self.readers.submit(lv.disk.read, ordinal, expert, rec)
+        if len(key) == 3:       # a part (granularity_split): its runs into a part record
+            c.pending[j] = self.readers.submit(lv.disk.read_part, key[0], key[1],
+                                               self.pieces[key[2]], rec)
+        else:
+            c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
         self.disk_reads += 1
         self.disk_bytes += c.layout.stride
 
@@ -186,36 +207,119 @@ class TierExecutor:
         """A transient READ: the record read now into the bounce buffer (one record,
         allocated the first time one is needed). ``planned``: False for a read no Plan
         made (:meth:`unplanned_copy`), counted apart from the runtime's disk reads."""
-        if self.bounce is None:
-            self.bounce = HostCache(self.layout, 1, self.ops)
-        for ev in self._bounce_users:
+        if self.bounce is None:     # one record, or one per part (a split reads parts)
+            self.bounce = HostCache(self.layout, len(self.pieces or (0,)), self.ops)
+        i = key[2] if len(key) == 3 else 0
+        users = self.bounce.users[i]
+        for ev in users:
             self.ops.synchronize(ev)
-        self._bounce_users = []
-        rec = self.bounce.record(0)
+        users.clear()
+        rec = self.bounce.record(i)
         self._bounce_key = key
         self.ops.host_write(rec, ("read", "bounce"))
         t0 = time.perf_counter()
         try:
-            lv.disk.read(key[0], key[1], rec)
+            if len(key) == 3:
+                lv.disk.read_part(key[0], key[1], self.pieces[key[2]], rec)
+            else:
+                lv.disk.read(key[0], key[1], rec)
         except Exception as e:
             raise LiveError(f"the disk tier could not be read: {e}") from None
         self.wait_ms += (time.perf_counter() - t0) * 1e3
         if not planned:
             self.unplanned_reads += 1
-            return self.bounce.tensors, 0
+            return self.bounce.tensors, i
         self.disk_reads += 1
         self.bounce_reads += 1
         self.disk_bytes += self.layout.stride
-        return self.bounce.tensors, 0
+        return self.bounce.tensors, i
 
     def _copy(self, entry: int, lv: LevelMech, j: int, key, kind: str) -> float:
-        """Host cache record ``j`` -> pool entry ``entry`` (its read waited for first)."""
+        """Host cache record ``j`` -> pool entry ``entry`` (its read waited for first); a
+        part key's record into part slot ``entry``."""
         c = lv.cache
         self._wait_read(c, j)
-        ms = self.pool.copy_in(entry, c.tensors, j, key, kind)
-        ev = self.pool.ready[entry]
+        if len(key) == 3:
+            pool = self.parts
+            ms = pool.copy_record(entry, c.tensors, j, key, kind)
+        else:
+            pool = self.pool
+            ms = pool.copy_in(entry, c.tensors, j, key, kind)
+        ev = pool.ready[entry]
         if ev is not None:
             c.users[j].append(ev)
+        return ms
+
+    def _part_load(self, entry: int, key, kind: str) -> float:
+        """A Load of part key ``key`` into part slot ``entry``: from the host store, the host
+        tier's part record holding it, or the bounce record of a READ the host tier did
+        not admit."""
+        lv = self.levels[key[0]]
+        if lv.cache is None:
+            return self.parts.copy_in(entry, self.hosts[key[0]], key[1], key, kind)
+        j = lv.cache.where.get(key)
+        if j is not None:
+            return self._copy(entry, lv, j, key, kind)
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+            ms = self.parts.copy_record(entry, tensors, i, key, kind)
+            ev = self.parts.ready[entry]
+            if ev is not None:
+                self.bounce.users[i].append(ev)
+            return ms
+        raise LiveError(f"the plan copies part {key[2]} of expert {key[1]} of MoE layer "
+                        f"{key[0]} to the device, but no host tier holds it: the runtime and "
+                        f"the mechanism disagree")
+
+    def _gather_into(self, entry: int, where: tuple, key) -> float:
+        """Expert ``key`` put together in transient entry ``entry`` from its parts
+        (:meth:`mpl.mechanism.parts.PartPool.gather`); a part the Plan streams is read from
+        the host store, the host tier's part record or the bounce record, and every record
+        read keeps the gather's event (it is not rewritten before the gather completes)."""
+        pp = self.parts
+        lv = self.levels[key[0]]
+        streamed: dict = {}
+        lowered: dict = {}
+        waits: list = []
+        areas: list = []
+        users: list = []
+        for p, s in enumerate(where):
+            if s == LOWER:          # a part computed from a second gpu tier's slot (SERVE)
+                served = self._served.get((key[0], key[1], p))
+                if served is not None:
+                    a, slot = served
+                    lowered[p] = pp.run(p, a.tensors, slot)
+                    waits += [a.ready[slot], a.free[slot]]
+                    areas.append((a, slot))
+                    a.serves += 1
+                continue
+            if s != STREAM:
+                continue
+            if lv.cache is None:
+                streamed[p] = pp.host_run(p, self.hosts[key[0]], key[1])
+                continue
+            part = (key[0], key[1], p)
+            c = lv.cache
+            j = c.where.get(part)
+            if j is not None:
+                self._wait_read(c, j)
+                streamed[p] = pp.run(p, c.tensors, j)
+                users.append(c.users[j])
+            elif self._transient.pop(part, None) is not None:
+                tensors, i = self._bounce_read(lv, part)
+                streamed[p] = pp.run(p, tensors, i)
+                users.append(self.bounce.users[i])
+            else:
+                raise LiveError(f"the plan streams part {p} of expert {key[1]} of MoE layer "
+                                f"{key[0]}, but no host tier holds it: the runtime and the "
+                                f"mechanism disagree")
+        ms = pp.gather(self.pool, entry, where, key, streamed, lowered, waits)
+        ev = self.pool.ready[entry]
+        if ev is not None:
+            for u in users:
+                u.append(ev)
+            for a, slot in areas:       # the slot's next write waits for the gather
+                a.free[slot] = ev
         return ms
 
     def source_copy(self, entry: int, ordinal: int, expert: int, kind: str = STREAMED) -> float:
@@ -225,7 +329,7 @@ class TierExecutor:
         if self._gather:
             where = self._gather.get(key)
             if where is not None:       # put together from its parts
-                return self.parts.gather(self.pool, entry, where, key, self.hosts[ordinal])
+                return self._gather_into(entry, where, key)
         served = self._served.get(key)
         if served is not None:          # computed from its low-precision copy (a SERVE step)
             served[0].dequant(served[1], entry)
@@ -241,7 +345,7 @@ class TierExecutor:
             ms = self.pool.copy_in(entry, tensors, i, key, kind)
             ev = self.pool.ready[entry]
             if ev is not None:
-                self._bounce_users.append(ev)
+                self.bounce.users[i].append(ev)
             return ms
         raise LiveError(f"the plan copies expert {expert} of MoE layer {ordinal} to the device, "
                         f"but no host tier holds it: the runtime and the mechanism disagree")
@@ -249,13 +353,15 @@ class TierExecutor:
     def cpu_rows(self, ordinal: int, expert: int):
         """The weight rows of expert ``expert`` of MoE layer ``ordinal`` for a CPU compute
         (``cpu_fallback``, ``hybrid``): the host store's, or the host tier's record the
-        Plan's READ put it in (its read waited for), or the bounce record of a READ the host
-        tier did not admit (read again, counted in ``unplanned_reads``, when another
+        Plan's READ put it in (its read waited for; with a split, its parts' records put
+        together on the host), or the bounce record of a READ the host tier did not admit (read again, counted in ``unplanned_reads``, when another
         transient read has reused the record since)."""
         key = (ordinal, expert)
         lv = self.levels[ordinal]
         if lv.cache is None:
             return _rows(self.hosts[ordinal], expert)
+        if self.pieces is not None:
+            return self._cpu_rows_of_parts(lv, ordinal, expert)
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
@@ -271,6 +377,33 @@ class TierExecutor:
         self.cpu_rows_read += 1
         return _rows(tensors, i)
 
+    def _cpu_rows_of_parts(self, lv: LevelMech, ordinal: int, expert: int) -> dict:
+        """A CPU compute's rows of an expert whose host tier holds parts: each part's runs
+        copied from the part record its READ filled (or its bounce record, read now) into
+        one host scratch expert, reused by the next (the CPU computes one expert at a time
+        and is done with its rows before it asks for the next)."""
+        pp = self.parts
+        if self._cpu_scratch is None:
+            self._cpu_scratch = {name: torch.empty(row, dtype=dtype)
+                                 for name, row, dtype, _o, _n in self.whole.params}
+        out = self._cpu_scratch
+        c = lv.cache
+        for p in range(pp.parts.n):
+            key = (ordinal, expert, p)
+            j = c.where.get(key)
+            if j is not None:
+                self._wait_read(c, j)
+                tensors, i = c.tensors, j
+            elif self._transient.pop(key, None) is not None:
+                tensors, i = self._bounce_read(lv, key)
+            else:           # a part no READ of this dispatch brought: read again, apart
+                tensors, i = self._bounce_read(lv, key, planned=False)
+            for name, (a, b) in pp.parts.ranges[p].items():
+                if b > a:
+                    out[name].view(-1)[a:b].copy_(tensors[name][i][:b - a])
+        self.cpu_rows_read += 1
+        return out
+
     def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into the transient pool entry
         ``entry`` for a forward no Plan drove (an engine's warm-up or profiling run): from
@@ -283,6 +416,11 @@ class TierExecutor:
         if lv.cache is None:
             pool.copy_in(entry, self.hosts[ordinal], expert, key, STREAMED, count=False)
             return
+        if self.pieces is not None:
+            raise LiveError(f"a forward no plan drove computes expert {expert} of MoE layer "
+                            f"{ordinal}, whose host tier holds parts (granularity_split over "
+                            f"a disk tier), which the live mechanism does not put together "
+                            f"without a plan")
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
@@ -292,7 +430,7 @@ class TierExecutor:
         else:
             tensors, i = self._bounce_read(lv, key, planned=False)
             pool.copy_in(entry, tensors, i, key, STREAMED, count=False)
-            users = self._bounce_users
+            users = self.bounce.users[i]
         ev = pool.ready[entry]
         if ev is not None:
             users.append(ev)
@@ -335,7 +473,7 @@ class TierExecutor:
         self._stashed = None
         if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
             for _what, x in seq:
-                if _what == "step" and x.op == PROMOTE and x.target == 0 and len(x.key) == 2:
+                if _what == "step" and x.op == PROMOTE and x.target == 0:
                     a = self.levels[x.key[0]].low
                     if a is not None and a.ladder is None and a.dtype is None \
                             and x.source == a.index:
@@ -361,11 +499,24 @@ class TierExecutor:
                         first.setdefault(rid, n)
                 continue
             if n in low_moves:
+                lv = self.levels[x.key[0]]
+                if x.op == PROMOTE and lv.cache is not None and x.source == lv.host_tier:
+                    # a fill of a gpu tier reads the host tier's record holding the key
+                    rid = simwhere.get(x.key)
+                    if rid is None and x.key in lv.cache.where:
+                        rid = (id(lv), lv.cache.where[x.key])
+                    if rid is not None and sim.get(rid, lv.cache.content[rid[1]]) == x.key:
+                        first.setdefault(rid, n)
                 continue
-            lv = self.levels[x.key[0]] if len(x.key) == 2 else None
-            if lv is None or lv.cache is None or len(x.key) != 2 or x.op not in (READ, DEMOTE) \
+            # (a part key (granularity_split) moves between the disk, the host tier's part
+            # records and the part slots as an expert's key does)
+            lv = self.levels[x.key[0]] if len(x.key) == 2 or (
+                len(x.key) == 3 and self.pieces is not None) else None
+            from_area = x.op == DEMOTE and lv is not None and lv.low is not None \
+                and x.source == lv.low.index and x.source != 0
+            if lv is None or lv.cache is None or x.op not in (READ, DEMOTE) \
                     or x.target != lv.host_tier or (x.op == READ and x.source != lv.disk_tier) \
-                    or (x.op == DEMOTE and x.source != 0):
+                    or (x.op == DEMOTE and x.source != 0 and not from_area):
                 raise LiveError(f"the plan moves {x.key} by {x.op} from tier {x.source} to tier "
                                 f"{x.target}, which the live mechanism does not carry out")
             if x.slot < 0:
@@ -382,7 +533,7 @@ class TierExecutor:
             sim[rid] = x.key
             simwhere[x.key] = rid
             first.setdefault(rid, n)
-            if x.op == DEMOTE:
+            if x.op == DEMOTE and not from_area:
                 i = gone.get(x.key)
                 if i is None or content[i] != x.key:
                     raise LiveError(f"the plan demotes {x.key} from the device, but it left no "
@@ -414,6 +565,8 @@ class TierExecutor:
                         self._transient[x.key] = lv
                     elif n not in started:
                         self._start_read(lv, x)
+                elif x.source != 0:
+                    self._demote_from_area(lv, x)
                 else:
                     self._demote(lv, x, gone[x.key])
                 continue
@@ -434,15 +587,15 @@ class TierExecutor:
                 self.deferred_copies += 1
                 continue
             t0 = time.perf_counter()
-            if parts is not None:       # a part into its part slot
-                parts.copy_in(i, self.hosts[key[0]], key[1], key, kind)
-            elif key in self._from_tier:     # device to device, out of the tier below
+            if key in self._from_tier:     # device to device, out of the tier below
                 a, s = self._from_tier.pop(key)
                 if self._stashed == key:
                     s = a.stash_entry
                     self._stashed = None
                 content[i] = key
                 a.copy_out(s, i, kind)
+            elif parts is not None:       # a part into its part slot
+                self._part_load(i, key, kind)
             else:
                 self.source_copy(i, key[0], key[1], kind)
             if kind == DEMAND:     # the host blocked: the read waited for, the copy (CPU)
@@ -459,7 +612,7 @@ class TierExecutor:
         out = set()
         leaving = set()
         for what, x in seq:
-            if what == "step" and x.op == PROMOTE and len(x.key) == 2:
+            if what == "step" and x.op == PROMOTE:
                 a = self.levels[x.key[0]].low
                 if a is not None and x.source == a.index:
                     leaving.add(x.key)
@@ -481,9 +634,9 @@ class TierExecutor:
             held = sim.get(rid, a.content[x.slot])
             if held is not None and slot_of(a, held) != x.slot:
                 held = None          # (a stale record: its key was written elsewhere since)
-            # a ladder evicts several keys to make room for one: the first is the step's
-            # victim, the others leave with no step and their slots are free again
-            if held != x.victim and not (x.victim is None and (held in leaving or a.ladder)):
+            # (a ladder evicts several keys to make room for one: the first is the step's
+            # victim, the others leave by LEAVE steps before it, their slots free again)
+            if held != x.victim and not (x.victim is None and held in leaving):
                 raise LiveError(
                     f"the plan puts {x.key} into slot {x.slot} of tier '{a.tier}' in place of "
                     f"{x.victim}, but the slot holds {held}: the runtime and the mechanism "
@@ -500,7 +653,7 @@ class TierExecutor:
             where[(id(a), x.key)] = x.slot
 
         for n, (what, x) in enumerate(seq):
-            if what != "step" or len(x.key) != 2:
+            if what != "step" or (len(x.key) != 2 and self.parts is None):
                 continue
             lv = self.levels[x.key[0]]
             a = lv.low
@@ -514,9 +667,21 @@ class TierExecutor:
                                     f"'{a.tier}', but it left no slot of the pool: the runtime "
                                     f"and the mechanism disagree")
                 write(a, x)
-            elif x.op == PROMOTE and x.target == t and lv.cache is None \
-                    and x.source == lv.host_tier:
+            elif x.op == PROMOTE and x.target == t and x.source == lv.host_tier:
                 write(a, x)
+            elif x.op == DEMOTE and x.source == t and lv.cache is not None \
+                    and x.target == lv.host_tier and a.dtype is None and a.ladder is None:
+                # a full-precision tier's victim into the host tier over a disk: the area
+                # side checked here, the record it writes by the host tier's checks
+                cur = slot_of(a, x.key)
+                if cur is None or cur < 0 or sim.get((id(a), cur), a.content[cur]) != x.key:
+                    raise LiveError(f"the plan demotes {x.key} out of tier '{a.tier}', which "
+                                    f"does not hold it: the runtime and the mechanism disagree")
+                if (id(a), cur) in served:
+                    raise LiveError(f"the plan computes from slot {cur} of tier '{a.tier}' and "
+                                    f"demotes it in the same dispatch, which the live "
+                                    f"mechanism cannot order")
+                continue
             elif x.op == PROMOTE and x.source == t and x.target == 0:
                 cur = slot_of(a, x.key)
                 if cur is None:
@@ -525,6 +690,15 @@ class TierExecutor:
                 where[(id(a), x.key)] = None
                 if cur >= 0 and sim.get((id(a), cur), a.content[cur]) == x.key:
                     sim[(id(a), cur)] = None
+            elif x.op == LEAVE and x.source == t and x.target == t and a.ladder:
+                # a ladder's further victim: it leaves its slot, nothing moves
+                if slot_of(a, x.key) != x.slot or x.slot < 0 or \
+                        sim.get((id(a), x.slot), a.content[x.slot]) != x.key:
+                    raise LiveError(f"the plan says {x.key} leaves slot {x.slot} of tier "
+                                    f"'{a.tier}', which does not hold it: the runtime and the "
+                                    f"mechanism disagree")
+                where[(id(a), x.key)] = None
+                sim[(id(a), x.slot)] = None
             elif x.op == REQUANT and x.source == t and x.target == t and a.ladder:
                 # a ladder's resident pushed one rung down, where it is
                 if slot_of(a, x.key) != x.slot:
@@ -582,7 +756,24 @@ class TierExecutor:
                     self._stashed = held
                 a.demote(x.slot, gone[x.key], x.key)
             elif x.op == PROMOTE and x.target == a.index:
-                a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+                pp = self.parts if len(x.key) == 3 else None
+                if lv.cache is None:
+                    if pp is not None:      # a part: its runs of the host store's row
+                        p = x.key[2]
+                        a.fill_runs(x.slot, pp.host_run(p, self.hosts[x.key[0]], x.key[1]),
+                                    x.key, pp.part_bytes(p), x.kind)
+                    else:
+                        a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key, x.kind)
+                else:           # from the host tier's record (or the bounce record)
+                    tensors, j, users = self._record_of(lv, x.key)
+                    if pp is not None:
+                        p = x.key[2]
+                        a.fill_runs(x.slot, pp.run(p, tensors, j), x.key, pp.part_bytes(p),
+                                    x.kind)
+                    else:
+                        a.fill_from_host(x.slot, tensors, j, x.key, x.kind)
+                    if a.ready[x.slot] is not None:
+                        users.append(a.ready[x.slot])
             elif x.op == PROMOTE:
                 if x.key in self._from_tier:
                     raise LiveError(f"the plan promotes {x.key} out of tier '{a.tier}' before "
@@ -592,7 +783,9 @@ class TierExecutor:
             else:
                 self._served[x.key] = (a, x.slot)
             return
-        if x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
+        if x.op == LEAVE:               # a ladder's further victim: its slot is free
+            a.drop(x.key)
+        elif x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
         elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
             a.requant(x.slot, gone[x.key], x.key, x.dtype)
@@ -605,18 +798,54 @@ class TierExecutor:
         else:                           # SERVE: computed from the slot (source_copy)
             self._served[x.key] = (a, x.slot)
 
+    def _record_of(self, lv: LevelMech, key) -> tuple:
+        """The host record holding ``key`` for a device copy out of it, its read waited for:
+        ``(tensors, index, users)`` of the host tier's record, or of the bounce record a READ
+        the host tier did not admit is read into now; ``users`` takes the copy's event."""
+        c = lv.cache
+        j = c.where.get(key)
+        if j is not None:
+            self._wait_read(c, j)
+            return c.tensors, j, c.users[j]
+        if self._transient.pop(key, None) is not None:
+            tensors, i = self._bounce_read(lv, key)
+            return tensors, i, self.bounce.users[i]
+        raise LiveError(f"the plan copies {key} out of the host tier, which does not hold it: "
+                        f"the runtime and the mechanism disagree")
+
+    def _demote_from_area(self, lv: LevelMech, x) -> None:
+        """A full-precision gpu tier's victim (its slot) -> host record ``x.slot``, before
+        the slot is rewritten (the area's free event)."""
+        a = lv.low
+        s = a.where.get(x.key)
+        if s is None:
+            raise LiveError(f"the plan demotes {x.key} out of tier '{a.tier}', which does not "
+                            f"hold it: the runtime and the mechanism disagree")
+        c = lv.cache
+        j = x.slot
+        self._ready_to_write(lv, j)
+        if c.content[j] is not None:
+            self.host_evictions += 1
+        c.put(j, x.key)
+        self.demotions += 1
+        ev = a.to_host(s, c.tensors, j)
+        a.drop(x.key)
+        if ev is not None:
+            c.users[j].append(ev)
+
     def _start_read(self, lv: LevelMech, x) -> None:
         c = lv.cache
         if c.content[x.slot] is not None:
             self.host_evictions += 1
         c.put(x.slot, x.key)
-        self._submit_read(lv, x.key[0], x.key[1], x.slot)
+        self._submit_read(lv, x.key, x.slot)
 
     def _demote(self, lv: LevelMech, x, i: int) -> None:
         """Device slot ``i`` -> host record ``x.slot`` (before the slot is reused)."""
         c = lv.cache
         j = x.slot
-        pool, ops = self.pool, self.ops
+        # (a part key leaves a part slot: the part's row into a part record)
+        pool, ops = (self.parts if len(x.key) == 3 else self.pool), self.ops
         self._ready_to_write(lv, j)
         if c.content[j] is not None:
             self.host_evictions += 1
@@ -684,18 +913,21 @@ class TierExecutor:
                            "entry_bytes": a.entry_bytes, "bytes": a.nbytes,
                            "demotions": a.demotions, "filled_from_host": a.host_fills,
                            "bytes_from_host": a.host_bytes, "promotions": a.promotions,
-                           "serves": a.serves, "stashes": a.stashes} for a in self.fulls],
+                           "serves": a.serves, "stashes": a.stashes,
+                           "demoted_to_host": a.host_demotions} for a in self.fulls],
             "parts": None if self.parts is None else {
                 "split": self.parts.parts.n, "slots": self.parts.num_slots,
                 "bytes": self.parts.nbytes, "gathers": self.parts.gathers,
                 "gathered_parts": self.parts.gathered_parts,
-                "streamed_parts": self.parts.streamed_parts},
+                "streamed_parts": self.parts.streamed_parts,
+                "lowered_parts": self.parts.lowered_parts},
             "lowprec": [{"set": a.label, "tier": a.tier, "dtype": a.dtype, "slots": a.slots,
                          "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
                          "quantized_from_host": a.host_fills,
                          **({"dtype_ladder": list(a.ladder),
                              "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
+                             "resident_at": a.resident_at(),
                              "requantized": a.rung_requants} if a.ladder else {})}
                         for a in self.areas],
         }
@@ -820,7 +1052,8 @@ class TierBuild:
        :class:`mpl.mechanism.disk.DiskError`, its message located at the tier when ``ir``
        (the policy's IR) is given;
     2. :meth:`open` opens the files and allocates each disk tier's host cache (the runtime's
-       slots of its host tier); the adapter then builds the host store of :attr:`in_ram`
+       slots of its host tier: part records with ``granularity_split`` above 1, the files
+       then opened buffered, as a part is read as runs of an expert's record); the adapter then builds the host store of :attr:`in_ram`
        (the layers whose last tier is host memory), allocates the slot pool and calls
        :meth:`executor` for the :class:`TierExecutor` that carries out the Plans' steps.
 
@@ -830,7 +1063,8 @@ class TierBuild:
     def __init__(self, runtime, layers: list[dict], layer_ids, *, ir=None,
                  checkpoint: str | None = None, known: dict | None = None) -> None:
         from .checkpoint import CheckpointStore
-        from .disk import DiskError, DiskStore, RecordLayout
+        from .disk import DiskError, DiskStore, RecordLayout, part_layout, part_pieces
+        from .parts import PartLayout
 
         lay = runtime.tier_layout
         if lay is None:
@@ -838,6 +1072,13 @@ class TierBuild:
         template = layers[0]
         self.E = E = int(next(iter(template.values())).shape[0])
         self.layout = RecordLayout(template)
+        #: granularity_split (every set the same: part_split): the host tier over a disk
+        #: tier holds part records, each read as runs of an expert's record
+        self.split = part_split(lay)
+        self.record = self.layout if self.split == 1 else part_layout(template, self.split)
+        self.pieces = None if self.split == 1 else [
+            part_pieces(self.layout, self.record, r)
+            for r in PartLayout(template, self.split).ranges]
         self.levels: list = [None] * len(layers)
         self.disks: list = []
         #: (LevelSpec, its low-precision TierSpec, its LevelMech)
@@ -887,12 +1128,16 @@ class TierBuild:
                                         f"tier '{spec.name}' of policy '{ir.name}': {e}") from None
                     self.disks.append(disk)
                     mech = LevelMech(None, disk, lv.read_into, lv.disk)
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    if full:
+                        self.fulls.append((lv, full[0], mech))
                 for o in lv.layers:
                     self.levels[o] = mech
         except BaseException:
             self.remove()
             raise
         self._lay = lay
+        self._num_slots = runtime.num_slots
         self._caches: list = []
 
     @property
@@ -910,12 +1155,12 @@ class TierBuild:
         from .disk import HostCache
 
         for d in self.disks:
-            d.open()
+            d.open(direct=self.split == 1)
         for lv in self._lay.levels:
             if not lv.layers or lv.disk is None:
                 continue
             mech = self.levels[lv.layers[0]]
-            mech.cache = HostCache(self.layout, host_tier_records(lv, self.E), ops)
+            mech.cache = HostCache(self.record, host_tier_records(lv, self.E), ops)
             self._caches.append(mech.cache)
 
     def executor(self, pool, hosts: list, readers: int, *, transposed: bool = False) -> TierExecutor:
@@ -927,6 +1172,10 @@ class TierBuild:
         from .lowprec import LowPrecArea, QuantLayout
 
         template = {n: t for n, t in pool.tensors.items()}
+        parts = None
+        if self.split > 1:      # the device cache of parts: the Loads' target
+            from .parts import PartPool
+            parts = PartPool(template, self.split, self._num_slots, pool)
         for lv, spec, mech in self.lows:
             qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
             # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
@@ -936,10 +1185,18 @@ class TierBuild:
                                    index=spec.index)
         for lv, spec, mech in self.fulls:
             from .gpu_tier import FullArea
-            mech.low = FullArea(template, min(spec.slots, len(lv.layers) * self.E), pool,
+            # (with a split the tier holds parts: part-sized slots beside the part pool's)
+            keys = len(lv.layers) * self.E * self.split
+            mech.low = FullArea(template if parts is None else parts.tensors,
+                                min(spec.slots, keys), pool if parts is None else parts,
                                 label=lv.label, tier=spec.name, index=spec.index)
-        return TierExecutor(pool, self.levels, hosts, self.layout if self.disks else None,
-                            Readers(readers) if self.disks else None)
+        ex = TierExecutor(pool, self.levels, hosts, self.record if self.disks else None,
+                          Readers(readers) if self.disks else None)
+        ex.parts = parts
+        if self.disks:
+            ex.pieces = self.pieces
+            ex.whole = self.layout
+        return ex
 
     def read_layer(self, ordinal: int, template: dict) -> dict:
         """Every expert of MoE layer ``ordinal`` read back from its file, as fresh

@@ -422,16 +422,21 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         E = layers[0].num_experts
         lowprec = []
         for lv in runtime.tier_layout.levels:
-            for t in (lv.tiers if lv.layers and lv.disk is None else ()):
+            # (over a disk tier only a full-precision gpu tier runs: not_live_yet)
+            for t in (lv.tiers if lv.layers else ()):
                 if t.kind == "gpu" and t.dtype in LOW_DTYPES:
                     # (a ladder's slots are as long as its longest rung's record)
                     q = max(QuantLayout(template, d, transposed=transposed).stride
                             for d in tier_dtypes(t))
                     lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
                 elif t.kind == "gpu" and t.index > 0:
-                    # a full-precision gpu tier: its slots and the stash, whole experts
+                    # a full-precision gpu tier: its slots and the stash, whole experts or
+                    # (granularity_split) parts
+                    unit = entry if split == 1 else sum(
+                        -(-p[0].numel() // split) * p.element_size()
+                        for p in layers[0].module._parameters.values())
                     fp.add(f"gpu tier '{t.name}' area", place(dev),
-                           (min(t.slots, len(lv.layers) * E) + 1) * (entry + ALIGN))
+                           (min(t.slots, len(lv.layers) * E * split) + 1) * (unit + ALIGN))
         if split > 1:     # transient entries of whole experts, and the part slots
             # (a split runs with no low-precision tier: refused at attach)
             part = sum(-(-p[0].numel() // split) * p.element_size()
@@ -724,10 +729,8 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
         else:
             pool = SlotPool(template, runtime.num_slots, stream_slots, dev, ops)
         transposed = bool(getattr(layers[0].module, "is_transposed", False))
+        # (with a split the executor holds the part pool, the Loads' target)
         executor = build.executor(pool, hosts, readers, transposed=transposed)
-        if split > 1:
-            from mpl.mechanism.parts import PartPool
-            executor.parts = PartPool(template, split, runtime.num_slots, pool)
         for b in layers:
             params = OrderedDict(b.module._parameters)
             devices = {n: p.device for n, p in params.items()}

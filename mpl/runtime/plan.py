@@ -41,6 +41,9 @@ PROMOTE = "promote"    # a lower tier -> a gpu tier above it
 DEMOTE = "demote"      # a tier -> the tier below it, copied (converted to its precision)
 REQUANT = "requant"    # a gpu tier -> the gpu tier below it, quantized where it is (no transfer)
 SERVE = "serve"        # computed on the device from a lower gpu tier's copy (where: LOWER)
+LEAVE = "leave"        # a key left a gpu tier below the top with nothing moved (a dtype
+                       # ladder's further victims: the last tier holds them): ``slot`` the
+                       # slot it vacated, ``source`` and ``target`` that tier
 
 
 class Step(NamedTuple):

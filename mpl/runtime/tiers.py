@@ -42,8 +42,8 @@ from mpl.runtime.core import PureRuntime
 from mpl.runtime.eviction import make_tier_store
 from mpl.runtime.eviction_basic import LRU
 from mpl.runtime.ladder import LadderCache
-from mpl.runtime.plan import (BACKGROUND, CPU, DEMAND, DEMOTE, LOWER, PREFETCH, PROMOTE, READ,
-                              REQUANT, SERVE, STREAM, Step)
+from mpl.runtime.plan import (BACKGROUND, CPU, DEMAND, DEMOTE, LEAVE, LOWER, PREFETCH, PROMOTE,
+                              READ, REQUANT, SERVE, STREAM, Step)
 
 
 class Fixed(LRU):
@@ -546,9 +546,14 @@ class TieredRuntime(PureRuntime):
             st.stats[t].evictions += 1
             self._demote(st, victim, t, inuse)
         if type(c) is LadderCache:     # a ladder evicts from its lowest rung, maybe several
-            for v, _slot in c.also:
+            for v, vslot in c.also:
                 st.stats[t].evictions += 1
+                n = len(self._steps)
                 self._demote(st, v, t, inuse)
+                if len(self._steps) == n and t > 0:
+                    # nothing moved (no cache tier below takes it): the Plan still says the
+                    # key left, so the mechanism's copy of the tier's contents stays exact
+                    self._steps.append(Step(LEAVE, v, t, t, vslot, None, None, None))
         return r
 
     def _demote(self, st, u, t, inuse) -> None:
