@@ -195,7 +195,7 @@ def replay_both(policy, shape, tl0: Timeline, records, *, chunks=1, every=0, tic
             ticks[i](p)
         want.append((view(p), ref.stall) if i in seen_at else None)
     for a, b in zip(bounds, bounds[1:]):
-        seen, broken = [], [False]
+        seen, broken = [], [type(c.now) is int]     # (a tick of the last call left it so)
 
         def tick(n, a=a):
             i = a + n - 1
@@ -292,6 +292,8 @@ def tick_action(kind: str):
           1, {3: "int_clock", 1: "new_arrival"}), False)
 @example((Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0)), (3, 6, 2), 5, 40, 3, 1,
           {2: "late_layers", 9: "new_arrival", 20: "late_layers"}), True)
+@example((Timeline(costs_of("h100", 2.0e8, 4.0e8, 0.0)), (2, 8, 2), 3, 30, 3, 1,
+          {9: "int_clock"}), False)      # the first call's last tick: the next one refuses it
 def test_random_replays_play_the_same_in_c(case, rich):
     tl, shape, seed, count, chunks, every, ticks = case
     r = random.Random(seed)
