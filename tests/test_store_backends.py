@@ -120,7 +120,7 @@ def packed(*records):
 def pack_op(op):
     """One op of the tests' form (name, args...) as _store_run's record: a key, a step, a
     capacity or a parameter code in a; a layer, a count or the incoming key (-1: None) in b;
-    an evict's exclusion in c (0 none, 1 the keys of a's bits, 2 the one key a, or -1) and a;
+    an evict's exclusion in c and a (c 0: none; 1: the keys of a's bits; 2: the one key a);
     a weight or a parameter's value in w."""
     name, *a = op
     code = OP_CODES.index(name)
@@ -706,8 +706,9 @@ def test_a_bad_call_is_an_exception(args, exc, match):
 
 @needs_engine
 def test_an_exclusion_names_keys_by_bit_or_one_key():
-    """The bits of an evict's exclusion are keys 0..62 of the model (a store of keys beyond
-    them excludes none of those), a key beyond the model's is an error."""
+    """The bits of an evict's exclusion name keys 0..62 of the model: key 63 cannot be
+    excluded by them (it is the second victim here); one key is excluded by number, any key
+    of the model. (A bit past the model's keys is an error: BAD_CALLS.)"""
     ops = [("insert", k, 0.5) for k in (0, 1, 62, 63)] + [("evict", [0, 62], None, False),
                                                         ("evict", [0, 62], None, False),
                                                         ("evict", [0, 62], None, False)]
