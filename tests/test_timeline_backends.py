@@ -1,38 +1,52 @@
-"""The simulated timeline in C (mpl/runtime/c/timeline.c, the compiled engine's) against the
-Python Timeline (mpl.timemodel.timeline), its reference: random plans of every kind (hits with
-and without transfers in flight, demand loads, streams, CPU computes, background and prefetch
-loads, evictions of keys in flight, several tokens with and without tokens_of, overlap on and
-off, int and float expert_bytes, int and float cost numbers, more than 4096 transfers in flight
-so the map is pruned, ticks that read, change or replace the timeline between dispatches)
-played by both through ``_engine._timeline_play``: every stall, clock, counter and byte count
-and the arrival map (its order and whether it is a new dict included) the same, floats bit for
-bit. A timeline the C side does not hold is refused (None) and left as it was; bad plays are
-exceptions that change nothing."""
+"""The simulated timeline in C (mpl/runtime/c/timeline.c, what the compiled engine's replay
+plays each record on) against the Python Timeline (mpl.timemodel.timeline), its reference.
+
+A compiled runtime replays records (``replay_records``: the dispatch and the timeline in C)
+on one copy of a timeline; the reference dispatches the same records on a pure runtime and
+plays each Plan with ``Timeline.dispatch`` on another copy. Random policies make every kind
+of Plan (hits with and without transfers in flight, demand loads, streams, CPU computes,
+background and prefetch loads, evictions of keys in flight); the records have one or several
+tokens, with and without tokens_of (empty, partial, counts up to 2^40); timelines have overlap
+on and off, int and float expert_bytes and cost numbers, clocks and counters that played
+before (counters past 64 bits), prefilled arrival maps, more than 4096 transfers in flight so
+the map is pruned; replays come in one call or several, with progress ticks that read,
+change or replace the timeline between records. Every stall (the runtime's sum, and what
+each tick sees), clock, counter and byte count and the arrival map (its order and whether
+it is a new dict included) are the same, floats bit for bit.
+
+Which timeline played is observed by counting the calls of ``Timeline.dispatch`` on the
+compiled runtime's timeline: none for a timeline the C side holds; every record's for one it
+does not (a subclass, an int clock, a cost it cannot compute exactly, ...), which therefore
+plays the Python way with the same results. An exception in a tick leaves the timeline as
+of the last record played."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import fractions
 import random
 
 import pytest
 from hypothesis import example, given, strategies as st
 
-from mpl.runtime.plan import CPU, STREAM, Plan
+import mpl
+from mpl.api import from_ir
+from mpl.runtime import compiled
 from mpl.timemodel import hardware
 from mpl.timemodel.timeline import Timeline
 from property_profiles import prop
+from runtime_helpers import make_ir, state_policy
 
-try:
-    from mpl.runtime import _engine
-except ImportError:          # no compiler at install time: the pure runtime only
-    _engine = None
-
-needs_engine = pytest.mark.skipif(_engine is None or not hasattr(_engine, "_timeline_play"),
-                                  reason="the compiled engine (mpl.runtime._engine) is not built")
+needs_engine = pytest.mark.skipif(not compiled.available(),
+                                  reason=f"the compiled engine is not available: {compiled.WHY}")
 
 FIELDS = ("now", "link_free", "stall_ms", "transfer_ms", "gpu_ms", "cpu_ms", "cpu_wait_ms",
           "transfers", "bytes", "late")
+
+#: Timeline.dispatch itself: the reference plays with it while the class attribute counts
+DISPATCH = Timeline.dispatch
 
 
 def same(a, b) -> bool:
@@ -56,6 +70,24 @@ def assert_same(c: Timeline, p: Timeline):
         assert same(getattr(c, f), getattr(p, f)), (f, getattr(c, f), getattr(p, f))
     assert same(list(c.arrival.items()), list(p.arrival.items()))
     assert same(list(c.late_layers.items()), list(p.late_layers.items()))
+
+
+@contextlib.contextmanager
+def python_dispatches(tl):
+    """Counts the calls of Timeline.dispatch on ``tl`` meanwhile (a list of one count): the
+    compiled replay calls it for a timeline the C side does not hold."""
+    calls = [0]
+
+    def counted(self, plan, tokens_of=None, tokens=1):
+        if self is tl:
+            calls[0] += 1
+        return DISPATCH(self, plan, tokens_of, tokens)
+
+    Timeline.dispatch = counted
+    try:
+        yield calls
+    finally:
+        Timeline.dispatch = DISPATCH
 
 
 # ------------------------------------------------------------------ costs and timelines
@@ -96,73 +128,136 @@ def timelines(draw, L, E):
     return tl
 
 
-# ------------------------------------------------------------------ plans
-def random_plan(r: random.Random, L: int, E: int, *, consistent: bool, loads_max: int = 6) -> Plan:
-    layer = r.randrange(L)
-    n = r.randint(0, min(E, 8))
-    experts = r.sample(range(E), n)
-    where, hit, loads, evicted = [], [], [], []
-    slots = iter(range(10 ** 6))
-    for e in experts:
-        x = r.random()
-        if consistent:
-            if x < 0.45:
-                where.append(next(slots)); hit.append(True)
-            elif x < 0.7:
-                s = next(slots)
-                where.append(s); hit.append(False)
-                if r.random() < 0.85:          # else a late prefetch: in flight, no load
-                    victim = (r.randrange(L), r.randrange(E)) if r.random() < 0.5 else None
-                    loads.append(((layer, e), s, victim, "demand"))
-                    if victim is not None:
-                        evicted.append((victim, s))
-            elif x < 0.85:
-                where.append(STREAM); hit.append(False)
-            else:
-                where.append(CPU); hit.append(False)
-                if r.random() < 0.7:
-                    loads.append(((layer, e), next(slots), None, "background"))
-        else:
-            where.append(r.choice([CPU, STREAM, 0, 1, 5]))
-            hit.append(r.random() < 0.5)
-    for _ in range(r.randint(0, loads_max)):
-        key = (r.randrange(L), r.randrange(E))
-        kind = r.choice(["prefetch", "prefetch", "background", "demand", "other"])
-        loads.append((key, next(slots), None, kind))
-    if not consistent:
-        r.shuffle(loads)
-    for _ in range(r.randint(0, 3)):
-        evicted.append(((r.randrange(L), r.randrange(E)), r.randrange(20)))
-    return Plan(r.randrange(5), layer, experts, where, hit, loads, evicted)
-
-
-def random_tokens(r: random.Random, plan: Plan):
+# ------------------------------------------------------------------ records
+def random_tokens(r: random.Random, experts, big=(2 ** 40,)):
+    """(tokens, tokens_of): one token (tokens_of None, as a trace's records have it); an
+    empty tokens_of; a tokens_of naming some of the experts, counts up to 2^40."""
     x = r.random()
-    if x < 0.55:
-        return None, 1
+    if x < 0.6:
+        return 1, None
     if x < 0.65:
-        return None, r.randint(2, 9)
-    if x < 0.7:
-        return {}, r.choice([1, 3])
-    tok = {e: r.choice([1, 1, 2, 3, 16, 2 ** 40]) for e in plan.experts if r.random() < 0.8}
-    return tok, r.choice([1, max(tok.values(), default=1), 5])
+        return r.choice([1, 3]), {}
+    tok = {e: r.choice([1, 1, 2, 3, 16, *big]) for e in experts if r.random() < 0.8}
+    return r.choice([1, min(max(tok.values(), default=1), 2 ** 31 - 1), 5]), tok
 
 
-def plays(seed: int, L: int, E: int, count: int, consistent: float, loads_max: int = 6):
-    r = random.Random(seed)
-    out = []
-    for _ in range(count):
-        plan = random_plan(r, L, E, consistent=r.random() < consistent, loads_max=loads_max)
-        tok, tokens = random_tokens(r, plan)
-        out.append((plan, tok, tokens))
+def random_records(r: random.Random, n: int, L: int, E: int, K: int, *, steps=True,
+                   big=(2 ** 40,)):
+    """Records (layer, experts, weights, tokens, step, predictions, tokens_of) in layer order
+    mostly, some repeated ids, predictions on some, steps given or counted by the runtime."""
+    out, step = [], 0
+    for i in range(n):
+        layer = i % L if r.random() < 0.9 else r.randrange(L)
+        if layer == 0 and i:
+            step += 1
+        ex = r.sample(range(E), r.randint(1, min(E, 2 * K)))
+        if r.random() < 0.05:
+            ex.append(ex[0])
+        tokens, tok = random_tokens(r, ex, big)
+        preds = None
+        if r.random() < 0.3:
+            preds = {(layer + 1) % L: r.sample(range(E), r.randint(1, min(E, 4)))}
+        out.append((layer, ex, None, tokens, step if steps else None, preds, tok))
     return out
+
+
+# ------------------------------------------------------------------ the two replays
+def replay_both(policy, shape, tl0: Timeline, records, *, chunks=1, every=0, ticks=None,
+                held=True, warm=(), look=True):
+    """The compiled runtime's replay of ``records`` on a copy of tl0 (in ``chunks`` calls;
+    a tick every ``every`` records, which applies ``ticks[i]`` after record i and reads the
+    timeline and the runtime's stall) against the reference on another copy: the pure
+    runtime's dispatch of each record, its Plan played by Timeline.dispatch, its stall added
+    to the runtime as the replay adds it. Asserts every tick's view and the end states
+    equal; ``held``: the C side played every record (no call of Timeline.dispatch) but
+    after a tick that made the timeline one it does not hold; ``held=False``: the first call
+    played every record in Python (Timeline.dispatch). ``warm``: (layer, experts)
+    dispatched on both runtimes first, off the timeline. ``look=False``: the ticks compare
+    the stalls only (a long replay's cost). Returns the two timelines."""
+    view = state if look else (lambda tl: None)
+    L, E, K = shape
+    ticks = ticks or {}
+    c, p = copy.deepcopy(tl0), copy.deepcopy(tl0)
+    ref = policy.runtime(L, E, K, backend="pure")
+    rt = policy.runtime(L, E, K, backend="compiled")
+    for layer, ex in warm:
+        assert rt.dispatch(layer, ex) == ref.dispatch(layer, ex)
+    bounds = [round(len(records) * j / chunks) for j in range(chunks + 1)]
+    seen_at = {a + n - 1 for a, b in zip(bounds, bounds[1:]) if every
+               for n in range(every, b - a + 1, every)}      # where the ticks will look
+    want = []
+    for i, (layer, ex, ws, tokens, step, preds, tok) in enumerate(records):
+        plan = ref.dispatch(layer, ex, ws, tokens, step=step, predictions=preds)
+        s = DISPATCH(p, plan, tok, tokens)
+        if s > 0:
+            ref.add_stall(s)
+        if i in ticks:
+            ticks[i](p)
+        want.append((view(p), ref.stall) if i in seen_at else None)
+    for a, b in zip(bounds, bounds[1:]):
+        seen, broken = [], [type(c.now) is int]     # (a tick of the last call left it so)
+
+        def tick(n, a=a):
+            i = a + n - 1
+            if i in ticks:
+                ticks[i](c)
+                broken[0] |= type(c.now) is int
+            seen.append((i, view(c), rt.stall))
+
+        with python_dispatches(c) as calls:
+            assert rt.replay_records(records[a:b], c, tick if every else None, every) == b - a
+        for i, st_, stall in seen:
+            assert same([st_, stall], list(want[i])), (i, st_, stall, want[i])
+        assert len(seen) == ((b - a) // every if every else 0)
+        if held:
+            assert calls[0] == 0 or broken[0], "a timeline the C side holds played in Python"
+        elif a == 0:        # (after Python's dispatch it may be one the C side holds)
+            assert calls[0] == b - a, "a timeline the C side does not hold was played in C"
+    assert_same(c, p)
+    assert same(rt.stall, ref.stall)
+    assert rt.stats() == ref.stats()
+    return c, p
+
+
+# ------------------------------------------------------------------ policies
+def simple_policy(r: random.Random):
+    """Few features, the Plan kinds often: small caches (streams), every schedule mode,
+    prefetchers (loads in flight, late hits, their keys evicted)."""
+    vals = {"cache.capacity": r.choice([1, 2, 3, 6, 12]),
+            "cache.eviction": r.choice(["lru", "lfu", "frequency_threshold", "s3fifo"]),
+            "cache.freq_threshold": r.choice([0.0, 0.2]),
+            "schedule.mode": r.choice(["gpu_only", "cpu_fallback", "hybrid"]),
+            "prefetch.strategy": r.choice(["none", "history", "lookahead", "affinity"]),
+            "prefetch.budget": r.choice([1, 3, 6]),
+            "prefetch.lookahead": r.choice([1, 2])}
+    return from_ir(make_ir(vals, blocks=("cache", "prefetch", "schedule")))
+
+
+@st.composite
+def cases(draw):
+    L = draw(st.integers(1, 4))
+    E = draw(st.integers(2, 12))
+    K = draw(st.integers(1, min(4, E)))
+    tl = draw(timelines(L, E))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    count = draw(st.integers(1, 60))
+    chunks = draw(st.sampled_from([1, 1, 3]))
+    every = draw(st.sampled_from([0, 0, 1, 7]))
+    ticks = None
+    if every == 1 and draw(st.booleans()):
+        kinds = ["read", "set_clocks", "clear_arrival", "new_arrival", "overlap", "int_clock",
+                 "late_layers"]
+        ticks = {i: draw(st.sampled_from(kinds)) for i in
+                 draw(st.lists(st.integers(0, count - 1), max_size=4, unique=True))}
+    return tl, (L, E, K), seed, count, chunks, every, ticks
 
 
 # ------------------------------------------------------------------ ticks
 L_EDIT = 0      # the layer whose late count a tick changes
 
-def tick_action(kind: str, i: int):
-    """What a tick callback does to a timeline after the i-th play (the same on both)."""
+
+def tick_action(kind: str):
+    """What a tick does to a timeline after a record (the same on both)."""
     def act(tl: Timeline):
         if kind == "read":
             tl.to_dict()
@@ -185,121 +280,116 @@ def tick_action(kind: str, i: int):
     return act
 
 
-def play_both(tl0: Timeline, ps, L: int, E: int, chunks: int = 1, ticks=None):
-    """Plays ps on a copy of tl0 in C (in `chunks` calls, each loading and storing it; with
-    ticks, {index: action} applied after that play inside the call) and on another copy with
-    Timeline.dispatch; asserts every stall and the end states equal."""
-    c, p = copy.deepcopy(tl0), copy.deepcopy(tl0)
-    want = []
-    for i, (plan, tok, tokens) in enumerate(ps):
-        want.append(p.dispatch(plan, tok, tokens))
-        if ticks and i in ticks:
-            ticks[i](p)
-    got = []
-    broken = False                 # a tick made the timeline one C does not hold
-    bounds = [round(len(ps) * j / chunks) for j in range(chunks + 1)]
-    for a, b in zip(bounds, bounds[1:]):
-        part = ps[a:b]
-        if ticks:
-            def tick(i, a=a):
-                nonlocal broken
-                if a + i in ticks:
-                    ticks[a + i](c)
-                    broken |= type(c.now) is int
-            out = _engine._timeline_play(c, part, L, E, tick)
-        else:
-            out = _engine._timeline_play(c, part, L, E)
-        if out is None:
-            assert broken, "a timeline the C side should hold was refused"
-            out = []
-            for j, x in enumerate(part):
-                out.append(c.dispatch(*x))
-                if a + j in ticks:
-                    ticks[a + j](c)
-        got.extend(out)
-    assert same(got, want), [(i, x, y) for i, (x, y) in enumerate(zip(got, want)) if not same(x, y)][:3]
-    assert_same(c, p)
-
-
 # ------------------------------------------------------------------ the property
-@st.composite
-def cases(draw):
-    L = draw(st.integers(1, 4))
-    E = draw(st.integers(1, 12))
-    tl = draw(timelines(L, E))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
-    count = draw(st.integers(1, 40))
-    consistent = draw(st.sampled_from([1.0, 0.8, 0.0]))
-    chunks = draw(st.sampled_from([1, 1, 3]))
-    ticks = None
-    if draw(st.integers(0, 3)) == 0:
-        kinds = ["read", "set_clocks", "clear_arrival", "new_arrival", "overlap", "int_clock",
-                 "late_layers"]
-        ticks = {i: draw(st.sampled_from(kinds)) for i in
-                 draw(st.lists(st.integers(0, count - 1), max_size=4, unique=True))}
-    return tl, L, E, seed, count, consistent, chunks, ticks
-
-
 @needs_engine
-@prop(200, deadline=None)
-@given(cases())
-@example((Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0)), 2, 8, 1, 30, 1.0, 1, None))
-@example((Timeline(costs_of("int_profile", 2 ** 62 - 1, 3 ** 37, 7), overlap=False), 3, 5, 7, 40,
-          0.8, 3, None))
-@example((Timeline(costs_of("slow_cpu", 1.5e7, 2 ** 63 - 1, 50_000_000)), 1, 12, 11, 40, 0.0, 1,
-          {3: "int_clock", 1: "new_arrival"}))
-@example((Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0)), 3, 6, 5, 40, 0.8, 3,
-          {2: "late_layers", 9: "new_arrival", 20: "late_layers"}))
-def test_random_plans_play_the_same_in_c(case):
-    tl, L, E, seed, count, consistent, chunks, ticks = case
-    ps = plays(seed, L, E, count, consistent)
+@prop(150, deadline=None)
+@given(cases(), st.booleans())
+@example((Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0)), (2, 8, 2), 1, 30, 1, 0,
+          None), False)
+@example((Timeline(costs_of("int_profile", 2 ** 62 - 1, 3 ** 37, 7), overlap=False), (3, 5, 2),
+          7, 40, 3, 7, None), True)
+@example((Timeline(costs_of("slow_cpu", 1.5e7, 2 ** 63 - 1, 50_000_000)), (1, 12, 3), 11, 40, 1,
+          1, {3: "int_clock", 1: "new_arrival"}), False)
+@example((Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0)), (3, 6, 2), 5, 40, 3, 1,
+          {2: "late_layers", 9: "new_arrival", 20: "late_layers"}), True)
+@example((Timeline(costs_of("h100", 2.0e8, 4.0e8, 0.0)), (2, 8, 2), 3, 30, 3, 1,
+          {9: "int_clock"}), False)      # the first call's last tick: the next one refuses it
+def test_random_replays_play_the_same_in_c(case, rich):
+    tl, shape, seed, count, chunks, every, ticks = case
+    r = random.Random(seed)
+    if rich:                       # (its pins name experts up to 3)
+        shape = (shape[0], max(shape[1], 4), shape[2])
+    policy = from_ir(state_policy(r)) if rich else simple_policy(r)
+    records = random_records(r, count, *shape, steps=r.random() < 0.7)
     if ticks:
-        ticks = {i: tick_action(k, i) for i, k in ticks.items()}
-    play_both(tl, ps, L, E, chunks, ticks)
+        ticks = {i: tick_action(k) for i, k in ticks.items()}
+    replay_both(policy, shape, tl, records, chunks=chunks, every=every, ticks=ticks)
+
+
+def test_the_random_replays_make_every_kind_of_plan():
+    """The property's policies, records and timelines (a prefilled arrival map) reach every
+    case of Timeline.dispatch: hits in flight (late), misses in flight, demand loads, streams, CPU computes, background and
+    prefetch loads, evictions of keys in flight, several tokens with and without tokens_of."""
+    from mpl.runtime.plan import BACKGROUND, CPU, DEMAND, PREFETCH, STREAM
+    seen = set()
+    for seed in range(40):
+        r = random.Random(seed)
+        policy = simple_policy(r)
+        L, E, K = 2, 8, 3
+        rt, tl = policy.runtime(L, E, K, backend="pure"), Timeline(costs_of("rtx-4090", 2e8, 4e8, 0.0))
+        tl.arrival = {(r.randrange(L), r.randrange(E)): 1e3 for _ in range(3)}   # (timelines())
+        for layer, ex, ws, tokens, step, preds, tok in random_records(r, 60, L, E, K):
+            plan = rt.dispatch(layer, ex, ws, tokens, step=step, predictions=preds)
+            before = dict(tl.arrival)
+            late = tl.late
+            tl.dispatch(plan, tok, tokens)
+            seen |= {("load", ld[3]) for ld in plan.raw_loads}
+            seen |= {("where", w) for w in plan.where if w in (CPU, STREAM)}
+            seen |= {"evicted in flight" for k, _ in plan.evicted if k in before}
+            seen |= {"miss in flight" for e, h in zip(plan.experts, plan.hit)
+                     if not h and (layer, e) in before}
+            seen |= {"late hit"} if tl.late > late else set()
+            seen |= {("tokens", tokens > 1, tok is None, bool(tok))}
+    assert seen >= {("load", DEMAND), ("load", BACKGROUND), ("load", PREFETCH), ("where", CPU),
+                    ("where", STREAM), "evicted in flight", "miss in flight", "late hit",
+                    ("tokens", False, True, False), ("tokens", True, False, True),
+                    ("tokens", True, False, False), ("tokens", False, False, True)}
+
+
+def prune_policy(mode):
+    return from_ir(make_ir({"cache.capacity": 7000, "cache.eviction": "lru", "schedule.mode": mode,
+                            "prefetch.strategy": "history", "prefetch.budget": 12,
+                            "prefetch.history_window": 3}, blocks=("cache", "prefetch", "schedule")))
 
 
 @needs_engine
-@pytest.mark.parametrize("overlap", [True, False])
-@pytest.mark.parametrize("eb", [200_000_000, 2.0e8])
+@pytest.mark.parametrize("overlap, eb", [(True, 200_000_000), (False, 2.0e8)])
 def test_more_than_4096_transfers_in_flight_are_pruned_alike(overlap, eb):
-    """8192 keys, hundreds of prefetch and background loads per dispatch: the map passes 4096
-    entries and is pruned (a new dict) at the same dispatches, which changes which later
+    """64 x 128 keys, a cache of 7000, background and history prefetch loads: the map passes
+    4096 entries and is pruned (a new dict) at the same records, which changes which later
     misses count as in flight; evictions of keys in flight pop them."""
-    L, E = 8, 1024
+    L, E, K = 64, 128, 8
     tl = Timeline(costs_of("rtx-4090", eb, 4.0e8, 5.0e7), overlap=overlap)
-    ps = plays(5, L, E, 80, 0.9, loads_max=900)
-    c, p = copy.deepcopy(tl), copy.deepcopy(tl)
-    prunes_c = prunes_p = 0
-    peak = 0
-    for plan, tok, tokens in ps:
-        bc, bp = c.arrival, p.arrival
-        sc = _engine._timeline_play(c, [(plan, tok, tokens)], L, E)
-        sp = p.dispatch(plan, tok, tokens)
-        assert same(sc, [sp])
-        prunes_c += c.arrival is not bc
-        prunes_p += p.arrival is not bp
-        peak = max(peak, len(p.arrival))
-        assert_same(c, p)
-    assert peak > 3000 and prunes_p >= 2
-    assert prunes_c == prunes_p
-    # the same in one call
-    play_both(tl, ps, L, E)
+    r = random.Random(7)
+    records = []
+    for i in range(2100):        # (prunes at records 488 and 1993)
+        t = 1 if r.random() < 0.8 else 3
+        ids = r.sample(range(E), K * t)
+        tok = None if t == 1 else {e: 1 for e in ids}
+        records.append((i % L, ids, None, t, i // L, None, tok))
+    maps = []          # per tick, the arrival dict (the reference's ticks run first, then C's)
+
+    def watch(tl):
+        maps.append(tl.arrival)
+    policy = prune_policy("cpu_fallback")
+    replay_both(policy, (L, E, K), tl, records, every=1, ticks=dict.fromkeys(range(len(records)), watch),
+                look=False)
+    n = len(records)
+    assert len(maps) == 2 * n
+    prunes = [sum(x is not y for x, y in zip(seq, seq[1:])) for seq in (maps[:n], maps[n:])]
+    assert max(len(m) for m in maps[:n]) > 3000
+    assert prunes[0] >= 2 and prunes[1] == prunes[0]
+    replay_both(policy, (L, E, K), tl, records)            # the same in one call, no ticks
+    replay_both(prune_policy("hybrid"), (L, E, K), tl, records, chunks=2)
 
 
 @needs_engine
 def test_counters_beyond_64_bits_add_exactly():
     """transfers and an int bytes count on as Python ints past 2^64 (an expert of 2^62 - 1
     bytes); a float bytes with an int expert_bytes adds the exact product, rounded once."""
-    L, E = 2, 6
-    ps = plays(3, L, E, 200, 1.0, loads_max=12)
+    L, E, K = 2, 6, 3
+    r = random.Random(3)
+    policy = simple_policy(random.Random(4))
+    records = random_records(r, 200, L, E, K)
     tl = Timeline(costs_of("rtx-4090", 2 ** 62 - 1, 4.0e8, 0.0))
     tl.transfers = 2 ** 64 - 3
-    play_both(tl, ps, L, E, chunks=4)
+    c, _ = replay_both(policy, (L, E, K), tl, records, chunks=4)
+    assert c.transfers > 2 ** 64
     tl.bytes = 0.1
-    play_both(tl, ps, L, E, chunks=2)
+    replay_both(policy, (L, E, K), tl, records, chunks=2)
     tl = Timeline(costs_of("rtx-4090", 2.5e8, 4.0e8, 0.0))
     tl.bytes = 2 ** 70 + 1                   # an int bytes + a float: the int converted
-    play_both(tl, ps, L, E)
+    replay_both(policy, (L, E, K), tl, records)
 
 
 @needs_engine
@@ -307,17 +397,20 @@ def test_several_tokens_use_the_costs_numbers():
     """Records of several tokens price each expert and the dense part from the Costs object
     (gpu_expert_ms, cpu_expert_ms, dense_ms with those tokens): int and float numbers, and
     products of tokens and an int number beyond 64 bits."""
-    L, E = 2, 8
+    L, E, K = 2, 8, 3
     for flops in (4.0e8, 400_000_001, 3 ** 39, 2 ** 63 - 1, -(2 ** 62)):
         for dense in (0.0, 123_456_789, 9.5e7):
             tl = Timeline(costs_of("int_profile", 123_456_789, flops, dense))
-            ps = []
             r = random.Random(hash((flops, dense)) & 0xffff)
-            for _ in range(30):
-                plan = random_plan(r, L, E, consistent=True)
-                tok = {e: r.choice([1, 2, 7, 2 ** 33, 2 ** 62]) for e in plan.experts}
-                ps.append((plan, tok, r.choice([1, 3, 2 ** 61])))
-            play_both(tl, ps, L, E)
+            records = []
+            for i in range(30):
+                ex = r.sample(range(E), r.randint(1, 5))
+                tok = {e: r.choice([1, 2, 7, 2 ** 33, 2 ** 50]) for e in ex}
+                records.append((i % L, ex, None, r.choice([1, 3, 2 ** 31 - 1]), i // L, None, tok))
+            for mode in ("gpu_only", "cpu_fallback"):
+                policy = mpl.loads("policy p { cache { capacity = 3 } prefetch { strategy = "
+                                   f"history budget = 2 }} schedule {{ mode = {mode} }} }}")
+                replay_both(policy, (L, E, K), tl, records)
 
 
 @needs_engine
@@ -326,25 +419,32 @@ def test_an_int_product_beyond_64_bits_rounds_once():
     float; these two make a product whose top 64 bits end in an exact half, with ones below
     them (rounding the top bits alone would round to even; multiplying the two as floats
     rounds twice)."""
+    policy = mpl.loads("policy p { cache { capacity = 1 } schedule { mode = cpu_fallback } }")
     for t, flops in ((1549980723786, 10206728800673380), (1298117165243, 9839729411985009),
-                     (1907069648686, -10199082975663617)):
+                     (1907069648686, -10199082975663617)):      # tokens of an expert
         assert float(t * flops) != float(t) * float(flops) or t == 1549980723786
-        tl = Timeline(costs_of("rtx-4090", 200_000_000, flops, 0.0))
-        plan = Plan(0, 0, [1, 2], [0, CPU], [False, False], [((0, 1), 0, None, "demand")])
-        play_both(tl, [(plan, {1: t, 2: t}, 1), (plan, {1: -t}, t)], 1, 4)
-        tl = Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, flops))
-        play_both(tl, [(plan, None, t), (plan, None, -t)], 1, 4)
+        records = [(0, [1, 2], None, 1, 0, None, {1: t, 2: t}), (0, [1, 3], None, 5, 1, None, {3: t})]
+        replay_both(policy, (1, 4, 2), Timeline(costs_of("rtx-4090", 200_000_000, flops, 0.0)),
+                    records)
+    for t, dense in ((1416942269, 2937978159514037782), (1568057435, 8051077931126234388),
+                     (1445773751, -4731308760321426795)):       # a record's tokens
+        assert float(t * dense) != float(t) * float(dense)
+        records = [(0, [1, 2], None, t, 0, None, {1: t}), (0, [3], None, t, 1, None, {})]
+        replay_both(policy, (1, 4, 2), Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, dense)),
+                    records)
 
 
 @needs_engine
 def test_late_transfers_sort_on_ready_then_compute():
     """Transfers in flight landing at the same time with different compute times (several
     tokens), after a later one: late.sort() orders them by (ready, compute)."""
+    policy = mpl.loads("policy p { cache { capacity = 8 } }")
     tl = Timeline(costs_of("rtx-4090", 200_000_000, 4.0e11, 0.0))     # compute-bound experts
     tl.arrival = {(0, 1): 50.0, (0, 2): 40.0, (0, 3): 40.0, (0, 4): 40.0}
-    plan = Plan(0, 0, [1, 2, 3, 4], [0, 1, 2, 3], [True, True, True, False])
     for tok in ({2: 9, 3: 1, 4: 4}, {2: 1, 3: 3, 4: 1}, {2: 1, 3: 9, 4: 2 ** 30}, {1: 3}):
-        play_both(tl, [(plan, tok, 1)], 1, 8)
+        c, _ = replay_both(policy, (1, 8, 4), tl, [(0, [1, 2, 3, 4], None, 2, 1, None, tok)],
+                           warm=[(0, [1, 2, 3])])       # resident: hits in flight
+        assert c.late == 3
 
 
 @needs_engine
@@ -352,35 +452,31 @@ def test_a_transfer_landing_as_the_dispatch_ends_is_forgotten_by_the_prune():
     """The prune keeps the transfers landing after the dispatch's end: a background load
     landing exactly at the end (its CPU compute as long as the transfer) is forgotten."""
     L, E = 8, 1024
+    policy = mpl.loads("policy p { cache { capacity = 4 } schedule { mode = cpu_fallback } }")
     tl = Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0))
     tl._cpu1 = tl._t_xfer
     tl.arrival = {(k // E, k % E): 0.0 for k in range(4100)}
     tl.set_clocks(1.0, 0.0, 0.0, 0.0, 0.0, 0)
-    plan = Plan(0, 7, [5], [CPU], [False], [((7, 5), 3, None, "background")])
-    c, p = copy.deepcopy(tl), copy.deepcopy(tl)
-    _engine._timeline_play(c, [(plan, None, 1)], L, E)
-    p.dispatch(plan, None, 1)
-    assert p.arrival == {} and p.now == 1.0 + tl._t_xfer
-    assert_same(c, p)
+    c, p = replay_both(policy, (L, E, 1), tl, [(7, [5], None, 1, 0, None, None)])
+    assert p.arrival == {} and p.now == 1.0 + tl._t_xfer and p.transfers == 1
 
 
 @needs_engine
 @pytest.mark.parametrize("overlap", [True, False])
 def test_demand_loads_when_a_transfer_takes_as_long_as_an_expert(overlap):
     """Timeline.demand's formula where transfer and compute times are equal (its branch
-    `txf >= gpu1`), from clocks that make its sums round."""
-    L, E = 2, 12
+    `txf >= gpu1`), from clocks that make its sums round: every access a demand load or a
+    stream (a cache of 2 for up to 8 experts)."""
+    L, E, K = 2, 12, 4
     tl = Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 5.0e7), overlap=overlap)
     tl._t_xfer = tl._gpu1 = 1 / 3
     tl.set_clocks(0.3, 0.7, 0.0, 0.0, 0.0, 0)
     r = random.Random(17)
-    ps = []
-    for i in range(600):        # every access a demand load or a stream (the compute waits)
-        ex = r.sample(range(E), r.randint(1, 8))
-        wh = [STREAM if r.random() < 0.3 else j for j in range(len(ex))]
-        loads = [((i % L, e), w, None, "demand") for e, w in zip(ex, wh) if w != STREAM]
-        ps.append((Plan(i, i % L, ex, wh, [False] * len(ex), loads), None, 1))
-    play_both(tl, ps, L, E)
+    records = [(i % L, r.sample(range(E), r.randint(1, 8)), None, 1, i // L, None, None)
+               for i in range(600)]
+    policy = mpl.loads("policy p { cache { capacity = 2 } }")
+    c, _ = replay_both(policy, (L, E, K), tl, records)
+    assert c.transfers > 600
 
 
 # ------------------------------------------------------------------ what C does not hold
@@ -415,96 +511,94 @@ def _refusals():
         t.c = SubCosts(c.profile, c.expert_bytes, c.expert_flops_per_token, c.dense_bytes_per_layer)
         return t
 
-    def replaced_dispatch():
-        t = Timeline(c)
-        t.dispatch = lambda *a: 0.0
-        return t
-
     return {
         "subclass": SubTimeline(c),
         "int clock": tl(now=3),
         "nan clock": tl(link_free=float("nan")),
         "inf clock": tl(gpu_ms=float("inf")),
         "float transfers": tl(transfers=1.0),
-        "str bytes": tl(bytes="0"),
+        "Fraction bytes": tl(bytes=fractions.Fraction(0)),
         "overlap None": tl(overlap=None),
         "int unit cost": tl(_gpu1=1),
-        "arrival list": tl(arrival=[]),
         "arrival key out of range": tl(arrival={(2, 0): 1.0}),
         "arrival key of bools": tl(arrival={(True, 1): 1.0}),
-        "arrival key a list": tl(arrival={"x": 1.0}),
+        "arrival key not a tuple": tl(arrival={"x": 1.0}),
         "arrival int value": tl(arrival={(0, 1): 1}),
         "arrival nan value": tl(arrival={(0, 1): float("nan")}),
+        "arrival a dict subclass": tl(arrival=type("D", (dict,), {})({(0, 1): 1.0})),
         "negative expert_bytes": costs_with(expert_bytes=-5),
-        "str expert_bytes": costs_with(expert_bytes="5"),
+        "expert_bytes beyond 2^63": costs_with(expert_bytes=2 ** 63),
         "huge int flops": costs_with(expert_flops_per_token=2 ** 64),
         "bool dense": costs_with(dense_bytes_per_layer=True),
         "zero hbm": profile_with(hbm_gbps=0),
         "inf cpu": profile_with(cpu_gflops=float("inf")),
         "memory term not finite": profile_with(hbm_gbps=1e-310),
         "Costs subclass": sub_costs(),
-        "dispatch replaced": replaced_dispatch(),
-        "float expert_bytes, int bytes beyond a float": (lambda t: (setattr(t, "bytes", 10 ** 400), t)[1])(
-            Timeline(costs_of("rtx-4090", 2.0e8, 4.0e8, 0.0))),
     }
 
 
 @needs_engine
 @pytest.mark.parametrize("name", sorted(_refusals()))
-def test_timelines_c_does_not_hold_are_refused_untouched(name):
-    tl = _refusals()[name]
-    before = copy.copy(vars(tl))
-    plan = Plan(0, 0, [1], [0], [False], [((0, 1), 0, None, "demand")], [])
-    assert _engine._timeline_play(tl, [(plan, None, 1)], 2, 8) is None
-    assert vars(tl).keys() == before.keys()
-    assert all(vars(tl)[k] is before[k] for k in before)
+def test_timelines_c_does_not_hold_play_in_python_alike(name):
+    """Each such timeline is played by Timeline.dispatch (every record), and the replay gives
+    what the reference does: reading it changed nothing. (One-token records: the Python
+    dispatch of some of them could not price several tokens.)"""
+    policy = mpl.loads("policy p { cache { capacity = 2 } prefetch { strategy = history "
+                       "budget = 1 } schedule { mode = hybrid } }")
+    records = [(layer, ex, None, 1, step, preds, None) for layer, ex, _w, _t, step, preds, _tok
+               in random_records(random.Random(name), 40, 2, 8, 2)]
+    replay_both(policy, (2, 8, 2), _refusals()[name], records, held=False)
+    replay_both(policy, (2, 8, 2), _refusals()[name], records, chunks=2, every=5, held=False)
 
 
 @needs_engine
-@pytest.mark.parametrize("play, error", [
-    ((Plan(0, 2, [1], [0], [False]), None, 1), ValueError),               # no such layer
-    ((Plan(0, 0, [8], [0], [False]), None, 1), ValueError),               # no such expert
-    ((Plan(0, 0, [1, 2], [0], [False, True]), None, 1), ValueError),      # lengths differ
-    ((Plan(0, 0, list(range(8)) + [0], [0] * 9, [False] * 9), None, 1), ValueError),  # n > E
-    ((Plan(0, 0, [1], [0], [1]), None, 1), TypeError),                    # hit not a bool
-    ((Plan(0, 0, [1], [-3], [False]), None, 1), ValueError),              # where
-    ((Plan(0, 0, [1], [0], [False], [((0, 9), 0, None, "demand")]), None, 1), ValueError),
-    ((Plan(0, 0, [1], [0], [False], [((0, 1), 0, None)]), None, 1), TypeError),
-    ((Plan(0, 0, [1], [0], [False], [((0, 1), 0, None, b"demand")]), None, 1), TypeError),
-    ((Plan(0, 0, [1], [0], [False], [], [(0, 1)]), None, 1), TypeError),
-    ((Plan(0, 0, [1], [0], [False]), {1: 2.0}, 1), TypeError),            # tokens_of values
-    ((Plan(0, 0, [1], [0], [False]), [1], 1), TypeError),
-    ((Plan(0, 0, [1], [0], [False]), None, 2 ** 64), ValueError),
-    ((Plan(0, 0, [1], [0], [False]), None, "1"), TypeError),
-    (("not a plan", None, 1), AttributeError),
-    ((Plan(0, 0, [1], [0], [False]), None), TypeError),
-])
-def test_bad_plays_are_exceptions_and_change_nothing(play, error):
-    tl = Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0))
-    good = (Plan(0, 1, [3], [0], [False], [((1, 3), 0, None, "demand")]), None, 1)
-    before = state(tl)
-    with pytest.raises(error):
-        _engine._timeline_play(tl, [good, play], 2, 8)
-    assert same(state(tl), before)
-    with pytest.raises(ValueError):
-        _engine._timeline_play(tl, [good], 0, 8)
-    with pytest.raises(ValueError):
-        _engine._timeline_play(tl, [good], 2 ** 20, 2 ** 20)
+def test_an_int_bytes_beyond_a_float_with_a_float_expert_bytes_raises_as_in_python():
+    """bytes + transfers x a float expert_bytes is a float sum Python cannot make of an int
+    beyond a float: the C side leaves it to Timeline.dispatch, whose OverflowError ends the
+    replay, the counters as they were."""
+    policy = mpl.loads("policy p { cache { capacity = 2 } }")
+    tl = Timeline(costs_of("rtx-4090", 2.0e8, 4.0e8, 0.0))
+    tl.bytes = 10 ** 400
+    with python_dispatches(tl) as calls, pytest.raises(OverflowError):
+        policy.runtime(2, 8, 2, backend="compiled").replay_records([(0, [1], None, 1, 0, None, None)], tl)
+    assert calls[0] == 1 and tl.bytes == 10 ** 400
 
 
 @needs_engine
-def test_an_error_in_a_tick_leaves_the_timeline_as_of_the_last_play():
-    L, E = 2, 8
-    ps = plays(9, L, E, 10, 1.0)
-    c, p = Timeline(costs_of("h100", 2.0e8, 4.0e8, 0.0)), None
+def test_a_timeline_whose_dispatch_is_replaced_plays_through_it():
+    policy = mpl.loads("policy p { cache { capacity = 2 } prefetch { strategy = history budget = 1 } }")
+    records = random_records(random.Random(2), 40, 2, 8, 2)
+    c = Timeline(costs_of("rtx-4090", 200_000_000, 4.0e8, 0.0))
+    p = copy.deepcopy(c)
+    calls = []
+    c.dispatch = lambda plan, tok, tokens: (calls.append(1), DISPATCH(c, plan, tok, tokens))[1]
+    rt = policy.runtime(2, 8, 2, backend="compiled")
+    assert rt.replay_records(records, c) == len(records) == len(calls)
+    ref = policy.runtime(2, 8, 2, backend="pure")
+    for layer, ex, ws, tokens, step, preds, tok in records:
+        s = DISPATCH(p, ref.dispatch(layer, ex, ws, tokens, step=step, predictions=preds), tok, tokens)
+        if s > 0:
+            ref.add_stall(s)
+    assert_same(c, p)
+    assert same(rt.stall, ref.stall) and rt.stats() == ref.stats()
+
+
+@needs_engine
+def test_an_error_in_a_tick_leaves_the_timeline_as_of_the_last_record():
+    L, E, K = 2, 8, 3
+    r = random.Random(9)
+    records = random_records(r, 10, L, E, K)
+    policy = simple_policy(r)
+    c = Timeline(costs_of("h100", 2.0e8, 4.0e8, 0.0))
     p = copy.deepcopy(c)
 
-    def tick(i):
-        if i == 4:
+    def tick(n):
+        if n == 5:
             raise KeyError("stop")
 
     with pytest.raises(KeyError):
-        _engine._timeline_play(c, ps, L, E, tick)
-    for plan, tok, tokens in ps[:5]:
-        p.dispatch(plan, tok, tokens)
+        policy.runtime(L, E, K, backend="compiled").replay_records(records, c, tick, 1)
+    ref = policy.runtime(L, E, K, backend="pure")
+    for layer, ex, ws, tokens, step, preds, tok in records[:5]:
+        DISPATCH(p, ref.dispatch(layer, ex, ws, tokens, step=step, predictions=preds), tok, tokens)
     assert_same(c, p)

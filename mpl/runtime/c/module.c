@@ -7,7 +7,6 @@
 #include "learned.h"
 
 int stores_init_module(PyObject *m);
-int timeline_init_module(PyObject *m);
 int engine_init_module(PyObject *m);
 int pack_init_module(PyObject *m);
 int belady_init_module(PyObject *m);
@@ -42,7 +41,7 @@ PyMODINIT_FUNC PyInit__engine(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddIntConstant(m, "ABI", ENGINE_ABI) < 0 || stores_init_module(m) < 0 ||
-            timeline_init_module(m) < 0 || learned_init_module(m) < 0 ||
+            learned_init_module(m) < 0 ||
             budget_init_module(m) < 0 || engine_init_module(m) < 0 || pack_init_module(m) < 0 ||
             belady_init_module(m) < 0 || jsonl_init_module(m) < 0) {
         Py_DECREF(m);

@@ -1,7 +1,8 @@
 /* The eviction rules of the compiled engine by name: one table of every rule's ops (the
  * rules of the Python registry, mpl.runtime.eviction.RULES, in its order), store_make and
  * store_free, and what the module gives Python of them: rules(), STORE_PARAMS, the ST_*
- * flags and the test-only _store_run (a store driven op by op, every argument checked).
+ * flags and the test-only _store_run (a store driven op by op from packed records, every
+ * argument, victim and keys() checked).
  * A new rule is a store_<family>.c file with its ops table, and one line in RULE_TABLE. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -149,307 +150,168 @@ static PyObject *py_rules(PyObject *self, PyObject *unused) {
     return out;
 }
 
-/* an int argument (anything with __index__) in [lo, hi]: 0, or -1 with TypeError/ValueError */
-static int arg_i64(PyObject *o, int64_t lo, int64_t hi, int64_t *out, const char *what) {
-    PyObject *ix = PyNumber_Index(o);
-    if (!ix) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "_store_run: %s must be an int, not %.100s", what,
-                         Py_TYPE(o)->tp_name);
-        }
-        return -1;
-    }
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
-    Py_DECREF(ix);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (overflow || v < lo || v > hi) {
-        PyErr_Format(PyExc_ValueError, "_store_run: %s out of range [%lld, %lld]", what,
-                     (long long)lo, (long long)hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+/* ------------------------------------------------------------------ the test entry point */
+/* One op of _store_run, as the ops buffer holds it (native "qqqqd"). */
+typedef struct { int64_t op, a, b, c; double w; } RunOp;
+
+enum { OP_HIT, OP_MISS, OP_INSERT, OP_ADMITS, OP_EVICT, OP_DISCARD, OP_KEYS, OP_LEN, OP_RESIZE,
+       OP_SET_PARAM, OP_BEGIN, OP_PREPARE };
+
+static PyObject *run_error(PyObject *type, const char *why, long long i) {
+    PyErr_Format(type, "_store_run: op %lld: %s", i, why);
+    return NULL;
 }
 
-/* a finite float argument */
-static int arg_f64(PyObject *o, double *out, const char *what) {
-    double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) return -1;
-    if (!isfinite(v)) {
-        PyErr_Format(PyExc_ValueError, "_store_run: %s must be finite", what);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-typedef struct {
-    Store *s;
-    int64_t *mark;           /* the engine's key space [0, L * E) */
-    int64_t stamp;
-    unsigned char *res;      /* per key of the store: resident */
-    int nkeys;               /* L * E */
-} Run;
-
-static int run_key(Run *r, PyObject *o, int64_t *k, const char *what) {
-    return arg_i64(o, r->s->klo, r->s->khi - 1, k, what);
-}
-
-/* the exclusion of an evict op: excl (None or keys; with `only`, None or one key) */
-static int run_exclude(Run *r, PyObject *excl, int only, Exclude *x) {
-    x->mark = NULL;
-    x->stamp = 0;
-    x->only = -1;
-    if (excl == Py_None) return 0;
-    int64_t k;
-    if (only) {
-        if (arg_i64(excl, 0, r->nkeys - 1, &k, "the excluded key") < 0) return -1;
-        x->only = (int)k;
-        return 0;
-    }
-    PyObject *t = PySequence_Tuple(excl);
-    if (!t) return -1;
-    int64_t stamp = r->stamp + 1;
-    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(t); j++) {
-        if (arg_i64(PyTuple_GET_ITEM(t, j), 0, r->nkeys - 1, &k, "an excluded key") < 0) {
-            Py_DECREF(t);
-            return -1;
-        }
-        r->mark[k] = stamp;
-    }
-    Py_DECREF(t);
-    r->stamp = stamp;
-    x->mark = r->mark;
-    x->stamp = stamp;
-    return 0;
-}
-
-/* room for one access of k's layer, as the engine makes it before a dispatch */
-static int run_prepare(Run *r, long layer, long n) {
-    Store *s = r->s;
-    if (s->ops->prepare && s->ops->prepare(s, layer, n) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
-static int arity(const char *name, Py_ssize_t got, Py_ssize_t want) {
-    if (got == want) return 0;
-    PyErr_Format(PyExc_ValueError, "_store_run: op %s takes %zd arguments, not %zd", name,
-                 want - 1, got - 1);
-    return -1;
-}
-
-/* one op -> its result (a new reference), NULL with an exception */
-static PyObject *run_op(Run *r, PyObject *op) {
-    Store *s = r->s;
+/* one op on s -> its result (a new reference), NULL with an exception; res: per key of the
+ * store, resident; mark: the exclusions' marks over the nkeys keys of the model */
+static PyObject *run_op(Store *s, const RunOp *o, long long i, unsigned char *res, int64_t *mark,
+                        int nkeys) {
     const StoreOps *ops = s->ops;
-    Py_ssize_t n = PyTuple_GET_SIZE(op);
-    if (n < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(op, 0))) {
-        PyErr_SetString(PyExc_TypeError, "_store_run: an op is a tuple (name, args...)");
-        return NULL;
-    }
-    Py_ssize_t nlen;
-    const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(op, 0), &nlen);
-    if (!name) return NULL;
-    if ((size_t)nlen != strlen(name)) name = "";       /* an embedded NUL names no op */
-    PyObject *a[4] = {NULL, NULL, NULL, NULL};     /* (borrowed: op is the caller's tuple) */
-    for (Py_ssize_t j = 0; j < n && j < 4; j++) a[j] = PyTuple_GET_ITEM(op, j);
-    int64_t k, v;
-    double w;
-    if (!strcmp(name, "hit") || !strcmp(name, "miss") || !strcmp(name, "insert")) {
-        int hit = name[0] == 'h';
-        if (arity(name, n, 3) < 0 || run_key(r, a[1], &k, "the key") < 0 ||
-                arg_f64(a[2], &w, "the weight") < 0)
-            return NULL;
-        if (r->res[k - s->klo] != hit) {
-            PyErr_Format(PyExc_ValueError, "_store_run: %s of key %lld, which is %sresident",
-                         name, (long long)k, hit ? "not " : "");
-            return NULL;
-        }
-        if (name[0] == 'i') {
-            ops->insert(s, (int)k, w);
-            r->res[k - s->klo] = 1;
-        } else {
-            if (run_prepare(r, (long)(k / s->E), 1) < 0) return NULL;
-            if (hit) ops->hit(s, (int)k, w);
-            else if (s->flags & ST_NEEDS_MISS) ops->miss(s, (int)k, w);
+    int64_t k = o->a;
+    int in = k >= s->klo && k < s->khi;
+    switch (o->op) {
+    case OP_HIT: case OP_MISS: case OP_INSERT:
+        if (!in) return run_error(PyExc_ValueError, "key out of range", i);
+        if (!isfinite(o->w)) return run_error(PyExc_ValueError, "the weight must be finite", i);
+        if (res[k - s->klo] != (o->op == OP_HIT))
+            return run_error(PyExc_ValueError, o->op == OP_HIT ? "a hit of a key not resident" :
+                             "a miss or an insert of a key which is resident", i);
+        if (o->op == OP_INSERT) {
+            ops->insert(s, (int)k, o->w);
+            res[k - s->klo] = 1;
+        } else if (ops->prepare && ops->prepare(s, (long)(k / s->E), 1) < 0) {
+            return PyErr_NoMemory();      /* room for the access, as the engine makes it */
+        } else if (o->op == OP_HIT) {
+            ops->hit(s, (int)k, o->w);
+        } else if (s->flags & ST_NEEDS_MISS) {
+            ops->miss(s, (int)k, o->w);
         }
         Py_RETURN_NONE;
-    }
-    if (!strcmp(name, "admits")) {
-        if (arity(name, n, 2) < 0 || run_key(r, a[1], &k, "the key") < 0) return NULL;
+    case OP_ADMITS:
+        if (!in) return run_error(PyExc_ValueError, "key out of range", i);
         return PyBool_FromLong((s->flags & ST_FILTERS) ? ops->admits(s, (int)k) : 1);
-    }
-    if (!strcmp(name, "evict")) {
-        if (arity(name, n, 4) < 0) return NULL;
-        int only = PyObject_IsTrue(a[3]);
-        if (only < 0) return NULL;
-        int64_t inc = -1;
-        if (a[2] != Py_None && arg_i64(a[2], 0, r->nkeys - 1, &inc, "incoming") < 0) return NULL;
-        Exclude x;
-        if (run_exclude(r, a[1], only, &x) < 0) return NULL;
-        int vk = ops->evict(s, &x, (int)inc);
-        if (vk < 0) Py_RETURN_NONE;
-        if (vk < s->klo || vk >= s->khi || !r->res[vk - s->klo] || ex_has(&x, vk)) {
-            PyErr_Format(PyExc_SystemError, "_store_run: %s evicted key %d, which it may not",
-                         ops->name, vk);
-            return NULL;
+    case OP_EVICT: {            /* a: the excluded keys' bits (c 1) or the one key or -1 (c 2) */
+        Exclude x = {NULL, 0, -1};
+        if (o->b < -1 || o->b >= nkeys || o->c < 0 || o->c > 2 ||
+                (o->c == 1 && (k < 0 || (nkeys < 63 && k >> nkeys))) ||
+                (o->c == 2 && (k < -1 || k >= nkeys)))
+            return run_error(PyExc_ValueError, "the incoming or excluded keys out of range", i);
+        if (o->c == 2) x.only = (int)k;
+        if (o->c == 1) {
+            x.mark = mark;
+            x.stamp = 1;
+            for (int j = 0; j < nkeys; j++) mark[j] = j < 63 && (k >> j & 1);
         }
-        r->res[vk - s->klo] = 0;
+        int vk = ops->evict(s, &x, (int)o->b);
+        if (vk < 0) Py_RETURN_NONE;
+        if (vk < s->klo || vk >= s->khi || !res[vk - s->klo] || ex_has(&x, vk))
+            return PyErr_Format(PyExc_SystemError, "_store_run: %s evicted key %d, which it may "
+                                "not", ops->name, vk);
+        res[vk - s->klo] = 0;
         return PyLong_FromLong(vk);
     }
-    if (!strcmp(name, "discard")) {
-        if (arity(name, n, 2) < 0 || run_key(r, a[1], &k, "the key") < 0) return NULL;
+    case OP_DISCARD:
+        if (!in) return run_error(PyExc_ValueError, "key out of range", i);
         ops->discard(s, (int)k);
-        r->res[k - s->klo] = 0;
+        res[k - s->klo] = 0;
         Py_RETURN_NONE;
-    }
-    if (!strcmp(name, "keys")) {
-        if (arity(name, n, 1) < 0) return NULL;
+    case OP_KEYS: {
         long len = ops->len(s);
         int *buf = PyMem_New(int, len > 0 ? len : 1);
         if (!buf) return PyErr_NoMemory();
         long got = ops->keys(s, buf);
         PyObject *out = got == len ? PyList_New(len) : NULL;
         for (long j = 0; out && j < len; j++) {
-            PyObject *x = PyLong_FromLong(buf[j]);
-            if (!x) Py_CLEAR(out);
-            else PyList_SET_ITEM(out, j, x);
+            PyObject *v = PyLong_FromLong(buf[j]);
+            if (!v) Py_CLEAR(out);
+            else PyList_SET_ITEM(out, j, v);
         }
         PyMem_Free(buf);
         if (got != len && !PyErr_Occurred())
             PyErr_Format(PyExc_SystemError, "_store_run: keys() gave %ld keys, len() %ld", got, len);
         return out;
     }
-    if (!strcmp(name, "len")) {
-        if (arity(name, n, 1) < 0) return NULL;
+    case OP_LEN:
         return PyLong_FromLong(ops->len(s));
-    }
-    if (!strcmp(name, "resize")) {
-        if (arity(name, n, 2) < 0 || arg_i64(a[1], 0, INT_MAX, &v, "the capacity") < 0)
-            return NULL;
-        ops->resize(s, (long)v);
+    case OP_RESIZE:
+        if (k < 0 || k > INT_MAX) return run_error(PyExc_ValueError, "capacity out of range", i);
+        ops->resize(s, (long)k);
+        Py_RETURN_NONE;
+    case OP_SET_PARAM: {
+        const char *why = store_param_error(k < 0 || k >= SP_COUNT ? -1 : (int)k, o->w);
+        if (why) return run_error(PyExc_ValueError, why, i);
+        ops->set_param(s, (int)k, o->w);
         Py_RETURN_NONE;
     }
-    if (!strcmp(name, "set_param")) {
-        if (arity(name, n, 3) < 0 || arg_i64(a[1], 0, SP_COUNT - 1, &v, "the parameter") < 0)
-            return NULL;
-        w = PyFloat_AsDouble(a[2]);
-        if (w == -1.0 && PyErr_Occurred()) return NULL;
-        const char *why = store_param_error((int)v, w);
-        if (why) {
-            PyErr_Format(PyExc_ValueError, "_store_run: %s", why);
-            return NULL;
-        }
-        ops->set_param(s, (int)v, w);
+    case OP_BEGIN: case OP_PREPARE:
+        if (o->op == OP_PREPARE ? k < 0 || k >= s->L || o->b < 0 || o->b > LONG_MAX
+                                : o->b < 0 || o->b >= s->L)
+            return run_error(PyExc_ValueError, "layer or count out of range", i);
+        if (o->op == OP_BEGIN && (s->flags & ST_CLOCKED)) ops->begin(s, k, (long)o->b);
+        if (o->op == OP_PREPARE && ops->prepare && ops->prepare(s, (long)k, (long)o->b) < 0)
+            return PyErr_NoMemory();
         Py_RETURN_NONE;
     }
-    if (!strcmp(name, "begin")) {
-        int64_t layer;
-        if (arity(name, n, 3) < 0 || arg_i64(a[1], INT64_MIN, INT64_MAX, &v, "the step") < 0 ||
-                arg_i64(a[2], 0, s->L - 1, &layer, "the layer") < 0)
-            return NULL;
-        if (s->flags & ST_CLOCKED) ops->begin(s, v, (long)layer);
-        Py_RETURN_NONE;
-    }
-    if (!strcmp(name, "prepare")) {
-        int64_t layer;
-        if (arity(name, n, 3) < 0 || arg_i64(a[1], 0, s->L - 1, &layer, "the layer") < 0 ||
-                arg_i64(a[2], 0, LONG_MAX, &v, "the count") < 0 ||
-                run_prepare(r, (long)layer, (long)v) < 0)
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    PyErr_Format(PyExc_ValueError, "_store_run: no op %.50s", name);
-    return NULL;
+    return run_error(PyExc_ValueError, "no such op", i);
 }
 
 PyDoc_STRVAR(store_run_doc,
 "_store_run(rule, capacity, klo, khi, L, E, params, ops) -> list\n\n"
 "Test only: a store of `rule` (\"lfu\", \"lfu | lru\", ...) for the keys [klo, khi) of an\n"
-"L x E model, its parameters `params` (floats in STORE_PARAMS order), driven by `ops`, each a\n"
-"tuple: (\"hit\", k, w), (\"miss\", k, w), (\"admits\", k), (\"evict\", excluded, incoming,\n"
-"only), (\"insert\", k, w), (\"discard\", k), (\"keys\",), (\"len\",), (\"resize\", capacity),\n"
-"(\"set_param\", code, v), (\"begin\", step, layer), (\"prepare\", layer, n). One result per op:\n"
-"the victim (None: none), the keys, the length, admits' bool; None for the others. A hit or\n"
-"a miss first prepares room for one access of its layer, as the engine must; miss, admits\n"
-"and begin reach a store only where its flags call them. Every argument is checked.");
+"L x E model, its parameters `params` (6 floats in STORE_PARAMS order), driven by `ops`, a\n"
+"bytes-like object of records (op, a, b, c, w) packed as native \"qqqqd\": hit, miss, insert\n"
+"(0, 1, 2: key a, weight w), admits (3: key a), evict (4: c 0 no exclusion, c 1 the keys of\n"
+"the bits of a, c 2 the one key a or -1; incoming b or -1), discard (5: key a), keys (6),\n"
+"len (7), resize (8: capacity a), set_param (9: code a, value w), begin (10: step a, layer\n"
+"b), prepare (11: layer a, count b). One result per op: the victim (None: none), the keys,\n"
+"the length, admits' bool; None for the others. A hit or a miss first prepares room for one\n"
+"access of its layer, as the engine does; miss, admits and begin reach a store only where\n"
+"its flags call them. Every argument is checked, and so is every victim and keys().");
 
 static PyObject *py_store_run(PyObject *self, PyObject *args) {
     (void)self;
     const char *rule;
-    PyObject *cap_o, *klo_o, *khi_o, *L_o, *E_o, *params_o, *ops_o;
-    if (!PyArg_ParseTuple(args, "sOOOOOOO:_store_run", &rule, &cap_o, &klo_o, &khi_o, &L_o,
-                          &E_o, &params_o, &ops_o))
-        return NULL;
-    int64_t cap, klo, khi, L, E;
-    if (arg_i64(cap_o, 0, INT_MAX, &cap, "capacity") < 0 ||
-            arg_i64(L_o, 1, INT_MAX, &L, "L") < 0 || arg_i64(E_o, 1, INT_MAX, &E, "E") < 0)
-        return NULL;
-    if (L > INT_MAX / E) {
-        PyErr_SetString(PyExc_ValueError, "_store_run: L * E must be at most 2**31 - 1");
-        return NULL;
-    }
-    if (arg_i64(klo_o, 0, L * E - 1, &klo, "klo") < 0 ||
-            arg_i64(khi_o, klo + 1, L * E, &khi, "khi") < 0)
-        return NULL;
+    int cap, klo, khi, L, E;
     double params[SP_COUNT];
-    PyObject *pt = PySequence_Tuple(params_o);
-    if (!pt) return NULL;
-    if (PyTuple_GET_SIZE(pt) != SP_COUNT) {
-        Py_DECREF(pt);
-        PyErr_Format(PyExc_ValueError, "_store_run: params must hold %d values", SP_COUNT);
+    Py_buffer ops;
+    if (!PyArg_ParseTuple(args, "siiiii(dddddd)y*:_store_run", &rule, &cap, &klo, &khi, &L, &E,
+                          &params[0], &params[1], &params[2], &params[3], &params[4], &params[5],
+                          &ops))
         return NULL;
-    }
-    for (int p = 0; p < SP_COUNT; p++) {
-        params[p] = PyFloat_AsDouble(PyTuple_GET_ITEM(pt, p));
-        if (params[p] == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(pt);
-            return NULL;
-        }
-        const char *why = store_param_error(p, params[p]);
-        if (why) {
-            Py_DECREF(pt);
-            PyErr_Format(PyExc_ValueError, "_store_run: %s", why);
-            return NULL;
-        }
-    }
-    Py_DECREF(pt);
-    PyObject *opt = PySequence_Tuple(ops_o);    /* a copy: the ops cannot change under us */
-    if (!opt) return NULL;
-    Run r = {NULL, NULL, 0, NULL, (int)(L * E)};
+    Store *s = NULL;
+    int64_t *mark = NULL;
+    unsigned char *res = NULL;
     PyObject *out = NULL;
-    int rc = store_make(&r.s, rule, (long)cap, (int)klo, (int)khi, (long)L, (long)E, params);
+    int rc = store_make(&s, rule, cap, klo, khi, L, E, params);
+    const char *why = NULL;
+    for (int p = 0; p < SP_COUNT && !why; p++) why = store_param_error(p, params[p]);
     if (rc == -2) PyErr_Format(PyExc_ValueError, "_store_run: unknown eviction rule %.100s", rule);
     else if (rc == -3)
         PyErr_Format(PyExc_ValueError, "_store_run: %.100s: a side of a segmented pair must be "
                      "a single-queue rule", rule);
-    else if (rc == -4) PyErr_SetString(PyExc_ValueError, "_store_run: bad arguments");
+    else if (rc == -4)
+        PyErr_Format(PyExc_ValueError, "_store_run: %s", why ? why :
+                     "capacity, L, E, klo or khi out of range");
     else if (rc < 0) PyErr_NoMemory();
-    if (rc < 0) goto done;
-    r.mark = PyMem_Calloc((size_t)(L * E), sizeof(int64_t));
-    r.res = PyMem_Calloc((size_t)(khi - klo), 1);
-    if (!r.mark || !r.res) {
+    else if (ops.len % (Py_ssize_t)sizeof(RunOp))
+        PyErr_SetString(PyExc_ValueError, "_store_run: ops must be whole \"qqqqd\" records");
+    else if (!(mark = PyMem_Calloc((size_t)L * (size_t)E, sizeof(int64_t))) ||
+             !(res = PyMem_Calloc((size_t)(khi - klo), 1)))
         PyErr_NoMemory();
-        goto done;
+    else
+        out = PyList_New(0);
+    Py_ssize_t n = ops.len / (Py_ssize_t)sizeof(RunOp);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        RunOp o;
+        memcpy(&o, (const char *)ops.buf + i * (Py_ssize_t)sizeof(RunOp), sizeof o);
+        PyObject *r = run_op(s, &o, (long long)i, res, mark, L * E);
+        if (!r || PyList_Append(out, r) < 0) Py_CLEAR(out);
+        Py_XDECREF(r);
     }
-    out = PyList_New(0);
-    for (Py_ssize_t j = 0; out && j < PyTuple_GET_SIZE(opt); j++) {
-        PyObject *op = PySequence_Tuple(PyTuple_GET_ITEM(opt, j));
-        PyObject *res = op ? run_op(&r, op) : NULL;
-        Py_XDECREF(op);
-        if (!res || PyList_Append(out, res) < 0) Py_CLEAR(out);
-        Py_XDECREF(res);
-    }
-done:
-    Py_DECREF(opt);
-    store_free(r.s);
-    PyMem_Free(r.mark);
-    PyMem_Free(r.res);
+    PyBuffer_Release(&ops);
+    store_free(s);
+    PyMem_Free(mark);
+    PyMem_Free(res);
     return out;
 }
 

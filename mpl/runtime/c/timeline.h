@@ -65,6 +65,4 @@ int tl_reload(TL *T);
 
 void tl_free(TL *T);
 
-int timeline_init_module(PyObject *m);
-
 #endif
