@@ -98,11 +98,10 @@ def test_the_default_transient_area_is_bounded():
     # a few entries per routed expert, at least TRANSIENT_MIN, never more than E; on the
     # CPU one per expert (multi-threaded CPU grouped_mm passes can change the last bits)
     from mpl.mechanism.footprint import TRANSIENT_MIN, TRANSIENT_PER_TOP_K, default_stream_slots
-    assert default_stream_slots(8, 2, 4, cuda=True) == 8
-    assert default_stream_slots(256, 8, 512, cuda=True) == max(TRANSIENT_MIN, 8 * TRANSIENT_PER_TOP_K)
-    assert default_stream_slots(256, 2, 512, cuda=True) == TRANSIENT_MIN
-    assert default_stream_slots(256, 8, 40, cuda=False) == 256
-    assert default_stream_slots(256, 8, 4096, cuda=False) == 256
+    assert default_stream_slots(8, 2, cuda=True) == 8
+    assert default_stream_slots(256, 8, cuda=True) == max(TRANSIENT_MIN, 8 * TRANSIENT_PER_TOP_K)
+    assert default_stream_slots(256, 2, cuda=True) == TRANSIENT_MIN
+    assert default_stream_slots(256, 8, cuda=False) == 256
 
 
 @pytest.mark.parametrize("impl", ["eager", "batched_mm", "grouped_mm"])

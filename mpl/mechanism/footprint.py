@@ -175,7 +175,7 @@ TRANSIENT_MIN = 16
 TRANSIENT_PER_TOP_K = 4
 
 
-def default_stream_slots(num_experts: int, top_k: int, num_slots: int, cuda: bool) -> int:
+def default_stream_slots(num_experts: int, top_k: int, cuda: bool) -> int:
     """The transient entries a pool gets when the caller names none: enough for a decode
     step of a few tokens without passes (``TRANSIENT_PER_TOP_K`` per routed expert of a
     token, at least ``TRANSIENT_MIN``), never more than the experts of a layer. A prefill

@@ -474,16 +474,12 @@ def preflight(policy, shape: ModelShape) -> list:
     return PREFLIGHT.check(policy, shape)
 
 
-def pool_stream_slots(stream_slots, runtime, layer: LayerBinding, cuda: bool) -> int:
+def pool_stream_slots(stream_slots, layer: LayerBinding, cuda: bool) -> int:
     """The transient entries of the slot pool: ``stream_slots`` when given, else the
-    default for the model's layers, the pool's resident slots (none in a pool that
-    computes a device cache of parts: ``mpl.mechanism.parts``) and whether the device
-    operations are CUDA's."""
+    default for the model's layers and whether the device operations are CUDA's."""
     if stream_slots is not None:
         return stream_slots
-    lay = getattr(runtime, "tier_layout", None)
-    resident = 0 if lay is not None and part_split(lay) > 1 else runtime.num_slots
-    return default_stream_slots(layer.num_experts, layer.top_k, resident, cuda)
+    return default_stream_slots(layer.num_experts, layer.top_k, cuda)
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
@@ -558,7 +554,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
-    stream_slots = pool_stream_slots(stream_slots, runtime, layers[0],
+    stream_slots = pool_stream_slots(stream_slots, layers[0],
                                      ops.cuda if ops is not None else dev.type == "cuda")
     why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots, tiered)
     if why:
