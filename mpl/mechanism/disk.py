@@ -394,13 +394,27 @@ class HostCache(KeyedRecords):
             self.tensors = {}
 
 
+class PartLayout:
+    """Where part ``p`` of each parameter's row lies: ``ranges[p][name] = (start, end)`` in
+    the row's elements (memory order); ``chunk``: elements of the longest part."""
+
+    def __init__(self, template: dict, n: int) -> None:
+        self.n = int(n)
+        self.chunk: dict = {}
+        self.ranges: list = [{} for _ in range(self.n)]
+        for name, t in template.items():
+            numel = t[0].numel()
+            c = max(1, -(-numel // self.n))
+            self.chunk[name] = c
+            for p in range(self.n):
+                self.ranges[p][name] = (min(p * c, numel), min((p + 1) * c, numel))
+
+
 def part_layout(template: dict, n: int) -> RecordLayout:
     """The record of one part of an expert (``granularity_split = n``,
-    ``mpl.mechanism.parts.PartLayout``): per parameter a row of the part's longest run
+    ``PartLayout``): per parameter a row of the part's longest run
     (``ceil(numel / n)`` elements), so a host tier over a disk tier holds parts, each
     ``1/n`` of an expert (``template``: ``{name: [E, ...]}``)."""
-    from .parts import PartLayout
-
     chunk = PartLayout(template, n).chunk
     return RecordLayout({name: torch.empty((1, chunk[name]), dtype=t.dtype)
                          for name, t in template.items()})

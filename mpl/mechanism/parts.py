@@ -38,23 +38,8 @@ import torch
 
 from mpl.runtime.plan import LOWER, STREAM
 
+from .disk import PartLayout
 from .pool import _URGENT, STREAMED, SlotPool
-
-
-class PartLayout:
-    """Where part ``p`` of each parameter's row lies: ``ranges[p][name] = (start, end)`` in
-    the row's elements (memory order); ``chunk``: elements of the longest part."""
-
-    def __init__(self, template: dict, n: int) -> None:
-        self.n = int(n)
-        self.chunk: dict = {}
-        self.ranges: list = [{} for _ in range(self.n)]
-        for name, t in template.items():
-            numel = t[0].numel()
-            c = max(1, -(-numel // self.n))
-            self.chunk[name] = c
-            for p in range(self.n):
-                self.ranges[p][name] = (min(p * c, numel), min((p + 1) * c, numel))
 
 
 class PartPool(SlotPool):
