@@ -49,7 +49,7 @@ def main() -> int:
     policy = mpl.loads("policy p {\n cache { capacity = %d }\n}" % args.capacity)
     print(f"{args.experts} experts per layer, top-2, {args.tokens}-token prefill, cache "
           f"capacity {args.capacity}, {args.threads} thread(s); CPU time, median of {args.reps}")
-    print(f"{'impl':<11} {'slots':>5} {'passes/prefill':>14} {'one call ms':>12} "
+    print(f"{'impl':<11} {'slots':>5} {'layers in passes':>16} {'one call ms':>12} "
           f"{'passes ms':>10} {'ratio':>6}  same bits")
     for impl in args.impls.split(","):
         model = build_model("tiny-mixtral", experts_implementation=impl, layers=4,
@@ -76,8 +76,10 @@ def main() -> int:
             many = statistics.median(times[n]) * 1e3
             same = torch.equal(outs[n], ref) and torch.equal(outs[args.experts], ref)
             if not same:
-                print("  differs:", "passes" if not torch.equal(outs[n], ref) else "", "one call" if not torch.equal(outs[args.experts], ref) else "")
-            print(f"{impl:<11} {n:>5} {passes:>14} {one:>12.1f} {many:>10.1f} "
+                print("  differs from the unmodified model:",
+                      "in passes" if not torch.equal(outs[n], ref) else "",
+                      "in one call" if not torch.equal(outs[args.experts], ref) else "")
+            print(f"{impl:<11} {n:>5} {passes:>16} {one:>12.1f} {many:>10.1f} "
                   f"{many / one:>5.2f}x  {'yes' if same else 'NO'}")
     return 0
 
