@@ -1,6 +1,6 @@
-"""Shared by the offload tests: a policy from a body, a greedy generate with its logits,
-teacher-forced logits, the experts implementations, a tier's statistics row, a replay's
-statistics."""
+"""Shared by the offload tests: a policy from a body, a greedy generate with its logits (and
+one recorded and replayed), teacher-forced logits, the experts implementations, a tier's
+statistics row, a replay's statistics and their agreement with a live run's."""
 
 from __future__ import annotations
 
@@ -22,6 +22,27 @@ def replayed(policy, trace, shape) -> dict:
     """The statistics of a replay of ``trace`` (the model's ``shape``, or None)."""
     rep = policy.replay(trace, belady=False, model=shape)
     return rep.stats if isinstance(getattr(rep, "stats", None), dict) else rep.to_dict()["stats"]
+
+
+def run_recorded(model, policy, prompt: torch.Tensor, n: int = 6):
+    """Attach ``policy``, generate ``n`` tokens while recording the routing, detach: the
+    (sequences, logits), the handle's statistics and a replay's of the recorded trace."""
+    from mpl.offload.recorder import Recorder
+
+    h = policy.attach(model)
+    with Recorder(model) as rec:
+        out = generate(model, prompt, n)
+    st = h.get_stats()
+    h.detach()
+    return out, st, replayed(policy, rec.trace(), h.shape)
+
+
+def assert_replay_agrees(st: dict, rs: dict) -> None:
+    """A live run's statistics ``st`` against a replay's ``rs`` of its trace: the same
+    per-tier rows and the same cache counts."""
+    assert rs["tiers"] == st["tiers"]
+    for k in ("accesses", "loads", "evictions", "streamed", "bytes_loaded"):
+        assert rs[k] == st[k], k
 
 
 def policy(body: str):

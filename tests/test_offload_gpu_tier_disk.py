@@ -24,9 +24,8 @@ from mpl.mechanism import footprint  # noqa: E402
 from mpl.mechanism.execute import LiveError  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
-from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import IMPLS, generate, replayed, row  # noqa: E402
+from offload_helpers import IMPLS, assert_replay_agrees, generate, row, run_recorded  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -54,12 +53,7 @@ def gen(model, n=6):
 
 
 def run(model, policy):
-    h = policy.attach(model)
-    with Recorder(model) as rec:
-        out = gen(model)
-    st = h.get_stats()
-    h.detach()
-    return out, st, replayed(policy, rec.trace(), h.shape)
+    return run_recorded(model, policy, PROMPT)
 
 
 def check_counts(st, rs):
@@ -67,9 +61,7 @@ def check_counts(st, rs):
     tiers = mech["tiers"]
     g = tiers["gpu_tiers"][0]
     w, r, d = row(st, "warm"), row(st, "ram"), row(st, "ssd")
-    assert rs["tiers"] == st["tiers"]
-    for k in ("accesses", "loads", "evictions", "streamed", "bytes_loaded"):
-        assert rs[k] == st[k], k
+    assert_replay_agrees(st, rs)
     assert st["approximate_computes"] == 0
     assert mech["copies"] == st["loads"] and mech["stream_copies"] == st["streamed"]
     assert tiers["disk_reads"] == d["reads"] > 0

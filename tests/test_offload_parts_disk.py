@@ -20,14 +20,12 @@ pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
 from mpl.mechanism import footprint  # noqa: E402
-from mpl.mechanism.disk import RecordLayout, part_layout, part_pieces  # noqa: E402
+from mpl.mechanism.disk import PartLayout, RecordLayout, part_layout, part_pieces  # noqa: E402
 from mpl.mechanism.execute import LiveError  # noqa: E402
-from mpl.mechanism.parts import PartLayout  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
-from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import IMPLS, generate, replayed, row  # noqa: E402
+from offload_helpers import IMPLS, assert_replay_agrees, generate, row, run_recorded  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -54,20 +52,13 @@ def gen(model, n=6):
 
 
 def run(model, policy):
-    h = policy.attach(model)
-    with Recorder(model) as rec:
-        out = gen(model)
-    st = h.get_stats()
-    h.detach()
-    return out, st, replayed(policy, rec.trace(), h.shape)
+    return run_recorded(model, policy, PROMPT)
 
 
 def check_counts(st, rs, ram, n):
     mech = st["mechanism"]
     tiers = mech["tiers"]
-    assert rs["tiers"] == st["tiers"]
-    for k in ("accesses", "loads", "evictions", "streamed", "bytes_loaded"):
-        assert rs[k] == st[k], k
+    assert_replay_agrees(st, rs)
     assert mech["copies"] == st["loads"] > 0
     assert mech["stream_copies"] == st["streamed"]
     assert tiers["disk_reads"] == row(st, "d")["reads"] > 0
