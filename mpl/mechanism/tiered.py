@@ -1063,8 +1063,7 @@ class TierBuild:
     def __init__(self, runtime, layers: list[dict], layer_ids, *, ir=None,
                  checkpoint: str | None = None, known: dict | None = None) -> None:
         from .checkpoint import CheckpointStore
-        from .disk import DiskError, DiskStore, RecordLayout, part_layout, part_pieces
-        from .parts import PartLayout
+        from .disk import DiskError, DiskStore, PartLayout, RecordLayout, part_layout, part_pieces
 
         lay = runtime.tier_layout
         if lay is None:
