@@ -19,7 +19,7 @@
    (readers=0: every read in the engine's thread, when its copy is issued).
 
 Usage: python benchmarks/bench_disk_tier.py [--folder DIR] [--hidden 1024] [--tokens 12]
-       [--reps 5] [--compare] [--no-decode]
+       [--reps 7] [--compare] [--no-decode]
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ def main() -> None:
                     help="the host tier's share of the experts")
     ap.add_argument("--no-throughput", action="store_true", help="skip the read-throughput part")
     ap.add_argument("--no-decode", action="store_true", help="skip the decode part")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions of the read comparison")
+    ap.add_argument("--reps", type=int, default=7, help="repetitions of the read comparison")
     ap.add_argument("--compare", action="store_true",
                     help="also measure the other read designs (DESIGNS in the source)")
     args = ap.parse_args()
