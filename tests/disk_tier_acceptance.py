@@ -71,12 +71,16 @@ def main(folder: str) -> None:
     import os
     handle = policy.attach(model, readers=int(os.environ.get("MPL_READERS", "4")))
     after_attach = rss_kib()
+    from mpl.mechanism.hostmem import page_cache_bytes
+    files = handle.get_stats()["mechanism"]["tiers"]["files"]
+    cached_attach = sum(page_cache_bytes(f) for f in files)     # the OS's copy of the files
     with open("/proc/self/clear_refs", "w") as f:      # the peak from here on
         f.write("5")
     with Recorder(model) as rec, torch.no_grad():
         out = model.generate(prompt, max_new_tokens=8, do_sample=False, output_logits=True,
                              return_dict_in_generate=True)
     peak = rss_kib("VmHWM")
+    cached_run = sum(page_cache_bytes(f) for f in files)
     stats = handle.get_stats()
     mech = stats["mechanism"]
     report = policy.replay(rec.trace(), belady=False)
@@ -89,6 +93,7 @@ def main(folder: str) -> None:
         "tokens_equal": bool(torch.equal(ref.sequences, out.sequences)),
         "logits_equal": bool(torch.equal(torch.stack(ref.logits), torch.stack(out.logits))),
         "disk_reads": mech["tiers"]["disk_reads"], "page_cache": mech["tiers"]["page_cache"],
+        "cached_after_attach": cached_attach, "cached_after_run": cached_run,
         "live_tiers": stats["tiers"], "replay_tiers": rstats["tiers"],
         "live": {k: stats[k] for k in ("accesses", "hits", "loads", "evictions")},
         "replay": {k: rstats[k] for k in ("accesses", "hits", "loads", "evictions")},

@@ -185,8 +185,8 @@ class FakeCudaOps(CudaOps):
         self._note("alloc", tag=self.step)
         return torch.zeros(shape, dtype=dtype)
 
-    def host_arena(self, nbytes: int):
-        t = SyncOps.host_arena(self, nbytes)
+    def host_arena(self, nbytes: int, huge_pages: bool = False):
+        t = SyncOps.host_arena(self, nbytes, huge_pages)
         self.pinned.add(self._ptr(t))
         self.arena_bytes = t.numel()
         return t

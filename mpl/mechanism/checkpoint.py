@@ -16,8 +16,9 @@ Reading (:meth:`CheckpointStore.read`, thread-safe, as :class:`mpl.mechanism.dis
 each part is read with ``os.preadv`` at its offset in its file, straight into the record
 when the composition keeps the stored layout (parts concatenated along the first
 dimension), else into a per-thread scratch buffer (allocated once per reader thread) and
-copied into place; after each read ``posix_fadvise(DONTNEED)`` drops the pages it read (the
-files are the user's: never written, never removed, opened buffered).
+copied into place; the files are opened buffered without readahead (``POSIX_FADV_RANDOM``)
+and after each read ``posix_fadvise(DONTNEED)`` drops the pages it read (the files are the
+user's: never written, never removed).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import threading
 
 import torch
 
-from .disk import DiskError, RecordFiles, RecordLayout, _buffer
+from .disk import DiskError, RecordFiles, RecordLayout, _buffer, no_readahead
 
 _DTYPES = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32,
            "F64": torch.float64, "I8": torch.int8, "U8": torch.uint8, "I32": torch.int32,
@@ -325,6 +326,7 @@ class CheckpointStore(RecordFiles):
                     if f not in self.fds:
                         try:
                             self.fds[f] = os.open(f, os.O_RDONLY)
+                            no_readahead(self.fds[f])      # nothing past a read stays cached
                         except OSError as e:
                             raise DiskError(f"cannot open {f}: {e}") from None
 

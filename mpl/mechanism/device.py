@@ -23,6 +23,7 @@ import contextlib
 import torch
 
 from .footprint import ALIGN   # bytes: every tensor carved from the pinned arena starts at this alignment
+from .hostmem import advise_huge
 
 
 class SyncOps:
@@ -69,10 +70,15 @@ class SyncOps:
         self.allocations += 1
         return torch.zeros(shape, dtype=dtype, device=self.device)
 
-    def host_arena(self, nbytes: int) -> torch.Tensor:
+    def host_arena(self, nbytes: int, huge_pages: bool = False) -> torch.Tensor:
         """One host allocation of ``nbytes`` bytes (uint8) for the whole store; page-locked
-        where the device copies from it by DMA."""
-        return torch.empty(max(1, int(nbytes)), dtype=torch.uint8)
+        where the device copies from it by DMA. ``huge_pages``: backed by transparent huge
+        pages where the kernel has them (``mpl.mechanism.hostmem``: the disk tier's host
+        cache, read with O_DIRECT in larger requests)."""
+        arena = torch.empty(max(1, int(nbytes)), dtype=torch.uint8)
+        if huge_pages:
+            advise_huge(arena.data_ptr(), arena.numel())
+        return arena
 
     def release_arena(self, arena: torch.Tensor) -> None:
         pass
@@ -160,10 +166,10 @@ class CudaOps(SyncOps):
         torch.cuda.synchronize(self.device)       # zero-filled before any copy stream uses it
         return t
 
-    def host_arena(self, nbytes: int) -> torch.Tensor:
+    def host_arena(self, nbytes: int, huge_pages: bool = False) -> torch.Tensor:
         # an ordinary allocation, page-locked in place: pin_memory=True would go through the
         # caching host allocator, which rounds every block up to a power of two
-        arena = torch.empty(max(1, int(nbytes)), dtype=torch.uint8)
+        arena = SyncOps.host_arena(self, nbytes, huge_pages)    # advised before pinning
         rc = torch.cuda.cudart().cudaHostRegister(arena.data_ptr(), arena.numel(), 0)
         if int(getattr(rc, "value", rc)) == 0:        # cudaSuccess
             self._registered.append(arena.data_ptr())

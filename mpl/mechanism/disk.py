@@ -8,16 +8,22 @@ tiers live").
 * :class:`DiskStore`: the disk tier's files, written once at attach into a folder of its
   own under the tier's ``path`` (``mpl-experts-XXXXXXXX/layer-NNN.bin``: one file per MoE
   layer, decoder-layer id NNN, its experts' records in expert-id order, no header), read
-  record by record with ``os.preadv`` (positional: safe from several threads at once). The
-  OS page cache keeps no second copy: files are opened with ``O_DIRECT`` where the file
-  system takes it and the records are aligned; otherwise every read is followed by
+  record by record with ``os.preadv`` (positional: safe from several threads at once), one
+  call per record. The OS page cache keeps no second copy: files are opened with
+  ``O_DIRECT`` where the file system takes it and the records are aligned; otherwise they
+  are opened buffered with ``POSIX_FADV_RANDOM`` (no readahead: the kernel reads the
+  requested bytes and nothing past them) and every read is followed by
   ``posix_fadvise(POSIX_FADV_DONTNEED)`` over the bytes it read (and the write, after
-  ``fdatasync``, by the same over the whole file).
+  ``fdatasync``, by the same over the whole file). Readahead with the window past the record
+  dropped as well was measured and left pages behind (readahead still in flight when the
+  drop runs is not dropped): docs/performance.md, "Disk tier".
 * :class:`HostCache`: the host tier: ``slots`` records in one host arena (``Ops.host_arena``:
-  page-locked on CUDA, so copies into device slots are DMA transfers), exactly the runtime's
-  slots of that tier, so the host memory holding experts is ``slots x stride`` bytes, never
-  above the tier's capacity. ``tensors[name]`` is a ``[slots, ...]`` view per parameter, the
-  shape ``SlotPool.copy_in`` copies from.
+  page-locked on CUDA, so copies into device slots are DMA transfers; backed by transparent
+  huge pages where the kernel has them, so a direct read reaches the device in requests of
+  up to ``max_sectors_kb`` instead of ~1 MiB: ``mpl.mechanism.hostmem``), exactly the
+  runtime's slots of that tier, so the host memory holding experts is ``slots x stride``
+  bytes, never above the tier's capacity. ``tensors[name]`` is a ``[slots, ...]`` view per
+  parameter, the shape ``SlotPool.copy_in`` copies from.
 
 Threads: the reader threads (:class:`Readers`) only run :meth:`DiskStore.read`, each into
 the one record it was handed, which nothing else touches until its future is waited for;
@@ -96,6 +102,14 @@ class RecordLayout:
 def _buffer(t: torch.Tensor, nbytes: int):
     """A writable ctypes buffer over the first ``nbytes`` bytes of tensor ``t``."""
     return (ctypes.c_char * nbytes).from_address(t.data_ptr())
+
+
+def no_readahead(fd: int) -> None:
+    """No readahead on ``fd`` (``POSIX_FADV_RANDOM``): a buffered read brings into the page
+    cache the bytes it asked for and nothing past them, so the ``POSIX_FADV_DONTNEED`` after
+    it leaves none of the file there."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
 
 
 class RecordFiles:
@@ -231,8 +245,9 @@ class DiskStore(RecordFiles):
 
     def open(self, direct: bool = True) -> None:
         """Open every file for reading: ``O_DIRECT`` when the records are aligned and the
-        file system takes it, else buffered (reads then drop their pages). ``direct``:
-        False for a tier read in parts (:meth:`read_part`: runs that are not aligned)."""
+        file system takes it, else buffered without readahead (``POSIX_FADV_RANDOM``; reads
+        then drop their pages). ``direct``: False for a tier read in parts
+        (:meth:`read_part`: runs that are not aligned)."""
         flags = os.O_RDONLY
         direct = direct and self.layout.aligned and hasattr(os, "O_DIRECT")
         for o, path in self.files.items():
@@ -251,6 +266,9 @@ class DiskStore(RecordFiles):
                 os.close(self.fds[o])
                 self.fds[o] = os.open(path, flags)
         self.direct = direct
+        if not direct:
+            for fd in self.fds.values():
+                no_readahead(fd)
 
     # ------------------------------------------------------------------ reading
     def read_part(self, ordinal: int, expert: int, pieces, record: torch.Tensor) -> int:
@@ -361,13 +379,15 @@ class HostCache(KeyedRecords):
     """The host tier's ``slots`` records (see the module docstring). ``content[j]``: the key
     record ``j`` holds (as the Plans put it there); ``pending[j]``: the read into it not yet
     waited for; ``users[j]``: device-copy events that read or write it (CUDA), every one
-    completed before the host writes into it again."""
+    completed before the host writes into it again. ``huge_pages``: the arena backed by
+    transparent huge pages where the kernel has them (the default; False: ordinary pages,
+    the layout the read benchmark compares against)."""
 
-    def __init__(self, layout: RecordLayout, slots: int, ops) -> None:
+    def __init__(self, layout: RecordLayout, slots: int, ops, huge_pages: bool = True) -> None:
         self.layout = layout
         self.slots = int(slots)
         self.ops = ops
-        self.arena = ops.host_arena(layout.stride * self.slots + IO_ALIGN)
+        self.arena = ops.host_arena(layout.stride * self.slots + IO_ALIGN, huge_pages=huge_pages)
         self.base = (-self.arena.data_ptr()) % IO_ALIGN if layout.aligned else 0
         self.tensors = layout.views(self.arena, self.base, self.slots)
         KeyedRecords.__init__(self, self.slots)
