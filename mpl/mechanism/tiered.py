@@ -179,6 +179,15 @@ class TierExecutor:
             self.ops.synchronize(ev)
         c.users[j] = []
 
+    def _host_readable(self, c: HostCache, j: int) -> None:
+        """Before the host reads record ``j`` (a CPU compute, a split expert put together on
+        the host): its read waited for, and every device copy touching it completed (a
+        demotion into it may still be running on CUDA)."""
+        self._wait_read(c, j)
+        for ev in c.users[j]:
+            self.ops.synchronize(ev)
+        c.users[j] = []
+
     def _wait_read(self, c: HostCache, j: int) -> None:
         fut = c.pending[j]
         if fut is None:
@@ -367,7 +376,7 @@ class TierExecutor:
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
-            self._wait_read(c, j)
+            self._host_readable(c, j)
             self.cpu_rows_read += 1
             return _rows(c.tensors, j)
         if self._transient.pop(key, None) is not None:
@@ -406,10 +415,7 @@ class TierExecutor:
             key = (ordinal, expert, p)
             j = c.where.get(key)
             if j is not None:
-                self._wait_read(c, j)
-                if not planned:     # (a demotion into the record may still be running)
-                    for ev in c.users[j]:
-                        self.ops.synchronize(ev)
+                self._host_readable(c, j)
                 tensors, i = c.tensors, j
             elif planned and self._transient.pop(key, None) is not None:
                 tensors, i = self._bounce_read(lv, key)
