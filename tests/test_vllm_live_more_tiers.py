@@ -6,7 +6,8 @@ built as the vLLM worker builds them, dispatch sequences of several tokens per s
 * a low-precision gpu tier (int8, int4, the int8/int4 ``dtype_ladder``) right under the top
   tier over host memory: the accesses computed from quantised copies equal the runtime's
   approximate computes (overall, per tier, per rung) and a replay's of the recorded trace;
-  an approximate compute is exactly the kernel on the dequantised copy;
+  an approximate compute is exactly the kernel on the dequantised copy; in a band beside a
+  band over a second gpu tier, a host tier and the disk, with ``cpu_fallback``;
 * a second full-precision gpu tier (over host memory, over a host tier and a disk tier),
   ``granularity_split`` (over host memory, over a host tier and a disk tier, with the second
   gpu tier), computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier (with and
@@ -369,3 +370,31 @@ def test_a_forward_without_a_plan_puts_split_experts_together_on_the_double(tmp_
         assert torch.allclose(got, silu_experts(x, layers[layer], w, ids), atol=1e-6)
     ex.release()
     build.remove()
+
+
+def test_bands_mix_a_low_precision_tier_and_a_second_gpu_tier_over_the_disk(tmp_path):
+    # decoder layer 0 over an int4 tier and host memory; layers 1..2 over a second gpu tier,
+    # a host tier and the disk; misses computed on the CPU
+    policy = mpl.loads(f'''policy b {{ per_layer_hierarchy {{
+  band layers = 0..0 {{ tier g {{ location = gpu  capacity = 2 }}
+    tier w {{ location = gpu  dtype = int4  capacity = 4 }}  tier r {{ location = cpu }} }}
+  band layers = 1..2 {{ tier g {{ location = gpu  capacity = 2 }}
+    tier g2 {{ location = gpu  capacity = 3 }}  tier r {{ location = cpu  capacity = 3 }}
+    tier d {{ location = disk  path = "{tmp_path}" }} }}
+}} schedule {{ mode = cpu_fallback }} }}''')
+    assert not_live_yet(policy.ir, "vllm") is None
+    ex, rt, build, layers = _start(policy)
+    assert build.in_ram == [0] and build.on_disk == [1, 2]
+    steps = _steps(10)
+    for got, (layer, x, w, ids, _) in zip(_run(ex, steps), steps):
+        if layer > 0:       # the layers without a low-precision tier: bit for bit
+            assert torch.equal(got, silu_experts(x, layers[layer], w, ids))
+    ex.flush_stalls()
+    st, m = rt.stats(), ex.stats()
+    assert st["approximate_computes"] == m["tiers"]["approximate"] > 0
+    assert m["cpu_computes"] == st["cpu_computes"] > 0 and m["tiers"]["disk_reads"] > 0
+    assert m["copies"] == st["loads"]
+    assert _replayed(policy, steps)["tiers"] == st["tiers"]
+    ex.release()
+    build.remove()
+    assert os.listdir(tmp_path) == []

@@ -3,7 +3,8 @@
 Qwen3-MoE (float32, greedy), one request and six concurrent requests:
 
 * a low-precision gpu tier (int8, int4, the int8/int4 ``dtype_ladder``) right under the
-  device cache over host memory: the statistics report the accesses computed from
+  device cache over host memory (alone, and in a band beside a band over a second gpu tier,
+  a host tier and a disk tier): the statistics report the accesses computed from
   quantised copies (the runtime's ``approximate_computes``, the tier's row, the
   mechanism's dequantisations: all equal, above 0), and a replay of the trace recorded in
   the same run gives the same per-tier statistics;
@@ -50,6 +51,17 @@ LOW = [
     ("int8", policy("int8", low("dtype = int8"), "prefetch { strategy = history  budget = 2 }"), {}),
     ("int4", policy("int4", low("dtype = int4")), {}),
     ("ladder", policy("ladder", low("dtype_ladder = [int8, int4]")), {}),
+    # bands: decoder layer 0 over an int4 tier and host memory, the others over a second gpu
+    # tier, a host tier and the disk
+    ("bands", "policy bands {\n    per_layer_hierarchy {\n"
+              "        band layers = 0..0 { tier hot { location = gpu  capacity = 2 }\n"
+              "            tier warm { location = gpu  dtype = int4  capacity = 4 }\n"
+              "            tier ram { location = cpu } }\n"
+              "        band layers = 1..2 { tier hot { location = gpu  capacity = 3 }\n"
+              "            tier g2 { location = gpu  capacity = 3 }\n"
+              "            tier r { location = cpu  capacity = 6 }\n"
+              "            tier d { location = disk  path = \"FOLDER\" } }\n"
+              "    }\n}\n", {}),
 ]
 FULL = [
     ("gpu2-host", policy("g2h", "        tier g { location = gpu  capacity = 4 }\n"
@@ -65,6 +77,9 @@ FULL = [
     ("split-disk", policy("sd", "        tier g { location = gpu  capacity = 8 }\n"
                           + DISK.format(ram=10) + "        granularity_split = 2\n"),
      {"stream_slots": 2}),
+    ("split-gpu2-disk", policy("sgd", "        tier g { location = gpu  capacity = 8 }\n"
+                                      "        tier g2 { location = gpu  capacity = 8 }\n"
+                               + DISK.format(ram=10) + "        granularity_split = 2\n"), {}),
     ("cpu-disk", policy("cd", "        tier g { location = gpu  capacity = 4 }\n" + DISK.format(ram=8),
                         "schedule { mode = cpu_fallback }"), {}),
     ("hybrid-split-disk", policy("hsd", "        tier g { location = gpu  capacity = 16 }\n"
@@ -125,6 +140,8 @@ def test_low_precision_computes_are_counted_and_a_replay_agrees(runs, case, tmp_
         assert mech["copies"] == stats["loads"]
         assert mech["layer_bytes_after"] == mech["pool_bytes"]
     tiers = many.report["offload"]["tiers"]
+    if case == "bands":
+        assert tiers["disk_reads"] > 0 and tiers["gpu_tiers"][0]["tier"] == "g2"
     if case == "ladder":
         low = tiers["lowprec"][0]
         assert low["dtype_ladder"] == ["int8", "int4"]
@@ -180,9 +197,9 @@ def test_full_precision_tiers_copies_and_replay_agree(runs, case, tmp_path):
 
 
 def test_the_expert_files_are_removed_when_each_policy_is_switched_off(runs):
-    for name, *_ in FULL:
+    for name, *_ in LOW + FULL:
         _, _, files, present, folder, _ = runs[name]
-        if "disk" not in name:
+        if "disk" not in name and name != "bands":
             assert files == []
             continue
         assert files and all(present), name
