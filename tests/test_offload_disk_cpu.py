@@ -83,11 +83,11 @@ def test_cpu_computes_from_the_records_read_from_disk(tmp_path, family, impl, mo
             assert rs[k] == st[k], k
 
 
-def test_vllm_still_refuses_it_located(tmp_path):
+def test_both_engines_run_it(tmp_path):
     from mpl.api import not_live_yet
     path = tmp_path / "p.moe"
-    path.write_text(disk_policy(tmp_path, extra="schedule { mode = cpu_fallback }"))
-    ir = mpl.load(str(path)).ir
-    assert not_live_yet(ir, "huggingface") is None
-    why = not_live_yet(ir, "vllm")
-    assert why.startswith(f"{path}:") and "cpu_fallback" in why and "vLLM" in why
+    for mode in ("cpu_fallback", "hybrid"):
+        path.write_text(disk_policy(tmp_path, extra=f"schedule {{ mode = {mode} }}"))
+        ir = mpl.load(str(path)).ir
+        assert not_live_yet(ir, "huggingface") is None
+        assert not_live_yet(ir, "vllm") is None

@@ -167,4 +167,4 @@ def test_a_split_with_a_low_precision_tier_is_still_refused_located(tmp_path):
     assert not hasattr(model, "_mpl_handle")
     ir = mpl.loads(text()).ir
     assert not_live_yet(ir, "huggingface") is None
-    assert "vLLM" in not_live_yet(ir, "vllm")
+    assert not_live_yet(ir, "vllm") is None          # vLLM runs it too

@@ -110,12 +110,13 @@ def test_runner_refuses_bad_offload_arguments_before_importing_vllm(model):
                      policy="policy b { cache { capacity = 4  eviction = belady } }")
     with pytest.raises(VllmIntegrationError, match="enforce_eager=False"):
         PolicyRunner(model=str(model), offload=True, policy=pol, enforce_eager=False)
-    # a low-precision tier runs in HuggingFace attach only: refused before vLLM starts,
-    # located at the tier
+    # a low-precision tier over a host tier with a capacity and a disk tier does not run in
+    # vLLM's live offload: refused before vLLM starts, located at the tier
     tiers = ("policy t { hierarchy { tier hot { location = gpu  capacity = 6 }\n"
-             "tier q { location = gpu  dtype = int8  capacity = 12 }\n tier r { location = cpu } } }")
+             "tier q { location = gpu  dtype = int8  capacity = 12 }\n"
+             "tier r { location = cpu  capacity = 8 }\n tier d { location = disk  path = \"/tmp\" } } }")
     with pytest.raises(VllmIntegrationError,
-                       match="^<text>:2: tier 'q' .* int8.* vLLM's live offload does not run"):
+                       match="^<text>:2: tier 'q' .* int8.* over a host tier with a capacity or a disk tier"):
         PolicyRunner(model=str(model), offload=True, policy=tiers)
 
 

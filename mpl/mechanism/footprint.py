@@ -201,6 +201,45 @@ def device_parts(fp: Footprint, where: str, *, entry: int, num_slots: int, strea
         fp.add(f"{dtype} tier '{name}' area", where, slots * record)
 
 
+def tier_device(fp: Footprint, tier_layout, template: dict, *, where: str, num_slots: int,
+                stream_slots: int, align: int, transposed: bool = False) -> None:
+    """Add what the memory tiers of a live run allocate for the experts on the device
+    (``where``) and for their staging on the host, after the host store: the slot pool
+    (:func:`device_parts`; with ``granularity_split = N`` the transient entries of whole
+    experts and ``num_slots`` part slots, ``mpl.mechanism.parts.PartPool``), each
+    low-precision gpu tier's area (its slots, every one as long as its longest rung's
+    record, ``mpl.mechanism.lowprec``) and one staging record of it on the host, each
+    second full-precision gpu tier's area (its slots and the stash: whole experts or
+    parts, ``mpl.mechanism.gpu_tier``). ``template``: one MoE layer's ``[E, ...]`` expert
+    tensors; ``align``: the bytes of padding an entry of the pool takes; ``transposed``:
+    the engine's expert matrices are ``[in, out]``."""
+    tensors = list(template.values())
+    E = int(tensors[0].shape[0])
+    entry = sum(t[0].numel() * t.element_size() for t in tensors)
+    # (every set a layer uses has the same split: mpl.mechanism.tiered.part_split)
+    split = max([lv.split for lv in tier_layout.levels if lv.layers] or [1])
+    part = sum(-(-t[0].numel() // split) * t.element_size() for t in tensors)
+    lowprec = []
+    for lv in tier_layout.levels:
+        for t in (lv.tiers if lv.layers else ()):
+            if t.kind == "gpu" and t.dtype in ("int8", "int4"):
+                rungs = [r.dtype for r in t.rungs] if t.rungs is not None else [t.dtype]
+                q = max(quant_stride(template, d, transposed=transposed) for d in rungs)
+                lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
+            elif t.kind == "gpu" and t.index > 0:
+                unit = entry if split == 1 else part
+                fp.add(f"gpu tier '{t.name}' area", where,
+                       (min(t.slots, len(lv.layers) * E * split) + 1) * (unit + align))
+    if split > 1:
+        fp.add("device slot pool", where, (stream_slots + 1) * (entry + align)
+               + (num_slots + 1) * (part + align))
+    else:
+        device_parts(fp, where, entry=entry + align, num_slots=num_slots,
+                     stream_slots=stream_slots, lowprec=lowprec)
+    for _name, dtype, _slots, q in lowprec:
+        fp.add(f"{dtype} staging record", HOST, q)
+
+
 def _up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
@@ -214,14 +253,37 @@ def quant_record_bytes(matrices, dtype: str, group: int = 64) -> int:
     (``mpl.mechanism.quant``; a test holds the two equal)."""
     off = 0
     for rows, cols in matrices:
-        if dtype == "int8":
-            codes, scales = rows * cols, rows
+        off = _quant_matrix(off, rows, cols, dtype, group)
+    return max(QUANT_ALIGN, off)
+
+
+def _quant_matrix(off: int, rows: int, cols: int, dtype: str, group: int) -> int:
+    """The end of one quantised matrix's codes and scales laid out from ``off``."""
+    if dtype == "int8":
+        codes, scales = rows * cols, rows
+    else:
+        g = min(group, cols)
+        groups = -(-cols // g)
+        codes, scales = rows * ((groups * g + 1) // 2), rows * groups
+    off = _up(off + codes, QUANT_ALIGN)
+    return _up(off + 4 * scales, QUANT_ALIGN)
+
+
+def quant_stride(template: dict, dtype: str, *, transposed: bool = False,
+                 group: int = 64) -> int:
+    """The bytes of one expert's low-precision record of ``template`` (one MoE layer's
+    ``[E, ...]`` tensors), as ``mpl.mechanism.lowprec.QuantLayout`` lays it out: each 2-D
+    floating parameter quantised as ``[output, input]`` (``transposed``: its row is
+    ``[input, output]``), every other parameter at its own precision, each part
+    :data:`QUANT_ALIGN`-aligned (a test holds the two equal)."""
+    off = 0
+    for t in template.values():
+        row = t[0]
+        if row.dim() == 2 and row.is_floating_point():
+            rows, cols = (row.shape[1], row.shape[0]) if transposed else row.shape
+            off = _quant_matrix(off, int(rows), int(cols), dtype, group)
         else:
-            g = min(group, cols)
-            groups = -(-cols // g)
-            codes, scales = rows * ((groups * g + 1) // 2), rows * groups
-        off = _up(off + codes, QUANT_ALIGN)
-        off = _up(off + 4 * scales, QUANT_ALIGN)
+            off = _up(off + row.numel() * row.element_size(), QUANT_ALIGN)
     return max(QUANT_ALIGN, off)
 
 
@@ -232,15 +294,20 @@ def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device,
     engine's copies still alive), the slot pool (``num_slots + stream_slots + 1`` entries
     on ``device``), then the engine's own copies released. With memory tiers
     (``tier_layout``, the runtime's): first each disk tier's host cache and the bounce
-    record (:func:`tier_host`), and the host store holds the layers in host memory only."""
+    record (:func:`tier_host`), and the host store holds the layers in host memory only;
+    on the device the tiers' areas and part slots (:func:`tier_device`)."""
     fp = Footprint()
     on_disk = tier_host(fp, tier_layout, layers[0]) if tier_layout is not None else set()
     fp.add("host store", HOST, sum(t.numel() * t.element_size() + ALIGN
                                    for o, layer in enumerate(layers) if o not in on_disk
                                    for t in layer.values()))
-    entry = sum(t[0].numel() * t.element_size() + ALIGN for t in layers[0].values())
-    device_parts(fp, place_of(device), entry=entry, num_slots=num_slots,
-                 stream_slots=stream_slots)
+    if tier_layout is not None:
+        tier_device(fp, tier_layout, layers[0], where=place_of(device), num_slots=num_slots,
+                    stream_slots=stream_slots, align=ALIGN * len(layers[0]))
+    else:
+        entry = sum(t[0].numel() * t.element_size() + ALIGN for t in layers[0].values())
+        device_parts(fp, place_of(device), entry=entry, num_slots=num_slots,
+                     stream_slots=stream_slots)
     for where in (HOST, DEVICE):
         fp.add("the engine's expert weights released", where,
                -sum(t.numel() * t.element_size() for layer in layers for t in layer.values()

@@ -33,17 +33,23 @@ A forward without a Plan (an engine's warm-up or memory-profiling run, outside a
 scheduled step) is computed the same way with every expert streamed, and counted apart: it
 never touches the policy's runtime or the copy counts that must equal its loads.
 
-**Memory tiers** (SPEC §12; a policy with a ``hierarchy`` at the checkpoint's precision: the
-device cache over host memory, or over a host tier with a capacity over a disk tier): the
-adapter builds a :class:`mpl.mechanism.tiered.TierBuild` (the disk tiers' files written
-from the engine's tensors) and passes it as ``tiers``. The host store then holds only the
-layers whose last tier is host memory; each disk tier's host cache holds its host tier's
-slots; a :class:`mpl.mechanism.tiered.TierExecutor` (the one HuggingFace attach runs)
-carries out each Plan's evictions, tier steps and Loads in the runtime's order, checked
-against the runtime (disk reads into host-cache records by reader threads, promotions into
-device slots from those records, demotions device -> host record, prefetch copies whose
-read is still running deferred to the next forward), and streams an expert from the host
-tier that holds it. Low-precision gpu tiers stay HuggingFace attach's (refused here).
+**Memory tiers** (SPEC §12; a policy with a ``hierarchy`` that
+``mpl.mechanism.preflight.not_live_yet`` lets through for vLLM): the adapter builds a
+:class:`mpl.mechanism.tiered.TierBuild` (the disk tiers' files written from the engine's
+tensors) and passes it as ``tiers``. The host store then holds only the layers whose last
+tier is host memory; each disk tier's host cache holds its host tier's slots; a
+:class:`mpl.mechanism.tiered.TierExecutor` (the one HuggingFace attach runs) carries out each
+Plan's evictions, tier steps and Loads in the runtime's order, checked against the runtime
+(disk reads into host-cache records by reader threads, promotions into device slots from
+those records, demotions device -> host record, prefetch copies whose read is still running
+deferred to the next forward, the device areas of a low-precision or second full-precision
+gpu tier), and streams an expert from the host tier that holds it. An expert the Plan
+computes from a lower gpu tier (``LOWER``: dequantised, or copied from the second
+full-precision tier) or as parts (``granularity_split``: the device cache is the tiers'
+:class:`mpl.mechanism.parts.PartPool`, the pool holds transient entries only) goes through a
+transient entry like a streamed one (``TierExecutor.source_copy``). A CPU-placed expert of a
+layer on disk is computed from the host tier's record its READ filled
+(``TierExecutor.cpu_rows``).
 """
 
 from __future__ import annotations
@@ -118,10 +124,6 @@ class LiveExecutor:
             raise LiveError("a runtime with memory tiers needs its tiers (tiers=TierBuild(...)), "
                             "and only such a runtime takes them" if tiered else
                             "tiers were given for a runtime without memory tiers")
-        if tiers is not None and tiers.lows:
-            lv, spec, _ = tiers.lows[0]
-            raise LiveError(f"tier '{spec.name}' ({spec.dtype}) of {lv.label}: low-precision "
-                            "gpu tiers run in HuggingFace attach only")
         self.expert_bytes_total = sum(t.numel() * t.element_size()
                                       for layer in layers for t in layer.values())
         self.store = HostStore(ops)
@@ -136,7 +138,13 @@ class LiveExecutor:
                 if ram:         # (every layer on disk: no host store at all)
                     for o, host in zip(ram, self.store.build([layers[o] for o in ram])):
                         self.hosts[o] = host
-            self.pool = SlotPool(layers[0], runtime.num_slots, stream_slots, self.device, ops)
+            if tiers is not None and tiers.split > 1:
+                # the device cache holds parts (the tiers' PartPool): the pool computes,
+                # every expert put together in a transient entry
+                self.pool = SlotPool(layers[0], 0, stream_slots, self.device, ops,
+                                     transient_only=True)
+            else:
+                self.pool = SlotPool(layers[0], runtime.num_slots, stream_slots, self.device, ops)
             if tiers is not None:
                 self.tiers = tiers.executor(self.pool, self.hosts, readers)
         except BaseException:
@@ -206,7 +214,10 @@ class LiveExecutor:
         self.dispatches += 1
         stall = (self.tiers.transfers(plan) if self.tiers is not None
                  else transfers(pool, plan, self.hosts))
-        resident, streamed, cpu = placements(plan, pool.content, ordinal)
+        # (experts a lower gpu tier serves, and experts as parts, go through transient
+        # entries: the tiers' source_copy dequantises, copies or gathers them there)
+        resident, streamed, cpu = placements(plan, pool.content, ordinal,
+                                             lower=self.tiers is not None)
         calls = passes(resident, streamed, pool.stream_slots)
         out = None
         for i, (res, g) in enumerate(calls):
@@ -270,14 +281,12 @@ class LiveExecutor:
         return out
 
     def _cpu_pass(self, ordinal, x, topk_weights, topk_ids, cpu_experts):
-        """The CPU-placed experts of a dispatch, from the host store, for the rows that
-        selected them (their weight only; the row's other pairs weigh 0 here)."""
+        """The CPU-placed experts of a dispatch, for the rows that selected them (their
+        weight only; the row's other pairs weigh 0 here): from the host store, or for a
+        layer on a disk tier from the records the Plan's READs filled (:meth:`_cpu_rows`)."""
         if self.cpu_kernel is None:
             raise LiveError("the plan places experts on the CPU but this engine has no CPU "
                             "expert kernel")
-        if not self.hosts[ordinal]:
-            raise LiveError(f"the plan computes experts of MoE layer {ordinal} on the CPU, but "
-                            "its experts are on the disk tier (no host copy to compute from)")
         got = self.ops.fetch([x, topk_weights, topk_ids])
         hx, hw, hid = (t.clone() for t in got)
         mask = torch.zeros(self.num_experts, dtype=torch.bool)
@@ -287,10 +296,34 @@ class LiveExecutor:
         w = hw[rows].masked_fill(~sel[rows], 0)
         self.cpu_computes += len(cpu_experts)
         self.cpu_tokens += int(sel.sum())
-        part = self._run(ordinal, hx[rows], self.hosts[ordinal], w, hid[rows], False, None)
+        if self.hosts[ordinal]:
+            tensors, ids = self.hosts[ordinal], hid[rows]
+        else:
+            tensors, ids = self._cpu_rows(ordinal, cpu_experts, hid[rows])
+        part = self._run(ordinal, hx[rows], tensors, w, ids, False, None)
         full = torch.zeros_like(hx)
         full.index_add_(0, rows, part.to(full.dtype))
         return self.staging.upload(full, full.dtype).to(x.dtype)
+
+    def _cpu_rows(self, ordinal, cpu_experts, ids):
+        """The CPU-placed experts of a layer on a disk tier as the kernel's ``[n + 1, ...]``
+        tensors: entry ``i`` expert ``cpu_experts[i]``'s rows, copied from the host tier's
+        record its READ filled (``TierExecutor.cpu_rows``: with a split, its parts put
+        together on the host), the last entry zeros; and ``ids`` remapped to those entries
+        (every other expert to the zero entry: its pairs weigh 0)."""
+        n = len(cpu_experts)
+        tensors = None
+        for i, e in enumerate(cpu_experts):
+            got = self.tiers.cpu_rows(ordinal, e)
+            if tensors is None:
+                tensors = {name: torch.zeros((n + 1, *self.pool.tensors[name].shape[1:]),
+                                             dtype=self.pool.tensors[name].dtype)
+                           for name in got}
+            for name, row in got.items():     # (copied now: the rows may be reused next)
+                tensors[name][i].copy_(row.reshape(tensors[name][i].shape))
+        lut = torch.full((self.num_experts,), n, dtype=torch.long)
+        lut[torch.tensor(cpu_experts, dtype=torch.long)] = torch.arange(n)
+        return tensors, lut[ids.long()].to(ids.dtype)
 
     def _unplanned(self, ordinal, x, topk_weights, topk_ids, shared):
         """A forward outside any scheduled step (no Plan): every distinct expert streamed
@@ -319,7 +352,11 @@ class LiveExecutor:
 
     def stats(self) -> dict:
         pool = self.pool
-        c = pool.copies
+        c = dict(pool.copies)
+        parts = self.tiers.parts if self.tiers is not None else None
+        if parts is not None:           # the Loads are part copies into the part pool
+            for k, n in parts.copies.items():
+                c[k] += n
         calls = self.dispatches + self.unplanned_dispatches
         return {
             "dispatches": self.dispatches,
@@ -328,17 +365,18 @@ class LiveExecutor:
             "background_copies": c["background"],
             "prefetch_copies": c["prefetch"],
             "stream_copies": c[STREAMED],
-            "bytes_copied": pool.bytes_copied,
+            "bytes_copied": pool.bytes_copied + (parts.bytes_copied if parts is not None else 0),
             "passes": self.passes,
             "multi_pass_dispatches": self.multi_pass_dispatches,
             "cpu_computes": self.cpu_computes,
             "cpu_tokens": self.cpu_tokens,
             "stall_ms": self.stall_ms,
-            "copy_ms_host": pool.copy_ms,
+            "copy_ms_host": pool.copy_ms + (parts.copy_ms if parts is not None else 0.0),
             "pool_slots": pool.size,
-            "cache_slots": pool.num_slots,
+            "cache_slots": pool.num_slots if parts is None else parts.num_slots,
             "stream_slots": pool.stream_slots,
             "pool_bytes": pool.nbytes,
+            "part_pool_bytes": parts.nbytes if parts is not None else 0,
             "expert_bytes": pool.entry_bytes,
             "expert_bytes_total": self.expert_bytes_total,
             "host_store_bytes": self.store.arena_bytes,

@@ -181,13 +181,14 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     computes an expert from the host tier's record its READ filled (with a split, from its
     parts' records put together on the host).
 
-    vLLM's live offload runs the same sets of tiers at the checkpoint's precision (the
-    device cache over host memory, or over a host tier with a capacity and a disk tier with
-    a ``path``: ``mpl.mechanism.live.LiveExecutor`` with ``mpl.mechanism.tiered``), and
-    refuses everything above plus a disk tier without ``path`` (vLLM holds the experts in
-    its own kernel layout, not read from the checkpoint), any low-precision tier
-    (``int8``/``int4``: HuggingFace attach only), a second gpu tier,
-    ``granularity_split`` above 1, and computing on the CPU over a disk tier."""
+    vLLM's live offload (``mpl.mechanism.live.LiveExecutor`` with the same
+    ``mpl.mechanism.tiered`` executor) runs the same sets of tiers: the low-precision gpu
+    tier (one precision or the int8/int4 ``dtype_ladder``) right under the top tier over
+    host memory, the second full-precision gpu tier, ``granularity_split`` above 1, and
+    computing on the CPU over a disk tier. It refuses everything above, plus a disk tier
+    without ``path`` (vLLM holds the experts in its own kernel layout, not read from the
+    checkpoint's files) and a low-precision tier over a host tier with a capacity or a disk
+    tier, or with ``granularity_split`` above 1, whatever HuggingFace attach runs."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
@@ -203,7 +204,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     def at(t, h):
         return f"{where}:{t.source_line or h.source_line or line or pir.source_line}"
 
-    disk_anywhere = False
     splits: set = set()
     for label, h in sets:
         tiers = list(h.tiers)
@@ -220,12 +220,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             if not low:
                 continue
             why = None
-            if engine == "vllm":
-                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
-                        f"{low[0]}, below the checkpoint's precision, which vLLM's live offload "
-                        f"does not run (HuggingFace attach runs low-precision gpu tiers; vLLM "
-                        f"runs tiers at the checkpoint's precision: a gpu tier over host "
-                        f"memory, or over a host tier and a disk tier): {replay}")
             if t.location.kind != "gpu":
                 why = "on the host (a low-precision tier runs on the device)"
             elif i == 0:
@@ -240,6 +234,11 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 # (below it: host memory holding every expert; a gpu tier there is refused
                 # on its own)
                 why = "over a host tier with a capacity or a disk tier"
+            if why is None and engine == "vllm" and (
+                    [k for k in kinds[2:] if k != "gpu"] != ["cpu"] or h.granularity_split > 1):
+                # (vLLM runs one right under the top tier over host memory, whole experts)
+                why = ("over a host tier with a capacity or a disk tier, or with "
+                       "granularity_split, in vLLM's live offload")
             if why is not None:
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
                         f"{low[0]}, below the checkpoint's precision, {why}, which live "
@@ -250,7 +249,7 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                     f"'{pir.name}' is not on the device: live execution needs a gpu tier on top "
                     f"(the device cache); {replay}")
         extra_gpu = [i for i, k in enumerate(kinds) if k == "gpu" and i > 0 and i not in lows]
-        full2 = (engine == "huggingface" and extra_gpu == [1] and not lows
+        full2 = (extra_gpu == [1] and not lows
                  and kinds.count("gpu") == 2 and tiers[1].location.index is None
                  and kinds[2:] in (["cpu"], ["cpu", "disk"]))
         if full2:          # a second gpu tier at the checkpoint's precision, over host memory
@@ -270,7 +269,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             return (f"{at(t, h)}: tier '{t.name}' is a second host tier of {label} of policy "
                     f"'{pir.name}', which live execution does not run yet: {replay}")
         if kinds[-1] == "disk":
-            disk_anywhere = True
             t = tiers[-1]
             if t.path is None and engine == "vllm":
                 return (f"{at(t, h)}: the disk tier '{t.name}' of policy '{pir.name}' has no "
@@ -279,9 +277,7 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                         f"are written there when the policy starts)")
         if h.granularity_split > 1:
             why = None
-            if engine == "vllm":
-                why = "which vLLM's live offload does not run (HuggingFace attach does)"
-            elif lows:
+            if lows:
                 why = "with a low-precision tier, which live execution does not run yet"
             if why is not None:
                 return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
@@ -293,21 +289,11 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 f"split experts into different numbers of parts (granularity_split "
                 f"{', '.join(map(str, sorted(splits)))}), which live execution does not run "
                 f"yet (it runs one split for every set): {replay}")
-    if disk_anywhere and engine == "vllm":
-        from mpl.features import features
-        cpu = [m for m in ("cpu_fallback", "hybrid") if m in features(pir).modes]
-        if cpu:
-            return (f"{where}:{line or pir.source_line}: policy '{pir.name}' computes experts on "
-                    f"the CPU (schedule.mode = {cpu[0]}) over a disk tier, which vLLM's live "
-                    f"offload does not run (HuggingFace attach does): use schedule.mode = "
-                    f"gpu_only, or {replay}")
     return None
 
 
 def _second_gpu(engine, t, tiers, lows) -> str:
     """What a refused second gpu tier at the checkpoint's precision lacks (in parentheses)."""
-    if engine == "vllm":
-        return "in vLLM's live offload (HuggingFace attach runs one right under the top tier)"
     if t.location.index is not None:
         return (f"on gpu:{t.location.index} (live execution keeps it on the device the policy "
                 f"is attached to; write location = gpu)")

@@ -134,6 +134,8 @@ class TierExecutor:
         self.pieces: list | None = None
         self.whole = None                   # an expert's RecordLayout (a split's CPU rows)
         self._cpu_scratch = None            # name -> one expert's rows on the host
+        #: one whole-expert record a forward no Plan drove puts a split expert together in
+        self._assembled: HostCache | None = None
         self.readers = readers
         self.overlap = overlap and readers is not None and readers.threads > 0
         self.bounce: HostCache | None = None
@@ -172,6 +174,15 @@ class TierExecutor:
         c = lv.cache
         if self._deferred and any(d[1] is lv and d[2] == j for d in self._deferred):
             self.settle()
+        self._wait_read(c, j)
+        for ev in c.users[j]:
+            self.ops.synchronize(ev)
+        c.users[j] = []
+
+    def _host_readable(self, c: HostCache, j: int) -> None:
+        """Before the host reads record ``j`` (a CPU compute, a split expert put together on
+        the host): its read waited for, and every device copy touching it completed (a
+        demotion into it may still be running on CUDA)."""
         self._wait_read(c, j)
         for ev in c.users[j]:
             self.ops.synchronize(ev)
@@ -365,7 +376,7 @@ class TierExecutor:
         c = lv.cache
         j = c.where.get(key)
         if j is not None:
-            self._wait_read(c, j)
+            self._host_readable(c, j)
             self.cpu_rows_read += 1
             return _rows(c.tensors, j)
         if self._transient.pop(key, None) is not None:
@@ -382,26 +393,37 @@ class TierExecutor:
         copied from the part record its READ filled (or its bounce record, read now) into
         one host scratch expert, reused by the next (the CPU computes one expert at a time
         and is done with its rows before it asks for the next)."""
+        out = self._parts_on_host(lv, ordinal, expert)
+        self.cpu_rows_read += 1
+        return out
+
+    def _parts_on_host(self, lv: LevelMech, ordinal: int, expert: int,
+                       planned: bool = True, out: dict | None = None) -> dict:
+        """The rows of an expert whose host tier holds parts, each part's runs copied into
+        one host scratch expert (reused by the next call; ``out``: into these rows instead)
+        from the part record holding it, or the bounce record (a READ of this dispatch's
+        Plan the host tier did not admit; else read again, counted apart; ``planned``
+        False: always counted apart)."""
         pp = self.parts
-        if self._cpu_scratch is None:
-            self._cpu_scratch = {name: torch.empty(row, dtype=dtype)
-                                 for name, row, dtype, _o, _n in self.whole.params}
-        out = self._cpu_scratch
+        if out is None:
+            if self._cpu_scratch is None:
+                self._cpu_scratch = {name: torch.empty(row, dtype=dtype)
+                                     for name, row, dtype, _o, _n in self.whole.params}
+            out = self._cpu_scratch
         c = lv.cache
         for p in range(pp.parts.n):
             key = (ordinal, expert, p)
             j = c.where.get(key)
             if j is not None:
-                self._wait_read(c, j)
+                self._host_readable(c, j)
                 tensors, i = c.tensors, j
-            elif self._transient.pop(key, None) is not None:
+            elif planned and self._transient.pop(key, None) is not None:
                 tensors, i = self._bounce_read(lv, key)
             else:           # a part no READ of this dispatch brought: read again, apart
                 tensors, i = self._bounce_read(lv, key, planned=False)
             for name, (a, b) in pp.parts.ranges[p].items():
                 if b > a:
                     out[name].view(-1)[a:b].copy_(tensors[name][i][:b - a])
-        self.cpu_rows_read += 1
         return out
 
     def unplanned_copy(self, entry: int, ordinal: int, expert: int) -> None:
@@ -416,14 +438,23 @@ class TierExecutor:
         if lv.cache is None:
             pool.copy_in(entry, self.hosts[ordinal], expert, key, STREAMED, count=False)
             return
-        if self.pieces is not None:
-            raise LiveError(f"a forward no plan drove computes expert {expert} of MoE layer "
-                            f"{ordinal}, whose host tier holds parts (granularity_split over "
-                            f"a disk tier), which the live mechanism does not put together "
-                            f"without a plan")
         c = lv.cache
         j = c.where.get(key)
-        if j is not None:
+        if self.pieces is not None:
+            # its parts put together on the host in one whole-expert record (page-locked on
+            # CUDA, allocated on the first such forward), then copied
+            if self._assembled is None:
+                self._assembled = HostCache(self.whole, 1, self.ops)
+            a = self._assembled
+            for ev in a.users[0]:       # the last copy out of it has completed
+                self.ops.synchronize(ev)
+            a.users[0] = []
+            self.ops.host_write(a.record(0), ("read", "assembled"))
+            self._parts_on_host(lv, ordinal, expert, planned=False,
+                                out={name: t[0] for name, t in a.tensors.items()})
+            pool.copy_in(entry, a.tensors, 0, key, STREAMED, count=False)
+            users = a.users[0]
+        elif j is not None:
             self._wait_read(c, j)
             pool.copy_in(entry, c.tensors, j, key, STREAMED, count=False)
             users = c.users[j]
@@ -944,6 +975,8 @@ class TierExecutor:
                 lv.cache.release()
         if self.bounce is not None:
             self.bounce.release()
+        if self._assembled is not None:
+            self._assembled.release()
         for a in self.areas + self.fulls:
             a.release()
         if self.parts is not None:

@@ -30,7 +30,7 @@ from .memory import MemoryMeter
 from mpl.mechanism.footprint import default_stream_slots
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
-from mpl.mechanism.tiered import LOW_DTYPES, part_split, tier_dtypes
+from mpl.mechanism.tiered import part_split
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -397,7 +397,6 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
             len(b.module._parameters), next(iter(b.module._parameters.values())).device)
            for b in layers]
     entry = sum(p[0].numel() * p.element_size() for p in layers[0].module._parameters.values())
-    split = part_split(runtime.tier_layout) if tiered else 1
     skeleton: dict = {}
     for mod in model.modules():
         if id(mod) in experts:
@@ -410,44 +409,16 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
     if not tiered:
         fp.add("host store", HOST, sum(n + k * ALIGN for _o, n, k, _d in own))
     else:
-        from mpl.mechanism.footprint import tier_host
+        from mpl.mechanism.footprint import tier_device, tier_host
 
         on_disk = tier_host(fp, runtime.tier_layout,
                             {n: p.data for n, p in layers[0].module._parameters.items()})
         fp.add("host store", HOST, sum(n + k * ALIGN for o, n, k, _d in own if o not in on_disk))
-        from mpl.mechanism.lowprec import QuantLayout
-
-        transposed = bool(getattr(layers[0].module, "is_transposed", False))
-        template = {n: p.data for n, p in layers[0].module._parameters.items()}
-        E = layers[0].num_experts
-        lowprec = []
-        for lv in runtime.tier_layout.levels:
-            # (over a disk tier only a full-precision gpu tier runs: not_live_yet)
-            for t in (lv.tiers if lv.layers else ()):
-                if t.kind == "gpu" and t.dtype in LOW_DTYPES:
-                    # (a ladder's slots are as long as its longest rung's record)
-                    q = max(QuantLayout(template, d, transposed=transposed).stride
-                            for d in tier_dtypes(t))
-                    lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
-                elif t.kind == "gpu" and t.index > 0:
-                    # a full-precision gpu tier: its slots and the stash, whole experts or
-                    # (granularity_split) parts
-                    unit = entry if split == 1 else sum(
-                        -(-p[0].numel() // split) * p.element_size()
-                        for p in layers[0].module._parameters.values())
-                    fp.add(f"gpu tier '{t.name}' area", place(dev),
-                           (min(t.slots, len(lv.layers) * E * split) + 1) * (unit + ALIGN))
-        if split > 1:     # transient entries of whole experts, and the part slots
-            # (a split runs with no low-precision tier: refused at attach)
-            part = sum(-(-p[0].numel() // split) * p.element_size()
-                       for p in layers[0].module._parameters.values())
-            fp.add("device slot pool", place(dev), (stream_slots + 1) * (entry + ALIGN)
-                   + (runtime.num_slots + 1) * (part + ALIGN))
-        else:
-            device_parts(fp, place(dev), entry=entry + ALIGN, num_slots=runtime.num_slots,
-                         stream_slots=stream_slots, lowprec=lowprec)
-        for _name, dtype, _slots, q in lowprec:
-            fp.add(f"{dtype} staging record", HOST, q)
+        tier_device(fp, runtime.tier_layout,
+                    {n: p.data for n, p in layers[0].module._parameters.items()},
+                    where=place(dev), num_slots=runtime.num_slots, stream_slots=stream_slots,
+                    align=ALIGN,
+                    transposed=bool(getattr(layers[0].module, "is_transposed", False)))
     for where in (HOST, DEVICE):
         fp.add("the model's expert weights released", where,
                -sum(n for _o, n, _k, d in own if place(d) == where))

@@ -9,12 +9,18 @@ the CPU build's kernel (its prepacked layout is copied as is: each expert's rows
 independent) or the Triton kernel on CUDA; no expert parallelism, no EPLB, no expert biases,
 no monolithic kernels; eager mode.
 
-A policy with memory tiers at the checkpoint's precision (``mpl.mechanism.preflight.
-not_live_yet`` lets exactly those through) runs on the same executor: the device cache over
-host memory, or over a host tier with a capacity and a disk tier whose files are written
-here, from the engine's own expert rows (``mpl.mechanism.tiered.TierBuild``), before the
-layers change; the layers on disk keep no host copy. ``close`` reads them back from the
-files and removes the files.
+A policy with memory tiers (``mpl.mechanism.preflight.not_live_yet`` says which run) runs on
+the same executor and the tier mechanism HuggingFace attach runs (``mpl.mechanism.tiered``):
+the device cache over host memory, or over a host tier with a capacity and a disk tier whose
+files are written here, from the engine's own expert rows (``mpl.mechanism.tiered.TierBuild``),
+before the layers change; a low-precision gpu tier (int8, int4, the int8/int4 ladder) right
+under it over host memory, its experts quantised from the engine's rows and dequantised into
+a transient pool entry for the kernel (on the CPU build the rows are the kernel's prepacked
+layout, quantised as they are: a row of the packed matrix shares a scale); a second
+full-precision gpu tier; ``granularity_split`` (the device cache holds parts, put together in
+a transient entry); CPU-placed experts of a layer on disk computed from the host tier's
+records. The layers on disk keep no host copy; ``close`` reads them back from the files and
+removes the files.
 """
 
 from __future__ import annotations
