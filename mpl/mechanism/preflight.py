@@ -162,8 +162,9 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     checkpoint's own safetensors files (``mpl.mechanism.checkpoint``; attach refuses a model
     that was not loaded from such a folder); or over one low-precision gpu tier
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
-    one precision, or a ``dtype_ladder`` of both) over host memory holding every expert; or
-    over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
+    one precision, or a ``dtype_ladder`` of both) over host memory holding every expert, or
+    over a host tier with a capacity and a disk tier (its fills quantised from the host
+    tier's records, its victims read from the disk into them); or over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
     host memory holding every expert, or over a host tier with a capacity and a disk tier
     (its victims copied into the host tier's records, its fills from them).
     ``granularity_split`` above 1 (``mpl.mechanism.parts``) runs over host memory and over
@@ -172,7 +173,7 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     (then holding parts).
     Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
     among its rungs, a low-precision tier on top, anywhere but right under the top tier, on
-    the host or on another device, or over a host tier with a capacity or a disk tier; a
+    the host or on another device, or over tiers other than those two; a
     second gpu tier at the checkpoint's precision on another device, anywhere but right
     under the top tier, beside a low-precision tier or over tiers other than those two, a
     third gpu tier, a set of tiers without a gpu tier on top, a second host tier,
@@ -236,10 +237,10 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             elif t.location.index is not None:
                 why = (f"on gpu:{t.location.index} (live execution keeps it on the device the "
                        f"policy is attached to; write location = gpu)")
-            elif [k for k in kinds[2:] if k != "gpu"] != ["cpu"]:
-                # (below it: host memory holding every expert; a gpu tier there is refused
-                # on its own)
-                why = "over a host tier with a capacity or a disk tier"
+            elif [k for k in kinds[2:] if k != "gpu"] not in (["cpu"], ["cpu", "disk"]):
+                # (below it: host memory holding every expert, or a host tier over a disk
+                # tier; a gpu tier there is refused on its own)
+                why = "over tiers other than host memory or a host tier and a disk tier"
             if why is not None:
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
                         f"{low[0]}, below the checkpoint's precision, {why}, which live "

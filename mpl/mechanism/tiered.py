@@ -24,16 +24,22 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   record (``read_part``), a Load copies a part record into a part slot
   (``PartPool.copy_record``), a DEMOTE copies a part slot back into a part record, and a
   streamed part is gathered from the record its READ filled;
-* a low-precision gpu tier (``int8``/``int4``, right under the top tier, over host memory;
-  its device area a :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the
-  evicted pool entry quantised on the device before the Load that reuses the entry; DEMOTE
-  (top -> it, by copy) and PROMOTE (host memory -> it) are quantised from the host store's
-  weights; PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's
-  Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
+* a low-precision gpu tier (``int8``/``int4``, right under the top tier; its device area a
+  :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the evicted pool entry
+  quantised on the device before the Load that reuses the entry; DEMOTE (top -> it, by
+  copy) and PROMOTE (host memory -> it) are quantised from the host store's weights;
+  PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's Load);
+  SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
   dequantises it into the transient entry the engine streams that expert through. A tier
   with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
   names, REQUANT inside the tier (a resident pushed one rung down) requantised in its
-  slot on the device, and LEAVE (a further victim of a write) freeing its slot;
+  slot on the device, and LEAVE (a further victim of a write) freeing its slot. Over a
+  host tier with a capacity and a disk tier: a DEMOTE by copy is quantised from the evicted
+  pool entry too (the host tier need not hold the expert; the entry holds the same bytes);
+  PROMOTE (host tier -> it) is quantised from the record the Plan's READ filled, or the
+  bounce record; PROMOTE (it -> top) is the Load from the host tier's record the Plan's
+  READ filled; DEMOTE (it -> the host tier) reads the key from the disk into the record the
+  step names (the tier holds no full-precision copy; ``demotion_reads``);
 * a second full-precision gpu tier (:class:`mpl.mechanism.gpu_tier.FullArea`) over host memory
   or over a host tier and a disk tier: DEMOTE/REQUANT (top -> it) a device-to-device copy,
   PROMOTE (host -> it) a copy from the host store or the host tier's record, PROMOTE (it ->
@@ -145,6 +151,7 @@ class TierExecutor:
         self.disk_bytes = 0
         self.bounce_reads = 0
         self.demotions = 0                  # device -> host copies
+        self.demotion_reads = 0             # a low-precision tier's victims read into records
         self.host_evictions = 0
         self.deferred_copies = 0
         self.unplanned_reads = 0            # disk reads of forwards no Plan drove
@@ -190,7 +197,9 @@ class TierExecutor:
         finally:
             self.wait_ms += (time.perf_counter() - t0) * 1e3
 
-    def _submit_read(self, lv: LevelMech, key, j: int) -> None:
+    def _submit_read(self, lv: LevelMech, key, j: int, planned: bool = True) -> None:
+        """Read ``key`` from the disk into record ``j`` by a reader thread (``planned``:
+        False for a read that is no READ of the Plan's, counted apart by the caller)."""
         c = lv.cache
         self._ready_to_write(lv, j)
         rec = c.record(j)
@@ -200,8 +209,9 @@ class TierExecutor:
                                                self.pieces[key[2]], rec)
         else:
             c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
-        self.disk_reads += 1
-        self.disk_bytes += c.layout.stride
+        if planned:
+            self.disk_reads += 1
+            self.disk_bytes += c.layout.stride
 
     def _bounce_read(self, lv: LevelMech, key, planned: bool = True) -> tuple:
         """A transient READ: the record read now into the bounce buffer (one record,
@@ -611,11 +621,20 @@ class TierExecutor:
         PROMOTE of this Plan takes out of the tier (the runtime frees it first)."""
         out = set()
         leaving = set()
+        victims = set()       # the keys a write into a gpu tier's slot names as its victim
         for what, x in seq:
-            if what == "step" and x.op == PROMOTE:
+            if what != "step":
+                continue
+            if x.op == PROMOTE:
                 a = self.levels[x.key[0]].low
                 if a is not None and x.source == a.index:
                     leaving.add(x.key)
+                if a is not None and x.target == a.index and x.victim is not None:
+                    victims.add(x.victim)
+            elif x.op in (DEMOTE, REQUANT) and x.victim is not None:
+                a = self.levels[x.key[0]].low
+                if a is not None and x.target == a.index:
+                    victims.add(x.victim)
         sim: dict = {}        # (area, slot) -> key, as the steps leave it
         rung: dict = {}       # (area, slot) -> the precision it holds, as the steps leave it
         where: dict = {}      # (area, key) -> slot; -1: overwritten, promoted later; None: out
@@ -670,17 +689,24 @@ class TierExecutor:
             elif x.op == PROMOTE and x.target == t and x.source == lv.host_tier:
                 write(a, x)
             elif x.op == DEMOTE and x.source == t and lv.cache is not None \
-                    and x.target == lv.host_tier and a.dtype is None and a.ladder is None:
-                # a full-precision tier's victim into the host tier over a disk: the area
-                # side checked here, the record it writes by the host tier's checks
+                    and x.target == lv.host_tier:
+                # a gpu tier's victim into the host tier over a disk: the area side checked
+                # here, the record it writes by the host tier's checks (a full-precision
+                # tier's slot is copied into it; a low-precision tier's record is read from
+                # the disk, which holds the full-precision bytes)
                 cur = slot_of(a, x.key)
                 if cur is None or cur < 0 or sim.get((id(a), cur), a.content[cur]) != x.key:
                     raise LiveError(f"the plan demotes {x.key} out of tier '{a.tier}', which "
                                     f"does not hold it: the runtime and the mechanism disagree")
-                if (id(a), cur) in served:
+                if a.dtype is None and (id(a), cur) in served:
                     raise LiveError(f"the plan computes from slot {cur} of tier '{a.tier}' and "
                                     f"demotes it in the same dispatch, which the live "
                                     f"mechanism cannot order")
+                if a.ladder and x.key not in victims:
+                    # a ladder's further victim (not the victim of the write that follows):
+                    # its slot is free again, as after a LEAVE
+                    where[(id(a), x.key)] = None
+                    sim[(id(a), cur)] = None
                 continue
             elif x.op == PROMOTE and x.source == t and x.target == 0:
                 cur = slot_of(a, x.key)
@@ -787,8 +813,17 @@ class TierExecutor:
             a.drop(x.key)
         elif x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
-        elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
+        elif x.op == REQUANT or (x.op == DEMOTE and lv.cache is not None):
+            # quantised where it is: from the evicted pool entry (over a disk tier a demotion
+            # by copy too: the host tier need not hold the expert, and the entry holds the
+            # same bytes)
             a.requant(x.slot, gone[x.key], x.key, x.dtype)
+        elif x.op == PROMOTE and x.target == a.index and lv.cache is not None:
+            # a promotion from the host tier over a disk: quantised from the record holding
+            # the key (its READ waited for; or the bounce record of a READ the host tier did
+            # not admit), on the host, before the record can be rewritten
+            tensors, j, _users = self._record_of(lv, x.key)
+            a.fill_from_host(x.slot, tensors, j, x.key, x.kind, x.dtype)
         elif x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index):
             # a demotion by copy, a promotion from host memory: from the host store's weights
             a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
@@ -815,7 +850,10 @@ class TierExecutor:
 
     def _demote_from_area(self, lv: LevelMech, x) -> None:
         """A full-precision gpu tier's victim (its slot) -> host record ``x.slot``, before
-        the slot is rewritten (the area's free event)."""
+        the slot is rewritten (the area's free event). A low-precision tier's victim: the
+        record is read from the disk (the tier holds no full-precision copy to give, and
+        the host tier's records hold the checkpoint's bytes), counted in
+        ``demotion_reads``, apart from the Plan's READs."""
         a = lv.low
         s = a.where.get(x.key)
         if s is None:
@@ -823,6 +861,14 @@ class TierExecutor:
                             f"hold it: the runtime and the mechanism disagree")
         c = lv.cache
         j = x.slot
+        if a.dtype is not None:
+            if c.content[j] is not None:
+                self.host_evictions += 1
+            c.put(j, x.key)
+            self.demotion_reads += 1
+            self._submit_read(lv, x.key, j, planned=False)
+            a.drop(x.key)
+            return
         self._ready_to_write(lv, j)
         if c.content[j] is not None:
             self.host_evictions += 1
@@ -888,6 +934,7 @@ class TierExecutor:
             "disk_bytes_read": self.disk_bytes,
             "bounce_reads": self.bounce_reads,
             "demotions": self.demotions,
+            "demotion_reads": self.demotion_reads,
             "host_evictions": self.host_evictions,
             "deferred_copies": self.deferred_copies,
             "unplanned_reads": self.unplanned_reads,
@@ -1128,6 +1175,9 @@ class TierBuild:
                                         f"tier '{spec.name}' of policy '{ir.name}': {e}") from None
                     self.disks.append(disk)
                     mech = LevelMech(None, disk, lv.read_into, lv.disk)
+                    low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
+                    if low:
+                        self.lows.append((lv, low[0], mech))
                     full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
                     if full:
                         self.fulls.append((lv, full[0], mech))

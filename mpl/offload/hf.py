@@ -422,7 +422,6 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         E = layers[0].num_experts
         lowprec = []
         for lv in runtime.tier_layout.levels:
-            # (over a disk tier only a full-precision gpu tier runs: not_live_yet)
             for t in (lv.tiers if lv.layers else ()):
                 if t.kind == "gpu" and t.dtype in LOW_DTYPES:
                     # (a ladder's slots are as long as its longest rung's record)
