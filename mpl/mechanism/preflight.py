@@ -164,20 +164,21 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
     one precision, or a ``dtype_ladder`` of both) over host memory holding every expert, or
     over a host tier with a capacity and a disk tier (its fills quantised from the host
-    tier's records, its victims read from the disk into them); or over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
-    host memory holding every expert, or over a host tier with a capacity and a disk tier
-    (its victims copied into the host tier's records, its fills from them).
-    ``granularity_split`` above 1 (``mpl.mechanism.parts``) runs over host memory and over
-    a host tier with a capacity and a disk tier (part records, each part read alone:
-    ``mpl.mechanism.disk.part_layout``), with or without the second full-precision gpu tier
-    (then holding parts).
+    tier's records, its victims read from the disk into them); or over a second gpu tier at
+    the checkpoint's precision (``mpl.mechanism.gpu_tier``) over host memory holding every
+    expert, or over a host tier with a capacity and a disk tier (its victims copied into the
+    host tier's records, its fills from them). ``granularity_split`` above 1
+    (``mpl.mechanism.parts``) runs over host memory and over a host tier with a capacity and
+    a disk tier (part records, each part read alone: ``mpl.mechanism.disk.part_layout``),
+    with or without the second full-precision gpu tier or the low-precision one (then
+    holding parts: ``mpl.mechanism.lowprec_parts``).
     Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
     among its rungs, a low-precision tier on top, anywhere but right under the top tier, on
     the host or on another device, or over tiers other than those two; a
     second gpu tier at the checkpoint's precision on another device, anywhere but right
     under the top tier, beside a low-precision tier or over tiers other than those two, a
     third gpu tier, a set of tiers without a gpu tier on top, a second host tier,
-    ``granularity_split`` above 1 with a low-precision tier, or differing between the sets.
+    ``granularity_split`` differing between the sets.
     Computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU
     computes an expert from the host tier's record its READ filled (with a split, from its
     parts' records put together on the host).
@@ -282,8 +283,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             why = None
             if engine == "vllm":
                 why = "which vLLM's live offload does not run (HuggingFace attach does)"
-            elif lows:
-                why = "with a low-precision tier, which live execution does not run yet"
             if why is not None:
                 return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
                         f"splits experts into {h.granularity_split} parts (granularity_split) "

@@ -39,7 +39,10 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   PROMOTE (host tier -> it) is quantised from the record the Plan's READ filled, or the
   bounce record; PROMOTE (it -> top) is the Load from the host tier's record the Plan's
   READ filled; DEMOTE (it -> the host tier) reads the key from the disk into the record the
-  step names (the tier holds no full-precision copy; ``demotion_reads``);
+  step names (the tier holds no full-precision copy; ``demotion_reads``). With
+  ``granularity_split`` the tier holds parts (:class:`mpl.mechanism.lowprec_parts.PartArea`):
+  the same steps on part keys, a fill from the part's runs, and a part SERVE dequantised by
+  the gather into its place in the expert's transient entry;
 * a second full-precision gpu tier (:class:`mpl.mechanism.gpu_tier.FullArea`) over host memory
   or over a host tier and a disk tier: DEMOTE/REQUANT (top -> it) a device-to-device copy,
   PROMOTE (host -> it) a copy from the host store or the host tier's record, PROMOTE (it ->
@@ -293,14 +296,21 @@ class TierExecutor:
         waits: list = []
         areas: list = []
         users: list = []
+        approx = None               # (area, the lowest rung) of parts dequantised
         for p, s in enumerate(where):
-            if s == LOWER:          # a part computed from a second gpu tier's slot (SERVE)
+            if s == LOWER:          # a part computed from a lower gpu tier's slot (SERVE)
                 served = self._served.get((key[0], key[1], p))
                 if served is not None:
                     a, slot = served
+                    areas.append((a, slot))
+                    if a.dtype is not None:     # a low-precision tier: dequantised
+                        lowered[p] = a.dequant_runs(slot)
+                        r = a.held[slot]
+                        if approx is None or _bits(r) < _bits(approx[1]):
+                            approx = (a, r)
+                        continue
                     lowered[p] = pp.run(p, a.tensors, slot)
                     waits += [a.ready[slot], a.free[slot]]
-                    areas.append((a, slot))
                     a.serves += 1
                 continue
             if s != STREAM:
@@ -323,6 +333,10 @@ class TierExecutor:
                 raise LiveError(f"the plan streams part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]}, but no host tier holds it: the runtime and the "
                                 f"mechanism disagree")
+        if approx is not None:      # the expert is computed approximately (as the runtime
+            a, r = approx           # counts it: at the lowest precision among its parts)
+            a.dequants += 1
+            a.dequants_at[r] = a.dequants_at.get(r, 0) + 1
         ms = pp.gather(self.pool, entry, where, key, streamed, lowered, waits)
         ev = self.pool.ready[entry]
         if ev is not None:
@@ -814,16 +828,24 @@ class TierExecutor:
         elif x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
         elif x.op == REQUANT or (x.op == DEMOTE and lv.cache is not None):
-            # quantised where it is: from the evicted pool entry (over a disk tier a demotion
-            # by copy too: the host tier need not hold the expert, and the entry holds the
-            # same bytes)
+            # quantised where it is: from the evicted pool entry or part slot (over a disk
+            # tier a demotion by copy too: the host tier need not hold the expert, and the
+            # entry holds the same bytes)
             a.requant(x.slot, gone[x.key], x.key, x.dtype)
         elif x.op == PROMOTE and x.target == a.index and lv.cache is not None:
             # a promotion from the host tier over a disk: quantised from the record holding
             # the key (its READ waited for; or the bounce record of a READ the host tier did
             # not admit), on the host, before the record can be rewritten
             tensors, j, _users = self._record_of(lv, x.key)
-            a.fill_from_host(x.slot, tensors, j, x.key, x.kind, x.dtype)
+            if len(x.key) == 3:         # a part record: the part's runs
+                a.fill_runs(x.slot, self.parts.run(x.key[2], tensors, j), x.key, x.kind,
+                            x.dtype)
+            else:
+                a.fill_from_host(x.slot, tensors, j, x.key, x.kind, x.dtype)
+        elif len(x.key) == 3 and (x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index)):
+            # a part: its runs of the host store's row
+            a.fill_runs(x.slot, self.parts.host_run(x.key[2], self.hosts[x.key[0]], x.key[1]),
+                        x.key, x.kind if x.op == PROMOTE else None, x.dtype)
         elif x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index):
             # a demotion by copy, a promotion from host memory: from the host store's weights
             a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
@@ -972,6 +994,8 @@ class TierExecutor:
                          "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
                          "quantized_from_host": a.host_fills,
+                         **({"dequantized_parts": a.dequantized_parts}
+                            if hasattr(a, "dequantized_parts") else {}),
                          **({"dtype_ladder": list(a.ladder),
                              "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
                              "resident_at": a.resident_at(),
@@ -1000,6 +1024,11 @@ class TierExecutor:
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def _bits(dtype: str) -> int:
+    """The bits of a low precision (``int8``, ``int4``)."""
+    return 8 if dtype == "int8" else 4
 
 
 def _rows(tensors: dict, i: int) -> dict:
@@ -1227,10 +1256,17 @@ class TierBuild:
             from .parts import PartPool
             parts = PartPool(template, self.split, self._num_slots, pool)
         for lv, spec, mech in self.lows:
-            qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
             # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
             # every key at the lowest rung)
-            slots = min(spec.slots, len(lv.layers) * self.E)
+            slots = min(spec.slots, len(lv.layers) * self.E * self.split)
+            if parts is not None:       # quantised parts, beside the part pool's slots
+                from .lowprec_parts import PartArea, PartQuantLayout
+                qlay = [PartQuantLayout(template, self.split, d, transposed=transposed)
+                        for d in tier_dtypes(spec)]
+                mech.low = PartArea(qlay, slots, parts, label=lv.label, tier=spec.name,
+                                    index=spec.index)
+                continue
+            qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
             mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
                                    index=spec.index)
         for lv, spec, mech in self.fulls:

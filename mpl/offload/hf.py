@@ -424,10 +424,17 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         for lv in runtime.tier_layout.levels:
             for t in (lv.tiers if lv.layers else ()):
                 if t.kind == "gpu" and t.dtype in LOW_DTYPES:
-                    # (a ladder's slots are as long as its longest rung's record)
-                    q = max(QuantLayout(template, d, transposed=transposed).stride
-                            for d in tier_dtypes(t))
-                    lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
+                    # (a ladder's slots are as long as its longest rung's record; with a
+                    # split the tier holds quantised parts)
+                    if split > 1:
+                        from mpl.mechanism.lowprec_parts import PartQuantLayout
+                        q = max(PartQuantLayout(template, split, d, transposed=transposed).stride
+                                for d in tier_dtypes(t))
+                    else:
+                        q = max(QuantLayout(template, d, transposed=transposed).stride
+                                for d in tier_dtypes(t))
+                    lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E * split),
+                                    q))
                 elif t.kind == "gpu" and t.index > 0:
                     # a full-precision gpu tier: its slots and the stash, whole experts or
                     # (granularity_split) parts
@@ -437,11 +444,12 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
                     fp.add(f"gpu tier '{t.name}' area", place(dev),
                            (min(t.slots, len(lv.layers) * E * split) + 1) * (unit + ALIGN))
         if split > 1:     # transient entries of whole experts, and the part slots
-            # (a split runs with no low-precision tier: refused at attach)
             part = sum(-(-p[0].numel() // split) * p.element_size()
                        for p in layers[0].module._parameters.values())
             fp.add("device slot pool", place(dev), (stream_slots + 1) * (entry + ALIGN)
                    + (runtime.num_slots + 1) * (part + ALIGN))
+            for name, dtype, slots, q in lowprec:
+                fp.add(f"{dtype} tier '{name}' area", place(dev), slots * q)
         else:
             device_parts(fp, place(dev), entry=entry + ALIGN, num_slots=runtime.num_slots,
                          stream_slots=stream_slots, lowprec=lowprec)
