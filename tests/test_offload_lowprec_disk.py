@@ -270,3 +270,39 @@ def test_it_runs_live_in_huggingface_only(tmp_path):
         ir = mpl.loads(text(tmp_path, warm)).ir
         assert not_live_yet(ir, "huggingface") is None
         assert "vLLM" in not_live_yet(ir, "vllm")
+
+
+def test_bands_each_run_their_own_tiers(tmp_path):
+    # a band with an int4 warm tier over a disk tier beside a band with a ladder over host
+    # memory; the last layer's prefetches reach the first band's tiers
+    def bands(disk):
+        below = (f"tier ram {{ location = cpu  capacity = 2 }}\n"
+                 f"       tier ssd {{ location = disk  path = \"{tmp_path}\" }}") if disk else \
+            "tier ram { location = cpu }"
+        return f'''policy t {{
+  per_layer_hierarchy {{
+    band layers = 0..0 {{ tier hot {{ location = gpu  capacity = 1 }}
+       tier warm {{ location = gpu  dtype = int4  capacity = 3 }}
+       {below}
+       eviction = lru }}
+    band layers = 1..1 {{ tier hot {{ location = gpu  capacity = 2 }}
+       tier warm {{ location = gpu  dtype_ladder = [int8, int4]  capacity = 2 }}
+       eviction = lfu }}
+  }}
+  prefetch {{ strategy = history  budget = 1 }}
+}}'''
+    model = build_model("tiny-qwen2-moe", layers=2, experts_implementation="batched_mm")
+    want = gen(_attached(model, bands(False)))
+    model._mpl_handle.detach()
+    policy = mpl.loads(bands(True))
+    out, st, rs = run(model, policy)
+    assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
+    assert rs["tiers"] == st["tiers"]
+    for k in ("accesses", "loads", "approximate_computes", "approximate_by_dtype"):
+        assert rs[k] == st[k], k
+    tiers = st["mechanism"]["tiers"]
+    assert st["approximate_computes"] == tiers["approximate"] > 0
+    assert [a["dtype"] for a in tiers["lowprec"]] == ["int4", "int8"]
+    d = next(r for r in st["tiers"] if r["location"] == "disk")
+    assert tiers["disk_reads"] == d["reads"] > 0
+    assert os.listdir(tmp_path) == []

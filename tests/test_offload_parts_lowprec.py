@@ -245,3 +245,25 @@ def test_it_runs_live_in_huggingface_only(tmp_path):
         ir = text(folder).ir
         assert not_live_yet(ir, "huggingface") is None
         assert "vLLM" in not_live_yet(ir, "vllm")
+
+
+def test_cpu_fallback_over_a_disk_tier_computes_from_the_part_records(tmp_path):
+    model = build_model("tiny-qwen2-moe", layers=2, experts_implementation="grouped_mm")
+    sched = "schedule { mode = cpu_fallback }"
+    h = text(None, hot=2, cap=6, threshold=0.3, extra=sched).attach(model)
+    want = gen(model)
+    h.detach()
+    policy = text(tmp_path, hot=2, cap=6, ram=3, threshold=0.3, extra=sched)
+    h = policy.attach(model)
+    with Recorder(model) as rec:
+        out = gen(model)
+    st = h.get_stats()
+    h.detach()
+    # (the CPU computes from the same bytes as from the host store)
+    assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
+    tiers = st["mechanism"]["tiers"]
+    assert st["cpu_computes"] == tiers["cpu_from_records"] > 0
+    assert st["approximate_computes"] == tiers["approximate"] > 0
+    rs = replayed(policy, rec.trace(), h.shape)
+    assert rs["tiers"] == st["tiers"] and rs["cpu_computes"] == st["cpu_computes"]
+    assert os.listdir(tmp_path) == []
