@@ -39,7 +39,8 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   PROMOTE (host tier -> it) is quantised from the record the Plan's READ filled, or the
   bounce record; PROMOTE (it -> top) is the Load from the host tier's record the Plan's
   READ filled; DEMOTE (it -> the host tier) reads the key from the disk into the record the
-  step names (the tier holds no full-precision copy; ``demotion_reads``). With
+  step names when the record is first used (the tier holds no full-precision copy;
+  ``demotion_reads``; a record rewritten before any use is never read). With
   ``granularity_split`` the tier holds parts (:class:`mpl.mechanism.lowprec_parts.PartArea`):
   the same steps on part keys, a fill from the part's runs, and a part SERVE dequantised by
   the gather into its place in the expert's transient entry;
@@ -154,7 +155,11 @@ class TierExecutor:
         self.disk_bytes = 0
         self.bounce_reads = 0
         self.demotions = 0                  # device -> host copies
-        self.demotion_reads = 0             # a low-precision tier's victims read into records
+        self.low_demotions = 0              # a low-precision tier's victims into records
+        self.demotion_reads = 0             # ... of them read from the disk (first used)
+        #: (id(host cache), record) -> (level, key): a low-precision tier's victim demoted
+        #: into the record, not read from the disk yet (read when first used)
+        self._unread: dict = {}
         self.host_evictions = 0
         self.deferred_copies = 0
         self.unplanned_reads = 0            # disk reads of forwards no Plan drove
@@ -180,6 +185,8 @@ class TierExecutor:
         """Before anything writes record ``j``: its deferred copies issued, its read waited
         for, every device copy touching it completed (host wait)."""
         c = lv.cache
+        if self._unread:            # rewritten before anything read it: no read is needed
+            self._unread.pop((id(c), j), None)
         if self._deferred and any(d[1] is lv and d[2] == j for d in self._deferred):
             self.settle()
         self._wait_read(c, j)
@@ -187,7 +194,11 @@ class TierExecutor:
             self.ops.synchronize(ev)
         c.users[j] = []
 
-    def _wait_read(self, c: HostCache, j: int) -> None:
+    def _wait_read(self, c: HostCache, j: int, fill: bool = True) -> None:
+        """Record ``j``'s read waited for; a record a low-precision tier's victim was demoted
+        into is read now, unless ``fill`` is False (a drain: nothing reads it)."""
+        if fill and self._unread and (id(c), j) in self._unread:
+            self._read_demoted(c, j)
         fut = c.pending[j]
         if fut is None:
             return
@@ -199,6 +210,20 @@ class TierExecutor:
             raise LiveError(f"the disk tier could not be read: {e}") from None
         finally:
             self.wait_ms += (time.perf_counter() - t0) * 1e3
+
+    def _read_demoted(self, c: HostCache, j: int) -> None:
+        """Start the read of record ``j``, which a low-precision tier's victim was demoted
+        into (the tier held no full-precision copy): its first use is here. Nothing has
+        touched the record since the demotion waited for its earlier users."""
+        lv, key = self._unread.pop((id(c), j))
+        rec = c.record(j)
+        self.ops.host_write(rec, ("read", j))
+        if len(key) == 3:
+            c.pending[j] = self.readers.submit(lv.disk.read_part, key[0], key[1],
+                                               self.pieces[key[2]], rec)
+        else:
+            c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
+        self.demotion_reads += 1
 
     def _submit_read(self, lv: LevelMech, key, j: int, planned: bool = True) -> None:
         """Read ``key`` from the disk into record ``j`` by a reader thread (``planned``:
@@ -578,6 +603,15 @@ class TierExecutor:
                 if first.get((id(lv), x.slot)) == n:
                     self._start_read(lv, x)
                     started.add(n)
+            elif self._unread and (what == "load" or n in low_moves):
+                # a record a low-precision tier's victim was demoted into, first read here:
+                # its read starts now, beside the others
+                key = x[0] if what == "load" else x.key
+                lv = self.levels[key[0]]
+                c = lv.cache
+                j = c.where.get(key) if c is not None else None
+                if j is not None and (id(c), j) in self._unread and first.get((id(lv), j)) == n:
+                    self._read_demoted(c, j)
         # ---- then everything in order
         for n, (what, x) in enumerate(seq):
             if what == "step":
@@ -874,8 +908,9 @@ class TierExecutor:
         """A full-precision gpu tier's victim (its slot) -> host record ``x.slot``, before
         the slot is rewritten (the area's free event). A low-precision tier's victim: the
         record is read from the disk (the tier holds no full-precision copy to give, and
-        the host tier's records hold the checkpoint's bytes), counted in
-        ``demotion_reads``, apart from the Plan's READs."""
+        the host tier's records hold the checkpoint's bytes) when something first reads it
+        (:meth:`_read_demoted`, counted in ``demotion_reads`` apart from the Plan's READs;
+        ``low_demotions`` counts the demotions)."""
         a = lv.low
         s = a.where.get(x.key)
         if s is None:
@@ -884,11 +919,14 @@ class TierExecutor:
         c = lv.cache
         j = x.slot
         if a.dtype is not None:
+            # the record is read from the disk when something first reads it (a Load, a
+            # fill, a CPU compute): a record rewritten before that is never read
+            self._ready_to_write(lv, j)
             if c.content[j] is not None:
                 self.host_evictions += 1
             c.put(j, x.key)
-            self.demotion_reads += 1
-            self._submit_read(lv, x.key, j, planned=False)
+            self.low_demotions += 1
+            self._unread[(id(c), j)] = (lv, x.key)
             a.drop(x.key)
             return
         self._ready_to_write(lv, j)
@@ -946,7 +984,7 @@ class TierExecutor:
                 continue
             seen.add(id(c))
             for j in range(c.slots):
-                self._wait_read(c, j)
+                self._wait_read(c, j, fill=False)
 
     def stats(self) -> dict:
         caches = {id(lv.cache): lv.cache for lv in self.levels if lv.cache is not None}
@@ -956,6 +994,7 @@ class TierExecutor:
             "disk_bytes_read": self.disk_bytes,
             "bounce_reads": self.bounce_reads,
             "demotions": self.demotions,
+            "low_demotions": self.low_demotions,
             "demotion_reads": self.demotion_reads,
             "host_evictions": self.host_evictions,
             "deferred_copies": self.deferred_copies,
