@@ -149,6 +149,10 @@ class PartArea(LowPrecArea):
         self.dequants = 0              # experts computed with a part dequantised from here
         self.dequants_at: dict = {}    # ... by the lowest precision among their parts
         self.dequantized_parts = 0
+        # (a ladder of parts has no full-precision rung: not_live_yet refuses one)
+        self.full = self.full_dtype = None
+        self._full_of, self._loading, self._full_free = {}, set(), []
+        self.full_serves = 0
 
     def _views(self, slot: int, dtype: str, p: int) -> list:
         return self.layouts[dtype].views(self.data[slot], p)

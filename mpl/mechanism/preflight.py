@@ -162,7 +162,9 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     checkpoint's own safetensors files (``mpl.mechanism.checkpoint``; attach refuses a model
     that was not loaded from such a folder); or over one low-precision gpu tier
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
-    one precision, or a ``dtype_ladder`` of both) over host memory holding every expert, or
+    one precision, or a ``dtype_ladder`` of both, or a ladder whose first rung alone is the
+    checkpoint's precision, its keys at that rung held whole in a full-precision area) over
+    host memory holding every expert, or
     over a host tier with a capacity and a disk tier (its fills quantised from the host
     tier's records, its victims read from the disk into them); or over a second gpu tier at
     the checkpoint's precision (``mpl.mechanism.gpu_tier``) over host memory holding every
@@ -172,8 +174,9 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     a disk tier (part records, each part read alone: ``mpl.mechanism.disk.part_layout``),
     with or without the second full-precision gpu tier or the low-precision one (then
     holding parts: ``mpl.mechanism.lowprec_parts``).
-    Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
-    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on
+    Still refused, each naming the tier: a ``dtype_ladder`` with a full-precision rung
+    other than its first (or with one and ``granularity_split`` above 1), a low-precision
+    tier on top, anywhere but right under the top tier, on
     the host or on another device, or over tiers other than those two; a
     second gpu tier at the checkpoint's precision on another device, anywhere but right
     under the top tier, beside a low-precision tier or over tiers other than those two, a
@@ -213,12 +216,26 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         lows = []
         for i, t in enumerate(tiers):
             low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
-            if len(t.dtype_ladder) > 1 and len(low) < len(t.dtype_ladder) + (t.dtype is not None):
-                full = [d for d in t.dtype_ladder if d not in ("int8", "int4")]
+            full = [d for d in t.dtype_ladder if d not in ("int8", "int4")]
+            # (HuggingFace attach runs a ladder whose first rung, and only that one, is at
+            # full precision: that rung in a full-precision area, mpl.mechanism.lowprec)
+            first_full = (engine == "huggingface" and len(t.dtype_ladder) > 1 and low
+                          and t.dtype in (None, t.dtype_ladder[0])
+                          and full == list(t.dtype_ladder[:1]))
+            if first_full and h.granularity_split > 1:
+                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
+                        f"several precisions (dtype_ladder) including {full[0]} and splits "
+                        f"them into parts (granularity_split), which live execution does not "
+                        f"run yet (it runs a ladder of int8 and int4 of parts): {replay}")
+            if len(t.dtype_ladder) > 1 and len(low) < len(t.dtype_ladder) + (t.dtype is not None) \
+                    and not first_full:
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
                         f"several precisions (dtype_ladder) including {full[0] if full else t.dtype}, "
                         f"which live execution does not run yet (it runs a dtype_ladder of int8 "
-                        f"and int4 on a low-precision gpu tier): {replay}")
+                        f"and int4 on a low-precision gpu tier"
+                        + (", and HuggingFace attach one whose first rung alone is the "
+                           "checkpoint's precision" if engine == "huggingface" else "")
+                        + f"): {replay}")
             if not low:
                 continue
             why = None

@@ -178,6 +178,9 @@ class TierExecutor:
         self.areas = [a for a in lows if not isinstance(a, FullArea)]
         self.fulls = [a for a in lows if isinstance(a, FullArea)]
         self._from_tier: dict = {}          # key -> (area, slot): a Load copied out of a tier
+        #: key -> (low-precision area, full entry): a Load out of a ladder's full rung
+        self._from_rung: dict = {}
+        self._ladder_full = any(getattr(a, "full", None) is not None for a in self.areas)
         self._stashed = None                # the key whose copy the stash holds, Load pending
 
     # ------------------------------------------------------------------ records
@@ -520,6 +523,21 @@ class TierExecutor:
             if (self.areas or self.fulls) and plan.steps else ()
         self._from_tier = {}
         self._stashed = None
+        if self._from_rung:
+            raise LiveError("a Load out of a tier's full-precision rung was never issued: the "
+                            "runtime and the mechanism disagree")
+        if self._ladder_full and plan.steps:
+            # Loads copied out of a ladder's full-precision rung (device to device): the
+            # entry stays until its Load is issued, whatever rewrites the slot first
+            for _what, x in seq:
+                if _what == "step" and x.op == PROMOTE and x.target == 0:
+                    a = self.levels[x.key[0]].low
+                    if a is not None and getattr(a, "full", None) is not None \
+                            and x.source == a.index:
+                        f = a.full_entry(x.key)
+                        if f is not None:
+                            a.loading(f)
+                            self._from_rung[x.key] = (a, f)
         if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
             for _what, x in seq:
                 if _what == "step" and x.op == PROMOTE and x.target == 0:
@@ -636,7 +654,9 @@ class TierExecutor:
                     resident[held[0]] -= 1
                 resident[key[0]] += 1
             lv = self.levels[key[0]]
-            j = lv.cache.where.get(key) if lv.cache is not None else None
+            # (a Load copied device to device out of a gpu tier below reads no record)
+            j = lv.cache.where.get(key) if lv.cache is not None and not (
+                key in self._from_tier or (self._from_rung and key in self._from_rung)) else None
             if j is not None and kind == PREFETCH and self.overlap \
                     and lv.cache.pending[j] is not None and not lv.cache.pending[j].done():
                 # the read is still running: the copy waits for the next dispatch
@@ -645,7 +665,12 @@ class TierExecutor:
                 self.deferred_copies += 1
                 continue
             t0 = time.perf_counter()
-            if key in self._from_tier:     # device to device, out of the tier below
+            if self._from_rung and key in self._from_rung:    # a ladder's full rung
+                a, f = self._from_rung.pop(key)
+                content[i] = key
+                a.full.copy_out(f, i, kind)
+                a.loaded(f)
+            elif key in self._from_tier:     # device to device, out of the tier below
                 a, s = self._from_tier.pop(key)
                 if self._stashed == key:
                     s = a.stash_entry
@@ -858,10 +883,12 @@ class TierExecutor:
                 self._served[x.key] = (a, x.slot)
             return
         if x.op == LEAVE:               # a ladder's further victim: its slot is free
-            a.drop(x.key)
+            a.leave(x.key)
         elif x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
-        elif x.op == REQUANT or (x.op == DEMOTE and lv.cache is not None):
+        elif x.op == REQUANT or (x.op == DEMOTE and (lv.cache is not None
+                                                      or x.dtype == a.full_dtype)):
+            # (at a ladder's full rung: a device copy, whole)
             # quantised where it is: from the evicted pool entry or part slot (over a disk
             # tier a demotion by copy too: the host tier need not hold the expert, and the
             # entry holds the same bytes)
@@ -870,12 +897,16 @@ class TierExecutor:
             # a promotion from the host tier over a disk: quantised from the record holding
             # the key (its READ waited for; or the bounce record of a READ the host tier did
             # not admit), on the host, before the record can be rewritten
-            tensors, j, _users = self._record_of(lv, x.key)
+            tensors, j, users = self._record_of(lv, x.key)
             if len(x.key) == 3:         # a part record: the part's runs
                 a.fill_runs(x.slot, self.parts.run(x.key[2], tensors, j), x.key, x.kind,
                             x.dtype)
             else:
                 a.fill_from_host(x.slot, tensors, j, x.key, x.kind, x.dtype)
+                if x.dtype == a.full_dtype:     # copied whole, asynchronously: a user
+                    ev = a.full.ready[a._full_of[x.slot]]
+                    if ev is not None:
+                        users.append(ev)
         elif len(x.key) == 3 and (x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index)):
             # a part: its runs of the host store's row
             a.fill_runs(x.slot, self.parts.host_run(x.key[2], self.hosts[x.key[0]], x.key[1]),
@@ -885,7 +916,7 @@ class TierExecutor:
             a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
                              x.kind if x.op == PROMOTE else None, x.dtype)
         elif x.op == PROMOTE:           # out of the tier (its full copy is the Plan's Load)
-            a.drop(x.key)
+            a.leave(x.key)
         else:                           # SERVE: computed from the slot (source_copy)
             self._served[x.key] = (a, x.slot)
 
@@ -918,7 +949,7 @@ class TierExecutor:
                             f"hold it: the runtime and the mechanism disagree")
         c = lv.cache
         j = x.slot
-        if a.dtype is not None:
+        if a.dtype is not None and a.held[s] != a.full_dtype:
             # the record is read from the disk when something first reads it (a Load, a
             # fill, a CPU compute): a record rewritten before that is never read
             self._ready_to_write(lv, j)
@@ -934,7 +965,7 @@ class TierExecutor:
             self.host_evictions += 1
         c.put(j, x.key)
         self.demotions += 1
-        ev = a.to_host(s, c.tensors, j)
+        ev = a.to_host(s, c.tensors, j)     # (a ladder's full rung: its full entry's copy)
         a.drop(x.key)
         if ev is not None:
             c.users[j].append(ev)
@@ -1015,7 +1046,7 @@ class TierExecutor:
             "rung_requants": sum(a.rung_requants for a in self.areas),
             "quantized_from_host": sum(a.host_fills for a in self.areas),
             "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
-            "lowprec_bytes": sum(a.nbytes for a in self.areas),
+            "lowprec_bytes": sum(a.nbytes for a in self.areas),     # (with any full rung)
             "gpu_tier_bytes": sum(a.nbytes for a in self.fulls),
             "gpu_tiers": [{"set": a.label, "tier": a.tier, "slots": a.slots,
                            "entry_bytes": a.entry_bytes, "bytes": a.nbytes,
@@ -1035,6 +1066,12 @@ class TierExecutor:
                          "quantized_from_host": a.host_fills,
                          **({"dequantized_parts": a.dequantized_parts}
                             if hasattr(a, "dequantized_parts") else {}),
+                         **({"full_rung": {"dtype": a.full_dtype, "entries": a.full.slots,
+                                           "bytes": a.full.nbytes, "serves": a.full_serves,
+                                           "demotions": a.full.demotions,
+                                           "filled_from_host": a.full.host_fills,
+                                           "promotions": a.full.promotions}}
+                            if getattr(a, "full", None) is not None else {}),
                          **({"dtype_ladder": list(a.ladder),
                              "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
                              "resident_at": a.resident_at(),
@@ -1063,6 +1100,13 @@ class TierExecutor:
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def is_low(spec) -> bool:
+    """Whether a tier of the runtime's layout holds keys below the checkpoint's precision: an
+    int8 / int4 tier, or a dtype ladder with such a rung (its first rung may be the
+    checkpoint's own precision)."""
+    return spec.dtype in LOW_DTYPES or any(d in LOW_DTYPES for d in tier_dtypes(spec))
 
 
 def _bits(dtype: str) -> int:
@@ -1211,10 +1255,10 @@ class TierBuild:
                     continue
                 if lv.disk is None:
                     mech = LevelMech(None, None, lv.last_tier, None)
-                    low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
+                    low = [t for t in lv.tiers if t.kind == "gpu" and is_low(t)]
                     if low:
                         self.lows.append((lv, low[0], mech))
-                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and not is_low(t)]
                     if full:
                         self.fulls.append((lv, full[0], mech))
                 else:
@@ -1243,10 +1287,10 @@ class TierBuild:
                                         f"tier '{spec.name}' of policy '{ir.name}': {e}") from None
                     self.disks.append(disk)
                     mech = LevelMech(None, disk, lv.read_into, lv.disk)
-                    low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
+                    low = [t for t in lv.tiers if t.kind == "gpu" and is_low(t)]
                     if low:
                         self.lows.append((lv, low[0], mech))
-                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and not is_low(t)]
                     if full:
                         self.fulls.append((lv, full[0], mech))
                 for o in lv.layers:
@@ -1305,9 +1349,21 @@ class TierBuild:
                 mech.low = PartArea(qlay, slots, parts, label=lv.label, tier=spec.name,
                                     index=spec.index)
                 continue
-            qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
+            rungs = tier_dtypes(spec)
+            qlay = [QuantLayout(template, d, transposed=transposed) for d in rungs
+                    if d in LOW_DTYPES]
+            full = None
+            if rungs[0] not in LOW_DTYPES:
+                # a ladder whose first rung is the checkpoint's precision: the keys at that
+                # rung whole in a full-precision area of the most the tier holds at it, and
+                # one entry more (a key whose Load out is pending while its slot is rewritten)
+                from .gpu_tier import FullArea
+                most = min(spec.budget // spec.rungs[0].bits, len(lv.layers) * self.E)
+                full = FullArea(template, most + 1, pool, label=lv.label, tier=spec.name,
+                                index=spec.index, stash=False)
             mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
-                                   index=spec.index)
+                                   index=spec.index, full=full,
+                                   full_dtype=rungs[0] if full is not None else None)
         for lv, spec, mech in self.fulls:
             from .gpu_tier import FullArea
             # (with a split the tier holds parts: part-sized slots beside the part pool's)

@@ -30,7 +30,7 @@ from .memory import MemoryMeter
 from mpl.mechanism.footprint import default_stream_slots
 from mpl.mechanism.pool import SlotPool
 from mpl.mechanism.store import HostStore
-from mpl.mechanism.tiered import LOW_DTYPES, part_split, tier_dtypes
+from mpl.mechanism.tiered import LOW_DTYPES, is_low, part_split, tier_dtypes
 
 _FLAGS = ("has_gate", "has_bias", "is_transposed", "is_concatenated")
 _LAYER_ID = re.compile(r"\.(\d+)(?=\.)")
@@ -423,18 +423,24 @@ def _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots: int,
         lowprec = []
         for lv in runtime.tier_layout.levels:
             for t in (lv.tiers if lv.layers else ()):
-                if t.kind == "gpu" and t.dtype in LOW_DTYPES:
-                    # (a ladder's slots are as long as its longest rung's record; with a
+                if t.kind == "gpu" and is_low(t):
+                    # (a ladder's slots are as long as its longest low rung's record; with a
                     # split the tier holds quantised parts)
+                    rungs = [d for d in tier_dtypes(t) if d in LOW_DTYPES]
                     if split > 1:
                         from mpl.mechanism.lowprec_parts import PartQuantLayout
                         q = max(PartQuantLayout(template, split, d, transposed=transposed).stride
-                                for d in tier_dtypes(t))
+                                for d in rungs)
                     else:
                         q = max(QuantLayout(template, d, transposed=transposed).stride
-                                for d in tier_dtypes(t))
-                    lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E * split),
+                                for d in rungs)
+                    lowprec.append((t.name, rungs[0], min(t.slots, len(lv.layers) * E * split),
                                     q))
+                    if tier_dtypes(t)[0] not in LOW_DTYPES:
+                        # a ladder's full-precision first rung: its keys whole, and one more
+                        most = min(t.budget // t.rungs[0].bits, len(lv.layers) * E)
+                        fp.add(f"tier '{t.name}' {tier_dtypes(t)[0]} rung area", place(dev),
+                               (most + 1) * (entry + ALIGN))
                 elif t.kind == "gpu" and t.index > 0:
                     # a full-precision gpu tier: its slots and the stash, whole experts or
                     # (granularity_split) parts
