@@ -219,20 +219,13 @@ class TierExecutor:
         into (the tier held no full-precision copy): its first use is here. Nothing has
         touched the record since the demotion waited for its earlier users."""
         lv, key = self._unread.pop((id(c), j))
-        rec = c.record(j)
-        self.ops.host_write(rec, ("read", j))
-        if len(key) == 3:
-            c.pending[j] = self.readers.submit(lv.disk.read_part, key[0], key[1],
-                                               self.pieces[key[2]], rec)
-        else:
-            c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
+        self._read_into(lv, key, j)
         self.demotion_reads += 1
 
-    def _submit_read(self, lv: LevelMech, key, j: int, planned: bool = True) -> None:
-        """Read ``key`` from the disk into record ``j`` by a reader thread (``planned``:
-        False for a read that is no READ of the Plan's, counted apart by the caller)."""
+    def _read_into(self, lv: LevelMech, key, j: int) -> None:
+        """Read ``key`` from the disk into record ``j`` by a reader thread (its earlier
+        users done with it)."""
         c = lv.cache
-        self._ready_to_write(lv, j)
         rec = c.record(j)
         self.ops.host_write(rec, ("read", j))
         if len(key) == 3:       # a part (granularity_split): its runs into a part record
@@ -240,9 +233,13 @@ class TierExecutor:
                                                self.pieces[key[2]], rec)
         else:
             c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
-        if planned:
-            self.disk_reads += 1
-            self.disk_bytes += c.layout.stride
+
+    def _submit_read(self, lv: LevelMech, key, j: int) -> None:
+        """A READ of the Plan's: ``key`` into record ``j``, once its users are done."""
+        self._ready_to_write(lv, j)
+        self._read_into(lv, key, j)
+        self.disk_reads += 1
+        self.disk_bytes += lv.cache.layout.stride
 
     def _bounce_read(self, lv: LevelMech, key, planned: bool = True) -> tuple:
         """A transient READ: the record read now into the bounce buffer (one record,
@@ -888,10 +885,9 @@ class TierExecutor:
             a.requant_down(x.slot, x.dtype)
         elif x.op == REQUANT or (x.op == DEMOTE and (lv.cache is not None
                                                       or x.dtype == a.full_dtype)):
-            # (at a ladder's full rung: a device copy, whole)
             # quantised where it is: from the evicted pool entry or part slot (over a disk
             # tier a demotion by copy too: the host tier need not hold the expert, and the
-            # entry holds the same bytes)
+            # entry holds the same bytes); at a ladder's full rung a device copy, whole
             a.requant(x.slot, gone[x.key], x.key, x.dtype)
         elif x.op == PROMOTE and x.target == a.index and lv.cache is not None:
             # a promotion from the host tier over a disk: quantised from the record holding
