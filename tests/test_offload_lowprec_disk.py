@@ -353,3 +353,29 @@ def test_acceptance_experts_four_times_the_host_tier_with_an_int4_warm_tier(tmp_
     assert growth <= bound, msg
     assert growth < r["experts_bytes"], msg
     assert os.listdir(tmp_path) == []
+
+
+def test_over_a_host_tier_without_a_disk_tier_the_host_tier_holds_every_expert(tmp_path):
+    # without a disk tier the host tier is the last tier and holds every expert (SPEC §12):
+    # with a capacity that does, the warm tier runs over it as over host memory; one that
+    # does not is refused, located (MPL518), before the model changes
+    from mpl.diagnostics import PolicyError
+    model = build_model("tiny-qwen2-moe", layers=2, experts_implementation="eager")
+    def capped(n):
+        body = text(tmp_path, disk=False).replace("tier ram  { location = cpu }",
+                                                  f"tier ram  {{ location = cpu  capacity = {n} }}")
+        assert f"capacity = {n} }}" in body
+        return body
+
+    over_all = mpl.loads(capped(64))
+    want = gen(_attached(model, text(tmp_path, disk=False)))
+    model._mpl_handle.detach()
+    out, st, rs = run(model, over_all)
+    assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
+    assert rs["tiers"] == st["tiers"] and st["approximate_computes"] > 0
+    path = tmp_path / "p.moe"
+    path.write_text(capped(2))
+    with pytest.raises(PolicyError, match="MPL518") as err:
+        mpl.load(str(path)).attach(model)
+    assert str(path) in str(err.value)
+    assert not hasattr(model, "_mpl_handle")
