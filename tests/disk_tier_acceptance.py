@@ -3,7 +3,10 @@ starts it, so that its resident memory is its own): a random-initialised model w
 take more than 4x the host tier's capacity generates with a gpu / host / disk policy; prints
 one JSON line of what it measured.
 
-Usage: python tests/disk_tier_acceptance.py FOLDER
+Usage: python tests/disk_tier_acceptance.py FOLDER [WARM]
+
+WARM (``int8``, ``int4``): a low-precision gpu tier of that precision right under the device
+cache (its copies computed from: the tokens are then not the unmodified model's).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ def rss_kib(field: str = "VmRSS") -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def main(folder: str) -> None:
+def main(folder: str, warm_dtype: str | None = None) -> None:
     import torch
 
     import mpl
@@ -59,9 +62,11 @@ def main(folder: str) -> None:
         ref = model.generate(prompt, max_new_tokens=8, do_sample=False, output_logits=True,
                              return_dict_in_generate=True)
     compute_kib = rss_kib("VmHWM") - before_ref
+    warm_tier = (f"\n        tier warm {{ location = gpu  dtype = {warm_dtype}  capacity = 12 }}"
+                 if warm_dtype else "")
     policy = mpl.loads(f'''policy big {{
     hierarchy {{
-        tier gpu {{ location = gpu  capacity = 4 }}
+        tier gpu {{ location = gpu  capacity = 4 }}{warm_tier}
         tier ram {{ location = cpu  capacity = 64MiB }}
         tier ssd {{ location = disk  path = "{folder}" }}
         eviction = lru
@@ -94,6 +99,13 @@ def main(folder: str) -> None:
         "logits_equal": bool(torch.equal(torch.stack(ref.logits), torch.stack(out.logits))),
         "disk_reads": mech["tiers"]["disk_reads"], "page_cache": mech["tiers"]["page_cache"],
         "cached_after_attach": cached_attach, "cached_after_run": cached_run,
+        "low_demotions": mech["tiers"]["low_demotions"],
+        "demotion_reads": mech["tiers"]["demotion_reads"],
+        "lowprec_bytes": mech["tiers"]["lowprec_bytes"],
+        "staging_bytes": max([a["record_bytes"] for a in mech["tiers"]["lowprec"]] or [0]),
+        "approximate": {"live": stats["approximate_computes"],
+                        "mechanism": mech["tiers"]["approximate"],
+                        "replay": rstats["approximate_computes"]},
         "live_tiers": stats["tiers"], "replay_tiers": rstats["tiers"],
         "live": {k: stats[k] for k in ("accesses", "hits", "loads", "evictions")},
         "replay": {k: rstats[k] for k in ("accesses", "hits", "loads", "evictions")},
@@ -101,4 +113,4 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:3])

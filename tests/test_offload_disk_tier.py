@@ -169,13 +169,9 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
     msg = refused(head + "    tier r { location = cpu  capacity = 4 }\n    tier d { location = disk }\n"
                   "  }\n}\n", "no path")
     assert msg.startswith(f"{tmp_path / 'p.moe'}:5: the disk tier 'd'")
-    refused(head + "    tier w { location = gpu  dtype = int8  capacity = 4 }\n"
-            f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "
-            f"path = \"{tmp_path}\" }}\n  }}\n}}\n",
-            "tier 'w' of policy 't' holds experts at int8, below the checkpoint's precision, "
-            "over a host tier with a capacity or a disk tier")
-    # (a second gpu tier at the checkpoint's precision runs over host memory and over a host
-    # tier and a disk tier: tests/test_offload_gpu_tier.py, tests/test_offload_gpu_tier_disk.py)
+    # (a second gpu tier at the checkpoint's precision, or a low-precision one, runs over
+    # host memory and over a host tier and a disk tier: tests/test_offload_gpu_tier.py,
+    # tests/test_offload_gpu_tier_disk.py, tests/test_offload_lowprec_disk.py)
     refused(head.replace("capacity = 2", "capacity = 2  dtype = fp16") + "  }\n}\n",
             "fp16, but the model's experts are fp32")
     refused(head + f"    tier r {{ location = cpu  capacity = 4 }}\n    tier d {{ location = disk  "

@@ -264,10 +264,12 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
                   "tier 'v' of policy 't' holds experts at int4")
     assert msg.startswith(f"{tmp_path / 'p.moe'}:5:")
     refused("    tier w { location = cpu  dtype = int8  capacity = 4 }\n", "on the host")
+    # (over a host tier and a disk tier it runs: tests/test_offload_lowprec_disk.py; over
+    # two host tiers it does not)
     refused("    tier w { location = gpu  dtype = int4  capacity = 4 }\n"
             "    tier r { location = cpu  capacity = 4 }\n"
-            f"    tier d {{ location = disk  path = \"{tmp_path}\" }}\n",
-            "over a host tier with a capacity or a disk tier")
+            "    tier r2 { location = cpu }\n",
+            "over tiers other than host memory or a host tier and a disk tier")
     # (a second gpu tier at the checkpoint's precision runs: tests/test_offload_gpu_tier.py;
     # one at another floating-point precision would hold converted copies)
     refused("    tier w { location = gpu  dtype = fp16  capacity = 4 }\n",

@@ -236,9 +236,10 @@ def test_a_ladder_live_execution_does_not_run_is_refused_located(tmp_path):
         assert all(torch.equal(after[n].detach(), before[n]) for n in before)
         return str(err.value)
 
-    # a ladder with the checkpoint's precision among its rungs
+    # a ladder with two rungs at full precision (with the checkpoint's precision as its only
+    # full-precision rung, first, it runs: tests/test_offload_lowprec_full_rung.py)
     msg = refused("policy t {\n  hierarchy {\n    tier g { location = gpu  capacity = 2 }\n"
-                  "    tier w { location = gpu  dtype_ladder = [fp32, int8]  capacity = 4 }\n"
+                  "    tier w { location = gpu  dtype_ladder = [fp32, bf16, int8]  capacity = 4 }\n"
                   "  }\n}\n", "several precisions")
     assert msg.startswith(f"{tmp_path / 'p.moe'}:4:")
     # a ladder on the top tier

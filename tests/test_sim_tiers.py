@@ -164,3 +164,31 @@ def test_malformed_tier_text_replays_or_fails_with_a_value_error(text):
         assert str(e).strip()
         return
     assert rep.stats["accesses"] == sum(len(d.distinct()) for d in t.dispatches)
+
+
+def test_a_prefetch_into_another_bands_tiers_is_timed_with_that_bands_tiers(deepseek):
+    # per_layer_hierarchy whose bands have different tiers (a disk tier in the first, the
+    # device cache over host memory in the second): the last layer's dispatch prefetches the
+    # first layer's experts of the next token, whose READ steps name the first band's disk
+    # tier; the replay times each step with the tiers of its key's band
+    layers = deepseek.header.num_layers
+    half = layers // 2
+    policy = mpl.loads(f"""policy b {{
+    per_layer_hierarchy {{
+        band layers = 0..{half - 1} {{
+            tier hot {{ location = gpu  capacity = 4 }}
+            tier ram {{ location = cpu  capacity = 6 }}
+            tier ssd {{ location = disk }}
+            eviction = lru
+        }}
+        band layers = {half}..{layers - 1} {{
+            tier hot {{ location = gpu  capacity = 4 }}
+            eviction = lru
+        }}
+    }}
+    prefetch {{ strategy = history  budget = 2 }}
+}}""")
+    rep = policy.replay(deepseek, belady=False)
+    disk = next(r for r in rep.stats["tiers"] if r["location"] == "disk")
+    assert disk["reads"] > 0 and rep.stats["prefetch_loads"] > 0
+    assert rep.sim["disk_reads"] == disk["reads"]

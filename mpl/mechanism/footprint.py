@@ -208,7 +208,9 @@ def tier_device(fp: Footprint, tier_layout, template: dict, *, where: str, num_s
     (:func:`device_parts`; with ``granularity_split = N`` the transient entries of whole
     experts and ``num_slots`` part slots, ``mpl.mechanism.parts.PartPool``), each
     low-precision gpu tier's area (its slots, every one as long as its longest rung's
-    record, ``mpl.mechanism.lowprec``) and one staging record of it on the host, each
+    record, ``mpl.mechanism.lowprec``; with a split, quantised parts,
+    ``mpl.mechanism.lowprec_parts``; a ladder's full-precision first rung an area of whole
+    experts) and one staging record of it on the host, each
     second full-precision gpu tier's area (its slots and the stash: whole experts or
     parts, ``mpl.mechanism.gpu_tier``). ``template``: one MoE layer's ``[E, ...]`` expert
     tensors; ``align``: the bytes of padding an entry of the pool takes; ``transposed``:
@@ -222,10 +224,19 @@ def tier_device(fp: Footprint, tier_layout, template: dict, *, where: str, num_s
     lowprec = []
     for lv in tier_layout.levels:
         for t in (lv.tiers if lv.layers else ()):
-            if t.kind == "gpu" and t.dtype in ("int8", "int4"):
-                rungs = [r.dtype for r in t.rungs] if t.rungs is not None else [t.dtype]
-                q = max(quant_stride(template, d, transposed=transposed) for d in rungs)
-                lowprec.append((t.name, t.dtype, min(t.slots, len(lv.layers) * E), q))
+            dtypes = [r.dtype for r in t.rungs] if t.rungs is not None else [t.dtype]
+            rungs = [d for d in dtypes if d in ("int8", "int4")]
+            if t.kind == "gpu" and rungs:
+                # (its slots as long as its longest low rung's record; with a split it holds
+                # quantised parts)
+                q = max(part_quant_stride(template, split, d, transposed=transposed) if split > 1
+                        else quant_stride(template, d, transposed=transposed) for d in rungs)
+                lowprec.append((t.name, rungs[0], min(t.slots, len(lv.layers) * E * split), q))
+                if dtypes[0] not in rungs:
+                    # a ladder's full-precision first rung: its keys whole, and one more
+                    most = min(t.budget // t.rungs[0].bits, len(lv.layers) * E)
+                    fp.add(f"tier '{t.name}' {dtypes[0]} rung area", where,
+                           (most + 1) * (entry + align))
             elif t.kind == "gpu" and t.index > 0:
                 unit = entry if split == 1 else part
                 fp.add(f"gpu tier '{t.name}' area", where,
@@ -233,6 +244,8 @@ def tier_device(fp: Footprint, tier_layout, template: dict, *, where: str, num_s
     if split > 1:
         fp.add("device slot pool", where, (stream_slots + 1) * (entry + align)
                + (num_slots + 1) * (part + align))
+        for name, dtype, slots, q in lowprec:
+            fp.add(f"{dtype} tier '{name}' area", where, slots * q)
     else:
         device_parts(fp, where, entry=entry + align, num_slots=num_slots,
                      stream_slots=stream_slots, lowprec=lowprec)
@@ -285,6 +298,35 @@ def quant_stride(template: dict, dtype: str, *, transposed: bool = False,
         else:
             off = _up(off + row.numel() * row.element_size(), QUANT_ALIGN)
     return max(QUANT_ALIGN, off)
+
+
+def part_quant_stride(template: dict, n: int, dtype: str, *, transposed: bool = False,
+                      group: int = 64) -> int:
+    """The bytes of one quantised part record of ``template`` split into ``n`` parts, as
+    ``mpl.mechanism.lowprec_parts.PartQuantLayout`` lays it out: per part, each parameter's
+    run of its row (``ceil(numel / n)`` elements) quantised over the whole rows it touches
+    (``transposed``: the row is ``[input, output]``), other parameters' runs at their own
+    precision, each :data:`QUANT_ALIGN`-aligned; the longest part's (a test holds the two
+    equal)."""
+    stride = QUANT_ALIGN
+    for p in range(int(n)):
+        off = 0
+        for t in template.values():
+            row = t[0]
+            numel = row.numel()
+            c = max(1, -(-numel // int(n)))
+            a, b = min(p * c, numel), min((p + 1) * c, numel)
+            if b <= a:
+                continue
+            if row.dim() == 2 and row.is_floating_point():
+                C = int(row.shape[1])
+                r0, r1 = a // C, -(-b // C)
+                rows, cols = (C, r1 - r0) if transposed else (r1 - r0, C)
+                off = _quant_matrix(off, rows, cols, dtype, group)
+            else:
+                off = _up(off + (b - a) * row.element_size(), QUANT_ALIGN)
+        stride = max(stride, off)
+    return stride
 
 
 def live_executor(layers: list[dict], num_slots: int, stream_slots: int, device,

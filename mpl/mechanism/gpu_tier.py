@@ -71,20 +71,23 @@ class FullArea(DeviceArea):
     ladder = None
 
     def __init__(self, template: dict, slots: int, pool, *, label: str, tier: str,
-                 index: int) -> None:
+                 index: int, stash: bool = True) -> None:
         self.slots = int(slots)
         self.pool = pool
         self.ops = ops = pool.ops
         self.label, self.tier, self.index = label, tier, index
         self.dtype = None
-        self.tensors = {name: ops.alloc((self.slots + 1, *t.shape[1:]), t.dtype)
+        # (``stash`` False: no stash entry, for an area whose owner keeps a spare slot
+        # instead: a dtype ladder's full-precision rung, mpl.mechanism.lowprec)
+        n = self.slots + (1 if stash else 0)
+        self.tensors = {name: ops.alloc((n, *t.shape[1:]), t.dtype)
                         for name, t in template.items()}
-        self.stash_entry = self.slots
+        self.stash_entry = self.slots if stash else None
         self.entry_bytes = sum(t[0].numel() * t.element_size() for t in self.tensors.values())
         DeviceArea.__init__(self, self.slots)
         self.held: list = [None] * self.slots
-        self.ready: list = [None] * (self.slots + 1)
-        self.free: list = [None] * (self.slots + 1)
+        self.ready: list = [None] * n
+        self.free: list = [None] * n
         self.demotions = 0          # device cache -> this tier, device to device
         self.host_fills = 0         # host memory -> this tier, over the link
         self.host_bytes = 0
@@ -213,5 +216,5 @@ class FullArea(DeviceArea):
 
     def release(self) -> None:
         self.tensors = {}
-        self.ready = [None] * (self.slots + 1)
-        self.free = [None] * (self.slots + 1)
+        self.ready = [None] * len(self.ready)
+        self.free = [None] * len(self.free)

@@ -14,7 +14,11 @@ pre-allocated device area of the tier's slots, filled and read as the Plans' ste
   rung where it is (:meth:`LowPrecArea.requant_down`) and a slot takes a key at any rung
   without moving another: the area is ``slots`` (the most keys the tier holds, every one at
   the lowest rung) times the first rung's record, more than the tier's size, which the
-  runtime counts in the rungs' bits. Three ways in, one way down, one way out:
+  runtime counts in the rungs' bits. A ladder whose first rung is the checkpoint's own
+  precision (``[fp32, int8, int4]``) holds its keys at that rung whole in a
+  ``mpl.mechanism.gpu_tier.FullArea`` (``full``: the most keys the tier holds at that rung,
+  and one entry more), copied in and out exactly, quantised from there into the key's slot
+  when it steps down. Three ways in, one way down, one way out:
 
   - :meth:`LowPrecArea.requant`: quantised on the device from a slot of the pool (the
     evicted full-precision copy of an ``in_place_requant`` demotion): no host transfer;
@@ -136,7 +140,7 @@ class LowPrecArea(DeviceArea):
     (statistics)."""
 
     def __init__(self, layout, slots: int, pool, *, label: str, tier: str,
-                 index: int) -> None:
+                 index: int, full=None, full_dtype: str | None = None) -> None:
         layouts = list(layout) if isinstance(layout, (list, tuple)) else [layout]
         self.layouts = {q.dtype: q for q in layouts}
         self.layout = max(layouts, key=lambda q: q.stride)      # (the record's length)
@@ -147,6 +151,17 @@ class LowPrecArea(DeviceArea):
         self.label, self.tier, self.index = label, tier, index
         self.dtype = layouts[0].dtype
         self.ladder = [q.dtype for q in layouts] if len(layouts) > 1 else None
+        #: a ladder whose first rung is the checkpoint's precision (``full_dtype``): the keys
+        #: at that rung are held whole in ``full`` (a mpl.mechanism.gpu_tier.FullArea of
+        #: the most keys the tier holds at that rung, and one more for a key whose Load out
+        #: of the tier is pending while its slot is rewritten), the others in this area
+        self.full, self.full_dtype = full, full_dtype
+        if full is not None:
+            self.ladder = [full_dtype] + [q.dtype for q in layouts]
+        self._full_of: dict = {}          # slot -> the full area's entry its key is in
+        self._full_free = list(range(full.slots - 1, -1, -1)) if full is not None else []
+        self._loading: set = set()        # full entries a pending Load reads
+        self.full_serves = 0              # computed at the full rung (exact: a copy)
         self.data = ops.alloc((self.slots, self.stride), torch.uint8)
         self._views = [{d: q.views(self.data[j]) for d, q in self.layouts.items()}
                        for j in range(self.slots)]
@@ -164,6 +179,73 @@ class LowPrecArea(DeviceArea):
         self.dequants = 0              # computed from (dequantised into a transient entry)
         self.dequants_at: dict = {}    # ... by the precision computed from
 
+    # ------------------------------------------------------------------ the full rung
+    def _take_full(self, slot: int) -> int:
+        """A free entry of the full area for the key written into ``slot`` at the full
+        rung."""
+        self._unmap(slot)
+        if not self._full_free:
+            from .execute import LiveError
+            raise LiveError(f"the plan holds more keys of tier '{self.tier}' at "
+                            f"{self.full_dtype} than its full-precision area has entries while "
+                            f"Loads out of it are pending, which the live mechanism cannot "
+                            f"order")
+        f = self._full_free.pop()
+        self._full_of[slot] = f
+        return f
+
+    def _unmap(self, slot: int) -> None:
+        """``slot``'s full entry, if any, leaves it: free again unless a pending Load reads
+        it (:meth:`loaded` frees it then)."""
+        f = self._full_of.pop(slot, None)
+        if f is not None and f not in self._loading:
+            self._free_full(f)
+
+    def _free_full(self, f: int) -> None:
+        k = self.full.content[f]
+        if k is not None:
+            self.full.drop(k)
+        self._full_free.append(f)
+
+    def full_entry(self, key):
+        """The full area's entry holding ``key`` at the full rung (None: not there)."""
+        slot = self.where.get(key)
+        if slot is None or self.held[slot] != self.full_dtype:
+            return None
+        return self._full_of.get(slot)
+
+    def loading(self, f: int) -> None:
+        """A Load of this Plan copies full entry ``f`` out: it stays until :meth:`loaded`."""
+        self._loading.add(f)
+
+    def loaded(self, f: int) -> None:
+        """The Load out of full entry ``f`` is issued: the entry is free again."""
+        self._loading.discard(f)
+        if f not in self._full_of.values():
+            self._free_full(f)
+
+    def _set_full(self, slot: int, key) -> int:
+        f = self._take_full(slot)
+        self.put(slot, key)
+        self.held[slot] = self.full_dtype
+        return f
+
+    def to_host(self, slot: int, records: dict, j: int):
+        """The full-rung copy in ``slot`` into host record ``j`` (a demotion into the host
+        tier over a disk tier); the entry is free again. Returns the copy's event."""
+        f = self._full_of[slot]
+        ev = self.full.to_host(f, records, j)
+        self._unmap(slot)
+        return ev
+
+    def leave(self, key) -> None:
+        """``key`` left the tier (LEAVE, or a promotion out): its slot, and its full entry
+        unless a pending Load reads it, are free again."""
+        slot = self.where.get(key)
+        if slot is not None:
+            self._unmap(slot)
+        self.drop(key)
+
     def _layout(self, dtype):
         """The layout of ``dtype`` (None: the tier's one precision)."""
         if dtype is None:
@@ -178,7 +260,9 @@ class LowPrecArea(DeviceArea):
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.data is None else self.data.numel()
+        """The area's bytes, with the full rung's area of a ladder that has one."""
+        full = self.full.nbytes if getattr(self, "full", None) is not None else 0
+        return (0 if self.data is None else self.data.numel()) + full
 
     # ------------------------------------------------------------------ bookkeeping
     # ------------------------------------------------------------------ writes
@@ -187,6 +271,10 @@ class LowPrecArea(DeviceArea):
         quantised into ``slot`` on the device at ``dtype`` (a rung; None: the tier's
         precision): no host transfer."""
         pool, ops = self.pool, self.ops
+        if dtype is not None and dtype == self.full_dtype:     # a device copy, whole
+            self.full.demote(self._set_full(slot, key), entry, key)
+            return
+        self._unmap(slot)
         lay = self._layout(dtype)
         self.put(slot, key)
         self.held[slot] = lay.dtype
@@ -220,6 +308,10 @@ class LowPrecArea(DeviceArea):
         into ``slot`` (``kind``: the Plan's transfer kind; a prefetch's or background load's
         fill goes on the prefetch stream)."""
         pool, ops = self.pool, self.ops
+        if dtype is not None and dtype == self.full_dtype:     # the expert's bytes, whole
+            self.full.fill_from_host(self._set_full(slot, key), host, expert, key, kind)
+            return
+        self._unmap(slot)
         lay = self._layout(dtype)
         self.put(slot, key)
         self.held[slot] = lay.dtype
@@ -259,6 +351,9 @@ class LowPrecArea(DeviceArea):
         at ``dtype`` (a lower rung) into the same slot, on the device: no host transfer.
         Every part is computed before any is written (the rungs' parts overlap)."""
         pool, ops = self.pool, self.ops
+        if self.held[slot] == self.full_dtype:
+            self._requant_from_full(slot, dtype)
+            return
         src = self._layout(self.held[slot])
         dst = self._layout(dtype)
         self.held[slot] = dst.dtype
@@ -289,11 +384,46 @@ class LowPrecArea(DeviceArea):
                 self.ready[slot] = ev
                 self.free[slot] = ev
 
+    def _requant_from_full(self, slot: int, dtype: str) -> None:
+        """The full rung's step down: the key's whole copy in the full area quantised at
+        ``dtype`` into ``slot`` on the device; its full entry is free again."""
+        pool, ops, full = self.pool, self.ops, self.full
+        f = self._full_of[slot]
+        lay = self._layout(dtype)
+        self.held[slot] = lay.dtype
+        self.rung_requants += 1
+        stream = pool.demand_stream
+        tag = ("requant", (self.tier, slot))
+        with ops.use(stream):
+            if pool.cuda:
+                for ev in (full.ready[f], self.ready[slot], self.free[slot]):
+                    if ev is not None:
+                        ops.wait(stream, ev)
+            for p, a, b in self._views[slot][lay.dtype]:
+                row = full.tensors[p.name][f]
+                if p.spec is None:
+                    ops.copy(a, row, tag=tag)
+                    continue
+                q, sc = quant.quantize(lay.matrix(p, row), p.spec)
+                ops.copy(a, q, tag=tag)
+                ops.copy(b, sc, tag=tag)
+            if pool.cuda:
+                ev = ops.event()
+                ops.record(ev, stream)
+                self.ready[slot] = ev
+                full.free[f] = ev               # the entry's next write waits for this read
+        self._unmap(slot)
+
     # ------------------------------------------------------------------ the read
     def dequant(self, slot: int, entry: int) -> None:
         """Record ``slot`` dequantised into pool entry ``entry`` (a transient entry), in the
-        experts' dtype and layout: compute reads it as a streamed expert."""
+        experts' dtype and layout: compute reads it as a streamed expert. A key at the full
+        rung is copied, exactly."""
         pool, ops = self.pool, self.ops
+        if self.held[slot] == self.full_dtype:
+            self.full_serves += 1
+            self.full.copy_out(self._full_of[slot], entry, STREAMED)
+            return
         lay = self._layout(self.held[slot])
         self.dequants += 1
         self.dequants_at[lay.dtype] = self.dequants_at.get(lay.dtype, 0) + 1
@@ -329,6 +459,8 @@ class LowPrecArea(DeviceArea):
         return out
 
     def release(self) -> None:
+        if self.full is not None:
+            self.full.release()
         self.data = None
         self.held = [None] * self.slots
         self._views = []

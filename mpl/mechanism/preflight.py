@@ -162,21 +162,26 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     checkpoint's own safetensors files (``mpl.mechanism.checkpoint``; attach refuses a model
     that was not loaded from such a folder); or over one low-precision gpu tier
     (``int8``/``int4``, weight-only quantised copies on the device: ``mpl.mechanism.lowprec``;
-    one precision, or a ``dtype_ladder`` of both) over host memory holding every expert; or
-    over a second gpu tier at the checkpoint's precision (``mpl.mechanism.gpu_tier``) over
-    host memory holding every expert, or over a host tier with a capacity and a disk tier
-    (its victims copied into the host tier's records, its fills from them).
-    ``granularity_split`` above 1 (``mpl.mechanism.parts``) runs over host memory and over
-    a host tier with a capacity and a disk tier (part records, each part read alone:
-    ``mpl.mechanism.disk.part_layout``), with or without the second full-precision gpu tier
-    (then holding parts).
-    Still refused, each naming the tier: a ``dtype_ladder`` with the checkpoint's precision
-    among its rungs, a low-precision tier on top, anywhere but right under the top tier, on
-    the host or on another device, or over a host tier with a capacity or a disk tier; a
+    one precision, or a ``dtype_ladder`` of both, or a ladder whose first rung alone is the
+    checkpoint's precision, its keys at that rung held whole in a full-precision area) over
+    host memory holding every expert, or
+    over a host tier with a capacity and a disk tier (its fills quantised from the host
+    tier's records, its victims read from the disk into them); or over a second gpu tier at
+    the checkpoint's precision (``mpl.mechanism.gpu_tier``) over host memory holding every
+    expert, or over a host tier with a capacity and a disk tier (its victims copied into the
+    host tier's records, its fills from them). ``granularity_split`` above 1
+    (``mpl.mechanism.parts``) runs over host memory and over a host tier with a capacity and
+    a disk tier (part records, each part read alone: ``mpl.mechanism.disk.part_layout``),
+    with or without the second full-precision gpu tier or the low-precision one (then
+    holding parts: ``mpl.mechanism.lowprec_parts``).
+    Still refused, each naming the tier: a ``dtype_ladder`` with a full-precision rung
+    other than its first (or with one and ``granularity_split`` above 1), a low-precision
+    tier on top, anywhere but right under the top tier, on
+    the host or on another device, or over tiers other than those two; a
     second gpu tier at the checkpoint's precision on another device, anywhere but right
     under the top tier, beside a low-precision tier or over tiers other than those two, a
     third gpu tier, a set of tiers without a gpu tier on top, a second host tier,
-    ``granularity_split`` above 1 with a low-precision tier, or differing between the sets.
+    ``granularity_split`` differing between the sets.
     Computing on the CPU (``cpu_fallback``, ``hybrid``) over a disk tier runs: the CPU
     computes an expert from the host tier's record its READ filled (with a split, from its
     parts' records put together on the host).
@@ -211,12 +216,26 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
         lows = []
         for i, t in enumerate(tiers):
             low = [d for d in ((t.dtype,) + tuple(t.dtype_ladder)) if d in ("int8", "int4")]
-            if len(t.dtype_ladder) > 1 and len(low) < len(t.dtype_ladder) + (t.dtype is not None):
-                full = [d for d in t.dtype_ladder if d not in ("int8", "int4")]
+            full = [d for d in t.dtype_ladder if d not in ("int8", "int4")]
+            # (HuggingFace attach runs a ladder whose first rung, and only that one, is at
+            # full precision: that rung in a full-precision area, mpl.mechanism.lowprec)
+            first_full = (engine == "huggingface" and len(t.dtype_ladder) > 1 and low
+                          and t.dtype in (None, t.dtype_ladder[0])
+                          and full == list(t.dtype_ladder[:1]))
+            if first_full and h.granularity_split > 1:
+                return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
+                        f"several precisions (dtype_ladder) including {full[0]} and splits "
+                        f"them into parts (granularity_split), which live execution does not "
+                        f"run yet (it runs a ladder of int8 and int4 of parts): {replay}")
+            if len(t.dtype_ladder) > 1 and len(low) < len(t.dtype_ladder) + (t.dtype is not None) \
+                    and not first_full:
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
                         f"several precisions (dtype_ladder) including {full[0] if full else t.dtype}, "
                         f"which live execution does not run yet (it runs a dtype_ladder of int8 "
-                        f"and int4 on a low-precision gpu tier): {replay}")
+                        f"and int4 on a low-precision gpu tier"
+                        + (", and HuggingFace attach one whose first rung alone is the "
+                           "checkpoint's precision" if engine == "huggingface" else "")
+                        + f"): {replay}")
             if not low:
                 continue
             why = None
@@ -230,10 +249,10 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
             elif t.location.index is not None:
                 why = (f"on gpu:{t.location.index} (live execution keeps it on the device the "
                        f"policy is attached to; write location = gpu)")
-            elif [k for k in kinds[2:] if k != "gpu"] != ["cpu"]:
-                # (below it: host memory holding every expert; a gpu tier there is refused
-                # on its own)
-                why = "over a host tier with a capacity or a disk tier"
+            elif [k for k in kinds[2:] if k != "gpu"] not in (["cpu"], ["cpu", "disk"]):
+                # (below it: host memory holding every expert, or a host tier over a disk
+                # tier; a gpu tier there is refused on its own)
+                why = "over tiers other than host memory or a host tier and a disk tier"
             if why is None and engine == "vllm" and (
                     [k for k in kinds[2:] if k != "gpu"] != ["cpu"] or h.granularity_split > 1):
                 # (vLLM runs one right under the top tier over host memory, whole experts)
@@ -275,14 +294,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                         f"path: vLLM's live offload does not read the checkpoint's own files "
                         f"(HuggingFace attach does); give it path = \"FOLDER\" (the experts "
                         f"are written there when the policy starts)")
-        if h.granularity_split > 1:
-            why = None
-            if lows:
-                why = "with a low-precision tier, which live execution does not run yet"
-            if why is not None:
-                return (f"{where}:{h.source_line or line}: {label} of policy '{pir.name}' "
-                        f"splits experts into {h.granularity_split} parts (granularity_split) "
-                        f"{why}: {replay}")
         splits.add(h.granularity_split)
     if len(splits) > 1:
         return (f"{where}:{line or pir.source_line}: the sets of tiers of policy '{pir.name}' "

@@ -24,16 +24,26 @@ make them: ``mpl.mechanism.preflight.not_live_yet``):
   record (``read_part``), a Load copies a part record into a part slot
   (``PartPool.copy_record``), a DEMOTE copies a part slot back into a part record, and a
   streamed part is gathered from the record its READ filled;
-* a low-precision gpu tier (``int8``/``int4``, right under the top tier, over host memory;
-  its device area a :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the
-  evicted pool entry quantised on the device before the Load that reuses the entry; DEMOTE
-  (top -> it, by copy) and PROMOTE (host memory -> it) are quantised from the host store's
-  weights; PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's
-  Load); SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
+* a low-precision gpu tier (``int8``/``int4``, right under the top tier; its device area a
+  :class:`mpl.mechanism.lowprec.LowPrecArea`): REQUANT (top -> it) is the evicted pool entry
+  quantised on the device before the Load that reuses the entry; DEMOTE (top -> it, by
+  copy) and PROMOTE (host memory -> it) are quantised from the host store's weights;
+  PROMOTE (it -> top) takes the key out of the area (the full copy is the Plan's Load);
+  SERVE records the slot a key is computed from, and :meth:`TierExecutor.source_copy`
   dequantises it into the transient entry the engine streams that expert through. A tier
   with a ``dtype_ladder`` of int8 and int4: each of those steps at the rung its ``dtype``
   names, REQUANT inside the tier (a resident pushed one rung down) requantised in its
-  slot on the device, and LEAVE (a further victim of a write) freeing its slot;
+  slot on the device, and LEAVE (a further victim of a write) freeing its slot. Over a
+  host tier with a capacity and a disk tier: a DEMOTE by copy is quantised from the evicted
+  pool entry too (the host tier need not hold the expert; the entry holds the same bytes);
+  PROMOTE (host tier -> it) is quantised from the record the Plan's READ filled, or the
+  bounce record; PROMOTE (it -> top) is the Load from the host tier's record the Plan's
+  READ filled; DEMOTE (it -> the host tier) reads the key from the disk into the record the
+  step names when the record is first used (the tier holds no full-precision copy;
+  ``demotion_reads``; a record rewritten before any use is never read). With
+  ``granularity_split`` the tier holds parts (:class:`mpl.mechanism.lowprec_parts.PartArea`):
+  the same steps on part keys, a fill from the part's runs, and a part SERVE dequantised by
+  the gather into its place in the expert's transient entry;
 * a second full-precision gpu tier (:class:`mpl.mechanism.gpu_tier.FullArea`) over host memory
   or over a host tier and a disk tier: DEMOTE/REQUANT (top -> it) a device-to-device copy,
   PROMOTE (host -> it) a copy from the host store or the host tier's record, PROMOTE (it ->
@@ -147,6 +157,11 @@ class TierExecutor:
         self.disk_bytes = 0
         self.bounce_reads = 0
         self.demotions = 0                  # device -> host copies
+        self.low_demotions = 0              # a low-precision tier's victims into records
+        self.demotion_reads = 0             # ... of them read from the disk (first used)
+        #: (id(host cache), record) -> (level, key): a low-precision tier's victim demoted
+        #: into the record, not read from the disk yet (read when first used)
+        self._unread: dict = {}
         self.host_evictions = 0
         self.deferred_copies = 0
         self.unplanned_reads = 0            # disk reads of forwards no Plan drove
@@ -165,6 +180,9 @@ class TierExecutor:
         self.areas = [a for a in lows if not isinstance(a, FullArea)]
         self.fulls = [a for a in lows if isinstance(a, FullArea)]
         self._from_tier: dict = {}          # key -> (area, slot): a Load copied out of a tier
+        #: key -> (low-precision area, full entry): a Load out of a ladder's full rung
+        self._from_rung: dict = {}
+        self._ladder_full = any(getattr(a, "full", None) is not None for a in self.areas)
         self._stashed = None                # the key whose copy the stash holds, Load pending
 
     # ------------------------------------------------------------------ records
@@ -172,6 +190,8 @@ class TierExecutor:
         """Before anything writes record ``j``: its deferred copies issued, its read waited
         for, every device copy touching it completed (host wait)."""
         c = lv.cache
+        if self._unread:            # rewritten before anything read it: no read is needed
+            self._unread.pop((id(c), j), None)
         if self._deferred and any(d[1] is lv and d[2] == j for d in self._deferred):
             self.settle()
         self._wait_read(c, j)
@@ -188,7 +208,11 @@ class TierExecutor:
             self.ops.synchronize(ev)
         c.users[j] = []
 
-    def _wait_read(self, c: HostCache, j: int) -> None:
+    def _wait_read(self, c: HostCache, j: int, fill: bool = True) -> None:
+        """Record ``j``'s read waited for; a record a low-precision tier's victim was demoted
+        into is read now, unless ``fill`` is False (a drain: nothing reads it)."""
+        if fill and self._unread and (id(c), j) in self._unread:
+            self._read_demoted(c, j)
         fut = c.pending[j]
         if fut is None:
             return
@@ -201,9 +225,18 @@ class TierExecutor:
         finally:
             self.wait_ms += (time.perf_counter() - t0) * 1e3
 
-    def _submit_read(self, lv: LevelMech, key, j: int) -> None:
+    def _read_demoted(self, c: HostCache, j: int) -> None:
+        """Start the read of record ``j``, which a low-precision tier's victim was demoted
+        into (the tier held no full-precision copy): its first use is here. Nothing has
+        touched the record since the demotion waited for its earlier users."""
+        lv, key = self._unread.pop((id(c), j))
+        self._read_into(lv, key, j)
+        self.demotion_reads += 1
+
+    def _read_into(self, lv: LevelMech, key, j: int) -> None:
+        """Read ``key`` from the disk into record ``j`` by a reader thread (its earlier
+        users done with it)."""
         c = lv.cache
-        self._ready_to_write(lv, j)
         rec = c.record(j)
         self.ops.host_write(rec, ("read", j))
         if len(key) == 3:       # a part (granularity_split): its runs into a part record
@@ -211,8 +244,13 @@ class TierExecutor:
                                                self.pieces[key[2]], rec)
         else:
             c.pending[j] = self.readers.submit(lv.disk.read, key[0], key[1], rec)
+
+    def _submit_read(self, lv: LevelMech, key, j: int) -> None:
+        """A READ of the Plan's: ``key`` into record ``j``, once its users are done."""
+        self._ready_to_write(lv, j)
+        self._read_into(lv, key, j)
         self.disk_reads += 1
-        self.disk_bytes += c.layout.stride
+        self.disk_bytes += lv.cache.layout.stride
 
     def _bounce_read(self, lv: LevelMech, key, planned: bool = True) -> tuple:
         """A transient READ: the record read now into the bounce buffer (one record,
@@ -294,14 +332,21 @@ class TierExecutor:
         waits: list = []
         areas: list = []
         users: list = []
+        approx = None               # (area, the lowest rung) of parts dequantised
         for p, s in enumerate(where):
-            if s == LOWER:          # a part computed from a second gpu tier's slot (SERVE)
+            if s == LOWER:          # a part computed from a lower gpu tier's slot (SERVE)
                 served = self._served.get((key[0], key[1], p))
                 if served is not None:
                     a, slot = served
+                    areas.append((a, slot))
+                    if a.dtype is not None:     # a low-precision tier: dequantised
+                        lowered[p] = a.dequant_runs(slot)
+                        r = a.held[slot]
+                        if approx is None or _bits(r) < _bits(approx[1]):
+                            approx = (a, r)
+                        continue
                     lowered[p] = pp.run(p, a.tensors, slot)
                     waits += [a.ready[slot], a.free[slot]]
-                    areas.append((a, slot))
                     a.serves += 1
                 continue
             if s != STREAM:
@@ -324,6 +369,10 @@ class TierExecutor:
                 raise LiveError(f"the plan streams part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]}, but no host tier holds it: the runtime and the "
                                 f"mechanism disagree")
+        if approx is not None:      # the expert is computed approximately (as the runtime
+            a, r = approx           # counts it: at the lowest precision among its parts)
+            a.dequants += 1
+            a.dequants_at[r] = a.dequants_at.get(r, 0) + 1
         ms = pp.gather(self.pool, entry, where, key, streamed, lowered, waits)
         ev = self.pool.ready[entry]
         if ev is not None:
@@ -502,6 +551,21 @@ class TierExecutor:
             if (self.areas or self.fulls) and plan.steps else ()
         self._from_tier = {}
         self._stashed = None
+        if self._from_rung:
+            raise LiveError("a Load out of a tier's full-precision rung was never issued: the "
+                            "runtime and the mechanism disagree")
+        if self._ladder_full and plan.steps:
+            # Loads copied out of a ladder's full-precision rung (device to device): the
+            # entry stays until its Load is issued, whatever rewrites the slot first
+            for _what, x in seq:
+                if _what == "step" and x.op == PROMOTE and x.target == 0:
+                    a = self.levels[x.key[0]].low
+                    if a is not None and getattr(a, "full", None) is not None \
+                            and x.source == a.index:
+                        f = a.full_entry(x.key)
+                        if f is not None:
+                            a.loading(f)
+                            self._from_rung[x.key] = (a, f)
         if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
             for _what, x in seq:
                 if _what == "step" and x.op == PROMOTE and x.target == 0:
@@ -585,6 +649,15 @@ class TierExecutor:
                 if first.get((id(lv), x.slot)) == n:
                     self._start_read(lv, x)
                     started.add(n)
+            elif self._unread and (what == "load" or n in low_moves):
+                # a record a low-precision tier's victim was demoted into, first read here:
+                # its read starts now, beside the others
+                key = x[0] if what == "load" else x.key
+                lv = self.levels[key[0]]
+                c = lv.cache
+                j = c.where.get(key) if c is not None else None
+                if j is not None and (id(c), j) in self._unread and first.get((id(lv), j)) == n:
+                    self._read_demoted(c, j)
         # ---- then everything in order
         for n, (what, x) in enumerate(seq):
             if what == "step":
@@ -609,7 +682,9 @@ class TierExecutor:
                     resident[held[0]] -= 1
                 resident[key[0]] += 1
             lv = self.levels[key[0]]
-            j = lv.cache.where.get(key) if lv.cache is not None else None
+            # (a Load copied device to device out of a gpu tier below reads no record)
+            j = lv.cache.where.get(key) if lv.cache is not None and not (
+                key in self._from_tier or (self._from_rung and key in self._from_rung)) else None
             if j is not None and kind == PREFETCH and self.overlap \
                     and lv.cache.pending[j] is not None and not lv.cache.pending[j].done():
                 # the read is still running: the copy waits for the next dispatch
@@ -618,7 +693,12 @@ class TierExecutor:
                 self.deferred_copies += 1
                 continue
             t0 = time.perf_counter()
-            if key in self._from_tier:     # device to device, out of the tier below
+            if self._from_rung and key in self._from_rung:    # a ladder's full rung
+                a, f = self._from_rung.pop(key)
+                content[i] = key
+                a.full.copy_out(f, i, kind)
+                a.loaded(f)
+            elif key in self._from_tier:     # device to device, out of the tier below
                 a, s = self._from_tier.pop(key)
                 if self._stashed == key:
                     s = a.stash_entry
@@ -642,11 +722,20 @@ class TierExecutor:
         PROMOTE of this Plan takes out of the tier (the runtime frees it first)."""
         out = set()
         leaving = set()
+        victims = set()       # the keys a write into a gpu tier's slot names as its victim
         for what, x in seq:
-            if what == "step" and x.op == PROMOTE:
+            if what != "step":
+                continue
+            if x.op == PROMOTE:
                 a = self.levels[x.key[0]].low
                 if a is not None and x.source == a.index:
                     leaving.add(x.key)
+                if a is not None and x.target == a.index and x.victim is not None:
+                    victims.add(x.victim)
+            elif x.op in (DEMOTE, REQUANT) and x.victim is not None:
+                a = self.levels[x.key[0]].low
+                if a is not None and x.target == a.index:
+                    victims.add(x.victim)
         sim: dict = {}        # (area, slot) -> key, as the steps leave it
         rung: dict = {}       # (area, slot) -> the precision it holds, as the steps leave it
         where: dict = {}      # (area, key) -> slot; -1: overwritten, promoted later; None: out
@@ -701,17 +790,24 @@ class TierExecutor:
             elif x.op == PROMOTE and x.target == t and x.source == lv.host_tier:
                 write(a, x)
             elif x.op == DEMOTE and x.source == t and lv.cache is not None \
-                    and x.target == lv.host_tier and a.dtype is None and a.ladder is None:
-                # a full-precision tier's victim into the host tier over a disk: the area
-                # side checked here, the record it writes by the host tier's checks
+                    and x.target == lv.host_tier:
+                # a gpu tier's victim into the host tier over a disk: the area side checked
+                # here, the record it writes by the host tier's checks (a full-precision
+                # tier's slot is copied into it; a low-precision tier's record is read from
+                # the disk, which holds the full-precision bytes)
                 cur = slot_of(a, x.key)
                 if cur is None or cur < 0 or sim.get((id(a), cur), a.content[cur]) != x.key:
                     raise LiveError(f"the plan demotes {x.key} out of tier '{a.tier}', which "
                                     f"does not hold it: the runtime and the mechanism disagree")
-                if (id(a), cur) in served:
+                if a.dtype is None and (id(a), cur) in served:
                     raise LiveError(f"the plan computes from slot {cur} of tier '{a.tier}' and "
                                     f"demotes it in the same dispatch, which the live "
                                     f"mechanism cannot order")
+                if a.ladder and x.key not in victims:
+                    # a ladder's further victim (not the victim of the write that follows):
+                    # its slot is free again, as after a LEAVE
+                    where[(id(a), x.key)] = None
+                    sim[(id(a), cur)] = None
                 continue
             elif x.op == PROMOTE and x.source == t and x.target == 0:
                 cur = slot_of(a, x.key)
@@ -815,17 +911,39 @@ class TierExecutor:
                 self._served[x.key] = (a, x.slot)
             return
         if x.op == LEAVE:               # a ladder's further victim: its slot is free
-            a.drop(x.key)
+            a.leave(x.key)
         elif x.op == REQUANT and x.source == a.index:     # a ladder's step down, where it is
             a.requant_down(x.slot, x.dtype)
-        elif x.op == REQUANT:           # quantised where it is: from the evicted pool entry
+        elif x.op == REQUANT or (x.op == DEMOTE and (lv.cache is not None
+                                                      or x.dtype == a.full_dtype)):
+            # quantised where it is: from the evicted pool entry or part slot (over a disk
+            # tier a demotion by copy too: the host tier need not hold the expert, and the
+            # entry holds the same bytes); at a ladder's full rung a device copy, whole
             a.requant(x.slot, gone[x.key], x.key, x.dtype)
+        elif x.op == PROMOTE and x.target == a.index and lv.cache is not None:
+            # a promotion from the host tier over a disk: quantised from the record holding
+            # the key (its READ waited for; or the bounce record of a READ the host tier did
+            # not admit), on the host, before the record can be rewritten
+            tensors, j, users = self._record_of(lv, x.key)
+            if len(x.key) == 3:         # a part record: the part's runs
+                a.fill_runs(x.slot, self.parts.run(x.key[2], tensors, j), x.key, x.kind,
+                            x.dtype)
+            else:
+                a.fill_from_host(x.slot, tensors, j, x.key, x.kind, x.dtype)
+                if x.dtype == a.full_dtype:     # copied whole, asynchronously: a user
+                    ev = a.full.ready[a._full_of[x.slot]]
+                    if ev is not None:
+                        users.append(ev)
+        elif len(x.key) == 3 and (x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index)):
+            # a part: its runs of the host store's row
+            a.fill_runs(x.slot, self.parts.host_run(x.key[2], self.hosts[x.key[0]], x.key[1]),
+                        x.key, x.kind if x.op == PROMOTE else None, x.dtype)
         elif x.op == DEMOTE or (x.op == PROMOTE and x.target == a.index):
             # a demotion by copy, a promotion from host memory: from the host store's weights
             a.fill_from_host(x.slot, self.hosts[x.key[0]], x.key[1], x.key,
                              x.kind if x.op == PROMOTE else None, x.dtype)
         elif x.op == PROMOTE:           # out of the tier (its full copy is the Plan's Load)
-            a.drop(x.key)
+            a.leave(x.key)
         else:                           # SERVE: computed from the slot (source_copy)
             self._served[x.key] = (a, x.slot)
 
@@ -846,7 +964,11 @@ class TierExecutor:
 
     def _demote_from_area(self, lv: LevelMech, x) -> None:
         """A full-precision gpu tier's victim (its slot) -> host record ``x.slot``, before
-        the slot is rewritten (the area's free event)."""
+        the slot is rewritten (the area's free event). A low-precision tier's victim: the
+        record is read from the disk (the tier holds no full-precision copy to give, and
+        the host tier's records hold the checkpoint's bytes) when something first reads it
+        (:meth:`_read_demoted`, counted in ``demotion_reads`` apart from the Plan's READs;
+        ``low_demotions`` counts the demotions)."""
         a = lv.low
         s = a.where.get(x.key)
         if s is None:
@@ -854,12 +976,23 @@ class TierExecutor:
                             f"hold it: the runtime and the mechanism disagree")
         c = lv.cache
         j = x.slot
+        if a.dtype is not None and a.held[s] != a.full_dtype:
+            # the record is read from the disk when something first reads it (a Load, a
+            # fill, a CPU compute): a record rewritten before that is never read
+            self._ready_to_write(lv, j)
+            if c.content[j] is not None:
+                self.host_evictions += 1
+            c.put(j, x.key)
+            self.low_demotions += 1
+            self._unread[(id(c), j)] = (lv, x.key)
+            a.drop(x.key)
+            return
         self._ready_to_write(lv, j)
         if c.content[j] is not None:
             self.host_evictions += 1
         c.put(j, x.key)
         self.demotions += 1
-        ev = a.to_host(s, c.tensors, j)
+        ev = a.to_host(s, c.tensors, j)     # (a ladder's full rung: its full entry's copy)
         a.drop(x.key)
         if ev is not None:
             c.users[j].append(ev)
@@ -909,7 +1042,7 @@ class TierExecutor:
                 continue
             seen.add(id(c))
             for j in range(c.slots):
-                self._wait_read(c, j)
+                self._wait_read(c, j, fill=False)
 
     def stats(self) -> dict:
         caches = {id(lv.cache): lv.cache for lv in self.levels if lv.cache is not None}
@@ -919,6 +1052,8 @@ class TierExecutor:
             "disk_bytes_read": self.disk_bytes,
             "bounce_reads": self.bounce_reads,
             "demotions": self.demotions,
+            "low_demotions": self.low_demotions,
+            "demotion_reads": self.demotion_reads,
             "host_evictions": self.host_evictions,
             "deferred_copies": self.deferred_copies,
             "unplanned_reads": self.unplanned_reads,
@@ -938,7 +1073,7 @@ class TierExecutor:
             "rung_requants": sum(a.rung_requants for a in self.areas),
             "quantized_from_host": sum(a.host_fills for a in self.areas),
             "quantized_bytes_from_host": sum(a.host_bytes for a in self.areas),
-            "lowprec_bytes": sum(a.nbytes for a in self.areas),
+            "lowprec_bytes": sum(a.nbytes for a in self.areas),     # (with any full rung)
             "gpu_tier_bytes": sum(a.nbytes for a in self.fulls),
             "gpu_tiers": [{"set": a.label, "tier": a.tier, "slots": a.slots,
                            "entry_bytes": a.entry_bytes, "bytes": a.nbytes,
@@ -956,6 +1091,14 @@ class TierExecutor:
                          "record_bytes": a.stride, "bytes": a.nbytes,
                          "approximate": a.dequants, "requants": a.requants,
                          "quantized_from_host": a.host_fills,
+                         **({"dequantized_parts": a.dequantized_parts}
+                            if hasattr(a, "dequantized_parts") else {}),
+                         **({"full_rung": {"dtype": a.full_dtype, "entries": a.full.slots,
+                                           "bytes": a.full.nbytes, "serves": a.full_serves,
+                                           "demotions": a.full.demotions,
+                                           "filled_from_host": a.full.host_fills,
+                                           "promotions": a.full.promotions}}
+                            if getattr(a, "full", None) is not None else {}),
                          **({"dtype_ladder": list(a.ladder),
                              "approximate_at": {d: a.dequants_at.get(d, 0) for d in a.ladder},
                              "resident_at": a.resident_at(),
@@ -986,6 +1129,18 @@ class TierExecutor:
 # ---------------------------------------------------------------------------- building
 #: the precisions of a low-precision gpu tier (weight-only quantised copies on the device)
 LOW_DTYPES = ("int8", "int4")
+
+
+def is_low(spec) -> bool:
+    """Whether a tier of the runtime's layout holds keys below the checkpoint's precision: an
+    int8 / int4 tier, or a dtype ladder with such a rung (its first rung may be the
+    checkpoint's own precision)."""
+    return spec.dtype in LOW_DTYPES or any(d in LOW_DTYPES for d in tier_dtypes(spec))
+
+
+def _bits(dtype: str) -> int:
+    """The bits of a low precision (``int8``, ``int4``)."""
+    return 8 if dtype == "int8" else 4
 
 
 def _rows(tensors: dict, i: int) -> dict:
@@ -1128,10 +1283,10 @@ class TierBuild:
                     continue
                 if lv.disk is None:
                     mech = LevelMech(None, None, lv.last_tier, None)
-                    low = [t for t in lv.tiers if t.kind == "gpu" and t.dtype in LOW_DTYPES]
+                    low = [t for t in lv.tiers if t.kind == "gpu" and is_low(t)]
                     if low:
                         self.lows.append((lv, low[0], mech))
-                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and not is_low(t)]
                     if full:
                         self.fulls.append((lv, full[0], mech))
                 else:
@@ -1160,7 +1315,10 @@ class TierBuild:
                                         f"tier '{spec.name}' of policy '{ir.name}': {e}") from None
                     self.disks.append(disk)
                     mech = LevelMech(None, disk, lv.read_into, lv.disk)
-                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and t.dtype not in LOW_DTYPES]
+                    low = [t for t in lv.tiers if t.kind == "gpu" and is_low(t)]
+                    if low:
+                        self.lows.append((lv, low[0], mech))
+                    full = [t for t in lv.tiers[1:] if t.kind == "gpu" and not is_low(t)]
                     if full:
                         self.fulls.append((lv, full[0], mech))
                 for o in lv.layers:
@@ -1209,12 +1367,31 @@ class TierBuild:
             from .parts import PartPool
             parts = PartPool(template, self.split, self._num_slots, pool)
         for lv, spec, mech in self.lows:
-            qlay = [QuantLayout(template, d, transposed=transposed) for d in tier_dtypes(spec)]
             # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
             # every key at the lowest rung)
-            slots = min(spec.slots, len(lv.layers) * self.E)
+            slots = min(spec.slots, len(lv.layers) * self.E * self.split)
+            if parts is not None:       # quantised parts, beside the part pool's slots
+                from .lowprec_parts import PartArea, PartQuantLayout
+                qlay = [PartQuantLayout(template, self.split, d, transposed=transposed)
+                        for d in tier_dtypes(spec)]
+                mech.low = PartArea(qlay, slots, parts, label=lv.label, tier=spec.name,
+                                    index=spec.index)
+                continue
+            rungs = tier_dtypes(spec)
+            qlay = [QuantLayout(template, d, transposed=transposed) for d in rungs
+                    if d in LOW_DTYPES]
+            full = None
+            if rungs[0] not in LOW_DTYPES:
+                # a ladder whose first rung is the checkpoint's precision: the keys at that
+                # rung whole in a full-precision area of the most the tier holds at it, and
+                # one entry more (a key whose Load out is pending while its slot is rewritten)
+                from .gpu_tier import FullArea
+                most = min(spec.budget // spec.rungs[0].bits, len(lv.layers) * self.E)
+                full = FullArea(template, most + 1, pool, label=lv.label, tier=spec.name,
+                                index=spec.index, stash=False)
             mech.low = LowPrecArea(qlay, slots, pool, label=lv.label, tier=spec.name,
-                                   index=spec.index)
+                                   index=spec.index, full=full,
+                                   full_dtype=rungs[0] if full is not None else None)
         for lv, spec, mech in self.fulls:
             from .gpu_tier import FullArea
             # (with a split the tier holds parts: part-sized slots beside the part pool's)

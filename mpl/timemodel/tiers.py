@@ -96,8 +96,15 @@ class TieredTimeline(Timeline):
         lower_loads = []             # (key, bytes, kind) transfers into a lower gpu tier
         held = self.held
         level = lv.index
+        lay = self.layout
         for s in steps:
             op = s.op
+            if s.key[0] not in lv.layers:
+                # (a prefetch into another set of tiers, per_layer_hierarchy: its own tiers)
+                other = lay.levels[lay.level_of[s.key[0]]]
+                tiers, level = other.tiers, other.index
+            else:
+                tiers, level = lv.tiers, lv.index
             if op == READ:
                 if s.kind != PREFETCH:
                     host[s.key] = self._read(t0, tiers[s.source].unit_bytes)
@@ -135,6 +142,7 @@ class TieredTimeline(Timeline):
                     start = t0 if t0 > self.d2h_free else self.d2h_free
                     self.d2h_free = start + x
                     self.d2h_ms += x
+        tiers, level = lv.tiers, lv.index
         self.device_copy_ms += dev
         ts = t0 + dev                # the compute stream after the device moves
         link = self.link_free
@@ -239,7 +247,8 @@ class TieredTimeline(Timeline):
         # prefetches when the dispatch ends: their disk reads, then their transfers
         for s in steps:
             if s.op == READ and s.kind == PREFETCH:
-                host[s.key] = self._read(end, tiers[s.source].unit_bytes)
+                of = lay.levels[lay.level_of[s.key[0]]]
+                host[s.key] = self._read(end, of.tiers[s.source].unit_bytes)
         for ld in plan.raw_loads:
             if ld[3] == PREFETCH:
                 arrival[ld[0]] = (end if ld[0] in device_copied else
