@@ -189,11 +189,11 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
     vLLM's live offload (``mpl.mechanism.live.LiveExecutor`` with the same
     ``mpl.mechanism.tiered`` executor) runs the same sets of tiers: the low-precision gpu
     tier (one precision or the int8/int4 ``dtype_ladder``) right under the top tier over
-    host memory, the second full-precision gpu tier, ``granularity_split`` above 1, and
-    computing on the CPU over a disk tier. It refuses everything above, plus a disk tier
+    host memory or over a host tier with a capacity and a disk tier, with or without
+    ``granularity_split``; the second full-precision gpu tier, ``granularity_split`` above 1,
+    and computing on the CPU over a disk tier. It refuses everything above, plus a disk tier
     without ``path`` (vLLM holds the experts in its own kernel layout, not read from the
-    checkpoint's files) and a low-precision tier over a host tier with a capacity or a disk
-    tier, or with ``granularity_split`` above 1, whatever HuggingFace attach runs."""
+    checkpoint's files) and a ``dtype_ladder`` with a full-precision rung."""
     if not pir.tiered:
         return None
     if engine not in LIVE_ENGINES:
@@ -253,11 +253,6 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
                 # (below it: host memory holding every expert, or a host tier over a disk
                 # tier; a gpu tier there is refused on its own)
                 why = "over tiers other than host memory or a host tier and a disk tier"
-            if why is None and engine == "vllm" and (
-                    [k for k in kinds[2:] if k != "gpu"] != ["cpu"] or h.granularity_split > 1):
-                # (vLLM runs one right under the top tier over host memory, whole experts)
-                why = ("over a host tier with a capacity or a disk tier, or with "
-                       "granularity_split, in vLLM's live offload")
             if why is not None:
                 return (f"{at(t, h)}: tier '{t.name}' of policy '{pir.name}' holds experts at "
                         f"{low[0]}, below the checkpoint's precision, {why}, which live "

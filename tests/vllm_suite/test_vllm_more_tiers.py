@@ -4,7 +4,8 @@ Qwen3-MoE (float32, greedy), one request and six concurrent requests:
 
 * a low-precision gpu tier (int8, int4, the int8/int4 ``dtype_ladder``) right under the
   device cache over host memory (alone, and in a band beside a band over a second gpu tier,
-  a host tier and a disk tier): the statistics report the accesses computed from
+  a host tier and a disk tier), over a host tier and a disk tier, and holding parts
+  (``granularity_split``): the statistics report the accesses computed from
   quantised copies (the runtime's ``approximate_computes``, the tier's row, the
   mechanism's dequantisations: all equal, above 0), and a replay of the trace recorded in
   the same run gives the same per-tier statistics;
@@ -51,6 +52,17 @@ LOW = [
     ("int8", policy("int8", low("dtype = int8"), "prefetch { strategy = history  budget = 2 }"), {}),
     ("int4", policy("int4", low("dtype = int4")), {}),
     ("ladder", policy("ladder", low("dtype_ladder = [int8, int4]")), {}),
+    # over a host tier with a capacity and a disk tier: the warm tier filled from the host
+    # tier's records, its victims read back from the disk
+    ("int8-disk", policy("int8d", "        tier hot  { location = gpu  capacity = 4 }\n"
+                                  "        tier warm { location = gpu  dtype = int8  capacity = 10 }\n"
+                         + DISK.format(ram=8) + "        eviction = lru\n",
+                         "prefetch { strategy = history  budget = 2 }"), {}),
+    # quantised parts: the expert put together from its dequantised parts
+    ("int4-split", policy("int4s", "        tier hot  { location = gpu  capacity = 4 }\n"
+                                   "        tier warm { location = gpu  dtype = int4  capacity = 12 }\n"
+                                   "        tier ram  { location = cpu }\n"
+                                   "        granularity_split = 2\n        eviction = lru\n"), {}),
     # bands: decoder layer 0 over an int4 tier and host memory, the others over a second gpu
     # tier, a host tier and the disk
     ("bands", "policy bands {\n    per_layer_hierarchy {\n"
@@ -142,6 +154,10 @@ def test_low_precision_computes_are_counted_and_a_replay_agrees(runs, case, tmp_
     tiers = many.report["offload"]["tiers"]
     if case == "bands":
         assert tiers["disk_reads"] > 0 and tiers["gpu_tiers"][0]["tier"] == "g2"
+    if case == "int8-disk":
+        assert tiers["disk_reads"] > 0 and many.report["offload"]["host_store_bytes"] == 0
+    if case == "int4-split":
+        assert tiers["parts"]["split"] == 2 and tiers["parts"]["gathers"] > 0
     if case == "ladder":
         low = tiers["lowprec"][0]
         assert low["dtype_ladder"] == ["int8", "int4"]
