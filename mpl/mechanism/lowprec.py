@@ -133,6 +133,11 @@ class QuantLayout:
         return row.t() if self.transposed else row
 
 
+def _host_copy(dst, src, tag=None) -> None:
+    """A copy on the host (the staging record's writes: no stream, no event)."""
+    dst.copy_(src)
+
+
 class LowPrecArea(DeviceArea):
     """The device area of one low-precision tier of one set of tiers (see the module
     docstring). ``layout``: its :class:`QuantLayout`, or one per rung of its dtype ladder
@@ -163,8 +168,8 @@ class LowPrecArea(DeviceArea):
         self._loading: set = set()        # full entries a pending Load reads
         self.full_serves = 0              # computed at the full rung (exact: a copy)
         self.data = ops.alloc((self.slots, self.stride), torch.uint8)
-        self._views = [{d: q.views(self.data[j]) for d, q in self.layouts.items()}
-                       for j in range(self.slots)]
+        self._slot_views = [{d: q.views(self.data[j]) for d, q in self.layouts.items()}
+                            for j in range(self.slots)]
         DeviceArea.__init__(self, self.slots)
         self.held: list = [None] * self.slots    # the precision each slot's record is at
         self.ready: list = [None] * self.slots   # events: the last write into the slot
@@ -287,19 +292,36 @@ class LowPrecArea(DeviceArea):
                     if ev is not None:
                         ops.wait(stream, ev)
             ops.compute([entry])               # this stream reads the pool entry
-            for p, a, b in self._views[slot][lay.dtype]:
-                row = pool.tensors[p.name][entry]
-                if p.spec is None:
-                    ops.copy(a, row, tag=tag)
-                    continue
-                q, s = quant.quantize(lay.matrix(p, row), p.spec)
-                ops.copy(a, q, tag=tag)
-                ops.copy(b, s, tag=tag)
+            self._write(self._record_views(slot, lay.dtype), lay,
+                        {name: t[entry] for name, t in pool.tensors.items()}, ops.copy, tag)
             if pool.cuda:
                 ev = ops.event()
                 ops.record(ev, stream)
                 pool.free[entry] = ev           # the entry's next copy waits for this read
                 self.ready[slot] = ev
+
+    def _record_views(self, slot: int, dtype: str) -> list:
+        """``(part, codes, scales)`` of the record in ``slot`` laid out at ``dtype`` (a part
+        kept whole: ``(part, tensor, None)``)."""
+        return self._slot_views[slot][dtype]
+
+    def _staged_views(self, lay, key) -> list:
+        """The views of the host staging record laid out as ``lay``, for ``key``."""
+        if self._staging_views is None:
+            self._staging_views = {d: q.views(self._staging) for d, q in self.layouts.items()}
+        return self._staging_views[lay.dtype]
+
+    @staticmethod
+    def _write(views, lay, rows: dict, copy, tag) -> None:
+        """``rows`` (name -> the expert's row) quantised into ``views`` with ``copy``."""
+        for p, a, b in views:
+            row = rows[p.name]
+            if p.spec is None:
+                copy(a, row, tag=tag)
+                continue
+            q, s = quant.quantize(lay.matrix(p, row), p.spec)
+            copy(a, q, tag=tag)
+            copy(b, s, tag=tag)
 
     def fill_from_host(self, slot: int, host: dict, expert: int, key, kind=None,
                        dtype=None) -> None:
@@ -307,11 +329,18 @@ class LowPrecArea(DeviceArea):
         the staging record at ``dtype`` (a rung; None: the tier's precision), then copied
         into ``slot`` (``kind``: the Plan's transfer kind; a prefetch's or background load's
         fill goes on the prefetch stream)."""
-        pool, ops = self.pool, self.ops
         if dtype is not None and dtype == self.full_dtype:     # the expert's bytes, whole
             self.full.fill_from_host(self._set_full(slot, key), host, expert, key, kind)
             return
         self._unmap(slot)
+        self.fill_staged(slot, {name: t[expert] for name, t in host.items()}, key, kind, dtype)
+
+    def fill_staged(self, slot: int, rows: dict, key, kind=None, dtype=None) -> None:
+        """``rows`` (name -> the key's row on the host, or its part's runs) quantised on the
+        host into the staging record at ``dtype``, then copied into ``slot`` (``kind``: the
+        Plan's transfer kind; a prefetch's or background load's fill goes on the prefetch
+        stream)."""
+        pool, ops = self.pool, self.ops
         lay = self._layout(dtype)
         self.put(slot, key)
         self.held[slot] = lay.dtype
@@ -319,19 +348,11 @@ class LowPrecArea(DeviceArea):
         self.host_bytes += lay.stride
         if self._staging is None:
             self._staging = ops.host_buffer(self.stride, torch.uint8).zero_()   # (padding)
-            self._staging_views = {d: q.views(self._staging) for d, q in self.layouts.items()}
         if self._staging_ev is not None:       # its last copy has completed before rewriting
             ops.synchronize(self._staging_ev)
             self._staging_ev = None
         ops.host_write(self._staging, ("quantize", self.tier))
-        for p, a, b in self._staging_views[lay.dtype]:
-            row = host[p.name][expert]
-            if p.spec is None:
-                a.copy_(row)
-                continue
-            q, s = quant.quantize(lay.matrix(p, row), p.spec)
-            a.copy_(q)
-            b.copy_(s)
+        self._write(self._staged_views(lay, key), lay, rows, _host_copy, None)
         stream = self._stream(kind)
         with ops.use(stream):
             if pool.cuda:
@@ -366,8 +387,8 @@ class LowPrecArea(DeviceArea):
                     if ev is not None:
                         ops.wait(stream, ev)
             out = []
-            for (p, a, b), (p2, c, d) in zip(self._views[slot][src.dtype],
-                                             self._views[slot][dst.dtype]):
+            for (p, a, b), (p2, c, d) in zip(self._record_views(slot, src.dtype),
+                                             self._record_views(slot, dst.dtype)):
                 if p.spec is None:
                     out.append((c, a.clone()))
                     continue
@@ -399,14 +420,8 @@ class LowPrecArea(DeviceArea):
                 for ev in (full.ready[f], self.ready[slot], self.free[slot]):
                     if ev is not None:
                         ops.wait(stream, ev)
-            for p, a, b in self._views[slot][lay.dtype]:
-                row = full.tensors[p.name][f]
-                if p.spec is None:
-                    ops.copy(a, row, tag=tag)
-                    continue
-                q, sc = quant.quantize(lay.matrix(p, row), p.spec)
-                ops.copy(a, q, tag=tag)
-                ops.copy(b, sc, tag=tag)
+            self._write(self._record_views(slot, lay.dtype), lay,
+                        {name: t[f] for name, t in full.tensors.items()}, ops.copy, tag)
             if pool.cuda:
                 ev = ops.event()
                 ops.record(ev, stream)
@@ -435,7 +450,7 @@ class LowPrecArea(DeviceArea):
                 for ev in (pool.free[entry], pool.ready[entry], self.ready[slot]):
                     if ev is not None:
                         ops.wait(stream, ev)
-            for p, a, b in self._views[slot][lay.dtype]:
+            for p, a, b in self._record_views(slot, lay.dtype):
                 dst = pool.tensors[p.name][entry]
                 if p.spec is None:
                     ops.copy(dst, a, tag=tag)
@@ -463,7 +478,7 @@ class LowPrecArea(DeviceArea):
             self.full.release()
         self.data = None
         self.held = [None] * self.slots
-        self._views = []
+        self._slot_views = []
         self._staging = self._staging_views = self._staging_ev = None
         self.ready = [None] * self.slots
         self.free = [None] * self.slots

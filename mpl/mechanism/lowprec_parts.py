@@ -154,15 +154,18 @@ class PartArea(LowPrecArea):
         self._full_of, self._loading, self._full_free = {}, set(), []
         self.full_serves = 0
 
-    def _views(self, slot: int, dtype: str, p: int) -> list:
-        return self.layouts[dtype].views(self.data[slot], p)
+    def _record_views(self, slot: int, dtype: str) -> list:
+        """The runs of the part in ``slot`` (its key's part) laid out at ``dtype``."""
+        return self.layouts[dtype].views(self.data[slot], self.content[slot][2])
+
+    def _staged_views(self, lay, key) -> list:
+        return lay.views(self._staging, key[2])
 
     def requant(self, slot: int, entry: int, key, dtype=None) -> None:
         """Part slot ``entry`` (the part's full-precision copy, about to be reused) quantised
         into ``slot`` on the device at ``dtype`` (a rung; None: the tier's precision)."""
         pool, ops = self.pool, self.ops
         lay = self._layout(dtype)
-        p = key[2]
         self.put(slot, key)
         self.held[slot] = lay.dtype
         self.requants += 1
@@ -173,7 +176,7 @@ class PartArea(LowPrecArea):
                 for ev in (pool.ready[entry], pool.free[entry], self.ready[slot], self.free[slot]):
                     if ev is not None:
                         ops.wait(stream, ev)
-            self._write(self._views(slot, lay.dtype, p), lay,
+            self._write(self._record_views(slot, lay.dtype), lay,
                         {name: t[entry] for name, t in pool.tensors.items()}, ops.copy, tag)
             if pool.cuda:
                 ev = ops.event()
@@ -195,70 +198,9 @@ class PartArea(LowPrecArea):
     def fill_runs(self, slot: int, runs: dict, key, kind=None, dtype=None) -> None:
         """Part ``key[2]``'s runs ``runs`` (name -> its elements on the host: the host
         store's row, or the host tier's part record) quantised on the host into the staging
-        record at ``dtype``, then copied into ``slot``."""
-        pool, ops = self.pool, self.ops
-        lay = self._layout(dtype)
-        self.put(slot, key)
-        self.held[slot] = lay.dtype
-        self.host_fills += 1
-        self.host_bytes += lay.stride
-        if self._staging is None:
-            self._staging = ops.host_buffer(self.stride, torch.uint8).zero_()
-        if self._staging_ev is not None:
-            ops.synchronize(self._staging_ev)
-            self._staging_ev = None
-        ops.host_write(self._staging, ("quantize", self.tier))
-
-        def host_copy(dst, src, tag=None):
-            dst.copy_(src)
-        self._write(lay.views(self._staging, key[2]), lay, runs, host_copy, None)
-        stream = self._stream(kind)
-        with ops.use(stream):
-            if pool.cuda:
-                for ev in (self.ready[slot], self.free[slot]):
-                    if ev is not None:
-                        ops.wait(stream, ev)
-            ops.copy(self.data[slot, :lay.stride], self._staging[:lay.stride],
-                     non_blocking=pool.cuda, tag=("quantize", (self.tier, slot)))
-            if pool.cuda:
-                ev = ops.event()
-                ops.record(ev, stream)
-                self.ready[slot] = ev
-                self._staging_ev = ev
-
-    def requant_down(self, slot: int, dtype: str) -> None:
-        """A ladder's step down for the part in ``slot``: dequantised and quantised at
-        ``dtype`` in the same slot, on the device (every run computed before any is
-        written)."""
-        pool, ops = self.pool, self.ops
-        src, dst = self._layout(self.held[slot]), self._layout(dtype)
-        p = self.content[slot][2]
-        self.held[slot] = dst.dtype
-        self.rung_requants += 1
-        stream = pool.demand_stream
-        tag = ("requant", (self.tier, slot))
-        with ops.use(stream):
-            if pool.cuda:
-                for ev in (self.ready[slot], self.free[slot]):
-                    if ev is not None:
-                        ops.wait(stream, ev)
-            out = []
-            for (r, a, b), (r2, c, d) in zip(self._views(slot, src.dtype, p),
-                                             self._views(slot, dst.dtype, p)):
-                if r.spec is None:
-                    out.append((c, a.clone()))
-                    continue
-                w = quant.dequantize(a, b, r.spec, torch.float32)
-                q, s = quant.quantize(w, r2.spec)
-                out.append((c, q))
-                out.append((d, s))
-            for t, v in out:
-                ops.copy(t, v, tag=tag)
-            if pool.cuda:
-                ev = ops.event()
-                ops.record(ev, stream)
-                self.ready[slot] = ev
-                self.free[slot] = ev
+        record at ``dtype``, then copied into ``slot`` (:meth:`LowPrecArea.fill_staged`; a
+        ladder's step down is :meth:`LowPrecArea.requant_down`, through the part's views)."""
+        self.fill_staged(slot, runs, key, kind, dtype)
 
     def dequant_runs(self, slot: int) -> dict:
         """The part in ``slot`` dequantised on the device, in the experts' dtype: name -> its
@@ -266,13 +208,12 @@ class PartArea(LowPrecArea):
         after the write into the slot; the gather's event becomes the slot's free event."""
         pool, ops = self.pool, self.ops
         lay = self._layout(self.held[slot])
-        p = self.content[slot][2]
         self.dequantized_parts += 1
         out = {}
         with ops.use(pool.demand_stream):
             if pool.cuda and self.ready[slot] is not None:
                 ops.wait(pool.demand_stream, self.ready[slot])
-            for r, a, b in self._views(slot, lay.dtype, p):
+            for r, a, b in self._record_views(slot, lay.dtype):
                 if r.spec is None:
                     out[r.name] = a
                     continue

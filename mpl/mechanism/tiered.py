@@ -1366,6 +1366,8 @@ class TierBuild:
         if self.split > 1:      # the device cache of parts: the Loads' target
             from .parts import PartPool
             parts = PartPool(template, self.split, self._num_slots, pool)
+        from .gpu_tier import FullArea
+
         for lv, spec, mech in self.lows:
             # the runtime's slots of that tier (capped at the keys of its layers; a ladder's:
             # every key at the lowest rung)
@@ -1385,7 +1387,6 @@ class TierBuild:
                 # a ladder whose first rung is the checkpoint's precision: the keys at that
                 # rung whole in a full-precision area of the most the tier holds at it, and
                 # one entry more (a key whose Load out is pending while its slot is rewritten)
-                from .gpu_tier import FullArea
                 most = min(spec.budget // spec.rungs[0].bits, len(lv.layers) * self.E)
                 full = FullArea(template, most + 1, pool, label=lv.label, tier=spec.name,
                                 index=spec.index, stash=False)
@@ -1393,7 +1394,6 @@ class TierBuild:
                                    index=spec.index, full=full,
                                    full_dtype=rungs[0] if full is not None else None)
         for lv, spec, mech in self.fulls:
-            from .gpu_tier import FullArea
             # (with a split the tier holds parts: part-sized slots beside the part pool's)
             keys = len(lv.layers) * self.E * self.split
             mech.low = FullArea(template if parts is None else parts.tensors,

@@ -648,7 +648,6 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
     from mpl.mechanism.disk import DiskError
     from mpl.mechanism.tiered import TierBuild
 
-    E = layers[0].num_experts
     template = {n: p.data for n, p in layers[0].module._parameters.items()}
     try:
         build = TierBuild(runtime, [{n: p.data for n, p in b.module._parameters.items()}
