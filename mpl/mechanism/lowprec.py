@@ -269,17 +269,23 @@ class LowPrecArea(DeviceArea):
         full = self.full.nbytes if getattr(self, "full", None) is not None else 0
         return (0 if self.data is None else self.data.numel()) + full
 
-    # ------------------------------------------------------------------ bookkeeping
     # ------------------------------------------------------------------ writes
     def requant(self, slot: int, entry: int, key, dtype=None) -> None:
         """Pool entry ``entry`` (the key's full-precision copy, about to be reused)
         quantised into ``slot`` on the device at ``dtype`` (a rung; None: the tier's
         precision): no host transfer."""
-        pool, ops = self.pool, self.ops
         if dtype is not None and dtype == self.full_dtype:     # a device copy, whole
             self.full.demote(self._set_full(slot, key), entry, key)
             return
         self._unmap(slot)
+        self._requant_entry(slot, entry, key, dtype, reads_entry=True)
+
+    def _requant_entry(self, slot: int, entry: int, key, dtype, *, reads_entry: bool) -> None:
+        """Entry ``entry`` of the pool (a part slot of the part pool, for a tier of parts)
+        quantised into ``slot`` on the demand stream, after the entry's and the slot's last
+        writes and reads; the entry's next copy waits for it. ``reads_entry``: mark the read
+        for the CUDA double's log as compute reading the entry."""
+        pool, ops = self.pool, self.ops
         lay = self._layout(dtype)
         self.put(slot, key)
         self.held[slot] = lay.dtype
@@ -291,7 +297,8 @@ class LowPrecArea(DeviceArea):
                 for ev in (pool.ready[entry], pool.free[entry], self.ready[slot], self.free[slot]):
                     if ev is not None:
                         ops.wait(stream, ev)
-            ops.compute([entry])               # this stream reads the pool entry
+            if reads_entry:
+                ops.compute([entry])           # this stream reads the pool entry
             self._write(self._record_views(slot, lay.dtype), lay,
                         {name: t[entry] for name, t in pool.tensors.items()}, ops.copy, tag)
             if pool.cuda:

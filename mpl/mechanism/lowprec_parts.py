@@ -164,25 +164,7 @@ class PartArea(LowPrecArea):
     def requant(self, slot: int, entry: int, key, dtype=None) -> None:
         """Part slot ``entry`` (the part's full-precision copy, about to be reused) quantised
         into ``slot`` on the device at ``dtype`` (a rung; None: the tier's precision)."""
-        pool, ops = self.pool, self.ops
-        lay = self._layout(dtype)
-        self.put(slot, key)
-        self.held[slot] = lay.dtype
-        self.requants += 1
-        stream = pool.demand_stream
-        tag = ("requant", (self.tier, slot))
-        with ops.use(stream):
-            if pool.cuda:
-                for ev in (pool.ready[entry], pool.free[entry], self.ready[slot], self.free[slot]):
-                    if ev is not None:
-                        ops.wait(stream, ev)
-            self._write(self._record_views(slot, lay.dtype), lay,
-                        {name: t[entry] for name, t in pool.tensors.items()}, ops.copy, tag)
-            if pool.cuda:
-                ev = ops.event()
-                ops.record(ev, stream)
-                pool.free[entry] = ev           # the part slot's next copy waits for this read
-                self.ready[slot] = ev
+        self._requant_entry(slot, entry, key, dtype, reads_entry=False)
 
     @staticmethod
     def _write(views, lay, runs: dict, copy, tag) -> None:
