@@ -45,6 +45,27 @@ def assert_replay_agrees(st: dict, rs: dict) -> None:
         assert rs[k] == st[k], k
 
 
+def assert_a_disagreement_is_caught(model, policy, area, run) -> None:
+    """Attach ``policy``, ``run(model, 2)``, then make every slot of ``area(handle)`` (a
+    device area of the tiers) hold a key the runtime never put there: the next ``run``
+    raises LiveError naming the disagreement, and the handle detaches."""
+    import pytest
+
+    from mpl.mechanism.execute import LiveError
+
+    h = policy.attach(model)
+    try:
+        run(model, 2)
+        a = area(h)
+        for j, k in enumerate(a.content):
+            if k is not None:
+                a.put(j, (99, j))           # the slots no longer hold what the runtime thinks
+        with pytest.raises(LiveError, match="disagree"):
+            run(model, 6)
+    finally:
+        h.detach()
+
+
 def policy(body: str):
     return mpl.loads(f"version 1\npolicy p {{\n {body}\n}}\n")
 

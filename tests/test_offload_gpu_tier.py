@@ -16,12 +16,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
-from mpl.mechanism.execute import LiveError  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import IMPLS, assert_replay_agrees, generate, replayed, row  # noqa: E402
+from offload_helpers import (  # noqa: E402
+    IMPLS, assert_a_disagreement_is_caught, assert_replay_agrees, generate, replayed, row)
 
 torch.set_num_threads(1)
 
@@ -113,18 +113,9 @@ def test_memory_is_the_tiers_slots_and_the_stash(monkeypatch):
 
 
 def test_the_mechanism_checks_that_the_runtime_agrees():
-    model = build_model("tiny-mixtral", layers=2)
-    h = two(threshold=0.3).attach(model)
-    try:
-        gen(model, 2)
-        a = h.engine.tiers.fulls[0]
-        for j, k in enumerate(a.content):
-            if k is not None:
-                a.put(j, (99, j))           # the slots no longer hold what the runtime thinks
-        with pytest.raises(LiveError, match="disagree"):
-            gen(model, 6)
-    finally:
-        h.detach()
+    pol = two(threshold=0.3)
+    assert_a_disagreement_is_caught(build_model("tiny-mixtral", layers=2), pol,
+                                    lambda h: h.engine.tiers.fulls[0], gen)
 
 
 def test_cuda_ordering_on_the_double():

@@ -21,11 +21,11 @@ pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
 from mpl.mechanism import footprint  # noqa: E402
-from mpl.mechanism.execute import LiveError  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 
-from offload_helpers import IMPLS, assert_replay_agrees, generate, row, run_recorded  # noqa: E402
+from offload_helpers import (  # noqa: E402
+    IMPLS, assert_a_disagreement_is_caught, assert_replay_agrees, generate, row, run_recorded)
 
 torch.set_num_threads(1)
 
@@ -146,18 +146,9 @@ def test_cuda_ordering_on_the_double(tmp_path):
 
 
 def test_the_mechanism_checks_that_the_runtime_agrees(tmp_path):
-    model = build_model("tiny-mixtral", layers=2)
-    h = mpl.loads(text(tmp_path, 1, 2, 2, extra="")).attach(model)
-    try:
-        gen(model, 2)
-        a = h.engine.tiers.fulls[0]
-        for j, k in enumerate(a.content):
-            if k is not None:
-                a.put(j, (99, j))           # the slots no longer hold what the runtime thinks
-        with pytest.raises(LiveError, match="disagree"):
-            gen(model, 6)
-    finally:
-        h.detach()
+    pol = mpl.loads(text(tmp_path, 1, 2, 2, extra=""))
+    assert_a_disagreement_is_caught(build_model("tiny-mixtral", layers=2), pol,
+                                    lambda h: h.engine.tiers.fulls[0], gen)
     assert os.listdir(tmp_path) == []
 
 

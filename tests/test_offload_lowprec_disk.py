@@ -31,12 +31,12 @@ pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
 from mpl.mechanism import footprint  # noqa: E402
-from mpl.mechanism.execute import LiveError  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import IMPLS, generate, replayed, row  # noqa: E402
+from offload_helpers import (  # noqa: E402
+    IMPLS, assert_a_disagreement_is_caught, generate, replayed, row)
 
 torch.set_num_threads(1)
 
@@ -241,18 +241,9 @@ def test_cuda_ordering_on_the_double(tmp_path):
 
 
 def test_the_mechanism_checks_that_the_runtime_agrees(tmp_path):
-    model = build_model("tiny-mixtral", layers=2)
-    h = mpl.loads(text(tmp_path, extra="")).attach(model)
-    try:
-        gen(model, 2)
-        a = h.engine.tiers.areas[0]
-        for j, k in enumerate(a.content):
-            if k is not None:
-                a.put(j, (99, j))           # the slots no longer hold what the runtime thinks
-        with pytest.raises(LiveError, match="disagree"):
-            gen(model, 6)
-    finally:
-        h.detach()
+    pol = mpl.loads(text(tmp_path, extra=""))
+    assert_a_disagreement_is_caught(build_model("tiny-mixtral", layers=2), pol,
+                                    lambda h: h.engine.tiers.areas[0], gen)
     assert os.listdir(tmp_path) == []
 
 
