@@ -31,16 +31,24 @@ def server_env() -> dict:
 
 
 def _client_factory() -> LanguageClient:
-    """pytest-lsp's test client, also recording every publishDiagnostics (to count them)."""
+    """pytest-lsp's test client, also recording every publishDiagnostics (to count them).
+    ``client.diagnostics`` keeps a document's newest diagnostics only: a publish for a version
+    older than the last one :func:`open_doc` or :func:`change` sent (computed before the
+    change reached the server, delivered after it) is recorded but does not replace them, as
+    an editor drops it."""
     from pygls.protocol import default_converter
     from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
     c = LanguageClient(converter_factory=default_converter)
     c.published = []
+    c.sent_versions = {}
 
     def publish(ls, params: types.PublishDiagnosticsParams):
-        ls.diagnostics[params.uri] = params.diagnostics
         ls.published.append(params)
+        sent = ls.sent_versions.get(params.uri)
+        if params.version is not None and sent is not None and params.version < sent:
+            return
+        ls.diagnostics[params.uri] = params.diagnostics
 
     register_lsp_features(c, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
     return c
@@ -116,6 +124,7 @@ def open_doc(client, name: str, text: str, *, on_disk: bool = True) -> str:
     p = write(client, name, text) if on_disk else client.root / name
     uri = p.as_uri()
     client.diagnostics.pop(uri, None)
+    client.sent_versions[uri] = 1
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="moe", version=1, text=text)))
     return uri
@@ -136,6 +145,7 @@ async def diagnostics(client, uri: str, timeout: float = 15.0, predicate=None):
 
 def change(client, uri: str, version: int, text: str, rng: types.Range | None = None) -> None:
     client.diagnostics.pop(uri, None)
+    client.sent_versions[uri] = version
     ch = (types.TextDocumentContentChangePartial(range=rng, text=text) if rng is not None
           else types.TextDocumentContentChangeWholeDocument(text=text))
     client.text_document_did_change(types.DidChangeTextDocumentParams(
