@@ -294,7 +294,9 @@ class FrequencyThreshold(Store):
     key is admitted only if its share of that window (the current access included) is
     ``>= freq_threshold``; the victim is the resident key with the lowest share (ties: least
     recently accessed). Victim selection scans the residents (shares of every layer move with
-    each access), which is acceptable for this rule: it only runs on an admitted miss.
+    each access), which is acceptable here: it only runs on an admitted miss. The compiled
+    store (store_ft.c) keeps one heap per layer instead, ordered by (count, last access),
+    which within a layer is the order of (share, last access), and compares the layers' least.
     """
 
     name = "frequency_threshold"

@@ -2,7 +2,16 @@
  * filter on recent share. Every access (hit or miss) of layer L enters L's window of its last
  * freq_window accesses; a missed key is admitted only if its share of that window (the
  * access included) is >= freq_threshold; the victim is the resident with the lowest share,
- * ties to the least recently accessed (a scan of the residents).
+ * ties to the least recently accessed.
+ *
+ * The victim is found without a scan of the residents: each layer's residents sit in their own
+ * indexed heap ordered by (count in the window, last access). Within a layer every share has
+ * the same denominator (the window's length), so that order is the order of (share, last
+ * access) (count / length is strictly increasing in the count for a positive length, and an
+ * empty window holds no counts); the victim is the least of the layers' least non-excluded
+ * residents, compared by their shares. An access changes at most the counts of the key and of
+ * the entries leaving the window, each a heap fix in its layer: an eviction costs one look per
+ * layer instead of one per resident (a shared cache of thousands of keys).
  *
  * A window is a ring with room for what it may hold: prepare(layer, n) makes room for n more
  * accesses before they happen (never more than freq_window entries, or what a window holds
@@ -12,9 +21,25 @@
  * access at a time. */
 #include "store_impl.h"
 
+/* one layer's heap of its residents: indices local to the layer (its first index at off), the
+ * store's counts and ticks seen from there; base.klo: the layer's first key (IHEAP_DEFINE's
+ * exclusion test reads it) */
+typedef struct {
+    struct { int klo; } base;
+    IHeap h;
+    const int *cnt;
+    const long long *last;
+    int off;
+} FTHeap;
+
+#define FTH_LESS(s, a, b) ((s)->cnt[a] < (s)->cnt[b] || \
+                           ((s)->cnt[a] == (s)->cnt[b] && (s)->last[a] < (s)->last[b]))
+IHEAP_DEFINE(fth, FTHeap, FTH_LESS)
+
 typedef struct {
     Store base;
-    Lists q;                 /* one list: the residents, in admission order (the scan's order) */
+    Lists q;                 /* one list: the residents, in admission order (keys()' order) */
+    FTHeap *hp;              /* per layer served: its residents' heap */
     long long *last;         /* per index: the tick of its last access */
     int *cnt;                /* per index: its entries in its layer's window */
     int *lay;                /* per index: its layer's window, (klo + index) / E - l0 */
@@ -40,14 +65,30 @@ static int ft_init(Store *s, const double *params) {
     o->wroom = st_zalloc(o->nl, sizeof(long));
     o->whead = st_zalloc(o->nl, sizeof(long));
     o->wlen = st_zalloc(o->nl, sizeof(long));
-    if (!o->last || !o->cnt || !o->lay || !o->wr || !o->wroom || !o->whead || !o->wlen) return -1;
+    o->hp = st_zalloc(o->nl, sizeof(FTHeap));
+    if (!o->last || !o->cnt || !o->lay || !o->wr || !o->wroom || !o->whead || !o->wlen || !o->hp)
+        return -1;
     for (int i = 0; i < n; i++) o->lay[i] = (int)((s->klo + i) / s->E - o->l0);
+    for (long l = 0; l < o->nl; l++) {
+        /* the layer's keys: [max(klo, its first), min(khi, its last + 1)) */
+        long first = (o->l0 + l) * s->E, end = first + s->E;
+        if (first < s->klo) first = s->klo;
+        if (end > s->khi) end = s->khi;
+        FTHeap *H = &o->hp[l];
+        H->off = (int)(first - s->klo);
+        H->base.klo = (int)first;
+        H->cnt = o->cnt + H->off;
+        H->last = o->last + H->off;
+        if (iheap_init(&H->h, (int)(end - first)) < 0) return -1;
+    }
     return lists_init(&o->q, n, 1);
 }
 
 static void ft_fini(Store *s) {
     FTStore *o = (FTStore *)s;
     if (o->wr) for (long l = 0; l < o->nl; l++) free(o->wr[l]);
+    if (o->hp) for (long l = 0; l < o->nl; l++) iheap_fini(&o->hp[l].h);
+    free(o->hp);
     free(o->wr); free(o->wroom); free(o->whead); free(o->wlen);
     free(o->last); free(o->cnt); free(o->lay);
     lists_fini(&o->q);
@@ -81,6 +122,15 @@ static int ft_prepare(Store *s, long layer, long n) {
     return ft_room(o, l, need);
 }
 
+/* index i's place in its layer's heap after its count or tick changed (not in it: nothing) */
+static inline void ft_fix(FTStore *o, int i) {
+    FTHeap *H = &o->hp[o->lay[i]];
+    int p = H->h.pos[i - H->off];
+    if (p < 0) return;
+    fth_up(H, p);
+    fth_down(H, H->h.pos[i - H->off]);
+}
+
 /* FrequencyThreshold._observe: index i's access enters its layer's window */
 static void ft_observe(FTStore *o, int i) {
     long l = o->lay[i];
@@ -88,16 +138,21 @@ static void ft_observe(FTStore *o, int i) {
     if (room <= 0) return;                   /* (only when prepare was not called) */
     int *w = o->wr[l];
     o->cnt[i]++;
+    ft_fix(o, i);
     if (o->wlen[l] < room) {
         w[(o->whead[l] + o->wlen[l]) % room] = i;
         o->wlen[l]++;
     } else {                                 /* full: the oldest leaves as i enters */
-        o->cnt[w[o->whead[l]]]--;
+        int j = w[o->whead[l]];
+        o->cnt[j]--;
+        ft_fix(o, j);
         w[o->whead[l]] = i;
         o->whead[l] = (o->whead[l] + 1) % room;
     }
     while (o->wlen[l] > o->W) {
-        o->cnt[w[o->whead[l]]]--;
+        int j = w[o->whead[l]];
+        o->cnt[j]--;
+        ft_fix(o, j);
         o->whead[l] = (o->whead[l] + 1) % room;
         o->wlen[l]--;
     }
@@ -122,6 +177,7 @@ static void ft_hit(Store *s, int k, double w) {
     int i = k - s->klo;
     ft_observe(o, i);
     o->last[i] = ++o->tick;
+    ft_fix(o, i);
 }
 
 static void ft_miss(Store *s, int k, double w) {
@@ -140,23 +196,35 @@ static void ft_insert(Store *s, int k, double w) {
     int i = k - s->klo;
     o->last[i] = ++o->tick;
     l_push(&o->q, 0, i);
+    FTHeap *H = &o->hp[o->lay[i]];
+    fth_push(H, i - H->off);
+}
+
+/* index i leaves the residents (it is one) */
+static void ft_drop(FTStore *o, int i) {
+    l_remove(&o->q, i);
+    FTHeap *H = &o->hp[o->lay[i]];
+    fth_remove_at(H, H->h.pos[i - H->off]);
 }
 
 static void ft_discard(Store *s, int k) {
     FTStore *o = (FTStore *)s;
-    if (o->q.lid[k - s->klo] >= 0) l_remove(&o->q, k - s->klo);
+    if (o->q.lid[k - s->klo] >= 0) ft_drop(o, k - s->klo);
 }
 
 static int ft_evict(Store *s, const Exclude *x, int incoming) {
     (void)incoming;
     FTStore *o = (FTStore *)s;
-    /* ft_less(o, i, best) with best's share and tick kept (nothing changes during the scan) */
+    /* each layer's least non-excluded resident; the least of those by ft_less, with best's
+     * share and tick kept (nothing changes during the search) */
     int best = -1;
     double sb = 0.0;
     long long tb = 0;
-    const int *nxt = o->q.nxt;
-    for (int i = o->q.head[0]; i >= 0; i = nxt[i]) {
-        if (ex_has(x, s->klo + i)) continue;
+    for (long l = 0; l < o->nl; l++) {
+        FTHeap *H = &o->hp[l];
+        long p = fth_first_free(H, x);
+        if (p < 0) continue;
+        int i = H->off + H->h.a[p];
         double sa = ft_share(o, i);
         if (best < 0 || sa < sb || (sa == sb && o->last[i] < tb)) {
             best = i;
@@ -165,7 +233,7 @@ static int ft_evict(Store *s, const Exclude *x, int incoming) {
         }
     }
     if (best < 0) return -1;
-    l_remove(&o->q, best);
+    ft_drop(o, best);
     return s->klo + best;
 }
 
