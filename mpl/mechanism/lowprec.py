@@ -62,6 +62,17 @@ def _up(n: int, a: int = _ALIGN) -> int:
     return (n + a - 1) // a * a
 
 
+def _place_quant(spec, off: int) -> tuple[int, int, int]:
+    """Where a quantised matrix of ``spec`` sits in a record from byte ``off``: its packed
+    bytes, then its fp32 scales, each aligned; ``(bytes, scales, the offset after them)``."""
+    q = off
+    off = _up(off + spec.qshape[0] * spec.qshape[1])
+    n = 1
+    for d in spec.sshape:
+        n *= d
+    return q, off, _up(off + 4 * n)
+
+
 class _Part:
     __slots__ = ("name", "spec", "shape", "dtype", "q", "s", "raw", "nbytes")
 
@@ -90,14 +101,7 @@ class QuantLayout:
             if row.dim() == 2 and row.is_floating_point():
                 rows, cols = (shape[1], shape[0]) if self.transposed else shape
                 p = _Part(name, quant.spec(int(rows), int(cols), dtype, group), shape, row.dtype)
-                s = p.spec
-                p.q = off
-                off = _up(off + s.qshape[0] * s.qshape[1])
-                p.s = off
-                n = 1
-                for d in s.sshape:
-                    n *= d
-                off = _up(off + 4 * n)
+                p.q, p.s, off = _place_quant(p.spec, off)
             else:
                 p = _Part(name, None, shape, row.dtype)
                 p.raw = off

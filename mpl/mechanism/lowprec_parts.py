@@ -30,7 +30,7 @@ import torch
 
 from . import quant
 from .disk import PartLayout
-from .lowprec import LowPrecArea, _up
+from .lowprec import LowPrecArea, _place_quant, _up
 from .gpu_tier import DeviceArea
 
 
@@ -73,14 +73,7 @@ class PartQuantLayout:
                     rows, cols = (C, r1 - r0) if self.transposed else (r1 - r0, C)
                     r = _Run(name, quant.spec(rows, cols, dtype, group), row.dtype, b - a,
                              r1 - r0, C, a - r0 * C)
-                    s = r.spec
-                    r.q = off
-                    off = _up(off + s.qshape[0] * s.qshape[1])
-                    r.s = off
-                    k = 1
-                    for d in s.sshape:
-                        k *= d
-                    off = _up(off + 4 * k)
+                    r.q, r.s, off = _place_quant(r.spec, off)
                 else:
                     r = _Run(name, None, row.dtype, b - a, 0, 0, 0)
                     r.raw = off
