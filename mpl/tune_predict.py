@@ -56,6 +56,40 @@ def _distinct_weights(d):
     return d.distinct(), ws
 
 
+#: the policies whose compiled runtime holds exactly the predictor a report scores
+#: (prefetch.History(L, window, E); prefetch.Affinity(L, 1, 0.0))
+_ENGINE_POLICIES = {
+    "history": "policy r { cache { capacity = 1 } prefetch { strategy = history budget = 1 "
+               "history_window = WINDOW } }",
+    "affinity": "policy r { cache { capacity = 1 } prefetch { strategy = affinity budget = 1 "
+                "lookahead = 1 affinity_threshold = 0 } }",
+}
+
+
+def _engine_rank(strategy: str, h, window: int):
+    """The compiled engine's own ``strategy`` predictor as ``rank(layer, step, experts,
+    top)`` (the same rankings as the Python one: ``Engine._rank``), or None when runtimes
+    are pure or the engine cannot hold it (the report then ranks in Python)."""
+    from mpl.api import load_for_replay
+    from mpl.runtime.backend import COMPILED, default
+
+    if default() != COMPILED or not 1 <= window <= 100_000:
+        return None
+    try:
+        pol = load_for_replay(_ENGINE_POLICIES[strategy].replace("WINDOW", str(window)))
+        rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k)
+    except Exception:            # (a shape the runtime refuses: the Python predictor ranks)
+        return None
+    if rt.backend != COMPILED:
+        return None
+    kind = 0 if strategy == "history" else 1
+    engine_rank = rt._impl._rank
+
+    def rank(layer, step, experts, top):
+        return engine_rank(kind, layer, step, experts, top)
+    return rank
+
+
 def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,
              context: int = 3, warmup: float = 0.1) -> Score:
     """Score ``strategy``'s next-layer predictions over ``trace`` (see the module doc)."""
@@ -81,7 +115,12 @@ def evaluate_many(trace: Trace, strategies, budgets=BUDGETS, *, window: int = 50
                     {b: 0 for b in budgets}) for s in strategies]
     preds = []                      # (score, rank(layer, step, d, experts, ws), pending)
     for sc in scores:
-        if sc.strategy == "history":
+        engine = (_engine_rank(sc.strategy, h, window) if sc.strategy in _ENGINE_POLICIES
+                  else None)
+        if engine is not None:
+            def rank(layer, step, d, experts, ws, target, engine=engine):
+                return engine(layer, step, experts, top)
+        elif sc.strategy == "history":
             hist = History(L, window, E)
 
             def rank(layer, step, d, experts, ws, target, hist=hist):

@@ -1202,6 +1202,8 @@ static PyMethodDef engine_methods[] = {
     {"_apply", (PyCFunction)engine_apply, METH_O, "_apply(action): an adapt action between dispatches"},
     {"replay", (PyCFunction)engine_replay_m, METH_VARARGS,
      "replay(packed, timeline, tick, every) -> records played"},
+    {"_rank", (PyCFunction)(void (*)(void))engine_rank, METH_FASTCALL,
+     "_rank(kind, layer, step, experts, top) -> list: the history (0) or affinity (1) predictor observes a dispatch and ranks the next layer's experts"},
     {NULL, NULL, 0, NULL},
 };
 

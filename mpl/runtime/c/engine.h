@@ -387,6 +387,7 @@ extern PyGetSetDef engine_getset[];
 /* the lock (engine.c): a change (a dispatch, a replay, set(), add_stall) waits for it, or is
  * refused with RuntimeBusyError from inside a replay's callback on the replaying thread; a
  * read waits for it too, unless the state is frozen (engine_read_lock: 1, no lock to release) */
+PyObject *engine_rank(Engine *o, PyObject *const *args, Py_ssize_t nargs);   /* engine_prefetch.c */
 int engine_lock(Engine *o, const char *what);   /* 0, -1 with an exception */
 int engine_read_lock(Engine *o);                /* 0 locked, 1 frozen (not locked), -1 */
 void engine_unlock(Engine *o);

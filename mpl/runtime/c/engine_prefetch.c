@@ -182,6 +182,84 @@ static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, 
     return m;
 }
 
+/* ------------------------------------------------------------------ _rank */
+/* _rank(kind, layer, step, experts, top) -> list: the engine's own history (kind 0) or
+ * affinity (kind 1) predictor, the one its policy configured, observes one dispatch of
+ * `layer` at `step` selecting `experts` (distinct ids) and ranks its predictions for the
+ * next layer, at most `top`: history the target layer's experts by count (ties: lower id),
+ * affinity the targets of these experts one layer ahead by probability (ties: lower id).
+ * Nothing else of the runtime changes (no cache, no statistics, its step kept): what
+ * mpl.tune_predict scores, as prefetch.History.top and prefetch.Affinity.predict rank. Every
+ * argument is an exact int (experts a list or tuple of them), checked before the lock. */
+PyObject *engine_rank(Engine *o, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_rank(kind, layer, step, experts, top)");
+        return NULL;
+    }
+    long long v[4];
+    const int at[4] = {0, 1, 2, 4};
+    for (int i = 0; i < 4; i++) {
+        PyObject *x = args[at[i]];
+        int ovf = 0;
+        if (!PyLong_CheckExact(x)) { PyErr_SetString(PyExc_TypeError, "_rank: kind, layer, step and top are ints"); return NULL; }
+        v[i] = PyLong_AsLongLongAndOverflow(x, &ovf);
+        if (ovf || (v[i] == -1 && PyErr_Occurred())) { PyErr_Clear(); v[i] = -1; }
+    }
+    long long kind = v[0], layer = v[1], step = v[2], top = v[3];
+    if (kind != 0 && kind != 1) { PyErr_SetString(PyExc_ValueError, "_rank: kind is 0 (history) or 1 (affinity)"); return NULL; }
+    if (kind == 0 ? !o->f_history : (!o->f_affinity || o->aff_depth < 1)) {
+        PyErr_SetString(PyExc_ValueError, "_rank: the policy does not configure that predictor");
+        return NULL;
+    }
+    if (layer < 0 || layer >= o->L) { PyErr_SetString(PyExc_ValueError, "_rank: layer out of range"); return NULL; }
+    if (step < 0 || step > STEP_MAX) { PyErr_SetString(PyExc_ValueError, "_rank: step out of range (0 .. 2**62)"); return NULL; }
+    if (top < 0) { PyErr_SetString(PyExc_ValueError, "_rank: top must be >= 0"); return NULL; }
+    if (top > o->E) top = o->E;
+    PyObject *seq = args[3];
+    if (!PyList_Check(seq) && !PyTuple_Check(seq)) { PyErr_SetString(PyExc_TypeError, "_rank: experts is a list or tuple of ints"); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > o->E) { PyErr_SetString(PyExc_ValueError, "_rank: more experts than the layer has"); return NULL; }
+    long *ex = malloc(sizeof(long) * (size_t)(n ? n : 1));
+    unsigned char *seen = calloc((size_t)o->E, 1);
+    int *out = malloc(sizeof(int) * (size_t)(top ? top : 1));
+    if (!ex || !seen || !out) { free(ex); free(seen); free(out); return PyErr_NoMemory(); }
+    PyObject *res = NULL;
+    /* a list's items are read while nothing but this loop runs (no user code: exact ints) */
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
+        int ovf = 0;
+        long long e = PyLong_CheckExact(x) ? PyLong_AsLongLongAndOverflow(x, &ovf) : -2;
+        if (e == -2) { PyErr_SetString(PyExc_TypeError, "_rank: experts is a list or tuple of ints"); goto out; }
+        if (ovf || e < 0 || e >= o->E) { PyErr_Clear(); PyErr_SetString(PyExc_ValueError, "_rank: an expert out of range"); goto out; }
+        if (seen[e]) { PyErr_SetString(PyExc_ValueError, "_rank: experts must be distinct"); goto out; }
+        seen[e] = 1;
+        ex[j] = (long)e;
+    }
+    if (engine_lock(o, "a prediction") < 0) goto out;
+    long m;
+    if (kind == 0) {
+        if (ring_reserve(&o->hr, (long)layer, (long)n) < 0) { engine_unlock(o); PyErr_NoMemory(); goto out; }
+        history_observe(o, (long)layer, ex, (long)n);
+        m = history_top(o, layer + 1 == o->L ? 0 : (long)layer + 1, (long)top, out);
+    } else {
+        int64_t kept = o->step;
+        o->step = step;
+        affinity_observe(o, (long)layer, ex, (long)n);
+        m = affinity_top(o, (long)layer, ex, (long)n, 1, (long)top, out);
+        o->step = kept;
+    }
+    engine_unlock(o);
+    res = PyList_New(m);
+    for (long j = 0; res && j < m; j++) {
+        PyObject *x = PyLong_FromLong(out[j]);
+        if (!x) Py_CLEAR(res);
+        else PyList_SET_ITEM(res, j, x);
+    }
+out:
+    free(ex); free(seen); free(out);
+    return res;
+}
+
 /* ------------------------------------------------------------------ learned */
 /* self.learned.observe(layer, self.step, experts, weights, predictions) */
 int learned_observe(Engine *o, long layer, const Args *a) {
