@@ -258,10 +258,16 @@ def _peak(device) -> float | None:
     return torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None
 
 
-def _reset(device) -> None:
+def _reset(device) -> float | None:
+    """Collect what earlier measurements left, start a new peak: the device memory still
+    allocated then (GiB; a peak counts it)."""
+    import gc
+    gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_allocated() / 2**30
+    return None
 
 
 def speed(device: str, layers: int, hidden: int | None, cap_fraction: float, budget_s: float) -> dict:
@@ -310,9 +316,11 @@ def speed(device: str, layers: int, hidden: int | None, cap_fraction: float, bud
                                         "overhead_vs_unmodified": tps_ref / tps_all if tps_all > 0 else None}
     log(f"mpl, every expert cached: {tps_all:.2f} tok/s")
 
-    # --- mpl.auto_attach under the cap
+    # --- mpl.auto_attach under the cap (the reference's handle gone first: its peak counts
+    # only what this attach and decode allocate beside what is still allocated then)
+    del h, st
     model.to("cpu")
-    _reset(device)
+    at_start = _reset(device)
     h = mpl.auto_attach(model, memory=cap, device=device)
     tps, prefill = decode_tps(model, device)
     st = h.get_stats()
@@ -320,6 +328,7 @@ def speed(device: str, layers: int, hidden: int | None, cap_fraction: float, bud
     out["mpl"] = {"policy": h.policy_text, "reason": h.reason, "decode_tok_s": tps, "prefill_s": prefill,
                   "hit_rate": st["hit_rate"], "stall_ms": st["mechanism"]["stall_ms"],
                   "copies": st["mechanism"]["copies"], "peak_gib": _peak(device),
+                  "allocated_at_start_gib": at_start,
                   "syncs_per_dispatch": st["mechanism"]["host_syncs_per_dispatch"]}
     log(f"mpl: {tps:.2f} tok/s, hit rate {st['hit_rate']:.3f}")
     del model, h
