@@ -247,7 +247,8 @@ def test_ctrl_c_stops_tune_and_its_workers_without_a_traceback(tmp_path):
     from mpl import traceio
     from mpl.sim import synth
 
-    traceio.save(synth.synthesize("deepseek-v2-lite", steps=400, seed=1), str(tmp_path / "d.mpltrace"))
+    # a trace long enough that the search is still running well after its workers start
+    traceio.save(synth.synthesize("deepseek-v2-lite", steps=8000, seed=1), str(tmp_path / "d.mpltrace"))
     p = subprocess.Popen([sys.executable, "-m", "mpl.cli.main", "tune", "-t", "d.mpltrace",
                           "-b", "208", "--jobs", "2", "--no-progress"], cwd=tmp_path,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -257,7 +258,8 @@ def test_ctrl_c_stops_tune_and_its_workers_without_a_traceback(tmp_path):
         time.sleep(0.1)
     assert p.poll() is None, p.communicate()
     workers = _children(p.pid)
-    time.sleep(1.0)                       # the workers are replaying
+    time.sleep(0.5)                       # the workers are replaying
+    assert p.poll() is None, "the search ended before the interrupt: lengthen its trace"
     os.killpg(p.pid, signal.SIGINT)       # what a terminal's Ctrl-C does: the whole group
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
