@@ -38,8 +38,8 @@ IHEAP_DEFINE(fth, FTHeap, FTH_LESS)
 
 typedef struct {
     Store base;
-    Lists q;                 /* one list: the residents, in admission order (keys()' order) */
-    FTHeap *hp;              /* per layer served: its residents' heap */
+    FTHeap *hp;              /* per layer served: its residents' heap (the residents) */
+    long nres;               /* the residents, in all */
     long long *last;         /* per index: the tick of its last access */
     int *cnt;                /* per index: its entries in its layer's window */
     int *lay;                /* per index: its layer's window, (klo + index) / E - l0 */
@@ -81,7 +81,7 @@ static int ft_init(Store *s, const double *params) {
         H->last = o->last + H->off;
         if (iheap_init(&H->h, (int)(end - first)) < 0) return -1;
     }
-    return lists_init(&o->q, n, 1);
+    return 0;
 }
 
 static void ft_fini(Store *s) {
@@ -91,7 +91,6 @@ static void ft_fini(Store *s) {
     free(o->hp);
     free(o->wr); free(o->wroom); free(o->whead); free(o->wlen);
     free(o->last); free(o->cnt); free(o->lay);
-    lists_fini(&o->q);
 }
 
 /* room for `need` entries in window l (its entries kept, oldest first): -1 when memory ran
@@ -195,21 +194,26 @@ static void ft_insert(Store *s, int k, double w) {
     FTStore *o = (FTStore *)s;
     int i = k - s->klo;
     o->last[i] = ++o->tick;
-    l_push(&o->q, 0, i);
     FTHeap *H = &o->hp[o->lay[i]];
     fth_push(H, i - H->off);
+    o->nres++;
+}
+
+/* index i's place in its layer's heap, -1 when it is not a resident */
+static inline int ft_pos(const FTStore *o, int i) {
+    const FTHeap *H = &o->hp[o->lay[i]];
+    return H->h.pos[i - H->off];
 }
 
 /* index i leaves the residents (it is one) */
 static void ft_drop(FTStore *o, int i) {
-    l_remove(&o->q, i);
-    FTHeap *H = &o->hp[o->lay[i]];
-    fth_remove_at(H, H->h.pos[i - H->off]);
+    fth_remove_at(&o->hp[o->lay[i]], ft_pos(o, i));
+    o->nres--;
 }
 
 static void ft_discard(Store *s, int k) {
     FTStore *o = (FTStore *)s;
-    if (o->q.lid[k - s->klo] >= 0) ft_drop(o, k - s->klo);
+    if (ft_pos(o, k - s->klo) >= 0) ft_drop(o, k - s->klo);
 }
 
 static int ft_evict(Store *s, const Exclude *x, int incoming) {
@@ -237,14 +241,17 @@ static int ft_evict(Store *s, const Exclude *x, int incoming) {
     return s->klo + best;
 }
 
-static long ft_len(const Store *s) { return ((const FTStore *)s)->q.len[0]; }
+static long ft_len(const Store *s) { return ((const FTStore *)s)->nres; }
 
 static int ft_key_less(const Store *s, int a, int b) { return ft_less((const FTStore *)s, a, b); }
 
 static long ft_keys(const Store *s, int *out) {
     const FTStore *o = (const FTStore *)s;
-    long n = 0;
-    for (int i = o->q.head[0]; i >= 0; i = o->q.nxt[i]) out[n++] = i;
+    long n = 0;                  /* every layer's residents (sorted below: any order will do) */
+    for (long l = 0; l < o->nl; l++) {
+        const FTHeap *H = &o->hp[l];
+        for (long j = 0; j < H->h.n; j++) out[n++] = H->off + H->h.a[j];
+    }
     return idx_keys(out, n, ft_key_less, s);
 }
 
