@@ -70,24 +70,21 @@ def _engine_rank(strategy: str, h, window: int):
     """The compiled engine's own ``strategy`` predictor as ``rank(layer, step, experts,
     top)`` (the same rankings as the Python one: ``Engine._rank``), or None when runtimes
     are pure or the engine cannot hold it (the report then ranks in Python)."""
+    from functools import partial
+
     from mpl.api import load_for_replay
     from mpl.runtime.backend import COMPILED, default
 
-    if default() != COMPILED or not 1 <= window <= 100_000:
+    if default() != COMPILED:
         return None
-    try:
+    try:                         # (a window outside the schema's range, a shape the runtime
         pol = load_for_replay(_ENGINE_POLICIES[strategy].replace("WINDOW", str(window)))
         rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k)
-    except Exception:            # (a shape the runtime refuses: the Python predictor ranks)
+    except Exception:            # refuses: the Python predictor ranks)
         return None
     if rt.backend != COMPILED:
         return None
-    kind = 0 if strategy == "history" else 1
-    engine_rank = rt._impl._rank
-
-    def rank(layer, step, experts, top):
-        return engine_rank(kind, layer, step, experts, top)
-    return rank
+    return partial(rt._impl._rank, 0 if strategy == "history" else 1)
 
 
 def evaluate(trace: Trace, strategy: str, budgets=BUDGETS, *, window: int = 50,

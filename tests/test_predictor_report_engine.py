@@ -85,6 +85,7 @@ def test_rank_observes_then_ranks_the_next_layer(engines):
     ((0, 0, 0, [1], -1), ValueError, "top"),
     ((0, 0, 0, [8], 4), ValueError, "out of range"),
     ((0, 0, 0, [-1], 4), ValueError, "out of range"),
+    ((0, 0, 0, [-2], 4), ValueError, "out of range"),
     ((0, 0, 0, [2 ** 64], 4), ValueError, "out of range"),
     ((0, 0, 0, [1, 1], 4), ValueError, "distinct"),
     ((0, 0, 0, list(range(9)), 4), ValueError, "more experts"),
@@ -117,3 +118,11 @@ def test_a_huge_top_is_the_layer_s_experts(engines):
     aff._rank(1, 2, 5, [0, 1], 2 ** 62)
     aff._rank(1, 3, 5, [2, 3, 4], 2 ** 62)
     assert aff._rank(1, 2, 6, [0], 2 ** 62) == [2, 3, 4]
+
+
+@needs_engine
+def test_a_window_the_schema_refuses_is_ranked_in_python():
+    h = synthesize("mixtral-8x7b", steps=4, seed=0).header
+    assert _engine_rank("history", h, 50) is not None
+    for window in (0, 10 ** 9):
+        assert _engine_rank("history", h, window) is None

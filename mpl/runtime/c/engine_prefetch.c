@@ -228,9 +228,9 @@ PyObject *engine_rank(Engine *o, PyObject *const *args, Py_ssize_t nargs) {
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
         int ovf = 0;
-        long long e = PyLong_CheckExact(x) ? PyLong_AsLongLongAndOverflow(x, &ovf) : -2;
-        if (e == -2) { PyErr_SetString(PyExc_TypeError, "_rank: experts is a list or tuple of ints"); goto out; }
-        if (ovf || e < 0 || e >= o->E) { PyErr_Clear(); PyErr_SetString(PyExc_ValueError, "_rank: an expert out of range"); goto out; }
+        if (!PyLong_CheckExact(x)) { PyErr_SetString(PyExc_TypeError, "_rank: experts is a list or tuple of ints"); goto out; }
+        long long e = PyLong_AsLongLongAndOverflow(x, &ovf);
+        if (ovf || e < 0 || e >= o->E) { PyErr_SetString(PyExc_ValueError, "_rank: an expert out of range"); goto out; }
         if (seen[e]) { PyErr_SetString(PyExc_ValueError, "_rank: experts must be distinct"); goto out; }
         seen[e] = 1;
         ex[j] = (long)e;
