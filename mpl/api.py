@@ -49,6 +49,9 @@ class Policy:
         self.diagnostics = list(diagnostics)
         self.path = path
         self.checked_text = checked_text
+        #: model shape -> the model-aware errors that make a replay on it meaningless, for
+        #: the shapes this policy was checked against already (:func:`load_for_replay`)
+        self.fits: dict = {}
 
     def __repr__(self) -> str:
         return f"<mpl.Policy {self.name!r}{' from ' + self.path if self.path else ''}>"
@@ -198,10 +201,18 @@ def _looks_like_path(s: str) -> bool:
     return not any(c.isspace() for c in s) and (os.sep in s or bool(os.path.splitext(s)[1]))
 
 
-def load_for_replay(policy, *, name: str | None = None, overrides: dict | None = None):
+def load_for_replay(policy, *, name: str | None = None, overrides: dict | None = None,
+                    model=None):
     """A Policy ready for replay: an mpl Policy (returned as is without overrides), a path
     to a .moe file, or .moe text. ``overrides`` ("block.name" -> value) edit the text and
-    check it again. Replay-only values (eviction = belady) are accepted."""
+    check it again. Replay-only values (eviction = belady) are accepted.
+
+    ``model``: the shape of the trace it will replay (:func:`mpl.sim.replay.shape_of`): the
+    text is checked once with the model-aware rules too, and when that is clean the replay's
+    own model-aware check of that shape (:func:`mpl.sim.replay.check_fits`) reads the result
+    (:attr:`Policy.fits`) instead of checking the policy's text again; the policy's
+    diagnostics then include the model-aware warnings. With errors the text is checked as
+    without ``model`` (what a model-aware error means is the replay's to say)."""
     from mpl.checker import REPLAY, analyze, read_source
     from mpl.sim.replay import PolicyLoadError, _uses_belady
     from mpl.sim.variants import set_params
@@ -229,7 +240,10 @@ def load_for_replay(policy, *, name: str | None = None, overrides: dict | None =
             text = set_params(text, overrides, policy=name)
         except VariantError as e:           # a bad override value, or no such policy
             raise PolicyLoadError(str(e)) from None
-    an = analyze(text, path, purpose=REPLAY)
+    an = analyze(text, path, purpose=REPLAY, model=model) if model is not None else None
+    fits = {model: ()} if an is not None and not an.errors else None
+    if fits is None:
+        an = analyze(text, path, purpose=REPLAY)
     if an.errors:
         first = an.errors[0]
         raise PolicyLoadError(f"{first.file or path or '<policy>'}:{first.span.line}:"
@@ -247,7 +261,10 @@ def load_for_replay(policy, *, name: str | None = None, overrides: dict | None =
     ir = an.ir[name]
     if _uses_belady(ir):
         return OraclePolicy(name, ir, text)
-    return from_ir(ir, diagnostics=an.diagnostics, path=path)
+    pol = from_ir(ir, diagnostics=an.diagnostics, path=path)
+    if fits is not None:
+        pol.fits.update(fits)
+    return pol
 
 
 def replay(policy, trace, *, capacity=None, params: dict | None = None, **kw):

@@ -387,7 +387,7 @@ def render(name: str, blocks: dict, comment: str | None = None) -> str:
                     if k != LAYER_PINS and ((k == "capacity" and not budgeted)
                     or (k != "capacity" and schema.param(f"{block}.{k}").default != v))}
             b.block(block, **vals)
-    text = b.to_moe()
+    text = b.to_moe()               # canonical already (the builder's contract)
     if HIERARCHY in blocks:          # memory tiers: written as text (the builder has none)
         at = text.index(" {", text.index("policy ")) + 2
         rest = text[at:].lstrip("}\n")
@@ -395,11 +395,9 @@ def render(name: str, blocks: dict, comment: str | None = None) -> str:
     pins = blocks.get("cache", {}).get(LAYER_PINS)
     if pins:
         text = _with_layer_pins(text, pins)
-    try:
+    if pins or HIERARCHY in blocks:  # what was written beside the builder is formatted
         from mpl.fmt import format_text
         text = format_text(text)
-    except ImportError:
-        pass
     if comment:
         text = "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines()) + text
     return text
@@ -429,6 +427,16 @@ def structure_of(pol, trace: Trace):
     ``("per_layer", capacities)`` (the runtime's initial split) or ``("bands", ((ordinals,
     slots), ...))`` (the tuner's per-layer bands: each band's top tier a shared cache of its
     MoE layers)."""
+    h = trace.header
+    key = (h.num_moe_layers, h.num_experts, h.top_k, h.expert_bytes, tuple(h.moe_layers), h.shape)
+    memo = pol.__dict__.setdefault("_structures", {})     # (a candidate replays in each round)
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = _structure_of(pol, trace)
+    return got
+
+
+def _structure_of(pol, trace: Trace):
     from mpl.sim.sweep import _initial_caps, _shared_slots
 
     if pol.ir.tiered and pol.ir.hierarchy is None:      # the tuner's bands
@@ -470,15 +478,18 @@ _POLICIES: dict = {}
 _POLICIES_MAX = 512
 
 
-def _policy(text: str, name):
+def _policy(text: str, name, header):
+    """The compiled policy of a candidate's text, checked with the trace's model once
+    (the replays of every round read that check: :attr:`mpl.api.Policy.fits`)."""
     from mpl.api import load_for_replay
+    from mpl.sim.replay import shape_of
 
     key = (text, name)
     pol = _POLICIES.get(key)
     if pol is None:
         if len(_POLICIES) >= _POLICIES_MAX:
             _POLICIES.clear()
-        pol = _POLICIES[key] = load_for_replay(text, name=name)
+        pol = _POLICIES[key] = load_for_replay(text, name=name, model=shape_of(header))
     return pol
 
 
@@ -490,7 +501,7 @@ def _evaluate(args) -> tuple:
     from mpl.sim.replay import replay
 
     try:
-        pol = _policy(text, name)
+        pol = _policy(text, name, trace.header)
         # the warm-up's counts are the prefix replay's at the warm-up's end (its checkpoint)
         r = replay(pol, trace, hardware=hardware, belady=False, checkpoint=head)
         key = (structure_of(pol, trace), len(trace))
@@ -798,7 +809,7 @@ def _tier_report(plan, result: TuneResult, trace: Trace, hardware):
     rep = TierReport(plan, plain_feasible=plan.case != "disk")
     b = result.best
     if HIERARCHY in b.blocks:
-        pol = _policy(b.text, b.name)
+        pol = _policy(b.text, b.name, trace.header)
         r = replay(pol, trace, hardware=hardware, belady=False)
         s = r.stats
         rep.winner_tiered = True

@@ -159,12 +159,19 @@ def evaluate_many(trace: Trace, strategies, budgets=BUDGETS, *, window: int = 50
             if p is not None and p[0] == step and i >= skip:
                 if got is None:
                     got = set(experts)
+                    actual = len(got)
                 sc.scored += 1
+                ranked = p[1]
+                n = len(ranked)
+                hit = j = 0             # hits among the first j ranked (budgets ascending)
                 for b in budgets:
-                    pred = p[1][:b]
-                    sc.hits[b] += sum(1 for e in pred if e in got)
-                    sc.predicted[b] += len(pred)
-                    sc.actual[b] += len(got)
+                    end = b if b < n else n
+                    while j < end:
+                        hit += ranked[j] in got
+                        j += 1
+                    sc.hits[b] += hit
+                    sc.predicted[b] += end
+                    sc.actual[b] += actual
             pending[target] = (tstep, rank(layer, step, d, experts, ws, target))
     return scores
 

@@ -232,26 +232,35 @@ def shape_of(header):
 _FITS: dict = {}
 _FITS_MAX = 1024
 
+#: MPL501 (a pinned expert the model does not have), MPL505 (a per-layer budget below the
+#: minimum) and MPL507 (a size capacity that gives no slot, or more than a cache may have)
+#: make a replay meaningless; pins that fill the cache (MPL506) are a defined runtime
+#: behaviour (what does not fit streams), so that replay goes ahead.
+FIT_CODES = ("MPL501", "MPL505", "MPL507")
+
 
 def check_fits(policy, header) -> None:
     """Run the checker's model-aware rules for the trace's shape; a pinned expert the model
-    does not have or a per-layer budget below the minimum raises ReplayError."""
+    does not have or a per-layer budget below the minimum raises ReplayError. A policy loaded
+    against that shape already (``load_for_replay(..., model=)``) is not checked again."""
     from mpl.checker import REPLAY, analyze
 
-    text = policy.text()
     shape = shape_of(header)
-    key = (text, shape)
     try:
-        errs = _FITS.get(key)
-    except TypeError:            # an unhashable shape: no memo
-        key, errs = None, None
+        errs = getattr(policy, "fits", {}).get(shape)
+    except TypeError:            # an unhashable shape
+        errs = None
+    key = None
+    if errs is None:
+        text = policy.text()
+        key = (text, shape)
+        try:
+            errs = _FITS.get(key)
+        except TypeError:        # an unhashable shape: no memo
+            key, errs = None, None
     if errs is None:
         an = analyze(text, model=shape, purpose=REPLAY)
-        # MPL501 (a pinned expert the model does not have), MPL505 (a per-layer budget
-        # below the minimum) and MPL507 (a size capacity that gives no slot, or more than a
-        # cache may have) make a replay meaningless; pins that fill the cache (MPL506) are a
-        # defined runtime behaviour (what does not fit streams), so that replay goes ahead.
-        errs = tuple(d for d in an.errors if d.code in ("MPL501", "MPL505", "MPL507"))
+        errs = tuple(d for d in an.errors if d.code in FIT_CODES)
         if key is not None:
             if len(_FITS) >= _FITS_MAX:
                 _FITS.clear()
