@@ -1,12 +1,15 @@
-"""What computing a prefill in passes costs: a bounded transient area against one entry per
-expert.
+"""What a bounded transient area costs a prefill, against one entry per expert.
 
 A Mixtral-shaped random model with many experts per layer (default 64, top-2) and a small
 cache, so that a prefill streams most of a layer's experts: its prefill time with
 ``stream_slots`` = E (one kernel call per dispatch) against a bounded transient area
-(``stream_slots`` = N: the dispatch computed in passes), per experts implementation, each
-ratio measured in one run with the two attachments alternating; and whether the logits are
-the same bits (they must be: docs/offload.md, "Passes").
+(``stream_slots`` = N) two ways: the policy as it is, where on the CPU a dispatch that
+streams more than N experts is computed from the host store's own tensors in one call
+("host window"; eager runs its passes), and the same policy as a hierarchy of a gpu tier
+over a cpu tier (the same decisions; the host store then does not serve computes, so the
+dispatch is computed in passes, as on a GPU); per experts implementation, each ratio measured
+in one run with the three attachments alternating; and whether the logits are the same bits
+(they must be: docs/offload.md, "Passes").
 
     python benchmarks/bench_passes.py [--experts 64] [--slots 16,8] [--tokens 64] [--reps 5]
 
@@ -47,9 +50,11 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(0)
     policy = mpl.loads("policy p {\n cache { capacity = %d }\n}" % args.capacity)
+    tiered = mpl.loads("policy p {\n hierarchy {\n  tier gpu { location = gpu  capacity = %d }\n"
+                       "  tier host { location = cpu }\n }\n}" % args.capacity)
     print(f"{args.experts} experts per layer, top-2, {args.tokens}-token prefill, cache "
           f"capacity {args.capacity}, {args.threads} thread(s); CPU time, median of {args.reps}")
-    print(f"{'impl':<11} {'slots':>5} {'layers in passes':>16} {'one call ms':>12} "
+    print(f"{'impl':<11} {'slots':>5} {'one call ms':>12} {'host window ms':>25} {'ratio':>6} "
           f"{'passes ms':>10} {'ratio':>6}  same bits")
     for impl in args.impls.split(","):
         model = build_model("tiny-mixtral", experts_implementation=impl, layers=4,
@@ -58,29 +63,28 @@ def main() -> int:
         ids = torch.randint(0, model.config.vocab_size, (1, args.tokens), generator=gen)
         ref = prefill(model, ids)
         for n in (int(x) for x in args.slots.split(",")):
-            times = {args.experts: [], n: []}
-            outs = {}
-            passes = 0
+            runs = {"one": (policy, args.experts), "window": (policy, n), "passes": (tiered, n)}
+            times = {k: [] for k in runs}
+            outs, counts = {}, {}
             for _ in range(args.reps):
-                for slots in (args.experts, n):
-                    h = attach(policy, model, stream_slots=slots)
+                for k, (pol, slots) in runs.items():
+                    h = attach(pol, model, stream_slots=slots)
                     try:
                         t0 = CLOCK()
-                        outs[slots] = prefill(model, ids)
-                        times[slots].append(CLOCK() - t0)
-                        if slots == n:
-                            passes = h.get_stats()["mechanism"]["multi_pass_dispatches"]
+                        outs[k] = prefill(model, ids)
+                        times[k].append(CLOCK() - t0)
+                        m = h.get_stats()["mechanism"]
+                        counts[k] = (m["host_window_dispatches"], m["multi_pass_dispatches"])
                     finally:
                         h.detach()
-            one = statistics.median(times[args.experts]) * 1e3
-            many = statistics.median(times[n]) * 1e3
-            same = torch.equal(outs[n], ref) and torch.equal(outs[args.experts], ref)
-            if not same:
-                print("  differs from the unmodified model:",
-                      "in passes" if not torch.equal(outs[n], ref) else "",
-                      "in one call" if not torch.equal(outs[args.experts], ref) else "")
-            print(f"{impl:<11} {n:>5} {passes:>16} {one:>12.1f} {many:>10.1f} "
-                  f"{many / one:>5.2f}x  {'yes' if same else 'NO'}")
+            ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+            differ = [k for k in runs if not torch.equal(outs[k], ref)]
+            if differ:
+                print("  differs from the unmodified model:", ", ".join(differ))
+            win = "(passes)" if impl == "eager" else f"({counts['window'][0]} dispatches)"
+            print(f"{impl:<11} {n:>5} {ms['one']:>12.1f} {win:>17} {ms['window']:>7.1f} "
+                  f"{ms['window'] / ms['one']:>5.2f}x {ms['passes']:>10.1f} "
+                  f"{ms['passes'] / ms['one']:>5.2f}x  {'NO' if differ else 'yes'}")
     return 0
 
 

@@ -421,11 +421,12 @@ def ordering_violations(ops: FakeCudaOps, *checks) -> dict:
     return {name: v for name, v in found.items() if v}
 
 
-def generate_on_double(policy, model, gen):
-    """``gen(model)`` with ``policy`` attached on a fresh :class:`FakeCudaOps`: (its output,
-    the handle's statistics, the ops), detached whatever happens."""
+def generate_on_double(policy, model, gen, **attach):
+    """``gen(model)`` with ``policy`` attached on a fresh :class:`FakeCudaOps` (``attach``:
+    more arguments of attach): (its output, the handle's statistics, the ops), detached
+    whatever happens."""
     ops = FakeCudaOps()
-    h = policy.attach(model, ops=ops)
+    h = policy.attach(model, ops=ops, **attach)
     try:
         out = gen(model)
         stats = h.get_stats()

@@ -6,7 +6,10 @@ streamed experts). The eager loop adds expert by expert in id order into one out
 the passes; the other implementations compute each pass's (token, k) pairs as rows of their
 own and weight and sum them once, in the kernel's order: every implementation stays
 bit-identical to the unmodified model. Copies still equal the runtime's loads and streamed
-experts."""
+experts. On the CPU without memory tiers (the device is host memory, and the host store holds
+every expert) the implementations other than eager compute such a dispatch from the host
+store's own layer tensors in one call instead (the host window): the passes of those are run
+here on CUDA's operations (the test double)."""
 
 from __future__ import annotations
 
@@ -71,22 +74,67 @@ def test_eager_in_passes_is_bit_identical(preset):
 @pytest.mark.parametrize("impl", ["batched_mm", "grouped_mm"])
 @pytest.mark.parametrize("preset", ["tiny-qwen3-moe", "tiny-mixtral", "tiny-gpt-oss"])
 def test_other_implementations_in_passes_are_bit_identical(impl, preset):
+    from offload_cuda_double import generate_on_double, ordering_violations
+
+    model = build_model(preset, experts_implementation=impl)
+    ref = gen(model)
+    (seq, logits), st, ops = generate_on_double(mpl.loads("policy p {\n cache { capacity = 2 }\n}"),
+                                                model, gen, stream_slots=2)
+    assert torch.equal(seq, ref[0]) and torch.equal(logits, ref[1])
+    m = st["mechanism"]
+    assert m["multi_pass_dispatches"] > 0 and m["host_window_dispatches"] == 0
+    assert m["copies"] == st["loads"] and m["stream_copies"] == st["streamed"]
+    assert not ordering_violations(ops)
+
+
+@pytest.mark.parametrize("impl", ["batched_mm", "grouped_mm"])
+@pytest.mark.parametrize("preset", ["tiny-qwen3-moe", "tiny-mixtral", "tiny-gpt-oss"])
+def test_on_the_cpu_a_dispatch_over_the_transient_entries_reads_the_host_store(impl, preset):
     (ref_seq, ref_logits), (seq, logits), st = _run(preset, impl)
     assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
     m = st["mechanism"]
-    assert m["multi_pass_dispatches"] > 0
-    assert m["copies"] == st["loads"] and m["stream_copies"] == st["streamed"]
+    assert m["host_window_dispatches"] > 0 and m["multi_pass_dispatches"] == 0
+    # (a dispatch within the transient entries streams through them; the others copy none)
+    assert m["copies"] == st["loads"] and m["stream_copies"] < st["streamed"]
+
+
+@pytest.mark.parametrize("impl", ["batched_mm", "grouped_mm"])
+def test_on_the_cpu_the_bounded_default_is_bit_identical_under_two_threads(impl):
+    # 64 experts a layer, two threads: the default transient area is bounded (TRANSIENT_MIN
+    # entries) and a prefill streams more, computed from the host store in one call (passes
+    # of multi-threaded CPU grouped_mm changed the last bits on this shape)
+    from mpl.mechanism.footprint import TRANSIENT_MIN
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        model = build_model("tiny-mixtral", experts_implementation=impl, num_local_experts=64)
+        ref = gen(model)
+        h = attach(mpl.loads("policy p {\n cache { capacity = 4 }\n}"), model)
+        try:
+            seq, logits = gen(model)
+            st = h.get_stats()
+        finally:
+            h.detach()
+    finally:
+        torch.set_num_threads(old)
+    assert torch.equal(seq, ref[0]) and torch.equal(logits, ref[1])
+    m = st["mechanism"]
+    assert m["stream_slots"] == TRANSIENT_MIN < 64
+    assert m["host_window_dispatches"] > 0 and m["multi_pass_dispatches"] == 0
 
 
 def test_grouped_mm_with_two_threads_stages_each_pass_within_the_transient_entries():
     # CPU grouped_mm with several threads stages every device expert of a pass in the
     # transient entries in id order: a pass then holds at most stream_slots experts in all
+    # (memory tiers: the host store does not hold every expert, so the CPU runs passes too)
     old = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        (ref_seq, ref_logits), (seq, logits), st = _run("tiny-qwen3-moe", "grouped_mm",
-                                                        body="cache { capacity = 6 }",
-                                                        stream_slots=3)
+        (ref_seq, ref_logits), (seq, logits), st = _run(
+            "tiny-qwen3-moe", "grouped_mm", stream_slots=3,
+            body="hierarchy {\n tier gpu { location = gpu  capacity = 6 }\n"
+                 " tier host { location = cpu }\n}")
     finally:
         torch.set_num_threads(old)
     assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
@@ -96,11 +144,13 @@ def test_grouped_mm_with_two_threads_stages_each_pass_within_the_transient_entri
 
 def test_the_default_transient_area_is_bounded():
     # a few entries per routed expert, at least TRANSIENT_MIN, never more than E; on the
-    # CPU one per expert (multi-threaded CPU grouped_mm passes can change the last bits)
+    # CPU the same where the host store can compute what does not fit (no memory tiers),
+    # else one per expert (multi-threaded CPU grouped_mm passes can change the last bits)
     from mpl.mechanism.footprint import TRANSIENT_MIN, TRANSIENT_PER_TOP_K, default_stream_slots
     assert default_stream_slots(8, 2, cuda=True) == 8
     assert default_stream_slots(256, 8, cuda=True) == max(TRANSIENT_MIN, 8 * TRANSIENT_PER_TOP_K)
     assert default_stream_slots(256, 2, cuda=True) == TRANSIENT_MIN
+    assert default_stream_slots(256, 8, cuda=False, host_overflow=True) == 8 * TRANSIENT_PER_TOP_K
     assert default_stream_slots(256, 8, cuda=False) == 256
 
 

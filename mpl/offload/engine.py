@@ -76,6 +76,7 @@ class LayerBinding:
     math: ExpertMath | None = None
     slot_view: ExpertsView | None = None
     home_view: ExpertsView | None = None     # the layer's home window (home placement only)
+    host_view: ExpertsView | None = None     # its host tensors as experts (the CPU, untiered)
 
 
 def windows(used, limit: int = GROUP_LIMIT) -> list[tuple[int, int]]:
@@ -203,6 +204,7 @@ class Engine:
             b.num_experts == E for b in layers)
         self.home_dispatches = 0     # dispatches computed on a home window (no remap)
         self.multi_pass_dispatches = 0   # dispatches computed in passes (execute.passes)
+        self.host_window_dispatches = 0  # dispatches computed from the host store (_execute)
         self.resident = [0] * len(layers)     # keys of each layer resident in the pool
         self._hosts = [b.host for b in layers]  # per MoE-layer ordinal, its host tensors
         for b in layers:
@@ -214,11 +216,18 @@ class Engine:
                 b.home_view = ExpertsView(b.module, {
                     **self._flags[b.ordinal], "num_experts": E, "_is_expert_parallel": False,
                     **{name: t[lo:lo + E] for name, t in pool.tensors.items()}})
+            # the host window: on the CPU the device is host memory, and without memory tiers
+            # the host store holds every expert of the layer in the model's own layout
+            if not pool.cuda and tiers is None and b.host:
+                b.host_view = ExpertsView(b.module, {
+                    **self._flags[b.ordinal], "num_experts": b.num_experts,
+                    "_is_expert_parallel": False, **b.host})
 
     def release(self) -> None:
         """Drop every reference to the pool's tensors (detach)."""
         for b in self.layers:
             b.slot_view = None
+            b.host_view = None
             b.math = None
         self.staging = None
         self._views = {}
@@ -434,6 +443,13 @@ class Engine:
         # expert-id order so the rows sit exactly where the unmodified model puts them
         stage = mode == "grouped_mm" and not pool.cuda and torch.get_num_threads() > 1
         calls = passes(resident, streamed, pool.stream_slots, stage=stage)
+        if len(calls) > 1 and b.host_view is not None and not cpu_experts and mode != "eager":
+            # more than the transient entries hold, on the CPU: the experts function on the
+            # host store's own layer tensors with the router's ids, one call (the unmodified
+            # model's computation: no passes, no copies; eager's passes add as its loop does)
+            self.host_window_dispatches += 1
+            self._account(ordinal, mode, len(plan.experts), sum(plan.hit), stall)
+            return self._function(mode, b)(b.host_view, hidden, top_k_index, top_k_weights)
         # ---- 3. the device pass(es) are queued first, 4. then the CPU computes meanwhile
         positions = positions_of(flat, top_k) if (mode == "eager" or cpu_experts) else None
         out = None
@@ -775,6 +791,7 @@ class Engine:
             "home_dispatches": self.home_dispatches,
             "home_placement": self.home,
             "multi_pass_dispatches": self.multi_pass_dispatches,
+            "host_window_dispatches": self.host_window_dispatches,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],

@@ -445,12 +445,15 @@ def preflight(policy, shape: ModelShape) -> list:
     return PREFLIGHT.check(policy, shape)
 
 
-def pool_stream_slots(stream_slots, layer: LayerBinding, cuda: bool) -> int:
+def pool_stream_slots(stream_slots, layer: LayerBinding, cuda: bool, tiered: bool) -> int:
     """The transient entries of the slot pool: ``stream_slots`` when given, else the
-    default for the model's layers and whether the device operations are CUDA's."""
+    default for the model's layers, whether the device operations are CUDA's, and whether a
+    dispatch that streams more than them can be computed from the host store (on the CPU,
+    without memory tiers: :meth:`mpl.offload.engine.Engine.host_window`)."""
     if stream_slots is not None:
         return stream_slots
-    return default_stream_slots(layer.num_experts, layer.top_k, cuda)
+    return default_stream_slots(layer.num_experts, layer.top_k, cuda,
+                                host_overflow=not cuda and not tiered)
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
@@ -466,7 +469,8 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     device, synchronous ones otherwise; tests pass a CUDA-semantics double).
     ``stream_slots``: the pool's transient entries for STREAM placements (default:
     ``mpl.mechanism.footprint.default_stream_slots``, a few per routed expert; a dispatch that
-    streams more experts is computed in passes, bit-identical to one call).
+    streams more experts is computed in passes, bit-identical to one call, or on the CPU
+    from the host store's own tensors in one call).
     ``check``: check the policy against the model's shape first (:func:`preflight`).
     ``readers``: reader threads of a disk tier (0: every read in the calling thread, none
     overlapping compute); docs/offload.md, "Memory tiers live".
@@ -526,7 +530,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
     stream_slots = pool_stream_slots(stream_slots, layers[0],
-                                     ops.cuda if ops is not None else dev.type == "cuda")
+                                     ops.cuda if ops is not None else dev.type == "cuda", tiered)
     why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots, tiered)
     if why:
         raise AttachError(why)
