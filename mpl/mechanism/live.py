@@ -157,6 +157,12 @@ class LiveExecutor:
         self.dispatches = 0
         self.passes = 0
         self.multi_pass_dispatches = 0
+        # the host window: on the CPU without memory tiers the device is host memory and the
+        # host store holds every expert in the kernel's layout, so a dispatch that streams
+        # more experts than the transient entries is the kernel on the host store, one call
+        self.host_window = self.device.type == "cpu" and not ops.cuda and tiers is None
+        self.host_window_dispatches = 0
+        self.host_window_streamed = 0     # the STREAM experts it read where they are
         self.cpu_computes = 0
         self.cpu_tokens = 0
         self.stall_ms = 0.0
@@ -219,7 +225,14 @@ class LiveExecutor:
         resident, streamed, cpu = placements(plan, pool.content, ordinal,
                                              lower=self.tiers is not None)
         calls = passes(resident, streamed, pool.stream_slots)
-        out = None
+        if len(calls) > 1 and self.host_window and not cpu:
+            # (the unmodified layer's computation: its kernel, its ids, the same values)
+            self.host_window_dispatches += 1
+            self.host_window_streamed += len(streamed)
+            calls = []
+            out = self._run(ordinal, x, self.hosts[ordinal], topk_weights, topk_ids, True, shared)
+        else:
+            out = None
         for i, (res, g) in enumerate(calls):
             part = self._pass(ordinal, x, topk_weights, topk_ids, res, g, i == 0, shared,
                               count=True, rows=rows)
@@ -368,6 +381,8 @@ class LiveExecutor:
             "bytes_copied": pool.bytes_copied + (parts.bytes_copied if parts is not None else 0),
             "passes": self.passes,
             "multi_pass_dispatches": self.multi_pass_dispatches,
+            "host_window_dispatches": self.host_window_dispatches,
+            "host_window_streamed": self.host_window_streamed,
             "cpu_computes": self.cpu_computes,
             "cpu_tokens": self.cpu_tokens,
             "stall_ms": self.stall_ms,

@@ -118,7 +118,8 @@ def brief_stats(stats: dict) -> dict:
     out["mechanism"] = {k: m[k] for k in ("copies", "demand_copies", "prefetch_copies", "background_copies",
                                           "stream_copies", "bytes_copied", "cpu_computes", "stall_ms",
                                           "pool_slots", "pool_bytes", "device", "modes",
-                                          "multi_pass_dispatches", "host_window_dispatches")
+                                          "multi_pass_dispatches", "host_window_dispatches",
+                                          "host_window_streamed")
                      if k in m}
     return out
 

@@ -205,6 +205,7 @@ class Engine:
         self.home_dispatches = 0     # dispatches computed on a home window (no remap)
         self.multi_pass_dispatches = 0   # dispatches computed in passes (execute.passes)
         self.host_window_dispatches = 0  # dispatches computed from the host store (_execute)
+        self.host_window_streamed = 0    # the STREAM experts they read where they are
         self.resident = [0] * len(layers)     # keys of each layer resident in the pool
         self._hosts = [b.host for b in layers]  # per MoE-layer ordinal, its host tensors
         for b in layers:
@@ -448,6 +449,7 @@ class Engine:
             # host store's own layer tensors with the router's ids, one call (the unmodified
             # model's computation: no passes, no copies; eager's passes add as its loop does)
             self.host_window_dispatches += 1
+            self.host_window_streamed += len(streamed)
             self._account(ordinal, mode, len(plan.experts), sum(plan.hit), stall)
             return self._function(mode, b)(b.host_view, hidden, top_k_index, top_k_weights)
         # ---- 3. the device pass(es) are queued first, 4. then the CPU computes meanwhile
@@ -792,6 +794,7 @@ class Engine:
             "home_placement": self.home,
             "multi_pass_dispatches": self.multi_pass_dispatches,
             "host_window_dispatches": self.host_window_dispatches,
+            "host_window_streamed": self.host_window_streamed,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],

@@ -173,14 +173,20 @@ class Offload:
             raise VllmIntegrationError(
                 "the policy can place experts on the CPU (schedule.mode = cpu_fallback or "
                 "hybrid), and this model's experts do not use SiLU: no CPU expert kernel")
+        tiers = getattr(runtime, "tier_layout", None)
         stream = E if stream_slots is None else int(stream_slots)
+        if stream_slots is None and device.type == "cpu" and tiers is None:
+            # the CPU build without memory tiers: what a step streams beyond the bounded
+            # transient area is computed from the host store (LiveExecutor's host window)
+            from mpl.mechanism.footprint import default_stream_slots
+            stream = default_stream_slots(E, int(runners[0].router.top_k), cuda=False,
+                                          host_overflow=True)
         if stream < 1:
             raise VllmIntegrationError(
                 f"{stream} transient slots: live offload needs at least 1 (a step whose "
                 "distinct experts exceed the cache streams them through the transient slots, "
                 "in passes when they are more than the slots)")
         layers = [{n: getattr(r.routed_experts, n).data for n in WEIGHTS} for r in runners]
-        tiers = getattr(runtime, "tier_layout", None)
         if tiers is not None and ir is not None:
             from mpl.mechanism.tiered import tier_dtype_misfit
             why = tier_dtype_misfit(ir, first.w13_weight.dtype)
