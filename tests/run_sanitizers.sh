@@ -63,4 +63,5 @@ case "$probe" in *"signed integer overflow"*) ;; *)
     tests/test_timeline_backends.py tests/test_budget_backends.py tests/test_learned_backends.py \
     tests/test_sim_replay.py tests/test_belady.py tests/test_runtime_equivalence.py \
     tests/test_prefetch_learned.py tests/test_trace_columns.py tests/test_trace_wide_headers.py \
-    tests/test_trace_jsonl_columns.py tests/test_predictor_report_engine.py "$@"
+    tests/test_trace_jsonl_columns.py tests/test_predictor_report_engine.py \
+    tests/test_tiers_backends.py tests/test_runtime_tiers.py "$@"

@@ -488,8 +488,9 @@ def test_a_stale_build_is_not_used(monkeypatch):
     "policy t { hierarchy { tier hot { location = gpu  capacity = 30 }  granularity_split = 4 "
     "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }"])
 def test_tiered_replays_are_the_same_on_both_backends(text, preset):
-    """The engine does not hold tiers yet: the compiled side is skipped with its reason (the
-    harness is ready for it)."""
+    """The first policy runs on the compiled engine (mpl/runtime/c/tiers.c); the second
+    (granularity_split, weighted_sum) does not yet: its compiled side is skipped with its
+    reason."""
     from mpl.timemodel.tiers import TieredTimeline
     pol = mpl.loads(text)
     t = synthesize(preset, steps=8, seed=2)

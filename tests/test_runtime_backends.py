@@ -195,8 +195,9 @@ def test_every_rule_long_run(rule):
 
 
 # ------------------------------------------------------------------ memory tiers
-#: tiered policies (SPEC §12) the engine must hold the same way once it holds tiers: until
-#: then their runtimes are pure, and these tests skip the compiled side saying why
+#: tiered policies (SPEC §12) on both backends; one the engine does not hold yet (the third:
+#: granularity_split, weighted_sum) skips its compiled side saying why
+#: (tests/test_tiers_backends.py draws random ones)
 TIERED = [
     "policy t { hierarchy { tier hot { location = gpu  capacity = 5 }  eviction = lfu } "
     "prefetch { strategy = history  budget = 2 } }",

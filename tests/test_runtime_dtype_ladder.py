@@ -9,7 +9,7 @@
 * the Plan names each key's precision: REQUANT steps inside the tier, a PROMOTE step beside
   every load into a ladder top tier, a SERVE step for a hit below the first rung;
 * the cost model charges the rung's bytes: moved, and computed from;
-* the compiled engine does not hold tiers: a runtime on the default backend is pure, says
+* the compiled engine does not hold a dtype_ladder: a runtime on the default backend is pure, says
   why, and gives the plans of one asked to be pure.
 """
 
@@ -343,11 +343,11 @@ def test_the_compiled_engine_refuses_a_ladder_and_runtimes_run_pure():
     h = t.header
     default = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=1e6)
     pure = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=1e6, backend="pure")
-    assert default.backend == "pure" and "memory tiers" in default.backend_reason
+    assert default.backend == "pure" and "dtype_ladder" in default.backend_reason
     for d in t.dispatches:
         assert default.dispatch(d.layer, d.distinct()) == pure.dispatch(d.layer, d.distinct())
     assert default.stats() == pure.stats()
     from mpl.runtime import compiled
     if compiled.available():
-        with pytest.raises(RuntimeConfigError, match="memory tiers"):
+        with pytest.raises(RuntimeConfigError, match="does not hold dtype_ladder tiers"):
             pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, backend="compiled")

@@ -10,7 +10,8 @@ API on parsed policies:
   rules;
 * the Plan's tier steps, ``residency = always``, ``granularity_split``, ``weighted_sum``,
   bands over the model's decoder-layer ids, a hierarchy without a gpu tier;
-* the compiled engine does not hold tiers yet: such a runtime is pure and says why.
+* the compiled engine holds tiers of whole experts at one precision per tier; a dtype_ladder
+  runs pure and says why (tests/test_tiers_backends.py compares the backends).
 """
 
 from __future__ import annotations
@@ -370,14 +371,19 @@ def test_demotion_into_a_host_cache_copies_what_it_lost():
 
 
 # ------------------------------------------------------------------ backends, set, errors
-def test_the_compiled_engine_does_not_hold_tiers_yet():
+def test_the_compiled_engine_holds_tiers_of_whole_experts_at_one_precision():
     pol = mpl.loads(FOUR_TIERS % (4, 8, 20, ""))
     rt = pol.runtime(4, 16, 2)
+    if compiled.available():
+        assert rt.backend == "compiled" and rt.backend_reason is None
+    ladder = mpl.loads("policy p { hierarchy { tier hot { location = gpu  capacity = 4 }\n"
+                       " tier warm { location = gpu  capacity = 8  dtype_ladder = [fp16, int8, int4] } } }")
+    rt = ladder.runtime(4, 16, 2)
     assert rt.backend == "pure"
     if compiled.available():
-        assert "memory tiers" in rt.backend_reason
-        with pytest.raises(RuntimeConfigError, match="does not hold memory tiers"):
-            pol.runtime(4, 16, 2, backend="compiled")
+        assert rt.backend_reason == "the compiled engine does not hold dtype_ladder tiers yet"
+        with pytest.raises(RuntimeConfigError, match="does not hold dtype_ladder"):
+            ladder.runtime(4, 16, 2, backend="compiled")
 
 
 def test_set_refuses_cache_parameters_of_a_tiered_policy():
@@ -438,7 +444,7 @@ def test_every_tier_keeps_its_capacity_and_gpu_tiers_hold_a_key_once(text, seed)
         pol = mpl.loads(text)
     except mpl.PolicyError:
         return                                # (a combination the checker refuses)
-    rt = pol.runtime(3, 8, 2)
+    rt = pol.runtime(3, 8, 2, backend="pure")      # (reads the pure runtime's tiers)
     r = random.Random(seed)
     impl = rt._impl
     for i in range(60):

@@ -20,11 +20,14 @@ from mpl.runtime.monitor import METRIC_NAMES
 
 ENV_PURE = "MPL_PURE"
 #: the calling convention of mpl/runtime/c/module.c (a build of an older source is not used)
-ENGINE_ABI = 1
+ENGINE_ABI = 2
 
 #: what the engine holds (``mplc doctor``; :func:`unsupported` decides, runtime by runtime)
-COVERAGE = ("every policy without memory tiers (every eviction rule, prefetch strategy, schedule mode, trigger, "
-            "monitor, adapt rule and per-layer allocation), for its whole life, on models of "
+COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
+            "monitor, adapt rule and per-layer allocation), and memory tiers (hierarchy, "
+            "per_layer_hierarchy) of whole experts at one precision per tier, every tier's "
+            "eviction one of the engine's rules (not granularity_split, dtype_ladder or "
+            "weighted_sum), for its whole life, on models of "
             "up to 2^22 layers x experts, with an affinity table of up to 64 MiB and a learned "
             "predictor within the compiled predictor's tables; the Belady optimum, trace "
             "packing and JSONL reading")
@@ -79,9 +82,9 @@ def _import():
     from mpl.runtime.args import normalize
     from mpl.runtime.errors import DispatchError, RuntimeConfigError
     from mpl.runtime.guard import RuntimeBusyError
-    from mpl.runtime.plan import Plan
+    from mpl.runtime.plan import Plan, Step
     mod.setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError,
-              logging.getLogger("mpl.runtime"), normalize)
+              logging.getLogger("mpl.runtime"), normalize, Step)
     return mod, None
 
 
@@ -131,13 +134,15 @@ def unsupported(lay, params: dict, features: dict, actions=()) -> str | None:
     ``actions``: the adapt rules' actions (the eviction rules they can switch to)."""
     if engine is None:
         return WHY
-    if features.get("tiers"):
-        return "the compiled engine does not hold memory tiers (hierarchy, per_layer_hierarchy) yet"
     L, E = lay.num_layers, lay.num_experts
     if L * E > engine.MAX_KEYS:
         return (f"{L:,} layers x {E:,} experts are more keys than the compiled engine's "
                 f"{engine.MAX_KEYS:,}")
     names = rule_names()
+    if lay.tiers is not None:
+        why = _tiers_unsupported(lay.tiers, names)
+        if why is not None:
+            return why
     rules = {params["cache.eviction"], *features.get("evictions", ())}
     for r in rules:
         for side in str(r).split("|"):
@@ -156,6 +161,63 @@ def unsupported(lay, params: dict, features: dict, actions=()) -> str | None:
             return ("the learned predictor's tables for this shape are beyond the compiled "
                     "predictor's")
     return None
+
+
+def _used_levels(t) -> list:
+    """The sets of tiers some MoE layer of the shape uses (the engine holds only those)."""
+    return [lv for lv in t.levels if lv.layers]
+
+
+def _tiers_unsupported(t, names) -> str | None:
+    """Why the engine cannot hold these memory tiers (None: it can)."""
+    for lv in _used_levels(t):
+        if lv.split > 1:
+            return "the compiled engine does not hold granularity_split tiers yet"
+        if len(lv.tiers) > 64:
+            return "the compiled engine holds at most 64 tiers in a set"
+        for spec in lv.tiers:
+            if spec.rungs is not None:
+                return "the compiled engine does not hold dtype_ladder tiers yet"
+            if isinstance(spec.eviction, tuple):
+                return "the compiled engine does not hold weighted_sum tier eviction yet"
+            for side in str(spec.eviction or "lru").split("|"):
+                if spec.cache and side.strip() not in names:
+                    return f"the compiled engine has no eviction rule {side.strip()!r}"
+    return None
+
+
+_TIER_KINDS = {"gpu": 0, "cpu": 1, "disk": 2}
+
+
+def tiers_config(t, params: dict) -> tuple:
+    """The engine's memory tiers (mpl/runtime/c/tiers.c, ``tiers_build``): (stored bits,
+    freq_window, per layer its set, the dtype names, per set (label, layers, gpu tiers, disk
+    tier, the tier a disk read goes into, per tier (name, location, dtype, kind, bits, exact,
+    always, in-place requantization below it, a unit's bytes, its promotion threshold, slots,
+    eviction rule))); only the sets some layer uses."""
+    used = _used_levels(t)
+    index = {lv.index: i for i, lv in enumerate(used)}
+    dtypes: list = []
+    for lv in used:
+        for spec in lv.tiers:
+            if spec.dtype is not None and spec.dtype not in dtypes:
+                dtypes.append(spec.dtype)
+    nan = float("nan")
+    levels = []
+    for lv in used:
+        tiers = []
+        for j, spec in enumerate(lv.tiers):
+            loc = spec.kind if spec.device is None else f"{spec.kind}:{spec.device}"
+            thr = lv.promote[j]
+            tiers.append((spec.name, loc, -1 if spec.dtype is None else dtypes.index(spec.dtype),
+                          _TIER_KINDS[spec.kind], int(spec.bits), int(spec.exact), int(spec.always),
+                          int(lv.demote[j] == "in_place_requant"), float(spec.unit_bytes),
+                          nan if thr is None else float(thr), -1 if spec.slots is None else int(spec.slots),
+                          str(spec.eviction or "lru") if spec.cache else None))
+        levels.append((lv.label, tuple(lv.layers), lv.gpu, -1 if lv.disk is None else lv.disk,
+                       -1 if lv.read_into is None else lv.read_into, tuple(tiers)))
+    return (t.stored_bits, int(params["cache.freq_window"]), tuple(index[i] for i in t.level_of),
+            tuple(dtypes), tuple(levels))
 
 
 def encode_action(kind: str, key, value, lay, cost) -> tuple:
@@ -219,12 +281,18 @@ def engine_config(lay, params: dict, features: dict, conditions, actions, invers
                                  int(p["prefetch.history_window"]), float(p["prefetch.confidence"]),
                                  int(features.get("affinity_depth", p["prefetch.lookahead"])))
     metrics = tuple(m for m in p["monitor.metrics"] if m in METRICS)
+    tiers = None
+    capacities = tuple(lay.capacities)
+    if lay.tiers is not None:
+        tiers = tiers_config(lay.tiers, p)
+        capacities = tuple(lay.capacities[lv.index] for lv in _used_levels(lay.tiers))
     return {
+        "tiers": tiers,
         "num_layers": lay.num_layers, "num_experts": lay.num_experts, "top_k": lay.top_k,
         "expert_bytes": lay.expert_bytes, "pins": tuple(sorted(layer * lay.num_experts + e for layer, e in lay.pins)),
         "per_layer": int(lay.per_layer), "pool_size": lay.pool_size,
         "requested_slots": lay.requested_slots, "capacity": lay.capacity,
-        "capacities": tuple(lay.capacities), "eviction": str(p["cache.eviction"]),
+        "capacities": capacities, "eviction": str(p["cache.eviction"]),
         "store_params": tuple(_count(p[k]) for k in STORE_PARAMS),
         "weighted": int(bool(features.get("weighted"))),
         "mode": MODES[p["schedule.mode"]], "cpu_limit": lay.cpu_limit,

@@ -5,6 +5,7 @@
 #include "store_heap.h"
 #include "store_lru.h"
 #include "store_s3fifo.h"
+#include "tiers.h"
 
 #include <structmember.h>
 
@@ -15,7 +16,7 @@
 #include <string.h>
 
 PyObject *DispatchError, *ConfigError, *BusyError;
-static PyObject *g_plan_type, *g_logger, *s_cpu_o, *s_stream_o, *s_kind[3];
+static PyObject *g_plan_type, *g_step_type, *g_logger, *s_cpu_o, *s_stream_o, *s_lower_o, *s_kind[3];
 
 /* ------------------------------------------------------------------ the lock */
 /* takes the lock (waiting with the GIL released): 0; -1 (the lock released again) when the
@@ -78,6 +79,17 @@ int rec_grow_ev(Rec *r) {
     return 0;
 }
 
+int rec_step(Rec *r, int op, int key, int source, int target, int slot, int victim, int dtype, int kind) {
+    if (r->nsteps >= r->csteps && grow((void **)&r->steps, &r->csteps, r->nsteps + 1, sizeof(PlanStep)) < 0) {
+        r->oom = 1;
+        return -1;
+    }
+    PlanStep *s = &r->steps[r->nsteps++];
+    s->op = op; s->key = key; s->source = source; s->target = target;
+    s->slot = slot; s->victim = victim; s->dtype = dtype; s->kind = kind;
+    return 0;
+}
+
 int rec_room(Rec *r, long n) {
     if (n > r->cn) {
         long nc = r->cn ? r->cn : 16;
@@ -101,7 +113,7 @@ int rec_room(Rec *r, long n) {
 }
 
 static void rec_free(Rec *r) {
-    free(r->experts); free(r->where); free(r->hit); free(r->loads); free(r->ev);
+    free(r->experts); free(r->where); free(r->hit); free(r->loads); free(r->ev); free(r->steps);
     memset(r, 0, sizeof *r);
 }
 
@@ -323,6 +335,18 @@ static int engine_build(Engine *o, PyObject *cfg) {
         return -1;
     }
     o->ncaches = per_layer ? L : 1;
+    /* memory tiers: one cache per set of tiers (its top tier), built by tiers_build */
+    PyObject *tiers = cfg_get(cfg, "tiers");
+    if (!tiers) return -1;
+    if (tiers != Py_None) {
+        if (per_layer || !PyTuple_Check(tiers) || PyTuple_GET_SIZE(tiers) != 5 ||
+                !PyTuple_Check(PyTuple_GET_ITEM(tiers, 4)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(tiers, 4)) < 1) {
+            PyErr_SetString(ConfigError, "engine configuration: tiers");
+            return -1;
+        }
+        o->ncaches = (long)PyTuple_GET_SIZE(PyTuple_GET_ITEM(tiers, 4));
+        if (o->ncaches > L) { PyErr_SetString(ConfigError, "engine configuration: more sets of tiers than layers"); return -1; }
+    }
     long sw = 0, mw = 0, li = 0;
     if (cfg_int(cfg, "weighted", &o->f_weighted) < 0 || cfg_int(cfg, "mode", &o->mode) < 0 ||
             cfg_double(cfg, "cpu_limit", &o->cpu_limit) < 0 || cfg_int(cfg, "priority", &o->priority) < 0)
@@ -379,7 +403,8 @@ static int engine_build(Engine *o, PyObject *cfg) {
         if (o->sp[i] == -1.0 && PyErr_Occurred()) return -1;
     }
     if (PyTuple_GET_SIZE(caps) != o->ncaches) { PyErr_SetString(PyExc_ValueError, "engine configuration: capacities"); return -1; }
-    for (long i = 0; i < o->ncaches; i++) {
+    if (tiers != Py_None && tiers_build(o, tiers) < 0) return -1;
+    for (long i = 0; i < o->ncaches && tiers == Py_None; i++) {
         long cap = PyLong_AsLong(PyTuple_GET_ITEM(caps, i));
         if (cap == -1 && PyErr_Occurred()) return -1;
         if (cap < 0 || cap > INT_MAX) {      /* (the stores' range: store.h) */
@@ -447,6 +472,7 @@ static int engine_build(Engine *o, PyObject *cfg) {
 }
 
 static void engine_free_state(Engine *o) {
+    tiers_free(o);
     if (o->C) for (long i = 0; i < o->ncaches; i++) if (o->C[i].st) store_free(o->C[i].st);
     ring_free(&o->hr);
     ring_free(&o->sr);
@@ -757,8 +783,9 @@ static int next_step(const Engine *o, const Args *a, int64_t *out) {
 }
 
 int engine_reserve_tables(Engine *o, const Args *a) {
-    Cache *c = o->per_layer ? &o->C[a->layer] : &o->C[0];
+    Cache *c = layer_cache(o, a->layer);
     if (c->st->ops->prepare && c->st->ops->prepare(c->st, a->layer, a->n) < 0) return -1;
+    if (o->tiers && tiers_reserve(o, a->layer, a->n) < 0) return -1;
     if (o->f_history && ring_reserve(&o->hr, a->layer, a->n) < 0) return -1;
     if (o->f_signal && ring_reserve(&o->sr, a->layer, a->n) < 0) return -1;
     if (o->f_monitor && monitor_reserve(o, a->n) < 0) return -1;
@@ -876,7 +903,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     r->step = ns;
     r->layer = layer;
     r->n = n;
-    Cache *c = o->per_layer ? &o->C[layer] : &o->C[0];
+    Cache *c = layer_cache(o, layer);
     Store *st = c->st;
     if (st->flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
     long base = layer * E;
@@ -912,7 +939,10 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
         else run_accesses(o, a, r, c, st, ord, base, wv, H, M, EV, IN, FL, 0, cnt);           \
     } while (0)
     const unsigned hooks = st->flags & (ST_NEEDS_MISS | ST_FILTERS);   /* (a single rule's: its ops') */
-    if (ops == &store_lru_ops && hooks == 0) RUN(lru_hit, NULL, lru_evict, lru_insert, 0u);
+    if (o->tiers) {      /* memory tiers: the miss path consults the tiers below (tiers.c) */
+        tier_begin(o, layer, ex, n);
+        tier_accesses(o, a, r, ord, wv, cnt);
+    } else if (ops == &store_lru_ops && hooks == 0) RUN(lru_hit, NULL, lru_evict, lru_insert, 0u);
     else if (ops == &store_arc_ops && hooks == ST_NEEDS_MISS) RUN(arc_hit, arc_miss, arc_evict, arc_insert, ST_NEEDS_MISS);
     else if (ops == &store_s3fifo_ops && hooks == 0) RUN(s3_hit, NULL, s3_evict, s3_insert, 0u);
     else if (ops == &store_lfu_ops && hooks == ST_NEEDS_MISS) RUN(lfu_hit, lfu_miss, hs_evict, lfu_insert, ST_NEEDS_MISS);
@@ -945,7 +975,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
         engine_broken(o, "memory ran out in the monitor");
         return -1;
     }
-    Cache *cc = o->per_layer ? &o->C[layer] : &o->C[0];   /* (an adapt action may have rebuilt nothing: the same cache) */
+    Cache *cc = layer_cache(o, layer);   /* (an adapt action may have rebuilt nothing: the same cache) */
     if (cc->nres > cc->cap) {
         mark_inuse(o, layer, ex, n);
         trim_cache(o, cc, r);
@@ -992,7 +1022,7 @@ static Py_ssize_t plan_off[PLAN_SLOTS];
 
 static PyObject *where_obj(long v) {
     if (v >= 0) return PyLong_FromLong(v);
-    PyObject *x = v == W_CPU ? s_cpu_o : s_stream_o;
+    PyObject *x = v == W_CPU ? s_cpu_o : v == W_LOWER ? s_lower_o : s_stream_o;
     Py_INCREF(x);
     return x;
 }
@@ -1048,7 +1078,7 @@ PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *e
         if (!layer || !PyLong_CheckExact(layer)) layer = PyLong_FromLong(r->layer);
         else Py_INCREF(layer);
         PyObject *step = layer ? PyLong_FromLongLong((long long)r->step) : NULL;
-        PyObject *steps = step ? PyList_New(0) : NULL;
+        PyObject *steps = !step ? NULL : o->tiers ? tier_steps_list(o, r, g_step_type, s_kind) : PyList_New(0);
         if (steps) res = ((PyTypeObject *)g_plan_type)->tp_alloc((PyTypeObject *)g_plan_type, 0);
         if (!res) { Py_XDECREF(layer); Py_XDECREF(step); Py_XDECREF(steps); goto out; }
         shown(where); shown(hit); shown(loads); shown(ev); shown(ex);
@@ -1146,6 +1176,7 @@ static PyObject *engine_apply(Engine *o, PyObject *t) {
     memset(&r, 0, sizeof r);
     if (engine_lock(o, "a change") < 0) { free(a.rule); return NULL; }
     o->stamp++;                  /* nothing is in use between dispatches */
+    if (o->tiers) tier_between(o);
     int rc = apply_action(o, &a, &r);
     engine_unlock(o);
     free(a.rule);
@@ -1167,8 +1198,16 @@ static PyObject *engine_apply(Engine *o, PyObject *t) {
 }
 
 static PyObject *engine_setup(PyObject *self, PyObject *args) {
-    PyObject *plan, *de, *ce, *be, *logger, *normalize;
-    if (!PyArg_ParseTuple(args, "OOOOOO:setup", &plan, &de, &ce, &be, &logger, &normalize)) return NULL;
+    PyObject *plan, *de, *ce, *be, *logger, *normalize, *step;
+    if (!PyArg_ParseTuple(args, "OOOOOOO:setup", &plan, &de, &ce, &be, &logger, &normalize, &step)) return NULL;
+    /* a tier step is made as a tuple of its type (a NamedTuple: no fields of its own) */
+    if (!PyType_Check(step) || !PyType_IsSubtype((PyTypeObject *)step, &PyTuple_Type) ||
+            ((PyTypeObject *)step)->tp_basicsize != PyTuple_Type.tp_basicsize ||
+            ((PyTypeObject *)step)->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_SetString(PyExc_TypeError, "setup: Step must be a NamedTuple class");
+        return NULL;
+    }
+    Py_XSETREF(g_step_type, Py_NewRef(step));
     Py_XSETREF(g_normalize, Py_NewRef(normalize));
     /* the Plan is made by filling its slots (what its __init__ assigns), found here */
     if (!PyType_Check(plan)) { PyErr_SetString(PyExc_TypeError, "setup: Plan must be a class"); return NULL; }
@@ -1220,7 +1259,7 @@ static PyTypeObject EngineType = {
 
 static PyMethodDef module_functions[] = {
     {"setup", (PyCFunction)engine_setup, METH_VARARGS,
-     "setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError, logger, normalize)"},
+     "setup(Plan, DispatchError, RuntimeConfigError, RuntimeBusyError, logger, normalize, Step)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1231,7 +1270,8 @@ int engine_init_module(PyObject *m) {
     static const char *kinds[3] = {"demand", "background", "prefetch"};
     for (int i = 0; i < 3; i++)
         if (!(s_kind[i] = PyUnicode_InternFromString(kinds[i]))) return -1;
-    if (!(s_cpu_o = PyLong_FromLong(W_CPU)) || !(s_stream_o = PyLong_FromLong(W_STREAM))) return -1;
+    if (!(s_cpu_o = PyLong_FromLong(W_CPU)) || !(s_stream_o = PyLong_FromLong(W_STREAM)) ||
+            !(s_lower_o = PyLong_FromLong(W_LOWER))) return -1;
     /* the read methods join the type's own (engine_read.c) */
     static PyMethodDef all[64];
     int n = 0;

@@ -115,7 +115,10 @@ typedef struct {
     Store *st;
     long cap;
     long nres;             /* residents, pinned ones included */
+    int fixed;             /* a top tier whose residency is always: never gives a victim */
 } Cache;
+
+typedef struct Tiers Tiers;   /* memory tiers (tiers.h) */
 
 /* One dispatch's record (plan.h's PlanRec, growable): the dispatch call's own (converted
  * back into a Plan after the lock is released) or the replay's (reused per record). */
@@ -129,6 +132,8 @@ typedef struct {
     long nloads, cloads;
     PlanEvict *ev;
     long nev, cev;
+    PlanStep *steps;       /* memory tiers' moves (Plan.steps) */
+    long nsteps, csteps;
     int oom;               /* an append found no memory: the record is incomplete */
 } Rec;
 
@@ -156,6 +161,8 @@ typedef struct Engine {
     int per_layer;
     long ncaches;
     Cache *C;
+    Tiers *tiers;          /* memory tiers (tiers.h; owned), NULL without */
+    const int *lcache;     /* with tiers: per layer the index of its cache (its set's top tier) */
     int *slot;             /* key -> slot, -1 not resident */
     int *fstack;           /* the free slots, a stack (SlotFreeList.free: last = next taken) */
     long ftop, pool_size, requested_slots;
@@ -301,7 +308,7 @@ int rec_grow_ev(Rec *r);
 static inline int rec_size(Rec *r, long n) {
     if ((n > r->cn || n > r->cloads || n > r->cev) && rec_room(r, n) < 0) return -1;
     r->n = n;
-    r->nloads = r->nev = 0;
+    r->nloads = r->nev = r->nsteps = 0;
     r->oom = 0;
     return 0;
 }
@@ -320,14 +327,20 @@ static inline int rec_evict(Rec *r, int key, int slot) {
     r->nev++;
     return 0;
 }
+/* one more tier step (0, -1 with r->oom set) */
+int rec_step(Rec *r, int op, int key, int source, int target, int slot, int victim, int dtype, int kind);
 int engine_dispatch_core(Engine *o, const Args *a, Rec *r);   /* 0, -1 (broken set) */
 /* room for what this dispatch may add to the engine's growable tables (before any state
  * changes): 0, -1 out of memory. Inline: a dispatch with no store window, ring, monitor or
  * prefetch round to grow (the plain rules) costs two tests. */
 int engine_reserve_tables(Engine *o, const Args *a);
+static inline Cache *layer_cache(const Engine *o, long layer) {
+    return o->lcache ? &o->C[o->lcache[layer]] : o->per_layer ? &o->C[layer] : &o->C[0];
+}
 static inline int engine_reserve(Engine *o, const Args *a) {
-    const Cache *c = o->per_layer ? &o->C[a->layer] : &o->C[0];
-    if (!c->st->ops->prepare && !(o->f_history | o->f_signal | o->f_monitor | o->f_prefetch)) return 0;
+    const Cache *c = layer_cache(o, a->layer);
+    if (!c->st->ops->prepare && !(o->f_history | o->f_signal | o->f_monitor | o->f_prefetch) && !o->tiers)
+        return 0;
     return engine_reserve_tables(o, a);
 }
 PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *experts_o);
@@ -336,7 +349,7 @@ PyObject *engine_key(Engine *o, long k);
 void engine_broken(Engine *o, const char *why);
 
 /* engine_layers.c */
-static inline Cache *cache_of(Engine *o, int k) { return o->per_layer ? &o->C[k / o->E] : &o->C[0]; }
+static inline Cache *cache_of(Engine *o, int k) { return layer_cache(o, k / o->E); }
 void gone_state(Engine *o, int k);
 void drop_key(Engine *o, Cache *c, int k, Rec *r);
 void ttl_touch(Engine *o, int k);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "tiers.h"
 
 /* ------------------------------------------------------------------ TTL order */
 void ttl_unlink(Engine *o, int k) {
@@ -48,11 +49,13 @@ void drop_key(Engine *o, Cache *c, int k, Rec *r) {
     rec_evict(r, k, slot);
     o->evictions++;
     gone_state(o, k);
+    if (o->tiers) tier_gone(o, k, r);
 }
 
 /* Cache.evict_one(inuse): the store's victim among the keys not in use, removed; 0 when
  * there is none */
 static int evict_one(Engine *o, Cache *c, Rec *r) {
+    if (c->fixed) return 0;           /* a top tier whose residency is always */
     Exclude x = {o->mark, o->stamp, -1};
     int v = c->st->ops->evict(c->st, &x, -1);
     if (v < 0) return 0;
@@ -79,12 +82,16 @@ void ttl_sweep(Engine *o, Rec *r) {
 /* Runtime._pressure: at or above the threshold (or forced by a trigger), evict down to the
  * headroom: each victim from the cache with the most evictable keys (ties: the lower layer),
  * else from any other that has one */
+/* Runtime._used_bytes: the device bytes the caches hold */
+static double used_bytes(const Engine *o) {
+    return o->tiers ? tier_used_bytes(o) : (double)(o->pool_size - o->ftop) * o->expert_bytes;
+}
+
 void mem_pressure(Engine *o, Rec *r, int force) {
-    if (!force && (isnan(o->mem_thr) ||
-                   (double)(o->pool_size - o->ftop) * o->expert_bytes < o->mem_thr * o->mem_budget))
+    if (!force && (isnan(o->mem_thr) || used_bytes(o) < o->mem_thr * o->mem_budget))
         return;
     double target = o->mem_headroom * o->mem_budget;
-    while ((double)(o->pool_size - o->ftop) * o->expert_bytes > target) {
+    while (used_bytes(o) > target) {
         Cache *best = NULL;
         long bn = 0;
         for (long i = 0; i < o->ncaches; i++) {
@@ -121,7 +128,7 @@ void flush_all(Engine *o, Rec *r) {
     for (long i = 0; i < o->ncaches; i++) {
         Cache *c = &o->C[i];
         long n = c->st->ops->len(c->st);
-        if (!n) continue;
+        if (!n || c->fixed) continue;     /* (a top tier whose residency is always stays) */
         int *keys = malloc(sizeof(int) * (size_t)n);
         if (!keys) { r->oom = 1; return; }
         c->st->ops->keys(c->st, keys);

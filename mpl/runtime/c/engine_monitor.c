@@ -150,6 +150,9 @@ static int per_layer_rebalance(Engine *o, Rec *r) {
 int apply_action(Engine *o, const Action *a, Rec *r) {
     long L = o->L;
     if (a->kidx >= 0) o->plain_now[a->kidx] = a->plain;
+    /* a policy with memory tiers has no cache block: a cache parameter is only recorded
+     * (TieredRuntime.set_value) */
+    if (o->tiers && a->code <= A_TTL) return 0;
     switch (a->code) {
     case A_CAPACITY:
         o->cap_param = (long)a->i;

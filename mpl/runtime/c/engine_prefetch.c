@@ -3,6 +3,7 @@
  * (Runtime._proposals, and the generated dispatch's one-layer-ahead shortcut) and their issue
  * as PREFETCH loads (Runtime._issue). */
 #include "engine.h"
+#include "tiers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -391,7 +392,8 @@ static void issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r
 int prefetch(Engine *o, long layer, const long *ex, long n, int given, Rec *r) {
     long np = proposals(o, layer, ex, n, given);
     if (np < 0) return -1;
-    if (np) issue(o, np, layer, ex, n, r);
+    if (np && o->tiers) tier_issue(o, np, layer, ex, n, r);
+    else if (np) issue(o, np, layer, ex, n, r);
     mark_inuse(o, layer, ex, n);      /* the triggers spare only the keys in use */
     return 0;
 }

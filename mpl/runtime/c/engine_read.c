@@ -2,6 +2,7 @@
  * the Python objects with the lock released (a finalizer that an allocation runs may read
  * the runtime again, or another one). */
 #include "engine.h"
+#include "tiers.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -51,7 +52,9 @@ static PyObject *engine_stats(Engine *o, PyObject *unused) {
     s.stall = o->stall;
     s.requested = o->requested_slots;
     s.num_slots = o->pool_size;
+    TierSnap *ts = o->tiers ? tier_snap(o) : NULL;
     engine_read_unlock(o, how);
+    if (o->tiers && !ts) { free(s.l_acc); free(s.l_hit); free(s.caps); free(s.alog); return nomem(); }
 
     for (long l = 0; l < L; l++) { s.acc += s.l_acc[l]; s.hits += s.l_hit[l]; }
     s.loads = s.demand + s.background + s.pf_loads;
@@ -89,7 +92,13 @@ static PyObject *engine_stats(Engine *o, PyObject *unused) {
         "prefetch_accuracy", s.pf_loads ? (double)s.pf_useful / (double)s.pf_loads : 0.0,
         "cpu_computes", (long long)s.cpu, "streamed", (long long)s.streamed,
         "stall_ms", s.stall, "per_layer", per, "adapt_log", alog);
+    if (out && ts) {      /* memory tiers: what each tier did, and the link's bytes by precision */
+        int rc = tier_stats(o, ts, s.l_hit, out);
+        ts = NULL;
+        if (rc < 0) Py_CLEAR(out);
+    }
 done:
+    tier_snap_free(ts);
     Py_XDECREF(per); Py_XDECREF(alog); Py_XDECREF(bytes);
     free(s.l_acc); free(s.l_hit); free(s.caps); free(s.alog);
     return out;
@@ -133,22 +142,28 @@ static PyObject *engine_capacities(Engine *o, PyObject *unused) {
     return l;
 }
 
-/* the resident keys of each cache as its store orders them, coldest first */
+/* the resident keys of each cache as its store orders them, coldest first (with memory
+ * tiers: each set's device cache, those with slots) */
 static PyObject *engine_store_keys(Engine *o, PyObject *unused) {
     int how;
-    long n = o->ncaches;
+    long n = 0;
     if ((how = engine_read_lock(o)) < 0) return NULL;
     long total = 0;
-    for (long i = 0; i < n; i++) total += o->C[i].st->ops->len(o->C[i].st);
+    Cache **cs = malloc(sizeof(Cache *) * (size_t)o->ncaches);
+    if (!cs) { engine_read_unlock(o, how); return nomem(); }
+    for (long i = 0; i < o->ncaches; i++)
+        if (!o->tiers || o->C[i].cap) cs[n++] = &o->C[i];
+    for (long i = 0; i < n; i++) total += cs[i]->st->ops->len(cs[i]->st);
     int *keys = malloc(sizeof(int) * (size_t)(total ? total : 1));
     long *cnt = malloc(sizeof(long) * (size_t)n);
-    if (!keys || !cnt) { engine_read_unlock(o, how); free(keys); free(cnt); return nomem(); }
+    if (!keys || !cnt) { engine_read_unlock(o, how); free(keys); free(cnt); free(cs); return nomem(); }
     long at = 0;
     for (long i = 0; i < n; i++) {
-        cnt[i] = o->C[i].st->ops->keys(o->C[i].st, keys + at);
+        cnt[i] = cs[i]->st->ops->keys(cs[i]->st, keys + at);
         at += cnt[i];
     }
     engine_read_unlock(o, how);
+    free(cs);
     PyObject *out = PyList_New(n);
     at = 0;
     for (long i = 0; out && i < n; i++) {

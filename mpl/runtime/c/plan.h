@@ -13,10 +13,16 @@
 #include <stdint.h>
 
 enum { PK_DEMAND = 0, PK_BACKGROUND = 1, PK_PREFETCH = 2 };   /* Load.kind */
-enum { W_CPU = -1, W_STREAM = -2 };                           /* Plan.where besides a slot */
+enum { W_CPU = -1, W_STREAM = -2, W_LOWER = -3 };            /* Plan.where besides a slot */
+/* Step.op (memory tiers: mpl.runtime.plan) */
+enum { SO_READ = 0, SO_PROMOTE, SO_DEMOTE, SO_REQUANT, SO_SERVE, SO_COUNT };
 
 typedef struct { int key, slot, victim; int kind; } PlanLoad;  /* victim -1: None */
 typedef struct { int key, slot; } PlanEvict;
+/* one move between memory tiers (mpl.runtime.plan.Step): tiers are indices in the key's set
+ * of tiers; victim -1: None; dtype: an index into the engine's tier dtype names (-1: None);
+ * kind: a PK_* (-1: None) */
+typedef struct { int op, key, source, target, slot, victim, dtype, kind; } PlanStep;
 
 typedef struct {
     int64_t step;

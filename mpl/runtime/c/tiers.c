@@ -1,0 +1,724 @@
+/* Memory tiers in the compiled engine (tiers.h): mpl/runtime/tiers.py's TieredRuntime, rule
+ * for rule and in the same order (each function names the method it follows), so that the
+ * Plans, their steps and the statistics are those of the pure runtime, bit for bit. */
+#include "tiers.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *s_ops[SO_COUNT];
+
+/* ------------------------------------------------------------------ residency */
+static inline Level *level_of_key(const Engine *o, int k) {
+    return &o->tiers->lv[o->tiers->level_of[k / o->E]];
+}
+
+/* the tier t of L holds k (never the last tier: it holds every expert) */
+static inline int t_has(const Engine *o, const Level *L, int t, int k) {
+    return (t == 0 && L->gpu) ? o->slot[k] >= 0 : L->t[t].slot[k - L->klo] >= 0;
+}
+
+static inline int t_slot(const Engine *o, const Level *L, int t, int k) {
+    return (t == 0 && L->gpu) ? o->slot[k] : L->t[t].slot[k - L->klo];
+}
+
+/* Cache.remove in a tier below the device */
+static void t_remove(Level *L, int t, int k) {
+    Tier *T = &L->t[t];
+    int i = k - L->klo;
+    T->fstack[T->ftop++] = T->slot[i];
+    T->slot[i] = -1;
+    T->nres--;
+    T->st->ops->discard(T->st, k);
+}
+
+/* _share: k's expert's share of its layer's last freq_window accesses */
+static double share(const Engine *o, int k) {
+    const Tiers *X = o->tiers;
+    long l = k / o->E, n = X->wlen ? X->wlen[l] : 0;
+    if (!n) return 0.0;
+    return (double)X->wcnt[k] / (double)n;
+}
+
+static inline int below(double share_, double thr) { return !isnan(thr) && share_ < thr; }
+
+/* _moved: a unit of `bits` crossed the host link (counted per precision, first seen first) */
+static void moved(Tiers *X, int bits) {
+    for (int i = 0; i < X->nlink; i++)
+        if (X->link_bits[i] == bits) { X->link_n[i]++; return; }
+    X->link_bits[X->nlink] = bits;       /* (at most the four precisions: tiers_build) */
+    X->link_n[X->nlink++] = 1;
+}
+
+static void approximate(Tiers *X, int dtype) {
+    X->approx++;
+    if (dtype >= 0) { X->approx_at[dtype]++; X->approx_seen[dtype] = 1; }
+}
+
+/* _host_tier: the tier a host-to-device copy of k reads */
+static int host_tier(const Engine *o, const Level *L, int k) {
+    for (int t = L->gpu; t < L->last; t++)
+        if (t_has(o, L, t, k)) return t;
+    return L->disk >= 0 ? L->read_into : L->last;
+}
+
+/* _copied: k copied into a gpu tier (nbytes a unit at its precision), from the gpu tier
+ * `source` or, with source < 0, from host memory over the link */
+static void copied(Engine *o, const Level *L, int k, int source, int bits, double nbytes) {
+    if (source < 0) {
+        moved(o->tiers, bits);
+        source = host_tier(o, L, k);
+    }
+    Tier *S = &L->t[source];
+    S->reads++;
+    S->bytes_read += nbytes;
+}
+
+/* ------------------------------------------------------------------ admission, demotion */
+static void demote(Engine *o, Level *L, int k, int t, const Exclude *x, Rec *r);
+
+/* _admit: k made resident in the cache tier t below the device: 0 with *slot and *victim (-1:
+ * none; demoted), -1 when its rule does not admit it or nothing can leave */
+static int admit(Engine *o, Level *L, int t, int k, double w, const Exclude *x, Rec *r, int *slot, int *victim) {
+    Tier *T = &L->t[t];
+    Store *st = T->st;
+    if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) return -1;
+    int sl, v = -1;
+    if (T->nres >= T->slots || T->ftop == 0) {
+        if (T->always) return -1;
+        v = st->ops->evict(st, x, k);
+        if (v < 0) return -1;
+        sl = T->slot[v - L->klo];
+        T->slot[v - L->klo] = -1;
+        T->nres--;
+    } else sl = T->fstack[--T->ftop];
+    T->slot[k - L->klo] = sl;
+    T->nres++;
+    st->ops->insert(st, k, w);
+    if (v >= 0) {
+        T->evictions++;
+        demote(o, L, v, t, x, r);
+    }
+    *slot = sl;
+    *victim = v;
+    return 0;
+}
+
+/* _demote: k left tier t: into the next cache tier below (not one whose residency is always)
+ * when that tier takes it, by on demote's mechanism */
+static void demote(Engine *o, Level *L, int k, int t, const Exclude *x, Rec *r) {
+    Tiers *X = o->tiers;
+    int d = t + 1;
+    while (d < L->last && L->t[d].always) d++;
+    if (d >= L->last || t_has(o, L, d, k)) return;
+    Tier *D = &L->t[d];
+    if (X->vac_k >= 0 && &X->lv[X->vac_lv] == L && X->vac_t == d && t_has(o, L, d, X->vac_k) &&
+            D->nres >= D->slots) {
+        t_remove(L, d, X->vac_k);          /* the key promoted out of d makes room for k */
+        X->vac_k = -1;
+    }
+    int slot, victim;
+    if (admit(o, L, d, k, o->wdef, x, r, &slot, &victim) < 0) return;
+    int op = (d == t + 1 && L->t[t].requant) ? SO_REQUANT : SO_DEMOTE;
+    rec_step(r, op, k, t, d, slot, victim, D->dtype, -1);
+    D->demotions++;
+    L->t[t].reads++;
+    L->t[t].bytes_read += D->unit_bytes;
+}
+
+/* _read: k read from the disk into the host tier above it (its rule and the promote(disk ->
+ * host) threshold apply), else into a transient host buffer */
+static void disk_read(Engine *o, Level *L, int k, double w, const Exclude *x, int kind, Rec *r) {
+    Tiers *X = o->tiers;
+    int h = L->read_into, slot = -1, victim = -1;
+    if (!below(share(o, k), L->t[h].promote) && admit(o, L, h, k, w, x, r, &slot, &victim) == 0)
+        L->t[h].promotions++;
+    rec_step(r, SO_READ, k, L->disk, h, slot, victim, L->t[h].dtype, kind);
+    X->fetched[k] = X->fstamp;
+    L->t[L->disk].reads++;
+    L->t[L->disk].bytes_read += L->t[L->disk].unit_bytes;
+}
+
+/* _host_copy: a full-precision copy of k is needed from host memory */
+static void host_copy(Engine *o, Level *L, int k, double w, const Exclude *x, int kind, Rec *r) {
+    if (L->disk >= 0 && !t_has(o, L, L->read_into, k) && o->tiers->fetched[k] != o->tiers->fstamp)
+        disk_read(o, L, k, w, x, kind, r);
+}
+
+/* Runtime._load into the set's device cache (its top tier): the slot, or -1; *victim */
+static int load_top(Engine *o, Level *L, int lvi, int k, double w, const Exclude *x, int kind, Rec *r,
+                    int *victim) {
+    Cache *c = &o->C[lvi];
+    Store *st = c->st;
+    (void)L;
+    *victim = -1;
+    if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) return -1;
+    int sl, v = -1;
+    if (c->nres >= c->cap || o->ftop == 0) {
+        if (c->fixed) return -1;
+        v = st->ops->evict(st, x, k);
+        if (v < 0) return -1;
+        sl = o->slot[v];
+        o->slot[v] = -1;
+        c->nres--;
+    } else sl = o->fstack[--o->ftop];
+    o->slot[k] = sl;
+    c->nres++;
+    st->ops->insert(st, k, w);
+    if (v >= 0) {
+        rec_evict(r, v, sl);
+        o->evictions++;
+        gone_state(o, v);
+        tier_gone(o, v, r);
+    }
+    rec_load(r, k, sl, v, kind);
+    if (o->f_ttl) ttl_touch(o, k);
+    *victim = v;
+    return sl;
+}
+
+/* _promote: k, found in tier `start`, loaded into the highest gpu tier above it that its
+ * promotions reach and that takes it: that tier, or -1 */
+static int promote(Engine *o, int lvi, int k, int start, double w, const Exclude *x, int kind, Rec *r) {
+    Tiers *X = o->tiers;
+    Level *L = &X->lv[lvi];
+    int cand[64], nc = 0;      /* (a set has at most 64 tiers: tiers_build) */
+    for (int t = start - 1; t >= 0; t--) {
+        if (below(share(o, k), L->t[t].promote)) break;
+        if (L->t[t].kind == TK_GPU) cand[nc++] = t;
+    }
+    int from_gpu = start < L->gpu;
+    int src_bits = from_gpu ? L->t[start].bits : 0;
+    for (int j = nc - 1; j >= 0; j--) {
+        int t = cand[j], slot, victim;
+        Tier *T = &L->t[t];
+        int device_copy = from_gpu && src_bits >= T->bits;
+        if (!device_copy) host_copy(o, L, k, w, x, kind, r);
+        if (t == 0) {
+            if (from_gpu) { X->vac_lv = lvi; X->vac_t = start; X->vac_k = k; }
+            slot = load_top(o, L, lvi, k, w, x, kind, r, &victim);
+            X->vac_k = -1;
+            if (slot < 0) continue;
+        } else if (admit(o, L, t, k, w, x, r, &slot, &victim) < 0) continue;
+        T->promotions++;
+        if (from_gpu && t_has(o, L, start, k)) t_remove(L, start, k);   /* held once on the gpu */
+        if (from_gpu || t > 0) rec_step(r, SO_PROMOTE, k, start, t, slot, victim, T->dtype, kind);
+        copied(o, L, k, device_copy ? start : -1, T->bits, T->unit_bytes);
+        return t;
+    }
+    return -1;
+}
+
+/* _find: the fastest tier below the device holding k (the last when none does); the stores
+ * it passes see a miss, the one holding it a hit */
+static int find(Engine *o, int lvi, int k, double w) {
+    Level *L = &o->tiers->lv[lvi];
+    Store *dev = o->C[lvi].st;
+    if (dev->flags & ST_NEEDS_MISS) dev->ops->miss(dev, k, w);
+    for (int t = L->gpu ? 1 : 0; t < L->last; t++) {
+        Store *st = L->t[t].st;
+        if (t_has(o, L, t, k)) { st->ops->hit(st, k, w); return t; }
+        if (st->flags & ST_NEEDS_MISS) st->ops->miss(st, k, w);
+    }
+    return L->last;
+}
+
+/* _tmiss (whole experts): an access the device cache does not hold; its place */
+static long tier_miss(Engine *o, int lvi, int k, double w, int to_cpu, Rec *r) {
+    Level *L = &o->tiers->lv[lvi];
+    Exclude x = {o->mark, o->stamp, -1};
+    int s = find(o, lvi, k, w);
+    L->t[s].hits++;
+    if (L->disk >= 0 && s == L->disk) disk_read(o, L, k, w, &x, PK_DEMAND, r);
+    int start = s == L->disk ? L->read_into : s;
+    if (to_cpu && s >= L->gpu) {   /* computed on the CPU from host memory, loaded for later */
+        o->cpu_computes++;
+        if (promote(o, lvi, k, start, w, &x, PK_BACKGROUND, r) == 0) o->background++;
+        return W_CPU;
+    }
+    int t = promote(o, lvi, k, start, w, &x, PK_DEMAND, r);
+    long place;
+    if (t == 0) {
+        o->demand++;
+        place = o->slot[k];
+    } else {
+        if (t < 0 && s < L->gpu) t = s;       /* computed from the lower gpu tier holding it */
+        if (t < 0) {                          /* a transient device buffer, from host memory */
+            o->streamed++;
+            moved(o->tiers, o->tiers->stored_bits);
+            Tier *H = &L->t[host_tier(o, L, k)];
+            H->reads++;
+            H->bytes_read += L->t[L->last].unit_bytes;
+            return W_STREAM;
+        }
+        rec_step(r, SO_SERVE, k, t, t, t_slot(o, L, t, k), -1, L->t[t].dtype, -1);
+        place = W_LOWER;
+    }
+    if (!L->t[t].exact) {
+        L->t[t].approximate++;
+        approximate(o->tiers, L->t[t].dtype);
+    }
+    return place;
+}
+
+/* ------------------------------------------------------------------ the dispatch */
+void tier_begin(Engine *o, long layer, const long *ex, long n) {
+    Tiers *X = o->tiers;
+    Level *L = &X->lv[X->level_of[layer]];
+    X->fstamp++;
+    for (int t = 1; t < L->last; t++) {
+        Store *st = L->t[t].st;
+        if (st->flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
+    }
+    if (!L->thresholds) return;
+    /* the dispatch's accesses enter its layer's window (its room reserved: tiers_reserve) */
+    int *q = X->wq[layer], *cnt = X->wcnt + layer * o->E;
+    long cap = X->wcap[layer];
+    for (long j = 0; j < n; j++) {
+        int e = (int)ex[j];
+        cnt[e]++;
+        if (X->wlen[layer] < cap) {
+            q[(X->whead[layer] + X->wlen[layer]) % cap] = e;
+            X->wlen[layer]++;
+        } else {                             /* full: the oldest leaves as e enters */
+            cnt[q[X->whead[layer]]]--;
+            q[X->whead[layer]] = e;
+            X->whead[layer] = (X->whead[layer] + 1) % cap;
+        }
+    }
+}
+
+void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const double *wv, int64_t *cnt) {
+    const long n = a->n, *ex = a->ex, base = a->layer * o->E;
+    int lvi = o->tiers->level_of[a->layer];
+    Store *st = o->C[lvi].st;
+    int first_miss = 1, to_cpu = 0;
+    int64_t nhit = 0;
+    for (long ii = 0; ii < n; ii++) {
+        long i = ord ? ord[ii] : ii;
+        int k = (int)(base + ex[i]);
+        double w = wv ? wv[i] : o->wdef;
+        if (o->f_ttl) o->accesses++;
+        if (o->slot[k] >= 0) {
+            r->where[i] = o->slot[k];
+            r->hit[i] = 1;
+            nhit++;
+            st->ops->hit(st, k, w);
+            if (o->f_ttl) ttl_touch(o, k);
+            if (o->pf[k]) { o->pf[k] = 0; o->pf_useful++; }
+            continue;
+        }
+        r->hit[i] = 0;
+        if (first_miss) {
+            first_miss = 0;
+            to_cpu = o->mode == MODE_CPU || (o->mode == MODE_HYBRID && (double)a->tokens < o->cpu_limit);
+        }
+        r->where[i] = tier_miss(o, lvi, k, w, to_cpu, r);
+    }
+    memset(cnt, 0, sizeof(int64_t) * 6);
+    cnt[4] = nhit;
+}
+
+/* TieredRuntime._gone: a key left the device cache: counted, demoted below it */
+void tier_gone(Engine *o, int k, Rec *r) {
+    Level *L = level_of_key(o, k);
+    L->t[0].evictions++;
+    if (L->gpu) {
+        Exclude x = {o->mark, o->stamp, -1};
+        demote(o, L, k, 0, &x, r);
+    }
+}
+
+/* TieredRuntime._issue (whole experts) */
+void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) {
+    Tiers *X = o->tiers;
+    mark_inuse(o, layer, ex, n);
+    Exclude busy = {o->mark, o->stamp, -1}, px = {X->pmark, 0, -1};
+    int protect = 0;
+    long cnt = 0;
+    for (long j = 0; j < np; j++) {
+        int k = o->props[j], lvi = X->level_of[k / o->E];
+        Level *L = &X->lv[lvi];
+        if (!L->gpu) continue;                 /* no device cache to load into */
+        Cache *c = &o->C[lvi];
+        Store *st = c->st;
+        if (o->slot[k] >= 0 || c->nres > c->cap) continue;
+        if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) continue;
+        int slot, v = -1;
+        if (c->nres >= c->cap || o->ftop == 0) {
+            if (!protect) {                    /* the dispatch's keys and every proposal */
+                px.stamp = ++X->pstamp;
+                for (long q = 0; q < n; q++) X->pmark[layer * o->E + ex[q]] = px.stamp;
+                for (long q = 0; q < np; q++) X->pmark[o->props[q]] = px.stamp;
+                protect = 1;
+            }
+            if (c->fixed) continue;
+            v = st->ops->evict(st, &px, k);
+            if (v < 0) continue;
+            slot = o->slot[v];
+            o->slot[v] = -1;
+            c->nres--;
+            rec_evict(r, v, slot);
+            o->evictions++;
+            gone_state(o, v);
+            tier_gone(o, v, r);
+        } else slot = o->fstack[--o->ftop];
+        Tier *T0 = &L->t[0];
+        int s = L->last;                       /* _where_now */
+        for (int t = 1; t < L->last; t++)
+            if (t_has(o, L, t, k)) { s = t; break; }
+        int from_gpu = s > 0 && s < L->gpu;
+        int device_copy = from_gpu && L->t[s].bits >= T0->bits;
+        if (!device_copy) host_copy(o, L, k, o->wdef, protect ? &px : &busy, PK_PREFETCH, r);
+        o->slot[k] = slot;
+        c->nres++;
+        st->ops->insert(st, k, o->wdef);
+        if (o->f_ttl) ttl_touch(o, k);
+        rec_load(r, k, slot, v, PK_PREFETCH);
+        cnt++;
+        o->pf[k] = 1;
+        T0->promotions++;
+        if (from_gpu) {
+            t_remove(L, s, k);
+            rec_step(r, SO_PROMOTE, k, s, 0, slot, v, T0->dtype, PK_PREFETCH);
+        }
+        copied(o, L, k, device_copy ? s : -1, T0->bits, T0->unit_bytes);
+    }
+    o->pf_loads += cnt;
+}
+
+double tier_used_bytes(const Engine *o) {
+    const Tiers *X = o->tiers;
+    double out = 0.0;
+    for (long i = 0; i < X->nlv; i++)
+        if (o->C[i].cap) out += (double)o->C[i].nres * X->lv[i].t[0].unit_bytes;
+    return out;
+}
+
+void tier_between(Engine *o) {
+    o->tiers->fstamp++;
+}
+
+/* ------------------------------------------------------------------ room before a dispatch */
+int tiers_reserve(Engine *o, long layer, long n) {
+    Tiers *X = o->tiers;
+    Level *L = &X->lv[X->level_of[layer]];
+    for (int t = L->gpu ? 1 : 0; t < L->last; t++) {   /* (the stores _find passes) */
+        Store *st = L->t[t].st;
+        if (st->ops->prepare && st->ops->prepare(st, layer, n) < 0) return -1;
+    }
+    if (!L->thresholds || n <= 0) return 0;
+    long len = X->wlen[layer], need = n <= X->window - len ? len + n : X->window;
+    if (need <= X->wcap[layer]) return 0;
+    long cap = X->wcap[layer];
+    int *q = malloc(sizeof(int) * (size_t)need);
+    if (!q) return -1;
+    for (long j = 0; j < len; j++) q[j] = X->wq[layer][(X->whead[layer] + j) % cap];
+    free(X->wq[layer]);
+    X->wq[layer] = q;
+    X->wcap[layer] = need;
+    X->whead[layer] = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ construction */
+static int bad(const char *what) {
+    PyErr_Format(ConfigError, "engine configuration: tiers: %s", what);
+    return -1;
+}
+
+static void *zal(size_t n, size_t item) { return calloc(n ? n : 1, item); }
+
+/* one tier: (name, location, dtype, kind, bits, exact, always, requant, unit_bytes, promote,
+ * slots, rule) */
+static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
+    Tier *T = &L->t[t];
+    const char *rule = NULL;
+    long long slots;
+    if (!PyArg_ParseTuple(spec, "UUiiiiiiddLz", &T->name, &T->location, &T->dtype, &T->kind, &T->bits,
+                          &T->exact, &T->always, &T->requant, &T->unit_bytes, &T->promote, &slots, &rule))
+        return -1;
+    if (T->dtype < -1 || T->dtype >= o->tiers->ndtypes || T->kind < TK_GPU || T->kind > TK_DISK ||
+            (T->bits != 4 && T->bits != 8 && T->bits != 16 && T->bits != 32) || !(T->unit_bytes > 0) ||
+            !isfinite(T->unit_bytes) || !(isnan(T->promote) || (T->promote >= 0 && T->promote <= 1)))
+        return bad("a tier's values");
+    int last = t == L->n - 1;
+    if (last != (slots < 0) || slots > INT_MAX || slots == 0 || (T->kind == TK_DISK && !last))
+        return bad("a tier's slots");
+    T->slots = (long)slots;
+    if (last) return 0;
+    if (!rule) return bad("a cache tier without an eviction rule");
+    long keys = L->nlayers * o->E;
+    Store **sp = &T->st;
+    long cap = T->slots;
+    if (t == 0 && T->kind == TK_GPU) {    /* the set's device cache: the engine's */
+        sp = &o->C[lvi].st;
+        o->C[lvi].cap = cap;
+        o->C[lvi].fixed = T->always;
+    } else {
+        T->pool = cap < keys ? cap : keys;
+        T->ftop = T->pool;
+        if (!(T->slot = malloc(sizeof(int) * (size_t)(L->khi - L->klo))) ||
+                !(T->fstack = zal((size_t)T->pool, sizeof(int)))) { PyErr_NoMemory(); return -1; }
+        memset(T->slot, 0xff, sizeof(int) * (size_t)(L->khi - L->klo));
+        for (long i = 0; i < T->pool; i++) T->fstack[i] = (int)(T->pool - 1 - i);
+    }
+    int rc = store_make(sp, T->always ? "lru" : rule, cap, L->klo, L->khi, o->L, o->E, o->sp);
+    if (rc == -1) { PyErr_NoMemory(); return -1; }
+    if (rc < 0) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %s for a tier", rule); return -1; }
+    return 0;
+}
+
+/* one set of tiers: (label, layers, gpu, disk, read_into, tiers) */
+static int level_from(Engine *o, int lvi, PyObject *spec) {
+    Tiers *X = o->tiers;
+    Level *L = &X->lv[lvi];
+    PyObject *layers, *tiers;
+    if (!PyArg_ParseTuple(spec, "UO!iiiO!", &L->label, &PyTuple_Type, &layers, &L->gpu, &L->disk,
+                          &L->read_into, &PyTuple_Type, &tiers))
+        return -1;
+    Py_ssize_t nl = PyTuple_GET_SIZE(layers), nt = PyTuple_GET_SIZE(tiers);
+    if (nl < 1 || nl > o->L || nt < 1 || nt > 64) return bad("a set's layers or tiers");
+    L->n = (int)nt;
+    L->last = L->n - 1;
+    if (L->gpu < 0 || L->gpu > L->n || L->disk < -1 || L->disk >= L->n || L->read_into < -1 ||
+            L->read_into >= L->n || (L->disk >= 0) != (L->read_into >= 0) || (L->disk >= 0 && L->disk != L->last) ||
+            (L->disk >= 0 && L->read_into == L->disk))
+        return bad("a set's gpu, disk or read_into");
+    if (!(L->layers = malloc(sizeof(long) * (size_t)nl))) { PyErr_NoMemory(); return -1; }
+    L->nlayers = (long)nl;
+    long lo = o->L, hi = -1;
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        long l = PyLong_AsLong(PyTuple_GET_ITEM(layers, i));
+        if (l == -1 && PyErr_Occurred()) return -1;
+        if (l < 0 || l >= o->L || X->level_of[l] != lvi) return bad("a set's layers");
+        L->layers[i] = l;
+        if (l < lo) lo = l;
+        if (l > hi) hi = l;
+    }
+    L->klo = (int)(lo * o->E);
+    L->khi = (int)((hi + 1) * o->E);
+    if (!(L->t = zal((size_t)nt, sizeof(Tier)))) { PyErr_NoMemory(); return -1; }
+    for (int t = 0; t < L->n; t++)
+        if (tier_from(o, L, t, lvi, PyTuple_GET_ITEM(tiers, t)) < 0) return -1;
+    for (int t = 0; t < L->n; t++) {
+        if ((t < L->gpu) != (L->t[t].kind == TK_GPU)) return bad("the gpu tiers are not the first");
+        if (!isnan(L->t[t].promote)) L->thresholds = 1;
+    }
+    if (L->read_into >= 0 && L->t[L->read_into].kind != TK_CPU) return bad("a disk read into a tier that is not host memory");
+    if (!L->gpu) o->C[lvi].cap = 0;
+    if (!L->gpu && store_make(&o->C[lvi].st, "lru", 0, L->klo, L->khi, o->L, o->E, o->sp) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* cfg["tiers"]: (stored_bits, window, level_of, dtypes, levels) */
+int tiers_build(Engine *o, PyObject *spec) {
+    PyObject *level_of, *dtypes, *levels;
+    Tiers *X = o->tiers = calloc(1, sizeof(Tiers));
+    if (!X) { PyErr_NoMemory(); return -1; }
+    X->vac_k = -1;
+    if (!PyArg_ParseTuple(spec, "ilO!O!O!", &X->stored_bits, &X->window, &PyTuple_Type, &level_of,
+                          &PyTuple_Type, &dtypes, &PyTuple_Type, &levels))
+        return -1;
+    if ((X->stored_bits != 16 && X->stored_bits != 32) || X->window < 1 || X->window > 1000000 ||
+            PyTuple_GET_SIZE(level_of) != o->L || PyTuple_GET_SIZE(levels) != o->ncaches ||
+            PyTuple_GET_SIZE(dtypes) > 64)
+        return bad("its shape");
+    X->dtypes = dtypes;
+    X->ndtypes = (int)PyTuple_GET_SIZE(dtypes);
+    X->nlv = o->ncaches;
+    size_t K = (size_t)o->K;
+    if (!(X->level_of = malloc(sizeof(int) * (size_t)o->L)) || !(X->lv = zal((size_t)X->nlv, sizeof(Level))) ||
+            !(X->fetched = zal(K, sizeof(int64_t))) || !(X->pmark = zal(K, sizeof(int64_t))) ||
+            !(X->approx_at = zal((size_t)X->ndtypes, sizeof(int64_t))) ||
+            !(X->approx_seen = zal((size_t)X->ndtypes, 1))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (long l = 0; l < o->L; l++) {
+        long i = PyLong_AsLong(PyTuple_GET_ITEM(level_of, l));
+        if (i == -1 && PyErr_Occurred()) return -1;
+        if (i < 0 || i >= X->nlv) return bad("a layer's set");
+        X->level_of[l] = (int)i;
+    }
+    o->lcache = X->level_of;
+    int thresholds = 0;
+    for (long i = 0; i < X->nlv; i++) {
+        if (level_from(o, (int)i, PyTuple_GET_ITEM(levels, i)) < 0) return -1;
+        thresholds |= X->lv[i].thresholds;
+    }
+    for (long l = 0; l < o->L; l++)      /* every layer is in the set level_of names */
+        if (X->lv[X->level_of[l]].nlayers == 0) return bad("a set without layers");
+    if (thresholds) {
+        if (!(X->wq = zal((size_t)o->L, sizeof(int *))) || !(X->wcap = zal((size_t)o->L, sizeof(long))) ||
+                !(X->whead = zal((size_t)o->L, sizeof(long))) || !(X->wlen = zal((size_t)o->L, sizeof(long))) ||
+                !(X->wcnt = zal(K, sizeof(int)))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    if (!s_ops[0]) {
+        static const char *names[SO_COUNT] = {"read", "promote", "demote", "requant", "serve"};
+        for (int i = 0; i < SO_COUNT; i++)
+            if (!(s_ops[i] = PyUnicode_InternFromString(names[i]))) return -1;
+    }
+    return 0;
+}
+
+void tiers_free(Engine *o) {
+    Tiers *X = o->tiers;
+    if (!X) return;
+    for (long i = 0; X->lv && i < X->nlv; i++) {
+        Level *L = &X->lv[i];
+        for (int t = 0; L->t && t < L->n; t++) {
+            if (L->t[t].st) store_free(L->t[t].st);
+            free(L->t[t].slot);
+            free(L->t[t].fstack);
+        }
+        free(L->t);
+        free(L->layers);
+    }
+    if (X->wq) for (long l = 0; l < o->L; l++) free(X->wq[l]);
+    free(X->wq); free(X->wcap); free(X->whead); free(X->wlen); free(X->wcnt);
+    free(X->lv); free(X->level_of); free(X->fetched); free(X->pmark); free(X->approx_at); free(X->approx_seen);
+    free(X);
+    o->tiers = NULL;
+    o->lcache = NULL;
+}
+
+/* ------------------------------------------------------------------ reads */
+struct TierSnap {
+    long nlv;
+    Tier **t;              /* per set a copy of its tiers (their counters) */
+    long *top_nres;
+    int nlink, link_bits[8];
+    int64_t link_n[8], approx, *approx_at;
+    unsigned char *approx_seen;
+};
+
+void tier_snap_free(TierSnap *s) {
+    if (!s) return;
+    if (s->t) for (long i = 0; i < s->nlv; i++) free(s->t[i]);
+    free(s->t); free(s->top_nres); free(s->approx_at); free(s->approx_seen);
+    free(s);
+}
+
+TierSnap *tier_snap(const Engine *o) {
+    const Tiers *X = o->tiers;
+    TierSnap *s = calloc(1, sizeof(TierSnap));
+    if (!s) return NULL;
+    s->nlv = X->nlv;
+    if (!(s->t = zal((size_t)X->nlv, sizeof(Tier *))) || !(s->top_nres = zal((size_t)X->nlv, sizeof(long))) ||
+            !(s->approx_at = zal((size_t)X->ndtypes, sizeof(int64_t))) || !(s->approx_seen = zal((size_t)X->ndtypes, 1))) {
+        tier_snap_free(s);
+        return NULL;
+    }
+    for (long i = 0; i < X->nlv; i++) {
+        const Level *L = &X->lv[i];
+        if (!(s->t[i] = malloc(sizeof(Tier) * (size_t)L->n))) { tier_snap_free(s); return NULL; }
+        memcpy(s->t[i], L->t, sizeof(Tier) * (size_t)L->n);
+        s->top_nres[i] = o->C[i].nres;
+    }
+    s->nlink = X->nlink;
+    memcpy(s->link_bits, X->link_bits, sizeof s->link_bits);
+    memcpy(s->link_n, X->link_n, sizeof s->link_n);
+    s->approx = X->approx;
+    if (X->ndtypes) {
+        memcpy(s->approx_at, X->approx_at, sizeof(int64_t) * (size_t)X->ndtypes);
+        memcpy(s->approx_seen, X->approx_seen, (size_t)X->ndtypes);
+    }
+    return s;
+}
+
+static PyObject *num_or_none(long long v, int none) {
+    return none ? Py_NewRef(Py_None) : PyLong_FromLongLong(v);
+}
+
+int tier_stats(Engine *o, TierSnap *s, const int64_t *l_hit, PyObject *out) {
+    const Tiers *X = o->tiers;
+    int rc = -1;
+    PyObject *rows = PyList_New(0), *by = PyDict_New(), *x = NULL;
+    if (!rows || !by) goto done;
+    /* bytes_loaded: what crossed the link, at the precision it landed at */
+    double total = 0.0;
+    for (int i = 0; i < s->nlink; i++)
+        total += (double)s->link_n[i] * o->expert_bytes * (double)s->link_bits[i] / (double)X->stored_bits;
+    if (!(x = PyLong_FromDouble(total)) || PyDict_SetItemString(out, "bytes_loaded", x) < 0) goto done;
+    Py_CLEAR(x);
+    int64_t approx = s->approx;
+    for (long i = 0; i < s->nlv; i++) {
+        const Level *L = &X->lv[i];
+        int64_t top_hits = 0;
+        for (long j = 0; j < L->nlayers; j++) top_hits += l_hit[L->layers[j]];
+        for (int t = 0; t < L->n; t++) {
+            const Tier *T = &s->t[i][t];
+            int64_t hits = T->hits, a = T->approximate;
+            if (t == 0 && T->kind == TK_GPU) {
+                hits += top_hits;
+                if (!T->exact) {
+                    a += top_hits;
+                    approx += top_hits;
+                    if (T->dtype >= 0) { s->approx_at[T->dtype] += top_hits; s->approx_seen[T->dtype] = 1; }
+                }
+            }
+            long resident = t == L->last ? 0 : (t == 0 && T->kind == TK_GPU) ? s->top_nres[i] : T->nres;
+            PyObject *dt = T->dtype >= 0 ? PyTuple_GET_ITEM(X->dtypes, T->dtype) : Py_None;
+            PyObject *cap = num_or_none(T->slots, t == L->last), *res = num_or_none(resident, t == L->last);
+            PyObject *br = PyLong_FromDouble(T->bytes_read);
+            PyObject *row = (cap && res && br) ? Py_BuildValue(
+                "{s:O,s:O,s:O,s:O,s:O,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:O}", "set", L->label, "tier", T->name,
+                "location", T->location, "dtype", dt, "capacity", cap, "resident", res,
+                "hits", (long long)hits, "approximate", (long long)a, "promotions", (long long)T->promotions,
+                "demotions", (long long)T->demotions, "evictions", (long long)T->evictions,
+                "reads", (long long)T->reads, "bytes_read", br) : NULL;
+            Py_XDECREF(cap); Py_XDECREF(res); Py_XDECREF(br);
+            if (!row) goto done;
+            int e = PyList_Append(rows, row);
+            Py_DECREF(row);
+            if (e < 0) goto done;
+        }
+    }
+    for (int d = 0; d < X->ndtypes; d++) {
+        if (!s->approx_seen[d]) continue;
+        if (!(x = PyLong_FromLongLong((long long)s->approx_at[d])) ||
+                PyDict_SetItem(by, PyTuple_GET_ITEM(X->dtypes, d), x) < 0) goto done;
+        Py_CLEAR(x);
+    }
+    if (!(x = PyLong_FromLongLong((long long)approx)) || PyDict_SetItemString(out, "approximate_computes", x) < 0 ||
+            PyDict_SetItemString(out, "approximate_by_dtype", by) < 0 || PyDict_SetItemString(out, "tiers", rows) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(x); Py_XDECREF(rows); Py_XDECREF(by);
+    tier_snap_free(s);
+    return rc;
+}
+
+PyObject *tier_steps_list(Engine *o, const Rec *r, PyObject *step_type, PyObject *const *kinds) {
+    PyObject *l = PyList_New(r->nsteps);
+    if (!l) return NULL;
+    for (long j = 0; j < r->nsteps; j++) {
+        const PlanStep *p = &r->steps[j];
+        PyObject *it[8] = {Py_NewRef(s_ops[p->op]), engine_key(o, p->key), PyLong_FromLong(p->source),
+                           PyLong_FromLong(p->target), PyLong_FromLong(p->slot),
+                           p->victim >= 0 ? engine_key(o, p->victim) : Py_NewRef(Py_None),
+                           Py_NewRef(p->dtype >= 0 ? PyTuple_GET_ITEM(o->tiers->dtypes, p->dtype) : Py_None),
+                           Py_NewRef(p->kind >= 0 ? kinds[p->kind] : Py_None)};
+        int ok = 1;
+        for (int i = 0; i < 8; i++) ok &= it[i] != NULL;
+        /* Step is a tuple subclass (setup checked): allocated and filled at once */
+        PyObject *s = ok ? ((PyTypeObject *)step_type)->tp_alloc((PyTypeObject *)step_type, 8) : NULL;
+        if (!s) {
+            for (int i = 0; i < 8; i++) Py_XDECREF(it[i]);
+            Py_DECREF(l);
+            return NULL;
+        }
+        for (int i = 0; i < 8; i++) PyTuple_SET_ITEM(s, i, it[i]);
+        PyList_SET_ITEM(l, j, s);
+    }
+    return l;
+}

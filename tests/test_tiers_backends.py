@@ -1,0 +1,283 @@
+"""Memory tiers on both backends (SPEC §5 "Backends", §12): a tiered policy the compiled engine
+holds (mpl/runtime/c/tiers.c) gives the pure runtime's Plans (every step with its tier and
+precision) and statistics (``stats()["tiers"]`` per tier included), dispatch by dispatch and
+in a replay, for random hierarchies and bands drawn by hypothesis (derandomised) over random
+dispatches; the policies it does not hold run pure for their whole life and say why; hostile
+arguments behave the same on both."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, strategies as st
+
+import mpl
+from mpl.runtime import compiled
+from mpl.runtime.backend import forced
+from mpl.runtime.core import DispatchError, RuntimeConfigError
+from mpl.sim import synthesize
+from mpl.trace import Dispatch, Trace, TraceHeader
+from property_profiles import prop
+
+needs_engine = pytest.mark.skipif(not compiled.available(),
+                                  reason=f"the compiled engine is not available: {compiled.WHY}")
+
+SETTINGS = prop(80, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                          HealthCheck.data_too_large])
+
+RULES = ["lru", "lfu", "score", "frequency_threshold", "arc", "s3fifo", "lfru", "crf", "classlru",
+         "vllm_lfru", "farthest_layer", "least_stale"]
+DTYPES = ["", "", "  dtype = fp16", "  dtype = int8", "  dtype = int4", "  dtype = bf16", "  dtype = fp32"]
+REST = [
+    "",
+    "prefetch { strategy = history  budget = 2 }",
+    "prefetch { strategy = affinity  budget = 3  lookahead = 2 }\n schedule { mode = cpu_fallback }",
+    "prefetch { strategy = lookahead  budget = 2 }\n schedule { mode = hybrid  offload_threshold_ms = 5 }",
+    "prefetch { strategy = learned  budget = 2 }",
+    "schedule { mode = cpu_fallback }",
+    "schedule { mode = gpu_only  priority_routing = true }",
+    "monitor { window = 20  warmup = none }\n adapt {\n  when hit_rate < 0.5 for 10 accesses "
+    "{ prefetch.strategy = history  prefetch.budget = 2  cache.capacity = 3 }\n"
+    "  when miss_rate > 0.6 { schedule.mode = cpu_fallback  trigger flush }\n }",
+    "monitor { window = 16 }\n adapt {\n  when miss_rate > 0.4 { trigger memory_pressure  cache.eviction = lfu }\n"
+    "  when hit_rate > 0.5 { trigger flush  trigger ttl }\n }",
+]
+
+
+def tier_set(draw, name: str) -> str:
+    """The tiers of a hierarchy or a band (its items)."""
+    parts = []
+    ngpu = draw(st.integers(0, 3))
+    names, low = [], set()
+    for i in range(ngpu):
+        always = "  residency = always" if draw(st.integers(0, 5)) == 0 else ""
+        ev = f"  eviction = {draw(st.sampled_from(RULES))}" if draw(st.booleans()) else ""
+        dt = draw(st.sampled_from(DTYPES)) if i else draw(st.sampled_from(DTYPES[:3] + DTYPES[3:4]))
+        parts.append(f"tier g{i}{name} {{ location = gpu  capacity = {draw(st.integers(3, 6))}{dt}{always}{ev} }}")
+        names.append(f"g{i}{name}")
+        if "int" in dt:
+            low.add(names[-1])
+    disk = draw(st.booleans())
+    if disk or (ngpu == 0) or draw(st.booleans()):
+        ev = f"  eviction = {draw(st.sampled_from(RULES))}" if draw(st.booleans()) else ""
+        parts.append(f"tier ram{name} {{ location = cpu  capacity = {draw(st.integers(3, 12))}{ev} }}")
+        names.append(f"ram{name}")
+    if disk:
+        parts.append(f"tier ssd{name} {{ location = disk }}")
+        names.append(f"ssd{name}")
+    for a, b in zip(names, names[1:]):
+        if b in low and draw(st.booleans()):
+            parts.append(f"on demote({a} -> {b}) {{ mechanism = "
+                         f"{draw(st.sampled_from(['copy', 'in_place_requant']))} }}")
+        if draw(st.integers(0, 2)) == 0:
+            parts.append(f"on promote({b} -> {a}) {{ trigger_threshold = "
+                         f"{draw(st.sampled_from([0, 0.05, 0.2, 0.5]))} }}")
+    parts.append(f"eviction = {draw(st.sampled_from(RULES))}")
+    return "\n  ".join(parts)
+
+
+@st.composite
+def tiered(draw):
+    rest = draw(st.sampled_from(REST))
+    if draw(st.integers(0, 2)) == 0:            # bands over the model's decoder layers
+        cut = draw(st.integers(0, 2))
+        body = (" per_layer_hierarchy {\n  band layers = 0..%d {\n  %s\n  }\n  band layers = %d..3 {\n  %s\n  }\n }\n"
+                % (cut, tier_set(draw, "a"), cut + 1, tier_set(draw, "b")))
+    else:
+        body = " hierarchy {\n  " + tier_set(draw, "") + "\n }\n"
+    return "policy p {\n" + body + " " + rest + "\n}\n"
+
+
+def dispatches(seed: int, n: int = 160, L: int = 4, E: int = 10):
+    r = random.Random(seed)
+    out = []
+    for i in range(n):
+        layer = i % L if r.random() < 0.9 else r.randrange(L)
+        ex = r.sample(range(E), r.choice([1, 2, 2, 3]))
+        if r.random() < 0.1:
+            ex = ex + ex[:1]                     # a repeated expert
+        w = [r.random() + 0.01 for _ in ex] if r.random() < 0.6 else None
+        tokens = r.choice([1, 1, 1, 3, 40])
+        preds = {(layer + 1) % L: r.sample(range(E), 3)} if r.random() < 0.3 else None
+        out.append((layer, ex, w, tokens, preds))
+    return out
+
+
+def small_trace(seed: int, steps: int = 30, L: int = 4, E: int = 10, K: int = 2) -> Trace:
+    """A trace of L MoE layers (decoder layers 0..L-1): Zipf-like picks, some tokens > 1,
+    weights and lookahead predictions on some dispatches."""
+    r = random.Random(seed)
+    pw = [1.0 / (i + 1) ** 1.1 for i in range(E)]
+    ds = []
+    for step in range(steps):
+        for layer in range(L):
+            rows = []
+            for _ in range(r.choice([1, 1, 1, 3])):
+                row = []
+                while len(row) < K:
+                    e = r.choices(range(E), pw)[0]
+                    if e not in row:
+                        row.append(e)
+                rows.append(row)
+            ws = [[r.random() + 0.01 for _ in row] for row in rows] if r.random() < 0.5 else None
+            preds = {(layer + 1) % L: r.sample(range(E), 3)} if r.random() < 0.3 else None
+            ds.append(Dispatch(step, layer, rows, ws, preds))
+    return Trace(TraceHeader("tiny", L, tuple(range(L)), E, K, expert_bytes=50_000_000), ds)
+
+
+def state(rt) -> tuple:
+    return (rt.stats(), rt.resident(), rt.store_keys(), rt.capacities(), rt.step, rt.metrics(),
+            rt.monitor_log(), rt.values())
+
+
+def pair(pol, L=4, E=10, K=2):
+    a = pol.runtime(L, E, K, backend="pure")
+    b = pol.runtime(L, E, K)
+    return a, b
+
+
+def loads(text):
+    try:
+        return mpl.loads(text)
+    except mpl.PolicyError:
+        return None                 # (a combination the checker refuses)
+
+
+@needs_engine
+@SETTINGS
+@given(tiered(), st.integers(0, 2 ** 16))
+def test_random_tiered_policies_decide_the_same_on_both_backends(text, seed):
+    pol = loads(text)
+    if pol is None:
+        return
+    a, b = pair(pol)
+    assert b.backend == "compiled", b.backend_reason
+    for layer, ex, w, tokens, preds in dispatches(seed):
+        pa = a.dispatch(layer, ex, w, tokens, predictions=preds)
+        pb = b.dispatch(layer, ex, w, tokens, predictions=preds)
+        assert pa == pb
+    assert state(a) == state(b)
+    assert a.stats()["tiers"] and "approximate_by_dtype" in b.stats()
+
+
+@needs_engine
+@prop(25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiered(), st.integers(0, 2 ** 16))
+def test_random_tiered_policies_replay_the_same_on_both_backends(text, seed):
+    pol = loads(text)
+    if pol is None:
+        return
+    t = small_trace(seed)
+    with forced("pure"):
+        ra = pol.replay(t)
+    rb = pol.replay(t)
+    assert ra.stats == rb.stats and ra.sim == rb.sim and ra.belady == rb.belady
+
+
+FOUR = """policy four {
+    hierarchy {
+        tier hot  { location = gpu  capacity = 3 }
+        tier warm { location = gpu  dtype = int4  capacity = 5  eviction = lfu }
+        tier ram  { location = cpu  capacity = 8 }
+        tier ssd  { location = disk }
+        on demote(hot -> warm) { mechanism = in_place_requant }
+        on promote(warm -> hot) { trigger_threshold = 0.2 }
+        eviction = lru
+    }
+    prefetch { strategy = history  budget = 2 }
+}
+"""
+
+
+@needs_engine
+def test_a_four_tier_policy_runs_compiled_with_every_kind_of_step():
+    pol = mpl.loads(FOUR)
+    a, b = pair(pol, 2, 16, 2)
+    assert b.backend == "compiled" and b.backend_reason is None
+    ops = set()
+    for layer, ex, w, tokens, preds in dispatches(11, n=300, L=2, E=16):
+        pa, pb = a.dispatch(layer, ex, w, tokens), b.dispatch(layer, ex, w, tokens)
+        assert pa == pb
+        ops |= {s.op for s in pb.steps}
+        assert all(type(x) is type(y) for x, y in zip(pa.steps, pb.steps))
+    assert ops == {"read", "promote", "demote", "requant", "serve"}
+    assert state(a) == state(b)
+    rows = b.stats()["tiers"]
+    assert [r["tier"] for r in rows] == ["hot", "warm", "ram", "ssd"]
+    assert b.stats()["approximate_computes"] > 0
+    # set() between dispatches, then more dispatches
+    assert a.set("prefetch.budget", 1) == b.set("prefetch.budget", 1)
+    for layer, ex, w, tokens, preds in dispatches(12, n=60, L=2, E=16):
+        assert a.dispatch(layer, ex, w, tokens) == b.dispatch(layer, ex, w, tokens)
+    assert state(a) == state(b)
+
+
+@needs_engine
+def test_a_four_tier_policy_replays_the_same_on_both_backends():
+    pol = mpl.loads(FOUR)
+    t = synthesize("deepseek-v2-lite", steps=8, seed=2)
+    with forced("pure"):
+        ra = pol.replay(t)
+    rb = pol.replay(t)
+    assert ra.stats == rb.stats and ra.sim == rb.sim and ra.gap == rb.gap
+    assert rb.stats["tiers"][3]["reads"] > 0
+
+
+@pytest.mark.parametrize("text, why", [
+    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  granularity_split = 2 } }",
+     "granularity_split"),
+    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }\n"
+     " tier warm { location = gpu  capacity = 6  dtype_ladder = [fp16, int8, int4] } } }", "dtype_ladder"),
+    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  eviction = weighted_sum(lru = 1, lfu = 1) } }",
+     "weighted_sum"),
+])
+def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, why):
+    pol = mpl.loads(text)
+    rt = pol.runtime(4, 16, 2)
+    assert rt.backend == "pure"
+    if compiled.available():
+        assert rt.backend_reason == f"the compiled engine does not hold {why} " + (
+            "tier eviction yet" if why == "weighted_sum" else "tiers yet")
+        with pytest.raises(RuntimeConfigError, match=why):
+            pol.runtime(4, 16, 2, backend="compiled")
+
+
+class _Mutating(float):
+    """A weight whose conversion changes the caller's lists."""
+
+    def __float__(self):
+        self.target.clear()
+        return 0.5
+
+
+@needs_engine
+def test_hostile_arguments_behave_the_same_on_both_backends():
+    pol = mpl.loads(FOUR)
+    a, b = pair(pol, 2, 16, 2)
+    for rt in (a, b):
+        rt.dispatch(0, [1, 2])
+    cases = [((0, [99]), {}), ((5, [1]), {}), ((0, [1]), {"step": 2 ** 70}), ((0, [1]), {"tokens": 0}),
+             ((0, [1, 2], [1.0]), {}), ((0, [1]), {"step": -1}), ((0, [-1]), {})]
+    for args, kw in cases:
+        errs = []
+        for rt in (a, b):
+            with pytest.raises(DispatchError) as e:
+                rt.dispatch(*args, **kw)
+            errs.append(str(e.value))
+        assert errs[0] == errs[1]
+    plans = []
+    for rt in (a, b):
+        ex = [3, 4]
+        w = _Mutating(0.5)
+        w.target = ex
+        plans.append(rt.dispatch(0, ex, [w, 0.25]))
+    assert plans[0] == plans[1]
+    big = 2 ** 62
+    assert a.dispatch(1, [5], step=big) == b.dispatch(1, [5], step=big)
+    for rt in (a, b):
+        with pytest.raises(DispatchError):
+            rt.dispatch(0, [5])                 # the step counter would pass 2**62
+    assert state(a) == state(b)
+    assert not math.isnan(b.stats()["hit_rate"])
