@@ -486,11 +486,13 @@ def test_a_stale_build_is_not_used(monkeypatch):
     "tier ssd { location = disk }  on demote(hot -> warm) { mechanism = in_place_requant } } "
     "prefetch { strategy = history  budget = 2 } }",
     "policy t { hierarchy { tier hot { location = gpu  capacity = 30 }  granularity_split = 4 "
+    "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }",
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 24 }  tier ram { location = cpu  "
+    "capacity = 60  eviction = weighted_sum(lfu = 0.5, frequency_threshold = 1) }  tier ssd { location = disk } "
     "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }"])
 def test_tiered_replays_are_the_same_on_both_backends(text, preset):
     """The first policy runs on the compiled engine (mpl/runtime/c/tiers.c); the second
-    (granularity_split, weighted_sum) does not yet: its compiled side is skipped with its
-    reason."""
+    (granularity_split) does not yet: its compiled side is skipped with its reason."""
     from mpl.timemodel.tiers import TieredTimeline
     pol = mpl.loads(text)
     t = synthesize(preset, steps=8, seed=2)

@@ -196,7 +196,7 @@ def test_every_rule_long_run(rule):
 
 # ------------------------------------------------------------------ memory tiers
 #: tiered policies (SPEC §12) on both backends; one the engine does not hold yet (the third:
-#: granularity_split, weighted_sum) skips its compiled side saying why
+#: granularity_split) skips its compiled side saying why
 #: (tests/test_tiers_backends.py draws random ones)
 TIERED = [
     "policy t { hierarchy { tier hot { location = gpu  capacity = 5 }  eviction = lfu } "
@@ -212,6 +212,10 @@ TIERED = [
     "policy t { per_layer_hierarchy { band layers = 0..1 { tier hot { location = gpu  capacity = 3 } } "
     "band layers = 2..4 { tier hot { location = gpu  capacity = 4 }  tier ram { location = cpu  capacity = 6 } "
     "tier ssd { location = disk }  eviction = arc } } prefetch { strategy = affinity  budget = 1 } }",
+    "policy t { hierarchy { tier pinned { location = gpu  capacity = 2  residency = always } "
+    "tier hot { location = gpu  capacity = 4 }  tier ram { location = cpu  capacity = 7 }  tier ssd { location = disk } "
+    "eviction = weighted_sum(lru = 0.5, lfu = 0.5) } schedule { mode = cpu_fallback } "
+    "monitor { window = 20 } adapt { when hit_rate < 0.2 { trigger flush } } }",
 ]
 
 

@@ -29,6 +29,10 @@ SETTINGS = prop(80, deadline=None, suppress_health_check=[HealthCheck.too_slow,
 
 RULES = ["lru", "lfu", "score", "frequency_threshold", "arc", "s3fifo", "lfru", "crf", "classlru",
          "vllm_lfru", "farthest_layer", "least_stale"]
+#: a tier's eviction: a rule of the engine, or a weighted_sum of single-queue rules
+EVICTIONS = RULES + ["weighted_sum(lru = 0.5, lfu = 0.5)", "weighted_sum(lfu = 1, score = 0.25)",
+                     "weighted_sum(frequency_threshold = 0.3, lru = 0.7, score = 0.1)",
+                     "weighted_sum(score = 1, lru = 1, lfu = 0.5, frequency_threshold = 0.5)"]
 DTYPES = ["", "", "  dtype = fp16", "  dtype = int8", "  dtype = int4", "  dtype = bf16", "  dtype = fp32"]
 REST = [
     "",
@@ -53,7 +57,7 @@ def tier_set(draw, name: str) -> str:
     names, low = [], set()
     for i in range(ngpu):
         always = "  residency = always" if draw(st.integers(0, 5)) == 0 else ""
-        ev = f"  eviction = {draw(st.sampled_from(RULES))}" if draw(st.booleans()) else ""
+        ev = f"  eviction = {draw(st.sampled_from(EVICTIONS))}" if draw(st.booleans()) else ""
         dt = draw(st.sampled_from(DTYPES)) if i else draw(st.sampled_from(DTYPES[:3] + DTYPES[3:4]))
         parts.append(f"tier g{i}{name} {{ location = gpu  capacity = {draw(st.integers(3, 6))}{dt}{always}{ev} }}")
         names.append(f"g{i}{name}")
@@ -61,7 +65,7 @@ def tier_set(draw, name: str) -> str:
             low.add(names[-1])
     disk = draw(st.booleans())
     if disk or (ngpu == 0) or draw(st.booleans()):
-        ev = f"  eviction = {draw(st.sampled_from(RULES))}" if draw(st.booleans()) else ""
+        ev = f"  eviction = {draw(st.sampled_from(EVICTIONS))}" if draw(st.booleans()) else ""
         parts.append(f"tier ram{name} {{ location = cpu  capacity = {draw(st.integers(3, 12))}{ev} }}")
         names.append(f"ram{name}")
     if disk:
@@ -74,7 +78,7 @@ def tier_set(draw, name: str) -> str:
         if draw(st.integers(0, 2)) == 0:
             parts.append(f"on promote({b} -> {a}) {{ trigger_threshold = "
                          f"{draw(st.sampled_from([0, 0.05, 0.2, 0.5]))} }}")
-    parts.append(f"eviction = {draw(st.sampled_from(RULES))}")
+    parts.append(f"eviction = {draw(st.sampled_from(EVICTIONS))}")
     return "\n  ".join(parts)
 
 
@@ -230,16 +234,13 @@ def test_a_four_tier_policy_replays_the_same_on_both_backends():
      "granularity_split"),
     ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }\n"
      " tier warm { location = gpu  capacity = 6  dtype_ladder = [fp16, int8, int4] } } }", "dtype_ladder"),
-    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  eviction = weighted_sum(lru = 1, lfu = 1) } }",
-     "weighted_sum"),
 ])
 def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, why):
     pol = mpl.loads(text)
     rt = pol.runtime(4, 16, 2)
     assert rt.backend == "pure"
     if compiled.available():
-        assert rt.backend_reason == f"the compiled engine does not hold {why} " + (
-            "tier eviction yet" if why == "weighted_sum" else "tiers yet")
+        assert rt.backend_reason == f"the compiled engine does not hold {why} tiers yet"
         with pytest.raises(RuntimeConfigError, match=why):
             pol.runtime(4, 16, 2, backend="compiled")
 
@@ -281,3 +282,53 @@ def test_hostile_arguments_behave_the_same_on_both_backends():
             rt.dispatch(0, [5])                 # the step counter would pass 2**62
     assert state(a) == state(b)
     assert not math.isnan(b.stats()["hit_rate"])
+
+
+WEIGHTED = """policy w {
+    hierarchy {
+        tier hot  { location = gpu  capacity = 3  eviction = weighted_sum(lru = 0.5, lfu = 0.5) }
+        tier warm { location = gpu  dtype = int8  capacity = 4
+                    eviction = weighted_sum(frequency_threshold = 0.3, score = 1, lru = 0.2) }
+        tier ram  { location = cpu  capacity = 6  eviction = weighted_sum(lfu = 1, score = 0.25) }
+        tier ssd  { location = disk }
+        eviction = lru
+    }
+    prefetch { strategy = history  budget = 2 }
+}
+"""
+
+
+@needs_engine
+def test_weighted_sum_tier_eviction_runs_compiled():
+    pol = mpl.loads(WEIGHTED)
+    a, b = pair(pol, 2, 16, 2)
+    assert b.backend == "compiled" and b.backend_reason is None
+    for layer, ex, w, tokens, preds in dispatches(5, n=300, L=2, E=16):
+        assert a.dispatch(layer, ex, w, tokens, predictions=preds) == \
+            b.dispatch(layer, ex, w, tokens, predictions=preds)
+    assert state(a) == state(b)
+    assert sum(r["evictions"] for r in b.stats()["tiers"]) > 0
+    t = synthesize("deepseek-v2-lite", steps=6, seed=3)
+    with forced("pure"):
+        ra = pol.replay(t)
+    rb = pol.replay(t)
+    assert ra.stats == rb.stats and ra.sim == rb.sim
+
+
+@needs_engine
+@pytest.mark.parametrize("rule", [
+    (("lru", 0.5),), (("lru", 0.5), ("arc", 0.5)), (("lru", 0.5), ("nope", 0.5)),
+    (("lru", 0.0), ("lfu", 0.5)), (("lru", float("nan")), ("lfu", 0.5)), (("lru", float("inf")), ("lfu", 1.0)),
+    (("lru", 0.5), ("lfu", "x")), (("lru", 0.5), ("lfu", 0.5, 1)), ("lru", 0.5), (("lru", 0.5),) * 9, 7,
+])
+def test_a_bad_weighted_sum_in_the_engine_configuration_is_an_exception(rule):
+    rt = mpl.loads(WEIGHTED).runtime(2, 16, 2, backend="pure")
+    cfg = compiled.engine_config(rt._lay, rt._impl.p, {}, (), (), ())
+    stored, window, level_of, dtypes, levels = cfg["tiers"]
+    label, layers, gpu, disk, read_into, tiers = levels[0]
+    t = list(tiers[0])
+    t[-1] = rule
+    cfg["tiers"] = (stored, window, level_of, dtypes,
+                    ((label, layers, gpu, disk, read_into, (tuple(t),) + tiers[1:]),))
+    with pytest.raises((RuntimeConfigError, TypeError, ValueError)):
+        compiled.engine.Engine(cfg)

@@ -26,8 +26,8 @@ ENGINE_ABI = 2
 COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
             "monitor, adapt rule and per-layer allocation), and memory tiers (hierarchy, "
             "per_layer_hierarchy) of whole experts at one precision per tier, every tier's "
-            "eviction one of the engine's rules (not granularity_split, dtype_ladder or "
-            "weighted_sum), for its whole life, on models of "
+            "eviction one of the engine's rules or a weighted_sum of its single-queue rules "
+            "(not granularity_split or dtype_ladder), for its whole life, on models of "
             "up to 2^22 layers x experts, with an affinity table of up to 64 MiB and a learned "
             "predictor within the compiled predictor's tables; the Belady optimum, trace "
             "packing and JSONL reading")
@@ -178,12 +178,26 @@ def _tiers_unsupported(t, names) -> str | None:
         for spec in lv.tiers:
             if spec.rungs is not None:
                 return "the compiled engine does not hold dtype_ladder tiers yet"
-            if isinstance(spec.eviction, tuple):
-                return "the compiled engine does not hold weighted_sum tier eviction yet"
-            for side in str(spec.eviction or "lru").split("|"):
-                if spec.cache and side.strip() not in names:
+            for side in _tier_rule_names(spec.eviction):
+                if spec.cache and side not in names:
                     return f"the compiled engine has no eviction rule {side.strip()!r}"
     return None
+
+
+def _tier_rule_names(rule) -> list:
+    """The engine's rules a tier's eviction names: a rule, the sides of a segmented pair, or
+    the rules of ``("weighted_sum", ((rule, weight), ...))``."""
+    if isinstance(rule, tuple):
+        return [r for r, _w in rule[1]]
+    return [side.strip() for side in str(rule or "lru").split("|")]
+
+
+def _tier_rule(rule):
+    """A tier's eviction as the engine takes it: the rule's name, or weighted_sum's
+    ((rule, weight), ...) (mpl/runtime/c/store_weighted.c)."""
+    if isinstance(rule, tuple):
+        return tuple((str(r), float(w)) for r, w in rule[1])
+    return str(rule or "lru")
 
 
 _TIER_KINDS = {"gpu": 0, "cpu": 1, "disk": 2}
@@ -213,7 +227,7 @@ def tiers_config(t, params: dict) -> tuple:
                           _TIER_KINDS[spec.kind], int(spec.bits), int(spec.exact), int(spec.always),
                           int(lv.demote[j] == "in_place_requant"), float(spec.unit_bytes),
                           nan if thr is None else float(thr), -1 if spec.slots is None else int(spec.slots),
-                          str(spec.eviction or "lru") if spec.cache else None))
+                          _tier_rule(spec.eviction) if spec.cache else None))
         levels.append((lv.label, tuple(lv.layers), lv.gpu, -1 if lv.disk is None else lv.disk,
                        -1 if lv.read_into is None else lv.read_into, tuple(tiers)))
     return (t.stored_bits, int(params["cache.freq_window"]), tuple(index[i] for i in t.level_of),

@@ -132,6 +132,11 @@ const char *store_param_error(int param, double v);
  * refuses). Nothing Python is touched (no exception is set). */
 int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L, long E,
                const double *params);
+/* A memory tier's weighted_sum(rule = weight, ...) over n single-queue rules (ST_SIDE), each
+ * weight finite and > 0: as store_make (-3 a rule that is not single-queue, -4 also n outside
+ * [2, 8] or a bad weight). */
+int store_make_weighted(Store **out, const char *const *rules, const double *weights, int n,
+                        long cap, int klo, int khi, long L, long E, const double *params);
 void store_free(Store *s);
 
 #endif

@@ -275,4 +275,8 @@ static inline void st_set_param_none(Store *s, int param, double v) {
  * out (a and b are then freed) */
 int segmented_make(Store **out, Store *a, Store *b);
 
+/* weighted_sum over the n (2..8) stores `parts`, made for the same keys and capacity, with
+ * their weights w (store_weighted.c; stores.c's store_make_weighted): as segmented_make */
+int weighted_make(Store **out, Store *const *parts, const double *w, int n);
+
 #endif

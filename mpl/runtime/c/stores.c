@@ -128,6 +128,25 @@ int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L
     return segmented_make(out, a, b);
 }
 
+int store_make_weighted(Store **out, const char *const *rules, const double *weights, int n,
+                        long cap, int klo, int khi, long L, long E, const double *params) {
+    *out = NULL;
+    if (!make_args_ok(cap, klo, khi, L, E, params) || n < 2 || n > 8) return -4;
+    for (int j = 0; j < n; j++) {
+        const StoreOps *ops = store_rule(rules[j]);
+        if (!ops) return -2;
+        if (!(ops->flags & ST_SIDE)) return -3;
+        if (!(weights[j] > 0) || !isfinite(weights[j])) return -4;
+    }
+    Store *parts[8];
+    for (int j = 0; j < n; j++)
+        if (make_single(&parts[j], store_rule(rules[j]), cap, klo, khi, L, E, params) < 0) {
+            while (j--) store_free(parts[j]);
+            return -1;
+        }
+    return weighted_make(out, parts, weights, n);
+}
+
 void store_free(Store *s) {
     if (!s) return;
     s->ops->fini(s);

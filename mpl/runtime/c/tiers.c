@@ -430,13 +430,38 @@ static int bad(const char *what) {
 
 static void *zal(size_t n, size_t item) { return calloc(n ? n : 1, item); }
 
+/* a tier's store: its rule NULL (lru), a name ("lfu", "lfu | lru") or weighted_sum's ((rule, weight), ...)
+ * (every pair converted before any store is made); 0, -1 with an exception */
+static int tier_store(Engine *o, const Level *L, Store **sp, PyObject *rule, long cap) {
+    int rc;
+    if (!rule || PyUnicode_Check(rule)) {
+        const char *name = rule ? PyUnicode_AsUTF8(rule) : "lru";
+        if (!name) return -1;
+        rc = store_make(sp, name, cap, L->klo, L->khi, o->L, o->E, o->sp);
+    } else {
+        const char *names[8];
+        double w[8];
+        Py_ssize_t n = PyTuple_Check(rule) ? PyTuple_GET_SIZE(rule) : 0;
+        if (n < 2 || n > 8) return bad("a tier's weighted_sum");
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *pair = PyTuple_GET_ITEM(rule, j);
+            if (!PyTuple_Check(pair)) return bad("a tier's weighted_sum");
+            if (!PyArg_ParseTuple(pair, "sd", &names[j], &w[j])) return -1;
+        }
+        rc = store_make_weighted(sp, names, w, (int)n, cap, L->klo, L->khi, o->L, o->E, o->sp);
+    }
+    if (rc == -1) { PyErr_NoMemory(); return -1; }
+    if (rc < 0) return bad("a tier's eviction rule is none the compiled engine has");
+    return 0;
+}
+
 /* one tier: (name, location, dtype, kind, bits, exact, always, requant, unit_bytes, promote,
- * slots, rule) */
+ * slots, rule: None, a name or weighted_sum's pairs) */
 static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
     Tier *T = &L->t[t];
-    const char *rule = NULL;
+    PyObject *rule;
     long long slots;
-    if (!PyArg_ParseTuple(spec, "UUiiiiiiddLz", &T->name, &T->location, &T->dtype, &T->kind, &T->bits,
+    if (!PyArg_ParseTuple(spec, "UUiiiiiiddLO", &T->name, &T->location, &T->dtype, &T->kind, &T->bits,
                           &T->exact, &T->always, &T->requant, &T->unit_bytes, &T->promote, &slots, &rule))
         return -1;
     if (T->dtype < -1 || T->dtype >= o->tiers->ndtypes || T->kind < TK_GPU || T->kind > TK_DISK ||
@@ -448,7 +473,7 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
         return bad("a tier's slots");
     T->slots = (long)slots;
     if (last) return 0;
-    if (!rule) return bad("a cache tier without an eviction rule");
+    if (rule == Py_None) return bad("a cache tier without an eviction rule");
     long keys = L->nlayers * o->E;
     Store **sp = &T->st;
     long cap = T->slots;
@@ -464,10 +489,7 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
         memset(T->slot, 0xff, sizeof(int) * (size_t)(L->khi - L->klo));
         for (long i = 0; i < T->pool; i++) T->fstack[i] = (int)(T->pool - 1 - i);
     }
-    int rc = store_make(sp, T->always ? "lru" : rule, cap, L->klo, L->khi, o->L, o->E, o->sp);
-    if (rc == -1) { PyErr_NoMemory(); return -1; }
-    if (rc < 0) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %s for a tier", rule); return -1; }
-    return 0;
+    return tier_store(o, L, sp, T->always ? NULL : rule, cap);   /* (always: Fixed, an lru that never evicts) */
 }
 
 /* one set of tiers: (label, layers, gpu, disk, read_into, tiers) */

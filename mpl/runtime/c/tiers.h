@@ -1,7 +1,7 @@
 /* Memory tiers in the compiled engine (SPEC §12): the compiled twin of mpl/runtime/tiers.py
  * (TieredRuntime), for sets of tiers that cache whole experts (granularity_split = 1) at one
- * precision per tier (no dtype_ladder), every tier's eviction one of the engine's stores
- * (mpl/runtime/compiled.py says which policies it holds).
+ * precision per tier (no dtype_ladder), every tier's eviction one of the engine's stores or a
+ * weighted_sum of them (store_weighted.c; mpl/runtime/compiled.py says which policies it holds).
  *
  * As in the pure runtime, the top tier of each set of tiers is the engine's device cache of
  * that set (Engine.C[i], its keys' slots in Engine.slot, the one slot pool): hits, prefetch
