@@ -337,7 +337,7 @@ def test_a_ladder_that_never_fills_replays_as_its_first_rung():
 
 
 # ------------------------------------------------------------------ backends
-def test_the_compiled_engine_refuses_a_ladder_and_runtimes_run_pure():
+def test_the_compiled_engine_refuses_a_top_tier_ladder_and_runtimes_run_pure():
     pol = mpl.loads(TOP % ("fp16, int8, int4", 6))
     t = trace(steps=8)
     h = t.header
@@ -349,5 +349,5 @@ def test_the_compiled_engine_refuses_a_ladder_and_runtimes_run_pure():
     assert default.stats() == pure.stats()
     from mpl.runtime import compiled
     if compiled.available():
-        with pytest.raises(RuntimeConfigError, match="does not hold dtype_ladder tiers"):
+        with pytest.raises(RuntimeConfigError, match="does not hold a dtype_ladder on a set's top gpu tier"):
             pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, backend="compiled")

@@ -371,7 +371,7 @@ def test_demotion_into_a_host_cache_copies_what_it_lost():
 
 
 # ------------------------------------------------------------------ backends, set, errors
-def test_the_compiled_engine_holds_tiers_of_whole_experts_at_one_precision():
+def test_the_compiled_engine_holds_tiers_of_whole_experts_and_ladders_below_the_top():
     pol = mpl.loads(FOUR_TIERS % (4, 8, 20, ""))
     rt = pol.runtime(4, 16, 2)
     if compiled.available():
@@ -379,11 +379,17 @@ def test_the_compiled_engine_holds_tiers_of_whole_experts_at_one_precision():
     ladder = mpl.loads("policy p { hierarchy { tier hot { location = gpu  capacity = 4 }\n"
                        " tier warm { location = gpu  capacity = 8  dtype_ladder = [fp16, int8, int4] } } }")
     rt = ladder.runtime(4, 16, 2)
+    if compiled.available():
+        assert rt.backend == "compiled" and rt.backend_reason is None
+    top = mpl.loads("policy p { hierarchy { tier hot { location = gpu  capacity = 8  "
+                    "dtype_ladder = [fp16, int8, int4] } } }")
+    rt = top.runtime(4, 16, 2)
     assert rt.backend == "pure"
     if compiled.available():
-        assert rt.backend_reason == "the compiled engine does not hold dtype_ladder tiers yet"
-        with pytest.raises(RuntimeConfigError, match="does not hold dtype_ladder"):
-            ladder.runtime(4, 16, 2, backend="compiled")
+        why = "the compiled engine does not hold a dtype_ladder on a set's top gpu tier yet"
+        assert rt.backend_reason == why
+        with pytest.raises(RuntimeConfigError, match=why):
+            top.runtime(4, 16, 2, backend="compiled")
 
 
 def test_set_refuses_cache_parameters_of_a_tiered_policy():

@@ -34,6 +34,9 @@ EVICTIONS = RULES + ["weighted_sum(lru = 0.5, lfu = 0.5)", "weighted_sum(lfu = 1
                      "weighted_sum(frequency_threshold = 0.3, lru = 0.7, score = 0.1)",
                      "weighted_sum(score = 1, lru = 1, lfu = 0.5, frequency_threshold = 0.5)"]
 DTYPES = ["", "", "  dtype = fp16", "  dtype = int8", "  dtype = int4", "  dtype = bf16", "  dtype = fp32"]
+#: a tier below the top one may hold a dtype_ladder instead
+LADDERS = ["  dtype_ladder = [fp16, int8, int4]", "  dtype_ladder = [int8, int4]",
+           "  dtype_ladder = [bf16, int4]", "  dtype_ladder = [fp32, fp16, int8]"]
 REST = [
     "",
     "prefetch { strategy = history  budget = 2 }",
@@ -58,7 +61,7 @@ def tier_set(draw, name: str) -> str:
     for i in range(ngpu):
         always = "  residency = always" if draw(st.integers(0, 5)) == 0 else ""
         ev = f"  eviction = {draw(st.sampled_from(EVICTIONS))}" if draw(st.booleans()) else ""
-        dt = draw(st.sampled_from(DTYPES)) if i else draw(st.sampled_from(DTYPES[:3] + DTYPES[3:4]))
+        dt = draw(st.sampled_from(DTYPES + LADDERS)) if i else draw(st.sampled_from(DTYPES[:3] + DTYPES[3:4]))
         parts.append(f"tier g{i}{name} {{ location = gpu  capacity = {draw(st.integers(3, 6))}{dt}{always}{ev} }}")
         names.append(f"g{i}{name}")
         if "int" in dt:
@@ -66,7 +69,8 @@ def tier_set(draw, name: str) -> str:
     disk = draw(st.booleans())
     if disk or (ngpu == 0) or draw(st.booleans()):
         ev = f"  eviction = {draw(st.sampled_from(EVICTIONS))}" if draw(st.booleans()) else ""
-        parts.append(f"tier ram{name} {{ location = cpu  capacity = {draw(st.integers(3, 12))}{ev} }}")
+        lad = draw(st.sampled_from(LADDERS[:2])) if draw(st.integers(0, 4)) == 0 else ""
+        parts.append(f"tier ram{name} {{ location = cpu  capacity = {draw(st.integers(3, 12))}{lad}{ev} }}")
         names.append(f"ram{name}")
     if disk:
         parts.append(f"tier ssd{name} {{ location = disk }}")
@@ -232,15 +236,16 @@ def test_a_four_tier_policy_replays_the_same_on_both_backends():
 @pytest.mark.parametrize("text, why", [
     ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  granularity_split = 2 } }",
      "granularity_split"),
-    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }\n"
-     " tier warm { location = gpu  capacity = 6  dtype_ladder = [fp16, int8, int4] } } }", "dtype_ladder"),
+    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3  dtype_ladder = [fp16, int8, int4] }\n"
+     " tier warm { location = gpu  capacity = 6 } } }", "a dtype_ladder on a set's top gpu tier"),
 ])
 def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, why):
     pol = mpl.loads(text)
     rt = pol.runtime(4, 16, 2)
     assert rt.backend == "pure"
     if compiled.available():
-        assert rt.backend_reason == f"the compiled engine does not hold {why} tiers yet"
+        assert rt.backend_reason == f"the compiled engine does not hold {why}" + (
+            " yet" if why.startswith("a ") else " tiers yet")
         with pytest.raises(RuntimeConfigError, match=why):
             pol.runtime(4, 16, 2, backend="compiled")
 
@@ -315,20 +320,75 @@ def test_weighted_sum_tier_eviction_runs_compiled():
     assert ra.stats == rb.stats and ra.sim == rb.sim
 
 
-@needs_engine
-@pytest.mark.parametrize("rule", [
+LADDER = [(0, 16, 1e6, 1), (1, 8, 5e5, 0), (2, 4, 2.5e5, 0)]
+BAD_TIERS = [(11, r) for r in (
     (("lru", 0.5),), (("lru", 0.5), ("arc", 0.5)), (("lru", 0.5), ("nope", 0.5)),
     (("lru", 0.0), ("lfu", 0.5)), (("lru", float("nan")), ("lfu", 0.5)), (("lru", float("inf")), ("lfu", 1.0)),
-    (("lru", 0.5), ("lfu", "x")), (("lru", 0.5), ("lfu", 0.5, 1)), ("lru", 0.5), (("lru", 0.5),) * 9, 7,
-])
-def test_a_bad_weighted_sum_in_the_engine_configuration_is_an_exception(rule):
+    (("lru", 0.5), ("lfu", "x")), (("lru", 0.5), ("lfu", 0.5, 1)), ("lru", 0.5), (("lru", 0.5),) * 9, 7)] + [
+    (12, r) for r in (tuple(LADDER[:1]), tuple(LADDER * 3), ((0, 16, 1e6),) + tuple(LADDER[1:]),
+                      ((9, 16, 1e6, 1),) + tuple(LADDER[1:]), ((0, 12, 1e6, 1),) + tuple(LADDER[1:]),
+                      ((0, 16, -1.0, 1),) + tuple(LADDER[1:]), ((0, 16, float("inf"), 1),) + tuple(LADDER[1:]),
+                      ((0, 16, 1e6, 1), [1, 8, 5e5, 0]), 3)] + [(13, b) for b in (0, -1, 2 ** 62 + 1, 2 ** 64)]
+
+
+@needs_engine
+@pytest.mark.parametrize("at, value", BAD_TIERS)
+def test_a_bad_tier_in_the_engine_configuration_is_an_exception(at, value):
+    """A hostile weighted_sum, dtype_ladder or ladder size (on the warm tier of WEIGHTED, a
+    lower gpu tier) is refused with a Python exception; a valid ladder there is taken."""
     rt = mpl.loads(WEIGHTED).runtime(2, 16, 2, backend="pure")
     cfg = compiled.engine_config(rt._lay, rt._impl.p, {}, (), (), ())
     stored, window, level_of, dtypes, levels = cfg["tiers"]
     label, layers, gpu, disk, read_into, tiers = levels[0]
-    t = list(tiers[0])
-    t[-1] = rule
-    cfg["tiers"] = (stored, window, level_of, dtypes,
-                    ((label, layers, gpu, disk, read_into, (tuple(t),) + tiers[1:]),))
-    with pytest.raises((RuntimeConfigError, TypeError, ValueError)):
-        compiled.engine.Engine(cfg)
+    dtypes = ("fp16", "int8", "int4")
+
+    def build(at, value, budget=None):
+        t = list(tiers[1])
+        t[at] = value
+        if budget is not None:
+            t[13] = budget
+        cfg["tiers"] = (stored, window, level_of, dtypes,
+                        ((label, layers, gpu, disk, read_into, (tiers[0], tuple(t)) + tiers[2:]),))
+        return compiled.engine.Engine(cfg)
+
+    build(12, tuple(LADDER), 64)
+    with pytest.raises((RuntimeConfigError, TypeError, ValueError, OverflowError)):
+        if at == 13:
+            build(12, tuple(LADDER), value)
+        else:
+            build(at, value, 64 if at == 12 else None)
+
+
+LADDERED = """policy l {
+    hierarchy {
+        tier hot  { location = gpu  capacity = 3  eviction = lfu }
+        tier warm { location = gpu  capacity = 4  dtype_ladder = [fp16, int8, int4] }
+        tier ram  { location = cpu  capacity = 8  dtype_ladder = [fp16, int8]  eviction = weighted_sum(lru = 0.5, lfu = 1) }
+        tier ssd  { location = disk }
+        on promote(warm -> hot) { trigger_threshold = 0.1 }
+        eviction = lru
+    }
+    prefetch { strategy = history  budget = 2 }
+}
+"""
+
+
+@needs_engine
+def test_dtype_ladders_below_the_top_tier_run_compiled_with_every_kind_of_step():
+    pol = mpl.loads(LADDERED)
+    a, b = pair(pol, 2, 16, 2)
+    assert b.backend == "compiled" and b.backend_reason is None
+    ops = set()
+    for layer, ex, w, tokens, preds in dispatches(7, n=400, L=2, E=16):
+        pa = a.dispatch(layer, ex, w, tokens, predictions=preds)
+        assert pa == b.dispatch(layer, ex, w, tokens, predictions=preds)
+        ops |= {s.op for s in pa.steps}
+    assert ops == {"read", "promote", "demote", "requant", "serve", "leave"}
+    assert state(a) == state(b)
+    warm = b.stats()["tiers"][1]
+    assert warm["requantized"] > 0 and all(warm["served_at"].values())
+    t = synthesize("deepseek-v2-lite", steps=6, seed=4)
+    with forced("pure"):
+        ra = pol.replay(t)
+    rb = pol.replay(t)
+    assert ra.stats == rb.stats and ra.sim == rb.sim

@@ -25,9 +25,10 @@ ENGINE_ABI = 2
 #: what the engine holds (``mplc doctor``; :func:`unsupported` decides, runtime by runtime)
 COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
             "monitor, adapt rule and per-layer allocation), and memory tiers (hierarchy, "
-            "per_layer_hierarchy) of whole experts at one precision per tier, every tier's "
-            "eviction one of the engine's rules or a weighted_sum of its single-queue rules "
-            "(not granularity_split or dtype_ladder), for its whole life, on models of "
+            "per_layer_hierarchy) of whole experts, at one precision per tier or a dtype_ladder "
+            "on a tier below a set's top gpu tier, every tier's eviction one of the engine's "
+            "rules or a weighted_sum of its single-queue rules (not granularity_split, nor a "
+            "dtype_ladder on a top gpu tier), for its whole life, on models of "
             "up to 2^22 layers x experts, with an affinity table of up to 64 MiB and a learned "
             "predictor within the compiled predictor's tables; the Belady optimum, trace "
             "packing and JSONL reading")
@@ -176,8 +177,10 @@ def _tiers_unsupported(t, names) -> str | None:
         if len(lv.tiers) > 64:
             return "the compiled engine holds at most 64 tiers in a set"
         for spec in lv.tiers:
-            if spec.rungs is not None:
-                return "the compiled engine does not hold dtype_ladder tiers yet"
+            if spec.rungs is not None and spec.index == 0 and spec.kind == "gpu":
+                return "the compiled engine does not hold a dtype_ladder on a set's top gpu tier yet"
+            if spec.rungs is not None and (len(spec.rungs) > 8 or spec.budget > 1 << 62):
+                return "the compiled engine holds a dtype_ladder of at most 8 rungs and 2^62 bit-units"
             for side in _tier_rule_names(spec.eviction):
                 if spec.cache and side not in names:
                     return f"the compiled engine has no eviction rule {side.strip()!r}"
@@ -208,14 +211,16 @@ def tiers_config(t, params: dict) -> tuple:
     freq_window, per layer its set, the dtype names, per set (label, layers, gpu tiers, disk
     tier, the tier a disk read goes into, per tier (name, location, dtype, kind, bits, exact,
     always, in-place requantization below it, a unit's bytes, its promotion threshold, slots,
-    eviction rule))); only the sets some layer uses."""
+    eviction rule, a dtype_ladder's rungs (dtype, bits, a unit's bytes, exact) or None, the
+    ladder's size in bit-units or -1))); only the sets some layer uses."""
     used = _used_levels(t)
     index = {lv.index: i for i, lv in enumerate(used)}
     dtypes: list = []
     for lv in used:
         for spec in lv.tiers:
-            if spec.dtype is not None and spec.dtype not in dtypes:
-                dtypes.append(spec.dtype)
+            for d in (spec.dtype, *(r.dtype for r in spec.rungs or ())):
+                if d is not None and d not in dtypes:
+                    dtypes.append(d)
     nan = float("nan")
     levels = []
     for lv in used:
@@ -227,7 +232,11 @@ def tiers_config(t, params: dict) -> tuple:
                           _TIER_KINDS[spec.kind], int(spec.bits), int(spec.exact), int(spec.always),
                           int(lv.demote[j] == "in_place_requant"), float(spec.unit_bytes),
                           nan if thr is None else float(thr), -1 if spec.slots is None else int(spec.slots),
-                          _tier_rule(spec.eviction) if spec.cache else None))
+                          _tier_rule(spec.eviction) if spec.cache else None,
+                          None if spec.rungs is None else tuple(
+                              (dtypes.index(r.dtype), int(r.bits), float(r.unit_bytes), int(r.exact))
+                              for r in spec.rungs),
+                          -1 if spec.budget is None else int(spec.budget)))
         levels.append((lv.label, tuple(lv.layers), lv.gpu, -1 if lv.disk is None else lv.disk,
                        -1 if lv.read_into is None else lv.read_into, tuple(tiers)))
     return (t.stored_bits, int(params["cache.freq_window"]), tuple(index[i] for i in t.level_of),

@@ -15,7 +15,7 @@
 enum { PK_DEMAND = 0, PK_BACKGROUND = 1, PK_PREFETCH = 2 };   /* Load.kind */
 enum { W_CPU = -1, W_STREAM = -2, W_LOWER = -3 };            /* Plan.where besides a slot */
 /* Step.op (memory tiers: mpl.runtime.plan) */
-enum { SO_READ = 0, SO_PROMOTE, SO_DEMOTE, SO_REQUANT, SO_SERVE, SO_COUNT };
+enum { SO_READ = 0, SO_PROMOTE, SO_DEMOTE, SO_REQUANT, SO_SERVE, SO_LEAVE, SO_COUNT };
 
 typedef struct { int key, slot, victim; int kind; } PlanLoad;  /* victim -1: None */
 typedef struct { int key, slot; } PlanEvict;

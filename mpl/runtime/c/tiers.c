@@ -23,10 +23,36 @@ static inline int t_slot(const Engine *o, const Level *L, int t, int k) {
     return (t == 0 && L->gpu) ? o->slot[k] : L->t[t].slot[k - L->klo];
 }
 
-/* Cache.remove in a tier below the device */
+/* _held: k as tier t holds it (a resident k of a ladder tier: at its rung; else at the tier's
+ * precision): its dtype, bits, a unit's bytes, exact */
+static inline int held_rung(const Level *L, int t, int k) {
+    return L->t[t].nrung ? L->t[t].rung[k - L->klo] : -1;
+}
+static inline int held_dtype(const Level *L, int t, int k) {
+    int r = held_rung(L, t, k);
+    return r < 0 ? L->t[t].dtype : L->t[t].rdtype[r];
+}
+static inline int held_bits(const Level *L, int t, int k) {
+    int r = held_rung(L, t, k);
+    return r < 0 ? L->t[t].bits : L->t[t].rbits[r];
+}
+static inline double held_bytes(const Level *L, int t, int k) {
+    int r = held_rung(L, t, k);
+    return r < 0 ? L->t[t].unit_bytes : L->t[t].rbytes[r];
+}
+static inline int held_exact(const Level *L, int t, int k) {
+    int r = held_rung(L, t, k);
+    return r < 0 ? L->t[t].exact : L->t[t].rexact[r];
+}
+
+/* Cache.remove in a tier below the device (LadderCache.remove: its rung's size back) */
 static void t_remove(Level *L, int t, int k) {
     Tier *T = &L->t[t];
     int i = k - L->klo;
+    if (T->nrung) {
+        T->nat[T->rung[i]]--;
+        T->used -= T->rbits[T->rung[i]];
+    }
     T->fstack[T->ftop++] = T->slot[i];
     T->slot[i] = -1;
     T->nres--;
@@ -78,12 +104,95 @@ static void copied(Engine *o, const Level *L, int k, int source, int bits, doubl
 /* ------------------------------------------------------------------ admission, demotion */
 static void demote(Engine *o, Level *L, int k, int t, const Exclude *x, Rec *r);
 
+/* LadderCache._fit: the first rung a unit fits at in `room` (-1: none) */
+static int fit(const Tier *T, int64_t room) {
+    for (int r = 0; r < T->nrung; r++)
+        if (T->rbits[r] <= room) return r;
+    return -1;
+}
+
+/* LadderCache.admit: k made resident in the ladder tier t (ladder.py's rule: room made from the
+ * cold end, each key not in use one rung down, or out from the lowest rung, a REQUANT step per
+ * step down): 0 with *slot and *victim (the first key out, whose slot k takes; the others in
+ * T->also_*, their slots freed), -1 when k fits at no rung (nothing changed) */
+static int ladder_admit(Level *L, int t, int k, double w, const Exclude *x, Rec *r, int *slot, int *victim) {
+    Tier *T = &L->t[t];
+    Store *st = T->st;
+    const int low = T->nrung - 1, *c = T->rbits;
+    int64_t room = T->budget - T->used;
+    int at, sl = -1, v = -1;
+    T->nalso = 0;
+    if (room < c[0] && !T->always) {
+        int64_t kept = 0;              /* what stays whatever happens: the keys in use */
+        long m = st->ops->keys(st, T->kbuf);
+        for (long j = 0; j < m; j++)
+            if (ex_has(x, T->kbuf[j])) kept += c[T->rung[T->kbuf[j] - L->klo]];
+        if (fit(T, T->budget - kept) < 0) return -1;
+        while (room < c[0]) {
+            int moved_one = 0;
+            m = st->ops->keys(st, T->kbuf);          /* coldest first */
+            for (long j = 0; j < m && room < c[0]; j++) {
+                int q = T->kbuf[j], i = q - L->klo, rr = T->rung[i];
+                if (ex_has(x, q)) continue;
+                moved_one = 1;
+                if (rr < low) {
+                    T->rung[i] = (signed char)(rr + 1);
+                    T->nat[rr]--;
+                    T->nat[rr + 1]++;
+                    room += c[rr] - c[rr + 1];
+                    T->used -= c[rr] - c[rr + 1];
+                    rec_step(r, SO_REQUANT, q, t, t, T->slot[i], -1, T->rdtype[rr + 1], -1);
+                    T->requants++;
+                    continue;
+                }
+                st->ops->discard(st, q);
+                T->nat[rr]--;
+                room += c[rr];
+                T->used -= c[rr];
+                if (v < 0) { v = q; sl = T->slot[i]; }
+                else { T->also_k[T->nalso] = q; T->also_s[T->nalso++] = T->slot[i]; }
+                T->slot[i] = -1;
+                T->nres--;
+            }
+            if (!moved_one) break;
+        }
+        for (long j = 0; j < T->nalso; j++) T->fstack[T->ftop++] = T->also_s[j];
+    }
+    at = fit(T, room);
+    if (at < 0 || (v < 0 && T->ftop == 0)) return -1;   /* (room made: at >= 0 and a slot is free) */
+    if (v < 0) sl = T->fstack[--T->ftop];
+    T->slot[k - L->klo] = sl;
+    T->rung[k - L->klo] = (signed char)at;
+    T->nat[at]++;
+    T->used += c[at];
+    T->nres++;
+    st->ops->insert(st, k, w);
+    *slot = sl;
+    *victim = v;
+    return 0;
+}
+
 /* _admit: k made resident in the cache tier t below the device: 0 with *slot and *victim (-1:
- * none; demoted), -1 when its rule does not admit it or nothing can leave */
+ * none; demoted; a ladder's further victims demoted too, a LEAVE step where nothing moved),
+ * -1 when its rule does not admit it or nothing can leave */
 static int admit(Engine *o, Level *L, int t, int k, double w, const Exclude *x, Rec *r, int *slot, int *victim) {
     Tier *T = &L->t[t];
     Store *st = T->st;
     if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) return -1;
+    if (T->nrung) {
+        if (ladder_admit(L, t, k, w, x, r, slot, victim) < 0) return -1;
+        if (*victim >= 0) {
+            T->evictions++;
+            demote(o, L, *victim, t, x, r);
+        }
+        for (long j = 0; j < T->nalso; j++) {
+            T->evictions++;
+            long n = r->nsteps;
+            demote(o, L, T->also_k[j], t, x, r);
+            if (r->nsteps == n && t > 0) rec_step(r, SO_LEAVE, T->also_k[j], t, t, T->also_s[j], -1, -1, -1);
+        }
+        return 0;
+    }
     int sl, v = -1;
     if (T->nres >= T->slots || T->ftop == 0) {
         if (T->always) return -1;
@@ -114,27 +223,31 @@ static void demote(Engine *o, Level *L, int k, int t, const Exclude *x, Rec *r) 
     if (d >= L->last || t_has(o, L, d, k)) return;
     Tier *D = &L->t[d];
     if (X->vac_k >= 0 && &X->lv[X->vac_lv] == L && X->vac_t == d && t_has(o, L, d, X->vac_k) &&
-            D->nres >= D->slots) {
-        t_remove(L, d, X->vac_k);          /* the key promoted out of d makes room for k */
+            (D->nres >= D->slots || D->nrung)) {
+        /* the key promoted out of d makes room for k (a ladder: always, so that k lands at
+         * the highest rung the room gives) */
+        t_remove(L, d, X->vac_k);
         X->vac_k = -1;
     }
     int slot, victim;
     if (admit(o, L, d, k, o->wdef, x, r, &slot, &victim) < 0) return;
     int op = (d == t + 1 && L->t[t].requant) ? SO_REQUANT : SO_DEMOTE;
-    rec_step(r, op, k, t, d, slot, victim, D->dtype, -1);
+    rec_step(r, op, k, t, d, slot, victim, held_dtype(L, d, k), -1);
     D->demotions++;
     L->t[t].reads++;
-    L->t[t].bytes_read += D->unit_bytes;
+    L->t[t].bytes_read += held_bytes(L, d, k);
 }
 
 /* _read: k read from the disk into the host tier above it (its rule and the promote(disk ->
  * host) threshold apply), else into a transient host buffer */
 static void disk_read(Engine *o, Level *L, int k, double w, const Exclude *x, int kind, Rec *r) {
     Tiers *X = o->tiers;
-    int h = L->read_into, slot = -1, victim = -1;
-    if (!below(share(o, k), L->t[h].promote) && admit(o, L, h, k, w, x, r, &slot, &victim) == 0)
+    int h = L->read_into, slot = -1, victim = -1, dtype = L->t[h].dtype;
+    if (!below(share(o, k), L->t[h].promote) && admit(o, L, h, k, w, x, r, &slot, &victim) == 0) {
         L->t[h].promotions++;
-    rec_step(r, SO_READ, k, L->disk, h, slot, victim, L->t[h].dtype, kind);
+        dtype = held_dtype(L, h, k);
+    }
+    rec_step(r, SO_READ, k, L->disk, h, slot, victim, dtype, kind);
     X->fetched[k] = X->fstamp;
     L->t[L->disk].reads++;
     L->t[L->disk].bytes_read += L->t[L->disk].unit_bytes;
@@ -189,22 +302,30 @@ static int promote(Engine *o, int lvi, int k, int start, double w, const Exclude
         if (L->t[t].kind == TK_GPU) cand[nc++] = t;
     }
     int from_gpu = start < L->gpu;
-    int src_bits = from_gpu ? L->t[start].bits : 0;
+    int src_bits = from_gpu ? held_bits(L, start, k) : 0;
     for (int j = nc - 1; j >= 0; j--) {
         int t = cand[j], slot, victim;
         Tier *T = &L->t[t];
-        int device_copy = from_gpu && src_bits >= T->bits;
-        if (!device_copy) host_copy(o, L, k, w, x, kind, r);
+        /* the copy comes from the source tier when it holds k at the target's precision or
+         * better, else from host memory; a ladder's precision is the rung k lands at */
+        int ladder = T->nrung > 0, device_copy = from_gpu && src_bits >= T->bits;
+        if (!device_copy && !ladder) host_copy(o, L, k, w, x, kind, r);
         if (t == 0) {
             if (from_gpu) { X->vac_lv = lvi; X->vac_t = start; X->vac_k = k; }
             slot = load_top(o, L, lvi, k, w, x, kind, r, &victim);
             X->vac_k = -1;
             if (slot < 0) continue;
         } else if (admit(o, L, t, k, w, x, r, &slot, &victim) < 0) continue;
+        int dtype = held_dtype(L, t, k), bits = held_bits(L, t, k);
+        double nbytes = held_bytes(L, t, k);
+        if (ladder) {
+            device_copy = from_gpu && src_bits >= bits;
+            if (!device_copy) host_copy(o, L, k, w, x, kind, r);
+        }
         T->promotions++;
         if (from_gpu && t_has(o, L, start, k)) t_remove(L, start, k);   /* held once on the gpu */
-        if (from_gpu || t > 0) rec_step(r, SO_PROMOTE, k, start, t, slot, victim, T->dtype, kind);
-        copied(o, L, k, device_copy ? start : -1, T->bits, T->unit_bytes);
+        if (from_gpu || t > 0 || ladder) rec_step(r, SO_PROMOTE, k, start, t, slot, victim, dtype, kind);
+        copied(o, L, k, device_copy ? start : -1, bits, nbytes);
         return t;
     }
     return -1;
@@ -230,6 +351,7 @@ static long tier_miss(Engine *o, int lvi, int k, double w, int to_cpu, Rec *r) {
     Exclude x = {o->mark, o->stamp, -1};
     int s = find(o, lvi, k, w);
     L->t[s].hits++;
+    if (L->t[s].nrung) L->t[s].at[L->t[s].rung[k - L->klo]]++;   /* a ladder: the rung it served at */
     if (L->disk >= 0 && s == L->disk) disk_read(o, L, k, w, &x, PK_DEMAND, r);
     int start = s == L->disk ? L->read_into : s;
     if (to_cpu && s >= L->gpu) {   /* computed on the CPU from host memory, loaded for later */
@@ -252,12 +374,12 @@ static long tier_miss(Engine *o, int lvi, int k, double w, int to_cpu, Rec *r) {
             H->bytes_read += L->t[L->last].unit_bytes;
             return W_STREAM;
         }
-        rec_step(r, SO_SERVE, k, t, t, t_slot(o, L, t, k), -1, L->t[t].dtype, -1);
+        rec_step(r, SO_SERVE, k, t, t, t_slot(o, L, t, k), -1, held_dtype(L, t, k), -1);
         place = W_LOWER;
     }
-    if (!L->t[t].exact) {
+    if (!held_exact(L, t, k)) {
         L->t[t].approximate++;
-        approximate(o->tiers, L->t[t].dtype);
+        approximate(o->tiers, held_dtype(L, t, k));
     }
     return place;
 }
@@ -369,7 +491,7 @@ void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) 
         for (int t = 1; t < L->last; t++)
             if (t_has(o, L, t, k)) { s = t; break; }
         int from_gpu = s > 0 && s < L->gpu;
-        int device_copy = from_gpu && L->t[s].bits >= T0->bits;
+        int device_copy = from_gpu && held_bits(L, s, k) >= T0->bits;
         if (!device_copy) host_copy(o, L, k, o->wdef, protect ? &px : &busy, PK_PREFETCH, r);
         o->slot[k] = slot;
         c->nres++;
@@ -455,14 +577,34 @@ static int tier_store(Engine *o, const Level *L, Store **sp, PyObject *rule, lon
     return 0;
 }
 
+/* a ladder tier's rungs ((dtype, bits, unit_bytes, exact), ...), highest first, and its size
+ * in bit-units: 0, -1 with an exception */
+static int rungs_from(Engine *o, Tier *T, PyObject *rungs, long long budget) {
+    Py_ssize_t n = PyTuple_Check(rungs) ? PyTuple_GET_SIZE(rungs) : 0;
+    if (n < 2 || n > 8 || budget < 1 || budget > ((long long)1 << 62)) return bad("a tier's dtype_ladder");
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *it = PyTuple_GET_ITEM(rungs, r);
+        if (!PyTuple_Check(it)) return bad("a tier's dtype_ladder");
+        if (!PyArg_ParseTuple(it, "iidi", &T->rdtype[r], &T->rbits[r], &T->rbytes[r], &T->rexact[r])) return -1;
+        int b = T->rbits[r];
+        if (T->rdtype[r] < 0 || T->rdtype[r] >= o->tiers->ndtypes || (b != 4 && b != 8 && b != 16 && b != 32) ||
+                !(T->rbytes[r] > 0) || !isfinite(T->rbytes[r]))
+            return bad("a tier's dtype_ladder");
+    }
+    T->nrung = (int)n;
+    T->budget = (int64_t)budget;
+    return 0;
+}
+
 /* one tier: (name, location, dtype, kind, bits, exact, always, requant, unit_bytes, promote,
- * slots, rule: None, a name or weighted_sum's pairs) */
+ * slots, rule: None, a name or weighted_sum's pairs, rungs: None or a dtype_ladder's, budget) */
 static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
     Tier *T = &L->t[t];
-    PyObject *rule;
-    long long slots;
-    if (!PyArg_ParseTuple(spec, "UUiiiiiiddLO", &T->name, &T->location, &T->dtype, &T->kind, &T->bits,
-                          &T->exact, &T->always, &T->requant, &T->unit_bytes, &T->promote, &slots, &rule))
+    PyObject *rule, *rungs;
+    long long slots, budget;
+    if (!PyArg_ParseTuple(spec, "UUiiiiiiddLOOL", &T->name, &T->location, &T->dtype, &T->kind, &T->bits,
+                          &T->exact, &T->always, &T->requant, &T->unit_bytes, &T->promote, &slots, &rule,
+                          &rungs, &budget))
         return -1;
     if (T->dtype < -1 || T->dtype >= o->tiers->ndtypes || T->kind < TK_GPU || T->kind > TK_DISK ||
             (T->bits != 4 && T->bits != 8 && T->bits != 16 && T->bits != 32) || !(T->unit_bytes > 0) ||
@@ -472,8 +614,12 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
     if (last != (slots < 0) || slots > INT_MAX || slots == 0 || (T->kind == TK_DISK && !last))
         return bad("a tier's slots");
     T->slots = (long)slots;
-    if (last) return 0;
+    if (last) return rungs == Py_None ? 0 : bad("a dtype_ladder on the last tier");
     if (rule == Py_None) return bad("a cache tier without an eviction rule");
+    if (rungs != Py_None) {
+        if (t == 0 && T->kind == TK_GPU) return bad("a dtype_ladder on a set's top gpu tier");
+        if (rungs_from(o, T, rungs, budget) < 0) return -1;
+    }
     long keys = L->nlayers * o->E;
     Store **sp = &T->st;
     long cap = T->slots;
@@ -488,6 +634,11 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
                 !(T->fstack = zal((size_t)T->pool, sizeof(int)))) { PyErr_NoMemory(); return -1; }
         memset(T->slot, 0xff, sizeof(int) * (size_t)(L->khi - L->klo));
         for (long i = 0; i < T->pool; i++) T->fstack[i] = (int)(T->pool - 1 - i);
+        if (T->nrung && (!(T->rung = zal((size_t)(L->khi - L->klo), 1)) || !(T->kbuf = zal((size_t)T->pool, sizeof(int))) ||
+                         !(T->also_k = zal((size_t)T->pool, sizeof(int))) || !(T->also_s = zal((size_t)T->pool, sizeof(int))))) {
+            PyErr_NoMemory();
+            return -1;
+        }
     }
     return tier_store(o, L, sp, T->always ? NULL : rule, cap);   /* (always: Fixed, an lru that never evicts) */
 }
@@ -584,7 +735,7 @@ int tiers_build(Engine *o, PyObject *spec) {
         }
     }
     if (!s_ops[0]) {
-        static const char *names[SO_COUNT] = {"read", "promote", "demote", "requant", "serve"};
+        static const char *names[SO_COUNT] = {"read", "promote", "demote", "requant", "serve", "leave"};
         for (int i = 0; i < SO_COUNT; i++)
             if (!(s_ops[i] = PyUnicode_InternFromString(names[i]))) return -1;
     }
@@ -600,6 +751,7 @@ void tiers_free(Engine *o) {
             if (L->t[t].st) store_free(L->t[t].st);
             free(L->t[t].slot);
             free(L->t[t].fstack);
+            free(L->t[t].rung); free(L->t[t].kbuf); free(L->t[t].also_k); free(L->t[t].also_s);
         }
         free(L->t);
         free(L->layers);
@@ -660,6 +812,29 @@ static PyObject *num_or_none(long long v, int none) {
     return none ? Py_NewRef(Py_None) : PyLong_FromLongLong(v);
 }
 
+/* a ladder tier's part of its row: dtype_ladder, served_at, resident_at, requantized */
+static int ladder_row(const Tiers *X, const Tier *T, PyObject *row) {
+    PyObject *names = PyList_New(T->nrung), *served = PyDict_New(), *resident = PyDict_New(), *x = NULL;
+    int rc = -1;
+    if (!names || !served || !resident) goto done;
+    for (int r = 0; r < T->nrung; r++) {
+        PyObject *d = PyTuple_GET_ITEM(X->dtypes, T->rdtype[r]);
+        PyList_SET_ITEM(names, r, Py_NewRef(d));
+        if (!(x = PyLong_FromLongLong((long long)T->at[r])) || PyDict_SetItem(served, d, x) < 0) goto done;
+        Py_SETREF(x, PyLong_FromLongLong((long long)T->nat[r]));
+        if (!x || PyDict_SetItem(resident, d, x) < 0) goto done;
+        Py_CLEAR(x);
+    }
+    if (!(x = PyLong_FromLongLong((long long)T->requants)) || PyDict_SetItemString(row, "dtype_ladder", names) < 0 ||
+            PyDict_SetItemString(row, "served_at", served) < 0 || PyDict_SetItemString(row, "resident_at", resident) < 0 ||
+            PyDict_SetItemString(row, "requantized", x) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(x); Py_XDECREF(names); Py_XDECREF(served); Py_XDECREF(resident);
+    return rc;
+}
+
 int tier_stats(Engine *o, TierSnap *s, const int64_t *l_hit, PyObject *out) {
     const Tiers *X = o->tiers;
     int rc = -1;
@@ -698,7 +873,7 @@ int tier_stats(Engine *o, TierSnap *s, const int64_t *l_hit, PyObject *out) {
                 "demotions", (long long)T->demotions, "evictions", (long long)T->evictions,
                 "reads", (long long)T->reads, "bytes_read", br) : NULL;
             Py_XDECREF(cap); Py_XDECREF(res); Py_XDECREF(br);
-            if (!row) goto done;
+            if (!row || (T->nrung && ladder_row(X, T, row) < 0)) { Py_XDECREF(row); goto done; }
             int e = PyList_Append(rows, row);
             Py_DECREF(row);
             if (e < 0) goto done;
