@@ -489,7 +489,10 @@ def test_a_stale_build_is_not_used(monkeypatch):
     "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }",
     "policy t { hierarchy { tier hot { location = gpu  capacity = 24 }  tier ram { location = cpu  "
     "capacity = 60  eviction = weighted_sum(lfu = 0.5, frequency_threshold = 1) }  tier ssd { location = disk } "
-    "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }"])
+    "eviction = weighted_sum(lru = 0.5, score = 0.5) } schedule { mode = hybrid } }",
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 24  dtype_ladder = [fp16, int8, int4] } "
+    "tier warm { location = gpu  capacity = 30  dtype_ladder = [int8, int4] }  tier ram { location = cpu  capacity = 60 } "
+    "tier ssd { location = disk } } prefetch { strategy = history  budget = 2 } }"])
 def test_tiered_replays_are_the_same_on_both_backends(text, preset):
     """The first policy runs on the compiled engine (mpl/runtime/c/tiers.c); the second
     (granularity_split) does not yet: its compiled side is skipped with its reason."""

@@ -216,6 +216,10 @@ TIERED = [
     "tier hot { location = gpu  capacity = 4 }  tier ram { location = cpu  capacity = 7 }  tier ssd { location = disk } "
     "eviction = weighted_sum(lru = 0.5, lfu = 0.5) } schedule { mode = cpu_fallback } "
     "monitor { window = 20 } adapt { when hit_rate < 0.2 { trigger flush } } }",
+    "policy t { hierarchy { tier hot { location = gpu  capacity = 3  dtype_ladder = [fp16, int8, int4] } "
+    "tier warm { location = gpu  capacity = 3  dtype_ladder = [int8, int4] }  tier ram { location = cpu  capacity = 7 } "
+    "tier ssd { location = disk } } prefetch { strategy = history  budget = 2 } "
+    "monitor { window = 20 } adapt { when miss_rate > 0.5 { trigger memory_pressure } } }",
 ]
 
 

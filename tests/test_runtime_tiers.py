@@ -371,7 +371,7 @@ def test_demotion_into_a_host_cache_copies_what_it_lost():
 
 
 # ------------------------------------------------------------------ backends, set, errors
-def test_the_compiled_engine_holds_tiers_of_whole_experts_and_ladders_below_the_top():
+def test_the_compiled_engine_holds_tiers_of_whole_experts_and_ladders():
     pol = mpl.loads(FOUR_TIERS % (4, 8, 20, ""))
     rt = pol.runtime(4, 16, 2)
     if compiled.available():
@@ -384,12 +384,16 @@ def test_the_compiled_engine_holds_tiers_of_whole_experts_and_ladders_below_the_
     top = mpl.loads("policy p { hierarchy { tier hot { location = gpu  capacity = 8  "
                     "dtype_ladder = [fp16, int8, int4] } } }")
     rt = top.runtime(4, 16, 2)
+    if compiled.available():
+        assert rt.backend == "compiled" and rt.backend_reason is None
+    split = mpl.loads("policy p { hierarchy { tier hot { location = gpu  capacity = 8 }  granularity_split = 2 } }")
+    rt = split.runtime(4, 16, 2)
     assert rt.backend == "pure"
     if compiled.available():
-        why = "the compiled engine does not hold a dtype_ladder on a set's top gpu tier yet"
+        why = "the compiled engine does not hold granularity_split tiers yet"
         assert rt.backend_reason == why
         with pytest.raises(RuntimeConfigError, match=why):
-            top.runtime(4, 16, 2, backend="compiled")
+            split.runtime(4, 16, 2, backend="compiled")
 
 
 def test_set_refuses_cache_parameters_of_a_tiered_policy():

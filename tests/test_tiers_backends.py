@@ -34,7 +34,7 @@ EVICTIONS = RULES + ["weighted_sum(lru = 0.5, lfu = 0.5)", "weighted_sum(lfu = 1
                      "weighted_sum(frequency_threshold = 0.3, lru = 0.7, score = 0.1)",
                      "weighted_sum(score = 1, lru = 1, lfu = 0.5, frequency_threshold = 0.5)"]
 DTYPES = ["", "", "  dtype = fp16", "  dtype = int8", "  dtype = int4", "  dtype = bf16", "  dtype = fp32"]
-#: a tier below the top one may hold a dtype_ladder instead
+#: a tier may hold a dtype_ladder instead
 LADDERS = ["  dtype_ladder = [fp16, int8, int4]", "  dtype_ladder = [int8, int4]",
            "  dtype_ladder = [bf16, int4]", "  dtype_ladder = [fp32, fp16, int8]"]
 REST = [
@@ -61,7 +61,7 @@ def tier_set(draw, name: str) -> str:
     for i in range(ngpu):
         always = "  residency = always" if draw(st.integers(0, 5)) == 0 else ""
         ev = f"  eviction = {draw(st.sampled_from(EVICTIONS))}" if draw(st.booleans()) else ""
-        dt = draw(st.sampled_from(DTYPES + LADDERS)) if i else draw(st.sampled_from(DTYPES[:3] + DTYPES[3:4]))
+        dt = draw(st.sampled_from(DTYPES + LADDERS)) if i else draw(st.sampled_from(DTYPES[:3] + DTYPES[3:4] + LADDERS))
         parts.append(f"tier g{i}{name} {{ location = gpu  capacity = {draw(st.integers(3, 6))}{dt}{always}{ev} }}")
         names.append(f"g{i}{name}")
         if "int" in dt:
@@ -236,16 +236,13 @@ def test_a_four_tier_policy_replays_the_same_on_both_backends():
 @pytest.mark.parametrize("text, why", [
     ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  granularity_split = 2 } }",
      "granularity_split"),
-    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3  dtype_ladder = [fp16, int8, int4] }\n"
-     " tier warm { location = gpu  capacity = 6 } } }", "a dtype_ladder on a set's top gpu tier"),
 ])
 def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, why):
     pol = mpl.loads(text)
     rt = pol.runtime(4, 16, 2)
     assert rt.backend == "pure"
     if compiled.available():
-        assert rt.backend_reason == f"the compiled engine does not hold {why}" + (
-            " yet" if why.startswith("a ") else " tiers yet")
+        assert rt.backend_reason == f"the compiled engine does not hold {why} tiers yet"
         with pytest.raises(RuntimeConfigError, match=why):
             pol.runtime(4, 16, 2, backend="compiled")
 
@@ -388,6 +385,45 @@ def test_dtype_ladders_below_the_top_tier_run_compiled_with_every_kind_of_step()
     warm = b.stats()["tiers"][1]
     assert warm["requantized"] > 0 and all(warm["served_at"].values())
     t = synthesize("deepseek-v2-lite", steps=6, seed=4)
+    with forced("pure"):
+        ra = pol.replay(t)
+    rb = pol.replay(t)
+    assert ra.stats == rb.stats and ra.sim == rb.sim
+
+
+TOP_LADDER = """policy t {
+    hierarchy {
+        tier hot  { location = gpu  capacity = 3  dtype_ladder = [fp16, int8, int4]  eviction = lfu }
+        tier warm { location = gpu  capacity = 3  dtype_ladder = [int8, int4] }
+        tier ram  { location = cpu  capacity = 6 }
+        tier ssd  { location = disk }
+        on demote(hot -> warm) { mechanism = in_place_requant }
+    }
+    prefetch { strategy = history  budget = 2 }
+    schedule { mode = hybrid  offload_threshold_ms = 5 }
+    monitor { window = 16 }
+    adapt {
+        when miss_rate > 0.6 { trigger memory_pressure }
+        when hit_rate > 0.5 { trigger flush }
+    }
+}
+"""
+
+
+@needs_engine
+def test_a_top_tier_ladder_runs_compiled_its_hits_at_their_rungs():
+    pol = mpl.loads(TOP_LADDER)
+    a, b = pair(pol, 2, 16, 2)
+    assert b.backend == "compiled" and b.backend_reason is None
+    serves = 0
+    for layer, ex, w, tokens, preds in dispatches(9, n=400, L=2, E=16):
+        pa = a.dispatch(layer, ex, w, tokens, predictions=preds)
+        assert pa == b.dispatch(layer, ex, w, tokens, predictions=preds)
+        serves += sum(1 for s in pa.steps if s.op == "serve" and s.source == 0)
+        assert state(a) == state(b)
+    hot = b.stats()["tiers"][0]
+    assert serves > 0 and hot["requantized"] > 0 and hot["approximate"] > 0
+    t = synthesize("deepseek-v2-lite", steps=6, seed=5)
     with forced("pure"):
         ra = pol.replay(t)
     rb = pol.replay(t)

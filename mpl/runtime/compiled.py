@@ -25,10 +25,9 @@ ENGINE_ABI = 2
 #: what the engine holds (``mplc doctor``; :func:`unsupported` decides, runtime by runtime)
 COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
             "monitor, adapt rule and per-layer allocation), and memory tiers (hierarchy, "
-            "per_layer_hierarchy) of whole experts, at one precision per tier or a dtype_ladder "
-            "on a tier below a set's top gpu tier, every tier's eviction one of the engine's "
-            "rules or a weighted_sum of its single-queue rules (not granularity_split, nor a "
-            "dtype_ladder on a top gpu tier), for its whole life, on models of "
+            "per_layer_hierarchy) of whole experts, at one precision per tier or a dtype_ladder, "
+            "every tier's eviction one of the engine's rules or a weighted_sum of its "
+            "single-queue rules (not granularity_split), for its whole life, on models of "
             "up to 2^22 layers x experts, with an affinity table of up to 64 MiB and a learned "
             "predictor within the compiled predictor's tables; the Belady optimum, trace "
             "packing and JSONL reading")
@@ -177,8 +176,6 @@ def _tiers_unsupported(t, names) -> str | None:
         if len(lv.tiers) > 64:
             return "the compiled engine holds at most 64 tiers in a set"
         for spec in lv.tiers:
-            if spec.rungs is not None and spec.index == 0 and spec.kind == "gpu":
-                return "the compiled engine does not hold a dtype_ladder on a set's top gpu tier yet"
             if spec.rungs is not None and (len(spec.rungs) > 8 or spec.budget > 1 << 62):
                 return "the compiled engine holds a dtype_ladder of at most 8 rungs and 2^62 bit-units"
             for side in _tier_rule_names(spec.eviction):

@@ -52,6 +52,7 @@ static void t_remove(Level *L, int t, int k) {
     if (T->nrung) {
         T->nat[T->rung[i]]--;
         T->used -= T->rbits[T->rung[i]];
+        T->rung[i] = -1;
     }
     T->fstack[T->ftop++] = T->slot[i];
     T->slot[i] = -1;
@@ -111,13 +112,34 @@ static int fit(const Tier *T, int64_t room) {
     return -1;
 }
 
+/* where a cache tier keeps its keys: a set's top gpu tier is the engine's device cache (its
+ * store, the key -> slot map o->slot, the one slot pool), a tier below it its own (slot map
+ * indexed by key - klo) */
+typedef struct {
+    Store *st;
+    int *slot, off;            /* k's slot: slot[k - off] */
+    int *fstack;
+    long *ftop, *nres;
+} Place;
+
+static Place place_of(Engine *o, Level *L, int t) {
+    if (t == 0 && L->gpu) {
+        Cache *c = &o->C[L - o->tiers->lv];
+        return (Place){c->st, o->slot, 0, o->fstack, &o->ftop, &c->nres};
+    }
+    Tier *T = &L->t[t];
+    return (Place){T->st, T->slot, L->klo, T->fstack, &T->ftop, &T->nres};
+}
+
 /* LadderCache.admit: k made resident in the ladder tier t (ladder.py's rule: room made from the
  * cold end, each key not in use one rung down, or out from the lowest rung, a REQUANT step per
  * step down): 0 with *slot and *victim (the first key out, whose slot k takes; the others in
  * T->also_*, their slots freed), -1 when k fits at no rung (nothing changed) */
-static int ladder_admit(Level *L, int t, int k, double w, const Exclude *x, Rec *r, int *slot, int *victim) {
+static int ladder_admit(Engine *o, Level *L, int t, int k, double w, const Exclude *x, Rec *r, int *slot,
+                        int *victim) {
     Tier *T = &L->t[t];
-    Store *st = T->st;
+    Place p = place_of(o, L, t);
+    Store *st = p.st;
     const int low = T->nrung - 1, *c = T->rbits;
     int64_t room = T->budget - T->used;
     int at, sl = -1, v = -1;
@@ -141,31 +163,32 @@ static int ladder_admit(Level *L, int t, int k, double w, const Exclude *x, Rec 
                     T->nat[rr + 1]++;
                     room += c[rr] - c[rr + 1];
                     T->used -= c[rr] - c[rr + 1];
-                    rec_step(r, SO_REQUANT, q, t, t, T->slot[i], -1, T->rdtype[rr + 1], -1);
+                    rec_step(r, SO_REQUANT, q, t, t, p.slot[q - p.off], -1, T->rdtype[rr + 1], -1);
                     T->requants++;
                     continue;
                 }
                 st->ops->discard(st, q);
                 T->nat[rr]--;
+                T->rung[i] = -1;
                 room += c[rr];
                 T->used -= c[rr];
-                if (v < 0) { v = q; sl = T->slot[i]; }
-                else { T->also_k[T->nalso] = q; T->also_s[T->nalso++] = T->slot[i]; }
-                T->slot[i] = -1;
-                T->nres--;
+                if (v < 0) { v = q; sl = p.slot[q - p.off]; }
+                else { T->also_k[T->nalso] = q; T->also_s[T->nalso++] = p.slot[q - p.off]; }
+                p.slot[q - p.off] = -1;
+                (*p.nres)--;
             }
             if (!moved_one) break;
         }
-        for (long j = 0; j < T->nalso; j++) T->fstack[T->ftop++] = T->also_s[j];
+        for (long j = 0; j < T->nalso; j++) p.fstack[(*p.ftop)++] = T->also_s[j];
     }
     at = fit(T, room);
-    if (at < 0 || (v < 0 && T->ftop == 0)) return -1;   /* (room made: at >= 0 and a slot is free) */
-    if (v < 0) sl = T->fstack[--T->ftop];
-    T->slot[k - L->klo] = sl;
+    if (at < 0 || (v < 0 && *p.ftop == 0)) return -1;   /* (room made: at >= 0 and a slot is free) */
+    if (v < 0) sl = p.fstack[--*p.ftop];
+    p.slot[k - p.off] = sl;
     T->rung[k - L->klo] = (signed char)at;
     T->nat[at]++;
     T->used += c[at];
-    T->nres++;
+    (*p.nres)++;
     st->ops->insert(st, k, w);
     *slot = sl;
     *victim = v;
@@ -180,7 +203,7 @@ static int admit(Engine *o, Level *L, int t, int k, double w, const Exclude *x, 
     Store *st = T->st;
     if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) return -1;
     if (T->nrung) {
-        if (ladder_admit(L, t, k, w, x, r, slot, victim) < 0) return -1;
+        if (ladder_admit(o, L, t, k, w, x, r, slot, victim) < 0) return -1;
         if (*victim >= 0) {
             T->evictions++;
             demote(o, L, *victim, t, x, r);
@@ -260,14 +283,31 @@ static void host_copy(Engine *o, Level *L, int k, double w, const Exclude *x, in
 }
 
 /* Runtime._load into the set's device cache (its top tier): the slot, or -1; *victim */
+/* Runtime._gone of a key out of the device cache whose slot is already free (its eviction
+ * recorded and counted, what it leaves forgotten, demoted below) */
+static void top_gone(Engine *o, int v, int slot, Rec *r) {
+    rec_evict(r, v, slot);
+    o->evictions++;
+    gone_state(o, v);
+    tier_gone(o, v, r);
+}
+
 static int load_top(Engine *o, Level *L, int lvi, int k, double w, const Exclude *x, int kind, Rec *r,
                     int *victim) {
     Cache *c = &o->C[lvi];
     Store *st = c->st;
-    (void)L;
     *victim = -1;
     if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) return -1;
     int sl, v = -1;
+    if (L->t[0].nrung) {       /* a ladder top tier (its further victims leave after the load) */
+        if (ladder_admit(o, L, 0, k, w, x, r, &sl, &v) < 0) return -1;
+        if (v >= 0) top_gone(o, v, sl, r);
+        rec_load(r, k, sl, v, kind);
+        if (o->f_ttl) ttl_touch(o, k);
+        for (long j = 0; j < L->t[0].nalso; j++) top_gone(o, L->t[0].also_k[j], L->t[0].also_s[j], r);
+        *victim = v;
+        return sl;
+    }
     if (c->nres >= c->cap || o->ftop == 0) {
         if (c->fixed) return -1;
         v = st->ops->evict(st, x, k);
@@ -279,12 +319,7 @@ static int load_top(Engine *o, Level *L, int lvi, int k, double w, const Exclude
     o->slot[k] = sl;
     c->nres++;
     st->ops->insert(st, k, w);
-    if (v >= 0) {
-        rec_evict(r, v, sl);
-        o->evictions++;
-        gone_state(o, v);
-        tier_gone(o, v, r);
-    }
+    if (v >= 0) top_gone(o, v, sl, r);
     rec_load(r, k, sl, v, kind);
     if (o->f_ttl) ttl_touch(o, k);
     *victim = v;
@@ -411,9 +446,24 @@ void tier_begin(Engine *o, long layer, const long *ex, long n) {
     }
 }
 
+/* _rung_hit: a hit in a ladder top tier, counted at k's rung; below the first rung it is
+ * computed from that copy (a SERVE step whose source and target are the top tier) */
+static void rung_hit(Engine *o, Level *L, int k, Rec *r) {
+    Tier *T = &L->t[0];
+    int at = T->rung[k - L->klo];
+    if (at) rec_step(r, SO_SERVE, k, 0, 0, o->slot[k], -1, T->rdtype[at], -1);
+    T->at[at]++;
+    if (!T->rexact[at]) {
+        T->approximate++;
+        approximate(o->tiers, T->rdtype[at]);
+    }
+}
+
 void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const double *wv, int64_t *cnt) {
     const long n = a->n, *ex = a->ex, base = a->layer * o->E;
     int lvi = o->tiers->level_of[a->layer];
+    Level *L = &o->tiers->lv[lvi];
+    const Tier *T0 = &L->t[0];
     Store *st = o->C[lvi].st;
     int first_miss = 1, to_cpu = 0;
     int64_t nhit = 0;
@@ -426,6 +476,7 @@ void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const doubl
             r->where[i] = o->slot[k];
             r->hit[i] = 1;
             nhit++;
+            if (T0->nrung) rung_hit(o, L, k, r);
             st->ops->hit(st, k, w);
             if (o->f_ttl) ttl_touch(o, k);
             if (o->pf[k]) { o->pf[k] = 0; o->pf_useful++; }
@@ -445,7 +496,13 @@ void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const doubl
 /* TieredRuntime._gone: a key left the device cache: counted, demoted below it */
 void tier_gone(Engine *o, int k, Rec *r) {
     Level *L = level_of_key(o, k);
-    L->t[0].evictions++;
+    Tier *T0 = &L->t[0];
+    if (T0->nrung && T0->rung[k - L->klo] >= 0) {   /* LadderCache.remove / evict_one: its size back */
+        T0->nat[T0->rung[k - L->klo]]--;
+        T0->used -= T0->rbits[T0->rung[k - L->klo]];
+        T0->rung[k - L->klo] = -1;
+    }
+    T0->evictions++;
     if (L->gpu) {
         Exclude x = {o->mark, o->stamp, -1};
         demote(o, L, k, 0, &x, r);
@@ -467,45 +524,48 @@ void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) 
         Store *st = c->st;
         if (o->slot[k] >= 0 || c->nres > c->cap) continue;
         if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) continue;
-        int slot, v = -1;
-        if (c->nres >= c->cap || o->ftop == 0) {
-            if (!protect) {                    /* the dispatch's keys and every proposal */
-                px.stamp = ++X->pstamp;
-                for (long q = 0; q < n; q++) X->pmark[layer * o->E + ex[q]] = px.stamp;
-                for (long q = 0; q < np; q++) X->pmark[o->props[q]] = px.stamp;
-                protect = 1;
-            }
+        Tier *T0 = &L->t[0];
+        int slot, v = -1, ladder = T0->nrung > 0;
+        if ((ladder || c->nres >= c->cap || o->ftop == 0) && !protect) {
+            px.stamp = ++X->pstamp;            /* the dispatch's keys and every proposal */
+            for (long q = 0; q < n; q++) X->pmark[layer * o->E + ex[q]] = px.stamp;
+            for (long q = 0; q < np; q++) X->pmark[o->props[q]] = px.stamp;
+            protect = 1;
+        }
+        if (ladder) {                          /* its rung is the ladder's to give */
+            if (ladder_admit(o, L, 0, k, o->wdef, &px, r, &slot, &v) < 0) continue;
+            if (v >= 0) top_gone(o, v, slot, r);
+            for (long q = 0; q < T0->nalso; q++) top_gone(o, T0->also_k[q], T0->also_s[q], r);
+        } else if (c->nres >= c->cap || o->ftop == 0) {
             if (c->fixed) continue;
             v = st->ops->evict(st, &px, k);
             if (v < 0) continue;
             slot = o->slot[v];
             o->slot[v] = -1;
             c->nres--;
-            rec_evict(r, v, slot);
-            o->evictions++;
-            gone_state(o, v);
-            tier_gone(o, v, r);
+            top_gone(o, v, slot, r);
         } else slot = o->fstack[--o->ftop];
-        Tier *T0 = &L->t[0];
+        int dtype = held_dtype(L, 0, k), bits = held_bits(L, 0, k);
+        double nbytes = held_bytes(L, 0, k);
         int s = L->last;                       /* _where_now */
         for (int t = 1; t < L->last; t++)
             if (t_has(o, L, t, k)) { s = t; break; }
         int from_gpu = s > 0 && s < L->gpu;
-        int device_copy = from_gpu && held_bits(L, s, k) >= T0->bits;
+        int device_copy = from_gpu && held_bits(L, s, k) >= bits;
         if (!device_copy) host_copy(o, L, k, o->wdef, protect ? &px : &busy, PK_PREFETCH, r);
-        o->slot[k] = slot;
-        c->nres++;
-        st->ops->insert(st, k, o->wdef);
+        if (!ladder) {
+            o->slot[k] = slot;
+            c->nres++;
+            st->ops->insert(st, k, o->wdef);
+        }
         if (o->f_ttl) ttl_touch(o, k);
         rec_load(r, k, slot, v, PK_PREFETCH);
         cnt++;
         o->pf[k] = 1;
         T0->promotions++;
-        if (from_gpu) {
-            t_remove(L, s, k);
-            rec_step(r, SO_PROMOTE, k, s, 0, slot, v, T0->dtype, PK_PREFETCH);
-        }
-        copied(o, L, k, device_copy ? s : -1, T0->bits, T0->unit_bytes);
+        if (from_gpu) t_remove(L, s, k);
+        if (from_gpu || ladder) rec_step(r, SO_PROMOTE, k, s, 0, slot, v, dtype, PK_PREFETCH);
+        copied(o, L, k, device_copy ? s : -1, bits, nbytes);
     }
     o->pf_loads += cnt;
 }
@@ -513,8 +573,12 @@ void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) 
 double tier_used_bytes(const Engine *o) {
     const Tiers *X = o->tiers;
     double out = 0.0;
-    for (long i = 0; i < X->nlv; i++)
-        if (o->C[i].cap) out += (double)o->C[i].nres * X->lv[i].t[0].unit_bytes;
+    for (long i = 0; i < X->nlv; i++) {
+        const Tier *T = &X->lv[i].t[0];
+        if (!o->C[i].cap) continue;
+        if (T->nrung) out += (double)T->used * T->rbytes[0] / (double)T->rbits[0];   /* bit-units -> bytes */
+        else out += (double)o->C[i].nres * T->unit_bytes;
+    }
     return out;
 }
 
@@ -616,10 +680,7 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
     T->slots = (long)slots;
     if (last) return rungs == Py_None ? 0 : bad("a dtype_ladder on the last tier");
     if (rule == Py_None) return bad("a cache tier without an eviction rule");
-    if (rungs != Py_None) {
-        if (t == 0 && T->kind == TK_GPU) return bad("a dtype_ladder on a set's top gpu tier");
-        if (rungs_from(o, T, rungs, budget) < 0) return -1;
-    }
+    if (rungs != Py_None && rungs_from(o, T, rungs, budget) < 0) return -1;
     long keys = L->nlayers * o->E;
     Store **sp = &T->st;
     long cap = T->slots;
@@ -634,11 +695,16 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
                 !(T->fstack = zal((size_t)T->pool, sizeof(int)))) { PyErr_NoMemory(); return -1; }
         memset(T->slot, 0xff, sizeof(int) * (size_t)(L->khi - L->klo));
         for (long i = 0; i < T->pool; i++) T->fstack[i] = (int)(T->pool - 1 - i);
-        if (T->nrung && (!(T->rung = zal((size_t)(L->khi - L->klo), 1)) || !(T->kbuf = zal((size_t)T->pool, sizeof(int))) ||
-                         !(T->also_k = zal((size_t)T->pool, sizeof(int))) || !(T->also_s = zal((size_t)T->pool, sizeof(int))))) {
+    }
+    if (T->nrung) {       /* a ladder: per key its rung (-1: not resident); the walk's buffers, as
+                           * long as it can hold keys (its slots; a top tier's are the pool's) */
+        size_t nk = (size_t)(L->khi - L->klo), nb = (size_t)(sp == &T->st ? T->pool : keys);
+        if (!(T->rung = malloc(nk)) || !(T->kbuf = zal(nb, sizeof(int))) || !(T->also_k = zal(nb, sizeof(int))) ||
+                !(T->also_s = zal(nb, sizeof(int)))) {
             PyErr_NoMemory();
             return -1;
         }
+        memset(T->rung, 0xff, nk);
     }
     return tier_store(o, L, sp, T->always ? NULL : rule, cap);   /* (always: Fixed, an lru that never evicts) */
 }
@@ -856,7 +922,7 @@ int tier_stats(Engine *o, TierSnap *s, const int64_t *l_hit, PyObject *out) {
             int64_t hits = T->hits, a = T->approximate;
             if (t == 0 && T->kind == TK_GPU) {
                 hits += top_hits;
-                if (!T->exact) {
+                if (!T->exact && !T->nrung) {       /* (a ladder's: counted at its rungs as they happen) */
                     a += top_hits;
                     approx += top_hits;
                     if (T->dtype >= 0) { s->approx_at[T->dtype] += top_hits; s->approx_seen[T->dtype] = 1; }

@@ -1,7 +1,7 @@
 /* Memory tiers in the compiled engine (SPEC §12): the compiled twin of mpl/runtime/tiers.py
  * (TieredRuntime), for sets of tiers that cache whole experts (granularity_split = 1) at one
- * precision per tier or with a dtype_ladder below the set's top gpu tier (ladder.py's
- * LadderCache: Tier.nrung), every tier's eviction one of the engine's stores or a
+ * precision per tier or with a dtype_ladder (ladder.py's LadderCache: Tier.nrung; a top
+ * tier's keys are the engine's, their rungs the tier's), every tier's eviction one of the engine's stores or a
  * weighted_sum of them (store_weighted.c; mpl/runtime/compiled.py says which policies it holds).
  *
  * As in the pure runtime, the top tier of each set of tiers is the engine's device cache of
@@ -30,13 +30,13 @@ typedef struct {
     long nres, ftop, pool;
     int *slot;                 /* key - Level.klo -> slot, -1 */
     int *fstack;               /* its free slots (SlotFreeList: the last is taken next) */
-    /* a dtype_ladder (nrung > 1; never a set's top gpu tier): LadderCache of ladder.py, each
-     * key at a rung within a size; a unit at rung r costs rbits[r] bit-units */
+    /* a dtype_ladder (nrung > 1): LadderCache of ladder.py, each key at a rung within a size;
+     * a unit at rung r costs rbits[r] bit-units */
     int nrung;
     int rbits[8], rdtype[8], rexact[8];
     double rbytes[8];
     int64_t budget, used;      /* bit-units (LadderCache.budget, .used) */
-    signed char *rung;         /* key - Level.klo -> its rung */
+    signed char *rung;         /* key - Level.klo -> its rung, -1: not resident */
     int *kbuf;                 /* the store's keys() (the cold-end walk, its kept size) */
     int *also_k, *also_s;      /* the last admission's victims after the first, their slots */
     long nalso;
