@@ -20,7 +20,7 @@ from mpl.runtime.monitor import METRIC_NAMES
 
 ENV_PURE = "MPL_PURE"
 #: the calling convention of mpl/runtime/c/module.c (a build of an older source is not used)
-ENGINE_ABI = 2
+ENGINE_ABI = 3
 
 #: what the engine holds (``mplc doctor``; :func:`unsupported` decides, runtime by runtime)
 COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
