@@ -428,3 +428,18 @@ def test_a_top_tier_ladder_runs_compiled_its_hits_at_their_rungs():
         ra = pol.replay(t)
     rb = pol.replay(t)
     assert ra.stats == rb.stats and ra.sim == rb.sim
+
+
+@pytest.mark.parametrize("backend", ["pure", "compiled"])
+def test_a_set_without_a_gpu_tier_keeps_its_first_tiers_clock(backend):
+    # least_stale on the host tier of a set with no gpu tier: a new step makes the keys of the
+    # last one stale, a hit moves its key back to current, and the victim is stale's head
+    pol = mpl.loads("policy p {\n  hierarchy {\n"
+                    "    tier host { location = cpu  capacity = 2  eviction = least_stale }\n"
+                    "    tier ssd { location = disk }\n  }\n}")
+    rt = pol.runtime(1, 8, 2, backend=backend)
+    assert rt.backend == backend
+    rt.dispatch(0, [0, 1], step=0)
+    rt.dispatch(0, [0], step=1)              # (0, 0) hit: current again; (0, 1) stays stale
+    (read,) = rt.dispatch(0, [2], step=1).steps
+    assert (read.op, read.key, read.victim) == ("read", (0, 2), (0, 1))

@@ -80,7 +80,9 @@ class LevelState:
         self.caches = caches
         self.device = device
         self.stats = [TierStats() for _ in spec.tiers]
-        self.clocked = [c for c in caches[1:] if c is not None and c.store.clocked]
+        # the caches whose store keeps a clock (the device cache's is the runtime's own; a
+        # set without a gpu tier has none, and its first tier is clocked here)
+        self.clocked = [c for c in caches if c is not None and c is not device and c.store.clocked]
 
 
 class TieredRuntime(PureRuntime):
@@ -661,8 +663,10 @@ class TieredRuntime(PureRuntime):
                 s = self._where_now(st, u)
                 from_gpu = 0 < s < lv.gpu
                 device_copy = from_gpu and self._held(st, s, u)[1] >= bits
-                if not device_copy:
-                    self._host_copy(st, u, w, protect or inuse, PREFETCH)
+                if not device_copy:  # (a disk read spares the round's keys too)
+                    if protect is None:
+                        protect = inuse.union(*(self._units(k[0], k[1]) for k in props))
+                    self._host_copy(st, u, w, protect, PREFETCH)
                 if not ladder:
                     res[u] = slot
                     store.insert(u, w)

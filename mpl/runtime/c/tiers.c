@@ -424,7 +424,9 @@ void tier_begin(Engine *o, long layer, const long *ex, long n) {
     Tiers *X = o->tiers;
     Level *L = &X->lv[X->level_of[layer]];
     X->fstamp++;
-    for (int t = 1; t < L->last; t++) {
+    /* the cache tiers' clocks (a set's top gpu tier is the engine's cache, clocked there; a
+     * set without a gpu tier has none, and its first tier is clocked here) */
+    for (int t = L->gpu ? 1 : 0; t < L->last; t++) {
         Store *st = L->t[t].st;
         if (st->flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
     }
@@ -509,11 +511,19 @@ void tier_gone(Engine *o, int k, Rec *r) {
     }
 }
 
+/* the keys a prefetch round protects from eviction: the dispatch's and every proposal */
+static void protect_round(Engine *o, Exclude *px, long layer, const long *ex, long n, long np) {
+    Tiers *X = o->tiers;
+    px->stamp = ++X->pstamp;
+    for (long q = 0; q < n; q++) X->pmark[layer * o->E + ex[q]] = px->stamp;
+    for (long q = 0; q < np; q++) X->pmark[o->props[q]] = px->stamp;
+}
+
 /* TieredRuntime._issue (whole experts) */
 void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) {
     Tiers *X = o->tiers;
     mark_inuse(o, layer, ex, n);
-    Exclude busy = {o->mark, o->stamp, -1}, px = {X->pmark, 0, -1};
+    Exclude px = {X->pmark, 0, -1};
     int protect = 0;
     long cnt = 0;
     for (long j = 0; j < np; j++) {
@@ -527,9 +537,7 @@ void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) 
         Tier *T0 = &L->t[0];
         int slot, v = -1, ladder = T0->nrung > 0;
         if ((ladder || c->nres >= c->cap || o->ftop == 0) && !protect) {
-            px.stamp = ++X->pstamp;            /* the dispatch's keys and every proposal */
-            for (long q = 0; q < n; q++) X->pmark[layer * o->E + ex[q]] = px.stamp;
-            for (long q = 0; q < np; q++) X->pmark[o->props[q]] = px.stamp;
+            protect_round(o, &px, layer, ex, n, np);
             protect = 1;
         }
         if (ladder) {                          /* its rung is the ladder's to give */
@@ -552,7 +560,10 @@ void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) 
             if (t_has(o, L, t, k)) { s = t; break; }
         int from_gpu = s > 0 && s < L->gpu;
         int device_copy = from_gpu && held_bits(L, s, k) >= bits;
-        if (!device_copy) host_copy(o, L, k, o->wdef, protect ? &px : &busy, PK_PREFETCH, r);
+        if (!device_copy) {                    /* (a disk read spares the round's keys too) */
+            if (!protect) { protect_round(o, &px, layer, ex, n, np); protect = 1; }
+            host_copy(o, L, k, o->wdef, &px, PK_PREFETCH, r);
+        }
         if (!ladder) {
             o->slot[k] = slot;
             c->nres++;
