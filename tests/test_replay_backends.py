@@ -494,8 +494,9 @@ def test_a_stale_build_is_not_used(monkeypatch):
     "tier warm { location = gpu  capacity = 30  dtype_ladder = [int8, int4] }  tier ram { location = cpu  capacity = 60 } "
     "tier ssd { location = disk } } prefetch { strategy = history  budget = 2 } }"])
 def test_tiered_replays_are_the_same_on_both_backends(text, preset):
-    """The first policy runs on the compiled engine (mpl/runtime/c/tiers.c); the second
-    (granularity_split) does not yet: its compiled side is skipped with its reason."""
+    """Four tiered policies (a four-tier hierarchy, experts cached as parts, weighted_sum
+    tiers, dtype ladders) replay the same on the compiled engine (mpl/runtime/c/tiers.c) as
+    on the pure runtime."""
     from mpl.timemodel.tiers import TieredTimeline
     pol = mpl.loads(text)
     t = synthesize(preset, steps=8, seed=2)
@@ -503,6 +504,7 @@ def test_tiered_replays_are_the_same_on_both_backends(text, preset):
     rt = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=200_000_000,
                      layer_ids=h.moe_layers)
     if rt.backend != "compiled":
+        assert not compiled.available(), rt.backend_reason
         pytest.skip(f"the compiled side: {rt.backend_reason}")
     ref = pol.runtime(h.num_moe_layers, h.num_experts, h.top_k, expert_bytes=200_000_000,
                       layer_ids=h.moe_layers, backend="pure")

@@ -195,9 +195,8 @@ def test_every_rule_long_run(rule):
 
 
 # ------------------------------------------------------------------ memory tiers
-#: tiered policies (SPEC §12) on both backends; one the engine does not hold yet (the third:
-#: granularity_split) skips its compiled side saying why
-#: (tests/test_tiers_backends.py draws random ones)
+#: tiered policies (SPEC §12) on both backends, one of them (the third) with experts cached as
+#: parts (granularity_split); tests/test_tiers_backends.py draws random ones
 TIERED = [
     "policy t { hierarchy { tier hot { location = gpu  capacity = 5 }  eviction = lfu } "
     "prefetch { strategy = history  budget = 2 } }",
@@ -224,11 +223,12 @@ TIERED = [
 
 
 def tier_pair(text, L, E, K):
-    """(compiled, pure) runtimes of a tiered policy; skips, saying why, while the compiled
-    engine does not hold it."""
+    """(compiled, pure) runtimes of a tiered policy (without the engine: skipped, saying why)."""
     pol = mpl.loads(text)
     rt = pol.runtime(L, E, K)
     if rt.backend != "compiled":
+        if compiled.available():
+            raise AssertionError(f"the engine does not hold {text!r}: {rt.backend_reason}")
         pytest.skip(f"the compiled side: {rt.backend_reason}")
     return rt, pol.runtime(L, E, K, backend="pure")
 

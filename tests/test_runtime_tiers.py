@@ -371,7 +371,7 @@ def test_demotion_into_a_host_cache_copies_what_it_lost():
 
 
 # ------------------------------------------------------------------ backends, set, errors
-def test_the_compiled_engine_holds_tiers_of_whole_experts_and_ladders():
+def test_the_compiled_engine_holds_tiers_of_experts_parts_and_ladders():
     pol = mpl.loads(FOUR_TIERS % (4, 8, 20, ""))
     rt = pol.runtime(4, 16, 2)
     if compiled.available():
@@ -388,12 +388,18 @@ def test_the_compiled_engine_holds_tiers_of_whole_experts_and_ladders():
         assert rt.backend == "compiled" and rt.backend_reason is None
     split = mpl.loads("policy p { hierarchy { tier hot { location = gpu  capacity = 8 }  granularity_split = 2 } }")
     rt = split.runtime(4, 16, 2)
+    if compiled.available():
+        assert rt.backend == "compiled" and rt.backend_reason is None
+    rt = split.runtime(512, 1024, 2)        # 2^19 experts in 2 parts: 2^20 keys, within 2^22
+    if compiled.available():
+        assert rt.backend == "compiled"
+    rt = split.runtime(4096, 1024, 2)       # 2^22 experts in 2 parts: beyond
     assert rt.backend == "pure"
     if compiled.available():
-        why = "the compiled engine does not hold granularity_split tiers yet"
+        why = "4,194,304 layers x experts in 2 parts each are more keys than the compiled engine's 4,194,304"
         assert rt.backend_reason == why
         with pytest.raises(RuntimeConfigError, match=why):
-            split.runtime(4, 16, 2, backend="compiled")
+            split.runtime(4096, 1024, 2, backend="compiled")
 
 
 def test_set_refuses_cache_parameters_of_a_tiered_policy():

@@ -83,6 +83,8 @@ def tier_set(draw, name: str) -> str:
             parts.append(f"on promote({b} -> {a}) {{ trigger_threshold = "
                          f"{draw(st.sampled_from([0, 0.05, 0.2, 0.5]))} }}")
     parts.append(f"eviction = {draw(st.sampled_from(EVICTIONS))}")
+    if draw(st.integers(0, 2)) == 0:            # experts cached as parts
+        parts.append(f"granularity_split = {draw(st.sampled_from([2, 3, 4]))}")
     return "\n  ".join(parts)
 
 
@@ -233,18 +235,40 @@ def test_a_four_tier_policy_replays_the_same_on_both_backends():
     assert rb.stats["tiers"][3]["reads"] > 0
 
 
-@pytest.mark.parametrize("text, why", [
-    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  granularity_split = 2 } }",
-     "granularity_split"),
+@pytest.mark.parametrize("text, shape, why", [
+    ("policy p { hierarchy { tier hot { location = gpu  capacity = 3 }  granularity_split = 64 } }",
+     (128, 1024, 2), "131,072 layers x experts in 64 parts each are more keys than the compiled "
+     "engine's 4,194,304"),
 ])
-def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, why):
+def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, shape, why):
     pol = mpl.loads(text)
-    rt = pol.runtime(4, 16, 2)
+    rt = pol.runtime(*shape)
     assert rt.backend == "pure"
     if compiled.available():
-        assert rt.backend_reason == f"the compiled engine does not hold {why} tiers yet"
+        assert rt.backend_reason == why
         with pytest.raises(RuntimeConfigError, match=why):
-            pol.runtime(4, 16, 2, backend="compiled")
+            pol.runtime(*shape, backend="compiled")
+
+
+@needs_engine
+@pytest.mark.parametrize("split", [2, 3])
+def test_granularity_split_runs_compiled_part_by_part(split):
+    """Experts cached as parts: a hit only when every part is on the device (``where`` a tuple
+    of the parts' slots), loads, evictions and tier steps per part, statistics alike."""
+    pol = mpl.loads(FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n"))
+    a, b = pair(pol, 2, 16, 2)
+    assert b.backend == "compiled" and b.backend_reason is None
+    tuples = partial = 0
+    for layer, ex, w, tokens, preds in dispatches(11, n=300, L=2, E=16):
+        pa, pb = a.dispatch(layer, ex, w, tokens), b.dispatch(layer, ex, w, tokens)
+        assert pa == pb
+        tuples += sum(type(x) is tuple and len(x) == split for x in pb.where)
+        partial += sum(type(x) is tuple and not h and any(type(s) is int for s in x)
+                       for x, h in zip(pb.where, pb.hit))
+        assert all(len(k) == 3 for k, *_ in pb.loads) and all(len(s.key) == 3 for s in pb.steps)
+    assert tuples and partial        # whole hits and accesses with some parts on the device
+    assert state(a) == state(b)
+    assert all(len(k) == 3 for k in b.resident())
 
 
 class _Mutating(float):
@@ -336,7 +360,7 @@ def test_a_bad_tier_in_the_engine_configuration_is_an_exception(at, value):
     rt = mpl.loads(WEIGHTED).runtime(2, 16, 2, backend="pure")
     cfg = compiled.engine_config(rt._lay, rt._impl.p, {}, (), (), ())
     stored, window, level_of, dtypes, levels = cfg["tiers"]
-    label, layers, gpu, disk, read_into, tiers = levels[0]
+    label, layers, gpu, disk, read_into, split, tiers = levels[0]
     dtypes = ("fp16", "int8", "int4")
 
     def build(at, value, budget=None):
@@ -345,7 +369,7 @@ def test_a_bad_tier_in_the_engine_configuration_is_an_exception(at, value):
         if budget is not None:
             t[13] = budget
         cfg["tiers"] = (stored, window, level_of, dtypes,
-                        ((label, layers, gpu, disk, read_into, (tiers[0], tuple(t)) + tiers[2:]),))
+                        ((label, layers, gpu, disk, read_into, split, (tiers[0], tuple(t)) + tiers[2:]),))
         return compiled.engine.Engine(cfg)
 
     build(12, tuple(LADDER), 64)
@@ -443,3 +467,23 @@ def test_a_set_without_a_gpu_tier_keeps_its_first_tiers_clock(backend):
     rt.dispatch(0, [0], step=1)              # (0, 0) hit: current again; (0, 1) stays stale
     (read,) = rt.dispatch(0, [2], step=1).steps
     assert (read.op, read.key, read.victim) == ("read", (0, 2), (0, 1))
+
+
+@needs_engine
+@pytest.mark.parametrize("parts, split", [(0, 1), (-1, 1), (65, 1), (2 ** 40, 1), (2 ** 64, 1), (1, 2),
+                                          (2, 3), (2, 0), (2, -1), (64, 2)])
+def test_a_bad_split_in_the_engine_configuration_is_an_exception(parts, split):
+    """The engine's parts per expert and a set's granularity_split: a set never splits into more
+    parts than the engine keys, and the key space stays within the engine's."""
+    rt = mpl.loads(WEIGHTED).runtime(2, 16, 2, backend="pure")
+    cfg = compiled.engine_config(rt._lay, rt._impl.p, {}, (), (), ())
+    stored, window, level_of, dtypes, levels = cfg["tiers"]
+    lv = list(levels[0])
+    lv[5] = split
+    cfg["tiers"] = (stored, window, level_of, dtypes, (tuple(lv),))
+    cfg["parts"] = parts
+    if parts == 64 and split == 2:       # within the key space: taken
+        assert compiled.engine.Engine(cfg) is not None
+        cfg["num_layers"], cfg["num_experts"] = 2, 2 ** 16
+    with pytest.raises((RuntimeConfigError, TypeError, ValueError, OverflowError)):
+        compiled.engine.Engine(cfg)

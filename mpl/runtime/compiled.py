@@ -20,15 +20,15 @@ from mpl.runtime.monitor import METRIC_NAMES
 
 ENV_PURE = "MPL_PURE"
 #: the calling convention of mpl/runtime/c/module.c (a build of an older source is not used)
-ENGINE_ABI = 3
+ENGINE_ABI = 4
 
 #: what the engine holds (``mplc doctor``; :func:`unsupported` decides, runtime by runtime)
 COVERAGE = ("every policy (every eviction rule, prefetch strategy, schedule mode, trigger, "
             "monitor, adapt rule and per-layer allocation), and memory tiers (hierarchy, "
-            "per_layer_hierarchy) of whole experts, at one precision per tier or a dtype_ladder, "
-            "every tier's eviction one of the engine's rules or a weighted_sum of its "
-            "single-queue rules (not granularity_split), for its whole life, on models of "
-            "up to 2^22 layers x experts, with an affinity table of up to 64 MiB and a learned "
+            "per_layer_hierarchy) of whole experts or their granularity_split parts, at one "
+            "precision per tier or a dtype_ladder, every tier's eviction one of the engine's "
+            "rules or a weighted_sum of its single-queue rules, for its whole life, on models "
+            "of up to 2^22 layers x experts (x parts), with an affinity table of up to 64 MiB and a learned "
             "predictor within the compiled predictor's tables; the Belady optimum, trace "
             "packing and JSONL reading")
 
@@ -140,7 +140,7 @@ def unsupported(lay, params: dict, features: dict, actions=()) -> str | None:
                 f"{engine.MAX_KEYS:,}")
     names = rule_names()
     if lay.tiers is not None:
-        why = _tiers_unsupported(lay.tiers, names)
+        why = _tiers_unsupported(lay.tiers, names, L * E)
         if why is not None:
             return why
     rules = {params["cache.eviction"], *features.get("evictions", ())}
@@ -168,11 +168,20 @@ def _used_levels(t) -> list:
     return [lv for lv in t.levels if lv.layers]
 
 
-def _tiers_unsupported(t, names) -> str | None:
-    """Why the engine cannot hold these memory tiers (None: it can)."""
+def _parts(t) -> int:
+    """The most parts a used set of tiers splits an expert into (the engine's keys per expert,
+    mpl/runtime/c/engine.h; 1 without granularity_split or without tiers)."""
+    return max((lv.split for lv in _used_levels(t)), default=1) if t is not None else 1
+
+
+def _tiers_unsupported(t, names, experts: int) -> str | None:
+    """Why the engine cannot hold these memory tiers (None: it can); ``experts``: the model's
+    layers x experts."""
+    parts = _parts(t)
+    if experts * parts > engine.MAX_KEYS:
+        return (f"{experts:,} layers x experts in {parts} parts each are more keys than the "
+                f"compiled engine's {engine.MAX_KEYS:,}")
     for lv in _used_levels(t):
-        if lv.split > 1:
-            return "the compiled engine does not hold granularity_split tiers yet"
         if len(lv.tiers) > 64:
             return "the compiled engine holds at most 64 tiers in a set"
         for spec in lv.tiers:
@@ -206,10 +215,11 @@ _TIER_KINDS = {"gpu": 0, "cpu": 1, "disk": 2}
 def tiers_config(t, params: dict) -> tuple:
     """The engine's memory tiers (mpl/runtime/c/tiers.c, ``tiers_build``): (stored bits,
     freq_window, per layer its set, the dtype names, per set (label, layers, gpu tiers, disk
-    tier, the tier a disk read goes into, per tier (name, location, dtype, kind, bits, exact,
-    always, in-place requantization below it, a unit's bytes, its promotion threshold, slots,
-    eviction rule, a dtype_ladder's rungs (dtype, bits, a unit's bytes, exact) or None, the
-    ladder's size in bit-units or -1))); only the sets some layer uses."""
+    tier, the tier a disk read goes into, its granularity_split, per tier (name, location,
+    dtype, kind, bits, exact, always, in-place requantization below it, a unit's bytes, its
+    promotion threshold, slots, eviction rule, a dtype_ladder's rungs (dtype, bits, a unit's
+    bytes, exact) or None, the ladder's size in bit-units or -1))); only the sets some layer
+    uses."""
     used = _used_levels(t)
     index = {lv.index: i for i, lv in enumerate(used)}
     dtypes: list = []
@@ -235,7 +245,7 @@ def tiers_config(t, params: dict) -> tuple:
                               for r in spec.rungs),
                           -1 if spec.budget is None else int(spec.budget)))
         levels.append((lv.label, tuple(lv.layers), lv.gpu, -1 if lv.disk is None else lv.disk,
-                       -1 if lv.read_into is None else lv.read_into, tuple(tiers)))
+                       -1 if lv.read_into is None else lv.read_into, int(lv.split), tuple(tiers)))
     return (t.stored_bits, int(params["cache.freq_window"]), tuple(index[i] for i in t.level_of),
             tuple(dtypes), tuple(levels))
 
@@ -307,7 +317,7 @@ def engine_config(lay, params: dict, features: dict, conditions, actions, invers
         tiers = tiers_config(lay.tiers, p)
         capacities = tuple(lay.capacities[lv.index] for lv in _used_levels(lay.tiers))
     return {
-        "tiers": tiers,
+        "tiers": tiers, "parts": _parts(lay.tiers),
         "num_layers": lay.num_layers, "num_experts": lay.num_experts, "top_k": lay.top_k,
         "expert_bytes": lay.expert_bytes, "pins": tuple(sorted(layer * lay.num_experts + e for layer, e in lay.pins)),
         "per_layer": int(lay.per_layer), "pool_size": lay.pool_size,

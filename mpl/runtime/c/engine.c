@@ -113,7 +113,7 @@ int rec_room(Rec *r, long n) {
 }
 
 static void rec_free(Rec *r) {
-    free(r->experts); free(r->where); free(r->hit); free(r->loads); free(r->ev); free(r->steps);
+    free(r->experts); free(r->where); free(r->pw); free(r->hit); free(r->loads); free(r->ev); free(r->steps);
     memset(r, 0, sizeof *r);
 }
 
@@ -177,7 +177,7 @@ static void *zalloc(size_t n, size_t item) {
  * key, layer, expert, ...), the feature that needs it, and whether every item starts at -1
  * (else 0). An array its unit grows (Z_GROWN) is only freed here. Made by engine_build once
  * the configuration is read, freed by engine_free_state. */
-enum { Z_K, Z_L, Z_E, Z_2E, Z_POOL, Z_CACHES, Z_AFF, Z_AFF_E, Z_AFF_TAB, Z_GROWN };
+enum { Z_K, Z_X, Z_L, Z_E, Z_2E, Z_POOL, Z_CACHES, Z_AFF, Z_AFF_E, Z_AFF_TAB, Z_GROWN };   /* Z_K keys, Z_X L * E */
 enum { F_ALL, F_TTL, F_PER_LAYER, F_HISTORY, F_AFFINITY, F_SIGNAL };
 #define ARR(field, type, n, feat, fill) {offsetof(Engine, field), sizeof(type), n, feat, fill}
 static const struct { size_t off, item; int n, feat, fill; } ARRAYS[] = {
@@ -194,15 +194,15 @@ static const struct { size_t off, item; int n, feat, fill; } ARRAYS[] = {
     ARR(tprv, int, Z_K, F_TTL, 0), ARR(tnxt, int, Z_K, F_TTL, 0), ARR(tstamp, int64_t, Z_K, F_TTL, 0),
     ARR(tin, unsigned char, Z_K, F_TTL, 0),
     ARR(rb_w, double, Z_L, F_PER_LAYER, 0), ARR(rb_caps, long long, Z_L, F_PER_LAYER, 0),
-    ARR(stotal, long, Z_L, F_SIGNAL, 0), ARR(sn, long, Z_L, F_SIGNAL, 0), ARR(scnt, int, Z_K, F_SIGNAL, 0),
-    ARR(sprev, int, Z_K, F_SIGNAL, 0), ARR(snext, int, Z_K, F_SIGNAL, 0), ARR(sfirst, int, Z_L, F_SIGNAL, -1),
+    ARR(stotal, long, Z_L, F_SIGNAL, 0), ARR(sn, long, Z_L, F_SIGNAL, 0), ARR(scnt, int, Z_X, F_SIGNAL, 0),
+    ARR(sprev, int, Z_X, F_SIGNAL, 0), ARR(snext, int, Z_X, F_SIGNAL, 0), ARR(sfirst, int, Z_L, F_SIGNAL, -1),
     ARR(slast, int, Z_L, F_SIGNAL, -1),
     /* prefetch: history, affinity (D = min(affinity_depth, L) distances) */
-    ARR(hcnt, int, Z_K, F_HISTORY, 0), ARR(hbk, long, Z_L, F_HISTORY, 0), ARR(hdelta, int, Z_E, F_HISTORY, 0),
+    ARR(hcnt, int, Z_X, F_HISTORY, 0), ARR(hbk, long, Z_L, F_HISTORY, 0), ARR(hdelta, int, Z_E, F_HISTORY, 0),
     ARR(htouched, int, Z_2E, F_HISTORY, 0),
     ARR(aff_n, long long, Z_AFF, F_AFFINITY, 0), ARR(aff_c, long long, Z_AFF_E, F_AFFINITY, 0),
     ARR(aff_tab, unsigned char, Z_AFF_TAB, F_AFFINITY, 0), ARR(aff_step, long long, Z_L, F_AFFINITY, 0),
-    ARR(aff_has, unsigned char, Z_L, F_AFFINITY, 0), ARR(aff_last, int, Z_K, F_AFFINITY, 0),
+    ARR(aff_has, unsigned char, Z_L, F_AFFINITY, 0), ARR(aff_last, int, Z_X, F_AFFINITY, 0),
     ARR(aff_lastn, int, Z_L, F_AFFINITY, 0), ARR(aff_best, double, Z_E, F_AFFINITY, 0),
     ARR(aff_bc, long long, Z_E, F_AFFINITY, 0), ARR(aff_bn, long long, Z_E, F_AFFINITY, 0),
     /* grown by their units */
@@ -222,7 +222,8 @@ static int arrays_make(Engine *o) {
     for (int i = 0; i < NARRAYS; i++) {
         size_t n;
         switch (ARRAYS[i].n) {
-        case Z_K: n = L * E; break;
+        case Z_K: n = (size_t)o->K; break;
+        case Z_X: n = L * E; break;
         case Z_L: n = L; break;
         case Z_E: n = E; break;
         case Z_2E: n = 2 * E; break;
@@ -317,7 +318,15 @@ static int engine_build(Engine *o, PyObject *cfg) {
                      o->L, o->E, ENGINE_MAX_KEYS);
         return -1;
     }
-    long L = o->L, E = o->E, K = o->K = L * E;
+    /* memory tiers that split experts: the most parts a set splits one into */
+    if (cfg_long(cfg, "parts", &o->S) < 0) return -1;
+    if (o->S < 1 || o->S > 64 || o->L * o->E > ENGINE_MAX_KEYS / o->S) {
+        PyErr_Format(ConfigError, "%ld layers x %ld experts x %ld parts is beyond the compiled engine's %ld keys",
+                     o->L, o->E, o->S, ENGINE_MAX_KEYS);
+        return -1;
+    }
+    long L = o->L, E = o->E, K = o->K = L * E * o->S;
+    o->U = E * o->S;
     o->wdef = 1.0 / (double)o->top_k;
     /* slots and caches */
     int per_layer;
@@ -390,7 +399,7 @@ static int engine_build(Engine *o, PyObject *cfg) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
         long k = PyLong_AsLong(PyTuple_GET_ITEM(pins, i));
         if (k == -1 && PyErr_Occurred()) return -1;
-        if (k < 0 || k >= K) { PyErr_SetString(ConfigError, "a pinned key beyond the layers and experts"); return -1; }
+        if (k < 0 || k >= K || o->S > 1) { PyErr_SetString(ConfigError, "a pinned key beyond the layers and experts"); return -1; }
         o->pinned[k] = 1;
         o->f_pins = 1;
     }
@@ -413,7 +422,7 @@ static int engine_build(Engine *o, PyObject *cfg) {
         }
         int klo = per_layer ? (int)(i * E) : 0, khi = per_layer ? (int)((i + 1) * E) : (int)K;
         o->C[i].cap = cap;
-        int rc = store_make(&o->C[i].st, o->rule, cap, klo, khi, L, E, o->sp);
+        int rc = store_make(&o->C[i].st, o->rule, cap, klo, khi, L, o->U, o->S, o->sp);
         if (rc == -1) { PyErr_NoMemory(); return -1; }
         if (rc == -2 || rc == -3) { PyErr_Format(ConfigError, "the compiled engine has no eviction rule %R", rule); return -1; }
         if (rc < 0) { PyErr_Format(ConfigError, "engine configuration: the store parameters of %R", rule); return -1; }
@@ -784,7 +793,8 @@ static int next_step(const Engine *o, const Args *a, int64_t *out) {
 
 int engine_reserve_tables(Engine *o, const Args *a) {
     Cache *c = layer_cache(o, a->layer);
-    if (c->st->ops->prepare && c->st->ops->prepare(c->st, a->layer, a->n) < 0) return -1;
+    /* (a store sees each part of an expert: up to S keys per access) */
+    if (c->st->ops->prepare && c->st->ops->prepare(c->st, a->layer, a->n * o->S) < 0) return -1;
     if (o->tiers && tiers_reserve(o, a->layer, a->n) < 0) return -1;
     if (o->f_history && ring_reserve(&o->hr, a->layer, a->n) < 0) return -1;
     if (o->f_signal && ring_reserve(&o->sr, a->layer, a->n) < 0) return -1;
@@ -908,15 +918,11 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     if (st->flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
     long base = layer * E;
     const double *wv = o->f_weighted && a->w ? a->w : NULL;
-    {   /* the record's experts, and the keys in use marked (mark_inuse) */
+    memcpy(r->experts, ex, sizeof(long) * (size_t)n);   /* the record's experts */
+    if (o->S == 1) {   /* the keys in use marked (mark_inuse) */
         int64_t stamp = ++o->stamp, *mark = o->mark + base;
-        long *rex = r->experts;
-        for (long i = 0; i < n; i++) {
-            long e = ex[i];
-            rex[i] = e;
-            mark[e] = stamp;
-        }
-    }
+        for (long i = 0; i < n; i++) mark[ex[i]] = stamp;
+    } else mark_inuse(o, layer, ex, n);
     /* the order of service: router order, or with priority routing and weights the heaviest
      * first, equal weights in router order (the generated dispatch's stable sort) */
     const int *ord = NULL;
@@ -989,7 +995,10 @@ PyObject *engine_key(Engine *o, long k) {
     if (!o->ktup && !(o->ktup = calloc((size_t)o->K, sizeof(PyObject *)))) return PyErr_NoMemory();
     PyObject *t = o->ktup[k];
     if (t) return Py_NewRef(t);
-    if (!(t = Py_BuildValue("(ll)", k / o->E, k % o->E))) return NULL;
+    long l = k / o->U, e = k / o->S % o->E, p = k % o->S;
+    if (o->S == 1 || o->tiers->lv[o->tiers->level_of[l]].split == 1) t = Py_BuildValue("(ll)", l, e);
+    else t = Py_BuildValue("(lll)", l, e, p);
+    if (!t) return NULL;
     /* (holds only ints: never part of a cycle) */
     if (PyObject_GC_IsTracked(t)) PyObject_GC_UnTrack(t);
     if (o->ktup[k]) {           /* made meanwhile (a finalizer the allocation ran) */
@@ -1022,9 +1031,22 @@ static Py_ssize_t plan_off[PLAN_SLOTS];
 
 static PyObject *where_obj(long v) {
     if (v >= 0) return PyLong_FromLong(v);
+    if (v == W_PARTS) return NULL;       /* (made by parts_where) */
     PyObject *x = v == W_CPU ? s_cpu_o : v == W_LOWER ? s_lower_o : s_stream_o;
     Py_INCREF(x);
     return x;
+}
+
+/* an access's place in a set of tiers that splits experts: a tuple, per part its place */
+static PyObject *parts_where(Engine *o, const Rec *r, long i) {
+    long N = o->tiers->lv[o->tiers->level_of[r->layer]].split;
+    PyObject *t = PyTuple_New(N);
+    for (long p = 0; t && p < N; p++) {
+        PyObject *x = where_obj(r->pw[i * o->S + p]);
+        if (!x) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, p, x);
+    }
+    return t;
 }
 
 /* Plan(step, layer, experts, where, hit, loads, evicted) from a record (after the lock is
@@ -1043,7 +1065,7 @@ PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *e
         }
     }
     for (long i = 0; i < r->n; i++) {
-        PyObject *w = where_obj(r->where[i]);
+        PyObject *w = r->where[i] == W_PARTS ? parts_where(o, r, i) : where_obj(r->where[i]);
         if (!w) goto out;
         PyList_SET_ITEM(where, i, w);
         PyObject *h = r->hit[i] ? Py_True : Py_False;
@@ -1104,7 +1126,7 @@ static int run_call(Engine *o, PyObject *const *args, size_t nargsf, PyObject *k
     int err = 0;   /* 1 no memory, 2 step overflow */
     MonRec *logs = NULL;
     long nlogs = 0;
-    if (prepare_call(o, c, &a, r) < 0 || engine_reserve(o, &a) < 0) err = 1;
+    if (prepare_call(o, c, &a, r) < 0 || engine_reserve(o, &a, r) < 0) err = 1;
     else if (next_step(o, &a, &ns) < 0) err = 2;
     else if (engine_dispatch_core(o, &a, r) < 0) err = 1;
     else if (take_monitor_log(o, &logs, &nlogs) < 0) err = 1;

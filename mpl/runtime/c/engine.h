@@ -127,6 +127,7 @@ typedef struct {
     long layer;
     long n, cn;
     long *experts, *where;
+    long *pw, cpw;         /* where == W_PARTS: the access's parts' places at pw[i * S + p] */
     unsigned char *hit;
     PlanLoad *loads;
     long nloads, cloads;
@@ -148,11 +149,15 @@ typedef struct Engine {
     const char *broken;    /* why the state is incomplete (an allocation failed mid-call), or NULL */
     PyObject *config;      /* the configuration it was built from (keeps the log's objects alive) */
     PyObject *kept;        /* a list of the actions set() applied (their values stay alive) */
-    PyObject **ktup;       /* key -> its (layer, expert) tuple, made on first use (NULL until
-                            * then; owned, shared with the Plans and getters that show it) */
+    PyObject **ktup;       /* key -> its (layer, expert) or (layer, expert, part) tuple, made on
+                            * first use (NULL until then; owned, shared with the Plans and
+                            * getters that show it) */
 
-    /* shape */
-    long L, E, K, top_k;
+    /* shape: a key is part p of expert e of layer l, (l * E + e) * S + p, where S is the most
+     * parts a set of memory tiers splits an expert into (granularity_split; 1 without) and a
+     * set that splits into fewer uses parts [0, its split); U = E * S keys per layer, K =
+     * L * U keys in all */
+    long L, E, S, U, K, top_k;
     double wdef, expert_bytes;
     unsigned char *pinned; /* per key: 1 for a pinned key */
     int f_pins;
@@ -337,19 +342,23 @@ int engine_reserve_tables(Engine *o, const Args *a);
 static inline Cache *layer_cache(const Engine *o, long layer) {
     return o->lcache ? &o->C[o->lcache[layer]] : o->per_layer ? &o->C[layer] : &o->C[0];
 }
-static inline int engine_reserve(Engine *o, const Args *a) {
+static inline int engine_reserve(Engine *o, const Args *a, Rec *r) {
     const Cache *c = layer_cache(o, a->layer);
     if (!c->st->ops->prepare && !(o->f_history | o->f_signal | o->f_monitor | o->f_prefetch) && !o->tiers)
         return 0;
+    if (o->S > 1 && grow((void **)&r->pw, &r->cpw, a->n * o->S, sizeof(long)) < 0) return -1;
     return engine_reserve_tables(o, a);
 }
 PyObject *engine_plan_of(Engine *o, const Rec *r, PyObject *layer_o, PyObject *experts_o);
-/* key k's (layer, expert) tuple, a new reference (NULL with an exception) */
+/* the key of expert e of layer (its first part) */
+static inline int key_of(const Engine *o, long layer, long e) { return (int)((layer * o->E + e) * o->S); }
+/* key k's (layer, expert) tuple, or (layer, expert, part) in a set of tiers that splits
+ * experts, a new reference (NULL with an exception) */
 PyObject *engine_key(Engine *o, long k);
 void engine_broken(Engine *o, const char *why);
 
 /* engine_layers.c */
-static inline Cache *cache_of(Engine *o, int k) { return layer_cache(o, k / o->E); }
+static inline Cache *cache_of(Engine *o, int k) { return layer_cache(o, k / o->U); }
 void gone_state(Engine *o, int k);
 void drop_key(Engine *o, Cache *c, int k, Rec *r);
 void ttl_touch(Engine *o, int k);
@@ -362,10 +371,13 @@ void flush_all(Engine *o, Rec *r);
 void trim_cache(Engine *o, Cache *c, Rec *r);
 void signal_observe(Engine *o, long layer, const long *ex, long n);
 int rebalance(Engine *o, Rec *r);                      /* 0, -1 out of memory */
-/* the keys of a dispatch (or a prefetch round) marked in use: mark[key] == stamp */
+/* the keys of a dispatch (or a prefetch round) marked in use: mark[key] == stamp (every
+ * part of its experts) */
 static inline void mark_inuse(Engine *o, long layer, const long *ex, long n) {
-    int64_t stamp = ++o->stamp, *mark = o->mark + layer * o->E;
-    for (long j = 0; j < n; j++) mark[ex[j]] = stamp;
+    int64_t stamp = ++o->stamp, *mark = o->mark + layer * o->U;
+    const long S = o->S;
+    for (long j = 0; j < n; j++)
+        for (long p = 0; p < S; p++) mark[ex[j] * S + p] = stamp;
 }
 int switch_eviction(Engine *o, const char *rule);      /* 0, -1 out of memory, -2 bad rule */
 

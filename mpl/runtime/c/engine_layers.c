@@ -149,7 +149,7 @@ int switch_eviction(Engine *o, const char *rule) {
     for (long i = 0; i < o->ncaches; i++) {
         Cache *c = &o->C[i];
         Store *ns;
-        int rc = store_make(&ns, rule, c->cap, c->st->klo, c->st->khi, o->L, o->E, o->sp);
+        int rc = store_make(&ns, rule, c->cap, c->st->klo, c->st->khi, o->L, o->U, o->S, o->sp);
         if (rc == -1) return -1;
         if (rc < 0) return -2;
         long n = c->st->ops->len(c->st);

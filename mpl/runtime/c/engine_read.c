@@ -45,7 +45,7 @@ static PyObject *engine_stats(Engine *o, PyObject *unused) {
     memcpy(s.l_acc, o->l_acc, sizeof(int64_t) * (size_t)L);
     memcpy(s.l_hit, o->l_hit, sizeof(int64_t) * (size_t)L);
     if (o->per_layer) for (long l = 0; l < L; l++) s.caps[l] = o->C[l].cap;
-    else for (long k = 0; k < o->K; k++) if (o->slot[k] >= 0) s.caps[k / o->E]++;
+    else for (long k = 0; k < o->K; k++) if (o->slot[k] >= 0) s.caps[k / o->U]++;
     s.evictions = o->evictions;
     s.demand = o->demand; s.background = o->background; s.pf_loads = o->pf_loads;
     s.pf_useful = o->pf_useful; s.cpu = o->cpu_computes; s.streamed = o->streamed;

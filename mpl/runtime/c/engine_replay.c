@@ -335,7 +335,7 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
             a.given = 1;
         }
         Rec *r = &o->rrec;
-        if (rec_size(r, n) < 0 || engine_reserve(o, &a) < 0) { err = 1; break; }
+        if (rec_size(r, n) < 0 || engine_reserve(o, &a, r) < 0) { err = 1; break; }
         if (st < 0 && layer <= o->last_layer && o->step >= STEP_MAX) { err = 2; break; }
         if (engine_dispatch_core(o, &a, r) < 0) { err = 1; break; }
         const int64_t *tok = side.moff && side.moff[i] >= 0 ? side.mtok + side.moff[i] : NULL;

@@ -14,7 +14,7 @@ int jsonl_init_module(PyObject *m);
 
 /* the calling convention between this module and mpl/runtime/compiled.py: a build of an older
  * source is not used */
-#define ENGINE_ABI 3
+#define ENGINE_ABI 4
 
 /* _wrap_probe(a, b): a + b in signed 64-bit arithmetic, overflow and all. The sanitizer run
  * (tests/run_sanitizers.sh) calls it with a sum past 2^63 - 1 and expects UBSan to report it:

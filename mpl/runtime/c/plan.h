@@ -3,8 +3,10 @@
  *
  * The fields mirror Plan's: per access (the dispatch's distinct experts in router order) its
  * place and whether it hit; the loads in issue order; every eviction in order. Keys are
- * layer * E + expert. The engine owns the arrays (grown before a dispatch changes any state,
- * so recording never fails halfway).
+ * layer * E + expert (the engine's keys, engine.h: with memory tiers that split experts into
+ * parts, (layer * E + expert) * S + part; the C timeline plays records of untiered policies
+ * only). The engine owns the arrays (grown before a dispatch changes any state, so recording
+ * never fails halfway).
  */
 #ifndef MPL_PLAN_H
 #define MPL_PLAN_H
@@ -13,7 +15,7 @@
 #include <stdint.h>
 
 enum { PK_DEMAND = 0, PK_BACKGROUND = 1, PK_PREFETCH = 2 };   /* Load.kind */
-enum { W_CPU = -1, W_STREAM = -2, W_LOWER = -3 };            /* Plan.where besides a slot */
+enum { W_CPU = -1, W_STREAM = -2, W_LOWER = -3, W_PARTS = -4 };   /* Plan.where besides a slot (W_PARTS: a tuple, per part its place) */
 /* Step.op (memory tiers: mpl.runtime.plan) */
 enum { SO_READ = 0, SO_PROMOTE, SO_DEMOTE, SO_REQUANT, SO_SERVE, SO_LEAVE, SO_COUNT };
 

@@ -112,7 +112,9 @@ struct Store {
                                * sides (needs_miss and filters are side a's, clocked either's) */
     long cap;                 /* the cache's capacity (resize keeps it) */
     int klo, khi;             /* the keys it may hold: [klo, khi) */
-    long L, E;                /* the model's layers and experts per layer */
+    long L, E;                /* the model's layers and keys per layer */
+    long P;                   /* keys per expert (the parts of granularity_split, else 1): key k
+                               * is part k % P of expert k / P of layer k / E */
 };
 
 /* The rules, by name, in one table (stores.c): every rule of the Python registry
@@ -128,15 +130,16 @@ const char *store_param_error(int param, double v);
 /* A store for a rule as the IR spells it ("lfu", or a segmented pair "lfu|lru" / "lfu | lru").
  * Returns 0 and *out, or: -1 out of memory, -2 unknown rule, -3 a side that cannot be one of a
  * segmented pair, -4 a bad argument (a capacity outside [0, INT_MAX], a key range that is not
- * a non-empty part of [0, L * E), L * E beyond INT_MAX, a parameter store_param_error
- * refuses). Nothing Python is touched (no exception is set). */
-int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L, long E,
+ * a non-empty part of [0, L * E), L * E beyond INT_MAX, P < 1 or not a divisor of E, a
+ * parameter store_param_error refuses). E: keys per layer; P: keys per expert (Store.P).
+ * Nothing Python is touched (no exception is set). */
+int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L, long E, long P,
                const double *params);
 /* A memory tier's weighted_sum(rule = weight, ...) over n single-queue rules (ST_SIDE), each
  * weight finite and > 0: as store_make (-3 a rule that is not single-queue, -4 also n outside
  * [2, 8] or a bad weight). */
 int store_make_weighted(Store **out, const char *const *rules, const double *weights, int n,
-                        long cap, int klo, int khi, long L, long E, const double *params);
+                        long cap, int klo, int khi, long L, long E, long P, const double *params);
 void store_free(Store *s);
 
 #endif

@@ -130,28 +130,36 @@ static inline void ft_fix(FTStore *o, int i) {
     fth_down(H, H->h.pos[i - H->off]);
 }
 
-/* FrequencyThreshold._observe: index i's access enters its layer's window */
+/* the window's entries count experts: an entry for the expert whose first index is b adds d
+ * to the count of each of its P indices (its parts share their expert's count, as the
+ * class's counts are by (layer, expert)) */
+static inline void ft_count(FTStore *o, int b, int d) {
+    for (long p = 0; p < o->base.P; p++) {
+        o->cnt[b + p] += d;
+        ft_fix(o, b + (int)p);
+    }
+}
+
+/* FrequencyThreshold._observe: index i's access enters its layer's window (as its expert:
+ * its first index; klo is a multiple of P) */
 static void ft_observe(FTStore *o, int i) {
     long l = o->lay[i];
     long room = o->wroom[l];
     if (room <= 0) return;                   /* (only when prepare was not called) */
     int *w = o->wr[l];
-    o->cnt[i]++;
-    ft_fix(o, i);
+    i -= (int)(i % o->base.P);
+    ft_count(o, i, 1);
     if (o->wlen[l] < room) {
         w[(o->whead[l] + o->wlen[l]) % room] = i;
         o->wlen[l]++;
     } else {                                 /* full: the oldest leaves as i enters */
         int j = w[o->whead[l]];
-        o->cnt[j]--;
-        ft_fix(o, j);
+        ft_count(o, j, -1);
         w[o->whead[l]] = i;
         o->whead[l] = (o->whead[l] + 1) % room;
     }
     while (o->wlen[l] > o->W) {
-        int j = w[o->whead[l]];
-        o->cnt[j]--;
-        ft_fix(o, j);
+        ft_count(o, w[o->whead[l]], -1);
         o->whead[l] = (o->whead[l] + 1) % room;
         o->wlen[l]--;
     }

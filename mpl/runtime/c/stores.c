@@ -66,8 +66,8 @@ const char *store_param_error(int param, double v) {
 }
 
 /* the checks of store_make's arguments: 0, or -4 */
-static int make_args_ok(long cap, int klo, int khi, long L, long E, const double *params) {
-    if (cap < 0 || cap > INT_MAX || L < 1 || E < 1 || L > INT_MAX / E) return 0;
+static int make_args_ok(long cap, int klo, int khi, long L, long E, long P, const double *params) {
+    if (cap < 0 || cap > INT_MAX || L < 1 || E < 1 || L > INT_MAX / E || P < 1 || E % P) return 0;
     if (klo < 0 || khi <= klo || (long)khi > L * E || !params) return 0;
     for (int p = 0; p < SP_COUNT; p++)
         if (store_param_error(p, params[p])) return 0;
@@ -75,7 +75,7 @@ static int make_args_ok(long cap, int klo, int khi, long L, long E, const double
 }
 
 static int make_single(Store **out, const StoreOps *ops, long cap, int klo, int khi, long L,
-                       long E, const double *params) {
+                       long E, long P, const double *params) {
     Store *s = st_zalloc(1, ops->size);
     if (!s) return -1;
     s->ops = ops;
@@ -85,6 +85,7 @@ static int make_single(Store **out, const StoreOps *ops, long cap, int klo, int 
     s->khi = khi;
     s->L = L;
     s->E = E;
+    s->P = P;
     if (ops->init(s, params) < 0) {
         store_free(s);
         return -1;
@@ -103,14 +104,14 @@ static int side_name(char *buf, size_t size, const char *from, size_t n) {
     return 0;
 }
 
-int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L, long E,
+int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L, long E, long P,
                const double *params) {
     *out = NULL;
-    if (!make_args_ok(cap, klo, khi, L, E, params)) return -4;
+    if (!make_args_ok(cap, klo, khi, L, E, P, params)) return -4;
     const char *bar = strchr(rule, '|');
     if (!bar) {
         const StoreOps *ops = store_rule(rule);
-        return ops ? make_single(out, ops, cap, klo, khi, L, E, params) : -2;
+        return ops ? make_single(out, ops, cap, klo, khi, L, E, P, params) : -2;
     }
     char na[64], nb[64];
     if (side_name(na, sizeof na, rule, (size_t)(bar - rule)) < 0 ||
@@ -120,8 +121,8 @@ int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L
     if (!oa || !ob) return -2;
     if (!(oa->flags & ST_SIDE) || !(ob->flags & ST_SIDE)) return -3;
     Store *a, *b;
-    if (make_single(&a, oa, cap, klo, khi, L, E, params) < 0) return -1;
-    if (make_single(&b, ob, cap, klo, khi, L, E, params) < 0) {
+    if (make_single(&a, oa, cap, klo, khi, L, E, P, params) < 0) return -1;
+    if (make_single(&b, ob, cap, klo, khi, L, E, P, params) < 0) {
         store_free(a);
         return -1;
     }
@@ -129,9 +130,9 @@ int store_make(Store **out, const char *rule, long cap, int klo, int khi, long L
 }
 
 int store_make_weighted(Store **out, const char *const *rules, const double *weights, int n,
-                        long cap, int klo, int khi, long L, long E, const double *params) {
+                        long cap, int klo, int khi, long L, long E, long P, const double *params) {
     *out = NULL;
-    if (!make_args_ok(cap, klo, khi, L, E, params) || n < 2 || n > 8) return -4;
+    if (!make_args_ok(cap, klo, khi, L, E, P, params) || n < 2 || n > 8) return -4;
     for (int j = 0; j < n; j++) {
         const StoreOps *ops = store_rule(rules[j]);
         if (!ops) return -2;
@@ -140,7 +141,7 @@ int store_make_weighted(Store **out, const char *const *rules, const double *wei
     }
     Store *parts[8];
     for (int j = 0; j < n; j++)
-        if (make_single(&parts[j], store_rule(rules[j]), cap, klo, khi, L, E, params) < 0) {
+        if (make_single(&parts[j], store_rule(rules[j]), cap, klo, khi, L, E, P, params) < 0) {
             while (j--) store_free(parts[j]);
             return -1;
         }
@@ -301,7 +302,7 @@ static PyObject *py_store_run(PyObject *self, PyObject *args) {
     int64_t *mark = NULL;
     unsigned char *res = NULL;
     PyObject *out = NULL;
-    int rc = store_make(&s, rule, cap, klo, khi, L, E, params);
+    int rc = store_make(&s, rule, cap, klo, khi, L, E, 1, params);
     const char *why = NULL;
     for (int p = 0; p < SP_COUNT && !why; p++) why = store_param_error(p, params[p]);
     if (rc == -2) PyErr_Format(PyExc_ValueError, "_store_run: unknown eviction rule %.100s", rule);

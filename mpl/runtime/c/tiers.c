@@ -11,7 +11,7 @@ static PyObject *s_ops[SO_COUNT];
 
 /* ------------------------------------------------------------------ residency */
 static inline Level *level_of_key(const Engine *o, int k) {
-    return &o->tiers->lv[o->tiers->level_of[k / o->E]];
+    return &o->tiers->lv[o->tiers->level_of[k / o->U]];
 }
 
 /* the tier t of L holds k (never the last tier: it holds every expert) */
@@ -60,21 +60,24 @@ static void t_remove(Level *L, int t, int k) {
     T->st->ops->discard(T->st, k);
 }
 
-/* _share: k's expert's share of its layer's last freq_window accesses */
+/* _share: k's expert's share of its layer's last freq_window accesses (the window counts
+ * experts: layer * E + expert) */
 static double share(const Engine *o, int k) {
     const Tiers *X = o->tiers;
-    long l = k / o->E, n = X->wlen ? X->wlen[l] : 0;
+    long l = k / o->U, n = X->wlen ? X->wlen[l] : 0;
     if (!n) return 0.0;
-    return (double)X->wcnt[k] / (double)n;
+    return (double)X->wcnt[k / o->S] / (double)n;
 }
 
 static inline int below(double share_, double thr) { return !isnan(thr) && share_ < thr; }
 
-/* _moved: a unit of `bits` crossed the host link (counted per precision, first seen first) */
-static void moved(Tiers *X, int bits) {
+/* _moved: a unit of `bits` (an expert's 1 / split) crossed the host link (counted per
+ * (precision, split), first seen first) */
+static void moved(Tiers *X, int bits, int split) {
     for (int i = 0; i < X->nlink; i++)
-        if (X->link_bits[i] == bits) { X->link_n[i]++; return; }
-    X->link_bits[X->nlink] = bits;       /* (at most the four precisions: tiers_build) */
+        if (X->link_bits[i] == bits && X->link_split[i] == split) { X->link_n[i]++; return; }
+    X->link_bits[X->nlink] = bits;       /* (at most TIER_LINKS pairs: tiers_build) */
+    X->link_split[X->nlink] = split;
     X->link_n[X->nlink++] = 1;
 }
 
@@ -94,7 +97,7 @@ static int host_tier(const Engine *o, const Level *L, int k) {
  * `source` or, with source < 0, from host memory over the link */
 static void copied(Engine *o, const Level *L, int k, int source, int bits, double nbytes) {
     if (source < 0) {
-        moved(o->tiers, bits);
+        moved(o->tiers, bits, L->split);
         source = host_tier(o, L, k);
     }
     Tier *S = &L->t[source];
@@ -380,43 +383,79 @@ static int find(Engine *o, int lvi, int k, double w) {
     return L->last;
 }
 
-/* _tmiss (whole experts): an access the device cache does not hold; its place */
-static long tier_miss(Engine *o, int lvi, int k, double w, int to_cpu, Rec *r) {
+/* _tmiss: an access the device cache does not hold whole (the N parts of expert key k, N
+ * its set's split); its place: a slot, W_CPU, W_STREAM, W_LOWER, or W_PARTS with every part's
+ * place in pw[0..N) */
+static long tier_miss(Engine *o, int lvi, int k, int N, double w, int to_cpu, Rec *r, long *pw) {
     Level *L = &o->tiers->lv[lvi];
     Exclude x = {o->mark, o->stamp, -1};
-    int s = find(o, lvi, k, w);
-    L->t[s].hits++;
-    if (L->t[s].nrung) L->t[s].at[L->t[s].rung[k - L->klo]]++;   /* a ladder: the rung it served at */
-    if (L->disk >= 0 && s == L->disk) disk_read(o, L, k, w, &x, PK_DEMAND, r);
-    int start = s == L->disk ? L->read_into : s;
-    if (to_cpu && s >= L->gpu) {   /* computed on the CPU from host memory, loaded for later */
+    Store *dev = o->C[lvi].st;
+    int src[64], served = -1;  /* per part the tier it is found in (-1: the device cache) */
+    for (int p = 0; p < N; p++) {
+        int u = k + p;
+        if (o->slot[u] >= 0) {       /* a part the device holds: a hit of that part */
+            dev->ops->hit(dev, u, w);
+            if (o->pf[u]) { o->pf[u] = 0; o->pf_useful++; }
+            if (o->f_ttl) ttl_touch(o, u);
+            src[p] = -1;
+        } else src[p] = find(o, lvi, u, w);
+        if (src[p] > served) served = src[p];
+    }
+    Tier *S = &L->t[served];
+    S->hits++;
+    if (S->nrung) {                  /* a ladder: the rung it served at (its parts' lowest) */
+        int at = 0;
+        for (int p = 0; p < N; p++)
+            if (src[p] == served && S->rung[k + p - L->klo] > at) at = S->rung[k + p - L->klo];
+        S->at[at]++;
+    }
+    if (L->disk >= 0)
+        for (int p = 0; p < N; p++)
+            if (src[p] == L->disk) disk_read(o, L, k + p, w, &x, PK_DEMAND, r);
+    if (to_cpu && served >= L->gpu) {   /* computed on the CPU from host memory, loaded for later */
         o->cpu_computes++;
-        if (promote(o, lvi, k, start, w, &x, PK_BACKGROUND, r) == 0) o->background++;
+        for (int p = 0; p < N; p++) {
+            if (src[p] < L->gpu) continue;
+            int start = src[p] == L->disk ? L->read_into : src[p];
+            if (promote(o, lvi, k + p, start, w, &x, PK_BACKGROUND, r) == 0) o->background++;
+        }
         return W_CPU;
     }
-    int t = promote(o, lvi, k, start, w, &x, PK_DEMAND, r);
-    long place;
-    if (t == 0) {
-        o->demand++;
-        place = o->slot[k];
-    } else {
-        if (t < 0 && s < L->gpu) t = s;       /* computed from the lower gpu tier holding it */
-        if (t < 0) {                          /* a transient device buffer, from host memory */
-            o->streamed++;
-            moved(o->tiers, o->tiers->stored_bits);
-            Tier *H = &L->t[host_tier(o, L, k)];
-            H->reads++;
-            H->bytes_read += L->t[L->last].unit_bytes;
-            return W_STREAM;
+    int low_t = -1, low_bits = 0, low_dt = -1;   /* the lowest precision computed from */
+    for (int p = 0; p < N; p++) {
+        int u = k + p, s = src[p], t = 0;
+        if (s == -1) pw[p] = o->slot[u];
+        else {
+            t = promote(o, lvi, u, s == L->disk ? L->read_into : s, w, &x, PK_DEMAND, r);
+            if (t == 0) {
+                o->demand++;
+                pw[p] = o->slot[u];
+            } else {
+                if (t < 0 && s < L->gpu) t = s;       /* computed from the lower gpu tier holding it */
+                if (t < 0) {                          /* a transient device buffer, from host memory */
+                    o->streamed++;
+                    moved(o->tiers, o->tiers->stored_bits, L->split);
+                    Tier *H = &L->t[host_tier(o, L, u)];
+                    H->reads++;
+                    H->bytes_read += L->t[L->last].unit_bytes;
+                    pw[p] = W_STREAM;
+                    continue;
+                }
+                rec_step(r, SO_SERVE, u, t, t, t_slot(o, L, t, u), -1, held_dtype(L, t, u), -1);
+                pw[p] = W_LOWER;
+            }
         }
-        rec_step(r, SO_SERVE, k, t, t, t_slot(o, L, t, k), -1, held_dtype(L, t, k), -1);
-        place = W_LOWER;
+        if (!held_exact(L, t, u) && (low_t < 0 || held_bits(L, t, u) < low_bits)) {
+            low_t = t;
+            low_bits = held_bits(L, t, u);
+            low_dt = held_dtype(L, t, u);
+        }
     }
-    if (!held_exact(L, t, k)) {
-        L->t[t].approximate++;
-        approximate(o->tiers, held_dtype(L, t, k));
+    if (low_t >= 0) {
+        L->t[low_t].approximate++;
+        approximate(o->tiers, low_dt);
     }
-    return place;
+    return N == 1 ? pw[0] : W_PARTS;
 }
 
 /* ------------------------------------------------------------------ the dispatch */
@@ -448,40 +487,64 @@ void tier_begin(Engine *o, long layer, const long *ex, long n) {
     }
 }
 
-/* _rung_hit: a hit in a ladder top tier, counted at k's rung; below the first rung it is
- * computed from that copy (a SERVE step whose source and target are the top tier) */
-static void rung_hit(Engine *o, Level *L, int k, Rec *r) {
+/* _rung_hit: a hit of the N parts of expert key k in a ladder top tier, counted at their
+ * lowest rung; a part below the first rung is computed from that copy (a SERVE step whose
+ * source and target are the top tier) */
+static void rung_hit(Engine *o, Level *L, int k, int N, Rec *r) {
     Tier *T = &L->t[0];
-    int at = T->rung[k - L->klo];
-    if (at) rec_step(r, SO_SERVE, k, 0, 0, o->slot[k], -1, T->rdtype[at], -1);
-    T->at[at]++;
-    if (!T->rexact[at]) {
+    int low = 0;
+    for (int p = 0; p < N; p++) {
+        int at = T->rung[k + p - L->klo];
+        if (!at) continue;
+        rec_step(r, SO_SERVE, k + p, 0, 0, o->slot[k + p], -1, T->rdtype[at], -1);
+        if (at > low) low = at;
+    }
+    T->at[low]++;
+    if (!T->rexact[low]) {
         T->approximate++;
-        approximate(o->tiers, T->rdtype[at]);
+        approximate(o->tiers, T->rdtype[low]);
     }
 }
 
 void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const double *wv, int64_t *cnt) {
-    const long n = a->n, *ex = a->ex, base = a->layer * o->E;
+    const long n = a->n, *ex = a->ex;
     int lvi = o->tiers->level_of[a->layer];
     Level *L = &o->tiers->lv[lvi];
     const Tier *T0 = &L->t[0];
+    const int N = L->split;
     Store *st = o->C[lvi].st;
     int first_miss = 1, to_cpu = 0;
     int64_t nhit = 0;
     for (long ii = 0; ii < n; ii++) {
-        long i = ord ? ord[ii] : ii;
-        int k = (int)(base + ex[i]);
+        long i = ord ? ord[ii] : ii, one;
+        long *pw = o->S > 1 ? r->pw + i * o->S : &one;
+        int k = key_of(o, a->layer, ex[i]);
         double w = wv ? wv[i] : o->wdef;
         if (o->f_ttl) o->accesses++;
-        if (o->slot[k] >= 0) {
+        int whole = 1;
+        for (int p = 0; p < N && whole; p++) whole = o->slot[k + p] >= 0;
+        if (whole && N == 1) {
             r->where[i] = o->slot[k];
             r->hit[i] = 1;
             nhit++;
-            if (T0->nrung) rung_hit(o, L, k, r);
+            if (T0->nrung) rung_hit(o, L, k, 1, r);
             st->ops->hit(st, k, w);
             if (o->f_ttl) ttl_touch(o, k);
             if (o->pf[k]) { o->pf[k] = 0; o->pf_useful++; }
+            continue;
+        }
+        if (whole) {                 /* every part in the top tier (_part_hit) */
+            r->where[i] = W_PARTS;
+            r->hit[i] = 1;
+            nhit++;
+            for (int p = 0; p < N; p++) {
+                int u = k + p;
+                pw[p] = o->slot[u];
+                st->ops->hit(st, u, w);
+                if (o->pf[u]) { o->pf[u] = 0; o->pf_useful++; }
+                if (o->f_ttl) ttl_touch(o, u);
+            }
+            if (T0->nrung) rung_hit(o, L, k, N, r);
             continue;
         }
         r->hit[i] = 0;
@@ -489,7 +552,7 @@ void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const doubl
             first_miss = 0;
             to_cpu = o->mode == MODE_CPU || (o->mode == MODE_HYBRID && (double)a->tokens < o->cpu_limit);
         }
-        r->where[i] = tier_miss(o, lvi, k, w, to_cpu, r);
+        r->where[i] = tier_miss(o, lvi, k, N, w, to_cpu, r, pw);
     }
     memset(cnt, 0, sizeof(int64_t) * 6);
     cnt[4] = nhit;
@@ -511,15 +574,19 @@ void tier_gone(Engine *o, int k, Rec *r) {
     }
 }
 
-/* the keys a prefetch round protects from eviction: the dispatch's and every proposal */
+/* the keys a prefetch round protects from eviction: the dispatch's and every proposal's
+ * (every part; a proposal is an expert's layer * E + expert) */
 static void protect_round(Engine *o, Exclude *px, long layer, const long *ex, long n, long np) {
     Tiers *X = o->tiers;
+    const long S = o->S;
     px->stamp = ++X->pstamp;
-    for (long q = 0; q < n; q++) X->pmark[layer * o->E + ex[q]] = px->stamp;
-    for (long q = 0; q < np; q++) X->pmark[o->props[q]] = px->stamp;
+    for (long q = 0; q < n; q++)
+        for (long p = 0; p < S; p++) X->pmark[key_of(o, layer, ex[q]) + p] = px->stamp;
+    for (long q = 0; q < np; q++)
+        for (long p = 0; p < S; p++) X->pmark[o->props[q] * S + p] = px->stamp;
 }
 
-/* TieredRuntime._issue (whole experts) */
+/* TieredRuntime._issue: each proposal (an expert's layer * E + expert), every part of it */
 void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) {
     Tiers *X = o->tiers;
     mark_inuse(o, layer, ex, n);
@@ -527,56 +594,59 @@ void tier_issue(Engine *o, long np, long layer, const long *ex, long n, Rec *r) 
     int protect = 0;
     long cnt = 0;
     for (long j = 0; j < np; j++) {
-        int k = o->props[j], lvi = X->level_of[k / o->E];
+        int lvi = X->level_of[o->props[j] / o->E];
         Level *L = &X->lv[lvi];
         if (!L->gpu) continue;                 /* no device cache to load into */
-        Cache *c = &o->C[lvi];
-        Store *st = c->st;
-        if (o->slot[k] >= 0 || c->nres > c->cap) continue;
-        if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) continue;
-        Tier *T0 = &L->t[0];
-        int slot, v = -1, ladder = T0->nrung > 0;
-        if ((ladder || c->nres >= c->cap || o->ftop == 0) && !protect) {
-            protect_round(o, &px, layer, ex, n, np);
-            protect = 1;
+        for (int p = 0; p < L->split; p++) {
+            int k = (int)(o->props[j] * o->S + p);
+            Cache *c = &o->C[lvi];
+            Store *st = c->st;
+            if (o->slot[k] >= 0 || c->nres > c->cap) continue;
+            if ((st->flags & ST_FILTERS) && !st->ops->admits(st, k)) continue;
+            Tier *T0 = &L->t[0];
+            int slot, v = -1, ladder = T0->nrung > 0;
+            if ((ladder || c->nres >= c->cap || o->ftop == 0) && !protect) {
+                protect_round(o, &px, layer, ex, n, np);
+                protect = 1;
+            }
+            if (ladder) {                          /* its rung is the ladder's to give */
+                if (ladder_admit(o, L, 0, k, o->wdef, &px, r, &slot, &v) < 0) continue;
+                if (v >= 0) top_gone(o, v, slot, r);
+                for (long q = 0; q < T0->nalso; q++) top_gone(o, T0->also_k[q], T0->also_s[q], r);
+            } else if (c->nres >= c->cap || o->ftop == 0) {
+                if (c->fixed) continue;
+                v = st->ops->evict(st, &px, k);
+                if (v < 0) continue;
+                slot = o->slot[v];
+                o->slot[v] = -1;
+                c->nres--;
+                top_gone(o, v, slot, r);
+            } else slot = o->fstack[--o->ftop];
+            int dtype = held_dtype(L, 0, k), bits = held_bits(L, 0, k);
+            double nbytes = held_bytes(L, 0, k);
+            int s = L->last;                       /* _where_now */
+            for (int t = 1; t < L->last; t++)
+                if (t_has(o, L, t, k)) { s = t; break; }
+            int from_gpu = s > 0 && s < L->gpu;
+            int device_copy = from_gpu && held_bits(L, s, k) >= bits;
+            if (!device_copy) {                    /* (a disk read spares the round's keys too) */
+                if (!protect) { protect_round(o, &px, layer, ex, n, np); protect = 1; }
+                host_copy(o, L, k, o->wdef, &px, PK_PREFETCH, r);
+            }
+            if (!ladder) {
+                o->slot[k] = slot;
+                c->nres++;
+                st->ops->insert(st, k, o->wdef);
+            }
+            if (o->f_ttl) ttl_touch(o, k);
+            rec_load(r, k, slot, v, PK_PREFETCH);
+            cnt++;
+            o->pf[k] = 1;
+            T0->promotions++;
+            if (from_gpu) t_remove(L, s, k);
+            if (from_gpu || ladder) rec_step(r, SO_PROMOTE, k, s, 0, slot, v, dtype, PK_PREFETCH);
+            copied(o, L, k, device_copy ? s : -1, bits, nbytes);
         }
-        if (ladder) {                          /* its rung is the ladder's to give */
-            if (ladder_admit(o, L, 0, k, o->wdef, &px, r, &slot, &v) < 0) continue;
-            if (v >= 0) top_gone(o, v, slot, r);
-            for (long q = 0; q < T0->nalso; q++) top_gone(o, T0->also_k[q], T0->also_s[q], r);
-        } else if (c->nres >= c->cap || o->ftop == 0) {
-            if (c->fixed) continue;
-            v = st->ops->evict(st, &px, k);
-            if (v < 0) continue;
-            slot = o->slot[v];
-            o->slot[v] = -1;
-            c->nres--;
-            top_gone(o, v, slot, r);
-        } else slot = o->fstack[--o->ftop];
-        int dtype = held_dtype(L, 0, k), bits = held_bits(L, 0, k);
-        double nbytes = held_bytes(L, 0, k);
-        int s = L->last;                       /* _where_now */
-        for (int t = 1; t < L->last; t++)
-            if (t_has(o, L, t, k)) { s = t; break; }
-        int from_gpu = s > 0 && s < L->gpu;
-        int device_copy = from_gpu && held_bits(L, s, k) >= bits;
-        if (!device_copy) {                    /* (a disk read spares the round's keys too) */
-            if (!protect) { protect_round(o, &px, layer, ex, n, np); protect = 1; }
-            host_copy(o, L, k, o->wdef, &px, PK_PREFETCH, r);
-        }
-        if (!ladder) {
-            o->slot[k] = slot;
-            c->nres++;
-            st->ops->insert(st, k, o->wdef);
-        }
-        if (o->f_ttl) ttl_touch(o, k);
-        rec_load(r, k, slot, v, PK_PREFETCH);
-        cnt++;
-        o->pf[k] = 1;
-        T0->promotions++;
-        if (from_gpu) t_remove(L, s, k);
-        if (from_gpu || ladder) rec_step(r, SO_PROMOTE, k, s, 0, slot, v, dtype, PK_PREFETCH);
-        copied(o, L, k, device_copy ? s : -1, bits, nbytes);
     }
     o->pf_loads += cnt;
 }
@@ -601,9 +671,9 @@ void tier_between(Engine *o) {
 int tiers_reserve(Engine *o, long layer, long n) {
     Tiers *X = o->tiers;
     Level *L = &X->lv[X->level_of[layer]];
-    for (int t = L->gpu ? 1 : 0; t < L->last; t++) {   /* (the stores _find passes) */
+    for (int t = L->gpu ? 1 : 0; t < L->last; t++) {   /* (the stores _find passes: each part) */
         Store *st = L->t[t].st;
-        if (st->ops->prepare && st->ops->prepare(st, layer, n) < 0) return -1;
+        if (st->ops->prepare && st->ops->prepare(st, layer, n * L->split) < 0) return -1;
     }
     if (!L->thresholds || n <= 0) return 0;
     long len = X->wlen[layer], need = n <= X->window - len ? len + n : X->window;
@@ -634,7 +704,7 @@ static int tier_store(Engine *o, const Level *L, Store **sp, PyObject *rule, lon
     if (!rule || PyUnicode_Check(rule)) {
         const char *name = rule ? PyUnicode_AsUTF8(rule) : "lru";
         if (!name) return -1;
-        rc = store_make(sp, name, cap, L->klo, L->khi, o->L, o->E, o->sp);
+        rc = store_make(sp, name, cap, L->klo, L->khi, o->L, o->U, o->S, o->sp);
     } else {
         const char *names[8];
         double w[8];
@@ -645,7 +715,7 @@ static int tier_store(Engine *o, const Level *L, Store **sp, PyObject *rule, lon
             if (!PyTuple_Check(pair)) return bad("a tier's weighted_sum");
             if (!PyArg_ParseTuple(pair, "sd", &names[j], &w[j])) return -1;
         }
-        rc = store_make_weighted(sp, names, w, (int)n, cap, L->klo, L->khi, o->L, o->E, o->sp);
+        rc = store_make_weighted(sp, names, w, (int)n, cap, L->klo, L->khi, o->L, o->U, o->S, o->sp);
     }
     if (rc == -1) { PyErr_NoMemory(); return -1; }
     if (rc < 0) return bad("a tier's eviction rule is none the compiled engine has");
@@ -692,7 +762,7 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
     if (last) return rungs == Py_None ? 0 : bad("a dtype_ladder on the last tier");
     if (rule == Py_None) return bad("a cache tier without an eviction rule");
     if (rungs != Py_None && rungs_from(o, T, rungs, budget) < 0) return -1;
-    long keys = L->nlayers * o->E;
+    long keys = L->nlayers * o->E * L->split;
     Store **sp = &T->st;
     long cap = T->slots;
     if (t == 0 && T->kind == TK_GPU) {    /* the set's device cache: the engine's */
@@ -720,16 +790,17 @@ static int tier_from(Engine *o, Level *L, int t, int lvi, PyObject *spec) {
     return tier_store(o, L, sp, T->always ? NULL : rule, cap);   /* (always: Fixed, an lru that never evicts) */
 }
 
-/* one set of tiers: (label, layers, gpu, disk, read_into, tiers) */
+/* one set of tiers: (label, layers, gpu, disk, read_into, split, tiers) */
 static int level_from(Engine *o, int lvi, PyObject *spec) {
     Tiers *X = o->tiers;
     Level *L = &X->lv[lvi];
     PyObject *layers, *tiers;
-    if (!PyArg_ParseTuple(spec, "UO!iiiO!", &L->label, &PyTuple_Type, &layers, &L->gpu, &L->disk,
-                          &L->read_into, &PyTuple_Type, &tiers))
+    if (!PyArg_ParseTuple(spec, "UO!iiiiO!", &L->label, &PyTuple_Type, &layers, &L->gpu, &L->disk,
+                          &L->read_into, &L->split, &PyTuple_Type, &tiers))
         return -1;
     Py_ssize_t nl = PyTuple_GET_SIZE(layers), nt = PyTuple_GET_SIZE(tiers);
     if (nl < 1 || nl > o->L || nt < 1 || nt > 64) return bad("a set's layers or tiers");
+    if (L->split < 1 || L->split > o->S) return bad("a set's granularity_split");
     L->n = (int)nt;
     L->last = L->n - 1;
     if (L->gpu < 0 || L->gpu > L->n || L->disk < -1 || L->disk >= L->n || L->read_into < -1 ||
@@ -747,8 +818,8 @@ static int level_from(Engine *o, int lvi, PyObject *spec) {
         if (l < lo) lo = l;
         if (l > hi) hi = l;
     }
-    L->klo = (int)(lo * o->E);
-    L->khi = (int)((hi + 1) * o->E);
+    L->klo = (int)(lo * o->U);
+    L->khi = (int)((hi + 1) * o->U);
     if (!(L->t = zal((size_t)nt, sizeof(Tier)))) { PyErr_NoMemory(); return -1; }
     for (int t = 0; t < L->n; t++)
         if (tier_from(o, L, t, lvi, PyTuple_GET_ITEM(tiers, t)) < 0) return -1;
@@ -758,7 +829,7 @@ static int level_from(Engine *o, int lvi, PyObject *spec) {
     }
     if (L->read_into >= 0 && L->t[L->read_into].kind != TK_CPU) return bad("a disk read into a tier that is not host memory");
     if (!L->gpu) o->C[lvi].cap = 0;
-    if (!L->gpu && store_make(&o->C[lvi].st, "lru", 0, L->klo, L->khi, o->L, o->E, o->sp) < 0) {
+    if (!L->gpu && store_make(&o->C[lvi].st, "lru", 0, L->klo, L->khi, o->L, o->U, o->S, o->sp) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -806,7 +877,7 @@ int tiers_build(Engine *o, PyObject *spec) {
     if (thresholds) {
         if (!(X->wq = zal((size_t)o->L, sizeof(int *))) || !(X->wcap = zal((size_t)o->L, sizeof(long))) ||
                 !(X->whead = zal((size_t)o->L, sizeof(long))) || !(X->wlen = zal((size_t)o->L, sizeof(long))) ||
-                !(X->wcnt = zal(K, sizeof(int)))) {
+                !(X->wcnt = zal((size_t)o->L * (size_t)o->E, sizeof(int)))) {
             PyErr_NoMemory();
             return -1;
         }
@@ -846,8 +917,8 @@ struct TierSnap {
     long nlv;
     Tier **t;              /* per set a copy of its tiers (their counters) */
     long *top_nres;
-    int nlink, link_bits[8];
-    int64_t link_n[8], approx, *approx_at;
+    int nlink, link_bits[TIER_LINKS], link_split[TIER_LINKS];
+    int64_t link_n[TIER_LINKS], approx, *approx_at;
     unsigned char *approx_seen;
 };
 
@@ -876,6 +947,7 @@ TierSnap *tier_snap(const Engine *o) {
     }
     s->nlink = X->nlink;
     memcpy(s->link_bits, X->link_bits, sizeof s->link_bits);
+    memcpy(s->link_split, X->link_split, sizeof s->link_split);
     memcpy(s->link_n, X->link_n, sizeof s->link_n);
     s->approx = X->approx;
     if (X->ndtypes) {
@@ -917,10 +989,12 @@ int tier_stats(Engine *o, TierSnap *s, const int64_t *l_hit, PyObject *out) {
     int rc = -1;
     PyObject *rows = PyList_New(0), *by = PyDict_New(), *x = NULL;
     if (!rows || !by) goto done;
-    /* bytes_loaded: what crossed the link, at the precision it landed at */
+    /* bytes_loaded: what crossed the link, at the precision it landed at, a part an expert's
+     * 1 / split */
     double total = 0.0;
     for (int i = 0; i < s->nlink; i++)
-        total += (double)s->link_n[i] * o->expert_bytes * (double)s->link_bits[i] / (double)X->stored_bits;
+        total += (double)s->link_n[i] * o->expert_bytes * (double)s->link_bits[i] / (double)X->stored_bits /
+                 (double)s->link_split[i];
     if (!(x = PyLong_FromDouble(total)) || PyDict_SetItemString(out, "bytes_loaded", x) < 0) goto done;
     Py_CLEAR(x);
     int64_t approx = s->approx;

@@ -1,6 +1,7 @@
 /* Memory tiers in the compiled engine (SPEC §12): the compiled twin of mpl/runtime/tiers.py
- * (TieredRuntime), for sets of tiers that cache whole experts (granularity_split = 1) at one
- * precision per tier or with a dtype_ladder (ladder.py's LadderCache: Tier.nrung; a top
+ * (TieredRuntime), for sets of tiers that cache whole experts or, with granularity_split = N,
+ * each expert as N parts (every part a key of its own: engine.h), at one precision per tier
+ * or with a dtype_ladder (ladder.py's LadderCache: Tier.nrung; a top
  * tier's keys are the engine's, their rungs the tier's), every tier's eviction one of the engine's stores or a
  * weighted_sum of them (store_weighted.c; mpl/runtime/compiled.py says which policies it holds).
  *
@@ -17,6 +18,9 @@
 #include "engine.h"
 
 enum { TK_GPU = 0, TK_CPU = 1, TK_DISK = 2 };
+/* the (precision, split) pairs a link can see: four precisions, a split per set (at most 64
+ * distinct: the engine's S) */
+#define TIER_LINKS 256
 
 typedef struct {
     int kind, bits, exact, always, requant;   /* requant: on demote(this -> next) in place */
@@ -49,6 +53,7 @@ typedef struct {
 
 typedef struct {
     int n, gpu, disk, read_into, last, thresholds;
+    int split;                 /* granularity_split: the parts an expert is cached as */
     int klo, khi;              /* the keys of its layers: [klo, khi) */
     long *layers, nlayers;
     PyObject *label;           /* borrowed */
@@ -70,9 +75,9 @@ struct Tiers {
     int64_t *fetched, fstamp;  /* keys read from the disk in this dispatch: fetched == fstamp */
     int64_t *pmark, pstamp;    /* a prefetch round's protected keys: pmark == pstamp */
     int vac_lv, vac_t, vac_k;  /* a promotion's source (set, tier, key); vac_k -1: none */
-    int nlink;                 /* units over the host link, per precision, in first-seen order */
-    int link_bits[8];
-    int64_t link_n[8];
+    int nlink;                 /* units over the host link, per (precision, split), first seen first */
+    int link_bits[TIER_LINKS], link_split[TIER_LINKS];
+    int64_t link_n[TIER_LINKS];
     int64_t approx;            /* accesses computed from a copy below the checkpoint's precision */
     int64_t *approx_at;        /* ... per dtype; seen: the dtype has an entry */
     unsigned char *approx_seen;
