@@ -58,7 +58,9 @@ probe=$("$PY" -c "import mpl.runtime._engine as e; e._wrap_probe(2**63 - 1, 1)" 
     echo "sanitizers: a signed overflow went unreported (is -fwrapv in effect?)" >&2; exit 1; }
 case "$probe" in *"signed integer overflow"*) ;; *)
     echo "sanitizers: the overflow probe failed without UBSan's report:" >&2; echo "$probe" >&2; exit 1 ;; esac
-"$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
+# --capture=sys: a sanitizer writes its report to the process's stderr, which pytest's default
+# (file-descriptor) capture would swallow with the process it aborts
+"$PY" -m pytest -q -p no:cacheprovider -o addopts="" --capture=sys \
     tests/test_runtime_backends.py tests/test_runtime_threads.py tests/test_store_backends.py \
     tests/test_timeline_backends.py tests/test_budget_backends.py tests/test_learned_backends.py \
     tests/test_sim_replay.py tests/test_belady.py tests/test_runtime_equivalence.py \

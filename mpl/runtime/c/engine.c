@@ -918,7 +918,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     if (st->flags & ST_CLOCKED) st->ops->begin(st, o->step, layer);
     long base = layer * E;
     const double *wv = o->f_weighted && a->w ? a->w : NULL;
-    memcpy(r->experts, ex, sizeof(long) * (size_t)n);   /* the record's experts */
+    if (n) memcpy(r->experts, ex, sizeof(long) * (size_t)n);   /* the record's experts */
     if (o->S == 1) {   /* the keys in use marked (mark_inuse) */
         int64_t stamp = ++o->stamp, *mark = o->mark + base;
         for (long i = 0; i < n; i++) mark[ex[i]] = stamp;
