@@ -384,7 +384,16 @@ PyObject *engine_replay(Engine *o, PyObject *args) {
     if (!err && take_monitor_log(o, &logs, &nlogs) < 0) err = 1;
     o->replaying = 0;
     engine_unlock(o);
-    if (T && tl_store(T) < 0 && !err) err = 4;
+    if (T) {   /* the timeline as of the last record played, with no exception pending while
+                * it is stored (an exception already raised is the one the replay raises) */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (tl_store(T) < 0 && !err) err = 4;
+        if (et) {
+            if (err == 4 && PyErr_Occurred()) PyErr_Clear();
+            PyErr_Restore(et, ev, tb);
+        }
+    }
     if (!err && nlogs && emit_monitor_log(o, logs, nlogs) < 0) err = 4;
     if (err == 1) PyErr_NoMemory();
     else if (err == 2) PyErr_SetString(DispatchError, "the step counter would pass 2**62: give steps explicitly below it");
