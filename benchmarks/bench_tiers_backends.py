@@ -29,6 +29,9 @@ POLICIES = {
         on demote(hot -> warm) { mechanism = in_place_requant }
         on promote(warm -> hot) { trigger_threshold = 0.05 }
         eviction = lru } }""",
+    "gpu/host in 2 parts": """policy p { hierarchy { tier hot { location = gpu  capacity = 96 }
+        tier ram { location = cpu  capacity = 800 }  eviction = lru  granularity_split = 2 }
+        prefetch { strategy = history  budget = 2 } }""",
 }
 
 
