@@ -280,13 +280,16 @@ class _Mutating(float):
 
 
 @needs_engine
-def test_hostile_arguments_behave_the_same_on_both_backends():
-    pol = mpl.loads(FOUR)
+@pytest.mark.parametrize("split", [1, 3])
+def test_hostile_arguments_behave_the_same_on_both_backends(split):
+    pol = mpl.loads(FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n"))
     a, b = pair(pol, 2, 16, 2)
     for rt in (a, b):
         rt.dispatch(0, [1, 2])
+        rt.dispatch(1, [])
+        rt.dispatch(0, [7] * 40 + [8], tokens=9)
     cases = [((0, [99]), {}), ((5, [1]), {}), ((0, [1]), {"step": 2 ** 70}), ((0, [1]), {"tokens": 0}),
-             ((0, [1, 2], [1.0]), {}), ((0, [1]), {"step": -1}), ((0, [-1]), {})]
+             ((0, [1, 2], [1.0]), {}), ((0, [1]), {"step": -1}), ((0, [-1]), {}), ((0, [16]), {})]
     for args, kw in cases:
         errs = []
         for rt in (a, b):
