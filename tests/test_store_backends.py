@@ -304,6 +304,10 @@ def check_same(rule, config, plan):
 @given(config=configs, plan=plans)
 @example(config=(1, 1, 0, 0, 1, (0, 0, 0, 0, 0, 0), 0), plan=[(0, 0, 0, 0.0)] * 2)  # crf: a
 #   second hit in a step (the Python store raised TypeError; test_crf_a_second_hit_in_a_step)
+@example(config=(1, 1, 0, 0, 1, (0, 0, 0, 0, 0, 0), 2**62),
+         plan=[(0, 0, 0, 0.0)] * 14 + [(8, 0, 0, 0.0), (0, 0, 0, 0.0), (8, 0, 1, 0.0), (0, 0, 0, 0.0),
+                                       (8, 0, 6, 0.0), (0, 0, 0, 0.0)])  # crf: a step that went
+#   back (the Python store raised TypeError; test_crf_a_use_at_an_earlier_step)
 @prop(40)
 def test_random_sequences_give_the_same_results(rule, config, plan):
     check_same(rule, config, plan)
@@ -466,6 +470,17 @@ def test_crf_a_second_hit_in_a_step_changes_nothing(run):
     the two, a TypeError; tests/test_eviction_engines.py has the runtime that met it.)"""
     ops = [("begin", 4, 0)] + ins(0, 1) + [("hit", 0, 1.0), ("hit", 0, 1.0), ("keys",)]
     assert drive(run, "crf", ops)[-1] == [1, 0]   # 1 never used: CRF 0; 0's CRF is 1
+
+
+@pytest.mark.parametrize("run", BACKENDS)
+def test_crf_a_use_at_an_earlier_step(run):
+    """A key used at step S + 1 and again at step S (an explicit step that went back), far
+    from step 0: its new heap entry ties its stale one on (g, last, seq), g being rounded at
+    2^62 / 128. (The Python store compared the live key with the stale entry's None.)"""
+    s = 2 ** 62
+    ops = [("begin", s, 0)] + ins(0, 1) + [("hit", 0, 1.0), ("begin", s + 1, 0), ("hit", 0, 1.0),
+                                          ("begin", s, 0), ("hit", 0, 1.0), ("keys",)]
+    assert drive(run, "crf", ops)[-1] == [1, 0]
 
 
 @pytest.mark.parametrize("run", BACKENDS)

@@ -92,21 +92,26 @@ class CRF(Store):
     in a heap on that key (lazy invalidation, keys in use set aside as in LFU). The victim is
     then decided on the decayed values themselves, among the heap's front entries within
     1e-9 of the smallest key (float rounding cannot reorder keys farther apart), so the
-    choice is exactly the lowest decayed CRF of the description."""
+    choice is exactly the lowest decayed CRF of the description. An entry is
+    ``[g, last, seq, made, key]``: two live entries never tie on ``seq``; a key's stale
+    entry can tie with its live one on ``(g, last, seq)`` (a step that went back, ``g``
+    rounded), and ``made``, the entry's creation number, breaks that tie before the key
+    (None in a stale entry) is compared."""
 
     name = "crf"
     clocked = True
     needs_miss = True
-    __slots__ = ("table", "res", "heap", "aside", "now", "seq", "capacity")
+    __slots__ = ("table", "res", "heap", "aside", "now", "seq", "made", "capacity")
 
     def __init__(self, capacity: int, params):
         self.capacity = capacity
         self.table = _CRFTable(_half_life(params))
-        self.res: dict = {}          # resident key -> its live heap entry [g, last, seq, key]
+        self.res: dict = {}          # resident key -> its live heap entry [g, last, seq, made, key]
         self.heap: list = []
         self.aside: list = []
         self.now = 0
         self.seq = 0
+        self.made = 0
 
     def __len__(self):
         return len(self.res)
@@ -125,15 +130,16 @@ class CRF(Store):
     def _entry(self, key, seq):
         t = self.table
         last = t.last.get(key)
+        self.made += 1
         if last is None:
-            return [float("-inf"), -1, seq, key]
-        return [math.log2(t.crf[key]) + last / t.h, last, seq, key]
+            return [float("-inf"), -1, seq, self.made, key]
+        return [math.log2(t.crf[key]) + last / t.h, last, seq, self.made, key]
 
     def _push(self, key):
         old = self.res.get(key)
         seq = old[2] if old is not None else self.seq
         if old is not None:
-            old[3] = None
+            old[4] = None
         ent = self._entry(key, seq)
         self.res[key] = ent
         heappush(self.heap, ent)
@@ -167,7 +173,7 @@ class CRF(Store):
     def discard(self, key):
         ent = self.res.pop(key, None)
         if ent is not None:
-            ent[3] = None
+            ent[4] = None
 
     def _order(self, key):
         t = self.table
@@ -179,9 +185,9 @@ class CRF(Store):
         if aside:
             keep = []
             for ent in aside:
-                if ent[3] is None:
+                if ent[4] is None:
                     continue
-                if exclude and ent[3] in exclude:
+                if exclude and ent[4] in exclude:
                     keep.append(ent)
                 else:
                     heappush(heap, ent)
@@ -189,7 +195,7 @@ class CRF(Store):
         window: list = []            # live, evictable front entries within 1e-9 of the first
         while heap:
             ent = heap[0]
-            key = ent[3]
+            key = ent[4]
             if key is None:
                 heappop(heap)
                 continue
@@ -204,11 +210,11 @@ class CRF(Store):
         if len(window) == 1:
             best = window[0]
         else:
-            best = min(window, key=lambda e: self._order(e[3]))
+            best = min(window, key=lambda e: self._order(e[4]))
             for ent in window:
                 if ent is not best:
                     heappush(heap, ent)
-        key = best[3]
+        key = best[4]
         del self.res[key]
         return key
 
