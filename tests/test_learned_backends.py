@@ -19,6 +19,8 @@ import time
 import pytest
 from hypothesis import HealthCheck, example, given, strategies as st
 
+import mpl
+from mpl.runtime.errors import DispatchError
 from mpl.runtime.prefetch import Learned
 from property_profiles import prop
 
@@ -130,7 +132,7 @@ def test_long_streams_cut_back_and_halve_the_same_way():
     (lambda o: o.predict(0, 2 ** 63 - 1, 1), ValueError),
     (lambda o: o.predict(0, 0, 2 ** 63 - 1), ValueError),
     (lambda o: o.predict(0, 2 ** 62, 2 ** 62), ValueError),          # the target's step overflowed
-    (lambda o: o.predict(3, 2 ** 62, 1), ValueError),                # the next pass: 2^62 + 1
+    (lambda o: o.predict(3, 2 ** 62, 5), ValueError),                # two passes on: 2^62 + 2
     (lambda o: setattr(o, "theta", [1.0]), ValueError),
     (lambda o: setattr(o, "theta", [1.0, "x", 0, 0, 0, 0]), TypeError),
     (lambda o: setattr(o, "window", "x"), TypeError),
@@ -163,7 +165,26 @@ def test_steps_and_distances_up_to_2_62_are_taken():
         o.observe(0, 2 ** 62, [3])
     assert c.predict(2, 2 ** 62 - 1, 1) == p.predict(2, 2 ** 62 - 1, 1)
     assert c.predict(0, 2 ** 62, 2) == p.predict(0, 2 ** 62, 2)
+    # the next pass of the last step: what a dispatch at step 2^62 predicts for it
+    assert c.predict(2, 2 ** 62, 1) == p.predict(2, 2 ** 62, 1)
     assert c.dump() == p.dump()
+
+
+@needs_engine
+def test_a_learned_runtime_dispatches_at_the_last_step_on_both_backends():
+    """A dispatch at step 2^62 predicts for the next pass (step 2^62 + 1): both backends
+    propose and prefetch alike (the engine once took the refused target for a lack of memory
+    and broke)."""
+    pol = mpl.loads("policy t { cache { capacity = 4 } prefetch { strategy = learned  budget = 3 "
+                    "lookahead = 3  history_window = 1  context_layers = 1  confidence = 0 } }")
+    plans = []
+    for backend in ("pure", "compiled"):
+        rt = pol.runtime(3, 6, 2, backend=backend)
+        plans.append([rt.dispatch(2, [1, 2], step=2 ** 62 - 1), rt.dispatch(0, [1, 3]),
+                      rt.dispatch(1, [2, 4]), rt.dispatch(2, [])])
+        with pytest.raises(DispatchError, match="2"):
+            rt.dispatch(0, [1])           # the step counter would pass 2^62
+    assert plans[0] == plans[1]
 
 
 @needs_engine

@@ -488,8 +488,10 @@ long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, const int **id
     }
     long long tt = (long long)layer + d;       /* < 2^62 + 2^22 */
     long long q = tt / o->L;                   /* the passes d wraps: 0 <= q <= tt */
-    if (step > LRN_STEP_MAX - q) {             /* (LRN_STEP_MAX - q >= -2^62: no overflow) */
-        PyErr_SetString(PyExc_ValueError, "Learned.predict: the target's step is beyond 2^62");
+    /* the target's step: at most one pass past 2^62 (a dispatch at the last step a runtime
+     * takes predicts for the next pass); (LRN_STEP_MAX + 1 - q >= -2^62: no overflow) */
+    if (step > LRN_STEP_MAX + 1 - q) {
+        PyErr_SetString(PyExc_ValueError, "Learned.predict: the target's step is beyond 2^62 + 1");
         return -1;
     }
     long long st = step + q;

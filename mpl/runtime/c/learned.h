@@ -39,7 +39,8 @@ int lrn_observe(Learned *o, long layer, int64_t step, const long *ex, long n, co
 /* Learned.predict(layer, step, d): the number of candidates at or above the confidence, most
  * probable first (ties: the lower id), their ids in *ids (valid until the next call on o);
  * -1 with a Python exception: ValueError (layer out of range, |step| or d beyond LRN_STEP_MAX,
- * or the target's step beyond it), MemoryError; then nothing changed. */
+ * or the target's step beyond LRN_STEP_MAX + 1: the next pass of the last step), MemoryError;
+ * then nothing changed. */
 long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, const int **ids);
 
 /* window (prefetch.history_window: values below 1 are 1) and confidence
