@@ -483,6 +483,22 @@ def test_crf_a_use_at_an_earlier_step(run):
     assert drive(run, "crf", ops)[-1] == [1, 0]
 
 
+@needs_engine
+@pytest.mark.parametrize("rule", ["crf", "classlru"])
+def test_a_step_far_back_saturates_the_crf(rule):
+    """A use 2^62 steps before a key's last use multiplies its CRF by 2^(2^62 / H), which
+    overflows: the CRF saturates at the largest finite float (the top class), and a later use
+    decays it to 0 rather than to NaN (inf * 0), so classes, orders and victims stay defined,
+    the same on both backends. (The Python classlru raised on a class of -1.)"""
+    far = 2 ** 62
+    ops = [("begin", far, 0)] + [x for k in (0, 1, 2) for x in (("miss", k, 1.0), ("insert", k, 1.0))] + [
+        ("begin", 0, 0), ("hit", 0, 1.0), ("keys",), ("begin", far, 0), ("hit", 1, 1.0), ("keys",),
+        ("begin", far + 1, 0), ("hit", 0, 1.0), ("keys",), ("evict", None, 3, False), ("keys",)]
+    outs = [run(rule, 4, 0, 8, 2, 4, P, ops) for run in (py_run, c_run)]
+    assert outs[0] == outs[1]
+    assert sorted(outs[0][-1]) == sorted({0, 1, 2} - {outs[0][-2]})
+
+
 @pytest.mark.parametrize("run", BACKENDS)
 def test_classlru_spares_the_keys_of_the_current_step(run):
     ops = [("begin", 0, 0)] + [x for k in (0, 1) for x in (("miss", k, 1.0), ("insert", k, 1.0))] + [

@@ -26,6 +26,7 @@ docs/runtime.md ("Eviction rules of serving engines").
 from __future__ import annotations
 
 import math
+import sys
 from collections import OrderedDict
 from heapq import heapify, heappop, heappush
 
@@ -39,6 +40,9 @@ MAX_CLASS = 7
 def _half_life(params) -> float:
     v = params["cache.crf_half_life"]
     return float(getattr(v, "n", v))
+
+
+_FLOAT_MAX = sys.float_info.max
 
 
 def _pow2(x: float) -> float:
@@ -62,7 +66,9 @@ class _CRFTable:
 
     def use(self, key, now: int) -> float:
         """A use of ``key`` at step ``now`` (at most one per step: a key is accessed once per
-        dispatch, and a shared cache sees each layer once per step). -> the new CRF."""
+        dispatch, and a shared cache sees each layer once per step). -> the new CRF, saturated
+        at the largest finite float (a step that went back far enough makes 2^x overflow: an
+        infinite CRF would decay to NaN, inf * 0, and have no class)."""
         last = self.last.get(key)
         if last is None:
             c = 1.0
@@ -70,6 +76,8 @@ class _CRFTable:
             return self.crf[key]
         else:
             c = self.crf[key] * _pow2((last - now) / self.h) + 1.0
+            if c > _FLOAT_MAX:
+                c = _FLOAT_MAX
         self.crf[key] = c
         self.last[key] = now
         return c

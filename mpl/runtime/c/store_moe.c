@@ -6,8 +6,11 @@
  * last use, for every key ever used, resident or not (the class _CRFTable): at each step that
  * uses a key, crf = crf * 2^((last - now) / H) + 1 (H: cache.crf_half_life steps). Steps are
  * any int64: differences of steps are taken exactly and rounded once, as Python rounds the
- * int it divides by H. (Where a step goes back by more than about 1024 H, Python's 2.0 ** x
- * raises OverflowError; here the CRF becomes inf. The engine's steps never go back.) */
+ * int it divides by H. Where a step goes back (a caller's explicit steps may) by more than
+ * about 1024 H, 2^x overflows to inf (Python's _pow2 alike): the CRF a use stores is then the
+ * largest finite double, so that it never becomes inf, nor NaN when it decays again (inf * 0),
+ * and its class stays defined. */
+#include <float.h>
 #include <math.h>
 
 #include "store_impl.h"
@@ -36,6 +39,7 @@ static double table_use(CRFTable *t, int i, int64_t now) {
     if (!t->used[i]) v = 1.0;
     else if (t->last[i] == now) return t->crf[i];
     else v = t->crf[i] * pow(2.0, i64_diff(t->last[i], now) / t->h) + 1.0;
+    if (v > DBL_MAX) v = DBL_MAX;        /* (saturated: see the top of this file) */
     t->crf[i] = v;
     t->last[i] = now;
     t->used[i] = 1;
