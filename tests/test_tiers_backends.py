@@ -201,6 +201,11 @@ FOUR = """policy four {
 """
 
 
+def four_in_parts(split: int) -> str:
+    """FOUR with its experts cached as ``split`` parts."""
+    return FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n")
+
+
 @needs_engine
 def test_a_four_tier_policy_runs_compiled_with_every_kind_of_step():
     pol = mpl.loads(FOUR)
@@ -255,7 +260,7 @@ def test_what_the_engine_does_not_hold_runs_pure_and_says_why(text, shape, why):
 def test_granularity_split_runs_compiled_part_by_part(split):
     """Experts cached as parts: a hit only when every part is on the device (``where`` a tuple
     of the parts' slots), loads, evictions and tier steps per part, statistics alike."""
-    pol = mpl.loads(FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n"))
+    pol = mpl.loads(four_in_parts(split))
     a, b = pair(pol, 2, 16, 2)
     assert b.backend == "compiled" and b.backend_reason is None
     tuples = partial = 0
@@ -282,7 +287,7 @@ class _Mutating(float):
 @needs_engine
 @pytest.mark.parametrize("split", [1, 3])
 def test_hostile_arguments_behave_the_same_on_both_backends(split):
-    pol = mpl.loads(FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n"))
+    pol = mpl.loads(four_in_parts(split))
     a, b = pair(pol, 2, 16, 2)
     for rt in (a, b):
         rt.dispatch(0, [1, 2])

@@ -919,10 +919,7 @@ int engine_dispatch_core(Engine *o, const Args *a, Rec *r) {
     long base = layer * E;
     const double *wv = o->f_weighted && a->w ? a->w : NULL;
     if (n) memcpy(r->experts, ex, sizeof(long) * (size_t)n);   /* the record's experts */
-    if (o->S == 1) {   /* the keys in use marked (mark_inuse) */
-        int64_t stamp = ++o->stamp, *mark = o->mark + base;
-        for (long i = 0; i < n; i++) mark[ex[i]] = stamp;
-    } else mark_inuse(o, layer, ex, n);
+    mark_inuse(o, layer, ex, n);
     /* the order of service: router order, or with priority routing and weights the heaviest
      * first, equal weights in router order (the generated dispatch's stable sort) */
     const int *ord = NULL;

@@ -376,6 +376,10 @@ int rebalance(Engine *o, Rec *r);                      /* 0, -1 out of memory */
 static inline void mark_inuse(Engine *o, long layer, const long *ex, long n) {
     int64_t stamp = ++o->stamp, *mark = o->mark + layer * o->U;
     const long S = o->S;
+    if (S == 1) {                  /* (every dispatch of a policy without parts) */
+        for (long j = 0; j < n; j++) mark[ex[j]] = stamp;
+        return;
+    }
     for (long j = 0; j < n; j++)
         for (long p = 0; p < S; p++) mark[ex[j] * S + p] = stamp;
 }

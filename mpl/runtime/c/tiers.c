@@ -523,28 +523,18 @@ void tier_accesses(Engine *o, const Args *a, Rec *r, const int *ord, const doubl
         if (o->f_ttl) o->accesses++;
         int whole = 1;
         for (int p = 0; p < N && whole; p++) whole = o->slot[k + p] >= 0;
-        if (whole && N == 1) {
-            r->where[i] = o->slot[k];
-            r->hit[i] = 1;
-            nhit++;
-            if (T0->nrung) rung_hit(o, L, k, 1, r);
-            st->ops->hit(st, k, w);
-            if (o->f_ttl) ttl_touch(o, k);
-            if (o->pf[k]) { o->pf[k] = 0; o->pf_useful++; }
-            continue;
-        }
-        if (whole) {                 /* every part in the top tier (_part_hit) */
-            r->where[i] = W_PARTS;
+        if (whole) {                 /* every part in the top tier (a whole expert: its one) */
+            r->where[i] = N == 1 ? o->slot[k] : W_PARTS;
             r->hit[i] = 1;
             nhit++;
             for (int p = 0; p < N; p++) {
                 int u = k + p;
                 pw[p] = o->slot[u];
                 st->ops->hit(st, u, w);
-                if (o->pf[u]) { o->pf[u] = 0; o->pf_useful++; }
                 if (o->f_ttl) ttl_touch(o, u);
+                if (o->pf[u]) { o->pf[u] = 0; o->pf_useful++; }
             }
-            if (T0->nrung) rung_hit(o, L, k, N, r);
+            if (T0->nrung) rung_hit(o, L, k, N, r);   /* (its SERVE steps and counts: no store reads them) */
             continue;
         }
         r->hit[i] = 0;
