@@ -235,6 +235,82 @@ def test_learned_dump_while_another_thread_dispatches(backend):
     assert not errors
 
 
+TIERED = """policy t {
+    hierarchy {
+        tier hot  { location = gpu  capacity = 3 }
+        tier warm { location = gpu  dtype = int4  capacity = 5  eviction = lfu }
+        tier ram  { location = cpu  capacity = 8 }
+        tier ssd  { location = disk }
+        on demote(hot -> warm) { mechanism = in_place_requant }
+        eviction = lru
+        granularity_split = %d
+    }
+    monitor { metrics = [hit_rate] window = 10 log_interval = 3 warmup = none }
+    prefetch { strategy = history  budget = 2 }
+}"""
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_tiered_runtimes_under_threads_handlers_and_finalizers(backend, runtime_log, split):
+    """A tiered policy (its experts whole or in parts): two threads dispatch into one runtime
+    and a third into another, while a fourth reads the first, a logging handler reads both and
+    a finalizer run by the collector reads both: every read sees whole dispatches, no
+    deadlock, every access counted."""
+    a = make(TIERED % split, backend, L=3, E=16)
+    b = make(TIERED % split, backend, L=3, E=16)
+    runtime_log(lambda record: (a.stats(), b.resident(), a.store_keys(), b.capacities()))
+    errors, sent = [], []
+
+    def work(rt, seed):
+        import random
+        r = random.Random(seed)
+        try:
+            for i in range(400):
+                ex = r.sample(range(16), r.randint(1, 6))
+                rt.dispatch(i % 3, ex, tokens=r.randint(1, 4))
+                sent.append((rt, len(ex)))          # (list.append is atomic)
+                if i % 97 == 0:
+                    rt.set("prefetch.budget", r.randint(1, 3))
+        except Exception as e:          # pragma: no cover - reported below
+            errors.append(e)
+
+    def read():
+        try:
+            for _ in range(400):
+                s = a.stats()
+                hot = s["tiers"][0]
+                assert [r["tier"] for r in s["tiers"]] == ["hot", "warm", "ram", "ssd"]
+                assert hot["resident"] <= hot["capacity"]
+                assert s["hits"] + s["misses"] == s["accesses"]
+                a.resident(), a.metrics(), a.values()
+        except Exception as e:          # pragma: no cover
+            errors.append(e)
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            a.stats(), b.resident()
+    ts = [threading.Thread(target=work, args=(a, 1)), threading.Thread(target=work, args=(a, 2)),
+          threading.Thread(target=work, args=(b, 3)), threading.Thread(target=read)]
+    old = gc.get_threshold()
+    gc.set_threshold(5)
+    try:
+        for t in ts:
+            t.start()
+        for _ in range(500):
+            Cycle()
+        for t in ts:
+            t.join(120)
+    finally:
+        gc.set_threshold(*old)
+    assert not any(t.is_alive() for t in ts), "deadlock"
+    assert not errors, errors
+    for rt in (a, b):
+        assert rt.stats()["accesses"] == sum(n for r, n in sent if r is rt) > 0
+
+
 # ------------------------------------------------------------------ integers
 def test_steps_beyond_the_counter(backend):
     rt = make("policy s { cache { capacity = 4 } }", backend)
