@@ -19,35 +19,10 @@ from mpl.sim import synthesize
 from mpl.trace import records_of, tokens_of as _tokens_of
 from mpl.timemodel.timeline import Timeline
 from mpl.stdlib_path import stdlib_names
-from mpl.trace import Dispatch
 from test_runtime_invariants import random_policy
-from runtime_helpers import both_backends, observable  # noqa: F401  (both_backends: autouse, every test on both backends)
+from runtime_helpers import both_backends, observable, random_dispatches  # noqa: F401  (both_backends: autouse, every test on both backends)
 
 L, E, K = 4, 12, 3
-
-
-def random_dispatches(r: random.Random, n: int):
-    out = []
-    step = 0
-    for i in range(n):
-        layer = i % L
-        if layer == 0 and i:
-            step += 1
-        tokens = 1 if r.random() < 0.8 else r.randint(2, 5)
-        rows = []
-        for _ in range(tokens):
-            row = r.sample(range(E), K)
-            if r.random() < 0.05:
-                row[-1] = row[0]            # a router repeating an id
-            rows.append(row)
-        ws = None
-        if r.random() < 0.7:
-            ws = [[r.random() + 0.01 for _ in row] for row in rows]
-        preds = None
-        if r.random() < 0.3:
-            preds = {(layer + 1) % L: r.sample(range(E), r.randint(1, 4))}
-        out.append(Dispatch(step, layer, rows, ws, preds))
-    return out
 
 
 def reference(policy, dispatches, tl):
