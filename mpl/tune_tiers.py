@@ -257,7 +257,7 @@ def plan(header, device_memory, host_memory=None, disk=None, profile=None,
                  top_k=header.top_k, stored_bits=stored, num_layers=L, num_experts=E,
                  moe_layers=tuple(header.moe_layers), skeleton_bytes=skeleton,
                  skeleton_source=skeleton_src, kv_reserve=kv, kv_source=kv_src,
-                 stream_slots=default_stream_slots(E, header.top_k, cuda=True),
+                 stream_slots=default_stream_slots(E, header.top_k),
                  entry_bytes=entry, record_bytes=records,
                  record_source=record_src)
     p.device_slots = max(p.room, 0) // entry

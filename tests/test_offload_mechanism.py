@@ -331,6 +331,34 @@ def test_auto_rules_and_bit_identity():
     assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits)
 
 
+def test_auto_reserves_the_transient_entries_attach_allocates():
+    """64 experts a layer: the default transient area is TRANSIENT_MIN entries, not one per
+    expert, and the rule counts what attach then allocates (the memory it gives is just
+    enough for the slots it names); an explicit stream_slots is counted as given."""
+    from mpl.mechanism.footprint import TRANSIENT_MIN
+
+    model = build_model("tiny-mixtral", num_local_experts=64)
+    layers = discover(model)
+    eb = sum(p[0].numel() * p.element_size() for p in layers[0].module.parameters(recurse=False))
+    skel = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
+               if ".experts." not in n)
+    dev = torch.device("cpu")
+
+    def slots_of(reason):
+        return int(reason.split(" expert slots")[0].rsplit("-> ", 1)[1])
+
+    mem = int((skel + (TRANSIENT_MIN + 1) * eb + 20 * eb + eb // 2) / 0.9) + 1
+    _, reason = choose(model, mem, dev)
+    assert slots_of(reason) == 20
+    _, reason = choose(model, mem, dev, stream_slots=TRANSIENT_MIN + 4)
+    assert slots_of(reason) == 16
+    h = mpl.auto_attach(model, memory=mem, device="cpu")
+    try:
+        assert h.pool.size == h.runtime.num_slots + TRANSIENT_MIN + 1 <= 20 + TRANSIENT_MIN + 1
+    finally:
+        h.detach()
+
+
 def test_grouped_mm_bit_identical_with_two_threads():
     """CPU grouped_mm with several threads depends on where rows sit: the engine stages the
     dispatch's experts in expert-id order so the result is still bit-identical."""

@@ -145,15 +145,51 @@ def test_grouped_mm_with_two_threads_stages_each_pass_within_the_transient_entri
 
 
 def test_the_default_transient_area_is_bounded():
-    # a few entries per routed expert, at least TRANSIENT_MIN, never more than E; on the
-    # CPU the same where the host store can compute what does not fit (no memory tiers),
-    # else one per expert (multi-threaded CPU grouped_mm passes can change the last bits)
+    # a few entries per routed expert, at least TRANSIENT_MIN, never more than E; on a GPU
+    # and on the CPU, with memory tiers or without
     from mpl.mechanism.footprint import TRANSIENT_MIN, TRANSIENT_PER_TOP_K, default_stream_slots
-    assert default_stream_slots(8, 2, cuda=True) == 8
-    assert default_stream_slots(256, 8, cuda=True) == max(TRANSIENT_MIN, 8 * TRANSIENT_PER_TOP_K)
-    assert default_stream_slots(256, 2, cuda=True) == TRANSIENT_MIN
-    assert default_stream_slots(256, 8, cuda=False, host_overflow=True) == 8 * TRANSIENT_PER_TOP_K
-    assert default_stream_slots(256, 8, cuda=False) == 256
+    assert default_stream_slots(8, 2) == 8
+    assert default_stream_slots(256, 8) == max(TRANSIENT_MIN, 8 * TRANSIENT_PER_TOP_K)
+    assert default_stream_slots(256, 2) == TRANSIENT_MIN
+
+
+EXPERTS_KEY = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts",
+               "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts"}
+
+
+@pytest.mark.parametrize("impl", ["eager", "batched_mm", "grouped_mm"])
+def test_on_the_cpu_with_memory_tiers_the_bounded_default_runs_in_passes_bit_identically(
+        impl, tmp_path):
+    # 40 experts a layer, two threads, every family: with memory tiers the host store does
+    # not compute (a disk tier: it does not even hold every expert), so a prefill that
+    # streams more experts than the default area holds is computed in passes, on the CPU
+    # as on a GPU; the tokens and logits are the unmodified model's, bit for bit
+    from mpl.mechanism.footprint import TRANSIENT_MIN
+    from mpl.offload.models import PRESETS
+
+    disk = ("hierarchy {\n tier gpu { location = gpu  capacity = 3 }\n"
+            " tier ram { location = cpu  capacity = 24 }\n"
+            f' tier ssd {{ location = disk  path = "{tmp_path}" }}\n}}')
+    host = "hierarchy {\n tier gpu { location = gpu  capacity = 3 }\n tier ram { location = cpu }\n}"
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for i, (preset, (model_type, _)) in enumerate(PRESETS.items()):
+            model = build_model(preset, experts_implementation=impl,
+                                **{EXPERTS_KEY.get(model_type, "num_experts"): 40})
+            ref = gen(model)
+            h = attach(mpl.loads("policy p {\n" + (disk if i % 2 else host) + "\n}"), model)
+            try:
+                seq, logits = gen(model)
+                st = h.get_stats()
+            finally:
+                h.detach()
+            assert torch.equal(seq, ref[0]) and torch.equal(logits, ref[1]), preset
+            m = st["mechanism"]
+            assert m["stream_slots"] == TRANSIENT_MIN and m["multi_pass_dispatches"] > 0, preset
+            assert m["host_window_dispatches"] == 0
+    finally:
+        torch.set_num_threads(old)
 
 
 @pytest.mark.parametrize("impl", ["eager", "batched_mm", "grouped_mm"])

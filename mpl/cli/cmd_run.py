@@ -50,7 +50,9 @@ def add_arguments(p) -> None:
                    "(.mpltrace or .jsonl): mplc replay of it gives the shadow's statistics")
     m.add_argument("--stream-slots", type=int, metavar="N",
                    help="with --engine vllm --offload: transient pool entries for streamed experts "
-                        "(default: one per expert of a layer; fewer computes large steps in passes)")
+                        "(default: one per expert of a layer on a GPU and with memory tiers, a few per "
+                        "routed expert on the CPU build without them; fewer computes large steps "
+                        "in passes)")
 
 
 def run(args) -> int:

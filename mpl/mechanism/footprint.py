@@ -175,21 +175,14 @@ TRANSIENT_MIN = 16
 TRANSIENT_PER_TOP_K = 4
 
 
-def default_stream_slots(num_experts: int, top_k: int, cuda: bool, *,
-                         host_overflow: bool = False) -> int:
+def default_stream_slots(num_experts: int, top_k: int) -> int:
     """The transient entries a pool gets when the caller names none: enough for a decode
     step of a few tokens without passes (``TRANSIENT_PER_TOP_K`` per routed expert of a
-    token, at least ``TRANSIENT_MIN``), never more than the experts of a layer. On a GPU a
-    prefill that streams more is computed in passes, bit-identical to one call
-    (``mpl.offload.engine``). On the CPU the same bound where a dispatch that streams more
-    is computed from the host store's own layer tensors (``host_overflow``: the device is
-    host memory and the host store holds every expert; ``mpl.offload.engine``, "host
-    window"); elsewhere on the CPU one entry per expert of a layer: multi-threaded CPU
-    grouped_mm computes a row by where it sits among the kernel's rows, and a pass moves
-    rows (measured: a 64-expert model's prefill in passes differed in the last bits under
-    two threads), so that default computes every dispatch in one call."""
-    if not cuda and not host_overflow:
-        return max(1, num_experts)
+    token, at least ``TRANSIENT_MIN``), never more than the experts of a layer. A prefill
+    that streams more is computed in passes, bit-identical to one call under every experts
+    implementation (``mpl.offload.engine``, "Passes"), or on the CPU without memory tiers
+    from the host store's own layer tensors in one call ("host window"). The same bound on a
+    GPU and on the CPU, with memory tiers or without."""
     return max(1, min(num_experts, max(TRANSIENT_MIN, TRANSIENT_PER_TOP_K * top_k)))
 
 

@@ -1,8 +1,10 @@
 """auto_attach: pick a policy from the model's shape and the memory available, attach it,
 and say why. The decision rule (also in docs/offload.md):
 
-1. Expert memory = memory - skeleton (every non-expert weight) - the transient STREAM buffer
-   (one layer's experts) - the zero entry - 10% headroom for activations and the KV cache.
+1. Expert memory = memory - skeleton (every non-expert weight) - the transient STREAM
+   entries attach allocates (``stream_slots``, by default a few per routed expert,
+   ``mpl.mechanism.footprint.default_stream_slots``) - the zero entry - 10% headroom for
+   activations and the KV cache.
    ``slots`` = expert memory // bytes of one expert. Fewer than 1 slot: refused.
 2. ``slots >= every expert``: one shared LRU cache that holds the whole model (the policy
    cannot matter; it is the no-offload baseline with the mechanism's bookkeeping).
@@ -26,6 +28,7 @@ import re
 
 import torch
 
+from mpl.mechanism.footprint import default_stream_slots
 from mpl.schema import UNITS
 
 from .errors import AttachError
@@ -64,8 +67,10 @@ def free_memory(device: torch.device) -> int:
         return 8 << 30
 
 
-def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, str]:
-    """(policy text, reason) for ``model`` with ``memory`` bytes on ``device``."""
+def choose(model, memory: int, device: torch.device, layers=None,
+           stream_slots: int | None = None) -> tuple[str, str]:
+    """(policy text, reason) for ``model`` with ``memory`` bytes on ``device``; the slot pool's
+    transient entries are those attach allocates (``stream_slots``, or its default)."""
     layers = layers or discover(model)
     shape = model_shape(model, layers)
     eb = shape.expert_bytes
@@ -73,7 +78,8 @@ def choose(model, memory: int, device: torch.device, layers=None) -> tuple[str, 
     expert_ids = {id(p) for b in layers for p in b.module.parameters(recurse=False)}
     skeleton = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in expert_ids)
     skeleton += sum(b.numel() * b.element_size() for b in model.buffers())
-    transient = (E + 1) * eb
+    stream = default_stream_slots(E, K) if stream_slots is None else int(stream_slots)
+    transient = (stream + 1) * eb                 # and the zero entry
     usable = int(memory * (1 - HEADROOM)) - skeleton - transient
     slots = usable // eb if eb else 0
     gib = 2 ** 30
@@ -138,7 +144,7 @@ def auto_attach(model, memory=None, *, device=None, **attach_kwargs):
     dev = _resolve_device(device, model)
     layers = discover(model)
     mem = parse_memory(memory) if memory is not None else free_memory(dev) + _resident(model, dev, layers)
-    text, reason = choose(model, mem, dev, layers)
+    text, reason = choose(model, mem, dev, layers, attach_kwargs.get("stream_slots"))
     text = "version 1\n\n# chosen by mpl.auto_attach: " + reason + "\n" + text
     policy = loads(text)          # checked: raises PolicyError if the rule produced bad text
     handle = attach(policy, model, device=dev, **attach_kwargs)

@@ -606,8 +606,8 @@ class Engine:
         never kept), and the experts above them take sentinel ids in order (skipped,
         masked). Returns ``(table, lo, hi)``, the id of every expert and the window, or None
         when fewer than ``c`` entries lie below (a pool of fewer entries than experts per
-        layer: the pass then reads the zero entry as others do, the same tokens, the last
-        bits of a multi-threaded CPU sum may differ)."""
+        layer: the pass then reads the zero entry as the other implementations do; measured
+        bit-identical too, docs/offload.md "Passes")."""
         zero = self.pool.zero
         mine = [e for e in order if lut[e] != zero]
         if not mine:

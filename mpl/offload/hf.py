@@ -445,15 +445,12 @@ def preflight(policy, shape: ModelShape) -> list:
     return PREFLIGHT.check(policy, shape)
 
 
-def pool_stream_slots(stream_slots, layer: LayerBinding, cuda: bool, tiered: bool) -> int:
+def pool_stream_slots(stream_slots, layer: LayerBinding) -> int:
     """The transient entries of the slot pool: ``stream_slots`` when given, else the
-    default for the model's layers, whether the device operations are CUDA's, and whether a
-    dispatch that streams more than them can be computed from the host store (on the CPU,
-    without memory tiers: :meth:`mpl.offload.engine.Engine.host_window`)."""
+    default for the model's layers (``mpl.mechanism.footprint.default_stream_slots``)."""
     if stream_slots is not None:
         return stream_slots
-    return default_stream_slots(layer.num_experts, layer.top_k, cuda,
-                                host_overflow=not cuda and not tiered)
+    return default_stream_slots(layer.num_experts, layer.top_k)
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
@@ -529,8 +526,7 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
-    stream_slots = pool_stream_slots(stream_slots, layers[0],
-                                     ops.cuda if ops is not None else dev.type == "cuda", tiered)
+    stream_slots = pool_stream_slots(stream_slots, layers[0])
     why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots, tiered)
     if why:
         raise AttachError(why)

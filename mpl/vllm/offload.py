@@ -179,8 +179,7 @@ class Offload:
             # the CPU build without memory tiers: what a step streams beyond the bounded
             # transient area is computed from the host store (LiveExecutor's host window)
             from mpl.mechanism.footprint import default_stream_slots
-            stream = default_stream_slots(E, int(runners[0].router.top_k), cuda=False,
-                                          host_overflow=True)
+            stream = default_stream_slots(E, int(runners[0].router.top_k))
         if stream < 1:
             raise VllmIntegrationError(
                 f"{stream} transient slots: live offload needs at least 1 (a step whose "

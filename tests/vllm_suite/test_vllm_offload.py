@@ -147,7 +147,7 @@ def test_expert_memory_is_the_pool(runs, case):
     # the pool: the runtime's slots, the bounded transient area of the CPU build without
     # memory tiers (unless told otherwise), one zero entry
     from mpl.mechanism.footprint import default_stream_slots
-    bounded = default_stream_slots(EXPERTS, 2, cuda=False, host_overflow=True)   # (E here)
+    bounded = default_stream_slots(EXPERTS, 2)   # (E here)
     assert mech["stream_slots"] == (2 if case == "window-12" else bounded)
     assert mech["pool_slots"] == mech["cache_slots"] + mech["stream_slots"] + 1
     want = {"12": 3, "25": 6, "50": 12, "100": 24}[case.rsplit("-", 1)[1]]
