@@ -8,16 +8,18 @@ Two searches (``search=``, ``mplc tune --search``):
   rule of the schema (the serving engines' rules included, with a second CRF half-life),
   static pins chosen from the trace (the experts it uses most; per layer in per-layer caches,
   as KTransformers places hot experts), every prefetch strategy with several budgets, and every schedule mode; the
-  candidates that survive are replayed on the whole trace. Plain LRU (shared and per-layer)
-  and the engines' rules in the structure each engine uses are always replayed on the whole
-  trace; the winner is the best by the objective among the candidates at least as fast and
-  with at least as many hits as every one of them, when there is such a candidate (else the
-  objective's best), so it is never slower than LRU at the same budget nor behind an
-  engine's rule on the tuner's own trace.
+  candidates that survive are replayed on the whole trace.
 * ``"grid"``: the staged grid of earlier versions (54 candidates: structure x the eight
   original eviction rules, then prefetch on the best three, then schedule on the best two),
   every candidate on the whole trace; kept for comparison (``benchmarks/bench_policies.py
   --tune`` times both in one run).
+
+Both replay plain LRU (shared and per-layer) and the engines' rules in the structure each
+engine uses (the reference rows) at their best schedule on the whole trace, and choose the
+winner alike (:func:`mpl.tune_search.choose`): the best by the objective among the plain
+caches at least as fast as every reference row and with at least the demand hit rate of
+every one, when there is such a candidate (else the objective's best), so it is never slower
+than LRU at the same budget nor behind an engine's rule on the tuner's own trace.
 
 Every candidate is a .moe text built with :mod:`mpl.dsl` and checked by the checker; all
 candidates of a round are replayed at once on a process pool (``jobs``). The score is the
@@ -595,11 +597,6 @@ class Runner:
         self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                                         initargs=(trace,)) if jobs > 1 else None
 
-    @staticmethod
-    def structure_key(blocks: dict) -> str:
-        """A candidate without its schedule: the same rule in the same structure."""
-        return repr(sorted((b, sorted(v.items())) for b, v in blocks.items() if b != "schedule"))
-
     def key(self, blocks: dict) -> str:
         """What identifies a candidate: its canonical text (the name aside; rendered once
         per candidate)."""
@@ -741,6 +738,8 @@ def tune(trace: Trace, budget: str | int | None = None, *, hardware=None,
     scores = []
     try:
         if search == "grid":
+            from mpl.tune_search import replay_references
+            replay_references(runner, _structures(slots, L, h.top_k), 0, None)
             run = runner.run
             s1 = run(1, _stage1(slots, L, h.top_k))
             top1 = [c for c in s1 if not c.error][:keep]
@@ -843,24 +842,9 @@ def _result(runner: Runner, objective: str, slots: int, search: str,
     if not ok:
         first = next((c.error for c in board if c.error), "no candidates")
         raise ValueError(f"no candidate policy could be replayed (first error: {first})")
-    # the floor: the faster plain LRU row on the default schedule (the LRU rows at their
-    # best schedule are references like the engines' rules)
-    lrus = [c for c in ok if c.role == "lru" and "schedule" not in c.blocks]
-    lru = max(lrus, key=lambda c: (c.tokens_per_s, c.hit_rate)) if lrus else None
-    refs = [c for c in ok if c.role]
-    # the objective's best on the whole trace: the reference rows (plain LRU, the engines'
-    # rules at their best schedule) are candidates too, so it is never behind one of them
-    # by the objective; whether it also matches every one on the other metric is reported
-    best = ok[0]
-    set_aside = None
-    dominates = None
-    if lru is not None and best.tokens_per_s < lru.tokens_per_s:
-        # hit_rate objective: never recommend a policy slower than plain LRU at this budget
-        fast_enough = [c for c in ok if c.tokens_per_s >= lru.tokens_per_s]
-        set_aside, best = best, fast_enough[0]
-    if refs:
-        dominates = (best.tokens_per_s >= max(c.tokens_per_s for c in refs)
-                     and best.hit_rate >= max(c.hit_rate for c in refs))
+    from mpl.tune_search import choose
+    best, lru, dominates = choose(ok, objective)
+    set_aside = ok[0] if best is not ok[0] else None
     res = TuneResult(best, board, objective, slots, len(runner.all), search=search, lru=lru,
                      set_aside=set_aside, replayed=runner.replayed, dominates=dominates)
     res.belady = best.belady
@@ -870,13 +854,8 @@ def _result(runner: Runner, objective: str, slots: int, search: str,
 def reference_rows(result: TuneResult) -> list[Candidate]:
     """Each reference rule (plain LRU and the engines' rules, by structure) at its best
     schedule on the whole trace, best first by the objective."""
-    best: dict = {}
-    for c in result.leaderboard:
-        if c.role and not c.error and c.fraction >= 1.0:
-            k = (c.role, Runner.structure_key(c.blocks))
-            if k not in best or c.score(result.objective) > best[k].score(result.objective):
-                best[k] = c
-    return sorted(best.values(), key=lambda c: c.score(result.objective), reverse=True)
+    from mpl.tune_search import best_per_reference
+    return best_per_reference(result.leaderboard, result.objective)
 
 
 def winner_text(result: TuneResult, trace_desc: str, command: str, name: str = "tuned") -> str:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpl.trace import Trace, has_predictions
+from mpl.runtime.routing import distinct
+from mpl.trace import Trace, _flat, has_predictions
 
 STRATEGIES = ("history", "affinity", "learned", "recorded")
 BUDGETS = (1, 2, 4, 8)
@@ -52,8 +53,11 @@ class Score:
 
 
 def _distinct_weights(d):
-    ws = d.mean_weights()
-    return d.distinct(), ws
+    """The dispatch's distinct experts in router order and their mean weights (None without
+    weights), in one pass over its tokens."""
+    if d.weights is None:
+        return d.distinct(), None
+    return distinct(*_flat(d))
 
 
 #: the policies whose compiled runtime holds exactly the predictor a report scores

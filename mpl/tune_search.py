@@ -48,6 +48,7 @@ prefix and at its best mode on the whole trace: a rule is compared at its best s
 from __future__ import annotations
 
 from mpl import schema
+from mpl.tune_tiers import HIERARCHY
 
 #: the shortest window a round ranks on, after the warm-up (shorter traces are replayed whole)
 MIN_PREFIX = 1000
@@ -252,6 +253,20 @@ def references(structures: list[dict]) -> list[tuple[str, dict]]:
     return out
 
 
+def replay_references(runner, structures: list[dict], warm: int, size) -> None:
+    """The reference rows on ``runner`` (every search replays them): each in every schedule
+    mode on the first ``size`` dispatches (None: the whole trace), ranked after ``warm``, and
+    at its best mode on the whole trace; plain LRU in the default mode too (the floor of the
+    ``hit_rate`` objective)."""
+    for role, blocks in references(structures):
+        if role == "lru":
+            runner.run(0, [blocks], None, role=role)
+        got = runner.run_window(0, every_mode([blocks]), warm, size)
+        best = _top(got, 1)
+        if best:
+            runner.run(0, [best[0].blocks], None, role=role)
+
+
 def family(blocks: dict) -> str:
     """The rule family of a candidate: its eviction rule."""
     return str(blocks["cache"]["eviction"])
@@ -365,16 +380,7 @@ def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: i
     if len(sizes) == 1:
         warm = 0                                 # the whole trace only: ranked on all of it
     runner.warm = warm
-    # the reference rows: every mode on the first prefix, the best mode of each on the whole
-    # trace (and plain LRU in the default mode too: the floor of earlier versions)
-    refs = references(structures)
-    for role, blocks in refs:
-        if role == "lru":
-            runner.run(0, [blocks], None, role=role)
-        got = runner.run_window(0, every_mode([blocks]), warm, sizes[0])
-        best = _top(got, 1)
-        if best:
-            runner.run(0, [best[0].blocks], None, role=role)
+    replay_references(runner, structures, warm, sizes[0])
 
     ids = pin_ids(trace, max(pins_for(st, L) for st in structures))
     placed: dict = {}                 # pins per layer -> that placement (made once)
@@ -427,7 +433,101 @@ def halving(runner, trace, structures: list[dict], *, predictions: bool, keep: i
     if tops:
         _halve(runner, 3, schedule_variants(tops), sizes[-2:], 2, bases=tops,
                drop=("schedule",), warm=warm)
+    polish(runner, structures, predictions)
     return s2
+
+
+def choose(ok: list, objective: str) -> tuple:
+    """(winner, plain LRU row, whether the winner matches every reference row) among ``ok``,
+    the rows replayed on the whole trace, best first by ``objective``.
+
+    Never slower than plain LRU on the default schedule (the floor of the ``hit_rate``
+    objective). A plain cache wins only if it is at least as fast as every reference rule
+    at its best schedule (plain LRU and the engines' rules, plain caches too) and has at
+    least the demand hit rate of every one, when some plain candidate is (a reference row
+    that is both the fastest and the most hitting of them is one); memory-tier candidates,
+    whose accesses a lower tier may serve, compete by the objective."""
+    lrus = [c for c in ok if c.role == "lru" and "schedule" not in c.blocks]
+    lru = max(lrus, key=lambda c: (c.tokens_per_s, c.hit_rate)) if lrus else None
+    floor = [c for c in ok if lru is None or c.tokens_per_s >= lru.tokens_per_s] or ok
+    refs = best_per_reference(ok, objective)
+    if not refs:
+        return floor[0], lru, None
+    need_t = max(c.tokens_per_s for c in refs)
+    need_h = max(c.demand_hit_rate for c in refs)
+
+    def matches(c):
+        return c.tokens_per_s >= need_t and c.demand_hit_rate >= need_h
+    best = floor[0]
+    if any(matches(c) for c in floor if HIERARCHY not in c.blocks):
+        best = next(c for c in floor if HIERARCHY in c.blocks or matches(c))
+    return best, lru, matches(best)
+
+
+def best_per_reference(rows, objective: str) -> list:
+    """Each reference rule of ``rows`` (plain LRU and the engines' rules, by rule and
+    structure) at its best schedule on the whole trace, best first by ``objective``."""
+    best: dict = {}
+    for c in rows:
+        if c.role and not c.error and c.fraction >= 1.0:
+            k = (c.role, _structure_key(c.blocks))
+            if k not in best or c.score(objective) > best[k].score(objective):
+                best[k] = c
+    return sorted(best.values(), key=lambda c: c.score(objective), reverse=True)
+
+
+def _structure_key(blocks: dict) -> str:
+    """A candidate without its schedule: the same rule in the same structure."""
+    return repr(sorted((b, sorted(v.items())) for b, v in blocks.items() if b != "schedule"))
+
+
+def _winner(runner, aside_only: bool = False):
+    """The plain-cache winner so far (:func:`mpl.tune.choose` over the candidates replayed
+    on the whole trace), or None (none yet, or a memory-tier winner; ``aside_only``: or the
+    objective's best itself, which the earlier stages extended)."""
+    whole = sorted((c for c in runner.all if c.fraction >= 1.0 and not c.error),
+                   key=lambda c: c.score(runner.objective), reverse=True)
+    if not whole:
+        return None
+    best = choose(whole, runner.objective)[0]
+    if aside_only and best is whole[0]:
+        return None
+    return best.blocks if "cache" in best.blocks and HIERARCHY not in best.blocks else None
+
+
+def polish(runner, structures: list[dict], predictions: bool) -> None:
+    """Stage 5, around the winner, on the whole trace: its lightest prefetch of each
+    strategy (budget 1: a small gain shows on the whole trace only); then, when the winner
+    is not the objective's best (the fastest plain cache at least as good as every reference
+    rule, which the earlier stages did not extend: a faster one with fewer hits led them),
+    the winner in each other cache structure of its kind (shared, or per-layer with each
+    allocation), its rule, parameters, prefetch and schedule kept, without pins (a structure
+    that lost on the first prefix can win on the whole trace by a little)."""
+    w = _winner(runner)
+    if w is None:
+        return
+    if "prefetch" not in w:
+        # the lightest prefetch of each strategy (budget 1: one transfer a dispatch at most),
+        # whose small gain shows on the whole trace only
+        runner.run(5, [v for v in prefetch_variants([w], predictions)
+                       if v["prefetch"]["budget"] == 1], None)
+    w = _winner(runner, aside_only=True)
+    if w is None:
+        return
+    out = []
+    for st in structures:
+        if ("per_layer" in st) != ("per_layer" in w):
+            continue                         # (the structures of the winner's kind)
+        v = _copy(w)
+        v.pop("per_layer", None)
+        v["cache"].pop("pin", None)          # (pins are placed for a structure: not moved)
+        v["cache"].pop(LAYER_PINS, None)
+        v["cache"]["capacity"] = st["cache"]["capacity"]
+        if "per_layer" in st:
+            v["per_layer"] = dict(st["per_layer"])
+        if v != w:
+            out.append(v)
+    runner.run(5, out, None)
 
 
 def tier_halving(runner, trace, cands: list[dict], *, keep: int = 3, slots: int) -> list:

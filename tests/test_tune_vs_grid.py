@@ -1,6 +1,8 @@
 """The default search (successive halving) never recommends a policy worse by the objective
-than the grid search at the same budget: on every synthetic preset, at a quarter, a half and
-three quarters of the model's experts. Short traces keep it fast; every preset, not one."""
+than the grid search at the same budget, and both recommend one at least as fast and with
+at least the demand hit rate of every engine rule at its best schedule: on every synthetic
+preset, at a quarter, a half and three quarters of the model's experts. Short traces keep it
+fast; every preset, not one."""
 
 from __future__ import annotations
 
@@ -26,6 +28,16 @@ def test_halving_is_never_worse_than_the_grid(traces, preset, share):
     assert halving.best.fraction == 1.0
     assert halving.best.score("tokens_per_s")[0] >= grid.best.score("tokens_per_s")[0], (
         halving.best.describe(), grid.best.describe())
+    # both searches replay the reference rules and choose alike: a winner at least as fast,
+    # with at least the demand hit rate, as every engine rule at its best schedule
+    for res in (halving, grid):
+        refs = T.reference_rows(res)
+        assert {c.blocks["cache"]["eviction"] for c in refs} >= {"lru", "crf", "classlru",
+                                                                 "farthest_layer"}
+        b = res.best
+        assert res.dominates is True, (res.search, b.describe())
+        assert b.tokens_per_s >= max(c.tokens_per_s for c in refs)
+        assert b.demand_hit_rate >= max(c.demand_hit_rate for c in refs)
 
 
 def test_of_belady_never_exceeds_one_for_a_prefetching_policy():

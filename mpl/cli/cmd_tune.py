@@ -185,12 +185,16 @@ def run(args) -> int:
               f"tok/s ({result.lru.describe()}); the winner: "
               f"{result.best.tokens_per_s / result.lru.tokens_per_s:.2f}x its tok/s")
     if result.dominates is not None:
-        print("the winner is at least as fast and hits at least as often as every reference row"
+        print("the winner is at least as fast and hits at least as often (demand hit rate) as "
+              "every reference rule at its best schedule"
               if result.dominates else
-              "the winner (the objective's best) hits less often than some reference row")
+              "no candidate is at least as fast with at least the demand hit rate of every "
+              "reference rule: the winner is the objective's best")
     if result.set_aside is not None:
-        print(f"set aside for the winner: {result.set_aside.describe()} "
-              f"{result.set_aside.hit_rate:.2%}, {result.set_aside.tokens_per_s:.2f} tok/s")
+        print(f"set aside for the winner (the objective's best, behind a reference rule in "
+              f"demand hit rate or slower than plain LRU): {result.set_aside.describe()} "
+              f"{result.set_aside.hit_rate:.2%} (demand {result.set_aside.demand_hit_rate:.2%}), "
+              f"{result.set_aside.tokens_per_s:.2f} tok/s")
     if result.predictors:
         from mpl.tune_predict import format_scores
         print("next-layer prediction on this trace (accuracy and coverage per prefetch budget):")
