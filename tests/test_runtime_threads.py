@@ -18,6 +18,7 @@ import mpl
 from mpl.runtime import compiled
 from mpl.runtime.core import DispatchError, RuntimeConfigError
 from mpl.runtime.guard import RuntimeBusyError
+from tier_helpers import four_in_parts
 
 BACKENDS = ["pure"] + (["compiled"] if compiled.available() else [])
 
@@ -235,19 +236,12 @@ def test_learned_dump_while_another_thread_dispatches(backend):
     assert not errors
 
 
-TIERED = """policy t {
-    hierarchy {
-        tier hot  { location = gpu  capacity = 3 }
-        tier warm { location = gpu  dtype = int4  capacity = 5  eviction = lfu }
-        tier ram  { location = cpu  capacity = 8 }
-        tier ssd  { location = disk }
-        on demote(hot -> warm) { mechanism = in_place_requant }
-        eviction = lru
-        granularity_split = %d
-    }
-    monitor { metrics = [hit_rate] window = 10 log_interval = 3 warmup = none }
-    prefetch { strategy = history  budget = 2 }
-}"""
+def tiered(split: int) -> str:
+    """A four-tier policy with its experts in ``split`` parts, monitored (a log record every
+    three dispatches)."""
+    return four_in_parts(split).replace(
+        "prefetch {", "monitor { metrics = [hit_rate] window = 10 log_interval = 3 "
+                      "warmup = none }\n    prefetch {")
 
 
 @pytest.mark.parametrize("split", [1, 3])
@@ -256,8 +250,8 @@ def test_tiered_runtimes_under_threads_handlers_and_finalizers(backend, runtime_
     and a third into another, while a fourth reads the first, a logging handler reads both and
     a finalizer run by the collector reads both: every read sees whole dispatches, no
     deadlock, every access counted."""
-    a = make(TIERED % split, backend, L=3, E=16)
-    b = make(TIERED % split, backend, L=3, E=16)
+    a = make(tiered(split), backend, L=3, E=16)
+    b = make(tiered(split), backend, L=3, E=16)
     runtime_log(lambda record: (a.stats(), b.resident(), a.store_keys(), b.capacities()))
     errors, sent = [], []
 

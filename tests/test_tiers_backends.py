@@ -20,6 +20,7 @@ from mpl.runtime.core import DispatchError, RuntimeConfigError
 from mpl.sim import synthesize
 from mpl.trace import Dispatch, Trace, TraceHeader
 from property_profiles import prop
+from tier_helpers import FOUR, four_in_parts
 
 needs_engine = pytest.mark.skipif(not compiled.available(),
                                   reason=f"the compiled engine is not available: {compiled.WHY}")
@@ -184,26 +185,6 @@ def test_random_tiered_policies_replay_the_same_on_both_backends(text, seed):
         ra = pol.replay(t)
     rb = pol.replay(t)
     assert ra.stats == rb.stats and ra.sim == rb.sim and ra.belady == rb.belady
-
-
-FOUR = """policy four {
-    hierarchy {
-        tier hot  { location = gpu  capacity = 3 }
-        tier warm { location = gpu  dtype = int4  capacity = 5  eviction = lfu }
-        tier ram  { location = cpu  capacity = 8 }
-        tier ssd  { location = disk }
-        on demote(hot -> warm) { mechanism = in_place_requant }
-        on promote(warm -> hot) { trigger_threshold = 0.2 }
-        eviction = lru
-    }
-    prefetch { strategy = history  budget = 2 }
-}
-"""
-
-
-def four_in_parts(split: int) -> str:
-    """FOUR with its experts cached as ``split`` parts."""
-    return FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n")
 
 
 @needs_engine

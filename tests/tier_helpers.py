@@ -81,3 +81,25 @@ def disk_policy(folder, gpu: int = 3, ram: int = 5, extra: str | None = None) ->
     }}
     {extra}
 }}'''
+
+
+#: a four-tier hierarchy every kind of tier step runs in (the differential tests of the two
+#: runtime backends, and the threads tests)
+FOUR = """policy four {
+    hierarchy {
+        tier hot  { location = gpu  capacity = 3 }
+        tier warm { location = gpu  dtype = int4  capacity = 5  eviction = lfu }
+        tier ram  { location = cpu  capacity = 8 }
+        tier ssd  { location = disk }
+        on demote(hot -> warm) { mechanism = in_place_requant }
+        on promote(warm -> hot) { trigger_threshold = 0.2 }
+        eviction = lru
+    }
+    prefetch { strategy = history  budget = 2 }
+}
+"""
+
+
+def four_in_parts(split: int) -> str:
+    """FOUR with its experts cached as ``split`` parts."""
+    return FOUR.replace("eviction = lru\n", f"eviction = lru\n granularity_split = {split}\n")
