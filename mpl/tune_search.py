@@ -30,7 +30,9 @@ Three stages:
    only when the trace carries predictions) with budgets 1, 2 and 4 (at most the per-cache
    capacity), ``learned`` at budget 2 and :data:`LEARNED_CONFIDENCE`;
 3. **schedule**: every other schedule mode on the two best whole-trace candidates so far and
-   the one with the most hits (a prefetcher may want another mode than its base).
+   the one with the most hits (a prefetcher may want another mode than its base); then, on
+   the whole trace, around the winner :func:`choose` picks (:func:`polish`): its budget-1
+   prefetches, and when it is not the objective's best, its other structures.
 
 4. **memory tiers** (``mplc tune --device-memory``; :mod:`mpl.tune_tiers`): the hierarchies
    made from the best candidates so far go through the same rounds (:func:`tier_halving`).
@@ -38,11 +40,14 @@ Three stages:
 In stages 2 and 3 a candidate goes on to a longer prefix only while it beats the policy it
 extends (its base, without the prefetch or the schedule) on the same prefix.
 
-Before the stages, the **reference rows** are replayed: plain LRU, shared and per-layer, and
-each serving engine's rule in the structure the engine uses (llama.cpp: ``crf`` and
-``classlru`` per layer, ``classlru`` shared; vLLM: ``vllm_lfru`` per layer) and the
-layer-aware ``farthest_layer`` on the shared cache, each in every schedule mode on the last
-prefix and at its best mode on the whole trace: a rule is compared at its best schedule.
+Before the stages, the **reference rows** are replayed (:func:`replay_references`, the grid
+search too): plain LRU, shared and per-layer, and each serving engine's rule in the structure
+the engine uses (llama.cpp: ``crf`` and ``classlru`` per layer, ``classlru`` shared; vLLM:
+``vllm_lfru`` per layer) and the layer-aware ``farthest_layer`` on the shared cache, each in
+every schedule mode on the first prefix and at its best mode on the whole trace: a rule is
+compared at its best schedule. The winner (:func:`choose`, both searches) is the objective's
+best plain cache at least as fast as every reference row and with at least the demand hit
+rate of every one, when there is one.
 """
 
 from __future__ import annotations
@@ -482,7 +487,7 @@ def _structure_key(blocks: dict) -> str:
 
 
 def _winner(runner, aside_only: bool = False):
-    """The plain-cache winner so far (:func:`mpl.tune.choose` over the candidates replayed
+    """The plain-cache winner so far (:func:`choose` over the candidates replayed
     on the whole trace), or None (none yet, or a memory-tier winner; ``aside_only``: or the
     objective's best itself, which the earlier stages extended)."""
     whole = sorted((c for c in runner.all if c.fraction >= 1.0 and not c.error),
@@ -496,7 +501,7 @@ def _winner(runner, aside_only: bool = False):
 
 
 def polish(runner, structures: list[dict], predictions: bool) -> None:
-    """Stage 5, around the winner, on the whole trace: its lightest prefetch of each
+    """The end of stage 3, around the winner, on the whole trace: its lightest prefetch of each
     strategy (budget 1: a small gain shows on the whole trace only); then, when the winner
     is not the objective's best (the fastest plain cache at least as good as every reference
     rule, which the earlier stages did not extend: a faster one with fewer hits led them),
@@ -509,7 +514,7 @@ def polish(runner, structures: list[dict], predictions: bool) -> None:
     if "prefetch" not in w:
         # the lightest prefetch of each strategy (budget 1: one transfer a dispatch at most),
         # whose small gain shows on the whole trace only
-        runner.run(5, [v for v in prefetch_variants([w], predictions)
+        runner.run(3, [v for v in prefetch_variants([w], predictions)
                        if v["prefetch"]["budget"] == 1], None)
     w = _winner(runner, aside_only=True)
     if w is None:
@@ -527,7 +532,7 @@ def polish(runner, structures: list[dict], predictions: bool) -> None:
             v["per_layer"] = dict(st["per_layer"])
         if v != w:
             out.append(v)
-    runner.run(5, out, None)
+    runner.run(3, out, None)
 
 
 def tier_halving(runner, trace, cands: list[dict], *, keep: int = 3, slots: int) -> list:
