@@ -28,11 +28,10 @@ import re
 
 import torch
 
-from mpl.mechanism.footprint import default_stream_slots
 from mpl.schema import UNITS
 
 from .errors import AttachError
-from .hf import _resolve_device, discover, model_shape
+from .hf import _resolve_device, discover, model_shape, pool_stream_slots
 
 HEADROOM = 0.10
 
@@ -78,8 +77,7 @@ def choose(model, memory: int, device: torch.device, layers=None,
     expert_ids = {id(p) for b in layers for p in b.module.parameters(recurse=False)}
     skeleton = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in expert_ids)
     skeleton += sum(b.numel() * b.element_size() for b in model.buffers())
-    stream = default_stream_slots(E, K) if stream_slots is None else int(stream_slots)
-    transient = (stream + 1) * eb                 # and the zero entry
+    transient = (int(pool_stream_slots(stream_slots, layers[0])) + 1) * eb   # and the zero entry
     usable = int(memory * (1 - HEADROOM)) - skeleton - transient
     slots = usable // eb if eb else 0
     gib = 2 ** 30
