@@ -62,10 +62,12 @@ class Dispatch:
 
     def mean_weights(self) -> list[float] | None:
         """Per distinct expert, its mean router weight over the tokens that selected it."""
-        if self.weights is None:
-            return None
+        return self.distinct_weights()[1]
+
+    def distinct_weights(self) -> tuple[list[int], list[float] | None]:
+        """:meth:`distinct` and :meth:`mean_weights` in one pass over the tokens."""
         from mpl.runtime.routing import distinct
-        return distinct(*_flat(self))[1]
+        return distinct(*_flat(self))
 
 
 class Dispatches(list):

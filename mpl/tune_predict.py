@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpl.runtime.routing import distinct
-from mpl.trace import Trace, _flat, has_predictions
+from mpl.trace import Trace, has_predictions
 
 STRATEGIES = ("history", "affinity", "learned", "recorded")
 BUDGETS = (1, 2, 4, 8)
@@ -50,14 +49,6 @@ class Score:
         return {"strategy": self.strategy, "scored": self.scored,
                 "accuracy": {b: self.accuracy(b) for b in self.budgets},
                 "coverage": {b: self.coverage(b) for b in self.budgets}}
-
-
-def _distinct_weights(d):
-    """The dispatch's distinct experts in router order and their mean weights (None without
-    weights), in one pass over its tokens."""
-    if d.weights is None:
-        return d.distinct(), None
-    return distinct(*_flat(d))
 
 
 #: the policies whose compiled runtime holds exactly the predictor a report scores
@@ -152,7 +143,7 @@ def evaluate_many(trace: Trace, strategies, budgets=BUDGETS, *, window: int = 50
         step = d.step if d.step is not None else (step + 1 if prev_layer is None or
                                                   layer <= prev_layer else step)
         prev_layer = layer
-        experts, ws = _distinct_weights(d)
+        experts, ws = d.distinct_weights()
         target = layer + 1
         tstep = step
         if target == L:
