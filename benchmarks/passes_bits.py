@@ -24,10 +24,8 @@ import torch
 
 import mpl
 from mpl.offload.hf import attach
-from mpl.offload.models import PRESETS, build_model
+from mpl.offload.models import PRESETS, build_model, with_experts
 
-EXPERTS_KEY = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts",
-               "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts"}
 TIERS = {
     "host tier": "hierarchy {{ tier gpu {{ location = gpu  capacity = {cap} }} "
                  "tier ram {{ location = cpu }} }}",
@@ -78,8 +76,8 @@ def main() -> int:
         shapes = ((3, 8, 33), (3, 8, 130))
         bodies = dict(TIERS, **{"cache (no tiers)": "cache {{ capacity = {cap} }}"})
     else:
-        cases = [(preset, impl, dt, {EXPERTS_KEY.get(mt, "num_experts"): args.experts})
-                 for preset, (mt, _) in PRESETS.items()
+        cases = [(preset, impl, dt, with_experts(preset, args.experts))
+                 for preset in PRESETS
                  for impl in ("eager", "batched_mm", "grouped_mm")
                  for dt in (torch.float32, torch.bfloat16)]
         shapes = ((2, 8, 40), (6, 16, 97))

@@ -153,10 +153,6 @@ def test_the_default_transient_area_is_bounded():
     assert default_stream_slots(256, 2) == TRANSIENT_MIN
 
 
-EXPERTS_KEY = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts",
-               "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts"}
-
-
 @pytest.mark.parametrize("impl", ["eager", "batched_mm", "grouped_mm"])
 def test_on_the_cpu_with_memory_tiers_the_bounded_default_runs_in_passes_bit_identically(
         impl, tmp_path):
@@ -165,7 +161,7 @@ def test_on_the_cpu_with_memory_tiers_the_bounded_default_runs_in_passes_bit_ide
     # streams more experts than the default area holds is computed in passes, on the CPU
     # as on a GPU; the tokens and logits are the unmodified model's, bit for bit
     from mpl.mechanism.footprint import TRANSIENT_MIN
-    from mpl.offload.models import PRESETS
+    from mpl.offload.models import PRESETS, with_experts
 
     disk = ("hierarchy {\n tier gpu { location = gpu  capacity = 3 }\n"
             " tier ram { location = cpu  capacity = 24 }\n"
@@ -174,9 +170,8 @@ def test_on_the_cpu_with_memory_tiers_the_bounded_default_runs_in_passes_bit_ide
     old = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        for i, (preset, (model_type, _)) in enumerate(PRESETS.items()):
-            model = build_model(preset, experts_implementation=impl,
-                                **{EXPERTS_KEY.get(model_type, "num_experts"): 40})
+        for i, preset in enumerate(PRESETS):
+            model = build_model(preset, experts_implementation=impl, **with_experts(preset, 40))
             ref = gen(model)
             h = attach(mpl.loads("policy p {\n" + (disk if i % 2 else host) + "\n}"), model)
             try:

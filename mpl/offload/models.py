@@ -44,6 +44,18 @@ def preset_names() -> tuple[str, ...]:
     return tuple(PRESETS)
 
 
+#: the config keys that name a model's routed experts per layer, as transformers' MoE
+#: families spell them
+EXPERTS_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+
+
+def with_experts(name: str, n: int) -> dict:
+    """The :func:`build_model` override that gives preset ``name`` ``n`` routed experts per
+    layer (its family's own config key)."""
+    kw = PRESETS[name][1]
+    return {next(k for k in EXPERTS_KEYS if k in kw): n}
+
+
 def build_config(name: str, *, layers: int = 3, experts_implementation: str | None = None, **overrides):
     from transformers import AutoConfig
 
