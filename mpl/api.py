@@ -1,7 +1,9 @@
 """The public API (SPEC §9): ``load``, ``loads``, ``compile``, :class:`Policy`, :class:`PolicyError`.
 
-``loads(text)`` = check (``mpl.checker.analyze``) -> the policy's IR -> ``mpl.codegen.generate``
--> ``mpl.codegen.loader`` (compiled once, cached by source hash) -> :class:`Policy`.
+``loads(text)`` = check (``mpl.checker.analyze``) -> the policy's IR -> :class:`Policy`, whose
+module is ``mpl.codegen.generate``'s source through ``mpl.codegen.loader`` (compiled once,
+cached by source hash), made when first asked for: a runtime on the compiled engine is made
+from the IR's tables (``mpl.codegen.tables``), the module's class only for a pure one.
 """
 
 from __future__ import annotations
@@ -36,16 +38,19 @@ def _errors_message(errors: list[Diagnostic]) -> str:
 
 class Policy:
     """A checked, compiled policy. ``module`` is the generated Python module; ``source``
-    its source. ``checked_text``: the ``.moe`` text the policy was checked from (``path``
+    its source (both made on first use: a replay or a runtime on the compiled engine needs
+    neither). ``checked_text``: the ``.moe`` text the policy was checked from (``path``
     names its file, if any), so that a later check against a model's shape (attach, an
     engine's preflight) reports located diagnostics in that text; None for a policy built
     otherwise (the eDSL), whose canonical :meth:`text` stands in."""
 
-    def __init__(self, ir, source: str, module, diagnostics=(), path=None, checked_text=None):
+    def __init__(self, ir, source: str | None = None, module=None, diagnostics=(), path=None,
+                 checked_text=None):
         self.ir = ir
         self.name = ir.name
-        self.source = source
-        self.module = module
+        self._source = source
+        self._module = module
+        self._tables = None
         self.diagnostics = list(diagnostics)
         self.path = path
         self.checked_text = checked_text
@@ -56,9 +61,42 @@ class Policy:
     def __repr__(self) -> str:
         return f"<mpl.Policy {self.name!r}{' from ' + self.path if self.path else ''}>"
 
-    def runtime(self, num_layers: int, num_experts: int, top_k: int, **kw):
-        """A fresh runtime (no torch): ``dispatch(layer, experts, weights=None, tokens=1)``."""
-        return self.module.make_runtime(num_layers, num_experts, top_k, **kw)
+    @property
+    def source(self) -> str:
+        """The generated module's source (:func:`mpl.codegen.generate`)."""
+        if self._source is None:
+            from mpl.codegen import generate
+            self._source = generate(self.ir)
+        return self._source
+
+    @property
+    def module(self):
+        """The generated module (compiled once per source: :mod:`mpl.codegen.loader`)."""
+        if self._module is None:
+            from mpl.codegen.loader import load_source
+            self._module = load_source(self.source)
+        return self._module
+
+    def runtime(self, num_layers: int, num_experts: int, top_k: int, *, expert_bytes=None,
+                cost=None, backend=None, layer_ids=None, stored_bits=None):
+        """A fresh runtime (no torch): ``dispatch(layer, experts, weights=None, tokens=1)``;
+        what the module's ``make_runtime`` makes, from the same tables."""
+        from mpl.runtime.backend import make
+
+        t = self._tables
+        if t is None:
+            from mpl.codegen.tables import tables
+            from mpl.runtime.values import Count, Size
+            t = self._tables = tables(self.ir, Size, Count)
+        return make(self._pure, t.params, t.features, t.conditions, t.actions, t.rules,
+                    num_layers, num_experts, top_k, expert_bytes=expert_bytes, cost=cost,
+                    backend=backend, policy=self.name, layer_ids=layer_ids,
+                    stored_bits=stored_bits)
+
+    def _pure(self, lay, params, features, rules):
+        """The pure backend: the generated module's runtime class."""
+        from mpl.codegen.generator import class_name
+        return getattr(self.module, class_name(self.ir))(lay, params, features, rules=rules)
 
     def attach(self, model, **kw):
         from mpl.offload import attach
@@ -116,12 +154,9 @@ def not_live_yet(pir, engine: str = "huggingface") -> str | None:
 
 
 def from_ir(pir, *, diagnostics=(), path=None, checked_text=None) -> Policy:
-    """Compile an IR (checked already) into a :class:`Policy`. ``checked_text``: the text
-    the IR was checked from."""
-    from mpl.codegen import generate
-    from mpl.codegen.loader import load_source
-    source = generate(pir)
-    return Policy(pir, source, load_source(source), diagnostics, path, checked_text)
+    """The :class:`Policy` of an IR (checked already; its module is generated when first
+    asked for). ``checked_text``: the text the IR was checked from."""
+    return Policy(pir, None, None, diagnostics, path, checked_text)
 
 
 def _select(analysis, policy: str | None, path: str | None) -> Policy:

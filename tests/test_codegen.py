@@ -152,3 +152,82 @@ def test_runtime_package_stays_pure():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _shipped_policies():
+    """Every policy of the shipped .moe files (stdlib, examples, tests' own) that checks."""
+    import glob
+    from mpl.checker import analyze
+    out = []
+    for pattern in ("stdlib/*.moe", "examples/**/*.moe", "tests/**/*.moe"):
+        for f in sorted(glob.glob(os.path.join(ROOT, pattern), recursive=True)):
+            with open(f, encoding="utf-8") as fh:
+                a = analyze(fh.read(), f)
+            if not a.errors:
+                out += [(f"{os.path.relpath(f, ROOT)}:{n}", p) for n, p in a.ir.items()]
+    return out
+
+
+def test_policy_tables_are_the_generated_modules():
+    """A Policy makes its runtime from the IR's tables (mpl.codegen.tables), without the
+    module: they equal the module's literals, value for value and type for type."""
+    from mpl.codegen.tables import tables
+    from mpl.runtime.values import Count, Size
+    cases = _shipped_policies()
+    assert len(cases) > 20 and any(p.adapt for _, p in cases)
+    for where, pir in cases:
+        mod = loader.load_source(generate(pir))
+        t = tables(pir, Size, Count)
+        got = (t.params, t.features, t.conditions, t.actions, t.rules)
+        want = (mod.PARAMS, mod.FEATURES, mod._CONDITIONS, mod._ACTIONS, mod._RULES)
+        assert got == want, where
+        assert repr(got) == repr(want), where        # Size and Count, not equal tuples
+
+
+@pytest.mark.parametrize("backend", ["compiled", "pure"])
+def test_policy_runtime_is_the_modules_make_runtime(backend):
+    """policy.runtime and the generated module's make_runtime: the same runtime, plan for
+    plan, on every shipped policy that runs on a 4x12 top-3 model."""
+    import random
+    from mpl.runtime import compiled
+    from mpl.runtime.errors import RuntimeConfigError
+    from runtime_helpers import random_dispatches
+    if backend == "compiled" and not compiled.available():
+        pytest.skip(compiled.WHY)
+    ran = 0
+    for where, pir in _shipped_policies():
+        pol = mpl.api.from_ir(pir)
+        try:
+            a = pol.runtime(4, 12, 3, expert_bytes=1e7, backend=backend)
+        except (RuntimeConfigError, ValueError) as e:     # a shape or backend it cannot take
+            with pytest.raises(type(e)):
+                pol.module.make_runtime(4, 12, 3, expert_bytes=1e7, backend=backend)
+            continue
+        b = pol.module.make_runtime(4, 12, 3, expert_bytes=1e7, backend=backend)
+        assert a.backend == b.backend == backend
+        for d in random_dispatches(random.Random(len(where)), 200, 4, 12, 3):
+            ex, w = d.distinct_weights()
+            pa = a.dispatch(d.layer, ex, w, tokens=d.tokens, step=d.step)
+            pb = b.dispatch(d.layer, ex, w, tokens=d.tokens, step=d.step)
+            assert pa == pb, where
+        assert a.stats() == b.stats(), where
+        ran += 1
+    assert ran > 20
+
+
+def test_a_compiled_runtime_needs_no_generated_module(monkeypatch):
+    """Loading a policy and replaying it on the compiled engine generates no module (what
+    makes the tuner's hundreds of candidates cheap); the pure backend generates it once."""
+    from mpl.runtime import compiled
+    if not compiled.available():
+        pytest.skip(compiled.WHY)
+    import mpl.codegen
+    made = []
+    real = mpl.codegen.generate
+    monkeypatch.setattr(mpl.codegen, "generate", lambda pir: made.append(pir) or real(pir))
+    pol = mpl.loads("policy lazy { cache { capacity = 5 eviction = lfu } }")
+    pol.runtime(2, 8, 2, backend="compiled").dispatch(0, [1, 2])
+    assert made == []
+    pol.runtime(2, 8, 2, backend="pure").dispatch(0, [1, 2])
+    pol.runtime(2, 8, 2, backend="pure")
+    assert "class Policy_lazy" in pol.source and len(made) == 1
