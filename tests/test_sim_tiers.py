@@ -46,6 +46,18 @@ def test_the_disk_profiles_are_the_spec_sheets():
         hw.resolve({"base": "rtx-4090", "disk": "sata"})
 
 
+def test_a_profiles_dict_is_every_field_as_dataclasses_gives_it():
+    """Profile.to_dict (a replay report's "hardware") is a flat copy: every field a number or
+    a string, so it equals dataclasses.asdict, a custom profile too."""
+    from dataclasses import asdict
+    custom = hw.resolve({"base": "rtx-4090", "disk": "nvme-gen5", "host_memory_gb": 128})
+    for p in (*hw.PROFILES.values(), custom):
+        d = p.to_dict()
+        assert d == asdict(p) and all(isinstance(v, (int, float, str)) for v in d.values())
+        d["name"] = "changed"
+        assert p.to_dict()["name"] == p.name
+
+
 @pytest.mark.parametrize("profile", sorted(hw.PROFILES))
 def test_a_disk_bound_replay_takes_bytes_over_bandwidth_plus_reads_times_latency(profile, deepseek):
     rep = mpl.loads(DISK_BOUND).replay(deepseek, hardware=profile)

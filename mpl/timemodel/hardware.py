@@ -13,7 +13,7 @@ profile to start from); ``resolve("my-box.json")`` loads one.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -79,7 +79,9 @@ class Profile:
         return self.link_gbps * self.link_efficiency
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # every field is a number or a string: a flat copy is asdict's result, without its
+        # deep copies (a replay report asks for it once per replay)
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _gpu(name, mem, hbm, tflops, link, cpu, disk, source):
