@@ -292,6 +292,25 @@ def test_replay_reports_are_identical_on_a_preset_trace(ev, per_layer, trigger):
         assert plain.stats != a.stats
 
 
+@pytest.mark.parametrize("preset", ["olmoe", "qwen3-30b-a3b"])
+@pytest.mark.parametrize("budget", [1, 3, 8, 9, 30])
+@pytest.mark.parametrize("lookahead, threshold", [(1, 0.0), (2, 0.0), (1, 0.15), (3, 0.4)])
+def test_affinity_prefetches_the_same_on_many_experts(preset, budget, lookahead, threshold):
+    """The engine ranks affinity targets from each row's kept targets for a budget of at most
+    eight (and from every target above that): on 64 and 128 experts, whose rows hold many
+    more targets, it prefetches what the Python predictor ranks, plan for plan."""
+    trace = synthesize(preset, steps=40, seed=budget, prompt_tokens=6)
+    text = (f"policy p {{ cache {{ capacity = 40 eviction = lru }} per_layer {{ }} prefetch {{ "
+            f"strategy = affinity budget = {budget} lookahead = {lookahead} "
+            f"affinity_threshold = {threshold} }} }}")
+    with forced("compiled"):
+        a = replay(text, trace, belady=False)
+    with forced("pure"):
+        b = replay(text, trace, belady=False)
+    assert a.stats == b.stats and a.sim == b.sim
+    assert a.stats["prefetch_loads"] > 0
+
+
 # ------------------------------------------------------------------ reference caches
 @pytest.mark.parametrize("backend", ["compiled", "pure"])
 @pytest.mark.parametrize("rule", ["lru", "lfu", "score", "arc", "s3fifo", "lfru",

@@ -177,7 +177,7 @@ static void *zalloc(size_t n, size_t item) {
  * key, layer, expert, ...), the feature that needs it, and whether every item starts at -1
  * (else 0). An array its unit grows (Z_GROWN) is only freed here. Made by engine_build once
  * the configuration is read, freed by engine_free_state. */
-enum { Z_K, Z_X, Z_L, Z_E, Z_2E, Z_POOL, Z_CACHES, Z_AFF, Z_AFF_E, Z_AFF_TAB, Z_GROWN };   /* Z_K keys, Z_X L * E */
+enum { Z_K, Z_X, Z_L, Z_E, Z_2E, Z_POOL, Z_CACHES, Z_AFF, Z_AFF_E, Z_AFF_K, Z_AFF_TAB, Z_GROWN };   /* Z_K keys, Z_X L * E */
 enum { F_ALL, F_TTL, F_PER_LAYER, F_HISTORY, F_AFFINITY, F_SIGNAL };
 #define ARR(field, type, n, feat, fill) {offsetof(Engine, field), sizeof(type), n, feat, fill}
 static const struct { size_t off, item; int n, feat, fill; } ARRAYS[] = {
@@ -205,6 +205,8 @@ static const struct { size_t off, item; int n, feat, fill; } ARRAYS[] = {
     ARR(aff_has, unsigned char, Z_L, F_AFFINITY, 0), ARR(aff_last, int, Z_X, F_AFFINITY, 0),
     ARR(aff_lastn, int, Z_L, F_AFFINITY, 0), ARR(aff_best, double, Z_E, F_AFFINITY, 0),
     ARR(aff_bc, long long, Z_E, F_AFFINITY, 0), ARR(aff_bn, long long, Z_E, F_AFFINITY, 0),
+    ARR(aff_top, int, Z_AFF_K, F_AFFINITY, -1), ARR(aff_topc, long long, Z_AFF_K, F_AFFINITY, 0),
+    ARR(aff_cand, int, Z_E, F_AFFINITY, 0),
     /* grown by their units */
     ARR(props, int, Z_GROWN, F_ALL, 0), ARR(hsort, int, Z_GROWN, F_ALL, 0), ARR(pcn, long, Z_GROWN, F_ALL, 0),
     ARR(pr_ids, long, Z_GROWN, F_ALL, 0), ARR(alog, AdaptEntry, Z_GROWN, F_ALL, 0),
@@ -231,6 +233,7 @@ static int arrays_make(Engine *o) {
         case Z_CACHES: n = (size_t)o->ncaches; break;
         case Z_AFF: n = D * L * E; break;                  /* (D <= L: <= 2^44) */
         case Z_AFF_E: n = D * L * E > SIZE_MAX / E ? SIZE_MAX : D * L * E * E; break;
+        case Z_AFF_K: n = D * L * E > SIZE_MAX / AFF_KEEP ? SIZE_MAX : D * L * E * AFF_KEEP; break;
         case Z_AFF_TAB: n = D * L; break;
         default: continue;
         }

@@ -32,6 +32,10 @@
 #include "ring.h"
 #include "store.h"
 
+/* the targets an affinity row keeps in order (a prediction of at most this many reads only
+ * them: mpl/runtime/c/engine_prefetch.c, affinity_top) */
+#define AFF_KEEP 8
+
 /* The largest numbers the engine counts to: steps (a caller may give them) stay within
  * 2^62, token counts within 2^53 (exact as doubles: the hybrid schedule compares them with a
  * float limit); both backends refuse more with a DispatchError. */
@@ -197,8 +201,11 @@ typedef struct Engine {
     long long *aff_step;           /* per layer the step of its last dispatch */
     unsigned char *aff_has;
     int *aff_last, *aff_lastn;     /* per layer its last dispatch's experts */
+    int *aff_top;                  /* D*L*E rows x AFF_KEEP: each row's most frequent targets */
+    long long *aff_topc;           /*   (count desc, id asc; -1: none yet) and their counts */
     double *aff_best;
-    long long *aff_bc, *aff_bn;
+    long long *aff_bc, *aff_bn;    /* per target (bn 0 between predictions) */
+    int *aff_cand;
     Learned *lrn;                  /* owned */
     long lrn_window;
 

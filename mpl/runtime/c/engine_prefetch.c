@@ -104,6 +104,26 @@ static long history_top(Engine *o, long layer, long b, int *out) {
 }
 
 /* ------------------------------------------------------------------ affinity */
+/* A row's kept targets (id, cn: AFF_KEEP of them, count desc then id asc, -1 after the last)
+ * once target e's count has risen to x: e moves up past those it now beats, entering in
+ * the place of the last when it beats it. Only e's count changed, so the others keep their
+ * order and the row's AFF_KEEP most frequent targets are still the kept ones. */
+static void top_raise(int *id, long long *cn, int e, long long x) {
+    int p = 0;
+    while (p < AFF_KEEP && id[p] >= 0 && id[p] != e) p++;
+    if (p == AFF_KEEP) {                                   /* not kept, and the row is full */
+        p = AFF_KEEP - 1;
+        if (!(x > cn[p] || (x == cn[p] && e < id[p]))) return;
+    }
+    while (p > 0 && (x > cn[p - 1] || (x == cn[p - 1] && e < id[p - 1]))) {
+        id[p] = id[p - 1];
+        cn[p] = cn[p - 1];
+        p--;
+    }
+    id[p] = e;
+    cn[p] = x;
+}
+
 /* Affinity.observe(layer, step, experts) */
 void affinity_observe(Engine *o, long layer, const long *ex, long n) {
     long L = o->L, E = o->E;
@@ -115,17 +135,30 @@ void affinity_observe(Engine *o, long layer, const long *ex, long n) {
         if (!o->aff_has[src] || o->aff_step[src] != src_step) continue;
         long t = (d - 1) * L + src;
         o->aff_tab[t] = 1;
+        const int *last = o->aff_last + src * E;
+        /* the counts first, then the kept targets: the counts' reads (far apart in a large
+         * table) do not wait on each other */
         for (int j = 0; j < o->aff_lastn[src]; j++) {
-            int e = o->aff_last[src * E + j];
-            o->aff_n[t * E + e]++;
-            long long *c = o->aff_c + (t * E + e) * E;
+            o->aff_n[t * E + last[j]]++;
+            long long *c = o->aff_c + (t * E + last[j]) * E;
             for (long q = 0; q < n; q++) c[ex[q]]++;
+        }
+        for (int j = 0; j < o->aff_lastn[src]; j++) {
+            long r = t * E + last[j];
+            const long long *c = o->aff_c + r * E;
+            for (long q = 0; q < n; q++)
+                top_raise(o->aff_top + r * AFF_KEEP, o->aff_topc + r * AFF_KEEP, (int)ex[q], c[ex[q]]);
         }
     }
     o->aff_has[layer] = 1;
     o->aff_step[layer] = o->step;
     for (long q = 0; q < n; q++) o->aff_last[layer * E + q] = (int)ex[q];
     o->aff_lastn[layer] = (int)n;
+}
+
+/* target a ranks before target b: more probable, or as probable and a lower id */
+static inline int aff_before(const double *best, int a, int b) {
+    return best[a] > best[b] || (best[a] == best[b] && a < b);
 }
 
 /* Affinity.predict(layer, experts, d): targets with P >= threshold, most probable first
@@ -143,6 +176,38 @@ static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, 
      * them as their doubles do; the winner's double is computed once. Otherwise: doubles. */
     int exact = 1;
     for (long q = 0; q < n && exact; q++) exact = o->aff_n[t * E + ex[q]] < (1LL << 24);
+    if (exact && b <= AFF_KEEP) {
+        /* Only the rows' kept targets can be among the first b: a target that is not kept
+         * in the row of its largest P has AFF_KEEP >= b targets before it there, each at
+         * least as probable overall (and ahead of it on a tie). So each kept target's P is
+         * taken over the rows that keep it (exact for every target that can be chosen). */
+        long long *bc = o->aff_bc, *bn = o->aff_bn;
+        int *cand = o->aff_cand;
+        long nc = 0, m = 0;
+        for (long q = 0; q < n; q++) {
+            long long rn = o->aff_n[t * E + ex[q]];
+            if (!rn) continue;
+            const int *tid = o->aff_top + (t * E + ex[q]) * AFF_KEEP;
+            const long long *tc = o->aff_topc + (t * E + ex[q]) * AFF_KEEP;
+            for (int j = 0; j < AFF_KEEP && tid[j] >= 0; j++) {
+                int e2 = tid[j];
+                long long x = tc[j];
+                if (!bn[e2]) { cand[nc++] = e2; bc[e2] = x; bn[e2] = rn; }
+                else if (x * bn[e2] > bc[e2] * rn) { bc[e2] = x; bn[e2] = rn; }
+            }
+        }
+        for (long i = 0; i < nc; i++) {
+            int e2 = cand[i];
+            double p = best[e2] = (double)bc[e2] / (double)bn[e2];
+            bn[e2] = 0;
+            if (!(p >= o->aff_thr) || (m == b && !aff_before(best, e2, out[b - 1]))) continue;
+            long q = m < b ? m : b - 1;
+            while (q > 0 && aff_before(best, e2, out[q - 1])) { out[q] = out[q - 1]; q--; }
+            out[q] = e2;
+            if (m < b) m++;
+        }
+        return m;
+    }
     if (exact) {
         long long *bc = o->aff_bc, *bn = o->aff_bn;
         for (long e2 = 0; e2 < E; e2++) { bc[e2] = 0; bn[e2] = 1; }
@@ -155,7 +220,10 @@ static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, 
                 if (x * bn[e2] > bc[e2] * rn) { bc[e2] = x; bn[e2] = rn; }
             }
         }
-        for (long e2 = 0; e2 < E; e2++) best[e2] = bc[e2] ? (double)bc[e2] / (double)bn[e2] : -1.0;
+        for (long e2 = 0; e2 < E; e2++) {
+            best[e2] = bc[e2] ? (double)bc[e2] / (double)bn[e2] : -1.0;
+            bn[e2] = 0;                            /* (as the kept targets' path expects) */
+        }
     } else {
         for (long e2 = 0; e2 < E; e2++) best[e2] = -1.0;
         for (long q = 0; q < n; q++) {
@@ -318,7 +386,7 @@ static long proposals(Engine *o, long layer, const long *ex, long n, int given) 
         if (o->strategy == STRAT_AFFINITY) cn[d - 1] = o->f_affinity ? affinity_top(o, layer, ex, n, d, bq, dst) : 0;
         else if (o->strategy == STRAT_LEARNED && o->lrn) {   /* Learned.predict: its first bq */
             const int *got;
-            long m = lrn_predict(o->lrn, layer, o->step, d, &got);
+            long m = lrn_predict(o->lrn, layer, o->step, d, bq, &got);
             if (m < 0) return -1;
             long c = m < bq ? m : bq;
             for (long j = 0; j < c; j++) dst[j] = got[j];
