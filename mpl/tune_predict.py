@@ -129,7 +129,7 @@ def evaluate_many(trace: Trace, strategies, budgets=BUDGETS, *, window: int = 50
 
             def rank(layer, step, d, experts, ws, target, lrn=lrn):
                 lrn.observe(layer, step, experts, ws, d.predictions)
-                return lrn.predict(layer, step, 1)[:top]
+                return lrn.predict(layer, step, 1, top)
         else:
             def rank(layer, step, d, experts, ws, target):
                 return list(dict.fromkeys((d.predictions or {}).get(target, ())))[:top]

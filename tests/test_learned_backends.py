@@ -76,8 +76,13 @@ def test_the_compiled_predictor_equals_its_reference_call_by_call(sc):
             p.observe(layer, step, ex, ws, preds)
             assert c.dump() == p.dump()
             for d in range(1, r.randint(1, 3) + 1):
-                assert c.predict(layer, step, d) == p.predict(layer, step, d)
+                top = r.choice([None, 0, 1, 2, 3, E, E + 5, 2 ** 70])   # the first top only
+                got = c.predict(layer, step, d, top)
+                assert got == p.predict(layer, step, d, top)
                 assert c.dump() == p.dump()
+                if top is not None and r.random() < 0.3:      # (the same state predicts alike)
+                    assert got == c.predict(layer, step, d)[:top]
+                    p.predict(layer, step, d)
             if r.random() < 0.05:           # an adapt action: prefetch.history_window
                 w = r.randint(1, 8)
                 c.window = p.window = w
@@ -133,6 +138,10 @@ def test_long_streams_cut_back_and_halve_the_same_way():
     (lambda o: o.predict(0, 0, 2 ** 63 - 1), ValueError),
     (lambda o: o.predict(0, 2 ** 62, 2 ** 62), ValueError),          # the target's step overflowed
     (lambda o: o.predict(3, 2 ** 62, 5), ValueError),                # two passes on: 2^62 + 2
+    (lambda o: o.predict(0, 0, 1, -1), ValueError),                  # top: at least 0
+    (lambda o: o.predict(0, 0, 1, -2 ** 70), ValueError),
+    (lambda o: o.predict(0, 0, 1, 1.5), TypeError),
+    (lambda o: o.predict(0, 0, 1, "2"), TypeError),
     (lambda o: setattr(o, "theta", [1.0]), ValueError),
     (lambda o: setattr(o, "theta", [1.0, "x", 0, 0, 0, 0]), TypeError),
     (lambda o: setattr(o, "window", "x"), TypeError),
@@ -149,6 +158,19 @@ def test_bad_calls_are_exceptions_and_change_nothing(call, error):
     with pytest.raises(error):
         call(o)
     assert o.dump() == before
+
+
+@needs_engine
+@pytest.mark.parametrize("top, error", [(-1, ValueError), (-2 ** 70, ValueError),
+                                        (1.5, TypeError), ("2", TypeError)])
+def test_a_bad_top_is_refused_alike_and_changes_nothing(top, error):
+    """predict's ``top`` is checked before anything changes, with the same error on both."""
+    for o in _pair(4, 8, 2, 10, 0.0, 1, 16):
+        o.observe(0, 0, [1, 2], [0.25, 0.75])
+        before = o.dump()
+        with pytest.raises(error):
+            o.predict(0, 0, 1, top)
+        assert o.dump() == before
 
 
 @needs_engine

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+import operator
 from operator import mul
 
 
@@ -490,10 +491,15 @@ class Learned:
         z = _dot(self.theta, f)
         return 1.0 / (1.0 + math.exp(-z)) if z > -40 else 0.0
 
-    def predict(self, layer: int, step: int, d: int) -> list:
+    def predict(self, layer: int, step: int, d: int, top=None) -> list:
         """Experts predicted for ``layer + d`` (wrapping into the next pass), most probable
-        first (ties: lower id), those with probability >= ``confidence``; the features and
-        probabilities are kept for learning when that layer's routing arrives."""
+        first (ties: lower id), those with probability >= ``confidence`` (``top``: the first
+        ``top`` of them); the features and probabilities of every candidate are kept for
+        learning when that layer's routing arrives."""
+        if top is not None:
+            top = operator.index(top)
+            if top < 0:
+                raise ValueError("Learned.predict: top must be at least 0")
         L = self.L
         t = layer + d
         st = step
@@ -511,7 +517,7 @@ class Learned:
         thr = self.confidence
         good = [(-p, e) for e, p in probs.items() if p >= thr]
         good.sort()
-        return [e for _, e in good]
+        return [e for _, e in (good if top is None else good[:top])]
 
     def dump(self) -> dict:
         """The whole state in one canonical form (the compiled predictor's ``dump()`` gives

@@ -480,7 +480,27 @@ static int lrn_pending_room(Learned *o, long t, int cnt) {
     return 0;
 }
 
-long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, const int **ids) {
+/* the first top of good[0..ng) in pe_cmp's order, in place, sorted (a total order: the
+ * first top of a full sort); -> their number */
+static int pe_first(PE *good, int ng, long top) {
+    if (top < 0 || top >= ng) {
+        qsort(good, (size_t)ng, sizeof(PE), pe_cmp);
+        return ng;
+    }
+    if (top == 0) return 0;
+    int m = 0;
+    for (int i = 0; i < ng; i++) {                /* (writes only below i: good[i] is read first) */
+        PE x = good[i];
+        if (m == top && pe_cmp(&x, &good[top - 1]) >= 0) continue;
+        int q = m < top ? m : (int)top - 1;
+        while (q > 0 && pe_cmp(&x, &good[q - 1]) < 0) { good[q] = good[q - 1]; q--; }
+        good[q] = x;
+        if (m < top) m++;
+    }
+    return m;
+}
+
+long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, long top, const int **ids) {
     if (layer < 0 || layer >= o->L || d < 0 || d > LRN_STEP_MAX || step < -LRN_STEP_MAX || step > LRN_STEP_MAX) {
         PyErr_Format(PyExc_ValueError, "Learned.predict: layer must be in 0 .. %ld, 0 <= d <= 2^62 and "
                      "|step| at most 2^62", o->L - 1);
@@ -518,7 +538,7 @@ long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, const int **id
     int ng = 0;
     for (int c = 0; c < cnt; c++)
         if (o->sc_p[c] >= o->confidence) { good[ng].p = o->sc_p[c]; good[ng].e = o->sc_e[c]; ng++; }
-    qsort(good, (size_t)ng, sizeof(PE), pe_cmp);
+    ng = pe_first(good, ng, top);
     for (int i = 0; i < ng; i++) o->out_ids[i] = good[i].e;
     *ids = o->out_ids;
     return ng;
@@ -677,11 +697,25 @@ done:
 }
 
 static PyObject *py_predict(Learned *o, PyObject *args) {
-    long layer;
+    long layer, top = -1;
     long long step, d;
-    if (!PyArg_ParseTuple(args, "lLL:predict", &layer, &step, &d)) return NULL;
+    PyObject *top_o = Py_None;
+    if (!PyArg_ParseTuple(args, "lLL|O:predict", &layer, &step, &d, &top_o)) return NULL;
+    if (top_o != Py_None) {                    /* (converted before the state is touched) */
+        PyObject *i = PyNumber_Index(top_o);
+        if (!i) return NULL;
+        int ovf = 0;
+        top = PyLong_AsLongAndOverflow(i, &ovf);
+        Py_DECREF(i);
+        if (top == -1 && PyErr_Occurred()) return NULL;
+        if (ovf > 0) top = -1;                 /* (more than any number of candidates: all) */
+        else if (ovf < 0 || top < 0) {
+            PyErr_SetString(PyExc_ValueError, "Learned.predict: top must be at least 0");
+            return NULL;
+        }
+    }
     const int *got;
-    long ng = lrn_predict(o, layer, step, d, &got);
+    long ng = lrn_predict(o, layer, step, d, top, &got);
     if (ng < 0) return NULL;
     /* the ids out of the object before any Python object is made (an allocation may run a
      * finalizer, which may call this object again) */
@@ -921,7 +955,8 @@ static PyMethodDef lrn_methods[] = {
      "selected experts (distinct ids; their router weights; the caller's speculative "
      "predictions for later layers)"},
     {"predict", (PyCFunction)py_predict, METH_VARARGS,
-     "predict(layer, step, d): experts predicted for layer + d, most probable first"},
+     "predict(layer, step, d, top=None): experts predicted for layer + d, most probable "
+     "first (the first top of them)"},
     {"dump", (PyCFunction)py_dump, METH_NOARGS, "the whole state, as Learned.dump() gives it"},
     {NULL, NULL, 0, NULL},
 };

@@ -41,7 +41,7 @@ int lrn_observe(Learned *o, long layer, int64_t step, const long *ex, long n, co
  * -1 with a Python exception: ValueError (layer out of range, |step| or d beyond LRN_STEP_MAX,
  * or the target's step beyond LRN_STEP_MAX + 1: the next pass of the last step), MemoryError;
  * then nothing changed. */
-long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, const int **ids);
+long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, long top, const int **ids);
 
 /* window (prefetch.history_window: values below 1 are 1) and confidence
  * (prefetch.confidence), as adapt sets them */
