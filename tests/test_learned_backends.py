@@ -161,6 +161,26 @@ def test_bad_calls_are_exceptions_and_change_nothing(call, error):
 
 
 @needs_engine
+@pytest.mark.parametrize("row_cap", [1, 5, 64, 65, 90])
+def test_rows_are_cut_back_alike_small_and_large_caps(row_cap):
+    """A row past twice its cap keeps its cap largest counts in order (a selection for a cap
+    up to 64, a sort above): the same rows, predictions and weights as the reference."""
+    L, E = 2, 400
+    c, p = _pair(L, E, 1, 1000, 0.0, 1, row_cap)
+    r = random.Random(row_cap)
+    for step in range(60):
+        for layer in range(L):
+            ex = r.sample(range(E), 40)
+            c.observe(layer, step, ex)
+            p.observe(layer, step, ex)
+            assert c.predict(layer, step, 1, 10) == p.predict(layer, step, 1, 10)
+    assert c.dump() == p.dump()
+    rows = p.dump()["rows"]       # cut back: at most twice the cap, after more targets than that
+    assert all(len(row) <= 2 * row_cap for _, _, row in rows)
+    assert max(n for _, n, _ in rows) * 40 > 2 * row_cap
+
+
+@needs_engine
 @pytest.mark.parametrize("top, error", [(-1, ValueError), (-2 ** 70, ValueError),
                                         (1.5, TypeError), ("2", TypeError)])
 def test_a_bad_top_is_refused_alike_and_changes_nothing(top, error):

@@ -206,10 +206,31 @@ static int row_find(const LRow *r, int e) {
     return -1;
 }
 
-static int lent_cmp(const void *a, const void *b) {    /* counts descending, then ids */
-    const LEnt *x = a, *y = b;
-    if (x->c != y->c) return x->c > y->c ? -1 : 1;
-    return (x->e > y->e) - (x->e < y->e);
+static inline int lent_before(const LEnt *x, const LEnt *y) {   /* counts descending, then ids */
+    return x->c > y->c || (x->c == y->c && x->e < y->e);
+}
+
+static int lent_cmp(const void *a, const void *b) {
+    return lent_before(a, b) ? -1 : lent_before(b, a) ? 1 : 0;
+}
+
+/* a[0..k) := the first k of a[0..n) in lent_before's order, sorted (ids are distinct in a
+ * row: the first k of a full sort): for a small k a selection, each entry read before
+ * anything below it is written; else a sort */
+static void lent_keep(LEnt *a, int n, int k) {
+    if (k > 64) {
+        qsort(a, (size_t)n, sizeof(LEnt), lent_cmp);
+        return;
+    }
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        LEnt x = a[j];
+        if (m == k && !lent_before(&x, &a[k - 1])) continue;
+        int q = m < k ? m : k - 1;
+        while (q > 0 && lent_before(&x, &a[q - 1])) { a[q] = a[q - 1]; q--; }
+        a[q] = x;
+        if (m < k) m++;
+    }
 }
 
 /* room for nt more targets in every row the dispatch of `layer` in `step` will count into
@@ -257,7 +278,7 @@ static void lrn_count(Learned *o, int d, long src, const int *sources, int ns, c
             else { r->ent[r->len].e = targets[j]; r->ent[r->len].c = 1.0; r->len++; }
         }
         if (r->len > 2 * (long)cap) {          /* keep the cap largest counts (ties: lower id) */
-            qsort(r->ent, (size_t)r->len, sizeof(LEnt), lent_cmp);
+            lent_keep(r->ent, r->len, cap);
             r->len = cap;
         }
         /* forget half: follow a change of topic (n >= 2 x window, without overflowing) */
