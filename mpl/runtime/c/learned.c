@@ -63,7 +63,8 @@ struct Learned {
     char *gt_has;
     long long *gt_step;
     int *gt_n, *gt_e;             /* L, L * E */
-    int *mark;                    /* E: 1 + candidate index while features() runs */
+    int *mark;                    /* E: 1 + candidate index while features() runs, 1 + a
+                                   * target's index in a row while count() runs; else 0 */
     char *got;                    /* E */
     char *lseen;                  /* L: the layers of an observe's predictions */
     int *sc_e;                    /* E: the candidates being made */
@@ -201,11 +202,6 @@ static inline LRow **row_tab(const Learned *o, int d, long src) {
     return o->rows + ((size_t)(d - 1) * (size_t)o->L + (size_t)src) * (size_t)o->E;
 }
 
-static int row_find(const LRow *r, int e) {
-    for (int i = 0; i < r->len; i++) if (r->ent[i].e == e) return i;
-    return -1;
-}
-
 static inline int lent_before(const LEnt *x, const LEnt *y) {   /* counts descending, then ids */
     return x->c > y->c || (x->c == y->c && x->e < y->e);
 }
@@ -269,14 +265,17 @@ static int lrn_reserve(Learned *o, long layer, long long step, long nt) {
 static void lrn_count(Learned *o, int d, long src, const int *sources, int ns, const int *targets, int nt) {
     LRow **tab = row_tab(o, d, src);
     int cap = o->row_cap;
+    int *pos = o->mark;               /* 1 + a target's index in the row (0 between calls) */
     for (int i = 0; i < ns; i++) {
         LRow *r = tab[sources[i]];
         r->n++;
+        for (int j = 0; j < r->len; j++) pos[r->ent[j].e] = j + 1;
         for (int j = 0; j < nt; j++) {
-            int at = row_find(r, targets[j]);
+            int at = pos[targets[j]] - 1;
             if (at >= 0) r->ent[at].c = r->ent[at].c + 1.0;
-            else { r->ent[r->len].e = targets[j]; r->ent[r->len].c = 1.0; r->len++; }
+            else { r->ent[r->len].e = targets[j]; r->ent[r->len].c = 1.0; pos[targets[j]] = ++r->len; }
         }
+        for (int j = 0; j < r->len; j++) pos[r->ent[j].e] = 0;
         if (r->len > 2 * (long)cap) {          /* keep the cap largest counts (ties: lower id) */
             lent_keep(r->ent, r->len, cap);
             r->len = cap;
