@@ -211,8 +211,9 @@ def measure_hf(model, prompt_ids, new_tokens: int, predictors=("lookahead", "lea
 def measure_vllm(folder: str, prompt_ids, new_tokens: int,
                  predictors=("lookahead", "learned"), decodings=("greedy",)) -> dict:
     """decoding -> the same rows through vLLM's live offload (one engine;
-    PolicyRunner.switch installs each policy). vLLM's routing capture records no pre-gate
-    predictions, so ``lookahead`` falls back to history there (docs/vllm.md, "Limits")."""
+    PolicyRunner.switch installs each policy). The routing capture pre-gates for these
+    policies (``mpl.vllm.capture.Capture.pregate``: the next layer's gate and router on each
+    layer's hidden states), as the HuggingFace engine does."""
     import mpl
     from mpl.vllm import PolicyRunner
 

@@ -13,7 +13,7 @@ import mpl  # noqa: E402
 from mpl.offload.auto import choose, parse_memory  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.hf import attach, discover  # noqa: E402
-from mpl.offload.lookahead import Lookahead  # noqa: E402
+from mpl.mechanism.lookahead import Lookahead  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder, record  # noqa: E402
 

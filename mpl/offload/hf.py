@@ -25,7 +25,7 @@ from mpl.shapes import ModelShape
 from .cpu import CpuExperts
 from .engine import Engine, LayerBinding
 from .errors import PREFLIGHT, AttachError
-from .lookahead import Lookahead
+from mpl.mechanism.lookahead import Lookahead
 from .memory import MemoryMeter
 from mpl.mechanism.footprint import default_stream_slots
 from mpl.mechanism.pool import SlotPool

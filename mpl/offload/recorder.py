@@ -15,7 +15,7 @@ import torch
 from mpl.trace import Dispatch, Trace, TraceHeader
 
 from .hf import discover, model_shape
-from .lookahead import Lookahead
+from mpl.mechanism.lookahead import Lookahead
 
 
 class Recorder:

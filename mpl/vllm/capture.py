@@ -26,6 +26,34 @@ def _moe_runners(model):
     return [m for m in model.modules() if isinstance(m, MoERunner)]
 
 
+def _gates(model, runners) -> list:
+    """Each MoE layer's gate (the linear layer that makes its router logits: the ``gate`` of
+    the block that holds the layer's experts, as vLLM's MoE models name it), None where the
+    block has none."""
+    names = {id(m): n for n, m in model.named_modules()}
+    out = []
+    for r in runners:
+        name = names.get(id(r), "")
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else None
+        gate = getattr(parent, "gate", None) if parent is not None else None
+        out.append(gate if callable(gate) else None)
+    return out
+
+
+def _pregate(gate, router):
+    """hidden states -> the top-k ids layer ``router`` would pick for them: its gate's logits
+    through its own routing (the class's, not the capture's wrapper: no capture, no EPLB
+    remapping, nothing recorded)."""
+    compute = type(router)._compute_routing
+
+    def picks(hidden):
+        logits = gate(hidden)
+        if isinstance(logits, tuple):
+            logits = logits[0]
+        return compute(router, hidden, logits, None)[1]
+    return picks
+
+
 def check_eager(vllm_config) -> None:
     """Compiled mode traces the routers into the graph: a capture function bound after
     start-up would never run and the trace would be empty. Refuse it."""
@@ -72,6 +100,9 @@ class Capture:
             by_layer[int(r.layer_id)] = r
         self.layer_ids = tuple(sorted(by_layer))
         self.runners = [by_layer[i] for i in self.layer_ids]     # in ordinal order
+        self._gates = _gates(model, self.runners)
+        self.lookahead = None       # pre-gating (:meth:`pregate`), or None
+        self._picks: dict[int, object] = {}
         first = self.runners[0].router
         self.num_experts = int(first.global_num_experts)
         self.top_k = int(first.top_k)
@@ -99,9 +130,27 @@ class Capture:
             def compute(*a, _orig=orig, _o=ordinal, **kw):
                 w, ids = _orig(*a, **kw)
                 self._weights[_o] = w
+                if self.lookahead is not None and self._in_step:
+                    hidden = a[0] if a else kw["hidden_states"]
+                    self._picks[_o] = self.lookahead.picks(_o, hidden[:self._tokens])
                 return w, ids
             router._compute_routing = compute
             router.set_capture_fn(self._capture_fn(ordinal))
+
+    def pregate(self, distance: int) -> None:
+        """Pre-gating from now on (``distance`` > 0; 0: none): at each MoE layer the next
+        ``distance`` layers' gates and routers are applied to its hidden states, and their
+        picks are the dispatch's predictions (a ``lookahead`` prefetch's, a ``learned``
+        predictor's feature; recorded in the trace), as the HuggingFace engine makes them
+        (:class:`mpl.mechanism.lookahead.Lookahead`). A layer whose block has no ``gate`` is
+        not predicted."""
+        self._picks.clear()
+        self.lookahead = None
+        if distance > 0:
+            from mpl.mechanism.lookahead import Lookahead
+
+            self.lookahead = Lookahead([None if g is None else _pregate(g, r.router)
+                                        for g, r in zip(self._gates, self.runners)], distance)
 
     def unbind(self) -> None:
         for r in self.runners:
@@ -114,17 +163,21 @@ class Capture:
         def capture(topk_ids) -> None:
             if not self._in_step:       # a warm-up or profiling run, not a scheduled step
                 self._weights.pop(ordinal, None)
+                self._picks.pop(ordinal, None)
                 return
             n = self._tokens            # rows past it are padding
             ids = topk_ids[:n].to(device="cpu", dtype=torch.int32)
             w = self._weights.pop(ordinal, None)
+            picks = self._picks.pop(ordinal, None)
             self.digest = zlib.crc32(ids.contiguous().numpy().tobytes(), self.digest)
             self._seen += 1
             if not self.keep and self.on_dispatch is None:
                 return
             rows = ids.tolist()
             wrows = w[:n].float().tolist() if w is not None and tuple(w.shape) == tuple(topk_ids.shape) else None
-            d = Dispatch(self.step, ordinal, rows, wrows)
+            preds = (self.lookahead.decode(picks[0], picks[1].to("cpu"), n)
+                     if picks is not None else None)
+            d = Dispatch(self.step, ordinal, rows, wrows, preds)
             if self.keep:
                 self.dispatches.append(d)
             if self.on_dispatch is not None:

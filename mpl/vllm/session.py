@@ -91,10 +91,13 @@ class Session:
                                    config.get("policy_name"), shape)
             policy = loads(config["policy_text"], config.get("policy_name"),
                            path=config.get("policy_path"))
+            from mpl.features import features
+
+            feats = features(policy.ir)
+            if feats.lookahead_strategy or feats.learned:   # (learned reads the picks too)
+                self.capture.pregate(feats.affinity_depth)
             if config.get("offload"):
                 # every rank: its own runtime, fed the same routing, decides for its shard
-                from mpl.features import features
-
                 from .offload import Offload
 
                 from mpl.mechanism.preflight import not_live_yet
@@ -103,7 +106,7 @@ class Session:
                     raise VllmIntegrationError(why)
                 self.live_profile, _, rt = policy_runtime(policy, self.header(),
                                                           hardware=config.get("hardware"))
-                modes = features(policy.ir).modes
+                modes = feats.modes
                 self.offload = Offload(self.capture.runners, rt,
                                        stream_slots=config.get("stream_slots"),
                                        cpu_capable="cpu_fallback" in modes or "hybrid" in modes,

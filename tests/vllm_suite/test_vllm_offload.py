@@ -3,7 +3,8 @@ random-initialised Qwen3-MoE and Mixtral (float32, greedy) generate exactly the 
 the same engine without offload, with the pool at 25%, 50% and 100% of the experts, shared
 and per-layer caches, for one request and for six concurrent requests of different lengths;
 the copies into slots equal the runtime's loads; the live statistics equal an mpl replay of
-the trace recorded in the same run; the expert memory the layers hold is the pool's.
+the trace recorded in the same run (its pre-gating predictions too, for the lookahead and
+learned prefetches); the expert memory the layers hold is the pool's.
 
 One engine per model: the reference runs with recording only, then ``PolicyRunner.switch``
 installs each policy live (the experts back on the layers in between)."""
@@ -43,6 +44,12 @@ CASES = [
     ("cpu-fallback-25", "policy cf { cache { capacity = 6 }  schedule { mode = cpu_fallback } }\n", {}),
     # each miss placed by the hybrid schedule's cost decision: loaded, or computed on the CPU
     ("hybrid-25", "policy hy { cache { capacity = 6 }  schedule { mode = hybrid } }\n", {}),
+    # pre-gating: the next layers' gates and routers on each layer's hidden states give the
+    # dispatch's predictions (a lookahead prefetch's; a learned predictor's feature)
+    ("lookahead-25", "policy la { cache { capacity = 6 }\n"
+                     "    prefetch { strategy = lookahead  budget = 2  lookahead = 2 } }\n", {}),
+    ("learned-25", "policy le { cache { capacity = 6 }\n"
+                   "    prefetch { strategy = learned  budget = 2  confidence = 0.2 } }\n", {}),
 ]
 MODELS = ("qwen3-moe", "mixtral")
 
@@ -131,6 +138,15 @@ def test_copies_equal_loads_and_live_stats_equal_replay(runs, case, tmp_path):
         assert mech["demand_copies"] + mech["cpu_computes"] > 0
     if case == "window-12":
         assert mech["host_window_dispatches"] > 0 and mech["multi_pass_dispatches"] == 0
+    if case in ("lookahead-25", "learned-25"):
+        # every layer but the last predicts the next ones (within the step), in the trace the
+        # replay read: the same prefetches live and replayed
+        distance = 2 if case == "lookahead-25" else 1
+        for d in many.trace.dispatches:
+            want = [t for t in range(d.layer + 1, min(d.layer + 1 + distance, LAYERS))]
+            assert sorted(d.predictions or {}) == want, (case, d.layer)
+            assert all(len(v) >= len(set(d.experts[0])) for v in (d.predictions or {}).values())
+        assert stats["prefetch_issued"] > 0
     if case == "cpu-fallback-25":
         assert mech["cpu_computes"] == stats["cpu_computes"] > 0
         assert mech["background_copies"] == stats["background_loads"] > 0

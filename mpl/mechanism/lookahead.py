@@ -4,9 +4,11 @@ state to predict which experts they will select, before they run.
 The experts of layer L receive the (normalised) hidden state that layer L's router saw; the
 residual stream changes little from one layer to the next, so the next layers' routers
 applied to it are a good guess of their choices (the "pre-gating" of Pre-gated MoE and
-MoE-Infinity). Used only when the policy prefetches with ``strategy = lookahead``: it costs
-one small matmul per predicted layer; the live engine reads the picks in the same host
-synchronisation as the routing ids.
+MoE-Infinity). Used only when the policy prefetches with ``strategy = lookahead`` (or
+``learned``, which reads the picks as a feature): it costs one small matmul per predicted
+layer; the live engine reads the picks in the same host synchronisation as the routing ids.
+Engine-neutral: a router is any callable from hidden states to the top-k ids (HuggingFace's
+router modules, or vLLM's gate and router: ``mpl.vllm.capture``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import torch
 
 class Lookahead:
     def __init__(self, routers: list, distance: int) -> None:
-        """``routers[ordinal]``: the router module of each MoE layer (None where unknown);
+        """``routers[ordinal]``: the router of each MoE layer (None where unknown): hidden
+        states ``[T, H]`` -> the top-k ids ``[T, K]`` (or a tuple whose third item they are);
         ``distance``: predict layers L+1 .. L+distance (within the same step)."""
         self.routers = routers
         self.distance = max(1, int(distance))
