@@ -130,9 +130,29 @@ def test_trace_record_options_follow_the_table(tmp_path):
              "t.mpltrace", cwd=tmp_path)
     clean(r)
     assert r.returncode == 2 and "a policy needs --engine hf" in r.stderr
-    r = mplc("trace", "record", "--engine", "vllm", "--model", model, "--lookahead", "2", "-o",
-             "t.mpltrace", cwd=tmp_path)
-    assert r.returncode == 2 and "--lookahead needs --engine hf" in r.stderr
+
+
+def test_trace_record_with_vllm_passes_the_lookahead_on(tmp_path):
+    """``--lookahead N`` reaches the vLLM side's recorder (its pre-gating distance); a
+    negative one is refused before any engine starts."""
+    model = tmp_path / "tinyq"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_moe", "num_hidden_layers": 2, "num_experts": 8,
+        "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,
+        "intermediate_size": 64}))
+    fake = tmp_path / "fake-python"       # stands in for vLLM's Python: shows what it is given
+    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.chmod(0o755)
+    r = mplc("trace", "record", "--engine", "vllm", "--model", model, "--vllm-python", fake,
+             "--lookahead", "2", "-o", "t.mpltrace", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("-m mpl.vllm.cli record ") and "--lookahead 2" in r.stdout
+    r = mplc("trace", "record", "--engine", "vllm", "--model", model, "--vllm-python", fake,
+             "--lookahead", "-1", "-o", "t.mpltrace", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 1 and "--lookahead must be >= 0" in r.stderr
 
 
 def test_engine_vllm_takes_shadow_as_its_default_mode(tmp_path):

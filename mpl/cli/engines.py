@@ -55,7 +55,7 @@ ENGINES: dict[str, Engine] = {e.name: e for e in (
                    "model folder; docs/vllm.md)", "mpl.vllm.launch",
            default_mode="shadow", run="run", shadow="run",
            options=("--vllm-python", "--dtype", "--tensor-parallel-size", "--offload",
-                    "--stream-slots", "--hardware", "--trace")),
+                    "--stream-slots", "--hardware", "--trace", "--lookahead")),
 )}
 DEFAULT = "hf"
 

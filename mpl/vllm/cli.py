@@ -2,7 +2,7 @@
 vllm`` and ``mplc run --engine vllm`` (mpl.vllm.launch starts it in a Python that has vllm).
 
 * ``record --model PATH [--prompt TEXT]... [--max-new-tokens N] [--tensor-parallel-size N]
-  -o OUT [--json]``
+  [--lookahead N] -o OUT [--json]`` (pre-gating predictions N layers ahead, default 1)
 * ``run POLICY --model PATH [--prompt TEXT]... [--max-new-tokens N] [--hardware H]
   [--trace OUT] [--policy-name NAME] [--offload [--stream-slots N]]
   [--tensor-parallel-size N] [--json]``
@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--stream-slots", type=int)
         else:
             s.add_argument("-o", "--output", required=True)
+            s.add_argument("--lookahead", type=int, default=1)
         s.add_argument("--model", required=True)
         s.add_argument("--prompt", action="append")
         s.add_argument("--max-new-tokens", type=int, default=16)
@@ -57,11 +58,12 @@ def main(argv=None) -> int:
     out = args.output if args.cmd == "record" else args.trace
     live = {"offload": True, "stream_slots": args.stream_slots} if getattr(args, "offload", False) else {}
     engine = {"tensor_parallel_size": args.tensor_parallel_size} if args.tensor_parallel_size > 1 else {}
+    look = {"lookahead": args.lookahead} if args.cmd == "record" else {}
     try:
         runner = PolicyRunner(model=args.model, policy=policy,
                               policy_name=getattr(args, "policy_name", None),
                               hardware=getattr(args, "hardware", None), dtype=args.dtype,
-                              **live, **engine)
+                              **live, **engine, **look)
     except VllmIntegrationError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1

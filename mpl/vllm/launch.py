@@ -135,7 +135,12 @@ def record(args, prog: str = "mplc trace record") -> int:
     py, rc = _checked_options(args, prog, args.output)
     if py is None:
         return rc
-    return launch(py, ["record", *_common(args), "-o", args.output])
+    look = getattr(args, "lookahead", None)
+    if look is not None and look < 0:
+        print(f"{prog}: error: --lookahead must be >= 0 (0: no predictions)", file=sys.stderr)
+        return 1
+    return launch(py, ["record", *_common(args), "-o", args.output,
+                       *(["--lookahead", str(look)] if look is not None else [])])
 
 
 def run(args, prog: str = "mplc run") -> int:

@@ -52,15 +52,18 @@ class PolicyRunner:
     statistics on ``hardware``) or, with ``offload=True``, live: every worker moves the
     experts to a host store and a slot pool sized by the policy, whose runtime decides what
     the engine holds (``stream_slots``: transient pool entries, default one per expert of a
-    layer; fewer means passes). Other keyword arguments go to ``vllm.LLM``;
+    layer; fewer means passes). ``lookahead``: record pre-gating predictions that many layers
+    ahead (0: none; default: the policy's distance when it prefetches by ``lookahead`` or
+    ``learned``, else none). Other keyword arguments go to ``vllm.LLM``;
     ``enforce_eager`` defaults to True (compiled mode cannot be recorded)."""
 
     def __init__(self, model: str, policy=None, *, policy_name: str | None = None,
                  hardware=None, offload: bool = False, stream_slots: int | None = None,
-                 **llm_kwargs) -> None:
+                 lookahead: int | None = None, **llm_kwargs) -> None:
         self.model = os.fspath(model)
         self.llm = None
-        config = self._session_config(policy, policy_name, hardware, offload, stream_slots)
+        config = self._session_config(policy, policy_name, hardware, offload, stream_slots,
+                                      lookahead)
         if llm_kwargs.get("enforce_eager") is False:
             raise VllmIntegrationError(
                 "enforce_eager=False: vLLM traces the MoE routers into the compiled graph, so "
@@ -74,9 +77,14 @@ class PolicyRunner:
         self.llm = vllm.LLM(model=self.model, **kw)
         self._start(config)
 
-    def _session_config(self, policy, policy_name, hardware, offload, stream_slots) -> dict:
+    def _session_config(self, policy, policy_name, hardware, offload, stream_slots,
+                        lookahead=None) -> dict:
         """Check the arguments (before any engine starts) and return the workers' config."""
         offload = bool(offload)
+        if lookahead is not None and (isinstance(lookahead, bool) or not isinstance(lookahead, int)
+                                      or lookahead < 0):
+            raise VllmIntegrationError(f"lookahead must be an integer >= 0 (0: no pre-gating), "
+                                       f"got {lookahead!r}")
         if offload and policy is None:
             raise VllmIntegrationError("offload=True needs a policy: its runtime decides which "
                                        "experts the engine holds")
@@ -103,6 +111,7 @@ class PolicyRunner:
         self.hardware = hardware
         return {"policy_text": text, "policy_name": policy_name, "policy_path": path,
                 "hardware": hardware, "offload": offload, "stream_slots": stream_slots,
+                "lookahead": lookahead,
                 "model_name": os.path.basename(os.path.normpath(self.model)) or self.model}
 
     def _start(self, config: dict) -> None:
@@ -113,11 +122,13 @@ class PolicyRunner:
             raise VllmIntegrationError(_remote_message(e)) from None
 
     def switch(self, policy=None, *, policy_name: str | None = None, hardware=None,
-               offload: bool = False, stream_slots: int | None = None) -> None:
+               offload: bool = False, stream_slots: int | None = None,
+               lookahead: int | None = None) -> None:
         """Replace the policy (or the live/shadow mode) without restarting the engine: every
         worker puts its experts back on its layers and starts afresh (a new trace, a new
         runtime; with ``offload`` a new store and pool sized by the new policy)."""
-        config = self._session_config(policy, policy_name, hardware, offload, stream_slots)
+        config = self._session_config(policy, policy_name, hardware, offload, stream_slots,
+                                      lookahead)
         try:
             self.llm.collective_rpc("mpl_stop")
         except Exception as e:

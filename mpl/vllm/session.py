@@ -73,6 +73,7 @@ class Session:
                       "dtype": str(vcfg.model_config.dtype).replace("torch.", "")}
         self.offload = None
         self.live_policy = None
+        distance = config.get("lookahead")     # pre-gating: asked for, or the policy's
         if config.get("offload") and not config.get("policy_text"):
             raise VllmIntegrationError("live offload needs a policy: its runtime decides which "
                                        "experts the engine holds")
@@ -94,8 +95,8 @@ class Session:
             from mpl.features import features
 
             feats = features(policy.ir)
-            if feats.lookahead_strategy or feats.learned:   # (learned reads the picks too)
-                self.capture.pregate(feats.affinity_depth)
+            if distance is None and (feats.lookahead_strategy or feats.learned):
+                distance = feats.affinity_depth          # (learned reads the picks too)
             if config.get("offload"):
                 # every rank: its own runtime, fed the same routing, decides for its shard
                 from .offload import Offload
@@ -116,6 +117,8 @@ class Session:
             else:
                 self.shadow = Shadow(policy, self.header(), hardware=config.get("hardware"))
                 self.capture.on_dispatch = self.shadow.feed
+        if distance:
+            self.capture.pregate(int(distance))
         self.lock = threading.Lock()        # held for a whole step; snapshots take it
         self._orig = orig if orig is not None else runner.execute_model
         runner.execute_model = self._execute_model

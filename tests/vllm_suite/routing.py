@@ -27,6 +27,26 @@ def hf_routing(path: str, prompt_ids: list[int], generated: list[int]):
     return per_layer(rec.dispatches)
 
 
+def hf_predictions(path: str, prompt_ids: list[int], generated: list[int], lookahead: int):
+    """[(layer ordinal, pre-gating predictions)] of every dispatch in execution order, from
+    mpl's HuggingFace recorder with ``lookahead`` on the same tokens as :func:`hf_routing`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mpl.offload.recorder import Recorder
+
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
+    model.eval()
+    with Recorder(model, lookahead=lookahead) as rec, torch.no_grad():
+        out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
+        past = out.past_key_values
+        for t in generated[:-1]:
+            out = model(input_ids=torch.tensor([[t]]), past_key_values=past, use_cache=True)
+            past = out.past_key_values
+    return [(d.layer, d.predictions) for d in rec.dispatches]
+
+
 def per_layer(dispatches):
     """{ordinal: ([ids per token...], [weights per token...])} in execution order."""
     acc: dict[int, tuple[list, list]] = {}

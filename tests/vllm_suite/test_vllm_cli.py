@@ -1,5 +1,6 @@
 """The command line with ``--engine vllm``, as a user runs it (``mplc`` subprocesses):
-``mplc trace record`` on a tiny Mixtral (routing equal to transformers'), ``mplc run`` on a
+``mplc trace record`` on a tiny Mixtral (routing, and with ``--lookahead`` the pre-gating
+predictions, equal to transformers'), ``mplc run`` on a
 tiny Qwen3-MoE (the shadow statistics equal ``mplc replay`` of the trace it wrote)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-from routing import assert_same_routing, hf_routing, split_by_request
+from routing import assert_same_routing, hf_predictions, hf_routing, split_by_request
 
 pytestmark = pytest.mark.needs_vllm
 
@@ -43,6 +44,24 @@ def test_trace_record_engine_vllm_mixtral_matches_transformers(tiny, tmp_path):
     n = assert_same_routing(mine, hf_routing(path, req["prompt_token_ids"], req["token_ids"]),
                             "mixtral")
     assert n == 3 * (len(req["prompt_token_ids"]) + 4)
+
+
+def test_trace_record_engine_vllm_pregates_as_transformers_does(tiny, tmp_path):
+    """``--lookahead 2``: every dispatch carries the next two layers' pre-gating picks (the
+    last layers' fewer), the same as mpl's HuggingFace recorder makes on the same tokens."""
+    from mpl import traceio
+
+    path = tiny("mixtral")
+    out = tmp_path / "pregate.mpltrace"
+    r = mplc("trace", "record", "--engine", "vllm", "--model", path, "--prompt",
+             "the quick brown fox jumps over the lazy dog", "--max-new-tokens", "5",
+             "--lookahead", "2", "-o", str(out), "--json", "--dtype", "float32")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (req,) = json.loads(r.stdout)["requests"]
+    tr = traceio.load(str(out))
+    mine = [(d.layer, d.predictions) for d in tr.dispatches]
+    assert mine == hf_predictions(path, req["prompt_token_ids"], req["token_ids"], 2)
+    assert all(sorted(p or {}) == list(range(layer + 1, min(layer + 3, 3))) for layer, p in mine)
 
 
 def test_run_engine_vllm_stats_equal_mplc_replay(tiny, tmp_path):
