@@ -161,6 +161,16 @@ static inline int aff_before(const double *best, int a, int b) {
     return best[a] > best[b] || (best[a] == best[b] && a < b);
 }
 
+/* target e among the first b of out[0..*m) (aff_before's order): in its place when there is
+ * room or it ranks before the last, which then leaves */
+static inline void aff_keep(const double *best, int *out, long *m, long b, int e) {
+    if (*m == b && !aff_before(best, e, out[b - 1])) return;
+    long q = *m < b ? *m : b - 1;
+    while (q > 0 && aff_before(best, e, out[q - 1])) { out[q] = out[q - 1]; q--; }
+    out[q] = e;
+    if (*m < b) (*m)++;
+}
+
 /* Affinity.predict(layer, experts, d): targets with P >= threshold, most probable first
  * (ties: lower id), at most b of them */
 static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, long b, int *out) {
@@ -198,13 +208,9 @@ static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, 
         }
         for (long i = 0; i < nc; i++) {
             int e2 = cand[i];
-            double p = best[e2] = (double)bc[e2] / (double)bn[e2];
+            best[e2] = (double)bc[e2] / (double)bn[e2];
             bn[e2] = 0;
-            if (!(p >= o->aff_thr) || (m == b && !aff_before(best, e2, out[b - 1]))) continue;
-            long q = m < b ? m : b - 1;
-            while (q > 0 && aff_before(best, e2, out[q - 1])) { out[q] = out[q - 1]; q--; }
-            out[q] = e2;
-            if (m < b) m++;
+            if (best[e2] >= o->aff_thr) aff_keep(best, out, &m, b, e2);
         }
         return m;
     }
@@ -238,16 +244,8 @@ static long affinity_top(Engine *o, long layer, const long *ex, long n, long d, 
         }
     }
     long m = 0;
-    for (long e2 = 0; e2 < E; e2++) {
-        double p = best[e2];
-        if (!(p >= 0.0) || !(p >= o->aff_thr)) continue;
-        long q = m < b ? m : b;
-        if (q == b && !(p > best[out[b - 1]])) continue;
-        if (q == b) q = b - 1;
-        while (q > 0 && best[out[q - 1]] < p) { out[q] = out[q - 1]; q--; }
-        out[q] = (int)e2;
-        if (m < b) m++;
-    }
+    for (long e2 = 0; e2 < E; e2++)
+        if (best[e2] >= 0.0 && best[e2] >= o->aff_thr) aff_keep(best, out, &m, b, (int)e2);
     return m;
 }
 

@@ -202,6 +202,23 @@ static inline LRow **row_tab(const Learned *o, int d, long src) {
     return o->rows + ((size_t)(d - 1) * (size_t)o->L + (size_t)src) * (size_t)o->E;
 }
 
+/* static int NAME(T *a, int n, long k), k >= 1: a[0..m) := the first m = min(k, n) of
+ * a[0..n) in BEFORE's order, sorted, in place (a total order: the first m of a full sort),
+ * by a selection: each entry is read before anything below it is written; -> m */
+#define FIRST_DEFINE(NAME, T, BEFORE)                                                         \
+    static int NAME(T *a, int n, long k) {                                                    \
+        int m = 0;                                                                            \
+        for (int j = 0; j < n; j++) {                                                         \
+            T x = a[j];                                                                       \
+            if (m == k && !BEFORE(&x, &a[k - 1])) continue;                                   \
+            int q = m < k ? m : (int)k - 1;                                                   \
+            while (q > 0 && BEFORE(&x, &a[q - 1])) { a[q] = a[q - 1]; q--; }                 \
+            a[q] = x;                                                                         \
+            if (m < k) m++;                                                                   \
+        }                                                                                     \
+        return m;                                                                             \
+    }
+
 static inline int lent_before(const LEnt *x, const LEnt *y) {   /* counts descending, then ids */
     return x->c > y->c || (x->c == y->c && x->e < y->e);
 }
@@ -210,23 +227,13 @@ static int lent_cmp(const void *a, const void *b) {
     return lent_before(a, b) ? -1 : lent_before(b, a) ? 1 : 0;
 }
 
+FIRST_DEFINE(lent_first, LEnt, lent_before)
+
 /* a[0..k) := the first k of a[0..n) in lent_before's order, sorted (ids are distinct in a
- * row: the first k of a full sort): for a small k a selection, each entry read before
- * anything below it is written; else a sort */
+ * row): for a small k a selection, else a sort */
 static void lent_keep(LEnt *a, int n, int k) {
-    if (k > 64) {
-        qsort(a, (size_t)n, sizeof(LEnt), lent_cmp);
-        return;
-    }
-    int m = 0;
-    for (int j = 0; j < n; j++) {
-        LEnt x = a[j];
-        if (m == k && !lent_before(&x, &a[k - 1])) continue;
-        int q = m < k ? m : k - 1;
-        while (q > 0 && lent_before(&x, &a[q - 1])) { a[q] = a[q - 1]; q--; }
-        a[q] = x;
-        if (m < k) m++;
-    }
+    if (k > 64) qsort(a, (size_t)n, sizeof(LEnt), lent_cmp);
+    else lent_first(a, n, k);
 }
 
 /* room for nt more targets in every row the dispatch of `layer` in `step` will count into
@@ -477,11 +484,15 @@ static int lrn_features(Learned *o, long t, long long st) {
     return cnt;
 }
 
-static int pe_cmp(const void *a, const void *b) {     /* probability descending, then ids */
-    const PE *x = a, *y = b;
-    if (x->p != y->p) return x->p > y->p ? -1 : 1;
-    return (x->e > y->e) - (x->e < y->e);
+static inline int pe_before(const PE *x, const PE *y) {    /* probability descending, then ids */
+    return x->p > y->p || (x->p == y->p && x->e < y->e);
 }
+
+static int pe_cmp(const void *a, const void *b) {
+    return pe_before(a, b) ? -1 : pe_before(b, a) ? 1 : 0;
+}
+
+FIRST_DEFINE(pe_select, PE, pe_before)
 
 /* the pending prediction for t: room for cnt candidates (nothing changes when there is none) */
 static int lrn_pending_room(Learned *o, long t, int cnt) {
@@ -507,17 +518,7 @@ static int pe_first(PE *good, int ng, long top) {
         qsort(good, (size_t)ng, sizeof(PE), pe_cmp);
         return ng;
     }
-    if (top == 0) return 0;
-    int m = 0;
-    for (int i = 0; i < ng; i++) {                /* (writes only below i: good[i] is read first) */
-        PE x = good[i];
-        if (m == top && pe_cmp(&x, &good[top - 1]) >= 0) continue;
-        int q = m < top ? m : (int)top - 1;
-        while (q > 0 && pe_cmp(&x, &good[q - 1]) < 0) { good[q] = good[q - 1]; q--; }
-        good[q] = x;
-        if (m < top) m++;
-    }
-    return m;
+    return top == 0 ? 0 : pe_select(good, ng, top);
 }
 
 long lrn_predict(Learned *o, long layer, int64_t step, int64_t d, long top, const int **ids) {
