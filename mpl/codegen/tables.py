@@ -107,4 +107,3 @@ def source(v) -> str:
         inner = ", ".join(source(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     return repr(v)
-

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-import operator
-from operator import mul
+from operator import index
 
 
 class History:
@@ -497,7 +496,7 @@ class Learned:
         ``top`` of them); the features and probabilities of every candidate are kept for
         learning when that layer's routing arrives."""
         if top is not None:
-            top = operator.index(top)
+            top = index(top)
             if top < 0:
                 raise ValueError("Learned.predict: top must be at least 0")
         L = self.L
