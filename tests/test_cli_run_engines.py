@@ -122,6 +122,21 @@ def test_options_of_another_engine_or_mode_are_usage_errors(tmp_path, argv, mess
     assert r.returncode == 2 and f"mplc run: error: {message}" in r.stderr
 
 
+def _tiny_qwen_and_echo_python(tmp_path):
+    """A tiny Qwen3-MoE model folder (its config.json) and a stand-in for vLLM's Python that
+    prints the arguments it is given."""
+    model = tmp_path / "tinyq"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_moe", "num_hidden_layers": 2, "num_experts": 8,
+        "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,
+        "intermediate_size": 64}))
+    fake = tmp_path / "fake-python"
+    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.chmod(0o755)
+    return model, fake
+
+
 def test_trace_record_options_follow_the_table(tmp_path):
     model = tmp_path / "m"
     model.mkdir()
@@ -135,15 +150,7 @@ def test_trace_record_options_follow_the_table(tmp_path):
 def test_trace_record_with_vllm_passes_the_lookahead_on(tmp_path):
     """``--lookahead N`` reaches the vLLM side's recorder (its pre-gating distance); a
     negative one is refused before any engine starts."""
-    model = tmp_path / "tinyq"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "qwen3_moe", "num_hidden_layers": 2, "num_experts": 8,
-        "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,
-        "intermediate_size": 64}))
-    fake = tmp_path / "fake-python"       # stands in for vLLM's Python: shows what it is given
-    fake.write_text("#!/bin/sh\necho \"$@\"\n")
-    fake.chmod(0o755)
+    model, fake = _tiny_qwen_and_echo_python(tmp_path)
     r = mplc("trace", "record", "--engine", "vllm", "--model", model, "--vllm-python", fake,
              "--lookahead", "2", "-o", "t.mpltrace", cwd=tmp_path)
     clean(r)
@@ -156,15 +163,7 @@ def test_trace_record_with_vllm_passes_the_lookahead_on(tmp_path):
 
 
 def test_engine_vllm_takes_shadow_as_its_default_mode(tmp_path):
-    model = tmp_path / "tinyq"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "qwen3_moe", "num_hidden_layers": 2, "num_experts": 8,
-        "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,
-        "intermediate_size": 64}))
-    fake = tmp_path / "fake-python"       # stands in for vLLM's Python: shows what it is given
-    fake.write_text("#!/bin/sh\necho \"$@\"\n")
-    fake.chmod(0o755)
+    model, fake = _tiny_qwen_and_echo_python(tmp_path)
     for mode, live in (([], False), (["--shadow"], False), (["--offload"], True)):
         r = mplc("run", "std/lru_basic", "--engine", "vllm", "--model", model, "--vllm-python",
                  fake, *mode, cwd=tmp_path)

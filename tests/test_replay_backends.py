@@ -272,6 +272,17 @@ TRIGGERS = {"": "", "ttl": "ttl = 40", "ttl_steps": "ttl = 2 steps",
 
 
 @needs_engine
+def same_replay(text, trace):
+    """``text`` replayed on ``trace`` on the compiled backend and on the pure one: the same
+    statistics and simulated clocks; -> the compiled replay's report."""
+    with forced("compiled"):
+        a = replay(text, trace, belady=False)
+    with forced("pure"):
+        b = replay(text, trace, belady=False)
+    assert a.stats == b.stats and a.sim == b.sim
+    return a
+
+
 @pytest.mark.parametrize("trigger", sorted(TRIGGERS))
 @pytest.mark.parametrize("ev", RULES + ["lfu | lru", "frequency_threshold | lru"])
 @pytest.mark.parametrize("per_layer", [False, True])
@@ -280,11 +291,7 @@ def test_replay_reports_are_identical_on_a_preset_trace(ev, per_layer, trigger):
     extra = " per_layer { min_capacity = 2 }" if per_layer else ""
     text = (f"policy p {{ cache {{ capacity = {12 if per_layer else 300} eviction = {ev} "
             f"pin = [3] {TRIGGERS[trigger]} expert_size_gb = 0.2 }}{extra} }}")
-    with forced("compiled"):
-        a = replay(text, trace, belady=False)
-    with forced("pure"):
-        b = replay(text, trace, belady=False)
-    assert a.stats == b.stats and a.sim == b.sim
+    a = same_replay(text, trace)
     assert a.stats["demand_loads"] > 0
     if trigger:     # the trigger changed the outcome
         with forced("compiled"):
@@ -303,11 +310,7 @@ def test_affinity_prefetches_the_same_on_many_experts(preset, budget, lookahead,
     text = (f"policy p {{ cache {{ capacity = 40 eviction = lru }} per_layer {{ }} prefetch {{ "
             f"strategy = affinity budget = {budget} lookahead = {lookahead} "
             f"affinity_threshold = {threshold} }} }}")
-    with forced("compiled"):
-        a = replay(text, trace, belady=False)
-    with forced("pure"):
-        b = replay(text, trace, belady=False)
-    assert a.stats == b.stats and a.sim == b.sim
+    a = same_replay(text, trace)
     assert a.stats["prefetch_loads"] > 0
 
 
