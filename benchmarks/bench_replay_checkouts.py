@@ -18,8 +18,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_tune_checkouts import child_in  # noqa: E402  (the child run in a checkout)
 
 #: name -> policy text (per layer, 24 slots a layer: on Qwen3-30B-A3B a fifth of the experts)
 POLICIES = {
@@ -53,14 +56,7 @@ def child(preset: str, name: str, steps: int, reps: int) -> dict:
 
 
 def run_in(tree: str, preset: str, name: str, steps: int, reps: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", preset, name,
-                          str(steps), str(reps)], env=env, capture_output=True, text=True,
-                         check=True, cwd=os.path.abspath(tree))
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    if os.path.realpath(got["mpl"]) != os.path.realpath(tree):
-        raise SystemExit(f"{tree}: the replay imported mpl from {got['mpl']}")
-    return got
+    return child_in(tree, __file__, preset, name, steps, reps)
 
 
 def main(argv=None) -> int:

@@ -46,15 +46,22 @@ def child(preset: str, share: int, steps: int) -> dict:
             "mpl": os.path.dirname(os.path.dirname(mpl.__file__))}
 
 
-def run_in(tree: str, preset: str, share: int, steps: int) -> dict:
+def child_in(tree: str, script: str, *args) -> dict:
+    """The JSON object ``script --child ARGS`` prints last, run in checkout ``tree`` with it
+    first on ``sys.path``; SystemExit when the child's ``mpl`` (its "mpl" key) came from
+    elsewhere."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", preset,
-                          str(share), str(steps)], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, os.path.abspath(script), "--child",
+                          *(str(a) for a in args)], env=env, capture_output=True, text=True,
                          check=True, cwd=os.path.abspath(tree))
     got = json.loads(out.stdout.strip().splitlines()[-1])
     if os.path.realpath(got["mpl"]) != os.path.realpath(tree):
-        raise SystemExit(f"{tree}: the search imported mpl from {got['mpl']}")
+        raise SystemExit(f"{tree}: {os.path.basename(script)} imported mpl from {got['mpl']}")
     return got
+
+
+def run_in(tree: str, preset: str, share: int, steps: int) -> dict:
+    return child_in(tree, __file__, preset, share, steps)
 
 
 def main(argv=None) -> int:
