@@ -50,9 +50,8 @@ def add_arguments(p) -> None:
                    "(.mpltrace or .jsonl): mplc replay of it gives the shadow's statistics")
     m.add_argument("--stream-slots", type=int, metavar="N",
                    help="with --engine vllm --offload: transient pool entries for streamed experts "
-                        "(default: one per expert of a layer on a GPU and with memory tiers, a few per "
-                        "routed expert on the CPU build without them; fewer computes large steps "
-                        "in passes)")
+                        "(default: a few per routed expert on the CPU build, one per expert of a "
+                        "layer on a GPU; a step beyond them runs in passes)")
 
 
 def run(args) -> int:

@@ -9,7 +9,11 @@
 * :func:`passes` — the kernel calls a dispatch needs when its streamed experts outnumber
   the transient entries: contiguous ranges of expert ids, so that an engine that
   accumulates expert by expert in id order (transformers' eager loop) gets the same
-  arithmetic in passes as in one call.
+  arithmetic in passes as in one call;
+* :func:`row_groups` — the kernel calls instead for an engine whose kernel sums each row's
+  top-k outputs inside and computes a row the same whatever other rows it is given (vLLM's
+  CPU kernel): groups of rows, each with all its experts in place at once, so every row is
+  computed exactly as in one call.
 
 What an engine does between these (which kernel, how ids reach it, where CPU-placed experts
 are computed) is the adapter's: ``mpl.mechanism.live.LiveExecutor`` (a kernel over the
@@ -130,3 +134,32 @@ def passes(resident, streamed, stream_slots: int, *, stage: bool = False) -> lis
             res.append((e, entry[e]))
     out.append((res, grp))
     return out
+
+
+def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[int]]] | None:
+    """The kernel calls of a dispatch whose ``streamed`` experts outnumber the
+    ``stream_slots`` transient entries, for a kernel that adds each row's top-k outputs
+    inside (an order passes over experts would change) and computes a row the same whatever
+    other rows are in the call: ``(row indices, the streamed experts the rows use)`` per
+    call, each call's streamed experts at most ``stream_slots``, every row in exactly one
+    call. Rows are placed first fit, in order (a row with no streamed expert joins the first
+    call). None when one row alone uses more streamed experts than there are entries (top-k
+    above ``stream_slots``): such a dispatch can only run in passes over experts."""
+    moving = set(streamed)
+    groups: list[tuple[list[int], set, list[int]]] = []
+    for i, row in enumerate(rows):
+        need = [e for e in dict.fromkeys(row) if e in moving]
+        if len(need) > stream_slots:
+            return None
+        for idx, have, order in groups:
+            extra = [e for e in need if e not in have]
+            if len(have) + len(extra) <= stream_slots:
+                break
+        else:
+            idx, have, order = [], set(), []
+            groups.append((idx, have, order))
+            extra = need
+        idx.append(i)
+        have.update(extra)
+        order.extend(extra)
+    return [(idx, order) for idx, _, order in groups]

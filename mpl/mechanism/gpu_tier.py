@@ -188,14 +188,15 @@ class FullArea(DeviceArea):
         return ev
 
     # ------------------------------------------------------------------ the read
-    def copy_out(self, src: int, entry: int, kind: str) -> None:
+    def copy_out(self, src: int, entry: int, kind: str, count: bool = True) -> None:
         """Entry ``src`` of the area (a slot, or the stash) copied into pool entry ``entry``:
         a Load into the device cache (``kind`` its transfer kind, counted as the pool's copy
         with no bytes over the link), or with ``kind`` STREAMED a transient entry the expert
-        is computed from (a SERVE)."""
+        is computed from (a SERVE; ``count`` False for the same SERVE made again in the same
+        dispatch)."""
         pool = self.pool
         if kind == STREAMED:
-            self.serves += 1
+            self.serves += count
             pool.content[entry] = None
         else:
             self.promotions += 1
@@ -210,9 +211,9 @@ class FullArea(DeviceArea):
             pool.ready_kind[entry] = kind
             self.free[src] = ev
 
-    def dequant(self, slot: int, entry: int) -> None:
+    def dequant(self, slot: int, entry: int, count: bool = True) -> None:
         """A SERVE's copy (the low-precision area's name for it): :meth:`copy_out`."""
-        self.copy_out(slot, entry, STREAMED)
+        self.copy_out(slot, entry, STREAMED, count=count)
 
     def release(self) -> None:
         self.tensors = {}

@@ -21,9 +21,13 @@ Per planned dispatch:
    stream on CUDA; plain copies on the CPU);
 2. experts the Plan STREAMs (no slot could be freed: a step whose distinct experts exceed
    the cache) go through the transient entries; when there are more than ``stream_slots``,
-   the dispatch is computed in **passes** (``execute.passes``: ranges of expert ids, each
-   with at most ``stream_slots`` streamed experts and the resident ones of its range), the
-   passes' outputs summed;
+   the dispatch is computed in **passes**: with ``row_passes`` (a kernel that adds each
+   row's top-k outputs inside and computes a row the same whatever other rows it is given:
+   vLLM's CPU kernel) over groups of rows (``execute.row_groups``), each call with all of
+   its rows' experts in place, the rows' outputs put together, so every row is computed as
+   in one call; else over ranges of expert ids (``execute.passes``: each with at most
+   ``stream_slots`` streamed experts and the resident ones of its range), the passes'
+   outputs summed;
 3. the kernel runs on the pool (compute waits only for the copies into the entries it
    reads; a later copy into one of them waits for this compute);
 4. experts the Plan places on the CPU (``cpu_fallback`` / ``hybrid``) are computed by
@@ -62,7 +66,7 @@ import torch
 from mpl.trace import records_of
 
 from .device import SyncOps
-from .execute import LiveError, passes, placements, transfers
+from .execute import LiveError, passes, placements, row_groups, transfers
 from .pool import DEMAND, STREAMED, SlotPool
 from .staging import Staging
 from .store import HostStore
@@ -101,11 +105,14 @@ class LiveExecutor:
     ``cpu_kernel`` (same signature) computes CPU-placed experts from the host store; None
     when the policy never places experts on the CPU. ``tiers``: the memory tiers of a
     tiered runtime (a :class:`mpl.mechanism.tiered.TierBuild`, its files written; required
-    exactly when ``runtime.tier_layout`` is set), with ``readers`` disk reader threads."""
+    exactly when ``runtime.tier_layout`` is set), with ``readers`` disk reader threads.
+    ``row_passes``: the kernel adds each row's top-k outputs inside and computes a row the
+    same whatever other rows are in the call, so a dispatch beyond the transient entries is
+    computed over groups of rows (bit for bit one call's result) instead of over experts."""
 
     def __init__(self, runtime, layers: list[dict], device, *, kernel, cpu_kernel=None,
                  stream_slots: int, ops: SyncOps | None = None, tiers=None,
-                 readers: int = 4) -> None:
+                 readers: int = 4, row_passes: bool = False) -> None:
         self.runtime = runtime
         self.device = torch.device(device)
         self.ops = ops = ops or SyncOps(self.device)
@@ -157,6 +164,9 @@ class LiveExecutor:
         self.dispatches = 0
         self.passes = 0
         self.multi_pass_dispatches = 0
+        self.row_passes = row_passes
+        self.row_pass_dispatches = 0
+        self.restream_copies = 0       # a streamed expert copied again within its dispatch
         # the host window: on the CPU without memory tiers the device is host memory and the
         # host store holds every expert in the kernel's layout, so a dispatch that streams
         # more experts than the transient entries is the kernel on the host store, one call
@@ -225,14 +235,26 @@ class LiveExecutor:
         resident, streamed, cpu = placements(plan, pool.content, ordinal,
                                              lower=self.tiers is not None)
         calls = passes(resident, streamed, pool.stream_slots)
+        groups = None
+        if len(calls) > 1 and self.row_passes and not (self.host_window and not cpu):
+            if rows is None:
+                flat = self.ops.read_ids(topk_ids)
+                k = topk_ids.shape[1]
+                rows = [flat[i:i + k] for i in range(0, len(flat), k)]
+            groups = row_groups(rows, streamed, pool.stream_slots)
+        out = None
         if len(calls) > 1 and self.host_window and not cpu:
             # (the unmodified layer's computation: its kernel, its ids, the same values)
             self.host_window_dispatches += 1
             self.host_window_streamed += len(streamed)
             calls = []
             out = self._run(ordinal, x, self.hosts[ordinal], topk_weights, topk_ids, True, shared)
-        else:
-            out = None
+        elif groups is not None:
+            self.row_pass_dispatches += 1
+            self.multi_pass_dispatches += 1
+            calls = []
+            out = self._row_passes(ordinal, x, topk_weights, topk_ids, rows, groups, resident,
+                                   shared)
         for i, (res, g) in enumerate(calls):
             part = self._pass(ordinal, x, topk_weights, topk_ids, res, g, i == 0, shared,
                               count=True, rows=rows)
@@ -261,15 +283,9 @@ class LiveExecutor:
             lut[e] = w
             used.append(w)
         stall = 0.0
-        tiers = self.tiers
         for i, e in enumerate(streamed):
             idx = pool.stream_base + i
-            if tiers is None:
-                ms = pool.copy_in(idx, self.hosts[ordinal], e, (ordinal, e), STREAMED, count=count)
-            elif count:     # from the host tier holding it (a transient READ: the bounce record)
-                ms = tiers.source_copy(idx, ordinal, e, STREAMED)
-            else:
-                tiers.unplanned_copy(idx, ordinal, e)
+            ms = self._stream_in(ordinal, e, idx, count)
             if count:
                 stall += ms
             else:
@@ -291,6 +307,81 @@ class LiveExecutor:
         pool.wait_for(used)
         out = self._run(ordinal, x, pool.tensors, topk_weights, slot_ids, first, shared)
         pool.release(reads)
+        return out
+
+    def _stream_in(self, ordinal, e, idx, count: bool = True, again: bool = False) -> float:
+        """Expert ``e`` of MoE layer ``ordinal`` into transient entry ``idx``: a Plan's
+        STREAM (``count``; from the host store, or the host tier holding it: a transient READ
+        is the bounce record), a forward no Plan drove (not ``count``), or a STREAM's expert
+        copied again within its dispatch (``again``: counted apart, ``restream_copies``).
+        Returns the host milliseconds the copy blocked."""
+        if again:
+            self.restream_copies += 1
+        if self.tiers is None:
+            return self.pool.copy_in(idx, self.hosts[ordinal], e, (ordinal, e), STREAMED,
+                                     count=count and not again)
+        if not count:
+            self.tiers.unplanned_copy(idx, ordinal, e)
+            return 0.0
+        return self.tiers.source_copy(idx, ordinal, e, STREAMED, again=again)
+
+    def _row_passes(self, ordinal, x, topk_weights, topk_ids, rows, groups, resident, shared):
+        """A dispatch computed in calls over groups of its rows (``execute.row_groups``):
+        each call the kernel on its rows only, with their streamed experts in transient
+        entries and the resident experts in their slots; the calls' rows put together. An
+        entry keeps its expert while it has room (when it has none, the expert needed again
+        furthest ahead gives way). An expert's first copy is the Plan's STREAM; a copy again
+        (its entry given to another in between) is counted apart."""
+        pool = self.pool
+        base = [pool.zero] * self.num_experts
+        for e, w in resident:
+            base[e] = w
+        slots = [w for _, w in resident]
+        uses: dict[int, list[int]] = {}
+        for n, (_, need) in enumerate(groups):
+            for e in need:
+                uses.setdefault(e, []).append(n)
+
+        def next_use(e, n):
+            later = [m for m in uses[e] if m > n]
+            return later[0] if later else len(groups)
+
+        held: dict[int, int] = {}
+        free = list(range(pool.stream_base + pool.stream_slots - 1, pool.stream_base - 1, -1))
+        copied = set()
+        stall = 0.0
+        k = topk_ids.shape[1]
+        out = None
+        for n, (idx, need) in enumerate(groups):
+            want = set(need)
+            for e in need:
+                if e in held:
+                    continue
+                if not free:
+                    victim = max((h for h in held if h not in want), key=lambda h: next_use(h, n))
+                    free.append(held.pop(victim))
+                entry = free.pop()
+                stall += self._stream_in(ordinal, e, entry, again=e in copied)
+                copied.add(e)
+                held[e] = entry
+            lut = base.copy()
+            for e in need:
+                lut[e] = held[e]
+            sel = self.staging.upload(idx, torch.long)
+            ids = self.staging.upload([lut[e] for i in idx for e in rows[i]],
+                                      topk_ids.dtype).view(len(idx), k)
+            used = slots + [held[e] for e in need]
+            pool.wait_for(used)
+            part = self._run(ordinal, x.index_select(0, sel), pool.tensors,
+                             topk_weights.index_select(0, sel), ids, n == 0, shared)
+            pool.release(used + [pool.zero])
+            if out is None:
+                out = part.new_empty((x.shape[0], *part.shape[1:]))
+            out.index_copy_(0, sel, part)
+        self.passes += len(groups)
+        if stall:
+            self.stall_ms += stall
+            self.runtime.add_stall(stall)
         return out
 
     def _cpu_pass(self, ordinal, x, topk_weights, topk_ids, cpu_experts):
@@ -381,6 +472,8 @@ class LiveExecutor:
             "bytes_copied": pool.bytes_copied + (parts.bytes_copied if parts is not None else 0),
             "passes": self.passes,
             "multi_pass_dispatches": self.multi_pass_dispatches,
+            "row_pass_dispatches": self.row_pass_dispatches,
+            "restream_copies": self.restream_copies,
             "host_window_dispatches": self.host_window_dispatches,
             "host_window_streamed": self.host_window_streamed,
             "cpu_computes": self.cpu_computes,

@@ -441,18 +441,21 @@ class LowPrecArea(DeviceArea):
         self._unmap(slot)
 
     # ------------------------------------------------------------------ the read
-    def dequant(self, slot: int, entry: int) -> None:
+    def dequant(self, slot: int, entry: int, count: bool = True) -> None:
         """Record ``slot`` dequantised into pool entry ``entry`` (a transient entry), in the
         experts' dtype and layout: compute reads it as a streamed expert. A key at the full
-        rung is copied, exactly."""
+        rung is copied, exactly. ``count``: False for the same SERVE's expert made again in
+        the same dispatch (calls over groups of rows), which is not another approximate
+        compute."""
         pool, ops = self.pool, self.ops
         if self.held[slot] == self.full_dtype:
-            self.full_serves += 1
-            self.full.copy_out(self._full_of[slot], entry, STREAMED)
+            self.full_serves += count
+            self.full.copy_out(self._full_of[slot], entry, STREAMED, count=count)
             return
         lay = self._layout(self.held[slot])
-        self.dequants += 1
-        self.dequants_at[lay.dtype] = self.dequants_at.get(lay.dtype, 0) + 1
+        if count:
+            self.dequants += 1
+            self.dequants_at[lay.dtype] = self.dequants_at.get(lay.dtype, 0) + 1
         pool.content[entry] = None
         stream = pool.demand_stream
         tag = (STREAMED, entry)

@@ -177,13 +177,14 @@ class PartArea(LowPrecArea):
         ladder's step down is :meth:`LowPrecArea.requant_down`, through the part's views)."""
         self.fill_staged(slot, runs, key, kind, dtype)
 
-    def dequant_runs(self, slot: int) -> dict:
+    def dequant_runs(self, slot: int, count: bool = True) -> dict:
         """The part in ``slot`` dequantised on the device, in the experts' dtype: name -> its
         run (what the gather copies into the transient entry). Computed on the demand stream
-        after the write into the slot; the gather's event becomes the slot's free event."""
+        after the write into the slot; the gather's event becomes the slot's free event.
+        ``count``: False for the same gather made again in the same dispatch."""
         pool, ops = self.pool, self.ops
         lay = self._layout(self.held[slot])
-        self.dequantized_parts += 1
+        self.dequantized_parts += count
         out = {}
         with ops.use(pool.demand_stream):
             if pool.cuda and self.ready[slot] is not None:

@@ -127,15 +127,16 @@ class PartPool(SlotPool):
         return ms
 
     def gather(self, pool: SlotPool, entry: int, where: tuple, key: tuple, streamed,
-               lowered=None, waits=()) -> float:
+               lowered=None, waits=(), count: bool = True) -> float:
         """Expert ``key`` (``(layer, expert)``) put together in the compute pool's transient
         entry ``entry`` from its parts: ``where[p]`` the part slot of part ``p`` (checked to
         hold it: else :class:`mpl.mechanism.execute.LiveError`), or ``STREAM`` (copied from
         ``streamed[p]``, name -> the part's source run: :meth:`host_run` of the host store,
         or :meth:`run` of the host tier's record holding it, ready to be read), or ``LOWER``
         (copied device to device from ``lowered[p]``, its run in the slot of a second gpu
-        tier that holds it; ``waits``: the events that slot's copy waits for). Returns the
-        host ms it blocked (CPU path)."""
+        tier that holds it; ``waits``: the events that slot's copy waits for). ``count``:
+        False for the same gather made again within its dispatch (no part or copy counted
+        again). Returns the host ms it blocked (CPU path)."""
         from .execute import LiveError
 
         for p, s in enumerate(where):
@@ -151,7 +152,7 @@ class PartPool(SlotPool):
                 raise LiveError(f"the plan places part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]} at {s}, which the live mechanism does not compute "
                                 f"from")
-        self.gathers += 1
+        self.gathers += count
         ops = self.ops
         pool.content[entry] = None
         rows = {name: t[entry].view(-1) for name, t in pool.tensors.items()}
@@ -168,22 +169,23 @@ class PartPool(SlotPool):
                         ops.wait(stream, ev)
             for p, s in enumerate(where):
                 if s >= 0:
-                    self.gathered_parts += 1
+                    self.gathered_parts += count
                     for name, t in self.tensors.items():
                         a, b = ranges[p][name]
                         if b > a:
                             ops.copy(rows[name][a:b], t[s][:b - a], tag=("gather", entry))
                 elif s == LOWER:
-                    self.lowered_parts += 1
+                    self.lowered_parts += count
                     src = lowered[p]
                     for name in self.tensors:
                         a, b = ranges[p][name]
                         if b > a:
                             ops.copy(rows[name][a:b], src[name], tag=("gather", entry))
                 else:
-                    self.streamed_parts += 1
-                    pool.copies[STREAMED] += 1
-                    pool.bytes_copied += self.part_bytes(p)
+                    if count:
+                        self.streamed_parts += 1
+                        pool.copies[STREAMED] += 1
+                        pool.bytes_copied += self.part_bytes(p)
                     src = streamed[p]
                     for name in self.tensors:
                         a, b = ranges[p][name]

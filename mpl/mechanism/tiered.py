@@ -283,6 +283,14 @@ class TierExecutor:
         self.disk_bytes += self.layout.stride
         return self.bounce.tensors, i
 
+    def _bounce_again(self, lv: LevelMech, key) -> tuple:
+        """The bounce record holding ``key`` for a copy no Plan counts: as it is when it
+        still holds it (a record is rewritten only by the next read), else read again (an
+        unplanned read)."""
+        if self._bounce_key == key:
+            return self.bounce.tensors, (key[2] if len(key) == 3 else 0)
+        return self._bounce_read(lv, key, planned=False)
+
     def _copy(self, entry: int, lv: LevelMech, j: int, key, kind: str) -> float:
         """Host cache record ``j`` -> pool entry ``entry`` (its read waited for first); a
         part key's record into part slot ``entry``."""
@@ -320,11 +328,12 @@ class TierExecutor:
                         f"{key[0]} to the device, but no host tier holds it: the runtime and "
                         f"the mechanism disagree")
 
-    def _gather_into(self, entry: int, where: tuple, key) -> float:
+    def _gather_into(self, entry: int, where: tuple, key, again: bool = False) -> float:
         """Expert ``key`` put together in transient entry ``entry`` from its parts
         (:meth:`mpl.mechanism.parts.PartPool.gather`); a part the Plan streams is read from
         the host store, the host tier's part record or the bounce record, and every record
-        read keeps the gather's event (it is not rewritten before the gather completes)."""
+        read keeps the gather's event (it is not rewritten before the gather completes).
+        ``again``: the same gather once more in the dispatch (:meth:`source_copy`)."""
         pp = self.parts
         lv = self.levels[key[0]]
         streamed: dict = {}
@@ -340,14 +349,14 @@ class TierExecutor:
                     a, slot = served
                     areas.append((a, slot))
                     if a.dtype is not None:     # a low-precision tier: dequantised
-                        lowered[p] = a.dequant_runs(slot)
+                        lowered[p] = a.dequant_runs(slot, count=not again)
                         r = a.held[slot]
                         if approx is None or _bits(r) < _bits(approx[1]):
                             approx = (a, r)
                         continue
                     lowered[p] = pp.run(p, a.tensors, slot)
                     waits += [a.ready[slot], a.free[slot]]
-                    a.serves += 1
+                    a.serves += not again
                 continue
             if s != STREAM:
                 continue
@@ -361,19 +370,19 @@ class TierExecutor:
                 self._wait_read(c, j)
                 streamed[p] = pp.run(p, c.tensors, j)
                 users.append(c.users[j])
-            elif self._transient.pop(part, None) is not None:
-                tensors, i = self._bounce_read(lv, part)
+            elif again or self._transient.pop(part, None) is not None:
+                tensors, i = self._bounce_again(lv, part) if again else self._bounce_read(lv, part)
                 streamed[p] = pp.run(p, tensors, i)
                 users.append(self.bounce.users[i])
             else:
                 raise LiveError(f"the plan streams part {p} of expert {key[1]} of MoE layer "
                                 f"{key[0]}, but no host tier holds it: the runtime and the "
                                 f"mechanism disagree")
-        if approx is not None:      # the expert is computed approximately (as the runtime
+        if approx is not None and not again:    # computed approximately (as the runtime
             a, r = approx           # counts it: at the lowest precision among its parts)
             a.dequants += 1
             a.dequants_at[r] = a.dequants_at.get(r, 0) + 1
-        ms = pp.gather(self.pool, entry, where, key, streamed, lowered, waits)
+        ms = pp.gather(self.pool, entry, where, key, streamed, lowered, waits, count=not again)
         ev = self.pool.ready[entry]
         if ev is not None:
             for u in users:
@@ -382,17 +391,25 @@ class TierExecutor:
                 a.free[slot] = ev
         return ms
 
-    def source_copy(self, entry: int, ordinal: int, expert: int, kind: str = STREAMED) -> float:
+    def source_copy(self, entry: int, ordinal: int, expert: int, kind: str = STREAMED,
+                    again: bool = False) -> float:
         """Copy expert ``expert`` of MoE layer ``ordinal`` into pool entry ``entry`` from the
-        host tier that holds it (a streamed expert's copy, or a Load's)."""
+        host tier that holds it (a streamed expert's copy, or a Load's). ``again``: a streamed
+        expert of this dispatch copied once more (its transient entry was given to another
+        expert in between: calls over groups of rows), from the same source, counted nowhere
+        the runtime's statistics are compared (no copy, serve, approximate compute or disk
+        read again: a READ's record that is gone is read again as an unplanned read)."""
         key = (ordinal, expert)
         if self._gather:
             where = self._gather.get(key)
             if where is not None:       # put together from its parts
-                return self._gather_into(entry, where, key)
+                return self._gather_into(entry, where, key, again=again)
         served = self._served.get(key)
         if served is not None:          # computed from its low-precision copy (a SERVE step)
-            served[0].dequant(served[1], entry)
+            served[0].dequant(served[1], entry, count=not again)
+            return 0.0
+        if again:
+            self.unplanned_copy(entry, ordinal, expert)
             return 0.0
         lv = self.levels[ordinal]
         if lv.cache is None:
@@ -430,10 +447,8 @@ class TierExecutor:
             return _rows(c.tensors, j)
         if self._transient.pop(key, None) is not None:
             tensors, i = self._bounce_read(lv, key)
-        elif self._bounce_key == key:
-            tensors, i = self.bounce.tensors, 0
         else:
-            tensors, i = self._bounce_read(lv, key, planned=False)
+            tensors, i = self._bounce_again(lv, key)
         self.cpu_rows_read += 1
         return _rows(tensors, i)
 
@@ -508,7 +523,7 @@ class TierExecutor:
             pool.copy_in(entry, c.tensors, j, key, STREAMED, count=False)
             users = c.users[j]
         else:
-            tensors, i = self._bounce_read(lv, key, planned=False)
+            tensors, i = self._bounce_again(lv, key)
             pool.copy_in(entry, tensors, i, key, STREAMED, count=False)
             users = self.bounce.users[i]
         ev = pool.ready[entry]

@@ -174,10 +174,16 @@ class Offload:
                 "the policy can place experts on the CPU (schedule.mode = cpu_fallback or "
                 "hybrid), and this model's experts do not use SiLU: no CPU expert kernel")
         tiers = getattr(runtime, "tier_layout", None)
+        # vLLM's CPU kernel adds each token's top-k outputs inside, and computes a token the
+        # same whatever other tokens it is given (checked bit for bit): a step beyond the
+        # transient area runs in calls over groups of tokens and keeps its bits. The GPU
+        # kernels choose their tiling by the number of tokens, so there every step runs in
+        # one call: one transient entry per expert of a layer by default.
+        rows_alone = device.type == "cpu"
         stream = E if stream_slots is None else int(stream_slots)
-        if stream_slots is None and device.type == "cpu" and tiers is None:
-            # the CPU build without memory tiers: what a step streams beyond the bounded
-            # transient area is computed from the host store (LiveExecutor's host window)
+        if stream_slots is None and rows_alone:
+            # bounded; what a step streams beyond it is computed from the host store without
+            # memory tiers (LiveExecutor's host window), over groups of tokens with them
             from mpl.mechanism.footprint import default_stream_slots
             stream = default_stream_slots(E, int(runners[0].router.top_k))
         if stream < 1:
@@ -210,7 +216,7 @@ class Offload:
             self.executor = LiveExecutor(runtime, layers, device, kernel=kernel,
                                          cpu_kernel=cpu_kernel, stream_slots=stream,
                                          ops=ops or ops_for(device), tiers=self.tier_build,
-                                         readers=readers)
+                                         readers=readers, row_passes=rows_alone)
         except BaseException as e:
             if self.tier_build is not None:
                 self.tier_build.remove()

@@ -1,0 +1,234 @@
+"""A dispatch beyond the transient entries, computed over groups of rows
+(``mpl.mechanism.execute.row_groups``, ``LiveExecutor(row_passes=True)``): the way vLLM's CPU
+build keeps its bits with a bounded transient area, since its kernel adds each token's top-k
+outputs inside (a pass over some experts rounds a partial sum) and computes a token the same
+whatever other tokens it is given.
+
+Without vLLM: bfloat16 MoE layers and a kernel that does what vLLM's CPU kernel does with
+them (each row's top-k outputs added in float32 in top-k order, rounded once), real
+runtimes as the vLLM worker builds them, memory tiers of every kind the live executor runs
+(host memory, a host tier over a disk tier read through the bounce record, a low-precision
+gpu tier, a second full-precision gpu tier, experts in parts). Two transient entries give
+every output of a run with one entry per expert, bit for bit, and the same runtime and
+mechanism counts; passes over experts do not (the test can fail)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+import mpl  # noqa: E402
+from mpl.mechanism.execute import row_groups  # noqa: E402
+from mpl.mechanism.live import LiveExecutor, silu_experts  # noqa: E402
+from mpl.mechanism.shadow import policy_runtime  # noqa: E402
+from mpl.mechanism.tiered import TierBuild  # noqa: E402
+from mpl.trace import TraceHeader  # noqa: E402
+
+import tier_helpers  # noqa: E402
+from live_layers import E, H, I, K, L, dispatch_steps, random_layers  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+# ---------------------------------------------------------------------------- the groups
+@given(st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=4), min_size=1, max_size=40),
+       st.sets(st.integers(0, 11)), st.integers(1, 6))
+def test_row_groups_cover_every_row_once_within_the_entries(rows, streamed, slots):
+    groups = row_groups(rows, streamed, slots)
+    need_of = [[e for e in dict.fromkeys(r) if e in streamed] for r in rows]
+    if any(len(n) > slots for n in need_of):
+        assert groups is None
+        return
+    assert sorted(i for idx, _ in groups for i in idx) == list(range(len(rows)))
+    for idx, need in groups:
+        assert idx == sorted(idx) and len(need) == len(set(need)) <= slots
+        assert set(need) == {e for i in idx for e in need_of[i]}
+    # a row with no streamed expert joins the first call
+    assert all(i in groups[0][0] for i, n in enumerate(need_of) if not n)
+
+
+def test_row_groups_place_rows_first_fit():
+    rows = [[0, 1], [2, 3], [1, 0], [4, 5], [2, 9]]
+    # (expert 9 is resident: row 4 needs only 2, which the second call has)
+    assert row_groups(rows, {0, 1, 2, 3, 4, 5}, 2) == [([0, 2], [0, 1]), ([1, 4], [2, 3]),
+                                                       ([3], [4, 5])]
+    assert row_groups([[0, 1, 2]], {0, 1, 2}, 2) is None
+
+
+# ---------------------------------------------------------------------------- the executor
+def fused_kernel(ordinal, x, tensors, weights, ids, first, shared):
+    """vLLM's CPU kernel in miniature: each row's top-k outputs added in float32, in top-k
+    order, inside the call, the sum rounded to the layers' dtype once."""
+    w = {n: t.float() for n, t in tensors.items()}
+    return silu_experts(x.float(), w, weights.float(), ids).to(x.dtype)
+
+
+def _layers():
+    return [{n: t.to(torch.bfloat16) for n, t in layer.items()} for layer in random_layers()]
+
+
+EXPERT_BYTES = (2 * I * H + H * I) * 2
+
+
+def _steps():
+    return [(layer, x.to(torch.bfloat16), w, ids, d)
+            for _, layer, x, w, ids, d in dispatch_steps(12, 3)]
+
+
+def _policies(folder):
+    disk = tier_helpers.disk_policy(folder, 2, 2, "")
+    return {
+        "host": "policy h { hierarchy { tier g { location = gpu  capacity = 2 }\n"
+                "tier r { location = cpu } } }\n",
+        "disk": disk,
+        "int8": "policy w { hierarchy { tier hot { location = gpu  capacity = 2 }\n"
+                "tier warm { location = gpu  dtype = int8  capacity = 3 }\n"
+                "tier ram { location = cpu }\n"
+                "on demote(hot -> warm) { mechanism = in_place_requant } } }\n",
+        "gpu2": "policy g { hierarchy { tier g { location = gpu  capacity = 2 }\n"
+                "tier g2 { location = gpu  capacity = 3 }\ntier r { location = cpu } } }\n",
+        "split-disk": disk.replace("\n    }\n", "\n        granularity_split = 2\n    }\n", 1),
+    }
+
+
+def _run(text, slots, row_passes):
+    policy = mpl.loads(text)
+    header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
+    _, _, rt = policy_runtime(policy, header)
+    layers = _layers()
+    build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
+    ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=slots, tiers=build,
+                      readers=2, row_passes=row_passes)
+    try:
+        outs = []
+        for layer, x, w, ids, d in _steps():
+            ex.plan(d)
+            outs.append(ex.forward(layer, x, w, ids))
+        ex.flush_stalls()
+        return outs, rt.stats(), ex.stats()
+    finally:
+        ex.release()
+        build.remove()
+
+
+#: what two runs may differ in besides the decisions: timings, and the files' names (a new
+#: folder per run); a copy again within a dispatch that reads a record again is an unplanned
+#: read, counted apart
+WORK = ("unplanned_reads", "read_wait_ms", "read_busy_ms", "files")
+
+
+def _decisions(m: dict) -> dict:
+    def strip(d):
+        if isinstance(d, dict):
+            return {k: strip(v) for k, v in d.items() if k not in WORK}
+        if isinstance(d, list):
+            return [strip(v) for v in d]
+        return d
+    keep = {k: v for k, v in m.items() if k in (
+        "dispatches", "copies", "demand_copies", "background_copies", "prefetch_copies",
+        "stream_copies", "bytes_copied", "cpu_computes")}
+    keep["tiers"] = strip(m["tiers"])
+    return keep
+
+
+CASES = ("host", "disk", "int8", "gpu2", "split-disk")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_two_entries_over_groups_of_rows_give_one_calls_bits(tmp_path, case):
+    text = _policies(str(tmp_path))[case]
+    one, rt_one, m_one = _run(text, E, row_passes=True)
+    rows, rt_rows, m_rows = _run(text, 2, row_passes=True)
+    assert m_one["multi_pass_dispatches"] == 0
+    assert m_rows["row_pass_dispatches"] == m_rows["multi_pass_dispatches"] > 0
+    for n, (a, b) in enumerate(zip(one, rows)):
+        assert torch.equal(a, b), (case, n)
+    drop = ("stall_ms",)
+    assert ({k: v for k, v in rt_one.items() if k not in drop}
+            == {k: v for k, v in rt_rows.items() if k not in drop})
+    assert _decisions(m_one) == _decisions(m_rows), case
+    assert m_rows["passes"] > m_rows["dispatches"]
+
+
+def test_copies_again_are_counted_apart_and_passes_over_experts_lose_bits(tmp_path):
+    text = _policies(str(tmp_path))["disk"]
+    one, _, _ = _run(text, E, row_passes=True)
+    _, _, m_rows = _run(text, 2, row_passes=True)
+    experts, _, m_exp = _run(text, 2, row_passes=False)
+    assert m_rows["restream_copies"] > 0 and m_exp["restream_copies"] == 0
+    assert m_exp["row_pass_dispatches"] == 0 < m_exp["multi_pass_dispatches"]
+    # a pass over some experts rounds a partial sum: the bits move
+    assert any(not torch.equal(a, b) for a, b in zip(one, experts))
+
+
+def test_a_row_beyond_the_entries_runs_in_passes_over_experts(tmp_path):
+    # one transient entry, two experts per token: a token whose two experts both stream has
+    # no group of rows; the dispatch runs over experts (the result rounded per pass)
+    text = _policies(str(tmp_path))["host"]
+    _, _, m = _run(text, 1, row_passes=True)
+    assert m["multi_pass_dispatches"] > m["row_pass_dispatches"]
+
+
+def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path):
+    from offload_cuda_double import (FakeCudaOps, compute_before_copy, foreign_waits,
+                                     host_record_rewritten_in_flight, slot_write_while_read,
+                                     unpinned_async_copies)
+
+    policy = mpl.loads(_policies(str(tmp_path))["disk"])
+    header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
+    _, _, rt = policy_runtime(policy, header)
+    layers = _layers()
+    build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
+    ops = FakeCudaOps()
+    ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=2, tiers=build,
+                      readers=2, ops=ops, row_passes=True)
+    try:
+        for layer, x, w, ids, d in _steps():
+            ex.plan(d)
+            got = ex.forward(layer, x, w, ids)
+            assert torch.equal(got, fused_kernel(layer, x, layers[layer], w, ids, True, None))
+        ex.flush_stalls()
+        m = ex.stats()
+        assert m["row_pass_dispatches"] > 0 and m["restream_copies"] > 0
+        log = ops.log
+        assert host_record_rewritten_in_flight(log) == []
+        assert slot_write_while_read(log) == []
+        assert compute_before_copy(log) == []
+        assert foreign_waits(log, ops.compute_stream) == []
+        assert unpinned_async_copies(log) == []
+    finally:
+        ex.release()
+        build.remove()
+
+
+def test_groups_of_a_call_with_padding_rows_are_made_from_its_ids(tmp_path):
+    # a call with more rows than the dispatch (padding rows the engine adds): the groups are
+    # made from the ids the kernel would read
+    text = _policies(str(tmp_path))["host"]
+    policy = mpl.loads(text)
+    header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
+    _, _, rt = policy_runtime(policy, header)
+    layers = _layers()
+    build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
+    ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=2, tiers=build,
+                      row_passes=True)
+    rnd = random.Random(5)
+    try:
+        for layer, x, w, ids, d in _steps():
+            pad = rnd.randrange(3)
+            if pad:
+                x = torch.cat([x, x[:1].repeat(pad, 1)])
+                w = torch.cat([w, w[:1].repeat(pad, 1)])
+                ids = torch.cat([ids, ids[:1].repeat(pad, 1)])
+            ex.plan(d)
+            got = ex.forward(layer, x, w, ids)
+            assert torch.equal(got, fused_kernel(layer, x, layers[layer], w, ids, True, None))
+        assert ex.stats()["row_pass_dispatches"] > 0
+    finally:
+        ex.release()
+        build.remove()
