@@ -1,8 +1,10 @@
 """A dispatch beyond the transient entries, computed over groups of rows
-(``mpl.mechanism.execute.row_groups``, ``LiveExecutor(row_passes=True)``): the way vLLM's CPU
-build keeps its bits with a bounded transient area, since its kernel adds each token's top-k
-outputs inside (a pass over some experts rounds a partial sum) and computes a token the same
-whatever other tokens it is given.
+(``mpl.mechanism.execute.row_groups``, ``LiveExecutor(row_passes=...)``): the way vLLM's live
+offload keeps its bits with a bounded transient area, since its kernels add each token's
+top-k outputs inside (a pass over some experts rounds a partial sum). The CPU kernel computes
+a token the same whatever other tokens it is given (``ALONE``: a call on the group's rows);
+a kernel whose tiling follows the number of rows keeps it with every row in every call, the
+other rows' experts the zero entry (``IN_PLACE``); ``row_probe`` tells them apart.
 
 Without vLLM: bfloat16 MoE layers and a kernel that does what vLLM's CPU kernel does with
 them (each row's top-k outputs added in float32 in top-k order, rounded once), real
@@ -24,7 +26,7 @@ from hypothesis import given, strategies as st  # noqa: E402
 
 import mpl  # noqa: E402
 from mpl.mechanism.execute import row_groups  # noqa: E402
-from mpl.mechanism.live import LiveExecutor, silu_experts  # noqa: E402
+from mpl.mechanism.live import ALONE, IN_PLACE, LiveExecutor, row_probe, silu_experts  # noqa: E402
 from mpl.mechanism.shadow import policy_runtime  # noqa: E402
 from mpl.mechanism.tiered import TierBuild  # noqa: E402
 from mpl.trace import TraceHeader  # noqa: E402
@@ -96,14 +98,14 @@ def _policies(folder):
     }
 
 
-def _run(text, slots, row_passes):
+def _run(text, slots, row_passes, kernel=None):
     policy = mpl.loads(text)
     header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
     _, _, rt = policy_runtime(policy, header)
     layers = _layers()
     build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
-    ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=slots, tiers=build,
-                      readers=2, row_passes=row_passes)
+    ex = LiveExecutor(rt, layers, "cpu", kernel=kernel or fused_kernel, stream_slots=slots,
+                      tiers=build, readers=2, row_passes=row_passes)
     try:
         outs = []
         for layer, x, w, ids, d in _steps():
@@ -139,11 +141,12 @@ def _decisions(m: dict) -> dict:
 CASES = ("host", "disk", "int8", "gpu2", "split-disk")
 
 
+@pytest.mark.parametrize("mode", [ALONE, IN_PLACE])
 @pytest.mark.parametrize("case", CASES)
-def test_two_entries_over_groups_of_rows_give_one_calls_bits(tmp_path, case):
+def test_two_entries_over_groups_of_rows_give_one_calls_bits(tmp_path, case, mode):
     text = _policies(str(tmp_path))[case]
-    one, rt_one, m_one = _run(text, E, row_passes=True)
-    rows, rt_rows, m_rows = _run(text, 2, row_passes=True)
+    one, rt_one, m_one = _run(text, E, row_passes=mode)
+    rows, rt_rows, m_rows = _run(text, 2, row_passes=mode)
     assert m_one["multi_pass_dispatches"] == 0
     assert m_rows["row_pass_dispatches"] == m_rows["multi_pass_dispatches"] > 0
     for n, (a, b) in enumerate(zip(one, rows)):
@@ -157,9 +160,9 @@ def test_two_entries_over_groups_of_rows_give_one_calls_bits(tmp_path, case):
 
 def test_copies_again_are_counted_apart_and_passes_over_experts_lose_bits(tmp_path):
     text = _policies(str(tmp_path))["disk"]
-    one, _, _ = _run(text, E, row_passes=True)
-    _, _, m_rows = _run(text, 2, row_passes=True)
-    experts, _, m_exp = _run(text, 2, row_passes=False)
+    one, _, _ = _run(text, E, row_passes=ALONE)
+    _, _, m_rows = _run(text, 2, row_passes=ALONE)
+    experts, _, m_exp = _run(text, 2, row_passes=None)
     assert m_rows["restream_copies"] > 0 and m_exp["restream_copies"] == 0
     assert m_exp["row_pass_dispatches"] == 0 < m_exp["multi_pass_dispatches"]
     # a pass over some experts rounds a partial sum: the bits move
@@ -170,11 +173,42 @@ def test_a_row_beyond_the_entries_runs_in_passes_over_experts(tmp_path):
     # one transient entry, two experts per token: a token whose two experts both stream has
     # no group of rows; the dispatch runs over experts (the result rounded per pass)
     text = _policies(str(tmp_path))["host"]
-    _, _, m = _run(text, 1, row_passes=True)
+    _, _, m = _run(text, 1, row_passes=ALONE)
     assert m["multi_pass_dispatches"] > m["row_pass_dispatches"]
 
 
-def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path):
+def tiled_kernel(ordinal, x, tensors, weights, ids, first, shared):
+    """A kernel whose arithmetic follows the number of rows in the call (as a GPU kernel's
+    tiling does): rows computed in bfloat16 from four rows on, in float32 below."""
+    if x.shape[0] >= 4:
+        return silu_experts(x, tensors, weights.to(x.dtype), ids)
+    return fused_kernel(ordinal, x, tensors, weights, ids, first, shared)
+
+
+def test_the_probe_tells_which_groups_of_rows_keep_a_kernels_bits():
+    layer = _layers()[0]
+    assert row_probe(fused_kernel, layer, H, K, ALONE)
+    assert row_probe(fused_kernel, layer, H, K, IN_PLACE)
+    assert not row_probe(tiled_kernel, layer, H, K, ALONE)
+    assert row_probe(tiled_kernel, layer, H, K, IN_PLACE)
+    # (the probe changes nothing the layer holds)
+    assert all(torch.equal(a, b) for a, b in zip(layer.values(), _layers()[0].values()))
+
+
+def test_a_kernel_tiled_by_its_rows_keeps_its_bits_in_place(tmp_path):
+    # every call keeps the dispatch's shape: the tiling, and so each row, as in one call;
+    # on the group's rows alone the tiling changes and so do the bits
+    text = _policies(str(tmp_path))["disk"]
+    one, _, _ = _run(text, E, IN_PLACE, kernel=tiled_kernel)
+    in_place, _, m = _run(text, 2, IN_PLACE, kernel=tiled_kernel)
+    alone, _, _ = _run(text, 2, ALONE, kernel=tiled_kernel)
+    assert m["row_pass_dispatches"] > 0
+    assert all(torch.equal(a, b) for a, b in zip(one, in_place))
+    assert any(not torch.equal(a, b) for a, b in zip(one, alone))
+
+
+@pytest.mark.parametrize("mode", [ALONE, IN_PLACE])
+def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path, mode):
     from offload_cuda_double import (FakeCudaOps, compute_before_copy, foreign_waits,
                                      host_record_rewritten_in_flight, slot_write_while_read,
                                      unpinned_async_copies)
@@ -186,7 +220,7 @@ def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path):
     build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
     ops = FakeCudaOps()
     ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=2, tiers=build,
-                      readers=2, ops=ops, row_passes=True)
+                      readers=2, ops=ops, row_passes=mode)
     try:
         for layer, x, w, ids, d in _steps():
             ex.plan(d)
@@ -206,7 +240,8 @@ def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path):
         build.remove()
 
 
-def test_groups_of_a_call_with_padding_rows_are_made_from_its_ids(tmp_path):
+@pytest.mark.parametrize("mode", [ALONE, IN_PLACE])
+def test_groups_of_a_call_with_padding_rows_are_made_from_its_ids(tmp_path, mode):
     # a call with more rows than the dispatch (padding rows the engine adds): the groups are
     # made from the ids the kernel would read
     text = _policies(str(tmp_path))["host"]
@@ -216,7 +251,7 @@ def test_groups_of_a_call_with_padding_rows_are_made_from_its_ids(tmp_path):
     layers = _layers()
     build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
     ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=2, tiers=build,
-                      row_passes=True)
+                      row_passes=mode)
     rnd = random.Random(5)
     try:
         for layer, x, w, ids, d in _steps():

@@ -22,10 +22,13 @@ Per planned dispatch:
 2. experts the Plan STREAMs (no slot could be freed: a step whose distinct experts exceed
    the cache) go through the transient entries; when there are more than ``stream_slots``,
    the dispatch is computed in **passes**: with ``row_passes`` (a kernel that adds each
-   row's top-k outputs inside and computes a row the same whatever other rows it is given:
-   vLLM's CPU kernel) over groups of rows (``execute.row_groups``), each call with all of
-   its rows' experts in place, the rows' outputs put together, so every row is computed as
-   in one call; else over ranges of expert ids (``execute.passes``: each with at most
+   row's top-k outputs inside, so a pass over some experts would round a partial sum) over
+   groups of rows (``execute.row_groups``), each call with all of its rows' experts in
+   place, the rows' outputs put together, so every row is computed as in one call: the
+   kernel on the group's rows only (:data:`ALONE`: a kernel that computes a row the same
+   whatever other rows it is given, as vLLM's CPU kernel does), or on every row with the
+   other rows' experts the zero entry (:data:`IN_PLACE`: the call's shape unchanged, for a
+   kernel whose tiling follows the number of rows, as vLLM's GPU kernels' does); else over ranges of expert ids (``execute.passes``: each with at most
    ``stream_slots`` streamed experts and the resident ones of its range), the passes'
    outputs summed;
 3. the kernel runs on the pool (compute waits only for the copies into the entries it
@@ -71,7 +74,7 @@ from .pool import DEMAND, STREAMED, SlotPool
 from .staging import Staging
 from .store import HostStore
 
-__all__ = ["LiveExecutor", "LiveError", "silu_experts"]
+__all__ = ["ALONE", "IN_PLACE", "LiveExecutor", "LiveError", "row_probe", "silu_experts"]
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -96,6 +99,45 @@ def silu_experts(x: torch.Tensor, w: dict, weights: torch.Tensor, ids: torch.Ten
     return out
 
 
+#: ``LiveExecutor(row_passes=...)``: each call the kernel on its group's rows only
+ALONE = "alone"
+#: each call the kernel on every row of the dispatch, the other rows' experts the zero entry,
+#: the group's rows kept (the call's shape, and so a tiling that follows it, unchanged)
+IN_PLACE = "in_place"
+
+
+def row_probe(kernel, tensors: dict, hidden: int, top_k: int, mode: str, *, rows: int = 9,
+              seed: int = 0) -> bool:
+    """Whether calls over groups of rows in ``mode`` (:data:`ALONE`, :data:`IN_PLACE`) give
+    ``kernel`` (:class:`LiveExecutor`'s signature) its one call's rows bit for bit, probed on
+    ``tensors`` (a layer's experts as the kernel reads them): ``rows`` random rows over
+    ``top_k + 1`` of the experts (copied, with an all-zero entry after them) in one call, then
+    cut in two at two places. A guard on the kernel actually installed (its build, its
+    instruction set), not a proof: a kernel whose arithmetic follows the number of rows
+    could agree on a probe this small by chance."""
+    first = next(iter(tensors.values()))
+    n = min(int(first.shape[0]), top_k + 1)
+    small = {name: torch.cat([t[:n], torch.zeros_like(t[:1])]) for name, t in tensors.items()}
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(n, generator=g)[:top_k] for _ in range(rows)])
+    ids = ids.to(device=first.device, dtype=torch.int32)
+    w = torch.softmax(torch.randn(rows, top_k, generator=g), dim=-1).to(first.device)
+    x = torch.randn(rows, hidden, generator=g).to(device=first.device, dtype=first.dtype)
+    whole = kernel(0, x, small, w, ids, False, None)
+    for cut in (1, rows // 2):
+        parts = []
+        for a, b in ((0, cut), (cut, rows)):
+            if mode == ALONE:
+                parts.append(kernel(0, x[a:b], small, w[a:b], ids[a:b], False, None))
+                continue
+            masked = torch.full_like(ids, n)
+            masked[a:b] = ids[a:b]
+            parts.append(kernel(0, x, small, w, masked, False, None)[a:b])
+        if not torch.equal(torch.cat(parts), whole):
+            return False
+    return True
+
+
 class LiveExecutor:
     """``layers``: per MoE-layer ordinal, ``{param name: [E, ...] tensor}`` as the engine's
     kernel reads them (every layer the same names, shapes and dtypes). ``kernel(ordinal, x,
@@ -106,13 +148,14 @@ class LiveExecutor:
     when the policy never places experts on the CPU. ``tiers``: the memory tiers of a
     tiered runtime (a :class:`mpl.mechanism.tiered.TierBuild`, its files written; required
     exactly when ``runtime.tier_layout`` is set), with ``readers`` disk reader threads.
-    ``row_passes``: the kernel adds each row's top-k outputs inside and computes a row the
-    same whatever other rows are in the call, so a dispatch beyond the transient entries is
-    computed over groups of rows (bit for bit one call's result) instead of over experts."""
+    ``row_passes`` (:data:`ALONE`, :data:`IN_PLACE`; :func:`row_probe` checks a kernel): a
+    dispatch beyond the transient entries is computed over groups of rows (bit for bit one
+    call's result, for a kernel that adds each row's top-k outputs inside) instead of over
+    experts."""
 
     def __init__(self, runtime, layers: list[dict], device, *, kernel, cpu_kernel=None,
                  stream_slots: int, ops: SyncOps | None = None, tiers=None,
-                 readers: int = 4, row_passes: bool = False) -> None:
+                 readers: int = 4, row_passes: str | None = None) -> None:
         self.runtime = runtime
         self.device = torch.device(device)
         self.ops = ops = ops or SyncOps(self.device)
@@ -164,6 +207,8 @@ class LiveExecutor:
         self.dispatches = 0
         self.passes = 0
         self.multi_pass_dispatches = 0
+        if row_passes not in (None, ALONE, IN_PLACE):
+            raise LiveError(f"row_passes = {row_passes!r}: one of {ALONE!r}, {IN_PLACE!r} or None")
         self.row_passes = row_passes
         self.row_pass_dispatches = 0
         self.restream_copies = 0       # a streamed expert copied again within its dispatch
@@ -327,8 +372,10 @@ class LiveExecutor:
 
     def _row_passes(self, ordinal, x, topk_weights, topk_ids, rows, groups, resident, shared):
         """A dispatch computed in calls over groups of its rows (``execute.row_groups``):
-        each call the kernel on its rows only, with their streamed experts in transient
-        entries and the resident experts in their slots; the calls' rows put together. An
+        each call the kernel on its rows only (:data:`ALONE`), or on every row with the other
+        rows' experts the zero entry (:data:`IN_PLACE`), with the group's streamed experts in
+        transient entries and the resident experts in their slots; the group's rows of each
+        call put together. An
         entry keeps its expert while it has room (when it has none, the expert needed again
         furthest ahead gives way). An expert's first copy is the Plan's STREAM; a copy again
         (its entry given to another in between) is counted apart."""
@@ -368,12 +415,23 @@ class LiveExecutor:
             for e in need:
                 lut[e] = held[e]
             sel = self.staging.upload(idx, torch.long)
-            ids = self.staging.upload([lut[e] for i in idx for e in rows[i]],
-                                      topk_ids.dtype).view(len(idx), k)
             used = slots + [held[e] for e in need]
-            pool.wait_for(used)
-            part = self._run(ordinal, x.index_select(0, sel), pool.tensors,
-                             topk_weights.index_select(0, sel), ids, n == 0, shared)
+            if self.row_passes == IN_PLACE:
+                member = set(idx)
+                zero = [pool.zero] * k
+                ids = self.staging.upload(
+                    [v for i, r in enumerate(rows) for v in ([lut[e] for e in r]
+                                                              if i in member else zero)],
+                    topk_ids.dtype).view(len(rows), k)
+                pool.wait_for(used)
+                part = self._run(ordinal, x, pool.tensors, topk_weights, ids, n == 0,
+                                 shared).index_select(0, sel)
+            else:
+                ids = self.staging.upload([lut[e] for i in idx for e in rows[i]],
+                                          topk_ids.dtype).view(len(idx), k)
+                pool.wait_for(used)
+                part = self._run(ordinal, x.index_select(0, sel), pool.tensors,
+                                 topk_weights.index_select(0, sel), ids, n == 0, shared)
             pool.release(used + [pool.zero])
             if out is None:
                 out = part.new_empty((x.shape[0], *part.shape[1:]))
@@ -472,6 +530,7 @@ class LiveExecutor:
             "bytes_copied": pool.bytes_copied + (parts.bytes_copied if parts is not None else 0),
             "passes": self.passes,
             "multi_pass_dispatches": self.multi_pass_dispatches,
+            "row_passes": self.row_passes,
             "row_pass_dispatches": self.row_pass_dispatches,
             "restream_copies": self.restream_copies,
             "host_window_dispatches": self.host_window_dispatches,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from mpl.mechanism.live import LiveExecutor, LiveError, silu_experts
+from mpl.mechanism.live import ALONE, IN_PLACE, LiveExecutor, LiveError, row_probe, silu_experts
 
 from .errors import VllmIntegrationError
 
@@ -174,18 +174,23 @@ class Offload:
                 "the policy can place experts on the CPU (schedule.mode = cpu_fallback or "
                 "hybrid), and this model's experts do not use SiLU: no CPU expert kernel")
         tiers = getattr(runtime, "tier_layout", None)
-        # vLLM's CPU kernel adds each token's top-k outputs inside, and computes a token the
-        # same whatever other tokens it is given (checked bit for bit): a step beyond the
-        # transient area runs in calls over groups of tokens and keeps its bits. The GPU
-        # kernels choose their tiling by the number of tokens, so there every step runs in
-        # one call: one transient entry per expert of a layer by default.
-        rows_alone = device.type == "cpu"
+        top_k = int(runners[0].router.top_k)
+        # vLLM's kernels add each token's top-k outputs inside (a pass over some experts
+        # would round a partial sum): a step beyond the transient area runs in calls over
+        # groups of tokens instead, each with all its tokens' experts in place. The CPU
+        # kernel computes a token the same whatever other tokens it is given (called on the
+        # group's tokens); the GPU kernels choose their tiling by the number of tokens
+        # (called on every token, the others' experts the zero entry). Probed here on layer
+        # 0's kernel and weights: where the probe finds a difference, one call per step.
+        mode = ALONE if device.type == "cpu" else IN_PLACE
+        by_rows = mode if row_probe(kernel, {n: getattr(first, n).data for n in WEIGHTS},
+                                    int(first.w2_weight.shape[1]), top_k, mode) else None
         stream = E if stream_slots is None else int(stream_slots)
-        if stream_slots is None and rows_alone:
-            # bounded; what a step streams beyond it is computed from the host store without
-            # memory tiers (LiveExecutor's host window), over groups of tokens with them
+        if stream_slots is None and ((device.type == "cpu" and tiers is None) or by_rows):
+            # bounded; what a step streams beyond it is computed from the host store on the
+            # CPU without memory tiers (LiveExecutor's host window), else over groups of tokens
             from mpl.mechanism.footprint import default_stream_slots
-            stream = default_stream_slots(E, int(runners[0].router.top_k))
+            stream = default_stream_slots(E, top_k)
         if stream < 1:
             raise VllmIntegrationError(
                 f"{stream} transient slots: live offload needs at least 1 (a step whose "
@@ -216,7 +221,7 @@ class Offload:
             self.executor = LiveExecutor(runtime, layers, device, kernel=kernel,
                                          cpu_kernel=cpu_kernel, stream_slots=stream,
                                          ops=ops or ops_for(device), tiers=self.tier_build,
-                                         readers=readers, row_passes=rows_alone)
+                                         readers=readers, row_passes=by_rows)
         except BaseException as e:
             if self.tier_build is not None:
                 self.tier_build.remove()

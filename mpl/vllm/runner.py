@@ -52,8 +52,8 @@ class PolicyRunner:
     statistics on ``hardware``) or, with ``offload=True``, live: every worker moves the
     experts to a host store and a slot pool sized by the policy, whose runtime decides what
     the engine holds (``stream_slots``: transient pool entries, default a few per routed
-    expert on the CPU build, one per expert of a layer on a GPU; a step beyond them runs in
-    passes). ``lookahead``: record pre-gating predictions that many layers
+    expert, a step beyond them in passes; one per expert of a layer where the kernel's
+    probe turns groups of tokens down). ``lookahead``: record pre-gating predictions that many layers
     ahead (0: none; default: the policy's distance when it prefetches by ``lookahead`` or
     ``learned``, else none). Other keyword arguments go to ``vllm.LLM``;
     ``enforce_eager`` defaults to True (compiled mode cannot be recorded)."""

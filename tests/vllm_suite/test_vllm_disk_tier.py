@@ -114,6 +114,7 @@ def test_disk_reads_and_copies_equal_the_runtimes(runs, case):
         # vLLM's CPU kernel adds each token's experts inside: a step beyond the two transient
         # entries runs over groups of tokens (none over experts), copying an expert again
         # when its entry went to another in between (counted apart from the runtime's)
+        assert mech["row_passes"] == "alone"      # the start-up probe of the kernel
         assert mech["row_pass_dispatches"] == mech["multi_pass_dispatches"] > 0
         assert mech["restream_copies"] > 0
     else:
