@@ -175,22 +175,25 @@ class Offload:
                 "hybrid), and this model's experts do not use SiLU: no CPU expert kernel")
         tiers = getattr(runtime, "tier_layout", None)
         top_k = int(runners[0].router.top_k)
+        stream = E if stream_slots is None else int(stream_slots)
+        if stream_slots is None and device.type == "cpu" and tiers is None:
+            # the CPU build without memory tiers: what a step streams beyond the bounded
+            # transient area is computed from the host store (LiveExecutor's host window)
+            from mpl.mechanism.footprint import default_stream_slots
+            stream = default_stream_slots(E, top_k)
         # vLLM's kernels add each token's top-k outputs inside (a pass over some experts
         # would round a partial sum): a step beyond the transient area runs in calls over
         # groups of tokens instead, each with all its tokens' experts in place. The CPU
         # kernel computes a token the same whatever other tokens it is given (called on the
         # group's tokens); the GPU kernels choose their tiling by the number of tokens
         # (called on every token, the others' experts the zero entry). Probed here on layer
-        # 0's kernel and weights: where the probe finds a difference, one call per step.
-        mode = ALONE if device.type == "cpu" else IN_PLACE
-        by_rows = mode if row_probe(kernel, {n: getattr(first, n).data for n in WEIGHTS},
-                                    int(first.w2_weight.shape[1]), top_k, mode) else None
-        stream = E if stream_slots is None else int(stream_slots)
-        if stream_slots is None and ((device.type == "cpu" and tiers is None) or by_rows):
-            # bounded; what a step streams beyond it is computed from the host store on the
-            # CPU without memory tiers (LiveExecutor's host window), else over groups of tokens
-            from mpl.mechanism.footprint import default_stream_slots
-            stream = default_stream_slots(E, top_k)
+        # 0's kernel and weights; where the probe finds a difference, passes over experts.
+        by_rows = None
+        if stream < E:
+            mode = ALONE if device.type == "cpu" else IN_PLACE
+            if row_probe(kernel, {n: getattr(first, n).data for n in WEIGHTS},
+                         int(first.w2_weight.shape[1]), top_k, mode):
+                by_rows = mode
         if stream < 1:
             raise VllmIntegrationError(
                 f"{stream} transient slots: live offload needs at least 1 (a step whose "

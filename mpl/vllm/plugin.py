@@ -14,8 +14,8 @@ capture and a shadow policy in ``vllm serve``, configured by environment variabl
 * ``MPL_VLLM_OFFLOAD=1`` (with ``MPL_VLLM_POLICY``) — run the policy live instead: every
   worker moves its experts to a host store and a slot pool sized by the policy, whose
   runtime decides what the engine holds (``MPL_VLLM_STREAM_SLOTS=N``: transient entries,
-  default a few per routed expert; one per expert of a layer where the kernel's probe
-  turns groups of tokens down);
+  default one per expert of a layer on a GPU and with memory tiers, a few per routed expert
+  on the CPU build without them);
   the stats file then has the mechanism's ``offload``
   block.
 
