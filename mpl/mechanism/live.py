@@ -28,9 +28,9 @@ Per planned dispatch:
    kernel on the group's rows only (:data:`ALONE`: a kernel that computes a row the same
    whatever other rows it is given, as vLLM's CPU kernel does), or on every row with the
    other rows' experts the zero entry (:data:`IN_PLACE`: the call's shape unchanged, for a
-   kernel whose tiling follows the number of rows, as vLLM's GPU kernels' does); else over ranges of expert ids (``execute.passes``: each with at most
-   ``stream_slots`` streamed experts and the resident ones of its range), the passes'
-   outputs summed;
+   kernel whose tiling follows the number of rows, as vLLM's GPU kernels' tiling does);
+   else over ranges of expert ids (``execute.passes``: each with at most ``stream_slots``
+   streamed experts and the resident ones of its range), the passes' outputs summed;
 3. the kernel runs on the pool (compute waits only for the copies into the entries it
    reads; a later copy into one of them waits for this compute);
 4. experts the Plan places on the CPU (``cpu_fallback`` / ``hybrid``) are computed by
@@ -375,10 +375,10 @@ class LiveExecutor:
         each call the kernel on its rows only (:data:`ALONE`), or on every row with the other
         rows' experts the zero entry (:data:`IN_PLACE`), with the group's streamed experts in
         transient entries and the resident experts in their slots; the group's rows of each
-        call put together. An
-        entry keeps its expert while it has room (when it has none, the expert needed again
-        furthest ahead gives way). An expert's first copy is the Plan's STREAM; a copy again
-        (its entry given to another in between) is counted apart."""
+        call put together. An entry keeps its expert while it has room (when it has none,
+        the expert needed again furthest ahead gives way). An expert's first copy is the
+        Plan's STREAM; a copy again (its entry given to another in between) is counted
+        apart."""
         pool = self.pool
         base = [pool.zero] * self.num_experts
         for e, w in resident:
