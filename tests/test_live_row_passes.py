@@ -50,7 +50,7 @@ def test_row_groups_cover_every_row_once_within_the_entries(rows, streamed, slot
     for idx, need in groups:
         assert idx == sorted(idx) and len(need) == len(set(need)) <= slots
         assert set(need) == {e for i in idx for e in need_of[i]}
-    # a row with no streamed expert joins the first call
+    # a row with no streamed expert joins the first call (fewer calls than the window here)
     assert all(i in groups[0][0] for i, n in enumerate(need_of) if not n)
 
 
@@ -60,6 +60,18 @@ def test_row_groups_place_rows_first_fit():
     assert row_groups(rows, {0, 1, 2, 3, 4, 5}, 2) == [([0, 2], [0, 1]), ([1, 4], [2, 3]),
                                                        ([3], [4, 5])]
     assert row_groups([[0, 1, 2]], {0, 1, 2}, 2) is None
+
+
+def test_row_groups_look_back_a_window_of_calls():
+    # a hundred tokens with experts of their own, each a call; a token with no streamed
+    # expert joins the first of the last ROW_GROUP_WINDOW calls (grouping stays linear)
+    from mpl.mechanism.execute import ROW_GROUP_WINDOW
+
+    rows = [[2 * i, 2 * i + 1] for i in range(100)] + [[998, 999]]
+    groups = row_groups(rows, set(range(200)), 2)
+    assert len(groups) == 100
+    assert groups[100 - ROW_GROUP_WINDOW] == ([100 - ROW_GROUP_WINDOW, 100],
+                                              [200 - 2 * ROW_GROUP_WINDOW, 201 - 2 * ROW_GROUP_WINDOW])
 
 
 # ---------------------------------------------------------------------------- the executor

@@ -136,22 +136,28 @@ def passes(resident, streamed, stream_slots: int, *, stage: bool = False) -> lis
     return out
 
 
+#: how many of the latest calls a row may join (:func:`row_groups`)
+ROW_GROUP_WINDOW = 64
+
+
 def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[int]]] | None:
     """The kernel calls of a dispatch whose ``streamed`` experts outnumber the
     ``stream_slots`` transient entries, for a kernel that adds each row's top-k outputs
     inside (an order passes over experts would change) and computes a row the same whatever
     other rows are in the call: ``(row indices, the streamed experts the rows use)`` per
     call, each call's streamed experts at most ``stream_slots``, every row in exactly one
-    call. Rows are placed first fit, in order (a row with no streamed expert joins the first
-    call). None when one row alone uses more streamed experts than there are entries (top-k
-    above ``stream_slots``): such a dispatch can only run in passes over experts."""
+    call. Rows are placed first fit, in order, among the last ``ROW_GROUP_WINDOW`` calls (the
+    earlier ones are about full: a large step's grouping stays linear in its rows); a row
+    with no streamed expert joins the first call it meets. None when one row alone uses more
+    streamed experts than there are entries (top-k above ``stream_slots``): such a dispatch
+    can only run in passes over experts."""
     moving = set(streamed)
     groups: list[tuple[list[int], set, list[int]]] = []
     for i, row in enumerate(rows):
         need = [e for e in dict.fromkeys(row) if e in moving]
         if len(need) > stream_slots:
             return None
-        for idx, have, order in groups:
+        for idx, have, order in groups[-ROW_GROUP_WINDOW:]:
             extra = [e for e in need if e not in have]
             if len(have) + len(extra) <= stream_slots:
                 break
