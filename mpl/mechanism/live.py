@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from bisect import bisect_right
 
 import torch
 
@@ -390,8 +391,9 @@ class LiveExecutor:
                 uses.setdefault(e, []).append(n)
 
         def next_use(e, n):
-            later = [m for m in uses[e] if m > n]
-            return later[0] if later else len(groups)
+            u = uses[e]
+            j = bisect_right(u, n)
+            return u[j] if j < len(u) else len(groups)
 
         held: dict[int, int] = {}
         free = list(range(pool.stream_base + pool.stream_slots - 1, pool.stream_base - 1, -1))
