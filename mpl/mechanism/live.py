@@ -281,15 +281,16 @@ class LiveExecutor:
         resident, streamed, cpu = placements(plan, pool.content, ordinal,
                                              lower=self.tiers is not None)
         calls = passes(resident, streamed, pool.stream_slots)
+        window = len(calls) > 1 and self.host_window and not cpu
         groups = None
-        if len(calls) > 1 and self.row_passes and not (self.host_window and not cpu):
+        if len(calls) > 1 and self.row_passes and not window:
             if rows is None:
                 flat = self.ops.read_ids(topk_ids)
                 k = topk_ids.shape[1]
                 rows = [flat[i:i + k] for i in range(0, len(flat), k)]
             groups = row_groups(rows, streamed, pool.stream_slots)
         out = None
-        if len(calls) > 1 and self.host_window and not cpu:
+        if window:
             # (the unmodified layer's computation: its kernel, its ids, the same values)
             self.host_window_dispatches += 1
             self.host_window_streamed += len(streamed)
