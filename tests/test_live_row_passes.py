@@ -110,14 +110,20 @@ def _policies(folder):
     }
 
 
-def _run(text, slots, row_passes, kernel=None):
+def _start(text, slots, row_passes, kernel=fused_kernel, ops=None):
+    """(executor, runtime, its tiers, layers) as vLLM's Offload builds them."""
     policy = mpl.loads(text)
     header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
     _, _, rt = policy_runtime(policy, header)
     layers = _layers()
     build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
-    ex = LiveExecutor(rt, layers, "cpu", kernel=kernel or fused_kernel, stream_slots=slots,
-                      tiers=build, readers=2, row_passes=row_passes)
+    ex = LiveExecutor(rt, layers, "cpu", kernel=kernel, stream_slots=slots, tiers=build,
+                      readers=2, ops=ops, row_passes=row_passes)
+    return ex, rt, build, layers
+
+
+def _run(text, slots, row_passes, kernel=fused_kernel):
+    ex, rt, build, _ = _start(text, slots, row_passes, kernel)
     try:
         outs = []
         for layer, x, w, ids, d in _steps():
@@ -225,14 +231,8 @@ def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path, mode):
                                      host_record_rewritten_in_flight, slot_write_while_read,
                                      unpinned_async_copies)
 
-    policy = mpl.loads(_policies(str(tmp_path))["disk"])
-    header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
-    _, _, rt = policy_runtime(policy, header)
-    layers = _layers()
-    build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
     ops = FakeCudaOps()
-    ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=2, tiers=build,
-                      readers=2, ops=ops, row_passes=mode)
+    ex, _, build, layers = _start(_policies(str(tmp_path))["disk"], 2, mode, ops=ops)
     try:
         for layer, x, w, ids, d in _steps():
             ex.plan(d)
@@ -256,14 +256,7 @@ def test_groups_of_rows_keep_cuda_ordering_on_the_double(tmp_path, mode):
 def test_groups_of_a_call_with_padding_rows_are_made_from_its_ids(tmp_path, mode):
     # a call with more rows than the dispatch (padding rows the engine adds): the groups are
     # made from the ids the kernel would read
-    text = _policies(str(tmp_path))["host"]
-    policy = mpl.loads(text)
-    header = TraceHeader("tiny", L, tuple(range(L)), E, K, EXPERT_BYTES, "test")
-    _, _, rt = policy_runtime(policy, header)
-    layers = _layers()
-    build = TierBuild(rt, layers, list(range(L)), ir=policy.ir)
-    ex = LiveExecutor(rt, layers, "cpu", kernel=fused_kernel, stream_slots=2, tiers=build,
-                      row_passes=mode)
+    ex, _, build, layers = _start(_policies(str(tmp_path))["host"], 2, mode)
     rnd = random.Random(5)
     try:
         for layer, x, w, ids, d in _steps():
