@@ -272,3 +272,50 @@ def test_groups_of_a_call_with_padding_rows_are_made_from_its_ids(tmp_path, mode
     finally:
         ex.release()
         build.remove()
+
+
+def test_the_vllm_default_transient_area_is_a_share_of_the_device_cache():
+    # on a GPU and with memory tiers: a quarter of the cache (whole experts), at least the
+    # decode floor HuggingFace attach uses, at most the experts of a layer
+    from mpl.mechanism.footprint import TRANSIENT_CACHE_SHARE, default_stream_slots, live_stream_slots
+    floor = default_stream_slots(256, 8)
+    assert live_stream_slots(256, 8, 0) == floor
+    assert live_stream_slots(256, 8, 8) == floor
+    assert live_stream_slots(256, 8, 900) == -(-900 // TRANSIENT_CACHE_SHARE) < 256
+    assert live_stream_slots(256, 8, 4096) == 256
+    assert live_stream_slots(8, 2, 1000) == live_stream_slots(8, 2, 0) == 8   # Mixtral: every expert
+
+
+@pytest.mark.parametrize("gpu,tiered", [(True, False), (True, True), (False, True), (False, False)])
+def test_the_vllm_default_keeps_the_bits_where_the_probe_fails(gpu, tiered):
+    # the default runs a step beyond its entries over groups of tokens where the start-up
+    # probe passes, and falls back to one entry per expert where it fails (the CPU build
+    # without tiers keeps its bounded area: a step beyond it is the host window); an area
+    # the caller names stays as named (passes over experts where the probe fails)
+    from mpl.mechanism.footprint import default_stream_slots, live_stream_slots
+    from mpl.vllm.errors import VllmIntegrationError
+    from mpl.vllm.offload import transient_area
+    asked = []
+
+    def probe(ok):
+        def run(mode):
+            asked.append(mode)
+            return ok
+        return run
+
+    want_mode = IN_PLACE if gpu else ALONE
+    bounded = (live_stream_slots(64, 8, 40) if gpu or tiered else default_stream_slots(64, 8))
+    assert bounded < 64
+    assert transient_area(64, 8, 40, None, gpu=gpu, tiered=tiered, probe=probe(True)) == (
+        bounded, want_mode)
+    window = not gpu and not tiered
+    assert transient_area(64, 8, 40, None, gpu=gpu, tiered=tiered, probe=probe(False)) == (
+        (bounded, None) if window else (64, None))
+    assert transient_area(64, 8, 40, 5, gpu=gpu, tiered=tiered, probe=probe(False)) == (5, None)
+    assert asked == [want_mode] * 3
+    del asked[:]
+    assert transient_area(8, 2, 40, None, gpu=gpu, tiered=tiered, probe=probe(True)) == (8, None)
+    assert asked == []                       # every expert has its entry: nothing to probe
+    with pytest.raises(VllmIntegrationError, match="at least 1"):
+        transient_area(64, 8, 40, 0, gpu=gpu, tiered=tiered, probe=probe(True))
+    assert asked == []

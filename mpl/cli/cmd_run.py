@@ -50,9 +50,10 @@ def add_arguments(p) -> None:
                    "(.mpltrace or .jsonl): mplc replay of it gives the shadow's statistics")
     m.add_argument("--stream-slots", type=int, metavar="N",
                    help="with --engine vllm --offload: transient pool entries for streamed experts "
-                        "(default: one per expert of a layer on a GPU and with memory tiers, a few "
-                        "per routed expert on the CPU build without them; fewer computes a large "
-                        "step over groups of tokens)")
+                        "(default: a few per routed expert on the CPU build without memory tiers; "
+                        "on a GPU and with memory tiers a quarter of the device cache, at least "
+                        "that, at most one per expert of a layer; fewer than the experts "
+                        "computes a large step over groups of tokens)")
 
 
 def run(args) -> int:

@@ -186,6 +186,24 @@ def default_stream_slots(num_experts: int, top_k: int) -> int:
     return max(1, min(num_experts, max(TRANSIENT_MIN, TRANSIENT_PER_TOP_K * top_k)))
 
 
+#: vLLM's default transient area where the kernel cannot read experts where they are: one
+#: entry per this many of the device cache's slots (a quarter of the cache)
+TRANSIENT_CACHE_SHARE = 4
+
+
+def live_stream_slots(num_experts: int, top_k: int, cache_entries: int) -> int:
+    """The transient entries vLLM's live offload gets when the caller names none on a GPU
+    and with memory tiers: a share of the device cache (one entry per
+    ``TRANSIENT_CACHE_SHARE`` of its ``cache_entries``, whole experts), never fewer than
+    :func:`default_stream_slots` gives and never more than the experts of a layer. The
+    device holds the cache and at most a quarter more (plus the decode floor) however many
+    experts a layer has; a step that streams more is computed over groups of its tokens,
+    bit for bit one call (``mpl.mechanism.live``, ``row_passes``), with an expert copied
+    again when its entry went to another in between."""
+    share = -(-max(0, cache_entries) // TRANSIENT_CACHE_SHARE)
+    return max(1, min(num_experts, max(default_stream_slots(num_experts, top_k), share)))
+
+
 def device_parts(fp: Footprint, where: str, *, entry: int, num_slots: int, stream_slots: int,
                  lowprec=()) -> None:
     """Add what a live run allocates on the device for the experts: the slot pool

@@ -144,6 +144,49 @@ def _cpu_kernel_of(runners, device, kernel):
     return cpu_kernel
 
 
+def transient_area(num_experts: int, top_k: int, cache_entries: int, stream_slots: int | None,
+                   *, gpu: bool, tiered: bool, probe) -> tuple[int, str | None]:
+    """The transient entries of vLLM's live offload and how a step beyond them is computed:
+    ``(stream_slots, row_passes)``. ``cache_entries``: the device cache in whole experts;
+    ``stream_slots``: the caller's (None: the default); ``probe(mode)``: whether the kernel
+    keeps its bits over groups of tokens in ``mode`` (:func:`mpl.mechanism.live.row_probe`).
+
+    The default: on the CPU build without memory tiers, the bound HuggingFace attach uses,
+    a step beyond it computed from the host store in one call (LiveExecutor's host window);
+    on a GPU and with memory tiers, a share of the device cache
+    (:func:`mpl.mechanism.footprint.live_stream_slots`). vLLM's kernels add each token's
+    top-k outputs inside (a pass over some experts would round a partial sum), so a step
+    beyond the entries runs in calls over groups of tokens, each with all its tokens'
+    experts in place: the CPU kernel computes a token the same whatever other tokens it is
+    given (:data:`ALONE`: called on the group's tokens); the GPU kernels choose their
+    tiling by the number of tokens (:data:`IN_PLACE`: called on every token, the others'
+    experts the zero entry). Where the probe finds a difference, passes over experts when
+    the caller named the entries, else (a default beyond the host window) one entry per
+    expert: the default keeps the engine's bits."""
+    from mpl.mechanism import footprint
+
+    window = not gpu and not tiered
+    if stream_slots is not None:
+        stream = int(stream_slots)
+    elif window:
+        stream = footprint.default_stream_slots(num_experts, top_k)
+    else:
+        stream = footprint.live_stream_slots(num_experts, top_k, cache_entries)
+    if stream < 1:
+        raise VllmIntegrationError(
+            f"{stream} transient slots: live offload needs at least 1 (a step whose "
+            "distinct experts exceed the cache streams them through the transient slots, "
+            "in passes when they are more than the slots)")
+    by_rows = None
+    if stream < num_experts:
+        mode = IN_PLACE if gpu else ALONE
+        if probe(mode):
+            by_rows = mode
+        elif stream_slots is None and not window:
+            stream = num_experts
+    return stream, by_rows
+
+
 class Offload:
     """Installed on the MoE layers of a worker's model (``runners``: the capture's MoE
     layers, in ordinal order). ``runtime``: the policy's live runtime; ``ir``: the policy's
@@ -175,37 +218,21 @@ class Offload:
                 "hybrid), and this model's experts do not use SiLU: no CPU expert kernel")
         tiers = getattr(runtime, "tier_layout", None)
         top_k = int(runners[0].router.top_k)
-        stream = E if stream_slots is None else int(stream_slots)
-        if stream_slots is None and device.type == "cpu" and tiers is None:
-            # the CPU build without memory tiers: what a step streams beyond the bounded
-            # transient area is computed from the host store (LiveExecutor's host window)
-            from mpl.mechanism.footprint import default_stream_slots
-            stream = default_stream_slots(E, top_k)
-        # vLLM's kernels add each token's top-k outputs inside (a pass over some experts
-        # would round a partial sum): a step beyond the transient area runs in calls over
-        # groups of tokens instead, each with all its tokens' experts in place. The CPU
-        # kernel computes a token the same whatever other tokens it is given (called on the
-        # group's tokens); the GPU kernels choose their tiling by the number of tokens
-        # (called on every token, the others' experts the zero entry). Probed here on layer
-        # 0's kernel and weights; where the probe finds a difference, passes over experts.
-        by_rows = None
-        if stream < E:
-            mode = ALONE if device.type == "cpu" else IN_PLACE
-            if row_probe(kernel, {n: getattr(first, n).data for n in WEIGHTS},
-                         int(first.w2_weight.shape[1]), top_k, mode):
-                by_rows = mode
-        if stream < 1:
-            raise VllmIntegrationError(
-                f"{stream} transient slots: live offload needs at least 1 (a step whose "
-                "distinct experts exceed the cache streams them through the transient slots, "
-                "in passes when they are more than the slots)")
+        from mpl.mechanism import footprint
+        from mpl.mechanism.tiered import part_split
+
+        def probe(mode):
+            return row_probe(kernel, {n: getattr(first, n).data for n in WEIGHTS},
+                             int(first.w2_weight.shape[1]), top_k, mode)
+        stream, by_rows = transient_area(E, top_k, runtime.num_slots // part_split(tiers),
+                                         stream_slots, gpu=device.type != "cpu",
+                                         tiered=tiers is not None, probe=probe)
         layers = [{n: getattr(r.routed_experts, n).data for n in WEIGHTS} for r in runners]
         if tiers is not None and ir is not None:
             from mpl.mechanism.tiered import tier_dtype_misfit
             why = tier_dtype_misfit(ir, first.w13_weight.dtype)
             if why:
                 raise VllmIntegrationError(why)
-        from mpl.mechanism import footprint
         why = footprint.refusal(footprint.live_executor(layers, runtime.num_slots, stream, device,
                                                         tier_layout=tiers),
                                 "live offload of this model", host=footprint.host_available(),

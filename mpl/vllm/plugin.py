@@ -14,8 +14,8 @@ capture and a shadow policy in ``vllm serve``, configured by environment variabl
 * ``MPL_VLLM_OFFLOAD=1`` (with ``MPL_VLLM_POLICY``) — run the policy live instead: every
   worker moves its experts to a host store and a slot pool sized by the policy, whose
   runtime decides what the engine holds (``MPL_VLLM_STREAM_SLOTS=N``: transient entries,
-  default one per expert of a layer on a GPU and with memory tiers, a few per routed expert
-  on the CPU build without them);
+  default a few per routed expert on the CPU build without memory tiers, on a GPU and with
+  memory tiers a quarter of the device cache, at least that and at most one per expert);
   the stats file then has the mechanism's ``offload``
   block.
 

@@ -51,9 +51,10 @@ class PolicyRunner:
     when ``policy`` is given, fed to the policy's runtime in shadow mode (its simulated
     statistics on ``hardware``) or, with ``offload=True``, live: every worker moves the
     experts to a host store and a slot pool sized by the policy, whose runtime decides what
-    the engine holds (``stream_slots``: transient pool entries, default one per expert of a
-    layer on a GPU and with memory tiers, a few per routed expert on the CPU build without
-    them; fewer computes a large step over groups of tokens). ``lookahead``: record pre-gating predictions that many layers
+    the engine holds (``stream_slots``: transient pool entries, default a few per routed
+    expert on the CPU build without memory tiers, on a GPU and with memory tiers a quarter of
+    the device cache, at least that and at most one per expert of a layer: ``Offload``'s
+    ``transient_area``; fewer than the experts computes a large step over groups of tokens). ``lookahead``: record pre-gating predictions that many layers
     ahead (0: none; default: the policy's distance when it prefetches by ``lookahead`` or
     ``learned``, else none). Other keyword arguments go to ``vllm.LLM``;
     ``enforce_eager`` defaults to True (compiled mode cannot be recorded)."""

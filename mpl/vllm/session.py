@@ -50,8 +50,9 @@ class Session:
     """``config``: policy_text / policy_path / policy_name (a shadow policy, optional),
     hardware, model_name, record (default True); offload (the policy runs live: the experts
     move to a host store and a slot pool its runtime drives) and stream_slots (transient pool
-    entries, default one per expert of a layer on a GPU and with memory tiers, a few per
-    routed expert on the CPU build without them). ``orig``: the runner's execute_model to
+    entries, default a few per routed expert on the CPU build without memory tiers, on a GPU
+    and with memory tiers a quarter of the device cache, at least that and at most one per
+    expert of a layer). ``orig``: the runner's execute_model to
     wrap (default: the bound method the runner has now)."""
 
     def __init__(self, runner, config: dict, orig=None) -> None:
