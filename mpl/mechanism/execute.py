@@ -136,36 +136,123 @@ def passes(resident, streamed, stream_slots: int, *, stage: bool = False) -> lis
     return out
 
 
-#: how many of the latest calls a row may join (:func:`row_groups`)
+#: how many of the latest calls a row may join when rows are placed first fit, and how many
+#: of the next rows a call chooses among when calls are built one after another
+#: (:func:`row_groups`: either way a large step's grouping stays linear in its rows)
 ROW_GROUP_WINDOW = 64
+ROW_GROUP_LOOKAHEAD = 128
 
 
 def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[int]]] | None:
     """The kernel calls of a dispatch whose ``streamed`` experts outnumber the
     ``stream_slots`` transient entries, for a kernel that adds each row's top-k outputs
     inside (an order passes over experts would change) and computes a row the same whatever
-    other rows are in the call: ``(row indices, the streamed experts the rows use)`` per
-    call, each call's streamed experts at most ``stream_slots``, every row in exactly one
-    call. Rows are placed first fit, in order, among the last ``ROW_GROUP_WINDOW`` calls (the
-    earlier ones are about full: a large step's grouping stays linear in its rows); a row
-    with no streamed expert joins the first call it meets. None when one row alone uses more
-    streamed experts than there are entries (top-k above ``stream_slots``): such a dispatch
-    can only run in passes over experts."""
+    other rows are in the call: ``(row indices ascending, the streamed experts the rows
+    use)`` per call, each call's streamed experts at most ``stream_slots``, every row in
+    exactly one call. None when one row alone uses more streamed experts than there are
+    entries (top-k above ``stream_slots``): such a dispatch can only run in passes over
+    experts.
+
+    Two groupings are made and the one that streams fewer experts in all is kept (ties: the
+    first): rows placed first fit, in order, among the last ``ROW_GROUP_WINDOW`` calls
+    (best when the step's streamed experts are few against the entries: a row finds a call
+    that has its experts), and calls built one after another (best when routing spreads):
+    each starts from the row of the next ``ROW_GROUP_LOOKAHEAD`` that shares the most
+    experts with the call before it (whose entries still hold them), then takes the row
+    among them that adds the fewest experts, while they fit."""
     moving = set(streamed)
-    groups: list[tuple[list[int], set, list[int]]] = []
-    for i, row in enumerate(rows):
+    bit: dict[int, int] = {}
+    needs, masks = [], []
+    for row in rows:
         need = [e for e in dict.fromkeys(row) if e in moving]
         if len(need) > stream_slots:
             return None
-        for idx, have, order in groups[-ROW_GROUP_WINDOW:]:
-            extra = [e for e in need if e not in have]
-            if len(have) + len(extra) <= stream_slots:
+        m = 0
+        for e in need:
+            b = bit.get(e)
+            if b is None:
+                b = bit[e] = 1 << len(bit)
+            m |= b
+        needs.append(need)
+        masks.append(m)
+    fit = _first_fit(needs, masks, bit, stream_slots)
+    least = _copies(fit, bit)
+    if least == len(bit):           # every streamed expert copied once: nothing to gain
+        return fit
+    built = _built(needs, masks, bit, stream_slots)
+    return built if _copies(built, bit) < least else fit
+
+
+def _copies(groups, bit) -> int:
+    """The copies ``groups`` make at most: each call's experts less those the call before
+    it had (the entries still hold them: a call's own experts are never given away)."""
+    n, before = 0, 0
+    for _, order in groups:
+        m = 0
+        for e in order:
+            m |= bit[e]
+        n += (m & ~before).bit_count()
+        before = m
+    return n
+
+
+def _first_fit(needs, masks, bit, slots):
+    groups: list[list] = []     # [row indices, experts as bits, how many, experts in order]
+    for i, (need, m) in enumerate(zip(needs, masks)):
+        for g in groups[-ROW_GROUP_WINDOW:]:
+            new = (m & ~g[1]).bit_count()
+            if g[2] + new <= slots:
                 break
         else:
-            idx, have, order = [], set(), []
-            groups.append((idx, have, order))
-            extra = need
-        idx.append(i)
-        have.update(extra)
-        order.extend(extra)
-    return [(idx, order) for idx, _, order in groups]
+            g = [[], 0, 0, []]
+            groups.append(g)
+            new = len(need)
+        g[0].append(i)
+        if new:
+            g[3].extend(e for e in need if not g[1] & bit[e])
+            g[1] |= m
+            g[2] += new
+    return [(g[0], g[3]) for g in groups]
+
+
+def _built(needs, masks, bit, slots):
+    rest = iter(range(len(needs)))
+    window: list[int] = []
+
+    def take(j):
+        r = window.pop(j)
+        nxt = next(rest, None)
+        if nxt is not None:
+            window.append(nxt)
+        return r
+
+    for _ in range(ROW_GROUP_LOOKAHEAD):
+        nxt = next(rest, None)
+        if nxt is None:
+            break
+        window.append(nxt)
+    out = []
+    held = 0
+    while window:
+        r = take(max(range(len(window)), key=lambda j: (masks[window[j]] & held).bit_count()))
+        have, count, idx, order = masks[r], len(needs[r]), [r], list(needs[r])
+        while window:
+            best, cost = -1, slots - count + 1
+            for j, r in enumerate(window):
+                new = (masks[r] & ~have).bit_count()
+                if new < cost:
+                    best, cost = j, new
+                    if not new:
+                        break
+            if best < 0:
+                break
+            r = take(best)
+            if cost:
+                order.extend(e for e in needs[r] if not have & bit[e])
+                have |= masks[r]
+                count += cost
+            idx.append(r)
+        idx.sort()
+        out.append((idx, order))
+        held = have
+    return out
