@@ -7,10 +7,12 @@ of tokens, each group's experts all in place at once (``mpl.mechanism.execute.ro
 measures, on the engine-neutral live executor (no vLLM: a stand-in kernel that computes as
 vLLM's CPU kernel does, float32 sums rounded once to bfloat16), a prefill of M tokens over a
 tiered policy (a small device cache over a host tier over a disk tier, and over host memory)
-three ways: one entry per expert (one call per dispatch), N entries over groups of tokens,
-and N entries over experts. Per M: the kernel calls, the expert copies (streamed, and copied
+four ways: one entry per expert (one call per dispatch), N entries over groups of tokens
+(``row_groups``: the better of two groupings), N entries over groups of tokens placed first
+fit only (``first_fit_groups``, the grouping the other is measured against), and N entries
+over experts. Per M: the kernel calls, the expert copies (streamed, and copied
 again within the step), the disk reads (the Plan's, and the records read again), and whether
-the output is the one call's bits.
+the output is the one call's bits, and the host time of the two groupings on the step's rows.
 
     python benchmarks/bench_row_passes.py [--experts 64] [--top-k 8] [--tokens 8,64,512] [--reps 3]
 
@@ -36,6 +38,8 @@ import torch
 
 import mpl
 from mpl.mechanism.footprint import default_stream_slots
+from mpl.mechanism import live
+from mpl.mechanism.execute import first_fit_groups, row_groups
 from mpl.mechanism.live import ALONE, LiveExecutor, silu_experts
 from mpl.mechanism.shadow import policy_runtime
 from mpl.mechanism.tiered import TierBuild
@@ -77,7 +81,9 @@ def steps(M, E, K, H, zipf, seed=1):
     return out
 
 
-def run(text, E, K, H, I, slots, mode, work) -> tuple[list, dict]:
+def run(text, E, K, H, I, slots, mode, work, grouping=None) -> tuple[list, dict]:
+    """The outputs and the executor's statistics; ``grouping``: a stand-in for
+    ``row_groups`` in the executor (first fit only)."""
     policy = mpl.loads(text)
     header = TraceHeader("bench", LAYERS, tuple(range(LAYERS)), E, K, 3 * H * I * 2, "bench")
     _, _, rt = policy_runtime(policy, header)
@@ -85,6 +91,8 @@ def run(text, E, K, H, I, slots, mode, work) -> tuple[list, dict]:
     build = TierBuild(rt, ls, list(range(LAYERS)), ir=policy.ir)
     ex = LiveExecutor(rt, ls, "cpu", kernel=kernel, stream_slots=slots, tiers=build, readers=2,
                       row_passes=mode)
+    kept = live.row_groups
+    live.row_groups = grouping or kept
     try:
         outs = []
         for layer, x, w, ids, d in work:
@@ -93,8 +101,25 @@ def run(text, E, K, H, I, slots, mode, work) -> tuple[list, dict]:
         ex.flush_stalls()
         return outs, ex.stats()
     finally:
+        live.row_groups = kept
         ex.release()
         build.remove()
+
+
+def grouping_ms(grouping, work, slots, reps=5) -> float:
+    """The host time of ``grouping`` on each layer's rows (every expert streamed), median of
+    ``reps``, averaged over the layers, in milliseconds."""
+    per = []
+    for _, _, _, ids, _ in work:
+        rows = ids.tolist()
+        streamed = sorted({e for r in rows for e in r})
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            grouping(rows, streamed, slots)
+            times.append(time.perf_counter() - t)
+        per.append(statistics.median(times))
+    return 1e3 * sum(per) / len(per)
 
 
 def engine(a, E, K, slots) -> int:
@@ -210,10 +235,16 @@ def main() -> int:
         for name, text in texts.items():
             for M in (int(t) for t in a.tokens.split(",")):
                 work = steps(M, E, K, H, a.zipf)
+                if name == "disk":
+                    print(f"{'':5} {M:>5} grouping host time per layer: row_groups "
+                          f"{grouping_ms(row_groups, work, slots):.1f} ms, first fit alone "
+                          f"{grouping_ms(first_fit_groups, work, slots):.1f} ms")
                 ref = None
-                for how, s, mode in (("one", E, None), ("tokens", slots, ALONE),
-                                     ("experts", slots, None)):
-                    outs, m = run(text, E, K, H, I, s, mode, work)
+                for how, s, mode, grouping in (("one", E, None, None),
+                                               ("tokens", slots, ALONE, None),
+                                               ("firstfit", slots, ALONE, first_fit_groups),
+                                               ("experts", slots, None, None)):
+                    outs, m = run(text, E, K, H, I, s, mode, work, grouping)
                     ref = ref or outs
                     t = m["tiers"]
                     same = all(torch.equal(x, y) for x, y in zip(outs, ref))

@@ -25,13 +25,14 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, strategies as st  # noqa: E402
 
 import mpl  # noqa: E402
-from mpl.mechanism.execute import row_groups  # noqa: E402
+from mpl.mechanism.execute import first_fit_groups, group_entries, row_groups  # noqa: E402
 from mpl.mechanism.live import ALONE, IN_PLACE, LiveExecutor, row_probe, silu_experts  # noqa: E402
 from mpl.mechanism.shadow import policy_runtime  # noqa: E402
 from mpl.mechanism.tiered import TierBuild  # noqa: E402
 from mpl.trace import TraceHeader  # noqa: E402
 
 import tier_helpers  # noqa: E402
+from property_profiles import prop  # noqa: E402
 from live_layers import E, H, I, K, L, dispatch_steps, random_layers  # noqa: E402
 
 torch.set_num_threads(1)
@@ -39,23 +40,10 @@ torch.set_num_threads(1)
 
 # ---------------------------------------------------------------------------- the groups
 def _copies_made(groups, slots):
-    """The copies the executor makes over ``groups``: an entry keeps its expert while there
-    is room, the one needed again furthest ahead gives way (LiveExecutor._row_passes)."""
-    held, n = [], 0
-    for c, (_, need) in enumerate(groups):
-        for e in need:
-            if e in held:
-                continue
-            if len(held) == slots:
-                def ahead(h):
-                    return next((d for d in range(c, len(groups)) if h in groups[d][1]),
-                                len(groups))
-                held.remove(max((h for h in held if h not in need), key=ahead))
-            held.append(e)
-            n += 1
-    return n
+    return sum(map(len, group_entries(groups, slots)))
 
 
+@prop(300)
 @given(st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=4), min_size=1, max_size=40),
        st.sets(st.integers(0, 11)), st.integers(1, 6))
 def test_row_groups_cover_every_row_once_within_the_entries(rows, streamed, slots):
@@ -69,22 +57,27 @@ def test_row_groups_cover_every_row_once_within_the_entries(rows, streamed, slot
         assert idx == sorted(idx) and len(need) == len(set(need)) <= slots
         assert set(need) == {e for i in idx for e in need_of[i]}
     # never more copies than placing the rows first fit
-    assert _copies_made(groups, slots) <= _copies_made(_first_fit(need_of, slots), slots)
+    assert _copies_made(groups, slots) <= _copies_made(first_fit_groups(rows, streamed, slots),
+                                                       slots)
 
 
-def _first_fit(need_of, slots):
-    from mpl.mechanism.execute import ROW_GROUP_WINDOW
-    groups = []
-    for i, need in enumerate(need_of):
-        for idx, have in groups[-ROW_GROUP_WINDOW:]:
-            if len(have | set(need)) <= slots:
-                break
-        else:
-            idx, have = [], set()
-            groups.append((idx, have))
-        idx.append(i)
-        have.update(need)
-    return [(idx, sorted(have)) for idx, have in groups]
+@prop(300)
+@given(st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=4), min_size=1, max_size=40),
+       st.integers(4, 8))
+def test_group_entries_hold_each_calls_experts_together(rows, slots):
+    # every call's experts in the entries at once, nothing copied that an entry holds, no
+    # entry overwritten while its expert is needed by the call
+    groups = row_groups(rows, set(range(12)), slots)
+    entries: dict[int, int] = {}            # entry -> expert
+    first = set()
+    for (_, need), made in zip(groups, group_entries(groups, slots)):
+        for e, i in made:
+            assert 0 <= i < slots and e not in entries.values()
+            assert entries.get(i) not in need
+            entries[i] = e
+            first.add(e)
+        assert set(need) <= set(entries.values())
+    assert first == {e for _, need in groups for e in need}
 
 
 def test_row_groups_place_rows_first_fit_when_experts_are_few():
@@ -93,7 +86,9 @@ def test_row_groups_place_rows_first_fit_when_experts_are_few():
     # expert copied once
     assert row_groups(rows, {0, 1, 2, 3, 4, 5}, 2) == [([0, 2], [0, 1]), ([1, 4], [2, 3]),
                                                        ([3], [4, 5])]
+    assert first_fit_groups(rows, {0, 1, 2, 3, 4, 5}, 2) == row_groups(rows, {0, 1, 2, 3, 4, 5}, 2)
     assert row_groups([[0, 1, 2]], {0, 1, 2}, 2) is None
+    assert first_fit_groups([[0, 1, 2]], {0, 1, 2}, 2) is None
 
 
 def test_row_groups_build_calls_that_share_experts_when_routing_spreads():
@@ -102,9 +97,9 @@ def test_row_groups_build_calls_that_share_experts_when_routing_spreads():
     # with the call before, copy about a third less
     rng = random.Random(0)
     rows = [rng.sample(range(128), 8) for _ in range(512)]
-    need_of = [list(r) for r in rows]
     groups = row_groups(rows, set(range(128)), 32)
-    built, fit = _copies_made(groups, 32), _copies_made(_first_fit(need_of, 32), 32)
+    built = _copies_made(groups, 32)
+    fit = _copies_made(first_fit_groups(rows, set(range(128)), 32), 32)
     assert built < 0.8 * fit, (built, fit)
     assert sorted(i for idx, _ in groups for i in idx) == list(range(len(rows)))
 

@@ -23,6 +23,8 @@ experts functions, with home placement and its fast paths). docs/internals.md, "
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from mpl.runtime.plan import CPU, LOWER, STREAM
 
 from .pool import DEMAND
@@ -153,13 +155,35 @@ def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[
     entries (top-k above ``stream_slots``): such a dispatch can only run in passes over
     experts.
 
-    Two groupings are made and the one that streams fewer experts in all is kept (ties: the
-    first): rows placed first fit, in order, among the last ``ROW_GROUP_WINDOW`` calls
+    Two groupings are made and the one whose calls copy fewer experts into the entries
+    (:func:`group_entries`) is kept (ties: the first): rows placed first fit, in order, among the last ``ROW_GROUP_WINDOW`` calls
     (best when the step's streamed experts are few against the entries: a row finds a call
     that has its experts), and calls built one after another (best when routing spreads):
     each starts from the row of the next ``ROW_GROUP_LOOKAHEAD`` that shares the most
     experts with the call before it (whose entries still hold them), then takes the row
     among them that adds the fewest experts, while they fit."""
+    got = _needs(rows, streamed, stream_slots)
+    if got is None:
+        return None
+    fit = _first_fit(*got, stream_slots)
+    least = _copies(fit, stream_slots)
+    if least == len(got[2]):        # every streamed expert copied once: nothing to gain
+        return fit
+    built = _built(*got, stream_slots)
+    return built if _copies(built, stream_slots) < least else fit
+
+
+def first_fit_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[int]]] | None:
+    """:func:`row_groups`' first grouping alone (rows placed first fit, in order, among the
+    last ``ROW_GROUP_WINDOW`` calls): what the other grouping gains is measured against it
+    (``benchmarks/bench_row_passes.py``)."""
+    got = _needs(rows, streamed, stream_slots)
+    return None if got is None else _first_fit(*got, stream_slots)
+
+
+def _needs(rows, streamed, stream_slots):
+    """Each row's streamed experts (in order, once), as a list and as bits of ``bit``
+    (expert -> its bit); None when a row's are more than the entries."""
     moving = set(streamed)
     bit: dict[int, int] = {}
     needs, masks = [], []
@@ -175,25 +199,48 @@ def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[
             m |= b
         needs.append(need)
         masks.append(m)
-    fit = _first_fit(needs, masks, bit, stream_slots)
-    least = _copies(fit, bit)
-    if least == len(bit):           # every streamed expert copied once: nothing to gain
-        return fit
-    built = _built(needs, masks, bit, stream_slots)
-    return built if _copies(built, bit) < least else fit
+    return needs, masks, bit
 
 
-def _copies(groups, bit) -> int:
-    """The copies ``groups`` make at most: each call's experts less those the call before
-    it had (the entries still hold them: a call's own experts are never given away)."""
-    n, before = 0, 0
-    for _, order in groups:
-        m = 0
-        for e in order:
-            m |= bit[e]
-        n += (m & ~before).bit_count()
-        before = m
-    return n
+def group_entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
+    """The copies the calls of ``groups`` (:func:`row_groups`) make into the
+    ``stream_slots`` transient entries: per call, ``(expert, entry)`` for each of its
+    streamed experts not already in an entry, ``entry`` in ``range(stream_slots)``. An entry
+    keeps its expert while there is room; when there is none, the expert held that no
+    expert of the call needs and that is needed again furthest ahead (or never) gives way.
+    A call's own experts are never given away within it: every call's experts are in
+    entries together (``len(need) <= stream_slots``)."""
+    uses: dict[int, list[int]] = {}
+    for n, (_, need) in enumerate(groups):
+        for e in need:
+            uses.setdefault(e, []).append(n)
+    end = len(groups)
+
+    def next_use(e, n):
+        u = uses[e]
+        j = bisect_right(u, n)
+        return u[j] if j < len(u) else end
+
+    held: dict[int, int] = {}
+    free = list(range(stream_slots - 1, -1, -1))
+    out = []
+    for n, (_, need) in enumerate(groups):
+        want = set(need)
+        made = []
+        for e in need:
+            if e in held:
+                continue
+            if not free:
+                victim = max((h for h in held if h not in want), key=lambda h: next_use(h, n))
+                free.append(held.pop(victim))
+            held[e] = entry = free.pop()
+            made.append((e, entry))
+        out.append(made)
+    return out
+
+
+def _copies(groups, stream_slots: int) -> int:
+    return sum(map(len, group_entries(groups, stream_slots)))
 
 
 def _first_fit(needs, masks, bit, slots):

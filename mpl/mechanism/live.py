@@ -63,14 +63,13 @@ from __future__ import annotations
 
 import time
 import zlib
-from bisect import bisect_right
 
 import torch
 
 from mpl.trace import records_of
 
 from .device import SyncOps
-from .execute import LiveError, passes, placements, row_groups, transfers
+from .execute import LiveError, group_entries, passes, placements, row_groups, transfers
 from .pool import DEMAND, STREAMED, SlotPool
 from .staging import Staging
 from .store import HostStore
@@ -386,31 +385,15 @@ class LiveExecutor:
         for e, w in resident:
             base[e] = w
         slots = [w for _, w in resident]
-        uses: dict[int, list[int]] = {}
-        for n, (_, need) in enumerate(groups):
-            for e in need:
-                uses.setdefault(e, []).append(n)
-
-        def next_use(e, n):
-            u = uses[e]
-            j = bisect_right(u, n)
-            return u[j] if j < len(u) else len(groups)
-
-        held: dict[int, int] = {}
-        free = list(range(pool.stream_base + pool.stream_slots - 1, pool.stream_base - 1, -1))
+        copies = group_entries(groups, pool.stream_slots)
+        held: dict[int, int] = {}      # expert -> its transient entry
         copied = set()
         stall = 0.0
         k = topk_ids.shape[1]
         out = None
         for n, (idx, need) in enumerate(groups):
-            want = set(need)
-            for e in need:
-                if e in held:
-                    continue
-                if not free:
-                    victim = max((h for h in held if h not in want), key=lambda h: next_use(h, n))
-                    free.append(held.pop(victim))
-                entry = free.pop()
+            for e, i in copies[n]:
+                entry = pool.stream_base + i
                 stall += self._stream_in(ordinal, e, entry, again=e in copied)
                 copied.add(e)
                 held[e] = entry
