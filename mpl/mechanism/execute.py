@@ -156,12 +156,13 @@ def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[
     experts.
 
     Two groupings are made and the one whose calls copy fewer experts into the entries
-    (:func:`group_entries`) is kept (ties: the first): rows placed first fit, in order, among the last ``ROW_GROUP_WINDOW`` calls
-    (best when the step's streamed experts are few against the entries: a row finds a call
-    that has its experts), and calls built one after another (best when routing spreads):
-    each starts from the row of the next ``ROW_GROUP_LOOKAHEAD`` that shares the most
-    experts with the call before it (whose entries still hold them), then takes the row
-    among them that adds the fewest experts, while they fit."""
+    (:func:`group_entries`) is kept (ties: the first): rows placed first fit, in order,
+    among the last ``ROW_GROUP_WINDOW`` calls (best when the step's streamed experts are
+    few against the entries: a row finds a call that has its experts), and calls built one
+    after another (best when routing spreads): each starts from the row of the next
+    ``ROW_GROUP_LOOKAHEAD`` that shares the most experts with the call before it (whose
+    entries still hold them), then takes the row among them that adds the fewest experts,
+    while they fit."""
     got = _needs(rows, streamed, stream_slots)
     if got is None:
         return None
