@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.needs_vllm
 
-from prompts import generate_both, logprobs
+from prompts import logprobs, tiered_runs
 
 EXPERTS, TOP_K, CACHE = 32, 2, 8
 
@@ -33,29 +33,18 @@ CASES = [
 @pytest.fixture(scope="module")
 def runs(models_dir, tmp_path_factory):
     import tiny_models
-    from mpl.vllm import PolicyRunner
 
     path = tiny_models.build("qwen3-moe", os.path.join(models_dir, "qwen3-moe-32"),
                              num_experts=EXPERTS)
-    runner = PolicyRunner(model=path, dtype="float32", max_model_len=256, seed=0,
-                          enable_prefix_caching=False)
-    try:
-        out = {"reference": generate_both(runner)}
-        for name, lower in CASES:
-            folder = str(tmp_path_factory.mktemp(f"experts-{name}"))
-            runner.switch(policy(name, lower.replace("FOLDER", folder)), offload=True)
-            out[name] = generate_both(runner)
-        runner.switch(None)
-        yield out
-    finally:
-        runner.close()
+    yield from tiered_runs(path, [(name, policy(name, lower), {}) for name, lower in CASES],
+                           tmp_path_factory)
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
 def test_the_default_area_is_a_share_of_the_cache_and_keeps_the_bits(runs, case):
     from mpl.mechanism.footprint import live_stream_slots
     ref_one, ref_many = runs["reference"]
-    one, many = runs[case]
+    one, many, *_ = runs[case]
     assert one.token_ids == ref_one.token_ids and many.token_ids == ref_many.token_ids, case
     assert logprobs(one) == logprobs(ref_one) and logprobs(many) == logprobs(ref_many), case
     mech, stats = many.report["offload"], many.stats

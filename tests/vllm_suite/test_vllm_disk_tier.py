@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.needs_vllm
 
-from prompts import CONCURRENT, EXPERTS, LAYERS, MAX_TOKENS, SINGLE, generate_both as _generate, logprobs  # noqa: F401
+from prompts import CONCURRENT, EXPERTS, LAYERS, MAX_TOKENS, SINGLE, logprobs, tiered_runs  # noqa: F401
 
 
 def disk_policy(name: str, folder: str, gpu: int, ram: int, extra: str = "") -> str:
@@ -50,26 +50,9 @@ def rows(stats: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tiny, tmp_path_factory):
-    """{"reference": (one, many), case: (one, many, files seen while installed, folder,
-    policy text)} from one engine."""
-    from mpl.vllm import PolicyRunner
-
-    runner = PolicyRunner(model=tiny("qwen3-moe"), dtype="float32", max_model_len=256,
-                          seed=0, enable_prefix_caching=False)
-    try:
-        out = {"reference": _generate(runner)}
-        for name, text, kw in CASES:
-            folder = str(tmp_path_factory.mktemp(f"experts-{name}"))
-            text = text.replace("FOLDER", folder)
-            runner.switch(text, offload=True, **kw)
-            one, many = _generate(runner)
-            files = many.report["offload"]["tiers"]["files"]
-            present = [os.path.isfile(f) for f in files]
-            out[name] = (one, many, files, present, folder, text)
-        runner.switch(None)          # the last policy off: its files go too
-        yield out
-    finally:
-        runner.close()
+    """{"reference": (one, many), case: (one, many, files seen while installed, present,
+    folder, policy text)} from one engine (``prompts.tiered_runs``)."""
+    yield from tiered_runs(tiny("qwen3-moe"), CASES, tmp_path_factory)
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CASES])

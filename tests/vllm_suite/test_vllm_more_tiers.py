@@ -29,7 +29,7 @@ import pytest
 
 pytestmark = pytest.mark.needs_vllm
 
-from prompts import LAYERS, EXPERTS, generate_both as _generate, logprobs  # noqa: E402
+from prompts import LAYERS, EXPERTS, logprobs, tiered_runs  # noqa: E402
 
 KEYS = LAYERS * EXPERTS
 
@@ -109,25 +109,8 @@ def row(stats: dict, tier: str) -> dict:
 @pytest.fixture(scope="module")
 def runs(tiny, tmp_path_factory):
     """{"reference": (one, many), case: (one, many, files seen while installed, present,
-    folder, policy text)} from one engine."""
-    from mpl.vllm import PolicyRunner
-
-    runner = PolicyRunner(model=tiny("qwen3-moe"), dtype="float32", max_model_len=256,
-                          seed=0, enable_prefix_caching=False)
-    try:
-        out = {"reference": _generate(runner)}
-        for name, text, kw in LOW + FULL:
-            folder = str(tmp_path_factory.mktemp(f"experts-{name}"))
-            text = text.replace("FOLDER", folder)
-            runner.switch(text, offload=True, **kw)
-            one, many = _generate(runner)
-            files = many.report["offload"]["tiers"]["files"]
-            present = [os.path.isfile(f) for f in files]
-            out[name] = (one, many, files, present, folder, text)
-        runner.switch(None)          # the last policy off: its files go too
-        yield out
-    finally:
-        runner.close()
+    folder, policy text)} from one engine (``prompts.tiered_runs``)."""
+    yield from tiered_runs(tiny("qwen3-moe"), LOW + FULL, tmp_path_factory)
 
 
 def replayed(many, text, tmp_path) -> dict:
