@@ -669,6 +669,30 @@ def test_the_engine_names_the_registry_and_the_schema_rules_with_their_flags():
         assert bool(flags & _engine.STORE_SIDE) == (name in SEGMENT_RULES) == ev.segment, name
 
 
+@needs_engine
+@pytest.mark.parametrize("code", range(len(PARAM_NAMES)))
+def test_the_engine_takes_a_store_parameter_within_the_schemas_range_only(code):
+    """The engine reads each store parameter's range from the schema: its bounds are taken or
+    refused as the schema says, a count takes whole numbers only, and the error names the
+    schema's range."""
+    p = schema.param(PARAM_NAMES[code])
+    step = max(1.0, float(p.max)) * 1e-6
+
+    def takes(v):
+        try:
+            _engine._store_run("lfu", 3, 0, 8, 2, 4, P, ops_of(("set_param", code, v)))
+        except ValueError as e:
+            assert PARAM_NAMES[code] in str(e) and p.range_text() in str(e)
+            return False
+        return True
+
+    assert takes(p.min) is not p.min_open
+    assert takes(p.max) is not p.max_open
+    assert not takes(p.min - step) and not takes(p.max + step) and not takes(math.nan)
+    assert takes(float(p.default))
+    assert takes((p.min + p.max) / 2) is (p.type != schema.COUNT or (p.min + p.max) % 2 == 0)
+
+
 # ------------------------------------------------------------------ bad calls
 def ops_of(*ops):
     return packed(*map(pack_op, ops))

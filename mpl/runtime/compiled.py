@@ -43,9 +43,6 @@ ALLOCATIONS = {"uniform": 0, "entropy": 1, "frequency": 2}
 COMPARISONS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4, "!=": 5}
 UNITS = {"accesses": 0, "steps": 1, "tokens": 2}
 METRICS = {name: i for i, name in enumerate(METRIC_NAMES)}
-#: the store parameters, in the engine's order (mpl/runtime/c/store.h, SP_*)
-STORE_PARAMS = ("cache.frequency_decay", "cache.decay_interval", "cache.freq_threshold",
-                "cache.freq_window", "cache.score_ema_alpha", "cache.crf_half_life")
 
 # adapt action codes (engine.h, A_*), by parameter
 _A = {key: i for i, key in enumerate((
@@ -89,6 +86,8 @@ def _import():
 
 
 engine, WHY = _import()
+#: the store parameters, in the engine's order (mpl/runtime/c/stores.c, its SP_* codes)
+STORE_PARAMS = engine.STORE_PARAMS if engine is not None else ()
 
 
 #: backends forced by mpl.runtime.backend.forced() (innermost last)

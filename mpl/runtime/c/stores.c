@@ -42,27 +42,50 @@ static const char *const PARAM_NAMES[SP_COUNT] = {
     "cache.freq_window", "cache.score_ema_alpha", "cache.crf_half_life",
 };
 
-/* the schema's bounds (mpl/schema.py: INTERVAL_MAX, ACCESS_WINDOW_MAX) */
-#define INTERVAL_MAX 1e9
-#define ACCESS_WINDOW_MAX 1e6
-
-/* per SP_* code the schema's range ((lo, hi] or [lo, hi]), whether it takes whole numbers only, and the
- * error otherwise */
-static const struct { double lo, hi; int lo_open, whole; const char *why; } PARAM_RANGE[SP_COUNT] = {
-    {0.0, 1.0, 1, 0, "cache.frequency_decay must be in (0, 1]"},
-    {1.0, INTERVAL_MAX, 0, 1, "cache.decay_interval must be a whole number in [1, 10^9]"},
-    {0.0, 1.0, 0, 0, "cache.freq_threshold must be in [0, 1]"},
-    {1.0, ACCESS_WINDOW_MAX, 0, 1, "cache.freq_window must be a whole number in [1, 10^6]"},
-    {0.0, 1.0, 1, 0, "cache.score_ema_alpha must be in (0, 1]"},
-    {1.0, INTERVAL_MAX, 0, 1, "cache.crf_half_life must be a whole number in [1, 10^9]"},
-};
+/* per SP_* code the schema's range of that parameter (mpl.schema, read when the module is
+ * initialised: the schema is the one place a parameter's range is written), whether it takes
+ * whole numbers only, and the error otherwise */
+static struct { double lo, hi; int lo_open, hi_open, whole; char why[160]; } PARAM_RANGE[SP_COUNT];
 
 const char *store_param_error(int param, double v) {
     if (param < 0 || param >= SP_COUNT) return "no such store parameter";
-    double lo = PARAM_RANGE[param].lo;        /* (NaN is in no range) */
-    int ok = (PARAM_RANGE[param].lo_open ? v > lo : v >= lo) && v <= PARAM_RANGE[param].hi &&
+    double lo = PARAM_RANGE[param].lo, hi = PARAM_RANGE[param].hi;   /* (NaN is in no range) */
+    int ok = (PARAM_RANGE[param].lo_open ? v > lo : v >= lo) &&
+             (PARAM_RANGE[param].hi_open ? v < hi : v <= hi) &&
              (!PARAM_RANGE[param].whole || v == floor(v));
     return ok ? NULL : PARAM_RANGE[param].why;
+}
+
+/* attribute `name` of p as a double (*d) or a truth (*t): 0, or -1 with an exception */
+static int attr_of(PyObject *p, const char *name, double *d, int *t) {
+    PyObject *v = PyObject_GetAttrString(p, name);
+    if (!v) return -1;
+    if (d) *d = PyFloat_AsDouble(v);
+    if (t) *t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* PARAM_RANGE[i] from mpl.schema's parameter PARAM_NAMES[i]: 0, or -1 with an exception */
+static int range_from(PyObject *schema, int i) {
+    PyObject *p = PyObject_CallMethod(schema, "param", "s", PARAM_NAMES[i]);
+    PyObject *text = p ? PyObject_CallMethod(p, "range_text", NULL) : NULL;
+    PyObject *type = text ? PyObject_GetAttrString(p, "type") : NULL;
+    const char *t = type ? PyUnicode_AsUTF8(text) : NULL;
+    const char *kind = t && PyUnicode_Check(type) ? PyUnicode_AsUTF8(type) : NULL;
+    int rc = -1;
+    if (kind && attr_of(p, "min", &PARAM_RANGE[i].lo, NULL) == 0 &&
+            attr_of(p, "max", &PARAM_RANGE[i].hi, NULL) == 0 &&
+            attr_of(p, "min_open", NULL, &PARAM_RANGE[i].lo_open) == 0 &&
+            attr_of(p, "max_open", NULL, &PARAM_RANGE[i].hi_open) == 0) {
+        PARAM_RANGE[i].whole = strcmp(kind, "count") == 0;
+        snprintf(PARAM_RANGE[i].why, sizeof PARAM_RANGE[i].why, "%s must be %sin %s",
+                 PARAM_NAMES[i], PARAM_RANGE[i].whole ? "a whole number " : "", t);
+        rc = 0;
+    } else if (!PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError, "mpl.schema: %s is not a parameter the stores take", PARAM_NAMES[i]);
+    Py_XDECREF(p); Py_XDECREF(text); Py_XDECREF(type);
+    return rc;
 }
 
 /* the checks of store_make's arguments: 0, or -4 */
@@ -345,6 +368,14 @@ static PyMethodDef store_methods[] = {
 
 int stores_init_module(PyObject *m) {
     if (PyModule_AddFunctions(m, store_methods) < 0) return -1;
+    PyObject *schema = PyImport_ImportModule("mpl.schema");
+    if (!schema) return -1;
+    for (int i = 0; i < SP_COUNT; i++)
+        if (range_from(schema, i) < 0) {
+            Py_DECREF(schema);
+            return -1;
+        }
+    Py_DECREF(schema);
     PyObject *names = PyTuple_New(SP_COUNT);
     if (!names) return -1;
     for (int p = 0; p < SP_COUNT; p++) {
