@@ -104,6 +104,23 @@ def test_row_groups_build_calls_that_share_experts_when_routing_spreads():
     assert sorted(i for idx, _ in groups for i in idx) == list(range(len(rows)))
 
 
+def test_the_grouping_kept_carries_the_copies_it_was_chosen_by(monkeypatch):
+    # row_groups counts each grouping's copies to choose; the executor's group_entries of
+    # the grouping kept gives those very copies without working them out again, and works
+    # them out afresh for another number of entries
+    from mpl.mechanism import execute
+    rng = random.Random(1)
+    rows = [rng.sample(range(64), 4) for _ in range(96)]
+    groups = row_groups(rows, set(range(64)), 8)
+    plain = [(list(idx), list(need)) for idx, need in groups]
+    worked = []
+    real = execute._entries
+    monkeypatch.setattr(execute, "_entries", lambda g, n: worked.append(n) or real(g, n))
+    assert group_entries(groups, 8) == real(plain, 8) and worked == []
+    assert group_entries(groups, 9) == real(plain, 9) and worked == [9]
+    assert group_entries(plain, 8) == real(plain, 8) and worked == [9, 8]
+
+
 def test_row_groups_stay_linear_in_a_large_step():
     # a thousand tokens with experts of their own: a call each, in order; a token with no
     # streamed expert joins a call (the first of the last ROW_GROUP_WINDOW calls, or the call

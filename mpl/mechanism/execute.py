@@ -166,12 +166,27 @@ def row_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[
     got = _needs(rows, streamed, stream_slots)
     if got is None:
         return None
-    fit = _first_fit(*got, stream_slots)
-    least = _copies(fit, stream_slots)
+    fit = RowGroups(_first_fit(*got, stream_slots), stream_slots)
+    least = fit.copies()
     if least == len(got[2]):        # every streamed expert copied once: nothing to gain
         return fit
-    built = _built(*got, stream_slots)
-    return built if _copies(built, stream_slots) < least else fit
+    built = RowGroups(_built(*got, stream_slots), stream_slots)
+    return built if built.copies() < least else fit
+
+
+class RowGroups(list):
+    """:func:`row_groups`' calls, a list of ``(row indices, streamed experts)``, that keeps
+    the copies :func:`group_entries` found for them (the choice between groupings counts
+    them; the executor then makes them) so they are worked out once."""
+    __slots__ = ("slots", "entries")
+
+    def __init__(self, groups, stream_slots: int):
+        super().__init__(groups)
+        self.slots = stream_slots
+        self.entries = _entries(self, stream_slots)
+
+    def copies(self) -> int:
+        return sum(map(len, self.entries))
 
 
 def first_fit_groups(rows, streamed, stream_slots: int) -> list[tuple[list[int], list[int]]] | None:
@@ -211,6 +226,12 @@ def group_entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
     expert of the call needs and that is needed again furthest ahead (or never) gives way.
     A call's own experts are never given away within it: every call's experts are in
     entries together (``len(need) <= stream_slots``)."""
+    if isinstance(groups, RowGroups) and groups.slots == stream_slots:
+        return groups.entries
+    return _entries(groups, stream_slots)
+
+
+def _entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
     uses: dict[int, list[int]] = {}
     for n, (_, need) in enumerate(groups):
         for e in need:
@@ -238,10 +259,6 @@ def group_entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
             made.append((e, entry))
         out.append(made)
     return out
-
-
-def _copies(groups, stream_slots: int) -> int:
-    return sum(map(len, group_entries(groups, stream_slots)))
 
 
 def _first_fit(needs, masks, bit, slots):
