@@ -104,6 +104,49 @@ def test_row_groups_build_calls_that_share_experts_when_routing_spreads():
     assert sorted(i for idx, _ in groups for i in idx) == list(range(len(rows)))
 
 
+def _entries_by_scan(groups, slots):
+    """group_entries written plainly: at each copy with no entry free, every expert held
+    that the call does not need is looked at, and the one needed again furthest ahead (the
+    first held of those tied) gives way."""
+    from bisect import bisect_right
+    uses = {}
+    for n, (_, need) in enumerate(groups):
+        for e in need:
+            uses.setdefault(e, []).append(n)
+
+    def next_use(e, n):
+        u = uses[e]
+        j = bisect_right(u, n)
+        return u[j] if j < len(u) else len(groups)
+
+    held, free, out = {}, list(range(slots - 1, -1, -1)), []
+    for n, (_, need) in enumerate(groups):
+        made = []
+        for e in need:
+            if e not in held:
+                if not free:
+                    victim = max((h for h in held if h not in need), key=lambda h: next_use(h, n))
+                    free.append(held.pop(victim))
+                held[e] = free.pop()
+                made.append((e, held[e]))
+        out.append(made)
+    return out
+
+
+@prop(300)
+@given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=5), min_size=1, max_size=60),
+       st.integers(1, 8), st.booleans())
+def test_group_entries_are_the_plain_scans(rows, slots, first_fit):
+    # the heap group_entries keeps gives the very copies and entries of looking at every
+    # expert held at each copy (ties included: many experts are never needed again)
+    make = first_fit_groups if first_fit else row_groups
+    groups = make(rows, set(range(16)), slots)
+    if groups is None:
+        return
+    plain = [(list(idx), list(need)) for idx, need in groups]
+    assert group_entries(plain, slots) == _entries_by_scan(plain, slots)
+
+
 def test_the_grouping_kept_carries_the_copies_it_was_chosen_by(monkeypatch):
     # row_groups counts each grouping's copies to choose; the executor's group_entries of
     # the grouping kept gives those very copies without working them out again, and works

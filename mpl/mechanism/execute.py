@@ -23,7 +23,7 @@ experts functions, with home placement and its fast paths). docs/internals.md, "
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from heapq import heappop, heappush
 
 from mpl.runtime.plan import CPU, LOWER, STREAM
 
@@ -232,19 +232,25 @@ def group_entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
 
 
 def _entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
-    uses: dict[int, list[int]] = {}
-    for n, (_, need) in enumerate(groups):
-        for e in need:
-            uses.setdefault(e, []).append(n)
+    # each use's next call: per call, per expert of its own, the next call that needs that
+    # expert (len(groups): none), found in one pass from the end
     end = len(groups)
-
-    def next_use(e, n):
-        u = uses[e]
-        j = bisect_right(u, n)
-        return u[j] if j < len(u) else end
-
+    after: list[list[int]] = [[]] * end
+    coming: dict[int, int] = {}
+    for n in range(end - 1, -1, -1):
+        need = groups[n][1]
+        after[n] = [coming.get(e, end) for e in need]
+        for e in need:
+            coming[e] = n
+    # the experts held in a max-heap on their next use, ties to the one held longest (the
+    # first of them in `held`'s order); an entry is stale once its expert is used again or
+    # gives way (its next use or its turn held no longer what the heap says)
     held: dict[int, int] = {}
+    turn: dict[int, int] = {}
+    due: dict[int, int] = {}
+    heap: list[tuple[int, int, int]] = []
     free = list(range(stream_slots - 1, -1, -1))
+    turns = 0
     out = []
     for n, (_, need) in enumerate(groups):
         want = set(need)
@@ -253,10 +259,19 @@ def _entries(groups, stream_slots: int) -> list[list[tuple[int, int]]]:
             if e in held:
                 continue
             if not free:
-                victim = max((h for h in held if h not in want), key=lambda h: next_use(h, n))
-                free.append(held.pop(victim))
+                while True:
+                    nu, t, h = heappop(heap)
+                    # (a call's own expert is pushed again below, with its next use)
+                    if h not in want and turn.get(h) == t and due[h] == -nu and h in held:
+                        break
+                free.append(held.pop(h))
             held[e] = entry = free.pop()
+            turn[e] = turns
+            turns += 1
             made.append((e, entry))
+        for e, nu in zip(need, after[n]):
+            due[e] = nu
+            heappush(heap, (-nu, turn[e], e))
         out.append(made)
     return out
 
@@ -282,13 +297,16 @@ def _first_fit(needs, masks, bit, slots):
 
 def _built(needs, masks, bit, slots):
     rest = iter(range(len(needs)))
-    window: list[int] = []
+    window: list[int] = []      # the next rows not in a call yet, in order
+    wmasks: list[int] = []      # their experts, as bits
 
     def take(j):
+        wmasks.pop(j)
         r = window.pop(j)
         nxt = next(rest, None)
         if nxt is not None:
             window.append(nxt)
+            wmasks.append(masks[nxt])
         return r
 
     for _ in range(ROW_GROUP_LOOKAHEAD):
@@ -296,22 +314,21 @@ def _built(needs, masks, bit, slots):
         if nxt is None:
             break
         window.append(nxt)
+        wmasks.append(masks[nxt])
     out = []
     held = 0
     while window:
-        r = take(max(range(len(window)), key=lambda j: (masks[window[j]] & held).bit_count()))
+        shared = [(m & held).bit_count() for m in wmasks]
+        r = take(shared.index(max(shared)))
         have, count, idx, order = masks[r], len(needs[r]), [r], list(needs[r])
         while window:
-            best, cost = -1, slots - count + 1
-            for j, r in enumerate(window):
-                new = (masks[r] & ~have).bit_count()
-                if new < cost:
-                    best, cost = j, new
-                    if not new:
-                        break
-            if best < 0:
+            # the first of the rows that add the fewest experts, if they fit
+            lack = ~have
+            new = [(m & lack).bit_count() for m in wmasks]
+            cost = min(new)
+            if cost > slots - count:
                 break
-            r = take(best)
+            r = take(new.index(cost))
             if cost:
                 order.extend(e for e in needs[r] if not have & bit[e])
                 have |= masks[r]
