@@ -403,12 +403,12 @@ class LiveExecutor:
             sel = self.staging.upload(idx, torch.long)
             used = slots + [held[e] for e in need]
             if self.row_passes == IN_PLACE:
-                member = set(idx)
-                zero = [pool.zero] * k
-                ids = self.staging.upload(
-                    [v for i, r in enumerate(rows) for v in ([lut[e] for e in r]
-                                                              if i in member else zero)],
-                    topk_ids.dtype).view(len(rows), k)
+                # the group's rows looked up in the layer's table on the device, every other
+                # row on the zero entry: the host writes the table and the group's rows, not
+                # every row of the step
+                table = self.staging.upload(lut, topk_ids.dtype)
+                ids = topk_ids.new_full(topk_ids.shape, pool.zero)
+                ids.index_copy_(0, sel, table[topk_ids.index_select(0, sel).long()])
                 pool.wait_for(used)
                 part = self._run(ordinal, x, pool.tensors, topk_weights, ids, n == 0,
                                  shared).index_select(0, sel)
