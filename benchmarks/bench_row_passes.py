@@ -10,9 +10,13 @@ tiered policy (a small device cache over a host tier over a disk tier, and over 
 four ways: one entry per expert (one call per dispatch), N entries over groups of tokens
 (``row_groups``: the better of two groupings), N entries over groups of tokens placed first
 fit only (``first_fit_groups``, the grouping the other is measured against), and N entries
-over experts. Per M: the kernel calls, the expert copies (streamed, and copied
-again within the step), the disk reads (the Plan's, and the records read again), and whether
-the output is the one call's bits, and the host time of the two groupings on the step's rows.
+over experts; the groups of tokens both ways the executor runs them (``alone``: the kernel
+on the group's tokens; ``in_place``: on every token, the other groups' experts the zero
+entry). Per M: the kernel calls, the expert copies (streamed, and copied again within the
+step), the disk reads (the Plan's, and the records read again), and whether the output is
+the one call's bits; the host time of the two groupings on the step's rows, and of the
+in-place calls' ids (looked up in the layer's table, against writing every row's). In place
+runs up to 512 tokens (``IN_PLACE_MAX_TOKENS``).
 
     python benchmarks/bench_row_passes.py [--experts 64] [--top-k 8] [--tokens 8,64,512] [--reps 3]
 
@@ -40,11 +44,14 @@ import mpl
 from mpl.mechanism.footprint import default_stream_slots
 from mpl.mechanism import live
 from mpl.mechanism.execute import first_fit_groups, row_groups
-from mpl.mechanism.live import ALONE, LiveExecutor, silu_experts
+from mpl.mechanism.live import ALONE, IN_PLACE, LiveExecutor, silu_experts
 from mpl.mechanism.shadow import policy_runtime
 from mpl.mechanism.tiered import TierBuild
 from mpl.trace import Dispatch, TraceHeader
 
+#: the largest step run in place: there every call computes every token, and the stand-in
+#: kernel computes each (token, k) pair on its own, so a larger step takes minutes
+IN_PLACE_MAX_TOKENS = 512
 LAYERS = 2
 
 
@@ -120,6 +127,41 @@ def grouping_ms(grouping, work, slots, reps=5) -> float:
             times.append(time.perf_counter() - t)
         per.append(statistics.median(times))
     return 1e3 * sum(per) / len(per)
+
+
+def in_place_ids_ms(work, E, slots, reps=5) -> tuple[float, float]:
+    """The host time of the in-place calls' ids on each layer's rows, median of ``reps``,
+    averaged over the layers, in milliseconds: (each call's ids written on the host for
+    every row of the step, the group's rows looked up in the layer's table as the executor
+    does). The first is a stand-in, kept here only to measure against."""
+    per_rows, per_table = [], []
+    for _, _, _, ids, _ in work:
+        rows = ids.tolist()
+        groups = row_groups(rows, sorted({e for r in rows for e in r}), slots)
+        lut, zero, k = list(range(E)), E, ids.shape[1]
+
+        def by_rows():
+            for idx, _ in groups:
+                member = set(idx)
+                torch.tensor([v for i, r in enumerate(rows)
+                              for v in (r if i in member else [zero] * k)],
+                             dtype=ids.dtype).view(ids.shape)
+
+        def by_table():
+            for idx, _ in groups:
+                sel = torch.tensor(idx, dtype=torch.long)
+                table = torch.tensor(lut, dtype=ids.dtype)
+                out = ids.new_full(ids.shape, zero)
+                out.index_copy_(0, sel, table[ids.index_select(0, sel).long()])
+
+        for fn, per in ((by_rows, per_rows), (by_table, per_table)):
+            times = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t)
+            per.append(statistics.median(times))
+    return 1e3 * sum(per_rows) / len(per_rows), 1e3 * sum(per_table) / len(per_table)
 
 
 def engine(a, E, K, slots) -> int:
@@ -239,11 +281,18 @@ def main() -> int:
                     print(f"{'':5} {M:>5} grouping host time per layer: row_groups "
                           f"{grouping_ms(row_groups, work, slots):.1f} ms, first fit alone "
                           f"{grouping_ms(first_fit_groups, work, slots):.1f} ms")
+                    rows_ms, table_ms = in_place_ids_ms(work, E, slots)
+                    print(f"{'':5} {M:>5} in-place ids host time per layer: every row "
+                          f"{rows_ms:.1f} ms, the group's rows by table {table_ms:.1f} ms "
+                          f"({rows_ms / table_ms:.1f}x)")
                 ref = None
-                for how, s, mode, grouping in (("one", E, None, None),
-                                               ("tokens", slots, ALONE, None),
-                                               ("firstfit", slots, ALONE, first_fit_groups),
-                                               ("experts", slots, None, None)):
+                ways = [("one", E, None, None), ("tokens", slots, ALONE, None),
+                        ("inplace", slots, IN_PLACE, None),
+                        ("firstfit", slots, ALONE, first_fit_groups),
+                        ("experts", slots, None, None)]
+                if M > IN_PLACE_MAX_TOKENS:     # (every call computes every token)
+                    ways.pop(2)
+                for how, s, mode, grouping in ways:
                     outs, m = run(text, E, K, H, I, s, mode, work, grouping)
                     ref = ref or outs
                     t = m["tiers"]
