@@ -58,13 +58,35 @@ policy big {
 }
 """
 
+#: found by the mutated-corpus hunt: a name right before a section's '{' after the head's '='
+#: (`tier T1=_gpu_warm { ... }`, grammatical: the head `NAME = value`) was refused by the
+#: recovering parser and accepted by the grammar's LALR parser; both accept it now, and the
+#: checker says how a tier's head is written (MPL115)
+SECTION_HEAD_NAME = """policy tiers {
+  hierarchy {
+    tier T0_gpu_hot   { dtype = fp16  location = gpu  capacity = 16 }
+    tier T1=_gpu_warm  { dtype = int4  location = gpu  capacity = 32 }
+    on demote(T0_gpu_hot -> T1_gpu_warm) { mechanism = in_place_requant }
+    eviction = lru
+  }
+}
+policy banded {
+    per_layer_hierarchy {
+        band layers =
+        hot { tier hot { location = gpu  capacity = 6 } }
+    }
+}
+"""
+
 #: every case: (name, text), each a file with errors (``mplc check`` exits 1)
 FOUND = [
     ("half_typed", HALF_TYPED),
     ("half_typed_when", HALF_TYPED_WHEN),
     ("huge_size", HUGE_SIZE),
     ("half_typed_tier", HALF_TYPED_TIER),
+    ("section_head_name", SECTION_HEAD_NAME),
 ]
 
-#: the cases with memory tiers (tests/test_checker_tiers.py also runs them through mplc fmt)
+#: the cases with memory tiers and syntax errors (tests/test_checker_tiers.py also runs them
+#: through mplc fmt, which refuses them)
 TIER_CASES = {"half_typed_tier"}

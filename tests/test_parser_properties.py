@@ -3,6 +3,7 @@
 import glob
 import os
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from property_profiles import prop
@@ -10,6 +11,7 @@ from property_profiles import prop
 from mpl.syntax import ast, lalr, parse
 from mpl.syntax.lexer import tokenize
 from mpl.syntax.parser import parse_recovering
+from found_cases import FOUND
 from parser_helpers import dump
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -90,6 +92,13 @@ def test_mutated_corpus(text, data):
             text = text[:i] + piece + text[i:]
         else:
             text = text[:i] + text[i:i + k] + text[i:]
+    agree(text)
+
+
+@pytest.mark.parametrize("name,text", FOUND, ids=[n for n, _ in FOUND])
+def test_the_found_cases_parse_alike(name, text):
+    """Every input a hunt or a user found (tests/found_cases.py): both parsers accept it or
+    neither, with the same AST."""
     agree(text)
 
 

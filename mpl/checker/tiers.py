@@ -178,7 +178,8 @@ def _head_ok(sink: Sink, sec: ast.Section, spec: schema.Section) -> bool:
         if isinstance(head, ast.Param):
             return head.value is not None
         return True
-    sink.emit("MPL115", f"a {spec.kind} is written '{spec.syntax}'", head.span)
+    article = "an" if spec.kind[0] in "aeiou" else "a"
+    sink.emit("MPL115", f"{article} {spec.kind} is written '{spec.syntax}'", head.span)
     return False
 
 

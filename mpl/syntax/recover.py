@@ -565,7 +565,9 @@ class RecoveringParser:
             first = self.advance()
             if self.at("EQ"):
                 eq = self.advance()
-                if self.starts_value():
+                # (a name right before the section's '{' is the head's value: `tier a = b {`
+                # is grammatical, and the checker says what the head should be)
+                if self.starts_value() or (self.at("NAME") and self.peek().type == "LBRACE"):
                     v = self.parse_value()
                     sec.head = ast.Param(_cover(tok_span(first), v.span), make_name(first),
                                          ast.Expr(v.span, v))
