@@ -576,7 +576,7 @@ _TIER_PARAMS = (
     Param("tier", "residency", ENUM, "on_demand",
           "Whether the tier's contents change.",
           enum=(EnumValue("on_demand", "a cache: keys come in by promotion and demotion and go by its eviction rule"),
-                EnumValue("always", "fixed (pinned): filled once when the policy starts, never evicted from and never demoted into"))),
+                EnumValue("always", "fixed (pinned): filled by the first keys promoted into it, then never evicted from and never demoted into"))),
     Param("tier", "eviction", ENUM, DERIVED,
           "Which resident expert this tier evicts when it needs room. `weighted_sum(...)` " + WEIGHTED_SUM_DOC + ".",
           default_doc="the hierarchy's (or band's) eviction", enum=_TIER_EVICTION, weighted=True),

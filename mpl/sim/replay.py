@@ -90,8 +90,9 @@ class ReplayReport:
                  f"{t['steps']} steps), hardware {self.hardware['name']}",
                  "",
                  f"  hit rate      {s['hit_rate']:7.2%}   ({s['hits']} hits / {s['accesses']} accesses"
-                 + (f"; {s['late_prefetches']} late prefetches, still in flight when needed, "
-                    f"not counted as hits)" if s.get("late_prefetches") else ")")]
+                 + (f"; {s['late_prefetches']} late prefetches: a prefetch or background load "
+                    f"still in flight when needed, not counted as hits)"
+                    if s.get("late_prefetches") else ")")]
         if self.belady is not None:
             b = self.belady
             cap = b["capacities"]
