@@ -78,6 +78,15 @@ policy banded {
 }
 """
 
+#: found by the grammar's derivations (tests/test_parser_properties.py): a section with a
+#: selector head right after a parameter on the same line was garbage after a value to the
+#: recovering parser (MPL002, the band skipped) and a section to the grammar; now a section to
+#: both, and the checker names the misplaced parameter (MPL102)
+SECTION_AFTER_PARAM = """policy banded {
+    per_layer_hierarchy { granularity_split = 2 band layers = 0..7 { tier hot { location = gpu  capacity = 4 } } }
+}
+"""
+
 #: every case: (name, text), each a file with errors (``mplc check`` exits 1)
 FOUND = [
     ("half_typed", HALF_TYPED),
@@ -85,6 +94,7 @@ FOUND = [
     ("huge_size", HUGE_SIZE),
     ("half_typed_tier", HALF_TYPED_TIER),
     ("section_head_name", SECTION_HEAD_NAME),
+    ("section_after_param", SECTION_AFTER_PARAM),
 ]
 
 #: the cases with memory tiers and syntax errors (tests/test_checker_tiers.py also runs them

@@ -197,3 +197,93 @@ def test_rule_or_action_keyword_after_a_value_on_the_same_line():
     agree("policy p { cache { capacity = 4 } adapt { when hit_rate < 0.5 { capacity = 2 trigger ttl rebalance uniform } } }")
     agree("policy p { adapt { when hit_rate < 0.5 { eviction = lru when } } }")
     agree("policy p { cache { ttl = 5 when hit_rate < 0.5 } }")
+
+
+def test_a_section_after_an_item_on_the_same_line():
+    # found by test_derivations_of_the_grammar: a section with a selector head (`NAME NAME =
+    # value {`) right after a complete item on the same line is grammatical, as a section
+    # with a label or an edge head is; the recovering parser read it as garbage after a value
+    agree("policy p{e{r=[]e p=e{}}}")
+    agree('policy t{n{y=5 m c=""{}}}policy t extends t{}')
+    agree('policy b{o{y t(e->h){e c{when r==2 for 1steps{trigger y}o=u}}when y==0{}}e{e=1 n e=""{}}}')
+    agree("policy t{y{n=\"\"e g=[t(y=0)]{}}}")
+    agree("policy p {\n  per_layer_hierarchy { x = 2 band layers = 0..7 { tier hot { capacity = 4 } } }"
+          "\n}\n")
+
+
+# ---------------------------------------------------------------- derivations of the grammar
+# Random sentences of mpl/syntax/grammar.lark (names, values of every kind, parameters with
+# fallbacks and conditional values, rules and actions, sections with the three heads, nested),
+# laid out with random spaces and line breaks, then optionally cut and spliced: a file
+# mutation of the corpus rarely builds (a section after an item on the same line, a keyword
+# as a policy name, an edge head inside a band).
+_NAMES = st.sampled_from(["cache", "tier", "band", "on", "hot", "warm", "x", "_y", "capacity",
+                          "eviction", "layers", "demote", "lru", "gpu", "adapt", "hit_rate",
+                          "hierarchy", "per_layer_hierarchy", "weighted_sum", "mode"])
+_GAP = st.sampled_from([" ", " ", "  ", "\n", "\n  ", "", " # c\n"])
+_NUMBER = st.sampled_from(["1", "0", "-1", "0.5", "1e3", "12", ".5", "40."])
+_UNIT = st.sampled_from(["GiB", " GiB", "MB", "accesses", " steps", ""])
+
+
+def _join(parts, sep=" "):
+    return st.tuples(*parts).map(lambda xs: sep.join(xs))
+
+
+_VALUE = st.recursive(
+    st.one_of(_join([_NUMBER, _UNIT], ""), _join([_NUMBER, st.just(".."), _NUMBER], ""), _NAMES,
+              st.sampled_from(["gpu:1", "cpu:0", "true", "false", '"s"'])),
+    lambda inner: st.one_of(
+        st.tuples(_NAMES, st.lists(_join([_NAMES, st.just("="), inner]), max_size=2))
+        .map(lambda t: f"{t[0]}({', '.join(t[1])})"),
+        st.lists(inner, max_size=3).map(lambda xs: f"[{', '.join(xs)}]")),
+    max_leaves=4)
+_COND = _join([_NAMES, st.sampled_from(["<", ">", "<=", ">=", "!=", "=="]), _NUMBER])
+_OR_NOT = st.just("")
+_FALLBACK = st.one_of(_OR_NOT, _VALUE.map(lambda v: f" | {v}"))
+_CONDITIONAL = st.one_of(_OR_NOT, st.tuples(_VALUE, _COND).map(lambda t: f" : {t[0]} when {t[1]}"))
+_EXPR = st.tuples(_VALUE, _FALLBACK, _CONDITIONAL).map("".join)
+_PARAM = _join([_NAMES, _GAP, st.just("="), _GAP, _EXPR], "")
+_ACTION = st.one_of(_join([_NAMES, st.just("="), _VALUE]),
+                    _join([st.sampled_from(["trigger", "rebalance"]), _NAMES]))
+_FOR = st.one_of(_OR_NOT, _join([_NUMBER, st.sampled_from(["accesses", "steps", "x"])])
+                 .map(lambda f: " for " + f))
+_RULE = st.tuples(_COND, _FOR, _GAP, st.lists(_ACTION, max_size=3)).map(
+    lambda t: f"when {t[0]}{t[1]}{t[2]}{{{'; '.join(t[3])}}}")
+_HEAD = st.one_of(_NAMES, _join([_NAMES, _GAP, st.just("="), _GAP, _VALUE], ""),
+                  _join([_NAMES, st.just("("), _NAMES, st.just("->"), _NAMES, st.just(")")], ""))
+_ITEMS = st.recursive(
+    st.lists(st.one_of(_PARAM, _RULE, st.just(";")), max_size=3),
+    lambda inner: st.lists(st.one_of(
+        _PARAM, _RULE, st.just(";"),
+        st.tuples(_NAMES, _HEAD, _GAP, inner)
+        .map(lambda t: f"{t[0]} {t[1]}{t[2]}{{{' '.join(t[3])}}}")),
+        max_size=3),
+    max_leaves=6)
+_BLOCK = st.tuples(_NAMES, _GAP, _ITEMS, _GAP).map(lambda t: f"{t[0]}{t[1]}{{{t[3].join(t[2])}}}")
+_POLICY_NAME = st.one_of(_NAMES, st.sampled_from(["version", "import", "policy", "extends",
+                                                  "when", "for", "trigger", "rebalance", "true",
+                                                  "false"]))
+_EXTENDS = st.one_of(_OR_NOT, _POLICY_NAME.map(lambda n: " extends " + n))
+_POLICY = st.tuples(_POLICY_NAME, _EXTENDS, _GAP, st.lists(_BLOCK, max_size=3), _GAP).map(
+    lambda t: f"policy {t[0]}{t[1]}{t[2]}{{{t[4].join(t[3])}}}")
+_FILE = st.lists(st.one_of(_POLICY, _NUMBER.map(lambda n: "version " + n),
+                           st.just('import "a"'), st.just(";")), min_size=1, max_size=3)
+
+
+@_settings
+@given(_FILE, st.lists(st.tuples(st.sampled_from(["del", "ins", "dup"]), st.integers(0, 400),
+                                 st.integers(1, 12), st.sampled_from(PIECES)), max_size=2),
+       _GAP)
+def test_derivations_of_the_grammar(parts, ops, gap):
+    """Both parsers accept the same sentences of the grammar, laid out any way, and the same
+    near-sentences, with the same AST."""
+    text = gap.join(parts)
+    for op, i, k, piece in ops:
+        i = min(i, len(text))
+        if op == "del":
+            text = text[:i] + text[i + k:]
+        elif op == "ins":
+            text = text[:i] + piece + text[i:]
+        else:
+            text = text[:i] + text[i:i + k] + text[i:]
+    agree(text)

@@ -229,9 +229,14 @@ class RecoveringParser:
         return t.type == "NAME" and self.at_section_start()
 
     def at_section_start(self) -> bool:
-        """``NAME NAME {`` or ``NAME NAME (``: the start of a section (``tier hot {``,
-        ``on demote(hot -> warm) {``) whatever comes before it."""
-        return self.peek().type == "NAME" and self.peek(2).type in ("LBRACE", "LPAREN")
+        """``NAME NAME {``, ``NAME NAME (`` or ``NAME NAME = value {``: the start of a section
+        (``tier hot {``, ``on demote(hot -> warm) {``, ``band layers = 0..7 {``) whatever
+        comes before it."""
+        if self.peek().type != "NAME":
+            return False
+        after = self.peek(2).type
+        return after in ("LBRACE", "LPAREN") or (after == "EQ"
+                                                 and self._brace_after_value(self.i + 3))
 
     def skip(self, container: list, *, at_least_one: bool = True) -> None:
         """Skip to the next recovery point; the skipped text becomes an ErrorNode."""
