@@ -51,6 +51,7 @@ REST = [
     "  when miss_rate > 0.6 { schedule.mode = cpu_fallback  trigger flush }\n }",
     "monitor { window = 16 }\n adapt {\n  when miss_rate > 0.4 { trigger memory_pressure  cache.eviction = lfu }\n"
     "  when hit_rate > 0.5 { trigger flush  trigger ttl }\n }",
+    "monitor { window = 8 }\n adapt {\n  when hit_rate < 0.9 { cache.capacity = 1MB  cache.ttl = 4 steps }\n }",
 ]
 
 
@@ -171,6 +172,26 @@ def test_random_tiered_policies_decide_the_same_on_both_backends(text, seed):
         assert pa == pb
     assert state(a) == state(b)
     assert a.stats()["tiers"] and "approximate_by_dtype" in b.stats()
+
+
+@needs_engine
+@pytest.mark.parametrize("size", ["1MB", "2GiB"])
+def test_a_cache_size_an_adapt_rule_sets_on_tiers_is_only_recorded(size):
+    """A policy with memory tiers has no cache block: an adapt rule's `cache.capacity` (the
+    checker warns, MPL422) is recorded in the log, never turned into slots, on both
+    backends; a size smaller than one expert (which gives no slot) included."""
+    pol = mpl.loads("policy p {\n per_layer_hierarchy {\n  band layers = 0..3 { tier hot { "
+                    "location = gpu  capacity = 2 } }\n }\n monitor { window = 4 }\n adapt {\n"
+                    f"  when hit_rate < 0.9 {{ cache.capacity = {size} }}\n }}\n}}\n")
+    a, b = pair(pol)
+    assert b.backend == "compiled", b.backend_reason
+    for layer, ex, w, tokens, preds in dispatches(3, n=40):
+        assert a.dispatch(layer, ex, w, tokens, predictions=preds) == \
+            b.dispatch(layer, ex, w, tokens, predictions=preds)
+    assert state(a) == state(b)
+    log = b.stats()["adapt_log"]
+    assert log and {e["key"] for e in log} == {"cache.capacity"}
+    assert b.capacities() == a.capacities() == [2]
 
 
 @needs_engine

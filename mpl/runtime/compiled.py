@@ -266,7 +266,9 @@ def encode_action(kind: str, key, value, lay, cost) -> tuple:
     code = _A[key]
     i, d, d2, flag, rule = 0, nan, nan, 0, None
     if key in ("cache.capacity", "per_layer.total_budget"):    # a size: as many experts as fit
-        i = lay.slots(value)
+        # (a policy with memory tiers only records a cache parameter, as the pure runtime does:
+        # a size is never turned into slots, nor refused for giving none)
+        i = lay.slots(value) if lay.tiers is None else 0
     elif key == "cache.eviction":
         rule = str(value)
     elif key == "cache.ttl":
