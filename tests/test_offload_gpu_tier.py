@@ -165,3 +165,33 @@ def test_what_does_not_run_live_is_refused_located(tmp_path):
     # (with granularity_split it runs: tests/test_offload_parts_gpu_tier.py)
     assert not_live_yet(two().ir, "vllm") is None          # vLLM runs it too
     assert not_live_yet(two().ir, "huggingface") is None
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_key_demoted_and_prefetched_back_in_one_dispatch(impl, monkeypatch):
+    # DeepSeek's tiny models: a dispatch's victim goes down into the warm tier and the same
+    # dispatch's prefetch promotes it back; its Load reads the slot the demotion filled
+    from mpl.mechanism import tiered
+    plans = []
+    transfers = tiered.TierExecutor.transfers
+
+    def spy(self, plan, **kw):
+        plans.append(plan)
+        return transfers(self, plan, **kw)
+
+    monkeypatch.setattr(tiered.TierExecutor, "transfers", spy)
+    model = build_model("tiny-deepseek-v3", layers=3, experts_implementation=impl)
+    ref = gen(model)
+    policy = two(hot=4, warm=8, extra="prefetch { strategy = history  budget = 2 }")
+    h = policy.attach(model)
+    with Recorder(model) as rec:
+        out = gen(model)
+    st = h.get_stats()
+    h.detach()
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    back = [s.key for p in plans for s in p.steps if s.op == "promote" and s.target == 0
+            and any(d.op == "demote" and d.key == s.key and d.target == s.source
+                    for d in p.steps[:p.steps.index(s)])]
+    assert back, "no dispatch demoted a key and promoted it back"
+    assert st["mechanism"]["copies"] == st["loads"]
+    assert_replay_agrees(st, replayed(policy, rec.trace(), h.shape))

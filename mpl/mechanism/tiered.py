@@ -582,17 +582,7 @@ class TierExecutor:
                             a.loading(f)
                             self._from_rung[x.key] = (a, f)
         if self.fulls and plan.steps:       # Loads copied out of a full-precision gpu tier
-            for _what, x in seq:
-                if _what == "step" and x.op == PROMOTE and x.target == 0:
-                    a = self.levels[x.key[0]].low
-                    if a is not None and a.ladder is None and a.dtype is None \
-                            and x.source == a.index:
-                        s = a.where.get(x.key)
-                        if s is None:
-                            raise LiveError(f"the plan promotes {x.key} out of tier "
-                                            f"'{a.tier}', which does not hold it: the runtime "
-                                            f"and the mechanism disagree")
-                        self._from_tier[x.key] = (a, s)
+            self._full_sources(seq)
         # ---- checks first (nothing has moved yet): every step is one this mechanism runs,
         #      and the records and slots it names hold what the runtime says
         first: dict = {}              # (level, record) -> index of the first op touching it
@@ -729,6 +719,45 @@ class TierExecutor:
         return stall
 
     # ------------------------------------------------------------------ low-precision tiers
+    def _full_sources(self, seq) -> None:
+        """The slot of a full-precision gpu tier each Load promoted out of it copies from
+        (``_from_tier``), as the Plan's earlier steps leave the tier: a key the Plan demotes
+        into the tier and a prefetch then promotes back is read where the demotion put it.
+        A :class:`LiveError` when the tier does not hold the key at its Load."""
+        promoted: dict = {}           # key -> its full-precision tier, PROMOTEd to the device
+        for what, x in seq:
+            if what == "step" and x.op == PROMOTE and x.target == 0:
+                a = self.levels[x.key[0]].low
+                if a is not None and a.ladder is None and a.dtype is None \
+                        and x.source == a.index:
+                    promoted[x.key] = a
+        if not promoted:
+            return
+        moved: dict = {}              # (tier, key) -> its slot as the steps so far leave it
+        for what, x in seq:
+            if what == "load":
+                a = promoted.get(x[0])
+                if a is not None:
+                    k = (id(a), x[0])
+                    s = moved[k] if k in moved else a.where.get(x[0])
+                    if s is None:
+                        raise LiveError(f"the plan promotes {x[0]} out of tier '{a.tier}', "
+                                        f"which does not hold it: the runtime and the "
+                                        f"mechanism disagree")
+                    self._from_tier[x[0]] = (a, s)
+                continue
+            a = self.levels[x.key[0]].low
+            if a is None or a.ladder is not None or a.dtype is not None:
+                continue
+            if x.target == a.index and x.op in (DEMOTE, REQUANT, PROMOTE):
+                moved[(id(a), x.key)] = x.slot            # into the tier (a victim, a fill)
+            elif x.source == a.index and x.op in (DEMOTE, PROMOTE):
+                if x.op == PROMOTE and x.target == 0 and x.key not in self._from_tier:
+                    raise LiveError(f"the plan promotes {x.key} out of tier '{a.tier}' before "
+                                    f"its Load copies it: the runtime and the mechanism "
+                                    f"disagree")
+                moved[(id(a), x.key)] = None              # out of it
+
     def _check_low(self, seq, gone, content) -> set:
         """The positions in ``seq`` of the steps that move a key into, out of or compute it
         from a low-precision gpu tier, checked before anything moves: each is one this
