@@ -78,7 +78,7 @@ class Texts:
         if t == "slots_or_size":
             if r.random() < 0.3:
                 return f"{r.choice([1, 2, 4, 64, 512])}{r.choice(['MB', 'MiB', 'GiB'])}"
-            return str(r.randint(1, r.choice([4, 16, 64])))
+            return str(r.randint(1, r.choice([3, 4, 6, 8, 16, 64])))    # small ones evict
         if t == "int_list":
             return "[" + ", ".join(str(r.randint(0, 12)) for _ in range(r.randint(0, 3))) + "]"
         if t == "metric_list":
