@@ -98,6 +98,12 @@ class Features:
     # prefetch.strategy can be none (initially or by an adapt rule): dispatch tests it
     prefetch_off: bool = _client()
 
+    @property
+    def reads_weights(self) -> bool:
+        """Whether a decision reads the router weights (a score eviction, the learned
+        predictor, priority routing): a live engine hands them to the runtime then."""
+        return self.weighted or self.learned or self.priority
+
     def runtime_dict(self) -> dict:
         """The plain dict the runtime receives (the generated module's ``FEATURES``)."""
         return {f.name: getattr(self, f.name) for f in fields(self)

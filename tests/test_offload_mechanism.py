@@ -247,6 +247,8 @@ def test_no_pregating_without_lookahead(olmoe):
 @pytest.mark.parametrize("body", [
     "cache { capacity = 5\n eviction = lfu }\nprefetch { strategy = history\n budget = 2 }",
     "cache { capacity = 6\n eviction = score }\nprefetch { strategy = lookahead\n budget = 2\n lookahead = 2 }",
+    # the loads in decreasing weight order: the live engine hands the runtime the weights
+    "cache { capacity = 6\n eviction = s3fifo }\nschedule { priority_routing = true }",
 ])
 def test_record_matches_live_routing_and_replays(olmoe, body):
     distance = 2 if "lookahead = 2" in body else 1

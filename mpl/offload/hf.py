@@ -565,9 +565,9 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         if feats.lookahead_strategy or feats.learned:   # learned reads the pre-gate predictions
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
         cpu_capable = "cpu_fallback" in feats.modes or "hybrid" in feats.modes
-        # score and learned read the router weights (a replay of the recorded trace has them)
+        # (a replay of the recorded trace has the weights too)
         engine = Engine(runtime, layers, pool, lookahead=look,
-                        need_weights=feats.weighted or feats.learned, cpu_capable=cpu_capable)
+                        need_weights=feats.reads_weights, cpu_capable=cpu_capable)
         for b in layers:
             b.module.forward = _engine_forward(engine, b)
     except Exception as e:
@@ -722,7 +722,7 @@ def _attach_tiered(policy, model, runtime, layers, shape, diags, dev, ops, feats
             look = Lookahead([b.router for b in layers], feats.affinity_depth)
         cpu_capable = "cpu_fallback" in feats.modes or "hybrid" in feats.modes
         engine = Engine(runtime, layers, pool, lookahead=look,
-                        need_weights=feats.weighted or feats.learned, cpu_capable=cpu_capable,
+                        need_weights=feats.reads_weights, cpu_capable=cpu_capable,
                         tiers=executor)
         for b in layers:
             b.module.forward = _engine_forward(engine, b)
