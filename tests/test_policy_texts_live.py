@@ -4,8 +4,11 @@ implementation, as a user's file is: what the checker accepts either attaches or
 with a located reason (``AttachError``, ``PolicyDoesNotFit``), never another error; an
 attached policy generates, with the unmodified model's tokens and logits bit for bit when it
 computes nothing approximately and nothing on the CPU, the mechanism's copies equal to the
-runtime's loads, and detach() gives the model back exactly. A disk tier gets a folder of its
-own to write its experts to."""
+runtime's loads, a replay of the routing recorded in the run makes the same decisions, and
+detach() gives the model back exactly. A disk tier gets a folder of its own to write its
+experts to. (Not compared with the replay, by design: a `hybrid` schedule, whose choice
+follows the cost model, a `stall_ms` condition, which follows time, and an explicit
+`expert_size_gb`, which a replay takes and a live run measures.)"""
 
 from __future__ import annotations
 
@@ -20,11 +23,13 @@ pytest.importorskip("transformers")
 
 import mpl  # noqa: E402
 from mpl.checker import analyze  # noqa: E402
+from mpl.features import features  # noqa: E402
 from mpl.mechanism.preflight import PolicyDoesNotFit  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import PRESETS, build_model, encode  # noqa: E402
+from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import IMPLS, generate  # noqa: E402
+from offload_helpers import IMPLS, generate, replayed  # noqa: E402
 from property_profiles import prop  # noqa: E402
 from test_policy_texts_backends import Texts  # noqa: E402
 
@@ -58,10 +63,17 @@ def test_a_policy_text_attaches_or_is_refused_located_and_keeps_its_promises(see
             assert str(e).strip()
             return
         try:
-            seq, logits = generate(model, PROMPT, 4)
+            with Recorder(model) as rec:
+                seq, logits = generate(model, PROMPT, 4)
             st_ = h.get_stats()
         finally:
             h.detach()
+        if not ("hybrid" in features(policy.ir).modes or "stall_ms" in text
+                or "expert_size_gb" in text):
+            rs = replayed(policy, rec.trace(), h.shape)
+            for k in ("accesses", "loads", "evictions", "streamed", "bytes_loaded",
+                      "cpu_computes", "prefetch_issued", "prefetch_useful", "tiers"):
+                assert rs.get(k) == st_.get(k), (k, text)
     if not st_.get("approximate_computes") and not st_["cpu_computes"]:
         assert torch.equal(seq, ref_seq) and torch.equal(logits, ref_logits), text
     assert st_["mechanism"]["copies"] == st_["loads"], text
