@@ -718,7 +718,7 @@ class TierExecutor:
                 stall += (time.perf_counter() - t0) * 1e3
         return stall
 
-    # ------------------------------------------------------------------ low-precision tiers
+    # ------------------------------------------------------------------ gpu tiers below
     def _full_sources(self, seq) -> None:
         """The slot of a full-precision gpu tier each Load promoted out of it copies from
         (``_from_tier``), as the Plan's earlier steps leave the tier: a key the Plan demotes
@@ -758,6 +758,7 @@ class TierExecutor:
                                     f"disagree")
                 moved[(id(a), x.key)] = None              # out of it
 
+    # ------------------------------------------------------------------ low-precision tiers
     def _check_low(self, seq, gone, content) -> set:
         """The positions in ``seq`` of the steps that move a key into, out of or compute it
         from a low-precision gpu tier, checked before anything moves: each is one this
