@@ -64,6 +64,7 @@ class PolicyRunner:
                  lookahead: int | None = None, **llm_kwargs) -> None:
         self.model = os.fspath(model)
         self.llm = None
+        self._config = None        # the workers' config of the session that runs
         config = self._session_config(policy, policy_name, hardware, offload, stream_slots,
                                       lookahead)
         if llm_kwargs.get("enforce_eager") is False:
@@ -77,7 +78,11 @@ class PolicyRunner:
         if kw["worker_extension_cls"] != EXTENSION:
             raise VllmIntegrationError("worker_extension_cls is mpl's own; do not pass another")
         self.llm = vllm.LLM(model=self.model, **kw)
-        self._start(config)
+        try:
+            self._start(config)
+        except VllmIntegrationError:
+            self.close()
+            raise
 
     def _session_config(self, policy, policy_name, hardware, offload, stream_slots,
                         lookahead=None) -> dict:
@@ -116,12 +121,27 @@ class PolicyRunner:
                 "lookahead": lookahead,
                 "model_name": os.path.basename(os.path.normpath(self.model)) or self.model}
 
+    def _engine(self):
+        """The engine; a clear error once the runner is closed."""
+        if self.llm is None:
+            raise VllmIntegrationError("this PolicyRunner is closed (close(), or a policy that "
+                                       "failed to start and to be replaced): make a new one")
+        return self.llm
+
     def _start(self, config: dict) -> None:
+        """Start mpl's session in every worker; a worker that refuses it is left as it was
+        (``Session``), the others are stopped again."""
+        llm = self._engine()
         try:
-            self.layout = self.llm.collective_rpc("mpl_start", args=(config,))
+            self.layout = llm.collective_rpc("mpl_start", args=(config,))
         except Exception as e:
-            self.close()
-            raise VllmIntegrationError(_remote_message(e)) from None
+            why = _remote_message(e)
+            try:
+                llm.collective_rpc("mpl_stop")
+            except Exception:
+                pass
+            raise VllmIntegrationError(why) from None
+        self._config = config
 
     def switch(self, policy=None, *, policy_name: str | None = None, hardware=None,
                offload: bool = False, stream_slots: int | None = None,
@@ -129,13 +149,29 @@ class PolicyRunner:
         """Replace the policy (or the live/shadow mode) without restarting the engine: every
         worker puts its experts back on its layers and starts afresh (a new trace, a new
         runtime; with ``offload`` a new store and pool sized by the new policy)."""
+        before = (self._config, self.offload, self.policy_text, self.policy_path,
+                  self.policy_name, self.hardware)
+        llm = self._engine()
         config = self._session_config(policy, policy_name, hardware, offload, stream_slots,
                                       lookahead)
         try:
-            self.llm.collective_rpc("mpl_stop")
+            llm.collective_rpc("mpl_stop")
         except Exception as e:
             raise VllmIntegrationError(_remote_message(e)) from None
-        self._start(config)
+        try:
+            self._start(config)
+        except VllmIntegrationError as e:
+            # refused where only a worker can tell (the model's own tensors): the policy
+            # that ran before runs again, and the engine stays up
+            (_, self.offload, self.policy_text, self.policy_path, self.policy_name,
+             self.hardware) = before
+            try:
+                self._start(before[0])
+            except VllmIntegrationError as again:
+                self.close()
+                raise VllmIntegrationError(f"{e}; the previous policy did not start again "
+                                           f"either ({again}): the engine is closed") from None
+            raise VllmIntegrationError(f"{e} (the policy that ran before runs again)") from None
 
     def generate(self, prompts, max_tokens: int = 16, sampling_params=None, **sampling) -> Result:
         """Generate for ``prompts`` (strings, or lists of token ids), greedy unless
@@ -152,7 +188,7 @@ class PolicyRunner:
         if sampling_params is None:
             sampling_params = SamplingParams(**{"max_tokens": max_tokens, "temperature": 0.0,
                                                 **sampling})
-        outs = self.llm.generate(ins, sampling_params, use_tqdm=False)
+        outs = self._engine().generate(ins, sampling_params, use_tqdm=False)
         trace, report = self.collect()
         return Result(texts=[o.outputs[0].text for o in outs],
                       token_ids=[list(o.outputs[0].token_ids) for o in outs],
@@ -167,7 +203,7 @@ class PolicyRunner:
         from mpl import traceio
 
         try:
-            parts = self.llm.collective_rpc("mpl_collect")
+            parts = self._engine().collective_rpc("mpl_collect")
         except Exception as e:
             raise VllmIntegrationError(_remote_message(e)) from None
         for p in parts:

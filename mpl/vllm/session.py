@@ -58,8 +58,6 @@ class Session:
     def __init__(self, runner, config: dict, orig=None) -> None:
         vcfg = runner.vllm_config
         check_eager(vcfg)
-        import vllm
-
         self.runner = runner
         self.rank = _rank()
         self.model_name = str(config.get("model_name") or vcfg.model_config.model)
@@ -67,13 +65,29 @@ class Session:
         self.shadow = None
         keep = self.rank == 0 and bool(config.get("record", True))
         self.capture = Capture(model, vcfg.model_config.hf_config, keep=keep)
+        self.offload = None
+        try:
+            self._begin(runner, config, orig)
+        except BaseException:
+            # a refused policy leaves the worker as it found it: the next start binds afresh
+            if self.offload is not None:
+                self.offload.close()
+            self.capture.unbind()
+            raise
+
+    def _begin(self, runner, config: dict, orig) -> None:
+        """The rest of ``__init__``, once the capture is bound: the policy (shadow or live),
+        pre-gating, and the wrapped ``execute_model``."""
+        import vllm
+
+        vcfg = runner.vllm_config
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
         self.expert_bytes, self.stored_bits = _expert_bytes(model)
         self.source = f"recorded by mpl.vllm in vLLM {vllm.__version__}"
         self.extra = {"engine": "vllm", "engine_version": vllm.__version__,
                       "tensor_parallel_size": vcfg.parallel_config.tensor_parallel_size,
                       "data_parallel_rank": getattr(vcfg.parallel_config, "data_parallel_rank", 0),
                       "dtype": str(vcfg.model_config.dtype).replace("torch.", "")}
-        self.offload = None
         self.live_policy = None
         distance = config.get("lookahead")     # pre-gating: asked for, or the policy's
         if config.get("offload") and not config.get("policy_text"):

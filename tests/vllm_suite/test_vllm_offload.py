@@ -61,14 +61,48 @@ def runs(request, tiny):
 
     runner = PolicyRunner(model=tiny(request.param), dtype="float32", max_model_len=256,
                           seed=0, enable_prefix_caching=False)
+    from mpl.vllm import VllmIntegrationError
     try:
         out = {"reference": _generate(runner)}
         for name, text, kw in CASES:
             runner.switch(text, offload=True, **kw)
             out[name] = _generate(runner)
+        # a policy only a worker can refuse (a tier at fp16 over the model's float32 experts):
+        # the one that ran before runs again, and the engine stays up
+        with pytest.raises(VllmIntegrationError) as refused:
+            runner.switch(REFUSED_IN_A_WORKER, offload=True)
+        out["refused"] = (str(refused.value), _generate(runner))
+        runner.switch(CASES[0][1], offload=True)
+        out["after-refused"] = _generate(runner)
+        runner.close()
+        with pytest.raises(VllmIntegrationError) as closed:
+            runner.generate(SINGLE, max_tokens=2)
+        out["closed"] = str(closed.value)
         yield request.param, out
     finally:
         runner.close()
+
+
+#: a policy the driver's checks let through and every worker refuses: it holds its device tier
+#: at fp16, and the model's experts are float32 (only a worker sees its tensors' dtype)
+REFUSED_IN_A_WORKER = ("policy half { hierarchy { tier hot { location = gpu  capacity = 6  "
+                       "dtype = fp16 }  tier ram { location = cpu } } }\n")
+
+
+def test_a_policy_a_worker_refuses_leaves_the_previous_one_running(runs):
+    model, out = runs
+    message, (one, many) = out["refused"]
+    assert "fp16" in message and "fp32" in message
+    assert "the policy that ran before runs again" in message
+    # the last case's policy, live again: its results, and the engine takes a new one after
+    last = CASES[-1][0]
+    assert many.report["mode"] == "offload" and many.report["policy"] == "le"
+    assert one.token_ids == out[last][0].token_ids and many.token_ids == out[last][1].token_ids
+    a_one, a_many = out["after-refused"]
+    assert a_many.report["policy"] == "shared_6"
+    assert a_many.token_ids == out["reference"][1].token_ids
+    assert logprobs(a_many) == logprobs(out["reference"][1])
+    assert "PolicyRunner is closed" in out["closed"]
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
