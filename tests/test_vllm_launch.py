@@ -208,3 +208,17 @@ def test_the_shadow_prices_a_trace_of_a_model_given_by_shape_like_replay():
     live = shadow.report()
     r = replay(mpl.loads(text), trace, hardware="a100-80gb", belady=False)
     assert r.costs == live["costs"] and (live["stats"], live["sim"]) == (r.stats, r.sim)
+
+
+@pytest.mark.parametrize("wrapped", [
+    # vLLM's multiprocess executor, a worker's exception in a collective_rpc
+    "Call to collective_rpc method failed: Worker failed with error '<text>:1: tier 'hot' "
+    "holds experts at fp16', please check the stack trace above for the root cause",
+    # a traceback's last line
+    "Traceback ...\nmpl.vllm.errors.VllmIntegrationError: <text>:1: tier 'hot' holds experts "
+    "at fp16\nmore",
+])
+def test_a_workers_message_is_taken_out_of_the_rpc_wrapper(wrapped):
+    from mpl.vllm.runner import _remote_message
+    assert _remote_message(RuntimeError(wrapped)) == "<text>:1: tier 'hot' holds experts at fp16"
+    assert _remote_message(RuntimeError("plain")) == "plain"

@@ -270,10 +270,17 @@ def trace_request_ids(trace: Trace, ids: list[str]) -> list[str]:
     return out
 
 
+#: how vLLM's multiprocess executor wraps a worker's exception in a collective_rpc
+_WORKER_FAILED = ("Worker failed with error '", "', please check the stack trace")
+
+
 def _remote_message(e: BaseException) -> str:
     """The worker's own message out of vLLM's RPC wrapper."""
     msg = str(e)
     marker = "VllmIntegrationError: "
+    head, tail = _WORKER_FAILED
     if marker in msg:
         msg = msg.split(marker, 1)[1].strip().splitlines()[0]
+    elif head in msg and tail in msg.split(head, 1)[1]:
+        msg = msg.split(head, 1)[1].split(tail, 1)[0]
     return msg

@@ -93,7 +93,7 @@ def test_a_policy_a_worker_refuses_leaves_the_previous_one_running(runs):
     model, out = runs
     message, (one, many) = out["refused"]
     assert "fp16" in message and "fp32" in message
-    assert "the policy that ran before runs again" in message
+    assert message.startswith("<text>:1: tier 'hot'") and "the policy that ran before runs again" in message
     # the last case's policy, live again: its results, and the engine takes a new one after
     last = CASES[-1][0]
     assert many.report["mode"] == "offload" and many.report["policy"] == "le"
