@@ -1,14 +1,13 @@
-"""Random policy texts drawn from the schema (tests/test_policy_texts_backends.py's
-:class:`Texts`), attached live to the tiny models of every family under every experts
-implementation, as a user's file is: what the checker accepts either attaches or is refused
-with a located reason (``AttachError``, ``PolicyDoesNotFit``), never another error; an
-attached policy generates, with the unmodified model's tokens and logits bit for bit when it
-computes nothing approximately and nothing on the CPU, the mechanism's copies equal to the
-runtime's loads, a replay of the routing recorded in the run makes the same decisions, and
-detach() gives the model back exactly. A disk tier gets a folder of its own to write its
-experts to. (Not compared with the replay, by design: a `hybrid` schedule, whose choice
-follows the cost model, a `stall_ms` condition, which follows time, and an explicit
-`expert_size_gb`, which a replay takes and a live run measures.)"""
+"""Random policy texts drawn from the schema (tests/policy_texts.py), attached live to the tiny
+models of every family under every experts implementation, as a user's file is: what the
+checker accepts either attaches or is refused with a located reason (``AttachError``,
+``PolicyDoesNotFit``), never another error; an attached policy generates, with the unmodified
+model's tokens and logits bit for bit when it computes nothing approximately and nothing on the
+CPU, the mechanism's copies equal to the runtime's loads, a replay of the routing recorded in
+the run makes the same decisions, and detach() gives the model back exactly. A disk tier gets a
+folder of its own to write its experts to. (Not compared with the replay, by design: a `hybrid`
+schedule, whose choice follows the cost model, a `stall_ms` condition, which follows time, and
+an explicit `expert_size_gb`, which a replay takes and a live run measures.)"""
 
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ from mpl.offload.recorder import Recorder  # noqa: E402
 
 from offload_helpers import IMPLS, generate, replayed  # noqa: E402
 from property_profiles import prop  # noqa: E402
-from test_policy_texts_backends import Texts  # noqa: E402
+from policy_texts import Texts  # noqa: E402
 
 torch.set_num_threads(1)
 
