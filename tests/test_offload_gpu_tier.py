@@ -21,7 +21,8 @@ from mpl.offload.models import build_model, encode  # noqa: E402
 from mpl.offload.recorder import Recorder  # noqa: E402
 
 from offload_helpers import (  # noqa: E402
-    IMPLS, assert_a_disagreement_is_caught, assert_replay_agrees, generate, replayed, row)
+    IMPLS, assert_a_disagreement_is_caught, assert_replay_agrees, generate, replayed, row,
+    run_recorded)
 
 torch.set_num_threads(1)
 
@@ -183,15 +184,11 @@ def test_a_key_demoted_and_prefetched_back_in_one_dispatch(impl, monkeypatch):
     model = build_model("tiny-deepseek-v3", layers=3, experts_implementation=impl)
     ref = gen(model)
     policy = two(hot=4, warm=8, extra="prefetch { strategy = history  budget = 2 }")
-    h = policy.attach(model)
-    with Recorder(model) as rec:
-        out = gen(model)
-    st = h.get_stats()
-    h.detach()
+    out, st, rs = run_recorded(model, policy, PROMPT)
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
     back = [s.key for p in plans for s in p.steps if s.op == "promote" and s.target == 0
             and any(d.op == "demote" and d.key == s.key and d.target == s.source
                     for d in p.steps[:p.steps.index(s)])]
     assert back, "no dispatch demoted a key and promoted it back"
     assert st["mechanism"]["copies"] == st["loads"]
-    assert_replay_agrees(st, replayed(policy, rec.trace(), h.shape))
+    assert_replay_agrees(st, rs)

@@ -78,12 +78,9 @@ def test_plausible_sequences(pieces):
     agree(" ".join(pieces))
 
 
-@_settings
-@given(st.sampled_from(TEXTS), st.data())
-def test_mutated_corpus(text, data):
-    ops = data.draw(st.lists(st.tuples(st.sampled_from(["del", "ins", "dup"]),
-                                       st.integers(0, len(text)), st.integers(0, 20),
-                                       st.sampled_from(PIECES)), min_size=1, max_size=5))
+def mutated(text: str, ops) -> str:
+    """``text`` with each ``(op, at, length, piece)`` applied in turn: ``del`` removes
+    ``length`` characters, ``ins`` inserts ``piece``, ``dup`` repeats ``length`` characters."""
     for op, i, k, piece in ops:
         i = min(i, len(text))
         if op == "del":
@@ -92,7 +89,16 @@ def test_mutated_corpus(text, data):
             text = text[:i] + piece + text[i:]
         else:
             text = text[:i] + text[i:i + k] + text[i:]
-    agree(text)
+    return text
+
+
+@_settings
+@given(st.sampled_from(TEXTS), st.data())
+def test_mutated_corpus(text, data):
+    ops = data.draw(st.lists(st.tuples(st.sampled_from(["del", "ins", "dup"]),
+                                       st.integers(0, len(text)), st.integers(0, 20),
+                                       st.sampled_from(PIECES)), min_size=1, max_size=5))
+    agree(mutated(text, ops))
 
 
 @pytest.mark.parametrize("name,text", FOUND, ids=[n for n, _ in FOUND])
@@ -277,13 +283,4 @@ _FILE = st.lists(st.one_of(_POLICY, _NUMBER.map(lambda n: "version " + n),
 def test_derivations_of_the_grammar(parts, ops, gap):
     """Both parsers accept the same sentences of the grammar, laid out any way, and the same
     near-sentences, with the same AST."""
-    text = gap.join(parts)
-    for op, i, k, piece in ops:
-        i = min(i, len(text))
-        if op == "del":
-            text = text[:i] + text[i + k:]
-        elif op == "ins":
-            text = text[:i] + piece + text[i:]
-        else:
-            text = text[:i] + text[i:i + k] + text[i:]
-    agree(text)
+    agree(mutated(gap.join(parts), ops))
