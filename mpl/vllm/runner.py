@@ -113,9 +113,6 @@ class PolicyRunner:
                 hw.resolve(hardware)
             except hw.HardwareError as e:
                 raise VllmIntegrationError(str(e)) from None
-        self.offload = offload
-        self.policy_text, self.policy_path, self.policy_name = text, path, policy_name
-        self.hardware = hardware
         return {"policy_text": text, "policy_name": policy_name, "policy_path": path,
                 "hardware": hardware, "offload": offload, "stream_slots": stream_slots,
                 "lookahead": lookahead,
@@ -141,7 +138,11 @@ class PolicyRunner:
             except Exception:
                 pass
             raise VllmIntegrationError(why) from None
+        # what runs now, as the session's config says
         self._config = config
+        self.offload, self.hardware = config["offload"], config["hardware"]
+        self.policy_text, self.policy_path, self.policy_name = (
+            config["policy_text"], config["policy_path"], config["policy_name"])
 
     def switch(self, policy=None, *, policy_name: str | None = None, hardware=None,
                offload: bool = False, stream_slots: int | None = None,
@@ -149,8 +150,7 @@ class PolicyRunner:
         """Replace the policy (or the live/shadow mode) without restarting the engine: every
         worker puts its experts back on its layers and starts afresh (a new trace, a new
         runtime; with ``offload`` a new store and pool sized by the new policy)."""
-        before = (self._config, self.offload, self.policy_text, self.policy_path,
-                  self.policy_name, self.hardware)
+        before = self._config
         llm = self._engine()
         config = self._session_config(policy, policy_name, hardware, offload, stream_slots,
                                       lookahead)
@@ -163,10 +163,8 @@ class PolicyRunner:
         except VllmIntegrationError as e:
             # refused where only a worker can tell (the model's own tensors): the policy
             # that ran before runs again, and the engine stays up
-            (_, self.offload, self.policy_text, self.policy_path, self.policy_name,
-             self.hardware) = before
             try:
-                self._start(before[0])
+                self._start(before)
             except VllmIntegrationError as again:
                 self.close()
                 raise VllmIntegrationError(f"{e}; the previous policy did not start again "
