@@ -342,10 +342,11 @@ _CACHE = Block("cache", "Which experts stay resident on the GPU: the expert cach
           min=0, min_open=True, max=SIZE_MAX_GB, units=SIZE_UNITS, unit="GB", conditional=True,
           only_with=("cache.memory_threshold", (SET,))),
     Param("cache", "expert_size_gb", NUMBER, DERIVED,
-          "Bytes of one expert's weights, in GB. Taken from the model when attached or from the trace header. At least 1e-9 GB (one byte) and at most 1,000 GB: one expert larger than that fits no device's memory.",
+          "Bytes of one expert's weights, in GB. A live run uses the attached model's own size; a replay uses this value when set, else the trace header's. At least 1e-9 GB (one byte) and at most 1,000 GB: one expert larger than that fits no device's memory.",
           default_doc="from the model, else 1.2", min=1e-9, max=1000, units=SIZE_UNITS, unit="GB",
-          adapt_no_effect="the size of an expert's weights is the model's (taken from the model "
-                          "or the trace header), not something a running policy can change"),
+          adapt_no_effect="the size of an expert's weights is fixed when the runtime starts (the "
+                          "model's, or the policy's or trace header's in a replay), not something a "
+                          "running policy can change"),
     Param("cache", "crf_half_life", COUNT, 128,
           "crf, classlru: steps after which an unused key's CRF (decayed use count) has halved. At most 10^9: a key unused for longer than a run lasts has faded anyway.",
           min=1, max=INTERVAL_MAX, units=("steps",), unit="steps", conditional=True,
