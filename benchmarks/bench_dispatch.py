@@ -101,7 +101,6 @@ def bench_ours(trace, repeat: int) -> dict:
     n = len(trace)
     for name, text in POLICIES.items():
         pol = mpl.loads(text)
-        preds = {}
 
         def run():
             rt = pol.runtime(LAYERS, EXPERTS, TOP_K)

@@ -193,7 +193,7 @@ def ceiling(steps: int, seed: int, hardware, share: int = 50) -> list[dict]:
 
     out = []
     base = synthesize("mixtral-8x7b", steps=steps, seed=seed)
-    L, E = base.header.num_moe_layers, base.header.num_experts
+    E = base.header.num_experts
     per = max(1, share * E // 100)
     demand = f"cache {{ capacity = {per} eviction = crf }} per_layer {{ min_capacity = 1 }}"
     for mode in ("gpu_only", "cpu_fallback"):

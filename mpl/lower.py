@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-from mpl import ir, schema
+from mpl import ir
 from mpl.checker import pins, tiers
 from mpl.checker.crossfield import DEFAULTS
 from mpl.checker.resolved import PER_LAYER_BLOCK, ResolvedPolicy, RuleInfo, action_has_effect

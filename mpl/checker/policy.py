@@ -69,7 +69,7 @@ def _required(rp: ResolvedPolicy, sink: Sink) -> None:
         if any(schema.BLOCKS[b].instead_of == "cache" for b in rp.blocks):
             return      # memory tiers instead of the cache
         sink.emit("MPL105", f"policy '{rp.name}' has no cache block; add 'cache {{ capacity = N }}'"
-                  + (f" or extend a policy that has one" if rp.parent is None else "")
+                  + (" or extend a policy that has one" if rp.parent is None else "")
                   + " (or memory tiers: 'hierarchy { ... }')", _name_span(rp))
         return
     for key in schema.missing_required(rp.settings.__contains__):   # what a policy must give

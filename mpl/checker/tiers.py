@@ -142,8 +142,8 @@ def check_own(sink: Sink, block: ast.Block, spec: schema.Block, pname: str, own:
                 seen[band.layers] = band
             own.bands.append(band)
         if not block.sections and not _syntax_damaged(block):
-            sink.emit("MPL118", f"per_layer_hierarchy has no band; add 'band layers = FIRST..LAST "
-                      f"{{ tier NAME {{ ... }} }}' for the layers, or remove the block", block.name.span)
+            sink.emit("MPL118", "per_layer_hierarchy has no band; add 'band layers = FIRST..LAST "
+                      "{ tier NAME { ... } }' for the layers, or remove the block", block.name.span)
         return
     level = _level(sink, "hierarchy", block, block.items, block, pname)
     if own.hierarchy is None:
@@ -315,8 +315,8 @@ def _tier(sink: Sink, sec: ast.Section, block: ast.Block, pname: str) -> TierInf
                 tier.settings[item.name.text] = s
         elif isinstance(item, ast.Rule):
             when = sink.span(item.span.offset, min(item.span.offset + 4, item.span.end_offset))
-            sink.emit("MPL113", f"'when' rules belong in the adapt block, not in a tier; "
-                      f"move this rule into 'adapt {{ ... }}'", when)
+            sink.emit("MPL113", "'when' rules belong in the adapt block, not in a tier; "
+                      "move this rule into 'adapt { ... }'", when)
         elif isinstance(item, ast.Section):
             misplaced(sink, item, f"tier {tier.name}", ())
     return tier
@@ -341,8 +341,8 @@ def _edge(sink: Sink, sec: ast.Section, block: ast.Block, pname: str) -> EdgeInf
                 edge.settings[item.name.text] = s
         elif isinstance(item, ast.Rule):
             when = sink.span(item.span.offset, min(item.span.offset + 4, item.span.end_offset))
-            sink.emit("MPL113", f"'when' rules belong in the adapt block, not in a transition; "
-                      f"move this rule into 'adapt {{ ... }}'", when)
+            sink.emit("MPL113", "'when' rules belong in the adapt block, not in a transition; "
+                      "move this rule into 'adapt { ... }'", when)
         elif isinstance(item, ast.Section):
             misplaced(sink, item, f"on {edge.text}", ())
     return edge
@@ -626,8 +626,8 @@ class _Checker:
         src, dst = lv.tier(e.source.text), lv.tier(e.target.text)
         fix = (replace_fix("Replace with copy", s.value_span, "copy"),)
         if e.event == "promote":
-            self.add("MPL323", f"in_place_requant quantizes a key where it is, to a lower precision: "
-                     f"a promotion cannot do that; use mechanism = copy", s.node, s.file, s.policy,
+            self.add("MPL323", "in_place_requant quantizes a key where it is, to a lower precision: "
+                     "a promotion cannot do that; use mechanism = copy", s.node, s.file, s.policy,
                      s.value_span, fix)
             return
         a, b = _loc(src), _loc(dst)
@@ -924,8 +924,8 @@ def _blocks(rp, sink: Sink) -> None:
                                                    or "cache.capacity_factor" in rp.own_keys):
         later = factor if "cache.capacity_factor" in rp.own_keys else cap
         other = cap if later is factor else factor
-        sink.emit("MPL329", f"the cache sets both capacity and capacity_factor: they are two ways "
-                  f"to give its size; keep one", later.node.name.span,
+        sink.emit("MPL329", "the cache sets both capacity and capacity_factor: they are two ways "
+                  "to give its size; keep one", later.node.name.span,
                   related=(Related(f"{schema.PARAMS[other.key].name} is set here", other.value_span,
                                    file=other.file if other.file != sink.file else None),),
                   fixes=(remove_fix(f"Remove '{schema.PARAMS[later.key].name}'", rp.text, later.node.span),)

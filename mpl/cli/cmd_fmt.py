@@ -17,7 +17,6 @@ errors.
 from __future__ import annotations
 
 import difflib
-import os
 import sys
 
 from mpl.fileio import write_atomic as write_atomic_file

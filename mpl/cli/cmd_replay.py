@@ -9,7 +9,6 @@ fit the trace an error (exit 1)."""
 
 from __future__ import annotations
 
-import sys
 
 
 def add_arguments(parser) -> None:

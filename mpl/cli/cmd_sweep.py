@@ -14,8 +14,6 @@ table; the exit status is then 1."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 
 def add_arguments(parser) -> None:

@@ -140,7 +140,7 @@ def tier_layout(table, num_layers: int, num_experts: int, expert_bytes: float, *
     ``num_layers`` MoE layers (``layer_ids``: their decoder-layer ids, which bands name;
     None: the ordinals themselves) of ``num_experts`` experts of ``expert_bytes`` bytes at
     ``stored_bits``; RuntimeConfigError for a shape the tiers cannot take."""
-    L, E = num_layers, num_experts
+    L = num_layers
     ids = list(range(L)) if layer_ids is None else layer_id_list(layer_ids, "layer_ids", L)
     stored = stored_bits_of(stored_bits)
     out = TierLayout()

@@ -28,7 +28,7 @@ from mpl.timemodel import hardware as hw
 from mpl.timemodel.tiers import TieredTimeline
 from mpl.timemodel.timeline import Timeline, arrived_stats as _arrived, summary as _sim_summary
 from mpl.sim.tierreport import host_memory_notes, tier_belady, tier_lines
-from mpl.trace import Trace, record_list, steps_and_tokens, tokens_of as _tokens_of
+from mpl.trace import Trace, steps_and_tokens, tokens_of as _tokens_of
 
 
 class ReplayError(ValueError):
