@@ -1,7 +1,6 @@
 """One test per diagnostic code: a .moe file on disk triggers it, and the test asserts the
 code, the exact span (line, column, end column) and the message."""
 
-import os
 
 import pytest
 

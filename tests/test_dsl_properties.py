@@ -6,7 +6,6 @@ exactly). Also: a user's script gets errors located at its own lines."""
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import textwrap

@@ -9,7 +9,6 @@ import pytest
 
 from mpl import ir, schema
 from mpl.checker import analyze
-from mpl.checker.resolve import Resolver
 from mpl.lower import LoweringError, lower
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ import sys
 from fractions import Fraction
 
 import pytest
-from hypothesis import assume, example, given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from mpl.runtime.budgets import BudgetError, Signal, _allocate_each, allocate
 from property_profiles import prop

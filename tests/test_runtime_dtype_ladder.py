@@ -21,7 +21,6 @@ import pytest
 
 import mpl
 from mpl import shapes
-from mpl.runtime.core import RuntimeConfigError
 from mpl.runtime.plan import PROMOTE, REQUANT, SERVE, Plan, Step
 from mpl.sim import synthesize
 from mpl.timemodel import hardware as hw

@@ -106,6 +106,7 @@ def test_cli_synth(tmp_path):
     tr = traceio.load(str(out))
     assert tr.header.extra["synth"]["skew"] == 0.9
     r2 = subprocess.run(cmd, capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr
     assert traceio.load(str(out)).dispatches[-1].experts == tr.dispatches[-1].experts
     bad = subprocess.run([sys.executable, "-m", "mpl.cli.main", "trace", "synth", "--preset",
                           "nope"], capture_output=True, text=True)

@@ -1,6 +1,5 @@
 """Trace file formats: native .mpltrace (binary, streamable) and the original's JSONL."""
 
-import io
 import json
 import os
 import random

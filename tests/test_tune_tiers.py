@@ -86,7 +86,6 @@ def _replays_to_the_report(d, name, j, host=None, disk=None):
     rep = json.loads(r.stdout)
     best = j["best"]
     assert rep["stats"]["hit_rate"] == pytest.approx(best["hit_rate"], abs=1e-12)
-    import mpl
     from mpl import tracecols
     from mpl.tune_tiers import plan, profile_for
     from mpl.timemodel import hardware as hw

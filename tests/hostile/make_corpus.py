@@ -29,7 +29,6 @@ runs the cases marked ``fast``). What the corpus covers:
 from __future__ import annotations
 
 import json
-import os
 import random
 import struct
 import sys
