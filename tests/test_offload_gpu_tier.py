@@ -18,11 +18,9 @@ pytest.importorskip("transformers")
 import mpl  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
-from mpl.offload.recorder import Recorder  # noqa: E402
 
 from offload_helpers import (  # noqa: E402
-    IMPLS, assert_a_disagreement_is_caught, assert_replay_agrees, generate, replayed, row,
-    run_recorded)
+    IMPLS, assert_a_disagreement_is_caught, assert_replay_agrees, generate, row, run_recorded)
 
 torch.set_num_threads(1)
 
@@ -54,12 +52,7 @@ def test_generate_is_bit_identical_and_counts_equal_the_runtime_and_a_replay(fam
     model = build_model(family, layers=2, experts_implementation=impl)
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
     ref = gen(model)
-    policy = two(threshold=threshold)
-    h = policy.attach(model)
-    with Recorder(model) as rec:
-        out = gen(model)
-    st = h.get_stats()
-    h.detach()
+    out, st, rs = run_recorded(model, two(threshold=threshold), PROMPT)
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
     mech = st["mechanism"]
     g = mech["tiers"]["gpu_tiers"][0]
@@ -74,7 +67,6 @@ def test_generate_is_bit_identical_and_counts_equal_the_runtime_and_a_replay(fam
     assert mech["bytes_copied"] + g["bytes_from_host"] == st["bytes_loaded"]
     if threshold is not None:
         assert g["serves"] > 0          # computed from the warm tier's copy, bit for bit
-    rs = replayed(policy, rec.trace(), h.shape)
     assert_replay_agrees(st, rs)
     after = dict(model.named_parameters())
     assert all(torch.equal(after[k].detach(), before[k]) for k in before)

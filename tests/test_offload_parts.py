@@ -19,9 +19,8 @@ from mpl.mechanism.execute import LiveError  # noqa: E402
 from mpl.mechanism.disk import PartLayout  # noqa: E402
 from mpl.offload.errors import AttachError  # noqa: E402
 from mpl.offload.models import build_model, encode  # noqa: E402
-from mpl.offload.recorder import Recorder  # noqa: E402
 
-from offload_helpers import IMPLS, assert_replay_agrees, generate, replayed  # noqa: E402
+from offload_helpers import IMPLS, assert_replay_agrees, generate, run_recorded  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -60,14 +59,9 @@ def test_generate_is_bit_identical_and_counts_equal_the_runtime_and_a_replay(fam
     model = build_model(family, layers=2, experts_implementation=impl)
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
     ref = gen(model)
-    policy = parts(n)
-    h = policy.attach(model)
-    with Recorder(model) as rec:
-        out = gen(model)
-    st = h.get_stats()
-    h.detach()
+    out, st, rs = run_recorded(model, parts(n), PROMPT)
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
-    check_counts(st, replayed(policy, rec.trace(), h.shape))
+    check_counts(st, rs)
     assert st["mechanism"]["pool_slots"] == 3 * n       # the device cache in parts
     after = dict(model.named_parameters())
     assert all(torch.equal(after[k].detach(), before[k]) for k in before)
@@ -84,14 +78,10 @@ def test_bands_of_one_split_and_the_cpu_schedule():
   }
   schedule { mode = cpu_fallback }
 }''')
-    h = policy.attach(model)
-    with Recorder(model) as rec:
-        out = gen(model)
-    st = h.get_stats()
-    h.detach()
+    out, st, rs = run_recorded(model, policy, PROMPT)
     assert torch.equal(out[0], ref[0])
     assert st["cpu_computes"] > 0 and st["mechanism"]["cpu_computes"] == st["cpu_computes"]
-    check_counts(st, replayed(policy, rec.trace(), h.shape))
+    check_counts(st, rs)
 
 
 def test_a_part_is_an_equal_run_of_every_parameters_row():
