@@ -57,6 +57,52 @@ def test_demo_text_shows_lru_belady_and_where_loads_come_from():
         assert "more loads than accesses: every prefetch is a load" in out
 
 
+TIERED_EXACT = """policy exact_tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 8 }
+    }
+}
+"""
+
+TIERED_INT4 = """policy int4_tiers {
+    hierarchy {
+        tier hot { location = gpu  capacity = 4 }
+        tier warm { location = gpu  dtype = int4  capacity = 8 }
+        on demote(hot -> warm) { mechanism = in_place_requant }
+    }
+}
+"""
+
+
+def test_demo_runs_memory_tiers_beside_lru_of_the_top_tiers_slots(tmp_path):
+    """A policy with memory tiers gets plain LRU with its top tiers' slots beside it; at full
+    precision every bit-identity check applies, and where accesses were computed from int4
+    copies the demo counts them and checks no identity (the output is approximate by design)."""
+    exact, approx = tmp_path / "exact.moe", tmp_path / "int4.moe"
+    exact.write_text(TIERED_EXACT)
+    approx.write_text(TIERED_INT4)
+    r = mplc("demo", str(exact), "--json", "--max-new-tokens", "8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and rep["checks"]["tokens identical"] and rep["checks"]["logits identical"]
+    v = rep["comparison"]
+    assert v["tiered"] and v["slots"] == 8 and 0 <= v["lru"]["hit_rate"] <= v["belady"] <= 1
+    assert rep["approximate_computes"] == 0
+
+    r = mplc("demo", str(approx), "--json", "--max-new-tokens", "8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and "tokens identical" not in rep["checks"]
+    assert rep["approximate_computes"] > 0
+    assert rep["approximate_by_dtype"] == {"int4": rep["approximate_computes"]}
+    assert rep["comparison"]["slots"] == 4
+    r = mplc("demo", str(approx), "--max-new-tokens", "8", "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"approximate by design: \d+ of \d+ accesses computed from lower-precision "
+                     r"copies \(\d+ from int4 copies\)", r.stdout)
+    r = mplc("demo", "std/int4_warm", "--max-new-tokens", "4", "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+
 def test_run_prints_text_and_stats_and_json(tmp_path):
     pol = tmp_path / "p.moe"
     pol.write_text("version 1\npolicy p {\n  cache { capacity = 6 }\n  schedule { mode = cpu_fallback }\n}\n")

@@ -4,7 +4,9 @@
 2. generates greedily with the unmodified model (the reference tokens and logits);
 3. attaches a standard-library policy with a cache smaller than the model's experts, so the
    slot pool really evicts and reloads, and generates again while recording the routing;
-4. checks that tokens and logits are identical to the reference (gpu_only: bit-identical);
+4. checks that tokens and logits are identical to the reference (gpu_only: bit-identical;
+   a policy that computed accesses from a lower-precision tier's copies is approximate by
+   design, and only says whether its tokens still match);
 5. replays the recorded trace through the same policy (``mpl.sim.replay``) and checks that
    the replay made the live run's decisions: the same hits, counting the late prefetches
    (resident keys still in flight on the simulated link, which the replay counts apart from
@@ -56,19 +58,24 @@ def compare(policy, trace, hardware=None) -> dict:
     rep = replay(policy, trace, hardware=hardware, belady=True)
     s = rep.stats
     slots = rep.belady["capacities"] if rep.belady else None
-    if policy.ir.per_layer:
+    if s.get("tiers"):
+        # the optimum is one cache of each set's top tier: LRU gets the same slots, shared
+        slots = sum(slots)
+        lru_text = (f"policy plain_lru {{\n    cache {{ capacity = {slots}  eviction = lru }}\n}}\n"
+                    if slots else None)
+    elif policy.ir.per_layer:
         caps = [x["capacity"] for x in s.get("per_layer", [])]
         lru_text = (f"policy plain_lru {{\n    cache {{ capacity = {max(caps)}  eviction = lru }}\n"
                     f"    per_layer {{ total_budget = {sum(caps)}  min_capacity = {min(caps)}  "
                     f"max_capacity = {max(caps)} }}\n}}\n")
     else:
         lru_text = f"policy plain_lru {{\n    cache {{ capacity = {slots}  eviction = lru }}\n}}\n"
-    lru = replay(lru_text, trace, hardware=hardware, belady=False)
     row = lambda r: {"hit_rate": r.hit_rate, "tokens_per_s": r.tokens_per_s}   # noqa: E731
+    lru = row(replay(lru_text, trace, hardware=hardware, belady=False)) if lru_text else None
     loads = {k: s[k] for k in ("loads", "demand_loads", "background_loads", "prefetch_loads",
                                "prefetch_useful", "accesses", "hits", "late_prefetches", "misses",
                                "streamed") if k in s}
-    return {"policy": row(rep), "lru": row(lru), "slots": slots,
+    return {"policy": row(rep), "lru": lru, "slots": slots, "tiered": bool(s.get("tiers")),
             "belady": rep.belady["hit_rate"] if rep.belady else None,
             "hardware": rep.hardware["name"], "loads": loads}
 
@@ -139,10 +146,14 @@ def run(args) -> int:
 
     mech = stats["mechanism"]
     gpu_only = policy.ir.get("schedule.mode") == "gpu_only" and not policy.ir.adapt
-    checks = {
+    # accesses computed from a lower-precision tier's copy change the output by design
+    approximate = stats.get("approximate_computes", 0)
+    checks = {} if approximate else {
         "tokens identical": torch.equal(ref_seq, seq),
         "logits identical" if gpu_only else "logits close": (
             torch.equal(ref_logits, logits) if gpu_only else torch.allclose(ref_logits, logits, atol=1e-4)),
+    }
+    checks |= {
         "no expert weights left on the model while attached": not params_left,
         "copies into slots == runtime loads": mech["copies"] == stats.get("loads"),
         "identical after detach": torch.equal(ref_seq, after_seq) and torch.equal(ref_logits, after_logits),
@@ -168,6 +179,9 @@ def run(args) -> int:
                                             "prefetch_issued", "prefetch_useful", "streamed")},
         "mechanism": {k: mech[k] for k in ("copies", "stream_copies", "bytes_copied", "cpu_computes", "pool_bytes")},
         "trace": {"dispatches": len(trace), "steps": trace.num_steps},
+        "approximate_computes": approximate,
+        "approximate_by_dtype": stats.get("approximate_by_dtype", {}),
+        "tokens_identical": torch.equal(ref_seq, seq),
         "replay_hit_rate": replay_hr, "replay_note": why, "comparison": value,
         "adapt_log": stats.get("adapt_log", []),
         "checks": checks, "seconds": time.perf_counter() - t_start,
@@ -184,6 +198,12 @@ def run(args) -> int:
           f"{lv['evictions']} evictions, {lv['streamed']} streamed; mechanism copied "
           f"{mech['copies']} experts ({mech['bytes_copied'] / 1024:.1f} KiB) into a fixed "
           f"{mech['pool_bytes'] / 1024:.1f} KiB pool")
+    if approximate:
+        by = ", ".join(f"{n} from {d} copies" for d, n in sorted(report["approximate_by_dtype"].items()))
+        print(f"  approximate by design: {approximate} of {lv['accesses']} accesses computed from "
+              f"lower-precision copies ({by}); the tokens are "
+              + ("the unmodified model's" if report["tokens_identical"] else "not the unmodified model's")
+              + ", and no bit-identity check applies")
     late = value["loads"].get("late_prefetches", 0)
     print(f"  replay: {len(trace)} recorded dispatches over {trace.num_steps} steps, hit rate {replay_hr:.4f}"
           + (f" ({late} late prefetches: still on the simulated link when needed, not hits)"
