@@ -296,7 +296,9 @@ def load_for_replay(policy, *, name: str | None = None, overrides: dict | None =
     ir = an.ir[name]
     if _uses_belady(ir):
         return OraclePolicy(name, ir, text)
-    pol = from_ir(ir, diagnostics=an.diagnostics, path=path)
+    # the user's own text (no overrides) locates a later model-aware error in their file
+    pol = from_ir(ir, diagnostics=an.diagnostics, path=path,
+                  checked_text=text if path is not None and not overrides else None)
     if fits is not None:
         pol.fits.update(fits)
     return pol
@@ -320,7 +322,11 @@ def replay(policy, trace, *, capacity=None, params: dict | None = None, **kw):
 
 
 # ---------------------------------------------------------------- IR -> .moe text
-def _value_text(key: str, v) -> str:
+def _value_text(key: str, v, *, single: bool = False) -> str:
+    """``v`` as written for ``key``; ``single``: where the grammar takes one value (an adapt
+    action, a conditional alternative), so LFU with an LRU fallback is its name there."""
+    if single and key == "cache.eviction" and v == schema.FALLBACK_PAIR:
+        return "fallback"
     if hasattr(v, "bytes") and not isinstance(v, (bytes, bytearray)):
         b = int(v.bytes)
         for unit in ("GiB", "MiB"):
@@ -356,7 +362,7 @@ def _level_text(h, indent: str) -> list[str]:
         if t.implicit:
             continue
         parts = [f"location = {t.location}"]
-        if len(t.dtype_ladder) > 1:
+        if t.dtype_ladder:
             parts.append(f"dtype_ladder = [{', '.join(t.dtype_ladder)}]")
         elif t.dtype is not None:
             parts.append(f"dtype = {t.dtype}")
@@ -402,8 +408,9 @@ def _tiers_text(pir) -> list[str]:
 
 
 def render_ir(pir) -> str:
-    """Render an IR as ``.moe`` text: every block present, every non-default parameter,
-    conditional values as ``a : b when c``, and the adapt rules."""
+    """Render an IR as ``.moe`` text: every block present, every non-default parameter, the
+    cache's per-layer pins, conditional values as ``a : b when c``, the memory tiers and the
+    adapt rules."""
     from mpl import ir as _ir
     conditional = {}      # key -> (alternative, condition)
     rules = []
@@ -432,8 +439,11 @@ def render_ir(pir) -> str:
                 text = _value_text(p.key, v)
                 if p.key in conditional:
                     alt, cond = conditional[p.key]
-                    text += f" : {_value_text(p.key, alt)} when {_cond_text(cond)}"
+                    text += f" : {_value_text(p.key, alt, single=True)} when {_cond_text(cond)}"
                 lines.append(f"        {p.name} = {text}")
+        if bname == "cache":
+            lines += [f"        pin layers = {lp.layers.first}..{lp.layers.last} "
+                      f"{{ experts = [{', '.join(map(str, lp.experts))}] }}" for lp in pir.layer_pins]
         if lines or bname in pir.blocks:
             out.append(f"    {bname} {{")
             out.extend(lines)
@@ -446,7 +456,7 @@ def render_ir(pir) -> str:
             acts = []
             for a in r.actions:
                 if isinstance(a, _ir.SetAction):
-                    acts.append(f"{a.key} = {_value_text(a.key, a.value)}")
+                    acts.append(f"{a.key} = {_value_text(a.key, a.value, single=True)}")
                 elif isinstance(a, _ir.TriggerAction):
                     acts.append(f"trigger {a.trigger}")
                 else:

@@ -1,7 +1,7 @@
 """Random policy *texts* (tests/policy_texts.py: drawn from the schema, every block, parameter,
 nested item and adapt action the language has, with values in and out of range, units,
 fallbacks and conditional values), taken the way a user's file is: checked, and when clean loaded, formatted, and run on
-both backends. What the checker accepts must lower, compile, format to the same IR and run on
+both backends. What the checker accepts must lower, compile, format (and render canonically) to the same IR and run on
 the compiled engine and the pure runtime with the same Plans, errors and state; what it
 refuses gets located errors. The other backend tests draw policies as IR or from a fixed
 grammar of tiers; this one reaches the combinations only text makes (an adapt rule setting a
@@ -85,6 +85,9 @@ def test_a_policy_text_runs_alike_on_both_backends(seed, data):
     assert ({k: without_lines(v.to_json()) for k, v in a.ir.items()}
             == {k: without_lines(v.to_json()) for k, v in b.ir.items()})
     assert fmt.format_text(formatted) == formatted
+    canonical = analyze(pol.text(), None)          # what sweeps, overrides and model checks read
+    assert not canonical.errors, pol.text()
+    assert without_lines(canonical.ir[pol.name].to_json()) == without_lines(pol.ir.to_json())
     E = r.randint(2, 16)
     L, K = r.randint(1, 6), r.randint(1, min(4, E))
     try:

@@ -105,3 +105,37 @@ def test_errors_without_the_model_are_the_same(trace):
     with pytest.raises(PolicyLoadError) as b:
         load_for_replay(text)
     assert str(a.value) == str(b.value)
+
+
+#: a model-aware error of every kind the checker has, each about the trace's shape
+MISFITS = {
+    "MPL506": "policy p {\n  cache {\n    capacity = 16\n    pin = [0, 1]\n  }\n}\n",
+    "MPL515": "policy p {\n  per_layer_hierarchy {\n    band layers = 0..40 {\n"
+              "      tier hot { location = gpu  capacity = 200 }\n    }\n  }\n}\n",
+    "MPL521": "policy p {\n  cache {\n    capacity = 64\n    pin layers = 40..41 { experts = [1] }\n"
+              "  }\n}\n",
+    "MPL505": "policy p {\n  cache { capacity = 4 }\n  per_layer {\n    total_budget = 40\n"
+              "    min_capacity = 2\n  }\n}\n",
+}
+
+
+@pytest.mark.parametrize("code", sorted(MISFITS))
+def test_a_policy_attach_refuses_is_refused_by_the_replay_at_its_line(code, trace, tmp_path):
+    """What the checker calls a model-aware error on the trace's shape (and attach refuses) is
+    a replay's located error too, in the policy's own file, not a report of a run that cannot
+    happen."""
+    from mpl.rules.model import RULES
+
+    assert code in {r.code for r in RULES}
+    path = tmp_path / "p.moe"
+    path.write_text(MISFITS[code])
+    shape = shape_of(trace.header)
+    want = [d for d in checker.analyze(MISFITS[code], str(path), model=shape).errors
+            if d.code == code][0]
+    with pytest.raises(ReplayError) as e:
+        replay(load_for_replay(str(path)), trace)
+    assert str(e.value).startswith(f"{path}:{want.span.line}:{want.span.column}: policy p does not "
+                                   f"fit the trace's model")
+    assert str(e.value).endswith(f"{want.message} [{code}]")
+    with pytest.raises(ReplayError, match=rf"^policy p does not fit .*\[{code}\]$"):
+        replay(load_for_replay(MISFITS[code]), trace)        # text: no file to point into

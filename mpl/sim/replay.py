@@ -20,6 +20,7 @@ from mpl.sim import tracepack as _tracepack
 from mpl.runtime.core import capacity_of, capacity_slots
 from mpl.runtime.plan import STREAM, Load, Plan
 from mpl import tracecols
+from mpl.rules import model as _model_rules
 from mpl.adapt_log import lines as adapt_lines
 from mpl.features import features
 from mpl.sim.belady import BeladyResult, belady as belady_optimum, requests_of, simulate
@@ -233,11 +234,10 @@ def shape_of(header):
 _FITS: dict = {}
 _FITS_MAX = 1024
 
-#: MPL501 (a pinned expert the model does not have), MPL505 (a per-layer budget below the
-#: minimum) and MPL507 (a size capacity that gives no slot, or more than a cache may have)
-#: make a replay meaningless; pins that fill the cache (MPL506) are a defined runtime
-#: behaviour (what does not fit streams), so that replay goes ahead.
-FIT_CODES = ("MPL501", "MPL505", "MPL507")
+#: the model-aware errors, every one about the model's shape (pins, budgets, sizes, bands,
+#: tiers), which the trace's header gives: attach refuses such a policy, so its replay would
+#: tell of a run that cannot happen
+FIT_CODES = tuple(r.code for r in _model_rules.RULES if r.severity == _model_rules.E)
 
 
 def check_fits(policy, header) -> None:
@@ -267,8 +267,23 @@ def check_fits(policy, header) -> None:
                 _FITS.clear()
             _FITS[key] = errs
     if errs:
-        raise ReplayError(f"policy {policy.name} does not fit the trace's model "
-                          f"({header.model}): {errs[0].message} [{errs[0].code}]")
+        e = errs[0]
+        raise ReplayError(f"{_where(policy, shape, e)}policy {policy.name} does not fit the "
+                          f"trace's model ({header.model}): {e.message} [{e.code}]")
+
+
+def _where(policy, shape, diag) -> str:
+    """``file:line:col: `` of ``diag`` (a model-aware error of the policy's canonical text) in
+    the file the policy was checked from, where there is one; else nothing."""
+    from mpl.checker import REPLAY, analyze
+
+    text, path = getattr(policy, "checked_text", None), getattr(policy, "path", None)
+    if not isinstance(text, str) or path is None:
+        return ""
+    for d in analyze(text, path, model=shape, purpose=REPLAY).errors:
+        if d.code == diag.code and d.message == diag.message:
+            return f"{d.file or path}:{d.span.line}:{d.span.column}: "
+    return ""
 
 
 def per_layer_capacity(policy, header, capacity) -> tuple[dict, str | None]:
