@@ -49,6 +49,27 @@ def test_report_is_consistent(ds_trace):
     assert "Belady" in r.format_text()
 
 
+def test_link_busy_is_a_share_of_the_time_the_link_works():
+    """Background loads outrun the link under the CPU schedules (they do not hold compute
+    up): the link's last transfer lands after the last step, and the report's share is of the
+    time up to that landing, never above 100%, saying how far past the run it is."""
+    import re
+
+    trace = synthesize("mixtral-8x7b", steps=16, seed=1)
+    for name in ("std/hybrid", "std/cpu_fallback", "std/lru_basic"):
+        r = replay(name, trace)
+        m = r.sim
+        assert 0 <= m["link_busy_ms"] <= max(m["total_ms"], m["link_free_ms"]) + 1e-6
+        share = re.search(r"link busy (\d+)%( up to its last transfer, which lands ([\d.]+) ms "
+                          r"after the last step)?\)", r.format_text())
+        assert share and int(share[1]) <= 100, r.format_text()
+        late = m["link_free_ms"] > m["total_ms"]
+        assert bool(share[2]) == late
+        if late:
+            assert float(share[3]) == pytest.approx(m["link_free_ms"] - m["total_ms"], abs=0.01)
+    assert replay("std/hybrid", trace).sim["link_free_ms"] > replay("std/hybrid", trace).sim["total_ms"]
+
+
 def test_per_layer_belady_uses_the_runtime_capacities(ds_trace):
     r = replay(_policy(12, "lru", per_layer=True), ds_trace)
     assert r.belady["structure"] == "per_layer" and r.belady["capacities"] == [12] * 26

@@ -154,8 +154,12 @@ def test_mplc_sweep_over_a_lower_tiers_capacity(work):
     (("sweep", "d.moe", "--param", "tier.nvme.capacity=4,8"), "policy d has no tier 'nvme' (its tiers: hot, ram, ssd)"),
     (("sweep", "d.moe", "--param", "tier.ram.capacity=0"), "'capacity' must be in [1, 4194304]"),
     (("sweep", "d.moe", "--param", "tier.ram.size=4"), "write tier.NAME.PARAM"),
-    (("replay", "bands.moe"), "is in no band of per_layer_hierarchy"),
-    (("replay", "tiny.moe"), "tier 'hot': capacity of 1048576 bytes is smaller than one expert"),
+    (("replay", "bands.moe"), "bands.moe:1:12: policy b does not fit the trace's model "
+                              "(deepseek-v2-lite): MoE layers 13..26 of deepseek-v2-lite are in "
+                              "no band"),
+    (("replay", "tiny.moe"), "tiny.moe:1:62: policy t does not fit the trace's model "
+                             "(deepseek-v2-lite): tier 'hot': capacity 1 MiB is smaller than one "
+                             "expert"),
 ])
 def test_bad_input_is_one_line_and_exit_1(work, args, message):
     (work / "bands.moe").write_text("policy b { per_layer_hierarchy {\n  band layers = 1..12 { tier hot { location = gpu  capacity = 4 } }\n} }\n")

@@ -112,8 +112,7 @@ class ReplayReport:
             f"accuracy {s['prefetch_accuracy']:.2%}",
             "",
             f"  simulated     {m['time_per_step_ms']:.2f} ms/step, {m['tokens_per_s']:.2f} tok/s "
-            f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, link busy "
-            f"{m['link_busy_ms'] / max(m['total_ms'], 1e-9):.0%})",
+            f"(stall {m['stall_ms'] / max(m['steps'], 1):.2f} ms/step, {_link_text(m)})",
         ]
         rt = self.runtime or {}
         if rt.get("policy_reason"):
@@ -270,6 +269,18 @@ def check_fits(policy, header) -> None:
         e = errs[0]
         raise ReplayError(f"{_where(policy, shape, e)}policy {policy.name} does not fit the "
                           f"trace's model ({header.model}): {e.message} [{e.code}]")
+
+
+def _link_text(m: dict) -> str:
+    """The link's share of busy time: of the run, or, where transfers issued during it (a
+    background load, a prefetch after the last step) land after its end, of the time until
+    the last one lands, which the run's total leaves out."""
+    total, free = m["total_ms"], m.get("link_free_ms", 0.0)
+    span = max(total, free, 1e-9)
+    out = f"link busy {m['link_busy_ms'] / span:.0%}"
+    if free > total:
+        out += f" up to its last transfer, which lands {free - total:.2f} ms after the last step"
+    return out
 
 
 def _where(policy, shape, diag) -> str:

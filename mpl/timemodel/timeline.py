@@ -201,7 +201,8 @@ class Timeline:
     def to_dict(self) -> dict:
         return {"total_ms": self.now, "stall_ms": self.stall_ms, "gpu_busy_ms": self.gpu_ms,
                 "cpu_busy_ms": self.cpu_ms, "cpu_wait_ms": self.cpu_wait_ms,
-                "link_busy_ms": self.transfer_ms, "transfers": self.transfers,
+                "link_busy_ms": self.transfer_ms, "link_free_ms": self.link_free,
+                "transfers": self.transfers,
                 "bytes_transferred": self.bytes, "late_prefetches": self.late}
 
 
