@@ -69,8 +69,7 @@ class LineIndex:
         if line > len(self.line_starts):
             return len(self.text)
         start = self.line_starts[line - 1]
-        end = self.line_starts[line] - 1 if line < len(self.line_starts) else len(self.text)
-        return min(start + max(0, column - 1), end)
+        return min(start + max(0, column - 1), self.content_end(line - 1))
 
     def span_offsets(self, span) -> tuple[int, int]:
         """Code-point (start, end) of a span in *this* text, by its line/column."""
@@ -85,6 +84,17 @@ class LineIndex:
         end = self.offset_lc(span.end_line, span.end_column)
         return self.range(start, max(start, end))
 
+    def content_end(self, line: int) -> int:
+        """Code-point offset where 0-based ``line``'s content ends: before its '\n', '\r\n'
+        or lone '\r' (a position past it means it, and an edit there never splits a CRLF)."""
+        starts = self.line_starts
+        if line + 1 >= len(starts):
+            return len(self.text)
+        end = starts[line + 1] - 1
+        if end > starts[line] and self.text[end] == "\n" and self.text[end - 1] == "\r":
+            end -= 1
+        return end
+
     # ------------------------------------------------------------ position -> offset
     def offset(self, position: types.Position) -> int:
         """Code-point offset of an LSP position, clamped into the text (a character past
@@ -95,7 +105,7 @@ class LineIndex:
         if line >= len(self.line_starts):
             return len(self.text)
         start = self.line_starts[line]
-        end = self.line_starts[line + 1] - 1 if line + 1 < len(self.line_starts) else len(self.text)
+        end = self.content_end(line)
         want = max(0, position.character)
         if self.encoding == UTF32:
             return min(start + want, end)

@@ -25,10 +25,10 @@ class Token(NamedTuple):
 
 
 _TOKEN_RE = re.compile(r"""
-    (?P<ws>[ \t\r\f\v]+)
-  | (?P<nl>\n)
-  | (?P<comment>\#[^\n]*)
-  | (?P<string>"(?:[^"\\\n]|\\.)*(?:"|(?=\n)|$))
+    (?P<ws>[ \t\f\v]+)
+  | (?P<nl>\r\n?|\n)
+  | (?P<comment>\#[^\r\n]*)
+  | (?P<string>"(?:[^"\\\r\n]|\\.)*(?:"|(?=[\r\n])|$))
   | (?P<number>-?(?:\d+\.(?!\.)\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<op><=|>=|!=|==|<|>)

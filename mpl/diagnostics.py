@@ -11,6 +11,7 @@ Positions: ``line`` and ``column`` are 1-based (column counts code points), ``of
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from enum import Enum
@@ -23,7 +24,10 @@ _LAST_INDEX: tuple[str, list[int]] = ("", [0])
 
 
 def line_starts(text: str) -> list[int]:
-    """Offset of the first character of every line (``\n`` ends a line)."""
+    """Offset of the first character of every line. ``\n``, ``\r\n`` and a lone ``\r`` (old
+    Mac files) end a line, as in editors and the LSP specification."""
+    if "\r" in text:
+        return [0, *(m.end() for m in _LINE_END_RE.finditer(text))]
     starts = [0]
     find = text.find
     i = find("\n")
@@ -31,6 +35,14 @@ def line_starts(text: str) -> list[int]:
         starts.append(i + 1)
         i = find("\n", i + 1)
     return starts
+
+
+_LINE_END_RE = re.compile(r"\r\n?|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` without their ends, the lines :func:`line_starts` counts."""
+    return _LINE_END_RE.split(text) if "\r" in text else text.split("\n")
 
 
 def _line_starts(text: str) -> list[int]:

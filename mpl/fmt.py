@@ -47,6 +47,7 @@ from mpl.syntax.lexer import tokenize
 
 INDENT = "    "
 _SPACE_RE = re.compile(r"[ \t\r\f\v\n]*")
+_LONE_CR_RE = re.compile(r"\r(?!\n)")
 
 
 class FormatError(Exception):
@@ -61,6 +62,9 @@ class FormatError(Exception):
 
 def format_text(text: str) -> str:
     """The canonical layout of ``text``; raises :class:`FormatError` on syntax errors."""
+    # a lone '\r' (old Mac files) ends a line as '\n' does; the same length, so every span
+    # of the diagnostics is the same
+    text = _LONE_CR_RE.sub("\n", text)
     result = parse(text)
     if has_errors(result.diagnostics):
         raise FormatError(result.diagnostics)

@@ -227,6 +227,20 @@ def test_crlf_and_bom(tmp_path):
     assert text[d.span.offset:d.span.end_offset] == "0"
 
 
+def test_a_lone_carriage_return_ends_a_line(tmp_path):
+    """Old Mac files end lines with a lone '\r', as editors and the LSP count them: a comment
+    stops there, and diagnostics name the line an editor shows."""
+    from mpl.checker import check
+    p = tmp_path / "mac.moe"
+    p.write_bytes(b"# a comment\rpolicy p {\r    cache { capacity = 0 }\r}\r")
+    [d] = check(str(p))
+    assert d.code == "MPL203" and (d.span.line, d.span.column) == (3, 24)
+    text = "# c\rpolicy p {\r  cache { capacity = 0 }  # c\r\n}\r"
+    [d] = analyze(text).diagnostics
+    assert text[d.span.offset:d.span.end_offset] == "0" and d.span.line == 3
+    assert analyze("# only a comment\rpolicy p { cache { capacity = 8 } }\r").ir
+
+
 def test_mpl306_pairs_of_rules():
     """A fired rule's values persist, so two rules that are each fine can break the policy
     together; exclusive conditions do not help (they fire at different times)."""

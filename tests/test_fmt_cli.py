@@ -38,13 +38,14 @@ def test_rewrites_in_place_then_check_passes(tmp_path):
 
 
 def test_byte_order_mark_and_crlf_are_not_canonical(tmp_path):
-    """A canonical policy saved with a byte-order mark or CRLF line ends is reformatted to
-    the same text without them (the file is read once and compared as it is on disk)."""
+    """A canonical policy saved with a byte-order mark, CRLF or lone CR line ends is
+    reformatted to the same text without them (the file is read once and compared as it is on disk)."""
     canon = tmp_path / "canon.moe"
     shutil.copy(BALANCED, canon)
     assert mplc("canon.moe", cwd=tmp_path).returncode == 0
     text = canon.read_bytes()
-    for name, data in (("bom.moe", b"\xef\xbb\xbf" + text), ("crlf.moe", text.replace(b"\n", b"\r\n"))):
+    for name, data in (("bom.moe", b"\xef\xbb\xbf" + text), ("crlf.moe", text.replace(b"\n", b"\r\n")),
+                       ("cr.moe", text.replace(b"\n", b"\r"))):
         f = tmp_path / name
         f.write_bytes(data)
         r = mplc("--check", name, cwd=tmp_path)

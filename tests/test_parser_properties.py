@@ -1,5 +1,6 @@
 """Property tests: random and mutated inputs never make the parser raise, spans stay inside."""
 
+import re
 import glob
 import os
 
@@ -167,11 +168,14 @@ def covered_exactly_once(text):
             assert marks[i] <= 1
         else:
             assert marks[i] == 1, (i, ch, text)
-    # tokens come in order and their positions agree with their line/column
+    # tokens come in order and their positions agree with their line/column (a line ends at
+    # '\n', '\r\n' or a lone '\r')
+    starts = [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
     for t in lx.tokens:
         assert text[t.start_pos:t.end_pos] == t.value
-        assert t.line == text.count("\n", 0, t.start_pos) + 1
-        assert t.column == t.start_pos - (text.rfind("\n", 0, t.start_pos) + 1) + 1
+        done = [s for s in starts if s <= t.start_pos]
+        assert t.line == len(done)
+        assert t.column == t.start_pos - done[-1] + 1
 
 
 @_settings

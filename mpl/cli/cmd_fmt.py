@@ -93,10 +93,16 @@ def _stdin(args) -> int:
 
 
 def _diff(old: str, new: str, path: str):
-    """Unified diff lines; a last line without a line end is marked as diff(1) marks it."""
+    """Unified diff lines; a last line without a line end is marked as diff(1) marks it, and
+    a line ended by a lone '\r' (an old Mac file) is shown ended by '\n'."""
     for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True), path,
                                      f"{path} (formatted)"):
-        yield line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        if line.endswith("\n"):
+            yield line
+        elif line.endswith("\r"):
+            yield line[:-1] + "\n"
+        else:
+            yield line + "\n\\ No newline at end of file\n"
 
 
 def run(args) -> int:

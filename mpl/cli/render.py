@@ -21,7 +21,7 @@ import functools
 import os
 from typing import Callable, Iterable, Mapping
 
-from mpl.diagnostics import Diagnostic, Span, clip_text, snippet_window
+from mpl.diagnostics import Diagnostic, Span, clip_text, snippet_window, split_lines
 
 _COLORS = {
     "error": "\x1b[1;31m", "warning": "\x1b[1;33m", "hint": "\x1b[1;36m", "info": "\x1b[1;36m",
@@ -58,7 +58,7 @@ def _display(path: str | None) -> str:
 def _split_lines(text: str) -> tuple[str, ...]:
     """A source's lines, split once however many diagnostics it has (a str caches its hash,
     so finding it again costs nothing)."""
-    return tuple(text.split("\n"))
+    return tuple(split_lines(text))
 
 
 def snippet(text: str, span: Span, paint: _Paint, mark: str = "^", rest: str = "~",

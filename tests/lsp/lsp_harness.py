@@ -98,12 +98,17 @@ def units(s: str, encoding: str) -> int:
     return len(s)
 
 
+def line_starts(text: str) -> list[int]:
+    """Code-point offset of every line of ``text``; lines end at '\n', '\r\n' and a lone
+    '\r', as the LSP specification says (an independent implementation for the tests)."""
+    import re
+    return [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
+
+
 def pos(text: str, offset: int, encoding: str) -> types.Position:
     """LSP position of code-point ``offset`` (an independent implementation for the tests)."""
-    before = text[:offset]
-    line = before.count("\n")
-    col_text = before[before.rfind("\n") + 1:]
-    return types.Position(line=line, character=units(col_text, encoding))
+    done = [s for s in line_starts(text) if s <= offset]
+    return types.Position(line=len(done) - 1, character=units(text[done[-1]:offset], encoding))
 
 
 def pos_of(text: str, needle: str, encoding: str, delta: int = 0, nth: int = 0) -> types.Position:

@@ -172,6 +172,17 @@ async def test_crlf_document(client):
     assert syms[0].selection_range.start == types.Position(1, 7)
 
 
+async def test_lone_cr_document(client):
+    """A lone '\r' ends a line (the LSP specification's line ends): a comment stops there,
+    and ranges land on the line the client counts."""
+    text = "# note\rpolicy p {\r  cache {\r    capcity = 8\r  }\r}\r"
+    uri = open_doc(client, "mac.moe", text)
+    got = await diagnostics(client, uri)
+    d = next(d for d in got if d.code == "MPL102")
+    assert (d.range.start.line, d.range.start.character, d.range.end.character) == (3, 4, 11)
+    assert not [d for d in got if d.code == "MPL112"]            # the policy is seen
+
+
 async def test_untitled_buffer(client):
     uri = "untitled:Untitled-1"
     client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(

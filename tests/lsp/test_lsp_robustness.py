@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from mpl.checker import analyze
 
-from lsp_harness import diagnostics, make_fixture, no_internal_errors, open_doc, pos, units
+from lsp_harness import diagnostics, line_starts, make_fixture, no_internal_errors, open_doc, pos, units
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -37,10 +37,26 @@ GARBAGE = ["{", "}", "[", "]", "=", "|", ":", ";", ",", ".", "\"", "#", "when ",
            "adapt { when", "}}}}", "{{{{", "\ud7ff", "𝔘𝔫𝔦"]
 
 
+def _line_end(text: str, line: int) -> int:
+    """Code-point offset where the content of ``line`` ends (before its line end)."""
+    starts = line_starts(text)
+    if line + 1 >= len(starts):
+        return len(text)
+    end = starts[line + 1] - 1
+    return end - 1 if text[end] == "\n" and end > starts[line] and text[end - 1] == "\r" else end
+
+
+def _outside_crlf(text: str, off: int) -> int:
+    """``off``, or the offset before the '\r' where ``off`` lies inside a CRLF (no client
+    position can)."""
+    return off - 1 if 0 < off < len(text) and text[off - 1] == "\r" and text[off] == "\n" else off
+
+
 def _position_past_end(text: str, rnd: random.Random, enc: str) -> types.Position:
-    lines = text.split("\n")
-    line = rnd.randrange(len(lines))
-    return types.Position(line=line, character=units(lines[line], enc) + rnd.randint(1, 5))
+    starts = line_starts(text)
+    line = rnd.randrange(len(starts))
+    content = text[starts[line]:_line_end(text, line)]
+    return types.Position(line=line, character=units(content, enc) + rnd.randint(1, 5))
 
 
 def _apply(text: str, start: int, end: int, new: str) -> str:
@@ -74,8 +90,7 @@ async def test_random_edits(client):
         else:                              # an edit at a position past the end of a line
             p = _position_past_end(text, rnd, enc)
             new = rnd.choice(GARBAGE)
-            lines = text.split("\n")
-            start = end = sum(len(l) + 1 for l in lines[:p.line]) + len(lines[p.line])
+            start = end = _line_end(text, p.line)
             rng = types.Range(p, p)
             text = _apply(text, start, end, new)
             version += 1
@@ -84,7 +99,8 @@ async def test_random_edits(client):
                 content_changes=[types.TextDocumentContentChangePartial(range=rng, text=new)]))
             continue
         # never split a surrogate pair / CRLF in a way the client could not produce: the
-        # mirror works in code points, as the server does
+        # mirror works in code points, as the server does, and no position lies inside a CRLF
+        start, end = _outside_crlf(text, start), _outside_crlf(text, end)
         rng = types.Range(pos(text, start, enc), pos(text, end, enc))
         text = _apply(text, start, end, new)
         version += 1

@@ -31,12 +31,17 @@ TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", 
 @given(TEXTS, st.sampled_from(["utf-8", "utf-16", "utf-32"]))
 @prop(200)
 def test_positions_round_trip(text, enc):
+    """Lines end at '\n', '\r\n' and a lone '\r', as the LSP specification says."""
+    import re
+    ends = [m.end() for m in re.finditer(r"\r\n?|\n", text)]
     idx = LineIndex(text, enc)
     for off in range(len(text) + 1):
+        if 0 < off < len(text) and text[off - 1:off + 1] == "\r\n":
+            continue                 # inside a line end: no position of a client is there
         p = idx.position(off)
-        before = text[:off]
-        assert p.line == before.count("\n")
-        assert p.character == units(before[before.rfind("\n") + 1:], enc)
+        done = [e for e in ends if e <= off]
+        assert p.line == len(done)
+        assert p.character == units(text[(done[-1] if done else 0):off], enc)
         assert idx.offset(p) == off
 
 
@@ -46,6 +51,14 @@ def test_position_past_line_end_clamps():
     assert idx.offset(types.Position(9, 0)) == len("ab😀\ncd")
     # the middle of a surrogate pair is the character after it
     assert idx.offset(types.Position(0, 3)) == 3
+
+
+def test_position_past_line_end_stops_before_the_line_end():
+    """Past the end of a line means before its '\r\n' or lone '\r': an edit there never
+    splits a CRLF (which would make a line of its own)."""
+    for text, want in (("ab\r\ncd", 2), ("ab\rcd", 2), ("ab\ncd", 2), ("\r\n", 0)):
+        assert LineIndex(text, "utf-16").offset(types.Position(0, 9)) == want, text
+    assert LineIndex("ab\rcd", "utf-16").offset(types.Position(1, 1)) == 4
 
 
 def test_span_range_uses_line_and_column_for_crlf():
