@@ -13,7 +13,9 @@ from .guard import guarded, log
 
 
 def minimal_edit(old: str, new: str) -> tuple[int, int, str] | None:
-    """(start, end, replacement) in ``old`` code-point offsets, or None when equal."""
+    """(start, end, replacement) in ``old`` code-point offsets, or None when equal. Neither
+    end lies inside a CRLF of ``old``: no LSP position can (a client reads one there as the end
+    of the line, before the '\r')."""
     if old == new:
         return None
     n = min(len(old), len(new))
@@ -23,7 +25,15 @@ def minimal_edit(old: str, new: str) -> tuple[int, int, str] | None:
     s = 0
     while s < n - p and old[len(old) - 1 - s] == new[len(new) - 1 - s]:
         s += 1
+    if _inside_crlf(old, p):
+        p -= 1
+    if _inside_crlf(old, len(old) - s):
+        s -= 1
     return p, len(old) - s, new[p:len(new) - s]
+
+
+def _inside_crlf(text: str, i: int) -> bool:
+    return 0 < i < len(text) and text[i - 1] == "\r" and text[i] == "\n"
 
 
 def format_edits(ls, doc) -> list[types.TextEdit]:

@@ -133,7 +133,8 @@ def test_settings_parse_and_report():
 
 
 @prop(100)
-@given(st.text(max_size=40), st.text(max_size=40))
+@given(st.text(alphabet=st.sampled_from(list("ab \r\n{}#")), max_size=40) | st.text(max_size=40),
+       st.text(alphabet=st.sampled_from(list("ab \r\n{}#")), max_size=40) | st.text(max_size=40))
 def test_minimal_edit(old, new):
     e = minimal_edit(old, new)
     if old == new:
@@ -141,6 +142,18 @@ def test_minimal_edit(old, new):
     else:
         s, t, text = e
         assert old[:s] + text + old[t:] == new
+        for i in (s, t):             # never inside a CRLF, where no LSP position lies
+            assert not (0 < i < len(old) and old[i - 1:i + 1] == "\r\n"), (old, new, e)
+
+
+def test_minimal_edit_of_a_crlf_file_to_newlines():
+    """Formatting a CRLF file: the edit's ends are positions a client can apply."""
+    old = "policy p {\r\n  cache { capacity = 8 }\r\n}\r\n"
+    new = "policy p {\n    cache {\n        capacity = 8\n    }\n}\n"
+    s, t, text = minimal_edit(old, new)
+    idx = LineIndex(old, "utf-16")
+    rng = idx.range(s, t)
+    assert old[:idx.offset(rng.start)] + text + old[idx.offset(rng.end):] == new
 
 
 def test_per_layer_capacities_uniform_split():
