@@ -366,6 +366,20 @@ def test_a_device_index_with_spaces_is_one_error_with_a_fix():
     assert "location = gpu:1" in fixed and check_text(fixed) == []
 
 
+def test_a_device_index_with_a_glued_word_after_it_is_not_said_to_have_spaces():
+    """`gpu:10d`: the lexer splits the glued word off the index and says so; no error claims
+    the index has spaces, whose fix would write the same text again."""
+    from mpl.checker import check_text
+    text = "policy p {\n    cache { capacity = 8 }\n    prefetch {\n        lookahea\n=gpu:10d = 2\n    }\n}\n"
+    diags = check_text(text)
+    assert not [d for d in diags if "without spaces" in d.message], diags
+    assert any("missing space between 10 and 'd'" in d.message for d in diags), diags
+    for d in diags:
+        for fix in d.fixes:
+            for e in fix.edits:
+                assert text[e.span.offset:e.span.end_offset] != e.new_text, (d, fix)
+
+
 def test_unclosed_tier_before_the_next_block_names_every_open_construct():
     text = "policy p {\n    hierarchy {\n        tier hot { location = gpu\n    prefetch { strategy = history }\n}\n"
     r = parse(text)

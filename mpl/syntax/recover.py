@@ -753,8 +753,11 @@ class RecoveringParser:
             return False
         text = f"{v.name}:{alt.text}"
         span = _cover(v.span, alt.span)
-        self.error("MPL002", f"a device index is written without spaces: '{text}'", span,
-                   fixes=(Fix(f"Write '{text}'", (TextEdit(span, text),)),))
+        if self.text[span.offset:span.end_offset] != text:
+            self.error("MPL002", f"a device index is written without spaces: '{text}'", span,
+                       fixes=(Fix(f"Write '{text}'", (TextEdit(span, text),)),))
+        # else written so, and split only by what is glued after it (`gpu:10d`), which the
+        # lexer reported
         expr.value = ast.Indexed(span, v.name, alt.value, text)
         expr.alternative = None
         expr.span = span
