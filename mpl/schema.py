@@ -765,8 +765,14 @@ def block(name: str) -> Block | None:
     return BLOCKS.get(name)
 
 
+#: what :func:`parse_size` takes, as the size options' error messages say it
+SIZE_RULE = "a finite number of bytes, at least one"
+
+
 def parse_size(text: str) -> int | None:
-    """``16GiB`` / ``80 GB`` / ``512MiB`` -> bytes, or None (not a positive finite size)."""
+    """``16GiB`` / ``80 GB`` / ``512MiB`` -> bytes, or None: not a finite size of at least one
+    byte (``0GiB``, ``1e-10GB``, ``nan``, ``inf`` and ``1e400`` alike; a size that rounds
+    to no bytes is no more a size than 0 is). Every size option of mplc reads through it."""
     t = text.strip()
     for name in sorted(SIZE_UNITS, key=len, reverse=True):
         if t.endswith(name):
@@ -775,8 +781,6 @@ def parse_size(text: str) -> int | None:
                 v = float(num)
             except ValueError:
                 return None
-            if not 0 < v < float("inf"):       # also rejects nan, inf and 1e400
-                return None
             b = v * UNITS[name].factor
-            return int(b) if b < float("inf") else None
+            return int(b) if 1 <= b < float("inf") else None     # also rejects nan
     return None

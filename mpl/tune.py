@@ -257,20 +257,14 @@ def budget_slots(budget: str | int, expert_bytes: int) -> int:
         n = budget
     else:
         t = str(budget).strip()
-        n = None
-        for unit in sorted(schema.SIZE_UNITS, key=len, reverse=True):
-            if t.endswith(unit):
-                try:
-                    size = float(t[: -len(unit)]) * schema.UNITS[unit].factor
-                except ValueError:
-                    raise ValueError(f"--budget '{budget}': not a number of {unit}") from None
-                if not size < float("inf"):            # nan, inf, 1e400
-                    raise ValueError(f"--budget '{budget}': not a finite size")
-                if expert_bytes <= 0:
-                    raise ValueError("a size budget needs the expert size (the trace header has none)")
-                n = int(size // expert_bytes)
-                break
-        if n is None:
+        if t.endswith(schema.SIZE_UNITS):
+            size = schema.parse_size(t)
+            if size is None:                       # 0, below a byte, nan, inf, 1e400, "xGiB"
+                raise ValueError(f"--budget '{budget}': not a size ({schema.SIZE_RULE})")
+            if expert_bytes <= 0:
+                raise ValueError("a size budget needs the expert size (the trace header has none)")
+            n = size // expert_bytes
+        else:
             try:
                 n = int(t)
             except ValueError:

@@ -83,7 +83,7 @@ def size_of(text, option: str) -> int:
     if b is None:
         units = ", ".join(sorted(schema.SIZE_UNITS))
         raise TierSearchError(f"{option} '{text}': give a size with a unit ({units}), e.g. "
-                              f"24GiB: a positive, finite number of bytes")
+                              f"24GiB: {schema.SIZE_RULE}")
     return b
 
 

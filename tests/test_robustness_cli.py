@@ -217,8 +217,8 @@ CASES = [
     # tune
     ("tune-budget-word", ["tune", *T, "--budget", "lots", "-j", "1"], 1, "give slots", []),
     ("tune-budget-zero", ["tune", *T, "--budget", "0", "-j", "1"], 1, "must hold at least one", []),
-    ("tune-budget-nan", ["tune", *T, "--budget", "nanGiB", "-j", "1"], 1, "not a finite size", []),
-    ("tune-budget-inf", ["tune", *T, "--budget", "1e400GiB", "-j", "1"], 1, "not a finite size", []),
+    ("tune-budget-nan", ["tune", *T, "--budget", "nanGiB", "-j", "1"], 1, "not a size (a finite number of bytes, at least one)", []),
+    ("tune-budget-inf", ["tune", *T, "--budget", "1e400GiB", "-j", "1"], 1, "not a size (a finite number of bytes, at least one)", []),
     ("tune-hw", ["tune", *T, "--budget", "64", "--hardware", "tpu-v9", "-j", "1"], 1, "unknown hardware", []),
     ("tune-trace", ["tune", "--trace", "flags.mpltrace", "--budget", "64"], 1, "unknown flags", []),
     ("tune-jobs", ["tune", *T, "--budget", "64", "-j", "-1"], 1, "--jobs must be >= 0", []),

@@ -207,7 +207,7 @@ def test_experts_that_do_not_fit_in_host_memory_need_a_disk_tier(d):
     # 336 MiB: 68 MiB, no expert
     (["--device-memory", "7GiB"], 1, "leaves 0.1 GiB for experts"),
     (["--device-memory", "16GiB", "--kv-reserve", "lots"], 1, "--kv-reserve 'lots'"),
-    (["--device-memory", "16GiB", "--kv-reserve", "0GiB"], 1, "a positive, finite number"),
+    (["--device-memory", "16GiB", "--kv-reserve", "0GiB"], 1, "a finite number of bytes, at least one"),
     # a KV reserve above the device: nothing left for experts, with every figure
     (["--device-memory", "16GiB", "--kv-reserve", "20GiB"], 1,
      "the KV-cache reserve 20.0 GiB (--kv-reserve)"),

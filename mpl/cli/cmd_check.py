@@ -65,6 +65,7 @@ def run(args) -> int:
     from mpl.stdlib_path import resolve as resolve_std
     from mpl.cli.render import render_all, summary, use_color
     from mpl.diagnostics import Severity, has_errors
+    from mpl.schema import SIZE_RULE
 
     if args.files.count("-") > 1:
         return _usage("the standard input can be read only once: give '-' once")
@@ -80,8 +81,8 @@ def run(args) -> int:
     if args.device_memory:
         nbytes = parse_size(args.device_memory)
         if nbytes is None:
-            return _usage(f"--device-memory: cannot read '{args.device_memory}'; write a size such "
-                          f"as 16GiB or 80GB")
+            return _usage(f"--device-memory: cannot read '{args.device_memory}' as a size "
+                          f"({SIZE_RULE}); write a size such as 16GiB or 80GB")
         if model is None:
             return _usage("--device-memory needs --model")
         reserve = None
@@ -89,7 +90,7 @@ def run(args) -> int:
             reserve = parse_size(args.kv_reserve)
             if reserve is None or reserve >= nbytes:
                 return _usage(f"--kv-reserve: cannot read '{args.kv_reserve}' as a size below the "
-                              f"device memory; write a size such as 2GiB")
+                              f"device memory ({SIZE_RULE}); write a size such as 2GiB")
         model = model.with_device_memory(nbytes, kv_reserve=reserve)
     elif args.kv_reserve:
         return _usage("--kv-reserve needs --device-memory")
