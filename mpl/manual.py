@@ -454,11 +454,16 @@ Every `mplc` command spells the same things the same way:
   `pip install 'mpl-policylang[hf]'`); 2 a usage error; 3 a bug in mplc (one line;
   `MPL_DEBUG=1` prints the traceback); 130 after Ctrl-C (`mplc COMMAND: interrupted`, no
   traceback; `tune`'s and `sweep --jobs`'s worker processes are stopped too).
+- **Values**: an option's value, or a positional argument, is never empty: `--model ''`,
+  `-o ''` or `--capacity ''` is a usage error naming it (an empty value is not the option
+  left out), and so is an empty item of a comma-separated list (`--capacity 8,,16`,
+  `--param eviction=lru,,lfu`).
 - **Sizes** (`check --device-memory` and `--kv-reserve`; `tune --budget SIZE`,
   `--device-memory`, `--host-memory` and `--kv-reserve`) are a number with a unit (`GB`,
   `GiB`, `MB`, `MiB`) making a finite number of bytes, at least one: `0GiB` and a size that
   rounds to no bytes (`1e-10GB`) are refused alike.
-- Every positional argument has a line in `mplc COMMAND --help`.
+- Every positional argument has a line in `mplc COMMAND --help`, and every command's `--help`
+  renders.
 - `mplc doctor` prints the versions, the runtime backend and a table of the optional
   dependencies: {dependencies}, each with its version or "not installed", the extra that
   installs it and what it enables (`--json` for the same as JSON).

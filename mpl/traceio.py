@@ -71,6 +71,9 @@ _LINE_PIECE = 1 << 16
 #: schema's largest cache.expert_size_gb). A header beyond them is refused, naming the limit.
 MAX_LAYERS = 65536
 MAX_EXPERTS = 65536
+#: The most steps a trace may have: steps are numbered 0 .. 2^32-1 (the native format's u32
+#: step field; a JSONL row's ``t`` is held to the same range).
+MAX_STEPS = 2 ** 32
 MAX_EXPERT_BYTES = 10 ** 12
 #: The widest stored expert weight a header may declare (``stored_bits``: float64).
 MAX_STORED_BITS = 64
@@ -224,7 +227,7 @@ class NativeWriter:
         k = len(d.experts[0]) if tokens else 0
         if not 0 <= d.layer < self.nl:
             raise ValueError(f"dispatch at step {d.step}: layer {d.layer} outside 0..{self.nl - 1}")
-        if not 0 <= d.step < 2 ** 32:
+        if not 0 <= d.step < MAX_STEPS:
             raise ValueError(f"dispatch step {d.step} outside 0..2^32-1")
         if tokens >= 2 ** 16 or k > 255:
             raise ValueError(f"dispatch at step {d.step}: too many tokens ({tokens}) or experts per token ({k})")
@@ -725,7 +728,7 @@ def read_jsonl(f: IO[bytes], path: str) -> Trace:
         if (not isinstance(t, int) or not isinstance(l, int) or isinstance(t, bool)
                 or isinstance(l, bool) or t < 0 or l < 0):
             raise TraceFormatError(f"{path}:{lineno}: 't' and 'l' must be non-negative integers")
-        if t >= 2 ** 32:
+        if t >= MAX_STEPS:
             raise TraceFormatError(f"{path}:{lineno}: step 't' = {t} is too large (at most 2^32-1)")
         if l >= MAX_LAYERS:
             raise TraceFormatError(f"{path}:{lineno}: layer 'l' = {l} is too large (decoder-layer "

@@ -45,6 +45,18 @@ def test_every_positional_has_help():
     assert missing == []
 
 
+@pytest.mark.parametrize("name", [name for name, _ in _parsers()])
+def test_every_help_renders(tmp_path, name):
+    """argparse formats help strings with %: a bare one (a "10% reserve") prints the
+    option's repr instead of its help."""
+    r = mplc(*name.split(), "--help", cwd=tmp_path)
+    clean(r)
+    assert r.returncode == 0 and r.stderr == ""
+    assert "{'option_strings'" not in r.stdout and "%(" not in r.stdout
+    if name == "tune":
+        assert "a 10% reserve" in " ".join(r.stdout.split())
+
+
 def test_positional_help_is_shown(tmp_path):
     r = mplc("trace", "convert", "--help", cwd=tmp_path)
     assert r.returncode == 0

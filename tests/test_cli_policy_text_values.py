@@ -32,7 +32,7 @@ def test_tune_accepts_a_keyword_name(work, name):
     clean(r)
 
 
-@pytest.mark.parametrize("name", ["bad name", "é", "1a", "a.b", "x#y", ""])
+@pytest.mark.parametrize("name", ["bad name", "é", "1a", "a.b", "x#y"])
 def test_tune_refuses_a_name_the_parser_cannot_read(work, name):
     r = mplc("tune", "--budget", "64", "--trace", "missing.mpltrace", "--name", name, cwd=work)
     assert r.returncode == 1 and "is not a policy name" in r.stderr

@@ -174,7 +174,7 @@ CASES = [
     ("convert-to-dir", ["trace", "convert", "ok.mpltrace", "adir.moe.jsonl"], 1, "adir.moe.jsonl", []),
     ("convert-ext", ["trace", "convert", "ok.mpltrace", "out.csv"], 1, "unknown trace format", ["out.csv"]),
     ("synth-preset", ["trace", "synth", "--preset", "nope"], 1, "unknown preset 'nope'", []),
-    ("synth-steps", ["trace", "synth", "--preset", "olmoe", "--steps", "0", "-o", "s.mpltrace"], 1, "steps must be >= 1", ["s.mpltrace"]),
+    ("synth-steps", ["trace", "synth", "--preset", "olmoe", "--steps", "0", "-o", "s.mpltrace"], 2, "--steps must be in 1..4294967296", ["s.mpltrace"]),
     ("synth-skew-nan", ["trace", "synth", "--preset", "olmoe", "--steps", "2", "--skew", "nan", "-o", "s1.mpltrace"], 1, "skew must be a finite number", ["s1.mpltrace"]),
     ("synth-prompt", ["trace", "synth", "--preset", "olmoe", "--steps", "2", "--prompt-tokens", "100000", "-o", "s2.mpltrace"], 1, "prompt_tokens must be at most 65535", ["s2.mpltrace"]),
     ("synth-no-dir", ["trace", "synth", "--preset", "olmoe", "--steps", "2", "-o", "nodir/s.mpltrace"], 1, "nodir/s.mpltrace", ["nodir"]),

@@ -20,14 +20,16 @@ def add_arguments(parser) -> None:
     from mpl.cli.cmd_replay import add_model_argument
     from mpl.timemodel import hardware
 
-    from mpl.cli.options import add_no_progress, add_policy, add_policy_name
+    from mpl.cli.options import (add_no_progress, add_policy, add_policy_name, assignment_list,
+                                 comma_list)
 
     add_policy(parser, several=True)
     parser.add_argument("--trace", "-t", required=True, metavar="T", help="trace file")
     add_policy_name(parser, old_option=True)
-    parser.add_argument("--capacity", metavar="N,N,...", default="",
+    parser.add_argument("--capacity", metavar="N,N,...", type=comma_list,
                         help="capacities to sweep (default: the policy's own)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
+                        type=assignment_list,
                         help="a parameter to sweep, e.g. eviction=lru,lfu (repeatable, once per "
                              "parameter; every value is checked before any replay)")
     parser.add_argument("--total", action="store_true",
@@ -38,7 +40,7 @@ def add_arguments(parser) -> None:
     add_model_argument(parser)
     parser.add_argument("--plot", metavar="OUT.png", help="hit rate vs capacity with Belady")
     parser.add_argument("--heatmap", metavar="OUT.png", help="per-layer hit-rate heatmap")
-    parser.add_argument("--title", default="", help="figure title")
+    parser.add_argument("--title", help="figure title")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="parallel processes")
     parser.add_argument("--no-belady", action="store_true", help="skip Belady's optimum")
     parser.add_argument("--json", action="store_true", help="print the points as JSON")
@@ -48,16 +50,16 @@ def add_arguments(parser) -> None:
 PROG = "mplc sweep"
 
 
-def _caps(text: str, total: bool = False) -> list:
-    """The --capacity list, each value checked as cache.capacity (with --total, a slot count
-    is a total budget: per_layer.total_budget's range)."""
+def _caps(text: str | None, total: bool = False) -> list:
+    """The --capacity list (none: the policy's own), each value checked as cache.capacity
+    (with --total, a slot count is a total budget: per_layer.total_budget's range)."""
     from mpl.cli.cmd_replay import capacity_value
     from mpl.sim.variants import VariantError, check_override
 
+    if text is None:
+        return []
     out = []
     for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
         if total and part.isascii() and part.isdigit():
             try:
                 check_override("per_layer.total_budget", int(part))
@@ -90,7 +92,7 @@ def run(args) -> int:
             return error(PROG, f"{'--plot' if args.plot else '--heatmap'}: {why}")
     try:
         params = parse_params(args.param)
-        if "cache.capacity" in params and args.capacity:
+        if "cache.capacity" in params and args.capacity is not None:
             raise RepeatedParam("--param capacity=... and --capacity both set cache.capacity; "
                                 "give the capacities once, with --capacity")
     except RepeatedParam as e:

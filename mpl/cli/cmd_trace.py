@@ -25,6 +25,7 @@ from mpl.trace import has_predictions, has_weights
 
 def add_arguments(parser) -> None:
     from mpl.cli.options import add_no_progress, add_policy, add_policy_name
+    from mpl.traceio import MAX_STEPS
 
     sub = parser.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
 
@@ -33,7 +34,8 @@ def add_arguments(parser) -> None:
                                    "published MoE model. Deterministic for a seed.")
     p.add_argument("--preset", required=True, metavar="NAME",
                    help=f"model preset: {', '.join(shapes.PRESETS)}")
-    p.add_argument("--steps", type=int, default=512, help="decode steps (default 512)")
+    p.add_argument("--steps", type=int, default=512,
+                   help=f"decode steps, 1..{MAX_STEPS} (default 512)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="output file (.mpltrace or .jsonl; default PRESET.mpltrace)")
@@ -352,13 +354,16 @@ def _save(traceio, trace, out: str, *, args=None, label: str = "writing", **kw) 
 
 
 def _synth(args, traceio, prog: str) -> int:
-    from mpl.cli.errors import error
+    from mpl.cli.errors import error, usage
     from mpl.cli.options import bar as progress_bar
     from mpl.sim import synth
 
     shape = shapes.preset(args.preset)
     if shape is None:
         return error(prog, f"unknown preset '{args.preset}': choose one of {', '.join(shapes.PRESETS)}")
+    if not 1 <= args.steps <= traceio.MAX_STEPS:
+        return usage(prog, f"--steps must be in 1..{traceio.MAX_STEPS} (a trace numbers its steps "
+                           f"0..2^32-1: the native format's u32 step field), got {args.steps}")
     overrides = {n: getattr(args, n) for n in synth.KNOB_NAMES}
     knobs = synth.knobs_for(shape.name, **overrides)
     out = args.output or f"{shape.name}.mpltrace"

@@ -42,7 +42,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--host-memory", metavar="SIZE",
                         help=f"host memory (e.g. 64GiB; with --device-memory; default: the "
                              f"hardware profile's); a host tier holds it less a "
-                             f"{HOST_RESERVE:.0%} reserve")
+                             f"{HOST_RESERVE * 100:.0f}%% reserve")
     parser.add_argument("--disk", choices=tuple(DISKS), metavar="|".join(DISKS),
                         help="the disk a disk tier reads from (with --device-memory; default: "
                              "the hardware profile's)")

@@ -22,6 +22,8 @@ import importlib
 import os
 import sys
 
+from mpl.cli.options import refuse_empty_values
+
 # name -> (module, one-line help). Order is the order of `mplc --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("mpl.cli.cmd_check", "check policy files and print diagnostics"),
@@ -84,6 +86,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             _load(name).add_arguments(p)
             if name in IMPORTING_COMMANDS:
                 _add_import_root(p)
+            refuse_empty_values(p)
     return parser
 
 

@@ -9,6 +9,10 @@ line"):
 
 Older spellings stay as deprecated aliases that say what to write instead: ``--policy NAME``
 (compile, replay, sweep: a name) and ``--policy FILE`` (demo, trace record: a file).
+
+Every value a command takes is a value: an empty one (``--model ''``, ``-o ''``) is a usage
+error naming the option (:func:`refuse_empty_values`, applied to every command's parser), and
+so is an empty item of a comma-separated list (``--capacity 8,,16``: :func:`comma_list`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,55 @@ def load_policy(spec: str, name: str | None, prog: str, name_option: str | None 
             msg = msg.replace("choose one with policy='NAME'", choose)
             print(f"{prog}: error: {msg}", file=sys.stderr)
         return None, 1
+
+
+def _not_empty(action: argparse.Action):
+    """``action``'s argparse ``type`` (None: the text itself) refusing an empty value, so
+    that an empty string is never taken for an option left out."""
+    convert = action.type
+    why = "the value is empty; give one" + (
+        ", or leave the option out" if action.option_strings and not action.required else "")
+
+    def value(text: str):
+        if text == "":
+            raise argparse.ArgumentTypeError(why)
+        return text if convert is None else convert(text)
+    value.__name__ = getattr(convert, "__name__", "str")     # argparse's "invalid int value"
+    return value
+
+
+def refuse_empty_values(parser: argparse.ArgumentParser) -> None:
+    """Every argument of ``parser`` (and of its subcommands) that takes a value refuses an
+    empty one: ``argument --model: the value is empty; ...`` (exit 2)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                refuse_empty_values(sub)
+        elif action.nargs != 0:
+            action.type = _not_empty(action)
+
+
+def _refuse_empty_item(text: str, values: str, example: str) -> str:
+    """``text`` when no comma-separated item of ``values`` (a part of it) is empty."""
+    if any(not item.strip() for item in values.split(",")):
+        raise argparse.ArgumentTypeError(f"'{text}' has an empty item; separate the values with "
+                                         f"single commas, e.g. {example}")
+    return text
+
+
+def comma_list(text: str) -> str:
+    """argparse ``type`` of a comma-separated list (``8,16,32``): an empty item (``8,,16``,
+    a trailing comma) is refused rather than skipped."""
+    return _refuse_empty_item(text, text, "8,16,32")
+
+
+def assignment_list(text: str) -> str:
+    """argparse ``type`` of ``NAME=V1,V2``: the values after ``=`` as :func:`comma_list`
+    (what is left of ``=``, or no values at all, is the option's own reader's to judge)."""
+    name, eq, values = text.partition("=")
+    if not eq or not values.strip():
+        return text
+    return _refuse_empty_item(text, values, f"{name.strip()}=V1,V2")
 
 
 def add_no_progress(p) -> None:
