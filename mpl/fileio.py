@@ -9,7 +9,8 @@ is the way a shell redirection does:
   file untouched and no partial file. The file's permission bits are kept;
 * an existing **FIFO, character or block device** is written through directly (opened for
   writing, no temporary and no rename: there is nothing to make atomic, and replacing a
-  device node by a regular file would destroy it);
+  device node by a regular file would destroy it); so is ``/dev/stdout`` (or ``/dev/fd/N``)
+  when it is a pipe, which only the kernel can resolve;
 * a **directory**, or a loop of links, is an error.
 
 Every ``OSError`` raised here names the path the caller gave (never the temporary file), so a
@@ -49,12 +50,25 @@ def resolve_target(path: str) -> tuple[str, os.stat_result | None]:
     except FileNotFoundError:
         if os.path.islink(real):            # realpath stops inside a loop of links
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path) from None
-        return real, None
+        real, st = _kernel_target(path, real)
+        if st is None:
+            return real, None
     except OSError as e:
         raise _named(e, path) from None
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     return real, st
+
+
+def _kernel_target(path: str, real: str) -> tuple[str, os.stat_result | None]:
+    """For a path whose links only the kernel can follow (``/dev/stdout`` ->
+    ``/proc/self/fd/1`` -> ``pipe:[N]``, which ``realpath`` leaves unresolved): ``(path, its
+    stat)``, so it is opened as the user named it; otherwise ``(real, None)``, a file to
+    create."""
+    try:
+        return path, os.stat(path)
+    except OSError:
+        return real, None
 
 
 def write_atomic(path: str, data: str | bytes, *, mode: int | None = None,

@@ -462,6 +462,12 @@ Every `mplc` command spells the same things the same way:
   `--device-memory`, `--host-memory` and `--kv-reserve`) are a number with a unit (`GB`,
   `GiB`, `MB`, `MiB`) making a finite number of bytes, at least one: `0GiB` and a size that
   rounds to no bytes (`1e-10GB`) are refused alike.
+- **Outputs** never replace an input: a command whose output is one of the files it reads
+  (the same file, also through a symbolic or hard link: `compile`'s policy file, `trace
+  convert`'s and `trace merge`'s inputs, `tune -o` over the trace, `sweep --plot` over the
+  trace or a policy, `trace record` and `run --trace` over the policy or the model's config)
+  refuses before doing anything (exit 1). `compile -o /dev/stdout` writes as `-o -` does; an
+  existing FIFO or device is written through, never replaced.
 - Every positional argument has a line in `mplc COMMAND --help`, and every command's `--help`
   renders.
 - `mplc doctor` prints the versions, the runtime backend and a table of the optional

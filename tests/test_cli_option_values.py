@@ -1,12 +1,16 @@
 """What ``mplc`` does with option values a user can get wrong, as a user meets it (``mplc`` as
-a subprocess): a value out of range or empty is a usage error naming the option, and a size
-must be at least one byte."""
+a subprocess): a value out of range or empty is a usage error naming the option, a size must
+be at least one byte, an output is never one of the inputs, a figure's format is checked
+before the sweep, and ``compile`` writes to the standard output however it is named."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
+
+from mpl import traceio
 
 from cli_helpers import clean, mplc, trace_dir, work  # noqa: F401  (trace_dir, work: fixtures)
 
@@ -79,3 +83,89 @@ def test_an_empty_value_is_a_usage_error_naming_the_option(work, args, option):
 def test_an_empty_list_item_is_a_usage_error(work, option, value):
     r = mplc("sweep", "a.moe", "--trace", "m.mpltrace", option, value, "--no-progress", cwd=work)
     usage_error(r, f"argument {option}: '{value}' has an empty item")
+
+
+# ------------------------------------------------------------------ outputs over inputs
+def _link(work, name: str, target: str, hard: bool = False) -> str:
+    (os.link if hard else os.symlink)(work / target if hard else target, work / name)
+    return name
+
+
+@pytest.mark.parametrize("case", ["merge", "merge-symlink", "convert-hardlink", "tune-hardware",
+                                  "sweep-plot-symlink", "run-trace-symlink"])
+def test_an_output_that_is_an_input_is_refused(work, case):
+    if case.startswith("sweep"):
+        pytest.importorskip("matplotlib")
+    traceio.save(traceio.load(str(work / "m.mpltrace")), str(work / "b.jsonl"))
+    (work / "hw.json").write_text('{"name": "mine"}\n')
+    args = {
+        "merge": ["trace", "merge", "-o", "b.jsonl", "m.mpltrace", "b.jsonl"],
+        "merge-symlink": ["trace", "merge", "-o", _link(work, "l.jsonl", "b.jsonl"),
+                          "m.mpltrace", "b.jsonl"],
+        "convert-hardlink": ["trace", "convert", "b.jsonl", _link(work, "h.jsonl", "b.jsonl", hard=True)],
+        "tune-hardware": ["tune", "--trace", "m.mpltrace", "--budget", "16", "--hardware",
+                          "hw.json", "-o", "hw.json", "--force", "-j", "1"],
+        "sweep-plot-symlink": ["sweep", "a.moe", "--trace", "m.mpltrace", "--plot",
+                               _link(work, "p.png", "a.moe")],
+        "run-trace-symlink": ["run", "a.moe", "--model", "tiny-olmoe", "--trace",
+                              _link(work, "t.jsonl", "a.moe")],
+    }[case]
+    before = {n: (work / n).read_bytes() for n in ("a.moe", "b.jsonl", "hw.json")}
+    r = mplc(*args, "--no-progress", cwd=work)
+    refused(r, "refusing to write the ")
+    assert " over the " in r.stderr and "; choose another " in r.stderr
+    assert {n: (work / n).read_bytes() for n in before} == before
+
+
+def test_plot_and_heatmap_of_one_file_are_refused_before_the_sweep(work):
+    r = mplc("sweep", "a.moe", "--trace", "m.mpltrace", "--capacity", "2,4", "--plot", "f.png",
+             "--heatmap", "./f.png", "--no-progress", cwd=work)
+    usage_error(r, "--plot and --heatmap name one file (f.png)")
+    assert r.stdout == ""
+
+
+# ------------------------------------------------------------------ figures
+def test_a_figure_format_matplotlib_cannot_write_is_refused_before_the_sweep(work):
+    pytest.importorskip("matplotlib")
+    r = mplc("sweep", "a.moe", "--trace", "m.mpltrace", "--capacity", "2,4", "--plot", "out.txt",
+             "--no-progress", cwd=work)
+    usage_error(r, "mplc sweep: error: --plot out.txt: matplotlib writes no 'txt' figures; end "
+                   "the file name in one of ")
+    assert ".png" in r.stderr and ".svg" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_figure_that_cannot_be_written_keeps_the_table(work, as_json):
+    pytest.importorskip("matplotlib")
+    r = mplc("sweep", "a.moe", "--trace", "m.mpltrace", "--capacity", "2,4", "--plot",
+             "nodir/p.png", "--no-progress", *(["--json"] if as_json else []), cwd=work)
+    refused(r, "mplc sweep: error: cannot write nodir/p.png: No such file or directory")
+    if as_json:
+        assert len(json.loads(r.stdout)["points"]) == 2
+    else:
+        assert "hit rate" in r.stdout and "wrote" not in r.stdout
+
+
+# ------------------------------------------------------------------ compile to stdout
+def test_compile_to_dev_stdout_writes_what_dash_writes(work):
+    module = mplc("compile", "a.moe", "-o", "-", cwd=work).stdout
+    r = mplc("compile", "a.moe", "-o", "/dev/stdout", cwd=work)
+    clean(r)
+    assert r.returncode == 0 and r.stdout == module and "make_runtime" in module
+
+
+def test_compile_writes_through_a_pipe_named_by_a_dev_link(work):
+    """/dev/stderr -> /proc/self/fd/2 -> pipe:[N]: a link only the kernel resolves."""
+    module = mplc("compile", "a.moe", "-o", "-", cwd=work).stdout
+    r = mplc("compile", "a.moe", "-o", "/dev/stderr", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == module and r.stdout == "compiled policy 'a' -> /dev/stderr\n"
+
+
+def test_compile_json_to_stdout_is_one_json_document_with_the_module(work):
+    module = mplc("compile", "a.moe", "-o", "-", cwd=work).stdout
+    r = mplc("compile", "a.moe", "--json", "-o", "-", cwd=work)
+    clean(r)
+    info = json.loads(r.stdout)
+    assert r.returncode == 0 and info["module"] == module and info["output"] == "-"
+    assert info["policy"] == "a" and info["source_hash"]

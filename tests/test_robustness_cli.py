@@ -211,7 +211,7 @@ CASES = [
     ("sweep-param-value", ["sweep", "lfu.moe", *T, "--param", "eviction=foo"], 1, "foo", []),
     ("sweep-jobs", ["sweep", "lfu.moe", *T, "-j", "0"], 1, "--jobs must be >= 1", []),
     ("sweep-plot-no-dir", ["sweep", "lfu.moe", *T, "--plot", "nodir/x.png"], 1, "cannot write nodir/x.png", ["nodir"]),
-    ("sweep-plot-format", ["sweep", "lfu.moe", *T, "--plot", "x.xyz"], 1, "not supported", ["x.xyz"]),
+    ("sweep-plot-format", ["sweep", "lfu.moe", *T, "--plot", "x.xyz"], 2, "--plot x.xyz: matplotlib writes no 'xyz' figures", ["x.xyz"]),
     ("sweep-model-unknown", ["sweep", "lfu.moe", *T, "--model", "nope"], 2, "unknown model 'nope'", []),
     ("sweep-model-misfit", ["sweep", "lfu.moe", *T, "--model", "mixtral"], 1, "does not fit the trace", []),
     # tune

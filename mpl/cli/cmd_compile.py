@@ -7,7 +7,10 @@ FILE may be ``std/NAME`` (a standard-library policy); its default output is then
 ``os.replace``; a symbolic link is followed, a FIFO or device is written through): on any
 failure no file, or the previous file, is left. On check errors the diagnostics are printed
 and nothing is written (exit 1). An output named like a policy file (``-o b.moe``,
-``-o x.policy``) is a usage error (exit 2): the module would replace a policy with Python.
+``-o x.policy``) is a usage error (exit 2): the module would replace a policy with Python;
+an output that is the policy file itself (a link to it too) is an error (exit 1); an output
+that is the standard output (``-o /dev/stdout``) is written as ``-o -`` writes it.
+``--json`` prints a summary as one JSON document; with ``-o -`` the module is in it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import sys
 
+from mpl.cli.outputs import is_standard_output, overwrite_problem
 from mpl.fileio import write_atomic as write_atomic_file
 
 
@@ -28,7 +32,9 @@ def add_arguments(p) -> None:
                         "NAME_policy.py in the current folder for std/NAME; '-' for stdout); "
                         "a .moe or .policy name is refused")
     add_policy_name(p, old_option=True)
-    p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON summary instead of text (with -o -, the module is in it, "
+                        "under \"module\")")
 
 
 def default_output(path: str, policy: str | None) -> str:
@@ -57,13 +63,6 @@ def _reader():
             cache[path] = read_text_or_none(path) if isinstance(path, str) else None
         return cache[path]
     return read
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 #: policy-file extensions: ``-o`` naming one would replace a policy with Python
@@ -112,21 +111,33 @@ def run(args) -> int:
         return 1
     show(pol.diagnostics)
     out = args.output or default_output(args.file, args.policy_name)
-    if out == "-":
-        sys.stdout.write(pol.source)
-        return 0
-    if _same_file(out, args.file):
-        print(f"mplc compile: error: refusing to write the module over the policy file {args.file}; "
-              f"choose another -o", file=sys.stderr)
-        return 1
-    try:
-        write_atomic(out, pol.source)
-    except OSError as e:
-        print(f"mplc compile: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-        return 1
+    if is_standard_output(out):         # -o /dev/stdout: as -o -, without a line after it
+        out = "-"
+    if out != "-":
+        why = overwrite_problem(out, [("policy file", args.file)], "the module")
+        if why is not None:
+            print(f"mplc compile: error: {why}", file=sys.stderr)
+            return 1
+        try:
+            write_atomic(out, pol.source)
+        except OSError as e:
+            print(f"mplc compile: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+            return 1
     if args.json:
-        print(json.dumps({"policy": pol.name, "output": out,
-                          "source_hash": pol.module.SOURCE_HASH, "mpl_version": pol.module.MPL_VERSION}))
+        print(json.dumps(_summary(pol, out)))
+    elif out == "-":
+        sys.stdout.write(pol.source)
     else:
         print(f"compiled policy {pol.name!r} -> {out}")
     return 0
+
+
+def _summary(pol, out: str) -> dict:
+    """What ``--json`` prints: the policy, where the module went and its hashes; the module
+    itself when it goes to the standard output (``-o -``), so the output stays one JSON
+    document."""
+    info = {"policy": pol.name, "output": out, "source_hash": pol.module.SOURCE_HASH,
+            "mpl_version": pol.module.MPL_VERSION}
+    if out == "-":
+        info["module"] = pol.source
+    return info

@@ -58,7 +58,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from mpl.cli import engines
-    from mpl.cli.errors import usage
+    from mpl.cli.errors import error, usage
+    from mpl.cli.outputs import overwrite_problem
 
     prog = "mplc run"
     if args.max_new_tokens < 1:
@@ -73,4 +74,8 @@ def run(args) -> int:
     bad = engines.misused_option(engine, args, mode)
     if bad:
         return usage(prog, bad)
+    why = overwrite_problem(args.trace, [("policy file", args.policy), ("model", args.model)],
+                            "the trace", option="--trace")
+    if why is not None:
+        return error(prog, why)
     return engines.call(engine, "shadow" if mode == "shadow" else "run", args, prog)

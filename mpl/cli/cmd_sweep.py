@@ -9,11 +9,20 @@ Every --capacity and --param value is checked up front (as the checker checks a 
 that parameter) before any replay runs: a bad one is an error (exit 1), a parameter given
 twice a usage error (exit 2). A point that fails anyway (e.g. a prefetch budget above one of
 the swept capacities) shows ``error N`` in its row and its message in a list under the
-table; the exit status is then 1."""
+table; the exit status is then 1.
+
+``--plot`` and ``--heatmap`` are checked before the sweep too: matplotlib must be installed,
+each file's extension must be a format it writes (a usage error naming the formats), the two
+must be different files, and neither may be an input (the trace, a policy, the hardware
+profile or the model's config: exit 1). The table (or the JSON, whose ``figures`` lists them)
+is printed first, then the figures are written; one that cannot be written is an error
+after the table (exit 1)."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 
 def add_arguments(parser) -> None:
@@ -38,8 +47,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--hardware", metavar="NAME|FILE",
                         help=f"hardware profile ({', '.join(hardware.names())}) or JSON file")
     add_model_argument(parser)
-    parser.add_argument("--plot", metavar="OUT.png", help="hit rate vs capacity with Belady")
-    parser.add_argument("--heatmap", metavar="OUT.png", help="per-layer hit-rate heatmap")
+    parser.add_argument("--plot", metavar="OUT.png",
+                        help="hit rate vs capacity with Belady; the extension chooses the format "
+                             "(png, pdf, svg, ...; none: png)")
+    parser.add_argument("--heatmap", metavar="OUT.png",
+                        help="per-layer hit-rate heatmap (formats as --plot)")
     parser.add_argument("--title", help="figure title")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="parallel processes")
     parser.add_argument("--no-belady", action="store_true", help="skip Belady's optimum")
@@ -85,11 +97,9 @@ def run(args) -> int:
     model, status = model_of(args, "sweep")
     if status is not None:
         return status
-    if args.plot or args.heatmap:          # before the sweep, not after it
-        from mpl.extras import unavailable
-        why = unavailable("matplotlib")
-        if why is not None:
-            return error(PROG, f"{'--plot' if args.plot else '--heatmap'}: {why}")
+    status = _check_figures(args)           # before the sweep, not after it
+    if status is not None:
+        return status
     try:
         params = parse_params(args.param)
         if "cache.capacity" in params and args.capacity is not None:
@@ -123,19 +133,7 @@ def run(args) -> int:
             return error(PROG, f"{policy.name}: {e}")
     bar.close()
     names = ", ".join(p.name for p in policies)
-    title = args.title or f"{names} on {trace.header.model} ({len(trace)} dispatches)"
-    written = []
-    try:
-        if args.plot:
-            from mpl.sim.plots import hit_rate_plot
-            written.append(hit_rate_plot(points, args.plot, title=title))
-        if args.heatmap:
-            from mpl.sim.plots import heatmap
-            written.append(heatmap(points, args.heatmap, title=title))
-    except OSError as e:
-        return error(PROG, f"cannot write {e.filename or 'the figure'}: {e.strerror or e}")
-    except (RuntimeError, ValueError) as e:
-        return error(PROG, str(e))
+    figures = [f for f in (args.plot, args.heatmap) if f]
     from mpl.timemodel.hardware import DEFAULT as hw_default
     from mpl.sim.tracemodel import describe_expert_size, trace_expert_size
     eb, eb_source = trace_expert_size(trace.header)     # unless a policy sets expert_size_gb
@@ -144,7 +142,7 @@ def run(args) -> int:
                           "hardware": args.hardware, "expert_bytes": eb,
                           "expert_bytes_source": eb_source,
                           "points": [p.to_dict() for p in points],
-                          "figures": written}, indent=2))
+                          "figures": figures}, indent=2))
     else:
         print(f"sweep of {names} on {trace.header.model} "
               f"({len(trace)} dispatches), hardware {args.hardware or hw_default + ' (default)'}")
@@ -154,12 +152,82 @@ def run(args) -> int:
         if errors:
             print()
             print(errors)
-        for w in written:
-            print(f"wrote {w}")
+    sys.stdout.flush()                      # the table is out before a figure can fail
+    title = args.title or f"{names} on {trace.header.model} ({len(trace)} dispatches)"
+    status = _write_figures(args, points, title)
     failed = sum(1 for p in points if p.error)
     if failed and args.json:                # the messages are in the JSON's "error" fields
         error(PROG, f"{failed} of {len(points)} sweep points failed")
-    return 1 if failed else 0
+    return 1 if failed or status else 0
+
+
+def _figure_format(path: str) -> str:
+    """The format a figure is written in: its extension, as mpl.sim.plots reads it (none:
+    png)."""
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
+def _format_problem(option: str, path: str) -> str | None:
+    """Why matplotlib cannot write the figure ``path`` (its extension is no format of its),
+    or None. matplotlib's own list (imported here only when a figure is asked for: the
+    figure imports it anyway)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if _figure_format(path) in formats:
+        return None
+    return (f"{option} {path}: matplotlib writes no '{_figure_format(path)}' figures; end the "
+            f"file name in one of {', '.join('.' + f for f in formats)} (no extension: png)")
+
+
+def _check_figures(args) -> int | None:
+    """None when --plot and --heatmap can be written once the sweep is done, else the exit
+    status after saying why: matplotlib is installed, each file's extension is a format it
+    writes, the two are different files and neither is an input of the sweep."""
+    from mpl.cli.errors import error, usage
+    from mpl.cli.outputs import overwrite_problem, same_file
+
+    given = [(o, f) for o, f in (("--plot", args.plot), ("--heatmap", args.heatmap)) if f]
+    if not given:
+        return None
+    from mpl.extras import unavailable
+    why = unavailable("matplotlib")
+    if why is not None:
+        return error(PROG, f"{given[0][0]}: {why}")
+    for option, path in given:
+        why = _format_problem(option, path)
+        if why is not None:
+            return usage(PROG, why)
+    if len(given) == 2 and same_file(args.plot, args.heatmap):
+        return usage(PROG, f"--plot and --heatmap name one file ({args.plot}): give each figure "
+                           f"its own")
+    inputs = [("trace", args.trace), ("model", args.model), ("hardware profile", args.hardware)]
+    inputs += [("policy file", p) for p in args.policy]
+    for option, path in given:
+        why = overwrite_problem(path, inputs, "the figure", option=option)
+        if why is not None:
+            return error(PROG, why)
+    return None
+
+
+def _write_figures(args, points, title: str) -> int:
+    """Write --plot and --heatmap (after the table is out); 0, or 1 after saying which
+    figure could not be written."""
+    from mpl.cli.errors import error
+    from mpl.sim.plots import heatmap, hit_rate_plot
+
+    for path, draw in ((args.plot, hit_rate_plot), (args.heatmap, heatmap)):
+        if not path:
+            continue
+        try:
+            draw(points, path, title=title)
+        except OSError as e:
+            return error(PROG, f"cannot write {e.filename or path}: {e.strerror or e}")
+        except (RuntimeError, ValueError) as e:
+            return error(PROG, f"{path}: {e}")
+        if not args.json:
+            print(f"wrote {path}")
+    return 0
 
 
 def _count(params: dict) -> int:

@@ -225,6 +225,7 @@ def _print(info: dict, as_json: bool, verb: str) -> None:
 def run(args) -> int:
     from mpl import traceio
     from mpl.cli.errors import error, usage
+    from mpl.cli.outputs import overwrite_problem
 
     cmd = getattr(args, "trace_command", None)
     if cmd is None:
@@ -237,6 +238,10 @@ def run(args) -> int:
         if cmd == "merge":
             from mpl.engine_formats import merge
             traceio.kind_of(args.output)
+            why = overwrite_problem(args.output, [("input", p) for p in args.inputs],
+                                    "the merged trace")
+            if why is not None:
+                return error(prog, why)
             trace = merge([traceio.load(p) for p in args.inputs], list(args.inputs))
             _save(traceio, trace, args.output, args=args, label="merge: writing")
             _print(summary(trace, args.output), args.json, "merged")
@@ -244,6 +249,10 @@ def run(args) -> int:
         if cmd == "convert":
             from mpl import tracecols
             native = traceio.kind_of(args.output) == "native"
+            why = overwrite_problem(args.output, [("input", args.input), ("model", args.model)],
+                                    "the trace", option="OUT")
+            if why is not None:
+                return error(prog, why)
             # to .mpltrace, a file of like records is read and written as columns
             read = tracecols.load if native else traceio.load
             trace = _engine_input(args) if args.from_format else read(args.input)
@@ -278,6 +287,10 @@ def run(args) -> int:
             bad = engines.misused_option(engine, args)
             if bad:
                 return usage(prog, bad)
+            why = overwrite_problem(args.output, [("policy file", policy), ("model", args.model)],
+                                    "the trace")
+            if why is not None:
+                return error(prog, why)
             args.policy = policy
             return engines.call(engine, "record", args, prog)
     except (traceio.TraceFormatError, ValueError) as e:

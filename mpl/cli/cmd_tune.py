@@ -80,6 +80,7 @@ def run(args) -> int:
     from mpl import tune as T
     from mpl.cli.errors import error, usage
     from mpl.cli.options import bar as progress_bar
+    from mpl.cli.outputs import overwrite_problem
     from mpl.cli.cmd_replay import model_of
     from mpl.sim.tracemodel import TraceModelError, describe_expert_size, with_model
 
@@ -99,10 +100,11 @@ def run(args) -> int:
         return usage(PROG, "--device-memory (the memory-tier search) runs with --search halving")
     if args.jobs < 0:
         return error(PROG, "--jobs must be >= 0")
-    if args.output and os.path.exists(args.output) and os.path.exists(args.trace) \
-            and os.path.samefile(args.output, args.trace):
-        return error(PROG, f"refusing to write the tuned policy over the trace {args.trace}; "
-                           f"choose another -o")
+    why = overwrite_problem(args.output, [("trace", args.trace), ("model", args.model),
+                                          ("hardware profile", args.hardware)],
+                            "the tuned policy")
+    if why is not None:
+        return error(PROG, why)
     if args.output and not args.force and os.path.isfile(args.output):
         # checked before the search: a hand-written policy is not replaced by accident
         return usage(PROG, f"-o {args.output}: the file exists; give --force to replace it, or "
