@@ -41,6 +41,9 @@ import struct
 from mpl.trace import Dispatch, Trace, TraceHeader
 
 FORMATS = ("vllm-npy", "vllm-response", "sglang-response", "sglang-distribution")
+#: the formats made of requests, each split into a prompt step and one step per generated
+#: token: ``prompt_tokens`` applies to them (a distribution dump records its own steps)
+PROMPT_FORMATS = ("vllm-npy", "vllm-response", "sglang-response")
 
 #: The most bytes an engine output read here may have (responses are base64 in JSON).
 MAX_INPUT_BYTES = 1 << 30
@@ -245,9 +248,12 @@ def from_sglang_distribution(path: str, shape, *, prompt_tokens: int | None = No
                                 "pip install 'mpl-policylang[hf]'") from None
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:    # torch raises many kinds for a file that is not its format
-        raise EngineFormatError(f"{path}: not a torch.save dump ({type(e).__name__}: "
-                                f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    except OSError as e:
+        raise EngineFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    except Exception:    # torch raises many kinds, in its own words, for a file not its format
+        raise EngineFormatError(f"{path}: not a readable SGLang expert-distribution file: not "
+                                "a torch.save dump of tensors, lists and dicts (it is read "
+                                "without running any code it holds)") from None
     if not isinstance(doc, dict):
         raise EngineFormatError(f"{path}: an expert-distribution dump is a dict")
     s = shape

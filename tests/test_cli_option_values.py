@@ -1,7 +1,8 @@
 """What ``mplc`` does with option values a user can get wrong, as a user meets it (``mplc`` as
 a subprocess): a value out of range or empty is a usage error naming the option, a size must
-be at least one byte, an output is never one of the inputs, a figure's format is checked
-before the sweep, and ``compile`` writes to the standard output however it is named."""
+be at least one byte, an option that does not apply is refused rather than ignored, an output
+is never one of the inputs, a figure's format is checked before the sweep, and ``compile``
+writes to the standard output however it is named."""
 
 from __future__ import annotations
 
@@ -169,3 +170,35 @@ def test_compile_json_to_stdout_is_one_json_document_with_the_module(work):
     info = json.loads(r.stdout)
     assert r.returncode == 0 and info["module"] == module and info["output"] == "-"
     assert info["policy"] == "a" and info["source_hash"]
+
+
+# ------------------------------------------------------------------ trace convert
+@pytest.mark.parametrize("args, needle", [
+    (["m.mpltrace", "o.mpltrace", "--model", "deepseek-v2-lite"], "--model goes with --from"),
+    (["m.mpltrace", "o.mpltrace", "--prompt-tokens", "3"], "--prompt-tokens goes with --from"),
+    (["m.mpltrace", "o.jsonl", "--weights", "f16"],
+     "--weights chooses the float type of a native (.mpltrace) output's router weights; "
+     "o.jsonl is JSONL"),
+    (["x.pt", "o.mpltrace", "--from", "sglang-distribution", "--model", "mixtral-8x7b",
+      "--prompt-tokens", "3"],
+     "--prompt-tokens goes with --from vllm-npy or vllm-response or sglang-response (it splits "
+     "each request into its prompt and generated tokens); sglang-distribution records its own "
+     "steps"),
+    (["x.npy", "o.mpltrace", "--from", "vllm-npy", "--model", "mixtral-8x7b",
+      "--prompt-tokens", "0"], "--prompt-tokens must be at least 1, got 0"),
+])
+def test_trace_convert_refuses_options_that_do_not_apply(work, args, needle):
+    r = mplc("trace", "convert", *args, "--no-progress", cwd=work)
+    usage_error(r, f"mplc trace convert: error: {needle}")
+    assert not (work / args[1]).exists()
+
+
+def test_a_file_that_is_not_a_distribution_dump_is_named_as_such(work):
+    pytest.importorskip("torch")
+    mplc("trace", "convert", "m.mpltrace", "m.jsonl", cwd=work)
+    r = mplc("trace", "convert", "--from", "sglang-distribution", "--model", "olmoe-1b-7b",
+             "m.jsonl", "o.jsonl", "--no-progress", cwd=work)
+    refused(r, "mplc trace convert: error: m.jsonl: not a readable SGLang expert-distribution "
+               "file: not a torch.save dump of tensors, lists and dicts")
+    assert "weights_only" not in r.stderr and "code execution" not in r.stderr
+    assert not (work / "o.jsonl").exists()

@@ -59,9 +59,9 @@ def add_arguments(parser) -> None:
                    help="the trace to read (.mpltrace or .jsonl; with --from, an engine's output)")
     p.add_argument("output", metavar="OUT",
                    help="the trace to write; its extension chooses the format (.mpltrace or .jsonl)")
-    p.add_argument("--weights", choices=("auto", "f16", "f32", "f64"), default="auto",
-                   help="float type of router weights in a native output (default: the "
-                        "smallest exact one)")
+    p.add_argument("--weights", choices=("auto", "f16", "f32", "f64"),
+                   help="float type of router weights in a native (.mpltrace) output (default "
+                        "auto: the smallest exact one)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     eng = p.add_argument_group("engine-native input (docs/vllm.md)")
     eng.add_argument("--from", dest="from_format", metavar="FORMAT",
@@ -69,10 +69,11 @@ def add_arguments(parser) -> None:
                      help="IN is an engine's routing output: vllm-npy, vllm-response, "
                           "sglang-response or sglang-distribution")
     eng.add_argument("--model", metavar="PRESET_OR_CONFIG",
-                     help="the model's shape (which layers are MoE, experts, top-k): a preset "
-                          "or a config.json; needed with --from")
+                     help="with --from: the model's shape (which layers are MoE, experts, "
+                          "top-k): a preset or a config.json (a trace's header names its own)")
     eng.add_argument("--prompt-tokens", type=int, metavar="N",
-                     help="prompt length of each request (default: from the response)")
+                     help="with --from (not sglang-distribution): prompt length of each "
+                          "request (default: from the response)")
     add_no_progress(p)
     p.set_defaults(_leaf=p)
 
@@ -249,6 +250,9 @@ def run(args) -> int:
         if cmd == "convert":
             from mpl import tracecols
             native = traceio.kind_of(args.output) == "native"
+            bad = _convert_misuse(args, native)
+            if bad is not None:
+                return usage(prog, bad)
             why = overwrite_problem(args.output, [("input", args.input), ("model", args.model)],
                                     "the trace", option="OUT")
             if why is not None:
@@ -256,7 +260,7 @@ def run(args) -> int:
             # to .mpltrace, a file of like records is read and written as columns
             read = tracecols.load if native else traceio.load
             trace = _engine_input(args) if args.from_format else read(args.input)
-            kw = {"weights": args.weights} if native else {}
+            kw = {"weights": args.weights or "auto"} if native else {}
             _save(traceio, trace, args.output, args=args, label="convert: writing", **kw)
             _print(summary(trace, args.output), args.json, "converted")
             return 0
@@ -336,13 +340,34 @@ def _engine_input(args):
     if not args.model:
         raise ValueError(f"--from {args.from_format} needs --model PRESET_OR_CONFIG (which layers "
                          "are MoE, the expert count and top-k)")
-    if args.prompt_tokens is not None and args.prompt_tokens < 1:
-        raise ValueError("--prompt-tokens must be >= 1")
     try:
         shape = shapes.resolve(args.model)
     except shapes.ShapeError as e:
         raise ValueError(str(e)) from None
     return engine_formats.load(args.input, args.from_format, shape, prompt_tokens=args.prompt_tokens)
+
+
+def _convert_misuse(args, native: bool) -> str | None:
+    """Why an option given to ``mplc trace convert`` does not apply to this conversion (a
+    usage error), or None: an option that would change nothing is refused, not ignored."""
+    from mpl.engine_formats import PROMPT_FORMATS
+
+    if args.from_format is None and args.model is not None:
+        return ("--model goes with --from (the shape of an engine's routing output); a trace "
+                "names its model in its header (replay, sweep and tune take --model for a trace "
+                "whose header names no preset)")
+    if args.prompt_tokens is not None:
+        if args.from_format not in PROMPT_FORMATS:
+            return (f"--prompt-tokens goes with --from {' or '.join(PROMPT_FORMATS)} (it splits "
+                    f"each request into its prompt and generated tokens); "
+                    + ("a trace's steps are split already" if args.from_format is None else
+                       f"{args.from_format} records its own steps"))
+        if args.prompt_tokens < 1:
+            return f"--prompt-tokens must be at least 1, got {args.prompt_tokens}"
+    if args.weights is not None and not native:
+        return (f"--weights chooses the float type of a native (.mpltrace) output's router "
+                f"weights; {args.output} is JSONL, whose weights are written as JSON numbers")
+    return None
 
 
 class _WriteError(Exception):
