@@ -266,7 +266,7 @@ def check_fits(policy, header) -> None:
                 _FITS.clear()
             _FITS[key] = errs
     if errs:
-        e = errs[0]
+        e = min(errs, key=lambda d: FIT_CODES.index(d.code))   # an expert that does not exist first
         raise ReplayError(f"{_where(policy, shape, e)}policy {policy.name} does not fit the "
                           f"trace's model ({header.model}): {e.message} [{e.code}]")
 
