@@ -55,6 +55,14 @@ def test_skew_knob_raises_belady_hit_rate():
     assert belady(hi.dispatches, 64, capacities=caps).hit_rate > belady(lo.dispatches, 64, capacities=caps).hit_rate + 0.1
 
 
+def test_a_skew_too_steep_for_a_float_still_draws_k_distinct_experts():
+    """1/rank**skew below the smallest float is a weight of 0 (never drawn), not an
+    overflow: every token still gets top-k distinct experts."""
+    for skew in (200.0, 1e300):
+        tr = synth.synthesize("deepseek-v2-lite", steps=3, seed=2, skew=skew)
+        assert all(len(set(e)) == len(e) == 6 for d in tr.dispatches for e in d.experts)
+
+
 def test_reuse_knob_repeats_previous_step_experts():
     def repeat(tr):
         prev, same, n = {}, 0, 0

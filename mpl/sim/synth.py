@@ -85,6 +85,15 @@ def knobs_for(preset: str, **overrides) -> Knobs:
     return k
 
 
+def _zipf_weight(rank: int, s: float) -> float:
+    """``1 / rank**s``; 0.0 where ``rank**s`` is beyond a float (a steep skew: such an expert
+    is never drawn, as a weight that small would never be)."""
+    try:
+        return 1.0 / rank ** s
+    except OverflowError:
+        return 0.0
+
+
 def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
                knobs: Knobs | None = None, progress=None, **overrides) -> Trace:
     """A synthetic trace of ``steps`` decode steps for a preset (name or ModelShape).
@@ -105,7 +114,7 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
 
     # per-layer Zipf popularity over a random ranking
     exps = [knobs.skew * (1 + knobs.skew_spread * (2 * rand() - 1)) for _ in range(L)]
-    zipf = [[1.0 / (r + 1) ** s for r in range(E)] for s in exps]
+    zipf = [[_zipf_weight(r + 1, s) for r in range(E)] for s in exps]
     rank = [rng.sample(range(E), E) for _ in range(L)]       # rank -> expert
 
     def tables(layer):
