@@ -163,6 +163,13 @@ def test_compile_writes_through_a_pipe_named_by_a_dev_link(work):
     assert r.stderr == module and r.stdout == "compiled policy 'a' -> /dev/stderr\n"
 
 
+def test_tune_refuses_dash_as_its_output_instead_of_writing_a_file_named_dash(work):
+    """tune's standard output is its report: `-o -` names no file, and none is written."""
+    usage_error(mplc("tune", "-t", "m.mpltrace", "--budget", "16", "-o", "-", cwd=work),
+                "-o -: the report is what tune writes on the standard output")
+    assert not (work / "-").exists()
+
+
 def test_compile_json_to_stdout_is_one_json_document_with_the_module(work):
     module = mplc("compile", "a.moe", "-o", "-", cwd=work).stdout
     r = mplc("compile", "a.moe", "--json", "-o", "-", cwd=work)

@@ -21,7 +21,6 @@ after the table (exit 1)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 
@@ -161,22 +160,18 @@ def run(args) -> int:
     return 1 if failed or status else 0
 
 
-def _figure_format(path: str) -> str:
-    """The format a figure is written in: its extension, as mpl.sim.plots reads it (none:
-    png)."""
-    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
-
-
 def _format_problem(option: str, path: str) -> str | None:
     """Why matplotlib cannot write the figure ``path`` (its extension is no format of its),
     or None. matplotlib's own list (imported here only when a figure is asked for: the
     figure imports it anyway)."""
     from matplotlib.backend_bases import FigureCanvasBase
 
+    from mpl.sim.plots import figure_format
+
     formats = sorted(FigureCanvasBase.get_supported_filetypes())
-    if _figure_format(path) in formats:
+    if figure_format(path) in formats:
         return None
-    return (f"{option} {path}: matplotlib writes no '{_figure_format(path)}' figures; end the "
+    return (f"{option} {path}: matplotlib writes no '{figure_format(path)}' figures; end the "
             f"file name in one of {', '.join('.' + f for f in formats)} (no extension: png)")
 
 

@@ -54,7 +54,8 @@ def add_arguments(parser) -> None:
                         help=f"what to maximise: simulated tokens/s on the hardware profile "
                              f"(default {DEFAULT_OBJECTIVE}) or hit_rate; the other breaks ties")
     parser.add_argument("-o", "--output", metavar="best.moe",
-                        help="write the winner here (an existing file only with --force)")
+                        help="write the winner here (an existing file only with --force; not -: the "
+                             "standard output is the report)")
     parser.add_argument("--force", action="store_true",
                         help="let -o replace an existing file")
     parser.add_argument("--name", default="tuned", help="name of the written policy")
@@ -100,6 +101,9 @@ def run(args) -> int:
         return usage(PROG, "--device-memory (the memory-tier search) runs with --search halving")
     if args.jobs < 0:
         return error(PROG, "--jobs must be >= 0")
+    if args.output == "-":
+        return usage(PROG, "-o -: the report is what tune writes on the standard output; write "
+                           "the tuned policy to a file, or read it from --json's policy_text")
     why = overwrite_problem(args.output, [("trace", args.trace), ("model", args.model),
                                           ("hardware profile", args.hardware)],
                             "the tuned policy")

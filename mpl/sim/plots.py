@@ -17,17 +17,22 @@ def _plt():
     return plt
 
 
+def figure_format(path: str) -> str:
+    """The format a figure is written in: its file's extension (none: png)."""
+    import os
+
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
 def _save(fig, out: str, dpi: int) -> None:
     """Render the figure in memory, then write it atomically (a failure leaves no partial
     image); the format comes from the extension (default png)."""
     import io
-    import os
 
     from mpl.fileio import write_atomic
 
-    ext = os.path.splitext(out)[1].lstrip(".").lower() or "png"
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=dpi, format=ext)
+    fig.savefig(buf, dpi=dpi, format=figure_format(out))
     write_atomic(out, buf.getvalue())
 
 

@@ -71,9 +71,12 @@ def parse_param(spec: str) -> tuple[str, list]:
     elif name not in schema.PARAMS and tier_key(name) is None:
         raise ValueError(f"--param '{name}': unknown parameter (write block.name, or "
                          f"tier.NAME.PARAM for a memory tier's)")
-    vals = [_value(v.strip()) for v in values.split(",") if v.strip()]
-    if not vals:
+    items = [v.strip() for v in values.split(",")]
+    if not any(items):
         raise ValueError(f"--param '{spec}': no values")
+    if not all(items):
+        raise ValueError(f"--param '{spec}': an empty value between commas")
+    vals = [_value(v) for v in items]
     return name, vals
 
 
