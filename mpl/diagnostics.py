@@ -40,6 +40,18 @@ def line_starts(text: str) -> list[int]:
 _LINE_END_RE = re.compile(r"\r\n?|\n")
 
 
+def line_end(text: str, i: int) -> tuple[int, int]:
+    """``(end of the content, start of the next line)`` of the line holding offset ``i``
+    (``(len(text), len(text))`` on the last line)."""
+    m = _LINE_END_RE.search(text, i)
+    return (m.start(), m.end()) if m else (len(text), len(text))
+
+
+def line_start(text: str, i: int) -> int:
+    """Offset of the first character of the line holding offset ``i``."""
+    return max(text.rfind("\n", 0, i), text.rfind("\r", 0, i)) + 1
+
+
 def split_lines(text: str) -> list[str]:
     """The lines of ``text`` without their ends, the lines :func:`line_starts` counts."""
     return _LINE_END_RE.split(text) if "\r" in text else text.split("\n")
@@ -74,7 +86,7 @@ class Span:
         n = len(text)
         start = max(0, min(start, n))
         end = max(start, min(end, n))
-        if n >= _INDEX_MIN:
+        if n >= _INDEX_MIN or "\r" in text:    # a lone '\r' ends a line too: line_starts knows
             starts = _line_starts(text)
             line = bisect_right(starts, start)
             eline = bisect_right(starts, end, line - 1)

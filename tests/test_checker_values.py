@@ -214,6 +214,11 @@ def test_suggest_and_removal_span():
     text = "a {\n  x = 1   # note\n}"
     s = removal_span(text, Span.from_offsets(text, 6, 11))
     assert text[:s.offset] + text[s.end_offset:] == "a {\n  # note\n}"
+    for nl in ("\n", "\r\n", "\r"):          # a whole line goes with its own line end
+        text = f"a {{{nl}  x = 1{nl}  y = 2{nl}}}"
+        i = text.index("x")
+        s = removal_span(text, Span.from_offsets(text, i, i + 5))
+        assert text[:s.offset] + text[s.end_offset:] == f"a {{{nl}  y = 2{nl}}}", repr(nl)
 
 
 def test_crlf_and_bom(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable
 
-from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit
+from mpl.diagnostics import Diagnostic, Fix, Related, Span, TextEdit, line_end, line_start
 from mpl.rules import make
 from mpl.rules.base import INVALID, fmt_num  # noqa: F401  (the checker passes use them from here)
 
@@ -56,17 +56,15 @@ def removal_span(text: str, span: Span) -> Span:
     """The span to delete to remove ``span`` cleanly: its whole line(s) when nothing else is
     on them, else the span plus the blanks and one ``;`` that follow it."""
     start, end = span.offset, span.end_offset
-    line_start = text.rfind("\n", 0, start) + 1
-    line_end = text.find("\n", end)
-    line_end = len(text) if line_end < 0 else line_end
-    before = text[line_start:start]
-    after = text[end:line_end]
+    first = line_start(text, start)
+    content_end, next_line = line_end(text, end)
+    before = text[first:start]
+    after = text[end:content_end]
     after_code = after.split("#", 1)[0] if "#" in after else after
     if not before.strip() and not after_code.strip().strip(";").strip():
         if "#" in after:       # keep a trailing comment on its own
             return Span.from_offsets(text, start, end + len(after) - len(after.lstrip(" \t;")))
-        stop = line_end + 1 if line_end < len(text) else line_end
-        return Span.from_offsets(text, line_start, stop)
+        return Span.from_offsets(text, first, next_line)
     stop = end
     while stop < len(text) and text[stop] in " \t":
         stop += 1

@@ -24,7 +24,7 @@ from mpl.checker import tiers as T
 from mpl.checker.common import Sink, did_you_mean, replace_fix
 from mpl.checker.crossfield import LIVE
 from mpl.checker.resolved import ResolvedPolicy
-from mpl.diagnostics import Related, Span
+from mpl.diagnostics import Related, Span, line_end
 from mpl.rules import CODES
 from mpl.shapes import ModelShape
 from mpl.syntax import ast
@@ -406,8 +406,7 @@ class Resolver:
             rp = self._resolve(unit, pol, cyclic)
             unit.resolved.setdefault(pol.name.text, rp)
         if not doc.policies and not any(d.is_error for d in unit.sink.diags):
-            first = unit.text.find("\n")
-            end = len(unit.text) if first < 0 else first
+            end, _ = line_end(unit.text, 0)
             unit.sink.emit("MPL112", "this file defines no policy; add 'policy NAME { cache { capacity = N } }'",
                            Span.from_offsets(unit.text, 0, end))
         self._mark_errors(unit)
