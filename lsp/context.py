@@ -5,6 +5,9 @@ It never fails on broken input, so completion, hover and semantic tokens work on
 files that the parser can only partly understand. The roles it gives are the ones the
 grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = value ... } }``,
 ``when METRIC OP NUMBER (for N UNIT)? { action* }`` in rule blocks.
+
+The scan is linear in the number of tokens: each frame carries what it inherits (its policy,
+block and container), so no token walks the stack of open frames.
 """
 
 from __future__ import annotations
@@ -42,7 +45,19 @@ class Frame:
     kind: str                      # top | policy | block | section | rule | other
     name: str | None = None        # policy name / block name / a section's kind
     open_index: int = -1           # index of the '{' token
-    policy: str | None = None
+    policy: str | None = None      # the enclosing policy's name
+    block: str | None = None       # the innermost block's name
+    container: str | None = None   # the innermost block or nested item kind
+    policy_open: int = -1          # index of the enclosing policy's '{'
+
+    def child(self, kind: str, name: str | None, open_index: int) -> "Frame":
+        """The frame opened inside this one at ``open_index``, inheriting what it does not
+        define itself."""
+        return Frame(kind, name, open_index,
+                     name if kind == "policy" else self.policy,
+                     name if kind == "block" else self.block,
+                     name if kind in ("block", "section") else self.container,
+                     open_index if kind == "policy" else self.policy_open)
 
 
 @dataclass
@@ -107,24 +122,13 @@ class Scanner:
         return self.frames[-1]
 
     def _policy(self) -> str | None:
-        for f in reversed(self.frames):
-            if f.kind == "policy":
-                return f.name
-            if f.policy:
-                return f.policy
-        return None
+        return self.frame.policy
 
     def _block(self) -> str | None:
-        for f in reversed(self.frames):
-            if f.kind == "block":
-                return f.name
-        return None
+        return self.frame.block
 
     def _container(self) -> str | None:
-        for f in reversed(self.frames):
-            if f.kind in ("block", "section"):
-                return f.name
-        return None
+        return self.frame.container
 
     def _value_role(self, tok: Token) -> str:
         if tok.text in ("true", "false"):
@@ -187,7 +191,6 @@ class Scanner:
 
     def _open(self, i: int) -> None:
         frame = self.frame
-        policy = self._policy()
         if frame.kind == "top":
             name = None
             if self.stmt_head == "policy":
@@ -195,20 +198,20 @@ class Scanner:
                     if self.infos[j - self.base].role == POLICY_DEF:
                         name = self.tokens[j].text
                         break
-            new = Frame("policy", name, i, name)
+            new = frame.child("policy", name, i)
         elif frame.kind == "policy":
             name = None
             for j in reversed(self.stmt):
                 if self.tokens[j].kind == NAME:
                     name = self.tokens[j].text
                     break
-            new = Frame("block", name, i, policy)
+            new = frame.child("block", name, i)
         elif frame.kind in ("block", "section") and self.section is not None:
-            new = Frame("section", self.section, i, policy)
+            new = frame.child("section", self.section, i)
         elif frame.kind in ("block", "section") and self.stmt_head == "when":
-            new = Frame("rule", frame.name, i, policy)
+            new = frame.child("rule", frame.name, i)
         else:
-            new = Frame("other", None, i, policy)
+            new = frame.child("other", None, i)
         self.frames.append(new)
         self._reset_stmt()
 
@@ -562,10 +565,7 @@ def cursor_context(text: str, tokens: list[Token], offset: int, starts: list[int
     ctx = Context("none", sc._policy(), sc._block(), sc.param, prefix, start, end,
                   frame.open_index, -1, sc.depth > 0, False, in_string,
                   container=sc._container(), section=sc.section)
-    for f in reversed(sc.frames):
-        if f.kind == "policy":
-            ctx.policy_open = f.open_index
-            break
+    ctx.policy_open = frame.policy_open
     # a newline between the last consumed token and the cursor starts a new statement
     last = tokens[cut - 1] if cut > 0 else None
     if last is not None and sc.depth == 0 and sc.call == 0 and sc.stmt and ("\n" in text[last.end:start] or "\r" in text[last.end:start]):

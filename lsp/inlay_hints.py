@@ -33,37 +33,49 @@ LINE_BUDGET = 40
 DEFAULTS_PREFIX = "defaults: "
 
 
-def _brace_after(doc, offset: int) -> int | None:
-    """Index of the first '{' token at or after ``offset`` (None when a '}' comes first)."""
-    tokens = doc.tokens
-    for j in range(tokens_before(tokens, offset), len(tokens)):
-        t = tokens[j]
-        if t.kind == PUNCT and t.text == "{":
-            return j
-        if t.kind == PUNCT and t.text == "}":
-            return None
-    return None
+class _Braces:
+    """Where the braces of a token list are, for anchoring hints: built in one pass, so
+    finding a block's brace and the place of its hints takes no scan of the text after it
+    (a file of many unclosed blocks on one line stays linear)."""
 
+    def __init__(self, tokens) -> None:
+        self.tokens = tokens
+        n = len(tokens)
+        self.match: dict[int, int] = {}      # index of a '{' -> index of its '}'
+        open_: list[int] = []
+        for j, t in enumerate(tokens):
+            if t.kind == PUNCT and t.text == "{":
+                open_.append(j)
+            elif t.kind == PUNCT and t.text == "}" and open_:
+                self.match[open_.pop()] = j
+        #: next_brace[j]: index of the first '{' or '}' at or after j (n when none)
+        self.next_brace = [n] * (n + 1)
+        #: line_code_end[j]: index of the last token of j's line from j on that is not a comment
+        self.line_code_end = list(range(n))
+        for j in range(n - 1, -1, -1):
+            t = tokens[j]
+            self.next_brace[j] = j if t.kind == PUNCT and t.text in "{}" else self.next_brace[j + 1]
+            nxt = tokens[j + 1] if j + 1 < n else None
+            if nxt is not None and not nxt.nl_before and nxt.kind != COMMENT:
+                self.line_code_end[j] = self.line_code_end[j + 1]
 
-def _anchor(tokens, brace: int) -> tuple[int, bool]:
-    """(offset, more code follows on that line) for a block's hints: after its closing '}' when
-    the whole block is on one line (so a hint never sits between '{' and a parameter written
-    on that line), else at the end of the code on the line of its '{'."""
-    depth = 0
-    for j in range(brace, len(tokens)):
-        t = tokens[j]
-        if j > brace and t.nl_before:
-            break
-        if t.kind == PUNCT and t.text in "{}":
-            depth += 1 if t.text == "{" else -1
-            if depth == 0:                     # closed on the same line: a one-line block
-                nxt = tokens[j + 1] if j + 1 < len(tokens) else None
-                return t.end, nxt is not None and not nxt.nl_before and nxt.kind != COMMENT
-    last = brace
-    while last + 1 < len(tokens) and not tokens[last + 1].nl_before and tokens[last + 1].kind != COMMENT:
-        last += 1
-    nxt = tokens[last + 1] if last + 1 < len(tokens) else None
-    return tokens[last].end, nxt is not None and not nxt.nl_before
+    def brace_after(self, offset: int) -> int | None:
+        """Index of the first '{' token at or after ``offset`` (None when a '}' comes first)."""
+        j = self.next_brace[tokens_before(self.tokens, offset)]
+        return j if j < len(self.tokens) and self.tokens[j].text == "{" else None
+
+    def anchor(self, brace: int) -> tuple[int, bool]:
+        """(offset, more code follows on that line) for a block's hints: after its closing
+        '}' when the whole block is on one line (so a hint never sits between '{' and a
+        parameter written on that line), else at the end of the code on the line of its '{'."""
+        tokens = self.tokens
+        close = self.match.get(brace)
+        if close is not None and tokens[close].line == tokens[brace].line:   # a one-line block
+            nxt = tokens[close + 1] if close + 1 < len(tokens) else None
+            return tokens[close].end, nxt is not None and not nxt.nl_before and nxt.kind != COMMENT
+        last = self.line_code_end[brace]
+        nxt = tokens[last + 1] if last + 1 < len(tokens) else None
+        return tokens[last].end, nxt is not None and not nxt.nl_before
 
 
 def defaults_label(entries: list[tuple[str, types.MarkupContent]], budget: int) -> list[types.InlayHintLabelPart] | None:
@@ -165,7 +177,7 @@ def inlay_hints(ls, doc, rng: types.Range) -> list[types.InlayHint]:
     idx = doc.index(ls.encoding)
     lo, hi = idx.offset(rng.start), idx.offset(rng.end)
     tree = analysis.document(ls.store, doc)
-    tokens = doc.tokens
+    braces = _Braces(doc.tokens)
     out: list[types.InlayHint] = []
     used: dict[int, int] = {}                 # characters of hints so far on each line
 
@@ -185,10 +197,10 @@ def inlay_hints(ls, doc, rng: types.Range) -> list[types.InlayHint]:
             if not isinstance(b, ast.Block) or not (lo <= idx.span_offsets(b.span)[0] <= hi):
                 continue
             sb = schema.block(b.name.text)
-            brace = _brace_after(doc, idx.span_offsets(b.name.span)[1])
+            brace = braces.brace_after(idx.span_offsets(b.name.span)[1])
             if sb is None or brace is None:
                 continue
-            at, more = _anchor(tokens, brace)
+            at, more = braces.anchor(brace)
             line = idx.position(at).line
             if st.hint_per_layer and b.name.text == "per_layer" and ir is not None and ls.store.model is not None:
                 got = _per_layer_hint(ir.values, ls.store.model)

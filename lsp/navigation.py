@@ -21,12 +21,25 @@ from .workspace import norm_path, path_to_uri
 
 
 class _File:
-    """One file as navigation sees it: text, tokens and roles."""
+    """One file as navigation sees it: text, tokens and roles (an open document's own
+    tokens and line index, kept with its version)."""
 
-    def __init__(self, path: str | None, uri: str, text: str, tokens=None) -> None:
+    def __init__(self, path: str | None, uri: str, text: str, doc=None) -> None:
         self.path, self.uri, self.text = path, uri, text
-        self.tokens = tokens if tokens is not None else tokenize(text)
+        self.doc = doc
+        self.tokens = doc.tokens if doc is not None else tokenize(text)
         self.infos = context.classify(self.tokens)
+        self._indexes: dict[str, LineIndex] = {}
+
+    def index(self, encoding) -> LineIndex:
+        """The line index of the text, built once (a rename of many names converts many
+        offsets)."""
+        if self.doc is not None:
+            return self.doc.index(encoding)
+        idx = self._indexes.get(encoding)
+        if idx is None:
+            idx = self._indexes[encoding] = LineIndex(self.text, encoding)
+        return idx
 
     def names(self, role: str, name: str | None = None):
         for t, i in zip(self.tokens, self.infos):
@@ -61,13 +74,13 @@ def resolve_import(spec: str, importer: str | None) -> str | None:
 def _load(ls, path: str) -> _File | None:
     d = ls.store.open_by_path(path)
     if d is not None:
-        return _File(d.path, d.uri, d.text, d.tokens)
+        return _from_doc(d)
     text = ls.store.read_file(path)
     return None if text is None else _File(norm_path(path), path_to_uri(os.path.abspath(path)), text)
 
 
 def _from_doc(doc) -> _File:
-    return _File(doc.path, doc.uri, doc.text, doc.tokens)
+    return _File(doc.path, doc.uri, doc.text, doc)
 
 
 def _closure(ls, f: _File, limit: int = 200) -> list[_File]:
@@ -113,7 +126,7 @@ def import_at(f: _File, offset: int) -> str | None:
 
 
 def _loc(f: _File, tok, encoding) -> types.Location:
-    return types.Location(f.uri, LineIndex(f.text, encoding).range(tok.start, tok.end))
+    return types.Location(f.uri, f.index(encoding).range(tok.start, tok.end))
 
 
 def _candidates(ls, here: _File) -> list[_File]:
@@ -219,6 +232,6 @@ def register(server) -> None:
         for g, t in refs_:
             if g.path and g.path.startswith(std + os.sep):
                 raise Refusal(f"policy '{tok.text}' is defined in the standard library; it cannot be renamed")
-            rng = LineIndex(g.text, ls.encoding).range(t.start, t.end)
+            rng = g.index(ls.encoding).range(t.start, t.end)
             changes.setdefault(g.uri, []).append(types.TextEdit(range=rng, new_text=new))
         return types.WorkspaceEdit(changes=changes)

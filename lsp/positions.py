@@ -35,12 +35,47 @@ def normalize_encoding(encoding) -> str:
 
 
 class LineIndex:
-    """Line starts of one text, for conversions in a given position encoding."""
+    """Line starts of one text, for conversions in a given position encoding. A conversion
+    costs O(log n), also on a long line with characters wider than one unit: such a line's
+    wide characters are listed once, when a conversion first needs them."""
 
     def __init__(self, text: str, encoding=UTF16) -> None:
         self.text = text
         self.encoding = normalize_encoding(encoding)
         self.line_starts = line_starts(text)
+        #: every character is one unit: a column is a code-point count
+        self._narrow = self.encoding == UTF32 or text.isascii()
+        self._wide: dict[int, tuple[list[int], list[int]]] = {}
+
+    def _wide_chars(self, line: int) -> tuple[list[int], list[int]]:
+        """(offsets of the characters of 0-based ``line`` that take more than one unit, the
+        extra units taken by each of them and those before it on the line)."""
+        got = self._wide.get(line)
+        if got is None:
+            starts = self.line_starts
+            start = starts[line]
+            seg = self.text[start:starts[line + 1] if line + 1 < len(starts) else len(self.text)]
+            offsets: list[int] = []
+            extra: list[int] = []
+            if not seg.isascii():
+                enc, total = self.encoding, 0
+                for k, ch in enumerate(seg):
+                    u = _units(ch, enc)
+                    if u > 1:
+                        total += u - 1
+                        offsets.append(start + k)
+                        extra.append(total)
+            got = self._wide[line] = (offsets, extra)
+        return got
+
+    def _column(self, line: int, offset: int) -> int:
+        """Units from the start of 0-based ``line`` to the code-point ``offset`` on it."""
+        column = offset - self.line_starts[line]
+        if self._narrow:
+            return column
+        offsets, extra = self._wide_chars(line)
+        k = bisect.bisect_left(offsets, offset)     # wide characters before ``offset``
+        return column + (extra[k - 1] if k else 0)
 
     # ------------------------------------------------------------ offset -> position
     def line_of(self, offset: int) -> int:
@@ -50,14 +85,7 @@ class LineIndex:
     def position(self, offset: int) -> types.Position:
         offset = max(0, min(offset, len(self.text)))
         line = self.line_of(offset)
-        start = self.line_starts[line]
-        if self.encoding == UTF32:
-            return types.Position(line=line, character=offset - start)
-        seg = self.text[start:offset]
-        if seg.isascii():
-            return types.Position(line=line, character=len(seg))
-        enc = self.encoding
-        return types.Position(line=line, character=sum(_units(c, enc) for c in seg))
+        return types.Position(line=line, character=self._column(line, offset))
 
     def range(self, start: int, end: int) -> types.Range:
         return types.Range(start=self.position(start), end=self.position(max(start, end)))
@@ -107,18 +135,18 @@ class LineIndex:
         start = self.line_starts[line]
         end = self.content_end(line)
         want = max(0, position.character)
-        if self.encoding == UTF32:
+        if self._narrow:
             return min(start + want, end)
-        seg = self.text[start:end]
-        if seg.isascii():
-            return start + min(want, len(seg))
-        units = 0
-        enc = self.encoding
-        for i, ch in enumerate(seg):
-            if units >= want:
-                return start + i
-            units += _units(ch, enc)
-        return end
+        # the first offset at least ``want`` units into the line (inside a character wider
+        # than one unit: the one after it), else the end of the line
+        lo, hi = start, end
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._column(line, mid) >= want:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     @property
     def end_position(self) -> types.Position:
