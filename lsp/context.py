@@ -4,7 +4,9 @@ forgiving token stream (:mod:`lsp.tokens`).
 It never fails on broken input, so completion, hover and semantic tokens work on half-typed
 files that the parser can only partly understand. The roles it gives are the ones the
 grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = value ... } }``,
-``when METRIC OP NUMBER (for N UNIT)? { action* }`` in rule blocks.
+``when METRIC OP NUMBER (for N UNIT)? { action* }`` in rule blocks. Where a file has errors
+the roles follow the recovering parser's reading (:mod:`mpl.syntax.recover`): a top-level
+keyword ends every construct left open and starts the next top-level item.
 
 The scan is linear in the number of tokens: each frame carries what it inherits (its policy,
 block and container), so no token walks the stack of open frames.
@@ -16,6 +18,8 @@ import bisect
 from dataclasses import dataclass
 
 from mpl import schema
+from mpl.syntax.lexer import KEYWORD_TYPES, PUNCT_TYPES
+from mpl.syntax.recover import TOP_KEYWORDS, is_policy_name
 
 from .tokens import COMMENT, NAME, NUMBER, OP, PUNCT, STRING, Token, tokenize
 
@@ -96,6 +100,45 @@ def _target_key(name: str) -> str | None:
     return schema.ADAPT_TARGETS.get(name)
 
 
+def _parser_type(tok: Token | None) -> str:
+    """The type :mod:`mpl.syntax.lexer` gives the token (a keyword's, a punctuation's)."""
+    if tok is None:
+        return "$END"
+    if tok.kind == NAME:
+        return KEYWORD_TYPES.get(tok.text, "NAME")
+    if tok.kind == PUNCT:
+        return PUNCT_TYPES.get(tok.text, "PUNCT")
+    return tok.kind.upper()
+
+
+def _code_token(tokens: list[Token], i: int, step: int) -> Token | None:
+    """The nearest token before (``step`` -1) or after (+1) index ``i`` that is not a comment
+    (the parser never sees comments)."""
+    i += step
+    while 0 <= i < len(tokens) and tokens[i].kind == COMMENT:
+        i += step
+    return tokens[i] if 0 <= i < len(tokens) else None
+
+
+def _starts_top_item(tokens: list[Token], i: int, name_expected: bool) -> bool:
+    """Whether the parser ends every open construct at token ``i`` and starts a top-level
+    item there: a top-level keyword, unless it stands where a policy name is expected and
+    reads as one (``policy policy {``)."""
+    ty = _parser_type(tokens[i])
+    if ty not in TOP_KEYWORDS:
+        return False
+    return not (name_expected and is_policy_name(ty, _parser_type(_code_token(tokens, i, 1))))
+
+
+def starts_top_item(tokens: list[Token], i: int) -> bool:
+    """:func:`_starts_top_item` from the text alone: a policy name is taken to be expected
+    after any ``policy`` or ``extends``. The scanner, which knows where a policy's header
+    is, starts a top-level item wherever this says so (and in a few more places, such as
+    the ``policy`` of ``version extends policy {``)."""
+    prev = _code_token(tokens, i, -1)
+    return _starts_top_item(tokens, i, prev is not None and prev.text in ("policy", "extends"))
+
+
 class Scanner:
     """Feeds tokens one by one, tracking frames and the current statement."""
 
@@ -130,6 +173,39 @@ class Scanner:
     def _container(self) -> str | None:
         return self.frame.container
 
+    def _ends_statement(self, i: int) -> bool:
+        """A newline before token ``i`` ends the statement, unless a list or a call is open
+        or, at the top level, the token goes on with the statement's header or opens its
+        body (the parser reads those across lines: ``extends base {`` on the line after
+        ``policy p``)."""
+        tok = self.tokens[i]
+        if not (tok.nl_before and self.depth == 0 and self.call == 0 and self.stmt):
+            return False
+        if self.frame.kind == "top":
+            return tok.text != "{" and self._header_step(i) is None
+        return True
+
+    def _policy_name_expected(self) -> bool:
+        """A policy's header has just had its ``policy`` or ``extends``: a name may come."""
+        return self.frame.kind == "top" and self.phase in ("name", "parent")
+
+    def _header_step(self, i: int) -> tuple[str, str] | None:
+        """(role, next phase) of token ``i`` in a top-level statement after its keyword, as
+        the parser reads ``policy NAME (extends NAME)?``, ``import STRING`` and ``version
+        NUMBER`` (a keyword is a policy name where it reads as one, and ``policy b a {``
+        has lost its ``extends``); None when the token is not part of the header."""
+        tok, phase = self.tokens[i], self.phase
+        ty, next_ty = _parser_type(tok), _parser_type(_code_token(self.tokens, i, 1))
+        if phase in ("name", "parent") and is_policy_name(ty, next_ty):
+            return (POLICY_DEF, "after_name") if phase == "name" else (POLICY_REF, "after_parent")
+        if phase in ("name", "after_name") and ty == "EXTENDS":
+            return KEYWORD, "parent"
+        if phase == "after_name" and ty == "NAME" and next_ty == "LBRACE" and tok.text not in schema.BLOCKS:
+            return POLICY_REF, "after_parent"
+        if (phase, ty) in (("import", "STRING"), ("version", "NUMBER")):
+            return (IMPORT_PATH if ty == "STRING" else NUMBER_R), "done"
+        return None
+
     def _value_role(self, tok: Token) -> str:
         if tok.text in ("true", "false"):
             return BOOL_R
@@ -143,14 +219,16 @@ class Scanner:
         tokens = self.tokens
         frame = self.frame
         kind, text = tok.kind, tok.text
-        # newline ends a statement unless a list or a call is open
-        if tok.nl_before and self.depth == 0 and self.call == 0 and self.stmt:
-            self._reset_stmt()
-        info = Info(UNKNOWN, self._policy(), self._block(), None, self._container())
-        if kind == COMMENT:
-            info.role = COMMENT_R
-            self.infos.append(info)
+        if kind == COMMENT:               # the parser never sees comments
+            self.infos.append(Info(COMMENT_R, self._policy(), self._block(), None, self._container()))
             return
+        if self._ends_statement(i):
+            self._reset_stmt()
+        if _starts_top_item(tokens, i, self._policy_name_expected()):
+            del self.frames[1:]            # the parser's recovery: whatever is open ends here
+            self._reset_stmt()
+            frame = self.frame
+        info = Info(UNKNOWN, self._policy(), self._block(), None, self._container())
         if kind == PUNCT and text == "{":
             self._open(i)
             info.role = OPERATOR
@@ -179,7 +257,7 @@ class Scanner:
             frame = self.frame
             info.block = info.container = None
         if frame.kind == "top":
-            self._feed_top(tok, info)
+            self._feed_top(i, tok, info)
         elif frame.kind == "policy":
             self._feed_policy(tok, info, nxt)
         elif frame.kind in ("block", "rule", "section"):
@@ -215,25 +293,23 @@ class Scanner:
         self.frames.append(new)
         self._reset_stmt()
 
-    def _feed_top(self, tok: Token, info: Info) -> None:
-        text = tok.text
+    def _feed_top(self, i: int, tok: Token, info: Info) -> None:
+        """A top-level statement: its keyword, then its header (:meth:`_header_step`); what
+        does not fit is skipped text, as the parser skips it."""
         if not self.stmt:
-            self.stmt_head = text if tok.kind == NAME else None
-        prev = self.tokens[self.stmt[-1]].text if self.stmt else None
-        if tok.kind == NAME and text in ("version", "import", "policy", "extends") and (
-                not self.stmt or text == "extends"):
-            info.role = KEYWORD
-        elif tok.kind == NAME and prev == "policy":
-            info.role = POLICY_DEF
-            info.policy = text
-        elif tok.kind == NAME and prev == "extends":
-            info.role = POLICY_REF
-        elif tok.kind == STRING and self.stmt_head == "import":
-            info.role = IMPORT_PATH
-        elif tok.kind == NUMBER:
-            info.role = NUMBER_R
-        elif tok.kind == STRING:
-            info.role = STRING_R
+            self.stmt_head = tok.text if tok.kind == NAME else None
+            if _parser_type(tok) in TOP_KEYWORDS:
+                info.role = KEYWORD
+                self.phase = "name" if tok.text == "policy" else tok.text
+                return
+        step = self._header_step(i)
+        if step is not None:
+            info.role, self.phase = step
+            if info.role == POLICY_DEF:
+                info.policy = tok.text
+            return
+        self.phase = "skipped"
+        info.role = NUMBER_R if tok.kind == NUMBER else STRING_R if tok.kind == STRING else UNKNOWN
 
     def _feed_policy(self, tok: Token, info: Info, nxt: Token | None) -> None:
         if tok.kind == NAME:
@@ -460,20 +536,10 @@ class Scanner:
 
 
 def checkpoints(tokens: list[Token]) -> list[int]:
-    """Indices of the tokens that start a top-level statement (``policy``, ``import``,
-    ``version`` outside any brace): the scanner's state there is known, so a scan for the
-    cursor can start at the last one instead of at the top of the file."""
-    out = [0]
-    depth = 0
-    for i, t in enumerate(tokens):
-        if t.kind == PUNCT:
-            if t.text == "{":
-                depth += 1
-            elif t.text == "}":
-                depth = max(0, depth - 1)
-        elif depth == 0 and t.kind == NAME and t.text in ("policy", "import", "version") and i:
-            out.append(i)
-    return out
+    """Indices of the tokens that start a top-level item (:func:`starts_top_item`): the
+    scanner's state there is known, so a scan for the cursor can start at the last one
+    instead of at the top of the file."""
+    return [0, *(i for i in range(1, len(tokens)) if starts_top_item(tokens, i))]
 
 
 def scanner_upto(tokens: list[Token], cut: int, starts: list[int] | None = None) -> Scanner:
@@ -494,10 +560,13 @@ def classify(tokens: list[Token]) -> list[Info]:
 
 # ---------------------------------------------------------------- frames and extents
 def frame_end(tokens: list[Token], open_index: int) -> int:
-    """Index of the '}' matching the '{' at ``open_index`` (or len(tokens) when unclosed)."""
+    """Index of the '}' matching the '{' at ``open_index``; for an unclosed frame, of the
+    token that starts the next top-level item (where the parser ends it), else len(tokens)."""
     depth = 0
     for j in range(open_index, len(tokens)):
         t = tokens[j]
+        if t.kind == NAME and j > open_index and starts_top_item(tokens, j):
+            return j
         if t.kind == PUNCT:
             if t.text == "{":
                 depth += 1

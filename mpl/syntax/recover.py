@@ -33,7 +33,9 @@ from mpl.syntax.lalr import make_indexed, make_name, make_number, make_string
 
 EOF = "$END"
 _ALLOCATIONS = frozenset(schema.PARAMS[schema.REBALANCE].enum_names())
-_TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
+#: the keywords that start a top-level item: wherever one stands (unless it is read as a policy
+#: name, see is_policy_name) every open construct ends there and the next item starts
+TOP_KEYWORDS = frozenset(("POLICY", "IMPORT", "VERSION"))
 _KEYWORD_TYPES = frozenset(KEYWORD_TYPES.values())
 #: the tokens an item can end with / start with: a ';' between them is a separator
 _ENDS_ITEM = frozenset(("NUMBER", "UNIT", "NAME", "STRING", "TRUE", "FALSE", "RBRACK", "RBRACE",
@@ -71,6 +73,15 @@ def describe(t: Token) -> str:
     if ty == ERROR:
         return repr(t.value)
     return f"keyword '{t.value}'"
+
+
+def is_policy_name(ty: str, next_ty: str) -> bool:
+    """Whether a token of type ``ty`` followed by one of type ``next_ty`` is read as a policy
+    name where one is expected (after ``policy`` / ``extends``): a NAME, or a keyword (the
+    position is unambiguous, as in the grammar) followed by ``{`` or ``extends`` (so a
+    half-typed ``policy`` before the next top-level keyword is not read as a policy named
+    ``version``)."""
+    return ty == "NAME" or (ty in _KEYWORD_TYPES and next_ty in ("LBRACE", "EXTENDS"))
 
 
 class _Open:
@@ -183,7 +194,7 @@ class RecoveringParser:
         t = self.tok
         if t.type == ERROR:
             return
-        if t.type == EOF or (t.type in _TOP_KEYWORDS and self.open):
+        if t.type == EOF or (t.type in TOP_KEYWORDS and self.open):
             self.report_unclosed(message)
             return
         self.error("MPL002", f"{message}, found {describe(t)}", tok_span(t))
@@ -213,7 +224,7 @@ class RecoveringParser:
     # ------------------------------------------------------------ recovery
     def at_hard_stop(self) -> bool:
         ty = self.tok.type
-        return ty == EOF or ty == "RBRACE" or ty in _TOP_KEYWORDS
+        return ty == EOF or ty == "RBRACE" or ty in TOP_KEYWORDS
 
     def at_item_start(self) -> bool:
         """A plausible start of the next item (parameter, block, rule, action)."""
@@ -262,7 +273,7 @@ class RecoveringParser:
         depth = 0
         while True:
             ty = self.tok.type
-            if ty == EOF or ty in _TOP_KEYWORDS:
+            if ty == EOF or ty in TOP_KEYWORDS:
                 return
             self.advance()
             if ty == "LBRACE":
@@ -301,7 +312,7 @@ class RecoveringParser:
         else:
             self.unexpected("expected 'policy', 'import' or 'version' at the top level")
         start = self.i
-        while not self.at(EOF, *_TOP_KEYWORDS):
+        while not self.at(EOF, *TOP_KEYWORDS):
             if self.at("LBRACE"):
                 self.skip_group()
             else:
@@ -371,14 +382,8 @@ class RecoveringParser:
         return policy
 
     def at_policy_name(self) -> bool:
-        """A policy name after ``policy`` / ``extends``: a NAME, or a keyword
-        (the position is unambiguous, as in the grammar) followed by ``{`` or ``extends``
-        (so a half-typed ``policy`` before the next top-level keyword is not read as a
-        policy named ``version``)."""
-        t = self.tok
-        if t.type == "NAME":
-            return True
-        return t.type in _KEYWORD_TYPES and self.peek().type in ("LBRACE", "EXTENDS")
+        """A policy name after ``policy`` / ``extends`` (:func:`is_policy_name`)."""
+        return is_policy_name(self.tok.type, self.peek().type)
 
     def parse_policy_body(self, blocks: list) -> bool:
         while True:
@@ -387,7 +392,7 @@ class RecoveringParser:
             if ty == "RBRACE":
                 self.advance()
                 return True
-            if ty == EOF or ty in _TOP_KEYWORDS:
+            if ty == EOF or ty in TOP_KEYWORDS:
                 self.report_unclosed()
                 return False
             if ty == "_SEMI":
@@ -456,7 +461,7 @@ class RecoveringParser:
             if ty == "RBRACE":
                 self.advance()
                 return True
-            if ty == EOF or ty in _TOP_KEYWORDS:
+            if ty == EOF or ty in TOP_KEYWORDS:
                 self.report_unclosed()
                 return False
             if ty == "_SEMI":
@@ -970,7 +975,7 @@ class RecoveringParser:
                 self.advance()
                 rule.closed = True
                 break
-            if ty == EOF or ty in _TOP_KEYWORDS:
+            if ty == EOF or ty in TOP_KEYWORDS:
                 self.report_unclosed()
                 break
             if ty == "_SEMI":

@@ -1,0 +1,144 @@
+"""The server reads a broken file as the checker's recovering parser does: a top-level keyword
+ends whatever is left open (the usual state while a policy is typed above another one), so
+definition, references, rename and semantic tokens see the next policy as the checker does,
+and a rename leaves the check result as it was."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, strategies as st
+from lsprotocol import types
+
+from mpl.checker import analyze
+from mpl.syntax import parse
+
+from lsp import context
+from lsp.tokens import tokenize
+from property_profiles import prop
+from lsp_harness import client, diagnostics, no_internal_errors, open_doc, pos_of, tdi  # noqa: F401
+
+UNCLOSED_ABOVE = """policy base {
+    cache { capacity = 8
+
+policy tuned extends base {
+    cache { capacity = 4 }
+}
+"""
+
+
+def _apply(text: str, edits: list[types.TextEdit]) -> str:
+    """``text`` with single-line edits applied (ASCII text: a character is a code point)."""
+    lines = text.split("\n")
+    for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        s, end = e.range.start, e.range.end
+        assert s.line == end.line
+        line = lines[s.line]
+        lines[s.line] = line[:s.character] + e.new_text + line[end.character:]
+    return "\n".join(lines)
+
+
+def _codes(text: str, path: str) -> list[str]:
+    return [d.code for d in analyze(text, path).diagnostics]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_navigation_after_an_unclosed_block_sees_the_next_policy(client):
+    uri = open_doc(client, "unclosed_above.moe", UNCLOSED_ABOVE)
+    assert [d.code for d in await diagnostics(client, uri)] == ["MPL003"]
+    enc = client.encoding
+    definition = pos_of(UNCLOSED_ABOVE, "base", enc)
+    reference = pos_of(UNCLOSED_ABOVE, "base", enc, nth=1)
+    locs = await client.text_document_definition_async(types.DefinitionParams(
+        text_document=tdi(uri), position=reference))
+    assert [x.range.start for x in locs] == [definition]
+    refs = await client.text_document_references_async(types.ReferenceParams(
+        text_document=tdi(uri), position=definition, context=types.ReferenceContext(include_declaration=True)))
+    assert sorted((r.range.start.line, r.range.start.character) for r in refs) == [
+        (definition.line, definition.character), (reference.line, reference.character)]
+    edit = await client.text_document_rename_async(types.RenameParams(
+        text_document=tdi(uri), position=definition, new_name="renamed"))
+    renamed = _apply(UNCLOSED_ABOVE, edit.changes[uri])
+    assert "policy tuned extends renamed {" in renamed
+    path = str(client.root / "unclosed_above.moe")
+    assert _codes(renamed, path) == _codes(UNCLOSED_ABOVE, path) == ["MPL003"]
+    no_internal_errors(client)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_semantic_tokens_after_an_unclosed_block_colour_the_next_policy(client):
+    uri = open_doc(client, "unclosed_tokens.moe", UNCLOSED_ABOVE)
+    await diagnostics(client, uri)
+    legend = client.init_result.capabilities.semantic_tokens_provider.legend
+    data = (await client.text_document_semantic_tokens_full_async(
+        types.SemanticTokensParams(text_document=tdi(uri)))).data
+    lines = UNCLOSED_ABOVE.split("\n")
+    line = col = 0
+    got: dict[int, list[tuple[str, str]]] = {}
+    for i in range(0, len(data), 5):
+        dl, dc, n, tt, _ = data[i:i + 5]
+        line += dl
+        col = col + dc if dl == 0 else dc
+        got.setdefault(line, []).append((lines[line][col:col + n], legend.token_types[tt]))
+    assert got[3] == [("policy", "keyword"), ("tuned", "class"), ("extends", "modifier"), ("base", "class")]
+    assert got[4] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("4", "number")]
+
+
+# ------------------------------------------------------------------ roles and the parser
+WORDS = ["policy", "policy", "extends", "import", "version", "{", "}", "{", "}", "cache",
+         "capacity", "=", "8", "a", "b", "base", "\n", "\n", " ", "when", "hit_rate", "<", "0.5",
+         "adapt", "[", "]", "tier", "hot", "#c\n", "(", ")", '"x"', "true"]
+TEXTS = st.lists(st.sampled_from(WORDS), max_size=25).map(" ".join)
+
+
+def _names(text: str) -> tuple[list, list]:
+    """(where policies are named, where parents are named) as the server's roles say."""
+    toks = tokenize(text)
+    infos = context.classify(toks)
+    return ([(t.start, t.text) for t, i in zip(toks, infos) if i.role == context.POLICY_DEF],
+            [(t.start, t.text) for t, i in zip(toks, infos) if i.role == context.POLICY_REF])
+
+
+def _parsed_names(text: str) -> tuple[list, list]:
+    """(where policies are named, where parents are named) in the parser's document."""
+    pols = parse(text).document.policies
+    return ([(p.name.span.offset, p.name.text) for p in pols if p.name is not None],
+            [(p.parent.span.offset, p.parent.text) for p in pols if p.parent is not None])
+
+
+@given(TEXTS)
+@example(UNCLOSED_ABOVE)
+@example("policy a { cache { capacity = 8 policy b extends a { } }")   # not at a line start
+@example('import "x" policy p extends a {')                            # after a complete item
+@example("policy policy policy {")              # a keyword names a policy where it reads as one
+@example("policy true a {")                     # ... and only there
+@example("policy p extends\n  base {")          # a header read across lines
+@example("policy p # c\n  extends base {")
+@example("policy b a {")                        # 'extends' missing: the parser takes the parent
+@example("cache { extends policy {")            # 'extends' outside a header names nothing
+@prop(300)
+def test_policy_names_and_parents_are_the_parsers(text):
+    assert sorted(_names(text)[0]) == sorted(_parsed_names(text)[0])
+    assert sorted(_names(text)[1]) == sorted(_parsed_names(text)[1])
+
+
+@given(TEXTS)
+@example(UNCLOSED_ABOVE)
+@example("policy policy policy {")
+@prop(300)
+def test_a_scan_from_any_checkpoint_gives_the_roles_of_the_whole_scan(text):
+    """Hover and completion scan from the last top-level item before the cursor: the roles
+    from there are those of a scan from the start."""
+    toks = tokenize(text)
+    whole = context.classify(toks)
+    for c in context.checkpoints(toks):
+        assert context.Scanner(toks, c).run().infos == whole[c:], c
+
+
+def test_an_unclosed_frame_ends_where_the_next_policy_starts():
+    toks = tokenize(UNCLOSED_ABOVE)
+    base_open = next(i for i, t in enumerate(toks) if t.text == "{")
+    second = [i for i, t in enumerate(toks) if t.text == "policy"][1]
+    assert context.frame_end(toks, base_open) == second
+    assert context.blocks_in(toks, base_open) == {"cache"}
+    ctx = context.context_at(UNCLOSED_ABOVE, UNCLOSED_ABOVE.index("= 4") + 2)
+    assert (ctx.policy, ctx.block, ctx.kind, ctx.param) == ("tuned", "cache", "value", "cache.capacity")
