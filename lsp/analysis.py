@@ -42,9 +42,33 @@ def compute(store: Store, text: str, path: str | None, model):
     """Run the checker (any thread). Imports are read through the store: open buffers win."""
     from mpl.checker import analyze as _analyze
     from .settings import Settings, import_roots_for
+    refused = unreadable(text, path)
+    if refused is not None:
+        return refused
     roots = import_roots_for(store.settings or Settings(), store.roots, path)
     with _LOCK:
         return _analyze(text, path, model=model, read_file=store.read_file, import_roots=roots)
+
+
+def unreadable(text: str, path: str | None):
+    """What ``mplc check`` says of the file this buffer saves to when it refuses to read it
+    (a binary file: one MPL100, nothing else), as an Analysis; None when it reads it. The
+    CLI's own rule decides (:func:`mpl.fileio.decode_text`, which
+    :func:`mpl.checker.read_source` applies to the file's bytes). A lone surrogate, which no
+    saved file holds, is left to the checker (its own located MPL100)."""
+    from mpl.checker import Analysis
+    from mpl.diagnostics import Span
+    from mpl.fileio import ReadError, decode_text
+    from mpl.rules import make
+    from mpl.syntax import parse as _parse
+
+    try:
+        decode_text(text.encode("utf-8", "replace"), f"'{path}'" if path else "the document")
+        return None
+    except ReadError as e:
+        diag = make("MPL100", str(e), Span(1, 1, 1, 1, 0, 0), file=path)
+    # the outline, folding and hints still read the text as far as the parser can
+    return Analysis(text, path, _parse(text, path).document, [diag])
 
 
 def adopt(store: Store, doc: Doc, gen: int, result) -> bool:

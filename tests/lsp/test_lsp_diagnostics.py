@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from mpl.checker import analyze
+from mpl.checker import analyze, check
 from mpl.diagnostics import docs_url
 
 from lsp_harness import change, client, diagnostics, no_internal_errors, open_doc, pos, pos_of, write  # noqa: F401
@@ -109,6 +109,21 @@ async def test_full_sync_change_and_save(client):
     client.text_document_did_save(types.DidSaveTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=uri), text="policy p { cache { capacity = 2 } }\n"))
     assert await diagnostics(client, uri) == []
+
+
+async def test_a_binary_buffer_gets_the_diagnostic_of_mplc_check(client):
+    """A NUL character makes a file binary for ``mplc check`` (one MPL100 at its start, and
+    no other diagnostic); the server says the same of a buffer holding one."""
+    text = "policy p {\n  cache { capacity = 8 }\x00\n}\n"
+    uri = open_doc(client, "binary.moe", text)
+    got = await diagnostics(client, uri)
+    want = check(str(client.root / "binary.moe"))
+    assert [(d.code, d.message) for d in got] == [(d.code, d.message) for d in want]
+    assert want[0].code == "MPL100" and "binary file" in want[0].message
+    assert got[0].range == types.Range(types.Position(0, 0), types.Position(0, 0))
+    change(client, uri, 2, text.replace("\x00", ""))     # the character removed: a policy again
+    assert await diagnostics(client, uri) == []
+    no_internal_errors(client)
 
 
 async def test_parent_edit_rediagnoses_child(client):
