@@ -195,7 +195,7 @@ def _register_sync(server: MplLanguageServer) -> None:
     @guarded()
     def did_save(ls: MplLanguageServer, params: types.DidSaveTextDocumentParams):
         uri = params.text_document.uri
-        if params.text is not None:
+        if params.text is not None:     # an open document's text; a save never opens one
             ls.store.set_text(uri, params.text)
         ls.store.forget_workspace_files()
         ls.publisher.schedule(uri, 0)

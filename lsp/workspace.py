@@ -132,10 +132,10 @@ class Store:
         return doc
 
     def set_text(self, uri: str, text: str, version: int | None = None) -> None:
+        """Replace an open document's text (a save that carries it); a document that is not
+        open stays closed: its file on disk is what the server reads."""
         doc = self.docs.get(uri)
-        if doc is None:
-            self.open(uri, text, version)
-        elif doc.text != text:
+        if doc is not None and doc.text != text:
             doc.text = text
             doc.version = version if version is not None else doc.version
             doc.invalidate(text=True)

@@ -111,6 +111,22 @@ async def test_full_sync_change_and_save(client):
     assert await diagnostics(client, uri) == []
 
 
+async def test_a_save_of_an_unopened_document_does_not_open_it(client):
+    """A save that reaches the server for a document it does not hold (closed just before)
+    leaves it closed: the file on disk is what the server reads, for that file and for the
+    files that import it."""
+    disk = write(client, "saved_closed.moe", "policy saved_base { cache { capacity = 8 } }\n")
+    uri = disk.as_uri()
+    client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), text="policy elsewhere { }\n"))
+    status = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="mpl.status", arguments=[uri]))
+    assert uri not in status["documents"] and status["document"] is None
+    kid = open_doc(client, "saved_kid.moe", 'import "saved_closed.moe"\npolicy kid extends saved_base { }\n')
+    assert await diagnostics(client, kid) == []
+    assert uri not in client.diagnostics
+
+
 async def test_a_binary_buffer_gets_the_diagnostic_of_mplc_check(client):
     """A NUL character makes a file binary for ``mplc check`` (one MPL100 at its start, and
     no other diagnostic); the server says the same of a buffer holding one."""
