@@ -182,7 +182,9 @@ def default_stream_slots(num_experts: int, top_k: int) -> int:
     that streams more is computed in passes, bit-identical to one call under every experts
     implementation (``mpl.offload.engine``, "Passes"), or on the CPU without memory tiers
     from the host store's own layer tensors in one call ("host window"). The same bound on a
-    GPU and on the CPU, with memory tiers or without."""
+    GPU and on the CPU, with memory tiers or without; HuggingFace attach takes one entry per
+    expert instead where passes would run on a kernel that does not keep a row's bits
+    wherever the row lies (``mpl.offload.hf.pool_stream_slots``)."""
     return max(1, min(num_experts, max(TRANSIENT_MIN, TRANSIENT_PER_TOP_K * top_k)))
 
 

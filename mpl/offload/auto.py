@@ -77,7 +77,10 @@ def choose(model, memory: int, device: torch.device, layers=None,
     expert_ids = {id(p) for b in layers for p in b.module.parameters(recurse=False)}
     skeleton = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in expert_ids)
     skeleton += sum(b.numel() * b.element_size() for b in model.buffers())
-    transient = (int(pool_stream_slots(stream_slots, layers[0])) + 1) * eb   # and the zero entry
+    # the policy chosen has no memory tiers: passes run off the CPU only (the CPU's host window)
+    entries = pool_stream_slots(stream_slots, layers[0], device,
+                                passes=torch.device(device).type != "cpu")
+    transient = (int(entries) + 1) * eb   # and the zero entry
     usable = int(memory * (1 - HEADROOM)) - skeleton - transient
     slots = usable // eb if eb else 0
     gib = 2 ** 30

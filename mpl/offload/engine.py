@@ -127,6 +127,39 @@ class _PassRows:
         return weighted.view(-1, self.top_k, weighted.shape[-1]).sum(dim=1).to(dtype)
 
 
+def rows_keep_their_bits(b: "LayerBinding", modes, *, rows: int = 13, seed: int = 0) -> bool:
+    """Whether the layer's experts functions of ``modes`` compute a token's output the same
+    wherever the token lies among its experts' rows: the tokens of one call, then the same
+    tokens in reverse order, on the layer's own weights (True where they cannot be run, on
+    the meta device). A pass over experts whose dispatch has more experts below it than
+    pool entries below its own hands the kernel rows its sort by expert (not stable) may
+    order otherwise than one call; on a kernel whose arithmetic follows a row's place in its
+    group (CPU ``grouped_mm`` under two threads on some machines: docs/performance.md) that
+    pass is not one call bit for bit. A guard on the kernel installed, not a proof."""
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+    m = b.module
+    up = getattr(m, "gate_up_proj", None)
+    if up is None:
+        up = getattr(m, "up_proj", None)
+    if up is None or up.device.type == "meta":
+        return True
+    hidden = int(up.shape[1] if getattr(m, "is_transposed", False) else up.shape[-1])
+    n = min(b.num_experts, b.top_k + 1)
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(n, generator=g)[:b.top_k] for _ in range(rows)])
+    ids = ids.to(up.device)
+    w = torch.softmax(torch.randn(rows, b.top_k, generator=g), dim=-1).to(up.device, up.dtype)
+    x = torch.randn(rows, hidden, generator=g).to(up.device, up.dtype)
+    rev = torch.arange(rows - 1, -1, -1, device=up.device)
+    with torch.no_grad():
+        for mode in modes:
+            fn = ALL_EXPERTS_FUNCTIONS.get_interface(mode, b.orig_forward)
+            if not torch.equal(fn(m, x, ids, w)[rev], fn(m, x[rev], ids[rev], w[rev])):
+                return False
+    return True
+
+
 _MODE_FIELD = "_experts_implementation_internal"
 
 

@@ -23,7 +23,7 @@ from mpl.features import features
 from mpl.shapes import ModelShape
 
 from .cpu import CpuExperts
-from .engine import Engine, LayerBinding
+from .engine import Engine, LayerBinding, rows_keep_their_bits
 from .errors import PREFLIGHT, AttachError
 from mpl.mechanism.lookahead import Lookahead
 from .memory import MemoryMeter
@@ -445,12 +445,28 @@ def preflight(policy, shape: ModelShape) -> list:
     return PREFLIGHT.check(policy, shape)
 
 
-def pool_stream_slots(stream_slots, layer: LayerBinding) -> int:
+def pool_stream_slots(stream_slots, layer: LayerBinding, device=None, *,
+                      passes: bool = True) -> int:
     """The transient entries of the slot pool: ``stream_slots`` when given, else the
-    default for the model's layers (``mpl.mechanism.footprint.default_stream_slots``)."""
+    default for the model's layers (``mpl.mechanism.footprint.default_stream_slots``), or
+    one entry per expert where a dispatch beyond the default would run in ``passes`` (not
+    the CPU's host window) and the experts kernel of the model's mode does not keep a row's
+    bits wherever the row lies in its group (:func:`mpl.offload.engine.rows_keep_their_bits`:
+    such passes could change the output, and the default never costs the model's bits)."""
     if stream_slots is not None:
         return stream_slots
-    return default_stream_slots(layer.num_experts, layer.top_k)
+    n = default_stream_slots(layer.num_experts, layer.top_k)
+    mode = getattr(getattr(layer.module, "config", None), "_experts_implementation", None)
+    if n >= layer.num_experts or not passes or mode in (None, "eager"):
+        return n
+    # generate() switches grouped_mm to batched_mm for decoding off the CPU
+    off_cpu = device is not None and torch.device(device).type != "cpu"
+    modes = (mode, "batched_mm") if mode == "grouped_mm" and off_cpu else (mode,)
+    try:
+        keeps = rows_keep_their_bits(layer, modes)
+    except (KeyError, ValueError):      # a mode this transformers does not register
+        keeps = True
+    return n if keeps else layer.num_experts
 
 
 def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bool = False,
@@ -526,7 +542,9 @@ def attach(policy, model, device=None, offload_device="cpu", *, remove_hooks: bo
         runtime = policy.runtime(len(layers), E, K, **kw)
     except (ValueError, TypeError) as e:
         raise AttachError(f"policy '{policy.name}' cannot run on this model: {e}") from None
-    stream_slots = pool_stream_slots(stream_slots, layers[0])
+    # on the CPU without memory tiers a dispatch beyond the area is the host window's
+    stream_slots = pool_stream_slots(stream_slots, layers[0], dev,
+                                     passes=tiered or dev.type != "cpu")
     why = _does_not_fit_memory(policy, model, runtime, layers, dev, stream_slots, tiered)
     if why:
         raise AttachError(why)

@@ -229,7 +229,10 @@ def from_pretrained(folder, policy, *, device=None, readers: int = 4, stream_slo
     if dev.type == "meta":       # no device given, no CUDA: the model runs where it loads
         dev = torch.device("cpu")
     runtime = _runtime_for(policy, layers, shape_only)
-    transient = pool_stream_slots(stream_slots, layers[0])
+    # (the experts are on the meta device here: the bounded default; attach decides again on
+    # the loaded weights, with its own memory check)
+    transient = pool_stream_slots(stream_slots, layers[0], dev,
+                                  passes=runtime.tier_layout is not None or dev.type != "cpu")
     fp = skeleton_load(skeleton, layer_experts, runtime.tier_layout, template,
                        runtime.num_slots + transient + 1, dev)
     why = refusal(fp, f"loading {folder} without its experts", host=host_available(),
