@@ -1,8 +1,15 @@
 """Helpers shared by the parser tests."""
 
 import dataclasses
+import re
 
 from mpl.syntax import ast
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset of every line of ``text``; lines end at '\n', '\r\n' and a lone '\r', as the
+    LSP specification says (an implementation of the tests' own, to check the product's)."""
+    return [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
 
 
 def dump(n, spans=True):

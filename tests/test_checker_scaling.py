@@ -6,7 +6,6 @@ often a file's line index is built."""
 from __future__ import annotations
 
 import random
-import re
 import sys
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 import mpl.diagnostics as D
 from mpl.checker import analyze
 from mpl.diagnostics import Span
+from parser_helpers import line_starts
 
 
 def _calls(text: str) -> int:
@@ -75,7 +75,7 @@ def test_indexed_spans_equal_counted_spans():
             s = max(0, min(a, n))
             e = max(s, min(b, n))
             # lines end at '\n', '\r\n' and a lone '\r'
-            starts = [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
+            starts = line_starts(text)
             sl = [x for x in starts if x <= s]
             el = [x for x in starts if x <= e]
             want = Span(len(sl), s - sl[-1] + 1, len(el), e - el[-1] + 1, s, e)

@@ -221,29 +221,20 @@ def test_suggest_and_removal_span():
         assert text[:s.offset] + text[s.end_offset:] == f"a {{{nl}  y = 2{nl}}}", repr(nl)
 
 
-def test_crlf_and_bom(tmp_path):
+@pytest.mark.parametrize("nl", ["\r\n", "\r"])
+def test_crlf_lone_cr_and_bom(tmp_path, nl):
+    """A byte-order mark is not content, and a line ends at '\r\n' or a lone '\r' (old Mac
+    files), as editors and the LSP count them: a comment stops there, and diagnostics name
+    the line an editor shows."""
     from mpl.checker import check
     p = tmp_path / "w.moe"
-    p.write_bytes(b"\xef\xbb\xbfpolicy p {\r\n    cache { capacity = 0 }\r\n}\r\n")
-    [d] = check(str(p))
-    assert d.code == "MPL203" and (d.span.line, d.span.column) == (2, 24)
-    text = "policy p {\r\n    cache { capacity = 0 }\r\n}\r\n"
-    [d] = analyze(text).diagnostics
-    assert text[d.span.offset:d.span.end_offset] == "0"
-
-
-def test_a_lone_carriage_return_ends_a_line(tmp_path):
-    """Old Mac files end lines with a lone '\r', as editors and the LSP count them: a comment
-    stops there, and diagnostics name the line an editor shows."""
-    from mpl.checker import check
-    p = tmp_path / "mac.moe"
-    p.write_bytes(b"# a comment\rpolicy p {\r    cache { capacity = 0 }\r}\r")
+    p.write_bytes(f"\ufeff# a comment{nl}policy p {{{nl}    cache {{ capacity = 0 }}{nl}}}{nl}".encode())
     [d] = check(str(p))
     assert d.code == "MPL203" and (d.span.line, d.span.column) == (3, 24)
-    text = "# c\rpolicy p {\r  cache { capacity = 0 }  # c\r\n}\r"
+    text = f"# c{nl}policy p {{{nl}  cache {{ capacity = 0 }}  # c\r\n}}{nl}"   # mixed line ends
     [d] = analyze(text).diagnostics
     assert text[d.span.offset:d.span.end_offset] == "0" and d.span.line == 3
-    assert analyze("# only a comment\rpolicy p { cache { capacity = 8 } }\r").ir
+    assert analyze(f"# only a comment{nl}policy p {{ cache {{ capacity = 8 }} }}{nl}").ir
 
 
 def test_mpl306_pairs_of_rules():

@@ -1,6 +1,5 @@
 """Property tests: random and mutated inputs never make the parser raise, spans stay inside."""
 
-import re
 import glob
 import os
 
@@ -13,7 +12,7 @@ from mpl.syntax import ast, lalr, parse
 from mpl.syntax.lexer import tokenize
 from mpl.syntax.parser import parse_recovering
 from found_cases import FOUND
-from parser_helpers import dump
+from parser_helpers import dump, line_starts
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 TEXTS = [open(f, encoding="utf-8").read() for f in sorted(glob.glob(os.path.join(CORPUS, "*.moe")))]
@@ -170,7 +169,7 @@ def covered_exactly_once(text):
             assert marks[i] == 1, (i, ch, text)
     # tokens come in order and their positions agree with their line/column (a line ends at
     # '\n', '\r\n' or a lone '\r')
-    starts = [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
+    starts = line_starts(text)
     for t in lx.tokens:
         assert text[t.start_pos:t.end_pos] == t.value
         done = [s for s in starts if s <= t.start_pos]

@@ -11,7 +11,6 @@ over 65,536 layers with a few weighted ones costs what those few cost."""
 from __future__ import annotations
 
 import math
-import sys
 from fractions import Fraction
 
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import example, given, strategies as st
 
 from mpl.runtime.budgets import BudgetError, Signal, _allocate_each, allocate
 from property_profiles import prop
+from traced_lines import traced_lines
 
 WEIGHT = st.one_of(st.just(0.0), st.just(0.0), st.just(1.0), st.sampled_from([0.1, 2 / 3, 5.0]),
                    st.floats(0.0, 10.0, allow_nan=False), st.integers(0, 6))
@@ -228,25 +228,6 @@ def test_a_budget_below_the_minimum_is_refused():
             raise AssertionError("no BudgetError")
 
 
-def _traced_lines(fn, *args):
-    """``fn(*args)`` and the number of Python lines it ran (comprehension bodies once per
-    item): a measure of work that, unlike a clock, is the same on every run and machine."""
-    count = 0
-
-    def tracer(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            count += 1
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        result = fn(*args)
-    finally:
-        sys.settrace(None)
-    return result, count
-
-
 def test_many_layers_few_weighted_cost_the_weighted_ones():
     """16,384 layers, 30 of which a signal has seen: the split is the layer-by-layer one, and
     its work is a few passes over the layers (the rounds of the water-filling touch only the
@@ -257,8 +238,8 @@ def test_many_layers_few_weighted_cost_the_weighted_ones():
         sig.observe(i * 500 + 7, [i % 5, 1 + i % 7, 9])
     weights = sig.weights("entropy")
     assert sum(1 for x in weights if x) == 30
-    fast, fast_lines = _traced_lines(allocate, weights, n * 4 + 17, 2, 64)
-    each, each_lines = _traced_lines(_allocate_each, weights, n * 4 + 17, 2, 64)
+    fast, fast_lines = traced_lines(allocate, weights, n * 4 + 17, 2, 64)
+    each, each_lines = traced_lines(_allocate_each, weights, n * 4 + 17, 2, 64)
     assert fast == each
     assert all(2 <= c <= 64 for c in fast) and sum(fast) == n * 4 + 17
     # more than the 30 weighted layers can take: they are full, the unseen ones share the rest

@@ -19,6 +19,8 @@ import pytest_lsp  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 
+from parser_helpers import line_starts  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER_CMD = [sys.executable, "-m", "lsp.server", "--stdio"]
 CLIENTS = ["visual-studio-code", "neovim"]
@@ -96,13 +98,6 @@ def units(s: str, encoding: str) -> int:
     if encoding == "utf-16":
         return len(s.encode("utf-16-le")) // 2
     return len(s)
-
-
-def line_starts(text: str) -> list[int]:
-    """Code-point offset of every line of ``text``; lines end at '\n', '\r\n' and a lone
-    '\r', as the LSP specification says (an independent implementation for the tests)."""
-    import re
-    return [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
 
 
 def pos(text: str, offset: int, encoding: str) -> types.Position:

@@ -12,7 +12,8 @@ from lsprotocol import types
 
 from mpl.checker import analyze
 
-from lsp_harness import diagnostics, line_starts, make_fixture, no_internal_errors, open_doc, pos, units
+from lsp_harness import diagnostics, make_fixture, no_internal_errors, open_doc, pos, units
+from parser_helpers import line_starts
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

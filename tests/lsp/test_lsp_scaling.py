@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -29,6 +28,7 @@ from lsp import (analysis, completion, folding, hover, inlay_hints, navigation, 
 from lsp.workspace import Store  # noqa: E402
 
 from lsp_harness import diagnostics, make_fixture, open_doc, tdi  # noqa: E402
+from traced_lines import traced_lines  # noqa: E402
 
 client = make_fixture()
 
@@ -82,31 +82,9 @@ FEATURES = {
 }
 
 
-def _lines(fn) -> int:
-    """How many lines of ``lsp/`` code ``fn()`` executes."""
-    n = 0
-
-    def local(frame, event, arg):
-        nonlocal n
-        if event == "line":
-            n += 1
-        return local
-
-    def calls(frame, event, arg):
-        return local if frame.f_code.co_filename.startswith(LSP_DIR) else None
-
-    old = sys.gettrace()
-    sys.settrace(calls)
-    try:
-        fn()
-    finally:
-        sys.settrace(old)
-    return n
-
-
 def _work(shape: str, feature: str, n: int) -> int:
     ls, doc = _server(SHAPES[shape](n))
-    return _lines(lambda: FEATURES[feature](ls, doc))
+    return traced_lines(FEATURES[feature], ls, doc, under=LSP_DIR)[1]
 
 
 @pytest.mark.parametrize("feature", sorted(FEATURES))

@@ -23,6 +23,7 @@ from mpl import schema, shapes  # noqa: E402
 from mpl.diagnostics import Span  # noqa: E402
 
 from lsp_harness import REPO, server_env, units  # noqa: E402
+from parser_helpers import line_starts  # noqa: E402
 from tier_helpers import malformed  # noqa: E402
 
 TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", "\u200b", "𝔘"]), max_size=60)
@@ -32,8 +33,7 @@ TEXTS = st.text(alphabet=st.sampled_from(list("ab =\n{}#\"é😀\r\t") + ["ß", 
 @prop(200)
 def test_positions_round_trip(text, enc):
     """Lines end at '\n', '\r\n' and a lone '\r', as the LSP specification says."""
-    import re
-    ends = [m.end() for m in re.finditer(r"\r\n?|\n", text)]
+    ends = line_starts(text)[1:]
     idx = LineIndex(text, enc)
     for off in range(len(text) + 1):
         if 0 < off < len(text) and text[off - 1:off + 1] == "\r\n":
