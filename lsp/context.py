@@ -637,7 +637,8 @@ def cursor_context(text: str, tokens: list[Token], offset: int, starts: list[int
     ctx.policy_open = frame.policy_open
     # a newline between the last consumed token and the cursor starts a new statement
     last = tokens[cut - 1] if cut > 0 else None
-    if last is not None and sc.depth == 0 and sc.call == 0 and sc.stmt and ("\n" in text[last.end:start] or "\r" in text[last.end:start]):
+    gap = text[last.end:start] if last is not None else ""
+    if last is not None and sc.depth == 0 and sc.call == 0 and sc.stmt and ("\n" in gap or "\r" in gap):
         sc._reset_stmt()
         ctx.param = None
         ctx.section = None

@@ -10,7 +10,6 @@ fit the trace an error (exit 1)."""
 from __future__ import annotations
 
 
-
 def add_arguments(parser) -> None:
     from mpl.timemodel import hardware
 
