@@ -6,7 +6,8 @@ files that the parser can only partly understand. The roles it gives are the one
 grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = value ... } }``,
 ``when METRIC OP NUMBER (for N UNIT)? { action* }`` in rule blocks. Where a file has errors
 the roles follow the recovering parser's reading (:mod:`mpl.syntax.recover`): a top-level
-keyword ends every construct left open and starts the next top-level item.
+keyword ends every construct left open and starts the next top-level item, and a ';' is a
+separator, a ',' or nothing, as the parser reads it (:mod:`lsp.tokens`).
 
 The scan is linear in the number of tokens: each frame carries what it inherits (its policy,
 block and container), so no token walks the stack of open frames.
@@ -21,7 +22,7 @@ from mpl import schema
 from mpl.syntax.lexer import KEYWORD_TYPES, PUNCT_TYPES
 from mpl.syntax.recover import TOP_KEYWORDS, is_policy_name
 
-from .tokens import COMMENT, NAME, NUMBER, OP, PUNCT, STRING, Token, tokenize
+from .tokens import AS_COMMA, COMMENT, NAME, NUMBER, OP, PUNCT, STRAY, STRING, Token, tokenize
 
 # token roles
 KEYWORD, POLICY_DEF, POLICY_REF, BLOCK, PARAM, VALUE, METRIC, UNIT = (
@@ -108,16 +109,33 @@ def _parser_type(tok: Token | None) -> str:
         return KEYWORD_TYPES.get(tok.text, "NAME")
     if tok.kind == PUNCT:
         return PUNCT_TYPES.get(tok.text, "PUNCT")
+    if tok.kind == AS_COMMA:
+        return "COMMA"
     return tok.kind.upper()
 
 
 def _code_token(tokens: list[Token], i: int, step: int) -> Token | None:
     """The nearest token before (``step`` -1) or after (+1) index ``i`` that is not a comment
-    (the parser never sees comments)."""
+    or a stray ';' (the parser never sees comments, and reads a stray ';' as if it were not
+    there)."""
     i += step
-    while 0 <= i < len(tokens) and tokens[i].kind == COMMENT:
+    while 0 <= i < len(tokens) and tokens[i].kind in (COMMENT, STRAY):
         i += step
     return tokens[i] if 0 <= i < len(tokens) else None
+
+
+def _next_index(tokens: list[Token], i: int) -> int:
+    """Index of the token after index ``i``, past the stray ';' the parser reads as if they
+    were not there (``len(tokens)`` at the end)."""
+    i += 1
+    while i < len(tokens) and tokens[i].kind == STRAY:
+        i += 1
+    return i
+
+
+def _next_token(tokens: list[Token], i: int) -> Token | None:
+    j = _next_index(tokens, i)
+    return tokens[j] if j < len(tokens) else None
 
 
 def _starts_top_item(tokens: list[Token], i: int, name_expected: bool) -> bool:
@@ -222,6 +240,12 @@ class Scanner:
         if kind == COMMENT:               # the parser never sees comments
             self.infos.append(Info(COMMENT_R, self._policy(), self._block(), None, self._container()))
             return
+        if kind == STRAY:                 # a ';' the parser reads as if it were not there
+            self.infos.append(Info(OPERATOR, self._policy(), self._block(), None, self._container()))
+            return
+        if kind == AS_COMMA:              # a ';' the parser reads as ','
+            tok = tok._replace(kind=PUNCT, text=",")
+            kind, text = PUNCT, ","
         if self._ends_statement(i):
             self._reset_stmt()
         if _starts_top_item(tokens, i, self._policy_name_expected()):
@@ -247,7 +271,7 @@ class Scanner:
             info.role = OPERATOR
             self.infos.append(info)
             return
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        nxt = _next_token(tokens, i)
         if (frame.kind in ("block", "section") and not self.stmt and kind == NAME
                 and text in schema.BLOCKS and nxt is not None and nxt.text == "{" and len(self.frames) > 2):
             # `NAME {` with a block's name inside a block: the enclosing block (and items)
@@ -331,7 +355,7 @@ class Scanner:
         if nxt.kind == NAME:
             if known:
                 return True
-            after = self.tokens[i + 2] if i + 2 < len(self.tokens) else None
+            after = _next_token(self.tokens, _next_index(self.tokens, i))
             return after is not None and after.kind == PUNCT and after.text in ("{", "(")
         return known and nxt.kind == PUNCT and nxt.text == "{"
 

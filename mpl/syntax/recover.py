@@ -84,6 +84,39 @@ def is_policy_name(ty: str, next_ty: str) -> bool:
     return ty == "NAME" or (ty in _KEYWORD_TYPES and next_ty in ("LBRACE", "EXTENDS"))
 
 
+def read_semicolons(types: list[str]) -> dict[int, str | None]:
+    """How the parser reads each ';' of a token stream, given the types of its tokens (no
+    comments, no stray characters): ``"_SEMI"`` where it separates two items, ``"COMMA"``
+    where it stands for a ',' between two values of a list or arguments of a call (``[1; 2]``),
+    None where it is read as if it were not there (``capacity = ; 8``, ``policy p ; {``).
+    The language server reads its own tokens with this rule, so its roles follow the
+    parser's."""
+    out: dict[int, str | None] = {}
+    prev = None                 # the type of the last token read
+    depth = 0                   # '[' and '(' nesting
+    n = len(types)
+    for j, ty in enumerate(types):
+        if ty in ("LBRACK", "LPAREN"):
+            depth += 1
+        elif ty in ("RBRACK", "RPAREN") and depth:
+            depth -= 1
+        elif ty in ("LBRACE", "RBRACE"):
+            depth = 0           # no list holds a brace: an unclosed '[' ends here
+        elif ty == "_SEMI":
+            nxt = types[j + 1] if j + 1 < n else EOF
+            if depth and prev not in (None, "LBRACK", "LPAREN", "COMMA") and nxt in _VALUE_START:
+                out[j] = "COMMA"
+            elif (prev is None or prev in _ENDS_ITEM) and nxt in _STARTS_ITEM and not depth:
+                out[j] = "_SEMI"
+            else:
+                out[j] = None
+                continue
+            prev = out[j]
+            continue
+        prev = ty
+    return out
+
+
 class _Open:
     """A construct whose closing '}' (or ']') is still expected."""
 
@@ -122,38 +155,28 @@ class RecoveringParser:
         toks = self.toks
         if not any(t.type == "_SEMI" for t in toks):
             return
+        readings = read_semicolons([t.type for t in toks])
         keep = []
-        depth = 0                   # '[' nesting
         for j, t in enumerate(toks):
-            ty = t.type
-            if ty in ("LBRACK", "LPAREN"):
-                depth += 1
-            elif ty in ("RBRACK", "RPAREN") and depth:
-                depth -= 1
-            elif ty in ("LBRACE", "RBRACE"):
-                depth = 0           # no list holds a brace: an unclosed '[' ends here
-            elif ty == "_SEMI":
-                prev = keep[-1].type if keep else None
-                nxt = toks[j + 1].type if j + 1 < len(toks) else EOF
-                if depth and prev not in (None, "LBRACK", "LPAREN", "COMMA") and nxt in _VALUE_START:
-                    # `[1; 2]`, `weighted_sum(lru = 1; lfu = 1)`: a ';' for a ','
-                    span = tok_span(t)
-                    self.diags.append(make(
-                        "MPL002", "use ',' between list elements and arguments, not ';'", span, file=self.path,
-                        fixes=(Fix("Replace ';' with ','", (TextEdit(span, ","),)),)))
-                    keep.append(Token("COMMA", ",", t.start_pos, t.line, t.column, t.end_line,
-                                      t.end_column, t.end_pos))
-                    continue
-                if (prev is None or prev in _ENDS_ITEM) and nxt in _STARTS_ITEM and not depth:
-                    keep.append(t)
-                    continue
-                span = tok_span(t)
+            if t.type != "_SEMI":
+                keep.append(t)
+                continue
+            reading = readings[j]
+            span = tok_span(t)
+            if reading == "_SEMI":
+                keep.append(t)
+            elif reading == "COMMA":
+                # `[1; 2]`, `weighted_sum(lru = 1; lfu = 1)`: a ';' for a ','
+                self.diags.append(make(
+                    "MPL002", "use ',' between list elements and arguments, not ';'", span, file=self.path,
+                    fixes=(Fix("Replace ';' with ','", (TextEdit(span, ","),)),)))
+                keep.append(Token("COMMA", ",", t.start_pos, t.line, t.column, t.end_line,
+                                  t.end_column, t.end_pos))
+            else:
                 self.diags.append(make(
                     "MPL002", "unexpected ';' here: ';' only separates two items (parameters, "
                     "blocks, rules, actions, policies); remove it", span, file=self.path,
                     fixes=(Fix("Remove ';'", (TextEdit(span, ""),)),)))
-                continue
-            keep.append(t)
         self.toks = keep
 
     # ------------------------------------------------------------ token helpers

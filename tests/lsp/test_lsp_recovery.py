@@ -1,7 +1,8 @@
 """The server reads a broken file as the checker's recovering parser does: a top-level keyword
-ends whatever is left open (the usual state while a policy is typed above another one), so
-definition, references, rename and semantic tokens see the next policy as the checker does,
-and a rename leaves the check result as it was."""
+ends whatever is left open (the usual state while a policy is typed above another one), and a
+';' that does not separate two items is read as if it were not there, so definition,
+references, rename and semantic tokens see the policies as the checker does, and a rename
+leaves the check result as it was."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from hypothesis import example, given, strategies as st
 from lsprotocol import types
 
 from mpl.checker import analyze
-from mpl.syntax import parse
+from mpl.syntax import ast, parse
 
 from lsp import context
-from lsp.tokens import tokenize
+from lsp.tokens import AS_COMMA, STRAY, tokenize
 from property_profiles import prop
 from lsp_harness import client, diagnostics, no_internal_errors, open_doc, pos_of, tdi  # noqa: F401
 
@@ -39,6 +40,20 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
 
 def _codes(text: str, path: str) -> list[str]:
     return [d.code for d in analyze(text, path).diagnostics]
+
+
+def _semantic_lines(client, text: str, data: list[int]) -> dict[int, list[tuple[str, str]]]:
+    """The semantic tokens of ``text`` per line: (text, token type)."""
+    legend = client.init_result.capabilities.semantic_tokens_provider.legend
+    lines = text.split("\n")
+    line = col = 0
+    got: dict[int, list[tuple[str, str]]] = {}
+    for i in range(0, len(data), 5):
+        dl, dc, n, tt, _ = data[i:i + 5]
+        line += dl
+        col = col + dc if dl == 0 else dc
+        got.setdefault(line, []).append((lines[line][col:col + n], legend.token_types[tt]))
+    return got
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -68,17 +83,9 @@ async def test_navigation_after_an_unclosed_block_sees_the_next_policy(client):
 async def test_semantic_tokens_after_an_unclosed_block_colour_the_next_policy(client):
     uri = open_doc(client, "unclosed_tokens.moe", UNCLOSED_ABOVE)
     await diagnostics(client, uri)
-    legend = client.init_result.capabilities.semantic_tokens_provider.legend
     data = (await client.text_document_semantic_tokens_full_async(
         types.SemanticTokensParams(text_document=tdi(uri)))).data
-    lines = UNCLOSED_ABOVE.split("\n")
-    line = col = 0
-    got: dict[int, list[tuple[str, str]]] = {}
-    for i in range(0, len(data), 5):
-        dl, dc, n, tt, _ = data[i:i + 5]
-        line += dl
-        col = col + dc if dl == 0 else dc
-        got.setdefault(line, []).append((lines[line][col:col + n], legend.token_types[tt]))
+    got = _semantic_lines(client, UNCLOSED_ABOVE, data)
     assert got[3] == [("policy", "keyword"), ("tuned", "class"), ("extends", "modifier"), ("base", "class")]
     assert got[4] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("4", "number")]
 
@@ -86,7 +93,7 @@ async def test_semantic_tokens_after_an_unclosed_block_colour_the_next_policy(cl
 # ------------------------------------------------------------------ roles and the parser
 WORDS = ["policy", "policy", "extends", "import", "version", "{", "}", "{", "}", "cache",
          "capacity", "=", "8", "a", "b", "base", "\n", "\n", " ", "when", "hit_rate", "<", "0.5",
-         "adapt", "[", "]", "tier", "hot", "#c\n", "(", ")", '"x"', "true"]
+         "adapt", "[", "]", "tier", "hot", "#c\n", "(", ")", '"x"', "true", ";", ";"]
 TEXTS = st.lists(st.sampled_from(WORDS), max_size=25).map(" ".join)
 
 
@@ -115,6 +122,8 @@ def _parsed_names(text: str) -> tuple[list, list]:
 @example("policy p # c\n  extends base {")
 @example("policy b a {")                        # 'extends' missing: the parser takes the parent
 @example("cache { extends policy {")            # 'extends' outside a header names nothing
+@example("policy a ; extends ; b {")            # a ';' inside a header is read as not there
+@example("policy ; policy ; {")                 # ... also before a keyword that names a policy
 @prop(300)
 def test_policy_names_and_parents_are_the_parsers(text):
     assert sorted(_names(text)[0]) == sorted(_parsed_names(text)[0])
@@ -124,6 +133,7 @@ def test_policy_names_and_parents_are_the_parsers(text):
 @given(TEXTS)
 @example(UNCLOSED_ABOVE)
 @example("policy policy policy {")
+@example("policy policy ; { } policy ; policy {")
 @prop(300)
 def test_a_scan_from_any_checkpoint_gives_the_roles_of_the_whole_scan(text):
     """Hover and completion scan from the last top-level item before the cursor: the roles
@@ -142,3 +152,95 @@ def test_an_unclosed_frame_ends_where_the_next_policy_starts():
     assert context.blocks_in(toks, base_open) == {"cache"}
     ctx = context.context_at(UNCLOSED_ABOVE, UNCLOSED_ABOVE.index("= 4") + 2)
     assert (ctx.policy, ctx.block, ctx.kind, ctx.param) == ("tuned", "cache", "value", "cache.capacity")
+
+
+# ------------------------------------------------------------------ ';' as the parser reads it
+STRAY_SEMICOLONS = """policy base ; {
+    cache ; { capacity = ; 8 }
+}
+policy tuned ; extends ; base {
+    cache { capacity = 4 ; eviction = lru }
+}
+"""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_stray_semicolon_leaves_navigation_and_tokens_as_the_parser_reads_them(client):
+    """Each ';' here but the one between the two parameters is reported and read as if it were
+    not there: the policies, their parent, the block and its parameters are the parser's."""
+    uri = open_doc(client, "stray_semicolons.moe", STRAY_SEMICOLONS)
+    assert [d.code for d in await diagnostics(client, uri)] == ["MPL002"] * 5
+    enc = client.encoding
+    definition = pos_of(STRAY_SEMICOLONS, "base", enc)
+    reference = pos_of(STRAY_SEMICOLONS, "base", enc, nth=1)
+    locs = await client.text_document_definition_async(types.DefinitionParams(
+        text_document=tdi(uri), position=reference))
+    assert [x.range.start for x in locs] == [definition]
+    edit = await client.text_document_rename_async(types.RenameParams(
+        text_document=tdi(uri), position=reference, new_name="renamed"))
+    renamed = _apply(STRAY_SEMICOLONS, edit.changes[uri])
+    assert renamed.startswith("policy renamed ; {") and "extends ; renamed {" in renamed
+    path = str(client.root / "stray_semicolons.moe")
+    assert _codes(renamed, path) == _codes(STRAY_SEMICOLONS, path) == ["MPL002"] * 5
+    data = (await client.text_document_semantic_tokens_full_async(
+        types.SemanticTokensParams(text_document=tdi(uri)))).data
+    got = _semantic_lines(client, STRAY_SEMICOLONS, data)
+    assert got[1] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("8", "number")]
+    assert got[3] == [("policy", "keyword"), ("tuned", "class"), ("extends", "modifier"), ("base", "class")]
+    assert got[4][:2] == [("cache", "namespace"), ("capacity", "parameter")]
+    assert ("eviction", "parameter") in got[4]
+    no_internal_errors(client)
+
+
+def _parsed_roles(text: str) -> dict[int, str]:
+    """The offset of each name the parser reads as a policy, a parent, a block, a parameter or
+    a rule's target, with the server's role for it."""
+    out: dict[int, str] = {}
+    for p in parse(text).document.policies:
+        if p.name is not None:
+            out[p.name.span.offset] = context.POLICY_DEF
+        if p.parent is not None:
+            out[p.parent.span.offset] = context.POLICY_REF
+        for b in p.blocks:
+            if not isinstance(b, ast.Block):
+                continue
+            out[b.name.span.offset] = context.BLOCK
+            for item in b.items:
+                if isinstance(item, ast.Param):
+                    out[item.name.span.offset] = context.PARAM
+                elif isinstance(item, ast.Rule):
+                    out.update((a.target.span.offset, context.TARGET)
+                               for a in item.actions if isinstance(a, ast.SetAction))
+    return out
+
+
+SEMICOLON_BASES = [
+    'import "std/base"\nversion 1\npolicy tuned extends base {\n'
+    '    cache { capacity = 8  eviction = lru }\n    adapt {\n'
+    '        when hit_rate < 0.5 for 100 accesses { cache.capacity = 16  trigger memory_pressure }\n'
+    '    }\n}\npolicy other extends tuned { cache { ttl = 5 } }\n',
+    "policy a { cache { capacity = 12GiB ; eviction = lfu } prefetch { lookahead = [1, 2] } }\n"
+    "policy b extends a { }\n",
+]
+
+
+@pytest.mark.parametrize("base", SEMICOLON_BASES)
+def test_a_semicolon_anywhere_gives_names_the_parsers_roles(base):
+    """A ';' put at every token boundary in turn (a separator there, a ',' or nothing, as the
+    parser reads it): every name the parser places keeps the role the server gives it."""
+    cuts = sorted({t.start for t in tokenize(base)} | {t.end for t in tokenize(base)})
+    for cut in cuts:
+        for semicolon in (";", " ; "):
+            text = base[:cut] + semicolon + base[cut:]
+            toks = tokenize(text)
+            roles = {t.start: i.role for t, i in zip(toks, context.classify(toks))}
+            want = _parsed_roles(text)
+            assert {o: roles.get(o) for o in want} == want, text
+
+
+def test_the_tokens_say_how_the_parser_reads_each_semicolon():
+    text = "policy p ; { cache { a = 1 ; b = [1 ; 2] ; c = gpu:1 ; gpu:2 ; } }"
+    kinds = [t.kind for t in tokenize(text) if t.text == ";"]
+    # dropped after a name before '{'; a separator; a ',' in a list; a separator; dropped
+    # before a device (one value, not the start of an item); a separator before '}'
+    assert kinds == [STRAY, "punct", AS_COMMA, "punct", STRAY, "punct"]
