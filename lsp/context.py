@@ -49,7 +49,7 @@ class Info:
 class Frame:
     kind: str                      # top | policy | block | section | rule | other
     name: str | None = None        # policy name / block name / a section's kind
-    open_index: int = -1           # index of the '{' token
+    open_index: int = -1           # index of the '{' token (the header's last, where it is missing)
     policy: str | None = None      # the enclosing policy's name
     block: str | None = None       # the innermost block's name
     container: str | None = None   # the innermost block or nested item kind
@@ -203,6 +203,18 @@ class Scanner:
             return tok.text != "{" and self._header_step(i) is None
         return True
 
+    def _opens_body(self, i: int) -> bool:
+        """Token ``i`` starts the body of a policy whose ``{`` is missing: a name and ``{`` right
+        after a complete header, not taken by it (``policy p`` then ``cache { ... }``, on
+        the same line or the next). The parser reads the body from there, as if the brace
+        were there, up to the ``}`` that closes the policy."""
+        tok = self.tokens[i]
+        if not (self.stmt_head == "policy" and self.phase in ("after_name", "after_parent")
+                and _parser_type(tok) == "NAME"):
+            return False
+        nxt = _code_token(self.tokens, i, 1)
+        return nxt is not None and nxt.text == "{" and self._header_step(i) is None
+
     def _policy_name_expected(self) -> bool:
         """A policy's header has just had its ``policy`` or ``extends``: a name may come."""
         return self.frame.kind == "top" and self.phase in ("name", "parent")
@@ -246,7 +258,10 @@ class Scanner:
         if kind == AS_COMMA:              # a ';' the parser reads as ','
             tok = tok._replace(kind=PUNCT, text=",")
             kind, text = PUNCT, ","
-        if self._ends_statement(i):
+        if frame.kind == "top" and self._opens_body(i):
+            self._open(self.stmt[-1])      # the policy's frame, opened after its header
+            frame = self.frame
+        elif self._ends_statement(i):
             self._reset_stmt()
         if _starts_top_item(tokens, i, self._policy_name_expected()):
             del self.frames[1:]            # the parser's recovery: whatever is open ends here
@@ -585,8 +600,10 @@ def classify(tokens: list[Token]) -> list[Info]:
 # ---------------------------------------------------------------- frames and extents
 def frame_end(tokens: list[Token], open_index: int) -> int:
     """Index of the '}' matching the '{' at ``open_index``; for an unclosed frame, of the
-    token that starts the next top-level item (where the parser ends it), else len(tokens)."""
-    depth = 0
+    token that starts the next top-level item (where the parser ends it), else len(tokens).
+    A policy whose '{' is missing opens at the last token of its header (its body follows
+    that token, :meth:`Scanner._opens_body`)."""
+    depth = 0 if tokens[open_index].text == "{" else 1
     for j in range(open_index, len(tokens)):
         t = tokens[j]
         if t.kind == NAME and j > open_index and starts_top_item(tokens, j):

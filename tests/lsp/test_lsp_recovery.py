@@ -16,7 +16,8 @@ from mpl.syntax import ast, parse
 from lsp import context
 from lsp.tokens import AS_COMMA, STRAY, tokenize
 from property_profiles import prop
-from lsp_harness import client, diagnostics, no_internal_errors, open_doc, pos_of, tdi  # noqa: F401
+from lsp_harness import (client, diagnostics, hover, labels_at, no_internal_errors, open_doc,  # noqa: F401
+                         pos_of, tdi)
 
 UNCLOSED_ABOVE = """policy base {
     cache { capacity = 8
@@ -244,3 +245,64 @@ def test_the_tokens_say_how_the_parser_reads_each_semicolon():
     # dropped after a name before '{'; a separator; a ',' in a list; a separator; dropped
     # before a device (one value, not the start of an item); a separator before '}'
     assert kinds == [STRAY, "punct", AS_COMMA, "punct", STRAY, "punct"]
+
+
+# ------------------------------------------------------------------ a policy without its '{'
+NO_BRACE = """policy p
+  cache { capacity = 8 }
+}
+"""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_policy_without_its_brace_is_read_from_its_first_block(client):
+    """``policy p`` with its body on the next line and no '{': one error, the parser's, where
+    the brace is missing; outline, hover, completion and semantic tokens read the block as
+    the parser does (inside the policy), as if the brace were there."""
+    uri = open_doc(client, "no_brace.moe", NO_BRACE)
+    enc = client.encoding
+    diags = await diagnostics(client, uri)
+    assert [(d.code, d.message) for d in diags] == [
+        ("MPL002", "expected '{' after policy 'p', found name 'cache'")]
+    assert diags[0].range.start == pos_of(NO_BRACE, "cache", enc)
+    syms = await client.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=tdi(uri)))
+    assert [(s.name, [(c.name, [g.name for g in c.children]) for c in s.children]) for s in syms] == [
+        ("p", [("cache", ["capacity"])])]
+    assert "cache.capacity" in await hover(client, uri, NO_BRACE, "capacity")
+    assert "block" in await hover(client, uri, NO_BRACE, "cache")
+    labels, _ = await labels_at(client, uri, NO_BRACE, NO_BRACE.index("capacity"))
+    assert "eviction" in labels and "adapt" not in labels        # the parameters of cache
+    labels, _ = await labels_at(client, uri, NO_BRACE, NO_BRACE.index("}\n}") + 1)
+    assert "adapt" in labels and not labels & {"cache", "policy"}  # the blocks of a policy
+    data = (await client.text_document_semantic_tokens_full_async(
+        types.SemanticTokensParams(text_document=tdi(uri)))).data
+    got = _semantic_lines(client, NO_BRACE, data)
+    assert got[1] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("8", "number")]
+    no_internal_errors(client)
+
+
+@pytest.mark.parametrize("text", [
+    NO_BRACE,
+    "policy p cache { capacity = 8 } }",
+    "policy p # c\n  cache { capacity = 8 }\n  prefetch { lookahead = 2 }\n",
+    "policy p extends base\n  cache { capacity = 8 }\n  adapt { when hit_rate < 0.5 { cache.capacity = 4 } }\n}\n"
+    "policy q { cache { ttl = 1 } }\n",
+    "policy p 5\n  cache { capacity = 8 }\n}\n",          # not a complete header: no body
+])
+def test_a_policy_without_its_brace_gives_names_the_parsers_roles(text):
+    toks = tokenize(text)
+    whole = context.classify(toks)
+    roles = {t.start: i.role for t, i in zip(toks, whole)}
+    want = _parsed_roles(text)
+    assert {o: roles.get(o) for o in want} == want
+    for c in context.checkpoints(toks):
+        assert context.Scanner(toks, c).run().infos == whole[c:], c
+
+
+def test_a_policy_without_its_brace_ends_at_its_closing_brace():
+    toks = tokenize(NO_BRACE)
+    name = next(i for i, t in enumerate(toks) if t.text == "p")
+    assert context.frame_end(toks, name) == len(toks) - 1
+    assert context.blocks_in(toks, name) == {"cache"}
+    ctx = context.context_at(NO_BRACE, NO_BRACE.index("}\n}") + 1)
+    assert (ctx.kind, ctx.policy, ctx.policy_open) == ("block_name", "p", name)
