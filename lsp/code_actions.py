@@ -29,10 +29,11 @@ def code_actions(ls, doc, params: types.CodeActionParams) -> list[types.CodeActi
     result = analysis.analyze(ls.store, doc)
     wanted = [d for d in params.context.diagnostics if d.source in (None, "mpl")]
     out: list[types.CodeAction] = []
+    closed: dict = {}                   # the files not open, read and indexed once
     for d in result.diagnostics:
         if not d.fixes or not belongs_to(doc, d):
             continue
-        lsp_d = to_lsp(ls.store, doc, d, enc)
+        lsp_d = to_lsp(ls.store, doc, d, enc, closed)
         matches = [w for w in wanted if str(w.code) == d.code and _same(w.range, lsp_d.range)]
         if wanted and not matches:
             continue
@@ -41,7 +42,7 @@ def code_actions(ls, doc, params: types.CodeActionParams) -> list[types.CodeActi
         for n, fix in enumerate(d.fixes):
             changes: dict[str, list[types.TextEdit]] = {}
             for e in fix.edits:
-                uri, rng = range_in(ls.store, doc, e.file or d.file, e.span, enc)
+                uri, rng = range_in(ls.store, doc, e.file or d.file, e.span, enc, closed)
                 changes.setdefault(uri, []).append(types.TextEdit(range=rng, new_text=e.new_text))
             out.append(types.CodeAction(
                 title=fix.title, kind=types.CodeActionKind.QuickFix,

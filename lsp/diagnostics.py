@@ -37,17 +37,25 @@ _TAGS = {
 }
 
 
-def range_in(store: Store, doc: Doc, file: str | None, span: Span, encoding) -> tuple[str, types.Range]:
-    """(uri, range) of ``span`` in ``file`` (None: this document)."""
+def range_in(store: Store, doc: Doc, file: str | None, span: Span, encoding,
+             closed: dict | None = None) -> tuple[str, types.Range]:
+    """(uri, range) of ``span`` in ``file`` (None: this document). ``closed`` keeps, for each
+    file that is not open, its uri and line index (None when it cannot be read) across the
+    calls of one publish: many locations in one such file read and index it once."""
     if file is None or (doc.path is not None and norm_path(file) == doc.path):
         return doc.uri, doc.index(encoding).span_range(span)
     other = store.open_by_path(file)
     if other is not None:
         return other.uri, other.index(encoding).span_range(span)
-    text = store.read_file(file)
-    uri = path_to_uri(os.path.abspath(file))
-    if text is not None:
-        return uri, LineIndex(text, encoding).span_range(span)
+    got = closed.get(file) if closed is not None else None
+    if got is None:
+        text = store.read_file(file)
+        got = (path_to_uri(os.path.abspath(file)), None if text is None else LineIndex(text, encoding))
+        if closed is not None:
+            closed[file] = got
+    uri, index = got
+    if index is not None:
+        return uri, index.span_range(span)
     return uri, types.Range(types.Position(max(0, span.line - 1), max(0, span.column - 1)),
                             types.Position(max(0, span.end_line - 1), max(0, span.end_column - 1)))
 
@@ -56,10 +64,12 @@ def belongs_to(doc: Doc, d) -> bool:
     return d.file is None or doc.path is None or norm_path(d.file) == doc.path
 
 
-def to_lsp(store: Store, doc: Doc, d, encoding) -> types.Diagnostic:
+def to_lsp(store: Store, doc: Doc, d, encoding, closed: dict | None = None) -> types.Diagnostic:
+    """The LSP diagnostic of ``d``; ``closed`` as for :func:`range_in` (one per publish)."""
+    closed = {} if closed is None else closed
     related = []
     for r in d.related:
-        uri, rng = range_in(store, doc, r.file or d.file, r.span, encoding)
+        uri, rng = range_in(store, doc, r.file or d.file, r.span, encoding, closed)
         related.append(types.DiagnosticRelatedInformation(types.Location(uri, rng), r.message))
     return types.Diagnostic(
         range=doc.index(encoding).span_range(d.span),
@@ -76,7 +86,8 @@ def to_lsp(store: Store, doc: Doc, d, encoding) -> types.Diagnostic:
 
 def lsp_diagnostics(store: Store, doc: Doc, encoding) -> list[types.Diagnostic]:
     a = analysis.analyze(store, doc)
-    return [to_lsp(store, doc, d, encoding) for d in a.diagnostics if belongs_to(doc, d)]
+    closed: dict = {}                   # the files not open, read and indexed once
+    return [to_lsp(store, doc, d, encoding, closed) for d in a.diagnostics if belongs_to(doc, d)]
 
 
 class Publisher:

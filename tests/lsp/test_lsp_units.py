@@ -385,3 +385,38 @@ def test_semantic_token_types_are_coloured_by_neovim_out_of_the_box():
     standard = {"declaration", "definition", "readonly", "static", "deprecated", "abstract", "async",
                 "modification", "documentation", "defaultLibrary"}
     assert set(TOKEN_MODIFIERS) <= standard
+
+
+def test_a_publish_reads_and_indexes_a_file_that_is_not_open_once(tmp_path, monkeypatch):
+    """Diagnostics that point into a file that is not open (30 policies that redefine the
+    imported ones, an MPL106 with its related location each) read and index that file once
+    per publish, and the ranges are the file's own."""
+    from lsp import analysis, diagnostics
+    from lsp.workspace import Store
+    names = [f"p{i}" for i in range(30)]
+    lib = "".join(f"policy {n} {{ cache {{ capacity = 8 }} }}\n" for n in names)
+    (tmp_path / "lib.moe").write_text(lib, encoding="utf-8")
+    main = 'import "lib.moe"\n' + "".join(f"policy {n} {{ cache {{ capacity = 4 }} }}\n" for n in names)
+    (tmp_path / "main.moe").write_text(main, encoding="utf-8")
+    store = Store()
+    doc = store.open((tmp_path / "main.moe").as_uri(), main, 1)
+    analysis.analyze(store, doc)
+    builds: list[str] = []
+
+    class CountingIndex(LineIndex):
+        def __init__(self, text, *args, **kwargs):
+            builds.append(text)
+            super().__init__(text, *args, **kwargs)
+
+    monkeypatch.setattr(diagnostics, "LineIndex", CountingIndex)
+    got = diagnostics.lsp_diagnostics(store, doc, "utf-16")
+    related = [r for d in got if d.code == "MPL106" for r in d.related_information]
+    assert len(related) == len(names)
+    assert builds == [lib]
+    idx = LineIndex(lib, "utf-16")
+    for n, r in zip(names, related):
+        start = lib.index(f"policy {n} ") + len("policy ")
+        assert r.location.uri == (tmp_path / "lib.moe").as_uri()
+        assert (r.location.range.start, r.location.range.end) == (idx.position(start), idx.position(start + len(n)))
+    diagnostics.lsp_diagnostics(store, doc, "utf-16")
+    assert builds == [lib, lib]               # read again on the next publish: it may have changed
