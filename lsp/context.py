@@ -153,6 +153,8 @@ def starts_top_item(tokens: list[Token], i: int) -> bool:
     after any ``policy`` or ``extends``. The scanner, which knows where a policy's header
     is, starts a top-level item wherever this says so (and in a few more places, such as
     the ``policy`` of ``version extends policy {``)."""
+    if _parser_type(tokens[i]) not in TOP_KEYWORDS:
+        return False               # (no look-back: a run of comments or stray ';' stays linear)
     prev = _code_token(tokens, i, -1)
     return _starts_top_item(tokens, i, prev is not None and prev.text in ("policy", "extends"))
 

@@ -45,6 +45,8 @@ SHAPES = {
                                            for i in range(n // 8)),
     "policies extending one": lambda n: "policy p { cache { capacity = 8 } }\n" + "".join(
         f"policy q{i} extends p {{ cache {{ capacity = 4 }} }}\n" for i in range(n // 14)),
+    # a run of ';' the parser reads as if it were not there
+    "stray semicolons": lambda n: "policy p { cache { capacity = " + ";" * n,
 }
 
 
