@@ -38,7 +38,8 @@ TIERS = {
 
 
 def run(model, body, ids, slots, untiered=False):
-    """(same bits, dispatches in passes) of a greedy generation with ``body`` attached."""
+    """(same bits, dispatches in passes, passes on a gathered window) of a greedy generation
+    with ``body`` attached."""
     with torch.no_grad():
         ref = model.generate(ids, max_new_tokens=2, do_sample=False, output_logits=True,
                              return_dict_in_generate=True)
@@ -50,12 +51,13 @@ def run(model, body, ids, slots, untiered=False):
         with torch.no_grad():
             got = model.generate(ids, max_new_tokens=2, do_sample=False, output_logits=True,
                                  return_dict_in_generate=True)
-        passes = h.get_stats()["mechanism"]["multi_pass_dispatches"]
+        mech = h.get_stats()["mechanism"]
+        passes, gathered = mech["multi_pass_dispatches"], mech["gathered_passes"]
     finally:
         h.detach()
     same = torch.equal(ref.sequences, got.sequences) and all(
         torch.equal(a, b) for a, b in zip(ref.logits, got.logits))
-    return same, passes
+    return same, passes, gathered
 
 
 def main() -> int:
@@ -67,7 +69,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     disk = tempfile.mkdtemp(prefix="mpl-passes-")
     gen = torch.Generator().manual_seed(args.threads)
-    runs = differ = 0
+    runs = differ = gathered = 0
     if args.wide:
         cases = [("tiny-mixtral", impl, torch.bfloat16,
                   dict(layers=2, hidden_size=1024, intermediate_size=1024, num_local_experts=32,
@@ -88,16 +90,17 @@ def main() -> int:
             for cap, slots, tokens in shapes:
                 ids = torch.randint(1, model.config.vocab_size, (1 if args.wide else 2, tokens),
                                     generator=gen)
-                same, passes = run(model, body.format(cap=cap, disk=disk), ids, slots,
-                                   untiered=name.startswith("cache"))
+                same, passes, g = run(model, body.format(cap=cap, disk=disk), ids, slots,
+                                      untiered=name.startswith("cache"))
                 runs += 1
+                gathered += g
                 differ += not same
                 if not same or not passes:
                     print(f"{preset} {impl} {dt} {name} capacity {cap} slots {slots} "
                           f"{tokens} tokens: {'same bits' if same else 'DIFFERS'}, "
                           f"{passes} dispatches in passes", flush=True)
     print(f"{args.threads} threads: {runs} generations in passes, {differ} differ from the "
-          "unmodified model")
+          f"unmodified model ({gathered} passes on a gathered window)")
     return 1 if differ else 0
 
 

@@ -212,3 +212,38 @@ def test_a_model_with_many_experts_runs_in_passes_by_default_bit_identically(imp
     assert m["stream_slots"] == TRANSIENT_MIN and m["multi_pass_dispatches"] > 0
     assert m["copies"] == st["loads"] and m["stream_copies"] == st["streamed"]
     assert not ordering_violations(ops)
+
+
+@pytest.mark.parametrize("probe", ["forced", "measured"])
+def test_grouped_mm_passes_with_too_few_entries_below_keep_the_bits(probe, monkeypatch):
+    # CPU grouped_mm under two threads, 40 experts a layer, a transient area the caller
+    # names (3 entries) over memory tiers: a pass has fewer pool entries below it than the
+    # dispatch has experts below it, so the ordered window cannot lie in the pool. Where the
+    # kernel computes a row by its place in its group it gathers the window (zeros for the
+    # experts below, then the pass's entries): the bits stay the unmodified model's.
+    # "forced": the probe says the kernel does, whatever this machine's kernel does
+    from mpl.offload.engine import Engine
+    from mpl.offload.models import with_experts
+
+    if probe == "forced":
+        monkeypatch.setattr(Engine, "_rows_keep_bits", lambda self, *a: False)
+    body = "hierarchy {\n tier gpu { location = gpu  capacity = 3 }\n tier ram { location = cpu }\n}"
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for preset in ("tiny-mixtral", "tiny-qwen3-moe"):
+            model = build_model(preset, experts_implementation="grouped_mm",
+                                **with_experts(preset, 40))
+            ref = gen(model)
+            h = attach(mpl.loads("policy p {\n" + body + "\n}"), model, stream_slots=3)
+            try:
+                seq, logits = gen(model)
+                m = h.get_stats()["mechanism"]
+            finally:
+                h.detach()
+            assert torch.equal(seq, ref[0]) and torch.equal(logits, ref[1]), preset
+            assert m["multi_pass_dispatches"] > 0, preset
+            if probe == "forced":
+                assert m["gathered_passes"] > 0, preset
+    finally:
+        torch.set_num_threads(old)

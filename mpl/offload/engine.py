@@ -145,19 +145,27 @@ def rows_keep_their_bits(b: "LayerBinding", modes, *, rows: int = 13, seed: int 
     if up is None or up.device.type == "meta":
         return True
     hidden = int(up.shape[1] if getattr(m, "is_transposed", False) else up.shape[-1])
-    n = min(b.num_experts, b.top_k + 1)
+    return all(
+        same_rows(ALL_EXPERTS_FUNCTIONS.get_interface(mode, b.orig_forward), m, hidden,
+                  b.num_experts, b.top_k, up.device, up.dtype, rows=rows, seed=seed)
+        for mode in modes)
+
+
+def same_rows(fn, experts, hidden: int, num_experts: int, top_k: int, device, dtype, *,
+              rows: int = 13, seed: int = 0) -> bool:
+    """Whether the experts function ``fn`` on ``experts`` (a module or a view of
+    ``num_experts`` entries) gives every token the same output when the tokens come in
+    reverse order: ``rows`` random tokens routed to ``top_k`` of the first ``top_k + 1``
+    experts."""
+    top_k = max(1, min(top_k, num_experts))
+    n = min(num_experts, top_k + 1)
     g = torch.Generator().manual_seed(seed)
-    ids = torch.stack([torch.randperm(n, generator=g)[:b.top_k] for _ in range(rows)])
-    ids = ids.to(up.device)
-    w = torch.softmax(torch.randn(rows, b.top_k, generator=g), dim=-1).to(up.device, up.dtype)
-    x = torch.randn(rows, hidden, generator=g).to(up.device, up.dtype)
-    rev = torch.arange(rows - 1, -1, -1, device=up.device)
+    ids = torch.stack([torch.randperm(n, generator=g)[:top_k] for _ in range(rows)]).to(device)
+    w = torch.softmax(torch.randn(rows, top_k, generator=g), dim=-1).to(device, dtype)
+    x = torch.randn(rows, hidden, generator=g).to(device, dtype)
+    rev = torch.arange(rows - 1, -1, -1, device=device)
     with torch.no_grad():
-        for mode in modes:
-            fn = ALL_EXPERTS_FUNCTIONS.get_interface(mode, b.orig_forward)
-            if not torch.equal(fn(m, x, ids, w)[rev], fn(m, x[rev], ids[rev], w[rev])):
-                return False
-    return True
+        return torch.equal(fn(experts, x, ids, w)[rev], fn(experts, x[rev], ids[rev], w[rev]))
 
 
 _MODE_FIELD = "_experts_implementation_internal"
@@ -239,6 +247,10 @@ class Engine:
         self.multi_pass_dispatches = 0   # dispatches computed in passes (execute.passes)
         self.host_window_dispatches = 0  # dispatches computed from the host store (_execute)
         self.host_window_streamed = 0    # the STREAM experts they read where they are
+        self.gathered_passes = 0     # staged passes computed on a gathered window (_gathered_window)
+        self._row_bits: dict = {}    # (threads, dtype, top_k, entry shapes) -> the kernel keeps a row's bits
+        self._scratch = None         # name -> the gathered windows' area (_gathered_window)
+        self._scratch_size = 0
         self.resident = [0] * len(layers)     # keys of each layer resident in the pool
         self._hosts = [b.host for b in layers]  # per MoE-layer ordinal, its host tensors
         for b in layers:
@@ -265,6 +277,7 @@ class Engine:
             b.math = None
         self.staging = None
         self._views = {}
+        self._scratch = None
         self.pool.clear()
 
     # ------------------------------------------------------------------ the hot path
@@ -602,12 +615,18 @@ class Engine:
         if order is not None:
             window = self._ordered_window(order, lut, b.num_experts)
             if window is not None:
-                table, lo, hi = window
-                slot_ids = up(table, idt)[top_k_index]
-                out = fn(self._window(b, lo, hi, True), hidden, slot_ids.view(top_k_index.shape),
-                         weights)
-                pool.release(used)
-                return out
+                table, lo, first, hi = window
+                if lo >= 0:
+                    view = self._window(b, lo, hi, True)
+                elif self._rows_keep_bits(b, fn, hidden):
+                    view = None         # the zero entry, as the other implementations
+                else:
+                    view = self._gathered_window(b, first - lo, first, hi)
+                if view is not None:
+                    slot_ids = up(table, idt)[top_k_index]
+                    out = fn(view, hidden, slot_ids.view(top_k_index.shape), weights)
+                    pool.release(used)
+                    return out
         # grouped_mm pays for every group, empty or not, and CUDA refuses 1024 or more: hand
         # it windows of the pool holding this dispatch's entries; entries outside a window
         # are the sentinel id (= its size), which grouped_mm skips and masks to zero
@@ -637,26 +656,75 @@ class Engine:
         window starts ``c`` entries earlier, ``c`` the dispatch's experts below them, which
         take those entries' ids in order (their rows computed on whatever the entries hold,
         never kept), and the experts above them take sentinel ids in order (skipped,
-        masked). Returns ``(table, lo, hi)``, the id of every expert and the window, or None
-        when fewer than ``c`` entries lie below (a pool of fewer entries than experts per
-        layer: the pass then reads the zero entry as the other implementations do; measured
-        bit-identical too, docs/offload.md "Passes")."""
+        masked). Returns ``(table, lo, first, hi)``: the id of every expert, the window's
+        first entry, the pass's first entry and the window's end; ``lo`` is negative when
+        fewer than ``c`` entries lie below the pass (a pool of fewer entries than experts
+        per layer: :meth:`_device_pass` then gathers the window, or reads the zero entry
+        where the kernel keeps a row's bits wherever the row lies). None: the pass's
+        experts are not staged in order."""
         zero = self.pool.zero
         mine = [e for e in order if lut[e] != zero]
         if not mine:
             return None
         c = order.index(mine[0])
         first = lut[mine[0]]
-        lo = first - c
         n = c + len(mine)
-        if lo < 0 or order[c:n] != mine or any(lut[e] != first + i for i, e in enumerate(mine)):
+        if order[c:n] != mine or any(lut[e] != first + i for i, e in enumerate(mine)):
             return None
         # every expert's id is its rank: below, entries lo..; the pass's own, from ``first``
         # on; above, sentinels from n on
         table = [n] * num_experts
         for j, e in enumerate(order):
             table[e] = j
-        return table, lo, first + len(mine)
+        return table, first - c, first, first + len(mine)
+
+    def _rows_keep_bits(self, b, fn, hidden) -> bool:
+        """Whether ``fn`` computes a row the same wherever it lies among its expert's rows
+        (:func:`same_rows`), probed once per thread count, dtype and shape of the pool's
+        entries, on ``top_k + 1`` entries of random weights (the probe needs rows over more
+        experts than a token's ``top_k`` to see the kernel's dependence): where it does, a
+        pass with too few entries below reads the zero entry (measured bit-identical
+        there); where not, it gathers its window."""
+        tensors = self.pool.tensors
+        key = (torch.get_num_threads(), hidden.dtype, b.top_k,
+               tuple((name, tuple(t.shape[1:]), t.dtype) for name, t in tensors.items()))
+        keeps = self._row_bits.get(key)
+        if keeps is None:
+            n = b.top_k + 1
+            g = torch.Generator().manual_seed(0)
+            over = {name: (torch.randn((n,) + tuple(t.shape[1:]), generator=g).to(t.device, t.dtype)
+                           if t.is_floating_point() else t[:1].expand((n,) + tuple(t.shape[1:])).clone())
+                    for name, t in tensors.items()}
+            over["num_experts"] = n
+            over["_is_expert_parallel"] = True
+            view = ExpertsView(b.module, {**self._flags[b.ordinal], **over})
+            keeps = self._row_bits[key] = same_rows(fn, view, hidden.shape[-1], n, b.top_k,
+                                                    hidden.device, hidden.dtype)
+        return keeps
+
+    def _gathered_window(self, b, c, first, hi) -> ExpertsView:
+        """The ordered window of a pass with fewer than ``c`` pool entries below it: ``c``
+        entries of a scratch area (zeros, or experts an earlier gathered pass left there:
+        finite weights whose rows are computed and never kept), then a copy of the pass's
+        entries ``[first, hi)``, so the dispatch's ``c`` experts below the pass take ids in
+        order and the kernel's sort puts every row of the pass where one call puts it. The
+        scratch area, one entry per expert of the layer, is made on the first such pass:
+        only a kernel that needs it (:meth:`_rows_keep_bits`) under an area the caller
+        named pays for it."""
+        self.gathered_passes += 1
+        n = c + hi - first
+        if self._scratch is None or n > self._scratch_size:
+            self._scratch_size = max(n, max(x.num_experts for x in self.layers))
+            self._scratch = {name: t.new_zeros((self._scratch_size,) + tuple(t.shape[1:]))
+                             for name, t in self.pool.tensors.items()}
+        over = {}
+        for name, t in self.pool.tensors.items():
+            area = self._scratch[name]
+            area[c:n].copy_(t[first:hi])
+            over[name] = area[:n]
+        over["num_experts"] = n
+        over["_is_expert_parallel"] = True
+        return ExpertsView(b.module, {**self._flags[b.ordinal], **over})
 
     def _eager_pass(self, b, hidden, top_k_weights, lut, cpu_experts, positions, *, out=None,
                     only=None):
@@ -828,6 +896,7 @@ class Engine:
             "multi_pass_dispatches": self.multi_pass_dispatches,
             "host_window_dispatches": self.host_window_dispatches,
             "host_window_streamed": self.host_window_streamed,
+            "gathered_passes": self.gathered_passes,
             "steps": self.step + 1,
             "copies": copies[DEMAND] + copies["background"] + copies["prefetch"],
             "demand_copies": copies[DEMAND],
