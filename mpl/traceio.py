@@ -828,7 +828,13 @@ def dump_jsonl(trace: Trace, f: IO[str], progress=None) -> None:
     """Write the original's JSONL: a header line, then one ``{"t","l","e","s"}`` row per
     dispatch (``p`` holds speculative predictions, an extension of ours). ``progress(i, n)``
     is called every :data:`PROGRESS_EVERY` rows (a progress bar)."""
-    h = trace.header
+    write_jsonl(trace.header, trace.dispatches, f, progress, len(trace.dispatches))
+
+
+def write_jsonl(h: TraceHeader, dispatches: Iterable[Dispatch], f: IO[str], progress=None,
+                total: int | None = None) -> None:
+    """:func:`dump_jsonl` of a header and its dispatches, read once as they come
+    (``progress(i, total)``)."""
     head = h.extra.get("jsonl_header")     # the imported header line, verbatim
     if isinstance(head, dict):             # (files of an earlier version kept the object)
         head = json.dumps(head)
@@ -841,7 +847,7 @@ def dump_jsonl(trace: Trace, f: IO[str], progress=None) -> None:
     nested = set(h.extra.get("jsonl_nested_single") or ())
     moe = h.moe_layers
     dumps = json.dumps
-    for i, d in enumerate(trace.dispatches):
+    for i, d in enumerate(dispatches):
         one = d.tokens == 1 and i not in nested
         if not 0 <= d.layer < len(moe):
             raise ValueError(f"dispatch at step {d.step}: layer {d.layer} outside 0..{len(moe) - 1}")
@@ -852,7 +858,7 @@ def dump_jsonl(trace: Trace, f: IO[str], progress=None) -> None:
             row["p"] = {str(moe[k]): v for k, v in d.predictions.items() if 0 <= k < len(moe)}
         f.write(dumps(row) + "\n")
         if progress is not None and i % PROGRESS_EVERY == 0:
-            progress(i, len(trace.dispatches))
+            progress(i, total)
 
 
 #: the records a writer writes between two calls of its progress callback
@@ -932,6 +938,22 @@ def save(trace: Trace, path: str, *, progress=None, **kw) -> None:
         save_native(trace, path, progress=progress, **kw)
     if progress is not None:
         progress(len(trace.dispatches), len(trace.dispatches))
+
+
+def save_stream(header: TraceHeader, dispatches: Iterable[Dispatch], path: str, *,
+                weights: str = "f32") -> None:
+    """Write a trace file (by extension) from a header and its dispatches, read once as they
+    come: a trace of any length is written without holding it. ``weights``: the native
+    format's float type for router weights (it must hold every weight exactly: a writer
+    rounds to it). A failure part-way leaves no partial file."""
+    if kind_of(path) == "jsonl":
+        with atomic_open(path, "w") as f:
+            write_jsonl(header, dispatches, f)
+    else:
+        with atomic_open(path, "wb") as f:
+            with NativeWriter(f, header, weights=weights) as w:
+                for d in dispatches:
+                    w.write(d)
 
 
 def to_bytes(trace: Trace, *, weights: str = "auto") -> bytes:

@@ -175,3 +175,30 @@ def test_standard_policies_by_name_in_every_command(work, tmp_path):
     r = mplc("replay", "std/nope", "--trace", work / "ol.mpltrace", cwd=tmp_path)
     assert r.returncode == 1 and "no standard policy 'std/nope'" in r.stderr + r.stdout
     assert check("std/generous") == []
+
+
+def test_trace_synth_writes_a_step_at_a_time(tmp_path):
+    # `mplc trace synth` makes and writes its trace a step at a time: the memory it holds
+    # does not grow with --steps (a trace of any length fits), and the file is the one the
+    # in-memory synthesizer and writer make, byte for byte
+    import tracemalloc
+
+    from mpl import traceio
+    from mpl.cli.main import main
+    from mpl.sim import synth
+
+    def peak(steps, out):
+        tracemalloc.start()
+        try:
+            assert main(["trace", "synth", "--preset", "mixtral-8x7b", "--steps", str(steps),
+                         "--pred-accuracy", "0.5", "--no-progress", "-o", str(out)]) == 0
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    short, long = peak(300, tmp_path / "a.mpltrace"), peak(3000, tmp_path / "b.mpltrace")
+    assert long < 1.5 * short, (short, long)
+    made = synth.synthesize("mixtral-8x7b", steps=300, pred_accuracy=0.5)
+    assert (tmp_path / "a.mpltrace").read_bytes() == traceio.to_bytes(made)
+    back = traceio.load(str(tmp_path / "b.mpltrace"))
+    assert len(back.dispatches) == 3000 * 32 and back.num_steps == 3000

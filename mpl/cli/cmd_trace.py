@@ -152,13 +152,18 @@ def add_engine_arguments(p) -> None:
 
 
 def summary(trace, path: str | None = None) -> dict:
-    h = trace.header
+    return summary_of(trace.header, path, dispatches=len(trace), steps=trace.num_steps,
+                      weights=has_weights(trace.dispatches),
+                      predictions=has_predictions(trace.dispatches))
+
+
+def summary_of(h, path: str | None, *, dispatches: int, steps: int, weights: bool,
+               predictions: bool) -> dict:
+    """What `mplc trace` prints of a trace written: its header and counts."""
     return {"file": path, "model": h.model, "num_layers": h.num_layers,
             "moe_layers": len(h.moe_layers), "num_experts": h.num_experts, "top_k": h.top_k,
-            "expert_bytes": h.expert_bytes, "source": h.source, "dispatches": len(trace),
-            "steps": trace.num_steps,
-            "weights": has_weights(trace.dispatches),
-            "predictions": has_predictions(trace.dispatches)}
+            "expert_bytes": h.expert_bytes, "source": h.source, "dispatches": dispatches,
+            "steps": steps, "weights": weights, "predictions": predictions}
 
 
 def details(trace, path: str, version: int | None) -> dict:
@@ -406,12 +411,25 @@ def _synth(args, traceio, prog: str) -> int:
     knobs = synth.knobs_for(shape.name, **overrides)
     out = args.output or f"{shape.name}.mpltrace"
     traceio.kind_of(out)
+    # made and written a step at a time: a trace of any length, in constant memory
+    header, by_step = synth.synthesize_steps(shape, steps=args.steps, seed=args.seed, knobs=knobs)
+    seen = {"dispatches": 0, "predictions": False}
     bar = progress_bar(args, max(args.steps, 1), "synth")
+
+    def dispatches():
+        for step, ds in enumerate(by_step):
+            seen["dispatches"] += len(ds)
+            seen["predictions"] = seen["predictions"] or any(d.predictions for d in ds)
+            yield from ds
+            if bar.on:
+                bar.update(step + 1, args.steps)
+
     try:
-        trace = synth.synthesize(shape, steps=args.steps, seed=args.seed, knobs=knobs,
-                                 progress=bar.update if bar.on else None)
+        traceio.save_stream(header, dispatches(), out, weights="f16")   # synth's weights are float16
+    except OSError as e:
+        raise _WriteError(out, e) from None
     finally:
         bar.close()
-    _save(traceio, trace, out, args=args, label="synth: writing")
-    _print(summary(trace, out), args.json, "wrote")
+    _print(summary_of(header, out, dispatches=seen["dispatches"], steps=args.steps, weights=True,
+                      predictions=seen["predictions"]), args.json, "wrote")
     return 0

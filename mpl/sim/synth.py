@@ -98,6 +98,21 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
                knobs: Knobs | None = None, progress=None, **overrides) -> Trace:
     """A synthetic trace of ``steps`` decode steps for a preset (name or ModelShape).
     ``progress(done, steps)`` is called after each step (a progress bar)."""
+    header, by_step = synthesize_steps(preset, steps, seed, knobs, **overrides)
+    out: list[Dispatch] = []
+    for step, dispatches in enumerate(by_step):
+        out.extend(dispatches)
+        if progress is not None:
+            progress(step + 1, steps)
+    return Trace(header, out)
+
+
+def synthesize_steps(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
+                     knobs: Knobs | None = None, **overrides):
+    """``(header, steps)``: the header of :func:`synthesize`'s trace and an iterator of its
+    dispatches a step at a time (a list per step, the MoE layers in order), made as they are
+    read: a trace of any length is written without holding it (``mplc trace synth``).
+    Router weights are float16 values."""
     shape = preset if isinstance(preset, shapes.ModelShape) else shapes.preset(preset)
     if shape is None:
         raise ValueError(f"unknown preset '{preset}': choose one of {', '.join(shapes.PRESETS)}")
@@ -138,8 +153,6 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
                          source=f"synthetic preset={shape.name} steps={steps} seed={seed}",
                          extra={"synth": {"preset": shape.name, "steps": steps, "seed": seed,
                                           **asdict(knobs)}})
-    out: list[Dispatch] = []
-    append = out.append
     f16row = struct.Struct(f"<{K}e")     # router weights rounded to float16, a row at a time
 
     def pick_token(layer: int, prev_layer: list[int]) -> list[int]:
@@ -171,44 +184,44 @@ def synthesize(preset: str | shapes.ModelShape, steps: int = 512, seed: int = 0,
             chosen.append(e)
         return chosen
 
-    for step in range(steps):
-        if knobs.phase_len and step and step % knobs.phase_len == 0:
+    def generate():
+        for step in range(steps):
+            if knobs.phase_len and step and step % knobs.phase_len == 0:
+                for layer in range(L):
+                    n = max(2, int(E * knobs.phase_shift)) if E > 1 else 0
+                    idx = rng.sample(range(E), min(n, E))
+                    vals = [rank[layer][i] for i in idx]
+                    rng.shuffle(vals)
+                    for i, v in zip(idx, vals):
+                        rank[layer][i] = v
+                    pops[layer], cums[layer] = tables(layer)
+            ntok = knobs.prompt_tokens if (step == 0 and knobs.prompt_tokens) else 1
+            prev_layer: list[int] = []
+            step_disp: list[Dispatch] = []
             for layer in range(L):
-                n = max(2, int(E * knobs.phase_shift)) if E > 1 else 0
-                idx = rng.sample(range(E), min(n, E))
-                vals = [rank[layer][i] for i in idx]
-                rng.shuffle(vals)
-                for i, v in zip(idx, vals):
-                    rank[layer][i] = v
-                pops[layer], cums[layer] = tables(layer)
-        ntok = knobs.prompt_tokens if (step == 0 and knobs.prompt_tokens) else 1
-        prev_layer: list[int] = []
-        step_disp: list[Dispatch] = []
-        for layer in range(L):
-            rows = [pick_token(layer, prev_layer) for _ in range(ntok)]
-            pop = pops[layer]
-            wrows = []
-            for row in rows:
-                raw = [pop[e] * (0.5 + rand()) for e in row]
-                s = sum(raw)
-                wrows.append(list(f16row.unpack(f16row.pack(*[x / s for x in raw]))))
-            last = rows[-1]
-            prev_step[layer] = last
-            prev_layer = last
-            d = Dispatch(step, layer, rows, wrows)
-            step_disp.append(d)
-            append(d)
-        if want_pred:
-            acc = knobs.pred_accuracy
-            for layer in range(L - 1):
-                true = step_disp[layer + 1].distinct()
-                pred: list[int] = []
-                for e in true:
-                    if rand() >= acc:
-                        e = int(rand() * E)
-                    if e not in pred:
-                        pred.append(e)
-                step_disp[layer].predictions = {layer + 1: pred}
-        if progress is not None:
-            progress(step + 1, steps)
-    return Trace(header, out)
+                rows = [pick_token(layer, prev_layer) for _ in range(ntok)]
+                pop = pops[layer]
+                wrows = []
+                for row in rows:
+                    raw = [pop[e] * (0.5 + rand()) for e in row]
+                    s = sum(raw)
+                    wrows.append(list(f16row.unpack(f16row.pack(*[x / s for x in raw]))))
+                last = rows[-1]
+                prev_step[layer] = last
+                prev_layer = last
+                d = Dispatch(step, layer, rows, wrows)
+                step_disp.append(d)
+            if want_pred:
+                acc = knobs.pred_accuracy
+                for layer in range(L - 1):
+                    true = step_disp[layer + 1].distinct()
+                    pred: list[int] = []
+                    for e in true:
+                        if rand() >= acc:
+                            e = int(rand() * E)
+                        if e not in pred:
+                            pred.append(e)
+                    step_disp[layer].predictions = {layer + 1: pred}
+            yield step_disp
+
+    return header, generate()
