@@ -305,6 +305,25 @@ def test_semicolons_where_the_original_took_them_are_one_error_with_a_fix():
     assert check_text("policy p { ; cache { capacity = 8 ; ; eviction = lru ; } ; } ;\n") == []
 
 
+def test_each_semicolon_of_a_run_inside_a_header_is_one_error_with_a_fix():
+    # a run of ';' is read by what follows the whole run: inside a header each ';' of it is
+    # one error whose fix removes it, and the header reads on (no ';' kept as a separator
+    # that cuts a policy from its '{' or a condition in two)
+    from mpl.checker import check_text
+    for text in ("policy p ;; {\n    cache { capacity = 8 }\n}\n",
+                 "policy p {\n    cache { capacity = 8 }\n    adapt { when hit_rate ;; < 0.5 "
+                 "{ capacity = 4 } }\n}\n"):
+        diags = check_text(text)
+        assert [d.code for d in diags] == ["MPL002", "MPL002"], (text, diags)
+        run = text.index(";;")
+        edits = [d.fixes[0].edits[0] for d in diags]
+        assert [(e.span.offset, e.new_text) for e in edits] == [(run, ""), (run + 1, "")]
+        assert check_text(text.replace(";;", "")) == []
+    rule = parse("policy p { adapt { when hit_rate ;; < 0.5 { capacity = 4 } } }").document.policies[0]
+    cond = rule.blocks[0].items[0].condition
+    assert (cond.metric.text, cond.op, cond.threshold.value) == ("hit_rate", "<", 0.5)
+
+
 def test_missing_space_before_the_next_parameter_is_one_error_with_a_fix():
     from mpl.checker import check_text
     text = "policy p {\n    cache { capacity = 8eviction = lru }\n}\n"

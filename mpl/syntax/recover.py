@@ -40,7 +40,7 @@ _KEYWORD_TYPES = frozenset(KEYWORD_TYPES.values())
 #: the tokens an item can end with / start with: a ';' between them is a separator
 _ENDS_ITEM = frozenset(("NUMBER", "UNIT", "NAME", "STRING", "TRUE", "FALSE", "RBRACK", "RBRACE",
                         "LBRACE", "_SEMI", "INDEXED", "RPAREN", ERROR))
-_STARTS_ITEM = frozenset(("NAME", "WHEN", "TRIGGER", "REBALANCE", "RBRACE", "_SEMI", "POLICY",
+_STARTS_ITEM = frozenset(("NAME", "WHEN", "TRIGGER", "REBALANCE", "RBRACE", "POLICY",
                           "IMPORT", "VERSION", EOF))
 _VALUE_START = frozenset(("NUMBER", "NAME", "TRUE", "FALSE", "STRING", "LBRACK", "INDEXED"))
 
@@ -89,12 +89,18 @@ def read_semicolons(types: list[str]) -> dict[int, str | None]:
     comments, no stray characters): ``"_SEMI"`` where it separates two items, ``"COMMA"``
     where it stands for a ',' between two values of a list or arguments of a call (``[1; 2]``),
     None where it is read as if it were not there (``capacity = ; 8``, ``policy p ; {``).
-    The language server reads its own tokens with this rule, so its roles follow the
-    parser's."""
+    A run of ';' is judged by the token after the whole run, so each ';' of
+    ``when hit_rate ;; < 0.4`` is read as not there (one error each) rather than the first
+    being kept as a separator that cuts the condition in two. The language server reads its
+    own tokens with this rule, so its roles follow the parser's."""
     out: dict[int, str | None] = {}
     prev = None                 # the type of the last token read
     depth = 0                   # '[' and '(' nesting
     n = len(types)
+    after = [EOF] * n           # after[j]: the type of the first token after j that is not ';'
+    for j in range(n - 2, -1, -1):
+        nxt = types[j + 1]
+        after[j] = after[j + 1] if nxt == "_SEMI" else nxt
     for j, ty in enumerate(types):
         if ty in ("LBRACK", "LPAREN"):
             depth += 1
@@ -103,7 +109,7 @@ def read_semicolons(types: list[str]) -> dict[int, str | None]:
         elif ty in ("LBRACE", "RBRACE"):
             depth = 0           # no list holds a brace: an unclosed '[' ends here
         elif ty == "_SEMI":
-            nxt = types[j + 1] if j + 1 < n else EOF
+            nxt = after[j]
             if depth and prev not in (None, "LBRACK", "LPAREN", "COMMA") and nxt in _VALUE_START:
                 out[j] = "COMMA"
             elif (prev is None or prev in _ENDS_ITEM) and nxt in _STARTS_ITEM and not depth:
