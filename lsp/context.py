@@ -6,8 +6,9 @@ files that the parser can only partly understand. The roles it gives are the one
 grammar implies (SPEC section 2): ``policy NAME extends NAME { NAME { NAME = value ... } }``,
 ``when METRIC OP NUMBER (for N UNIT)? { action* }`` in rule blocks. Where a file has errors
 the roles follow the recovering parser's reading (:mod:`mpl.syntax.recover`): a top-level
-keyword ends every construct left open and starts the next top-level item, and a ';' is a
-separator, a ',' or nothing, as the parser reads it (:mod:`lsp.tokens`).
+keyword ends every construct left open and starts the next top-level item, a ';' is a
+separator, a ',' or nothing, as the parser reads it (:mod:`lsp.tokens`), and a '{' opens
+what the parser opens there, also on the line after its header.
 
 The scan is linear in the number of tokens: each frame carries what it inherits (its policy,
 block and container), so no token walks the stack of open frames.
@@ -114,13 +115,20 @@ def _parser_type(tok: Token | None) -> str:
     return tok.kind.upper()
 
 
-def _code_token(tokens: list[Token], i: int, step: int) -> Token | None:
-    """The nearest token before (``step`` -1) or after (+1) index ``i`` that is not a comment
-    or a stray ';' (the parser never sees comments, and reads a stray ';' as if it were not
-    there)."""
+def _code_index(tokens: list[Token], i: int, step: int) -> int:
+    """Index of the nearest token before (``step`` -1) or after (+1) index ``i`` that is not a
+    comment or a stray ';' (the parser never sees comments, and reads a stray ';' as if it
+    were not there); -1 or ``len(tokens)`` where there is none. A call walks one run of
+    comments and stray ';', which only the token beside it looks across."""
     i += step
     while 0 <= i < len(tokens) and tokens[i].kind in (COMMENT, STRAY):
         i += step
+    return i
+
+
+def _code_token(tokens: list[Token], i: int, step: int) -> Token | None:
+    """The token at :func:`_code_index`, None where there is none."""
+    i = _code_index(tokens, i, step)
     return tokens[i] if 0 <= i < len(tokens) else None
 
 
@@ -194,16 +202,36 @@ class Scanner:
         return self.frame.container
 
     def _ends_statement(self, i: int) -> bool:
-        """A newline before token ``i`` ends the statement, unless a list or a call is open
-        or, at the top level, the token goes on with the statement's header or opens its
-        body (the parser reads those across lines: ``extends base {`` on the line after
-        ``policy p``)."""
+        """A newline before token ``i`` ends the statement, unless a list or a call is open,
+        the token is the ``{`` that opens the statement's body (:meth:`_brace_opens_body`) or,
+        at the top level, it goes on with the statement's header (the parser reads those
+        across lines: ``extends base {`` on the line after ``policy p``)."""
         tok = self.tokens[i]
         if not (tok.nl_before and self.depth == 0 and self.call == 0 and self.stmt):
             return False
+        if tok.kind == PUNCT and tok.text == "{" and self._brace_opens_body():
+            return False
         if self.frame.kind == "top":
-            return tok.text != "{" and self._header_step(i) is None
+            return self._header_step(i) is None
         return True
+
+    def _brace_opens_body(self) -> bool:
+        """A ``{`` after the current statement opens its body, wherever it stands: the parser
+        takes the next token for a policy's, a block's, a rule's or a nested item's ``{``
+        without looking at lines (``when hit_rate < 0.4 for 100 accesses`` with its ``{`` on
+        the next line is a rule). A top-level statement takes it (:meth:`_open` makes it a
+        policy's), a statement in a policy when it ends with the block's name
+        (``cache`` then ``{``), and in a block or a nested item a rule (``when ...``) or a
+        nested item (``tier hot``, ``on promote(hot -> warm)``, ``band layers = 0..7``);
+        a ``{`` after a parameter's value is skipped by the parser, not an opening."""
+        frame = self.frame
+        if frame.kind == "top":
+            return True
+        if frame.kind == "policy":
+            return self.tokens[self.stmt[-1]].kind == NAME
+        if frame.kind in ("block", "section"):
+            return self.section is not None or self.stmt_head == "when"
+        return False
 
     def _opens_body(self, i: int) -> bool:
         """Token ``i`` starts the body of a policy whose ``{`` is missing: a name and ``{`` right
@@ -284,9 +312,14 @@ class Scanner:
             self.infos.append(info)
             return
         if kind == PUNCT and text == ";":
-            self._reset_stmt()
             info.role = OPERATOR
             self.infos.append(info)
+            if self.section is not None and frame.kind in ("block", "section"):
+                # in a nested item's head the parser skips to the item's '{' on this line or
+                # at the start of the next (`tier ; hot {` is an item with no name)
+                self.phase = "head_skip"
+            else:
+                self._reset_stmt()
             return
         nxt = _next_token(tokens, i)
         if (frame.kind in ("block", "section") and not self.stmt and kind == NAME
@@ -365,7 +398,8 @@ class Scanner:
 
     def _is_section(self, i: int, text: str, nxt: Token | None) -> bool:
         """A nested item starts at token ``i``: a known kind (``tier``, ``band``, ``on``)
-        followed by its head, or any ``NAME NAME {`` / ``NAME NAME (``."""
+        unless a parameter's ``=`` or ``.`` follows it (the parser reads ``tier ; hot {`` and
+        ``tier {`` as items whose head is missing), or any ``NAME NAME {`` / ``NAME NAME (``."""
         known = text in schema.SECTIONS
         if nxt is None or nxt.nl_before:
             return known                 # `tier` alone on its line: being typed
@@ -374,7 +408,21 @@ class Scanner:
                 return True
             after = _next_token(self.tokens, _next_index(self.tokens, i))
             return after is not None and after.kind == PUNCT and after.text in ("{", "(")
-        return known and nxt.kind == PUNCT and nxt.text == "{"
+        return known and not (nxt.kind == PUNCT and nxt.text in ("=", "."))
+
+    def _condition_without_when(self, i: int) -> bool:
+        """``NAME OP NUMBER`` from token ``i``, followed by ``for`` or ``{`` (on any line): a
+        rule whose ``when`` is missing, as the parser's ``looks_like_condition`` sees it."""
+        toks = self.tokens
+        j = _code_index(toks, i, 1)
+        if j >= len(toks) or toks[j].kind != OP:
+            return False
+        j = _code_index(toks, j, 1)
+        if j >= len(toks) or toks[j].kind != NUMBER:
+            return False
+        j = _code_index(toks, j, 1)
+        return j < len(toks) and (toks[j].text == "{" and toks[j].kind == PUNCT
+                                  or _parser_type(toks[j]) == "FOR")
 
     def _feed_head(self, tok: Token, info: Info, nxt: Token | None) -> bool:
         """The head of a nested item (``tier hot``, ``band layers = ...``,
@@ -443,6 +491,9 @@ class Scanner:
         if self.call:
             self._feed_call(tok, info)
             return
+        if self.phase == "head_skip":      # skipped by the parser, up to the item's '{'
+            info.role = NUMBER_R if kind == NUMBER else STRING_R if kind == STRING else UNKNOWN
+            return
         # a NAME followed by '=' after a complete value starts a new statement
         if (kind == NAME and self.stmt and self.depth == 0 and nxt is not None
                 and nxt.text == "=" and self.phase in ("after_value", "after_cond", "after_head",
@@ -456,6 +507,11 @@ class Scanner:
                 info.role = SECTION_R
                 self.section = text
                 self.phase = "head"
+                return
+            if kind == NAME and frame.kind in ("block", "section") and self._condition_without_when(i):
+                info.role = METRIC          # the parser reads a rule (one error, its 'when' missing)
+                self.stmt_head = "when"
+                self.phase = "cond_op"
                 return
             if kind == NAME:
                 if frame.kind == "block" and text == "when" and rule_block:
@@ -621,7 +677,9 @@ def frame_end(tokens: list[Token], open_index: int) -> int:
 
 
 def params_set_in(tokens: list[Token], open_index: int) -> set[str]:
-    """Names written as ``NAME =`` directly inside the frame opened at ``open_index``."""
+    """Names written as ``NAME =`` directly inside the frame opened at ``open_index``, read
+    as the parser reads them (``capacity ; = 8`` and ``capacity # c`` then ``= 8`` set
+    ``capacity``)."""
     out: set[str] = set()
     end = frame_end(tokens, open_index)
     depth = 0
@@ -631,21 +689,25 @@ def params_set_in(tokens: list[Token], open_index: int) -> set[str]:
             depth += 1
         elif t.kind == PUNCT and t.text in "}]":
             depth -= 1
-        elif depth == 0 and t.kind == NAME and j + 1 < end and tokens[j + 1].text == "=":
-            out.add(t.text)
+        elif depth == 0 and t.kind == NAME:
+            k = _code_index(tokens, j, 1)
+            if k < end and tokens[k].text == "=":
+                out.add(t.text)
     return out
 
 
 def blocks_in(tokens: list[Token], open_index: int) -> set[str]:
-    """Names of the blocks (``NAME {``) directly inside the policy opened at ``open_index``."""
+    """Names of the blocks (``NAME {``) directly inside the policy opened at ``open_index``,
+    read as the parser reads them (``cache ; {`` and ``cache # c`` then ``{`` are blocks)."""
     out: set[str] = set()
     end = frame_end(tokens, open_index)
     depth = 0
     for j in range(open_index + 1, end):
         t = tokens[j]
         if t.kind == PUNCT and t.text == "{":
-            if depth == 0 and j > 0 and tokens[j - 1].kind == NAME:
-                out.add(tokens[j - 1].text)
+            k = _code_index(tokens, j, -1)
+            if depth == 0 and k > open_index and tokens[k].kind == NAME:
+                out.add(tokens[k].text)
             depth += 1
         elif t.kind == PUNCT and t.text == "}":
             depth -= 1

@@ -47,6 +47,9 @@ SHAPES = {
         f"policy q{i} extends p {{ cache {{ capacity = 4 }} }}\n" for i in range(n // 14)),
     # a run of ';' the parser reads as if it were not there
     "stray semicolons": lambda n: "policy p { cache { capacity = " + ";" * n,
+    # ... between a parameter's name and its '=' (completion looks past them for what is set)
+    "stray semicolons before '='": lambda n: "policy p { cache { capacity " + ";" * n + " = 8\n",
+    "rules with their braces on lines": lambda n: "policy p { adapt { " + "when hit_rate < 0.5\n{ " * (n // 6),
 }
 
 
