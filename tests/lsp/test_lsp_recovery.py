@@ -46,8 +46,11 @@ def _codes(text: str, path: str) -> list[str]:
     return [d.code for d in analyze(text, path).diagnostics]
 
 
-def _semantic_lines(client, text: str, data: list[int]) -> dict[int, list[tuple[str, str]]]:
-    """The semantic tokens of ``text`` per line: (text, token type)."""
+async def _semantic_lines(client, uri: str, text: str) -> dict[int, list[tuple[str, str]]]:
+    """The server's semantic tokens of the open document ``uri`` (whose text is ``text``) per
+    line: (text, token type)."""
+    data = (await client.text_document_semantic_tokens_full_async(
+        types.SemanticTokensParams(text_document=tdi(uri)))).data
     legend = client.init_result.capabilities.semantic_tokens_provider.legend
     lines = text.split("\n")
     line = col = 0
@@ -87,9 +90,7 @@ async def test_navigation_after_an_unclosed_block_sees_the_next_policy(client):
 async def test_semantic_tokens_after_an_unclosed_block_colour_the_next_policy(client):
     uri = open_doc(client, "unclosed_tokens.moe", UNCLOSED_ABOVE)
     await diagnostics(client, uri)
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, UNCLOSED_ABOVE, data)
+    got = await _semantic_lines(client, uri, UNCLOSED_ABOVE)
     assert got[3] == [("policy", "keyword"), ("tuned", "class"), ("extends", "modifier"), ("base", "class")]
     assert got[4] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("4", "number")]
 
@@ -186,9 +187,7 @@ async def test_a_stray_semicolon_leaves_navigation_and_tokens_as_the_parser_read
     assert renamed.startswith("policy renamed ; {") and "extends ; renamed {" in renamed
     path = str(client.root / "stray_semicolons.moe")
     assert _codes(renamed, path) == _codes(STRAY_SEMICOLONS, path) == ["MPL002"] * 5
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, STRAY_SEMICOLONS, data)
+    got = await _semantic_lines(client, uri, STRAY_SEMICOLONS)
     assert got[1] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("8", "number")]
     assert got[3] == [("policy", "keyword"), ("tuned", "class"), ("extends", "modifier"), ("base", "class")]
     assert got[4][:2] == [("cache", "namespace"), ("capacity", "parameter")]
@@ -301,9 +300,7 @@ async def test_a_policy_without_its_brace_is_read_from_its_first_block(client):
     assert "eviction" in labels and "adapt" not in labels        # the parameters of cache
     labels, _ = await labels_at(client, uri, NO_BRACE, NO_BRACE.index("}\n}") + 1)
     assert "adapt" in labels and not labels & {"cache", "policy"}  # the blocks of a policy
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, NO_BRACE, data)
+    got = await _semantic_lines(client, uri, NO_BRACE)
     assert got[1] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("8", "number")]
     no_internal_errors(client)
 
@@ -368,9 +365,7 @@ async def test_a_rule_with_its_brace_on_the_next_line_has_its_actions(client):
     labels, _ = await labels_at(client, uri, BALANCED, BALANCED.index("eviction = lru"))
     assert {"cache.capacity", "prefetch.budget"} <= labels      # the targets of an action
     assert "when" not in labels
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, BALANCED, data)
+    got = await _semantic_lines(client, uri, BALANCED)
     line = BALANCED[:BALANCED.index("eviction = lru")].count("\n")
     assert got[line] == [("eviction", "parameter"), ("=", "operator"), ("lru", "enumMember")]
     no_internal_errors(client)
@@ -388,9 +383,7 @@ async def test_blocks_and_nested_items_with_their_brace_on_the_next_line(client)
     labels, _ = await labels_at(client, uri, NEXT_LINE, NEXT_LINE.index("location"))
     # a tier's parameters, less those written in it
     assert {"dtype", "residency"} <= labels and not labels & {"capacity", "tier"}
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, NEXT_LINE, data)
+    got = await _semantic_lines(client, uri, NEXT_LINE)
     assert got[3] == [("strategy", "parameter"), ("=", "operator"), ("history", "enumMember")]
     assert got[8] == [("location", "parameter"), ("=", "operator"), ("gpu", "enumMember"),
                       ("capacity", "parameter"), ("=", "operator"), ("8", "number")]
@@ -451,9 +444,7 @@ async def test_a_run_of_semicolons_in_a_rule_header_is_read_as_not_there(client)
         (first.line, first.character), (first.line, first.character + 1)]
     assert all("remove it" in d.message for d in diags)
     assert "cache.eviction" in await hover(client, uri, RUN_IN_HEADER, "eviction")
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, RUN_IN_HEADER, data)
+    got = await _semantic_lines(client, uri, RUN_IN_HEADER)
     assert got[2] == [("when", "keyword"), ("hit_rate", "variable"), ("<", "operator"), ("0.4", "number"),
                       ("eviction", "parameter"), ("=", "operator"), ("lfu", "enumMember")]
     no_internal_errors(client)
@@ -493,9 +484,7 @@ async def test_a_tier_whose_name_follows_a_semicolon_is_read_as_a_tier(client):
     assert "tier" in await hover(client, uri, KIND_THEN_SEMI, "location")
     labels, _ = await labels_at(client, uri, KIND_THEN_SEMI, KIND_THEN_SEMI.index("location"))
     assert {"capacity", "dtype"} <= labels and "granularity_split" not in labels
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, KIND_THEN_SEMI, data)
+    got = await _semantic_lines(client, uri, KIND_THEN_SEMI)
     assert got[2] == [("tier", "keyword"), ("location", "parameter"), ("=", "operator"), ("gpu", "enumMember")]
     no_internal_errors(client)
 
@@ -564,9 +553,7 @@ async def test_a_rule_without_its_when_is_read_as_a_rule(client):
     assert "cache.capacity" in await hover(client, uri, NO_WHEN, "capacity = 16")
     labels, _ = await labels_at(client, uri, NO_WHEN, NO_WHEN.index("cache.capacity = 16"))
     assert {"cache.capacity", "prefetch.budget"} <= labels and "when" not in labels
-    data = (await client.text_document_semantic_tokens_full_async(
-        types.SemanticTokensParams(text_document=tdi(uri)))).data
-    got = _semantic_lines(client, NO_WHEN, data)
+    got = await _semantic_lines(client, uri, NO_WHEN)
     assert got[3] == [("hit_rate", "variable"), ("<", "operator"), ("0.4", "number"), ("for", "keyword"),
                       ("100", "number"), ("accesses", "type")]
     assert got[4] == [("cache", "namespace"), ("capacity", "parameter"), ("=", "operator"), ("16", "number")]
