@@ -414,3 +414,13 @@ def test_deep_item_nesting_is_limited():
     r = parse(text)
     assert codes(r) == ["MPL002"] and "items nested deeper" in r.diagnostics[0].message
     assert r.document.policies[0].block("hierarchy") is not None
+
+
+def test_a_section_head_written_across_lines_is_quoted_on_one_line():
+    # `tier` alone on its line reads the next line as its head (newlines do not end a
+    # head); the message that quotes the head keeps to one line
+    text = "policy p {\n  hierarchy {\n    tier\n    capacity = 8\n  }\n}\n"
+    r = parse(text)
+    messages = [d.message for d in r.diagnostics]
+    assert "expected '{' after 'tier capacity = 8', found '}'" in messages
+    assert not any("\n" in m for m in messages)

@@ -634,7 +634,9 @@ class RecoveringParser:
         sec.span = _cover(sec.span, tok_span(self.prev()))
         if not self.at("LBRACE"):
             if head_ok:
-                self.unexpected(f"expected '{{' after '{self.text[sec.span.offset:sec.span.end_offset]}'")
+                # (the head as one line: a head written across lines is quoted on one)
+                head = " ".join(self.text[sec.span.offset:sec.span.end_offset].split())
+                self.unexpected(f"expected '{{' after '{head}'")
             # garbage in the head: skip to a '{' on this line, or stop
             while not (self.at_hard_stop() or self.line_start() or self.at("LBRACE")):
                 self.advance()
