@@ -16,15 +16,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from mpl.syntax.lexer import KEYWORD_TYPES, PUNCT_TYPES
+from mpl.syntax.lexer import STRAY as LEX_STRAY
+from mpl.syntax.lexer import tokenize as lex
 from mpl.syntax.recover import read_semicolons
 
 NAME, NUMBER, STRING, COMMENT, PUNCT, OP, ERROR = (
     "name", "number", "string", "comment", "punct", "op", "error")
 #: a ';' the parser reads as a ',', and one it reads as if it were not there
 AS_COMMA, STRAY = "as_comma", "stray"
-#: characters that, glued after ``gpu:1``, make the parser's tokenizer read it otherwise
-_GLUED = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
 
 
 class Token(NamedTuple):
@@ -67,54 +66,20 @@ def tokenize(text: str) -> list[Token]:
         append(Token(kind, s, e, m.group(), line, nl))
         nl = False
     if ";" in text:
-        _read_semicolons(out)
+        _read_semicolons(text, out)
     return out
 
 
-def _read_semicolons(tokens: list[Token]) -> None:
-    """Give each ';' of ``tokens`` the kind that says how the parser reads it. The parser's
-    tokens are these without comments and unknown characters (the parser never sees them),
-    with a name glued to ':' and an integer (``gpu:1``) as one token."""
-    types: list[str] = []
-    where: list[int] = []          # index in ``tokens`` of each entry of ``types``
-    n = len(tokens)
-    i = 0
-    while i < n:
-        t = tokens[i]
-        kind = t.kind
-        if kind == COMMENT or kind == ERROR:
-            i += 1
-            continue
-        where.append(i)
-        if kind == NAME:
-            ty = KEYWORD_TYPES.get(t.text, "NAME")
-            if ty == "NAME" and _indexed(tokens, i):
-                types.append("INDEXED")
-                i += 3
-                continue
-        elif kind == PUNCT:
-            ty = PUNCT_TYPES[t.text]
-        else:
-            ty = kind.upper()
-        types.append(ty)
-        i += 1
-    for j, reading in read_semicolons(types).items():
-        if reading != "_SEMI":
-            k = where[j]
+def _read_semicolons(text: str, tokens: list[Token]) -> None:
+    """Give each ';' of ``tokens`` the kind that says how the parser reads it: the parser's
+    own tokens of ``text`` (its lexer, less the stray characters it reads as if they were
+    not there) through its rule, each ';' found here by its offset."""
+    parsed = [t for t in lex(text).tokens if t.type != LEX_STRAY]
+    at = {t.start: k for k, t in enumerate(tokens) if t.text == ";"}
+    for j, reading in read_semicolons([t.type for t in parsed]).items():
+        k = at.get(parsed[j].start_pos)
+        if reading != "_SEMI" and k is not None:
             tokens[k] = tokens[k]._replace(kind=AS_COMMA if reading == "COMMA" else STRAY)
-
-
-def _indexed(tokens: list[Token], i: int) -> bool:
-    """Whether the name at ``i`` is glued to ':' and an integer that ends there: one value
-    (a device, ``gpu:1``) for the parser's tokenizer."""
-    if i + 2 >= len(tokens):
-        return False
-    name, colon, num = tokens[i], tokens[i + 1], tokens[i + 2]
-    if not (colon.text == ":" and colon.start == name.end and num.kind == NUMBER
-            and num.start == colon.end and num.text.isdigit()):
-        return False
-    after = tokens[i + 3] if i + 3 < len(tokens) else None
-    return after is None or after.start > num.end or after.text[0] not in _GLUED
 
 
 def token_at(tokens: list[Token], offset: int, *, prefer_left: bool = True) -> int | None:
