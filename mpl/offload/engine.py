@@ -259,15 +259,12 @@ class Engine:
                                                  "num_experts": pool.size})
             if self.home:
                 lo = b.ordinal * E
-                b.home_view = ExpertsView(b.module, {
-                    **self._flags[b.ordinal], "num_experts": E, "_is_expert_parallel": False,
-                    **{name: t[lo:lo + E] for name, t in pool.tensors.items()}})
+                b.home_view = self._view(b, {name: t[lo:lo + E] for name, t in pool.tensors.items()},
+                                         E, False)
             # the host window: on the CPU the device is host memory, and without memory tiers
             # the host store holds every expert of the layer in the model's own layout
             if not pool.cuda and tiers is None and b.host:
-                b.host_view = ExpertsView(b.module, {
-                    **self._flags[b.ordinal], "num_experts": b.num_experts,
-                    "_is_expert_parallel": False, **b.host})
+                b.host_view = self._view(b, b.host, b.num_experts, False)
 
     def release(self) -> None:
         """Drop every reference to the pool's tensors (detach)."""
@@ -455,6 +452,13 @@ class Engine:
             self.stall_ms += stall
             self.runtime.add_stall(stall)
 
+    def _view(self, b, tensors: dict, n: int, split: bool) -> ExpertsView:
+        """The experts module of layer ``b`` on ``tensors`` (its weights by name, ``n``
+        entries): the layer's flags, and with ``split`` the ids at or past ``n`` skipped
+        (grouped_mm's sentinel)."""
+        return ExpertsView(b.module, {**self._flags[b.ordinal], **tensors, "num_experts": n,
+                                      "_is_expert_parallel": split})
+
     def _window(self, b, lo, hi, split) -> ExpertsView:
         """The experts view of pool entries ``[lo, hi)`` for layer ``b`` (cached: the pool's
         tensors never change while attached)."""
@@ -463,10 +467,8 @@ class Engine:
         if view is None:
             if len(self._views) >= _VIEW_CACHE:
                 self._views.clear()
-            over = {name: t[lo:hi] for name, t in self.pool.tensors.items()}
-            over["num_experts"] = hi - lo
-            over["_is_expert_parallel"] = split
-            view = self._views[key] = ExpertsView(b.module, {**self._flags[b.ordinal], **over})
+            view = self._views[key] = self._view(
+                b, {name: t[lo:hi] for name, t in self.pool.tensors.items()}, hi - lo, split)
         return view
 
     def _execute(self, b, mode, plan, flat, host_w, host_hidden, hidden, top_k_index,
@@ -695,9 +697,7 @@ class Engine:
             over = {name: (torch.randn((n,) + tuple(t.shape[1:]), generator=g).to(t.device, t.dtype)
                            if t.is_floating_point() else t[:1].expand((n,) + tuple(t.shape[1:])).clone())
                     for name, t in tensors.items()}
-            over["num_experts"] = n
-            over["_is_expert_parallel"] = True
-            view = ExpertsView(b.module, {**self._flags[b.ordinal], **over})
+            view = self._view(b, over, n, True)
             keeps = self._row_bits[key] = same_rows(fn, view, hidden.shape[-1], n, b.top_k,
                                                     hidden.device, hidden.dtype)
         return keeps
@@ -722,9 +722,7 @@ class Engine:
             area = self._scratch[name]
             area[c:n].copy_(t[first:hi])
             over[name] = area[:n]
-        over["num_experts"] = n
-        over["_is_expert_parallel"] = True
-        return ExpertsView(b.module, {**self._flags[b.ordinal], **over})
+        return self._view(b, over, n, True)
 
     def _eager_pass(self, b, hidden, top_k_weights, lut, cpu_experts, positions, *, out=None,
                     only=None):
