@@ -314,14 +314,8 @@ def save_native(trace: Trace, path: str, *, weights: str = "auto", progress=None
             with NativeWriter(f, trace.header, weights=code) as w:
                 w.write_encoded(data, len(trace.dispatches))
         return
-    weights = _auto_weights(trace, weights)
-    with atomic_open(path, "wb") as f:      # a failed write leaves no partial file
-        with NativeWriter(f, trace.header, weights=weights) as w:
-            n = len(trace.dispatches)
-            for i, d in enumerate(trace.dispatches):
-                w.write(d)
-                if progress is not None and i % PROGRESS_EVERY == 0:
-                    progress(i, n)
+    save_stream(trace.header, trace.dispatches, path, weights=_auto_weights(trace, weights),
+                progress=progress, total=len(trace.dispatches))
 
 
 # ------------------------------------------------------------------ native reader
@@ -932,8 +926,8 @@ def save(trace: Trace, path: str, *, progress=None, **kw) -> None:
     """Write a trace file (by extension). ``progress(i, n)``: called as records are written
     (a progress bar)."""
     if kind_of(path) == "jsonl":
-        with atomic_open(path, "w") as f:
-            dump_jsonl(trace, f, progress)
+        save_stream(trace.header, trace.dispatches, path, progress=progress,
+                    total=len(trace.dispatches))
     else:
         save_native(trace, path, progress=progress, **kw)
     if progress is not None:
@@ -941,19 +935,22 @@ def save(trace: Trace, path: str, *, progress=None, **kw) -> None:
 
 
 def save_stream(header: TraceHeader, dispatches: Iterable[Dispatch], path: str, *,
-                weights: str = "f32") -> None:
+                weights: str = "f32", progress=None, total: int | None = None) -> None:
     """Write a trace file (by extension) from a header and its dispatches, read once as they
     come: a trace of any length is written without holding it. ``weights``: the native
     format's float type for router weights (it must hold every weight exactly: a writer
-    rounds to it). A failure part-way leaves no partial file."""
+    rounds to it). ``progress(i, total)`` every :data:`PROGRESS_EVERY` records. A failure
+    part-way leaves no partial file."""
     if kind_of(path) == "jsonl":
         with atomic_open(path, "w") as f:
-            write_jsonl(header, dispatches, f)
-    else:
-        with atomic_open(path, "wb") as f:
-            with NativeWriter(f, header, weights=weights) as w:
-                for d in dispatches:
-                    w.write(d)
+            write_jsonl(header, dispatches, f, progress, total)
+        return
+    with atomic_open(path, "wb") as f:
+        with NativeWriter(f, header, weights=weights) as w:
+            for i, d in enumerate(dispatches):
+                w.write(d)
+                if progress is not None and i % PROGRESS_EVERY == 0:
+                    progress(i, total)
 
 
 def to_bytes(trace: Trace, *, weights: str = "auto") -> bytes:

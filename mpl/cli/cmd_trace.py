@@ -425,7 +425,7 @@ def _synth(args, traceio, prog: str) -> int:
                 bar.update(step + 1, args.steps)
 
     try:
-        traceio.save_stream(header, dispatches(), out, weights="f16")   # synth's weights are float16
+        traceio.save_stream(header, dispatches(), out, weights=synth.WEIGHTS)
     except OSError as e:
         raise _WriteError(out, e) from None
     finally:

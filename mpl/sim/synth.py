@@ -31,6 +31,9 @@ from itertools import accumulate
 from mpl import shapes
 from mpl.trace import Dispatch, Trace, TraceHeader
 
+#: the float type of the router weights, as mpl.traceio names it (each is rounded to float16)
+WEIGHTS = "f16"
+
 
 @dataclass(frozen=True)
 class Knobs:
@@ -112,7 +115,7 @@ def synthesize_steps(preset: str | shapes.ModelShape, steps: int = 512, seed: in
     """``(header, steps)``: the header of :func:`synthesize`'s trace and an iterator of its
     dispatches a step at a time (a list per step, the MoE layers in order), made as they are
     read: a trace of any length is written without holding it (``mplc trace synth``).
-    Router weights are float16 values."""
+    Router weights are :data:`WEIGHTS` values."""
     shape = preset if isinstance(preset, shapes.ModelShape) else shapes.preset(preset)
     if shape is None:
         raise ValueError(f"unknown preset '{preset}': choose one of {', '.join(shapes.PRESETS)}")
